@@ -1,0 +1,1 @@
+"""Catalogs: GPUs, models, quantization types, runtime profiles and API prices, loaded from data files."""

@@ -1,0 +1,157 @@
+"""The model catalog: real architecture numbers from each model's config.json, plus Ollama tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
+from typing import Any
+
+from ..errors import CatalogError
+from .loader import builtin, merge_records, read_user_file
+from .registry import Registry
+
+
+@dataclass(frozen=True, slots=True)
+class OllamaTag:
+    tag: str
+    quant: str
+    download_gb: float | None = None
+    q8_download_gb: float | None = None
+    q4_k_m_download_gb: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """One tensor as a file describes it: name, shape (outermost first) and storage type name."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+
+    @property
+    def n_params(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Everything the memory and speed models need to know about a model. Zero means 'not applicable'
+    for counts (experts, windows); None means 'not known'."""
+
+    id: str
+    name: str
+    params: int
+    layers: int
+    kv_heads: int
+    head_dim: int
+    hf: str = ""
+    aliases: tuple[str, ...] = ()
+    family: str = ""
+    model_type: str = ""
+    active_params: int = 0
+    hidden: int = 0
+    heads: int = 0
+    intermediate: int = 0
+    vocab: int = 0
+    tied_embeddings: bool = False
+    max_context: int = 0
+    dtype: str = "bf16"
+    attention: str = "gqa"
+    experts: int = 0
+    experts_active: int = 0
+    moe_intermediate: int = 0
+    shared_experts: int = 0
+    shared_intermediate: int = 0
+    dense_layers: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_layers: int = 0
+    linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    kv_shared_layers: int = 0
+    attention_bias: bool = False
+    global_kv_heads: int = 0  # Gemma 4: full-attention layers use their own KV geometry
+    global_head_dim: int = 0
+    k_eq_v: bool = False  # full-attention layers reuse K as V: only K is cached
+    text_params: int = 0  # language model alone, when params includes a vision tower
+    native_quant: str = ""  # the checkpoint's own weight format when it is not dtype (fp8, mxfp4)
+    estimated: tuple[str, ...] = ()
+    source: str = ""
+    note: str = ""
+    origin: str = "built-in"
+    ollama: tuple[OllamaTag, ...] = ()
+    # Set by file readers: the exact tensors, the quantization the file holds, and where each field came from.
+    tensors: tuple[TensorInfo, ...] | None = field(default=None, compare=False)
+    file_quant: str = ""
+    provenance: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def active(self) -> int:
+        """Parameters read per token (MoE: the active ones)."""
+        return self.active_params or self.params
+
+    @property
+    def names(self) -> list[str]:
+        return [self.id, self.name, *([self.hf] if self.hf else []), *self.aliases, *(t.tag for t in self.ollama)]
+
+    def with_(self, **changes: Any) -> ModelSpec:
+        return replace(self, **changes)
+
+
+_FIELDS = {f.name for f in fields(ModelSpec)}
+_TAG_FIELDS = {f.name for f in fields(OllamaTag)}
+
+
+def model_from_row(row: dict[str, Any]) -> ModelSpec:
+    known = {k: v for k, v in row.items() if k in _FIELDS and k not in ("ollama", "aliases", "tensors", "estimated")}
+    try:
+        tags = tuple(OllamaTag(**{k: v for k, v in t.items() if k in _TAG_FIELDS}) for t in row.get("ollama", ()))
+        spec = ModelSpec(**known, aliases=tuple(row.get("aliases", ())), ollama=tags,
+                         estimated=tuple(row.get("estimated", ())))
+    except TypeError as e:
+        raise CatalogError(f"model '{row.get('id', '?')}': {e}") from e
+    for name in ("params", "layers", "kv_heads", "head_dim"):
+        value = getattr(spec, name)
+        if not isinstance(value, int) or value <= 0:
+            raise CatalogError(f"model '{spec.id}': {name} must be a positive integer")
+    return spec
+
+
+@cache
+def _builtin_rows() -> tuple[dict[str, Any], ...]:
+    return tuple(builtin("models.toml")["model"])
+
+
+def load_models(user_files: tuple[str, ...] = ()) -> Registry[ModelSpec]:
+    user_rows = [(str(p), r) for p in user_files for r in read_user_file(p).get("model", [])]
+    rows = merge_records(_builtin_rows(), user_rows)
+    return Registry("model", "cardfit models", [model_from_row(r) for r in rows], lambda m: m.names)
+
+
+@cache
+def default_models() -> Registry[ModelSpec]:
+    return load_models()
+
+
+def find_tag(model: ModelSpec, name: str) -> OllamaTag | None:
+    from ..names import norm
+
+    key = norm(name)
+    return next((t for t in model.ollama if norm(t.tag) == key), None)

@@ -1,0 +1,137 @@
+"""Quantization catalog: uniform types stored as exact block geometry (bits per weight is derived), and
+llama.cpp file-type mixes (Q4_K_M …) that assign a type per tensor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from ..errors import CatalogError, UnknownNameError
+from ..names import closest, norm
+from .loader import builtin
+
+
+@dataclass(frozen=True, slots=True)
+class QuantType:
+    id: str
+    name: str
+    kind: str  # float | int | gguf
+    block_weights: int
+    block_bytes: int
+    scope: str = "all"  # all | linear | experts
+    requires: str = ""
+    ggml_type: int | None = None
+    group_size: int = 0
+    aliases: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def bits_per_weight(self) -> float:
+        return 8 * self.block_bytes / self.block_weights
+
+    def nbytes(self, n_weights: int) -> int:
+        """Exact storage for n weights, whole blocks (ceil)."""
+        return -(-n_weights // self.block_weights) * self.block_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GgufMix:
+    """A llama.cpp file type: the type each kind of tensor gets. `rules` maps a tensor kind
+    (attn_v, ffn_down, output, token_embd, …) to (type name, rule); see core/gguf_mix.py."""
+
+    name: str
+    ftype: int
+    default: str
+    rules: tuple[tuple[str, str, str], ...] = ()
+    note: str = ""
+    source: str = ""
+    id: str = field(default="")
+
+    @property
+    def kind(self) -> str:
+        return "gguf-mix"
+
+
+Quant = QuantType | GgufMix
+
+# GGUF names for the float types of the main table
+_GGUF_FLOAT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "mxfp4": "mxfp4", "nvfp4": "nvfp4"}
+_RULE_KEYS = ("output", "token_embd", "attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv",
+              "ffn_gate", "ffn_up", "ffn_down", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+
+
+class QuantCatalog:
+    def __init__(self, types: list[QuantType], mixes: list[GgufMix]) -> None:
+        self.types = types
+        self.mixes = mixes
+        self._index: dict[str, Quant] = {}
+        self._display: dict[str, str] = {}
+        for q in types:
+            for n in (q.id, q.name, *q.aliases):
+                self._add(n, q)
+        for gname, tid in _GGUF_FLOAT.items():
+            self._index.setdefault(norm(gname), self.type(tid))
+        for m in mixes:  # file-type names win over the bare type of the same name (Q8_0, Q4_0 …)
+            self._add(m.name, m, force=True)
+            self._add(f"mostly_{m.name}", m, force=True)
+
+    def _add(self, name: str, q: Quant, force: bool = False) -> None:
+        k = norm(name)
+        if k in self._index and not force and self._index[k] is not q:
+            raise CatalogError(f"quantization name '{name}' is used twice")
+        self._index[k] = q
+        self._display[k] = q.name
+
+    def find(self, name: str) -> Quant | None:
+        return self._index.get(norm(name))
+
+    def get(self, name: str) -> Quant:
+        q = self.find(name)
+        if q is None:
+            raise UnknownNameError("quantization", name, closest(name, self._display), "cardfit quants")
+        return q
+
+    def type(self, name: str) -> QuantType:
+        """A uniform storage type by id or GGUF name ('Q6_K', 'gguf_q6_k', 'bf16', 'F16')."""
+        k = norm(name)
+        for q in self.types:
+            if norm(q.id) == k or norm(q.name) == k or (q.kind == "gguf" and norm(q.id) == "gguf" + k):
+                return q
+        if k in _GGUF_FLOAT:
+            return self.type(_GGUF_FLOAT[k])
+        raise CatalogError(f"no quantization type '{name}'")
+
+    def by_ggml_type(self, ggml_type: int) -> QuantType | None:
+        for q in self.types:
+            if q.ggml_type == ggml_type:
+                return q
+        return {0: self.type("fp32"), 1: self.type("fp16"), 30: self.type("bf16"), 39: self.type("mxfp4"),
+                40: self.type("nvfp4")}.get(ggml_type)
+
+
+def _type_from_row(row: dict[str, Any]) -> QuantType:
+    try:
+        return QuantType(**{k: (tuple(v) if k == "aliases" else v) for k, v in row.items()})
+    except TypeError as e:
+        raise CatalogError(f"quant '{row.get('id', '?')}': {e}") from e
+
+
+def _mix_from_row(row: dict[str, Any]) -> GgufMix:
+    rules = []
+    for key in _RULE_KEYS:
+        t = row.get(key)
+        if t:
+            rules.append((key, str(t), str(row.get(f"{key}_rule", "all") or "all")))
+    return GgufMix(name=row["name"], ftype=int(row["ftype"]), default=row["default"], rules=tuple(rules),
+                   note=str(row.get("other", "")), source=row.get("source", ""), id=norm(row["name"]))
+
+
+@cache
+def default_quants() -> QuantCatalog:
+    types = [_type_from_row(r) for r in builtin("quants.toml")["quant"]]
+    try:
+        mixes = [_mix_from_row(r) for r in builtin("gguf_mixes.toml")["mix"]]
+    except FileNotFoundError:
+        mixes = []
+    return QuantCatalog(types, mixes)

@@ -1,0 +1,36 @@
+"""Rental rules (set sizes, volume discounts, month length) and verdict thresholds, from data/rental.toml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from .loader import builtin
+
+
+@dataclass(frozen=True, slots=True)
+class RentalRules:
+    hours_per_month: float
+    set_sizes: tuple[int, ...]
+    node_size: int
+    min_term_days: int
+    discounts: tuple[tuple[int, float], ...]  # (from this many cards, fraction off), ascending
+    tight_single_bytes: int
+    tight_per_card_bytes: int
+    rule_of_thumb: tuple[float, float]
+
+    def discount(self, count: int) -> float:
+        return max((f for n, f in self.discounts if count >= n), default=0.0)
+
+
+@cache
+def default_rental() -> RentalRules:
+    d = builtin("rental.toml")
+    r, v = d["rental"], d["verdict"]
+    return RentalRules(
+        hours_per_month=r["hours_per_month"], set_sizes=tuple(r["set_sizes"]), node_size=r["node_size"],
+        min_term_days=r["min_term_days"],
+        discounts=tuple(sorted((x["min_count"], x["fraction"]) for x in r["discount"])),
+        tight_single_bytes=v["tight_single_bytes"], tight_per_card_bytes=v["tight_per_card_bytes"],
+        rule_of_thumb=(v["rule_of_thumb_low"], v["rule_of_thumb_high"]),
+    )

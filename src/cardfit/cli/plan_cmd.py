@@ -1,0 +1,101 @@
+"""`cardfit plan` and `cardfit max-context`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..inputs import MaxContextInput, PlanInput, parse
+from . import cli, emit_json
+from .options import json_option, model_options, unit_option
+
+PLAN_EPILOG = """\b
+Examples:
+  cardfit plan llama3.1:8b                       # Ollama tag: Q4_K_M, Ollama's default context per card
+  cardfit plan qwen2.5:14b --gpu "RTX 4060 Ti" --context 16384
+  cardfit plan meta-llama/Llama-3.3-70B-Instruct --quant fp8 --context 32768 --runtime vllm
+  cardfit plan llama-3.1-405b --quant int4 --context 8192 --json
+  cardfit plan --params 70e9 --layers 80 --kv-heads 8 --head-dim 128 --quant fp8 --context 8192
+"""
+
+
+def _values(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k not in ("as_json", "unit", "top")}
+
+
+@cli.command(epilog=PLAN_EPILOG)
+@click.argument("model", required=False)
+@model_options(PlanInput, skip=("model",))
+@click.option("--top", type=click.IntRange(1, 1000), default=12, show_default=True, help="cards to show in the table")
+@unit_option
+@json_option
+def plan(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
+    """Does MODEL fit, on which cards, how fast and at what cost.
+
+    MODEL is a catalog name (Ollama tag, Hugging Face id or short alias), a path to a config.json, model
+    folder, .gguf or .safetensors file; or leave it out and give the shape with --params, --layers,
+    --kv-heads and --head-dim.
+    """
+    from ..plan import plan as make_plan
+    from ..report import plan_dict
+
+    result = plan_dict(make_plan(parse(PlanInput, _values(kwargs))))
+    if as_json:
+        emit_json(result)
+        return
+    _print_plan(result, unit, top)
+
+
+def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
+    from ..units import fmt_bytes, fmt_tokens
+    from .render import console, gpu_table, memory_table
+
+    c = console()
+    m, i = r["model"], r["inputs"]
+    tag = f" ({m['ollama_tag']})" if m["ollama_tag"] else ""
+    c.print(f"[bold]{m['name']}[/]{tag} · {i['quant']} · runtime {i['runtime']} · context {fmt_tokens(i['context'])}"
+            f" ({i['context_source']}) · {i['batch']} sequence{'s' if i['batch'] != 1 else ''} · KV {i['kv_dtype']}")
+    c.print(memory_table(r["memory"], unit))
+    c.print()
+    c.print(gpu_table(r["gpus"], unit, top))
+    best = r["gpus"][0]
+    if best["verdict"] in ("fits", "tight"):
+        c.print(f"\nBest: {best['count']}× {best['gpu']} — {best['verdict']}, "
+                f"{fmt_bytes(best['free_bytes'], unit)} free")
+    s = r["speed"]
+    if s["decode_ceiling_tokens_per_s"]:
+        est = f", about {s['decode_tokens_per_s']:,.0f} realistic" if s["decode_tokens_per_s"] else ""
+        c.print(f"Decode on {s['gpu']}: ceiling {s['decode_ceiling_tokens_per_s']:,.0f} tokens/s per stream{est}.")
+    for note in r["notes"]:
+        c.print(f"[dim]note: {note}[/]")
+    c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as the driver"
+            " reports them.[/]")
+
+
+MAXCTX_EPILOG = """\b
+Examples:
+  cardfit max-context llama3.1:8b --gpu "RTX 4090"
+  cardfit max-context meta-llama/Llama-3.1-70B-Instruct --gpu H200 --quant fp8 --runtime vllm
+  cardfit max-context qwen2.5:14b --gpu "RTX 4060 Ti" --kv-dtype q8_0 --json
+"""
+
+
+@cli.command("max-context", epilog=MAXCTX_EPILOG)
+@click.argument("model", required=False)
+@model_options(MaxContextInput, skip=("model", "context"))
+@json_option
+def max_context(as_json: bool, **kwargs: Any) -> None:
+    """The longest context per sequence that fits MODEL on one card (or --gpus cards)."""
+    from ..reverse import max_context as compute
+
+    result = compute(parse(MaxContextInput, _values(kwargs)))
+    if as_json:
+        emit_json(result)
+        return
+    from ..units import fmt_tokens
+
+    tail = "" if result["limited_by"] == "memory" else f" (capped by the model's {fmt_tokens(result['model_max_context'])})"
+    click.echo(f"{result['model']} on {result['count']}× {result['gpu']} ({result['quant']}, {result['runtime']}, "
+               f"KV {result['kv_dtype']}, {result['batch']} sequence(s)): up to {result['max_context_tokens']:,} "
+               f"tokens per sequence{tail}.")

@@ -1,0 +1,55 @@
+"""Rich rendering for people. Only imported when a table is printed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..units import fmt_bytes, fmt_rate, fmt_tokens, fmt_usd
+
+VERDICT_STYLE = {"fits": "green", "tight": "yellow", "offload": "magenta", "no": "red"}
+
+
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=False, width=None)
+
+
+def verdict_text(v: str) -> str:
+    return f"[{VERDICT_STYLE.get(v, 'white')}]{v}[/]"
+
+
+def memory_table(mem: dict[str, Any], unit: str) -> Table:
+    t = Table(title=None, show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("memory")
+    t.add_column(unit, justify="right")
+    t.add_column("how", style="dim")
+    bpw = mem["bits_per_weight"]
+    rows = [
+        ("weights", mem["weights_bytes"], f"{bpw} bits/weight ({mem['weights_method']})"),
+        ("KV cache", mem["kv_cache_bytes"],
+         f"{mem['kv_bytes_per_token']:,} B/token × {fmt_tokens(mem['context'])} × {mem['sequences']}"),
+        ("runtime overhead", mem["overhead_bytes"], "CUDA context, framework, graphs"),
+        ("activations", mem["activation_bytes"], "prefill workspace"),
+    ]
+    for name, b, how in rows:
+        t.add_row(name, fmt_bytes(b, unit).rsplit(" ", 1)[0], how)
+    t.add_row("[bold]total[/]", f"[bold]{fmt_bytes(mem['total_bytes'], unit).rsplit(' ', 1)[0]}[/]", "")
+    return t
+
+
+def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, just in (("#", "right"), ("GPU", "left"), ("cards", "right"), (f"usable {unit}", "right"),
+                      (f"free {unit}", "right"), ("verdict", "left"), ("$/month", "right"), ("tok/s", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for i, r in enumerate(rows[:limit], 1):
+        cards = str(r["count"]) if r["nodes"] == 1 else f"{r['count']} ({r['nodes']} nodes)"
+        verdict = verdict_text(r["verdict"])
+        if r["verdict"] == "offload":
+            verdict += f" {r['gpu_layer_fraction']:.0%} GPU"
+        t.add_row(str(i), r["gpu"], cards, fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
+                  fmt_bytes(r["free_bytes"], unit).rsplit(" ", 1)[0], verdict, fmt_usd(r["monthly_usd"]),
+                  fmt_rate(r["decode_tokens_per_s"] or r["decode_ceiling_tokens_per_s"]))
+    return t

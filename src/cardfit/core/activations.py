@@ -1,0 +1,67 @@
+"""Prefill workspace: memory a runtime needs besides weights and cache while it processes a chunk of
+prompt tokens. It grows with the chunk (and, without flash attention, with the context), which is why a
+model can load and still fail on its first long prompt.
+
+Three shapes, one per family of runtimes (chosen by the runtime profile's `activation_model`):
+- llamacpp: ggml reserves one compute buffer for the worst-case graph of one micro-batch (n_ubatch
+  tokens) against the full cache; the buffer holds the largest set of live f32 tensors of any phase.
+- vllm: the profile run pushes max_num_batched_tokens tokens through the model once and keeps the
+  PyTorch peak; the sampler holds fp32 logits for up to max_num_seqs sequences.
+- torch: transformers `generate` prefills the whole prompt at once in the model dtype (unless chunked)."""
+
+from __future__ import annotations
+
+from ..catalog.models import ModelSpec
+
+F32 = 4  # ggml graph activations are f32
+ACT = 2  # bf16/fp16 activations in PyTorch runtimes
+
+
+def _dims(m: ModelSpec) -> tuple[int, int, int, int]:
+    hidden = m.hidden or m.heads * m.head_dim or m.kv_heads * m.head_dim * 4
+    heads = m.heads or max(hidden // m.head_dim, 1)
+    ffn = max(m.intermediate, m.moe_intermediate * max(m.experts_active, 1), 4 * hidden if not m.intermediate else 0)
+    vocab = m.vocab or 32000  # a model given only by its shape: the smallest common vocabulary
+    return hidden, heads, ffn, vocab
+
+
+def llamacpp_compute_bytes(m: ModelSpec, n_ubatch: int, n_ctx: int, flash_attn: bool) -> int:
+    """Largest phase of one micro-batch's graph (ggml-alloc reuses memory between phases)."""
+    hidden, heads, ffn, vocab = _dims(m)
+    t = n_ubatch
+    residual = 4 * t * hidden * F32  # input, norm output, attention output and residual in flight
+    if flash_attn:
+        attention = t * n_ctx * 2 + residual  # f16 KQ mask only; scores stay in on-chip tiles
+    else:
+        attention = t * n_ctx * heads * F32 + t * n_ctx * F32 + residual  # KQ scores + f32 mask
+    logits = t * vocab * F32 + t * hidden * F32
+    ffn_phase = 2 * t * ffn * F32 + 2 * t * hidden * F32
+    return max(attention, logits, ffn_phase)
+
+
+def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int) -> int:
+    """PyTorch activation peak of vLLM's profile run (flash attention; logits only for the last token
+    of each scheduled sequence, in fp32, twice: logits and the sampler's probabilities)."""
+    hidden, heads, ffn, vocab = _dims(m)
+    t = batched_tokens
+    qkv = (heads + 2 * m.kv_heads) * m.head_dim if m.attention != "mla" else heads * m.head_dim * 3
+    layer_peak = t * max(2 * ffn + ffn, qkv + hidden) * ACT + 2 * t * hidden * ACT
+    sampler = min(max_num_seqs, t) * vocab * F32 * 2
+    return layer_peak + sampler
+
+
+def torch_prefill_bytes(m: ModelSpec, tokens: int) -> int:
+    """transformers: whole-prompt prefill in the model dtype; logits for the last position only."""
+    hidden, heads, ffn, vocab = _dims(m)
+    return tokens * (3 * ffn + 4 * hidden) * ACT + vocab * F32
+
+
+def activation_bytes(m: ModelSpec, model_kind: str, chunk: int, context: int, sequences: int = 1,
+                     flash_attn: bool = True, max_num_seqs: int = 1) -> int:
+    """Workspace for prefilling `chunk` tokens at once (0 = the whole context unchunked)."""
+    tokens = min(chunk, context * sequences) if chunk else context * sequences
+    if model_kind == "llamacpp":
+        return llamacpp_compute_bytes(m, tokens, context * sequences, flash_attn)
+    if model_kind == "vllm":
+        return vllm_profile_bytes(m, tokens, max_num_seqs)
+    return torch_prefill_bytes(m, tokens)

@@ -1,0 +1,114 @@
+"""Fit verdicts on one card or a set of cards, and the ranking of every card (SPEC §2 headroom, §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog.gpus import Gpu
+from ..catalog.rental import RentalRules
+from ..catalog.runtimes import RuntimeProfile
+from .memory import Memory
+
+FITS, TIGHT, NO, OFFLOAD = "fits", "tight", "no", "offload"
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    gpu: Gpu
+    count: int  # cards in the set (all nodes together)
+    usable_bytes: int  # all cards, as the driver reports them
+    budget_bytes: int  # what the runtime lets itself use (vLLM: × gpu_memory_utilization)
+    need_bytes: int  # memory the plan needs on this set
+    verdict: str
+    reason: str = ""
+    monthly_usd: float | None = None  # whole set, after volume discount
+    gpu_layer_fraction: float = 1.0  # offload: share of the weights+cache that stays on the GPU
+
+    @property
+    def free_bytes(self) -> int:
+        return self.budget_bytes - self.need_bytes
+
+    @property
+    def nodes(self) -> int:
+        return 1 if self.count <= 8 else -(-self.count // 8)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict in (FITS, TIGHT)
+
+
+def need_on(mem: Memory, count: int) -> int:
+    """Weights and cache split across the cards; every card pays its own context and workspace."""
+    return mem.weights_bytes + mem.kv_cache_bytes + count * mem.per_card_fixed_bytes
+
+
+def budget_per_card(gpu: Gpu, rt: RuntimeProfile, utilization: float | None = None) -> int:
+    u = utilization if utilization is not None else rt.gpu_memory_utilization
+    return int(gpu.usable_bytes * u) if u else gpu.usable_bytes
+
+
+def set_price(gpu: Gpu, count: int, rules: RentalRules) -> float | None:
+    if gpu.monthly_usd is None:
+        return None
+    return count * gpu.monthly_usd * (1 - rules.discount(count))
+
+
+def unsupported(gpu: Gpu, requires: str) -> str:
+    if requires and not gpu.supports(requires):
+        return f"{gpu.name} has no {requires.upper()} support"
+    return ""
+
+
+def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
+          utilization: float | None = None, ram_bytes: int = 0) -> Option:
+    budget = count * budget_per_card(gpu, rt, utilization)
+    need = need_on(mem, count)
+    price = set_price(gpu, count, rules)
+    base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
+                need_bytes=need, monthly_usd=price)
+    why = unsupported(gpu, requires)
+    if why:
+        return Option(**base, verdict=NO, reason=why)
+    free = budget - need
+    if free >= 0:
+        tight = free < rules.tight_single_bytes if count == 1 else free / count < rules.tight_per_card_bytes
+        return Option(**base, verdict=TIGHT if tight else FITS)
+    if rt.offload and count == 1:
+        return _offload(mem, base, budget, ram_bytes)
+    return Option(**base, verdict=NO, reason=f"needs {need - budget:,} more bytes")
+
+
+def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
+    """llama.cpp / Ollama put whole layers in system RAM: what stays on the GPU is what fits beside the
+    fixed workspace (SPEC §4 CPU offload)."""
+    layered = mem.weights_bytes + mem.kv_cache_bytes
+    on_gpu = max(budget - mem.per_card_fixed_bytes, 0)
+    fraction = min(on_gpu / layered, 1.0) if layered else 0.0
+    spill = layered - on_gpu
+    if ram_bytes and spill > ram_bytes:
+        return Option(**base, verdict=NO, reason=f"offload needs {spill:,} bytes of system RAM; {ram_bytes:,} given")
+    return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction,
+                  reason=f"{1 - fraction:.0%} of the layers in system RAM")
+
+
+def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
+                 utilization: float | None = None, max_nodes: int = 64) -> Option | None:
+    """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
+    sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
+    sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
+    for n in sizes:
+        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization)
+        if opt.fits:
+            return opt
+        if opt.reason and "support" in opt.reason:
+            return None
+    return None
+
+
+def rank(options: list[Option]) -> list[Option]:
+    """Fitting single cards by price, then multi-card sets by price, then offload, then the rest by size."""
+    def key(o: Option) -> tuple:
+        group = 0 if o.fits and o.count == 1 else 1 if o.fits else 2 if o.verdict == OFFLOAD else 3
+        price = o.monthly_usd if o.monthly_usd is not None else float("inf")
+        return (group, price, o.usable_bytes) if group < 3 else (group, -o.usable_bytes, price)
+    return sorted(options, key=key)

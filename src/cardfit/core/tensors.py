@@ -1,0 +1,114 @@
+"""Where a model's parameters live: a list of tensor groups computed from config.json shapes, named
+like GGUF tensors (token_embd, attn_v, ffn_down_exps …) so quantization mixes can be applied per kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog.models import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class TensorGroup:
+    kind: str  # GGUF-style tensor kind
+    layer: int  # -1 outside the repeated blocks
+    n_params: int
+    row: int  # length of one row (ne[0]): the input width, which must divide into quant blocks
+    matrix: bool = True  # 1-D tensors (norms, biases) are never quantized
+
+
+def has_shapes(m: ModelSpec) -> bool:
+    return bool(m.hidden and m.vocab and m.heads and (m.intermediate or m.moe_intermediate))
+
+
+def _attention(m: ModelSpec, i: int) -> list[TensorGroup]:
+    h = m.hidden
+    if m.attention == "mla":
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        out = []
+        if m.q_lora_rank:
+            out += [TensorGroup("attn_q_a", i, h * m.q_lora_rank, h),
+                    TensorGroup("attn_q_a_norm", i, m.q_lora_rank, m.q_lora_rank, False),
+                    TensorGroup("attn_q_b", i, m.q_lora_rank * m.heads * qk, m.q_lora_rank)]
+        else:
+            out.append(TensorGroup("attn_q", i, h * m.heads * qk, h))
+        out += [TensorGroup("attn_kv_a_mqa", i, h * (m.kv_lora_rank + m.qk_rope_head_dim), h),
+                TensorGroup("attn_kv_a_norm", i, m.kv_lora_rank, m.kv_lora_rank, False),
+                TensorGroup("attn_kv_b", i, m.kv_lora_rank * m.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank),
+                TensorGroup("attn_output", i, m.heads * m.v_head_dim * h, m.heads * m.v_head_dim)]
+        return out
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    out = [TensorGroup("attn_q", i, h * q, h), TensorGroup("attn_k", i, h * kv, h),
+           TensorGroup("attn_v", i, h * kv, h), TensorGroup("attn_output", i, q * h, q)]
+    if m.attention_bias or m.model_type in ("qwen2", "qwen2_moe"):
+        out.append(TensorGroup("attn_bias", i, q + 2 * kv, q + 2 * kv, False))
+    return out
+
+
+def _linear_attention(m: ModelSpec, i: int) -> list[TensorGroup]:
+    """Gated DeltaNet (Qwen3-Next / Qwen3.5) projections: qkvz in, beta/alpha in, conv, out."""
+    h = m.hidden
+    k = m.linear_key_heads * m.linear_key_head_dim
+    v = m.linear_value_heads * m.linear_value_head_dim
+    conv_dim = 2 * k + v
+    return [TensorGroup("ssm_in", i, h * (2 * k + 2 * v), h),
+            TensorGroup("ssm_ba", i, h * 2 * m.linear_value_heads, h),
+            TensorGroup("ssm_conv1d", i, conv_dim * max(m.linear_conv_kernel, 1), max(m.linear_conv_kernel, 1), False),
+            TensorGroup("ssm_misc", i, 2 * m.linear_value_heads + m.linear_value_head_dim, 1, False),
+            TensorGroup("ssm_out", i, v * h, v)]
+
+
+def _ffn(m: ModelSpec, i: int) -> list[TensorGroup]:
+    h = m.hidden
+    if not m.is_moe or i < m.dense_layers:
+        f = m.intermediate
+        return [TensorGroup("ffn_gate", i, h * f, h), TensorGroup("ffn_up", i, h * f, h),
+                TensorGroup("ffn_down", i, f * h, f)]
+    e, f = m.experts, m.moe_intermediate
+    out = [TensorGroup("ffn_gate_inp", i, h * e, h, False),
+           TensorGroup("ffn_gate_exps", i, e * h * f, h), TensorGroup("ffn_up_exps", i, e * h * f, h),
+           TensorGroup("ffn_down_exps", i, e * f * h, f)]
+    sf = m.shared_intermediate or (m.shared_experts * f if m.shared_experts else 0)
+    if sf:
+        out += [TensorGroup("ffn_gate_shexp", i, h * sf, h), TensorGroup("ffn_up_shexp", i, h * sf, h),
+                TensorGroup("ffn_down_shexp", i, sf * h, sf)]
+    return out
+
+
+def _is_linear_layer(m: ModelSpec, i: int) -> bool:
+    """Hybrid layouts put one full-attention layer after every (ratio) linear ones (Qwen3-Next: 3 of 4)."""
+    if not m.linear_layers:
+        return False
+    full = m.layers - m.linear_layers
+    every = m.layers // full if full else m.layers + 1
+    return (i + 1) % every != 0
+
+
+def tensor_groups(m: ModelSpec) -> list[TensorGroup]:
+    """All weight tensors of the model, from its shapes (requires has_shapes)."""
+    h = m.hidden
+    groups = [TensorGroup("token_embd", -1, m.vocab * h, h)]
+    for i in range(m.layers):
+        groups.append(TensorGroup("attn_norm", i, 2 * h, h, False))
+        groups += _linear_attention(m, i) if _is_linear_layer(m, i) else _attention(m, i)
+        groups += _ffn(m, i)
+    groups.append(TensorGroup("output_norm", -1, h, h, False))
+    if not m.tied_embeddings:
+        groups.append(TensorGroup("output", -1, m.vocab * h, h))
+    return groups
+
+
+def shape_params(m: ModelSpec) -> int:
+    return sum(g.n_params for g in tensor_groups(m))
+
+
+def active_shape_params(m: ModelSpec) -> int:
+    """Parameters touched per token: routed experts count only experts_active of experts; the
+    embedding table is a lookup, not a read of the whole matrix."""
+    total = 0
+    for g in tensor_groups(m):
+        if g.kind.endswith("_exps"):
+            total += g.n_params * m.experts_active // m.experts
+        elif g.kind != "token_embd" or m.tied_embeddings:
+            total += g.n_params
+    return total

@@ -1,0 +1,96 @@
+"""Weight bytes: exact from a file's tensors, per tensor kind from shapes (GGUF mixes, formats that keep
+embeddings in 16-bit), or parameters × bits per weight when only the parameter count is known."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..catalog.models import ModelSpec
+from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
+from .gguf_mix import tensor_type
+from .tensors import TensorGroup, has_shapes, tensor_groups
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    total_bytes: int
+    params: int
+    by_type: tuple[tuple[str, int], ...]  # storage type → bytes
+    method: str  # "file" | "shapes" | "params"
+
+    @property
+    def bits_per_weight(self) -> float:
+        return 8 * self.total_bytes / self.params if self.params else 0.0
+
+
+def _native(m: ModelSpec, quants: QuantCatalog) -> QuantType:
+    return quants.type(m.dtype if m.dtype in ("bf16", "fp16", "fp32") else "bf16")
+
+
+def _group_type(g: TensorGroup, m: ModelSpec, q: Quant, quants: QuantCatalog, layers_of: dict[str, int],
+                index_of: dict[tuple[str, int], int]) -> QuantType:
+    if isinstance(q, GgufMix):
+        if not g.matrix:
+            return quants.type("F32")
+        n = layers_of.get(g.kind, m.layers)
+        i = index_of.get((g.kind, g.layer), g.layer)
+        return tensor_type(q, g.kind, i, n, g.row, quants, tied_output=m.tied_embeddings)
+    if q.kind == "gguf":
+        return q if g.matrix else quants.type("F32")
+    if q.scope == "all":
+        return q if g.matrix or q.kind == "float" else _native(m, quants)
+    if not g.matrix or g.kind in ("token_embd", "output"):
+        return _native(m, quants)
+    if q.scope == "experts" and not g.kind.endswith("_exps"):
+        return _native(m, quants)
+    return q
+
+
+def _indices(groups: list[TensorGroup]) -> tuple[dict[str, int], dict[tuple[str, int], int]]:
+    """Per kind: how many tensors there are, and each one's ordinal (llama.cpp counts attn_v per tensor)."""
+    count: dict[str, int] = defaultdict(int)
+    index: dict[tuple[str, int], int] = {}
+    for g in groups:
+        if g.layer >= 0:
+            index[(g.kind, g.layer)] = count[g.kind]
+            count[g.kind] += 1
+    return dict(count), index
+
+
+@lru_cache(maxsize=8192)
+def weights_from_shapes(m: ModelSpec, q: Quant) -> Weights:
+    quants = default_quants()
+    groups = tensor_groups(m)
+    layers_of, index_of = _indices(groups)
+    by_type: dict[str, float] = defaultdict(float)
+    total_params = sum(g.n_params for g in groups)
+    scale = m.params / total_params if m.params else 1.0  # shapes give proportions, the stated count the size
+    for g in groups:
+        t = _group_type(g, m, q, quants, layers_of, index_of)
+        by_type[t.name] += t.nbytes(g.n_params) * scale
+    items = tuple(sorted(((k, round(v)) for k, v in by_type.items()), key=lambda kv: -kv[1]))
+    return Weights(sum(v for _, v in items), m.params or total_params, items, "shapes")
+
+
+def _mix_bpw(q: GgufMix, quants: QuantCatalog) -> QuantType:
+    return quants.type(q.default)
+
+
+def weights(m: ModelSpec, q: Quant | None = None) -> Weights:
+    """Bytes of the model's weights at quantization q (None: as the file/catalog holds it)."""
+    quants = default_quants()
+    if m.tensors is not None and (q is None or quants.find(m.file_quant) is q):
+        by: dict[str, int] = defaultdict(int)
+        for t in m.tensors:
+            by[t.dtype] += t.nbytes
+        items = tuple(sorted(by.items(), key=lambda kv: -kv[1]))
+        return Weights(sum(by.values()), sum(t.n_params for t in m.tensors), items, "file")
+    if q is None:
+        q = quants.get(m.file_quant or m.dtype)
+    if has_shapes(m):
+        return weights_from_shapes(m, q)
+    t = _mix_bpw(q, quants) if isinstance(q, GgufMix) else q
+    nbytes = round(m.params * t.bits_per_weight / 8)
+    return Weights(nbytes, m.params, ((t.name, nbytes),), "params")

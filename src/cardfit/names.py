@@ -1,0 +1,27 @@
+"""Name matching shared by every catalog: case, spaces, dashes and a few filler words never matter,
+and unknown names get the closest suggestions."""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+_DROP = re.compile(r"[\s_\-./:]+")
+
+
+def norm(name: str) -> str:
+    """'NVIDIA RTX-4090 24GB' → 'nvidiartx409024gb'."""
+    return _DROP.sub("", name.strip().lower())
+
+
+def closest(name: str, candidates: dict[str, str], n: int = 3) -> list[str]:
+    """Suggest display names whose normalized form is close to `name`."""
+    key = norm(name)
+    hits = difflib.get_close_matches(key, list(candidates), n=n, cutoff=0.6)
+    if not hits:
+        hits = [k for k in candidates if key and (key in k or k in key)][:n]
+    seen: list[str] = []
+    for h in hits:
+        if candidates[h] not in seen:
+            seen.append(candidates[h])
+    return seen

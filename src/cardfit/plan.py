@@ -1,0 +1,190 @@
+"""The plan: resolve the inputs, size the memory per card, rank the cards, and attach speed and cost.
+Everything here is wiring; the arithmetic lives in core/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .catalog.gpus import Gpu, default_gpus, load_gpus
+from .catalog.models import ModelSpec
+from .catalog.quants import GgufMix, Quant, QuantType, default_quants
+from .catalog.registry import Registry
+from .catalog.rental import RentalRules, default_rental
+from .catalog.runtimes import RuntimeProfile, default_runtimes
+from .core import fit as fitting
+from .core import speed as speedmod
+from .core.kv import kv_bytes_per_token, kv_dtype
+from .core.memory import Memory, MemorySettings, estimate
+from .errors import InputError
+from .inputs import PlanInput
+from .resolve import Resolved, resolve
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything resolved from a PlanInput: the same for every card except Ollama's default context."""
+
+    inp: PlanInput
+    resolved: Resolved
+    quant: Quant
+    runtime: RuntimeProfile
+    sequences: int
+    kv_dtype: str
+    prefill_chunk: int
+    flash_attn: bool
+    utilization: float | None
+    gpus: Registry[Gpu]
+    rules: RentalRules
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.resolved.model
+
+
+def _quant(r: Resolved, name: str | None) -> Quant:
+    quants = default_quants()
+    return quants.get(name or r.quant_hint or r.model.dtype)
+
+
+def _runtime(r: Resolved, q: Quant, name: str | None) -> RuntimeProfile:
+    runtimes = default_runtimes()
+    if name:
+        return runtimes.get(name)
+    if r.tag is not None:
+        return runtimes.get("ollama")
+    if isinstance(q, GgufMix) or q.kind == "gguf":
+        return runtimes.get("llama.cpp")
+    return runtimes.get("vllm")
+
+
+def _kv(rt: RuntimeProfile, m: ModelSpec, name: str | None) -> str:
+    d = kv_dtype(name or rt.default_kv_dtype)
+    if d == "auto":  # vLLM 'auto': the model's own dtype
+        d = "bf16" if m.dtype == "bf16" else "f16"
+    return d
+
+
+def build_context(inp: PlanInput) -> Context:
+    r = resolve(inp)
+    q = _quant(r, inp.quant)
+    rt = _runtime(r, q, inp.runtime)
+    if inp.batch and inp.parallel and inp.batch != inp.parallel:
+        raise InputError("--batch and --parallel both set the number of concurrent sequences; give one",
+                         field="batch")
+    seqs = inp.batch or inp.parallel or rt.default_parallel
+    kvd = _kv(rt, r.model, inp.kv_dtype)
+    notes: list[str] = []
+    if kvd in ("q8_0", "q4_0") and rt.id in ("ollama", "llama.cpp") and inp.flash_attn is False:
+        raise InputError(f"a {kvd} KV cache needs flash attention in {rt.name}", field="kv_dtype",
+                         hint="drop --no-flash-attn or use --kv-dtype f16")
+    flash = rt.flash_attn if inp.flash_attn is None else inp.flash_attn
+    if kvd in ("q8_0", "q4_0"):
+        flash = True
+    gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
+    return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
+                   inp.gpu_memory_utilization, gpus, default_rental(), notes)
+
+
+def default_context(ctx: Context, gpu: Gpu | None) -> tuple[int, str]:
+    """The context the runtime would use when the user gives none, and why."""
+    m, rt = ctx.model, ctx.runtime
+    if ctx.inp.context:
+        return ctx.inp.context, "given"
+    max_ctx = m.max_context or 4096
+    if rt.context_tiers:
+        count = ctx.inp.gpus or 1
+        vram = gpu.usable_bytes * count if gpu else 0
+        num_ctx = max(n for gib, n in rt.context_tiers if vram >= gib * GIB)
+        return min(num_ctx, max_ctx), f"{rt.name} default for {vram / GIB:.1f} GiB of VRAM"
+    if rt.default_context:
+        return min(rt.default_context, max_ctx), f"{rt.name} default"
+    return max_ctx, f"{rt.name} default: the model's maximum"
+
+
+def check_context(ctx: Context, context: int) -> None:
+    m = ctx.model
+    if m.max_context and context > m.max_context and not ctx.inp.allow_long_context:
+        raise InputError(f"context {context:,} is beyond {m.name}'s trained maximum of {m.max_context:,} tokens",
+                         field="context", hint="pass --allow-long-context to plan it anyway")
+
+
+def memory_for(ctx: Context, context: int) -> Memory:
+    s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
+                       prefill_chunk=ctx.prefill_chunk, flash_attn=ctx.flash_attn,
+                       max_num_seqs=ctx.runtime.max_num_seqs)
+    return estimate(ctx.model, ctx.quant, ctx.runtime, s)
+
+
+def requires(q: Quant) -> str:
+    return q.requires if isinstance(q, QuantType) else ""
+
+
+def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
+    ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
+    return fitting.check(mem, gpu, count, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
+                         utilization=ctx.utilization, ram_bytes=ram)
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    option: fitting.Option
+    memory: Memory
+    context_note: str
+    speed: speedmod.Speed | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    ctx: Context
+    cards: list[CardPlan]
+
+    @property
+    def first(self) -> CardPlan:
+        return self.cards[0]
+
+
+def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
+    if opt.gpu.bandwidth_gbps is None:
+        return None
+    precision = "fp8" if requires(ctx.quant) == "fp8" else "bf16"
+    tp = ctx.inp.tp or (opt.count if opt.count > 1 and opt.gpu.interconnect.startswith("nvlink") else 1)
+    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=ctx.runtime.decode_efficiency,
+                             prefill_efficiency=ctx.runtime.prefill_efficiency, precision=precision, tp=tp)
+
+
+def card_plans(ctx: Context) -> list[CardPlan]:
+    if ctx.inp.gpu:
+        gpus = [ctx.gpus.get(ctx.inp.gpu)]
+    else:
+        gpus = list(ctx.gpus)
+    mems: dict[int, tuple[Memory, str]] = {}
+    out = []
+    for gpu in gpus:
+        context, why = default_context(ctx, gpu)
+        if context not in mems:
+            check_context(ctx, context)
+            mems[context] = (memory_for(ctx, context), why)
+        mem = mems[context][0]
+        count = ctx.inp.gpus or max(gpu.min_count, 1)
+        opt = option_for(ctx, mem, gpu, count)
+        if not opt.fits and opt.verdict != fitting.OFFLOAD and not ctx.inp.gpus and not ctx.inp.gpu:
+            bigger = fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
+                                          utilization=ctx.utilization)
+            opt = bigger or opt
+        out.append(CardPlan(opt, mem, why, None))
+    ranked = fitting.rank([c.option for c in out])
+    by_opt = {id(c.option): c for c in out}
+    return [CardPlan(o, by_opt[id(o)].memory, by_opt[id(o)].context_note, _speed(ctx, by_opt[id(o)].memory, o))
+            for o in ranked]
+
+
+def plan(inp: PlanInput) -> Plan:
+    ctx = build_context(inp)
+    return Plan(ctx, card_plans(ctx))
+
+
+def kv_per_token(ctx: Context) -> int:
+    return kv_bytes_per_token(ctx.model, ctx.kv_dtype)

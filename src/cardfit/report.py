@@ -1,0 +1,78 @@
+"""Plain-data views of results (dicts of ints, floats and strings): the JSON the CLI prints with --json
+and the web API returns. Keys follow SPEC §9 and are only ever added to, never renamed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .catalog.quants import GgufMix
+from .core.fit import Option
+from .core.memory import Memory
+from .core.speed import Speed
+from .plan import CardPlan, Context, Plan, kv_per_token
+
+
+def _r(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def model_dict(ctx: Context) -> dict[str, Any]:
+    m = ctx.model
+    return {"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params,
+            "active_params": m.active_params or m.params, "layers": m.layers, "attention": m.attention,
+            "max_context": m.max_context or None, "origin": ctx.resolved.origin, "source": m.source,
+            "ollama_tag": ctx.resolved.tag.tag if ctx.resolved.tag else None,
+            "provenance": dict(m.provenance) or None}
+
+
+def inputs_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
+    q = ctx.quant
+    return {"quant": q.name, "quant_kind": q.kind, "runtime": ctx.runtime.id, "context": card.memory.context,
+            "context_source": card.context_note, "batch": ctx.sequences, "kv_dtype": ctx.kv_dtype,
+            "prefill_chunk": ctx.prefill_chunk, "flash_attn": ctx.flash_attn,
+            "gpu_memory_utilization": ctx.utilization if ctx.utilization is not None
+            else (ctx.runtime.gpu_memory_utilization or None),
+            "gpus": ctx.inp.gpus, "tp": ctx.inp.tp, "gpu": ctx.inp.gpu}
+
+
+def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
+    q = ctx.quant
+    return {"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
+            "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes,
+            "total_bytes": mem.total_bytes, "bits_per_weight": _r(mem.weights.bits_per_weight, 3),
+            "weights_method": mem.weights.method, "weights_by_type": dict(mem.weights.by_type),
+            "kv_bytes_per_token": kv_per_token(ctx), "context": mem.context, "sequences": mem.sequences,
+            "gguf_mix": q.name if isinstance(q, GgufMix) else None}
+
+
+def option_dict(o: Option, speed: Speed | None, mem: Memory) -> dict[str, Any]:
+    return {"gpu": o.gpu.name, "gpu_id": o.gpu.id, "count": o.count, "nodes": o.nodes, "context": mem.context,
+            "usable_bytes": o.usable_bytes, "budget_bytes": o.budget_bytes, "need_bytes": o.need_bytes,
+            "free_bytes": o.free_bytes, "verdict": o.verdict, "reason": o.reason or None,
+            "monthly_usd": _r(o.monthly_usd), "gpu_layer_fraction": _r(o.gpu_layer_fraction, 4),
+            "decode_tokens_per_s": _r(speed.decode_tokens_per_s, 1) if speed else None,
+            "decode_ceiling_tokens_per_s": _r(speed.decode_ceiling_tokens_per_s, 1) if speed else None}
+
+
+def speed_dict(card: CardPlan) -> dict[str, Any]:
+    s = card.speed
+    return {"gpu": card.option.gpu.name,
+            "decode_ceiling_tokens_per_s": _r(s.decode_ceiling_tokens_per_s, 1) if s else None,
+            "decode_tokens_per_s": _r(s.decode_tokens_per_s, 1) if s else None,
+            "prefill_tokens_per_s": _r(s.prefill_tokens_per_s, 0) if s else None,
+            "bytes_per_token": s.bytes_per_token if s else None}
+
+
+def plan_dict(p: Plan) -> dict[str, Any]:
+    first = p.first
+    return {"model": model_dict(p.ctx), "inputs": inputs_dict(p.ctx, first),
+            "memory": memory_dict(p.ctx, first.memory),
+            "gpus": [option_dict(c.option, c.speed, c.memory) for c in p.cards],
+            "speed": speed_dict(first), "cost": cost_dict(p), "notes": list(p.ctx.notes)}
+
+
+def cost_dict(p: Plan) -> dict[str, Any]:
+    o = p.first.option
+    hours = p.ctx.rules.hours_per_month
+    return {"monthly_usd": _r(o.monthly_usd), "hours_per_month": hours,
+            "hourly_usd": _r(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None}

@@ -1,0 +1,77 @@
+"""From what the user typed to a ModelSpec: a bare shape, a file or folder (readers), a Hub id (--hub), an
+Ollama tag with an optional quant suffix, or a catalog name."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from .catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
+from .errors import InputError
+from .inputs import ModelInput
+
+# Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16
+_TAG_QUANT = re.compile(r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    model: ModelSpec
+    tag: OllamaTag | None = None  # the user named an Ollama tag
+    quant_hint: str = ""  # quantization implied by the name or file
+    origin: str = "catalog"  # catalog | shape | file | hub | ollama-store | hf-cache
+
+
+def _shape(inp: ModelInput) -> ModelSpec:
+    missing = [f"--{n.replace('_', '-')}" for n in ("params", "layers", "kv_heads", "head_dim") if getattr(inp, n) is None]
+    if missing:
+        raise InputError(f"a bare shape needs {', '.join(missing)} as well", field="params",
+                         hint="or name a catalog model (`cardfit models`)")
+    params = int(inp.params)  # type: ignore[arg-type]
+    heads = (inp.hidden // inp.head_dim) if inp.hidden else inp.kv_heads  # type: ignore[operator]
+    return ModelSpec(id="custom", name=f"custom {params / 1e9:g}B", params=params, layers=inp.layers,  # type: ignore[arg-type]
+                     kv_heads=inp.kv_heads, head_dim=inp.head_dim, hidden=inp.hidden or 0, heads=heads or 0,  # type: ignore[arg-type]
+                     vocab=inp.vocab or 0, active_params=int(inp.active_params or 0),
+                     attention="gqa" if heads and inp.kv_heads and inp.kv_heads < heads else "mha",
+                     source="command-line shape", origin="shape")
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.endswith((".json", ".gguf", ".safetensors")) or os.sep in name and os.path.exists(name) \
+        or os.path.isdir(name)
+
+
+def resolve(inp: ModelInput) -> Resolved:
+    if inp.model is None:
+        return Resolved(_shape(inp), origin="shape")
+    name = inp.model.strip()
+    if not name:
+        raise InputError("model name is empty", field="model", hint="`cardfit models` lists them")
+    models = load_models(tuple(inp.catalog)) if inp.catalog else default_models()
+    if _looks_like_path(name) or os.path.exists(name):
+        from .readers import read_model_path  # file formats stay out of the core
+
+        spec = read_model_path(name)
+        return Resolved(spec, quant_hint=spec.file_quant, origin="file")
+    if inp.hub:
+        from .readers.hub import read_hub_model
+
+        spec = read_hub_model(name)
+        return Resolved(spec, quant_hint=spec.file_quant, origin="hub")
+    found = models.find(name)
+    if found is None:
+        m = _TAG_QUANT.match(name)
+        if m and (base := models.find(m["base"])) is not None:
+            return Resolved(base, find_tag(base, m["base"]), quant_hint=m["q"], origin="catalog")
+        from .readers.stores import find_local  # a model in the HF cache or the Ollama store
+
+        local = find_local(name)
+        if local is not None:
+            return Resolved(local, quant_hint=local.file_quant, origin=local.origin)
+        found = models.get(name)  # raises with suggestions
+    tag = find_tag(found, name)
+    hint = ""
+    if tag is not None:
+        hint = tag.quant if tag.quant.lower() != "default" else "Q4_K_M"
+    return Resolved(found, tag, quant_hint=hint or found.native_quant, origin="catalog")

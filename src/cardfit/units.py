@@ -1,0 +1,31 @@
+"""Display units. Bytes are integers everywhere inside cardfit; this is the one place they become text.
+The label always matches the divisor: GB = 10**9 bytes, GiB = 2**30 bytes."""
+
+from __future__ import annotations
+
+GB = 10**9
+GIB = 2**30
+MIB = 2**20
+UNITS = {"GB": GB, "GiB": GIB}
+
+
+def fmt_bytes(n: int | float, unit: str = "GB", digits: int = 1) -> str:
+    """`fmt_bytes(150_754_820_096)` → '150.8 GB'."""
+    return f"{n / UNITS[unit]:,.{digits}f} {unit}"
+
+
+def fmt_rate(tokens_per_s: float | None) -> str:
+    if tokens_per_s is None:
+        return "—"
+    return f"{tokens_per_s:,.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:,.1f}"
+
+
+def fmt_usd(usd: float | None, digits: int = 0) -> str:
+    return "—" if usd is None else f"${usd:,.{digits}f}"
+
+
+def fmt_tokens(n: int) -> str:
+    """8192 → '8K', 131072 → '128K', 1000 → '1,000'."""
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024:,}K"
+    return f"{n:,}"
