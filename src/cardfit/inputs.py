@@ -54,12 +54,15 @@ class RuntimeInput(Input):
     gpus: int | None = Field(None, ge=1, le=4096, description="cards per set")
     tp: int | None = Field(None, ge=1, le=4096, description="tensor-parallel degree")
     flash_attn: bool | None = Field(None, description="flash attention (default from the runtime)")
+    overhead_gb: float | None = Field(None, ge=0, le=1000, description="runtime overhead to assume instead of the "
+                                      "runtime profile's (GB), e.g. 1 for the llama.cpp rule of thumb")
     ram_gb: float | None = Field(None, gt=0, le=1_000_000, description="system RAM for CPU offload, GB")
     allow_long_context: bool = Field(False, description="allow a context beyond the model's trained maximum")
 
 
 class PlanInput(ModelInput, RuntimeInput):
     gpu: str | None = Field(None, max_length=128, description="only this card (RTX 4090, H100 SXM, …)")
+    priced: bool = Field(False, description="rank only cards with a rental price (the seeds' fleet)")
 
 
 class MaxContextInput(PlanInput):

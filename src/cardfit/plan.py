@@ -3,7 +3,7 @@ Everything here is wiring; the arithmetic lives in core/."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .catalog.gpus import Gpu, default_gpus, load_gpus
 from .catalog.models import ModelSpec
@@ -71,6 +71,8 @@ def build_context(inp: PlanInput) -> Context:
     r = resolve(inp)
     q = _quant(r, inp.quant)
     rt = _runtime(r, q, inp.runtime)
+    if inp.overhead_gb is not None:
+        rt = replace(rt, context_bytes=round(inp.overhead_gb * 1e9), cuda_graph_bytes=0)
     if inp.batch and inp.parallel and inp.batch != inp.parallel:
         raise InputError("--batch and --parallel both set the number of concurrent sequences; give one",
                          field="batch")
@@ -159,7 +161,7 @@ def card_plans(ctx: Context) -> list[CardPlan]:
     if ctx.inp.gpu:
         gpus = [ctx.gpus.get(ctx.inp.gpu)]
     else:
-        gpus = list(ctx.gpus)
+        gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
     mems: dict[int, tuple[Memory, str]] = {}
     out = []
     for gpu in gpus:
@@ -175,7 +177,7 @@ def card_plans(ctx: Context) -> list[CardPlan]:
                                           utilization=ctx.utilization)
             opt = bigger or opt
         out.append(CardPlan(opt, mem, why, None))
-    ranked = fitting.rank([c.option for c in out])
+    ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
     return [CardPlan(o, by_opt[id(o)].memory, by_opt[id(o)].context_note, _speed(ctx, by_opt[id(o)].memory, o))
             for o in ranked]

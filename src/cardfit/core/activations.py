@@ -60,6 +60,8 @@ def activation_bytes(m: ModelSpec, model_kind: str, chunk: int, context: int, se
                      flash_attn: bool = True, max_num_seqs: int = 1) -> int:
     """Workspace for prefilling `chunk` tokens at once (0 = the whole context unchunked)."""
     tokens = min(chunk, context * sequences) if chunk else context * sequences
+    if model_kind == "none":  # the rule-of-thumb profile folds everything into its flat buffer
+        return 0
     if model_kind == "llamacpp":
         return llamacpp_compute_bytes(m, tokens, context * sequences, flash_attn)
     if model_kind == "vllm":

@@ -105,10 +105,16 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, 
     return None
 
 
-def rank(options: list[Option]) -> list[Option]:
-    """Fitting single cards by price, then multi-card sets by price, then offload, then the rest by size."""
+def rank(options: list[Option], node_size: int = 8) -> list[Option]:
+    """Cheapest first among what fits, in the seed's order of preference (seed 002 §05): a single card,
+    then a set inside one node, then whole nodes; unpriced cards after priced ones of their group, the
+    smallest first; then CPU offload; then what does not fit, largest first."""
     def key(o: Option) -> tuple:
-        group = 0 if o.fits and o.count == 1 else 1 if o.fits else 2 if o.verdict == OFFLOAD else 3
-        price = o.monthly_usd if o.monthly_usd is not None else float("inf")
-        return (group, price, o.usable_bytes) if group < 3 else (group, -o.usable_bytes, price)
+        if o.verdict == OFFLOAD:
+            return (6, -o.gpu_layer_fraction, o.usable_bytes)
+        if not o.fits:
+            return (7, -o.usable_bytes, 0)
+        size_group = 0 if o.count == 1 else 2 if o.count <= node_size else 4
+        priced = o.monthly_usd is not None
+        return (size_group + (0 if priced else 1), o.monthly_usd if priced else 0, o.usable_bytes)
     return sorted(options, key=key)
