@@ -1,0 +1,83 @@
+"""The API price catalog (data/apis.toml): seed 003's three tiers and named APIs, each price dated and
+sourced. User files passed with --catalog add `[[tier]]` or `[[api]]` records through the same path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Any
+
+from ..errors import CatalogError
+from .loader import builtin, merge_records, read_user_file
+from .registry import Registry
+
+SEED_TIERS = ("open-8b", "small-commercial", "frontier")  # seed 003's comparison, cheapest first
+
+
+@dataclass(frozen=True, slots=True)
+class ApiPrice:
+    id: str
+    name: str
+    output_usd_per_m: float
+    input_usd_per_m: float = 0.0
+    cached_input_usd_per_m: float | None = None
+    kind: str = "api"  # "tier" (seed 003's illustrative tiers) or "api" (a named product)
+    provider: str = ""
+    aliases: tuple[str, ...] = ()
+    note: str = ""
+    source: str = ""
+    date: str = ""
+    evidence: str = ""
+    origin: str = "built-in"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def names(self) -> list[str]:
+        return [self.id, self.name, *self.aliases]
+
+
+_FIELDS = {f.name for f in fields(ApiPrice)}
+
+
+def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:
+    known = {k: v for k, v in row.items() if k in _FIELDS and k not in ("extra", "kind")}
+    known["aliases"] = tuple(row.get("aliases", ()))
+    try:
+        api = ApiPrice(**known, kind=kind, extra={k: v for k, v in row.items() if k not in _FIELDS})
+    except TypeError as e:
+        raise CatalogError(f"api '{row.get('id', '?')}': {e}") from e
+    for name in ("output_usd_per_m", "input_usd_per_m"):
+        value = getattr(api, name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise CatalogError(f"api '{api.id}': {name} must be a number ≥ 0", path=api.origin)
+    if api.output_usd_per_m <= 0:
+        raise CatalogError(f"api '{api.id}': output_usd_per_m must be above 0", path=api.origin)
+    return api
+
+
+def load_apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
+    data = builtin("apis.toml")
+    user = [(str(p), read_user_file(p)) for p in user_files]
+    records: list[ApiPrice] = []
+    seen: set[str] = set()
+    for table, kind in (("tier", "tier"), ("api", "api")):
+        rows = merge_records(data.get(table, []), [(o, r) for o, d in user for r in d.get(table, [])])
+        for row in rows:
+            if row["id"] in seen:
+                raise CatalogError(f"api id '{row['id']}' is both a tier and an api", path=row.get("origin", ""))
+            seen.add(row["id"])
+            records.append(api_from_row(row, kind))
+    return Registry("API", "cardfit apis", records, lambda a: a.names)
+
+
+@cache
+def default_apis() -> Registry[ApiPrice]:
+    return load_apis()
+
+
+def apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
+    return load_apis(tuple(user_files)) if user_files else default_apis()
+
+
+def seed_tiers(registry: Registry[ApiPrice]) -> list[ApiPrice]:
+    return [registry.get(t) for t in SEED_TIERS]

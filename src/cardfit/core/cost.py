@@ -1,0 +1,124 @@
+"""Rent versus per-token API prices (SPEC §6). Pure arithmetic on plain numbers: no catalogs, no I/O.
+
+The four formulas are seed 003's, verbatim:
+    cost_per_million             = hourly × 10⁶ ÷ (tokens_per_s × 3600 × duty)
+    breakeven_millions_per_month = hourly × hours_per_month ÷ api_price_per_million
+    capacity_millions_per_month  = tokens_per_s × 3600 × hours_per_month ÷ 10⁶
+    required_duty                = breakeven ÷ capacity   (above 1: never breaks even)
+Everything else here (input tokens, retries, hidden costs, rental terms) adjusts the inputs of those four.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SECONDS_PER_HOUR = 3600
+MILLION = 1_000_000
+HOURS_PER_MONTH = 730  # seed 003: "if you pay monthly, divide the monthly price by 730" (8760 h / 12)
+HOURS_PER_RENTAL_MONTH = 720  # seed 002 §06: "monthly price divided by the 720 hours of a term"
+
+# Seed 003's two tables: the monthly volumes of its bill table and the duty cycles of its $/M table.
+SEED_VOLUMES_MILLIONS = (5, 10, 25, 50, 100, 250, 500, 1000)
+SEED_DUTIES = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
+
+
+# ---- the four formulas -------------------------------------------------------------------------------
+
+def monthly_from_hourly(hourly_usd: float, hours_per_month: float = HOURS_PER_MONTH) -> float:
+    """$0.50/h × 730 h = $365 (seed 003)."""
+    return hourly_usd * hours_per_month
+
+
+def hourly_from_monthly(monthly_usd: float, hours_per_month: float = HOURS_PER_MONTH) -> float:
+    return monthly_usd / hours_per_month
+
+
+def capacity_millions(tokens_per_s: float, hours_per_month: float = HOURS_PER_MONTH) -> float:
+    """Output tokens the card makes in a month of non-stop work: 400 tok/s × 730 h = 1,051.2 M (seed 003)."""
+    return tokens_per_s * SECONDS_PER_HOUR * hours_per_month / MILLION
+
+
+def cost_per_million(hourly_usd: float, tokens_per_s: float, duty: float = 1.0) -> float:
+    """Rent per million output tokens when the card is busy `duty` of the hours paid for."""
+    if tokens_per_s <= 0 or duty <= 0:
+        return math.inf
+    return hourly_usd * MILLION / (tokens_per_s * SECONDS_PER_HOUR * duty)
+
+
+def breakeven_millions(monthly_usd: float, api_usd_per_million: float) -> float:
+    """The monthly volume at which the API bill equals the rent: $365 ÷ $15/M = 24.3 M (seed 003)."""
+    if api_usd_per_million <= 0:
+        return math.inf
+    return monthly_usd / api_usd_per_million
+
+
+def required_duty(breakeven: float, capacity: float) -> float:
+    """Share of the month the card must be busy to reach the break-even volume; > 1 means never."""
+    return math.inf if capacity <= 0 else breakeven / capacity
+
+
+# ---- adjustments to the inputs -----------------------------------------------------------------------
+
+def api_price_per_output_million(output_usd_per_m: float, input_usd_per_m: float = 0.0,
+                                 input_per_output: float = 0.0) -> float:
+    """What the API charges per million OUTPUT tokens once the prompt tokens sent with them are billed
+    too (seed 003: "on the API side, input is a separate line on the invoice")."""
+    return output_usd_per_m + input_usd_per_m * input_per_output
+
+
+def effective_tokens_per_s(decode_tokens_per_s: float, *, input_per_output: float = 0.0,
+                           prefill_tokens_per_s: float | None = None, retry_multiplier: float = 1.0) -> float:
+    """Useful output tokens/s of the card.
+
+    Prefill: each output token brings `input_per_output` prompt tokens whose prefill takes GPU time
+    (seed 003: "on your own card, prefill uses GPU time"); time per output token = 1/decode + ratio/prefill.
+    Skip it (no prefill rate) when the tokens/s was measured with real prompts: it already includes it.
+    Quality gap: a model that needs `retry_multiplier` attempts per useful answer delivers that many
+    times fewer useful tokens (seed 003: three attempts → three times the chart price).
+    """
+    if decode_tokens_per_s <= 0:
+        return 0.0
+    seconds = 1.0 / decode_tokens_per_s
+    if input_per_output and prefill_tokens_per_s:
+        seconds += input_per_output / prefill_tokens_per_s
+    return 1.0 / seconds / max(retry_multiplier, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class HiddenCosts:
+    """Monthly extras the seed lists beside the rent (all optional, default none)."""
+
+    storage_gb: float = 0.0
+    storage_usd_per_gb_month: float = 0.0
+    cold_starts_per_month: float = 0.0
+    cold_start_s: float = 0.0
+    extra_monthly_usd: float = 0.0  # reserved IP, attached storage of a stopped box, … (forgotten billing)
+
+    def storage_usd(self) -> float:
+        return self.storage_gb * self.storage_usd_per_gb_month
+
+    def cold_start_hours(self) -> float:
+        """Paid hours spent loading weights after each start, producing nothing."""
+        return self.cold_starts_per_month * self.cold_start_s / SECONDS_PER_HOUR
+
+    def cold_start_usd(self, hourly_usd: float) -> float:
+        return self.cold_start_hours() * hourly_usd
+
+    def total_usd(self, hourly_usd: float) -> float:
+        return self.storage_usd() + self.cold_start_usd(hourly_usd) + self.extra_monthly_usd
+
+
+def billed_hours(hours_used: float, min_term_days: float = 0) -> float:
+    """Hours paid for: at least the minimum term (seed 002 §08: "our shortest term is seven days")."""
+    return max(hours_used, min_term_days * 24)
+
+
+def set_monthly_usd(unit_monthly_usd: float, count: int, discount_fraction: float = 0.0) -> float:
+    """A set of `count` cards after the volume discount (seed 002 §05: 5 % from two, 8 % from four …)."""
+    return unit_monthly_usd * count * (1 - discount_fraction)
+
+
+def crossing(monthly_usd: float, api_usd_per_million: float) -> tuple[float, float]:
+    """Where the flat rent line meets an API line through zero: (millions per month, USD)."""
+    return breakeven_millions(monthly_usd, api_usd_per_million), monthly_usd
