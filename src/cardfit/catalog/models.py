@@ -97,6 +97,7 @@ class ModelSpec:
     tensors: tuple[TensorInfo, ...] | None = field(default=None, compare=False)
     file_quant: str = ""
     provenance: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()  # what a reader had to guess (unknown model_type, missing keys)
 
     @property
     def is_moe(self) -> bool:

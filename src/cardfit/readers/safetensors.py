@@ -1,0 +1,120 @@
+"""safetensors headers, strictly per the format: an 8-byte little-endian header length (capped), a UTF-8
+JSON object of tensors {dtype, shape, data_offsets} plus optional __metadata__, offsets inside the data
+area and not overlapping. Only the header is read, never the tensors."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+from ..catalog.models import TensorInfo
+from ..errors import FileFormatError
+from .source import (
+    MAX_DIM,
+    MAX_DIMS,
+    MAX_SAFETENSORS_HEADER,
+    MAX_SHARDS,
+    MAX_TENSORS,
+    LocalFile,
+    Source,
+    parse_json,
+)
+
+# bits per element of each safetensors dtype (the format's own list)
+DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6,
+              "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+              "I64": 64, "U64": 64, "F64": 64, "C64": 64}
+_HINT = "the file is damaged or not a safetensors file; download it again"
+
+
+def header_length(first8: bytes, name: str, size: int | None) -> int:
+    if len(first8) < 8:
+        raise FileFormatError(name, "too short for a safetensors header", hint=_HINT)
+    (n,) = struct.unpack("<Q", first8[:8])
+    if n < 2 or n > MAX_SAFETENSORS_HEADER:
+        raise FileFormatError(name, f"safetensors header length {n:,} is outside 2..{MAX_SAFETENSORS_HEADER:,}",
+                              hint=_HINT)
+    if size is not None and 8 + n > size:
+        raise FileFormatError(name, f"safetensors header length {n:,} runs past the end of the "
+                              f"{size:,}-byte file", hint=_HINT)
+    return n
+
+
+def _shape(v: Any, name: str, key: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or len(v) > MAX_DIMS or not all(type(d) is int and 0 <= d <= MAX_DIM for d in v):
+        raise FileFormatError(name, f"tensor '{key[:80]}' has an invalid shape", hint=_HINT)
+    return tuple(v)
+
+
+def _tensor(key: str, v: Any, name: str) -> tuple[TensorInfo, int, int]:
+    if not isinstance(v, dict):
+        raise FileFormatError(name, f"tensor '{key[:80]}' is not an object", hint=_HINT)
+    dtype, offs = v.get("dtype"), v.get("data_offsets")
+    if dtype not in DTYPE_BITS:
+        raise FileFormatError(name, f"tensor '{key[:80]}' has unknown dtype {str(dtype)[:20]!r}", hint=_HINT)
+    shape = _shape(v.get("shape"), name, key)
+    if (not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs)
+            or not 0 <= offs[0] <= offs[1]):
+        raise FileFormatError(name, f"tensor '{key[:80]}' has invalid data_offsets", hint=_HINT)
+    n = 1
+    for d in shape:
+        n *= d
+    nbytes = -(-n * DTYPE_BITS[dtype] // 8)
+    if offs[1] - offs[0] != nbytes:
+        raise FileFormatError(name, f"tensor '{key[:80]}' spans {offs[1] - offs[0]:,} bytes but its shape and "
+                              f"dtype need {nbytes:,}", hint=_HINT)
+    return TensorInfo(key, shape, dtype, nbytes), offs[0], offs[1]
+
+
+def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[TensorInfo], dict[str, str]]:
+    """Tensors and __metadata__ from the JSON header bytes; data_size = file size - 8 - header length."""
+    obj = parse_json(header, name, "safetensors header")
+    if not isinstance(obj, dict):
+        raise FileFormatError(name, "safetensors header is not a JSON object", hint=_HINT)
+    meta = obj.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise FileFormatError(name, "safetensors __metadata__ must map strings to strings", hint=_HINT)
+    if len(obj) > MAX_TENSORS:
+        raise FileFormatError(name, f"{len(obj):,} tensors is over the {MAX_TENSORS:,} limit", hint=_HINT)
+    spans = []
+    tensors = []
+    for key, v in obj.items():
+        t, start, end = _tensor(key, v, name)
+        tensors.append(t)
+        spans.append((start, end, key))
+    spans.sort()
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            raise FileFormatError(name, f"tensors '{a[:60]}' and '{b[:60]}' overlap", hint=_HINT)
+    if data_size is not None and spans and spans[-1][1] > data_size:
+        raise FileFormatError(name, f"tensor '{spans[-1][2][:80]}' ends past the end of the file "
+                              "(truncated download?)", hint=_HINT)
+    return tensors, meta
+
+
+def read_header(src: Source) -> tuple[list[TensorInfo], dict[str, str]]:
+    n = header_length(src.read(0, 8), src.name, src.size)
+    header = src.read(8, n)
+    if len(header) < n:
+        raise FileFormatError(src.name, "safetensors header is truncated", hint=_HINT)
+    return parse_header(header, src.name, None if src.size is None else src.size - 8 - n)
+
+
+def read_file(path: str) -> tuple[list[TensorInfo], dict[str, str]]:
+    return read_header(LocalFile(path))
+
+
+def shard_names(index: Any, name: str) -> list[str]:
+    """Shard file names from a model.safetensors.index.json (weight_map: tensor → file)."""
+    wm = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(wm, dict) or not wm or not all(isinstance(v, str) for v in wm.values()):
+        raise FileFormatError(name, "index has no weight_map of tensor → file", hint=_HINT)
+    files = sorted(set(wm.values()))
+    if len(files) > MAX_SHARDS:
+        raise FileFormatError(name, f"{len(files):,} shards is over the {MAX_SHARDS:,} limit", hint=_HINT)
+    for f in files:
+        if os.path.isabs(f) or ".." in f.replace("\\", "/").split("/") or not f.endswith(".safetensors"):
+            raise FileFormatError(name, f"shard name {f[:80]!r} is not a .safetensors file in the model folder",
+                                  hint=_HINT)
+    return files
