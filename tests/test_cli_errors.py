@@ -1,0 +1,59 @@
+"""Bad input gets one line that says what to do, a non-zero exit, and never a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+SHAPE = ["--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
+
+CASES = [
+    (["plan", "--params", "-5", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"], "--params must be greater than 0"),
+    (["plan", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
+    (["plan", "llama3.1:8c"], "did you mean"),
+    (["plan", "llama3.1:8b", "--gpu", "RTX 4900"], "did you mean RTX 4090"),
+    (["plan", "llama3.1:8b", "--gpu", "RTX 9999"], "unknown GPU 'RTX 9999'"),
+    (["plan", "llama3.1:8b", "--context", "-1"], "--context must be greater than or equal to 1"),
+    (["plan", "llama3.1:8b", "--context", "99999999999"], "--context must be less than or equal to"),
+    (["plan", "llama3.1:8b", "--quant", "q4_k_x"], "unknown quantization 'q4_k_x'"),
+    (["plan", "llama3.1:8b", "--runtime", "vllmm"], "unknown runtime 'vllmm'; did you mean vllm?"),
+    (["plan", "llama3.1:8b", "--kv-dtype", "fp7"], "unknown KV cache type 'fp7'"),
+    (["plan", "llama-3.1-8b", "--context", "200000"], "beyond Llama 3.1 8B's trained maximum of 131,072"),
+    (["plan", *SHAPE[:4]], "a bare shape needs --kv-heads, --head-dim as well"),
+    (["plan", "llama3.1:8b", "--batch", "2", "--parallel", "3"], "give one"),
+    (["plan", "llama3.1:8b", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be less than or equal to 1"),
+    (["plan", "llama3.1:8b", "--catalog", "/nonexistent/cards.toml"], "cannot read catalog file"),
+    (["plan", "llama3.1:8b", "--params"], "requires an argument"),
+    (["max-context", "llama3.1:8b"], "max-context needs --gpu"),
+    (["plan", "llama3.1:8b", "--bogus"], "No such option '--bogus'"),
+]
+
+
+@pytest.mark.parametrize("args,message", CASES)
+def test_bad_input_one_line(run_cli, args, message):
+    code, out, err = run_cli(*args)
+    assert code != 0
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("Error: ")
+    assert message in lines[0]
+    assert out == ""
+
+
+def test_bad_input_json_mode_prints_nothing_on_stdout(run_cli):
+    code, out, err = run_cli("plan", "no-such-model-xyz", "--json")
+    assert code == 2 and out == "" and err.startswith("Error: unknown model")
+
+
+def test_broken_user_catalog(run_cli, tmp_path):
+    bad = tmp_path / "cards.toml"
+    bad.write_text("[[gpu]]\nid = 'x'\nname = \n")
+    code, _, err = run_cli("plan", "llama3.1:8b", "--catalog", str(bad))
+    assert code == 2 and "not valid TOML" in err and str(bad) in err
+
+
+def test_duplicate_id_in_user_catalog_is_an_error(run_cli, tmp_path):
+    f = tmp_path / "cards.toml"
+    f.write_text('[[gpu]]\nid = "rtx-4090"\nname = "My 4090"\nvendor = "nvidia"\nusable_bytes = 25000000000\n')
+    code, _, err = run_cli("gpus", "--catalog", str(f))
+    assert code == 2 and "already exists; add `override = true`" in err
