@@ -1,0 +1,244 @@
+"""`cardfit finetune`: the fine-tuning inputs, the constants from data/training.toml, and the wiring from
+a model name to training memory per method and the cards (or nodes) that hold it. Arithmetic lives in
+core/training.py; verdicts and ranking are core/fit.py's, as for inference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .catalog.gpus import Gpu, default_gpus, load_gpus
+from .catalog.loader import builtin
+from .catalog.models import ModelSpec
+from .catalog.rental import RentalRules, default_rental
+from .catalog.runtimes import RuntimeProfile, default_runtimes
+from .core import fit as fitting
+from .core import training as tr
+from .core.weights import weights
+from .errors import InputError
+from .inputs import MAX_CONTEXT, ModelInput
+from .resolve import resolve
+
+
+class FinetuneInput(ModelInput):
+    """A fine-tuning run: method, sequence, micro-batch, cards, adapter and optimizer."""
+
+    method: Literal["full", "lora", "qlora"] = Field("full", description="full fine-tune, LoRA on a BF16 base, or "
+                                                     "QLoRA on an NF4 (double-quantized) base")
+    seq: int = Field(2048, ge=1, le=MAX_CONTEXT, description="tokens per training sequence (seed default 2,048)")
+    batch: int = Field(1, ge=1, le=65_536, description="micro-batch: sequences per card per step")
+    gpus: int | None = Field(None, ge=1, le=4096, description="cards in the set (default: the fewest that hold it)")
+    gpu: str | None = Field(None, max_length=128, description="only this card (H100 SXM, MI300X, …)")
+    rank: int = Field(16, ge=1, le=65_536, description="LoRA rank r")
+    targets: Literal["attention", "all", "all+experts"] = Field(
+        "attention", description="LoRA target modules: attention projections, all linear layers (MLP too), or all "
+        "linear layers and every MoE expert")
+    optimizer: str = Field("adamw", max_length=32, description="adamw (16 B/param with BF16 weights and grads), "
+                           "adamw-8bit, adafactor, sgd (with momentum)")
+    checkpointing: bool = Field(True, description="gradient checkpointing (activation recomputation)")
+    flash_attn: bool = Field(True, description="flash attention (no seq × seq score matrix kept)")
+    zero: int | None = Field(None, ge=0, le=3, description="DeepSpeed ZeRO stage across the cards: 0 (plain data "
+                             "parallel), 1, 2, 3 (default 3 on several cards, like FSDP full shard)")
+    offload_optimizer: bool = Field(False, description="keep master weights and optimizer state in host RAM "
+                                    "(ZeRO-Offload)")
+    offload_params: bool = Field(False, description="also keep the weights in host RAM (ZeRO-Infinity; needs ZeRO 3)")
+    flat_activations: bool = Field(False, description="use the seed's flat 15 % for activations and fragmentation "
+                                   "instead of cardfit's activation model")
+    rental_only: bool = Field(False, description="only cards with a monthly rental price (the seed's fleet)")
+    require_nvlink: bool = Field(True, description="full fine-tunes on several cards need NVLink/NVSwitch "
+                                 "(or Infinity Fabric), as the rental seed assumes")
+
+
+@cache
+def constants() -> tuple[tr.TrainingConstants, dict[str, tr.Optimizer]]:
+    d = builtin("training.toml")
+    p, a, lo, link = d["precision"], d["activations"], d["lora"], d["interconnect"]
+    c = tr.TrainingConstants(
+        weights_bytes=p["weights_bytes"], gradients_bytes=p["gradients_bytes"], adapter_bytes=lo["adapter_bytes"],
+        act_bytes=a["bytes_per_element"], score_bytes=a["score_bytes_per_element"], swiglu_tensors=a["swiglu_tensors"],
+        logits_bytes=a["logits_bytes_per_element"], checkpoint_bytes=a["checkpoint_bytes_per_element"],
+        backward_layers=a["backward_layers"],
+        flat_fraction=a["flat_fraction"], full_links=tuple(link["full_finetune_links"]),
+        pair_links=tuple(link["pair_links"]))
+    opts: dict[str, tr.Optimizer] = {}
+    for row in d["optimizer"]:
+        o = tr.Optimizer(row["id"], row["name"], row["master_bytes"], row["state_bytes"], row["factored"], row["source"])
+        for name in (row["id"], *row.get("aliases", ())):
+            opts[name.lower()] = o
+    return c, opts
+
+
+def measurements() -> list[dict[str, Any]]:
+    return list(builtin("training.toml")["measurement"])
+
+
+def optimizer(name: str) -> tr.Optimizer:
+    _, opts = constants()
+    found = opts.get(name.strip().lower())
+    if found is None:
+        ids = sorted({o.id for o in opts.values()})
+        raise InputError(f"unknown optimizer '{name}'", field="optimizer", hint=f"choose one of {', '.join(ids)}")
+    return found
+
+
+def base_weights_bytes(m: ModelSpec, method: str) -> int:
+    """Frozen or trained weights at their training precision: BF16, or NF4 with double quantization and
+    16-bit embeddings/output for QLoRA (the quant catalog's nf4 type, scope 'linear')."""
+    from .catalog.quants import default_quants
+
+    q = default_quants().get("nf4" if method == tr.QLORA else "bf16")
+    return weights(m, q).total_bytes
+
+
+def settings(inp: FinetuneInput, method: str | None = None) -> tr.TrainingSettings:
+    rt = _runtime()
+    return tr.TrainingSettings(method=method or inp.method, seq=inp.seq, batch=inp.batch, rank=inp.rank,
+                               targets=inp.targets, checkpointing=inp.checkpointing, flash_attn=inp.flash_attn,
+                               flat_activations=inp.flat_activations, overhead_bytes=rt.context_bytes)
+
+
+def memory(m: ModelSpec, inp: FinetuneInput, method: str | None = None) -> tr.TrainingMemory:
+    c, _ = constants()
+    s = settings(inp, method)
+    return tr.training_memory(m, base_weights_bytes(m, s.method), optimizer(inp.optimizer), c, s)
+
+
+def _runtime() -> RuntimeProfile:
+    """Training runs in PyTorch: its CUDA context, the whole card, no layer offload (that is ZeRO's job)."""
+    rt = default_runtimes().get("transformers")
+    return replace(rt, offload=False, gpu_memory_utilization=1.0)
+
+
+def link_ok(gpu: Gpu, count: int, method: str, c: tr.TrainingConstants) -> bool:
+    if method != tr.FULL or count == 1:
+        return True
+    return gpu.interconnect in c.full_links or (count == 2 and gpu.interconnect in c.pair_links)
+
+
+@dataclass(frozen=True)
+class Choice:
+    option: fitting.Option
+    split: tr.Split
+
+
+def _zero(inp: FinetuneInput, count: int) -> int:
+    if inp.offload_params and inp.zero is not None and inp.zero < 3:
+        raise InputError("--offload-params needs ZeRO stage 3", field="offload_params", hint="pass --zero 3")
+    return inp.zero if inp.zero is not None else (3 if count > 1 else 0)
+
+
+def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rules: RentalRules) -> Choice:
+    c, _ = constants()
+    sp = tr.split(mem, count, _zero(inp, count), inp.offload_optimizer, inp.offload_params)
+    opt = fitting.check(sp, gpu, count, _runtime(), rules, utilization=1.0)  # type: ignore[arg-type]
+    if opt.fits and inp.require_nvlink and not link_ok(gpu, count, mem.method, c):
+        opt = replace(opt, verdict=fitting.NO, reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
+                      f"{gpu.name} has {gpu.interconnect}")
+    return Choice(opt, sp)
+
+
+def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: RentalRules, max_nodes: int = 64) -> Choice:
+    first = check(mem, inp, gpu, max(gpu.min_count, 1), rules)
+    if first.option.fits or inp.gpus:
+        return first
+    sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
+    sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
+    for n in sizes:
+        ch = check(mem, inp, gpu, n, rules)
+        if ch.option.fits:
+            return ch
+        if "NVLink" in ch.option.reason:
+            return ch
+    return first
+
+
+def choices(mem: tr.TrainingMemory, inp: FinetuneInput) -> list[Choice]:
+    gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
+    rules = default_rental()
+    pool = [gpus.get(inp.gpu)] if inp.gpu else [g for g in gpus if g.monthly_usd is not None or not inp.rental_only]
+    out = [check(mem, inp, g, inp.gpus, rules) if inp.gpus else smallest(mem, inp, g, rules) for g in pool]
+    by_id = {id(ch.option): ch for ch in out}
+    return [by_id[id(o)] for o in fitting.rank([ch.option for ch in out])]
+
+
+def model_for(inp: FinetuneInput) -> tuple[ModelSpec, bool, str]:
+    r = resolve(inp)
+    m, guessed = tr.estimated_shape(r.model)
+    return m, guessed, r.origin
+
+
+def _r(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def memory_dict(mem: tr.TrainingMemory) -> dict[str, Any]:
+    return {"weights_bytes": mem.weights_bytes, "gradients_bytes": mem.gradients_bytes,
+            "optimizer_bytes": mem.optimizer_bytes, "master_bytes": mem.master_bytes,
+            "activation_bytes": mem.activation_bytes, "adapter_bytes": mem.adapter_bytes,
+            "overhead_bytes": mem.overhead_bytes, "total_bytes": mem.total_bytes,
+            "flat_activation_bytes": mem.flat_activation_bytes, "trainable_params": mem.trainable_params,
+            "adapter_params": mem.adapter_params,
+            "terms": [{"name": t.name, "bytes": t.nbytes, "how": t.how} for t in mem.terms]}
+
+
+def option_dict(ch: Choice) -> dict[str, Any]:
+    o, sp = ch.option, ch.split
+    return {"gpu": o.gpu.name, "gpu_id": o.gpu.id, "count": o.count, "nodes": o.nodes,
+            "usable_bytes": o.usable_bytes, "need_bytes": o.need_bytes, "free_bytes": o.free_bytes,
+            "per_card_bytes": sp.per_card_bytes, "host_ram_bytes": sp.host_bytes, "zero": sp.zero,
+            "interconnect": o.gpu.interconnect, "verdict": o.verdict, "reason": o.reason or None,
+            "monthly_usd": _r(o.monthly_usd)}
+
+
+def seed_rule(m: ModelSpec, c: tr.TrainingConstants) -> dict[str, int]:
+    """Seed 002 §04's rules, for comparison: 16 B/param (+15 %), LoRA 2 B/param + 0.5 % adapter at 16 B,
+    QLoRA 0.5 B/param + the same adapter."""
+    adapter = round(m.params * 0.005) * 16
+    return {"full_bytes": 16 * m.params, "full_with_activations_bytes": round(16 * m.params * (1 + c.flat_fraction)),
+            "lora_bytes": 2 * m.params + adapter, "qlora_bytes": m.params // 2 + adapter}
+
+
+DIFFERENCE_NOTE = ("The seed's LoRA/QLoRA columns are 6-14 GB above its own rule (2 or 0.5 B/param + adapter) "
+                   "without saying why; cardfit adds what it computes instead: activations for the sequence and "
+                   "micro-batch (checkpointed layer inputs, one layer recomputed, fp32 logits) and the CUDA context.")
+
+
+def compare(m: ModelSpec, inp: FinetuneInput) -> list[dict[str, Any]]:
+    rows = []
+    for method in tr.METHODS:
+        mem = memory(m, inp, method)
+        rows.append({"method": method, "total_bytes": mem.total_bytes, "weights_bytes": mem.weights_bytes,
+                     "trainable_params": mem.trainable_params, "activation_bytes": mem.activation_bytes})
+    return rows
+
+
+def finetune_report(inp: FinetuneInput) -> dict[str, Any]:
+    m, guessed, origin = model_for(inp)
+    c, _ = constants()
+    opt = optimizer(inp.optimizer)
+    mem = memory(m, inp)
+    ranked = choices(mem, inp)
+    notes = []
+    if guessed:
+        notes.append(f"{m.name} gives no layer widths: hidden {m.hidden:,}, FFN {m.intermediate:,}, vocabulary "
+                     f"{m.vocab:,} estimated from its size with Llama proportions (adapter and activations only)")
+    if inp.method != tr.FULL:
+        notes.append(DIFFERENCE_NOTE)
+    if inp.method == tr.FULL and not inp.require_nvlink:
+        notes.append("NVLink requirement off: PCIe all-reduce every step is slow")
+    return {
+        "model": {"id": m.id, "name": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden,
+                  "vocab": m.vocab, "attention": m.attention, "origin": origin, "shape_estimated": guessed},
+        "inputs": {"method": inp.method, "seq": inp.seq, "batch": inp.batch, "rank": inp.rank, "targets": inp.targets,
+                   "optimizer": opt.id, "checkpointing": inp.checkpointing, "flash_attn": inp.flash_attn,
+                   "zero": inp.zero, "offload_optimizer": inp.offload_optimizer, "offload_params": inp.offload_params,
+                   "flat_activations": inp.flat_activations, "gpus": inp.gpus, "gpu": inp.gpu},
+        "memory": memory_dict(mem),
+        "gpus": [option_dict(ch) for ch in ranked],
+        "methods": compare(m, inp),
+        "seed_rule": seed_rule(m, c),
+        "notes": notes,
+    }
