@@ -1,0 +1,288 @@
+"""`cardfit breakeven`: is renting a card cheaper than paying an API per token, and from what volume?
+
+Wiring only: the inputs are described once in `BreakevenInput`; rent, tokens/s and API prices are
+resolved from the flags, a log, the GPU catalog or cardfit's own speed estimate; the arithmetic is
+core/cost.py; `breakeven_report` returns the plain-data JSON view (SPEC §9 keys first).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from .catalog.apis import ApiPrice, apis, seed_tiers
+from .core import cost
+from .errors import InputError
+from .inputs import Input
+
+MAX_USD = 10_000_000.0
+
+
+class BreakevenInput(Input):
+    """Rent, throughput, duty cycle and the APIs to compare against."""
+
+    hourly: float | None = Field(None, gt=0, le=MAX_USD, description="rent per hour in USD, idle hours included")
+    monthly: float | None = Field(None, gt=0, le=MAX_USD, description="rent per month in USD (÷ --hours-per-month "
+                                  "gives the hourly rate)")
+    tokens_per_s: float | None = Field(None, gt=0, le=1e9, description="aggregate output tokens/s the server "
+                                       "sustains under your real concurrency (not a single stream)")
+    from_log: str | None = Field(None, max_length=4096, description="read tokens/s from a log: `ollama run "
+                                 "--verbose` output, a vLLM server log or a `vllm bench serve` summary")
+    model: str | None = Field(None, max_length=4096, description="with --gpu: estimate tokens/s with cardfit's "
+                              "speed model (one stream; a batched server does more)")
+    gpu: str | None = Field(None, max_length=128, description="price the rent from the GPU catalog (and the speed "
+                            "estimate with --model)")
+    gpus: int | None = Field(None, ge=1, le=4096, description="cards in the rented set (volume discount applies)")
+    quant: str | None = Field(None, max_length=64, description="with --model: weights quantization")
+    runtime: str | None = Field(None, max_length=32, description="with --model: vllm llama.cpp ollama …")
+    api_price: tuple[float, ...] = Field((), max_length=64, description="API price per million OUTPUT tokens, USD "
+                                         "(repeatable)")
+    api: tuple[str, ...] = Field((), max_length=64, description="API by catalog name (repeatable; `cardfit apis` "
+                                 "lists them); default: seed 003's three tiers")
+    api_input_price: float | None = Field(None, ge=0, le=MAX_USD, description="API price per million INPUT tokens "
+                                          "for --api-price entries (catalog APIs carry their own)")
+    input_per_output: float = Field(0.0, ge=0, le=100_000, description="prompt tokens sent per output token "
+                                    "(adds the API's input price; with --prefill-tokens-per-s, prefill time on the card)")
+    prefill_tokens_per_s: float | None = Field(None, gt=0, le=1e10, description="the card's prefill rate; only if "
+                                               "your tokens/s was measured without real prompts")
+    duty: float = Field(1.0, gt=0, le=1, description="share of the paid hours the card is busy generating (0-1]")
+    hours_per_month: float | None = Field(None, gt=0, le=744, description="paid hours per month (default 730; 720 "
+                                          "for catalog monthly prices)")
+    retry_multiplier: float = Field(1.0, ge=1, le=1000, description="quality gap: attempts the self-hosted model "
+                                    "needs per useful answer (3 = three times the cost per useful token)")
+    storage_gb: float = Field(0.0, ge=0, le=1e7, description="disk kept for weights and caches, GB")
+    storage_usd_per_gb_month: float = Field(0.0, ge=0, le=1000, description="disk price, USD per GB-month")
+    cold_starts_per_month: float = Field(0.0, ge=0, le=1e6, description="times the box is started per month")
+    cold_start_s: float = Field(0.0, ge=0, le=86_400, description="seconds to load the weights after each start")
+    extra_monthly_usd: float = Field(0.0, ge=0, le=MAX_USD, description="other monthly charges (reserved IP, "
+                                     "stopped-instance storage …)")
+    catalog: tuple[str, ...] = Field((), max_length=16, description="extra catalog file(s) with your own GPUs or "
+                                     "API prices ([[gpu]], [[api]], [[tier]])")
+
+
+@dataclass(frozen=True)
+class Rent:
+    hourly_usd: float
+    hours_per_month: float
+    billed_hours: float
+    source: str
+    count: int = 1
+    discount_fraction: float = 0.0
+
+    @property
+    def monthly_usd(self) -> float:
+        return cost.monthly_from_hourly(self.hourly_usd, self.billed_hours)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    tokens_per_s: float  # useful output tokens/s after prefill and retries
+    raw_tokens_per_s: float
+    source: str
+    log: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    api: ApiPrice
+    price_per_million_usd: float  # output + input per output token
+
+
+def _rent(inp: BreakevenInput) -> Rent:
+    if inp.hourly is not None and inp.monthly is not None:
+        raise InputError("give --hourly or --monthly, not both", field="hourly")
+    if inp.hourly is not None or inp.monthly is not None:
+        hours = inp.hours_per_month or cost.HOURS_PER_MONTH
+        hourly = inp.hourly if inp.hourly is not None else cost.hourly_from_monthly(inp.monthly or 0, hours)
+        return Rent(hourly, hours, hours, "given")
+    if inp.gpu:
+        return _catalog_rent(inp)
+    raise InputError("give the rent: --hourly USD, --monthly USD, or --gpu NAME to price it from the catalog",
+                     field="hourly")
+
+
+def _catalog_rent(inp: BreakevenInput) -> Rent:
+    from .catalog.gpus import default_gpus, load_gpus
+    from .catalog.rental import default_rental
+
+    gpu = (load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()).get(inp.gpu or "")
+    rules = default_rental()
+    if gpu.monthly_usd is None:
+        raise InputError(f"the catalog has no rental price for {gpu.name}", field="gpu",
+                         hint="give --hourly or --monthly")
+    count = inp.gpus or max(gpu.min_count, 1)
+    if count < gpu.min_count:
+        raise InputError(f"{gpu.name} is rented in sets of at least {gpu.min_count}", field="gpus",
+                         hint=f"use --gpus {gpu.min_count}")
+    discount = rules.discount(count)
+    monthly = cost.set_monthly_usd(gpu.monthly_usd, count, discount)
+    hourly = cost.hourly_from_monthly(monthly, rules.hours_per_month)
+    hours = inp.hours_per_month or rules.hours_per_month
+    billed = cost.billed_hours(hours, rules.min_term_days)
+    src = f"catalog: {count}× {gpu.name} at ${gpu.monthly_usd:,.0f}/month each ({gpu.price_source}, {gpu.price_date})"
+    return Rent(hourly, hours, billed, src, count, discount)
+
+
+def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, dict[str, Any] | None, list[str]]:
+    given = [n for n, v in (("--tokens-per-s", inp.tokens_per_s), ("--from-log", inp.from_log),
+                            ("--model", inp.model)) if v]
+    if len(given) > 1:
+        raise InputError(f"give one source of tokens/s, not {' and '.join(given)}", field="tokens_per_s")
+    if inp.tokens_per_s:
+        return inp.tokens_per_s, "given", None, []
+    if inp.from_log:
+        return _from_log(inp.from_log)
+    if inp.model:
+        return _estimate(inp)
+    raise InputError("give the throughput: --tokens-per-s N, --from-log FILE, or --model M --gpu G",
+                     field="tokens_per_s")
+
+
+def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
+    from .logs import read_log
+
+    m = read_log(path)
+    log = {"path": path, "kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
+           "idle_samples": m.idle_samples, "busy_fraction": _r(m.busy_fraction, 4),
+           "concurrency": _r(m.concurrency, 2), "prompt_tokens_per_s": _r(m.prompt_tokens_per_s, 1),
+           "single_stream": m.single_stream}
+    return m.tokens_per_s, f"log ({m.kind})", log, list(m.notes)
+
+
+def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
+    from .inputs import PlanInput
+    from .plan import plan
+
+    if not inp.gpu:
+        raise InputError("--model needs --gpu to estimate tokens/s", field="gpu")
+    values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant, "runtime": inp.runtime,
+              "catalog": inp.catalog}
+    card = plan(PlanInput(**{k: v for k, v in values.items() if v})).first
+    speed = card.speed
+    tps = speed.decode_tokens_per_s or speed.decode_ceiling_tokens_per_s if speed else None
+    if not tps:
+        raise InputError(f"cardfit has no speed estimate for {card.option.gpu.name}", field="gpu",
+                         hint="give --tokens-per-s or --from-log")
+    note = (f"speed estimate for {card.option.count}× {card.option.gpu.name}: one stream "
+            f"({'realistic' if speed and speed.decode_tokens_per_s else 'bandwidth ceiling'}); a batched server "
+            "makes several times more, so this overstates the cost per token")
+    return tps, "estimate", None, [note]
+
+
+def _throughput(inp: BreakevenInput) -> Throughput:
+    raw, source, log, notes = _raw_tokens(inp)
+    tps = cost.effective_tokens_per_s(raw, input_per_output=inp.input_per_output,
+                                      prefill_tokens_per_s=inp.prefill_tokens_per_s,
+                                      retry_multiplier=inp.retry_multiplier)
+    if inp.retry_multiplier > 1:
+        notes.append(f"quality gap: {inp.retry_multiplier:g} attempts per useful answer → {tps:,.1f} useful tok/s")
+    return Throughput(tps, raw, source, log, notes)
+
+
+def _comparisons(inp: BreakevenInput) -> list[Comparison]:
+    reg = apis(inp.catalog)
+    chosen: list[ApiPrice] = [reg.get(n) for n in inp.api]
+    input_price = inp.api_input_price or 0.0
+    for i, p in enumerate(inp.api_price, 1):
+        if p <= 0:
+            raise InputError(f"--api-price must be above 0 (got {p:g})", field="api_price")
+        chosen.append(ApiPrice(id=f"api-{i}", name=f"API at ${p:g}/M", output_usd_per_m=p,
+                               input_usd_per_m=input_price, kind="given", source="--api-price"))
+    if not chosen:
+        chosen = seed_tiers(reg)
+    return [Comparison(a, cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m,
+                                                            inp.input_per_output)) for a in chosen]
+
+
+def _r(x: float | None, digits: int = 2) -> float | None:
+    if x is None:
+        return None
+    return None if math.isinf(x) else round(x, digits)
+
+
+def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
+    """The JSON of `cardfit breakeven`: SPEC §9 keys, then the tables of seed 003 and the hidden costs."""
+    rent, tp, comps = _rent(inp), _throughput(inp), _comparisons(inp)
+    hidden = cost.HiddenCosts(inp.storage_gb, inp.storage_usd_per_gb_month, inp.cold_starts_per_month,
+                              inp.cold_start_s, inp.extra_monthly_usd)
+    hours = rent.hours_per_month
+    monthly = rent.monthly_usd + hidden.total_usd(rent.hourly_usd)
+    hourly_all_in = monthly / hours
+    capacity = cost.capacity_millions(tp.tokens_per_s, hours)
+    out: dict[str, Any] = {
+        "monthly_usd": _r(monthly, 2),
+        "capacity_millions_per_month": _r(capacity, 3),
+        "cost_per_million_usd": _r(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, inp.duty), 4),
+        "apis": [_api_row(c, monthly, capacity, inp.duty, hourly_all_in, tp.tokens_per_s) for c in comps],
+        "duty": inp.duty,
+        "cost_per_million_full_duty_usd": _r(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, 1.0), 4),
+        "volume_at_duty_millions_per_month": _r(capacity * inp.duty, 3),
+        "hourly_usd": _r(rent.hourly_usd, 4),
+        "hours_per_month": hours,
+        "rent": _rent_dict(rent),
+        "throughput": {"tokens_per_s": _r(tp.tokens_per_s, 2), "measured_tokens_per_s": _r(tp.raw_tokens_per_s, 2),
+                       "source": tp.source, "input_per_output": inp.input_per_output,
+                       "prefill_tokens_per_s": inp.prefill_tokens_per_s, "retry_multiplier": inp.retry_multiplier,
+                       "log": tp.log},
+        "hidden_costs": _hidden_dict(hidden, rent, inp.duty),
+        "by_volume": by_volume(monthly, capacity, comps),
+        "by_duty": by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
+        "notes": tp.notes + _notes(comps, capacity),
+    }
+    return out
+
+
+def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly: float, tps: float) -> dict[str, Any]:
+    be = cost.breakeven_millions(monthly, c.price_per_million_usd)
+    need = cost.required_duty(be, capacity)
+    own = cost.cost_per_million(hourly, tps, duty)
+    a = c.api
+    return {"name": a.name, "id": a.id, "kind": a.kind, "price_per_million_usd": _r(c.price_per_million_usd, 4),
+            "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m,
+            "breakeven_millions_per_month": _r(be, 3), "required_duty": _r(need, 4), "breaks_even": need <= 1,
+            "crossing": {"millions_per_month": _r(be, 3), "usd": _r(monthly, 2)},
+            "cheaper_at_duty": "rent" if own < c.price_per_million_usd else "api",
+            "date": a.date or None, "source": a.source or None}
+
+
+def _rent_dict(rent: Rent) -> dict[str, Any]:
+    return {"hourly_usd": _r(rent.hourly_usd, 4), "hours_per_month": rent.hours_per_month,
+            "billed_hours": rent.billed_hours, "monthly_usd": _r(rent.monthly_usd, 2), "count": rent.count,
+            "discount_fraction": rent.discount_fraction, "source": rent.source}
+
+
+def _hidden_dict(h: cost.HiddenCosts, rent: Rent, duty: float) -> dict[str, Any]:
+    idle_hours = rent.billed_hours * (1 - duty)
+    return {"idle_hours": _r(idle_hours, 1), "idle_usd": _r(idle_hours * rent.hourly_usd, 2),
+            "storage_usd": _r(h.storage_usd(), 2), "cold_start_hours": _r(h.cold_start_hours(), 2),
+            "cold_start_usd": _r(h.cold_start_usd(rent.hourly_usd), 2), "extra_monthly_usd": h.extra_monthly_usd,
+            "total_extra_usd": _r(h.total_usd(rent.hourly_usd), 2)}
+
+
+def by_volume(monthly: float, capacity: float, comps: list[Comparison],
+              volumes: tuple[float, ...] = cost.SEED_VOLUMES_MILLIONS) -> list[dict[str, Any]]:
+    """Seed 003's bill table: rent is flat, each API bill grows with the volume."""
+    rows = []
+    for v in volumes:
+        bills = {c.api.id: _r(v * c.price_per_million_usd, 2) for c in comps}
+        rows.append({"output_tokens_millions": v, "rent_usd": _r(monthly, 2), "api_usd": bills,
+                     "required_duty": _r(v / capacity, 4) if capacity else None, "within_capacity": v <= capacity,
+                     "cheaper": [k for k, b in bills.items() if b is not None and b < monthly]})
+    return rows
+
+
+def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
+            duties: tuple[float, ...] = cost.SEED_DUTIES) -> list[dict[str, Any]]:
+    """Seed 003's cost-per-million table: idle hours cost the same and make nothing."""
+    all_duties = sorted({*duties, duty}, reverse=True)
+    return [{"duty": d, "self_host_usd_per_million": _r(cost.cost_per_million(hourly, tps, d), 4),
+             "api_usd_per_million": {c.api.id: _r(c.price_per_million_usd, 4) for c in comps}} for d in all_duties]
+
+
+def _notes(comps: list[Comparison], capacity: float) -> list[str]:
+    dated = sorted({c.api.date for c in comps if c.api.date})
+    return [f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows sources)"] if dated else []

@@ -1,0 +1,129 @@
+"""`cardfit breakeven` (rent vs API) and `cardfit apis` (the API price catalog)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..breakeven import BreakevenInput
+from ..inputs import parse
+from . import cli, emit_json
+from .options import json_option, model_options
+
+BREAKEVEN_EPILOG = """\b
+Examples:
+  cardfit breakeven --hourly 0.50 --tokens-per-s 400            # seed 003: vs $0.20, $5 and $15 per M
+  cardfit breakeven --monthly 365 --tokens-per-s 400 --duty 0.1 --api claude-sonnet-5 --api gpt-5.4-mini
+  cardfit breakeven --hourly 0.50 --from-log vllm.log --api-price 2.00 --plot breakeven.svg
+  cardfit breakeven --gpu "RTX 4090" --model llama3.1:8b --api frontier
+  cardfit breakeven --hourly 0.50 --tokens-per-s 400 --retry-multiplier 3 --storage-gb 50 \\
+      --storage-usd-per-gb-month 0.10 --cold-starts-per-month 60 --cold-start-s 40
+"""
+
+
+@cli.command(epilog=BREAKEVEN_EPILOG)
+@model_options(BreakevenInput, skip=("api_price", "api", "catalog"))
+@click.option("--api-price", "api_price", type=click.FLOAT, multiple=True,
+              help="API price per million OUTPUT tokens, USD (repeatable)")
+@click.option("--api", "api", multiple=True, help="API by catalog name (repeatable; `cardfit apis` lists them); "
+              "default: seed 003's three tiers")
+@click.option("--catalog", "catalog", multiple=True, type=click.Path(),
+              help="extra catalog file(s) with your own GPUs or API prices")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None,
+              help="also draw the charts to FILE (.png or .svg)")
+@json_option
+def breakeven(as_json: bool, plot: str | None, **kwargs: Any) -> None:
+    """When does renting a card beat paying an API per token?
+
+    Give the rent (--hourly or --monthly, or --gpu to use the catalog price), the throughput
+    (--tokens-per-s, --from-log, or --model with --gpu) and what to compare with (--api-price, --api).
+    """
+    from ..breakeven import breakeven_report
+
+    result = breakeven_report(parse(BreakevenInput, kwargs))
+    if plot:
+        from ..cost_plot import plot_breakeven
+
+        result["plot"] = plot_breakeven(result, plot)
+    if as_json:
+        emit_json(result)
+        return
+    _print(result)
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.0%}" if x >= 1 else f"{x:.1%}"
+
+
+def _print(r: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from .render import console
+
+    c = console()
+    t = r["throughput"]
+    c.print(f"Rent [bold]${r['monthly_usd']:,.2f}/month[/] (${r['hourly_usd']:,.4g}/h × {r['hours_per_month']:g} h"
+            f"{'' if not r['hidden_costs']['total_extra_usd'] else ' + hidden costs'}) · "
+            f"{t['tokens_per_s']:,.1f} tok/s ({t['source']}) → capacity "
+            f"[bold]{r['capacity_millions_per_month']:,.1f} M[/] output tokens/month")
+    c.print(f"Cost per million at {_pct(r['duty'])} duty: [bold]${r['cost_per_million_usd']:,.2f}[/]"
+            f" (${r['cost_per_million_full_duty_usd']:,.2f} at 100%)\n")
+    tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, just in (("API", "left"), ("$/M out", "right"), ("break-even M/month", "right"),
+                      ("needs duty", "right"), ("verdict", "left")):
+        tab.add_column(col, justify=just)  # type: ignore[arg-type]
+    for a in r["apis"]:
+        verdict = "[green]rent wins above it[/]" if a["breaks_even"] else "[red]never: card too slow[/]"
+        tab.add_row(a["name"], f"{a['price_per_million_usd']:,.2f}", f"{a['breakeven_millions_per_month']:,.1f}",
+                    _pct(a["required_duty"]), verdict)
+    c.print(tab)
+    c.print()
+    c.print(_duty_table(r))
+    if r.get("plot"):
+        c.print(f"\nCharts written to {r['plot']['path']}")
+    for note in r["notes"]:
+        c.print(f"[dim]note: {note}[/]")
+
+
+def _duty_table(r: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False, title_justify="left")
+    tab.add_column("duty", justify="right")
+    tab.add_column("rented $/M", justify="right")
+    tab.add_column("M/month", justify="right")
+    for row in r["by_duty"]:
+        tab.add_row(_pct(row["duty"]), f"{row['self_host_usd_per_million']:,.2f}",
+                    f"{r['capacity_millions_per_month'] * row['duty']:,.1f}")
+    return tab
+
+
+@cli.command("apis")
+@click.option("--catalog", "catalog", multiple=True, type=click.Path(), help="extra catalog file(s)")
+@json_option
+def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
+    """The API price catalog: seed 003's tiers and named APIs, per million tokens, with dates and sources."""
+    from ..catalog.apis import apis
+
+    rows = [{"id": a.id, "name": a.name, "kind": a.kind, "provider": a.provider or None,
+             "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m, "date": a.date or None,
+             "evidence": a.evidence or None, "source": a.source or None, "origin": a.origin}
+            for a in apis(tuple(catalog))]
+    if as_json:
+        emit_json({"apis": rows})
+        return
+    from rich.table import Table
+
+    from .render import console
+
+    tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, just in (("id", "left"), ("name", "left"), ("$/M in", "right"), ("$/M out", "right"),
+                      ("date", "left"), ("evidence", "left")):
+        tab.add_column(col, justify=just)  # type: ignore[arg-type]
+    for a in rows:
+        tab.add_row(a["id"], a["name"], f"{a['input_usd_per_m']:,.2f}", f"{a['output_usd_per_m']:,.2f}",
+                    a["date"] or "—", a["evidence"] or "—")
+    console().print(tab)

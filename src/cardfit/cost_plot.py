@@ -1,0 +1,118 @@
+"""Break-even charts from a `breakeven_report` dict: monthly cost against volume (flat rent, API lines
+through zero, the crossings marked and labelled) and cost per million against duty cycle. PNG or SVG by
+the file's suffix; SVG keeps its text as text, so the labels can be searched. matplotlib is imported here
+only, and only when a chart is asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+FORMATS = (".png", ".svg")
+COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
+def _millions(x: float) -> str:
+    return f"{x:,.0f} M" if x >= 100 else f"{x:,.1f} M"
+
+
+def plot_breakeven(report: dict[str, Any], path: str) -> dict[str, Any]:
+    """Write the two charts side by side to `path`; return what was drawn (file, crossing points)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(f"--plot needs a .png or .svg file name (got '{path}')", field="plot")
+    import matplotlib
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # keep labels as <text> in SVG
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 5.2), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    crossings = _volume_chart(left, report)
+    duty_crossings = _duty_chart(right, report)
+    fig.suptitle(f"Rent ${report['monthly_usd']:,.0f}/month at {report['throughput']['tokens_per_s']:,.0f} tok/s "
+                 f"vs per-token APIs", fontsize=13)
+    try:
+        fig.savefig(path, format=suffix[1:], dpi=130)
+    except OSError as e:
+        raise InputError(f"cannot write the chart '{path}': {e.strerror or e}", field="plot") from e
+    return {"path": path, "format": suffix[1:], "crossings": crossings, "duty_crossings": duty_crossings}
+
+
+def _volume_chart(ax: Any, r: dict[str, Any]) -> list[dict[str, Any]]:
+    monthly, capacity = r["monthly_usd"], r["capacity_millions_per_month"]
+    finite = [a["breakeven_millions_per_month"] for a in r["apis"] if a["breakeven_millions_per_month"] is not None]
+    x_max = max([capacity * 1.05] + [b * 1.1 for b in finite if b <= capacity * 2])
+    ax.axhline(monthly, color="black", lw=2.2, label=f"rent ${monthly:,.0f}/month")
+    ax.axvline(capacity, color="grey", ls="--", lw=1)
+    ax.text(capacity, monthly * 0.08, f" card capacity\n {_millions(capacity)}/month", color="grey", fontsize=8,
+            ha="right" if capacity > x_max * 0.8 else "left")
+    crossings = []
+    for i, a in enumerate(r["apis"]):
+        color, price = COLORS[i % len(COLORS)], a["price_per_million_usd"]
+        ax.plot([0, x_max], [0, price * x_max], color=color, lw=1.6, label=f"{a['name']} ${price:,.2f}/M")
+        be = a["breakeven_millions_per_month"]
+        if be is None:
+            continue
+        reachable = a["breaks_even"]
+        label = (f"{_millions(be)} ({a['required_duty']:.1%} duty)" if reachable
+                 else f"{_millions(be)}: never ({a['required_duty']:.0%} duty)")
+        crossings.append({"api": a["name"], "millions_per_month": be, "usd": monthly, "label": label,
+                          "breaks_even": reachable})
+        if be <= x_max:
+            ax.plot([be], [monthly], "o", ms=8, color=color, mfc=color if reachable else "white", mew=2, zorder=5)
+            right = be > x_max * 0.6
+            ax.annotate(label, (be, monthly), xytext=(-10 if right else 24, 30 + 26 * (i % 3)),
+                        textcoords="offset points", ha="right" if right else "left", fontsize=9, color=color,
+                        arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
+        else:
+            ax.annotate(f"{a['name']} crosses at {label}", (x_max, monthly), xytext=(-8, -24 - 14 * i),
+                        textcoords="offset points", ha="right", fontsize=9, color=color)
+    ax.set_xlim(0, x_max)
+    ax.set_ylim(0, monthly * 3)
+    ax.set_xlabel("output tokens per month (millions)")
+    ax.set_ylabel("USD per month")
+    ax.set_title("Monthly cost vs volume: renting wins right of each dot")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return crossings
+
+
+def _usd_formatter() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda y, _pos: f"${y:,.2f}" if y < 1 else f"${y:,.0f}")
+
+
+def _duty_chart(ax: Any, r: dict[str, Any]) -> list[dict[str, Any]]:
+    full = r["cost_per_million_full_duty_usd"]
+    duties = [d / 1000 for d in range(5, 1001)]
+    ax.plot([d * 100 for d in duties], [full / d for d in duties], color="black", lw=2.2, label="rented card")
+    out = []
+    for i, a in enumerate(r["apis"]):
+        color, price = COLORS[i % len(COLORS)], a["price_per_million_usd"]
+        ax.axhline(price, color=color, lw=1.4, ls="-", label=f"{a['name']} ${price:,.2f}/M")
+        need = a["required_duty"]
+        if need is not None and need <= 1:
+            ax.plot([need * 100], [price], "o", ms=8, color=color, zorder=5)
+            ax.annotate(f"{need:.1%}", (need * 100, price), xytext=(6, 6), textcoords="offset points", fontsize=9,
+                        color=color)
+            out.append({"api": a["name"], "duty": need, "usd_per_million": price})
+    d = r["duty"]
+    ax.axvline(d * 100, color="grey", ls=":", lw=1)
+    ax.plot([d * 100], [r["cost_per_million_usd"]], "s", ms=7, color="black", zorder=6)
+    ax.annotate(f"your duty {d:.0%}: ${r['cost_per_million_usd']:,.2f}/M", (d * 100, r["cost_per_million_usd"]),
+                xytext=(-10, -18), textcoords="offset points", ha="right", fontsize=9)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(0.5, 100)
+    ax.set_xticks([1, 2, 5, 10, 25, 50, 100], ["1%", "2%", "5%", "10%", "25%", "50%", "100%"])
+    ax.yaxis.set_major_formatter(_usd_formatter())
+    ax.set_xlabel("duty cycle (% of paid hours generating)")
+    ax.set_ylabel("USD per million output tokens")
+    ax.set_title("Cost per million vs duty cycle: renting wins right of each dot")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="upper right")
+    return out
