@@ -1,0 +1,234 @@
+"""The FastAPI application: JSON endpoints that take the same pydantic inputs as the CLI and return the same
+dicts as `--json`, the catalogs, and the static page at `/`.
+
+Endpoints for speed, break-even, fine-tuning, validation, log parsing and config.json upload are added when
+the library modules behind them are installed in this tree (cardfit.speedplan, .breakeven, .finetune,
+.validation, .logs, .readers)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import CardfitError, InputError, UnknownNameError
+from ..inputs import MaxContextInput, PlanInput, parse
+from . import catalogs
+from .limits import TooLargeError, body_limit, web_input
+
+STATIC = Path(__file__).parent / "static"
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _plan(inp: PlanInput) -> dict[str, Any]:
+    from ..plan import plan
+    from ..report import plan_dict
+
+    return plan_dict(plan(inp))
+
+
+def _max_context(inp: MaxContextInput) -> dict[str, Any]:
+    from ..reverse import max_context
+
+    return max_context(inp)
+
+
+def _error(status: int, message: str) -> Any:
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def error_status(e: CardfitError) -> int:
+    if isinstance(e, TooLargeError):
+        return 413
+    if isinstance(e, UnknownNameError):
+        return 404
+    return 400
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body over the endpoint's cap, by Content-Length or by counting."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = body_limit(scope["path"])
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await _send_json(send, 413, str(TooLargeError(limit)))
+            return
+        chunks, seen, more = [], 0, True
+        while more:  # read it all (at most `limit` bytes) before the app sees any of it
+            msg = await receive()
+            if msg["type"] != "http.request":
+                await self.app(scope, _replay([msg]), send)
+                return
+            chunks.append(msg.get("body", b""))
+            seen += len(chunks[-1])
+            more = msg.get("more_body", False)
+            if seen > limit:
+                await _send_json(send, 413, str(TooLargeError(limit)))
+                return
+        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
+                                      receive), send)
+
+
+def _replay(messages: list[dict], then: Callable | None = None) -> Callable:
+    async def receive() -> dict:
+        if messages:
+            return messages.pop(0)
+        if then is not None:
+            return await then()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def _send_json(send: Callable, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _typed(model: type, fn: Callable[[Any], Any]) -> Callable[..., Any]:
+    """An endpoint whose JSON body is `model` (so OpenAPI shows the CLI's own input description)."""
+
+    def endpoint(inp: Any) -> Any:
+        return fn(web_input(inp))
+
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("inp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)])
+    endpoint.__name__ = fn.__name__.strip("_")
+    return endpoint
+
+
+def _optional_routes() -> list[tuple[str, type, Callable[[Any], Any], str]]:
+    """(path, input model, function, summary) for the library modules present in this tree."""
+    out = []
+    for module, model, func, path, summary in (
+        ("cardfit.speedplan", "SpeedInput", "speed_report", "/api/speed", "Decode speed per concurrency level"),
+        ("cardfit.breakeven", "BreakevenInput", "breakeven_report", "/api/breakeven", "Rent vs API break-even"),
+        ("cardfit.finetune", "FinetuneInput", "finetune_report", "/api/finetune", "Fine-tuning memory and cards"),
+    ):
+        if _has(module):
+            mod = importlib.import_module(module)
+            out.append((path, getattr(mod, model), getattr(mod, func), summary))
+    return out
+
+
+def create_app() -> Any:
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import FileResponse
+    from fastapi.staticfiles import StaticFiles
+
+    app = FastAPI(title="cardfit", version=_version(), docs_url="/docs", redoc_url=None,
+                  description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; request "
+                              "bodies are the CLI's options (snake_case).")
+    routes: list[tuple[str, type, Callable[[Any], Any], str]] = [
+        ("/api/plan", PlanInput, _plan, "Memory, fit verdict per card, speed and cost (cardfit plan)"),
+        ("/api/max-context", MaxContextInput, _max_context, "Longest context that fits (cardfit max-context)"),
+        *_optional_routes()]
+    body_models = {path: model for path, model, _, _ in routes}
+    for path, model, fn, summary in routes:
+        app.post(path, summary=summary)(_typed(model, fn))
+
+    @app.exception_handler(CardfitError)
+    async def cardfit_error(request: Request, exc: CardfitError) -> Any:
+        return _error(error_status(exc), str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Any:
+        return _error(400, _validation_message(body_models.get(request.url.path), exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Any:
+        return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
+
+    for name in ("gpus", "models", "quants", "runtimes"):
+        app.get(f"/api/{name}", summary=f"The {name} catalog")(getattr(catalogs, name))
+    if _has("cardfit.catalog.apis"):
+        app.get("/api/apis", summary="API price catalog (tiers and named APIs)")(catalogs.apis)
+    _add_readers(app)
+
+    @app.get("/api/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/", include_in_schema=False)
+    def index() -> Any:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(_Headers)
+    app.add_middleware(BodyLimit)  # added last: runs first
+    return app
+
+
+class _Headers:
+    """Security headers: the page loads nothing from elsewhere."""
+
+    CSP = (b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+           b"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(msg: dict) -> None:
+            if msg["type"] == "http.response.start":
+                msg = {**msg, "headers": [*msg.get("headers", []), (b"x-content-type-options", b"nosniff"),
+                                          (b"content-security-policy", self.CSP),
+                                          (b"referrer-policy", b"no-referrer")]}
+            await send(msg)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _validation_message(model: type | None, exc: Any) -> str:
+    """The CLI's one line for the same values (inputs.parse), or the first error when the body is not JSON."""
+    body = exc.body
+    if not isinstance(body, dict):
+        return "the request body must be a JSON object"
+    if model is not None:
+        try:
+            parse(model, body)
+        except InputError as e:
+            return str(e)
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "input"
+    return f"--{loc.replace('_', '-')} {err.get('msg', 'is invalid')}"
+
+
+def _add_readers(app: Any) -> None:
+    """Upload a config.json / paste a runtime log: parsed in memory, nothing written or opened."""
+    return None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cardfit")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,74 @@
+"""What the web API refuses before any arithmetic runs: oversized bodies, model files, catalog files and the
+network. The CLI may read a path the user typed; a request may not make the server open anything."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..catalog.models import default_models
+from ..errors import CardfitError, InputError
+from ..inputs import ModelInput
+
+MAX_BODY_BYTES = 64 * 1024  # a JSON request: the largest input model is well under 2 KB
+MAX_UPLOAD_BYTES = 1024 * 1024  # a config.json or a pasted log
+UPLOAD_PATHS = ("/api/read/config", "/api/read/log")
+_FILE_SUFFIXES = (".json", ".gguf", ".safetensors", ".bin", ".pt", ".toml")
+
+
+class TooLargeError(CardfitError, ValueError):
+    """The request body is over the cap for its endpoint."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body is larger than {limit:,} bytes", hint="send less")
+        self.limit = limit
+
+
+def body_limit(path: str) -> int:
+    return MAX_UPLOAD_BYTES if path in UPLOAD_PATHS else MAX_BODY_BYTES
+
+
+def catalog_model(name: str) -> str:
+    """The name to hand to the planner for a web request: only catalog names, never a path.
+
+    Returns a name that `resolve` finds in the catalog and that is no path (an HF id's slash becomes a space,
+    which catalog lookup ignores); raises UnknownNameError with suggestions for names no catalog knows."""
+    from ..resolve import _TAG_QUANT
+
+    n = name.strip()
+    if n.lower().endswith(_FILE_SUFFIXES) or n.startswith(("/", "~", ".", "\\")):
+        raise InputError(f"model '{n}' looks like a file path; the web API takes catalog names only", field="model",
+                         hint="upload a config.json to /api/read/config, or `cardfit models` lists the names")
+    models = default_models()
+    found = models.find(n)
+    if found is None:
+        m = _TAG_QUANT.match(n)
+        if not (m and models.find(m["base"]) is not None):
+            models.get(n)  # raises UnknownNameError with suggestions
+    else:
+        n = n.replace("/", " ")  # an HF id: catalog lookup ignores separators, the file system does not
+    if "/" in n or "\\" in n or os.path.lexists(n):
+        raise InputError(f"model '{n}' names a file on the server; the web API takes catalog names only",
+                         field="model", hint="`cardfit models` lists them")
+    return n
+
+
+def web_input(inp: Any) -> Any:
+    """Refuse what a web request may not ask for; map the model name to a catalog name."""
+    if not isinstance(inp, ModelInput):
+        return inp
+    if inp.catalog:
+        raise InputError("catalog files cannot be given to the web API", field="catalog",
+                         hint="run `cardfit serve` after adding your cards to the CLI, or use the CLI's --catalog")
+    if inp.hub:
+        raise InputError("the web API does not read from the Hugging Face Hub", field="hub",
+                         hint="upload the model's config.json instead")
+    if inp.model is None:
+        return inp
+    return inp.model_copy(update={"model": catalog_model(inp.model)})
+
+
+def as_dict(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InputError("the request body must be a JSON object", field="body")
+    return body

@@ -1,0 +1,343 @@
+// cardfit web page: a form whose values live in the URL hash, sent to the JSON API, drawn as tables and SVG.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "api", "tokens_per_s",
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu",
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+const FLOATS = new Set(["params", "tokens_per_s"]);
+const INTS = new Set(["context", "batch", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
+const SVGNS = "http://www.w3.org/2000/svg";
+let endpoints = new Set();
+let apiCatalog = [];
+let seq = 0;
+
+// ---- formatting (the CLI's units: GB = 1e9 bytes) ------------------------------------------------------
+const gb = (b) => (b === null || b === undefined) ? "—" : (b / 1e9).toFixed(2) + " GB";
+const num = (x, d = 0) => (x === null || x === undefined) ? "—" :
+  Number(x).toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+const usd = (x) => (x === null || x === undefined) ? "—" : "$" + num(x, 0);
+
+// ---- the API -------------------------------------------------------------------------------------------
+async function api(path, body) {
+  const opts = body === undefined ? {} : { method: "POST", headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body) };
+  const r = await fetch(path, opts);
+  const data = await r.json().catch(() => ({ error: `HTTP ${r.status}` }));
+  if (!r.ok) throw new Error(data.error || `HTTP ${r.status}`);
+  return data;
+}
+
+function values() {
+  const v = {};
+  for (const f of FIELDS) {
+    const raw = $(f).value.trim();
+    if (raw === "") continue;
+    v[f] = FLOATS.has(f) ? Number(raw) : INTS.has(f) ? Math.round(Number(raw)) : raw;
+  }
+  return v;
+}
+
+function planBody(v) {
+  const body = {};
+  for (const f of PLAN_FIELDS) if (v[f] !== undefined) body[f] = v[f];
+  if (body.model) for (const f of ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"]) delete body[f];
+  return body;
+}
+
+// ---- URL hash <-> form ---------------------------------------------------------------------------------
+function toHash(v) { return "#" + new URLSearchParams(v).toString(); }
+function fromHash() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  for (const f of FIELDS) if (p.has(f)) $(f).value = p.get(f);
+  if (["params", "layers"].some((f) => p.has(f))) $("shape-box").open = true;
+}
+
+// ---- drawing helpers -----------------------------------------------------------------------------------
+function el(name, attrs = {}, text) {
+  const e = document.createElementNS(SVGNS, name);
+  for (const [k, val] of Object.entries(attrs)) e.setAttribute(k, val);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+function svg(w, h) { return el("svg", { viewBox: `0 0 ${w} ${h}`, role: "img" }); }
+function niceMax(x) {
+  if (!(x > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= x) return m * p;
+  return 10 * p;
+}
+function td(text, cls) { const c = document.createElement("td"); c.textContent = text; if (cls) c.className = cls; return c; }
+
+// ---- memory: stacked bar per card against its capacity ---------------------------------------------------
+function drawMemory(plan) {
+  const m = plan.memory, cards = plan.gpus.slice(0, 12);
+  const parts = [["weights", m.weights_bytes], ["kv", m.kv_cache_bytes], ["overhead", m.overhead_bytes],
+    ["activation", m.activation_bytes]];
+  const W = 760, left = 150, right = 190, row = 22, top = 8, H = top + cards.length * row + 28;
+  const max = niceMax(Math.max(...cards.map((c) => Math.max(c.need_bytes, c.usable_bytes * c.count))));
+  const x = (b) => left + (W - left - right) * b / max;
+  const s = svg(W, H);
+  for (let i = 0; i <= 4; i++) {
+    const b = max * i / 4, X = x(b);
+    s.append(el("line", { x1: X, x2: X, y1: top, y2: H - 22, class: "grid" }),
+      el("text", { x: X, y: H - 8, "text-anchor": "middle", fill: "#6b7385" }, (b / 1e9).toFixed(0) + " GB"));
+  }
+  cards.forEach((c, i) => {
+    const y = top + i * row;
+    s.append(el("text", { x: left - 6, y: y + 14, "text-anchor": "end" }, `${c.count > 1 ? c.count + "× " : ""}${c.gpu}`));
+    if (c.context === m.context && c.need_bytes === m.total_bytes) {
+      let at = 0;
+      for (const [k, b] of parts) {
+        s.append(el("rect", { x: x(at), y: y + 4, width: Math.max(0, x(at + b) - x(at)), height: row - 8, class: "seg-" + k }));
+        at += b;
+      }
+    } else {
+      s.append(el("rect", { x: x(0), y: y + 4, width: x(c.need_bytes) - x(0), height: row - 8, class: "seg-need" }));
+    }
+    const cap = c.usable_bytes * c.count;
+    s.append(el("text", { x: Math.max(x(cap), x(c.need_bytes)) + 6, y: y + 14, fill: "#6b7385" },
+      `${gb(c.need_bytes)} of ${gb(cap)}` + (c.context !== m.context ? ` · at ${num(c.context)} tokens` : "")));
+    s.append(el("rect", { x: x(0), y: y + 2, width: x(cap) - x(0), height: row - 4, class: "cap" }));
+    const t = el("title", {}, `${c.gpu}: need ${gb(c.need_bytes)} at ${num(c.context)} tokens, usable ${gb(cap)} — ${c.verdict}`);
+    s.lastChild.append(t);
+  });
+  $("memory-chart").replaceChildren(s);
+}
+
+function showMemory(plan) {
+  const m = plan.memory;
+  for (const [id, b] of [["mem-weights", m.weights_bytes], ["mem-kv", m.kv_cache_bytes],
+    ["mem-overhead", m.overhead_bytes], ["mem-activation", m.activation_bytes], ["mem-total", m.total_bytes]]) {
+    $(id).textContent = gb(b);
+    $(id).dataset.bytes = b;
+  }
+  drawMemory(plan);
+  $("memory-section").hidden = false;
+}
+
+function showCards(plan) {
+  const body = $("cards").tBodies[0];
+  body.replaceChildren(...plan.gpus.map((c, i) => {
+    const tr = document.createElement("tr");
+    tr.dataset.gpu = c.gpu_id;
+    const free = td(gb(c.free_bytes), "free");
+    free.dataset.bytes = c.free_bytes;
+    const need = td(gb(c.need_bytes), "need");
+    need.dataset.bytes = c.need_bytes;
+    tr.append(td(String(i + 1)), td(c.gpu, "gpu"), td(String(c.count), "count"), td(gb(c.usable_bytes * c.count)),
+      need, free, td(c.verdict, "verdict v-" + c.verdict), td(usd(c.monthly_usd), "monthly"),
+      td(c.decode_tokens_per_s === null ? "—" : num(c.decode_tokens_per_s, 1), "tps"));
+    if (c.reason) tr.title = c.reason;
+    return tr;
+  }));
+  $("cards-section").hidden = false;
+}
+
+function showSummary(plan) {
+  const m = plan.model, i = plan.inputs, best = plan.gpus[0], s = plan.speed;
+  const box = $("summary");
+  box.replaceChildren();
+  const b = document.createElement("b");
+  b.id = "summary-model";
+  b.textContent = m.name + (m.ollama_tag ? ` (${m.ollama_tag})` : "");
+  const line = document.createElement("span");
+  line.id = "summary-inputs";
+  line.textContent = ` · ${i.quant} · ${i.runtime} · context ${num(i.context)} (${i.context_source}) · ` +
+    `${i.batch} sequence${i.batch === 1 ? "" : "s"} · KV ${i.kv_dtype}`;
+  const best_ = document.createElement("div");
+  best_.id = "summary-best";
+  best_.textContent = `Best: ${best.count}× ${best.gpu} — ${best.verdict}, ${gb(best.free_bytes)} free` +
+    (s.decode_ceiling_tokens_per_s ? ` · decode ceiling ${num(s.decode_ceiling_tokens_per_s, 1)} tokens/s per stream` +
+      (s.decode_tokens_per_s ? `, about ${num(s.decode_tokens_per_s, 1)} realistic` : "") : "");
+  box.append(b, line, best_);
+  for (const note of plan.notes || []) {
+    const n = document.createElement("div");
+    n.className = "dim";
+    n.textContent = "note: " + note;
+    box.append(n);
+  }
+}
+
+// ---- speed vs concurrency --------------------------------------------------------------------------------
+function speedLevels(r) {
+  const rows = r.levels || r.concurrency || r.rows || [];
+  return rows.filter((p) => p.aggregate_tokens_per_s !== null && p.aggregate_tokens_per_s !== undefined);
+}
+
+function drawSpeed(r) {
+  const pts = speedLevels(r);
+  if (!pts.length) { $("speed-section").hidden = true; return; }
+  const W = 760, H = 260, L = 60, R = 20, T = 12, B = 34;
+  const maxC = Math.max(...pts.map((p) => p.concurrency)), maxY = niceMax(Math.max(...pts.map((p) => p.aggregate_tokens_per_s)));
+  const lx = (c) => L + (W - L - R) * (maxC > 1 ? Math.log2(c) / Math.log2(maxC) : 0);
+  const ly = (v) => H - B - (H - T - B) * v / maxY;
+  const s = svg(W, H);
+  for (let i = 0; i <= 4; i++) {
+    const v = maxY * i / 4;
+    s.append(el("line", { x1: L, x2: W - R, y1: ly(v), y2: ly(v), class: "grid" }),
+      el("text", { x: L - 6, y: ly(v) + 4, "text-anchor": "end", fill: "#6b7385" }, num(v)));
+  }
+  for (const p of pts) s.append(el("text", { x: lx(p.concurrency), y: H - B + 16, "text-anchor": "middle", fill: "#6b7385" }, String(p.concurrency)));
+  s.append(el("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle", fill: "#6b7385" }, "concurrent sequences"));
+  const path = (k) => pts.map((p, i) => `${i ? "L" : "M"}${lx(p.concurrency).toFixed(1)},${ly(p[k]).toFixed(1)}`).join("");
+  s.append(el("path", { d: path("aggregate_tokens_per_s"), class: "line-agg" }),
+    el("path", { d: path("per_user_tokens_per_s"), class: "line-user" }),
+    el("text", { x: L + 8, y: T + 12, fill: "#3b6fd8" }, "aggregate tokens/s"),
+    el("text", { x: L + 8, y: T + 26, fill: "#e08a2c" }, "per user tokens/s"));
+  $("speed-chart").replaceChildren(s);
+  $("speed-gpu").textContent = r.gpu ? `on ${r.gpu}` : "";
+  $("speed-section").hidden = false;
+}
+
+// ---- cost vs monthly volume --------------------------------------------------------------------------------
+function drawCost(b) {
+  const apis = b.apis || [];
+  const cap = b.capacity_millions_per_month, rent = b.monthly_usd;
+  const crossings = apis.map((a) => a.breakeven_millions_per_month).filter((x) => x > 0 && isFinite(x));
+  const maxX = niceMax(Math.max(cap || 0, ...crossings.map((c) => Math.min(c * 1.3, (cap || c) * 3))));
+  const maxY = niceMax(rent * 2.2);
+  const W = 760, H = 280, L = 64, R = 20, T = 12, B = 34;
+  const x = (m) => L + (W - L - R) * m / maxX, y = (v) => H - B - (H - T - B) * Math.min(v, maxY) / maxY;
+  const s = svg(W, H);
+  for (let i = 0; i <= 4; i++) {
+    s.append(el("line", { x1: L, x2: W - R, y1: y(maxY * i / 4), y2: y(maxY * i / 4), class: "grid" }),
+      el("text", { x: L - 6, y: y(maxY * i / 4) + 4, "text-anchor": "end", fill: "#6b7385" }, usd(maxY * i / 4)),
+      el("text", { x: x(maxX * i / 4), y: H - B + 16, "text-anchor": "middle", fill: "#6b7385" }, num(maxX * i / 4) + " M"));
+  }
+  s.append(el("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle", fill: "#6b7385" }, "output tokens per month (millions)"));
+  const rentEnd = cap ? Math.min(cap, maxX) : maxX;
+  s.append(el("path", { d: `M${x(0)},${y(rent)}L${x(rentEnd)},${y(rent)}`, class: "line-rent" }),
+    el("text", { x: x(0) + 6, y: y(rent) - 6 }, `rent ${usd(rent)}/month` + (cap ? `, capacity ${num(cap, 0)} M` : "")));
+  if (cap && cap < maxX) s.append(el("line", { x1: x(cap), x2: x(cap), y1: T, y2: H - B, class: "axis", "stroke-dasharray": "2 3" }));
+  apis.forEach((a, i) => {
+    const p = a.price_per_million_usd, endX = Math.min(maxX, maxY / p);
+    s.append(el("path", { d: `M${x(0)},${y(0)}L${x(endX)},${y(p * endX)}`, class: `line-api line-api${i % 4}` }),
+      el("text", { x: x(endX) - 4, y: y(p * endX) + (endX < maxX ? 12 : -4), "text-anchor": "end" }, `${a.name} $${p}/M`));
+    const be = a.breakeven_millions_per_month;
+    if (be <= maxX) {
+      s.append(el("circle", { cx: x(be), cy: y(rent), r: 4, class: "cross" }),
+        el("text", { x: x(be) + 6, y: y(rent) + 16 }, `${num(be, 1)} M`));
+    }
+  });
+  $("cost-chart").replaceChildren(s);
+  $("apis").tBodies[0].replaceChildren(...apis.map((a) => {
+    const tr = document.createElement("tr");
+    tr.append(td(a.name), td("$" + a.price_per_million_usd), td(num(a.breakeven_millions_per_month, 1), "breakeven"),
+      td(a.required_duty === null ? "—" : (100 * a.required_duty).toFixed(1) + "%"),
+      td(a.breaks_even ? "breaks even" : "never at full use", a.breaks_even ? "v-fits" : "v-no"));
+    return tr;
+  }));
+  $("cost-note").textContent = `at ${num(b.tokens_per_s ?? 0, 1)} tokens/s` +
+    (b.cost_per_million_usd ? ` · $${num(b.cost_per_million_usd, 2)} per M at ${Math.round(100 * (b.duty ?? 1))}% duty` : "");
+  $("cost-section").hidden = false;
+}
+
+// ---- one update -----------------------------------------------------------------------------------------
+async function update() {
+  const v = values();
+  history.replaceState(null, "", toHash(v));
+  $("share-link").href = location.href;
+  if (!v.model && !v.params) return;
+  const mine = ++seq;
+  $("status").className = "status";
+  $("status").textContent = "Working…";
+  try {
+    const plan = await api("/api/plan", planBody(v));
+    if (mine !== seq) return;
+    showSummary(plan); showMemory(plan); showCards(plan);
+    $("status").textContent = "";
+    $("results").dataset.ready = String(mine);
+    await extras(v, plan, mine);
+  } catch (e) {
+    if (mine !== seq) return;
+    $("status").className = "status error";
+    $("status").textContent = "Error: " + e.message;
+    $("results").dataset.ready = "error-" + mine;
+  }
+}
+
+async function extras(v, plan, mine) {
+  const first = plan.gpus[0];
+  const body = planBody(v);
+  let tps = v.tokens_per_s;
+  if (endpoints.has("/api/speed") && first.verdict !== "no") {
+    try {
+      const r = await api("/api/speed", { ...body, gpu: first.gpu_id, gpus: first.count });
+      if (mine !== seq) return;
+      drawSpeed(r);
+      if (!tps) {
+        const pts = speedLevels(r), at = pts.find((p) => p.concurrency === (plan.inputs.batch || 1));
+        tps = at ? at.aggregate_tokens_per_s : undefined;
+      }
+    } catch (e) { $("speed-section").hidden = true; }
+  }
+  tps = tps || first.decode_tokens_per_s;
+  if (endpoints.has("/api/breakeven") && plan.cost.monthly_usd && tps) {
+    const req = { monthly: plan.cost.monthly_usd * (first.count > 1 ? 1 : 1), tokens_per_s: tps };
+    if (v.api) req.api = [v.api];
+    try {
+      const b = await api("/api/breakeven", req);
+      if (mine !== seq) return;
+      drawCost({ ...b, tokens_per_s: tps });
+    } catch (e) { $("cost-section").hidden = true; }
+  } else {
+    $("cost-section").hidden = true;
+  }
+}
+
+let timer = null;
+function soon() { clearTimeout(timer); timer = setTimeout(update, 250); }
+
+// ---- uploads: parsed by the server in memory ----------------------------------------------------------------
+async function readConfig(file) {
+  if (file.size > 1024 * 1024) { fail("config.json is larger than 1 MB"); return; }
+  try {
+    const r = await api("/api/read/config", await file.text());
+    const shape = r.shape || r;
+    for (const f of ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"]) $(f).value = shape[f] ?? "";
+    $("model").value = "";
+    update();
+  } catch (e) { fail(e.message); }
+}
+
+async function readLog() {
+  try {
+    const r = await api("/api/read/log", $("log").value);
+    const t = r.tokens_per_s ?? r.eval_rate_tokens_per_s;
+    if (t) { $("tokens_per_s").value = t; update(); } else fail("no tokens/s found in that log");
+  } catch (e) { fail(e.message); }
+}
+
+function fail(msg) { $("status").className = "status error"; $("status").textContent = "Error: " + msg; }
+
+function fillList(id, names) {
+  $(id).replaceChildren(...names.map((n) => { const o = document.createElement("option"); o.value = n; return o; }));
+}
+
+async function init() {
+  const [models, gpus, quants, runtimes, spec] = await Promise.all(
+    ["/api/models", "/api/gpus", "/api/quants", "/api/runtimes", "/openapi.json"].map((p) => api(p)));
+  endpoints = new Set(Object.keys(spec.paths));
+  fillList("models-list", models.models.flatMap((m) => [...m.ollama, m.hf || m.id]));
+  fillList("gpus-list", gpus.gpus.map((g) => g.name));
+  fillList("quants-list", [...quants.gguf_mixes.map((q) => q.name), ...quants.types.filter((q) => q.scope !== "kv").map((q) => q.name)]);
+  for (const r of runtimes.runtimes) $("runtime").append(new Option(r.name, r.id));
+  if (endpoints.has("/api/apis")) {
+    apiCatalog = (await api("/api/apis")).apis;
+    for (const a of apiCatalog) $("api").append(new Option(`${a.name} ($${a.output_usd_per_m}/M)`, a.id));
+  }
+  $("config-label").hidden = !endpoints.has("/api/read/config");
+  $("log-box").hidden = !endpoints.has("/api/read/log");
+  fromHash();
+  for (const f of FIELDS) $(f).addEventListener(["runtime", "kv_dtype", "api"].includes(f) ? "change" : "input", soon);
+  $("config-file").addEventListener("change", (e) => e.target.files[0] && readConfig(e.target.files[0]));
+  $("read-log").addEventListener("click", readLog);
+  $("inputs").addEventListener("submit", (e) => { e.preventDefault(); update(); });
+  window.addEventListener("hashchange", () => { fromHash(); update(); });
+  document.body.dataset.loaded = "1";
+  update();
+}
+
+init().catch((e) => fail(e.message));
