@@ -31,7 +31,7 @@ CASES = [
 @pytest.mark.parametrize("args,message", CASES)
 def test_bad_input_one_line(run_cli, args, message):
     code, out, err = run_cli(*args)
-    assert code != 0
+    assert code == 2, err  # 2: the user's input; 1 would be an internal error
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err

@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         click.echo(f"Error: {e}", err=True)
         return 1
+    except Exception as e:  # a bug, not a user mistake: still one line, exit 1, traceback on request
+        if os.environ.get("CARDFIT_DEBUG"):
+            raise
+        click.echo(f"Error: internal error ({type(e).__name__}: {e}); please report it, and set CARDFIT_DEBUG=1 "
+                   "to see the traceback", err=True)
+        return 1
     return 0
 
 
