@@ -9,14 +9,22 @@ $(BIN)/cardfit: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(BIN)/cardfit
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test lint bench browser
 install: $(BIN)/cardfit
+
+# The web page is tested in headless Chromium (Debian packages chromium + chromium-driver); installed when
+# missing and apt-get is usable, otherwise that one test is skipped with its reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+	  || echo "note: chromium not installed; the browser test will be skipped"; }
 
 demo: install
 	$(BIN)/cardfit plan llama3.1:8b --gpu "RTX 4090"
 	$(BIN)/cardfit plan meta-llama/Llama-3.3-70B-Instruct --quant fp8 --context 32768 --runtime vllm --top 8
 
-test: install
+test: install browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest
 

@@ -1,0 +1,66 @@
+"""Speed benchmark (not a test): CLI cold start and a sweep over every catalog model × quantization ×
+GPU × four contexts. Prints times and ratios; the targets are < 0.5 s for the CLI and < 1 s for the sweep.
+
+    .venv/bin/python benchmarks/bench_cli.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+
+def cold_start(args: list[str], runs: int = 7) -> float:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "cardfit", *args], capture_output=True, check=True)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def sweep() -> tuple[int, float]:
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.models import default_models
+    from cardfit.catalog.quants import GgufMix, default_quants
+    from cardfit.catalog.rental import default_rental
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.core.fit import check
+    from cardfit.core.memory import MemorySettings, estimate
+
+    t = time.perf_counter()
+    qc, rts, rules = default_quants(), default_runtimes(), default_rental()
+    gpus = list(default_gpus())
+    quants = [q for q in (*qc.types, *qc.mixes) if not (getattr(q, "kind", "") == "gguf")]
+    n = 0
+    for m in default_models():
+        for q in quants:
+            rt = rts.get("llama.cpp" if isinstance(q, GgufMix) else "vllm")
+            for context in (4096, 8192, 32768, 131072):
+                mem = estimate(m, q, rt, MemorySettings(context=context, prefill_chunk=rt.prefill_chunk))
+                for g in gpus:
+                    check(mem, g, 1, rt, rules, requires=getattr(q, "requires", ""))
+                    n += 1
+    return n, time.perf_counter() - t
+
+
+def main() -> None:
+    base = cold_start(["--version"])
+    plan = cold_start(["plan", "llama3.1:8b"])
+    plan70 = cold_start(["plan", "meta-llama/Llama-3.3-70B-Instruct", "--quant", "fp8", "--context", "32768",
+                         "--runtime", "vllm"])
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    python = time.perf_counter() - t
+    print(f"python start-up             {python * 1000:7.0f} ms")
+    print(f"cardfit --version           {base * 1000:7.0f} ms")
+    print(f"cardfit plan llama3.1:8b    {plan * 1000:7.0f} ms  ({plan / 0.5:.2f} of the 0.5 s budget)")
+    print(f"cardfit plan 70B fp8 vllm   {plan70 * 1000:7.0f} ms  ({plan70 / 0.5:.2f} of the 0.5 s budget)")
+    n, secs = sweep()
+    print(f"sweep: {n:,} model×quant×GPU×context fits in {secs * 1000:.0f} ms ({secs:.2f} of the 1 s budget)")
+
+
+if __name__ == "__main__":
+    main()
