@@ -1,0 +1,198 @@
+"""Break-even arithmetic (SPEC §6). Seed 003's worked example must come out exactly, to the seed's rounding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cardfit.breakeven import BreakevenInput, breakeven_report
+from cardfit.catalog.loader import builtin
+from cardfit.core import cost
+from cardfit.errors import CatalogError, InputError, UnknownNameError
+
+SEED = builtin("apis.toml")["seed003"]  # the seed's inputs and its printed results, kept as data
+
+
+@pytest.fixture(scope="module")
+def seed_report() -> dict:
+    return breakeven_report(BreakevenInput(hourly=SEED["hourly_usd"], tokens_per_s=SEED["tokens_per_second"],
+                                           hours_per_month=SEED["hours_per_month"]))
+
+
+def test_seed003_rent_and_capacity(seed_report):
+    # $0.50/h × 730 h = $365; 400 tok/s × 3600 × 730 = 1,051.2 M (the seed prints 1,051)
+    assert seed_report["monthly_usd"] == SEED["monthly_usd"] == 365
+    assert round(seed_report["capacity_millions_per_month"]) == SEED["capacity_millions_per_month"] == 1051
+    assert seed_report["capacity_millions_per_month"] == pytest.approx(1051.2)
+
+
+@pytest.mark.parametrize("row", SEED["breakeven"], ids=lambda r: r["tier"])
+def test_seed003_breakeven_per_tier(seed_report, row):
+    api = next(a for a in seed_report["apis"] if a["id"] == row["tier"])
+    be = api["breakeven_millions_per_month"]
+    # the seed prints whole millions above 100 and one decimal below: 1,825 / 73 / 24.3
+    assert (round(be) if be >= 100 else round(be, 1)) == row["breakeven_millions"]
+    duty_pct = api["required_duty"] * 100
+    assert (round(duty_pct) if duty_pct >= 100 else round(duty_pct, 1)) == row["required_duty_pct"]
+    assert api["breaks_even"] is not row["never"]
+    assert api["crossing"] == {"millions_per_month": be, "usd": 365.0}
+
+
+@pytest.mark.parametrize("row", SEED["cost_per_million_by_duty"], ids=lambda r: f"{r['duty_pct']}%")
+def test_seed003_cost_per_million_by_duty(seed_report, row):
+    by = {r["duty"]: r["self_host_usd_per_million"] for r in seed_report["by_duty"]}
+    assert round(by[row["duty_pct"] / 100], 2) == row["self_host_usd"]
+    assert round(cost.cost_per_million(0.5, 400, row["duty_pct"] / 100), 2) == row["self_host_usd"]
+
+
+@pytest.mark.parametrize("row", SEED["monthly_bill"], ids=lambda r: f"{r['output_tokens_millions']}M")
+def test_seed003_monthly_bill_table(seed_report, row):
+    got = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == row["output_tokens_millions"])
+    assert got["rent_usd"] == row["gpu_vps_usd"]
+    assert got["api_usd"] == {"open-8b": row["open_api_usd"], "small-commercial": row["small_api_usd"],
+                              "frontier": row["frontier_api_usd"]}
+
+
+def test_seed003_text_claims(seed_report):
+    # "1000 M output tokens needs the card busy 95% of the month"
+    row = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == 1000)
+    assert round(row["required_duty"], 2) == 0.95 and row["within_capacity"]
+    # "at 25 M the frontier bill is $375, less than ten dollars from the rent": the arithmetic says exactly
+    # $10 ($375 - $365), so the seed's "less than" is loose; cardfit computes, it does not copy
+    row25 = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == 25)
+    assert row25["api_usd"]["frontier"] - row25["rent_usd"] == 10
+    # "2 hours a day is 8.3% duty"
+    assert round(2 / 24 * 100, 1) == SEED["duty_examples"][0]["duty_pct"]
+
+
+def test_monthly_input_is_hourly_times_month():
+    a = breakeven_report(BreakevenInput(monthly=365, tokens_per_s=400))
+    assert a["hourly_usd"] == 0.5 and a["cost_per_million_usd"] == pytest.approx(0.3472, abs=1e-4)
+    b = breakeven_report(BreakevenInput(monthly=360, hours_per_month=720, tokens_per_s=400))
+    assert b["hourly_usd"] == 0.5 and b["capacity_millions_per_month"] == pytest.approx(1036.8)
+
+
+def test_duty_sets_cost_and_volume():
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, duty=0.1))
+    assert round(r["cost_per_million_usd"], 2) == 3.47
+    assert r["volume_at_duty_millions_per_month"] == pytest.approx(105.12)
+    assert r["hidden_costs"]["idle_hours"] == pytest.approx(657.0)  # 90 % of 730 h paid for nothing
+    assert [a["cheaper_at_duty"] for a in r["apis"]] == ["api", "rent", "rent"]
+
+
+def test_api_input_tokens_raise_the_api_side():
+    # 3 prompt tokens per output token at $1/M input: a $5 output price becomes $8 per output million
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, api_price=(5.0,), api_input_price=1.0,
+                                        input_per_output=3))
+    assert r["apis"][0]["price_per_million_usd"] == 8.0
+    assert r["apis"][0]["breakeven_millions_per_month"] == pytest.approx(365 / 8, abs=1e-3)
+    # without a prefill rate the card side is unchanged (the measured tokens/s already includes prefill)
+    assert r["throughput"]["tokens_per_s"] == 400
+
+
+def test_prefill_time_lowers_card_throughput():
+    # 1/400 s per output token + 3 prompt tokens at 4,000 tok/s = 0.0025 + 0.00075 s → 307.7 tok/s
+    assert cost.effective_tokens_per_s(400, input_per_output=3, prefill_tokens_per_s=4000) == pytest.approx(
+        1 / 0.00325)
+
+
+def test_retry_multiplier_triples_cost_per_useful_token():
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, retry_multiplier=3))
+    assert r["cost_per_million_usd"] == pytest.approx(3 * 0.34722, abs=1e-3)
+    assert r["capacity_millions_per_month"] == pytest.approx(1051.2 / 3, abs=1e-2)
+
+
+def test_hidden_costs_add_to_the_month():
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, storage_gb=100, storage_usd_per_gb_month=0.1,
+                                        cold_starts_per_month=60, cold_start_s=30, extra_monthly_usd=3.6))
+    h = r["hidden_costs"]
+    assert h["storage_usd"] == 10.0 and h["cold_start_hours"] == 0.5 and h["cold_start_usd"] == 0.25
+    assert r["monthly_usd"] == pytest.approx(365 + 10 + 0.25 + 3.6)
+    frontier = r["apis"][-1]
+    assert frontier["breakeven_millions_per_month"] == pytest.approx(378.85 / 15, abs=1e-3)
+
+
+def test_catalog_rent_uses_720_hours_discounts_and_pairs():
+    from cardfit.catalog.gpus import default_gpus
+
+    b200 = default_gpus().get("B200")
+    assert b200.min_count == 2
+    r = breakeven_report(BreakevenInput(gpu="B200", tokens_per_s=5000))
+    assert r["rent"]["count"] == 2 and r["rent"]["discount_fraction"] == 0.05  # seed 002: 5 % from two cards
+    assert r["monthly_usd"] == pytest.approx(2 * b200.monthly_usd * 0.95)
+    assert r["hours_per_month"] == 720
+    with pytest.raises(InputError, match="sets of at least 2"):
+        breakeven_report(BreakevenInput(gpu="B200", gpus=1, tokens_per_s=5000))
+
+
+def test_minimum_term_is_billed():
+    # two days of use on a catalog card still pays the seven-day minimum (seed 002 §08)
+    r = breakeven_report(BreakevenInput(gpu="RTX 4090", tokens_per_s=100, hours_per_month=48))
+    assert r["rent"]["billed_hours"] == 168
+    assert r["monthly_usd"] == pytest.approx(r["hourly_usd"] * 168, rel=1e-3)
+
+
+def test_named_api_from_catalog():
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, api=("claude-sonnet-5", "Frontier model")))
+    assert [a["id"] for a in r["apis"]] == ["claude-sonnet-5", "frontier"]
+    assert r["apis"][0]["date"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tokens_per_s": 400}, "give the rent"),
+    ({"hourly": 0.5}, "give the throughput"),
+    ({"hourly": 0.5, "monthly": 365, "tokens_per_s": 400}, "not both"),
+    ({"hourly": 0.5, "tokens_per_s": 400, "from_log": "x.log"}, "one source of tokens/s"),
+    ({"hourly": 0.5, "tokens_per_s": 400, "api_price": (0.0,)}, "above 0"),
+])
+def test_input_errors(kwargs, message):
+    with pytest.raises(InputError, match=message):
+        breakeven_report(BreakevenInput(**kwargs))
+
+
+def test_unknown_api_suggests():
+    with pytest.raises(UnknownNameError, match="cardfit apis"):
+        breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, api=("frontierr",)))
+
+
+def test_user_catalog_adds_and_overrides(tmp_path):
+    from cardfit.catalog.apis import load_apis
+
+    f = tmp_path / "mine.toml"
+    f.write_text('[[api]]\nid = "my-api"\nname = "My API"\noutput_usd_per_m = 2.5\ndate = "2026-11-01"\n'
+                 '[[tier]]\nid = "frontier"\noverride = true\noutput_usd_per_m = 12.0\n')
+    reg = load_apis((str(f),))
+    assert reg.get("my api").output_usd_per_m == 2.5
+    assert reg.get("frontier").output_usd_per_m == 12.0 and reg.get("frontier").name == "Frontier model"
+    dup = tmp_path / "dup.toml"
+    dup.write_text('[[api]]\nid = "frontier"\nname = "x"\noutput_usd_per_m = 1\n')
+    with pytest.raises(CatalogError):
+        load_apis((str(dup),))
+
+
+def test_every_catalog_price_is_dated_and_sourced():
+    from cardfit.catalog.apis import default_apis
+
+    for a in default_apis():
+        assert a.date and a.source and a.output_usd_per_m > 0, a.id
+
+
+@given(hourly=st.floats(0.01, 100), tps=st.floats(1, 1e5), d1=st.floats(0.01, 1), d2=st.floats(0.01, 1))
+def test_cost_falls_as_duty_rises(hourly, tps, d1, d2):
+    lo, hi = sorted((d1, d2))
+    assert cost.cost_per_million(hourly, tps, hi) <= cost.cost_per_million(hourly, tps, lo)
+
+
+@given(hourly=st.floats(0.01, 100), tps=st.floats(1, 1e5), price=st.floats(0.01, 500), hours=st.floats(24, 744))
+def test_required_duty_is_where_costs_meet(hourly, tps, price, hours):
+    be = cost.breakeven_millions(cost.monthly_from_hourly(hourly, hours), price)
+    need = cost.required_duty(be, cost.capacity_millions(tps, hours))
+    # at exactly the required duty the card's cost per million equals the API price
+    assert cost.cost_per_million(hourly, tps, need) == pytest.approx(price, rel=1e-9)
+
+
+def test_zero_throughput_is_infinite_cost():
+    assert math.isinf(cost.cost_per_million(1.0, 0, 1.0))
