@@ -40,7 +40,7 @@ def test_breakeven_from_speed_estimate(run_json):
     r = run_json("breakeven", "--gpu", "RTX 4090", "--model", "llama3.1:8b", "--api", "frontier")
     assert r["throughput"]["source"] == "estimate" and r["throughput"]["tokens_per_s"] > 10
     assert r["rent"]["source"].startswith("catalog: 1× RTX 4090")
-    assert any("one stream" in n for n in r["notes"])
+    assert any(n.startswith("speed estimate for") for n in r["notes"])
 
 
 def test_breakeven_text_output(run_cli):

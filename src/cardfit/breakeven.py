@@ -19,6 +19,7 @@ from .errors import InputError
 from .inputs import Input
 
 MAX_USD = 10_000_000.0
+SEED_CONCURRENCY = 16  # seed 003: "400 output tokens per second with 16 concurrent requests"
 
 
 class BreakevenInput(Input):
@@ -31,13 +32,15 @@ class BreakevenInput(Input):
                                        "sustains under your real concurrency (not a single stream)")
     from_log: str | None = Field(None, max_length=4096, description="read tokens/s from a log: `ollama run "
                                  "--verbose` output, a vLLM server log or a `vllm bench serve` summary")
-    model: str | None = Field(None, max_length=4096, description="with --gpu: estimate tokens/s with cardfit's "
-                              "speed model (one stream; a batched server does more)")
+    model: str | None = Field(None, max_length=4096, description="with --gpu: estimate the aggregate tokens/s "
+                              "with cardfit's speed model")
     gpu: str | None = Field(None, max_length=128, description="price the rent from the GPU catalog (and the speed "
                             "estimate with --model)")
     gpus: int | None = Field(None, ge=1, le=4096, description="cards in the rented set (volume discount applies)")
     quant: str | None = Field(None, max_length=64, description="with --model: weights quantization")
     runtime: str | None = Field(None, max_length=32, description="with --model: vllm llama.cpp ollama …")
+    concurrency: int | None = Field(None, ge=1, le=65_536, description="with --model: concurrent requests the "
+                                    "server runs (default 16, seed 003's example; capped by the KV cache)")
     api_price: tuple[float, ...] = Field((), max_length=64, description="API price per million OUTPUT tokens, USD "
                                          "(repeatable)")
     api: tuple[str, ...] = Field((), max_length=64, description="API by catalog name (repeatable; `cardfit apis` "
@@ -154,21 +157,38 @@ def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
 
 
 def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
-    from .inputs import PlanInput
-    from .plan import plan
-
     if not inp.gpu:
         raise InputError("--model needs --gpu to estimate tokens/s", field="gpu")
     values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant, "runtime": inp.runtime,
               "catalog": inp.catalog}
-    card = plan(PlanInput(**{k: v for k, v in values.items() if v})).first
+    values = {k: v for k, v in values.items() if v}
+    try:
+        from .speedplan import SpeedInput, speed_report
+    except ImportError:  # no aggregate speed model in this build: one stream from the plan
+        return _single_stream(values)
+    want = inp.concurrency or SEED_CONCURRENCY
+    report = speed_report(SpeedInput(**values, concurrency=(want,)))
+    n = min(want, report["max_concurrency"] or 1)
+    if n != want:
+        report = speed_report(SpeedInput(**values, concurrency=(n,)))
+    row = report["rows"][0]
+    note = (f"speed estimate for {report['count']}× {report['gpu']} at {n} concurrent sequences"
+            f"{'' if n == want else f' (the most the KV cache holds; {want} asked)'}: "
+            f"{row['aggregate_tokens_per_s']:,.0f} tok/s in all, {row['per_user_tokens_per_s']:,.1f} per user")
+    return row["aggregate_tokens_per_s"], "estimate", None, [note]
+
+
+def _single_stream(values: dict[str, Any]) -> tuple[float, str, None, list[str]]:
+    from .inputs import PlanInput
+    from .plan import plan
+
+    card = plan(PlanInput(**values)).first
     speed = card.speed
     tps = speed.decode_tokens_per_s or speed.decode_ceiling_tokens_per_s if speed else None
     if not tps:
         raise InputError(f"cardfit has no speed estimate for {card.option.gpu.name}", field="gpu",
                          hint="give --tokens-per-s or --from-log")
-    note = (f"speed estimate for {card.option.count}× {card.option.gpu.name}: one stream "
-            f"({'realistic' if speed and speed.decode_tokens_per_s else 'bandwidth ceiling'}); a batched server "
+    note = (f"speed estimate for {card.option.count}× {card.option.gpu.name}: one stream; a batched server "
             "makes several times more, so this overstates the cost per token")
     return tps, "estimate", None, [note]
 
