@@ -87,4 +87,4 @@ def read_json_file(path: str, what: str = "JSON") -> Any:
     if src.size is not None and src.size > MAX_JSON_BYTES:
         raise FileFormatError(path, f"{what} is {src.size:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit",
                               hint="is this the right file?")
-    return parse_json(src.read(0, MAX_JSON_BYTES), path, what)
+    return parse_json(src.read(0, min(src.size or 0, MAX_JSON_BYTES)), path, what)

@@ -1,10 +1,97 @@
-"""Local model stores: the Hugging Face cache and the Ollama store."""
+"""Local model stores: the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else
+~/.cache/huggingface/hub: models--org--name/snapshots/<rev>/) and the Ollama store (OLLAMA_MODELS, else
+~/.ollama/models: manifests/<registry>/<namespace>/<model>/<tag> → the layer of media type
+application/vnd.ollama.image.model → blobs/sha256-<hex>, a GGUF)."""
 
 from __future__ import annotations
 
+import os
+import re
+
 from ..catalog.models import ModelSpec
+from ..errors import FileFormatError
+
+OLLAMA_MODEL_MEDIA = "application/vnd.ollama.image.model"
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+_OLLAMA = re.compile(r"^(?:(?P<host>[\w.-]+\.[\w.-]+(?::\d+)?)/)?(?:(?P<ns>[\w.-]+)/)?(?P<model>[\w.-]+)"
+                     r"(?::(?P<tag>[\w.-]+))?$")
+_DIGEST = re.compile(r"^sha256[:-](?P<hex>[0-9a-f]{64})$")
+
+
+def hf_cache_dir() -> str:
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.path.join(home, "hub")
+
+
+def ollama_dir() -> str:
+    return os.environ.get("OLLAMA_MODELS") or os.path.join(os.path.expanduser("~"), ".ollama", "models")
+
+
+def hf_snapshot(repo_id: str) -> str | None:
+    """The snapshot folder of a cached repo: the revision refs/main points to, else the newest."""
+    if not _HF_ID.match(repo_id) or ".." in repo_id:
+        return None
+    root = os.path.join(hf_cache_dir(), "models--" + repo_id.replace("/", "--"))
+    snaps = os.path.join(root, "snapshots")
+    if not os.path.isdir(snaps):
+        return None
+    try:
+        with open(os.path.join(root, "refs", "main"), encoding="utf-8") as f:
+            rev = f.read(100).strip()
+        if re.fullmatch(r"[0-9a-f]{40}", rev) and os.path.isdir(os.path.join(snaps, rev)):
+            return os.path.join(snaps, rev)
+    except OSError:
+        pass
+    try:
+        revs = [os.path.join(snaps, r) for r in os.listdir(snaps)]
+    except OSError:
+        return None
+    revs = [r for r in revs if os.path.isdir(r)]
+    return max(revs, key=os.path.getmtime) if revs else None
+
+
+def ollama_blob(name: str) -> str | None:
+    """Path of the GGUF blob of an Ollama tag in the local store (None when the tag is not pulled)."""
+    m = _OLLAMA.match(name.strip())
+    if not m or ".." in name:
+        return None
+    host, ns = m["host"] or "registry.ollama.ai", m["ns"] or "library"
+    store = ollama_dir()
+    manifest = os.path.join(store, "manifests", host, ns, m["model"], m["tag"] or "latest")
+    if not os.path.isfile(manifest):
+        return None
+    from .source import read_json_file
+
+    doc = read_json_file(manifest, "Ollama manifest")
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    layer = next((x for x in layers if isinstance(x, dict) and x.get("mediaType") == OLLAMA_MODEL_MEDIA), None) \
+        if isinstance(layers, list) else None
+    if layer is None:
+        raise FileFormatError(manifest, f"Ollama manifest has no {OLLAMA_MODEL_MEDIA} layer",
+                              hint=f"pull it again: ollama pull {name}")
+    d = _DIGEST.match(str(layer.get("digest", "")))
+    if not d:
+        raise FileFormatError(manifest, "Ollama manifest's model layer has no sha256 digest",
+                              hint=f"pull it again: ollama pull {name}")
+    blob = os.path.join(store, "blobs", f"sha256-{d['hex']}")
+    if not os.path.isfile(blob):
+        raise FileFormatError(blob, "the model blob named by the Ollama manifest is missing",
+                              hint=f"pull it again: ollama pull {name}")
+    return blob
 
 
 def find_local(name: str) -> ModelSpec | None:
     """A model id found in the HF cache or an Ollama tag in the local store (None when absent)."""
+    from .model import gguf_spec, read_folder
+    from .source import LocalFile
+
+    snap = hf_snapshot(name) if "/" in name and ":" not in name else None
+    if snap is not None:
+        return read_folder(snap, "hf-cache", name).with_(hf=name)
+    blob = ollama_blob(name)
+    if blob is not None:
+        spec = gguf_spec([LocalFile(blob)], name=name, source=blob, origin="ollama-store")
+        return spec
     return None
