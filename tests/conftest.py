@@ -10,15 +10,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture()
-def run_cli():
-    """Run the real `cardfit` entry point in-process; returns (exit code, stdout, stderr)."""
-    from click.testing import CliRunner  # noqa: F401  (kept for API parity)
+@pytest.fixture(scope="session")
+def cli_home(tmp_path_factory) -> Path:
+    """An empty home directory: no HF cache, no Ollama store, a private catalog cache."""
+    return tmp_path_factory.mktemp("home")
 
-    def _run(*args: str) -> tuple[int, str, str]:
+
+@pytest.fixture()
+def run_cli(cli_home):
+    """Run the real `cardfit` entry point (`python -m cardfit`); returns (exit code, stdout, stderr)."""
+
+    def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        base = {"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(cli_home),
+                "LANG": "C.UTF-8"}
         proc = subprocess.run([sys.executable, "-m", "cardfit", *args], capture_output=True, text=True,
-                              timeout=120, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1",
-                                                "HOME": str(ROOT)})
+                              timeout=120, env={**base, **(env or {})})
         return proc.returncode, proc.stdout, proc.stderr
 
     return _run

@@ -3,6 +3,7 @@ files, through one path. A repeated id is an error unless the later record says 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tomllib
@@ -17,14 +18,44 @@ from ..errors import CatalogError
 MAX_USER_FILE_BYTES = 8 * 2**20
 
 
+def _cache_dir() -> Path | None:
+    if os.environ.get("CARDFIT_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cardfit"
+
+
 @cache
 def builtin(name: str) -> dict[str, Any]:
-    """Parse `cardfit/data/<name>` once per process."""
-    with resources.files("cardfit.data").joinpath(name).open("rb") as f:
+    """Parse `cardfit/data/<name>` once per process. TOML parsing is pure Python and slow at start-up, so
+    the parsed form is kept as JSON in the user's cache, keyed by a hash of the file's bytes (a changed
+    file never reads a stale copy; an unwritable cache just means parsing every time)."""
+    raw = resources.files("cardfit.data").joinpath(name).read_bytes()
+    cache_dir = _cache_dir()
+    cached = cache_dir / f"{name}.{hashlib.sha256(raw).hexdigest()[:20]}.json" if cache_dir else None
+    if cached is not None:
         try:
-            return tomllib.load(f)
-        except tomllib.TOMLDecodeError as e:  # a broken built-in is a packaging bug
-            raise CatalogError(f"built-in catalog is malformed: {e}", path=name) from e
+            return json.loads(cached.read_bytes())
+        except (OSError, ValueError):
+            pass
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # a broken built-in is a packaging bug
+        raise CatalogError(f"built-in catalog is malformed: {e}", path=name) from e
+    if cached is not None:
+        _write_cache(cached, data)
+    return data
+
+
+def _write_cache(path: Path, data: dict[str, Any]) -> None:
+    try:
+        text = json.dumps(data)  # TOML dates are not JSON: such a file is simply not cached
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except (OSError, TypeError, ValueError):
+        pass
 
 
 def read_user_file(path: str | os.PathLike[str]) -> dict[str, Any]:

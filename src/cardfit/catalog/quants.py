@@ -47,10 +47,14 @@ class GgufMix:
     note: str = ""
     source: str = ""
     id: str = field(default="")
+    otherwise: tuple[tuple[str, str], ...] = ()  # `*_else`: type of a kind where its rule does not apply
 
     @property
     def kind(self) -> str:
         return "gguf-mix"
+
+    def else_type(self, key: str) -> str:
+        return next((t for k, t in self.otherwise if k == key), "")
 
 
 Quant = QuantType | GgufMix
@@ -67,13 +71,17 @@ class QuantCatalog:
         self.mixes = mixes
         self._index: dict[str, Quant] = {}
         self._display: dict[str, str] = {}
+        self._types = self._index_types()
         for q in types:
             for n in (q.id, q.name, *q.aliases):
                 self._add(n, q)
         for gname, tid in _GGUF_FLOAT.items():
             self._index.setdefault(norm(gname), self.type(tid))
-        for m in mixes:  # file-type names win over the bare type of the same name (Q8_0, Q4_0 …)
-            self._add(m.name, m, force=True)
+        for m in mixes:  # file-type names win over the bare GGUF type of the same name (Q8_0, Q4_0 …)
+            existing = self._index.get(norm(m.name))
+            keep_float = existing is not None and not isinstance(existing, GgufMix) and existing.kind != "gguf"
+            if not keep_float:  # but "bf16"/"f16" stay the plain float formats
+                self._add(m.name, m, force=True)
             self._add(f"mostly_{m.name}", m, force=True)
 
     def _add(self, name: str, q: Quant, force: bool = False) -> None:
@@ -94,13 +102,25 @@ class QuantCatalog:
 
     def type(self, name: str) -> QuantType:
         """A uniform storage type by id or GGUF name ('Q6_K', 'gguf_q6_k', 'bf16', 'F16')."""
-        k = norm(name)
+        found = self._types.get(name)
+        if found is None:
+            found = self._types.get(norm(name))
+        if found is None:
+            raise CatalogError(f"no quantization type '{name}'")
+        return found
+
+    def _index_types(self) -> dict[str, QuantType]:
+        out: dict[str, QuantType] = {}
         for q in self.types:
-            if norm(q.id) == k or norm(q.name) == k or (q.kind == "gguf" and norm(q.id) == "gguf" + k):
-                return q
-        if k in _GGUF_FLOAT:
-            return self.type(_GGUF_FLOAT[k])
-        raise CatalogError(f"no quantization type '{name}'")
+            keys = [norm(q.id), norm(q.name), q.id, q.name]
+            if q.kind == "gguf":
+                keys.append(norm(q.id).removeprefix("gguf"))
+            for k in keys:
+                out.setdefault(k, q)
+        for gname, tid in _GGUF_FLOAT.items():
+            out.setdefault(gname, out[norm(tid)])
+            out.setdefault(gname.upper(), out[norm(tid)])
+        return out
 
     def by_ggml_type(self, ggml_type: int) -> QuantType | None:
         for q in self.types:
@@ -123,8 +143,10 @@ def _mix_from_row(row: dict[str, Any]) -> GgufMix:
         t = row.get(key)
         if t:
             rules.append((key, str(t), str(row.get(f"{key}_rule", "all") or "all")))
+    otherwise = tuple((key, str(row[f"{key}_else"])) for key in _RULE_KEYS if row.get(f"{key}_else"))
     return GgufMix(name=row["name"], ftype=int(row["ftype"]), default=row["default"], rules=tuple(rules),
-                   note=str(row.get("other", "")), source=row.get("source", ""), id=norm(row["name"]))
+                   note=str(row.get("other", "")), source=row.get("source", ""), id=norm(row["name"]),
+                   otherwise=otherwise)
 
 
 @cache

@@ -21,9 +21,25 @@ Examples:
 """
 
 
+# command name → module that defines it; a module is imported only when its command runs, so
+# `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs.
+LAZY = {"plan": "plan_cmd", "max-context": "plan_cmd", "speed": "speed_cmd", "finetune": "finetune_cmd",
+        "breakeven": "cost_cmd", "validate": "validate_cmd", "gpus": "catalog_cmds", "models": "catalog_cmds",
+        "quants": "catalog_cmds", "serve": "serve_cmd"}
+
+
 class Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        return [name for name in LAZY if self.get_command(ctx, name) is not None]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in LAZY:
+            try:
+                __import__(f"{__name__}.{LAZY[name]}")
+            except ModuleNotFoundError as e:
+                if e.name != f"{__name__}.{LAZY[name]}":
+                    raise
+        return self.commands.get(name)
 
 
 @click.group(cls=Group, epilog=EPILOG_TOP, context_settings={"help_option_names": ["-h", "--help"],
@@ -40,18 +56,7 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _register() -> None:
-    from . import catalog_cmds, plan_cmd  # noqa: F401  (commands register themselves on `cli`)
-    for mod in ("speed_cmd", "cost_cmd", "finetune_cmd", "validate_cmd", "serve_cmd"):
-        try:
-            __import__(f"{__name__}.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{mod}":
-                raise
-
-
 def main(argv: list[str] | None = None) -> int:
-    _register()
     try:
         cli.main(args=argv, prog_name="cardfit", standalone_mode=False)
     except CardfitError as e:
