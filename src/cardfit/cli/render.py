@@ -40,16 +40,24 @@ def memory_table(mem: dict[str, Any], unit: str) -> Table:
 
 
 def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
+    """Ranked cards; a context column appears when the runtime picks a different context per card (Ollama)."""
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col, just in (("#", "right"), ("GPU", "left"), ("cards", "right"), (f"usable {unit}", "right"),
-                      (f"free {unit}", "right"), ("verdict", "left"), ("$/month", "right"), ("tok/s", "right")):
+    per_card_context = len({r["context"] for r in rows[:limit]}) > 1
+    cols = [("#", "right"), ("GPU", "left"), ("cards", "right"), (f"usable {unit}", "right"),
+            (f"free {unit}", "right"), ("verdict", "left"), ("$/month", "right"), ("tok/s", "right")]
+    if per_card_context:
+        cols.insert(3, ("context", "right"))
+    for col, just in cols:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for i, r in enumerate(rows[:limit], 1):
         cards = str(r["count"]) if r["nodes"] == 1 else f"{r['count']} ({r['nodes']} nodes)"
         verdict = verdict_text(r["verdict"])
         if r["verdict"] == "offload":
             verdict += f" {r['gpu_layer_fraction']:.0%} GPU"
-        t.add_row(str(i), r["gpu"], cards, fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
-                  fmt_bytes(r["free_bytes"], unit).rsplit(" ", 1)[0], verdict, fmt_usd(r["monthly_usd"]),
-                  fmt_rate(r["decode_tokens_per_s"] or r["decode_ceiling_tokens_per_s"]))
+        cells = [str(i), r["gpu"], cards, fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
+                 fmt_bytes(r["free_bytes"], unit).rsplit(" ", 1)[0], verdict, fmt_usd(r["monthly_usd"]),
+                 fmt_rate(r["decode_tokens_per_s"] or r["decode_ceiling_tokens_per_s"])]
+        if per_card_context:
+            cells.insert(3, fmt_tokens(r["context"]))
+        t.add_row(*cells)
     return t
