@@ -25,7 +25,7 @@ Examples:
 # `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs.
 LAZY = {"plan": "plan_cmd", "max-context": "plan_cmd", "speed": "speed_cmd", "finetune": "finetune_cmd",
         "breakeven": "cost_cmd", "validate": "validate_cmd", "gpus": "catalog_cmds", "models": "catalog_cmds",
-        "quants": "catalog_cmds", "serve": "serve_cmd"}
+        "quants": "catalog_cmds", "apis": "cost_cmd", "serve": "serve_cmd"}
 
 
 class Group(click.Group):
