@@ -205,7 +205,14 @@ def test_cli_json(run_json):
 def test_cli_human_output(run_cli):
     code, out, err = run_cli("finetune", "shape-7b", "--method", "lora", "--gpu", "RTX 4090")
     assert code == 0, err
-    assert "activations" in out and "qlora" in out and "RTX 4090" in out
+    assert "activations" in out and "qlora" in out and "RTX 4090" in out and "flat 15 %" in out
+
+
+def test_pcie_pair_full_finetune_is_refused():
+    """2x H100 PCIe (171e9 usable) holds a 7B full fine-tune by memory, but its link is PCIe."""
+    r = finetune_report(FinetuneInput(model="shape-7b", gpu="H100 PCIe", gpus=2))
+    o = r["gpus"][0]
+    assert o["free_bytes"] > 0 and o["verdict"] == "no" and "pcie" in o["reason"]
 
 
 @pytest.mark.parametrize("args", [

@@ -72,6 +72,8 @@ def _print(r: dict[str, Any], unit: str, top: int) -> None:
             t.add_row(term["name"], gb(term["bytes"]), f"[dim]{term['how']}[/]")
     t.add_row("[bold]total[/]", f"[bold]{gb(mem['total_bytes'])}[/]", "[dim]one replica, before sharding[/]")
     c.print(t)
+    c.print(f"[dim]The seed's flat 15 % for activations and fragmentation would be {gb(mem['flat_activation_bytes'])}"
+            f" {unit} instead of {gb(mem['activation_bytes'])} {unit} (--flat-activations uses it).[/]")
     c.print()
     cmp = Table(box=None, header_style="bold", pad_edge=False, title=None)
     for col in ("method", f"total {unit}", f"weights {unit}", "trainable params", f"activations {unit}", f"seed rule {unit}"):
