@@ -98,3 +98,24 @@ def test_apis_listing(run_json, run_cli, tmp_path):
     assert r["apis"][0]["breakeven_millions_per_month"] == pytest.approx(243.333, abs=1e-3)
     code, out, _ = run_cli("apis")
     assert code == 0 and "frontier" in out
+
+
+def test_plan_cost_section(run_json):
+    r = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--duty", "0.1", "--api", "frontier")
+    c = r["cost"]
+    assert {"monthly_usd", "hours_per_month", "hourly_usd"} <= c.keys()  # the keys that were there stay
+    assert c["duty"] == 0.1 and [a["id"] for a in c["apis"]] == ["frontier"]
+    card = c["cards"][0]
+    assert card["gpu"] == "RTX 4090" and card["monthly_usd"] == r["gpus"][0]["monthly_usd"]
+    # $/M at 10 % duty is ten times $/M at 100 %; break-even = monthly ÷ $15
+    assert card["cost_per_million_usd"] == pytest.approx(10 * card["cost_per_million_full_duty_usd"], rel=1e-3)
+    assert card["breakeven"][0]["breakeven_millions_per_month"] == pytest.approx(card["monthly_usd"] / 15, abs=1e-3)
+    assert card["tokens_per_s"] == pytest.approx(r["gpus"][0]["decode_tokens_per_s"], abs=0.1)
+
+
+def test_plan_cost_defaults_to_seed_tiers_and_fitting_cards(run_json):
+    r = run_json("plan", "llama3.1:8b")
+    c = r["cost"]
+    assert c["duty"] == 1.0 and [a["id"] for a in c["apis"]] == ["open-8b", "small-commercial", "frontier"]
+    fitting = {g["gpu"] for g in r["gpus"] if g["verdict"] in ("fits", "tight") and g["monthly_usd"]}
+    assert {x["gpu"] for x in c["cards"]} <= fitting and c["cards"]

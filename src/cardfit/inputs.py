@@ -63,6 +63,10 @@ class RuntimeInput(Input):
 class PlanInput(ModelInput, RuntimeInput):
     gpu: str | None = Field(None, max_length=128, description="only this card (RTX 4090, H100 SXM, …)")
     priced: bool = Field(False, description="rank only cards with a rental price (the seeds' fleet)")
+    duty: float | None = Field(None, gt=0, le=1, description="cost section: share of the paid hours the card is "
+                               "busy (0-1]; default 1")
+    api: str | None = Field(None, max_length=128, description="cost section: API to break even against "
+                            "(`cardfit apis`); default: seed 003's three tiers")
 
 
 class MaxContextInput(PlanInput):
