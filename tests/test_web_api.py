@@ -163,3 +163,110 @@ def test_help_does_not_import_fastapi():
     code = "import sys; from cardfit.cli import main; main(['--help']); print('fastapi' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("False")
+
+
+# ---- the endpoints over the speed, break-even, fine-tuning, validation, log and config.json modules ----
+
+def _module(name: str) -> None:
+    pytest.importorskip(name, reason=f"{name} is not in this tree yet")
+
+
+@pytest.mark.parametrize(("path", "module", "body", "args"), [
+    ("/api/speed", "cardfit.speedplan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 2, 4]},
+     ["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,2,4"]),
+    ("/api/breakeven", "cardfit.breakeven", {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
+     ["breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--hours-per-month", "730"]),  # seed 003
+    ("/api/breakeven", "cardfit.breakeven", {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
+     ["breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90.6", "--api", "frontier"]),
+    ("/api/finetune", "cardfit.finetune", {"model": "llama3.1:8b", "method": "qlora"},
+     ["finetune", "llama3.1:8b", "--method", "qlora"]),
+])
+def test_other_reports_equal_cli(client, run_json, path, module, body, args):
+    _module(module)
+    r = client.post(path, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json() == run_json(*args)
+
+
+def test_seed_003_breakeven_through_the_api(client):
+    _module("cardfit.breakeven")
+    r = client.post("/api/breakeven", json={"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730}).json()
+    assert r["monthly_usd"] == 365
+    assert [round(a["breakeven_millions_per_month"], 1) for a in r["apis"]] == [1825.0, 73.0, 24.3]
+
+
+@pytest.mark.parametrize(("path", "module", "body", "field"), [
+    ("/api/speed", "cardfit.speedplan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "plot": "/tmp/x.svg"}, "--plot"),
+    ("/api/breakeven", "cardfit.breakeven", {"hourly": 1, "from_log": "/var/log/vllm.log"}, "--from-log"),
+    ("/api/breakeven", "cardfit.breakeven", {"gpu": "RTX 4090", "model": "/models/x.gguf"}, "file path"),
+    ("/api/finetune", "cardfit.finetune", {"model": "./config.json"}, "file path"),
+])
+def test_other_reports_refuse_server_files(client, path, module, body, field, tmp_path):
+    _module(module)
+    r = client.post(path, json=body)
+    assert r.status_code == 400 and field in r.json()["error"]
+    assert not (tmp_path / "x.svg").exists()
+
+
+def test_apis_catalog_equals_cli(client, run_json):
+    _module("cardfit.catalog.apis")
+    assert client.get("/api/apis").json() == run_json("apis")
+
+
+def test_validate_equals_cli(client, run_json):
+    _module("cardfit.validation")
+    r = client.get("/api/validate", params={"kind": "kv_cache"})
+    assert r.status_code == 200
+    assert r.json() == run_json("validate", "--kind", "kv_cache")
+
+
+LLAMA_31_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json (the keys cardfit reads)
+    "_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+
+
+def test_config_upload_gives_the_catalog_shape(client):
+    _module("cardfit.readers.config")
+    r = client.post("/api/read/config", content=json.dumps(LLAMA_31_8B_CONFIG))
+    assert r.status_code == 200, r.text
+    shape = r.json()["shape"]
+    # the same parameter count as the catalog's Llama 3.1 8B (8,030,261,248: the safetensors total)
+    assert shape["params"] == 8_030_261_248
+    assert (shape["layers"], shape["kv_heads"], shape["head_dim"]) == (32, 8, 128)
+    plan = client.post("/api/plan", json={k: v for k, v in shape.items() if v is not None} | {"context": 8192})
+    assert plan.status_code == 200
+    assert plan.json()["memory"]["kv_bytes_per_token"] == 131_072  # SPEC §2: Llama 3.1 8B at FP16
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    (b"", 400, "empty"),
+    (b"{not json", 400, "not valid JSON"),
+    (b'{"model_type": "llama"}', 400, "num_hidden_layers"),
+    (b"[1]", 400, "not a JSON object"),
+    (b"{" + b" " * (2 * 1024 * 1024) + b"}", 413, "larger than"),
+])
+def test_config_upload_errors(client, body, status, words):
+    _module("cardfit.readers.config")
+    r = client.post("/api/read/config", content=body)
+    assert r.status_code == status and words in r.json()["error"]
+
+
+OLLAMA_VERBOSE = b"""total duration:       5.912345678s
+load duration:        20.1ms
+prompt eval count:    26 token(s)
+prompt eval duration: 120ms
+prompt eval rate:     216.67 tokens/s
+eval count:           232 token(s)
+eval duration:        5.57s
+eval rate:            41.65 tokens/s
+"""
+
+
+def test_pasted_log(client):
+    _module("cardfit.logs")
+    r = client.post("/api/read/log", content=OLLAMA_VERBOSE, headers={"content-type": "text/plain"})
+    assert r.status_code == 200, r.text
+    assert r.json()["kind"] == "ollama" and r.json()["tokens_per_s"] == 41.65
+    bad = client.post("/api/read/log", content=b"nothing here")
+    assert bad.status_code == 400 and "eval rate" in bad.json()["error"]

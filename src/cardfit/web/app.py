@@ -3,9 +3,10 @@ dicts as `--json`, the catalogs, and the static page at `/`.
 
 Endpoints for speed, break-even, fine-tuning, validation, log parsing and config.json upload are added when
 the library modules behind them are installed in this tree (cardfit.speedplan, .breakeven, .finetune,
-.validation, .logs, .readers)."""
+.validation, .logs, .readers).
 
-from __future__ import annotations
+No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, which name classes
+imported inside create_app."""
 
 import importlib
 import importlib.util
@@ -17,7 +18,7 @@ from typing import Any
 
 from ..errors import CardfitError, InputError, UnknownNameError
 from ..inputs import MaxContextInput, PlanInput, parse
-from . import catalogs
+from . import catalogs, uploads
 from .limits import TooLargeError, body_limit, web_input
 
 STATIC = Path(__file__).parent / "static"
@@ -221,8 +222,28 @@ def _validation_message(model: type | None, exc: Any) -> str:
 
 
 def _add_readers(app: Any) -> None:
-    """Upload a config.json / paste a runtime log: parsed in memory, nothing written or opened."""
-    return None
+    """Upload a config.json / paste a runtime log: the request body is parsed in memory; nothing is written,
+    and no path from the request is opened."""
+    from fastapi import Query, Request
+
+    if _has("cardfit.logs"):
+        @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log "
+                  "(text/plain body)")
+        async def read_log(request: Request) -> dict[str, Any]:
+            return uploads.log_summary(await request.body())
+
+    if _has("cardfit.readers.config") and _has("cardfit.readers.model"):
+        @app.post("/api/read/config", summary="A model's shape from an uploaded config.json (the request body)")
+        async def read_config(request: Request) -> dict[str, Any]:
+            return uploads.config_summary(await request.body())
+
+    if _has("cardfit.validation"):
+        @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
+        def validate(kind: str | None = Query(None, max_length=64),
+                     runtime: str | None = Query(None, max_length=32)) -> dict[str, Any]:
+            from ..validation import validate as run
+
+            return run(kind, runtime).as_dict()
 
 
 def _version() -> str:

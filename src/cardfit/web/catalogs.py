@@ -60,4 +60,5 @@ def apis() -> dict[str, Any]:
 
     return {"apis": [{"id": a.id, "name": a.name, "kind": a.kind, "provider": a.provider or None,
                       "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m,
-                      "date": a.date or None, "source": a.source or None} for a in default_apis()]}
+                      "date": a.date or None, "evidence": a.evidence or None, "source": a.source or None,
+                      "origin": a.origin} for a in default_apis()]}

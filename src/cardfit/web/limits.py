@@ -8,7 +8,6 @@ from typing import Any
 
 from ..catalog.models import default_models
 from ..errors import CardfitError, InputError
-from ..inputs import ModelInput
 
 MAX_BODY_BYTES = 64 * 1024  # a JSON request: the largest input model is well under 2 KB
 MAX_UPLOAD_BYTES = 1024 * 1024  # a config.json or a pasted log
@@ -53,19 +52,25 @@ def catalog_model(name: str) -> str:
     return n
 
 
+# Inputs the CLI takes as file paths: a web request may not name files on the server.
+SERVER_FILES = {"catalog": "catalog files", "from_log": "log files (paste the log instead)",
+                "plot": "chart files"}
+
+
 def web_input(inp: Any) -> Any:
-    """Refuse what a web request may not ask for; map the model name to a catalog name."""
-    if not isinstance(inp, ModelInput):
-        return inp
-    if inp.catalog:
-        raise InputError("catalog files cannot be given to the web API", field="catalog",
-                         hint="run `cardfit serve` after adding your cards to the CLI, or use the CLI's --catalog")
-    if inp.hub:
+    """Refuse what a web request may not ask for (server files, the network); map the model name to a
+    catalog name."""
+    for name, what in SERVER_FILES.items():
+        if getattr(inp, name, None):
+            raise InputError(f"--{name.replace('_', '-')}: the web API does not read or write {what}", field=name,
+                             hint="use the CLI for files on this machine")
+    if getattr(inp, "hub", False):
         raise InputError("the web API does not read from the Hugging Face Hub", field="hub",
                          hint="upload the model's config.json instead")
-    if inp.model is None:
+    model = getattr(inp, "model", None)
+    if not isinstance(model, str):
         return inp
-    return inp.model_copy(update={"model": catalog_model(inp.model)})
+    return inp.model_copy(update={"model": catalog_model(model)})
 
 
 def as_dict(body: Any) -> dict[str, Any]:

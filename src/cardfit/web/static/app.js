@@ -62,11 +62,15 @@ function el(name, attrs = {}, text) {
   return e;
 }
 function svg(w, h) { return el("svg", { viewBox: `0 0 ${w} ${h}`, role: "img" }); }
-function niceMax(x) {
-  if (!(x > 0)) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(x)));
-  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= x) return m * p;
-  return 10 * p;
+function niceMax(x) { return ticks(x).at(-1); }
+function ticks(x, n = 4) {  // round steps (1, 2, 2.5, 5 × 10^k) from 0 to at least x
+  if (!(x > 0)) return [0, 1];
+  const raw = x / n, p = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * p).find((st) => st >= raw);
+  const out = [];
+  for (let v = 0; v < x + step * 1e-9; v += step) out.push(v);
+  if (out.at(-1) < x) out.push(out.at(-1) + step);
+  return out;
 }
 function td(text, cls) { const c = document.createElement("td"); c.textContent = text; if (cls) c.className = cls; return c; }
 
@@ -79,10 +83,10 @@ function drawMemory(plan) {
   const max = niceMax(Math.max(...cards.map((c) => Math.max(c.need_bytes, c.usable_bytes * c.count))));
   const x = (b) => left + (W - left - right) * b / max;
   const s = svg(W, H);
-  for (let i = 0; i <= 4; i++) {
-    const b = max * i / 4, X = x(b);
+  for (const b of ticks(max / 1e9).map((g) => g * 1e9)) {
+    const X = x(b);
     s.append(el("line", { x1: X, x2: X, y1: top, y2: H - 22, class: "grid" }),
-      el("text", { x: X, y: H - 8, "text-anchor": "middle", fill: "#6b7385" }, (b / 1e9).toFixed(0) + " GB"));
+      el("text", { x: X, y: H - 8, "text-anchor": "middle", fill: "#6b7385" }, num(b / 1e9) + " GB"));
   }
   cards.forEach((c, i) => {
     const y = top + i * row;
@@ -162,7 +166,7 @@ function showSummary(plan) {
 
 // ---- speed vs concurrency --------------------------------------------------------------------------------
 function speedLevels(r) {
-  const rows = r.levels || r.concurrency || r.rows || [];
+  const rows = r.rows || [];
   return rows.filter((p) => p.aggregate_tokens_per_s !== null && p.aggregate_tokens_per_s !== undefined);
 }
 
@@ -174,8 +178,7 @@ function drawSpeed(r) {
   const lx = (c) => L + (W - L - R) * (maxC > 1 ? Math.log2(c) / Math.log2(maxC) : 0);
   const ly = (v) => H - B - (H - T - B) * v / maxY;
   const s = svg(W, H);
-  for (let i = 0; i <= 4; i++) {
-    const v = maxY * i / 4;
+  for (const v of ticks(maxY)) {
     s.append(el("line", { x1: L, x2: W - R, y1: ly(v), y2: ly(v), class: "grid" }),
       el("text", { x: L - 6, y: ly(v) + 4, "text-anchor": "end", fill: "#6b7385" }, num(v)));
   }
@@ -195,30 +198,36 @@ function drawSpeed(r) {
 function drawCost(b) {
   const apis = b.apis || [];
   const cap = b.capacity_millions_per_month, rent = b.monthly_usd;
-  const crossings = apis.map((a) => a.breakeven_millions_per_month).filter((x) => x > 0 && isFinite(x));
-  const maxX = niceMax(Math.max(cap || 0, ...crossings.map((c) => Math.min(c * 1.3, (cap || c) * 3))));
-  const maxY = niceMax(rent * 2.2);
+  const cross = (a) => a.crossing ? a.crossing.millions_per_month : a.breakeven_millions_per_month;
+  const near = apis.map(cross).filter((c) => c > 0 && isFinite(c) && c <= 3 * (cap || c));
+  const xs = ticks(1.15 * Math.max(cap || 0, ...near)), maxX = xs.at(-1);
+  const ys = ticks(rent * 2), maxY = ys.at(-1);
   const W = 760, H = 280, L = 64, R = 20, T = 12, B = 34;
   const x = (m) => L + (W - L - R) * m / maxX, y = (v) => H - B - (H - T - B) * Math.min(v, maxY) / maxY;
   const s = svg(W, H);
-  for (let i = 0; i <= 4; i++) {
-    s.append(el("line", { x1: L, x2: W - R, y1: y(maxY * i / 4), y2: y(maxY * i / 4), class: "grid" }),
-      el("text", { x: L - 6, y: y(maxY * i / 4) + 4, "text-anchor": "end", fill: "#6b7385" }, usd(maxY * i / 4)),
-      el("text", { x: x(maxX * i / 4), y: H - B + 16, "text-anchor": "middle", fill: "#6b7385" }, num(maxX * i / 4) + " M"));
+  for (const v of ys) {
+    s.append(el("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }),
+      el("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", fill: "#6b7385" }, usd(v)));
   }
+  for (const m of xs) s.append(el("text", { x: x(m), y: H - B + 16, "text-anchor": "middle", fill: "#6b7385" }, num(m) + " M"));
   s.append(el("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle", fill: "#6b7385" }, "output tokens per month (millions)"));
   const rentEnd = cap ? Math.min(cap, maxX) : maxX;
   s.append(el("path", { d: `M${x(0)},${y(rent)}L${x(rentEnd)},${y(rent)}`, class: "line-rent" }),
-    el("text", { x: x(0) + 6, y: y(rent) - 6 }, `rent ${usd(rent)}/month` + (cap ? `, capacity ${num(cap, 0)} M` : "")));
-  if (cap && cap < maxX) s.append(el("line", { x1: x(cap), x2: x(cap), y1: T, y2: H - B, class: "axis", "stroke-dasharray": "2 3" }));
+    el("text", { x: x(rentEnd) - 4, y: y(rent) - 6, "text-anchor": "end" }, `rent ${usd(rent)}/month`));
+  if (cap && cap <= maxX) {
+    s.append(el("line", { x1: x(cap), x2: x(cap), y1: T, y2: H - B, class: "axis", "stroke-dasharray": "2 3" }),
+      el("text", { x: x(cap) + 4, y: H - B - 6, fill: "#6b7385" }, `capacity ${num(cap)} M`));
+  }
+  let shown = 0;
   apis.forEach((a, i) => {
     const p = a.price_per_million_usd, endX = Math.min(maxX, maxY / p);
     s.append(el("path", { d: `M${x(0)},${y(0)}L${x(endX)},${y(p * endX)}`, class: `line-api line-api${i % 4}` }),
-      el("text", { x: x(endX) - 4, y: y(p * endX) + (endX < maxX ? 12 : -4), "text-anchor": "end" }, `${a.name} $${p}/M`));
-    const be = a.breakeven_millions_per_month;
+      el("rect", { x: W - R - 210, y: T + 4 + 15 * i, width: 14, height: 3, class: `swatch line-api${i % 4}` }),
+      el("text", { x: W - R - 190, y: T + 9 + 15 * i }, `${a.name} $${p}/M`));
+    const be = cross(a);
     if (be <= maxX) {
       s.append(el("circle", { cx: x(be), cy: y(rent), r: 4, class: "cross" }),
-        el("text", { x: x(be) + 6, y: y(rent) + 16 }, `${num(be, 1)} M`));
+        el("text", { x: x(be) + 6, y: y(rent) + (shown++ % 2 ? -8 : 16) }, `${num(be, 1)} M`));
     }
   });
   $("cost-chart").replaceChildren(s);
@@ -229,7 +238,7 @@ function drawCost(b) {
       td(a.breaks_even ? "breaks even" : "never at full use", a.breaks_even ? "v-fits" : "v-no"));
     return tr;
   }));
-  $("cost-note").textContent = `at ${num(b.tokens_per_s ?? 0, 1)} tokens/s` +
+  $("cost-note").textContent = `${b.rent_gpu} at ${num(b.tokens_per_s ?? 0, 1)} tokens/s` +
     (b.cost_per_million_usd ? ` · $${num(b.cost_per_million_usd, 2)} per M at ${Math.round(100 * (b.duty ?? 1))}% duty` : "");
   $("cost-section").hidden = false;
 }
@@ -275,12 +284,12 @@ async function extras(v, plan, mine) {
   }
   tps = tps || first.decode_tokens_per_s;
   if (endpoints.has("/api/breakeven") && plan.cost.monthly_usd && tps) {
-    const req = { monthly: plan.cost.monthly_usd * (first.count > 1 ? 1 : 1), tokens_per_s: tps };
+    const req = { gpu: first.gpu_id, gpus: first.count, tokens_per_s: tps };
     if (v.api) req.api = [v.api];
     try {
       const b = await api("/api/breakeven", req);
       if (mine !== seq) return;
-      drawCost({ ...b, tokens_per_s: tps });
+      drawCost({ ...b, tokens_per_s: tps, rent_gpu: `${first.count}× ${first.gpu}` });
     } catch (e) { $("cost-section").hidden = true; }
   } else {
     $("cost-section").hidden = true;

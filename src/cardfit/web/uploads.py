@@ -1,0 +1,65 @@
+"""Bytes a user uploads or pastes (a config.json, a runtime log), parsed in memory by the same readers the CLI
+uses for files. Nothing here touches the file system."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InputError
+
+# The bare-shape inputs (inputs.ModelInput) the page fills from an uploaded config.json.
+SHAPE_FIELDS = ("params", "active_params", "layers", "kv_heads", "head_dim", "hidden", "vocab")
+
+
+def config_summary(raw: bytes) -> dict[str, Any]:
+    """config.json bytes → the model as the readers see it, and the bare shape to plan with."""
+    from ..readers.config import fields_from_config
+    from ..readers.model import build
+    from ..readers.source import parse_json
+
+    if not raw.strip():
+        raise InputError("the upload is empty; send the contents of a config.json", field="config")
+    cfg = parse_json(raw, "config.json", "config.json")
+    name = _name(cfg)
+    spec = build(fields_from_config(cfg, "config.json"), None, name=name, source="uploaded config.json",
+                 origin="upload")
+    shape = {"params": spec.params, "active_params": spec.active_params or None, "layers": spec.layers,
+             "kv_heads": spec.kv_heads, "head_dim": spec.head_dim, "hidden": spec.hidden or None,
+             "vocab": spec.vocab or None}
+    lossy = [what for what, on in (("sliding-window layers", spec.sliding_window), ("MLA", spec.kv_lora_rank),
+                                   ("linear-attention layers", spec.linear_layers),
+                                   ("shared KV layers", spec.kv_shared_layers)) if on]
+    notes = list(getattr(spec, "warnings", ()) or ())
+    if lossy:
+        notes.append(f"planned as a bare shape: {', '.join(lossy)} are not part of it, so the KV cache is an "
+                     "upper bound; `cardfit plan path/to/config.json` counts them")
+    return {"model": {"name": spec.name, "model_type": spec.model_type or None, "params": spec.params,
+                      "active_params": spec.active, "layers": spec.layers, "attention": spec.attention,
+                      "max_context": spec.max_context or None, "dtype": spec.dtype,
+                      "file_quant": spec.file_quant or None, "provenance": dict(spec.provenance) or None},
+            "shape": shape, "notes": notes}
+
+
+def r(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _name(cfg: Any) -> str:
+    name = cfg.get("_name_or_path") if isinstance(cfg, dict) else None
+    if isinstance(name, str) and name.strip():
+        return name.strip().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1][:100] or "uploaded model"
+    return "uploaded model"
+
+
+def log_summary(raw: bytes) -> dict[str, Any]:
+    """A pasted log → output tokens/s and how it was read (as in `cardfit breakeven --from-log … --json`)."""
+    from ..logs import parse_log
+
+    if not raw.strip():
+        raise InputError("the log is empty; paste the lines with `eval rate` or `Avg generation throughput`",
+                         field="log")
+    m = parse_log(raw.decode("utf-8", "replace"), "pasted log")
+    return {"kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
+            "idle_samples": m.idle_samples, "busy_fraction": r(m.busy_fraction, 4),
+            "concurrency": r(m.concurrency, 2), "prompt_tokens_per_s": r(m.prompt_tokens_per_s, 1),
+            "single_stream": m.single_stream, "notes": list(m.notes)}

@@ -1,0 +1,191 @@
+"""End to end: `cardfit serve` on a free loopback port, the page driven in headless Chromium (Selenium), and
+the numbers it shows checked against `python -m cardfit plan … --json` for the same inputs.
+
+Set CARDFIT_SCREENSHOT=docs/screenshot.png to also save a screenshot of the filled page."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver); "
+           "`.ci/run` installs them")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "cardfit", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tempfile.mkdtemp())
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/api/health", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"cardfit serve exited: {proc.stdout.read().decode()}")
+                time.sleep(0.1)
+        else:
+            pytest.fail("cardfit serve did not answer within 10 s")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="cardfit-chromium-")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,1900", f"--user-data-dir={profile}"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait(driver, cond, timeout=20.0):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(cond)
+
+
+def _by_id(driver, id_):
+    return driver.find_element("id", id_)
+
+
+def _fill(driver, values: dict[str, str]) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    for name, value in values.items():
+        e = _by_id(driver, name)
+        if e.tag_name == "select":
+            Select(e).select_by_value(value)
+        else:
+            e.clear()
+            e.send_keys(value)
+
+
+def _shown(driver) -> dict:
+    """What the page shows: memory bytes and texts, and the ranked cards."""
+    mem = {}
+    for key, id_ in (("weights_bytes", "mem-weights"), ("kv_cache_bytes", "mem-kv"),
+                     ("overhead_bytes", "mem-overhead"), ("activation_bytes", "mem-activation"),
+                     ("total_bytes", "mem-total")):
+        e = _by_id(driver, id_)
+        mem[key] = (int(e.get_attribute("data-bytes")), e.text)
+    rows = driver.execute_script("""
+        return [...document.querySelectorAll('#cards tbody tr')].map(tr => ({
+          gpu_id: tr.dataset.gpu, gpu: tr.querySelector('.gpu').textContent,
+          count: tr.querySelector('.count').textContent, verdict: tr.querySelector('.verdict').textContent,
+          free: +tr.querySelector('.free').dataset.bytes, free_text: tr.querySelector('.free').textContent,
+          need: +tr.querySelector('.need').dataset.bytes, monthly: tr.querySelector('.monthly').textContent,
+          tps: tr.querySelector('.tps').textContent}));""")
+    return {"memory": mem, "cards": rows, "summary": _by_id(driver, "summary-inputs").text,
+            "best": _by_id(driver, "summary-best").text}
+
+
+def _gb(b: int) -> str:
+    return f"{b / 1e9:.2f} GB"
+
+
+def _expected(cli: dict) -> dict:
+    m = cli["memory"]
+    return {
+        "memory": {k: (m[k], _gb(m[k])) for k in ("weights_bytes", "kv_cache_bytes", "overhead_bytes",
+                                                 "activation_bytes", "total_bytes")},
+        "cards": [{"gpu_id": g["gpu_id"], "gpu": g["gpu"], "count": str(g["count"]), "verdict": g["verdict"],
+                   "free": g["free_bytes"], "free_text": _gb(g["free_bytes"]), "need": g["need_bytes"],
+                   "monthly": "—" if g["monthly_usd"] is None else f"${g['monthly_usd']:,.0f}",
+                   "tps": "—" if g["decode_tokens_per_s"] is None else f"{g['decode_tokens_per_s']:,.1f}"}
+                  for g in cli["gpus"]],
+    }
+
+
+def _ready_for(driver, *words: str) -> None:
+    _wait(driver, lambda d: all(w in d.find_element("id", "summary").text for w in words)
+          and d.find_element("id", "status").text == "")
+
+
+FORM = {"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": "16384", "batch": "2", "runtime": "llama.cpp",
+        "kv_dtype": "q8_0"}
+CLI_ARGS = ["qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime", "llama.cpp",
+            "--kv-dtype", "q8_0"]
+
+
+def test_page_numbers_equal_the_cli(server, browser, run_json):
+    browser.get(server + "/")
+    _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "1")
+    _fill(browser, FORM)
+    _ready_for(browser, "Qwen2.5 14B", "Q5_K_M", "context 16,384", "2 sequences", "KV q8_0", "llama.cpp")
+    cli = run_json("plan", *CLI_ARGS)
+    shown = _shown(browser)
+    expected = _expected(cli)
+    assert shown["memory"] == expected["memory"]
+    assert shown["cards"] == expected["cards"]
+    best = cli["gpus"][0]
+    assert shown["best"].startswith(f"Best: {best['count']}× {best['gpu']} — {best['verdict']}, "
+                                    f"{_gb(best['free_bytes'])} free")
+    # the charts were drawn: one memory bar per shown card, a speed line, and the cost crossings
+    assert len(browser.find_elements("css selector", "#memory-chart rect.cap")) == min(12, len(cli["gpus"]))
+    _wait(browser, lambda d: d.find_element("id", "speed-section").is_displayed()
+          and d.find_element("id", "cost-section").is_displayed())
+    assert browser.find_elements("css selector", "#speed-chart path.line-agg")
+    assert browser.find_elements("css selector", "#cost-chart circle.cross")
+    shot = os.environ.get("CARDFIT_SCREENSHOT")
+    if shot:
+        browser.save_screenshot(str(ROOT / shot))
+
+
+def test_the_url_holds_the_plan(server, browser, run_json):
+    browser.get(server + "/")
+    _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "1")
+    _fill(browser, {"model": "llama3.1:8b", "gpu": "RTX 4090"})
+    _ready_for(browser, "Llama 3.1 8B")
+    link = _by_id(browser, "share-link").get_attribute("href")
+    assert "model=llama3.1%3A8b" in link and "gpu=RTX+4090" in link
+    browser.get("about:blank")
+    browser.get(link)  # a fresh load from the shared link alone
+    _ready_for(browser, "Llama 3.1 8B")
+    assert _by_id(browser, "gpu").get_attribute("value") == "RTX 4090"
+    shown = _shown(browser)
+    expected = _expected(run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090"))
+    assert shown["memory"] == expected["memory"] and shown["cards"] == expected["cards"]
+
+
+def test_errors_show_the_cli_line(server, browser, run_cli):
+    browser.get(server + "/#model=llama3.1:8b&context=1000000")
+    _wait(browser, lambda d: d.find_element("id", "status").text.startswith("Error:"))
+    code, _, err = run_cli("plan", "llama3.1:8b", "--context", "1000000")
+    assert code == 2
+    assert _by_id(browser, "status").text == err.strip()
