@@ -153,7 +153,11 @@ def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
            "idle_samples": m.idle_samples, "busy_fraction": _r(m.busy_fraction, 4),
            "concurrency": _r(m.concurrency, 2), "prompt_tokens_per_s": _r(m.prompt_tokens_per_s, 1),
            "single_stream": m.single_stream}
-    return m.tokens_per_s, f"log ({m.kind})", log, list(m.notes)
+    notes = list(m.notes)
+    if m.busy_fraction is not None and m.busy_fraction < 1:
+        notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log is a "
+                     f"typical stretch, --duty {m.busy_fraction:.2f} prices it")
+    return m.tokens_per_s, f"log ({m.kind})", log, notes
 
 
 def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:

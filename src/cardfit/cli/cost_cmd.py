@@ -69,6 +69,12 @@ def _print(r: dict[str, Any]) -> None:
             f"{'' if not r['hidden_costs']['total_extra_usd'] else ' + hidden costs'}) · "
             f"{t['tokens_per_s']:,.1f} tok/s ({t['source']}) → capacity "
             f"[bold]{r['capacity_millions_per_month']:,.1f} M[/] output tokens/month")
+    h = r["hidden_costs"]
+    if h["total_extra_usd"]:
+        c.print(f"Hidden costs in the month: storage ${h['storage_usd']:,.2f}, cold starts ${h['cold_start_usd']:,.2f} "
+                f"({h['cold_start_hours']:,.2f} h), other ${h['extra_monthly_usd']:,.2f}")
+    if r["duty"] < 1:
+        c.print(f"Idle: {h['idle_hours']:,.0f} paid hours a month make nothing (${h['idle_usd']:,.2f})")
     c.print(f"Cost per million at {_pct(r['duty'])} duty: [bold]${r['cost_per_million_usd']:,.2f}[/]"
             f" (${r['cost_per_million_full_duty_usd']:,.2f} at 100%)\n")
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
