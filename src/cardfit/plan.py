@@ -151,10 +151,18 @@ class Plan:
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     if opt.gpu.bandwidth_gbps is None:
         return None
-    precision = "fp8" if requires(ctx.quant) == "fp8" else "bf16"
-    tp = ctx.inp.tp or (opt.count if opt.count > 1 and opt.gpu.interconnect.startswith("nvlink") else 1)
-    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=ctx.runtime.decode_efficiency,
-                             prefill_efficiency=ctx.runtime.prefill_efficiency, precision=precision, tp=tp)
+    from .speedplan import DEFAULT_RAM_GBPS, default_tp, precision_of
+
+    rt = ctx.runtime
+    offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
+    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=rt.decode_efficiency,
+                             prefill_efficiency=rt.prefill_efficiency, precision=precision_of(ctx.quant, opt.gpu),
+                             tp=default_tp(rt.id, opt.count, ctx.inp.tp), context_filled=mem.context // 2,
+                             quant=ctx.quant, overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
+                             overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
+                             cpu_weight_fraction=offloaded,
+                             ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", DEFAULT_RAM_GBPS),
+                             ram_efficiency=rt.ram_efficiency, window_cache=rt.window_cache)
 
 
 def card_plans(ctx: Context) -> list[CardPlan]:

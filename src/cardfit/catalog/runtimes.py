@@ -33,6 +33,9 @@ class RuntimeProfile:
     default_parallel: int = 1
     decode_efficiency: float = 0.0  # realistic fraction of the bandwidth ceiling (calibrated; see validation)
     prefill_efficiency: float = 0.0  # realistic fraction of dense tensor TFLOPS
+    decode_overhead_us_per_layer: float = 0.0  # fixed time per layer per decode step (launches, syncs)
+    decode_overhead_us_per_sequence: float = 0.0  # per sequence per step under concurrency (scheduler, sampler)
+    ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     aliases: tuple[str, ...] = ()
     source: str = ""
     notes: str = ""

@@ -1,6 +1,16 @@
 """Speed model (SPEC §4). Decode is memory-bandwidth bound: one stream cannot beat bandwidth ÷ bytes read
 per token (resident weights for dense models, active weights for MoE, plus the KV cache read so far).
-Prefill is compute bound: about 2 × active parameters FLOPs per prompt token."""
+Prefill is compute bound: about 2 × active parameters FLOPs per prompt token, plus attention.
+
+One decode step of `b` concurrent sequences on one card (or one tensor-parallel group) takes
+
+    step = max(bytes_read / (bandwidth × eff) + cpu_bytes / (ram_bandwidth × ram_eff),  b × flops / TFLOPS)
+           + layers × per_layer_overhead + b × per_sequence_overhead + tensor-parallel all-reduces
+
+where bytes_read = the weights read once for the whole batch (for MoE: the experts the batch touches)
+plus each sequence's KV cache. `eff` (bandwidth fraction the weight kernels stream) and the per-layer
+overhead (kernel launches, synchronisation, sampling: a fixed cost per layer that makes small models on fast
+cards slower than their bandwidth share) are per runtime, calibrated on data/validation/speed.toml."""
 
 from __future__ import annotations
 
@@ -8,7 +18,15 @@ from dataclasses import dataclass
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
+from ..catalog.quants import Quant
+from .kv import kv_cache_bytes
 from .memory import Memory
+
+# Tensor-parallel all-reduce: two per layer (after attention and after the MLP), each paying a fixed
+# latency plus 2 (tp-1)/tp × message bytes over the link (ring all-reduce). The latency is an assumption
+# of the order NCCL reports for small messages: ~10 µs over NVLink, ~25 µs over PCIe peer-to-peer.
+ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 15e-6, "pcie": 25e-6}
+ALLREDUCES_PER_LAYER = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,19 +37,89 @@ class Speed:
     bytes_per_token: int
 
 
-def active_weight_bytes(m: ModelSpec, mem: Memory) -> int:
-    """Weight bytes read per decoded token: all of them for a dense model, the active share for MoE."""
-    if not m.is_moe or not m.active_params:
-        return mem.weights_bytes
-    return round(mem.weights_bytes * m.active_params / m.params)
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """How a model's weight bytes split by what a decode step does with them."""
+
+    dense: float  # read every step (attention, norms, dense MLP, shared experts, output head)
+    experts: float  # routed experts, all resident; a token reads `route` of them
+    embed: float  # untied input embedding: a lookup of one row, not a read of the matrix
+    route: float  # experts_active / experts (1.0 for dense models)
+    method: str  # "file" | "shapes" | "params"
+
+    def read_fraction(self, sequences: int = 1) -> float:
+        """Share of the weight bytes one step reads for `sequences` tokens: with uniform routing a layer's
+        expert is touched by at least one of b tokens with probability 1 − (1 − k/E)^b."""
+        touched = 1 - (1 - self.route) ** max(sequences, 1)
+        return self.dense + self.experts * touched
 
 
-def decode_bytes_per_token(m: ModelSpec, mem: Memory, context_filled: int | None = None) -> int:
+def _kind(name: str) -> str:
+    n = name.lower()
+    if "_exps" in n or ".experts." in n or "block_sparse_moe.experts" in n:
+        return "experts"
+    if n.startswith("token_embd") or "embed_tokens" in n or n.endswith("wte.weight"):
+        return "embed"
+    return "dense"
+
+
+def weight_shares(m: ModelSpec, q: Quant | None = None) -> Shares:
+    """Byte shares from the model's real tensors (a file), else from its tensor groups at quantization q
+    (each group at its own storage type), else from the parameter counts."""
+    route = m.experts_active / m.experts if m.is_moe and m.experts_active else 1.0
+    if m.tensors:
+        by = {"dense": 0, "experts": 0, "embed": 0}
+        for t in m.tensors:
+            by[_kind(t.name)] += t.nbytes
+        return _shares(by, route, m.tied_embeddings, "file")
+    from .tensors import has_shapes
+
+    if q is not None and has_shapes(m):
+        return _shares(_group_bytes(m, q), route, m.tied_embeddings, "shapes")
+    if m.is_moe and m.active_params:
+        return Shares(m.active_params / m.params, 0.0, 0.0, 1.0, "params")
+    return Shares(1.0, 0.0, 0.0, 1.0, "params")
+
+
+def _group_bytes(m: ModelSpec, q: Quant) -> dict[str, int]:
+    from ..catalog.quants import default_quants
+    from .tensors import tensor_groups
+    from .weights import _group_type, _indices
+
+    quants = default_quants()
+    groups = tensor_groups(m)
+    layers_of, index_of = _indices(groups)
+    by = {"dense": 0, "experts": 0, "embed": 0}
+    for g in groups:
+        by[_kind(g.kind)] += _group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params)
+    return by
+
+
+def _shares(by: dict[str, int], route: float, tied: bool, method: str) -> Shares:
+    if tied:  # the same matrix is the output head, read every step
+        by = {**by, "dense": by["dense"] + by["embed"], "embed": 0}
+    total = sum(by.values()) or 1
+    return Shares(by["dense"] / total, by["experts"] / total, by["embed"] / total,
+                  route if by["experts"] else 1.0, method)
+
+
+def active_weight_bytes(m: ModelSpec, mem: Memory, q: Quant | None = None, sequences: int = 1) -> int:
+    """Weight bytes read per decode step: all of them for a dense model, the active share for MoE."""
+    return round(mem.weights_bytes * weight_shares(m, q).read_fraction(sequences))
+
+
+def kv_read_bytes(m: ModelSpec, mem: Memory, context_filled: int, window_cache: bool = True) -> int:
+    """One sequence's cache at `context_filled` tokens: what attention reads for each new token."""
+    if context_filled <= 0:
+        return 0
+    return kv_cache_bytes(m, min(context_filled, mem.context), 1, mem.kv_dtype, window_cache)
+
+
+def decode_bytes_per_token(m: ModelSpec, mem: Memory, context_filled: int | None = None,
+                           q: Quant | None = None) -> int:
     """Weights read once per step plus the cache of one sequence filled to `context_filled` tokens."""
     filled = mem.context if context_filled is None else context_filled
-    kv_one = mem.kv_cache_bytes // max(mem.sequences, 1)
-    kv_read = kv_one * min(filled, mem.context) // max(mem.context, 1)
-    return active_weight_bytes(m, mem) + kv_read
+    return active_weight_bytes(m, mem, q) + kv_read_bytes(m, mem, filled)
 
 
 def decode_ceiling(bandwidth_gbps: float, bytes_per_token: int) -> float:
@@ -39,15 +127,158 @@ def decode_ceiling(bandwidth_gbps: float, bytes_per_token: int) -> float:
     return bandwidth_gbps * 1e9 / bytes_per_token
 
 
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What a step runs on, and the runtime's calibrated constants (data/runtimes.toml)."""
+
+    bandwidth_gbps: float  # per card
+    tflops: float | None  # dense, at the compute precision, per card
+    tp: int = 1
+    link_gbps: float | None = None
+    interconnect: str = "pcie"
+    decode_efficiency: float = 1.0
+    overhead_s_per_layer: float = 0.0
+    overhead_s_per_sequence: float = 0.0  # scheduler, sampler and interleaved prefill, per sequence per step
+    compute_efficiency: float = 1.0
+    ram_bandwidth_gbps: float = 0.0
+    ram_efficiency: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One decode step of `sequences` sequences."""
+
+    sequences: int
+    weight_bytes: int  # read from VRAM for the whole batch (all cards together)
+    kv_bytes: int  # all sequences
+    cpu_bytes: int  # read from system RAM (offloaded layers / experts)
+    flops: float
+    memory_s: float
+    compute_s: float
+    overhead_s: float
+    link_s: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.memory_s, self.compute_s) + self.overhead_s + self.link_s
+
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        return 1 / self.seconds
+
+    @property
+    def aggregate_tokens_per_s(self) -> float:
+        return self.sequences / self.seconds
+
+    @property
+    def bound(self) -> str:
+        if self.cpu_bytes and self.memory_s >= self.compute_s:
+            return "system RAM"
+        return "compute" if self.compute_s > self.memory_s else "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Per-token work of one sequence, independent of the machine."""
+
+    weights_bytes: int  # resident weight bytes
+    shares: Shares
+    kv_bytes: int  # one sequence's cache read per token
+    flops_per_token: float
+    layers: int
+    hidden: int
+    cpu_weight_fraction: float = 0.0  # share of the weight bytes in system RAM (whole layers)
+    cpu_expert_fraction: float = 0.0  # share of the routed experts in system RAM (-ot exps=CPU, --n-cpu-moe)
+
+
+def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
+    """2 × active parameters, plus attention: 2 × 2 × heads × head_dim per cached token per full layer."""
+    from .kv import layout
+
+    lay = layout(m)
+    heads = m.heads or m.kv_heads
+    attn = 4 * heads * m.head_dim * (lay.full_layers * context_filled
+                                     + lay.window_layers * min(context_filled, lay.window or context_filled))
+    return 2 * m.active + attn
+
+
+def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
+    b = max(sequences, 1)
+    weights = load.weights_bytes * load.shares.read_fraction(b)
+    expert_read = load.weights_bytes * load.shares.experts * (1 - (1 - load.shares.route) ** b)
+    cpu = weights * load.cpu_weight_fraction + expert_read * load.cpu_expert_fraction * (1 - load.cpu_weight_fraction)
+    gpu = weights - cpu + b * load.kv_bytes
+    tp = max(mc.tp, 1)
+    memory_s = gpu / tp / (mc.bandwidth_gbps * 1e9 * mc.decode_efficiency)
+    if cpu:
+        memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
+    flops = b * load.flops_per_token
+    compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
+    return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
+                load.layers * mc.overhead_s_per_layer + b * mc.overhead_s_per_sequence, link_seconds(load, mc, b))
+
+
+def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
+    """Tensor parallel pays two all-reduces of the hidden state per layer over the card-to-card link."""
+    tp = max(mc.tp, 1)
+    if tp == 1:
+        return 0.0
+    latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
+    message = sequences * load.hidden * 2  # bf16 activations
+    transfer = 2 * (tp - 1) / tp * message / ((mc.link_gbps or 32.0) * 1e9)
+    return ALLREDUCES_PER_LAYER * load.layers * (latency + transfer)
+
+
+def ceiling(load: Load, mc: Machine) -> float:
+    """Bandwidth ÷ bytes per token, nothing else: VRAM at the spec bandwidth (split over tp cards), the
+    offloaded part at the RAM bandwidth."""
+    ideal = Machine(mc.bandwidth_gbps, None, mc.tp, ram_bandwidth_gbps=mc.ram_bandwidth_gbps or 1.0)
+    s = step(load, ideal, 1)
+    return 1 / s.memory_s
+
+
+def prefill_tokens_per_s(m: ModelSpec, tflops: float | None, efficiency: float, prompt_tokens: int = 512,
+                         tp: int = 1) -> float | None:
+    """Compute bound: 2 × active params per token plus causal attention over on average half the prompt."""
+    if not tflops or not efficiency:
+        return None
+    per_token = decode_flops_per_token(m, prompt_tokens // 2)
+    return tflops * 1e12 * efficiency * max(tp, 1) / per_token
+
+
+def cold_start_seconds(weights_bytes: int, disk_gbps: float) -> float:
+    """Load time: weight bytes ÷ disk read speed (the page cache, when warm, is faster)."""
+    return weights_bytes / (disk_gbps * 1e9)
+
+
+def max_sequences(kv_budget_bytes: int, kv_bytes_per_sequence: int) -> int:
+    """Concurrent sequences whose caches fit in the memory left after weights and workspace."""
+    if kv_bytes_per_sequence <= 0:
+        return 0
+    return max(kv_budget_bytes, 0) // kv_bytes_per_sequence
+
+
 def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_efficiency: float = 0.0,
              prefill_efficiency: float = 0.0, precision: str = "bf16", tp: int = 1,
-             context_filled: int | None = None) -> Speed:
-    per_token = decode_bytes_per_token(m, mem, context_filled)
-    bw = gpu.bandwidth_gbps
-    ceiling = None if bw is None else decode_ceiling(bw * max(tp, 1), per_token)
-    realistic = None if ceiling is None or not decode_efficiency else ceiling * decode_efficiency
+             context_filled: int | None = None, quant: Quant | None = None, overhead_s_per_layer: float = 0.0,
+             overhead_s_per_sequence: float = 0.0, cpu_weight_fraction: float = 0.0,
+             ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
+             bandwidth_gbps: float | None = None, window_cache: bool = True) -> Speed:
+    """Single-stream decode (ceiling and realistic) and prefill for one plan."""
+    filled = mem.context if context_filled is None else context_filled
+    bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = gpu.tflops(precision) or gpu.tflops("bf16")
-    prefill = None
-    if tflops and prefill_efficiency:
-        prefill = tflops * 1e12 * prefill_efficiency * max(tp, 1) / (2 * m.active)
-    return Speed(ceiling, realistic, prefill, per_token)
+    load = Load(mem.weights_bytes, weight_shares(m, quant), kv_read_bytes(m, mem, filled, window_cache),
+                decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
+                cpu_weight_fraction)
+    per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
+    prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp)
+    if bw is None:
+        return Speed(None, None, prefill, per_token)
+    mc = Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
+                 interconnect=gpu.interconnect, decode_efficiency=decode_efficiency or 1.0,
+                 overhead_s_per_layer=overhead_s_per_layer, overhead_s_per_sequence=overhead_s_per_sequence,
+                 compute_efficiency=prefill_efficiency or 1.0,
+                 ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0)
+    realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
+    return Speed(ceiling(load, mc), realistic, prefill, per_token)

@@ -1,0 +1,77 @@
+"""`cardfit speed`: decode throughput and per-user speed against concurrency, prefill and cold start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..inputs import parse
+from ..speedplan import SpeedInput
+from . import cli, emit_json
+from .options import json_option, model_options
+
+SPEED_EPILOG = """\b
+Examples:
+  cardfit speed llama3.1:8b --gpu "RTX 4090"
+  cardfit speed meta-llama/Llama-3.1-8B-Instruct --quant fp8 --gpu H100 --context 4096 --concurrency 1,16,64,256
+  cardfit speed shape-7b --quant bf16 --gpu A40 --filled 0          # seed 002: ceiling 49.7 tokens/s
+  cardfit speed qwen3.5:27b --gpu "RTX 4080" --context 131072 --ram-bandwidth 51.2   # CPU offload
+  cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --plot speed.png --json
+"""
+
+
+@cli.command(epilog=SPEED_EPILOG)
+@click.argument("model", required=False)
+@model_options(SpeedInput, skip=("model",))
+@json_option
+def speed(as_json: bool, **kwargs: Any) -> None:
+    """How fast MODEL decodes on a card: the bandwidth ceiling, a realistic single-stream figure, and
+    aggregate vs per-user tokens/s as concurrent sequences grow until compute or the KV cache runs out.
+
+    Decode reads the weights once per step (MoE: the experts the batch touches) plus each sequence's KV
+    cache; prefill is 2 × active parameters FLOPs per token against the card's dense TFLOPS.
+    """
+    from ..speedplan import speed_report
+
+    values = {k: v for k, v in kwargs.items() if v is not None and v != ()}
+    result = speed_report(parse(SpeedInput, values))
+    if as_json:
+        emit_json(result)
+        return
+    _print(result)
+
+
+def _print(r: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from .render import console
+
+    c = console()
+    tp_note = f" (tensor parallel {r['tp']})" if r["tp"] > 1 else ""
+    c.print(f"[bold]{r['model']}[/] · {r['quant']} · {r['runtime']} · {r['count']}× {r['gpu']}"
+            f"{tp_note} · context {r['context']:,}"
+            f" · {r['filled']:,} tokens filled · KV {r['kv_dtype']}")
+    if r["verdict"] == "offload":
+        c.print(f"CPU offload: {1 - r['gpu_layer_fraction']:.0%} of the layers in system RAM "
+                f"({r['calibration']['ram_bandwidth_gbps']} GB/s)")
+    est = f", about {r['decode_tokens_per_s']:,.1f} realistic" if r["decode_tokens_per_s"] else ""
+    c.print(f"Decode: ceiling {r['decode_ceiling_tokens_per_s']:,.1f} tokens/s per stream "
+            f"({r['bandwidth_gbps']:,g} GB/s ÷ {r['bytes_per_token'] / 1e9:.2f} GB per token){est}.")
+    if r["prefill_tokens_per_s"]:
+        c.print(f"Prefill: about {r['prefill_tokens_per_s']:,} tokens/s; first token after "
+                f"{r['time_to_first_token_s']:.2f} s. Cold start: {r['cold_start_s']:,.1f} s from disk.")
+    c.print(f"KV cache room: {r['max_concurrency']:,} sequences of {r['context']:,} tokens"
+            + (f"; compute bound from {r['compute_bound_from']:,} sequences" if r["compute_bound_from"] else ""))
+    t = Table(title="Decode vs concurrency")
+    for col in ("sequences", "aggregate tok/s", "per user tok/s", "step ms", "bound", "KV fits"):
+        t.add_column(col, justify="right")
+    for row in r["rows"]:
+        t.add_row(f"{row['concurrency']:,}", f"{row['aggregate_tokens_per_s']:,.1f}",
+                  f"{row['per_user_tokens_per_s']:,.2f}", f"{row['step_ms']:,.2f}", row["bound"],
+                  "yes" if row["kv_fits"] else "no")
+    c.print(t)
+    for note in r["notes"]:
+        c.print(f"[dim]note: {note}[/]")
+    if r.get("plot"):
+        c.print(f"Chart written to {r['plot']}")

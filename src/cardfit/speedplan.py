@@ -1,0 +1,357 @@
+"""`cardfit speed`: decode speed per user and in aggregate against concurrency, prefill, cold start, for
+one plan (model × quantization × runtime × card set). Also `predict_speed`, which the validation harness
+calls on each record of data/validation/speed.toml. Wiring only: the arithmetic is in core/speed.py."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from .core import speed as sp
+from .core.fit import OFFLOAD
+from .core.memory import MemorySettings, kv_bytes
+from .errors import CardfitError, MissingFigureError
+from .inputs import MAX_CONTEXT, PlanInput
+
+# DDR5-4800 in two channels: 4,800 MT/s × 8 bytes × 2 = 76.8 GB/s theoretical (JEDEC JESD79-5 speed bin;
+# the DDR5 desktop baseline). A user with DDR4-3200 dual channel has 51.2 GB/s: pass --ram-bandwidth.
+DEFAULT_RAM_GBPS = 76.8
+# A PCIe 3.0 ×4 NVMe SSD reads about 3.5 GB/s sequentially (Samsung 970 EVO Plus data sheet: 3,500 MB/s);
+# Gen4 drives reach about 7. Network volumes of rental clouds are often far slower: pass --disk-gbps.
+DEFAULT_DISK_GBPS = 3.5
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+TP_RUNTIMES = ("vllm", "sglang", "tgi")  # these shard a model over cards with tensor parallelism by default
+
+
+class SpeedInput(PlanInput):
+    concurrency: tuple[int, ...] = Field((), max_length=64, description="concurrent sequences to tabulate "
+                                         "(repeat or comma-separate: 1,8,64); default: powers of two up to what fits")
+    filled: int | None = Field(None, ge=0, le=MAX_CONTEXT, description="tokens already in each sequence while "
+                               "decoding (the KV cache read per token); default: half the context")
+    prompt: int = Field(512, ge=1, le=MAX_CONTEXT, description="prompt tokens for the prefill / first-token time")
+    bandwidth: float | None = Field(None, gt=0, le=1_000_000, description="memory bandwidth per card, GB/s "
+                                    "(overrides the catalog)")
+    tflops: float | None = Field(None, gt=0, le=1_000_000, description="dense TFLOPS per card at the compute "
+                                 "precision (overrides the catalog)")
+    ram_bandwidth: float = Field(DEFAULT_RAM_GBPS, gt=0, le=100_000, description="system RAM bandwidth for CPU "
+                                 "offload, GB/s (default: DDR5-4800 dual channel, 76.8)")
+    disk_gbps: float = Field(DEFAULT_DISK_GBPS, gt=0, le=100_000, description="disk read speed for the cold "
+                             "start, GB/s (default 3.5: a PCIe 3.0 NVMe SSD)")
+    cpu_moe: int | None = Field(None, ge=0, le=100_000, description="llama.cpp --n-cpu-moe: layers whose experts "
+                                "stay in system RAM")
+    plot: str | None = Field(None, max_length=4096, description="write a chart of speed vs concurrency "
+                             "(.png or .svg)")
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = (v,)
+        if isinstance(v, (list, tuple)):
+            out: list[Any] = []
+            for item in v:
+                out += [p for p in str(item).replace(" ", ",").split(",") if p] if isinstance(item, str) else [item]
+            for item in out:
+                if int(item) < 1:
+                    raise ValueError("every value must be at least 1")
+            return tuple(out)
+        return v
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a speed question needs, resolved once."""
+
+    plan: Any  # plan.Plan
+    load: sp.Load
+    machine: sp.Machine
+    kv_budget_bytes: int
+    kv_bytes_per_sequence: int
+    filled: int
+    tflops: float | None
+
+    @property
+    def card(self) -> Any:
+        return self.plan.first
+
+
+def default_tp(runtime_id: str, count: int, requested: int | None) -> int:
+    """vLLM, SGLang and TGI shard over all cards (tensor parallel); llama.cpp, Ollama and transformers
+    split by layers, which adds capacity but not speed."""
+    if requested:
+        return requested
+    return count if runtime_id in TP_RUNTIMES else 1
+
+
+def precision_of(quant: Any, gpu: Any) -> str:
+    """The tensor-core precision prefill runs at: FP8 where the weights are FP8 and the card supports it,
+    else BF16/FP16. llama.cpp's quantized GGUF types are counted at the FP16 rate too: measured against the
+    int8 rate they reach 0.11-0.33 of it, against FP16 the same 0.7-0.95 as F16 files (data/validation)."""
+    if getattr(quant, "requires", "") == "fp8" and gpu.tflops("fp8"):
+        return "fp8"
+    return "bf16"
+
+
+def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | None) -> sp.Machine:
+    bw = inp.bandwidth or gpu.bandwidth_gbps
+    if bw is None:
+        raise MissingFigureError("memory bandwidth", gpu.name, "pass --bandwidth GB/s, or add bandwidth_gbps to "
+                                 "your own catalog file (--catalog)")
+    rt = ctx.runtime
+    return sp.Machine(bandwidth_gbps=bw, tflops=tflops, tp=default_tp(rt.id, count, inp.tp),
+                      link_gbps=gpu.link_gbps, interconnect=gpu.interconnect,
+                      decode_efficiency=rt.decode_efficiency or 1.0,
+                      overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
+                      overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
+                      compute_efficiency=rt.prefill_efficiency or 1.0, ram_bandwidth_gbps=inp.ram_bandwidth,
+                      ram_efficiency=rt.ram_efficiency or 1.0)
+
+
+def setup(inp: SpeedInput) -> Setup:
+    from .plan import plan as make_plan
+
+    p = make_plan(inp)
+    card, ctx = p.first, p.ctx
+    m, mem, opt = ctx.model, card.memory, card.option
+    filled = inp.filled if inp.filled is not None else mem.context // 2
+    filled = min(filled, mem.context)
+    tflops = inp.tflops or opt.gpu.tflops(precision_of(ctx.quant, opt.gpu)) or opt.gpu.tflops("bf16")
+    shares = sp.weight_shares(m, ctx.quant)
+    cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
+    cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
+    load = sp.Load(mem.weights_bytes, shares, sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
+                   sp.decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim or 4096,
+                   cpu_frac, cpu_moe)
+    one = kv_bytes(m, ctx.runtime, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
+    budget = opt.budget_bytes - (mem.weights_bytes + opt.count * mem.per_card_fixed_bytes)
+    return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
+
+
+def levels(inp: SpeedInput, most: int) -> list[int]:
+    if inp.concurrency:
+        return sorted(set(inp.concurrency))
+    top = max(most, 1)
+    return sorted({n for n in DEFAULT_LEVELS if n <= top} | {top})
+
+
+def rows(s: Setup, inp: SpeedInput) -> list[dict[str, Any]]:
+    most = s.card.memory.sequences if s.card.option.verdict == OFFLOAD else sp.max_sequences(
+        s.kv_budget_bytes, s.kv_bytes_per_sequence)
+    out = []
+    for n in levels(inp, most):
+        st = sp.step(s.load, s.machine, n)
+        out.append({"concurrency": n, "aggregate_tokens_per_s": round(st.aggregate_tokens_per_s, 1),
+                    "per_user_tokens_per_s": round(st.per_user_tokens_per_s, 2), "step_ms": round(st.seconds * 1e3, 3),
+                    "bound": st.bound, "kv_fits": n <= most})
+    return out
+
+
+def speed_report(inp: SpeedInput) -> dict[str, Any]:
+    """The JSON of `cardfit speed`."""
+    s = setup(inp)
+    ctx, card = s.plan.ctx, s.card
+    m, mem, opt, rt = ctx.model, card.memory, card.option, ctx.runtime
+    one = sp.step(s.load, s.machine, 1)
+    most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
+    prefill = sp.prefill_tokens_per_s(m, s.tflops, rt.prefill_efficiency, inp.prompt, s.machine.tp)
+    table = rows(s, inp)
+    crossover = _crossover(s)
+    report = {
+        "model": m.name, "gpu": opt.gpu.name, "count": opt.count, "tp": s.machine.tp, "runtime": rt.id,
+        "quant": ctx.quant.name, "context": mem.context, "filled": s.filled, "kv_dtype": mem.kv_dtype,
+        "verdict": opt.verdict, "gpu_layer_fraction": round(opt.gpu_layer_fraction, 4),
+        "bandwidth_gbps": s.machine.bandwidth_gbps, "tflops": s.tflops,
+        "bytes_per_token": round(s.load.weights_bytes * s.load.shares.read_fraction(1)) + s.load.kv_bytes,
+        "active_weight_share": round(s.load.shares.read_fraction(1), 4), "shares_method": s.load.shares.method,
+        "decode_ceiling_tokens_per_s": round(sp.ceiling(s.load, s.machine), 1),
+        "decode_tokens_per_s": round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
+        "prefill_tokens_per_s": round(prefill) if prefill else None,
+        "time_to_first_token_s": round(inp.prompt / prefill, 3) if prefill else None,
+        "cold_start_s": round(sp.cold_start_seconds(mem.weights_bytes, inp.disk_gbps), 1),
+        "max_concurrency": most, "kv_bytes_per_sequence": s.kv_bytes_per_sequence,
+        "vllm_max_concurrency": round(s.kv_budget_bytes / s.kv_bytes_per_sequence, 2)
+        if s.kv_bytes_per_sequence else None,
+        "compute_bound_from": crossover,
+        "calibration": {"decode_efficiency": rt.decode_efficiency,
+                        "overhead_us_per_layer": rt.decode_overhead_us_per_layer,
+                        "prefill_efficiency": rt.prefill_efficiency, "ram_efficiency": rt.ram_efficiency,
+                        "ram_bandwidth_gbps": inp.ram_bandwidth, "disk_gbps": inp.disk_gbps},
+        "rows": table,
+        "notes": _notes(s, opt.gpu),
+    }
+    if inp.plot:
+        from .speedchart import write_chart
+
+        write_chart(report, inp.plot)
+        report["plot"] = inp.plot
+    return report
+
+
+def _notes(s: Setup, gpu: Any) -> list[str]:
+    out = []
+    if not s.tflops:
+        out.append(f"{gpu.name} has no published dense TFLOPS: prefill and the compute bound are left out; "
+                   "pass --tflops or add bf16_tflops to your own catalog file (--catalog)")
+    if s.machine.tp > 1 and gpu.interconnect == "pcie":
+        out.append(f"tensor parallel over PCIe ({gpu.link_gbps or '?'} GB/s): two all-reduces per layer per step")
+    if s.load.cpu_weight_fraction:
+        out.append("CPU offload: the offloaded layers run at system RAM bandwidth (--ram-bandwidth)")
+    return out
+
+
+def _crossover(s: Setup, limit: int = 1 << 16) -> int | None:
+    """Smallest concurrency at which compute takes longer than the memory reads (the roofline knee)."""
+    if not s.tflops:
+        return None
+    lo, hi = 1, limit
+    if sp.step(s.load, s.machine, hi).bound != "compute":
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sp.step(s.load, s.machine, mid).bound == "compute":
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+# --- validation records ------------------------------------------------------------------------------
+
+_NCPUMOE = re.compile(r"--n-cpu-moe\s+(\d+)")
+_OLLAMA_PS = re.compile(r"(\d+)%\s*/\s*(\d+)%\s*CPU/GPU", re.I)
+_RAM = {"ddr4-3200": 51.2, "ddr5-4800": 76.8, "ddr5-5600": 89.6, "ddr5-6000": 96.0}
+
+
+def _gpu_name(name: str) -> str:
+    from .catalog.gpus import default_gpus
+
+    gpus = default_gpus()
+    if gpus.find(name) is not None:
+        return name
+    bare = re.sub(r"\s*\d+\s*GB\b", "", name).strip()  # 'H100 80GB SXM' → 'H100 SXM'
+    return bare if gpus.find(bare) is not None else name
+
+
+def record_input(r: dict[str, Any]) -> SpeedInput:
+    """The SpeedInput that reproduces one validation record's setup."""
+    settings = r.get("settings") or {}
+    offload = str(r.get("offload") or "")
+    context = int(r.get("context") or 0)
+    window = int(settings.get("ctx_window") or 0)
+    if not window:
+        window = context if offload else context + 1024  # offload records state the configured window
+    filled = 0 if offload and not settings.get("ctx_window") else context
+    values: dict[str, Any] = {"model": r["model"], "quant": r["quant"], "runtime": r["runtime"],
+                              "gpu": _gpu_name(r["gpu"]), "context": max(window, 2048), "filled": filled,
+                              "allow_long_context": True, "prompt": int(r.get("prompt_tokens") or 512)}
+    if int(r.get("gpus") or 1) > 1:
+        values["gpus"] = int(r["gpus"])
+    if settings.get("tp"):
+        values["tp"] = int(settings["tp"])
+    elif "split_mode" in settings:
+        values["tp"] = 1
+    if settings.get("kv_cache"):
+        values["kv_dtype"] = settings["kv_cache"]
+    ram = next((v for k, v in _RAM.items() if k in offload.lower()), None)
+    if ram:
+        values["ram_bandwidth"] = ram
+    m = _NCPUMOE.search(offload)
+    if m:
+        values["cpu_moe"] = int(m[1])
+    elif "exps=cpu" in offload.lower() or "-cmoe" in offload:
+        values["cpu_moe"] = 100_000
+    if r.get("kind") == "aggregate_decode":
+        values["concurrency"] = (int(r.get("concurrency") or 1),)
+    return SpeedInput(**values)
+
+
+def _forced_split(r: dict[str, Any], s: Setup) -> Setup:
+    """An `ollama ps` CPU/GPU split stated in the record replaces the computed one."""
+    m = _OLLAMA_PS.search(str(r.get("offload") or ""))
+    if not m:
+        return s
+    from dataclasses import replace
+
+    return replace(s, load=replace(s.load, cpu_weight_fraction=int(m[1]) / 100))
+
+
+def record_setup(r: dict[str, Any]) -> Setup:
+    inp = record_input(r)
+    s = setup(inp)
+    if inp.cpu_moe:  # experts offloaded by hand: the layers themselves stay on the GPU
+        from dataclasses import replace
+
+        frac = min(inp.cpu_moe, s.load.layers) / s.load.layers
+        s = replace(s, load=replace(s.load, cpu_weight_fraction=0.0, cpu_expert_fraction=frac))
+    return _forced_split(r, s)
+
+
+def predict_speed(record: dict[str, Any]) -> float | None:
+    """cardfit's realistic estimate for one validation record (kind decode / prefill / aggregate_decode), in
+    tokens/s; None when the record's model, card or quantization is outside the catalogs."""
+    try:
+        return _predict(record, realistic=True)
+    except CardfitError:
+        return None
+
+
+def predict_ceiling(record: dict[str, Any]) -> float | None:
+    """The bandwidth ceiling for a decode record (no efficiency, no overhead)."""
+    try:
+        return _predict(record, realistic=False)
+    except CardfitError:
+        return None
+
+
+def _predict(record: dict[str, Any], realistic: bool) -> float | None:
+    kind = record.get("kind")
+    s = record_setup(record)
+    rt = s.plan.ctx.runtime
+    if kind == "prefill":
+        n = int(record.get("prompt_tokens") or 512)
+        return sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, rt.prefill_efficiency, n, s.machine.tp)
+    if not realistic:
+        return sp.ceiling(s.load, s.machine) * (int(record.get("concurrency") or 1) if kind == "aggregate_decode"
+                                                else 1)
+    if not rt.decode_efficiency:
+        return None
+    n = _running(record, s)
+    st = sp.step(s.load, s.machine, n)
+    return st.aggregate_tokens_per_s if kind == "aggregate_decode" else st.per_user_tokens_per_s
+
+
+def _running(record: dict[str, Any], s: Setup) -> int:
+    """Sequences decoding at once: the record's concurrency, capped by the KV cache that fits."""
+    n = int(record.get("concurrency") or 1) if record.get("kind") == "aggregate_decode" else 1
+    most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
+    return max(min(n, most), 1)
+
+
+def implied_overhead_us_per_sequence(record: dict[str, Any]) -> float | None:
+    """Calibration: the per-sequence time an aggregate record leaves after the memory/compute roofline
+    and the per-layer overhead (data/runtimes.toml decode_overhead_us_per_sequence)."""
+    from dataclasses import replace
+
+    try:
+        s = record_setup(record)
+    except CardfitError:
+        return None
+    s = replace(s, machine=replace(s.machine, overhead_s_per_sequence=0.0))
+    n = _running(record, s)
+    st = sp.step(s.load, s.machine, n)
+    return (n / float(record["measured"]) - st.seconds) / n * 1e6
+
+
+def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
+    """Calibration: the per-layer time a single-stream decode record leaves after its bytes are streamed at
+    the runtime's decode efficiency (see data/runtimes.toml decode_overhead_us_per_layer)."""
+    try:
+        s = record_setup(record)
+    except CardfitError:
+        return None
+    st = sp.step(s.load, s.machine, 1)
+    rest = 1 / float(record["measured"]) - max(st.memory_s, st.compute_s) - st.link_s - s.machine.overhead_s_per_sequence
+    return rest / s.load.layers * 1e6

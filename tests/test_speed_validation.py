@@ -1,0 +1,95 @@
+"""cardfit's speed model scored against published measurements (data/validation/speed.toml), and the
+per-runtime constants in data/runtimes.toml re-derived from the same records (medians, never one case)."""
+
+from __future__ import annotations
+
+import statistics
+import tomllib
+from functools import cache
+from importlib import resources
+
+import pytest
+
+from cardfit.catalog.runtimes import default_runtimes
+from cardfit.speedplan import (
+    implied_overhead_us_per_layer,
+    implied_overhead_us_per_sequence,
+    predict_ceiling,
+    predict_speed,
+)
+
+# Records whose own source calls the number anomalous: scored and printed, but not used to calibrate.
+ANOMALOUS = {"vllm20710-2xb200-llama33-70b-fp8-c1", "ollama11688-4070-gptoss20b-offload"}
+
+
+@cache
+def records() -> tuple[dict, ...]:
+    text = resources.files("cardfit").joinpath("data/validation/speed.toml").read_text(encoding="utf-8")
+    return tuple(tomllib.loads(text)["record"])
+
+
+def _scored(kind: str) -> list[tuple[str, float, float]]:
+    out = []
+    for r in records():
+        if r["kind"] != kind:
+            continue
+        p = predict_speed(r)
+        if p is not None:
+            out.append((r["id"], r["measured"], p))
+    return out
+
+
+def _report(kind: str, rows: list[tuple[str, float, float]]) -> tuple[float, float]:
+    errs = sorted(((abs(p - m) / m, i) for i, m, p in rows), reverse=True)
+    med = statistics.median(e for e, _ in errs)
+    print(f"\n{kind}: {len(rows)} records scored, median abs error {med:.1%}, worst {errs[0][0]:.1%} ({errs[0][1]})")
+    return med, errs[0][0]
+
+
+def test_decode_median_error_within_20_percent():
+    rows = _scored("decode")
+    assert len(rows) >= 60  # the records whose model, card and quantization are in the catalogs
+    med, worst = _report("decode", rows)
+    assert med <= 0.20
+    assert worst < 1.5  # the worst is vllm#20710, which its own author calls anomalous
+
+
+def test_prefill_and_aggregate_are_scored():
+    med_p, _ = _report("prefill", _scored("prefill"))
+    med_a, _ = _report("aggregate_decode", _scored("aggregate_decode"))
+    assert med_p <= 0.30
+    assert med_a <= 0.30
+
+
+def test_no_measurement_beats_its_bandwidth_ceiling():
+    checked = 0
+    for r in records():
+        if r["kind"] != "decode":
+            continue
+        top = predict_ceiling(r)
+        if top is None:
+            continue
+        checked += 1
+        assert r["measured"] <= top, f"{r['id']}: {r['measured']} tok/s above the ceiling {top:.1f}"
+    assert checked >= 60
+
+
+def _median_overhead(runtime: str) -> float:
+    values = [implied_overhead_us_per_layer(r) for r in records()
+              if r["kind"] == "decode" and r["runtime"] == runtime and not r.get("offload") and r["id"] not in ANOMALOUS]
+    values = [v for v in values if v is not None]
+    assert len(values) >= 5
+    return statistics.median(values)
+
+
+@pytest.mark.parametrize("runtime", ["llama.cpp", "vllm"])
+def test_per_layer_overhead_is_the_median_of_the_records(runtime):
+    stored = default_runtimes().get(runtime).decode_overhead_us_per_layer
+    assert stored == pytest.approx(_median_overhead(runtime), rel=0.05)
+
+
+def test_per_sequence_overhead_is_the_median_of_the_vllm_records():
+    values = [implied_overhead_us_per_sequence(r) for r in records()
+              if r["kind"] == "aggregate_decode" and r["runtime"] == "vllm"]
+    stored = default_runtimes().get("vllm").decode_overhead_us_per_sequence
+    assert stored == pytest.approx(statistics.median(v for v in values if v is not None), rel=0.05)
