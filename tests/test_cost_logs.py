@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cardfit.errors import FileFormatError
 from cardfit.logs import go_duration_s, parse_log, read_log
@@ -92,3 +94,12 @@ def test_crlf_and_colour_codes():
 def test_go_durations(text, seconds):
     got = go_duration_s(text)
     assert got == (pytest.approx(seconds) if seconds is not None else None)
+
+
+@given(st.text(max_size=400))
+def test_any_text_gives_a_number_or_a_file_format_error(text):
+    try:
+        m = parse_log(text)
+    except FileFormatError:
+        return
+    assert m.tokens_per_s > 0
