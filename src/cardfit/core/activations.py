@@ -39,13 +39,16 @@ def llamacpp_compute_bytes(m: ModelSpec, n_ubatch: int, n_ctx: int, flash_attn: 
     return max(attention, logits, ffn_phase)
 
 
-def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int) -> int:
-    """PyTorch activation peak of vLLM's profile run (flash attention; logits only for the last token
-    of each scheduled sequence, in fp32, twice: logits and the sampler's probabilities)."""
+def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
+    """PyTorch activation peak of vLLM's profile run on one rank (flash attention; logits only for the
+    last token of each scheduled sequence, in fp32, twice: logits and the sampler's probabilities).
+    Tensor parallel splits the MLP and attention projections (column/row parallel layers) but every rank
+    holds the whole residual stream and gathers the whole vocabulary for the sampler."""
     hidden, heads, ffn, vocab = _dims(m)
     t = batched_tokens
+    tp = max(tp, 1)
     qkv = (heads + 2 * m.kv_heads) * m.head_dim if m.attention != "mla" else heads * m.head_dim * 3
-    layer_peak = t * max(2 * ffn + ffn, qkv + hidden) * ACT + 2 * t * hidden * ACT
+    layer_peak = t * max(3 * ffn // tp, qkv // tp + hidden) * ACT + 2 * t * hidden * ACT
     sampler = min(max_num_seqs, t) * vocab * F32 * 2
     return layer_peak + sampler
 

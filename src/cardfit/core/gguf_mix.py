@@ -1,15 +1,42 @@
 """Per-tensor types of a llama.cpp file type (Q4_K_M …), following `llama_tensor_get_type` in
-llama.cpp src/llama-quant.cpp (the mix rules themselves are data: data/gguf_mixes.toml)."""
+llama.cpp src/llama-quant.cpp. The mix rules, the `*_else` types, the fallback table and the MoE bumps are
+data (data/gguf_mixes.toml); this module only evaluates them. The few rules that the data file states in
+prose for every mix (the 70B attn_v bump, the output-tensor rule) are spelled out here with their source."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from ..catalog.loader import builtin
 from ..catalog.quants import GgufMix, QuantCatalog, QuantType
 from ..errors import CatalogError
 
-# llama-quant.cpp: when a row does not divide into 256-weight super-blocks, k-quants fall back
-_FALLBACK = {"Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "IQ2_XXS": "IQ4_NL", "IQ2_XS": "IQ4_NL", "IQ2_S": "IQ4_NL",
-             "IQ3_XXS": "IQ4_NL", "IQ3_S": "IQ4_NL", "IQ1_S": "IQ4_NL", "IQ1_M": "IQ4_NL", "IQ4_XS": "IQ4_NL",
-             "TQ1_0": "IQ4_NL", "TQ2_0": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+# llama-quant.cpp: attn_qkv and attn_kv_b (MLA) are in the attn_v category and share its counter and rules
+_ATTN_V_KINDS = ("attn_v", "attn_qkv", "attn_kv_b")
+# llama-quant.cpp: the IQ1/IQ2 file types take their own attn_v branch: no 70B bump, no Q8_0 MoE bump
+_IQ12_RULE = "gqa4_or_moe4"
+
+
+@dataclass(frozen=True, slots=True)
+class MixModel:
+    """The few model facts the mix rules look at (llama-quant.cpp quantize_state / hparams)."""
+
+    n_gqa: int = 1  # n_head / n_head_kv
+    n_expert: int = 0
+    is_70b: bool = False  # LLM_TYPE_70B: Llama architecture with 80 layers
+    imatrix: bool = False  # an importance matrix was given to llama-quantize
+    legacy_qkv: bool = False  # llama.cpp before the tensor-category refactor: attn_qkv had its own rule
+
+
+@cache
+def fallback_table() -> tuple[dict[str, str], str]:
+    """tensor_type_fallback from data/gguf_mixes.toml [fallback]: type → type, and the last resort (F16)."""
+    table = dict(builtin("gguf_mixes.toml").get("fallback", {}))
+    second = str(table.pop("second_fallback", "F16"))
+    table = {k: v for k, v in table.items() if k not in ("note", "source") and isinstance(v, str)}
+    return table, second
 
 
 def use_more_bits(i: int, n: int) -> bool:
@@ -17,43 +44,117 @@ def use_more_bits(i: int, n: int) -> bool:
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def rule_applies(rule: str, i: int, n: int) -> bool:
+def rule_applies(rule: str, i: int, n: int, mm: MixModel = MixModel(), experts: bool = False) -> bool:
+    """One rule of the vocabulary documented at the top of data/gguf_mixes.toml."""
     rule = rule.strip().lower()
-    if rule in ("all", ""):
+    if rule == "all":
         return True
+    if rule in ("", "none"):
+        return False
     if rule == "more_bits":
         return use_more_bits(i, n)
+    if rule in ("first_n8", "first_eighth"):
+        return i < n // 8
+    if rule in ("first_n16", "first_sixteenth"):
+        return i < n // 16
     if rule.startswith("first_") and rule[6:].isdigit():
         return i < int(rule[6:])
-    if rule == "first_eighth":
-        return i < n // 8
-    if rule == "first_sixteenth":
-        return i < n // 16
-    if rule == "none":
-        return False
+    if rule == "gqa4":
+        return mm.n_gqa >= 4
+    if rule == "gqa4_or_moe4":
+        return mm.n_gqa >= 4 or mm.n_expert >= 4
+    if rule == "middle":
+        return n // 8 <= i < 7 * n // 8
+    if rule == "imatrix_first_n8":
+        return mm.imatrix and i < n // 8
+    if rule == "noimatrix_first_n8":
+        return not mm.imatrix and i < n // 8
+    if rule == "experts_only":
+        return experts
     raise CatalogError(f"unknown GGUF mix rule '{rule}'")
 
 
-def _rule_for(mix: GgufMix, kind: str) -> tuple[str, str] | None:
-    """The most specific rule key that names this tensor kind ('ffn_down' covers ffn_down_exps)."""
-    best = None
-    for key, typ, rule in mix.rules:
-        if kind == key or (kind.startswith(key + "_") and key not in ("output",)):
-            if best is None or len(key) > len(best[0]):
-                best = (key, typ, rule)
-    return None if best is None else (best[1], best[2])
+def _rule_key(kind: str) -> str:
+    """The data key whose rules cover this tensor kind ('ffn_down_exps' → 'ffn_down', attn_qkv → attn_v)."""
+    if kind in _ATTN_V_KINDS:
+        return "attn_v"
+    for key in ("ffn_gate", "ffn_up", "ffn_down"):
+        if kind == key or kind.startswith(key + "_") and kind != "ffn_gate_inp":
+            return key
+    return kind
+
+
+def _lookup(mix: GgufMix, key: str) -> tuple[str, str] | None:
+    for k, typ, rule in mix.rules:
+        if k == key:
+            return typ, rule
+    return None
+
+
+_MOE_SENTENCE = re.compile(r"MoE n_expert==8:([^.]*)")
+_MOE_PAIR = re.compile(r"((?:attn|ffn)_\w+(?:(?:/| and )(?:attn|ffn)_\w+)*) -> (\w+)")
+
+
+@cache
+def moe8_bumps(note: str) -> dict[str, str]:
+    """Types forced for models with exactly 8 experts, read from the mix's note in data/gguf_mixes.toml
+    ('MoE n_expert==8: attn_v -> Q8_0, attn_k -> Q8_0, attn_output -> Q5_K.')."""
+    s = _MOE_SENTENCE.search(note)
+    out: dict[str, str] = {}
+    if s:
+        for kinds, typ in _MOE_PAIR.findall(s.group(1)):
+            for k in re.split(r"/| and ", kinds):
+                out[k] = typ
+    return out
+
+
+def _output_type(mix: GgufMix, row: int, quants: QuantCatalog) -> str:
+    """[output_rule]: the mix's output type, unless ncols does not divide into the default type's blocks
+    (then Q8_0). F16/BF16/F32 files are not mixed."""
+    default = quants.type(mix.default)
+    if default.kind == "float":
+        return mix.default
+    if row % default.block_weights:
+        return "Q8_0"
+    found = _lookup(mix, "output")
+    return found[0] if found and found[0] else mix.default
+
+
+def _mixed_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: QuantCatalog, mm: MixModel) -> str:
+    if kind == "output":
+        return _output_type(mix, row, quants)
+    experts = kind.endswith("_exps")
+    if mix.default.upper() == "MXFP4" and not experts and kind != "token_embd":
+        return mix.else_type("nonexpert") or "Q8_0"  # MXFP4_MOE: only stacked experts are MXFP4
+    key = _rule_key(kind)
+    if kind == "attn_qkv" and mm.legacy_qkv:
+        key = "attn_qkv"  # data: the `attn_qkv` value is the legacy rule (applies to every fused tensor)
+    found = _lookup(mix, key)
+    name = mix.default
+    if found and found[0]:
+        typ, rule = found
+        if rule_applies(rule, i, n, mm, experts):
+            name = typ
+        else:
+            name = mix.else_type(key) or mix.default
+    if key in ("attn_v", "attn_k", "attn_output") and mm.n_expert == 8:
+        name = moe8_bumps(mix.note).get(key, name)
+    iq12 = found is not None and found[1] == _IQ12_RULE
+    if key == "attn_v" and mm.is_70b and not iq12 and name.upper() in ("Q3_K", "Q4_K"):
+        name = "Q5_K"  # llama-quant.cpp: 70B models have 8x smaller attn_v than attn_q, worth more bits
+    return name
 
 
 def tensor_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: QuantCatalog,
-                tied_output: bool = False) -> QuantType:
-    """Storage type llama-quantize gives one 2-D tensor of `kind` in layer i of n."""
+                tied_output: bool = False, mm: MixModel = MixModel()) -> QuantType:
+    """Storage type llama-quantize gives one 2-D tensor of `kind` in position i of n."""
     if kind == "token_embd" and tied_output:
         kind = "output"  # llama.cpp treats a tied embedding as the output tensor
-    rule = _rule_for(mix, kind)
-    name = rule[0] if rule and rule_applies(rule[1], i, n) else mix.default
-    qt = quants.type(name)
-    seen = 0
-    while row % qt.block_weights and seen < 3:
-        qt = quants.type(_FALLBACK.get(qt.name, "F16"))
-        seen += 1
+    qt = quants.type(_mixed_type(mix, kind, i, n, row, quants, mm))
+    table, second = fallback_table()
+    if row % qt.block_weights:
+        # llama-quantize refuses a type with no fallback entry; a calculator keeps going with F16
+        qt = quants.type(table.get(qt.name.upper(), second))
+        if row % qt.block_weights:
+            qt = quants.type(second)  # 'must use F16 due to unusual shape'
     return qt

@@ -112,3 +112,32 @@ def active_shape_params(m: ModelSpec) -> int:
         elif g.kind != "token_embd" or m.tied_embeddings:
             total += g.n_params
     return total
+
+
+# Architectures whose checkpoints store fused projections, kept fused by llama.cpp's convert_hf_to_gguf.py:
+# Phi-3/Phi-4 ship qkv_proj and gate_up_proj (GGUF attn_qkv, and ffn_up with 2 × n_ff rows, no ffn_gate).
+_FUSED_QKV_GATE_UP = frozenset({"phi3"})
+
+
+def gguf_tensor_groups(m: ModelSpec) -> list[TensorGroup]:
+    """tensor_groups as a GGUF file names them: fused where the architecture is stored fused, which
+    changes the mix rules (attn_qkv follows attn_v's rule as one tensor)."""
+    groups = tensor_groups(m)
+    if m.model_type not in _FUSED_QKV_GATE_UP:
+        return groups
+    out: list[TensorGroup] = []
+    pending: dict[tuple[int, str], TensorGroup] = {}
+    for g in groups:
+        fused = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv",
+                 "ffn_gate": "ffn_up", "ffn_up": "ffn_up"}.get(g.kind)
+        if fused is None:
+            out.append(g)
+            continue
+        prev = pending.get((g.layer, fused))
+        merged = TensorGroup(fused, g.layer, g.n_params + (prev.n_params if prev else 0), g.row)
+        if prev is None:
+            out.append(merged)
+        else:
+            out[out.index(prev)] = merged
+        pending[(g.layer, fused)] = merged
+    return out

@@ -9,8 +9,8 @@ from functools import lru_cache
 
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
-from .gguf_mix import tensor_type
-from .tensors import TensorGroup, has_shapes, tensor_groups
+from .gguf_mix import _ATTN_V_KINDS, MixModel, tensor_type
+from .tensors import TensorGroup, gguf_tensor_groups, has_shapes, tensor_groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +30,12 @@ def _native(m: ModelSpec, quants: QuantCatalog) -> QuantType:
 
 
 def _group_type(g: TensorGroup, m: ModelSpec, q: Quant, quants: QuantCatalog, layers_of: dict[str, int],
-                index_of: dict[tuple[str, int], int]) -> QuantType:
+                index_of: dict[tuple[str, int], int], legacy_qkv: bool = False) -> QuantType:
     if isinstance(q, GgufMix):
         if not g.matrix:
             return quants.type("F32")
-        n = layers_of.get(g.kind, m.layers)
-        i = index_of.get((g.kind, g.layer), g.layer)
-        return tensor_type(q, g.kind, i, n, g.row, quants, tied_output=m.tied_embeddings)
+        i, n = _position(g, m, layers_of, index_of)
+        return tensor_type(q, g.kind, i, n, g.row, quants, tied_output=m.tied_embeddings, mm=_mix_model(m, legacy_qkv))
     if q.kind == "gguf":
         return q if g.matrix else quants.type("F32")
     if q.scope == "all":
@@ -48,27 +47,55 @@ def _group_type(g: TensorGroup, m: ModelSpec, q: Quant, quants: QuantCatalog, la
     return q
 
 
+def _counter(kind: str) -> str:
+    """llama-quant.cpp counters: attn_v/attn_qkv/attn_kv_b share one; every 'ffn_down*' tensor counts."""
+    if kind in _ATTN_V_KINDS:
+        return "attn_v"
+    for key in ("ffn_down", "ffn_gate", "ffn_up"):
+        if kind.startswith(key) and kind != "ffn_gate_inp":
+            return key
+    return kind
+
+
 def _indices(groups: list[TensorGroup]) -> tuple[dict[str, int], dict[tuple[str, int], int]]:
-    """Per kind: how many tensors there are, and each one's ordinal (llama.cpp counts attn_v per tensor)."""
+    """Per counter: how many tensors there are, and each tensor's ordinal (visited by layer)."""
     count: dict[str, int] = defaultdict(int)
     index: dict[tuple[str, int], int] = {}
     for g in groups:
-        if g.layer >= 0:
-            index[(g.kind, g.layer)] = count[g.kind]
-            count[g.kind] += 1
+        if g.layer >= 0 and g.matrix:
+            c = _counter(g.kind)
+            index[(g.kind, g.layer)] = count[c]
+            count[c] += 1
     return dict(count), index
 
 
+def _position(g: TensorGroup, m: ModelSpec, layers_of: dict[str, int],
+              index_of: dict[tuple[str, int], int]) -> tuple[int, int]:
+    """(i, n) as llama-quant.cpp sees them: attn_v by its running counter over attn_v tensors; the FFN
+    tensors over n_layer, by the running counter in dense models and by the layer number in MoE models."""
+    c = _counter(g.kind)
+    if c in ("ffn_down", "ffn_gate", "ffn_up"):
+        return (g.layer if m.is_moe else index_of.get((g.kind, g.layer), g.layer)), m.layers
+    return index_of.get((g.kind, g.layer), g.layer), layers_of.get(c, m.layers)
+
+
+def _mix_model(m: ModelSpec, legacy_qkv: bool = False) -> MixModel:
+    gqa = m.heads // m.kv_heads if m.heads and m.kv_heads else 1
+    return MixModel(n_gqa=gqa, n_expert=m.experts, is_70b=m.model_type == "llama" and m.layers == 80,
+                    legacy_qkv=legacy_qkv)
+
+
 @lru_cache(maxsize=8192)
-def weights_from_shapes(m: ModelSpec, q: Quant) -> Weights:
+def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Weights:
+    """Per tensor group; `legacy_qkv`: GGUF files quantized before llama.cpp's tensor-category refactor."""
     quants = default_quants()
-    groups = tensor_groups(m)
+    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
     layers_of, index_of = _indices(groups)
     by_type: dict[str, float] = defaultdict(float)
     total_params = sum(g.n_params for g in groups)
     scale = m.params / total_params if m.params else 1.0  # shapes give proportions, the stated count the size
     for g in groups:
-        t = _group_type(g, m, q, quants, layers_of, index_of)
+        t = _group_type(g, m, q, quants, layers_of, index_of, legacy_qkv)
         by_type[t.name] += t.nbytes(g.n_params) * scale
     items = tuple(sorted(((k, round(v)) for k, v in by_type.items()), key=lambda kv: -kv[1]))
     return Weights(sum(v for _, v in items), m.params or total_params, items, "shapes")
@@ -78,7 +105,7 @@ def _mix_bpw(q: GgufMix, quants: QuantCatalog) -> QuantType:
     return quants.type(q.default)
 
 
-def weights(m: ModelSpec, q: Quant | None = None) -> Weights:
+def weights(m: ModelSpec, q: Quant | None = None, legacy_qkv: bool = False) -> Weights:
     """Bytes of the model's weights at quantization q (None: as the file/catalog holds it)."""
     quants = default_quants()
     if m.tensors is not None and (q is None or quants.find(m.file_quant) is q):
@@ -90,7 +117,7 @@ def weights(m: ModelSpec, q: Quant | None = None) -> Weights:
     if q is None:
         q = quants.get(m.file_quant or m.dtype)
     if has_shapes(m):
-        return weights_from_shapes(m, q)
+        return weights_from_shapes(m, q, legacy_qkv)
     t = _mix_bpw(q, quants) if isinstance(q, GgufMix) else q
     nbytes = round(m.params * t.bits_per_weight / 8)
     return Weights(nbytes, m.params, ((t.name, nbytes),), "params")

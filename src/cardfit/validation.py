@@ -1,0 +1,485 @@
+"""Score cardfit against real measurements: load the records of data/validation/*.toml, predict each one
+with cardfit's own model at the record's settings, and summarise the relative errors per kind.
+
+Relative error = predicted / measured - 1. A record cardfit cannot predict (unknown model, quantization,
+card or setting) is reported as skipped with its reason and counted, never dropped."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from .catalog.gpus import Gpu, default_gpus
+from .catalog.loader import builtin
+from .catalog.models import ModelSpec, default_models
+from .catalog.quants import GgufMix, Quant, default_quants
+from .catalog.runtimes import RuntimeProfile, default_runtimes
+from .core import activations, kv
+from .core.memory import MemorySettings, kv_bytes, padded_context
+from .core.tensors import has_shapes
+from .core.weights import weights
+from .errors import CardfitError, InputError
+
+FILES = ("memory.toml", "memory_runtime.toml", "speed.toml")
+MEMORY_KINDS = ("file_size", "weights", "kv_cache", "compute_buffer", "activation", "overhead", "max_context",
+                "total_memory")
+SPEED_KINDS = ("decode", "prefill", "aggregate_decode")
+KINDS = MEMORY_KINDS + SPEED_KINDS
+GIB = 2**30
+MIB = 2**20
+# GGUF keeps the tokenizer in its header: per vocabulary entry a u64 length + the token text (~7 B), an f32
+# score and an i32 type, plus about one BPE merge string (u64 length + ~12 B): ~43 B per entry
+# (GGUF spec, https://github.com/ggml-org/ggml/blob/master/docs/gguf.md, "string" and array layouts).
+GGUF_BYTES_PER_VOCAB_ENTRY = 43
+
+
+class Skip(Exception):
+    """This record cannot be predicted; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    id: str
+    kind: str
+    runtime: str
+    model: str
+    quant: str
+    measured: float
+    unit: str
+    predicted: float | None = None
+    how: str = ""
+    skipped: str = ""
+    gpu: str = ""
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return self.predicted / self.measured - 1
+
+    def as_dict(self) -> dict[str, Any]:
+        err = self.error
+        return {"id": self.id, "kind": self.kind, "runtime": self.runtime, "model": self.model,
+                "quant": self.quant, "gpu": self.gpu or None, "unit": self.unit, "measured": self.measured,
+                "predicted": self.predicted, "error": None if err is None else round(err, 5),
+                "how": self.how or None, "skipped": self.skipped or None}
+
+
+@dataclass(frozen=True)
+class Report:
+    outcomes: list[Outcome]
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kinds": self.kinds, "records": [o.as_dict() for o in self.outcomes],
+                "skipped": sum(1 for o in self.outcomes if o.skipped), "total": len(self.outcomes)}
+
+
+# ---------------------------------------------------------------- loading
+
+@cache
+def all_records() -> tuple[dict[str, Any], ...]:
+    out: list[dict[str, Any]] = []
+    for name in FILES:
+        try:
+            rows = builtin(f"validation/{name}").get("record", [])
+        except FileNotFoundError:
+            continue
+        out += [dict(r, file=name) for r in rows]
+    return tuple(out)
+
+
+def load_records(kind: str | None = None, runtime: str | None = None) -> list[dict[str, Any]]:
+    recs = list(all_records())
+    if kind:
+        if kind not in KINDS:
+            raise InputError(f"unknown record kind '{kind}'; one of {', '.join(KINDS)}", field="kind")
+        recs = [r for r in recs if r["kind"] == kind]
+    if runtime:
+        recs = [r for r in recs if _norm_rt(r["runtime"]) == _norm_rt(runtime)]
+    return recs
+
+
+def _norm_rt(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "")
+
+
+# ---------------------------------------------------------------- what a record names
+
+def _model(r: dict[str, Any]) -> ModelSpec:
+    m = default_models().find(r["model"])
+    if m is None:
+        raise Skip(f"model '{r['model']}' is not in the catalog")
+    return m
+
+
+def _quant(r: dict[str, Any], m: ModelSpec) -> Quant:
+    name = str(r.get("quant", "")).strip()
+    quants = default_quants()
+    q = quants.find(name) or quants.find(name.split()[0]) if name else None
+    if q is None and name.lower().startswith(("int8-w8a8", "w8a8")):
+        q = quants.find("int8")
+    if q is None and name.lower().startswith(("gptq", "awq")):
+        q = quants.find("gptq")
+    if q is None and "nf4" in name.lower():
+        q = quants.find("nf4")
+    if q is None:
+        raise Skip(f"quantization '{name}' is not one cardfit models")
+    if "/" in name:
+        raise Skip(f"record mixes quantizations ('{name}')")
+    return q
+
+
+def _runtime(r: dict[str, Any]) -> RuntimeProfile:
+    """The runtime profile; ik_llama.cpp is llama.cpp's graph without the sliding-window cache."""
+    name = r["runtime"]
+    if _norm_rt(name) == "ik-llamacpp":
+        from dataclasses import replace
+
+        return replace(default_runtimes().get("llama.cpp"), window_cache=False)
+    rt = default_runtimes().find(name)
+    if rt is None:
+        raise Skip(f"runtime '{name}' has no profile")
+    return rt
+
+
+def _gpu(r: dict[str, Any]) -> Gpu:
+    """The card: a catalog name, or a log's own total ('80 GB-class NVIDIA (79.22 GiB total)')."""
+    name = r.get("gpu") or ""
+    g = default_gpus().find(name) if name else None
+    if g is None and name:
+        g = default_gpus().find(name.split("(")[0].strip())
+    total = re.search(r"\(([\d.]+) GiB total\)", name)
+    if g is None and total:
+        like = default_gpus().find("H100 SXM")
+        if like is not None:
+            from dataclasses import replace
+
+            return replace(like, name=name, usable_bytes=int(float(total.group(1)) * GIB))
+    if g is None:
+        raise Skip(f"card '{name or '(not stated)'}' is not in the GPU catalog")
+    return g
+
+
+def _settings(r: dict[str, Any]) -> dict[str, Any]:
+    return dict(r.get("settings") or {})
+
+
+def _raw_runtime(rt_id: str) -> dict[str, Any]:
+    for row in builtin("runtimes.toml")["runtime"]:
+        if row["id"] == rt_id:
+            return row
+    return {}
+
+
+def _context(r: dict[str, Any], s: dict[str, Any]) -> int:
+    ctx = r.get("context") or s.get("n_ctx") or s.get("max_model_len")
+    if not ctx:
+        raise Skip("record does not state its context")
+    return int(ctx)
+
+
+def _kv_dtype(r: dict[str, Any], m: ModelSpec) -> str:
+    d = kv.kv_dtype(str(r.get("kv_dtype") or _settings(r).get("type_k") or "auto"))
+    return ("bf16" if m.dtype == "bf16" else "f16") if d == "auto" else d
+
+
+# ---------------------------------------------------------------- predictions per kind
+
+def _gguf_mix(name: str) -> GgufMix | None:
+    """A llama.cpp file type by its exact name (F16 and MXFP4_MOE are also plain formats' names)."""
+    from .names import norm
+
+    return next((x for x in default_quants().mixes if norm(x.name) == norm(name)), None)
+
+
+def _file_size(r: dict[str, Any]) -> tuple[float, str]:
+    m = _model(r)
+    q = _gguf_mix(str(r.get("quant", ""))) or _quant(r, m)
+    w = weights(m, q, legacy_qkv=r.get("gguf_rules") == "legacy")
+    meta = m.vocab * GGUF_BYTES_PER_VOCAB_ENTRY if isinstance(q, GgufMix) or q.kind == "gguf" else 0
+    if "llama-bench" in r.get("note", "") or r.get("settings", {}).get("tensors_only"):
+        meta = 0  # llama-bench's size column counts tensor bytes only
+    return w.total_bytes + meta, f"{w.method}: {w.bits_per_weight:.3f} bpw + {meta / 1e6:.1f} MB header"
+
+
+def _tp(r: dict[str, Any]) -> int:
+    return int(_settings(r).get("tp") or 1)
+
+
+def _vllm_weights(m: ModelSpec, q: Quant, tp: int) -> int:
+    return weights(m, q).total_bytes // tp
+
+
+def _llamacpp_gpu_weights(m: ModelSpec, q: Quant) -> int:
+    """llama.cpp keeps token_embd in host memory (it is a row lookup, CPU_Mapped buffer); the GPU model
+    buffer holds the rest (llama-model.cpp: the input layer is always assigned to the CPU)."""
+    w = weights(m, q)
+    if m.tied_embeddings or not has_shapes(m):
+        return w.total_bytes
+    from .core.tensors import tensor_groups
+    from .core.weights import weights_from_shapes
+
+    groups = tensor_groups(m)
+    embd = next(g for g in groups if g.kind == "token_embd")
+    total_params = sum(g.n_params for g in groups)
+    share = weights_from_shapes(m, q)
+    qt = _embd_type(m, q)
+    return share.total_bytes - round(qt.nbytes(embd.n_params) * (m.params / total_params if m.params else 1))
+
+
+def _embd_type(m: ModelSpec, q: Quant) -> Any:
+    from .core.gguf_mix import tensor_type
+    from .core.weights import _mix_model
+
+    quants = default_quants()
+    if isinstance(q, GgufMix):
+        return tensor_type(q, "token_embd", -1, m.layers, m.hidden, quants, mm=_mix_model(m))
+    return q
+
+
+def _weights(r: dict[str, Any]) -> tuple[float, str]:
+    m, rt = _model(r), _runtime(r)
+    q = _quant(r, m)
+    if rt.activation_model == "llamacpp":
+        return _llamacpp_gpu_weights(m, q), "file weights minus token_embd (kept on the CPU)"
+    tp = _tp(r)
+    return _vllm_weights(m, q, tp), f"{q.name} checkpoint ÷ tp {tp}"
+
+
+def _llamacpp_kv(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[float, str]:
+    s = _settings(r)
+    ctx = _context(r, s)
+    seqs = int(r.get("parallel") or 1)
+    ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or 512)
+    ms = MemorySettings(context=ctx, sequences=seqs, kv_dtype=_kv_dtype(r, m), prefill_chunk=ubatch)
+    # Ollama and llama.cpp record the whole n_ctx (shared by the slots): context per sequence = ctx / seqs
+    per_seq = MemorySettings(context=max(ctx // seqs, 1), sequences=seqs, kv_dtype=ms.kv_dtype, prefill_chunk=ubatch)
+    return kv_bytes(m, rt, per_seq), f"{padded_context(ctx, rt):,} cells, {ms.kv_dtype}"
+
+
+def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int, str]:
+    """vLLM: total × utilization − weights − activation peak − non-torch (− CUDA graphs from v0.21)."""
+    gpu = _gpu(r)
+    s = _settings(r)
+    util = float(s.get("gpu_memory_utilization") or rt.gpu_memory_utilization)
+    if "gpu_memory_utilization" not in s and "not shown" in r.get("note", ""):
+        raise Skip("gpu_memory_utilization not stated")
+    if s.get("kv_connector"):
+        raise Skip(f"KV connector {s['kv_connector']} allocates its own GPU buffers (not modelled)")
+    q = _quant(r, m)
+    tp = _tp(r)
+    w = _vllm_weights(m, q, tp)
+    act = _vllm_activation(r, m, rt, gpu)
+    raw = _raw_runtime("vllm")
+    non_torch = int(raw.get("non_torch_bytes", 0))
+    graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
+    pool = int(gpu.usable_bytes * util) - w - act - non_torch - graphs
+    how = (f"{gpu.name} {gpu.usable_bytes / GIB:.2f} GiB × {util} − weights {w / GIB:.2f} − act {act / GIB:.2f}"
+           f" − non-torch {non_torch / GIB:.2f} − graphs {graphs / GIB:.2f} GiB")
+    return pool, how
+
+
+def _vllm_version(r: dict[str, Any]) -> tuple[int, int]:
+    """(major, minor) from the record's vllm_version; unknown: estimated from the date (V1 from 0.8, 2025-03)."""
+    s = _settings(r)
+    v = str(s.get("vllm_version", "")).lstrip("~").split(" ")[0]
+    parts = v.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        pass
+    date = str(r.get("date", ""))
+    return (0, 6) if date and date < "2025-01" else (0, 7) if date and date < "2025-03" else (0, 9)
+
+
+def _vllm_v0(r: dict[str, Any]) -> bool:
+    version = str(_settings(r).get("vllm_version", ""))
+    if "V1" in version:
+        return False
+    return "V0" in version or _vllm_version(r) < (0, 8)
+
+
+def _big_card(gpu: Gpu | None) -> bool:
+    return gpu is not None and gpu.usable_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+
+
+def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None) -> int:
+    """max_num_batched_tokens of the profile run: given; V0 = max(max_model_len, 2048) unless chunked
+    prefill is on (V0 turns it on for max_model_len > 32K in the API server; chunks of 512 tokens before
+    v0.7, 2048 from v0.7); V1 = the serve default by card (data/runtimes.toml vllm prefill_chunk_*)."""
+    s = _settings(r)
+    if s.get("max_num_batched_tokens"):
+        return int(s["max_num_batched_tokens"])
+    raw = _raw_runtime("vllm")
+    if _vllm_v0(r):
+        ctx = int(r.get("context") or s.get("max_model_len") or 2048)
+        if ctx > int(raw.get("v0_chunked_prefill_above", 32768)):
+            return 2048 if _vllm_version(r) >= (0, 7) else 512
+        return max(ctx, 2048)
+    return int(raw.get("prefill_chunk_big_card_serve" if _big_card(gpu) else "prefill_chunk_other_serve",
+                       rt.prefill_chunk))
+
+
+def _vllm_activation(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile, gpu: Gpu | None) -> int:
+    tokens = _vllm_batched_tokens(r, rt, gpu)
+    raw = _raw_runtime("vllm")
+    big = _big_card(gpu) and not _vllm_v0(r)
+    seqs = int(_settings(r).get("max_num_seqs") or raw.get("max_num_seqs_big_card" if big else "max_num_seqs_other",
+                                                            rt.max_num_seqs))
+    return activations.vllm_profile_bytes(m, tokens, seqs, _tp(r))
+
+
+def _kv_cache(r: dict[str, Any]) -> tuple[float, str]:
+    m, rt = _model(r), _runtime(r)
+    if rt.activation_model == "vllm":
+        return _vllm_pool(r, m, rt)
+    return _llamacpp_kv(r, m, rt)
+
+
+def _max_context(r: dict[str, Any]) -> tuple[float, str]:
+    m, rt = _model(r), _runtime(r)
+    if rt.activation_model != "vllm":
+        raise Skip(f"max_context is modelled for vLLM-style pools, not {rt.name}")
+    pool, how = _vllm_pool(r, m, rt)
+    per_token = kv.kv_bytes_per_token(m, _kv_dtype(r, m)) / _tp(r)
+    blocks = max(int(pool // (per_token * rt.kv_block_tokens)), 0)
+    return blocks * rt.kv_block_tokens, f"{how}; ÷ {per_token:,.0f} B/token in 16-token blocks"
+
+
+def _compute_buffer(r: dict[str, Any]) -> tuple[float, str]:
+    m, rt = _model(r), _runtime(r)
+    s = _settings(r)
+    ctx = padded_context(_context(r, s), rt)
+    ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or 512)
+    fa = bool(s.get("flash_attn", rt.flash_attn))
+    b = activations.llamacpp_compute_bytes(m, min(ubatch, ctx), ctx, fa)
+    return b, f"n_ubatch {ubatch}, n_ctx {ctx:,}, flash_attn {fa}"
+
+
+def _activation(r: dict[str, Any]) -> tuple[float, str]:
+    m, rt = _model(r), _runtime(r)
+    if rt.activation_model != "vllm":
+        return _compute_buffer(r)
+    gpu = None
+    try:
+        gpu = _gpu(r)
+    except Skip:
+        pass
+    tokens = _vllm_batched_tokens(r, rt, gpu)
+    return _vllm_activation(r, m, rt, gpu), f"profile run of {tokens:,} tokens"
+
+
+def _overhead(r: dict[str, Any]) -> tuple[float, str]:
+    rt = _runtime(r)
+    if rt.activation_model == "vllm":
+        nt = int(_raw_runtime("vllm").get("non_torch_bytes", 0))
+        if not nt:
+            raise Skip("runtime profile has no non_torch_bytes")
+        return nt, "vLLM non-torch memory (profile)"
+    return rt.context_bytes, "runtime context bytes"
+
+
+def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
+    """`ollama ps` SIZE: Ollama's own estimate (llm/memory.go): weights + KV + full graph + the 457 MiB minimum."""
+    m, rt = _model(r), _runtime(r)
+    if rt.id != "ollama":
+        raise Skip("total_memory is modelled for Ollama's estimate only")
+    q = _quant(r, m)
+    s = _settings(r)
+    ctx = int(r.get("context") or s.get("num_ctx") or 4096)  # num_ctx default in the Ollama versions recorded
+    seqs = int(r.get("parallel") or 1)
+    batch = min(ctx, int(s.get("num_batch") or rt.prefill_chunk or 512))
+    w = weights(m, q).total_bytes
+    cache = kv.kv_cache_bytes(m, ctx * seqs, 1, _kv_dtype(r, m))
+    embd, heads, vocab = m.hidden, m.heads, m.vocab
+    c = ctx * seqs
+    graph = max(4 * batch * (1 + 4 * embd + c * (1 + heads)), 4 * batch * (embd + vocab))  # llama 'full'
+    total = w + cache + graph + rt.context_bytes
+    return total, f"weights + KV ({c:,} tokens) + graph {graph / MIB:.0f} MiB + 457 MiB minimum"
+
+
+def _speed(r: dict[str, Any]) -> tuple[float, str]:
+    try:
+        from . import speedplan  # written by the speed model's owner
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}.speedplan":
+            raise
+        raise Skip("speed model not available yet (cardfit.speedplan)") from None
+    fn: Callable[[dict[str, Any]], float | None] | None = getattr(speedplan, "predict_speed", None)
+    if fn is None:
+        raise Skip("speed model not available yet (speedplan.predict_speed)")
+    try:
+        v = fn(dict(r))
+    except CardfitError as e:
+        raise Skip(f"speed model: {e}") from None
+    except Exception as e:  # noqa: BLE001  (another module's bug must not hide every other record)
+        raise Skip(f"speed model failed: {type(e).__name__}: {e}") from None
+    if v is None:
+        raise Skip("speed model cannot predict this record")
+    return float(v), "speedplan.predict_speed"
+
+
+PREDICTORS: dict[str, Callable[[dict[str, Any]], tuple[float, str]]] = {
+    "file_size": _file_size, "weights": _weights, "kv_cache": _kv_cache, "compute_buffer": _compute_buffer,
+    "activation": _activation, "overhead": _overhead, "max_context": _max_context, "total_memory": _total_memory,
+    "decode": _speed, "prefill": _speed, "aggregate_decode": _speed,
+}
+
+
+def predict(r: dict[str, Any]) -> Outcome:
+    base = dict(id=r["id"], kind=r["kind"], runtime=r["runtime"], model=r["model"], quant=str(r.get("quant", "")),
+                measured=float(r["measured"]), unit=r.get("unit", ""), gpu=str(r.get("gpu") or ""))
+    if r.get("skip"):  # the record itself says why it cannot be compared (see its note)
+        return Outcome(**base, skipped=f"record: {r['skip']}")
+    fn = PREDICTORS.get(r["kind"])
+    if fn is None:
+        return Outcome(**base, skipped=f"no predictor for kind '{r['kind']}'")
+    try:
+        value, how = fn(r)
+    except Skip as e:
+        return Outcome(**base, skipped=str(e))
+    except CardfitError as e:
+        return Outcome(**base, skipped=f"cardfit error: {e}")
+    return Outcome(**base, predicted=float(value), how=how)
+
+
+# ---------------------------------------------------------------- scoring
+
+def percentile(values: list[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), p in 0–100."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    k = (len(xs) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, Any]]:
+    by: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by.setdefault(o.kind, []).append(o)
+    out: dict[str, dict[str, Any]] = {}
+    for kind in [k for k in KINDS if k in by] + sorted(set(by) - set(KINDS)):
+        errs = [o.error for o in by[kind] if o.error is not None]
+        absd = [abs(e) for e in errs]
+        out[kind] = {"n": len(errs), "skipped": len(by[kind]) - len(errs),
+                     "median_abs_error": _round(percentile(absd, 50)), "p90_abs_error": _round(percentile(absd, 90)),
+                     "max_abs_error": _round(max(absd)) if absd else None,
+                     "median_error": _round(percentile(errs, 50)),
+                     "p10_ratio": _round(1 + percentile(errs, 10)), "p90_ratio": _round(1 + percentile(errs, 90))}
+    return out
+
+
+def _round(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, 5)
+
+
+def validate(kind: str | None = None, runtime: str | None = None) -> Report:
+    outcomes = [predict(r) for r in load_records(kind, runtime)]
+    return Report(outcomes, summarize(outcomes))
