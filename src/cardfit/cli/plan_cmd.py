@@ -67,10 +67,32 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
     if s["decode_ceiling_tokens_per_s"]:
         est = f", about {s['decode_tokens_per_s']:,.0f} realistic" if s["decode_tokens_per_s"] else ""
         c.print(f"Decode on {s['gpu']}: ceiling {s['decode_ceiling_tokens_per_s']:,.0f} tokens/s per stream{est}.")
+    _print_cost(c, r["cost"])
     for note in r["notes"]:
         c.print(f"[dim]note: {note}[/]")
     c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as the driver"
             " reports them.[/]")
+
+
+def _print_cost(c: Any, cost: dict[str, Any]) -> None:
+    cards = cost.get("cards") or []
+    if not cards:
+        return
+    k = cards[0]
+    names = {a["id"]: (a["name"], a["price_per_million_usd"]) for a in cost.get("apis", [])}
+    parts = []
+    for b in k["breakeven"]:
+        name, price = names.get(b["api"], (b["api"], None))
+        label = f"{name} (${price:g}/M)" if price is not None else name
+        if b["breaks_even"]:
+            parts.append(f"beats {label} above {b['breakeven_millions_per_month']:,.0f} M tokens/month "
+                         f"({b['required_duty']:.0%} duty)")
+        else:
+            parts.append(f"never beats {label}")
+    c.print(f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h over "
+            f"{cost['hours_per_month']:g} h); at {k['tokens_per_s']:,.1f} tokens/s "
+            f"({cost.get('tokens_per_s_basis', '').split(' (')[0]}) ${k['cost_per_million_usd']:,.2f} per M at "
+            f"{cost.get('duty', 1):.0%} duty; " + "; ".join(parts) + ".")
 
 
 MAXCTX_EPILOG = """\b
