@@ -270,3 +270,28 @@ def test_pasted_log(client):
     assert r.json()["kind"] == "ollama" and r.json()["tokens_per_s"] == 41.65
     bad = client.post("/api/read/log", content=b"nothing here")
     assert bad.status_code == 400 and "eval rate" in bad.json()["error"]
+
+
+def test_answers_are_remembered_but_errors_are_not():
+    from cardfit.inputs import PlanInput
+    from cardfit.web.app import Answers
+
+    calls = []
+
+    def fn(inp):
+        calls.append(inp)
+        if inp.context == 13:
+            raise ValueError("bad")
+        return {"context": inp.context}
+
+    answers = Answers(fn, size=2)
+    assert answers(PlanInput(model="a", context=1)) == b'{"context":1}'
+    assert answers(PlanInput(model="a", context=1)) == b'{"context":1}' and len(calls) == 1
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            answers(PlanInput(model="a", context=13))
+    assert len(calls) == 3
+    answers(PlanInput(model="a", context=2))
+    answers(PlanInput(model="a", context=3))  # evicts context=1
+    answers(PlanInput(model="a", context=1))
+    assert len(calls) == 6

@@ -8,10 +8,13 @@ the library modules behind them are installed in this tree (cardfit.speedplan, .
 No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, which name classes
 imported inside create_app."""
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,15 +110,56 @@ async def _send_json(send: Callable, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+CACHE_ENTRIES = 512  # answers are pure functions of the validated input and the built-in catalogs
+
+
+class Answers:
+    """`fn`'s answers as JSON bytes, the last CACHE_ENTRIES remembered per validated input: the page asks the
+    same plan again as the user types, shares a link or switches back. Errors are not remembered."""
+
+    def __init__(self, fn: Callable[[Any], Any], size: int = CACHE_ENTRIES) -> None:
+        self.fn, self.size = fn, size
+        self._seen: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, inp: Any) -> bytes:
+        key = f"{type(inp).__name__}:{inp.model_dump_json()}"
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return self._seen[key]
+        body = json.dumps(self.fn(inp), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        with self._lock:
+            self._seen[key] = body
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+        return body
+
+
 def _typed(model: type, fn: Callable[[Any], Any]) -> Callable[..., Any]:
     """An endpoint whose JSON body is `model` (so OpenAPI shows the CLI's own input description)."""
+    from fastapi.responses import Response
+
+    answer = Answers(fn)
 
     def endpoint(inp: Any) -> Any:
-        return fn(web_input(inp))
+        return Response(answer(web_input(inp)), media_type="application/json")
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("inp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)])
     endpoint.__name__ = fn.__name__.strip("_")
+    return endpoint
+
+
+def _catalog(name: str) -> Callable[[], Any]:
+    """GET endpoint for a built-in catalog: the same bytes every time, built on first use."""
+    from fastapi.responses import Response
+
+    body = functools.cache(lambda: json.dumps(getattr(catalogs, name)(), ensure_ascii=False).encode())
+
+    def endpoint() -> Any:
+        return Response(body(), media_type="application/json")
+
     return endpoint
 
 
@@ -136,7 +180,7 @@ def _optional_routes() -> list[tuple[str, type, Callable[[Any], Any], str]]:
 def create_app() -> Any:
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import FileResponse
+    from fastapi.responses import Response
     from fastapi.staticfiles import StaticFiles
 
     app = FastAPI(title="cardfit", version=_version(), docs_url="/docs", redoc_url=None,
@@ -162,19 +206,20 @@ def create_app() -> Any:
     async def unexpected(request: Request, exc: Exception) -> Any:
         return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
 
-    for name in ("gpus", "models", "quants", "runtimes"):
-        app.get(f"/api/{name}", summary=f"The {name} catalog")(getattr(catalogs, name))
-    if _has("cardfit.catalog.apis"):
-        app.get("/api/apis", summary="API price catalog (tiers and named APIs)")(catalogs.apis)
+    for name in ("gpus", "models", "quants", "runtimes", *(("apis",) if _has("cardfit.catalog.apis") else ())):
+        app.get(f"/api/{name}", summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
+                name=name)(_catalog(name))
     _add_readers(app)
 
     @app.get("/api/health", include_in_schema=False)
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    page = (STATIC / "index.html").read_bytes()
+
     @app.get("/", include_in_schema=False)
     def index() -> Any:
-        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+        return Response(page, media_type="text/html; charset=utf-8", headers={"Cache-Control": "no-cache"})
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(_Headers)
@@ -225,6 +270,7 @@ def _add_readers(app: Any) -> None:
     """Upload a config.json / paste a runtime log: the request body is parsed in memory; nothing is written,
     and no path from the request is opened."""
     from fastapi import Query, Request
+    from fastapi.responses import Response
 
     if _has("cardfit.logs"):
         @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log "
@@ -240,10 +286,16 @@ def _add_readers(app: Any) -> None:
     if _has("cardfit.validation"):
         @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
         def validate(kind: str | None = Query(None, max_length=64),
-                     runtime: str | None = Query(None, max_length=32)) -> dict[str, Any]:
-            from ..validation import validate as run
+                     runtime: str | None = Query(None, max_length=32)) -> Any:
+            return Response(_validation(kind, runtime), media_type="application/json")
 
-            return run(kind, runtime).as_dict()
+
+@functools.lru_cache(maxsize=64)
+def _validation(kind: str | None, runtime: str | None) -> bytes:
+    """The validation report (about a second of work; the records ship with the package)."""
+    from ..validation import validate
+
+    return json.dumps(validate(kind, runtime).as_dict(), ensure_ascii=False).encode()
 
 
 def _version() -> str:
