@@ -163,8 +163,12 @@ def test_page_numbers_equal_the_cli(server, browser, run_json):
     assert browser.find_elements("css selector", "#speed-chart path.line-agg")
     assert browser.find_elements("css selector", "#cost-chart circle.cross")
     shot = os.environ.get("CARDFIT_SCREENSHOT")
-    if shot:
+    if shot:  # the whole page: grow the window to the document's height first
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1280, height + 140)
+        time.sleep(0.5)
         browser.save_screenshot(str(ROOT / shot))
+        browser.set_window_size(1280, 1900)
 
 
 def test_the_url_holds_the_plan(server, browser, run_json):

@@ -9,6 +9,7 @@ const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype"
 const FLOATS = new Set(["params", "tokens_per_s"]);
 const INTS = new Set(["context", "batch", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
 const SVGNS = "http://www.w3.org/2000/svg";
+const TOP = 12;  // cards in the chart and, until "show more", in the table
 let endpoints = new Set();
 let apiCatalog = [];
 let seq = 0;
@@ -76,7 +77,7 @@ function td(text, cls) { const c = document.createElement("td"); c.textContent =
 
 // ---- memory: stacked bar per card against its capacity ---------------------------------------------------
 function drawMemory(plan) {
-  const m = plan.memory, cards = plan.gpus.slice(0, 12);
+  const m = plan.memory, cards = plan.gpus.slice(0, TOP);
   const parts = [["weights", m.weights_bytes], ["kv", m.kv_cache_bytes], ["overhead", m.overhead_bytes],
     ["activation", m.activation_bytes]];
   const W = 760, left = 150, right = 190, row = 22, top = 8, H = top + cards.length * row + 28;
@@ -134,8 +135,12 @@ function showCards(plan) {
       need, free, td(c.verdict, "verdict v-" + c.verdict), td(usd(c.monthly_usd), "monthly"),
       td(c.decode_tokens_per_s === null ? "—" : num(c.decode_tokens_per_s, 1), "tps"));
     if (c.reason) tr.title = c.reason;
+    if (i >= TOP) tr.className = "more";
     return tr;
   }));
+  const more = plan.gpus.length - TOP;
+  $("show-all").hidden = more <= 0;
+  $("show-all").textContent = $("cards").classList.contains("all") ? "show the first " + TOP : `show ${more} more`;
   $("cards-section").hidden = false;
 }
 
@@ -343,6 +348,10 @@ async function init() {
   for (const f of FIELDS) $(f).addEventListener(["runtime", "kv_dtype", "api"].includes(f) ? "change" : "input", soon);
   $("config-file").addEventListener("change", (e) => e.target.files[0] && readConfig(e.target.files[0]));
   $("read-log").addEventListener("click", readLog);
+  $("show-all").addEventListener("click", () => {
+    const all = $("cards").classList.toggle("all");
+    $("show-all").textContent = all ? "show the first " + TOP : `show ${$("cards").tBodies[0].rows.length - TOP} more`;
+  });
   $("inputs").addEventListener("submit", (e) => { e.preventDefault(); update(); });
   window.addEventListener("hashchange", () => { fromHash(); update(); });
   document.body.dataset.loaded = "1";
