@@ -124,7 +124,15 @@ def test_moe_offload_costs_less_than_dense_offload():
     """A 44.7 GB MoE file on a 16 GB card still runs at ~22 tok/s: only ~10B parameters are read."""
     moe = report("qwen3.5-122b-a10b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=32768, filled=0)
     assert moe["verdict"] == "offload" and moe["gpu_layer_fraction"] < 0.5
+    cpu, gpu = moe["processor"].split()[0].split("/")  # `ollama ps` style, e.g. "66%/34% CPU/GPU"
+    assert int(cpu[:-1]) + int(gpu[:-1]) == 100 and int(cpu[:-1]) > 50
     assert moe["decode_tokens_per_s"] > 15
+
+
+def test_processor_column():
+    from cardfit.speedplan import processor
+
+    assert [processor(1.0), processor(0.52), processor(0.0)] == ["100% GPU", "48%/52% CPU/GPU", "100% CPU"]
 
 
 def test_ram_bandwidth_is_an_input():

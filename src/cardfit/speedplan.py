@@ -163,8 +163,10 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
         "model": m.name, "gpu": opt.gpu.name, "count": opt.count, "tp": s.machine.tp, "runtime": rt.id,
         "quant": ctx.quant.name, "context": mem.context, "filled": s.filled, "kv_dtype": mem.kv_dtype,
         "verdict": opt.verdict, "gpu_layer_fraction": round(opt.gpu_layer_fraction, 4),
+        "processor": processor(opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 1.0),
         "bandwidth_gbps": s.machine.bandwidth_gbps, "tflops": s.tflops,
         "bytes_per_token": round(s.load.weights_bytes * s.load.shares.read_fraction(1)) + s.load.kv_bytes,
+        "cpu_bytes_per_token": one.cpu_bytes,
         "active_weight_share": round(s.load.shares.read_fraction(1), 4), "shares_method": s.load.shares.method,
         "decode_ceiling_tokens_per_s": round(sp.ceiling(s.load, s.machine), 1),
         "decode_tokens_per_s": round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
@@ -188,6 +190,16 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
         write_chart(report, inp.plot)
         report["plot"] = inp.plot
     return report
+
+
+def processor(gpu_fraction: float) -> str:
+    """The PROCESSOR column of `ollama ps`: "100% GPU", or the CPU/GPU split of the loaded bytes."""
+    gpu = round(gpu_fraction * 100)
+    if gpu >= 100:
+        return "100% GPU"
+    if gpu <= 0:
+        return "100% CPU"
+    return f"{100 - gpu}%/{gpu}% CPU/GPU"
 
 
 def _notes(s: Setup, gpu: Any) -> list[str]:

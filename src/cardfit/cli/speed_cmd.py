@@ -53,16 +53,22 @@ def _print(r: dict[str, Any]) -> None:
             f"{tp_note} · context {r['context']:,}"
             f" · {r['filled']:,} tokens filled · KV {r['kv_dtype']}")
     if r["verdict"] == "offload":
-        c.print(f"CPU offload: {1 - r['gpu_layer_fraction']:.0%} of the layers in system RAM "
-                f"({r['calibration']['ram_bandwidth_gbps']} GB/s)")
+        c.print(f"CPU offload: {r['processor']} (as `ollama ps` shows it); the layers in system RAM run at "
+                f"{r['calibration']['ram_bandwidth_gbps']} GB/s")
     est = f", about {r['decode_tokens_per_s']:,.1f} realistic" if r["decode_tokens_per_s"] else ""
-    c.print(f"Decode: ceiling {r['decode_ceiling_tokens_per_s']:,.1f} tokens/s per stream "
-            f"({r['bandwidth_gbps']:,g} GB/s ÷ {r['bytes_per_token'] / 1e9:.2f} GB per token){est}.")
+    gb = r["bytes_per_token"] / 1e9
+    if r["cpu_bytes_per_token"]:
+        why = (f"{gb - r['cpu_bytes_per_token'] / 1e9:.2f} GB per token at {r['bandwidth_gbps']:,g} GB/s, "
+               f"{r['cpu_bytes_per_token'] / 1e9:.2f} GB from system RAM")
+    else:
+        why = f"{r['bandwidth_gbps']:,g} GB/s ÷ {gb:.2f} GB per token"
+    c.print(f"Decode: ceiling {r['decode_ceiling_tokens_per_s']:,.1f} tokens/s per stream ({why}){est}.")
     if r["prefill_tokens_per_s"]:
         c.print(f"Prefill: about {r['prefill_tokens_per_s']:,} tokens/s; first token after "
                 f"{r['time_to_first_token_s']:.2f} s. Cold start: {r['cold_start_s']:,.1f} s from disk.")
-    c.print(f"KV cache room: {r['max_concurrency']:,} sequences of {r['context']:,} tokens"
-            + (f"; compute bound from {r['compute_bound_from']:,} sequences" if r["compute_bound_from"] else ""))
+    if r["verdict"] != "offload":
+        c.print(f"KV cache room: {r['max_concurrency']:,} sequences of {r['context']:,} tokens"
+                + (f"; compute bound from {r['compute_bound_from']:,} sequences" if r["compute_bound_from"] else ""))
     t = Table(title="Decode vs concurrency")
     for col in ("sequences", "aggregate tok/s", "per user tok/s", "step ms", "bound", "KV fits"):
         t.add_column(col, justify="right")
