@@ -135,6 +135,12 @@ def test_processor_column():
     assert [processor(1.0), processor(0.52), processor(0.0)] == ["100% GPU", "48%/52% CPU/GPU", "100% CPU"]
 
 
+def test_offload_with_too_little_system_ram_says_so():
+    r = report("qwen3.5-122b-a10b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=32768, ram_gb=16)
+    assert r["verdict"] == "no"
+    assert any("system RAM" in n and "does not fit" in n for n in r["notes"])
+
+
 def test_ram_bandwidth_is_an_input():
     kw = dict(quant="IQ3_XXS", runtime="llama.cpp", context=32768, filled=0, concurrency=(1,))
     ddr5 = report("qwen3.5-122b-a10b", "RTX 4080", **kw)

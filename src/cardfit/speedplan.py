@@ -182,7 +182,8 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
                         "prefill_efficiency": rt.prefill_efficiency, "ram_efficiency": rt.ram_efficiency,
                         "ram_bandwidth_gbps": inp.ram_bandwidth, "disk_gbps": inp.disk_gbps},
         "rows": table,
-        "notes": _notes(s, opt.gpu),
+        "notes": _notes(s, opt.gpu) + ([f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures "
+                                         "assume it did"] if opt.verdict == "no" else []),
     }
     if inp.plot:
         from .speedchart import write_chart
