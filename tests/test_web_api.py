@@ -149,6 +149,12 @@ def test_page_and_static(client):
     assert client.get("/static/../app.py").status_code == 404
 
 
+def test_unknown_routes_answer_json(client):
+    assert client.get("/api/nothing").json() == {"error": "Not Found"}
+    r = client.get("/api/plan")
+    assert r.status_code == 405 and r.json() == {"error": "Method Not Allowed"}
+
+
 def test_serve_warns_off_loopback():
     from cardfit.cli.serve_cmd import is_loopback
 

@@ -5,6 +5,7 @@ Set CARDFIT_SCREENSHOT=docs/screenshot.png to also save a screenshot of the fill
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -193,3 +194,43 @@ def test_errors_show_the_cli_line(server, browser, run_cli):
     code, _, err = run_cli("plan", "llama3.1:8b", "--context", "1000000")
     assert code == 2
     assert _by_id(browser, "status").text == err.strip()
+
+
+LLAMA_31_8B_CONFIG = {"_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_hidden_layers": 32,
+                      "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+                      "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
+                      "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+OLLAMA_VERBOSE = "total duration: 5.91s\nprompt eval rate: 216.67 tokens/s\neval count: 232 token(s)\n" \
+                 "eval duration: 5.57s\neval rate: 41.65 tokens/s\n"
+
+
+def test_config_upload_and_pasted_log(server, browser, run_json, tmp_path):
+    from selenium.common.exceptions import NoSuchElementException
+
+    browser.get(server + "/")
+    _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "1")
+    try:
+        upload = _by_id(browser, "config-file")
+    except NoSuchElementException:  # pragma: no cover
+        pytest.skip("no config.json upload on this page")
+    if not _by_id(browser, "config-label").is_displayed() and _by_id(browser, "config-label").get_attribute("hidden"):
+        pytest.skip("the readers module is not in this tree")
+    _by_id(browser, "shape-box").click()
+    _fill(browser, {"context": "8192", "gpu": "RTX 4090"})
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA_31_8B_CONFIG))
+    upload.send_keys(str(cfg))  # the browser reads the file and posts its bytes; the server opens nothing
+    _wait(browser, lambda d: d.find_element("id", "params").get_attribute("value") == "8030261248")
+    _ready_for(browser, "custom 8.03026B", "context 8,192")
+    assert _by_id(browser, "config-note").text.startswith("Llama-3.1-8B: 8.03B parameters, gqa")
+    shape = ["--params", "8030261248", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--hidden", "4096",
+             "--vocab", "128256"]
+    expected = _expected(run_json("plan", *shape, "--context", "8192", "--gpu", "RTX 4090"))
+    shown = _shown(browser)
+    assert shown["memory"] == expected["memory"] and shown["cards"] == expected["cards"]
+
+    _by_id(browser, "log-box").click()
+    _by_id(browser, "log").send_keys(OLLAMA_VERBOSE)
+    _by_id(browser, "read-log").click()
+    _wait(browser, lambda d: d.find_element("id", "tokens_per_s").get_attribute("value") == "41.65")
+    _wait(browser, lambda d: "at 41.7 tokens/s" in d.find_element("id", "cost-note").text)

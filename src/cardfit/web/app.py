@@ -182,6 +182,7 @@ def create_app() -> Any:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import Response
     from fastapi.staticfiles import StaticFiles
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     app = FastAPI(title="cardfit", version=_version(), docs_url="/docs", redoc_url=None,
                   description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; request "
@@ -201,6 +202,10 @@ def create_app() -> Any:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Any:
         return _error(400, _validation_message(body_models.get(request.url.path), exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
+        return _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Any:

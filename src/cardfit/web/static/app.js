@@ -312,6 +312,8 @@ async function readConfig(file) {
     const shape = r.shape || r;
     for (const f of ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"]) $(f).value = shape[f] ?? "";
     $("model").value = "";
+    $("config-note").textContent = `${r.model.name}: ${num(r.model.params / 1e9, 2)}B parameters, ` +
+      `${r.model.attention}, read as a bare shape` + (r.notes.length ? " — " + r.notes.join("; ") : "");
     update();
   } catch (e) { fail(e.message); }
 }
