@@ -75,15 +75,31 @@ def kv_bytes_per_token(m: ModelSpec, dtype: str = "f16") -> int:
 
 
 def kv_cache_bytes(m: ModelSpec, context: int, sequences: int = 1, dtype: str = "f16",
-                   window_cache: bool = True) -> int:
+                   window_cache: bool = True, window_cells: int = 0) -> int:
     """Cache for `sequences` sequences of `context` tokens each. `window_cache=False` models a runtime
-    that allocates full-length caches even for sliding-window layers."""
+    that allocates full-length caches even for sliding-window layers; `window_cells` > 0 gives the
+    sliding-window layers' cell count for all sequences together (llama.cpp, see llamacpp_swa_cells)."""
     lay = layout(m)
     per_elem = KV_DTYPE_BYTES_X32[dtype]
     win_tokens = min(context, lay.window) if window_cache else context
-    elems = (lay.elems_per_token_layer * lay.full_layers * context
-             + lay.window_elems_per_token_layer * lay.window_layers * win_tokens)
-    return sequences * (elems * per_elem // 32 + lay.state_layers * lay.state_bytes_per_layer)
+    full = lay.elems_per_token_layer * lay.full_layers * context
+    window = lay.window_elems_per_token_layer * lay.window_layers
+    state = lay.state_layers * lay.state_bytes_per_layer
+    if window_cells and window_cache and lay.window_layers:
+        return sequences * (full * per_elem // 32 + state) + window * window_cells * per_elem // 32
+    return sequences * ((full + window * win_tokens) * per_elem // 32 + state)
+
+
+def llamacpp_swa_cells(window: int, sequences: int, n_ubatch: int, n_ctx: int, pad: int = 256,
+                       unified: bool = False) -> int:
+    """llama.cpp llama_kv_cache_iswa: each KV stream of the sliding-window cache holds
+    GGML_PAD(n_swa × (unified ? n_seq : 1) + n_ubatch, 256) cells, capped at the stream's n_ctx; there is
+    one stream per sequence unless the cache is unified (src/llama-kv-cache-iswa.cpp). Checked: gpt-oss-120b
+    in Ollama, 2 × 131072, n_ubatch 1024 → 2 × 1280 cells = 90 MiB (ollama#16480)."""
+    sequences = max(sequences, 1)
+    if unified:
+        return min(n_ctx, -(-(window * sequences + n_ubatch) // pad) * pad)
+    return sequences * min(n_ctx // sequences, -(-(window + n_ubatch) // pad) * pad)
 
 
 def max_tokens_in(m: ModelSpec, budget_bytes: int, sequences: int = 1, dtype: str = "f16",

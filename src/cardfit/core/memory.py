@@ -8,7 +8,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.runtimes import RuntimeProfile
 from .activations import activation_bytes
-from .kv import kv_cache_bytes
+from .kv import kv_cache_bytes, llamacpp_swa_cells
 from .weights import Weights, weights
 
 
@@ -51,7 +51,12 @@ def padded_context(context: int, rt: RuntimeProfile) -> int:
 
 
 def kv_bytes(m: ModelSpec, rt: RuntimeProfile, s: MemorySettings) -> int:
-    return kv_cache_bytes(m, padded_context(s.context, rt), s.sequences, s.kv_dtype, rt.window_cache)
+    ctx = padded_context(s.context, rt)
+    cells = 0
+    if rt.activation_model == "llamacpp" and m.sliding_window:  # llama.cpp's iSWA cache (core/kv.py)
+        cells = llamacpp_swa_cells(m.sliding_window, s.sequences, s.prefill_chunk or rt.prefill_chunk or 512,
+                                   ctx * s.sequences, max(rt.ctx_pad, 1))
+    return kv_cache_bytes(m, ctx, s.sequences, s.kv_dtype, rt.window_cache, cells)
 
 
 def estimate(m: ModelSpec, q: Quant | None, rt: RuntimeProfile, s: MemorySettings) -> Memory:
