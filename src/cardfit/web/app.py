@@ -276,17 +276,23 @@ def _add_readers(app: Any) -> None:
     and no path from the request is opened."""
     from fastapi import Query, Request
     from fastapi.responses import Response
+    from starlette.concurrency import run_in_threadpool
+
+    def body_doc(media: str, what: str) -> dict[str, Any]:
+        return {"requestBody": {"required": True, "description": what,
+                                "content": {media: {"schema": {"type": "string"}}}}}
 
     if _has("cardfit.logs"):
-        @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log "
-                  "(text/plain body)")
-        async def read_log(request: Request) -> dict[str, Any]:
-            return uploads.log_summary(await request.body())
+        @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log",
+                  openapi_extra=body_doc("text/plain", "the log text (at most 1 MiB)"))
+        async def read_log(request: Request) -> Any:
+            return await run_in_threadpool(uploads.log_summary, await request.body())
 
     if _has("cardfit.readers.config") and _has("cardfit.readers.model"):
-        @app.post("/api/read/config", summary="A model's shape from an uploaded config.json (the request body)")
-        async def read_config(request: Request) -> dict[str, Any]:
-            return uploads.config_summary(await request.body())
+        @app.post("/api/read/config", summary="A model's shape from an uploaded config.json",
+                  openapi_extra=body_doc("application/json", "the contents of a Hugging Face config.json"))
+        async def read_config(request: Request) -> Any:
+            return await run_in_threadpool(uploads.config_summary, await request.body())
 
     if _has("cardfit.validation"):
         @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
