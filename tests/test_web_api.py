@@ -162,6 +162,42 @@ def test_serve_warns_off_loopback():
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
 
 
+def test_serve_busy_port_is_one_error_line(run_cli):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        code, out, err = run_cli("serve", "--port", str(s.getsockname()[1]))
+    assert code == 2 and out == ""
+    assert err.strip().startswith("Error: cannot listen on 127.0.0.1:") and len(err.strip().splitlines()) == 1
+
+
+def test_serve_port_0_says_where(tmp_path):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "cardfit", "serve", "--port", "0"], stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path)
+    try:
+        line = proc.stderr.readline()
+        assert line.startswith("cardfit: serving on http://127.0.0.1:")
+        url = line.split()[3]
+        for _ in range(100):
+            try:
+                assert urllib.request.urlopen(url + "api/health", timeout=1).read() == b'{"status":"ok"}'
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("no answer from " + url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def test_help_does_not_import_fastapi():
     import subprocess
     import sys
