@@ -194,6 +194,7 @@ def test_errors_show_the_cli_line(server, browser, run_cli):
     code, _, err = run_cli("plan", "llama3.1:8b", "--context", "1000000")
     assert code == 2
     assert _by_id(browser, "status").text == err.strip()
+    assert not _by_id(browser, "cards-section").is_displayed()  # no stale numbers next to an error
 
 
 LLAMA_31_8B_CONFIG = {"_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_hidden_layers": 32,

@@ -268,6 +268,8 @@ async function update() {
     if (mine !== seq) return;
     $("status").className = "status error";
     $("status").textContent = "Error: " + e.message;
+    $("summary").replaceChildren();  // no stale numbers next to an error
+    for (const id of ["memory-section", "cards-section", "speed-section", "cost-section"]) $(id).hidden = true;
     $("results").dataset.ready = "error-" + mine;
   }
 }
