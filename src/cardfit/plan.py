@@ -127,7 +127,16 @@ def requires(q: Quant) -> str:
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     return fitting.check(mem, gpu, count, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
-                         utilization=ctx.utilization, ram_bytes=ram)
+                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_margin(ctx, mem))
+
+
+def _margin(ctx: Context, mem: Memory) -> int:
+    """Error bar of the need (data/accuracy.toml): a fit with less free memory than this is "tight"."""
+    from .core.uncertainty import need_margin_bytes
+
+    return need_margin_bytes({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
+                              "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
+                             ctx.runtime.id)
 
 
 @dataclass(frozen=True)

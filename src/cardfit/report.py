@@ -42,7 +42,39 @@ def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
             "total_bytes": mem.total_bytes, "bits_per_weight": _r(mem.weights.bits_per_weight, 3),
             "weights_method": mem.weights.method, "weights_by_type": dict(mem.weights.by_type),
             "kv_bytes_per_token": kv_per_token(ctx), "context": mem.context, "sequences": mem.sequences,
-            "gguf_mix": q.name if isinstance(q, GgufMix) else None}
+            "gguf_mix": q.name if isinstance(q, GgufMix) else None, **memory_range_keys(ctx, mem)}
+
+
+def memory_range_keys(ctx: Context, mem: Memory) -> dict[str, Any]:
+    """`<figure>_range`: [low, high] bytes from the validation errors (core/uncertainty.py, data/accuracy.toml)."""
+    from .core.uncertainty import memory_ranges
+
+    parts = {"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
+             "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes}
+    return {f"{k}_range": v for k, v in memory_ranges(parts, ctx.runtime.id).items()}
+
+
+def speed_range_keys(d: dict[str, Any], runtime: str) -> dict[str, Any]:
+    """Adds `<figure>_range` next to each realistic speed figure of a speed or GPU row."""
+    from .core.uncertainty import value_range
+
+    for key in ("decode_tokens_per_s", "prefill_tokens_per_s"):
+        if key in d:
+            r = value_range(d[key], key, runtime)
+            d[f"{key}_range"] = None if r is None else [round(r[0], 1), round(r[1], 1)]
+    return d
+
+
+def cost_range_keys(cost: dict[str, Any], runtime: str) -> dict[str, Any]:
+    from .core.uncertainty import cost_range, value_range
+
+    for row in cost.get("cards", []):
+        for key in ("cost_per_million_usd", "cost_per_million_full_duty_usd"):
+            if key in row:
+                row[f"{key}_range"] = cost_range(row[key], "decode_tokens_per_s", runtime)
+        if "tokens_per_s" in row:
+            row["tokens_per_s_range"] = value_range(row["tokens_per_s"], "decode_tokens_per_s", runtime)
+    return cost
 
 
 def option_dict(o: Option, speed: Speed | None, mem: Memory) -> dict[str, Any]:
@@ -65,10 +97,12 @@ def speed_dict(card: CardPlan) -> dict[str, Any]:
 
 def plan_dict(p: Plan) -> dict[str, Any]:
     first = p.first
+    rt = p.ctx.runtime.id
     return {"model": model_dict(p.ctx), "inputs": inputs_dict(p.ctx, first),
             "memory": memory_dict(p.ctx, first.memory),
-            "gpus": [option_dict(c.option, c.speed, c.memory) for c in p.cards],
-            "speed": speed_dict(first), "cost": cost_dict(p), "notes": list(p.ctx.notes)}
+            "gpus": [speed_range_keys(option_dict(c.option, c.speed, c.memory), rt) for c in p.cards],
+            "speed": speed_range_keys(speed_dict(first), rt), "cost": cost_range_keys(cost_dict(p), rt),
+            "notes": list(p.ctx.notes)}
 
 
 def cost_dict(p: Plan) -> dict[str, Any]:

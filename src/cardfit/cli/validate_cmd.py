@@ -15,6 +15,7 @@ Examples:
   cardfit validate --kind kv_cache      # one kind of measurement
   cardfit validate --runtime vllm --json
   cardfit validate --plot accuracy.png  # predicted vs measured chart (needs matplotlib)
+  cardfit validate --write-accuracy src/cardfit/data/accuracy.toml   # regenerate the error bars
 """
 
 
@@ -25,13 +26,18 @@ Examples:
 @click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
               help="write a predicted-vs-measured chart to this PNG/SVG file")
 @click.option("--all", "show_all", is_flag=True, help="list skipped records in the table too")
+@click.option("--write-accuracy", "accuracy", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="regenerate the error-bar data (src/cardfit/data/accuracy.toml) from all records")
 @json_option
-def validate(kind: str | None, runtime: str | None, plot: str | None, show_all: bool, as_json: bool) -> None:
+def validate(kind: str | None, runtime: str | None, plot: str | None, show_all: bool, accuracy: str | None,
+             as_json: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
     from ..validation import validate as run
 
     report = run(kind, runtime)
+    if accuracy:
+        _write_accuracy(accuracy, kind, runtime)
     if plot:
         from ..validation_plot import write_plot
 
@@ -40,6 +46,23 @@ def validate(kind: str | None, runtime: str | None, plot: str | None, show_all: 
         emit_json(report.as_dict())
         return
     _print(report.as_dict(), show_all, plot)
+
+
+def _write_accuracy(path: str, kind: str | None, runtime: str | None) -> None:
+    import datetime
+
+    from ..errors import InputError
+    from ..validation import accuracy_toml
+    from ..validation import validate as run
+
+    if kind or runtime:
+        raise InputError("--write-accuracy uses every record; drop --kind/--runtime", field="write_accuracy")
+    text = accuracy_toml(run(), datetime.date.today().isoformat())
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}", field="write_accuracy") from e
 
 
 def _fmt(value: float | None, unit: str) -> str:

@@ -60,7 +60,8 @@ def unsupported(gpu: Gpu, requires: str) -> str:
 
 
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
-          utilization: float | None = None, ram_bytes: int = 0) -> Option:
+          utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0) -> Option:
+    """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight."""
     budget = count * budget_per_card(gpu, rt, utilization)
     need = need_on(mem, count)
     price = set_price(gpu, count, rules)
@@ -72,6 +73,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRu
     free = budget - need
     if free >= 0:
         tight = free < rules.tight_single_bytes if count == 1 else free / count < rules.tight_per_card_bytes
+        tight = tight or free < margin_bytes
         return Option(**base, verdict=TIGHT if tight else FITS)
     if rt.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)
