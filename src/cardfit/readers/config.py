@@ -9,6 +9,7 @@ from typing import Any
 from ..catalog.models import ModelSpec
 from ..errors import FileFormatError
 from .quantization import quant_from_config
+from .source import shown
 
 # model_types whose keys cardfit knows (the catalog's, their text sub-configs, and close relatives)
 KNOWN_TYPES = {"llama", "mistral", "mistral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
@@ -63,7 +64,7 @@ class _Cfg:
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         if type(v) is not int or not 0 <= v <= _MAX_INT:
-            raise FileFormatError(self.name, f"{keys[0]} must be a non-negative integer (got {str(v)[:40]})",
+            raise FileFormatError(self.name, f"{keys[0]} must be a non-negative integer (got {shown(v, 40)})",
                                   hint=_HINT)
         return v
 
@@ -204,7 +205,7 @@ def fields_from_config(cfg: Any, name: str, where: str = "config.json") -> Field
         f.warnings.append("quantization_config not recognised; sizes assume the unquantized dtype")
     if mtype not in KNOWN_TYPES and mtype.removesuffix("_text") not in KNOWN_TYPES:
         used = ", ".join(dict.fromkeys(c.used))
-        f.warnings.append(f"unknown model_type '{mtype or '?'}': read the generic keys ({used})")
+        f.warnings.append(f"unknown model_type '{shown(mtype or '?', 40)}': read the generic keys ({used})")
     return f
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..catalog.models import TensorInfo
 from ..errors import FileFormatError
-from .source import MAX_DIM, MAX_DIMS, MAX_GGUF_HEADER, MAX_TENSORS, Source
+from .source import MAX_DIM, MAX_DIMS, MAX_GGUF_HEADER, MAX_TENSORS, Source, shown
 
 MAX_KV = 100_000
 MAX_ARRAY = 50_000_000
@@ -124,7 +124,7 @@ def parse(src: Source) -> GgufHeader:
         tname = c.string()
         nd = c.unpack("<I")
         if nd > MAX_DIMS:
-            raise FileFormatError(src.name, f"tensor '{tname[:80]}' has {nd} dimensions", hint=_HINT)
+            raise FileFormatError(src.name, f"tensor '{shown(tname)}' has {nd} dimensions", hint=_HINT)
         dims = [c.unpack("<Q") for _ in range(nd)]
         ttype = c.unpack("<I")
         c.unpack("<Q")  # data offset: never followed
@@ -138,15 +138,15 @@ def _tensor(name: str, tname: str, dims: list[int], ttype: int, gguf: Any) -> Te
         qt = gguf.GGMLQuantizationType(ttype)
         block, size = gguf.GGML_QUANT_SIZES[qt]
     except (ValueError, KeyError):
-        raise FileFormatError(name, f"tensor '{tname[:80]}' has unknown ggml type {ttype}",
+        raise FileFormatError(name, f"tensor '{shown(tname)}' has unknown ggml type {ttype}",
                               hint="update cardfit's gguf package, or check the file") from None
     if any(d > MAX_DIM for d in dims):
-        raise FileFormatError(name, f"tensor '{tname[:80]}' has an absurd dimension", hint=_HINT)
+        raise FileFormatError(name, f"tensor '{shown(tname)}' has an absurd dimension", hint=_HINT)
     n = 1
     for d in dims:
         n *= d
     if dims and dims[0] % block:
-        raise FileFormatError(name, f"tensor '{tname[:80]}' row of {dims[0]} is not a multiple of its "
+        raise FileFormatError(name, f"tensor '{shown(tname)}' row of {dims[0]} is not a multiple of its "
                               f"{qt.name} block of {block}", hint=_HINT)
     return TensorInfo(tname, tuple(reversed(dims)), qt.name, n // block * size)
 
@@ -212,7 +212,7 @@ def fields_from_gguf(h: GgufHeader, name: str):  # -> config.Fields
 
     layers = key("block_count")
     if not layers:
-        raise FileFormatError(name, f"GGUF has no {arch}.block_count", hint=_HINT)
+        raise FileFormatError(name, f"GGUF has no {shown(arch, 40)}.block_count", hint=_HINT)
     hidden, heads = key("embedding_length") or 0, key("attention.head_count") or 0
     f.set("model_type", arch)
     f.set("layers", layers)
@@ -220,7 +220,7 @@ def fields_from_gguf(h: GgufHeader, name: str):  # -> config.Fields
     f.set("heads", heads or None)
     kv = key("attention.head_count_kv") or heads
     if not kv:
-        raise FileFormatError(name, f"GGUF has no {arch}.attention.head_count", hint=_HINT)
+        raise FileFormatError(name, f"GGUF has no {shown(arch, 40)}.attention.head_count", hint=_HINT)
     f.set("kv_heads", kv)
     f.set("intermediate", key("feed_forward_length"))
     f.set("max_context", key("context_length"))

@@ -54,12 +54,12 @@ class Hub:
         try:
             with self.client.stream("GET", url, headers=headers or {}) as r:
                 self._check(r, what)
-                body = b""
+                body = bytearray()
                 for chunk in r.iter_bytes():
                     body += chunk
                     if len(body) >= limit:
                         break
-                return r, body[:limit]
+                return r, bytes(body[:limit])
         except httpx.HTTPError as e:
             raise NetworkError(f"cannot reach {endpoint()} for {self.repo} ({type(e).__name__})",
                                hint=OFFLINE_HINT) from None
@@ -94,13 +94,16 @@ class RangeFile:
     def read(self, offset: int, n: int) -> bytes:
         if n <= 0:
             return b""
-        r, body = self.hub.get(self.name, self.path, n, {"Range": f"bytes={offset}-{offset + n - 1}"})
+        # a server that ignores Range sends the file from byte 0: read no further than offset + n
+        r, body = self.hub.get(self.name, self.path, offset + n, {"Range": f"bytes={offset}-{offset + n - 1}"})
         total = r.headers.get("Content-Range", "").rpartition("/")[2]
         if total.isdigit():
             self.size = int(total)
-        if r.status_code == 200:  # server ignored the range: it sent the file from byte 0
-            return body[offset:offset + n] if offset < len(body) else b""
-        return body
+        if r.status_code == 206:
+            return body[:n]
+        if self.size is None and r.headers.get("Content-Length", "").isdigit():
+            self.size = int(r.headers["Content-Length"])
+        return body[offset:offset + n]
 
 
 def _gguf_files(files: list[str], chosen: str | None) -> list[str]:

@@ -91,8 +91,17 @@ def _with_tensors(f: Fields, tensors: list[TensorInfo], where: str) -> tuple[int
     return sum(t.n_params for t in main), f
 
 
+def _require(f: Fields, source: str) -> None:
+    for key in ("layers", "kv_heads", "head_dim"):
+        v = f.values.get(key)
+        if not isinstance(v, int) or v <= 0:
+            raise FileFormatError(source, f"cannot tell the model's {key.replace('_', ' ')} from its metadata",
+                                  hint="the file is damaged or lacks its architecture keys")
+
+
 def build(f: Fields, tensors: list[TensorInfo] | None, *, name: str, source: str, origin: str,
           where: str = "") -> ModelSpec:
+    _require(f, source)
     if tensors is not None:
         params, f = _with_tensors(f, tensors, where)
     else:

@@ -19,6 +19,7 @@ from .source import (
     LocalFile,
     Source,
     parse_json,
+    shown,
 )
 
 # bits per element of each safetensors dtype (the format's own list)
@@ -43,26 +44,26 @@ def header_length(first8: bytes, name: str, size: int | None) -> int:
 
 def _shape(v: Any, name: str, key: str) -> tuple[int, ...]:
     if not isinstance(v, list) or len(v) > MAX_DIMS or not all(type(d) is int and 0 <= d <= MAX_DIM for d in v):
-        raise FileFormatError(name, f"tensor '{key[:80]}' has an invalid shape", hint=_HINT)
+        raise FileFormatError(name, f"tensor '{shown(key)}' has an invalid shape", hint=_HINT)
     return tuple(v)
 
 
 def _tensor(key: str, v: Any, name: str) -> tuple[TensorInfo, int, int]:
     if not isinstance(v, dict):
-        raise FileFormatError(name, f"tensor '{key[:80]}' is not an object", hint=_HINT)
+        raise FileFormatError(name, f"tensor '{shown(key)}' is not an object", hint=_HINT)
     dtype, offs = v.get("dtype"), v.get("data_offsets")
-    if dtype not in DTYPE_BITS:
-        raise FileFormatError(name, f"tensor '{key[:80]}' has unknown dtype {str(dtype)[:20]!r}", hint=_HINT)
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise FileFormatError(name, f"tensor '{shown(key)}' has unknown dtype '{shown(dtype, 20)}'", hint=_HINT)
     shape = _shape(v.get("shape"), name, key)
     if (not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs)
             or not 0 <= offs[0] <= offs[1]):
-        raise FileFormatError(name, f"tensor '{key[:80]}' has invalid data_offsets", hint=_HINT)
+        raise FileFormatError(name, f"tensor '{shown(key)}' has invalid data_offsets", hint=_HINT)
     n = 1
     for d in shape:
         n *= d
     nbytes = -(-n * DTYPE_BITS[dtype] // 8)
     if offs[1] - offs[0] != nbytes:
-        raise FileFormatError(name, f"tensor '{key[:80]}' spans {offs[1] - offs[0]:,} bytes but its shape and "
+        raise FileFormatError(name, f"tensor '{shown(key)}' spans {offs[1] - offs[0]:,} bytes but its shape and "
                               f"dtype need {nbytes:,}", hint=_HINT)
     return TensorInfo(key, shape, dtype, nbytes), offs[0], offs[1]
 
@@ -86,9 +87,9 @@ def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[
     spans.sort()
     for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
         if start < end:
-            raise FileFormatError(name, f"tensors '{a[:60]}' and '{b[:60]}' overlap", hint=_HINT)
+            raise FileFormatError(name, f"tensors '{shown(a)}' and '{shown(b)}' overlap", hint=_HINT)
     if data_size is not None and spans and spans[-1][1] > data_size:
-        raise FileFormatError(name, f"tensor '{spans[-1][2][:80]}' ends past the end of the file "
+        raise FileFormatError(name, f"tensor '{shown(spans[-1][2])}' ends past the end of the file "
                               "(truncated download?)", hint=_HINT)
     return tensors, meta
 
@@ -115,6 +116,6 @@ def shard_names(index: Any, name: str) -> list[str]:
         raise FileFormatError(name, f"{len(files):,} shards is over the {MAX_SHARDS:,} limit", hint=_HINT)
     for f in files:
         if os.path.isabs(f) or ".." in f.replace("\\", "/").split("/") or not f.endswith(".safetensors"):
-            raise FileFormatError(name, f"shard name {f[:80]!r} is not a .safetensors file in the model folder",
+            raise FileFormatError(name, f"shard name '{shown(f)}' is not a .safetensors file in the model folder",
                                   hint=_HINT)
     return files

@@ -88,3 +88,10 @@ def read_json_file(path: str, what: str = "JSON") -> Any:
         raise FileFormatError(path, f"{what} is {src.size:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit",
                               hint="is this the right file?")
     return parse_json(src.read(0, min(src.size or 0, MAX_JSON_BYTES)), path, what)
+
+
+def shown(s: object, limit: int = 80) -> str:
+    """A name from a file, safe for a one-line message: printable and short."""
+    text = str(s)
+    out = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return out + ("…" if len(text) > limit else "")
