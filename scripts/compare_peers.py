@@ -1,0 +1,240 @@
+#!/usr/bin/env python
+"""Side by side: cardfit and other memory calculators from PyPI on the same validation records.
+
+Not a test (the peers need not be installed in CI). The peers run in their own throwaway virtual environment
+so nothing of theirs enters the project:
+
+    python scripts/compare_peers.py --setup            # creates /tmp/cardfit-peers with pinned peers
+    python scripts/compare_peers.py [--peers-python /tmp/cardfit-peers/bin/python] [--json]
+
+Peers (versions pinned below and printed with the results):
+- accelerate `estimate-memory` (Hugging Face): parameters × bytes of the chosen dtype, counted on an empty
+  model built from config.json. Run offline here: the script builds the model from the catalog's shape
+  with `init_empty_weights` and calls accelerate's own `calculate_maximum_sizes`.
+- llm-mem (`LLMMemoryCalculator`): model memory = parameters × bytes × 1.18, KV = layers × KV heads ×
+  head dim × bytes × 2 × context. Its Hub fetches (config.json, safetensors parameter count) are replaced
+  with the catalog's values so its own code runs on the record's model.
+- hf-mem (GGUF path): `compute_gguf_kv_cache_size` on the GGUF metadata keys, fed from the catalog.
+A peer that does not accept a record's input (a GGUF k-quant mix, a sliding-window model, …) is shown as
+"n/a", never guessed for it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+PEERS = {"accelerate": "1.15.0", "llm-mem": "0.1.1", "hf-mem": "0.5.6", "transformers": "5.24.0",
+         "torch": "2.14.1"}
+DEFAULT_VENV = Path("/tmp/cardfit-peers")
+
+# --- what each record asks, in terms the peers understand ------------------------------------------------
+
+# peers' dtype vocabularies: accelerate float32/float16/int8/int4, llm-mem float32/float16/int8/int4/float8
+_DTYPE = {"bf16": "float16", "fp16": "float16", "f16": "float16", "fp32": "float32", "f32": "float32",
+          "fp8": "int8", "int8": "int8", "int8-w8a8": "int8", "Q8_0": "int8", "Q4_0": "int4", "Q4_K_M": "int4",
+          "Q4_K_S": "int4", "IQ4_XS": "int4", "mxfp4": "int4", "MXFP4_MOE": "int4", "F16": "float16",
+          "GPTQ-int4": "int4"}
+
+
+def _peer_dtype(quant: str) -> str | None:
+    return _DTYPE.get(quant.split(" ")[0])
+
+
+def build_inputs() -> list[dict]:
+    """Every weights / file_size / kv_cache record with cardfit's own prediction and the model's shape."""
+    from cardfit.validation import _model, load_records, predict
+
+    rows = []
+    for r in load_records():
+        if r["kind"] not in ("weights", "file_size", "kv_cache"):
+            continue
+        o = predict(r)
+        try:
+            m = _model(r)
+        except Exception:  # noqa: BLE001  (skipped records are listed by cardfit validate)
+            continue
+        if r["kind"] == "kv_cache" and r["runtime"] == "vllm":
+            continue  # vLLM's kv_cache records are its whole pool, not a per-context cache
+        rows.append({"id": r["id"], "kind": r["kind"], "runtime": r["runtime"], "quant": str(r.get("quant", "")),
+                     "measured": float(r["measured"]), "cardfit": o.predicted, "tp": int((r.get("settings") or {})
+                     .get("tp") or 1), "dtype": _peer_dtype(str(r.get("quant", ""))),
+                     "kv_dtype": str(r.get("kv_dtype") or "f16"),
+                     "context": int(r.get("context") or 0), "parallel": int(r.get("parallel") or 1),
+                     "shape": {"params": m.params, "layers": m.layers, "kv_heads": m.kv_heads,
+                               "heads": m.heads, "hidden": m.hidden, "head_dim": m.head_dim,
+                               "intermediate": m.intermediate, "vocab": m.vocab, "model_type": m.model_type,
+                               "tied": m.tied_embeddings, "experts": m.experts,
+                               "moe_intermediate": m.moe_intermediate, "sliding_window": m.sliding_window,
+                               "sliding_layers": m.sliding_layers}})
+    return rows
+
+
+# --- the part that runs inside the peers' venv -----------------------------------------------------------
+
+DRIVER = textwrap.dedent(r'''
+    import json, sys, tempfile, os
+    from importlib.metadata import version
+    rows = json.load(sys.stdin)
+    out = {"versions": {}, "results": {}}
+    for dist in ("accelerate", "llm-mem", "hf-mem", "transformers", "torch"):
+        try:
+            out["versions"][dist] = version(dist)
+        except Exception:
+            out["versions"][dist] = None
+
+    def llama_config(s):
+        return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": s["hidden"],
+                "num_attention_heads": s["heads"], "num_key_value_heads": s["kv_heads"],
+                "num_hidden_layers": s["layers"], "intermediate_size": s["intermediate"] or 4 * s["hidden"],
+                "vocab_size": s["vocab"], "head_dim": s["head_dim"], "tie_word_embeddings": s["tied"]}
+
+    # accelerate: empty model from the config, then accelerate.utils.calculate_maximum_sizes
+    def accelerate_weights(r):
+        from accelerate import init_empty_weights
+        from accelerate.utils import calculate_maximum_sizes
+        import transformers
+        s = r["shape"]
+        if r["dtype"] is None or s["experts"] or not s["hidden"]:
+            return None  # dense llama-like shapes only; MoE / GGUF k-quant mixes are not its inputs
+        cfg = transformers.LlamaConfig(**{k: v for k, v in llama_config(s).items()
+                                          if k not in ("model_type", "architectures")})
+        with init_empty_weights():
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+        total, _ = calculate_maximum_sizes(model)  # bytes at float32
+        div = {"float32": 1, "float16": 2, "int8": 4, "int4": 8}[r["dtype"]]
+        # accelerate's own note: it counts the shape's parameters; scale to the stated count like cardfit
+        return total / div / r["tp"]
+
+    def llm_mem(r):
+        import llm_mem.llm_memory_calculator as L
+        s = r["shape"]
+        calc = L.LLMMemoryCalculator()
+        class Meta:  # stands in for huggingface_hub.get_safetensors_metadata
+            parameter_count = {"BF16": s["params"]}
+        L.get_safetensors_metadata = lambda *a, **k: Meta()
+        d = tempfile.mkdtemp()
+        p = os.path.join(d, "config.json")
+        with open(p, "w") as f:
+            json.dump(llama_config(s), f)
+        L.hf_hub_download = lambda *a, **k: p
+        if r["kind"] == "kv_cache":
+            if r["kv_dtype"] not in ("f16", "fp16", "bf16"):
+                return None
+            gb = calc.calculate_kv_cache_memory(r["context"], "catalog/model", "float16")
+            return None if isinstance(gb, str) else gb * 1e9
+        if r["dtype"] is None:
+            return None
+        gb = calc.get_model_size("catalog/model", r["dtype"])
+        return None if isinstance(gb, str) else gb * 1e9 / r["tp"]
+
+    def hf_mem_kv(r):
+        from hf_mem.gguf.kv_cache import compute_gguf_kv_cache_size
+        s = r["shape"]
+        dt = {"f16": "F16", "fp16": "F16", "bf16": "BF16", "q8_0": "Q8_0", "q4_0": "Q4_0"}.get(r["kv_dtype"])
+        if dt is None or not s["heads"]:
+            return None
+        meta = {"block_count": s["layers"], "head_count_kv": s["kv_heads"], "head_count": s["heads"],
+                "embedding_length": s["hidden"], "context_length": r["context"]}
+        return float(compute_gguf_kv_cache_size(meta, dt, 1))
+
+    for r in rows:
+        res = {}
+        for name, fn, kinds in (("accelerate", accelerate_weights, ("weights", "file_size")),
+                                ("llm-mem", llm_mem, ("weights", "file_size", "kv_cache")),
+                                ("hf-mem", hf_mem_kv, ("kv_cache",))):
+            if r["kind"] not in kinds:
+                continue
+            try:
+                res[name] = fn(r)
+            except Exception as e:
+                res[name] = None
+                res[name + ":error"] = f"{type(e).__name__}: {e}"[:160]
+        out["results"][r["id"]] = res
+    json.dump(out, sys.stdout)
+''')
+
+
+def run_peers(rows: list[dict], python: str) -> dict:
+    proc = subprocess.run([python, "-c", DRIVER], input=json.dumps(rows), capture_output=True, text=True,
+                          timeout=900)
+    if proc.returncode:
+        sys.exit(f"peers failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout)
+
+
+def setup(venv: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pins = [f"{k}=={v}" for k, v in PEERS.items()]
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *pins], check=True)
+
+
+def _err(pred: float | None, measured: float) -> float | None:
+    return None if pred is None or not measured else pred / measured - 1
+
+
+def report(rows: list[dict], peers: dict) -> dict:
+    tools = ["cardfit", "accelerate", "llm-mem", "hf-mem"]
+    table = []
+    for r in rows:
+        res = peers["results"].get(r["id"], {})
+        preds = {"cardfit": r["cardfit"], **{t: res.get(t) for t in tools[1:]}}
+        table.append({"id": r["id"], "kind": r["kind"], "quant": r["quant"], "measured": r["measured"],
+                      "errors": {t: _err(preds.get(t), r["measured"]) for t in tools}})
+    summary: dict[str, dict[str, dict]] = {}
+    for kind in ("file_size", "weights", "kv_cache"):
+        summary[kind] = {}
+        for t in tools:
+            errs = [abs(x["errors"][t]) for x in table if x["kind"] == kind and x["errors"][t] is not None]
+            summary[kind][t] = {"n": len(errs), "median_abs_error": statistics.median(errs) if errs else None}
+    return {"versions": {"cardfit": _cardfit_version(), **peers["versions"]}, "summary": summary,
+            "records": table}
+
+
+def _cardfit_version() -> str:
+    from importlib.metadata import version
+
+    return version("cardfit")
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}"
+
+
+def print_text(d: dict) -> None:
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in d["versions"].items()))
+    tools = ["cardfit", "accelerate", "llm-mem", "hf-mem"]
+    print(f"\n{'record':48} {'kind':10} " + " ".join(f"{t:>11}" for t in tools))
+    for r in d["records"]:
+        print(f"{r['id'][:48]:48} {r['kind']:10} " + " ".join(f"{_pct(r['errors'][t]):>11}" for t in tools))
+    print("\nmedian |error| per kind (n records the tool accepts):")
+    for kind, s in d["summary"].items():
+        cells = []
+        for t in tools:
+            med = s[t]["median_abs_error"]
+            cells.append(f"{t} {'n/a' if med is None else format(med, '.1%')} (n={s[t]['n']})")
+        print(f"  {kind:10} " + " · ".join(cells))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--setup", action="store_true", help=f"create {DEFAULT_VENV} with the pinned peers")
+    ap.add_argument("--peers-python", default=str(DEFAULT_VENV / "bin" / "python"))
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.setup:
+        setup(DEFAULT_VENV)
+    rows = build_inputs()
+    d = report(rows, run_peers(rows, a.peers_python))
+    if a.json:
+        print(json.dumps(d, indent=2))
+    else:
+        print_text(d)
+
+
+if __name__ == "__main__":
+    main()
