@@ -24,6 +24,7 @@ def memory_table(mem: dict[str, Any], unit: str) -> Table:
     t = Table(title=None, show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("memory")
     t.add_column(unit, justify="right")
+    t.add_column("likely range", justify="right", style="dim")
     t.add_column("how", style="dim")
     bpw = mem["bits_per_weight"]
     rows = [
@@ -33,10 +34,22 @@ def memory_table(mem: dict[str, Any], unit: str) -> Table:
         ("runtime overhead", mem["overhead_bytes"], "CUDA context, framework, graphs"),
         ("activations", mem["activation_bytes"], "prefill workspace"),
     ]
-    for name, b, how in rows:
-        t.add_row(name, fmt_bytes(b, unit).rsplit(" ", 1)[0], how)
-    t.add_row("[bold]total[/]", f"[bold]{fmt_bytes(mem['total_bytes'], unit).rsplit(' ', 1)[0]}[/]", "")
+    keys = ("weights_bytes", "kv_cache_bytes", "overhead_bytes", "activation_bytes")
+    for (name, b, how), key in zip(rows, keys, strict=True):
+        t.add_row(name, fmt_bytes(b, unit).rsplit(" ", 1)[0], range_text(mem.get(f"{key}_range"), unit), how)
+    t.add_row("[bold]total[/]", f"[bold]{fmt_bytes(mem['total_bytes'], unit).rsplit(' ', 1)[0]}[/]",
+              range_text(mem.get("total_bytes_range"), unit), "range: validation errors (cardfit validate)")
     return t
+
+
+def range_text(r: list | None, unit: str) -> str:
+    """'4.9–5.0' for a [low, high] byte range from core/uncertainty.py; blank when unknown or exact."""
+    if not r:
+        return ""
+    if r[0] == r[1]:
+        return "exact"
+    lo, hi = (fmt_bytes(x, unit).rsplit(" ", 1)[0] for x in r)
+    return f"{lo}–{hi}"
 
 
 def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
