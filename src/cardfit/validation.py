@@ -278,10 +278,21 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
     raw = _raw_runtime("vllm")
     non_torch = int(raw.get("non_torch_bytes", 0))
     graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
-    pool = int(gpu.usable_bytes * util) - w - act - non_torch - graphs
-    how = (f"{gpu.name} {gpu.usable_bytes / GIB:.2f} GiB × {util} − weights {w / GIB:.2f} − act {act / GIB:.2f}"
+    total = _cuda_total(r, gpu, raw)
+    pool = int(total * util) - w - act - non_torch - graphs
+    how = (f"{gpu.name} {total / GIB:.2f} GiB × {util} − weights {w / GIB:.2f} − act {act / GIB:.2f}"
            f" − non-torch {non_torch / GIB:.2f} − graphs {graphs / GIB:.2f} GiB")
     return pool, how
+
+
+def _cuda_total(r: dict[str, Any], gpu: Gpu, raw: dict[str, Any]) -> int:
+    """The card's memory as vLLM sees it (torch.cuda.mem_get_info total): the log's own total_gpu_memory
+    when the record shows it, else nvidia-smi's memory.total less the driver's reserved memory."""
+    m = re.search(r"total_gpu_memory\s*[=(]\s*([\d.]+)\s*GiB", r.get("excerpt", "")) or \
+        re.search(r"\(([\d.]+) GiB total\)", str(r.get("gpu") or ""))
+    if m:
+        return int(float(m.group(1)) * GIB)
+    return gpu.usable_bytes - int(raw.get("cuda_total_shortfall_bytes", 0))
 
 
 def _vllm_version(r: dict[str, Any]) -> tuple[int, int]:
