@@ -147,3 +147,11 @@ def test_cli_table_and_bad_kind(run_cli):
     assert code == 0 and "median" in out and "kv_cache" in out
     code, out, err = run_cli("validate", "--kind", "nonsense")
     assert code == 2 and err.startswith("Error: unknown record kind")
+
+
+def test_cli_plot(run_cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "acc.png"
+    code, _, err = run_cli("validate", "--kind", "file_size", "--plot", str(out))
+    assert code == 0, err
+    assert out.stat().st_size > 1000
