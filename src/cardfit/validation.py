@@ -395,23 +395,53 @@ def _overhead(r: dict[str, Any]) -> tuple[float, str]:
     return rt.context_bytes, "runtime context bytes"
 
 
+def _gguf_tensor_bytes(m: ModelSpec, q: Quant) -> list[tuple[str, int, int]]:
+    """(kind, layer, bytes) of every tensor of the GGUF at mix q, scaled to the stated parameter count."""
+    from .core.tensors import gguf_tensor_groups, tensor_groups
+    from .core.weights import _group_type, _indices
+
+    quants = default_quants()
+    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
+    layers_of, index_of = _indices(groups)
+    scale = m.params / sum(g.n_params for g in groups) if m.params else 1.0
+    return [(g.kind, g.layer, round(_group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params) * scale))
+            for g in groups]
+
+
+def _ollama_graph(m: ModelSpec, batch: int, ctx: int, partial: bool) -> int:
+    """fs/ggml GraphSize for the llama architecture (data/runtimes.toml ollama `notes`)."""
+    embd, heads, kv_heads, head_dim, vocab = m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab
+    if not partial:
+        return max(4 * batch * (1 + 4 * embd + ctx * (1 + heads)), 4 * batch * (embd + vocab))
+    return 4 * batch * embd + max(
+        4 * batch * (1 + embd + max(ctx, embd)) + embd * embd * 9 // 16 + 4 * ctx * (batch * heads + head_dim * kv_heads),
+        4 * batch * (embd + vocab) + embd * vocab * 105 // 128)
+
+
 def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
-    """`ollama ps` SIZE: Ollama's own estimate (llm/memory.go): weights + KV + full graph + the 457 MiB minimum."""
+    """`ollama ps` SIZE = Ollama's own estimate (llm/memory.go EstimateGPULayers, notes in data/runtimes.toml):
+    the 457 MiB minimum + one spare layer + the graph (partial when layers spill to the CPU, as the record's
+    PROCESSOR column shows) + every blk layer with its KV + the output layer; token_embd stays out."""
     m, rt = _model(r), _runtime(r)
     if rt.id != "ollama":
         raise Skip("total_memory is modelled for Ollama's estimate only")
+    if m.model_type not in ("llama",) or m.sliding_window or m.is_moe:
+        raise Skip("Ollama's graph estimate is implemented for the llama architecture only")
     q = _quant(r, m)
     s = _settings(r)
     ctx = int(r.get("context") or s.get("num_ctx") or 4096)  # num_ctx default in the Ollama versions recorded
     seqs = int(r.get("parallel") or 1)
     batch = min(ctx, int(s.get("num_batch") or rt.prefill_chunk or 512))
-    w = weights(m, q).total_bytes
-    cache = kv.kv_cache_bytes(m, ctx * seqs, 1, _kv_dtype(r, m))
-    embd, heads, vocab = m.hidden, m.heads, m.vocab
-    c = ctx * seqs
-    graph = max(4 * batch * (1 + 4 * embd + c * (1 + heads)), 4 * batch * (embd + vocab))  # llama 'full'
-    total = w + cache + graph + rt.context_bytes
-    return total, f"weights + KV ({c:,} tokens) + graph {graph / MIB:.0f} MiB + 457 MiB minimum"
+    partial = "CPU/GPU" in r.get("excerpt", "")
+    tensors = _gguf_tensor_bytes(m, q)
+    kv_layer = kv.kv_cache_bytes(m, ctx * seqs, 1, _kv_dtype(r, m)) // m.layers
+    layers = sum(b for k, i, b in tensors if i >= 0) + kv_layer * m.layers
+    layer0 = sum(b for k, i, b in tensors if i == 0) + kv_layer
+    output = sum(b for k, i, b in tensors if k in ("output", "output_norm"))
+    graph = _ollama_graph(m, batch, ctx * seqs, partial)
+    total = rt.context_bytes + layer0 + graph + layers + output
+    return total, (f"457 MiB + spare layer {layer0 / 1e6:.0f} MB + {'partial' if partial else 'full'} graph "
+                   f"{graph / 1e6:.0f} MB + layers with KV {layers / 1e9:.2f} GB + output {output / 1e6:.0f} MB")
 
 
 def _speed(r: dict[str, Any]) -> tuple[float, str]:
