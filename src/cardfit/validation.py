@@ -75,7 +75,12 @@ class Report:
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kinds": self.kinds, "records": [o.as_dict() for o in self.outcomes],
+        by_runtime: dict[str, dict[str, Any]] = {}
+        for o in self.outcomes:
+            by_runtime.setdefault(o.kind, {}).setdefault(o.runtime, []).append(o)
+        return {"kinds": self.kinds,
+                "by_runtime": {k: {rt: summarize(v)[k] for rt, v in d.items()} for k, d in by_runtime.items()},
+                "records": [o.as_dict() for o in self.outcomes],
                 "skipped": sum(1 for o in self.outcomes if o.skipped), "total": len(self.outcomes)}
 
 
