@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cardfit.inputs import PlanInput
-from cardfit.plan import plan
+from cardfit.planner import plan
 
 
 def plan_of(**kw):

@@ -22,7 +22,7 @@ from .errors import CardfitError
 def plan(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit plan`: memory breakdown, ranked cards with verdicts, speed and cost."""
     from .inputs import PlanInput, parse
-    from .plan import plan as _plan
+    from .planner import plan as _plan
     from .report import plan_dict
 
     return plan_dict(_plan(parse(PlanInput, {"model": model, **options})))

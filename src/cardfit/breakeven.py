@@ -184,7 +184,7 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
 
 def _single_stream(values: dict[str, Any]) -> tuple[float, str, None, list[str]]:
     from .inputs import PlanInput
-    from .plan import plan
+    from .planner import plan
 
     card = plan(PlanInput(**values)).first
     speed = card.speed

@@ -9,7 +9,7 @@ from .catalog.quants import GgufMix
 from .core.fit import Option
 from .core.memory import Memory
 from .core.speed import Speed
-from .plan import CardPlan, Context, Plan, kv_per_token
+from .planner import CardPlan, Context, Plan, kv_per_token
 
 
 def _r(x: float | None, digits: int = 2) -> float | None:

@@ -10,7 +10,7 @@ from .catalog.models import default_models
 from .core.fit import budget_per_card, need_on
 from .errors import InputError
 from .inputs import MaxContextInput, PlanInput
-from .plan import Context, build_context, memory_for, requires
+from .planner import Context, build_context, memory_for, requires
 
 UPPER = 1 << 24
 

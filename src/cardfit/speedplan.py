@@ -111,7 +111,7 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | No
 
 
 def setup(inp: SpeedInput) -> Setup:
-    from .plan import plan as make_plan
+    from .planner import plan as make_plan
 
     p = make_plan(inp)
     card, ctx = p.first, p.ctx

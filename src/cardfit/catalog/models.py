@@ -152,7 +152,9 @@ def default_models() -> Registry[ModelSpec]:
 
 
 def find_tag(model: ModelSpec, name: str) -> OllamaTag | None:
-    from ..names import norm
-
-    key = norm(name)
-    return next((t for t in model.ollama if norm(t.tag) == key), None)
+    """The Ollama tag the user typed, if it is one: tags have a colon ('llama3.3:70b'), so the catalog id
+    'llama-3.3-70b' (which normalizes to the same letters) is not mistaken for the tag."""
+    key = name.strip().lower()
+    if ":" not in key:
+        return None
+    return next((t for t in model.ollama if t.tag.lower() == key), None)

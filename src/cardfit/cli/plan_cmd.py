@@ -37,7 +37,7 @@ def plan(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
     folder, .gguf or .safetensors file; or leave it out and give the shape with --params, --layers,
     --kv-heads and --head-dim.
     """
-    from ..plan import plan as make_plan
+    from ..planner import plan as make_plan
     from ..report import plan_dict
 
     result = plan_dict(make_plan(parse(PlanInput, _values(kwargs))))

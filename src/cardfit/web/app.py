@@ -35,7 +35,7 @@ def _has(module: str) -> bool:
 
 
 def _plan(inp: PlanInput) -> dict[str, Any]:
-    from ..plan import plan
+    from ..planner import plan
     from ..report import plan_dict
 
     return plan_dict(plan(inp))

@@ -202,7 +202,31 @@ def card_plans(ctx: Context) -> list[CardPlan]:
 
 def plan(inp: PlanInput) -> Plan:
     ctx = build_context(inp)
-    return Plan(ctx, card_plans(ctx))
+    cards = card_plans(ctx)
+    ctx.notes.extend(advice(ctx, cards[0].memory))
+    return Plan(ctx, cards)
+
+
+def advice(ctx: Context, mem: Memory) -> list[str]:
+    """Short notes that help read the numbers: the seeds' rules of thumb and quality of the quant."""
+    from .catalog.loader import builtin
+
+    out = []
+    lo, hi = ctx.rules.rule_of_thumb
+    out.append(f"rule of thumb (seed 001): provision {lo}-{hi}x the weights = {mem.weights_bytes * lo / 1e9:,.1f}-"
+               f"{mem.weights_bytes * hi / 1e9:,.1f} GB; this plan needs {mem.total_bytes / 1e9:,.1f} GB")
+    tag = ctx.resolved.tag
+    if tag is not None and tag.download_gb and ctx.quant.name.upper() == (tag.quant or "").upper():
+        out.append(f"Ollama lists {tag.tag} as a {tag.download_gb:g} GB download; cardfit counts "
+                   f"{mem.weights_bytes / 1e9:,.2f} GB of weights")
+    quality = builtin("quality.toml")
+    ppl = {p["name"].upper(): p["ppl"] for p in quality["perplexity"]}
+    base = ppl.get("F16")
+    if ctx.quant.name.upper() in ppl and base:
+        delta = ppl[ctx.quant.name.upper()] / base - 1
+        out.append(f"{ctx.quant.name}: Llama 3 8B perplexity {delta:+.1%} vs F16 ({quality['source'].split(':')[0]}); "
+                   + quality["advice"])
+    return out
 
 
 def kv_per_token(ctx: Context) -> int:
