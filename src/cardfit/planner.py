@@ -191,7 +191,7 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         opt = option_for(ctx, mem, gpu, count)
         if not opt.fits and opt.verdict != fitting.OFFLOAD and not ctx.inp.gpus and not ctx.inp.gpu:
             bigger = fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
-                                          utilization=ctx.utilization)
+                                          utilization=ctx.utilization, margin_bytes=_margin(ctx, mem))
             opt = bigger or opt
         out.append(CardPlan(opt, mem, why, None))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)

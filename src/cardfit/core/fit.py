@@ -94,12 +94,12 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
 
 
 def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
-                 utilization: float | None = None, max_nodes: int = 64) -> Option | None:
+                 utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
     sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
     sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
     for n in sizes:
-        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization)
+        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization, margin_bytes=margin_bytes)
         if opt.fits:
             return opt
         if opt.reason and "support" in opt.reason:
