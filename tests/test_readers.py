@@ -442,3 +442,43 @@ def test_plan_bad_file_is_one_line(tmp_path, run_cli):
     p.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)
     code, out, err = run_cli("plan", str(p), "--gpu", "RTX 4090", "--json")
     assert code == 2 and out == "" and err.startswith("Error:") and err.count("\n") == 1 and str(p) in err
+
+
+def test_absurd_sizes_are_refused_not_computed(tmp_path):
+    """A claim of 2^40 layers must not make the arithmetic loop (it once ran out of memory here)."""
+    for key in ("num_hidden_layers", "num_experts", "hidden_size"):
+        p = write_json(tmp_path / key / "config.json", TINY_LLAMA | {key: 2**40, "num_experts_per_tok": 2})
+        with pytest.raises(FileFormatError, match="outside"):
+            read_model_path(str(p))
+    g = write_gguf(tmp_path / "g.gguf", kv=TINY_GGUF_KV | {"{arch}.block_count": 2**31}, tensors=tiny_gguf_tensors())
+    with pytest.raises(FileFormatError, match="layers of 2,147,483,648"):
+        read_model_path(str(g))
+
+
+def test_plan_prefers_the_pulled_ollama_model(tmp_path, run_cli, run_json):
+    """A tag pulled into the local Ollama store is read from its blob (runtime ollama), not the catalog."""
+    g = write_gguf(tmp_path / "g.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
+    store = tmp_path / "home" / ".ollama" / "models"
+    _ollama_store(store, "llama3.1", "8b", g.read_bytes())
+    code, text, err = run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096", "--json",
+                              env={"HOME": str(tmp_path / "home")})
+    assert code == 0, err
+    out = json.loads(text)
+    assert out["model"]["origin"] == "ollama-store" and out["inputs"]["runtime"] == "ollama"
+    assert out["memory"]["weights_method"] == "file"
+    assert out["memory"]["weights_bytes"] == sum(t.nbytes for t in read_model_path(str(g)).tensors)
+    out = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096")  # no store: the catalog
+    assert out["model"]["origin"] == "catalog"
+
+
+def test_gguf_hybrid_linear_attention(tmp_path):
+    """Qwen3-Next in llama.cpp's keys: full_attention_interval and the ssm.* geometry of the DeltaNet layers."""
+    kv = TINY_GGUF_KV | {"{arch}.block_count": 48, "{arch}.full_attention_interval": 4, "{arch}.ssm.conv_kernel": 4,
+                         "{arch}.ssm.state_size": 128, "{arch}.ssm.group_count": 16, "{arch}.ssm.time_step_rank": 32,
+                         "{arch}.ssm.inner_size": 4096}
+    m = read_model_path(str(write_gguf(tmp_path / "q.gguf", "qwen3next", kv, tiny_gguf_tensors())))
+    ref = default_models().get("qwen3-next-80b-a3b")
+    got = (m.linear_layers, m.linear_key_heads, m.linear_value_heads, m.linear_key_head_dim,
+           m.linear_value_head_dim, m.linear_conv_kernel)
+    assert got == (ref.linear_layers, ref.linear_key_heads, ref.linear_value_heads, ref.linear_key_head_dim,
+                   ref.linear_value_head_dim, ref.linear_conv_kernel)

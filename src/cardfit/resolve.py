@@ -59,16 +59,17 @@ def resolve(inp: ModelInput) -> Resolved:
 
         spec = read_hub_model(name)
         return Resolved(spec, quant_hint=spec.file_quant, origin="hub")
+    from .readers.stores import find_local  # pulled into the Ollama store or HF cache: read its own file
+
+    local = find_local(name)
+    if local is not None:
+        pulled = OllamaTag(name, local.file_quant, source=local.source) if local.origin == "ollama-store" else None
+        return Resolved(local, pulled, quant_hint=local.file_quant, origin=local.origin)
     found = models.find(name)
     if found is None:
         m = _TAG_QUANT.match(name)
         if m and (base := models.find(m["base"])) is not None:
             return Resolved(base, find_tag(base, m["base"]), quant_hint=m["q"], origin="catalog")
-        from .readers.stores import find_local  # a model in the HF cache or the Ollama store
-
-        local = find_local(name)
-        if local is not None:
-            return Resolved(local, quant_hint=local.file_quant, origin=local.origin)
         found = models.get(name)  # raises with suggestions
     tag = find_tag(found, name)
     hint = ""

@@ -37,6 +37,15 @@ class _Cursor:
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
+        self.ensure(end)
+        out = self.buf[self.pos:end]
+        self.pos = end
+        return out
+
+    def ensure(self, end: int) -> None:
+        """Fetch until the buffer holds bytes [0, end)."""
+        if end <= len(self.buf):
+            return
         if end > MAX_GGUF_HEADER:
             raise FileFormatError(self.src.name, f"GGUF header is over {MAX_GGUF_HEADER:,} bytes",
                                   hint=_HINT)
@@ -48,9 +57,6 @@ class _Cursor:
                                       hint=_HINT)
             self.buf += got
             self.chunk = min(self.chunk * 2, 64 << 20)
-        out = self.buf[self.pos:end]
-        self.pos = end
-        return out
 
     def unpack(self, fmt: str) -> Any:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
@@ -66,11 +72,18 @@ class _Cursor:
             return raw.decode("utf-8", "replace")
 
     def skip_strings(self, count: int) -> None:
+        """Walk past `count` length-prefixed strings (a vocabulary) without copying them."""
+        unpack, pos = struct.unpack_from, self.pos
         for _ in range(count):
-            n = self.unpack("<Q")
+            if pos + 8 > len(self.buf):
+                self.ensure(pos + 8)
+            (n,) = unpack("<Q", self.buf, pos)
             if n > MAX_STRING:
                 raise FileFormatError(self.src.name, "GGUF string is over the limit", hint=_HINT)
-            self.take(n)
+            pos += 8 + n
+            if pos > len(self.buf):
+                self.ensure(pos)
+        self.pos = pos
 
 
 def _value(c: _Cursor, vtype: int, depth: int = 0) -> Any:

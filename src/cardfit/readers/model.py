@@ -91,12 +91,29 @@ def _with_tensors(f: Fields, tensors: list[TensorInfo], where: str) -> tuple[int
     return sum(t.n_params for t in main), f
 
 
+# Caps on what a file may claim (the same limits as a shape typed on the command line, inputs.py): beyond
+# them the arithmetic would loop over absurd layer counts instead of answering.
+_CAPS = {"layers": 100_000, "kv_heads": 100_000, "heads": 100_000, "head_dim": 65_536, "hidden": 1_000_000,
+         "vocab": 100_000_000, "intermediate": 10_000_000, "moe_intermediate": 10_000_000, "experts": 100_000,
+         "experts_active": 100_000, "shared_experts": 100_000, "shared_intermediate": 10_000_000,
+         "dense_layers": 100_000, "kv_lora_rank": 1_000_000, "q_lora_rank": 1_000_000,
+         "qk_rope_head_dim": 65_536, "qk_nope_head_dim": 65_536, "v_head_dim": 65_536, "sliding_layers": 100_000,
+         "linear_layers": 100_000, "linear_key_heads": 100_000, "linear_value_heads": 100_000,
+         "linear_key_head_dim": 65_536, "linear_value_head_dim": 65_536, "linear_conv_kernel": 65_536,
+         "kv_shared_layers": 100_000, "global_kv_heads": 100_000, "global_head_dim": 65_536}
+
+
 def _require(f: Fields, source: str) -> None:
     for key in ("layers", "kv_heads", "head_dim"):
         v = f.values.get(key)
         if not isinstance(v, int) or v <= 0:
             raise FileFormatError(source, f"cannot tell the model's {key.replace('_', ' ')} from its metadata",
                                   hint="the file is damaged or lacks its architecture keys")
+    for key, cap in _CAPS.items():
+        v = f.values.get(key)
+        if isinstance(v, int) and not 0 <= v <= cap:
+            raise FileFormatError(source, f"{key.replace('_', ' ')} of {v:,} is outside 0..{cap:,}",
+                                  hint="the file is damaged")
 
 
 def build(f: Fields, tensors: list[TensorInfo] | None, *, name: str, source: str, origin: str,

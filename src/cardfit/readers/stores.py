@@ -84,14 +84,15 @@ def ollama_blob(name: str) -> str | None:
 
 def find_local(name: str) -> ModelSpec | None:
     """A model id found in the HF cache or an Ollama tag in the local store (None when absent)."""
-    from .model import gguf_spec, read_folder
-    from .source import LocalFile
-
     snap = hf_snapshot(name) if "/" in name and ":" not in name else None
     if snap is not None:
+        from .model import read_folder
+
         return read_folder(snap, "hf-cache", name).with_(hf=name)
     blob = ollama_blob(name)
     if blob is not None:
-        spec = gguf_spec([LocalFile(blob)], name=name, source=blob, origin="ollama-store")
-        return spec
+        from .model import gguf_spec
+        from .source import LocalFile
+
+        return gguf_spec([LocalFile(blob)], name=name, source=blob, origin="ollama-store")
     return None
