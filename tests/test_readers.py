@@ -482,3 +482,54 @@ def test_gguf_hybrid_linear_attention(tmp_path):
            m.linear_value_head_dim, m.linear_conv_kernel)
     assert got == (ref.linear_layers, ref.linear_key_heads, ref.linear_value_heads, ref.linear_key_head_dim,
                    ref.linear_value_head_dim, ref.linear_conv_kernel)
+
+
+def _raw_safetensors(path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A valid safetensors file for dtypes numpy cannot write (F8_E4M3, packed U8/I32), zero-filled."""
+    from cardfit.readers.safetensors import DTYPE_BITS
+
+    header, off = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = int(np.prod(shape)) * DTYPE_BITS[dtype] // 8
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    raw = json.dumps(header).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(off))
+
+
+def _tiny_layout(weight: str, packed_rows: int = 1, scale: tuple[str, str] | None = None) -> dict:
+    ts: dict[str, tuple[str, list[int]]] = {"model.embed_tokens.weight": ("BF16", [100, 64]),
+                                            "lm_head.weight": ("BF16", [100, 64]), "model.norm.weight": ("BF16", [64])}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        ts[p + "input_layernorm.weight"] = ("BF16", [64])
+        ts[p + "post_attention_layernorm.weight"] = ("BF16", [64])
+        for proj, rows, cols in (("self_attn.q_proj", 64, 64), ("self_attn.k_proj", 32, 64),
+                                 ("self_attn.v_proj", 32, 64), ("self_attn.o_proj", 64, 64),
+                                 ("mlp.gate_proj", 128, 64), ("mlp.up_proj", 128, 64), ("mlp.down_proj", 64, 128)):
+            ts[p + proj + ".weight"] = (weight, [rows, cols // packed_rows])
+            if scale:
+                ts[p + proj + scale[0]] = (scale[1], [rows // 32 or 1, cols // 32 or 1])
+    return ts
+
+
+def test_fp8_and_int4_checkpoints(tmp_path):
+    full = read_model_path(str(write_json(tmp_path / "ref" / "config.json", TINY_LLAMA))).params
+    fp8 = tmp_path / "fp8"
+    write_json(fp8 / "config.json", TINY_LLAMA | {"quantization_config": {"quant_method": "fp8"}})
+    _raw_safetensors(fp8 / "model.safetensors", _tiny_layout("F8_E4M3", scale=(".weight_scale_inv", "F32")))
+    m = read_model_path(str(fp8))
+    assert m.file_quant == "fp8" and m.native_quant == "fp8" and m.dtype == "bf16"
+    assert m.params == full  # scale tensors are not parameters
+    assert weights(m).total_bytes == sum(t.nbytes for t in m.tensors)  # but their bytes count
+    awq = tmp_path / "awq"
+    write_json(awq / "config.json", TINY_LLAMA | {"quantization_config": {"quant_method": "awq", "bits": 4}})
+    _raw_safetensors(awq / "model.safetensors", _tiny_layout("I32", packed_rows=8, scale=(".scales", "F16")))
+    m = read_model_path(str(awq))
+    assert m.file_quant == "int4" and m.params == full  # packed int32 words: parameters from the config shapes
+    assert "shapes" in dict(m.provenance)["params"]
+    nof = tmp_path / "fp8-noconfig-quant"
+    write_json(nof / "config.json", TINY_LLAMA)
+    _raw_safetensors(nof / "model.safetensors", _tiny_layout("F8_E4M3"))
+    assert read_model_path(str(nof)).file_quant == "fp8"  # told by the tensors themselves
