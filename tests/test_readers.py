@@ -533,3 +533,13 @@ def test_fp8_and_int4_checkpoints(tmp_path):
     write_json(nof / "config.json", TINY_LLAMA)
     _raw_safetensors(nof / "model.safetensors", _tiny_layout("F8_E4M3"))
     assert read_model_path(str(nof)).file_quant == "fp8"  # told by the tensors themselves
+
+
+def test_gguf_folder_with_several_builds(tmp_path):
+    write_gguf(tmp_path / "m-Q8_0.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q8_0"), file_type=7)
+    write_gguf(tmp_path / "m-Q4_K_M.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
+    assert read_model_path(str(tmp_path)).file_quant == "Q4_K_M"
+    os.remove(tmp_path / "m-Q4_K_M.gguf")
+    write_gguf(tmp_path / "m-Q6_K.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q6_K"), file_type=18)
+    with pytest.raises(FileFormatError, match="name the .gguf file"):
+        read_model_path(str(tmp_path))

@@ -183,6 +183,8 @@ def read_folder(folder: str, origin: str = "file", name: str = "") -> ModelSpec:
     ggufs = [e for e in entries if e.endswith(".gguf") and not e.startswith(".")]
     if not os.path.isfile(cfg_path) and not shards and ggufs:
         firsts = sorted({gguf_reader.SHARD_RE.sub(r"\g<stem>-00001-of-\g<n>.gguf", g) for g in ggufs})
+        if len(firsts) > 1:  # a GGUF repo with several builds: take Q4_K_M, Ollama's and the Hub reader's default
+            firsts = [g for g in firsts if "q4_k_m" in g.lower()] or firsts
         if len(firsts) > 1:
             raise FileFormatError(folder, f"holds {len(firsts)} GGUF models ({', '.join(firsts[:3])}…)",
                                   hint="name the .gguf file you mean")
