@@ -433,7 +433,8 @@ def test_plan_gguf_counts_the_file(tmp_path, run_json):
     p = write_gguf(tmp_path / "tiny.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
     out = run_json("plan", str(p), "--gpu", "RTX 4090", "--context", "4096")
     assert out["memory"]["weights_method"] == "file"
-    assert out["memory"]["weights_bytes"] == sum(t.nbytes for t in read_model_path(str(p)).tensors)
+    # every byte of the file is counted (weights_bytes may leave out what the runtime keeps in system RAM)
+    assert sum(out["memory"]["weights_by_type"].values()) == sum(t.nbytes for t in read_model_path(str(p)).tensors)
     assert out["inputs"]["runtime"] == "llama.cpp"
 
 
@@ -466,7 +467,7 @@ def test_plan_prefers_the_pulled_ollama_model(tmp_path, run_cli, run_json):
     out = json.loads(text)
     assert out["model"]["origin"] == "ollama-store" and out["inputs"]["runtime"] == "ollama"
     assert out["memory"]["weights_method"] == "file"
-    assert out["memory"]["weights_bytes"] == sum(t.nbytes for t in read_model_path(str(g)).tensors)
+    assert sum(out["memory"]["weights_by_type"].values()) == sum(t.nbytes for t in read_model_path(str(g)).tensors)
     out = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096")  # no store: the catalog
     assert out["model"]["origin"] == "catalog"
 
