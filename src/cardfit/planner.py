@@ -213,12 +213,12 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
 
     out = []
     lo, hi = ctx.rules.rule_of_thumb
-    out.append(f"rule of thumb (seed 001): provision {lo}-{hi}x the weights = {mem.weights_bytes * lo / 1e9:,.1f}-"
-               f"{mem.weights_bytes * hi / 1e9:,.1f} GB; this plan needs {mem.total_bytes / 1e9:,.1f} GB")
+    out.append(f"rule of thumb (seed 001): provision {lo}-{hi}x the weights = {mem.weights.total_bytes * lo / 1e9:,.1f}-"
+               f"{mem.weights.total_bytes * hi / 1e9:,.1f} GB; this plan needs {mem.total_bytes / 1e9:,.1f} GB")
     tag = ctx.resolved.tag
     if tag is not None and tag.download_gb and ctx.quant.name.upper() == (tag.quant or "").upper():
         out.append(f"Ollama lists {tag.tag} as a {tag.download_gb:g} GB download; cardfit counts "
-                   f"{mem.weights_bytes / 1e9:,.2f} GB of weights")
+                   f"{mem.weights.total_bytes / 1e9:,.2f} GB of weights")
     quality = builtin("quality.toml")
     ppl = {p["name"].upper(): p["ppl"] for p in quality["perplexity"]}
     base = ppl.get("F16")

@@ -122,7 +122,7 @@ def setup(inp: SpeedInput) -> Setup:
     shares = sp.weight_shares(m, ctx.quant)
     cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
-    load = sp.Load(mem.weights_bytes, shares, sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
+    load = sp.Load(mem.weights.total_bytes, shares, sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
                    sp.decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim or 4096,
                    cpu_frac, cpu_moe)
     one = kv_bytes(m, ctx.runtime, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
@@ -172,7 +172,7 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
         "decode_tokens_per_s": round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
         "prefill_tokens_per_s": round(prefill) if prefill else None,
         "time_to_first_token_s": round(inp.prompt / prefill, 3) if prefill else None,
-        "cold_start_s": round(sp.cold_start_seconds(mem.weights_bytes, inp.disk_gbps), 1),
+        "cold_start_s": round(sp.cold_start_seconds(mem.weights.total_bytes, inp.disk_gbps), 1),
         "max_concurrency": most, "kv_bytes_per_sequence": s.kv_bytes_per_sequence,
         "vllm_max_concurrency": round(s.kv_budget_bytes / s.kv_bytes_per_sequence, 2)
         if s.kv_bytes_per_sequence else None,

@@ -20,8 +20,7 @@ from .catalog.quants import GgufMix, Quant, default_quants
 from .catalog.runtimes import RuntimeProfile, default_runtimes
 from .core import activations, kv
 from .core.memory import MemorySettings, kv_bytes, padded_context
-from .core.tensors import has_shapes
-from .core.weights import weights
+from .core.weights import embedding_bytes, weights
 from .errors import CardfitError, InputError
 
 FILES = ("memory.toml", "memory_runtime.toml", "speed.toml")
@@ -223,28 +222,7 @@ def _vllm_weights(m: ModelSpec, q: Quant, tp: int) -> int:
 def _llamacpp_gpu_weights(m: ModelSpec, q: Quant) -> int:
     """llama.cpp keeps token_embd in host memory (it is a row lookup, CPU_Mapped buffer); the GPU model
     buffer holds the rest (llama-model.cpp: the input layer is always assigned to the CPU)."""
-    w = weights(m, q)
-    if m.tied_embeddings or not has_shapes(m):
-        return w.total_bytes
-    from .core.tensors import tensor_groups
-    from .core.weights import weights_from_shapes
-
-    groups = tensor_groups(m)
-    embd = next(g for g in groups if g.kind == "token_embd")
-    total_params = sum(g.n_params for g in groups)
-    share = weights_from_shapes(m, q)
-    qt = _embd_type(m, q)
-    return share.total_bytes - round(qt.nbytes(embd.n_params) * (m.params / total_params if m.params else 1))
-
-
-def _embd_type(m: ModelSpec, q: Quant) -> Any:
-    from .core.gguf_mix import tensor_type
-    from .core.weights import _mix_model
-
-    quants = default_quants()
-    if isinstance(q, GgufMix):
-        return tensor_type(q, "token_embd", -1, m.layers, m.hidden, quants, mm=_mix_model(m))
-    return q
+    return weights(m, q).total_bytes - embedding_bytes(m, q)
 
 
 def _weights(r: dict[str, Any]) -> tuple[float, str]:
@@ -281,7 +259,7 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
     w = _vllm_weights(m, q, tp)
     act = _vllm_activation(r, m, rt, gpu)
     raw = _raw_runtime("vllm")
-    non_torch = int(raw.get("non_torch_bytes", 0))
+    non_torch = rt.non_torch_bytes
     graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
     total = _cuda_total(r, gpu, raw)
     pool = int(total * util) - w - act - non_torch - graphs
@@ -297,7 +275,7 @@ def _cuda_total(r: dict[str, Any], gpu: Gpu, raw: dict[str, Any]) -> int:
         re.search(r"\(([\d.]+) GiB total\)", str(r.get("gpu") or ""))
     if m:
         return int(float(m.group(1)) * GIB)
-    return gpu.usable_bytes - int(raw.get("cuda_total_shortfall_bytes", 0))
+    return gpu.usable_bytes - default_runtimes().get("vllm").cuda_total_shortfall_bytes
 
 
 def _vllm_version(r: dict[str, Any]) -> tuple[int, int]:

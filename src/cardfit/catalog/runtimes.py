@@ -24,6 +24,9 @@ class RuntimeProfile:
     prefill_chunk: int = 0  # tokens prefilled at once by default (0: the whole prompt)
     max_num_seqs: int = 1  # sequences scheduled at once by default (vLLM 256): sizes sampler buffers
     cuda_graph_bytes: int = 0
+    non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
+    cuda_total_shortfall_bytes: int = 0  # nvidia-smi total minus what cudaMemGetInfo reports (vLLM's total)
+    embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
     context_tiers: tuple[tuple[float, int], ...] = ()  # Ollama: (min total VRAM GiB, default context)
     default_kv_dtype: str = "f16"

@@ -43,8 +43,11 @@ def need_on(mem: Memory, count: int) -> int:
 
 
 def budget_per_card(gpu: Gpu, rt: RuntimeProfile, utilization: float | None = None) -> int:
+    """What the runtime lets itself use on one card: vLLM takes a fraction of the total CUDA reports, which is
+    nvidia-smi's total less the driver's reserve (runtimes.toml cuda_total_shortfall_bytes)."""
     u = utilization if utilization is not None else rt.gpu_memory_utilization
-    return int(gpu.usable_bytes * u) if u else gpu.usable_bytes
+    total = gpu.usable_bytes - rt.cuda_total_shortfall_bytes
+    return int(total * u) if u else total
 
 
 def set_price(gpu: Gpu, count: int, rules: RentalRules) -> float | None:

@@ -9,7 +9,7 @@ from ..catalog.quants import Quant
 from ..catalog.runtimes import RuntimeProfile
 from .activations import activation_bytes
 from .kv import kv_cache_bytes, llamacpp_swa_cells
-from .weights import Weights, weights
+from .weights import Weights, embedding_bytes, weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,7 @@ class Memory:
     context: int
     sequences: int
     kv_dtype: str
+    host_weights_bytes: int = 0  # weights the runtime keeps in system RAM (llama.cpp: token_embd)
 
     @property
     def total_bytes(self) -> int:
@@ -63,5 +64,8 @@ def estimate(m: ModelSpec, q: Quant | None, rt: RuntimeProfile, s: MemorySetting
     w = weights(m, q)
     act = activation_bytes(m, rt.activation_model, s.prefill_chunk, padded_context(s.context, rt), s.sequences,
                            s.flash_attn, s.max_num_seqs)
-    overhead = rt.context_bytes + rt.cuda_graph_bytes
-    return Memory(w.total_bytes, kv_bytes(m, rt, s), overhead, act, w, s.context, s.sequences, s.kv_dtype)
+    # vLLM accounts its own process: non-torch memory inside the budget (the CUDA context sits outside it)
+    overhead = (rt.non_torch_bytes or rt.context_bytes) + rt.cuda_graph_bytes
+    host = embedding_bytes(m, q) if rt.embeddings_on_host else 0
+    return Memory(w.total_bytes - host, kv_bytes(m, rt, s), overhead, act, w, s.context, s.sequences, s.kv_dtype,
+                  host)

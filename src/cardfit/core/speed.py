@@ -105,7 +105,7 @@ def _shares(by: dict[str, int], route: float, tied: bool, method: str) -> Shares
 
 def active_weight_bytes(m: ModelSpec, mem: Memory, q: Quant | None = None, sequences: int = 1) -> int:
     """Weight bytes read per decode step: all of them for a dense model, the active share for MoE."""
-    return round(mem.weights_bytes * weight_shares(m, q).read_fraction(sequences))
+    return round(mem.weights.total_bytes * weight_shares(m, q).read_fraction(sequences))
 
 
 def kv_read_bytes(m: ModelSpec, mem: Memory, context_filled: int, window_cache: bool = True) -> int:
@@ -268,7 +268,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
     filled = mem.context if context_filled is None else context_filled
     bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = gpu.tflops(precision) or gpu.tflops("bf16")
-    load = Load(mem.weights_bytes, weight_shares(m, quant), kv_read_bytes(m, mem, filled, window_cache),
+    load = Load(mem.weights.total_bytes, weight_shares(m, quant), kv_read_bytes(m, mem, filled, window_cache),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
                 cpu_weight_fraction)
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes

@@ -121,3 +121,28 @@ def weights(m: ModelSpec, q: Quant | None = None, legacy_qkv: bool = False) -> W
     t = _mix_bpw(q, quants) if isinstance(q, GgufMix) else q
     nbytes = round(m.params * t.bits_per_weight / 8)
     return Weights(nbytes, m.params, ((t.name, nbytes),), "params")
+
+
+_EMBD_NAMES = ("token_embd.weight", "model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight")
+
+
+def embedding_bytes(m: ModelSpec, q: Quant | None = None) -> int:
+    """Bytes of the input token embedding at its storage type (0 when it doubles as the output matrix, which
+    must then live on the GPU). llama.cpp keeps this tensor in system RAM: it is a row lookup."""
+    if m.tied_embeddings:
+        return 0
+    quants = default_quants()
+    if m.tensors is not None and (q is None or quants.find(m.file_quant) is q):
+        return next((t.nbytes for t in m.tensors if t.name.endswith(_EMBD_NAMES)), 0)
+    if not has_shapes(m):
+        return 0
+    if q is None:
+        q = quants.get(m.file_quant or m.dtype)
+    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
+    embd = next((g for g in groups if g.kind == "token_embd"), None)
+    if embd is None:
+        return 0
+    layers_of, index_of = _indices(groups)
+    total_params = sum(g.n_params for g in groups)
+    scale = m.params / total_params if m.params else 1.0
+    return round(_group_type(embd, m, q, quants, layers_of, index_of).nbytes(embd.n_params) * scale)
