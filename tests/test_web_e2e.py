@@ -222,11 +222,10 @@ def test_config_upload_and_pasted_log(server, browser, run_json, tmp_path):
     cfg.write_text(json.dumps(LLAMA_31_8B_CONFIG))
     upload.send_keys(str(cfg))  # the browser reads the file and posts its bytes; the server opens nothing
     _wait(browser, lambda d: d.find_element("id", "params").get_attribute("value") == "8030261248")
-    _ready_for(browser, "custom 8.03026B", "context 8,192")
+    _ready_for(browser, "Llama-3.1-8B", "context 8,192")
     assert _by_id(browser, "config-note").text.startswith("Llama-3.1-8B: 8.03B parameters, gqa")
-    shape = ["--params", "8030261248", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--hidden", "4096",
-             "--vocab", "128256"]
-    expected = _expected(run_json("plan", *shape, "--context", "8192", "--gpu", "RTX 4090"))
+    # planned from the uploaded config itself, exactly as the CLI plans the same file
+    expected = _expected(run_json("plan", str(cfg), "--context", "8192", "--gpu", "RTX 4090"))
     shown = _shown(browser)
     assert shown["memory"] == expected["memory"] and shown["cards"] == expected["cards"]
 

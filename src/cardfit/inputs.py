@@ -31,6 +31,8 @@ class ModelInput(Input):
     head_dim: int | None = Field(None, ge=1, le=65_536, description="head dimension")
     hidden: int | None = Field(None, ge=1, le=1_000_000, description="hidden size, where known")
     vocab: int | None = Field(None, ge=1, le=100_000_000, description="vocabulary size, where known")
+    config_json: dict[str, Any] | None = Field(None, description="the contents of a config.json as a JSON object "
+                                               "(web uploads); parsed like a file, never executed")
     hub: bool = Field(False, description="read config.json and file headers from the Hugging Face Hub (network)")
     catalog: tuple[str, ...] = Field((), description="extra catalog file(s) (TOML/JSON) with your own GPUs, models "
                                      "or prices", max_length=16)

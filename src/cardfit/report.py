@@ -41,6 +41,7 @@ def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
             "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes,
             "total_bytes": mem.total_bytes, "bits_per_weight": _r(mem.weights.bits_per_weight, 3),
             "weights_method": mem.weights.method, "weights_by_type": dict(mem.weights.by_type),
+            "file_weights_bytes": mem.weights.total_bytes, "host_weights_bytes": mem.host_weights_bytes,
             "kv_bytes_per_token": kv_per_token(ctx), "context": mem.context, "sequences": mem.sequences,
             "gguf_mix": q.name if isinstance(q, GgufMix) else None, **memory_range_keys(ctx, mem)}
 

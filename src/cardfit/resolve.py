@@ -42,7 +42,22 @@ def _looks_like_path(name: str) -> bool:
         or os.path.isdir(name)
 
 
+def spec_from_config(cfg: dict, name: str = "uploaded model") -> ModelSpec:
+    """A config.json's contents (already parsed JSON) → ModelSpec, as `cardfit plan config.json` reads it."""
+    from .readers.config import fields_from_config
+    from .readers.model import build
+
+    return build(fields_from_config(cfg, "config.json"), None, name=name, source="uploaded config.json",
+                 origin="upload")
+
+
 def resolve(inp: ModelInput) -> Resolved:
+    if inp.config_json is not None:
+        name = inp.config_json.get("_name_or_path")
+        label = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1][:100] if isinstance(name, str) and name.strip() \
+            else "uploaded model"
+        spec = spec_from_config(inp.config_json, label or "uploaded model")
+        return Resolved(spec, quant_hint=spec.file_quant, origin="upload")
     if inp.model is None:
         return Resolved(_shape(inp), origin="shape")
     name = inp.model.strip()

@@ -23,7 +23,13 @@ from .core.memory import MemorySettings, kv_bytes, padded_context
 from .core.weights import embedding_bytes, weights
 from .errors import CardfitError, InputError
 
-FILES = ("memory.toml", "memory_runtime.toml", "speed.toml")
+
+def _files() -> tuple[str, ...]:
+    """Every validation file shipped in data/validation/ (add a file, it is scored)."""
+    from importlib import resources
+
+    folder = resources.files("cardfit.data").joinpath("validation")
+    return tuple(sorted(p.name for p in folder.iterdir() if p.name.endswith(".toml")))
 MEMORY_KINDS = ("file_size", "weights", "kv_cache", "compute_buffer", "activation", "overhead", "max_context",
                 "total_memory")
 SPEED_KINDS = ("decode", "prefill", "aggregate_decode")
@@ -88,7 +94,7 @@ class Report:
 @cache
 def all_records() -> tuple[dict[str, Any], ...]:
     out: list[dict[str, Any]] = []
-    for name in FILES:
+    for name in _files():
         try:
             rows = builtin(f"validation/{name}").get("record", [])
         except FileNotFoundError:

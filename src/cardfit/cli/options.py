@@ -27,6 +27,8 @@ def model_options(model: type[BaseModel], skip: tuple[str, ...] = ()) -> Callabl
                 continue
             flag = "--" + name.replace("_", "-")
             typ = _base(info.annotation)
+            if typ is dict or typing.get_origin(typ) is dict:  # JSON objects come from the web API, not flags
+                continue
             help_text = info.description or ""
             if typ is bool:
                 default = info.default if info.default is not None else None

@@ -28,7 +28,9 @@ def memory_table(mem: dict[str, Any], unit: str) -> Table:
     t.add_column("how", style="dim")
     bpw = mem["bits_per_weight"]
     rows = [
-        ("weights", mem["weights_bytes"], f"{bpw} bits/weight ({mem['weights_method']})"),
+        ("weights", mem["weights_bytes"], f"{bpw} bits/weight ({mem['weights_method']})" + (
+            f"; token embedding {fmt_bytes(mem['host_weights_bytes'], unit)} kept in system RAM"
+            if mem.get("host_weights_bytes") else "")),
         ("KV cache", mem["kv_cache_bytes"],
          f"{mem['kv_bytes_per_token']:,} B/token × {fmt_tokens(mem['context'])} × {mem['sequences']}"),
         ("runtime overhead", mem["overhead_bytes"], "CUDA context, framework, graphs"),

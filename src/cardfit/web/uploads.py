@@ -13,16 +13,14 @@ SHAPE_FIELDS = ("params", "active_params", "layers", "kv_heads", "head_dim", "hi
 
 def config_summary(raw: bytes) -> dict[str, Any]:
     """config.json bytes → the model as the readers see it, and the bare shape to plan with."""
-    from ..readers.config import fields_from_config
-    from ..readers.model import build
     from ..readers.source import parse_json
+    from ..resolve import spec_from_config
 
     if not raw.strip():
         raise InputError("the upload is empty; send the contents of a config.json", field="config")
     cfg = parse_json(raw, "config.json", "config.json")
     name = _name(cfg)
-    spec = build(fields_from_config(cfg, "config.json"), None, name=name, source="uploaded config.json",
-                 origin="upload")
+    spec = spec_from_config(cfg, name)
     shape = {"params": spec.params, "active_params": spec.active_params or None, "layers": spec.layers,
              "kv_heads": spec.kv_heads, "head_dim": spec.head_dim, "hidden": spec.hidden or None,
              "vocab": spec.vocab or None}
@@ -31,13 +29,12 @@ def config_summary(raw: bytes) -> dict[str, Any]:
                                    ("shared KV layers", spec.kv_shared_layers)) if on]
     notes = list(getattr(spec, "warnings", ()) or ())
     if lossy:
-        notes.append(f"planned as a bare shape: {', '.join(lossy)} are not part of it, so the KV cache is an "
-                     "upper bound; `cardfit plan path/to/config.json` counts them")
+        notes.append(f"{', '.join(lossy)} counted from the config")
     return {"model": {"name": spec.name, "model_type": spec.model_type or None, "params": spec.params,
                       "active_params": spec.active, "layers": spec.layers, "attention": spec.attention,
                       "max_context": spec.max_context or None, "dtype": spec.dtype,
                       "file_quant": spec.file_quant or None, "provenance": dict(spec.provenance) or None},
-            "shape": shape, "notes": notes}
+            "shape": shape, "config": cfg, "notes": notes}
 
 
 def r(x: float | None, digits: int) -> float | None:

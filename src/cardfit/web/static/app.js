@@ -13,6 +13,7 @@ const TOP = 12;  // cards in the chart and, until "show more", in the table
 let endpoints = new Set();
 let apiCatalog = [];
 let seq = 0;
+let uploaded = null;  // the parsed config.json of an upload: sent with each request until a model is typed
 
 // ---- formatting (the CLI's units: GB = 1e9 bytes) ------------------------------------------------------
 const gb = (b) => (b === null || b === undefined) ? "—" : (b / 1e9).toFixed(2) + " GB";
@@ -43,7 +44,9 @@ function values() {
 function planBody(v) {
   const body = {};
   for (const f of PLAN_FIELDS) if (v[f] !== undefined) body[f] = v[f];
-  if (body.model) for (const f of ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"]) delete body[f];
+  const shape = ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+  if (body.model) { uploaded = null; for (const f of shape) delete body[f]; }
+  else if (uploaded) { body.config_json = uploaded; for (const f of shape) delete body[f]; }
   return body;
 }
 
@@ -314,8 +317,9 @@ async function readConfig(file) {
     const shape = r.shape || r;
     for (const f of ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"]) $(f).value = shape[f] ?? "";
     $("model").value = "";
+    uploaded = r.config || null;
     $("config-note").textContent = `${r.model.name}: ${num(r.model.params / 1e9, 2)}B parameters, ` +
-      `${r.model.attention}, read as a bare shape` + (r.notes.length ? " — " + r.notes.join("; ") : "");
+      `${r.model.attention}, planned from the uploaded config.json` + (r.notes.length ? " — " + r.notes.join("; ") : "");
     update();
   } catch (e) { fail(e.message); }
 }
