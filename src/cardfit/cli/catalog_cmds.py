@@ -23,7 +23,9 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
     from ..catalog.gpus import default_gpus, load_gpus
 
     reg = load_gpus(catalog) if catalog else default_gpus()
-    rows = [_gpu_row(g) for g in reg]
+    from ..views import gpu_rows
+
+    rows = gpu_rows(reg)
     if as_json:
         emit_json({"gpus": rows})
         return
@@ -44,32 +46,16 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
     console().print(t)
 
 
-def _gpu_row(g: Any) -> dict[str, Any]:
-    per_gb = g.monthly_usd / g.memory_gb if g.monthly_usd and g.memory_gb else None
-    return {"id": g.id, "name": g.name, "aliases": list(g.aliases), "vendor": g.vendor, "stack": g.stack,
-            "arch": g.arch, "tier": g.tier, "memory_gb": g.memory_gb, "usable_bytes": g.usable_bytes,
-            "usable_measured": g.usable_measured, "memory_type": g.memory_type, "bandwidth_gbps": g.bandwidth_gbps,
-            "bf16_tflops": g.bf16_tflops, "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops,
-            "fp8": g.fp8, "bf16": g.bf16, "interconnect": g.interconnect, "link_gbps": g.link_gbps,
-            "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd, "hourly_usd": g.hourly(),
-            "usd_per_gb_month": round(per_gb, 2) if per_gb else None,
-            "gbps_per_usd_month": round(g.bandwidth_gbps / g.monthly_usd, 2) if g.monthly_usd and g.bandwidth_gbps else None,
-            "min_count": g.min_count, "price_source": g.price_source or None, "source": g.source}
-
-
 @cli.command(epilog="\b\nExamples:\n  cardfit models\n  cardfit models --json")
 @_catalog_opt
 @json_option
 def models(as_json: bool, catalog: tuple[str, ...]) -> None:
     """List the model catalog: parameters, layers, attention, KV bytes per token, Ollama tags."""
     from ..catalog.models import default_models, load_models
-    from ..core.kv import kv_bytes_per_token
+    from ..views import model_rows
 
     reg = load_models(catalog) if catalog else default_models()
-    rows = [{"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params, "active_params": m.active,
-             "layers": m.layers, "attention": m.attention, "kv_bytes_per_token": kv_bytes_per_token(m),
-             "max_context": m.max_context or None, "ollama": [t.tag for t in m.ollama],
-             "aliases": list(m.aliases), "source": m.source} for m in reg]
+    rows = model_rows(reg)
     if as_json:
         emit_json({"models": rows})
         return
@@ -92,15 +78,12 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
 def quants(as_json: bool) -> None:
     """List quantization types (exact block geometry) and llama.cpp file-type mixes."""
     from ..catalog.quants import default_quants
+    from ..views import quant_view
 
-    qc = default_quants()
-    types = [{"name": q.name, "id": q.id, "kind": q.kind, "bits_per_weight": round(q.bits_per_weight, 4),
-              "block_weights": q.block_weights, "block_bytes": q.block_bytes, "scope": q.scope,
-              "requires": q.requires or None, "ggml_type": q.ggml_type, "aliases": list(q.aliases)} for q in qc.types]
-    mixes = [{"name": m.name, "ftype": m.ftype, "default": m.default,
-              "rules": [{"tensor": k, "type": t, "rule": r} for k, t, r in m.rules]} for m in qc.mixes]
+    view = quant_view(default_quants())
+    types, mixes = view["types"], view["gguf_mixes"]
     if as_json:
-        emit_json({"types": types, "gguf_mixes": mixes})
+        emit_json(view)
         return
     from rich.table import Table
 

@@ -113,11 +113,9 @@ def _duty_table(r: dict[str, Any]) -> Any:
 def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
     """The API price catalog: seed 003's tiers and named APIs, per million tokens, with dates and sources."""
     from ..catalog.apis import apis
+    from ..views import api_rows
 
-    rows = [{"id": a.id, "name": a.name, "kind": a.kind, "provider": a.provider or None,
-             "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m, "date": a.date or None,
-             "evidence": a.evidence or None, "source": a.source or None, "origin": a.origin}
-            for a in apis(tuple(catalog))]
+    rows = api_rows(apis(tuple(catalog)))
     if as_json:
         emit_json({"apis": rows})
         return

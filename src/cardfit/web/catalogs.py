@@ -1,64 +1,38 @@
-"""The catalogs as plain rows for GET /api/gpus, /api/models, /api/quants, /api/runtimes and /api/apis. The keys
-match `cardfit gpus|models|quants --json` (a test holds them equal)."""
+"""The catalogs for GET /api/gpus, /api/models, /api/quants, /api/runtimes and /api/apis: the same rows as
+`cardfit gpus|models|quants|apis --json` (both come from cardfit.views)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .. import views
+
 
 def gpus() -> dict[str, Any]:
     from ..catalog.gpus import default_gpus
 
-    rows = []
-    for g in default_gpus():
-        per_gb = g.monthly_usd / g.memory_gb if g.monthly_usd and g.memory_gb else None
-        rows.append({
-            "id": g.id, "name": g.name, "aliases": list(g.aliases), "vendor": g.vendor, "stack": g.stack,
-            "arch": g.arch, "tier": g.tier, "memory_gb": g.memory_gb, "usable_bytes": g.usable_bytes,
-            "usable_measured": g.usable_measured, "memory_type": g.memory_type, "bandwidth_gbps": g.bandwidth_gbps,
-            "bf16_tflops": g.bf16_tflops, "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops,
-            "fp8": g.fp8, "bf16": g.bf16, "interconnect": g.interconnect, "link_gbps": g.link_gbps,
-            "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd, "hourly_usd": g.hourly(),
-            "usd_per_gb_month": round(per_gb, 2) if per_gb else None,
-            "gbps_per_usd_month": round(g.bandwidth_gbps / g.monthly_usd, 2)
-            if g.monthly_usd and g.bandwidth_gbps else None,
-            "min_count": g.min_count, "price_source": g.price_source or None, "source": g.source})
-    return {"gpus": rows}
+    return {"gpus": views.gpu_rows(default_gpus())}
 
 
 def models() -> dict[str, Any]:
     from ..catalog.models import default_models
-    from ..core.kv import kv_bytes_per_token
 
-    return {"models": [{"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params, "active_params": m.active,
-                        "layers": m.layers, "attention": m.attention, "kv_bytes_per_token": kv_bytes_per_token(m),
-                        "max_context": m.max_context or None, "ollama": [t.tag for t in m.ollama],
-                        "aliases": list(m.aliases), "source": m.source} for m in default_models()]}
+    return {"models": views.model_rows(default_models())}
 
 
 def quants() -> dict[str, Any]:
     from ..catalog.quants import default_quants
 
-    qc = default_quants()
-    types = [{"name": q.name, "id": q.id, "kind": q.kind, "bits_per_weight": round(q.bits_per_weight, 4),
-              "block_weights": q.block_weights, "block_bytes": q.block_bytes, "scope": q.scope,
-              "requires": q.requires or None, "ggml_type": q.ggml_type, "aliases": list(q.aliases)} for q in qc.types]
-    mixes = [{"name": m.name, "ftype": m.ftype, "default": m.default,
-              "rules": [{"tensor": k, "type": t, "rule": r} for k, t, r in m.rules]} for m in qc.mixes]
-    return {"types": types, "gguf_mixes": mixes}
+    return views.quant_view(default_quants())
 
 
 def runtimes() -> dict[str, Any]:
     from ..catalog.runtimes import default_runtimes
 
-    return {"runtimes": [{"id": r.id, "name": r.name, "default_kv_dtype": r.default_kv_dtype,
-                          "default_parallel": r.default_parallel} for r in default_runtimes()]}
+    return {"runtimes": views.runtime_rows(default_runtimes())}
 
 
 def apis() -> dict[str, Any]:
     from ..catalog.apis import default_apis
 
-    return {"apis": [{"id": a.id, "name": a.name, "kind": a.kind, "provider": a.provider or None,
-                      "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m,
-                      "date": a.date or None, "evidence": a.evidence or None, "source": a.source or None,
-                      "origin": a.origin} for a in default_apis()]}
+    return {"apis": views.api_rows(default_apis())}
