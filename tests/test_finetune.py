@@ -58,7 +58,7 @@ SEED_CARDS = [
 
 @pytest.mark.parametrize(("model", "gpu", "count", "usd", "seed_gpu", "seed_count", "seed_usd"), SEED_CARDS)
 def test_seed_full_finetune_cards(model, gpu, count, usd, seed_gpu, seed_count, seed_usd):
-    r = finetune_report(FinetuneInput(model=model, flat_activations=True, rental_only=True))
+    r = finetune_report(FinetuneInput(model=model, flat_activations=True, priced=True))
     best = r["gpus"][0]
     assert (best["gpu"], best["count"], best["monthly_usd"]) == (gpu, count, usd)
     assert best["verdict"] in ("fits", "tight")
@@ -68,7 +68,7 @@ def test_seed_full_finetune_cards(model, gpu, count, usd, seed_gpu, seed_count, 
 
 
 def test_405b_is_five_nodes():
-    r = finetune_report(FinetuneInput(model="shape-405b", flat_activations=True, rental_only=True))
+    r = finetune_report(FinetuneInput(model="shape-405b", flat_activations=True, priced=True))
     assert r["gpus"][0]["nodes"] == 5
 
 
@@ -228,5 +228,5 @@ def test_cli_bad_input_one_line(run_cli, args):
 
 
 def test_cli_json_is_one_object(run_cli):
-    code, out, _ = run_cli("finetune", "shape-13b", "--flat-activations", "--rental-only", "--json")
+    code, out, _ = run_cli("finetune", "shape-13b", "--flat-activations", "--priced", "--json")
     assert code == 0 and json.loads(out)["gpus"][0]["count"] == 2

@@ -47,7 +47,7 @@ class FinetuneInput(ModelInput):
     offload_params: bool = Field(False, description="also keep the weights in host RAM (ZeRO-Infinity; needs ZeRO 3)")
     flat_activations: bool = Field(False, description="use the seed's flat 15 % for activations and fragmentation "
                                    "instead of cardfit's activation model")
-    rental_only: bool = Field(False, description="only cards with a monthly rental price (the seed's fleet)")
+    priced: bool = Field(False, description="rank only cards with a rental price (the seeds' fleet)")
     require_nvlink: bool = Field(True, description="full fine-tunes on several cards need NVLink/NVSwitch "
                                  "(or Infinity Fabric), as the rental seed assumes")
 
@@ -158,7 +158,7 @@ def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: Rental
 def choices(mem: tr.TrainingMemory, inp: FinetuneInput) -> list[Choice]:
     gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     rules = default_rental()
-    pool = [gpus.get(inp.gpu)] if inp.gpu else [g for g in gpus if g.monthly_usd is not None or not inp.rental_only]
+    pool = [gpus.get(inp.gpu)] if inp.gpu else [g for g in gpus if g.monthly_usd is not None or not inp.priced]
     out = [check(mem, inp, g, inp.gpus, rules) if inp.gpus else smallest(mem, inp, g, rules) for g in pool]
     by_id = {id(ch.option): ch for ch in out}
     return [by_id[id(o)] for o in fitting.rank([ch.option for ch in out])]

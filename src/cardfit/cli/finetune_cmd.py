@@ -16,7 +16,7 @@ Examples:
   cardfit finetune meta-llama/Llama-3.1-70B-Instruct --method lora --seq 4096 --targets all
   cardfit finetune llama-3.1-8b --method full --optimizer adamw-8bit --gpu H100 --gpus 4 --zero 2
   cardfit finetune llama-3.1-70b --method full --zero 3 --offload-optimizer --gpu "A100 SXM 80GB" --gpus 8
-  cardfit finetune shape-70b --method full --flat-activations --rental-only --json   # the seed's table
+  cardfit finetune shape-70b --method full --flat-activations --priced --json   # the seed's table
 """
 
 
