@@ -65,7 +65,9 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
                 f"{fmt_bytes(best['free_bytes'], unit)} free")
     s = r["speed"]
     if s["decode_ceiling_tokens_per_s"]:
-        est = f", about {s['decode_tokens_per_s']:,.0f} realistic" if s["decode_tokens_per_s"] else ""
+        rng = s.get("decode_tokens_per_s_range")
+        span = f" (likely {rng[0]:,.0f}–{rng[1]:,.0f})" if rng else ""
+        est = f", about {s['decode_tokens_per_s']:,.0f} realistic{span}" if s["decode_tokens_per_s"] else ""
         c.print(f"Decode on {s['gpu']}: ceiling {s['decode_ceiling_tokens_per_s']:,.0f} tokens/s per stream{est}.")
     _print_cost(c, r["cost"])
     for note in r["notes"]:
@@ -91,7 +93,9 @@ def _print_cost(c: Any, cost: dict[str, Any]) -> None:
             parts.append(f"never beats {label}")
     c.print(f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h over "
             f"{cost['hours_per_month']:g} h); at {k['tokens_per_s']:,.1f} tokens/s "
-            f"({cost.get('tokens_per_s_basis', '').split(' (')[0]}) ${k['cost_per_million_usd']:,.2f} per M at "
+            f"({cost.get('tokens_per_s_basis', '').split(' (')[0]}) ${k['cost_per_million_usd']:,.2f}"
+            + (f" (likely ${k['cost_per_million_usd_range'][0]:,.2f}–{k['cost_per_million_usd_range'][1]:,.2f})"
+               if k.get("cost_per_million_usd_range") else "") + " per M at "
             f"{cost.get('duty', 1):.0%} duty; " + "; ".join(parts) + ".")
 
 
