@@ -22,26 +22,32 @@ def cold_start(args: list[str], runs: int = 7) -> float:
 
 
 def sweep() -> tuple[int, float]:
+    """Every catalog model × quantization (uniform types and GGUF mixes) × GPU × four contexts: the memory
+    model once per model × quantization × context, then the single-card verdict on every GPU."""
     from cardfit.catalog.gpus import default_gpus
     from cardfit.catalog.models import default_models
     from cardfit.catalog.quants import GgufMix, default_quants
     from cardfit.catalog.rental import default_rental
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.core.fit import check
+    from cardfit.core.fit import budget_per_card, classify, need_on
     from cardfit.core.memory import MemorySettings, estimate
 
     t = time.perf_counter()
     qc, rts, rules = default_quants(), default_runtimes(), default_rental()
     gpus = list(default_gpus())
     quants = [q for q in (*qc.types, *qc.mixes) if not (getattr(q, "kind", "") == "gguf")]
+    runtimes = {name: rts.get(name) for name in ("llama.cpp", "vllm")}
+    budgets = {name: [(g, budget_per_card(g, rt)) for g in gpus] for name, rt in runtimes.items()}
     n = 0
     for m in default_models():
         for q in quants:
-            rt = rts.get("llama.cpp" if isinstance(q, GgufMix) else "vllm")
+            name = "llama.cpp" if isinstance(q, GgufMix) else "vllm"
+            rt = runtimes[name]
+            requires = getattr(q, "requires", "")
             for context in (4096, 8192, 32768, 131072):
-                mem = estimate(m, q, rt, MemorySettings(context=context, prefill_chunk=rt.prefill_chunk))
-                for g in gpus:
-                    check(mem, g, 1, rt, rules, requires=getattr(q, "requires", ""))
+                need = need_on(estimate(m, q, rt, MemorySettings(context=context, prefill_chunk=rt.prefill_chunk)), 1)
+                for g, budget in budgets[name]:
+                    classify(-1 if requires and not g.supports(requires) else budget - need, 1, rules)
                     n += 1
     return n, time.perf_counter() - t
 

@@ -414,7 +414,8 @@ def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
     m, rt = _model(r), _runtime(r)
     if rt.id != "ollama":
         raise Skip("total_memory is modelled for Ollama's estimate only")
-    if m.model_type not in ("llama",) or m.sliding_window or m.is_moe:
+    # Mistral 7B's GGUF is converted as general.architecture = "llama" (convert_hf_to_gguf MistralModel)
+    if m.model_type not in ("llama", "mistral") or m.sliding_window or m.is_moe:
         raise Skip("Ollama's graph estimate is implemented for the llama architecture only")
     q = _quant(r, m)
     s = _settings(r)

@@ -62,6 +62,18 @@ def unsupported(gpu: Gpu, requires: str) -> str:
     return ""
 
 
+def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -> str:
+    """fits / tight / no from the bytes left over (seed 002 §05: tight = under 5 GB on one card, under
+    2 GB per card on several; or inside the error bar of the estimate)."""
+    if free < 0:
+        return NO
+    if free < margin_bytes:
+        return TIGHT
+    if count == 1:
+        return TIGHT if free < rules.tight_single_bytes else FITS
+    return TIGHT if free < rules.tight_per_card_bytes * count else FITS
+
+
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
           utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight."""
@@ -75,9 +87,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRu
         return Option(**base, verdict=NO, reason=why)
     free = budget - need
     if free >= 0:
-        tight = free < rules.tight_single_bytes if count == 1 else free / count < rules.tight_per_card_bytes
-        tight = tight or free < margin_bytes
-        return Option(**base, verdict=TIGHT if tight else FITS)
+        return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)
     return Option(**base, verdict=NO, reason=f"needs {need - budget:,} more bytes")

@@ -74,6 +74,18 @@ def rule_applies(rule: str, i: int, n: int, mm: MixModel = MixModel(), experts: 
     raise CatalogError(f"unknown GGUF mix rule '{rule}'")
 
 
+_POSITION_RULES = ("more_bits", "first_", "middle", "imatrix_first_n8", "noimatrix_first_n8")
+
+
+def position_dependent(mix: GgufMix, kind: str) -> bool:
+    """Whether the type of a `kind` tensor depends on its position (i of n) in this mix: only rules like
+    more_bits / first_n8 do; everything else gives every tensor of the kind the same type."""
+    if kind in ("output", "token_embd"):
+        return False
+    found = _lookup(mix, _rule_key(kind))
+    return found is not None and bool(found[0]) and found[1].strip().lower().startswith(_POSITION_RULES)
+
+
 def _rule_key(kind: str) -> str:
     """The data key whose rules cover this tensor kind ('ffn_down_exps' → 'ffn_down', attn_qkv → attn_v)."""
     if kind in _ATTN_V_KINDS:

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
-from .gguf_mix import _ATTN_V_KINDS, MixModel, tensor_type
+from .gguf_mix import _ATTN_V_KINDS, MixModel, position_dependent, tensor_type
 from .tensors import TensorGroup, gguf_tensor_groups, has_shapes, tensor_groups
 
 
@@ -85,18 +85,49 @@ def _mix_model(m: ModelSpec, legacy_qkv: bool = False) -> MixModel:
                     legacy_qkv=legacy_qkv)
 
 
+@lru_cache(maxsize=512)
+def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[int, int], ...]], ...]:
+    """The model's tensor groups, identical groups merged: (one group, the (i, n) position of each copy)."""
+    groups = gguf_tensor_groups(m) if gguf else tensor_groups(m)
+    layers_of, index_of = _indices(groups)
+    merged: dict[tuple[str, int, int, bool], tuple[TensorGroup, list[tuple[int, int]]]] = {}
+    for g in groups:
+        pos = _position(g, m, layers_of, index_of) if gguf and g.matrix else (g.layer, m.layers)
+        merged.setdefault((g.kind, g.n_params, g.row, g.matrix), (g, []))[1].append(pos)
+    return tuple((g, tuple(p)) for g, p in merged.values())
+
+
+@lru_cache(maxsize=16384)
+def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ...], tied: bool,
+                mm: MixModel) -> tuple[tuple[QuantType, int], ...]:
+    """Storage type → how many of these identical tensors get it under the mix."""
+    quants = default_quants()
+    if not position_dependent(q, g.kind):
+        i, n = positions[0]
+        return ((tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm), len(positions)),)
+    counts: dict[QuantType, int] = defaultdict(int)
+    for i, n in positions:
+        counts[tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm)] += 1
+    return tuple(counts.items())
+
+
 @lru_cache(maxsize=8192)
 def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Weights:
     """Per tensor group; `legacy_qkv`: GGUF files quantized before llama.cpp's tensor-category refactor."""
     quants = default_quants()
-    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
-    layers_of, index_of = _indices(groups)
+    gguf = isinstance(q, GgufMix)
+    buckets = _buckets(m, gguf)
     by_type: dict[str, float] = defaultdict(float)
-    total_params = sum(g.n_params for g in groups)
+    total_params = sum(g.n_params * len(p) for g, p in buckets)
     scale = m.params / total_params if m.params else 1.0  # shapes give proportions, the stated count the size
-    for g in groups:
-        t = _group_type(g, m, q, quants, layers_of, index_of, legacy_qkv)
-        by_type[t.name] += t.nbytes(g.n_params) * scale
+    mm = _mix_model(m, legacy_qkv)
+    for g, positions in buckets:
+        if gguf and g.matrix:
+            for t, count in _mix_counts(q, g, positions, m.tied_embeddings, mm):  # type: ignore[arg-type]
+                by_type[t.name] += t.nbytes(g.n_params) * count * scale
+        else:
+            t = _group_type(g, m, q, quants, {}, {}, legacy_qkv)
+            by_type[t.name] += t.nbytes(g.n_params) * len(positions) * scale
     items = tuple(sorted(((k, round(v)) for k, v in by_type.items()), key=lambda kv: -kv[1]))
     return Weights(sum(v for _, v in items), m.params or total_params, items, "shapes")
 
@@ -126,6 +157,7 @@ def weights(m: ModelSpec, q: Quant | None = None, legacy_qkv: bool = False) -> W
 _EMBD_NAMES = ("token_embd.weight", "model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight")
 
 
+@lru_cache(maxsize=8192)
 def embedding_bytes(m: ModelSpec, q: Quant | None = None) -> int:
     """Bytes of the input token embedding at its storage type (0 when it doubles as the output matrix, which
     must then live on the GPU). llama.cpp keeps this tensor in system RAM: it is a row lookup."""
@@ -138,11 +170,16 @@ def embedding_bytes(m: ModelSpec, q: Quant | None = None) -> int:
         return 0
     if q is None:
         q = quants.get(m.file_quant or m.dtype)
-    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
-    embd = next((g for g in groups if g.kind == "token_embd"), None)
+    w = weights_from_shapes(m, q)
+    buckets = _buckets(m, isinstance(q, GgufMix))
+    embd = next(((g, p) for g, p in buckets if g.kind == "token_embd"), None)
     if embd is None:
         return 0
-    layers_of, index_of = _indices(groups)
-    total_params = sum(g.n_params for g in groups)
+    g, positions = embd
+    total_params = sum(b.n_params * len(p) for b, p in buckets)
     scale = m.params / total_params if m.params else 1.0
-    return round(_group_type(embd, m, q, quants, layers_of, index_of).nbytes(embd.n_params) * scale)
+    if isinstance(q, GgufMix):
+        t = tensor_type(q, g.kind, *positions[0], g.row, quants, tied_output=False, mm=_mix_model(m))
+    else:
+        t = _group_type(g, m, q, quants, {}, {})
+    return min(round(t.nbytes(g.n_params) * scale), w.total_bytes)
