@@ -1,0 +1,25 @@
+"""The README shows real output: its `cardfit plan` block is what the CLI prints today (100 columns)."""
+
+from __future__ import annotations
+
+import re
+
+from .conftest import ROOT
+
+
+def test_readme_plan_block_is_real_output(run_cli):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r'```text\n\$ cardfit plan llama3\.1:8b --gpu "RTX 4090"\n(.*?)```', text, re.S)
+    assert block, "README lost its example"
+    code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", env={"COLUMNS": "100"})
+    assert code == 0, err
+    shown = [line.rstrip() for line in block.group(1).rstrip("\n").split("\n")]
+    assert shown == [line.rstrip() for line in out.rstrip("\n").split("\n")]
+
+
+def test_readme_two_commands_exist():
+    text = (ROOT / "README.md").read_text()
+    assert "make demo" in text and "make test" in text
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\ndemo:" in makefile and "\ntest:" in makefile
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
