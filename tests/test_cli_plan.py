@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cardfit.units import GIB
 
 
@@ -135,3 +137,46 @@ def test_json_is_one_object(run_cli):
     code, out, _ = run_cli("plan", "llama3.1:8b", "--json")
     assert code == 0
     json.loads(out)
+
+
+def test_group_size_as_a_parameter(run_json):
+    """INT4 with group scales: 4 bits + one fp16 scale + one 4-bit zero per group."""
+    g128 = run_json("plan", "--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128",
+                    "--quant", "awq", "--context", "4096", "--gpu", "H100")
+    g32 = run_json("plan", "--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128",
+                   "--quant", "int4-g32", "--context", "4096", "--gpu", "H100")
+    assert g128["memory"]["bits_per_weight"] == pytest.approx(4 + 20 / 128, abs=1e-3)
+    assert g32["memory"]["bits_per_weight"] == pytest.approx(4 + 20 / 32, abs=1e-3)
+
+
+def test_group_size_must_be_a_power_of_two(run_cli):
+    code, _, err = run_cli("plan", "llama-3.1-8b", "--quant", "int4-g100")
+    assert code == 2 and "power of two" in err
+
+
+def test_max_sequences_is_the_edge(run_json):
+    args = ("llama-3.1-8b", "--gpu", "H100 SXM", "--context", "8192", "--runtime", "vllm")
+    n = run_json("max-sequences", *args)["max_sequences"]
+    assert 20 < n < 200
+    assert run_json("plan", *args, "--batch", str(n))["gpus"][0]["free_bytes"] >= 0
+    assert run_json("plan", *args, "--batch", str(n + 1))["gpus"][0]["free_bytes"] < 0
+
+
+def test_largest_model_on_a_24gb_card(run_json):
+    """seed 000: a 24 GB card runs 24B-32B models at 4-bit; 70B does not fit."""
+    r = run_json("largest-model", "--gpu", "RTX 4090", "--quant", "Q4_K_M", "--runtime", "llama.cpp")
+    names = [m["id"] for m in r["models"]]
+    assert "qwen2.5-32b" in names and "mistral-small-24b" in names
+    assert "llama-3.3-70b" not in names
+    assert all(m["free_bytes"] >= 0 for m in r["models"])
+
+
+def test_answers_cheapest_and_smallest(run_json):
+    r = run_json("plan", "qwen2.5:14b", "--priced")
+    a = r["answers"]
+    assert a["cheapest_card"] == r["gpus"][0]["gpu"]
+    fitting = [g for g in r["gpus"] if g["verdict"] in ("fits", "tight") and g["count"] == 1]
+    assert a["smallest_card"] == min(fitting, key=lambda g: g["usable_bytes"])["gpu"]
+    assert a["cheapest_set"] is None
+    big = run_json("plan", "llama-3.1-405b", "--quant", "fp8", "--context", "8192", "--priced")
+    assert big["answers"]["cheapest_card"] is None and big["answers"]["cheapest_set"] == "4× MI300X"

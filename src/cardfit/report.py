@@ -103,7 +103,23 @@ def plan_dict(p: Plan) -> dict[str, Any]:
             "memory": memory_dict(p.ctx, first.memory),
             "gpus": [speed_range_keys(option_dict(c.option, c.speed, c.memory), rt) for c in p.cards],
             "speed": speed_range_keys(speed_dict(first), rt), "cost": cost_range_keys(cost_dict(p), rt),
-            "notes": list(p.ctx.notes)}
+            "answers": answers_dict(p), "notes": list(p.ctx.notes)}
+
+
+def answers_dict(p: Plan) -> dict[str, Any]:
+    """SPEC §3's short answers: the cheapest card that fits, the smallest one, and the cheapest set when no
+    single card holds the plan."""
+    singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
+    priced = [o for o in singles if o.monthly_usd is not None]
+    sets = [c.option for c in p.cards if c.option.fits and c.option.count > 1]
+
+    def name(o: Option | None) -> str | None:
+        return None if o is None else (o.gpu.name if o.count == 1 else f"{o.count}× {o.gpu.name}")
+
+    return {"cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
+            "smallest_card": name(min(singles, key=lambda o: o.usable_bytes, default=None)),
+            "cheapest_set": None if singles else name(min((o for o in sets if o.monthly_usd is not None),
+                                                          key=lambda o: o.monthly_usd or 0, default=None))}
 
 
 def cost_dict(p: Plan) -> dict[str, Any]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from .catalog.gpus import default_gpus
 from .catalog.models import default_models
 from .core.fit import budget_per_card, need_on
-from .errors import InputError
+from .errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
-from .planner import Context, build_context, memory_for, requires
+from .planner import Context, build_context, check_context, default_context, memory_for, requires
 
 UPPER = 1 << 24
 
@@ -60,21 +61,25 @@ def max_context(inp: MaxContextInput) -> dict[str, Any]:
 
 
 def max_sequences(inp: PlanInput) -> dict[str, Any]:
-    """Most concurrent sequences of --context tokens each that fit on the card."""
+    """Most concurrent sequences of `context` tokens each (the runtime's default when not given) whose
+    caches fit on the card beside the weights."""
     ctx = build_context(inp)
     gpu, count, budget = _set(ctx)
-    context = inp.context or 4096
+    context, why = default_context(ctx, gpu)
+    check_context(ctx, context)
 
     def ok(n: int) -> bool:
-        c2 = replace(ctx, sequences=n)
-        return need_on(memory_for(c2, context), count) <= budget
+        return need_on(memory_for(replace(ctx, sequences=n), context), count) <= budget
 
     n = _bisect(ok, 1 << 20)
-    return {"model": ctx.model.name, "gpu": gpu.name, "count": count, "context": context, "max_sequences": n}
+    return {"model": ctx.model.name, "gpu": gpu.name, "count": count, "quant": ctx.quant.name,
+            "runtime": ctx.runtime.id, "kv_dtype": ctx.kv_dtype, "context": context, "context_source": why,
+            "max_sequences": n, "budget_bytes": budget}
 
 
 def largest_model(inp: PlanInput) -> dict[str, Any]:
-    """The largest catalog model (by parameters) that fits the card at the quantization and context."""
+    """The catalog models (largest first, by parameters) that fit the card at the quantization, at the given
+    context (else 8,192 tokens or the model's maximum if smaller), with the runtime's accounting."""
     fits = []
     for m in default_models():
         if m.id.startswith("shape-"):
@@ -83,10 +88,14 @@ def largest_model(inp: PlanInput) -> dict[str, Any]:
             ctx = build_context(inp.model_copy(update={"model": m.id}))
             gpu, count, budget = _set(ctx)
             context = min(inp.context or 8192, m.max_context or 8192)
-            if need_on(memory_for(ctx, context), count) <= budget:
-                fits.append((m.params, m.name))
-        except InputError:
+            need = need_on(memory_for(ctx, context), count)
+        except CardfitError:  # e.g. a quantization this model cannot take
             continue
-    fits.sort(reverse=True)
-    return {"gpu": inp.gpu, "quant": inp.quant, "models": [n for _, n in fits[:10]],
-            "largest": fits[0][1] if fits else None}
+        if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):
+            fits.append({"model": m.name, "id": m.id, "params": m.params, "quant": ctx.quant.name,
+                         "runtime": ctx.runtime.id, "context": context, "need_bytes": need,
+                         "free_bytes": budget - need})
+    fits.sort(key=lambda f: -f["params"])
+    gpu = default_gpus().get(inp.gpu) if inp.gpu else None
+    return {"gpu": gpu.name if gpu else inp.gpu, "quant": inp.quant, "largest": fits[0]["model"] if fits else None,
+            "models": fits}

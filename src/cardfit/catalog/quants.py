@@ -3,11 +3,12 @@ llama.cpp file-type mixes (Q4_K_M …) that assign a type per tensor."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ..errors import CatalogError, UnknownNameError
+from ..errors import CatalogError, InputError, UnknownNameError
 from ..names import closest, norm
 from .loader import builtin
 
@@ -58,6 +59,7 @@ class GgufMix:
 
 
 Quant = QuantType | GgufMix
+_GROUPED = re.compile(r"^(?P<fmt>int4|int8|awq|gptq|w4a16)[-_ ]?g(?P<g>\d{1,5})$")
 
 # GGUF names for the float types of the main table
 _GGUF_FLOAT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "mxfp4": "mxfp4", "nvfp4": "nvfp4"}
@@ -95,10 +97,28 @@ class QuantCatalog:
         return self._index.get(norm(name))
 
     def get(self, name: str) -> Quant:
-        q = self.find(name)
+        q = self.find(name) or self._grouped(name)
         if q is None:
             raise UnknownNameError("quantization", name, closest(name, self._display), "cardfit quants")
         return q
+
+    def _grouped(self, name: str) -> QuantType | None:
+        """'int4-g64', 'awq-g32', 'gptq-g256', 'int8-g128': a grouped integer format with the group size as a
+        parameter, sized like the catalog's g128 entry (one fp16 scale and one packed zero per group)."""
+        m = _GROUPED.match(name.strip().lower())
+        if m is None:
+            return None
+        bits, group = (8 if m["fmt"] == "int8" else 4), int(m["g"])
+        if not 8 <= group <= 4096 or group & (group - 1):
+            raise InputError(f"group size {group} in '{name}' must be a power of two from 8 to 4096",
+                             field="quant", hint="e.g. int4-g128")
+        base = self.type("int4_g128")
+        # per group: the weights, a 16-bit scale and a zero point of the weight's width (AutoAWQ/AutoGPTQ)
+        # (eight groups make a whole number of bytes: 8 × group weights in `group_bits` bytes)
+        group_bits = group * bits + 16 + bits
+        return QuantType(id=f"int{bits}_g{group}", name=f"INT{bits} g{group}", kind="int",
+                         block_weights=8 * group, block_bytes=group_bits, scope="linear", group_size=group,
+                         source=f"{base.source.split(':')[0]} with group size {group}")
 
     def type(self, name: str) -> QuantType:
         """A uniform storage type by id or GGUF name ('Q6_K', 'gguf_q6_k', 'bf16', 'F16')."""

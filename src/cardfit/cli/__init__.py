@@ -17,13 +17,15 @@ Examples:
   cardfit plan meta-llama/Llama-3.3-70B-Instruct --quant fp8 --context 32768 --runtime vllm
   cardfit plan --params 7e9 --layers 32 --kv-heads 8 --head-dim 128 --quant bf16 --context 8192
   cardfit max-context qwen2.5:14b --gpu "RTX 4060 Ti"
+  cardfit max-sequences llama-3.1-8b --gpu H100 --context 8192 --runtime vllm
+  cardfit largest-model --gpu "RTX 4090" --quant Q4_K_M
   cardfit gpus
 """
 
 
 # command name → module that defines it; a module is imported only when its command runs, so
 # `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs.
-LAZY = {"plan": "plan_cmd", "max-context": "plan_cmd", "speed": "speed_cmd", "finetune": "finetune_cmd",
+LAZY = {"plan": "plan_cmd", "max-context": "plan_cmd", "max-sequences": "plan_cmd", "largest-model": "plan_cmd", "speed": "speed_cmd", "finetune": "finetune_cmd",
         "breakeven": "cost_cmd", "validate": "validate_cmd", "gpus": "catalog_cmds", "models": "catalog_cmds",
         "quants": "catalog_cmds", "apis": "cost_cmd", "serve": "serve_cmd"}
 

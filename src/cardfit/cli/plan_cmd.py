@@ -63,6 +63,11 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
     if best["verdict"] in ("fits", "tight"):
         c.print(f"\nBest: {best['count']}× {best['gpu']} — {best['verdict']}, "
                 f"{fmt_bytes(best['free_bytes'], unit)} free")
+    a = r["answers"]
+    if len(r["gpus"]) > 1 and (a["smallest_card"] or a["cheapest_set"]):
+        c.print("; ".join(x for x in (a["cheapest_card"] and f"cheapest card that fits: {a['cheapest_card']}",
+                                      a["smallest_card"] and f"smallest: {a['smallest_card']}",
+                                      a["cheapest_set"] and f"cheapest set: {a['cheapest_set']}") if x))
     s = r["speed"]
     if s["decode_ceiling_tokens_per_s"]:
         rng = s.get("decode_tokens_per_s_range")
@@ -125,3 +130,54 @@ def max_context(as_json: bool, **kwargs: Any) -> None:
     click.echo(f"{result['model']} on {result['count']}× {result['gpu']} ({result['quant']}, {result['runtime']}, "
                f"KV {result['kv_dtype']}, {result['batch']} sequence(s)): up to {result['max_context_tokens']:,} "
                f"tokens per sequence{tail}.")
+
+
+MAXSEQ_EPILOG = """\b
+Examples:
+  cardfit max-sequences llama-3.1-8b --gpu H100 --context 8192 --runtime vllm
+  cardfit max-sequences llama3.1:8b --gpu "RTX 4090" --kv-dtype q8_0 --json
+"""
+
+
+@cli.command("max-sequences", epilog=MAXSEQ_EPILOG)
+@click.argument("model", required=False)
+@model_options(MaxContextInput, skip=("model", "batch", "parallel"))
+@json_option
+def max_sequences(as_json: bool, **kwargs: Any) -> None:
+    """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
+    from ..reverse import max_sequences as compute
+
+    r = compute(parse(MaxContextInput, _values(kwargs)))
+    if as_json:
+        emit_json(r)
+        return
+    click.echo(f"{r['model']} on {r['count']}× {r['gpu']} ({r['quant']}, {r['runtime']}, KV {r['kv_dtype']}): up to "
+               f"{r['max_sequences']:,} concurrent sequences of {r['context']:,} tokens ({r['context_source']}).")
+
+
+LARGEST_EPILOG = """\b
+Examples:
+  cardfit largest-model --gpu "RTX 4090" --quant Q4_K_M
+  cardfit largest-model --gpu H100 --quant fp8 --runtime vllm --context 32768 --json
+"""
+
+
+@cli.command("largest-model", epilog=LARGEST_EPILOG)
+@model_options(MaxContextInput, skip=("model", "params", "active_params", "layers", "kv_heads", "head_dim",
+                                      "hidden", "vocab", "hub"))
+@json_option
+def largest_model(as_json: bool, **kwargs: Any) -> None:
+    """The largest catalog models that fit --gpu at --quant (default: each model's own) and --context (8K)."""
+    from ..reverse import largest_model as compute
+
+    r = compute(parse(MaxContextInput, _values(kwargs)))
+    if as_json:
+        emit_json(r)
+        return
+    if not r["models"]:
+        click.echo(f"No catalog model fits {r['gpu']} with these settings.")
+        return
+    click.echo(f"Largest catalog models that fit {r['gpu']}:")
+    for f in r["models"][:10]:
+        click.echo(f"  {f['model']:<34} {f['params'] / 1e9:7.1f}B  {f['quant']:<12} {f['runtime']:<10} "
+                   f"{f['free_bytes'] / 1e9:6.1f} GB free at {f['context']:,} tokens")
