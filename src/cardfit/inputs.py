@@ -65,6 +65,8 @@ class RuntimeInput(Input):
 class PlanInput(ModelInput, RuntimeInput):
     gpu: str | None = Field(None, max_length=128, description="only this card (RTX 4090, H100 SXM, …)")
     priced: bool = Field(False, description="rank only cards with a rental price (the seeds' fleet)")
+    headroom: float | None = Field(None, ge=1, le=10, description="also name the smallest card holding this many "
+                                   "times the weights (seed 001's rule of thumb: 1.25-1.5)")
     duty: float | None = Field(None, gt=0, le=1, description="cost section: share of the paid hours the card is "
                                "busy (0-1]; default 1")
     api: str | None = Field(None, max_length=128, description="cost section: API to break even against "

@@ -32,7 +32,7 @@ def inputs_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
             "prefill_chunk": ctx.prefill_chunk, "flash_attn": ctx.flash_attn,
             "gpu_memory_utilization": ctx.utilization if ctx.utilization is not None
             else (ctx.runtime.gpu_memory_utilization or None),
-            "gpus": ctx.inp.gpus, "tp": ctx.inp.tp, "gpu": ctx.inp.gpu}
+            "gpus": ctx.inp.gpus, "tp": ctx.inp.tp, "gpu": ctx.inp.gpu, "headroom": ctx.inp.headroom}
 
 
 def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
@@ -116,7 +116,15 @@ def answers_dict(p: Plan) -> dict[str, Any]:
     def name(o: Option | None) -> str | None:
         return None if o is None else (o.gpu.name if o.count == 1 else f"{o.count}× {o.gpu.name}")
 
-    return {"cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
+    by_rule = None
+    if p.ctx.inp.headroom:
+        from .core.fit import smallest_by_headroom
+
+        card = smallest_by_headroom(p.first.memory.weights.total_bytes, [c.option.gpu for c in p.cards],
+                                    p.ctx.inp.headroom)
+        by_rule = card.name if card else "more than one card"
+    return {"smallest_card_by_headroom": by_rule,
+            "cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
             "smallest_card": name(min(singles, key=lambda o: o.usable_bytes, default=None)),
             "cheapest_set": None if singles else name(min((o for o in sets if o.monthly_usd is not None),
                                                           key=lambda o: o.monthly_usd or 0, default=None))}

@@ -68,6 +68,9 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
         c.print("; ".join(x for x in (a["cheapest_card"] and f"cheapest card that fits: {a['cheapest_card']}",
                                       a["smallest_card"] and f"smallest: {a['smallest_card']}",
                                       a["cheapest_set"] and f"cheapest set: {a['cheapest_set']}") if x))
+    if a.get("smallest_card_by_headroom"):
+        c.print(f"Smallest card holding {r['inputs']['headroom']:g}× the weights (seed 001's rule): "
+                f"{a['smallest_card_by_headroom']}")
     s = r["speed"]
     if s["decode_ceiling_tokens_per_s"]:
         rng = s.get("decode_tokens_per_s_range")

@@ -133,3 +133,11 @@ def rank(options: list[Option], node_size: int = 8) -> list[Option]:
         priced = o.monthly_usd is not None
         return (size_group + (0 if priced else 1), o.monthly_usd if priced else 0, o.usable_bytes)
     return sorted(options, key=key)
+
+
+def smallest_by_headroom(weights_bytes: int, gpus: list[Gpu], factor: float) -> Gpu | None:
+    """Seed 001's lens: the smallest card whose usable memory holds `factor` × the weights (its table uses
+    1.5, "the generous end of the quarter-to-a-half head-room rule")."""
+    need = weights_bytes * factor
+    holding = [g for g in gpus if g.usable_bytes >= need]
+    return min(holding, key=lambda g: g.usable_bytes, default=None)
