@@ -23,7 +23,12 @@ CASES = [
     (["plan", "llama3.1:8b", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be less than or equal to 1"),
     (["plan", "llama3.1:8b", "--catalog", "/nonexistent/cards.toml"], "cannot read catalog file"),
     (["plan", "llama3.1:8b", "--params"], "requires an argument"),
-    (["max-context", "llama3.1:8b"], "max-context needs --gpu"),
+    (["max-context", "llama3.1:8b"], "this question needs --gpu"),
+    (["plan", "llama-3.1-8b", "--runtime", "vllm", "--kv-dtype", "q8_0"], "vLLM has no 'q8_0' KV cache"),
+    (["plan", "llama-3.1-8b", "--tp", "3", "--runtime", "vllm"], "do not divide by it"),
+    (["plan", "llama3.1:8b", "--tp", "2"], "splits a model across cards by layers"),
+    (["max-context", "qwen3-next-80b-a3b", "--gpu", "H200", "--runtime", "vllm"], "leaves no room"),
+    (["largest-model", "--quant", "Q4_K_M"], "largest-model needs --gpu"),
     (["plan", "llama3.1:8b", "--bogus"], "No such option '--bogus'"),
 ]
 

@@ -53,7 +53,7 @@ def _runtime(r: Resolved, q: Quant, name: str | None) -> RuntimeProfile:
     runtimes = default_runtimes()
     if name:
         return runtimes.get(name)
-    if r.tag is not None:
+    if r.tag is not None or r.ollama:
         return runtimes.get("ollama")
     if isinstance(q, GgufMix) or q.kind == "gguf":
         return runtimes.get("llama.cpp")
@@ -62,15 +62,21 @@ def _runtime(r: Resolved, q: Quant, name: str | None) -> RuntimeProfile:
 
 def _kv(rt: RuntimeProfile, m: ModelSpec, name: str | None) -> str:
     d = kv_dtype(name or rt.default_kv_dtype)
-    if d == "auto":  # vLLM 'auto': the model's own dtype
-        d = "bf16" if m.dtype == "bf16" else "f16"
-    return d
+    native = "bf16" if m.dtype == "bf16" else "f16"
+    allowed = {native if o == "auto" else kv_dtype(o) for o in rt.kv_dtype_options}
+    if "auto" in rt.kv_dtype_options:
+        allowed |= {"f16", "bf16"}  # 'auto' is the model's own 16-bit type
+    if d != "auto" and allowed and d not in allowed:
+        raise InputError(f"{rt.name} has no '{name}' KV cache; it takes {', '.join(rt.kv_dtype_options)}",
+                         field="kv_dtype", hint="pick one of those or another --runtime")
+    return native if d == "auto" else d
 
 
 def build_context(inp: PlanInput) -> Context:
     r = resolve(inp)
     q = _quant(r, inp.quant)
     rt = _runtime(r, q, inp.runtime)
+    check_tp(inp, rt, r.model)
     if inp.overhead_gb is not None:
         rt = replace(rt, context_bytes=round(inp.overhead_gb * 1e9), cuda_graph_bytes=0)
     if inp.batch and inp.parallel and inp.batch != inp.parallel:
@@ -97,13 +103,34 @@ def default_context(ctx: Context, gpu: Gpu | None) -> tuple[int, str]:
         return ctx.inp.context, "given"
     max_ctx = m.max_context or 4096
     if rt.context_tiers:
-        count = ctx.inp.gpus or 1
+        count = ctx.inp.gpus or ctx.inp.tp or 1
         vram = gpu.usable_bytes * count if gpu else 0
         num_ctx = max(n for gib, n in rt.context_tiers if vram >= gib * GIB)
         return min(num_ctx, max_ctx), f"{rt.name} default for {vram / GIB:.1f} GiB of VRAM"
     if rt.default_context:
         return min(rt.default_context, max_ctx), f"{rt.name} default"
     return max_ctx, f"{rt.name} default: the model's maximum"
+
+
+def cards_per_set(ctx: Context, gpu: Gpu) -> int:
+    """--gpus, else the tensor-parallel degree, else the card's smallest rentable set (B200: a pair)."""
+    return ctx.inp.gpus or ctx.inp.tp or max(gpu.min_count, 1)
+
+
+def check_tp(inp: PlanInput, rt: RuntimeProfile, m: ModelSpec) -> None:
+    from .speedplan import TP_RUNTIMES, tp_divides
+
+    tp = inp.tp
+    if not tp or tp == 1:
+        return
+    if rt.id not in TP_RUNTIMES:
+        raise InputError(f"{rt.name} splits a model across cards by layers; --tp is for "
+                         f"{', '.join(TP_RUNTIMES)}", field="tp", hint="use --gpus N for more cards")
+    if inp.gpus and tp > inp.gpus:
+        raise InputError(f"--tp {tp} is more than --gpus {inp.gpus}", field="tp")
+    if not tp_divides(m, tp):
+        raise InputError(f"--tp {tp}: {m.name}'s {m.heads or m.kv_heads} attention heads and {m.kv_heads} KV heads "
+                         "do not divide by it (vLLM refuses)", field="tp", hint="try a power of two")
 
 
 def check_context(ctx: Context, context: int) -> None:
@@ -166,7 +193,7 @@ def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | N
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=rt.decode_efficiency,
                              prefill_efficiency=rt.prefill_efficiency, precision=precision_of(ctx.quant, opt.gpu),
-                             tp=default_tp(rt.id, opt.count, ctx.inp.tp), context_filled=mem.context // 2,
+                             tp=default_tp(rt.id, opt.count, ctx.inp.tp, ctx.model), context_filled=mem.context // 2,
                              quant=ctx.quant, overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
                              overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
                              cpu_weight_fraction=offloaded,
@@ -187,7 +214,7 @@ def card_plans(ctx: Context) -> list[CardPlan]:
             check_context(ctx, context)
             mems[context] = (memory_for(ctx, context), why)
         mem = mems[context][0]
-        count = ctx.inp.gpus or max(gpu.min_count, 1)
+        count = cards_per_set(ctx, gpu)
         opt = option_for(ctx, mem, gpu, count)
         if not opt.fits and opt.verdict != fitting.OFFLOAD and not ctx.inp.gpus and not ctx.inp.gpu:
             bigger = fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),

@@ -21,7 +21,8 @@ def model_dict(ctx: Context) -> dict[str, Any]:
     return {"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params,
             "active_params": m.active_params or m.params, "layers": m.layers, "attention": m.attention,
             "max_context": m.max_context or None, "origin": ctx.resolved.origin, "source": m.source,
-            "ollama_tag": ctx.resolved.tag.tag if ctx.resolved.tag else None,
+            "ollama_tag": (ctx.inp.model if ctx.resolved.ollama else None) or
+            (ctx.resolved.tag.tag if ctx.resolved.tag else None),
             "provenance": dict(m.provenance) or None}
 
 
@@ -66,6 +67,15 @@ def speed_range_keys(d: dict[str, Any], runtime: str) -> dict[str, Any]:
     return d
 
 
+def _cost(p: Plan, runtime: str) -> dict[str, Any]:
+    cost = cost_dict(p)
+    if p.first.speed is not None and p.first.speed.decode_tokens_per_s is None:
+        # no calibrated speed for this runtime (transformers, rule-of-thumb): the figures rest on the ceiling
+        cost["tokens_per_s_basis"] = "bandwidth ceiling per stream (no calibrated speed for this runtime)"
+        return cost
+    return cost_range_keys(cost, runtime)
+
+
 def cost_range_keys(cost: dict[str, Any], runtime: str) -> dict[str, Any]:
     from .core.uncertainty import cost_range, value_range
 
@@ -102,7 +112,7 @@ def plan_dict(p: Plan) -> dict[str, Any]:
     return {"model": model_dict(p.ctx), "inputs": inputs_dict(p.ctx, first),
             "memory": memory_dict(p.ctx, first.memory),
             "gpus": [speed_range_keys(option_dict(c.option, c.speed, c.memory), rt) for c in p.cards],
-            "speed": speed_range_keys(speed_dict(first), rt), "cost": cost_range_keys(cost_dict(p), rt),
+            "speed": speed_range_keys(speed_dict(first), rt), "cost": _cost(p, rt),
             "answers": answers_dict(p), "notes": list(p.ctx.notes)}
 
 

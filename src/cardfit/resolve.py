@@ -21,6 +21,7 @@ class Resolved:
     tag: OllamaTag | None = None  # the user named an Ollama tag
     quant_hint: str = ""  # quantization implied by the name or file
     origin: str = "catalog"  # catalog | shape | file | hub | ollama-store | hf-cache
+    ollama: bool = False  # the name was an Ollama tag (plan for Ollama, its Q4_K_M build by default)
 
 
 def _shape(inp: ModelInput) -> ModelSpec:
@@ -80,14 +81,31 @@ def resolve(inp: ModelInput) -> Resolved:
     if local is not None:
         pulled = OllamaTag(name, local.file_quant, source=local.source) if local.origin == "ollama-store" else None
         return Resolved(local, pulled, quant_hint=local.file_quant, origin=local.origin)
+    m = _TAG_QUANT.match(name)
     found = models.find(name)
     if found is None:
-        m = _TAG_QUANT.match(name)
-        if m and (base := models.find(m["base"])) is not None:
-            return Resolved(base, find_tag(base, m["base"]), quant_hint=m["q"], origin="catalog")
-        found = models.get(name)  # raises with suggestions
-    tag = find_tag(found, name)
-    hint = ""
-    if tag is not None:
-        hint = tag.quant if tag.quant.lower() != "default" else "Q4_K_M"
-    return Resolved(found, tag, quant_hint=hint or found.native_quant, origin="catalog")
+        base = m["base"] if m else name[:-7] if name.lower().endswith(":latest") else ""
+        found = models.find(base) if base else None
+        if found is None:
+            found = models.get(name)  # raises with suggestions
+    return _from_catalog(found, name, m["base"] if m else name, m["q"] if m else "")
+
+
+def is_ollama_name(model: ModelSpec, name: str) -> bool:
+    """Ollama tags have a colon ('qwen3:8b', 'llama3.1:latest'); a bare library name ('qwen3', 'llama3.1')
+    is Ollama's ':latest' of that model."""
+    key = name.strip().lower()
+    return ":" in key or any(t.tag.lower().split(":")[0] == key for t in model.ollama)
+
+
+def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str) -> Resolved:
+    ollama = is_ollama_name(found, name)
+    tag = find_tag(found, base) or find_tag(found, name)
+    if tag is None and ollama and found.ollama and ":" not in name:
+        tag = found.ollama[0]  # the bare library name: its plain tag
+    hint = suffix_quant
+    if not hint and tag is not None and tag.quant.lower() != "default":
+        hint = tag.quant
+    if not hint and ollama:
+        hint = "Q4_K_M"  # Ollama's plain tags are the Q4_K_M build (SPEC §7)
+    return Resolved(found, tag, quant_hint=hint or found.native_quant, origin="catalog", ollama=ollama)

@@ -11,16 +11,25 @@ from .catalog.models import default_models
 from .core.fit import budget_per_card, need_on
 from .errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
-from .planner import Context, build_context, check_context, default_context, memory_for, requires
+from .planner import (
+    Context,
+    build_context,
+    cards_per_set,
+    check_context,
+    default_context,
+    memory_for,
+    requires,
+)
 
 UPPER = 1 << 24
 
 
 def _set(ctx: Context) -> tuple[Any, int, int]:
     if not ctx.inp.gpu:
-        raise InputError("max-context needs --gpu", field="gpu", hint="`cardfit gpus` lists the cards")
+        raise InputError("this question needs --gpu (the card to answer for)", field="gpu",
+                         hint="`cardfit gpus` lists the cards")
     gpu = ctx.gpus.get(ctx.inp.gpu)
-    count = ctx.inp.gpus or max(gpu.min_count, 1)
+    count = cards_per_set(ctx, gpu)
     return gpu, count, count * budget_per_card(gpu, ctx.runtime, ctx.utilization)
 
 
@@ -52,12 +61,26 @@ def max_context(inp: MaxContextInput) -> dict[str, Any]:
     m = ctx.model
     cap = m.max_context if (m.max_context and not inp.allow_long_context) else UPPER
     best = _bisect(lambda c: _fits(ctx, c, count, budget), cap)
+    if best == 0:
+        _no_room(ctx, gpu, count, budget, "even one token of context")
     limited = "model" if best == cap and cap != UPPER else "memory"
     mem = memory_for(ctx, max(best, 1))
     return {"model": m.name, "gpu": gpu.name, "count": count, "quant": ctx.quant.name, "runtime": ctx.runtime.id,
             "kv_dtype": ctx.kv_dtype, "batch": ctx.sequences, "max_context_tokens": best, "limited_by": limited,
             "model_max_context": m.max_context or None, "budget_bytes": budget,
             "weights_bytes": mem.weights_bytes, "total_bytes_at_max": need_on(mem, count) if best else None}
+
+
+def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None:
+    """The answer is zero: say why (the weights and workspace alone) instead of printing '0'."""
+    from .units import fmt_bytes
+
+    mem = memory_for(replace(ctx, sequences=1), 1)
+    fixed = need_on(mem, count) - mem.kv_cache_bytes
+    raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x {gpu.name}: "
+                     f"weights and workspace need {fmt_bytes(fixed)} of a {fmt_bytes(budget)} budget "
+                     f"({ctx.runtime.id})", field="gpu", hint="try more cards (--gpus), a smaller --quant or "
+                     "another runtime (`cardfit plan` ranks the cards)")
 
 
 def max_sequences(inp: PlanInput) -> dict[str, Any]:
@@ -72,6 +95,8 @@ def max_sequences(inp: PlanInput) -> dict[str, Any]:
         return need_on(memory_for(replace(ctx, sequences=n), context), count) <= budget
 
     n = _bisect(ok, 1 << 20)
+    if n == 0:
+        _no_room(ctx, gpu, count, budget, f"one sequence of {context:,} tokens")
     return {"model": ctx.model.name, "gpu": gpu.name, "count": count, "quant": ctx.quant.name,
             "runtime": ctx.runtime.id, "kv_dtype": ctx.kv_dtype, "context": context, "context_source": why,
             "max_sequences": n, "budget_bytes": budget}
@@ -80,6 +105,10 @@ def max_sequences(inp: PlanInput) -> dict[str, Any]:
 def largest_model(inp: PlanInput) -> dict[str, Any]:
     """The catalog models (largest first, by parameters) that fit the card at the quantization, at the given
     context (else 8,192 tokens or the model's maximum if smaller), with the runtime's accounting."""
+    if not inp.gpu:
+        raise InputError("largest-model needs --gpu (the card to answer for)", field="gpu",
+                         hint="`cardfit gpus` lists the cards")
+    default_gpus().get(inp.gpu)  # an unknown card is the user's mistake, not 'nothing fits'
     fits = []
     for m in default_models():
         if m.id.startswith("shape-"):

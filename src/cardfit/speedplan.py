@@ -78,12 +78,22 @@ class Setup:
         return self.plan.first
 
 
-def default_tp(runtime_id: str, count: int, requested: int | None) -> int:
-    """vLLM, SGLang and TGI shard over all cards (tensor parallel); llama.cpp, Ollama and transformers
-    split by layers, which adds capacity but not speed."""
+def default_tp(runtime_id: str, count: int, requested: int | None, model: Any = None) -> int:
+    """vLLM, SGLang and TGI shard over the cards (tensor parallel) — over as many as the model's heads divide
+    into, the rest of a set by pipeline; llama.cpp, Ollama and transformers split by layers, which adds
+    capacity but not speed."""
     if requested:
         return requested
-    return count if runtime_id in TP_RUNTIMES else 1
+    if runtime_id not in TP_RUNTIMES:
+        return 1
+    return max((d for d in range(1, count + 1) if count % d == 0 and (model is None or tp_divides(model, d))),
+               default=1)
+
+
+def tp_divides(model: Any, tp: int) -> bool:
+    """vLLM's rule: attention heads divide by the degree, and KV heads divide by it or it by them."""
+    heads, kv = model.heads or model.kv_heads, model.kv_heads
+    return heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
 
 
 def precision_of(quant: Any, gpu: Any) -> str:
@@ -101,7 +111,7 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | No
         raise MissingFigureError("memory bandwidth", gpu.name, "pass --bandwidth GB/s, or add bandwidth_gbps to "
                                  "your own catalog file (--catalog)")
     rt = ctx.runtime
-    return sp.Machine(bandwidth_gbps=bw, tflops=tflops, tp=default_tp(rt.id, count, inp.tp),
+    return sp.Machine(bandwidth_gbps=bw, tflops=tflops, tp=default_tp(rt.id, count, inp.tp, ctx.model),
                       link_gbps=gpu.link_gbps, interconnect=gpu.interconnect,
                       decode_efficiency=rt.decode_efficiency or 1.0,
                       overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,

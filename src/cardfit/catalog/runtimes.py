@@ -39,6 +39,7 @@ class RuntimeProfile:
     decode_overhead_us_per_layer: float = 0.0  # fixed time per layer per decode step (launches, syncs)
     decode_overhead_us_per_sequence: float = 0.0  # per sequence per step under concurrency (scheduler, sampler)
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
+    kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     aliases: tuple[str, ...] = ()
     source: str = ""
     notes: str = ""
@@ -48,7 +49,7 @@ _FIELDS = {f.name for f in fields(RuntimeProfile)}
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:
-    known = {k: (tuple(v) if k == "aliases" else v) for k, v in row.items() if k in _FIELDS}
+    known = {k: (tuple(v) if k in ("aliases", "kv_dtype_options") else v) for k, v in row.items() if k in _FIELDS}
     known["context_tiers"] = tuple((float(a), int(b)) for a, b in row.get("context_tiers", ()))
     try:
         return RuntimeProfile(**known)

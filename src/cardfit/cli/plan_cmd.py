@@ -59,6 +59,10 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
     c.print(memory_table(r["memory"], unit))
     c.print()
     c.print(gpu_table(r["gpus"], unit, top))
+    if len(r["gpus"]) == 1 or r["gpus"][0]["verdict"] == "no":
+        for g in r["gpus"][:3]:
+            if g["verdict"] in ("no", "offload") and g["reason"]:
+                c.print(f"{g['gpu']}: {g['reason']}")
     best = r["gpus"][0]
     if best["verdict"] in ("fits", "tight"):
         c.print(f"\nBest: {best['count']}× {best['gpu']} — {best['verdict']}, "
@@ -72,7 +76,7 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
         c.print(f"Smallest card holding {r['inputs']['headroom']:g}× the weights (seed 001's rule): "
                 f"{a['smallest_card_by_headroom']}")
     s = r["speed"]
-    if s["decode_ceiling_tokens_per_s"]:
+    if s["decode_ceiling_tokens_per_s"] and r["gpus"][0]["verdict"] != "no":
         rng = s.get("decode_tokens_per_s_range")
         span = f" (likely {rng[0]:,.0f}–{rng[1]:,.0f})" if rng else ""
         est = f", about {s['decode_tokens_per_s']:,.0f} realistic{span}" if s["decode_tokens_per_s"] else ""

@@ -54,6 +54,15 @@ def range_text(r: list | None, unit: str) -> str:
     return f"{lo}–{hi}"
 
 
+def _rate(r: dict[str, Any]) -> str:
+    """Realistic tokens/s; '≤ ceiling' where the runtime has no calibrated figure; '—' where it cannot run."""
+    if r["verdict"] == "no":
+        return "—"
+    if r["decode_tokens_per_s"] is not None:
+        return fmt_rate(r["decode_tokens_per_s"])
+    return f"≤{fmt_rate(r['decode_ceiling_tokens_per_s'])}" if r["decode_ceiling_tokens_per_s"] else "—"
+
+
 def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
     """Ranked cards; a context column appears when the runtime picks a different context per card (Ollama)."""
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -71,7 +80,7 @@ def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
             verdict += f" {r['gpu_layer_fraction']:.0%} GPU"
         cells = [str(i), r["gpu"], cards, fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
                  fmt_bytes(r["free_bytes"], unit).rsplit(" ", 1)[0], verdict, fmt_usd(r["monthly_usd"]),
-                 fmt_rate(r["decode_tokens_per_s"] or r["decode_ceiling_tokens_per_s"])]
+                 _rate(r)]
         if per_card_context:
             cells.insert(3, fmt_tokens(r["context"]))
         t.add_row(*cells)

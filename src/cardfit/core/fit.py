@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..catalog.gpus import Gpu
 from ..catalog.rental import RentalRules
 from ..catalog.runtimes import RuntimeProfile
+from ..units import fmt_bytes
 from .memory import Memory
 
 FITS, TIGHT, NO, OFFLOAD = "fits", "tight", "no", "offload"
@@ -90,7 +91,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRu
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)
-    return Option(**base, verdict=NO, reason=f"needs {need - budget:,} more bytes")
+    return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more")
 
 
 def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
@@ -101,7 +102,8 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
     fraction = min(on_gpu / layered, 1.0) if layered else 0.0
     spill = layered - on_gpu
     if ram_bytes and spill > ram_bytes:
-        return Option(**base, verdict=NO, reason=f"offload needs {spill:,} bytes of system RAM; {ram_bytes:,} given")
+        return Option(**base, verdict=NO, reason=f"offload needs {fmt_bytes(spill)} of system RAM; "
+                      f"{fmt_bytes(ram_bytes)} given")
     return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction,
                   reason=f"{1 - fraction:.0%} of the layers in system RAM")
 

@@ -15,7 +15,7 @@ from ..names import closest
 # q4_0 = 18 bytes per 32 values (ggml type_traits); fp8 = 1 byte (vLLM --kv-cache-dtype fp8).
 KV_DTYPE_BYTES_X32 = {"f32": 128, "f16": 64, "bf16": 64, "fp8": 32, "q8_0": 34, "q4_0": 18, "q4_1": 20,
                       "q5_0": 22, "q5_1": 24, "iq4_nl": 18}
-_KV_ALIASES = {"fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp8_e4m3": "fp8",
+_KV_ALIASES = {"fp8_e4m3fn": "fp8", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp8_e4m3": "fp8",
                "fp8_e5m2": "fp8", "e4m3": "fp8", "float8": "fp8", "int8": "q8_0", "fp32": "f32", "auto": "auto"}
 STATE_BYTES = 4  # recurrent state of linear-attention layers is kept in fp32 (vLLM mamba_ssm_cache_dtype default)
 
