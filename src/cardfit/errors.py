@@ -32,8 +32,9 @@ class UnknownNameError(CardfitError, LookupError):
 
     def __init__(self, kind: str, name: str, suggestions: list[str], listing: str) -> None:
         self.kind, self.name, self.suggestions = kind, name, suggestions
+        shown = name if len(name) <= 80 else name[:77] + "..."
         did_you_mean = f"; did you mean {' or '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {kind} '{name}'{did_you_mean}", hint=f"`{listing}` lists them")
+        super().__init__(f"unknown {kind} '{shown}'{did_you_mean}", hint=f"`{listing}` lists them")
 
 
 class CatalogError(CardfitError, ValueError):

@@ -176,7 +176,8 @@ def _r(x: float | None, digits: int = 2) -> float | None:
 
 def memory_dict(mem: tr.TrainingMemory) -> dict[str, Any]:
     return {"weights_bytes": mem.weights_bytes, "gradients_bytes": mem.gradients_bytes,
-            "optimizer_bytes": mem.optimizer_bytes, "master_bytes": mem.master_bytes,
+            # the FP32 master copy is part of optimizer_bytes; shown on its own, never to be added again
+            "optimizer_bytes": mem.optimizer_bytes, "master_bytes_in_optimizer": mem.master_bytes,
             "activation_bytes": mem.activation_bytes, "adapter_bytes": mem.adapter_bytes,
             "overhead_bytes": mem.overhead_bytes, "total_bytes": mem.total_bytes,
             "flat_activation_bytes": mem.flat_activation_bytes, "trainable_params": mem.trainable_params,

@@ -79,6 +79,9 @@ class MaxContextInput(PlanInput):
 
 def parse(model: type[Input], values: dict[str, Any]) -> Any:
     """Validate raw values; the first problem becomes one InputError line naming the field."""
+    for key, value in values.items():
+        if isinstance(value, str) and not value.strip():
+            raise InputError(f"--{key.replace('_', '-')} is empty", field=key, hint="give a value or leave it out")
     try:
         return model(**{k: v for k, v in values.items() if v is not None and v != ()})
     except ValidationError as e:

@@ -106,7 +106,7 @@ def default_context(ctx: Context, gpu: Gpu | None) -> tuple[int, str]:
         count = ctx.inp.gpus or ctx.inp.tp or 1
         vram = gpu.usable_bytes * count if gpu else 0
         num_ctx = max(n for gib, n in rt.context_tiers if vram >= gib * GIB)
-        return min(num_ctx, max_ctx), f"{rt.name} default for {vram / GIB:.1f} GiB of VRAM"
+        return min(num_ctx, max_ctx), f"{rt.name} default for {vram / GIB:.2f} GiB of VRAM"
     if rt.default_context:
         return min(rt.default_context, max_ctx), f"{rt.name} default"
     return max_ctx, f"{rt.name} default: the model's maximum"
@@ -231,7 +231,23 @@ def plan(inp: PlanInput) -> Plan:
     ctx = build_context(inp)
     cards = card_plans(ctx)
     ctx.notes.extend(advice(ctx, cards[0].memory))
+    ctx.notes.extend(utilization_advice(ctx, cards[0]))
     return Plan(ctx, cards)
+
+
+def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
+    """A card refused only by vLLM's reserved fraction: say which --gpu-memory-utilization would hold it."""
+    o, rt = card.option, ctx.runtime
+    if o.verdict != fitting.NO or not rt.gpu_memory_utilization or rt.gpu_memory_utilization >= 1 or o.reason \
+            and "support" in o.reason:
+        return []
+    total = o.count * (o.gpu.usable_bytes - rt.cuda_total_shortfall_bytes)
+    needed = o.need_bytes / total
+    if needed > 0.98:
+        return []
+    return [f"{rt.name} takes {ctx.utilization or rt.gpu_memory_utilization:g} of the card by default; "
+            f"--gpu-memory-utilization {min(0.98, needed + 0.005):.2f} would hold this plan on {o.count}x "
+            f"{o.gpu.name} (tight), and --runtime transformers takes no fixed fraction"]
 
 
 def advice(ctx: Context, mem: Memory) -> list[str]:
@@ -246,6 +262,10 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
     if tag is not None and tag.download_gb and ctx.quant.name.upper() == (tag.quant or "").upper():
         out.append(f"Ollama lists {tag.tag} as a {tag.download_gb:g} GB download; cardfit counts "
                    f"{mem.weights.total_bytes / 1e9:,.2f} GB of weights")
+    q = ctx.quant
+    if getattr(q, "scope", "") == "experts" and not ctx.model.is_moe:
+        out.append(f"{q.name} quantizes MoE experts only; {ctx.model.name} is dense, so its weights stay at "
+                   f"{ctx.model.dtype.upper()}")
     quality = builtin("quality.toml")
     ppl = {p["name"].upper(): p["ppl"] for p in quality["perplexity"]}
     base = ppl.get("F16")

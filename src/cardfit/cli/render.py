@@ -13,7 +13,12 @@ VERDICT_STYLE = {"fits": "green", "tight": "yellow", "offload": "magenta", "no":
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False, width=None)
+    """A terminal's own width; 120 columns (or $COLUMNS) when the output goes to a pipe or file."""
+    import os
+    import sys
+
+    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 120)
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def verdict_text(v: str) -> str:
@@ -31,8 +36,7 @@ def memory_table(mem: dict[str, Any], unit: str) -> Table:
         ("weights", mem["weights_bytes"], f"{bpw} bits/weight ({mem['weights_method']})" + (
             f"; token embedding {fmt_bytes(mem['host_weights_bytes'], unit)} kept in system RAM"
             if mem.get("host_weights_bytes") else "")),
-        ("KV cache", mem["kv_cache_bytes"],
-         f"{mem['kv_bytes_per_token']:,} B/token × {fmt_tokens(mem['context'])} × {mem['sequences']}"),
+        ("KV cache", mem["kv_cache_bytes"], _kv_how(mem)),
         ("runtime overhead", mem["overhead_bytes"], "CUDA context, framework, graphs"),
         ("activations", mem["activation_bytes"], "prefill workspace"),
     ]
@@ -52,6 +56,15 @@ def range_text(r: list | None, unit: str) -> str:
         return "exact"
     lo, hi = (fmt_bytes(x, unit).rsplit(" ", 1)[0] for x in r)
     return f"{lo}–{hi}"
+
+
+def _kv_how(mem: dict[str, Any]) -> str:
+    tokens = mem["context"] * mem["sequences"]
+    how = f"{mem['kv_bytes_per_token']:,} B/token × {fmt_tokens(mem['context'])} × {mem['sequences']}"
+    if tokens and abs(mem["kv_bytes_per_token"] * tokens - mem["kv_cache_bytes"]) > 0.01 * mem["kv_cache_bytes"]:
+        how = (f"≈{mem['kv_cache_bytes'] / tokens:,.0f} B/token on average × {fmt_tokens(mem['context'])} × "
+               f"{mem['sequences']} (sliding-window or fixed-state layers; full layers {mem['kv_bytes_per_token']:,})")
+    return how
 
 
 def _rate(r: dict[str, Any]) -> str:
