@@ -55,7 +55,7 @@ def breakeven(as_json: bool, plot: str | None, **kwargs: Any) -> None:
 def _pct(x: float | None) -> str:
     if x is None:
         return "—"
-    return f"{x:.0%}" if x >= 1 else f"{x:.1%}"
+    return f"{x:.0%}" if x >= 1 else f"{x:.1%}".replace(".0%", "%")  # seed 003 writes 174%, 6.9%, 50%
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -75,8 +75,8 @@ def _print(r: dict[str, Any]) -> None:
                 f"({h['cold_start_hours']:,.2f} h), other ${h['extra_monthly_usd']:,.2f}")
     if r["duty"] < 1:
         c.print(f"Idle: {h['idle_hours']:,.0f} paid hours a month make nothing (${h['idle_usd']:,.2f})")
-    c.print(f"Cost per million at {_pct(r['duty'])} duty: [bold]${r['cost_per_million_usd']:,.2f}[/]"
-            f" (${r['cost_per_million_full_duty_usd']:,.2f} at 100%)\n")
+    at_full = "" if r["duty"] >= 1 else f" (${r['cost_per_million_full_duty_usd']:,.2f} at 100%)"
+    c.print(f"Cost per million at {_pct(r['duty'])} duty: [bold]${r['cost_per_million_usd']:,.2f}[/]{at_full}\n")
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col, just in (("API", "left"), ("$/M out", "right"), ("break-even M/month", "right"),
                       ("needs duty", "right"), ("verdict", "left")):
