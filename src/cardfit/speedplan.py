@@ -181,7 +181,7 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
         "decode_ceiling_tokens_per_s": round(sp.ceiling(s.load, s.machine), 1),
         "decode_tokens_per_s": round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
         "prefill_tokens_per_s": round(prefill) if prefill else None,
-        "time_to_first_token_s": round(inp.prompt / prefill, 3) if prefill else None,
+        "time_to_first_token_s": round(inp.prompt / prefill, 3) if prefill else None, "prompt_tokens": inp.prompt,
         "cold_start_s": round(sp.cold_start_seconds(mem.weights.total_bytes, inp.disk_gbps), 1),
         "max_concurrency": most, "kv_bytes_per_sequence": s.kv_bytes_per_sequence,
         "vllm_max_concurrency": round(s.kv_budget_bytes / s.kv_bytes_per_sequence, 2)

@@ -61,11 +61,13 @@ def _print(r: dict[str, Any]) -> None:
         why = (f"{gb - r['cpu_bytes_per_token'] / 1e9:.2f} GB per token at {r['bandwidth_gbps']:,g} GB/s, "
                f"{r['cpu_bytes_per_token'] / 1e9:.2f} GB from system RAM")
     else:
-        why = f"{r['bandwidth_gbps']:,g} GB/s ÷ {gb:.2f} GB per token"
+        tp = r.get("tp") or 1
+        bw = f"{tp} × {r['bandwidth_gbps']:,g} GB/s (tensor parallel)" if tp > 1 else f"{r['bandwidth_gbps']:,g} GB/s"
+        why = f"{bw} ÷ {gb:.2f} GB per token"
     c.print(f"Decode: ceiling {r['decode_ceiling_tokens_per_s']:,.1f} tokens/s per stream ({why}){est}.")
     if r["prefill_tokens_per_s"]:
-        c.print(f"Prefill: about {r['prefill_tokens_per_s']:,} tokens/s; first token after "
-                f"{r['time_to_first_token_s']:.2f} s. Cold start: {r['cold_start_s']:,.1f} s from disk.")
+        c.print(f"Prefill: about {r['prefill_tokens_per_s']:,} tokens/s; first token of a "
+                f"{r['prompt_tokens']:,}-token prompt after {r['time_to_first_token_s']:.2f} s. Cold start: {r['cold_start_s']:,.1f} s from disk.")
     if r["verdict"] != "offload":
         c.print(f"KV cache room: {r['max_concurrency']:,} sequences of {r['context']:,} tokens"
                 + (f"; compute bound from {r['compute_bound_from']:,} sequences" if r["compute_bound_from"] else ""))
