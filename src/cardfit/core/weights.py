@@ -44,6 +44,8 @@ def _group_type(g: TensorGroup, m: ModelSpec, q: Quant, quants: QuantCatalog, la
         return _native(m, quants)
     if q.scope == "experts" and not g.kind.endswith("_exps"):
         return _native(m, quants)
+    if q.scope == "ffn_inner":  # weights_from_shapes counts the inner layers; elsewhere: the 16-bit type
+        return _native(m, quants)
     return q
 
 
@@ -125,6 +127,12 @@ def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Wei
         if gguf and g.matrix:
             for t, count in _mix_counts(q, g, positions, m.tied_embeddings, mm):  # type: ignore[arg-type]
                 by_type[t.name] += t.nbytes(g.n_params) * count * scale
+        elif getattr(q, "scope", "") == "ffn_inner" and g.matrix and g.kind.startswith("ffn_") \
+                and g.kind != "ffn_gate_inp":
+            inner = sum(1 for layer, n in positions if 0 < layer < n - 1)  # not the first and last layers
+            native = _native(m, quants)
+            by_type[q.name] += q.nbytes(g.n_params) * inner * scale
+            by_type[native.name] += native.nbytes(g.n_params) * (len(positions) - inner) * scale
         else:
             t = _group_type(g, m, q, quants, {}, {}, legacy_qkv)
             by_type[t.name] += t.nbytes(g.n_params) * len(positions) * scale
