@@ -61,8 +61,8 @@ def error_status(e: CardfitError) -> int:
     return 400
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for a body over the endpoint's cap, by Content-Length or by counting."""
+class _HttpMiddleware:
+    """ASGI middleware base: non-HTTP traffic (lifespan) passes straight through to `http`."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -71,6 +71,16 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(_HttpMiddleware):
+    """413 for a body over the endpoint's cap, by Content-Length or by counting."""
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
         limit = body_limit(scope["path"])
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
@@ -232,20 +242,13 @@ def create_app() -> Any:
     return app
 
 
-class _Headers:
+class _Headers(_HttpMiddleware):
     """Security headers: the page loads nothing from elsewhere."""
 
     CSP = (b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
            b"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
         async def with_headers(msg: dict) -> None:
             if msg["type"] == "http.response.start":
                 msg = {**msg, "headers": [*msg.get("headers", []), (b"x-content-type-options", b"nosniff"),
