@@ -180,3 +180,12 @@ def test_answers_cheapest_and_smallest(run_json):
     assert a["cheapest_set"] is None
     big = run_json("plan", "llama-3.1-405b", "--quant", "fp8", "--context", "8192", "--priced")
     assert big["answers"]["cheapest_card"] is None and big["answers"]["cheapest_set"] == "4× MI300X"
+
+
+def test_a_set_beats_offload_when_no_single_card_holds_it(run_json):
+    """llama.cpp could offload Kimi K2 (620 GB at Q4_K_M) to system RAM on one card, but a set of cards that
+    holds it is the better answer and ranks first."""
+    r = run_json("plan", "kimi-k2", "--quant", "Q4_K_M", "--context", "32768", "--priced")
+    best = r["gpus"][0]
+    assert best["count"] > 1 and best["verdict"] in ("fits", "tight")
+    assert r["answers"]["cheapest_set"] == f"{best['count']}× {best['gpu']}"

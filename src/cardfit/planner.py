@@ -216,7 +216,8 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         mem = mems[context][0]
         count = cards_per_set(ctx, gpu)
         opt = option_for(ctx, mem, gpu, count)
-        if not opt.fits and opt.verdict != fitting.OFFLOAD and not ctx.inp.gpus and not ctx.inp.gpu:
+        # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM
+        if not opt.fits and not ctx.inp.gpus and not ctx.inp.gpu and not ctx.inp.tp:
             bigger = fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
                                           utilization=ctx.utilization, margin_bytes=_margin(ctx, mem))
             opt = bigger or opt
