@@ -136,8 +136,8 @@ def answers_dict(p: Plan) -> dict[str, Any]:
     return {"smallest_card_by_headroom": by_rule,
             "cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
             "smallest_card": name(min(singles, key=lambda o: o.usable_bytes, default=None)),
-            "cheapest_set": None if singles else name(min((o for o in sets if o.monthly_usd is not None),
-                                                          key=lambda o: o.monthly_usd or 0, default=None))}
+            # in rank order: a set inside one node before whole nodes (seed 002 §05)
+            "cheapest_set": None if singles else name(next((o for o in sets if o.monthly_usd is not None), None))}
 
 
 def cost_dict(p: Plan) -> dict[str, Any]:
