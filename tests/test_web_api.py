@@ -216,11 +216,11 @@ def _module(name: str) -> None:
 @pytest.mark.parametrize(("path", "module", "body", "args"), [
     ("/api/speed", "cardfit.speedplan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 2, 4]},
      ["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,2,4"]),
-    ("/api/breakeven", "cardfit.breakeven", {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
+    ("/api/breakeven", "cardfit.renting", {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
      ["breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--hours-per-month", "730"]),  # seed 003
-    ("/api/breakeven", "cardfit.breakeven", {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
+    ("/api/breakeven", "cardfit.renting", {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
      ["breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90.6", "--api", "frontier"]),
-    ("/api/finetune", "cardfit.finetune", {"model": "llama3.1:8b", "method": "qlora"},
+    ("/api/finetune", "cardfit.finetuning", {"model": "llama3.1:8b", "method": "qlora"},
      ["finetune", "llama3.1:8b", "--method", "qlora"]),
 ])
 def test_other_reports_equal_cli(client, run_json, path, module, body, args):
@@ -231,7 +231,7 @@ def test_other_reports_equal_cli(client, run_json, path, module, body, args):
 
 
 def test_seed_003_breakeven_through_the_api(client):
-    _module("cardfit.breakeven")
+    _module("cardfit.renting")
     r = client.post("/api/breakeven", json={"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730}).json()
     assert r["monthly_usd"] == 365
     assert [round(a["breakeven_millions_per_month"], 1) for a in r["apis"]] == [1825.0, 73.0, 24.3]
@@ -239,9 +239,9 @@ def test_seed_003_breakeven_through_the_api(client):
 
 @pytest.mark.parametrize(("path", "module", "body", "field"), [
     ("/api/speed", "cardfit.speedplan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "plot": "/tmp/x.svg"}, "--plot"),
-    ("/api/breakeven", "cardfit.breakeven", {"hourly": 1, "from_log": "/var/log/vllm.log"}, "--from-log"),
-    ("/api/breakeven", "cardfit.breakeven", {"gpu": "RTX 4090", "model": "/models/x.gguf"}, "file path"),
-    ("/api/finetune", "cardfit.finetune", {"model": "./config.json"}, "file path"),
+    ("/api/breakeven", "cardfit.renting", {"hourly": 1, "from_log": "/var/log/vllm.log"}, "--from-log"),
+    ("/api/breakeven", "cardfit.renting", {"gpu": "RTX 4090", "model": "/models/x.gguf"}, "file path"),
+    ("/api/finetune", "cardfit.finetuning", {"model": "./config.json"}, "file path"),
 ])
 def test_other_reports_refuse_server_files(client, path, module, body, field, tmp_path):
     _module(module)

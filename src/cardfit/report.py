@@ -143,7 +143,7 @@ def answers_dict(p: Plan) -> dict[str, Any]:
 def cost_dict(p: Plan) -> dict[str, Any]:
     o = p.first.option
     hours = p.ctx.rules.hours_per_month
-    from .breakeven import plan_cost
+    from .renting import plan_cost
 
     return {"monthly_usd": _r(o.monthly_usd), "hours_per_month": hours,
             "hourly_usd": _r(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, **plan_cost(p)}

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..breakeven import BreakevenInput
 from ..inputs import parse
+from ..renting import BreakevenInput
 from . import cli, emit_json
 from .options import json_option, model_options
 
@@ -39,7 +39,7 @@ def breakeven(as_json: bool, plot: str | None, **kwargs: Any) -> None:
     Give the rent (--hourly or --monthly, or --gpu to use the catalog price), the throughput
     (--tokens-per-s, --from-log, or --model with --gpu) and what to compare with (--api-price, --api).
     """
-    from ..breakeven import breakeven_report
+    from ..renting import breakeven_report
 
     result = breakeven_report(parse(BreakevenInput, kwargs))
     if plot:

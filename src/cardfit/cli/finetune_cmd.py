@@ -21,7 +21,7 @@ Examples:
 
 
 def _finetune_input() -> type:
-    from ..finetune import FinetuneInput  # pydantic model; imported here so `cardfit --help` stays fast
+    from ..finetuning import FinetuneInput  # pydantic model; imported here so `cardfit --help` stays fast
 
     return FinetuneInput
 
@@ -40,7 +40,7 @@ def finetune(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
     Several cards split the state with ZeRO (default stage 3); --offload-optimizer moves the optimizer
     state to host RAM.
     """
-    from ..finetune import FinetuneInput, finetune_report
+    from ..finetuning import FinetuneInput, finetune_report
 
     values = {k: v for k, v in kwargs.items() if v is not None and v != ()}
     result = finetune_report(parse(FinetuneInput, values))

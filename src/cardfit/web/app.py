@@ -178,8 +178,8 @@ def _optional_routes() -> list[tuple[str, type, Callable[[Any], Any], str]]:
     out = []
     for module, model, func, path, summary in (
         ("cardfit.speedplan", "SpeedInput", "speed_report", "/api/speed", "Decode speed per concurrency level"),
-        ("cardfit.breakeven", "BreakevenInput", "breakeven_report", "/api/breakeven", "Rent vs API break-even"),
-        ("cardfit.finetune", "FinetuneInput", "finetune_report", "/api/finetune", "Fine-tuning memory and cards"),
+        ("cardfit.renting", "BreakevenInput", "breakeven_report", "/api/breakeven", "Rent vs API break-even"),
+        ("cardfit.finetuning", "FinetuneInput", "finetune_report", "/api/finetune", "Fine-tuning memory and cards"),
     ):
         if _has(module):
             mod = importlib.import_module(module)
