@@ -189,3 +189,11 @@ def test_a_set_beats_offload_when_no_single_card_holds_it(run_json):
     best = r["gpus"][0]
     assert best["count"] > 1 and best["verdict"] in ("fits", "tight")
     assert r["answers"]["cheapest_set"] == f"{best['count']}× {best['gpu']}"
+
+
+def test_ollama_sets_use_the_context_of_all_their_vram(run_json):
+    """Ollama chooses num_ctx from the total VRAM it sees: 2× A40 (90 GiB) gets the 256K tier (capped at the
+    model's 128K), not the 32K a single A40 would get."""
+    r = run_json("plan", "llama3.3:70b", "--priced")
+    pair = next(g for g in r["gpus"] if g["gpu"] == "A40")
+    assert pair["count"] == 2 and pair["context"] == 131072 and pair["verdict"] in ("fits", "tight")

@@ -96,14 +96,15 @@ def build_context(inp: PlanInput) -> Context:
                    inp.gpu_memory_utilization, gpus, default_rental(), notes)
 
 
-def default_context(ctx: Context, gpu: Gpu | None) -> tuple[int, str]:
-    """The context the runtime would use when the user gives none, and why."""
+def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> tuple[int, str]:
+    """The context the runtime would use when the user gives none, and why (Ollama: from the total VRAM of
+    the `count` cards)."""
     m, rt = ctx.model, ctx.runtime
     if ctx.inp.context:
         return ctx.inp.context, "given"
     max_ctx = m.max_context or 4096
     if rt.context_tiers:
-        count = ctx.inp.gpus or ctx.inp.tp or 1
+        count = count or ctx.inp.gpus or ctx.inp.tp or 1
         vram = gpu.usable_bytes * count if gpu else 0
         num_ctx = max(n for gib, n in rt.context_tiers if vram >= gib * GIB)
         return min(num_ctx, max_ctx), f"{rt.name} default for {vram / GIB:.2f} GiB of VRAM"
@@ -201,6 +202,27 @@ def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | N
                              ram_efficiency=rt.ram_efficiency, window_cache=rt.window_cache)
 
 
+def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
+    return fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
+                                utilization=ctx.utilization, margin_bytes=_margin(ctx, mem))
+
+
+def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
+                    why: str) -> tuple[fitting.Option, Memory, str]:
+    """Ollama picks its default context from the VRAM of all the cards: plan the set at that context (the
+    smallest set that holds it there), or keep the smaller context and say what to set."""
+    context, set_why = default_context(ctx, gpu, opt.count)
+    if context == mem.context:
+        return opt, mem, set_why if ctx.runtime.context_tiers else why
+    check_context(ctx, context)
+    wide = memory_for(ctx, context)
+    again = _smallest_set(ctx, wide, gpu)
+    if again is not None:
+        return again, wide, default_context(ctx, gpu, again.count)[1]
+    return opt, mem, f"{why}; Ollama would pick {context:,} for {opt.count} cards, which needs more: " \
+                     f"set OLLAMA_CONTEXT_LENGTH={mem.context}"
+
+
 def card_plans(ctx: Context) -> list[CardPlan]:
     if ctx.inp.gpu:
         gpus = [ctx.gpus.get(ctx.inp.gpu)]
@@ -218,9 +240,9 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         opt = option_for(ctx, mem, gpu, count)
         # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM
         if not opt.fits and not ctx.inp.gpus and not ctx.inp.gpu and not ctx.inp.tp:
-            bigger = fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
-                                          utilization=ctx.utilization, margin_bytes=_margin(ctx, mem))
-            opt = bigger or opt
+            bigger = _smallest_set(ctx, mem, gpu)
+            if bigger is not None:
+                opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
         out.append(CardPlan(opt, mem, why, None))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
