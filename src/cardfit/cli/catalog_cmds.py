@@ -36,7 +36,8 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
 
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("GPU", "vendor", f"usable {unit}", "GB/s", "BF16 TF", "FP8", "link", "$/month", "$/GB-month"):
-        t.add_column(col, justify="left" if col in ("GPU", "vendor", "link", "FP8") else "right")
+        t.add_column(col, justify="left" if col in ("GPU", "vendor", "link", "FP8") else "right",
+                     no_wrap=col == "GPU")  # the name users type is never cut
     for r in rows:
         t.add_row(r["name"], r["vendor"], fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
                   f"{r['bandwidth_gbps']:,.0f}" if r["bandwidth_gbps"] else "—",
@@ -65,7 +66,8 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
 
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("id", "params", "active", "layers", "attention", "KV B/token", "max ctx", "Ollama tags"):
-        t.add_column(col, justify="right" if col in ("params", "active", "layers", "KV B/token", "max ctx") else "left")
+        t.add_column(col, justify="right" if col in ("params", "active", "layers", "KV B/token", "max ctx") else "left",
+                     no_wrap=col == "id", overflow="fold")  # the id users type is never cut
     for r in rows:
         t.add_row(r["id"], f"{r['params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B", str(r["layers"]),
                   r["attention"], f"{r['kv_bytes_per_token']:,}", f"{r['max_context']:,}" if r["max_context"] else "—",
