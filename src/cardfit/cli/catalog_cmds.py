@@ -67,7 +67,7 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("id", "params", "active", "layers", "attention", "KV B/token", "max ctx", "Ollama tags"):
         t.add_column(col, justify="right" if col in ("params", "active", "layers", "KV B/token", "max ctx") else "left",
-                     no_wrap=col == "id", overflow="fold")  # the id users type is never cut
+                     no_wrap=col != "Ollama tags", overflow="fold")  # ids and numbers are never cut
     for r in rows:
         t.add_row(r["id"], f"{r['params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B", str(r["layers"]),
                   r["attention"], f"{r['kv_bytes_per_token']:,}", f"{r['max_context']:,}" if r["max_context"] else "—",
