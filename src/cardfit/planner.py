@@ -155,7 +155,8 @@ def requires(q: Quant) -> str:
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     return fitting.check(mem, gpu, count, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
-                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_margin(ctx, mem))
+                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_margin(ctx, mem),
+                         model=ctx.model)
 
 
 def _margin(ctx: Context, mem: Memory) -> int:
@@ -204,7 +205,7 @@ def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | N
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
     return fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
-                                utilization=ctx.utilization, margin_bytes=_margin(ctx, mem))
+                                utilization=ctx.utilization, margin_bytes=_margin(ctx, mem), model=ctx.model)
 
 
 def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,

@@ -8,7 +8,7 @@ from typing import Any
 
 from .catalog.gpus import default_gpus
 from .catalog.models import default_models
-from .core.fit import budget_per_card, need_on
+from .core.fit import budget_per_card, kv_copies, need_on
 from .errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
 from .planner import (
@@ -34,7 +34,11 @@ def _set(ctx: Context) -> tuple[Any, int, int]:
 
 
 def _fits(ctx: Context, context: int, count: int, budget: int) -> bool:
-    return need_on(memory_for(ctx, context), count) <= budget
+    return _need(ctx, memory_for(ctx, context), count) <= budget
+
+
+def _need(ctx: Context, mem: Any, count: int) -> int:
+    return need_on(mem, count, kv_copies(ctx.model, ctx.runtime, count))
 
 
 def _bisect(ok: Any, hi: int) -> int:
@@ -68,7 +72,7 @@ def max_context(inp: MaxContextInput) -> dict[str, Any]:
     return {"model": m.name, "gpu": gpu.name, "count": count, "quant": ctx.quant.name, "runtime": ctx.runtime.id,
             "kv_dtype": ctx.kv_dtype, "batch": ctx.sequences, "max_context_tokens": best, "limited_by": limited,
             "model_max_context": m.max_context or None, "budget_bytes": budget,
-            "weights_bytes": mem.weights_bytes, "total_bytes_at_max": need_on(mem, count) if best else None}
+            "weights_bytes": mem.weights_bytes, "total_bytes_at_max": _need(ctx, mem, count) if best else None}
 
 
 def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None:
@@ -76,7 +80,7 @@ def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None
     from .units import fmt_bytes
 
     mem = memory_for(replace(ctx, sequences=1), 1)
-    fixed = need_on(mem, count) - mem.kv_cache_bytes
+    fixed = need_on(mem, count) - mem.kv_cache_bytes  # the cache itself aside
     raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x {gpu.name}: "
                      f"weights and workspace need {fmt_bytes(fixed)} of a {fmt_bytes(budget)} budget "
                      f"({ctx.runtime.id})", field="gpu", hint="try more cards (--gpus), a smaller --quant or "
@@ -92,7 +96,7 @@ def max_sequences(inp: PlanInput) -> dict[str, Any]:
     check_context(ctx, context)
 
     def ok(n: int) -> bool:
-        return need_on(memory_for(replace(ctx, sequences=n), context), count) <= budget
+        return _need(ctx, memory_for(replace(ctx, sequences=n), context), count) <= budget
 
     n = _bisect(ok, 1 << 20)
     if n == 0:
@@ -117,7 +121,7 @@ def largest_model(inp: PlanInput) -> dict[str, Any]:
             ctx = build_context(inp.model_copy(update={"model": m.id}))
             gpu, count, budget = _set(ctx)
             context = min(inp.context or 8192, m.max_context or 8192)
-            need = need_on(memory_for(ctx, context), count)
+            need = _need(ctx, memory_for(ctx, context), count)
         except CardfitError:  # e.g. a quantization this model cannot take
             continue
         if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):

@@ -346,7 +346,8 @@ def _max_context(r: dict[str, Any]) -> tuple[float, str]:
     if rt.activation_model != "vllm":
         raise Skip(f"max_context is modelled for vLLM-style pools, not {rt.name}")
     pool, how = _vllm_pool(r, m, rt)
-    per_token = kv.kv_bytes_per_token(m, _kv_dtype(r, m)) / _tp(r)
+    tp = _tp(r)
+    per_token = kv.kv_bytes_per_token(m, _kv_dtype(r, m)) * kv.kv_replication(m, tp) / tp  # per rank
     blocks = max(int(pool // (per_token * rt.kv_block_tokens)), 0)
     return blocks * rt.kv_block_tokens, f"{how}; ÷ {per_token:,.0f} B/token in 16-token blocks"
 

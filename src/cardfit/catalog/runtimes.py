@@ -26,6 +26,7 @@ class RuntimeProfile:
     cuda_graph_bytes: int = 0
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
     cuda_total_shortfall_bytes: int = 0  # nvidia-smi total minus what cudaMemGetInfo reports (vLLM's total)
+    tensor_parallel: bool = False  # shards every layer over the cards of a set (vLLM, SGLang, TGI)
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
     context_tiers: tuple[tuple[float, int], ...] = ()  # Ollama: (min total VRAM GiB, default context)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..catalog.gpus import Gpu
+from ..catalog.models import ModelSpec
 from ..catalog.rental import RentalRules
 from ..catalog.runtimes import RuntimeProfile
 from ..units import fmt_bytes
+from .kv import kv_replication
 from .memory import Memory
 
 FITS, TIGHT, NO, OFFLOAD = "fits", "tight", "no", "offload"
@@ -38,9 +40,14 @@ class Option:
         return self.verdict in (FITS, TIGHT)
 
 
-def need_on(mem: Memory, count: int) -> int:
-    """Weights and cache split across the cards; every card pays its own context and workspace."""
-    return mem.weights_bytes + mem.kv_cache_bytes + count * mem.per_card_fixed_bytes
+def need_on(mem: Memory, count: int, kv_copies: float = 1.0) -> int:
+    """Weights and cache split across the cards; every card pays its own context and workspace; a
+    tensor-parallel set may hold more than one copy of the cache (core/kv.py kv_replication)."""
+    return mem.weights_bytes + round(mem.kv_cache_bytes * kv_copies) + count * mem.per_card_fixed_bytes
+
+
+def kv_copies(model: ModelSpec | None, rt: RuntimeProfile, count: int) -> float:
+    return kv_replication(model, count) if model is not None and rt.tensor_parallel else 1.0
 
 
 def budget_per_card(gpu: Gpu, rt: RuntimeProfile, utilization: float | None = None) -> int:
@@ -76,10 +83,11 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
 
 
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
-          utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0) -> Option:
+          utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0,
+          model: ModelSpec | None = None) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight."""
     budget = count * budget_per_card(gpu, rt, utilization)
-    need = need_on(mem, count)
+    need = need_on(mem, count, kv_copies(model, rt, count))
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price)
@@ -109,12 +117,14 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
 
 
 def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
-                 utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0) -> Option | None:
+                 utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0,
+                 model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
     sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
     sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
     for n in sizes:
-        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization, margin_bytes=margin_bytes)
+        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization, margin_bytes=margin_bytes,
+                    model=model)
         if opt.fits:
             return opt
         if opt.reason and "support" in opt.reason:

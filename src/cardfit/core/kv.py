@@ -115,3 +115,17 @@ def max_tokens_in(m: ModelSpec, budget_bytes: int, sequences: int = 1, dtype: st
         else:
             hi = mid - 1
     return lo
+
+
+def kv_replication(m: ModelSpec, tp: int) -> float:
+    """Copies of the KV cache a tensor-parallel group of `tp` ranks holds, relative to an even split.
+    MLA caches one latent shared by all heads, so every rank keeps the whole cache (tp copies); with fewer
+    KV heads than ranks, each rank still keeps one whole head (tp / kv_heads copies) (vLLM: MLA backends
+    replicate the latent; `get_num_kv_heads` = max(1, kv_heads // tp))."""
+    if tp <= 1:
+        return 1.0
+    if m.attention == "mla":
+        return float(tp)
+    if m.kv_heads and m.kv_heads < tp:
+        return tp / m.kv_heads
+    return 1.0
