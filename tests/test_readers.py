@@ -274,16 +274,18 @@ def test_gguf_exact_bytes_match_gguf_reader(tmp_path):
 
 
 def test_gguf_header_read_without_data(tmp_path):
-    """A file cut right after its header (a 10 GB download stopped early) still yields the header."""
+    """A file cut after its header (a download stopped early) is called truncated; a file whose size is right
+    (here a 10 GB sparse tail) is read by its header only, never its data."""
     import gguf
 
     p = write_gguf(tmp_path / "full.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
     start = gguf.GGUFReader(str(p)).data_offset
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(p.read_bytes()[:start])
-    a, b = read_model_path(str(p)), read_model_path(str(cut))
-    assert a.tensors == b.tensors and a.params == b.params
-    with open(cut, "ab") as f:  # and a 10 GB sparse tail is never read
+    with pytest.raises(FileFormatError, match="truncated"):
+        read_model_path(str(cut))
+    a = read_model_path(str(p))
+    with open(cut, "ab") as f:  # a 10 GB sparse tail is never read
         f.truncate(10 * 10**9)
     assert read_model_path(str(cut)).params == a.params
 
@@ -544,3 +546,15 @@ def test_gguf_folder_with_several_builds(tmp_path):
     write_gguf(tmp_path / "m-Q6_K.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q6_K"), file_type=18)
     with pytest.raises(FileFormatError, match="name the .gguf file"):
         read_model_path(str(tmp_path))
+
+
+def test_any_gguf_file_plans_for_llama_cpp(tmp_path, run_json):
+    """A GGUF file is a llama.cpp file whatever its tensor types (an F16 GGUF is not a vLLM checkpoint)."""
+    p = write_gguf(tmp_path / "tiny.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
+    r = run_json("plan", str(p), "--gpu", "RTX 4090")
+    assert r["inputs"]["runtime"] == "llama.cpp"
+
+
+def test_model_and_shape_together_is_an_error(run_cli):
+    code, _, err = run_cli("plan", "llama3.1:8b", "--params", "7e9")
+    assert code == 2 and "give the model or the shape, not both" in err

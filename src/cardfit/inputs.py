@@ -82,6 +82,11 @@ def parse(model: type[Input], values: dict[str, Any]) -> Any:
     for key, value in values.items():
         if isinstance(value, str) and not value.strip():
             raise InputError(f"--{key.replace('_', '-')} is empty", field=key, hint="give a value or leave it out")
+    fields = model.model_fields
+    for key, value in list(values.items()):  # a repeatable option given once, as a plain string
+        info = fields.get(key)
+        if isinstance(value, str) and info is not None and "tuple" in str(info.annotation):
+            values = {**values, key: (value,)}
     try:
         return model(**{k: v for k, v in values.items() if v is not None and v != ()})
     except ValidationError as e:

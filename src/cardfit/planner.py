@@ -55,6 +55,8 @@ def _runtime(r: Resolved, q: Quant, name: str | None) -> RuntimeProfile:
         return runtimes.get(name)
     if r.tag is not None or r.ollama:
         return runtimes.get("ollama")
+    if r.gguf:
+        return runtimes.get("llama.cpp")
     if isinstance(q, GgufMix) or q.kind == "gguf":
         return runtimes.get("llama.cpp")
     return runtimes.get("vllm")
@@ -76,6 +78,12 @@ def build_context(inp: PlanInput) -> Context:
     r = resolve(inp)
     q = _quant(r, inp.quant)
     rt = _runtime(r, q, inp.runtime)
+    notes: list[str] = []
+    if inp.quant is None and isinstance(q, QuantType) and q.id == "fp32" and r.origin != "shape" and not r.gguf:
+        # float32 in config.json is a training artefact: serving runtimes load 16-bit ('auto' dtype)
+        q = default_quants().get("bf16")
+        notes.append("config.json says float32; runtimes load it in 16-bit (vLLM's 'auto' dtype), so this plan "
+                     "uses BF16: pass --quant fp32 to plan float32")
     check_tp(inp, rt, r.model)
     if inp.overhead_gb is not None:
         rt = replace(rt, context_bytes=round(inp.overhead_gb * 1e9), cuda_graph_bytes=0)
@@ -84,7 +92,6 @@ def build_context(inp: PlanInput) -> Context:
                          field="batch")
     seqs = inp.batch or inp.parallel or rt.default_parallel
     kvd = _kv(rt, r.model, inp.kv_dtype)
-    notes: list[str] = []
     if kvd in ("q8_0", "q4_0") and rt.id in ("ollama", "llama.cpp") and inp.flash_attn is False:
         raise InputError(f"a {kvd} KV cache needs flash attention in {rt.name}", field="kv_dtype",
                          hint="drop --no-flash-attn or use --kv-dtype f16")

@@ -23,6 +23,12 @@ class Resolved:
     origin: str = "catalog"  # catalog | shape | file | hub | ollama-store | hf-cache
     ollama: bool = False  # the name was an Ollama tag (plan for Ollama, its Q4_K_M build by default)
 
+    @property
+    def gguf(self) -> bool:
+        """Read from a GGUF file (its tensors carry llama.cpp names)."""
+        t = self.model.tensors
+        return bool(t) and any(x.name.startswith("blk.") or x.name == "token_embd.weight" for x in t[:8])
+
 
 def _shape(inp: ModelInput) -> ModelSpec:
     missing = [f"--{n.replace('_', '-')}" for n in ("params", "layers", "kv_heads", "head_dim") if getattr(inp, n) is None]
@@ -61,6 +67,11 @@ def resolve(inp: ModelInput) -> Resolved:
         return Resolved(spec, quant_hint=spec.file_quant, origin="upload")
     if inp.model is None:
         return Resolved(_shape(inp), origin="shape")
+    given = [f"--{n.replace('_', '-')}" for n in ("params", "active_params", "layers", "kv_heads", "head_dim",
+                                                    "hidden", "vocab") if getattr(inp, n) is not None]
+    if given:
+        raise InputError(f"{', '.join(given)} describe a bare shape; with a model name they would be ignored",
+                         field=given[0][2:].replace("-", "_"), hint="give the model or the shape, not both")
     name = inp.model.strip()
     if not name:
         raise InputError("model name is empty", field="model", hint="`cardfit models` lists them")

@@ -132,7 +132,7 @@ def parse(src: Source) -> GgufHeader:
     for _ in range(n_kv):
         key = c.string()
         meta[key] = _value(c, c.unpack("<I"))
-    tensors, types = [], []
+    tensors, types, data_end = [], [], 0
     for _ in range(n_tensors):
         tname = c.string()
         nd = c.unpack("<I")
@@ -140,10 +140,23 @@ def parse(src: Source) -> GgufHeader:
             raise FileFormatError(src.name, f"tensor '{shown(tname)}' has {nd} dimensions", hint=_HINT)
         dims = [c.unpack("<Q") for _ in range(nd)]
         ttype = c.unpack("<I")
-        c.unpack("<Q")  # data offset: never followed
+        offset = c.unpack("<Q")  # data offset: never followed, only checked against the file's size
         tensors.append(_tensor(src.name, tname, dims, ttype, gguf))
         types.append(ttype)
+        data_end = max(data_end, offset + tensors[-1].nbytes)
+    _check_size(src, c.pos, meta, data_end)
     return GgufHeader(version, meta, tensors, types)
+
+
+def _check_size(src: Source, header_end: int, meta: dict[str, Any], data_end: int) -> None:
+    """The tensor data starts at the header's end rounded up to general.alignment (32 by default): a file
+    shorter than its last tensor is a truncated download, whatever its header says."""
+    align = meta.get("general.alignment", 32)
+    align = align if isinstance(align, int) and 0 < align <= 1 << 20 else 32
+    need = -(-header_end // align) * align + data_end
+    if src.size is not None and data_end and need > src.size:
+        raise FileFormatError(src.name, f"the tensors end at byte {need:,} but the file has {src.size:,} bytes",
+                              hint="the download looks truncated: fetch the file again")
 
 
 def _tensor(name: str, tname: str, dims: list[int], ttype: int, gguf: Any) -> TensorInfo:
