@@ -55,7 +55,7 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
     m, i = r["model"], r["inputs"]
     tag = f" ({m['ollama_tag']})" if m["ollama_tag"] else ""
     c.print(f"[bold]{m['name']}[/]{tag} · {i['quant']} · runtime {i['runtime']} · context {fmt_tokens(i['context'])}"
-            f" ({i['context_source']}) · {i['batch']} sequence{'s' if i['batch'] != 1 else ''} · KV {i['kv_dtype']}")
+            f" ({i['context_source']}) · {i['batch']:,} sequence{'s' if i['batch'] != 1 else ''} · KV {i['kv_dtype']}")
     c.print(memory_table(r["memory"], unit))
     c.print()
     c.print(gpu_table(r["gpus"], unit, top))

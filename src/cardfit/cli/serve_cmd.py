@@ -47,7 +47,7 @@ def listen(host: str, port: int) -> socket.socket:
               help="TCP port (0: any free port)")
 @click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser")
 def serve(host: str, port: int, open_browser: bool) -> None:
-    """Start the web page and JSON API (OpenAPI at /openapi.json, docs at /docs)."""
+    """Start the web page and JSON API (OpenAPI schema at /openapi.json); offline, loopback only by default."""
     import threading
     import webbrowser
 

@@ -194,7 +194,7 @@ def create_app() -> Any:
     from fastapi.staticfiles import StaticFiles
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    app = FastAPI(title="cardfit", version=_version(), docs_url="/docs", redoc_url=None,
+    app = FastAPI(title="cardfit", version=_version(), docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
                   description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; request "
                               "bodies are the CLI's options (snake_case).")
     routes: list[tuple[str, type, Callable[[Any], Any], str]] = [
