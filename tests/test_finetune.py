@@ -230,3 +230,19 @@ def test_cli_bad_input_one_line(run_cli, args):
 def test_cli_json_is_one_object(run_cli):
     code, out, _ = run_cli("finetune", "shape-13b", "--flat-activations", "--priced", "--json")
     assert code == 0 and json.loads(out)["gpus"][0]["count"] == 2
+
+
+def test_offload_is_bounded_by_host_ram(run_cli):
+    """seed 002 §04: an 8-way node has 2 TB of host RAM for ZeRO offload; 405B full with everything offloaded
+    needs 5.7 TB, so two nodes (4 TB) cannot hold it and three can."""
+    import json
+
+    def verdict(n: int) -> dict:
+        code, out, err = run_cli("finetune", "llama-3.1-405b", "--method", "full", "--gpu", "H200", "--gpus", str(n),
+                                 "--offload-optimizer", "--offload-params", "--json")
+        assert code == 0, err
+        return json.loads(out)["gpus"][0]
+
+    two, three = verdict(16), verdict(24)
+    assert two["verdict"] == "no" and "host RAM" in two["reason"]
+    assert three["verdict"] in ("fits", "tight")

@@ -134,6 +134,12 @@ def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rule
     c, _ = constants()
     sp = tr.split(mem, count, _zero(inp, count), inp.offload_optimizer, inp.offload_params)
     opt = fitting.check(sp, gpu, count, _runtime(), rules, utilization=1.0)  # type: ignore[arg-type]
+    host = builtin("training.toml").get("host", {})
+    nodes = -(-count // int(host.get("node_size", 8)))
+    host_ram = int(host.get("ram_bytes_per_node", 0)) * nodes
+    if opt.fits and host_ram and sp.host_bytes > host_ram:
+        opt = replace(opt, verdict=fitting.NO, reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; "
+                      f"{nodes} node(s) have {host_ram / 1e12:,.0f} TB (seed 002)")
     if opt.fits and inp.require_nvlink and not link_ok(gpu, count, mem.method, c):
         opt = replace(opt, verdict=fitting.NO, reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
                       f"{gpu.name} has {gpu.interconnect}")
