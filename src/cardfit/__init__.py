@@ -20,61 +20,53 @@ __all__ = ["plan", "max_context", "max_sequences", "largest_model", "speed", "fi
 from .errors import CardfitError
 
 
+def _run(module: str, input_name: str, func: str, values: dict[str, Any]) -> Any:
+    """Validate `values` with the command's input model and call its report function (imported lazily)."""
+    from importlib import import_module
+
+    from .inputs import parse
+
+    inputs = import_module(f"{__name__}.inputs")
+    mod = import_module(f"{__name__}.{module}")
+    model = getattr(mod, input_name, None) or getattr(inputs, input_name)
+    return getattr(mod, func)(parse(model, values))
+
+
 def plan(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit plan`: memory breakdown, ranked cards with verdicts, speed and cost."""
-    from .inputs import PlanInput, parse
-    from .planner import plan as _plan
     from .report import plan_dict
 
-    return plan_dict(_plan(parse(PlanInput, {"model": model, **options})))
+    return plan_dict(_run("planner", "PlanInput", "plan", {"model": model, **options}))
 
 
 def max_context(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit max-context`: the longest context per sequence that fits on --gpu."""
-    from .inputs import MaxContextInput, parse
-    from .reverse import max_context as _max_context
-
-    return _max_context(parse(MaxContextInput, {"model": model, **options}))
+    return _run("reverse", "MaxContextInput", "max_context", {"model": model, **options})
 
 
 def max_sequences(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit max-sequences`: the most concurrent sequences at a context on --gpu."""
-    from .inputs import MaxContextInput, parse
-    from .reverse import max_sequences as _max_sequences
-
-    return _max_sequences(parse(MaxContextInput, {"model": model, **options}))
+    return _run("reverse", "MaxContextInput", "max_sequences", {"model": model, **options})
 
 
 def largest_model(**options: Any) -> dict[str, Any]:
     """`cardfit largest-model`: the largest catalog models that fit `gpu`."""
-    from .inputs import MaxContextInput, parse
-    from .reverse import largest_model as _largest_model
-
-    return _largest_model(parse(MaxContextInput, options))
+    return _run("reverse", "MaxContextInput", "largest_model", options)
 
 
 def speed(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit speed`: decode, prefill and throughput vs concurrency on `gpu`."""
-    from .inputs import parse
-    from .speedplan import SpeedInput, speed_report
-
-    return speed_report(parse(SpeedInput, {"model": model, **options}))
+    return _run("speedplan", "SpeedInput", "speed_report", {"model": model, **options})
 
 
 def finetune(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit finetune`: training memory by term and the cards that hold it (method=full|lora|qlora)."""
-    from .finetuning import FinetuneInput, finetune_report
-    from .inputs import parse
-
-    return finetune_report(parse(FinetuneInput, {"model": model, **options}))
+    return _run("finetuning", "FinetuneInput", "finetune_report", {"model": model, **options})
 
 
 def breakeven(**options: Any) -> dict[str, Any]:
     """`cardfit breakeven`: renting a card vs paying an API per token."""
-    from .inputs import parse
-    from .renting import BreakevenInput, breakeven_report
-
-    return breakeven_report(parse(BreakevenInput, options))
+    return _run("renting", "BreakevenInput", "breakeven_report", options)
 
 
 def validate(kind: str | None = None, runtime: str | None = None) -> dict[str, Any]:
