@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cardfit.inputs import PlanInput
-from cardfit.planner import plan
+from cardfit.services.inputs import PlanInput
+from cardfit.services.plan import plan
 
 
 def plan_of(**kw):

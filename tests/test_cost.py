@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from cardfit.catalog.loader import builtin
 from cardfit.core import cost
 from cardfit.errors import CatalogError, InputError, UnknownNameError
-from cardfit.renting import BreakevenInput, breakeven_report
+from cardfit.services.breakeven import BreakevenInput, breakeven_report
 
 SEED = builtin("apis.toml")["seed003"]  # the seed's inputs and its printed results, kept as data
 

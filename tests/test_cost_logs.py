@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cardfit.errors import FileFormatError
-from cardfit.logs import go_duration_s, parse_log, read_log
+from cardfit.readers.logs import go_duration_s, parse_log, read_log
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

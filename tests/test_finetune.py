@@ -12,7 +12,7 @@ from cardfit.catalog.quants import default_quants
 from cardfit.core import training as tr
 from cardfit.core.weights import weights
 from cardfit.errors import InputError
-from cardfit.finetuning import FinetuneInput, constants, finetune_report, memory, model_for
+from cardfit.services.finetune import FinetuneInput, constants, finetune_report, memory, model_for
 
 GB = 10**9
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cardfit.catalog.models import ModelSpec, default_models
-from cardfit.finetuning import FinetuneInput, measurements, memory
+from cardfit.services.finetune import FinetuneInput, measurements, memory
 
 TOLERANCE = 0.20
 RECORDS = measurements()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cardfit.core import speed as sp
-from cardfit.speedplan import SpeedInput, speed_report
+from cardfit.services.speed import SpeedInput, speed_report
 
 
 def report(model: str, gpu: str, **kw) -> dict:
@@ -130,7 +130,7 @@ def test_moe_offload_costs_less_than_dense_offload():
 
 
 def test_processor_column():
-    from cardfit.speedplan import processor
+    from cardfit.services.speed import processor
 
     assert [processor(1.0), processor(0.52), processor(0.0)] == ["100% GPU", "48%/52% CPU/GPU", "100% CPU"]
 

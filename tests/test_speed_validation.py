@@ -11,7 +11,7 @@ from importlib import resources
 import pytest
 
 from cardfit.catalog.runtimes import default_runtimes
-from cardfit.speedplan import (
+from cardfit.services.speed import (
     implied_overhead_us_per_layer,
     implied_overhead_us_per_sequence,
     predict_ceiling,

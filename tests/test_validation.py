@@ -11,7 +11,7 @@ from cardfit.catalog.models import default_models
 from cardfit.catalog.quants import default_quants
 from cardfit.core.gguf_mix import MixModel, fallback_table, moe8_bumps, tensor_type
 from cardfit.core.weights import weights
-from cardfit.validation import all_records, percentile, validate
+from cardfit.services.validate import all_records, percentile, validate
 
 PUBLISHED = builtin("gguf_mixes.toml")["published"]
 
@@ -126,8 +126,8 @@ def test_speed_kinds_skip_cleanly_without_speed_model(monkeypatch):
     real = builtins.__import__
 
     def fake(name, globals=None, locals=None, fromlist=(), level=0):
-        if fromlist and "speedplan" in fromlist:
-            raise ModuleNotFoundError("no speedplan", name="cardfit.speedplan")
+        if fromlist and "speed" in fromlist:
+            raise ModuleNotFoundError("no speed model", name="cardfit.services.speed")
         return real(name, globals, locals, fromlist, level)
 
     monkeypatch.setattr(builtins, "__import__", fake)

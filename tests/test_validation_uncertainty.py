@@ -7,7 +7,7 @@ import pytest
 
 from cardfit.catalog.loader import builtin
 from cardfit.core import uncertainty
-from cardfit.validation import accuracy_bands, validate
+from cardfit.services.validate import accuracy_bands, validate
 
 MEMORY_FIGURES = ("weights_bytes", "kv_cache_bytes", "activation_bytes", "max_context_tokens")
 

@@ -214,13 +214,13 @@ def _module(name: str) -> None:
 
 
 @pytest.mark.parametrize(("path", "module", "body", "args"), [
-    ("/api/speed", "cardfit.speedplan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 2, 4]},
+    ("/api/speed", "cardfit.services.speed", {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 2, 4]},
      ["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,2,4"]),
-    ("/api/breakeven", "cardfit.renting", {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
+    ("/api/breakeven", "cardfit.services.breakeven", {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
      ["breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--hours-per-month", "730"]),  # seed 003
-    ("/api/breakeven", "cardfit.renting", {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
+    ("/api/breakeven", "cardfit.services.breakeven", {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
      ["breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90.6", "--api", "frontier"]),
-    ("/api/finetune", "cardfit.finetuning", {"model": "llama3.1:8b", "method": "qlora"},
+    ("/api/finetune", "cardfit.services.finetune", {"model": "llama3.1:8b", "method": "qlora"},
      ["finetune", "llama3.1:8b", "--method", "qlora"]),
 ])
 def test_other_reports_equal_cli(client, run_json, path, module, body, args):
@@ -231,17 +231,17 @@ def test_other_reports_equal_cli(client, run_json, path, module, body, args):
 
 
 def test_seed_003_breakeven_through_the_api(client):
-    _module("cardfit.renting")
+    _module("cardfit.services.breakeven")
     r = client.post("/api/breakeven", json={"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730}).json()
     assert r["monthly_usd"] == 365
     assert [round(a["breakeven_millions_per_month"], 1) for a in r["apis"]] == [1825.0, 73.0, 24.3]
 
 
 @pytest.mark.parametrize(("path", "module", "body", "field"), [
-    ("/api/speed", "cardfit.speedplan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "plot": "/tmp/x.svg"}, "--plot"),
-    ("/api/breakeven", "cardfit.renting", {"hourly": 1, "from_log": "/var/log/vllm.log"}, "--from-log"),
-    ("/api/breakeven", "cardfit.renting", {"gpu": "RTX 4090", "model": "/models/x.gguf"}, "file path"),
-    ("/api/finetune", "cardfit.finetuning", {"model": "./config.json"}, "file path"),
+    ("/api/speed", "cardfit.services.speed", {"model": "llama3.1:8b", "gpu": "RTX 4090", "plot": "/tmp/x.svg"}, "--plot"),
+    ("/api/breakeven", "cardfit.services.breakeven", {"hourly": 1, "from_log": "/var/log/vllm.log"}, "--from-log"),
+    ("/api/breakeven", "cardfit.services.breakeven", {"gpu": "RTX 4090", "model": "/models/x.gguf"}, "file path"),
+    ("/api/finetune", "cardfit.services.finetune", {"model": "./config.json"}, "file path"),
 ])
 def test_other_reports_refuse_server_files(client, path, module, body, field, tmp_path):
     _module(module)
@@ -256,7 +256,7 @@ def test_apis_catalog_equals_cli(client, run_json):
 
 
 def test_validate_equals_cli(client, run_json):
-    _module("cardfit.validation")
+    _module("cardfit.services.validate")
     r = client.get("/api/validate", params={"kind": "kv_cache"})
     assert r.status_code == 200
     assert r.json() == run_json("validate", "--kind", "kv_cache")
@@ -306,7 +306,7 @@ eval rate:            41.65 tokens/s
 
 
 def test_pasted_log(client):
-    _module("cardfit.logs")
+    _module("cardfit.readers.logs")
     r = client.post("/api/read/log", content=OLLAMA_VERBOSE, headers={"content-type": "text/plain"})
     assert r.status_code == 200, r.text
     assert r.json()["kind"] == "ollama" and r.json()["tokens_per_s"] == 41.65
@@ -315,7 +315,7 @@ def test_pasted_log(client):
 
 
 def test_answers_are_remembered_but_errors_are_not():
-    from cardfit.inputs import PlanInput
+    from cardfit.services.inputs import PlanInput
     from cardfit.web.app import Answers
 
     calls = []

@@ -24,19 +24,19 @@ def _run(module: str, input_name: str, func: str, values: dict[str, Any]) -> Any
     """Validate `values` with the command's input model and call its report function (imported lazily)."""
     from importlib import import_module
 
-    from .inputs import parse
+    from .services.inputs import parse
 
-    inputs = import_module(f"{__name__}.inputs")
-    mod = import_module(f"{__name__}.{module}")
+    inputs = import_module(f"{__name__}.services.inputs")
+    mod = import_module(f"{__name__}.services.{module}")
     model = getattr(mod, input_name, None) or getattr(inputs, input_name)
     return getattr(mod, func)(parse(model, values))
 
 
 def plan(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit plan`: memory breakdown, ranked cards with verdicts, speed and cost."""
-    from .report import plan_dict
+    from .services.plan import plan_dict
 
-    return plan_dict(_run("planner", "PlanInput", "plan", {"model": model, **options}))
+    return plan_dict(_run("plan", "PlanInput", "plan", {"model": model, **options}))
 
 
 def max_context(model: str | None = None, **options: Any) -> dict[str, Any]:
@@ -56,21 +56,21 @@ def largest_model(**options: Any) -> dict[str, Any]:
 
 def speed(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit speed`: decode, prefill and throughput vs concurrency on `gpu`."""
-    return _run("speedplan", "SpeedInput", "speed_report", {"model": model, **options})
+    return _run("speed", "SpeedInput", "speed_report", {"model": model, **options})
 
 
 def finetune(model: str | None = None, **options: Any) -> dict[str, Any]:
     """`cardfit finetune`: training memory by term and the cards that hold it (method=full|lora|qlora)."""
-    return _run("finetuning", "FinetuneInput", "finetune_report", {"model": model, **options})
+    return _run("finetune", "FinetuneInput", "finetune_report", {"model": model, **options})
 
 
 def breakeven(**options: Any) -> dict[str, Any]:
     """`cardfit breakeven`: renting a card vs paying an API per token."""
-    return _run("renting", "BreakevenInput", "breakeven_report", options)
+    return _run("breakeven", "BreakevenInput", "breakeven_report", options)
 
 
 def validate(kind: str | None = None, runtime: str | None = None) -> dict[str, Any]:
     """`cardfit validate`: cardfit's error against the published measurements, per kind."""
-    from .validation import validate as _validate
+    from .services.validate import validate as _validate
 
     return _validate(kind, runtime).as_dict()

@@ -23,7 +23,7 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
     from ..catalog.gpus import default_gpus, load_gpus
 
     reg = load_gpus(catalog) if catalog else default_gpus()
-    from ..views import gpu_rows
+    from ..services.catalogs import gpu_rows
 
     rows = gpu_rows(reg)
     if as_json:
@@ -53,7 +53,7 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
 def models(as_json: bool, catalog: tuple[str, ...]) -> None:
     """List the model catalog: parameters, layers, attention, KV bytes per token, Ollama tags."""
     from ..catalog.models import default_models, load_models
-    from ..views import model_rows
+    from ..services.catalogs import model_rows
 
     reg = load_models(catalog) if catalog else default_models()
     rows = model_rows(reg)
@@ -80,7 +80,7 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
 def quants(as_json: bool) -> None:
     """List quantization types (exact block geometry) and llama.cpp file-type mixes."""
     from ..catalog.quants import default_quants
-    from ..views import quant_view
+    from ..services.catalogs import quant_view
 
     view = quant_view(default_quants())
     types, mixes = view["types"], view["gguf_mixes"]

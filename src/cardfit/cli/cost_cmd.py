@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..inputs import parse
-from ..renting import BreakevenInput
+from ..services.breakeven import BreakevenInput
+from ..services.inputs import parse
 from . import cli, emit_json
 from .options import json_option, model_options
 
@@ -39,11 +39,11 @@ def breakeven(as_json: bool, plot: str | None, **kwargs: Any) -> None:
     Give the rent (--hourly or --monthly, or --gpu to use the catalog price), the throughput
     (--tokens-per-s, --from-log, or --model with --gpu) and what to compare with (--api-price, --api).
     """
-    from ..renting import breakeven_report
+    from ..services.breakeven import breakeven_report
 
     result = breakeven_report(parse(BreakevenInput, kwargs))
     if plot:
-        from ..cost_plot import plot_breakeven
+        from ..charts.cost import plot_breakeven
 
         result["plot"] = plot_breakeven(result, plot)
     if as_json:
@@ -113,7 +113,7 @@ def _duty_table(r: dict[str, Any]) -> Any:
 def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
     """The API price catalog: seed 003's tiers and named APIs, per million tokens, with dates and sources."""
     from ..catalog.apis import apis
-    from ..views import api_rows
+    from ..services.catalogs import api_rows
 
     rows = api_rows(apis(tuple(catalog)))
     if as_json:

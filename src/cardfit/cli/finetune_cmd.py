@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..inputs import parse
+from ..services.inputs import parse
 from . import cli, emit_json
 from .options import json_option, model_options, unit_option
 
@@ -21,7 +21,8 @@ Examples:
 
 
 def _finetune_input() -> type:
-    from ..finetuning import FinetuneInput  # pydantic model; imported here so `cardfit --help` stays fast
+    # pydantic model; imported here so `cardfit --help` stays fast
+    from ..services.finetune import FinetuneInput
 
     return FinetuneInput
 
@@ -40,7 +41,7 @@ def finetune(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
     Several cards split the state with ZeRO (default stage 3); --offload-optimizer moves the optimizer
     state to host RAM.
     """
-    from ..finetuning import FinetuneInput, finetune_report
+    from ..services.finetune import FinetuneInput, finetune_report
 
     values = {k: v for k, v in kwargs.items() if v is not None and v != ()}
     result = finetune_report(parse(FinetuneInput, values))

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ..inputs import MaxContextInput, PlanInput, parse
+from ..services.inputs import MaxContextInput, PlanInput, parse
 from . import cli, emit_json
 from .options import json_option, model_options, unit_option
 
@@ -37,8 +37,8 @@ def plan(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
     folder, .gguf or .safetensors file; or leave it out and give the shape with --params, --layers,
     --kv-heads and --head-dim.
     """
-    from ..planner import plan as make_plan
-    from ..report import plan_dict
+    from ..services.plan import plan as make_plan
+    from ..services.plan import plan_dict
 
     result = plan_dict(make_plan(parse(PlanInput, _values(kwargs))))
     if as_json:
@@ -125,7 +125,7 @@ Examples:
 @json_option
 def max_context(as_json: bool, **kwargs: Any) -> None:
     """The longest context per sequence that fits MODEL on one card (or --gpus cards)."""
-    from ..reverse import max_context as compute
+    from ..services.reverse import max_context as compute
 
     result = compute(parse(MaxContextInput, _values(kwargs)))
     if as_json:
@@ -152,7 +152,7 @@ Examples:
 @json_option
 def max_sequences(as_json: bool, **kwargs: Any) -> None:
     """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
-    from ..reverse import max_sequences as compute
+    from ..services.reverse import max_sequences as compute
 
     r = compute(parse(MaxContextInput, _values(kwargs)))
     if as_json:
@@ -175,7 +175,7 @@ Examples:
 @json_option
 def largest_model(as_json: bool, **kwargs: Any) -> None:
     """The largest catalog models that fit --gpu at --quant (default: each model's own) and --context (8K)."""
-    from ..reverse import largest_model as compute
+    from ..services.reverse import largest_model as compute
 
     r = compute(parse(MaxContextInput, _values(kwargs)))
     if as_json:

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..inputs import parse
-from ..speedplan import SpeedInput
+from ..services.inputs import parse
+from ..services.speed import SpeedInput
 from . import cli, emit_json
 from .options import json_option, model_options
 
@@ -32,7 +32,7 @@ def speed(as_json: bool, **kwargs: Any) -> None:
     Decode reads the weights once per step (MoE: the experts the batch touches) plus each sequence's KV
     cache; prefill is 2 × active parameters FLOPs per token against the card's dense TFLOPS.
     """
-    from ..speedplan import speed_report
+    from ..services.speed import speed_report
 
     values = {k: v for k, v in kwargs.items() if v is not None and v != ()}
     result = speed_report(parse(SpeedInput, values))

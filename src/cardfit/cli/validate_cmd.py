@@ -33,13 +33,13 @@ def validate(kind: str | None, runtime: str | None, plot: str | None, show_all: 
              as_json: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
-    from ..validation import validate as run
+    from ..services.validate import validate as run
 
     report = run(kind, runtime)
     if accuracy:
         _write_accuracy(accuracy, kind, runtime)
     if plot:
-        from ..validation_plot import write_plot
+        from ..charts.validation import write_plot
 
         write_plot(report, plot)
     if as_json:
@@ -52,8 +52,8 @@ def _write_accuracy(path: str, kind: str | None, runtime: str | None) -> None:
     import datetime
 
     from ..errors import InputError
-    from ..validation import accuracy_toml
-    from ..validation import validate as run
+    from ..services.validate import accuracy_toml
+    from ..services.validate import validate as run
 
     if kind or runtime:
         raise InputError("--write-accuracy uses every record; drop --kind/--runtime", field="write_accuracy")

@@ -22,6 +22,11 @@ from ..catalog.quants import Quant
 from .kv import kv_cache_bytes
 from .memory import Memory
 
+# DDR5-4800 in two channels: 4,800 MT/s × 8 bytes × 2 = 76.8 GB/s theoretical (JEDEC JESD79-5 speed bin;
+# the DDR5 desktop baseline). A user with DDR4-3200 dual channel has 51.2 GB/s: pass --ram-bandwidth.
+DEFAULT_RAM_GBPS = 76.8
+TP_RUNTIMES = ("vllm", "sglang", "tgi")  # these shard a model over cards with tensor parallelism by default
+
 # Tensor-parallel all-reduce: two per layer (after attention and after the MLP), each paying a fixed
 # latency plus 2 (tp-1)/tp × message bytes over the link (ring all-reduce). The latency is an assumption
 # of the order NCCL reports for small messages: ~10 µs over NVLink, ~25 µs over PCIe peer-to-peer.
@@ -282,3 +287,30 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
     return Speed(ceiling(load, mc), realistic, prefill, per_token)
+
+
+def default_tp(runtime_id: str, count: int, requested: int | None, model: ModelSpec | None = None) -> int:
+    """vLLM, SGLang and TGI shard over the cards (tensor parallel) — over as many as the model's heads divide
+    into, the rest of a set by pipeline; llama.cpp, Ollama and transformers split by layers, which adds
+    capacity but not speed."""
+    if requested:
+        return requested
+    if runtime_id not in TP_RUNTIMES:
+        return 1
+    return max((d for d in range(1, count + 1) if count % d == 0 and (model is None or tp_divides(model, d))),
+               default=1)
+
+
+def tp_divides(model: ModelSpec, tp: int) -> bool:
+    """vLLM's rule: attention heads divide by the degree, and KV heads divide by it or it by them."""
+    heads, kv = model.heads or model.kv_heads, model.kv_heads
+    return heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
+
+
+def precision_of(quant: Quant | None, gpu: Gpu) -> str:
+    """The tensor-core precision prefill runs at: FP8 where the weights are FP8 and the card supports it,
+    else BF16/FP16. llama.cpp's quantized GGUF types are counted at the FP16 rate too: measured against the
+    int8 rate they reach 0.11-0.33 of it, against FP16 the same 0.7-0.95 as F16 files (data/validation)."""
+    if getattr(quant, "requires", "") == "fp8" and gpu.tflops("fp8"):
+        return "fp8"
+    return "bf16"

@@ -2,7 +2,7 @@
 dicts as `--json`, the catalogs, and the static page at `/`.
 
 Endpoints for speed, break-even, fine-tuning, validation, log parsing and config.json upload are added when
-the library modules behind them are installed in this tree (cardfit.speedplan, .breakeven, .finetune,
+the library modules behind them are installed in this tree (cardfit.services.speed, .breakeven, .finetune,
 .validation, .logs, .readers).
 
 No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, which name classes
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CardfitError, InputError, UnknownNameError
-from ..inputs import MaxContextInput, PlanInput, parse
+from ..services.inputs import MaxContextInput, PlanInput, parse
 from . import catalogs, uploads
 from .limits import TooLargeError, body_limit, web_input
 
@@ -35,14 +35,13 @@ def _has(module: str) -> bool:
 
 
 def _plan(inp: PlanInput) -> dict[str, Any]:
-    from ..planner import plan
-    from ..report import plan_dict
+    from ..services.plan import plan, plan_dict
 
     return plan_dict(plan(inp))
 
 
 def _max_context(inp: MaxContextInput) -> dict[str, Any]:
-    from ..reverse import max_context
+    from ..services.reverse import max_context
 
     return max_context(inp)
 
@@ -177,9 +176,9 @@ def _optional_routes() -> list[tuple[str, type, Callable[[Any], Any], str]]:
     """(path, input model, function, summary) for the library modules present in this tree."""
     out = []
     for module, model, func, path, summary in (
-        ("cardfit.speedplan", "SpeedInput", "speed_report", "/api/speed", "Decode speed per concurrency level"),
-        ("cardfit.renting", "BreakevenInput", "breakeven_report", "/api/breakeven", "Rent vs API break-even"),
-        ("cardfit.finetuning", "FinetuneInput", "finetune_report", "/api/finetune", "Fine-tuning memory and cards"),
+        ("cardfit.services.speed", "SpeedInput", "speed_report", "/api/speed", "Decode speed per concurrency level"),
+        ("cardfit.services.breakeven", "BreakevenInput", "breakeven_report", "/api/breakeven", "Rent vs API break-even"),
+        ("cardfit.services.finetune", "FinetuneInput", "finetune_report", "/api/finetune", "Fine-tuning memory and cards"),
     ):
         if _has(module):
             mod = importlib.import_module(module)
@@ -285,7 +284,7 @@ def _add_readers(app: Any) -> None:
         return {"requestBody": {"required": True, "description": what,
                                 "content": {media: {"schema": {"type": "string"}}}}}
 
-    if _has("cardfit.logs"):
+    if _has("cardfit.readers.logs"):
         @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log",
                   openapi_extra=body_doc("text/plain", "the log text (at most 1 MiB)"))
         async def read_log(request: Request) -> Any:
@@ -297,7 +296,7 @@ def _add_readers(app: Any) -> None:
         async def read_config(request: Request) -> Any:
             return await run_in_threadpool(uploads.config_summary, await request.body())
 
-    if _has("cardfit.validation"):
+    if _has("cardfit.services.validate"):
         @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
         def validate(kind: str | None = Query(None, max_length=64),
                      runtime: str | None = Query(None, max_length=32)) -> Any:
@@ -307,7 +306,7 @@ def _add_readers(app: Any) -> None:
 @functools.lru_cache(maxsize=64)
 def _validation(kind: str | None, runtime: str | None) -> bytes:
     """The validation report (about a second of work; the records ship with the package)."""
-    from ..validation import validate
+    from ..services.validate import validate
 
     return json.dumps(validate(kind, runtime).as_dict(), ensure_ascii=False).encode()
 

@@ -1,11 +1,11 @@
 """The catalogs for GET /api/gpus, /api/models, /api/quants, /api/runtimes and /api/apis: the same rows as
-`cardfit gpus|models|quants|apis --json` (both come from cardfit.views)."""
+`cardfit gpus|models|quants|apis --json` (both come from cardfit.services.catalogs)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import views
+from ..services import catalogs as views
 
 
 def gpus() -> dict[str, Any]:

@@ -32,7 +32,7 @@ def catalog_model(name: str) -> str:
 
     Returns a name that `resolve` finds in the catalog and that is no path (an HF id's slash becomes a space,
     which catalog lookup ignores); raises UnknownNameError with suggestions for names no catalog knows."""
-    from ..resolve import _TAG_QUANT
+    from ..services.resolve import _TAG_QUANT
 
     n = name.strip()
     if n.lower().endswith(_FILE_SUFFIXES) or n.startswith(("/", "~", ".", "\\")):

@@ -14,7 +14,7 @@ SHAPE_FIELDS = ("params", "active_params", "layers", "kv_heads", "head_dim", "hi
 def config_summary(raw: bytes) -> dict[str, Any]:
     """config.json bytes → the model as the readers see it, and the bare shape to plan with."""
     from ..readers.source import parse_json
-    from ..resolve import spec_from_config
+    from ..services.resolve import spec_from_config
 
     if not raw.strip():
         raise InputError("the upload is empty; send the contents of a config.json", field="config")
@@ -50,7 +50,7 @@ def _name(cfg: Any) -> str:
 
 def log_summary(raw: bytes) -> dict[str, Any]:
     """A pasted log → output tokens/s and how it was read (as in `cardfit breakeven --from-log … --json`)."""
-    from ..logs import parse_log
+    from ..readers.logs import parse_log
 
     if not raw.strip():
         raise InputError("the log is empty; paste the lines with `eval rate` or `Avg generation throughput`",

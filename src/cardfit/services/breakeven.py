@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import Field
 
-from .catalog.apis import ApiPrice, apis, seed_tiers
-from .core import cost
-from .errors import InputError
+from ..catalog.apis import ApiPrice, apis, seed_tiers
+from ..core import cost
+from ..errors import InputError
 from .inputs import Input
 
 MAX_USD = 10_000_000.0
@@ -109,8 +109,8 @@ def _rent(inp: BreakevenInput) -> Rent:
 
 
 def _catalog_rent(inp: BreakevenInput) -> Rent:
-    from .catalog.gpus import default_gpus, load_gpus
-    from .catalog.rental import default_rental
+    from ..catalog.gpus import default_gpus, load_gpus
+    from ..catalog.rental import default_rental
 
     gpu = (load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()).get(inp.gpu or "")
     rules = default_rental()
@@ -146,7 +146,7 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, dict[str, Any] | None,
 
 
 def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
-    from .logs import read_log
+    from ..readers.logs import read_log
 
     m = read_log(path)
     log = {"path": path, "kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
@@ -167,7 +167,7 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
               "catalog": inp.catalog}
     values = {k: v for k, v in values.items() if v}
     try:
-        from .speedplan import SpeedInput, speed_report
+        from .speed import SpeedInput, speed_report
     except ImportError:  # no aggregate speed model in this build: one stream from the plan
         return _single_stream(values)
     want = inp.concurrency or SEED_CONCURRENCY
@@ -184,7 +184,7 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
 
 def _single_stream(values: dict[str, Any]) -> tuple[float, str, None, list[str]]:
     from .inputs import PlanInput
-    from .planner import plan
+    from .plan import plan
 
     card = plan(PlanInput(**values)).first
     speed = card.speed
@@ -310,36 +310,3 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
 def _notes(comps: list[Comparison], capacity: float) -> list[str]:
     dated = sorted({c.api.date for c in comps if c.api.date})
     return [f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows sources)"] if dated else []
-
-
-def plan_cost(p: Any) -> dict[str, Any]:
-    """The cost section of `cardfit plan` for each fitting, priced card: rent, $/M at 100 % and at --duty,
-    and the break-even volume against --api (default seed 003's tiers). Tokens/s is the plan's one-stream
-    decode estimate, so $/M is an upper bound; `cardfit breakeven --model … --gpu …` uses the aggregate."""
-    inp, hours = p.ctx.inp, p.ctx.rules.hours_per_month
-    duty = getattr(inp, "duty", None) or 1.0
-    reg = apis(tuple(inp.catalog))
-    chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else seed_tiers(reg)
-    return {"duty": duty, "apis": [{"id": a.id, "name": a.name, "price_per_million_usd": a.output_usd_per_m,
-                                    "date": a.date or None} for a in chosen],
-            "tokens_per_s_basis": "one stream (decode_tokens_per_s of each card); batching makes more",
-            "cards": [row for c in p.cards if (row := _card_cost(c, hours, duty, chosen)) is not None]}
-
-
-def _card_cost(card: Any, hours: float, duty: float, chosen: list[ApiPrice]) -> dict[str, Any] | None:
-    o, s = card.option, card.speed
-    tps = (s.decode_tokens_per_s or s.decode_ceiling_tokens_per_s) if s else None
-    if not o.fits or o.monthly_usd is None or not tps:
-        return None
-    hourly = cost.hourly_from_monthly(o.monthly_usd, hours)
-    capacity = cost.capacity_millions(tps, hours)
-    rows = []
-    for a in chosen:
-        be = cost.breakeven_millions(o.monthly_usd, a.output_usd_per_m)
-        rows.append({"api": a.id, "breakeven_millions_per_month": _r(be, 3),
-                     "required_duty": _r(cost.required_duty(be, capacity), 4),
-                     "breaks_even": cost.required_duty(be, capacity) <= 1})
-    return {"gpu": o.gpu.name, "count": o.count, "monthly_usd": _r(o.monthly_usd, 2), "hourly_usd": _r(hourly, 4),
-            "tokens_per_s": _r(tps, 1), "capacity_millions_per_month": _r(capacity, 3),
-            "cost_per_million_full_duty_usd": _r(cost.cost_per_million(hourly, tps, 1.0), 4),
-            "cost_per_million_usd": _r(cost.cost_per_million(hourly, tps, duty), 4), "breakeven": rows}

@@ -10,20 +10,18 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from .core import speed as sp
-from .core.fit import OFFLOAD
-from .core.memory import MemorySettings, kv_bytes
-from .errors import CardfitError, MissingFigureError
+from ..core import speed as sp
+from ..core.fit import OFFLOAD
+from ..core.memory import MemorySettings, kv_bytes
+from ..core.speed import DEFAULT_RAM_GBPS, default_tp, precision_of
+from ..errors import CardfitError, MissingFigureError
 from .inputs import MAX_CONTEXT, PlanInput
+from .plan import plan as make_plan
 
-# DDR5-4800 in two channels: 4,800 MT/s × 8 bytes × 2 = 76.8 GB/s theoretical (JEDEC JESD79-5 speed bin;
-# the DDR5 desktop baseline). A user with DDR4-3200 dual channel has 51.2 GB/s: pass --ram-bandwidth.
-DEFAULT_RAM_GBPS = 76.8
 # A PCIe 3.0 ×4 NVMe SSD reads about 3.5 GB/s sequentially (Samsung 970 EVO Plus data sheet: 3,500 MB/s);
 # Gen4 drives reach about 7. Network volumes of rental clouds are often far slower: pass --disk-gbps.
 DEFAULT_DISK_GBPS = 3.5
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-TP_RUNTIMES = ("vllm", "sglang", "tgi")  # these shard a model over cards with tensor parallelism by default
 
 
 class SpeedInput(PlanInput):
@@ -78,33 +76,6 @@ class Setup:
         return self.plan.first
 
 
-def default_tp(runtime_id: str, count: int, requested: int | None, model: Any = None) -> int:
-    """vLLM, SGLang and TGI shard over the cards (tensor parallel) — over as many as the model's heads divide
-    into, the rest of a set by pipeline; llama.cpp, Ollama and transformers split by layers, which adds
-    capacity but not speed."""
-    if requested:
-        return requested
-    if runtime_id not in TP_RUNTIMES:
-        return 1
-    return max((d for d in range(1, count + 1) if count % d == 0 and (model is None or tp_divides(model, d))),
-               default=1)
-
-
-def tp_divides(model: Any, tp: int) -> bool:
-    """vLLM's rule: attention heads divide by the degree, and KV heads divide by it or it by them."""
-    heads, kv = model.heads or model.kv_heads, model.kv_heads
-    return heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)
-
-
-def precision_of(quant: Any, gpu: Any) -> str:
-    """The tensor-core precision prefill runs at: FP8 where the weights are FP8 and the card supports it,
-    else BF16/FP16. llama.cpp's quantized GGUF types are counted at the FP16 rate too: measured against the
-    int8 rate they reach 0.11-0.33 of it, against FP16 the same 0.7-0.95 as F16 files (data/validation)."""
-    if getattr(quant, "requires", "") == "fp8" and gpu.tflops("fp8"):
-        return "fp8"
-    return "bf16"
-
-
 def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | None) -> sp.Machine:
     bw = inp.bandwidth or gpu.bandwidth_gbps
     if bw is None:
@@ -121,8 +92,6 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | No
 
 
 def setup(inp: SpeedInput) -> Setup:
-    from .planner import plan as make_plan
-
     p = make_plan(inp)
     card, ctx = p.first, p.ctx
     m, mem, opt = ctx.model, card.memory, card.option
@@ -196,7 +165,7 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
                                          "assume it did"] if opt.verdict == "no" else []),
     }
     if inp.plot:
-        from .speedchart import write_chart
+        from ..charts.speed import write_chart
 
         write_chart(report, inp.plot)
         report["plot"] = inp.plot
@@ -249,7 +218,7 @@ _RAM = {"ddr4-3200": 51.2, "ddr5-4800": 76.8, "ddr5-5600": 89.6, "ddr5-6000": 96
 
 
 def _gpu_name(name: str) -> str:
-    from .catalog.gpus import default_gpus
+    from ..catalog.gpus import default_gpus
 
     gpus = default_gpus()
     if gpus.find(name) is not None:

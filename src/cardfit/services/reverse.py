@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .catalog.gpus import default_gpus
-from .catalog.models import default_models
-from .core.fit import budget_per_card, kv_copies, need_on
-from .errors import CardfitError, InputError
+from ..catalog.gpus import default_gpus
+from ..catalog.models import default_models
+from ..core.fit import budget_per_card, kv_copies, need_on
+from ..errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
-from .planner import (
+from .plan import (
     Context,
     build_context,
     cards_per_set,
@@ -77,7 +77,7 @@ def max_context(inp: MaxContextInput) -> dict[str, Any]:
 
 def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None:
     """The answer is zero: say why (the weights and workspace alone) instead of printing '0'."""
-    from .units import fmt_bytes
+    from ..units import fmt_bytes
 
     mem = memory_for(replace(ctx, sequences=1), 1)
     fixed = need_on(mem, count) - mem.kv_cache_bytes  # the cache itself aside

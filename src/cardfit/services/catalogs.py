@@ -26,7 +26,7 @@ def gpu_rows(gpus: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def model_rows(models: Iterable[Any]) -> list[dict[str, Any]]:
-    from .core.kv import kv_bytes_per_token
+    from ..core.kv import kv_bytes_per_token
 
     return [{"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params, "active_params": m.active,
              "layers": m.layers, "attention": m.attention, "kv_bytes_per_token": kv_bytes_per_token(m),

@@ -10,15 +10,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .catalog.gpus import Gpu, default_gpus, load_gpus
-from .catalog.loader import builtin
-from .catalog.models import ModelSpec
-from .catalog.rental import RentalRules, default_rental
-from .catalog.runtimes import RuntimeProfile, default_runtimes
-from .core import fit as fitting
-from .core import training as tr
-from .core.weights import weights
-from .errors import InputError
+from ..catalog.gpus import Gpu, default_gpus, load_gpus
+from ..catalog.loader import builtin
+from ..catalog.models import ModelSpec
+from ..catalog.rental import RentalRules, default_rental
+from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..core import fit as fitting
+from ..core import training as tr
+from ..core.weights import weights
+from ..errors import InputError
 from .inputs import MAX_CONTEXT, ModelInput
 from .resolve import resolve
 
@@ -87,7 +87,7 @@ def optimizer(name: str) -> tr.Optimizer:
 def base_weights_bytes(m: ModelSpec, method: str) -> int:
     """Frozen or trained weights at their training precision: BF16, or NF4 with double quantization and
     16-bit embeddings/output for QLoRA (the quant catalog's nf4 type, scope 'linear')."""
-    from .catalog.quants import default_quants
+    from ..catalog.quants import default_quants
 
     q = default_quants().get("nf4" if method == tr.QLORA else "bf16")
     return weights(m, q).total_bytes

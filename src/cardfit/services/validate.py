@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from .catalog.gpus import Gpu, default_gpus
-from .catalog.loader import builtin
-from .catalog.models import ModelSpec, default_models
-from .catalog.quants import GgufMix, Quant, default_quants
-from .catalog.runtimes import RuntimeProfile, default_runtimes
-from .core import activations, kv
-from .core.memory import MemorySettings, kv_bytes, padded_context
-from .core.weights import embedding_bytes, weights
-from .errors import CardfitError, InputError
+from ..catalog.gpus import Gpu, default_gpus
+from ..catalog.loader import builtin
+from ..catalog.models import ModelSpec, default_models
+from ..catalog.quants import GgufMix, Quant, default_quants
+from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..core import activations, kv
+from ..core.memory import MemorySettings, kv_bytes, padded_context
+from ..core.weights import embedding_bytes, weights
+from ..errors import CardfitError, InputError
 
 
 def _files() -> tuple[str, ...]:
@@ -202,7 +202,7 @@ def _kv_dtype(r: dict[str, Any], m: ModelSpec) -> str:
 
 def _gguf_mix(name: str) -> GgufMix | None:
     """A llama.cpp file type by its exact name (F16 and MXFP4_MOE are also plain formats' names)."""
-    from .names import norm
+    from ..names import norm
 
     return next((x for x in default_quants().mixes if norm(x.name) == norm(name)), None)
 
@@ -387,8 +387,8 @@ def _overhead(r: dict[str, Any]) -> tuple[float, str]:
 
 def _gguf_tensor_bytes(m: ModelSpec, q: Quant) -> list[tuple[str, int, int]]:
     """(kind, layer, bytes) of every tensor of the GGUF at mix q, scaled to the stated parameter count."""
-    from .core.tensors import gguf_tensor_groups, tensor_groups
-    from .core.weights import _group_type, _indices
+    from ..core.tensors import gguf_tensor_groups, tensor_groups
+    from ..core.weights import _group_type, _indices
 
     quants = default_quants()
     groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
@@ -437,11 +437,11 @@ def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
 
 def _speed(r: dict[str, Any]) -> tuple[float, str]:
     try:
-        from . import speedplan  # written by the speed model's owner
+        from . import speed as speedplan  # written by the speed model's owner
     except ModuleNotFoundError as e:
-        if e.name != f"{__package__}.speedplan":
+        if e.name != f"{__package__}.speed":
             raise
-        raise Skip("speed model not available yet (cardfit.speedplan)") from None
+        raise Skip("speed model not available yet (cardfit.services.speed)") from None
     fn: Callable[[dict[str, Any]], float | None] | None = getattr(speedplan, "predict_speed", None)
     if fn is None:
         raise Skip("speed model not available yet (speedplan.predict_speed)")

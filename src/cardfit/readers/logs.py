@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 
-from .errors import FileFormatError
+from ..errors import FileFormatError
 
 MAX_LOG_BYTES = 64 * 2**20
 

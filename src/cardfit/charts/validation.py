@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .errors import InputError
-from .validation import Report
+from ..errors import InputError
+from ..services.validate import Report
 
 
 def write_plot(report: Report, path: str) -> None:

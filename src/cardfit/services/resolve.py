@@ -7,8 +7,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from .catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
-from .errors import InputError
+from ..catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
+from ..errors import InputError
 from .inputs import ModelInput
 
 # Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16
@@ -51,8 +51,8 @@ def _looks_like_path(name: str) -> bool:
 
 def spec_from_config(cfg: dict, name: str = "uploaded model") -> ModelSpec:
     """A config.json's contents (already parsed JSON) → ModelSpec, as `cardfit plan config.json` reads it."""
-    from .readers.config import fields_from_config
-    from .readers.model import build
+    from ..readers.config import fields_from_config
+    from ..readers.model import build
 
     return build(fields_from_config(cfg, "config.json"), None, name=name, source="uploaded config.json",
                  origin="upload")
@@ -77,16 +77,16 @@ def resolve(inp: ModelInput) -> Resolved:
         raise InputError("model name is empty", field="model", hint="`cardfit models` lists them")
     models = load_models(tuple(inp.catalog)) if inp.catalog else default_models()
     if _looks_like_path(name) or os.path.exists(name):
-        from .readers import read_model_path  # file formats stay out of the core
+        from ..readers import read_model_path  # file formats stay out of the core
 
         spec = read_model_path(name)
         return Resolved(spec, quant_hint=spec.file_quant, origin="file")
     if inp.hub:
-        from .readers.hub import read_hub_model
+        from ..readers.hub import read_hub_model
 
         spec = read_hub_model(name)
         return Resolved(spec, quant_hint=spec.file_quant, origin="hub")
-    from .readers.stores import find_local  # pulled into the Ollama store or HF cache: read its own file
+    from ..readers.stores import find_local  # pulled into the Ollama store or HF cache: read its own file
 
     local = find_local(name)
     if local is not None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import InputError
+from ..errors import InputError
 
 MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
 MAX_PARAMS = 10**14  # 100 T parameters
