@@ -1,0 +1,1 @@
+"""Runtime adapters and the commands that launch them."""
