@@ -33,7 +33,10 @@ def _files() -> tuple[str, ...]:
 MEMORY_KINDS = ("file_size", "weights", "kv_cache", "compute_buffer", "activation", "overhead", "max_context",
                 "total_memory")
 SPEED_KINDS = ("decode", "prefill", "aggregate_decode")
-KINDS = MEMORY_KINDS + SPEED_KINDS
+# A served load: TTFT/TPOT/throughput at a stated concurrency and input/output length (data/validation/serving.toml);
+# scored by the serving model's predictor where one is registered in PREDICTORS, otherwise skipped with the reason.
+SERVING_KINDS = ("serving",)
+KINDS = MEMORY_KINDS + SPEED_KINDS + SERVING_KINDS
 GIB = 2**30
 MIB = 2**20
 # GGUF keeps the tokenizer in its header: per vocabulary entry a u64 length + the token text (~7 B), an f32

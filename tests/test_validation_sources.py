@@ -1,0 +1,58 @@
+"""Every validation record can be checked by a reader: a public https link (GitHub file links pinned to a
+commit) and the verbatim excerpt of the measured line; serving records state their load and statistic."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from cardfit.services.validate import KINDS, all_records
+
+RECORDS = all_records()
+SERVING_METRICS = {"output_tokens_per_s", "ttft_ms", "tpot_ms", "itl_ms", "request_throughput"}
+STATISTICS = {"mean", "median", "p90", "p99"}
+
+
+@pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
+def test_record_links_a_public_source_and_quotes_it(r):
+    src = r["source"]
+    assert re.fullmatch(r"https://[^\s/]+\.[a-z]{2,}/\S*", src), f"{r['id']}: source must be one https URL: {src!r}"
+    assert "index" not in src.lower() or "index.php" in src, f"{r['id']}: an internal index id is not a source"
+    if re.match(r"https://github\.com/[^/]+/[^/]+/blob/", src):
+        assert re.match(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/", src), \
+            f"{r['id']}: a GitHub file link must be pinned to a commit: {src}"
+    assert str(r.get("excerpt", "")).strip(), f"{r['id']}: no excerpt"
+    assert r["kind"] in KINDS, r["id"]
+
+
+def test_ids_are_unique():
+    ids = [r["id"] for r in RECORDS]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
+SERVING = [r for r in RECORDS if r["kind"] == "serving"]
+
+
+def test_serving_records_exist():
+    assert len(SERVING) >= 25
+
+
+@pytest.mark.parametrize("r", SERVING, ids=[r["id"] for r in SERVING])
+def test_serving_record_states_its_load(r):
+    assert int(r["input_tokens"]) > 0 and int(r["output_tokens"]) > 0
+    assert ("concurrency" in r) != ("request_rate" in r), f"{r['id']}: concurrency or request_rate, one of them"
+    if "concurrency" in r:
+        assert int(r["concurrency"]) >= 1
+    else:
+        rate = r["request_rate"]
+        assert rate == "inf" or (isinstance(rate, (int, float)) and rate > 0), rate
+    assert r["metric"] in SERVING_METRICS and r["statistic"] in STATISTICS
+    assert math.isfinite(float(r["measured"])) and float(r["measured"]) > 0
+    unit = {"ttft_ms": "ms", "tpot_ms": "ms", "itl_ms": "ms", "output_tokens_per_s": "tokens_per_s",
+            "request_throughput": "requests_per_s"}[r["metric"]]
+    assert r["unit"] == unit, r["id"]
+    s = r["settings"]
+    assert int(s["tp"]) >= 1 and int(s.get("pp", 1)) >= 1 and s.get("version")
+    assert int(r["gpus"]) == int(s["tp"]) * int(s.get("pp", 1)) * int(s.get("dp", 1)), r["id"]
