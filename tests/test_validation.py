@@ -124,21 +124,6 @@ def test_llamacpp_kv_and_buffers_are_exact(report):
             assert abs(o.error) < 0.01, (o.id, o.error)
 
 
-def test_speed_kinds_skip_cleanly_without_speed_model(monkeypatch):
-    import builtins
-
-    real = builtins.__import__
-
-    def fake(name, globals=None, locals=None, fromlist=(), level=0):
-        if fromlist and "speed" in fromlist:
-            raise ModuleNotFoundError("no speed model", name="cardfit.services.speed")
-        return real(name, globals, locals, fromlist, level)
-
-    monkeypatch.setattr(builtins, "__import__", fake)
-    rep = validate(kind="decode")
-    assert rep.outcomes and all("not available" in o.skipped for o in rep.outcomes)
-
-
 def test_cli_json(run_json):
     d = run_json("validate", "--kind", "file_size")
     assert set(d["kinds"]) == {"file_size"}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -23,24 +25,27 @@ Examples:
 """
 
 
-# command name → module that defines it; a module is imported only when its command runs, so
-# `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs.
-LAZY = {"plan": "plan_cmd", "max-context": "plan_cmd", "max-sequences": "plan_cmd", "largest-model": "plan_cmd", "speed": "speed_cmd", "finetune": "finetune_cmd",
-        "breakeven": "cost_cmd", "validate": "validate_cmd", "gpus": "catalog_cmds", "models": "catalog_cmds",
-        "quants": "catalog_cmds", "apis": "cost_cmd", "serve": "serve_cmd"}
+# The commands that are not questions in the command table (services/table.py): catalogs and the web server.
+OTHER = {"gpus": "catalog_cmds", "models": "catalog_cmds", "quants": "catalog_cmds", "apis": "cost_cmd",
+         "serve": "serve_cmd"}
+
+
+def _lazy() -> dict[str, str]:
+    """Command name → the cli module that defines it; a module is imported only when its command runs, so
+    `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs."""
+    from ..services.table import COMMANDS
+
+    return {**{c.name: c.render for c in COMMANDS}, **OTHER}
 
 
 class Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name in LAZY if self.get_command(ctx, name) is not None]
+        return list(_lazy())
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in self.commands and name in LAZY:
-            try:
-                __import__(f"{__name__}.{LAZY[name]}")
-            except ModuleNotFoundError as e:
-                if e.name != f"{__name__}.{LAZY[name]}":
-                    raise
+        lazy = _lazy()
+        if name not in self.commands and name in lazy:
+            __import__(f"{__name__}.{lazy[name]}")
         return self.commands.get(name)
 
 
@@ -56,6 +61,43 @@ def cli() -> None:
 
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (), display: tuple[Any, ...] = (),
+            argument: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register `cardfit NAME` from its row in the command table: the positional argument, one option per
+    described input (except `skip`), the display options (click.Option: --unit, --top …) and --json. The
+    decorated function prints the result as text: render(result, inp, **display values); its docstring is the
+    command's help."""
+    from ..services.inputs import parse
+    from ..services.table import BY_NAME, to_json
+    from .options import input_options
+
+    row = BY_NAME[name]
+
+    def deco(render: Callable[..., None]) -> Callable[..., None]:
+        model = row.input_type()
+        positional = row.argument if argument else None
+        params: list[click.Parameter] = [click.Argument([positional], required=False)] if positional else []
+        params += input_options(model, skip=(*skip, *(() if positional is None else (positional,))))
+        params += [*display, click.Option(["--json", "as_json"], is_flag=True,
+                                          help="print one JSON object on stdout, nothing else")]
+        shown = [p.name for p in display]
+
+        def callback(as_json: bool, **values: Any) -> None:
+            options = {k: values.pop(k) for k in shown}
+            inp = parse(model, values)
+            result = row.execute(inp)
+            if as_json:
+                emit_json(to_json(result))
+                return
+            render(result, inp, **options)
+
+        cli.add_command(click.Command(name, params=params, callback=callback, help=inspect.getdoc(render),
+                                      epilog=epilog))
+        return render
+
+    return deco
 
 
 def main(argv: list[str] | None = None) -> int:

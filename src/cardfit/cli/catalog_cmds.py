@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from . import cli, emit_json
-from .options import json_option, unit_option
+from .options import add, json_option, unit_option
 
 
 def _catalog_opt(f: Any) -> Any:
@@ -16,7 +16,7 @@ def _catalog_opt(f: Any) -> Any:
 
 @cli.command(epilog="\b\nExamples:\n  cardfit gpus\n  cardfit gpus --unit GiB --json\n  cardfit gpus --catalog my_cards.toml")
 @_catalog_opt
-@unit_option
+@add(unit_option())
 @json_option
 def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
     """List the GPU catalog: usable memory, bandwidth, TFLOPS, FP8, link, price."""

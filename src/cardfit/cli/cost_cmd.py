@@ -6,10 +6,8 @@ from typing import Any
 
 import click
 
-from ..services.breakeven import BreakevenInput
-from ..services.inputs import parse
-from . import cli, emit_json
-from .options import json_option, model_options
+from . import cli, command, emit_json
+from .options import json_option
 
 BREAKEVEN_EPILOG = """\b
 Examples:
@@ -22,33 +20,13 @@ Examples:
 """
 
 
-@cli.command(epilog=BREAKEVEN_EPILOG)
-@model_options(BreakevenInput, skip=("api_price", "api", "catalog"))
-@click.option("--api-price", "api_price", type=click.FLOAT, multiple=True,
-              help="API price per million OUTPUT tokens, USD (repeatable)")
-@click.option("--api", "api", multiple=True, help="API by catalog name (repeatable; `cardfit apis` lists them); "
-              "default: seed 003's three tiers")
-@click.option("--catalog", "catalog", multiple=True, type=click.Path(),
-              help="extra catalog file(s) with your own GPUs or API prices")
-@click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None,
-              help="also draw the charts to FILE (.png or .svg)")
-@json_option
-def breakeven(as_json: bool, plot: str | None, **kwargs: Any) -> None:
+@command("breakeven", epilog=BREAKEVEN_EPILOG)
+def breakeven(result: Any, inp: Any) -> None:
     """When does renting a card beat paying an API per token?
 
     Give the rent (--hourly or --monthly, or --gpu to use the catalog price), the throughput
     (--tokens-per-s, --from-log, or --model with --gpu) and what to compare with (--api-price, --api).
     """
-    from ..services.breakeven import breakeven_report
-
-    result = breakeven_report(parse(BreakevenInput, kwargs))
-    if plot:
-        from ..charts.cost import plot_breakeven
-
-        result["plot"] = plot_breakeven(result, plot)
-    if as_json:
-        emit_json(result)
-        return
     _print(result)
 
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
-from ..services.inputs import parse
-from . import cli, emit_json
-from .options import json_option, model_options, unit_option
+from . import command
+from .options import top_option, unit_option
 
 FINETUNE_EPILOG = """\b
 Examples:
@@ -20,20 +17,8 @@ Examples:
 """
 
 
-def _finetune_input() -> type:
-    # pydantic model; imported here so `cardfit --help` stays fast
-    from ..services.finetune import FinetuneInput
-
-    return FinetuneInput
-
-
-@cli.command(epilog=FINETUNE_EPILOG)
-@click.argument("model", required=False)
-@model_options(_finetune_input(), skip=("model",))
-@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="cards to show in the table")
-@unit_option
-@json_option
-def finetune(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
+@command("finetune", epilog=FINETUNE_EPILOG, display=(top_option(10), unit_option()))
+def finetune(result: Any, inp: Any, unit: str, top: int) -> None:
     """How much memory fine-tuning MODEL needs (full, LoRA or QLoRA) and which cards or nodes hold it.
 
     Every term is shown: weights, gradients, FP32 master weights and optimizer state, LoRA adapter,
@@ -41,13 +26,6 @@ def finetune(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
     Several cards split the state with ZeRO (default stage 3); --offload-optimizer moves the optimizer
     state to host RAM.
     """
-    from ..services.finetune import FinetuneInput, finetune_report
-
-    values = {k: v for k, v in kwargs.items() if v is not None and v != ()}
-    result = finetune_report(parse(FinetuneInput, values))
-    if as_json:
-        emit_json(result)
-        return
     _print(result, unit, top)
 
 

@@ -6,9 +6,8 @@ from typing import Any
 
 import click
 
-from ..services.inputs import MaxContextInput, PlanInput, parse
-from . import cli, emit_json
-from .options import json_option, model_options, unit_option
+from . import command
+from .options import top_option, unit_option
 
 PLAN_EPILOG = """\b
 Examples:
@@ -20,31 +19,15 @@ Examples:
 """
 
 
-def _values(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if k not in ("as_json", "unit", "top")}
-
-
-@cli.command(epilog=PLAN_EPILOG)
-@click.argument("model", required=False)
-@model_options(PlanInput, skip=("model",))
-@click.option("--top", type=click.IntRange(1, 1000), default=12, show_default=True, help="cards to show in the table")
-@unit_option
-@json_option
-def plan(as_json: bool, unit: str, top: int, **kwargs: Any) -> None:
+@command("plan", epilog=PLAN_EPILOG, display=(top_option(12), unit_option()))
+def plan(p: Any, inp: Any, unit: str, top: int) -> None:
     """Does MODEL fit, on which cards, how fast and at what cost.
 
     MODEL is a catalog name (Ollama tag, Hugging Face id or short alias), a path to a config.json, model
     folder, .gguf or .safetensors file; or leave it out and give the shape with --params, --layers,
     --kv-heads and --head-dim.
     """
-    from ..services.plan import plan as make_plan
-    from ..services.plan import plan_dict
-
-    result = plan_dict(make_plan(parse(PlanInput, _values(kwargs))))
-    if as_json:
-        emit_json(result)
-        return
-    _print_plan(result, unit, top)
+    _print_plan(p.to_json(), unit, top)
 
 
 def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
@@ -119,18 +102,9 @@ Examples:
 """
 
 
-@cli.command("max-context", epilog=MAXCTX_EPILOG)
-@click.argument("model", required=False)
-@model_options(MaxContextInput, skip=("model", "context"))
-@json_option
-def max_context(as_json: bool, **kwargs: Any) -> None:
+@command("max-context", epilog=MAXCTX_EPILOG, skip=("context",))
+def max_context(result: Any, inp: Any) -> None:
     """The longest context per sequence that fits MODEL on one card (or --gpus cards)."""
-    from ..services.reverse import max_context as compute
-
-    result = compute(parse(MaxContextInput, _values(kwargs)))
-    if as_json:
-        emit_json(result)
-        return
     from ..units import fmt_tokens
 
     tail = "" if result["limited_by"] == "memory" else f" (capped by the model's {fmt_tokens(result['model_max_context'])})"
@@ -146,18 +120,9 @@ Examples:
 """
 
 
-@cli.command("max-sequences", epilog=MAXSEQ_EPILOG)
-@click.argument("model", required=False)
-@model_options(MaxContextInput, skip=("model", "batch", "parallel"))
-@json_option
-def max_sequences(as_json: bool, **kwargs: Any) -> None:
+@command("max-sequences", epilog=MAXSEQ_EPILOG, skip=("batch", "parallel"))
+def max_sequences(r: Any, inp: Any) -> None:
     """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
-    from ..services.reverse import max_sequences as compute
-
-    r = compute(parse(MaxContextInput, _values(kwargs)))
-    if as_json:
-        emit_json(r)
-        return
     click.echo(f"{r['model']} on {r['count']}× {r['gpu']} ({r['quant']}, {r['runtime']}, KV {r['kv_dtype']}): up to "
                f"{r['max_sequences']:,} concurrent sequences of {r['context']:,} tokens ({r['context_source']}).")
 
@@ -169,18 +134,10 @@ Examples:
 """
 
 
-@cli.command("largest-model", epilog=LARGEST_EPILOG)
-@model_options(MaxContextInput, skip=("model", "params", "active_params", "layers", "kv_heads", "head_dim",
-                                      "hidden", "vocab", "hub"))
-@json_option
-def largest_model(as_json: bool, **kwargs: Any) -> None:
+@command("largest-model", epilog=LARGEST_EPILOG, skip=("model", "params", "active_params", "layers", "kv_heads",
+                                                       "head_dim", "hidden", "vocab", "hub"))
+def largest_model(r: Any, inp: Any) -> None:
     """The largest catalog models that fit --gpu at --quant (default: each model's own) and --context (8K)."""
-    from ..services.reverse import largest_model as compute
-
-    r = compute(parse(MaxContextInput, _values(kwargs)))
-    if as_json:
-        emit_json(r)
-        return
     if not r["models"]:
         click.echo(f"No catalog model fits {r['gpu']} with these settings.")
         return

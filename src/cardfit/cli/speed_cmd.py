@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
-from ..services.inputs import parse
-from ..services.speed import SpeedInput
-from . import cli, emit_json
-from .options import json_option, model_options
+from . import command
 
 SPEED_EPILOG = """\b
 Examples:
@@ -21,24 +16,14 @@ Examples:
 """
 
 
-@cli.command(epilog=SPEED_EPILOG)
-@click.argument("model", required=False)
-@model_options(SpeedInput, skip=("model",))
-@json_option
-def speed(as_json: bool, **kwargs: Any) -> None:
+@command("speed", epilog=SPEED_EPILOG)
+def speed(result: Any, inp: Any) -> None:
     """How fast MODEL decodes on a card: the bandwidth ceiling, a realistic single-stream figure, and
     aggregate vs per-user tokens/s as concurrent sequences grow until compute or the KV cache runs out.
 
     Decode reads the weights once per step (MoE: the experts the batch touches) plus each sequence's KV
     cache; prefill is 2 × active parameters FLOPs per token against the card's dense TFLOPS.
     """
-    from ..services.speed import speed_report
-
-    values = {k: v for k, v in kwargs.items() if v is not None and v != ()}
-    result = speed_report(parse(SpeedInput, values))
-    if as_json:
-        emit_json(result)
-        return
     _print(result)
 
 

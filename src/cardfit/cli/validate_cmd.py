@@ -6,8 +6,7 @@ from typing import Any
 
 import click
 
-from . import cli, emit_json
-from .options import json_option
+from . import command
 
 VALIDATE_EPILOG = """\b
 Examples:
@@ -19,50 +18,12 @@ Examples:
 """
 
 
-@cli.command(epilog=VALIDATE_EPILOG)
-@click.option("--kind", default=None, help="only records of this kind (file_size, weights, kv_cache, "
-              "compute_buffer, activation, overhead, max_context, total_memory, decode, prefill, aggregate_decode)")
-@click.option("--runtime", default=None, help="only records measured on this runtime (vllm, llama.cpp, ollama …)")
-@click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="write a predicted-vs-measured chart to this PNG/SVG file")
-@click.option("--all", "show_all", is_flag=True, help="list skipped records in the table too")
-@click.option("--write-accuracy", "accuracy", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="regenerate the error-bar data (src/cardfit/data/accuracy.toml) from all records")
-@json_option
-def validate(kind: str | None, runtime: str | None, plot: str | None, show_all: bool, accuracy: str | None,
-             as_json: bool) -> None:
+@command("validate", epilog=VALIDATE_EPILOG, argument=False,
+         display=(click.Option(["--all", "show_all"], is_flag=True, help="list skipped records in the table too"),))
+def validate(report: Any, inp: Any, show_all: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
-    from ..services.validate import validate as run
-
-    report = run(kind, runtime)
-    if accuracy:
-        _write_accuracy(accuracy, kind, runtime)
-    if plot:
-        from ..charts.validation import write_plot
-
-        write_plot(report, plot)
-    if as_json:
-        emit_json(report.as_dict())
-        return
-    _print(report.as_dict(), show_all, plot)
-
-
-def _write_accuracy(path: str, kind: str | None, runtime: str | None) -> None:
-    import datetime
-
-    from ..errors import InputError
-    from ..services.validate import accuracy_toml
-    from ..services.validate import validate as run
-
-    if kind or runtime:
-        raise InputError("--write-accuracy uses every record; drop --kind/--runtime", field="write_accuracy")
-    text = accuracy_toml(run(), datetime.date.today().isoformat())
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}", field="write_accuracy") from e
+    _print(report.as_dict(), show_all, inp.plot)
 
 
 def _fmt(value: float | None, unit: str) -> str:

@@ -11,59 +11,59 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
-
 from ..catalog.apis import ApiPrice, apis, seed_tiers
 from ..core import cost
 from ..errors import InputError
-from .inputs import Input
+from .inputs import Input, opt
 
 MAX_USD = 10_000_000.0
 SEED_CONCURRENCY = 16  # seed 003: "400 output tokens per second with 16 concurrent requests"
 
 
+@dataclass(frozen=True)
 class BreakevenInput(Input):
     """Rent, throughput, duty cycle and the APIs to compare against."""
 
-    hourly: float | None = Field(None, gt=0, le=MAX_USD, description="rent per hour in USD, idle hours included")
-    monthly: float | None = Field(None, gt=0, le=MAX_USD, description="rent per month in USD (÷ --hours-per-month "
-                                  "gives the hourly rate)")
-    tokens_per_s: float | None = Field(None, gt=0, le=1e9, description="aggregate output tokens/s the server "
-                                       "sustains under your real concurrency (not a single stream)")
-    from_log: str | None = Field(None, max_length=4096, description="read tokens/s from a log: `ollama run "
-                                 "--verbose` output, a vLLM server log or a `vllm bench serve` summary")
-    model: str | None = Field(None, max_length=4096, description="with --gpu: estimate the aggregate tokens/s "
-                              "with cardfit's speed model")
-    gpu: str | None = Field(None, max_length=128, description="price the rent from the GPU catalog (and the speed "
-                            "estimate with --model)")
-    gpus: int | None = Field(None, ge=1, le=4096, description="cards in the rented set (volume discount applies)")
-    quant: str | None = Field(None, max_length=64, description="with --model: weights quantization")
-    runtime: str | None = Field(None, max_length=32, description="with --model: vllm llama.cpp ollama …")
-    concurrency: int | None = Field(None, ge=1, le=65_536, description="with --model: concurrent requests the "
-                                    "server runs (default 16, seed 003's example; capped by the KV cache)")
-    api_price: tuple[float, ...] = Field((), max_length=64, description="API price per million OUTPUT tokens, USD "
-                                         "(repeatable)")
-    api: tuple[str, ...] = Field((), max_length=64, description="API by catalog name (repeatable; `cardfit apis` "
-                                 "lists them); default: seed 003's three tiers")
-    api_input_price: float | None = Field(None, ge=0, le=MAX_USD, description="API price per million INPUT tokens "
-                                          "for --api-price entries (catalog APIs carry their own)")
-    input_per_output: float = Field(0.0, ge=0, le=100_000, description="prompt tokens sent per output token "
-                                    "(adds the API's input price; with --prefill-tokens-per-s, prefill time on the card)")
-    prefill_tokens_per_s: float | None = Field(None, gt=0, le=1e10, description="the card's prefill rate; only if "
-                                               "your tokens/s was measured without real prompts")
-    duty: float = Field(1.0, gt=0, le=1, description="share of the paid hours the card is busy generating (0-1]")
-    hours_per_month: float | None = Field(None, gt=0, le=744, description="paid hours per month (default 730; 720 "
-                                          "for catalog monthly prices)")
-    retry_multiplier: float = Field(1.0, ge=1, le=1000, description="quality gap: attempts the self-hosted model "
-                                    "needs per useful answer (3 = three times the cost per useful token)")
-    storage_gb: float = Field(0.0, ge=0, le=1e7, description="disk kept for weights and caches, GB")
-    storage_usd_per_gb_month: float = Field(0.0, ge=0, le=1000, description="disk price, USD per GB-month")
-    cold_starts_per_month: float = Field(0.0, ge=0, le=1e6, description="times the box is started per month")
-    cold_start_s: float = Field(0.0, ge=0, le=86_400, description="seconds to load the weights after each start")
-    extra_monthly_usd: float = Field(0.0, ge=0, le=MAX_USD, description="other monthly charges (reserved IP, "
-                                     "stopped-instance storage …)")
-    catalog: tuple[str, ...] = Field((), max_length=16, description="extra catalog file(s) with your own GPUs or "
-                                     "API prices ([[gpu]], [[api]], [[tier]])")
+    hourly: float | None = opt(None, "rent per hour in USD, idle hours included", gt=0, le=MAX_USD)
+    monthly: float | None = opt(None, "rent per month in USD (÷ --hours-per-month gives the hourly rate)",
+                                gt=0, le=MAX_USD)
+    tokens_per_s: float | None = opt(None, "aggregate output tokens/s the server sustains under your real "
+                                     "concurrency (not a single stream)", gt=0, le=1e9)
+    from_log: str | None = opt(None, "read tokens/s from a log: `ollama run --verbose` output, a vLLM server "
+                               "log or a `vllm bench serve` summary", max_length=4096)
+    model: str | None = opt(None, "with --gpu: estimate the aggregate tokens/s with cardfit's speed model",
+                            max_length=4096)
+    gpu: str | None = opt(None, "price the rent from the GPU catalog (and the speed estimate with --model)",
+                          max_length=128)
+    gpus: int | None = opt(None, "cards in the rented set (volume discount applies)", ge=1, le=4096)
+    quant: str | None = opt(None, "with --model: weights quantization", max_length=64)
+    runtime: str | None = opt(None, "with --model: vllm llama.cpp ollama …", max_length=32)
+    concurrency: int | None = opt(None, "with --model: concurrent requests the server runs (default 16, seed "
+                                  "003's example; capped by the KV cache)", ge=1, le=65_536)
+    api_price: tuple[float, ...] = opt((), "API price per million OUTPUT tokens, USD (repeatable)",
+                                       max_length=64)
+    api: tuple[str, ...] = opt((), "API by catalog name (repeatable; `cardfit apis` lists them); default: "
+                               "seed 003's three tiers", max_length=64)
+    api_input_price: float | None = opt(None, "API price per million INPUT tokens for --api-price entries "
+                                        "(catalog APIs carry their own)", ge=0, le=MAX_USD)
+    input_per_output: float = opt(0.0, "prompt tokens sent per output token (adds the API's input price; "
+                                  "with --prefill-tokens-per-s, prefill time on the card)", ge=0, le=100_000)
+    prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
+                                             "measured without real prompts", gt=0, le=1e10)
+    duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
+    hours_per_month: float | None = opt(None, "paid hours per month (default 730; 720 for catalog monthly "
+                                        "prices)", gt=0, le=744)
+    retry_multiplier: float = opt(1.0, "quality gap: attempts the self-hosted model needs per useful answer "
+                                  "(3 = three times the cost per useful token)", ge=1, le=1000)
+    storage_gb: float = opt(0.0, "disk kept for weights and caches, GB", ge=0, le=1e7)
+    storage_usd_per_gb_month: float = opt(0.0, "disk price, USD per GB-month", ge=0, le=1000)
+    cold_starts_per_month: float = opt(0.0, "times the box is started per month", ge=0, le=1e6)
+    cold_start_s: float = opt(0.0, "seconds to load the weights after each start", ge=0, le=86_400)
+    extra_monthly_usd: float = opt(0.0, "other monthly charges (reserved IP, stopped-instance storage …)",
+                                   ge=0, le=MAX_USD)
+    catalog: tuple[str, ...] = opt((), "extra catalog file(s) with your own GPUs or API prices ([[gpu]], "
+                                   "[[api]], [[tier]])", max_length=16)
+    plot: str | None = opt(None, "also draw the charts to FILE (.png or .svg)", max_length=4096)
 
 
 @dataclass(frozen=True)
@@ -166,10 +166,8 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
     values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant, "runtime": inp.runtime,
               "catalog": inp.catalog}
     values = {k: v for k, v in values.items() if v}
-    try:
-        from .speed import SpeedInput, speed_report
-    except ImportError:  # no aggregate speed model in this build: one stream from the plan
-        return _single_stream(values)
+    from .speed import SpeedInput, speed_report
+
     want = inp.concurrency or SEED_CONCURRENCY
     report = speed_report(SpeedInput(**values, concurrency=(want,)))
     n = min(want, report["max_concurrency"] or 1)
@@ -180,21 +178,6 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
             f"{'' if n == want else f' (the most the KV cache holds; {want} asked)'}: "
             f"{row['aggregate_tokens_per_s']:,.0f} tok/s in all, {row['per_user_tokens_per_s']:,.1f} per user")
     return row["aggregate_tokens_per_s"], "estimate", None, [note]
-
-
-def _single_stream(values: dict[str, Any]) -> tuple[float, str, None, list[str]]:
-    from .inputs import PlanInput
-    from .plan import plan
-
-    card = plan(PlanInput(**values)).first
-    speed = card.speed
-    tps = speed.decode_tokens_per_s or speed.decode_ceiling_tokens_per_s if speed else None
-    if not tps:
-        raise InputError(f"cardfit has no speed estimate for {card.option.gpu.name}", field="gpu",
-                         hint="give --tokens-per-s or --from-log")
-    note = (f"speed estimate for {card.option.count}× {card.option.gpu.name}: one stream; a batched server "
-            "makes several times more, so this overstates the cost per token")
-    return tps, "estimate", None, [note]
 
 
 def _throughput(inp: BreakevenInput) -> Throughput:
@@ -257,6 +240,10 @@ def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
         "by_duty": by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
         "notes": tp.notes + _notes(comps, capacity),
     }
+    if inp.plot:
+        from ..charts.cost import plot_breakeven
+
+        out["plot"] = plot_breakeven(out, inp.plot)
     return out
 
 

@@ -8,8 +8,6 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import Field
-
 from ..catalog.gpus import Gpu, default_gpus, load_gpus
 from ..catalog.loader import builtin
 from ..catalog.models import ModelSpec
@@ -19,37 +17,37 @@ from ..core import fit as fitting
 from ..core import training as tr
 from ..core.weights import weights
 from ..errors import InputError
-from .inputs import MAX_CONTEXT, ModelInput
+from .inputs import MAX_CONTEXT, ModelInput, opt
 from .resolve import resolve
 
 
+@dataclass(frozen=True)
 class FinetuneInput(ModelInput):
     """A fine-tuning run: method, sequence, micro-batch, cards, adapter and optimizer."""
 
-    method: Literal["full", "lora", "qlora"] = Field("full", description="full fine-tune, LoRA on a BF16 base, or "
-                                                     "QLoRA on an NF4 (double-quantized) base")
-    seq: int = Field(2048, ge=1, le=MAX_CONTEXT, description="tokens per training sequence (seed default 2,048)")
-    batch: int = Field(1, ge=1, le=65_536, description="micro-batch: sequences per card per step")
-    gpus: int | None = Field(None, ge=1, le=4096, description="cards in the set (default: the fewest that hold it)")
-    gpu: str | None = Field(None, max_length=128, description="only this card (H100 SXM, MI300X, …)")
-    rank: int = Field(16, ge=1, le=65_536, description="LoRA rank r")
-    targets: Literal["attention", "all", "all+experts"] = Field(
-        "attention", description="LoRA target modules: attention projections, all linear layers (MLP too), or all "
-        "linear layers and every MoE expert")
-    optimizer: str = Field("adamw", max_length=32, description="adamw (16 B/param with BF16 weights and grads), "
-                           "adamw-8bit, adafactor, sgd (with momentum)")
-    checkpointing: bool = Field(True, description="gradient checkpointing (activation recomputation)")
-    flash_attn: bool = Field(True, description="flash attention (no seq × seq score matrix kept)")
-    zero: int | None = Field(None, ge=0, le=3, description="DeepSpeed ZeRO stage across the cards: 0 (plain data "
-                             "parallel), 1, 2, 3 (default 3 on several cards, like FSDP full shard)")
-    offload_optimizer: bool = Field(False, description="keep master weights and optimizer state in host RAM "
-                                    "(ZeRO-Offload)")
-    offload_params: bool = Field(False, description="also keep the weights in host RAM (ZeRO-Infinity; needs ZeRO 3)")
-    flat_activations: bool = Field(False, description="use the seed's flat 15 % for activations and fragmentation "
-                                   "instead of cardfit's activation model")
-    priced: bool = Field(False, description="rank only cards with a rental price (the seeds' fleet)")
-    require_nvlink: bool = Field(True, description="full fine-tunes on several cards need NVLink/NVSwitch "
-                                 "(or Infinity Fabric), as the rental seed assumes")
+    method: Literal["full", "lora", "qlora"] = opt("full", "full fine-tune, LoRA on a BF16 base, or QLoRA on "
+                                                   "an NF4 (double-quantized) base")
+    seq: int = opt(2048, "tokens per training sequence (seed default 2,048)", ge=1, le=MAX_CONTEXT)
+    batch: int = opt(1, "micro-batch: sequences per card per step", ge=1, le=65_536)
+    gpus: int | None = opt(None, "cards in the set (default: the fewest that hold it)", ge=1, le=4096)
+    gpu: str | None = opt(None, "only this card (H100 SXM, MI300X, …)", max_length=128)
+    rank: int = opt(16, "LoRA rank r", ge=1, le=65_536)
+    targets: Literal["attention", "all", "all+experts"] = opt("attention", "LoRA target modules: attention "
+                                                              "projections, all linear layers (MLP too), or "
+                                                              "all linear layers and every MoE expert")
+    optimizer: str = opt("adamw", "adamw (16 B/param with BF16 weights and grads), adamw-8bit, adafactor, "
+                         "sgd (with momentum)", max_length=32)
+    checkpointing: bool = opt(True, "gradient checkpointing (activation recomputation)")
+    flash_attn: bool = opt(True, "flash attention (no seq × seq score matrix kept)")
+    zero: int | None = opt(None, "DeepSpeed ZeRO stage across the cards: 0 (plain data parallel), 1, 2, 3 "
+                           "(default 3 on several cards, like FSDP full shard)", ge=0, le=3)
+    offload_optimizer: bool = opt(False, "keep master weights and optimizer state in host RAM (ZeRO-Offload)")
+    offload_params: bool = opt(False, "also keep the weights in host RAM (ZeRO-Infinity; needs ZeRO 3)")
+    flat_activations: bool = opt(False, "use the seed's flat 15 % for activations and fragmentation instead "
+                                 "of cardfit's activation model")
+    priced: bool = opt(False, "rank only cards with a rental price (the seeds' fleet)")
+    require_nvlink: bool = opt(True, "full fine-tunes on several cards need NVLink/NVSwitch (or Infinity "
+                               "Fabric), as the rental seed assumes")
 
 
 @cache

@@ -1,12 +1,17 @@
-"""Every user input, described once (type, limits, help text). The CLI builds its options from these
-models, the web API uses them as request bodies and publishes them in its OpenAPI schema, and a
-validation failure becomes one InputError line for all of them. Unknown fields are rejected."""
+"""Every user input, described once: type (the annotation), default, limits and help text (`opt`), as frozen
+dataclasses. The CLI builds its options from these descriptions (cli/options.py), the web API builds its
+request models and OpenAPI schema from them (web/schema.py, pydantic, built lazily), and `parse` validates
+raw values for the CLI, the web API and the Python API into one InputError line. Unknown fields are
+rejected. Nothing third-party is imported here, so `cardfit plan` starts fast."""
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
 
@@ -14,85 +19,296 @@ MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
 MAX_PARAMS = 10**14  # 100 T parameters
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True)
+class Limits:
+    """What a value may be, beyond its type."""
+
+    help: str = ""
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+    max_length: int | None = None  # characters of a string, items of a tuple
+    split: bool = False  # a tuple given as "1,8,64" (or repeated): split on commas and spaces
+    item_ge: int | None = None  # every item of a split tuple at least this
 
 
-class ModelInput(Input):
-    """How to name a model: a catalog name or path, or a bare shape."""
-
-    model: str | None = Field(None, description="catalog name (llama3.1:8b, meta-llama/Llama-3.1-8B), a config.json, "
-                              "model folder, .gguf or .safetensors path; or give the shape with --params …",
-                              max_length=4096)
-    params: float | None = Field(None, gt=0, le=MAX_PARAMS, description="total parameters (e.g. 7e9) for a bare shape")
-    active_params: float | None = Field(None, gt=0, le=MAX_PARAMS, description="MoE: parameters active per token")
-    layers: int | None = Field(None, ge=1, le=100_000, description="transformer layers (num_hidden_layers)")
-    kv_heads: int | None = Field(None, ge=1, le=100_000, description="KV heads (num_key_value_heads)")
-    head_dim: int | None = Field(None, ge=1, le=65_536, description="head dimension")
-    hidden: int | None = Field(None, ge=1, le=1_000_000, description="hidden size, where known")
-    vocab: int | None = Field(None, ge=1, le=100_000_000, description="vocabulary size, where known")
-    config_json: dict[str, Any] | None = Field(None, description="the contents of a config.json as a JSON object "
-                                               "(web uploads); parsed like a file, never executed")
-    hub: bool = Field(False, description="read config.json and file headers from the Hugging Face Hub (network)")
-    catalog: tuple[str, ...] = Field((), description="extra catalog file(s) (TOML/JSON) with your own GPUs, models "
-                                     "or prices", max_length=16)
+def opt(default: Any = None, help: str = "", **limits: Any) -> Any:  # noqa: A002  (the help text)
+    """A described input field: its default, help text and limits (gt, ge, lt, le, max_length, split)."""
+    return dataclasses.field(default=default, metadata={"limits": Limits(help=help, **limits)})
 
 
+@dataclass(frozen=True)
+class FieldInfo:
+    """One input as the CLI, the web schema and `parse` see it."""
+
+    name: str
+    annotation: Any  # the resolved type, e.g. int | None
+    kind: str  # str int float bool dict tuple choice
+    item: str  # a tuple's item kind
+    choices: tuple[str, ...]
+    default: Any
+    limits: Limits
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def help(self) -> str:
+        return self.limits.help
+
+
+@dataclass(frozen=True)
+class Input:
+    """Base of every command's input. `to_json()` gives the values set, for caching and display."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def replace(self, **changes: Any) -> Any:
+        return dataclasses.replace(self, **changes)
+
+
+_KINDS = {str: "str", int: "int", float: "float", bool: "bool", dict: "dict"}
+
+
+def _kind(annotation: Any) -> tuple[str, str, tuple[str, ...]]:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return _kind(args[0])
+    if origin is typing.Literal:
+        return "choice", "", tuple(typing.get_args(annotation))
+    if origin is tuple:
+        return "tuple", _KINDS[typing.get_args(annotation)[0]], ()
+    if origin is dict:
+        return "dict", "", ()
+    return _KINDS[annotation], "", ()
+
+
+@cache
+def describe(cls: type) -> tuple[FieldInfo, ...]:
+    """The fields of an input class, in declaration order (bases first)."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        kind, item, choices = _kind(hints[f.name])
+        out.append(FieldInfo(f.name, hints[f.name], kind, item, choices, f.default,
+                             f.metadata.get("limits", Limits())))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------ the shared inputs
+
+
+@dataclass(frozen=True)
 class RuntimeInput(Input):
     """Runtime knobs shared by plan, max-context and speed."""
 
-    quant: str | None = Field(None, max_length=64, description="weights: bf16 fp16 fp32 fp8 int8 int4 nf4 mxfp4 or a "
-                              "GGUF type (Q4_K_M, Q8_0 …); default: the model's own")
-    context: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="tokens of context per sequence; default: "
-                                "the runtime's (Ollama: by VRAM; vLLM: the model's maximum)")
-    batch: int | None = Field(None, ge=1, le=65_536, description="concurrent sequences, each with its own KV cache")
-    kv_dtype: str | None = Field(None, max_length=16, description="KV cache type: f16 bf16 fp8 q8_0 q4_0")
-    runtime: str | None = Field(None, max_length=32, description="vllm llama.cpp ollama transformers sglang tgi; "
-                                "default: llama.cpp for GGUF types, ollama for Ollama tags, else vllm")
-    prefill_chunk: int | None = Field(None, ge=1, le=MAX_CONTEXT, description="tokens prefilled at once (vLLM "
-                                      "max_num_batched_tokens, llama.cpp n_ubatch); default from the runtime")
-    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="vLLM: fraction of the card it may use")
-    parallel: int | None = Field(None, ge=1, le=65_536, description="Ollama / llama.cpp slots (multiplies the KV cache)")
-    gpus: int | None = Field(None, ge=1, le=4096, description="cards per set")
-    tp: int | None = Field(None, ge=1, le=4096, description="tensor-parallel degree")
-    flash_attn: bool | None = Field(None, description="flash attention (default from the runtime)")
-    overhead_gb: float | None = Field(None, ge=0, le=1000, description="runtime overhead to assume instead of the "
-                                      "runtime profile's (GB), e.g. 1 for the llama.cpp rule of thumb")
-    ram_gb: float | None = Field(None, gt=0, le=1_000_000, description="system RAM for CPU offload, GB")
-    allow_long_context: bool = Field(False, description="allow a context beyond the model's trained maximum")
+    quant: str | None = opt(None, "weights: bf16 fp16 fp32 fp8 int8 int4 nf4 mxfp4 or a GGUF type (Q4_K_M, "
+                            "Q8_0 …); default: the model's own", max_length=64)
+    context: int | None = opt(None, "tokens of context per sequence; default: the runtime's (Ollama: by "
+                              "VRAM; vLLM: the model's maximum)", ge=1, le=MAX_CONTEXT)
+    batch: int | None = opt(None, "concurrent sequences, each with its own KV cache", ge=1, le=65_536)
+    kv_dtype: str | None = opt(None, "KV cache type: f16 bf16 fp8 q8_0 q4_0", max_length=16)
+    runtime: str | None = opt(None, "vllm llama.cpp ollama transformers sglang tgi; default: llama.cpp for "
+                              "GGUF types, ollama for Ollama tags, else vllm", max_length=32)
+    prefill_chunk: int | None = opt(None, "tokens prefilled at once (vLLM max_num_batched_tokens, llama.cpp "
+                                    "n_ubatch); default from the runtime", ge=1, le=MAX_CONTEXT)
+    gpu_memory_utilization: float | None = opt(None, "vLLM: fraction of the card it may use", gt=0, le=1)
+    parallel: int | None = opt(None, "Ollama / llama.cpp slots (multiplies the KV cache)", ge=1, le=65_536)
+    gpus: int | None = opt(None, "cards per set", ge=1, le=4096)
+    tp: int | None = opt(None, "tensor-parallel degree", ge=1, le=4096)
+    flash_attn: bool | None = opt(None, "flash attention (default from the runtime)")
+    overhead_gb: float | None = opt(None, "runtime overhead to assume instead of the runtime profile's (GB), "
+                                    "e.g. 1 for the llama.cpp rule of thumb", ge=0, le=1000)
+    ram_gb: float | None = opt(None, "system RAM for CPU offload, GB", gt=0, le=1_000_000)
+    allow_long_context: bool = opt(False, "allow a context beyond the model's trained maximum")
 
 
+@dataclass(frozen=True)
+class ModelInput(Input):
+    """How to name a model: a catalog name or path, or a bare shape."""
+
+    model: str | None = opt(None, "catalog name (llama3.1:8b, meta-llama/Llama-3.1-8B), a config.json, model "
+                            "folder, .gguf or .safetensors path; or give the shape with --params …",
+                            max_length=4096)
+    params: float | None = opt(None, "total parameters (e.g. 7e9) for a bare shape", gt=0, le=MAX_PARAMS)
+    active_params: float | None = opt(None, "MoE: parameters active per token", gt=0, le=MAX_PARAMS)
+    layers: int | None = opt(None, "transformer layers (num_hidden_layers)", ge=1, le=100_000)
+    kv_heads: int | None = opt(None, "KV heads (num_key_value_heads)", ge=1, le=100_000)
+    head_dim: int | None = opt(None, "head dimension", ge=1, le=65_536)
+    hidden: int | None = opt(None, "hidden size, where known", ge=1, le=1_000_000)
+    vocab: int | None = opt(None, "vocabulary size, where known", ge=1, le=100_000_000)
+    config_json: dict[str, Any] | None = opt(None, "the contents of a config.json as a JSON object (web "
+                                             "uploads); parsed like a file, never executed")
+    hub: bool = opt(False, "read config.json and file headers from the Hugging Face Hub (network)")
+    catalog: tuple[str, ...] = opt((), "extra catalog file(s) (TOML/JSON) with your own GPUs, models or "
+                                   "prices", max_length=16)
+
+
+@dataclass(frozen=True)
 class PlanInput(ModelInput, RuntimeInput):
-    gpu: str | None = Field(None, max_length=128, description="only this card (RTX 4090, H100 SXM, …)")
-    priced: bool = Field(False, description="rank only cards with a rental price (the seeds' fleet)")
-    headroom: float | None = Field(None, ge=1, le=10, description="also name the smallest card holding this many "
-                                   "times the weights (seed 001's rule of thumb: 1.25-1.5)")
-    duty: float | None = Field(None, gt=0, le=1, description="cost section: share of the paid hours the card is "
-                               "busy (0-1]; default 1")
-    api: str | None = Field(None, max_length=128, description="cost section: API to break even against "
-                            "(`cardfit apis`); default: seed 003's three tiers")
+    gpu: str | None = opt(None, "only this card (RTX 4090, H100 SXM, …)", max_length=128)
+    priced: bool = opt(False, "rank only cards with a rental price (the seeds' fleet)")
+    headroom: float | None = opt(None, "also name the smallest card holding this many times the weights "
+                                 "(seed 001's rule of thumb: 1.25-1.5)", ge=1, le=10)
+    duty: float | None = opt(None, "cost section: share of the paid hours the card is busy (0-1]; default 1",
+                             gt=0, le=1)
+    api: str | None = opt(None, "cost section: API to break even against (`cardfit apis`); default: seed "
+                          "003's three tiers", max_length=128)
 
 
+@dataclass(frozen=True)
 class MaxContextInput(PlanInput):
     pass
 
 
-def parse(model: type[Input], values: dict[str, Any]) -> Any:
+# ------------------------------------------------------------------------------------ validation
+
+_TRUE = {"1", "on", "t", "true", "y", "yes"}
+_FALSE = {"0", "off", "f", "false", "n", "no"}
+
+
+class _Bad(Exception):
+    def __init__(self, msg: str, value: Any, loc: str = "") -> None:
+        super().__init__(msg)
+        self.msg, self.value, self.loc = msg, value, loc
+
+
+def _num(v: float) -> str:
+    return str(v)
+
+
+def _scalar(kind: str, v: Any) -> Any:
+    """Coerce one value the way a JSON API and a Python caller expect (numeric strings count as numbers)."""
+    if kind == "str":
+        if not isinstance(v, str):
+            raise _Bad("must be a valid string", v)
+        return v
+    if kind == "bool":
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int) and v in (0, 1):
+            return bool(v)
+        if isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
+            return v.strip().lower() in _TRUE
+        why = ", unable to interpret input" if isinstance(v, (str, int)) else ""
+        raise _Bad("must be a valid boolean" + why, v)
+    if kind == "int":
+        if isinstance(v, bool) or isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            if v.is_integer():
+                return int(v)
+            raise _Bad("must be a valid integer, got a number with a fractional part", v)
+        if isinstance(v, str):
+            try:
+                return int(v.strip())
+            except ValueError:
+                raise _Bad("must be a valid integer, unable to parse string as an integer", v) from None
+        raise _Bad("must be a valid integer", v)
+    if kind == "float":
+        if isinstance(v, (bool, int, float)):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return float(v.strip())
+            except ValueError:
+                raise _Bad("must be a valid number, unable to parse string as a number", v) from None
+        raise _Bad("must be a valid number", v)
+    if kind == "dict":
+        if not isinstance(v, dict):
+            raise _Bad("must be a valid dictionary", v)
+        return v
+    raise AssertionError(kind)
+
+
+def _bounds(lim: Limits, v: Any) -> None:
+    # NaN fails every comparison, so it fails any bound
+    if lim.gt is not None and not v > lim.gt:
+        raise _Bad(f"must be greater than {_num(lim.gt)}", v)
+    if lim.ge is not None and not v >= lim.ge:
+        raise _Bad(f"must be greater than or equal to {_num(lim.ge)}", v)
+    if lim.lt is not None and not v < lim.lt:
+        raise _Bad(f"must be less than {_num(lim.lt)}", v)
+    if lim.le is not None and not v <= lim.le:
+        raise _Bad(f"must be less than or equal to {_num(lim.le)}", v)
+
+
+def split_values(v: Any) -> Any:
+    """"1,8,64", ("1", "8,64") or [1, 8] → a flat tuple of the values (strings split on commas and spaces)."""
+    if isinstance(v, str):
+        v = (v,)
+    if isinstance(v, (list, tuple)):
+        out: list[Any] = []
+        for item in v:
+            out += [p for p in item.replace(" ", ",").split(",") if p] if isinstance(item, str) else [item]
+        return tuple(out)
+    return v
+
+
+def _value(f: FieldInfo, v: Any) -> Any:
+    lim = f.limits
+    if f.kind == "tuple":
+        raw = v
+        if lim.split:
+            v = split_values(v)
+        if not isinstance(v, (list, tuple)):
+            raise _Bad("must be a valid tuple", raw)
+        out = []
+        for i, item in enumerate(v):
+            try:
+                out.append(_scalar(f.item, item))
+            except _Bad as e:
+                e.loc = f"{f.name}.{i}"
+                raise
+        if lim.item_ge is not None and any(x < lim.item_ge for x in out):
+            raise _Bad(f"every value must be at least {lim.item_ge}", raw)
+        if lim.max_length is not None and len(out) > lim.max_length:
+            raise _Bad(f"Tuple should have at most {lim.max_length} items after validation, not {len(out)}",
+                       raw)
+        return tuple(out)
+    if f.kind == "choice":
+        if v not in f.choices:
+            listed = [repr(c) for c in f.choices]
+            raise _Bad("must be " + (" or ".join([", ".join(listed[:-1]), listed[-1]]) if len(listed) > 1
+                                     else listed[0]), v)
+        return v
+    v = _scalar(f.kind, v)
+    if f.kind == "str" and lim.max_length is not None and len(v) > lim.max_length:
+        raise _Bad(f"String should have at most {lim.max_length} characters", v)
+    if f.kind in ("int", "float"):
+        _bounds(lim, v)
+    return v
+
+
+def parse(model: type, values: dict[str, Any]) -> Any:
     """Validate raw values; the first problem becomes one InputError line naming the field."""
     for key, value in values.items():
         if isinstance(value, str) and not value.strip():
-            raise InputError(f"--{key.replace('_', '-')} is empty", field=key, hint="give a value or leave it out")
-    fields = model.model_fields
-    for key, value in list(values.items()):  # a repeatable option given once, as a plain string
-        info = fields.get(key)
-        if isinstance(value, str) and info is not None and "tuple" in str(info.annotation):
-            values = {**values, key: (value,)}
+            raise InputError(f"--{key.replace('_', '-')} is empty", field=key,
+                             hint="give a value or leave it out")
+    given = {k: v for k, v in values.items() if v is not None and v != ()}
+    known = describe(model)
+    out: dict[str, Any] = {}
     try:
-        return model(**{k: v for k, v in values.items() if v is not None and v != ()})
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "input"
-        value = err.get("input")
-        shown = f" (got {value!r})" if not isinstance(value, dict) else ""
-        msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
-        raise InputError(f"--{field.replace('_', '-')} {msg}{shown}", field=field) from None
+        for f in known:
+            if f.name in given:
+                v = given[f.name]
+                if isinstance(v, str) and f.kind == "tuple":  # a repeatable option given once, as a string
+                    v = (v,)
+                try:
+                    out[f.name] = _value(f, v)
+                except _Bad as e:
+                    e.loc = e.loc or f.name
+                    raise
+        names = {f.name for f in known}
+        for key, v in given.items():
+            if key not in names:
+                raise _Bad("Extra inputs are not permitted", v, key)
+    except _Bad as e:
+        shown = f" (got {e.value!r})" if not isinstance(e.value, dict) else ""
+        raise InputError(f"--{e.loc.replace('_', '-')} {e.msg}{shown}", field=e.loc) from None
+    return model(**out)

@@ -195,6 +195,9 @@ class Plan:
     def first(self) -> CardPlan:
         return self.cards[0]
 
+    def to_json(self) -> dict[str, Any]:
+        return plan_dict(self)
+
 
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     if opt.gpu.bandwidth_gbps is None:

@@ -118,7 +118,7 @@ def largest_model(inp: PlanInput) -> dict[str, Any]:
         if m.id.startswith("shape-"):
             continue
         try:
-            ctx = build_context(inp.model_copy(update={"model": m.id}))
+            ctx = build_context(inp.replace(model=m.id))
             gpu, count, budget = _set(ctx)
             context = min(inp.context or 8192, m.max_context or 8192)
             need = _need(ctx, memory_for(ctx, context), count)

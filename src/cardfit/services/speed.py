@@ -8,14 +8,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field, field_validator
-
 from ..core import speed as sp
 from ..core.fit import OFFLOAD
 from ..core.memory import MemorySettings, kv_bytes
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp, precision_of
 from ..errors import CardfitError, MissingFigureError
-from .inputs import MAX_CONTEXT, PlanInput
+from .inputs import MAX_CONTEXT, PlanInput, opt
 from .plan import plan as make_plan
 
 # A PCIe 3.0 ×4 NVMe SSD reads about 3.5 GB/s sequentially (Samsung 970 EVO Plus data sheet: 3,500 MB/s);
@@ -24,39 +22,25 @@ DEFAULT_DISK_GBPS = 3.5
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
+@dataclass(frozen=True)
 class SpeedInput(PlanInput):
-    concurrency: tuple[int, ...] = Field((), max_length=64, description="concurrent sequences to tabulate "
-                                         "(repeat or comma-separate: 1,8,64); default: powers of two up to what fits")
-    filled: int | None = Field(None, ge=0, le=MAX_CONTEXT, description="tokens already in each sequence while "
-                               "decoding (the KV cache read per token); default: half the context")
-    prompt: int = Field(512, ge=1, le=MAX_CONTEXT, description="prompt tokens for the prefill / first-token time")
-    bandwidth: float | None = Field(None, gt=0, le=1_000_000, description="memory bandwidth per card, GB/s "
-                                    "(overrides the catalog)")
-    tflops: float | None = Field(None, gt=0, le=1_000_000, description="dense TFLOPS per card at the compute "
-                                 "precision (overrides the catalog)")
-    ram_bandwidth: float = Field(DEFAULT_RAM_GBPS, gt=0, le=100_000, description="system RAM bandwidth for CPU "
-                                 "offload, GB/s (default: DDR5-4800 dual channel, 76.8)")
-    disk_gbps: float = Field(DEFAULT_DISK_GBPS, gt=0, le=100_000, description="disk read speed for the cold "
-                             "start, GB/s (default 3.5: a PCIe 3.0 NVMe SSD)")
-    cpu_moe: int | None = Field(None, ge=0, le=100_000, description="llama.cpp --n-cpu-moe: layers whose experts "
-                                "stay in system RAM")
-    plot: str | None = Field(None, max_length=4096, description="write a chart of speed vs concurrency "
-                             "(.png or .svg)")
-
-    @field_validator("concurrency", mode="before")
-    @classmethod
-    def _split(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            v = (v,)
-        if isinstance(v, (list, tuple)):
-            out: list[Any] = []
-            for item in v:
-                out += [p for p in str(item).replace(" ", ",").split(",") if p] if isinstance(item, str) else [item]
-            for item in out:
-                if int(item) < 1:
-                    raise ValueError("every value must be at least 1")
-            return tuple(out)
-        return v
+    concurrency: tuple[int, ...] = opt((), "concurrent sequences to tabulate (repeat or comma-separate: "
+                                       "1,8,64); default: powers of two up to what fits",
+                                       max_length=64, split=True, item_ge=1)
+    filled: int | None = opt(None, "tokens already in each sequence while decoding (the KV cache read per "
+                             "token); default: half the context", ge=0, le=MAX_CONTEXT)
+    prompt: int = opt(512, "prompt tokens for the prefill / first-token time", ge=1, le=MAX_CONTEXT)
+    bandwidth: float | None = opt(None, "memory bandwidth per card, GB/s (overrides the catalog)",
+                                  gt=0, le=1_000_000)
+    tflops: float | None = opt(None, "dense TFLOPS per card at the compute precision (overrides the catalog)",
+                               gt=0, le=1_000_000)
+    ram_bandwidth: float = opt(DEFAULT_RAM_GBPS, "system RAM bandwidth for CPU offload, GB/s (default: "
+                               "DDR5-4800 dual channel, 76.8)", gt=0, le=100_000)
+    disk_gbps: float = opt(DEFAULT_DISK_GBPS, "disk read speed for the cold start, GB/s (default 3.5: a PCIe "
+                           "3.0 NVMe SSD)", gt=0, le=100_000)
+    cpu_moe: int | None = opt(None, "llama.cpp --n-cpu-moe: layers whose experts stay in system RAM",
+                              ge=0, le=100_000)
+    plot: str | None = opt(None, "write a chart of speed vs concurrency (.png or .svg)", max_length=4096)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ..core import activations, kv
 from ..core.memory import MemorySettings, kv_bytes, padded_context
 from ..core.weights import embedding_bytes, weights
 from ..errors import CardfitError, InputError
+from .inputs import Input, opt
 
 
 def _files() -> tuple[str, ...]:
@@ -81,6 +82,9 @@ class Outcome:
 class Report:
     outcomes: list[Outcome]
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.as_dict()
 
     def as_dict(self) -> dict[str, Any]:
         by_runtime: dict[str, dict[str, Any]] = {}
@@ -439,17 +443,10 @@ def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
 
 
 def _speed(r: dict[str, Any]) -> tuple[float, str]:
+    from .speed import predict_speed
+
     try:
-        from . import speed as speedplan  # written by the speed model's owner
-    except ModuleNotFoundError as e:
-        if e.name != f"{__package__}.speed":
-            raise
-        raise Skip("speed model not available yet (cardfit.services.speed)") from None
-    fn: Callable[[dict[str, Any]], float | None] | None = getattr(speedplan, "predict_speed", None)
-    if fn is None:
-        raise Skip("speed model not available yet (speedplan.predict_speed)")
-    try:
-        v = fn(dict(r))
+        v = predict_speed(dict(r))
     except CardfitError as e:
         raise Skip(f"speed model: {e}") from None
     except Exception as e:  # noqa: BLE001  (another module's bug must not hide every other record)
@@ -518,6 +515,43 @@ def _round(x: float) -> float | None:
 def validate(kind: str | None = None, runtime: str | None = None) -> Report:
     outcomes = [predict(r) for r in load_records(kind, runtime)]
     return Report(outcomes, summarize(outcomes))
+
+
+@dataclass(frozen=True)
+class ValidateInput(Input):
+    kind: str | None = opt(None, "only records of this kind (file_size, weights, kv_cache, compute_buffer, "
+                           "activation, overhead, max_context, total_memory, decode, prefill, aggregate_decode)",
+                           max_length=64)
+    runtime: str | None = opt(None, "only records measured on this runtime (vllm, llama.cpp, ollama …)",
+                              max_length=32)
+    plot: str | None = opt(None, "write a predicted-vs-measured chart to this PNG/SVG file", max_length=4096)
+    write_accuracy: str | None = opt(None, "regenerate the error-bar data (src/cardfit/data/accuracy.toml) from "
+                                     "all records", max_length=4096)
+
+
+def validate_report(inp: ValidateInput) -> Report:
+    """`cardfit validate`: the report, and the chart and error-bar file when asked for."""
+    report = validate(inp.kind, inp.runtime)
+    if inp.write_accuracy:
+        _write_accuracy(inp.write_accuracy, inp.kind, inp.runtime)
+    if inp.plot:
+        from ..charts.validation import write_plot
+
+        write_plot(report, inp.plot)
+    return report
+
+
+def _write_accuracy(path: str, kind: str | None, runtime: str | None) -> None:
+    import datetime
+
+    if kind or runtime:
+        raise InputError("--write-accuracy uses every record; drop --kind/--runtime", field="write_accuracy")
+    text = accuracy_toml(validate(), datetime.date.today().isoformat())
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}", field="write_accuracy") from e
 
 
 # ---------------------------------------------------------------- error bars (data/accuracy.toml)

@@ -1,16 +1,11 @@
-"""The FastAPI application: JSON endpoints that take the same pydantic inputs as the CLI and return the same
-dicts as `--json`, the catalogs, and the static page at `/`.
-
-Endpoints for speed, break-even, fine-tuning, validation, log parsing and config.json upload are added when
-the library modules behind them are installed in this tree (cardfit.services.speed, .breakeven, .finetune,
-.validation, .logs, .readers).
+"""The FastAPI application: one JSON endpoint per command of the command table (services/table.py), taking
+the CLI's own inputs and returning the same data as `--json`; the catalogs; uploads; and the static page at
+`/`. Request models are built from the same input descriptions as the CLI options (web/schema.py).
 
 No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, which name classes
-imported inside create_app."""
+built inside create_app."""
 
 import functools
-import importlib
-import importlib.util
 import inspect
 import json
 import threading
@@ -20,30 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CardfitError, InputError, UnknownNameError
-from ..services.inputs import MaxContextInput, PlanInput, parse
+from ..services.inputs import parse
+from ..services.table import COMMANDS, Command, to_json
 from . import catalogs, uploads
 from .limits import TooLargeError, body_limit, web_input
+from .schema import web_model
 
 STATIC = Path(__file__).parent / "static"
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def _plan(inp: PlanInput) -> dict[str, Any]:
-    from ..services.plan import plan, plan_dict
-
-    return plan_dict(plan(inp))
-
-
-def _max_context(inp: MaxContextInput) -> dict[str, Any]:
-    from ..services.reverse import max_context
-
-    return max_context(inp)
 
 
 def _error(status: int, message: str) -> Any:
@@ -132,7 +110,7 @@ class Answers:
         self._lock = threading.Lock()
 
     def __call__(self, inp: Any) -> bytes:
-        key = f"{type(inp).__name__}:{inp.model_dump_json()}"
+        key = f"{type(inp).__name__}:{json.dumps(inp.to_json(), sort_keys=True, default=str)}"
         with self._lock:
             if key in self._seen:
                 self._seen.move_to_end(key)
@@ -145,18 +123,21 @@ class Answers:
         return body
 
 
-def _typed(model: type, fn: Callable[[Any], Any]) -> Callable[..., Any]:
-    """An endpoint whose JSON body is `model` (so OpenAPI shows the CLI's own input description)."""
+def _typed(command: Command) -> Callable[..., Any]:
+    """POST endpoint for a command: its JSON body is the command's input (so OpenAPI shows the CLI's own input
+    description), validated once more by `parse` for the CLI's exact rules."""
     from fastapi.responses import Response
 
-    answer = Answers(fn)
+    model = command.input_type()
+    answer = Answers(lambda inp: to_json(command.execute(inp)))
 
-    def endpoint(inp: Any) -> Any:
+    def endpoint(body: Any) -> Any:
+        inp = parse(model, body.model_dump(exclude_unset=True))
         return Response(answer(web_input(inp)), media_type="application/json")
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter("inp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)])
-    endpoint.__name__ = fn.__name__.strip("_")
+        [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=web_model(model))])
+    endpoint.__name__ = command.function
     return endpoint
 
 
@@ -172,20 +153,6 @@ def _catalog(name: str) -> Callable[[], Any]:
     return endpoint
 
 
-def _optional_routes() -> list[tuple[str, type, Callable[[Any], Any], str]]:
-    """(path, input model, function, summary) for the library modules present in this tree."""
-    out = []
-    for module, model, func, path, summary in (
-        ("cardfit.services.speed", "SpeedInput", "speed_report", "/api/speed", "Decode speed per concurrency level"),
-        ("cardfit.services.breakeven", "BreakevenInput", "breakeven_report", "/api/breakeven", "Rent vs API break-even"),
-        ("cardfit.services.finetune", "FinetuneInput", "finetune_report", "/api/finetune", "Fine-tuning memory and cards"),
-    ):
-        if _has(module):
-            mod = importlib.import_module(module)
-            out.append((path, getattr(mod, model), getattr(mod, func), summary))
-    return out
-
-
 def create_app() -> Any:
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
@@ -196,13 +163,11 @@ def create_app() -> Any:
     app = FastAPI(title="cardfit", version=_version(), docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
                   description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; request "
                               "bodies are the CLI's options (snake_case).")
-    routes: list[tuple[str, type, Callable[[Any], Any], str]] = [
-        ("/api/plan", PlanInput, _plan, "Memory, fit verdict per card, speed and cost (cardfit plan)"),
-        ("/api/max-context", MaxContextInput, _max_context, "Longest context that fits (cardfit max-context)"),
-        *_optional_routes()]
-    body_models = {path: model for path, model, _, _ in routes}
-    for path, model, fn, summary in routes:
-        app.post(path, summary=summary)(_typed(model, fn))
+    body_models = {}
+    for command in COMMANDS:
+        if command.web:
+            app.post(command.path, summary=command.summary)(_typed(command))
+            body_models[command.path] = command.input_type()
 
     @app.exception_handler(CardfitError)
     async def cardfit_error(request: Request, exc: CardfitError) -> Any:
@@ -220,7 +185,7 @@ def create_app() -> Any:
     async def unexpected(request: Request, exc: Exception) -> Any:
         return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
 
-    for name in ("gpus", "models", "quants", "runtimes", *(("apis",) if _has("cardfit.catalog.apis") else ())):
+    for name in ("gpus", "models", "quants", "runtimes", "apis"):
         app.get(f"/api/{name}", summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
                 name=name)(_catalog(name))
     _add_readers(app)
@@ -284,23 +249,20 @@ def _add_readers(app: Any) -> None:
         return {"requestBody": {"required": True, "description": what,
                                 "content": {media: {"schema": {"type": "string"}}}}}
 
-    if _has("cardfit.readers.logs"):
-        @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log",
-                  openapi_extra=body_doc("text/plain", "the log text (at most 1 MiB)"))
-        async def read_log(request: Request) -> Any:
-            return await run_in_threadpool(uploads.log_summary, await request.body())
+    @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log",
+              openapi_extra=body_doc("text/plain", "the log text (at most 1 MiB)"))
+    async def read_log(request: Request) -> Any:
+        return await run_in_threadpool(uploads.log_summary, await request.body())
 
-    if _has("cardfit.readers.config") and _has("cardfit.readers.model"):
-        @app.post("/api/read/config", summary="A model's shape from an uploaded config.json",
-                  openapi_extra=body_doc("application/json", "the contents of a Hugging Face config.json"))
-        async def read_config(request: Request) -> Any:
-            return await run_in_threadpool(uploads.config_summary, await request.body())
+    @app.post("/api/read/config", summary="A model's shape from an uploaded config.json",
+              openapi_extra=body_doc("application/json", "the contents of a Hugging Face config.json"))
+    async def read_config(request: Request) -> Any:
+        return await run_in_threadpool(uploads.config_summary, await request.body())
 
-    if _has("cardfit.services.validate"):
-        @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
-        def validate(kind: str | None = Query(None, max_length=64),
-                     runtime: str | None = Query(None, max_length=32)) -> Any:
-            return Response(_validation(kind, runtime), media_type="application/json")
+    @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
+    def validate(kind: str | None = Query(None, max_length=64),
+                 runtime: str | None = Query(None, max_length=32)) -> Any:
+        return Response(_validation(kind, runtime), media_type="application/json")
 
 
 @functools.lru_cache(maxsize=64)

@@ -70,7 +70,7 @@ def web_input(inp: Any) -> Any:
     model = getattr(inp, "model", None)
     if not isinstance(model, str):
         return inp
-    return inp.model_copy(update={"model": catalog_model(model)})
+    return inp.replace(model=catalog_model(model))
 
 
 def as_dict(body: Any) -> dict[str, Any]:

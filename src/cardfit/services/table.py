@@ -1,0 +1,76 @@
+"""The command table: every question cardfit answers, in one place. The CLI (`cardfit NAME`), the web API
+(POST /api/NAME) and the Python API (`cardfit.NAME(...)`) are all built from these rows.
+
+A command is one service module (cardfit/services/NAME.py: an input class described with `opt`, and a run
+function from that input to a frozen result with `to_json()`), one text renderer in cardfit/cli/ (a function
+decorated with `@command("NAME")` that also carries the help text), and one row here. Modules are named as
+strings and imported only when their command runs, so importing this table costs nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # `cardfit NAME`; the Python function is NAME with dashes as underscores
+    service: str  # module in cardfit.services holding the input class and the run function
+    input: str  # the input class: each option described once
+    run: str  # the function: input → result
+    render: str  # module in cardfit.cli whose `@command(NAME)` function prints the result as text
+    summary: str  # one line: the web endpoint's summary and the Python function's docstring
+    web: bool = True  # also POST /api/NAME
+    argument: str | None = "model"  # the positional argument of the Python function (and of the CLI)
+
+    @property
+    def function(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def path(self) -> str:
+        return f"/api/{self.name}"
+
+    def _module(self) -> Any:
+        return import_module(f"{__package__}.{self.service}")
+
+    def input_type(self) -> type:
+        return getattr(self._module(), self.input)  # type: ignore[no-any-return]
+
+    def execute(self, inp: Any) -> Any:
+        """The result for a validated input."""
+        return getattr(self._module(), self.run)(inp)
+
+    def call(self, values: dict[str, Any]) -> Any:
+        """Validate raw values (one InputError line for the first problem) and run."""
+        from .inputs import parse
+
+        return self.execute(parse(self.input_type(), values))
+
+
+def to_json(result: Any) -> Any:
+    """The plain-data view of a result: what `--json`, the web API and the Python API return."""
+    return result.to_json() if hasattr(result, "to_json") else result
+
+
+COMMANDS = (
+    Command("plan", "plan", "PlanInput", "plan", "plan_cmd",
+            "Memory, fit verdict per card, speed and cost (cardfit plan)"),
+    Command("max-context", "reverse", "MaxContextInput", "max_context", "plan_cmd",
+            "Longest context that fits (cardfit max-context)"),
+    Command("max-sequences", "reverse", "MaxContextInput", "max_sequences", "plan_cmd",
+            "The most concurrent sequences at a context (cardfit max-sequences)", web=False),
+    Command("largest-model", "reverse", "MaxContextInput", "largest_model", "plan_cmd",
+            "The largest catalog models that fit a card (cardfit largest-model)", web=False, argument=None),
+    Command("speed", "speed", "SpeedInput", "speed_report", "speed_cmd", "Decode speed per concurrency level"),
+    Command("finetune", "finetune", "FinetuneInput", "finetune_report", "finetune_cmd",
+            "Fine-tuning memory and cards"),
+    Command("breakeven", "breakeven", "BreakevenInput", "breakeven_report", "cost_cmd", "Rent vs API break-even",
+            argument=None),
+    Command("validate", "validate", "ValidateInput", "validate_report", "validate_cmd",
+            "cardfit's predictions against real measurements, error per kind (cardfit validate)", web=False,
+            argument="kind"),
+)
+
+BY_NAME = {c.name: c for c in COMMANDS}
