@@ -69,14 +69,31 @@ def test_seed003_text_claims(seed_report):
 
 
 def test_monthly_input_is_hourly_times_month():
-    a = breakeven_report(BreakevenInput(monthly=365, tokens_per_s=400))
+    a = breakeven_report(BreakevenInput(monthly=365, hours_per_month=730, tokens_per_s=400))
     assert a["hourly_usd"] == 0.5 and a["cost_per_million_usd"] == pytest.approx(0.3472, abs=1e-4)
-    b = breakeven_report(BreakevenInput(monthly=360, hours_per_month=720, tokens_per_s=400))
+    b = breakeven_report(BreakevenInput(monthly=360, tokens_per_s=400))  # the default month: 30 days, 720 h
+    assert b["hours_per_month"] == 720
     assert b["hourly_usd"] == 0.5 and b["capacity_millions_per_month"] == pytest.approx(1036.8)
 
 
+def test_one_month_length_everywhere(run_json):
+    """plan's cost line, breakeven with a given monthly rent, breakeven priced from the catalog and the GPU
+    catalog's $/h all divide by the same month (a 30-day month; the break-even page's 730 h is a flag)."""
+    from cardfit.catalog.gpus import default_gpus
+
+    plan = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090")
+    card = plan["cost"]["cards"][0]
+    given = breakeven_report(BreakevenInput(monthly=card["monthly_usd"], tokens_per_s=card["tokens_per_s"]))
+    catalog = breakeven_report(BreakevenInput(gpu="RTX 4090", tokens_per_s=card["tokens_per_s"]))
+    assert plan["cost"]["hours_per_month"] == given["hours_per_month"] == catalog["hours_per_month"] \
+        == cost.HOURS_PER_MONTH == 720
+    assert given["hourly_usd"] == catalog["hourly_usd"] == card["hourly_usd"] \
+        == round(default_gpus().get("RTX 4090").monthly_usd / cost.HOURS_PER_MONTH, 4)
+    assert given["capacity_millions_per_month"] == catalog["capacity_millions_per_month"]
+
+
 def test_duty_sets_cost_and_volume():
-    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, duty=0.1))
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, duty=0.1, hours_per_month=730))
     assert round(r["cost_per_million_usd"], 2) == 3.47
     assert r["volume_at_duty_millions_per_month"] == pytest.approx(105.12)
     assert r["hidden_costs"]["idle_hours"] == pytest.approx(657.0)  # 90 % of 730 h paid for nothing
@@ -86,7 +103,7 @@ def test_duty_sets_cost_and_volume():
 def test_api_input_tokens_raise_the_api_side():
     # 3 prompt tokens per output token at $1/M input: a $5 output price becomes $8 per output million
     r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, api_price=(5.0,), api_input_price=1.0,
-                                        input_per_output=3))
+                                        input_per_output=3, hours_per_month=730))
     assert r["apis"][0]["price_per_million_usd"] == 8.0
     assert r["apis"][0]["breakeven_millions_per_month"] == pytest.approx(365 / 8, abs=1e-3)
     # without a prefill rate the card side is unchanged (the measured tokens/s already includes prefill)
@@ -100,14 +117,16 @@ def test_prefill_time_lowers_card_throughput():
 
 
 def test_retry_multiplier_triples_cost_per_useful_token():
-    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, retry_multiplier=3))
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, retry_multiplier=3,
+                                        hours_per_month=730))
     assert r["cost_per_million_usd"] == pytest.approx(3 * 0.34722, abs=1e-3)
     assert r["capacity_millions_per_month"] == pytest.approx(1051.2 / 3, abs=1e-2)
 
 
 def test_hidden_costs_add_to_the_month():
     r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, storage_gb=100, storage_usd_per_gb_month=0.1,
-                                        cold_starts_per_month=60, cold_start_s=30, extra_monthly_usd=3.6))
+                                        cold_starts_per_month=60, cold_start_s=30, extra_monthly_usd=3.6,
+                                        hours_per_month=730))
     h = r["hidden_costs"]
     assert h["storage_usd"] == 10.0 and h["cold_start_hours"] == 0.5 and h["cold_start_usd"] == 0.25
     assert r["monthly_usd"] == pytest.approx(365 + 10 + 0.25 + 3.6)

@@ -12,7 +12,7 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 
 def test_breakeven_json_seed003(run_json):
-    r = run_json("breakeven", "--hourly", "0.50", "--tokens-per-s", "400")
+    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730", "--tokens-per-s", "400")
     assert {"monthly_usd", "capacity_millions_per_month", "cost_per_million_usd", "apis"} <= r.keys()
     assert r["monthly_usd"] == 365 and round(r["capacity_millions_per_month"]) == 1051
     for a in r["apis"]:
@@ -24,14 +24,16 @@ def test_breakeven_json_seed003(run_json):
 
 
 def test_breakeven_api_prices_and_duty(run_json):
-    r = run_json("breakeven", "--monthly", "365", "--tokens-per-s", "400", "--duty", "0.02",
+    r = run_json("breakeven", "--monthly", "365", "--hours-per-month", "730",
+                 "--tokens-per-s", "400", "--duty", "0.02",
                  "--api-price", "0.20", "--api-price", "15")
     assert round(r["cost_per_million_usd"], 2) == 17.36
     assert [a["price_per_million_usd"] for a in r["apis"]] == [0.2, 15.0]
 
 
 def test_breakeven_from_log(run_json):
-    r = run_json("breakeven", "--hourly", "0.50", "--from-log", str(LOGS / "vllm-server/seed003_line.txt"))
+    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
+                 "--from-log", str(LOGS / "vllm-server/seed003_line.txt"))
     assert r["throughput"]["source"] == "log (vllm-server)" and r["throughput"]["tokens_per_s"] == 396.1
     assert r["throughput"]["log"]["concurrency"] == 16
 
@@ -44,7 +46,8 @@ def test_breakeven_from_speed_estimate(run_json):
 
 
 def test_breakeven_text_output(run_cli):
-    code, out, err = run_cli("breakeven", "--hourly", "0.50", "--tokens-per-s", "400")
+    code, out, err = run_cli("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
+                             "--tokens-per-s", "400")
     assert code == 0, err
     assert "$365.00/month" in out and "1,051.2 M" in out
     assert "174%" in out and "6.9%" in out and "2.3%" in out and "17.36" in out
@@ -68,7 +71,8 @@ def test_breakeven_errors_are_one_line(run_cli, args, message):
 
 def test_svg_chart_has_the_crossings(run_json, tmp_path):
     svg = tmp_path / "be.svg"
-    r = run_json("breakeven", "--hourly", "0.50", "--tokens-per-s", "400", "--duty", "0.1", "--plot", str(svg))
+    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
+                 "--tokens-per-s", "400", "--duty", "0.1", "--plot", str(svg))
     assert svg.exists() and svg.stat().st_size > 10_000
     crossings = {c["api"]: c for c in r["plot"]["crossings"]}
     assert crossings["Frontier model"]["millions_per_month"] == pytest.approx(24.333, abs=1e-3)
@@ -83,7 +87,8 @@ def test_svg_chart_has_the_crossings(run_json, tmp_path):
 
 def test_png_chart(run_json, tmp_path):
     png = tmp_path / "be.png"
-    r = run_json("breakeven", "--hourly", "0.50", "--tokens-per-s", "400", "--plot", str(png))
+    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
+                 "--tokens-per-s", "400", "--plot", str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and r["plot"]["format"] == "png"
 
 
@@ -94,7 +99,8 @@ def test_apis_listing(run_json, run_cli, tmp_path):
     mine = tmp_path / "prices.json"
     mine.write_text(json.dumps({"api": [{"id": "my-api", "name": "My API", "output_usd_per_m": 1.5,
                                          "date": "2026-11-01", "source": "my invoice"}]}))
-    r = run_json("breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--catalog", str(mine), "--api", "my-api")
+    r = run_json("breakeven", "--hourly", "0.5", "--hours-per-month", "730",
+                 "--tokens-per-s", "400", "--catalog", str(mine), "--api", "my-api")
     assert r["apis"][0]["breakeven_millions_per_month"] == pytest.approx(243.333, abs=1e-3)
     code, out, _ = run_cli("apis")
     assert code == 0 and "frontier" in out

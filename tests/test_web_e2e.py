@@ -110,6 +110,7 @@ def _shown(driver) -> dict:
           gpu_id: tr.dataset.gpu, gpu: tr.querySelector('.gpu').textContent,
           count: tr.querySelector('.count').textContent, verdict: tr.querySelector('.verdict').textContent,
           free: +tr.querySelector('.free').dataset.bytes, free_text: tr.querySelector('.free').textContent,
+          usable: +tr.querySelector('.usable').dataset.bytes, usable_text: tr.querySelector('.usable').textContent,
           need: +tr.querySelector('.need').dataset.bytes, monthly: tr.querySelector('.monthly').textContent,
           tps: tr.querySelector('.tps').textContent}));""")
     return {"memory": mem, "cards": rows, "summary": _by_id(driver, "summary-inputs").text,
@@ -127,6 +128,7 @@ def _expected(cli: dict) -> dict:
                                                  "activation_bytes", "total_bytes")},
         "cards": [{"gpu_id": g["gpu_id"], "gpu": g["gpu"], "count": str(g["count"]), "verdict": g["verdict"],
                    "free": g["free_bytes"], "free_text": _gb(g["free_bytes"]), "need": g["need_bytes"],
+                   "usable": g["usable_bytes"], "usable_text": _gb(g["usable_bytes"]),
                    "monthly": "—" if g["monthly_usd"] is None else f"${g['monthly_usd']:,.0f}",
                    "tps": "—" if g["decode_tokens_per_s"] is None else f"{g['decode_tokens_per_s']:,.1f}"}
                   for g in cli["gpus"]],
@@ -234,3 +236,35 @@ def test_config_upload_and_pasted_log(server, browser, run_json, tmp_path):
     _by_id(browser, "read-log").click()
     _wait(browser, lambda d: d.find_element("id", "tokens_per_s").get_attribute("value") == "41.65")
     _wait(browser, lambda d: "at 41.7 tokens/s" in d.find_element("id", "cost-note").text)
+
+
+def _cli_cost_line(text: str) -> str:
+    """`cardfit plan`'s cost line without its likely range and its per-API tail: what the page's note shows."""
+    import re
+
+    line = " ".join(text.split("Cost on ", 1)[1].split("\nnote:")[0].split())
+    line = re.sub(r" \(likely [^)]*\)", "", "Cost on " + line)
+    return line.split("; beats")[0].split("; never")[0]
+
+
+def test_sets_show_their_capacity_once_and_the_cli_cost_line(server, browser, run_json, run_cli):
+    """A set's usable bytes are already all its cards' (4× RTX 6000 Ada: about 206 GB, not 824 GB); the
+    cost note is `cardfit plan`'s own cost line for the same inputs."""
+    browser.get("about:blank")
+    browser.get(server + "/#model=llama3.1:70b&quant=bf16&context=8192&runtime=vllm")
+    _ready_for(browser, "Llama 3.1 70B", "BF16")
+    cli = run_json("plan", "llama3.1:70b", "--quant", "bf16", "--context", "8192", "--runtime", "vllm")
+    shown = _shown(browser)
+    assert shown["cards"] == _expected(cli)["cards"]
+    ada = next(r for r in shown["cards"] if r["gpu"] == "RTX 6000 Ada" and r["count"] == "4")
+    assert 200e9 < ada["usable"] < 210e9
+    bars = browser.execute_script("return [...document.querySelectorAll('#memory-chart text')]"
+                                  ".map(t => t.textContent).filter(t => t.includes(' of '))")
+    assert len(bars) == min(12, len(cli["gpus"]))
+    for row, bar in zip(cli["gpus"], bars, strict=False):
+        assert bar.startswith(f"{_gb(row['need_bytes'])} of {_gb(row['usable_bytes'])}")
+    _wait(browser, lambda d: d.find_element("id", "cost-section").is_displayed())
+    code, text, _ = run_cli("plan", "llama3.1:70b", "--quant", "bf16", "--context", "8192", "--runtime", "vllm")
+    assert code == 0
+    assert _by_id(browser, "cost-note").text == _cli_cost_line(text)
+    assert "over 720 h" in _by_id(browser, "cost-note").text

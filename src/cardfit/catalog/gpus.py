@@ -7,11 +7,10 @@ from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any
 
+from ..core.cost import HOURS_PER_MONTH
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .registry import Registry
-
-HOURS_PER_MONTH_RENTAL = 720  # seed 002 section 06: "monthly price divided by the 720 hours of a term"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +56,7 @@ class Gpu:
     def supports(self, feature: str) -> bool:
         return bool(getattr(self, feature, False))
 
-    def hourly(self, hours_per_month: float = HOURS_PER_MONTH_RENTAL) -> float | None:
+    def hourly(self, hours_per_month: float = HOURS_PER_MONTH) -> float | None:
         if self.hourly_usd is not None:
             return self.hourly_usd
         return None if self.monthly_usd is None else self.monthly_usd / hours_per_month

@@ -1,4 +1,4 @@
-"""Rental rules (set sizes, volume discounts, month length) and verdict thresholds, from data/rental.toml."""
+"""Rental rules (set sizes, volume discounts, minimum term) and verdict thresholds, from data/rental.toml."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from .loader import builtin
 
 @dataclass(frozen=True, slots=True)
 class RentalRules:
-    hours_per_month: float
     set_sizes: tuple[int, ...]
     node_size: int
     min_term_days: int
@@ -28,7 +27,7 @@ def default_rental() -> RentalRules:
     d = builtin("rental.toml")
     r, v = d["rental"], d["verdict"]
     return RentalRules(
-        hours_per_month=r["hours_per_month"], set_sizes=tuple(r["set_sizes"]), node_size=r["node_size"],
+        set_sizes=tuple(r["set_sizes"]), node_size=r["node_size"],
         min_term_days=r["min_term_days"],
         discounts=tuple(sorted((x["min_count"], x["fraction"]) for x in r["discount"])),
         tight_single_bytes=v["tight_single_bytes"], tight_per_card_bytes=v["tight_per_card_bytes"],

@@ -11,7 +11,7 @@ from .options import json_option
 
 BREAKEVEN_EPILOG = """\b
 Examples:
-  cardfit breakeven --hourly 0.50 --tokens-per-s 400            # seed 003: vs $0.20, $5 and $15 per M
+  cardfit breakeven --hourly 0.50 --tokens-per-s 400 --hours-per-month 730   # the break-even page's example
   cardfit breakeven --monthly 365 --tokens-per-s 400 --duty 0.1 --api claude-sonnet-5 --api gpt-5.4-mini
   cardfit breakeven --hourly 0.50 --from-log vllm.log --api-price 2.00 --plot breakeven.svg
   cardfit breakeven --gpu "RTX 4090" --model llama3.1:8b --api frontier

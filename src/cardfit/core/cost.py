@@ -15,8 +15,11 @@ from dataclasses import dataclass
 
 SECONDS_PER_HOUR = 3600
 MILLION = 1_000_000
-HOURS_PER_MONTH = 730  # seed 003: "if you pay monthly, divide the monthly price by 730" (8760 h / 12)
-HOURS_PER_RENTAL_MONTH = 720  # seed 002 §06: "monthly price divided by the 720 hours of a term"
+# The one month length behind every monthly figure (plan, breakeven, the web page, the GPU catalog's $/h):
+# a 30-day month of 720 h, the term the catalog's monthly prices are quoted for (GPU Rent Hub VRAM guide,
+# section 06: "monthly price divided by the 720 hours of a term"). The break-even page's calendar-average
+# 730 h (8,760 h / 12) is `--hours-per-month 730`; 720 never overstates what a month of rent produces.
+HOURS_PER_MONTH = 720
 
 # Seed 003's two tables: the monthly volumes of its bill table and the duty cycles of its $/M table.
 SEED_VOLUMES_MILLIONS = (5, 10, 25, 50, 100, 250, 500, 1000)
@@ -26,7 +29,7 @@ SEED_DUTIES = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
 # ---- the four formulas -------------------------------------------------------------------------------
 
 def monthly_from_hourly(hourly_usd: float, hours_per_month: float = HOURS_PER_MONTH) -> float:
-    """$0.50/h × 730 h = $365 (seed 003)."""
+    """$0.50/h × 730 h = $365 (the break-even page's worked example)."""
     return hourly_usd * hours_per_month
 
 

@@ -51,8 +51,8 @@ class BreakevenInput(Input):
     prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
                                              "measured without real prompts", gt=0, le=1e10)
     duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
-    hours_per_month: float | None = opt(None, "paid hours per month (default 730; 720 for catalog monthly "
-                                        "prices)", gt=0, le=744)
+    hours_per_month: float | None = opt(None, f"paid hours per month (default {cost.HOURS_PER_MONTH:g}, a 30-day "
+                                        "month; 730 is the calendar average)", gt=0, le=744)
     retry_multiplier: float = opt(1.0, "quality gap: attempts the self-hosted model needs per useful answer "
                                   "(3 = three times the cost per useful token)", ge=1, le=1000)
     storage_gb: float = opt(0.0, "disk kept for weights and caches, GB", ge=0, le=1e7)
@@ -123,8 +123,8 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
                          hint=f"use --gpus {gpu.min_count}")
     discount = rules.discount(count)
     monthly = cost.set_monthly_usd(gpu.monthly_usd, count, discount)
-    hourly = cost.hourly_from_monthly(monthly, rules.hours_per_month)
-    hours = inp.hours_per_month or rules.hours_per_month
+    hourly = cost.hourly_from_monthly(monthly)
+    hours = inp.hours_per_month or cost.HOURS_PER_MONTH
     billed = cost.billed_hours(hours, rules.min_term_days)
     src = f"catalog: {count}× {gpu.name} at ${gpu.monthly_usd:,.0f}/month each ({gpu.price_source}, {gpu.price_date})"
     return Rent(hourly, hours, billed, src, count, discount)

@@ -449,7 +449,7 @@ def answers_dict(p: Plan) -> dict[str, Any]:
 
 def cost_dict(p: Plan) -> dict[str, Any]:
     o = p.first.option
-    hours = p.ctx.rules.hours_per_month
+    hours = cost.HOURS_PER_MONTH
     return {"monthly_usd": _r(o.monthly_usd), "hours_per_month": hours,
             "hourly_usd": _r(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, **plan_cost(p)}
 
@@ -458,7 +458,7 @@ def plan_cost(p: Any) -> dict[str, Any]:
     """The cost section of `cardfit plan` for each fitting, priced card: rent, $/M at 100 % and at --duty,
     and the break-even volume against --api (default seed 003's tiers). Tokens/s is the plan's one-stream
     decode estimate, so $/M is an upper bound; `cardfit breakeven --model … --gpu …` uses the aggregate."""
-    inp, hours = p.ctx.inp, p.ctx.rules.hours_per_month
+    inp, hours = p.ctx.inp, cost.HOURS_PER_MONTH
     duty = getattr(inp, "duty", None) or 1.0
     reg = apis(tuple(inp.catalog))
     chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else seed_tiers(reg)

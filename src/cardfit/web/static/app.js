@@ -4,7 +4,7 @@
 const $ = (id) => document.getElementById(id);
 const FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "api", "tokens_per_s",
   "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
-const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu",
+const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "api",
   "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
 const FLOATS = new Set(["params", "tokens_per_s"]);
 const INTS = new Set(["context", "batch", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
@@ -84,7 +84,8 @@ function drawMemory(plan) {
   const parts = [["weights", m.weights_bytes], ["kv", m.kv_cache_bytes], ["overhead", m.overhead_bytes],
     ["activation", m.activation_bytes]];
   const W = 760, left = 150, right = 190, row = 22, top = 8, H = top + cards.length * row + 28;
-  const max = niceMax(Math.max(...cards.map((c) => Math.max(c.need_bytes, c.usable_bytes * c.count))));
+  // usable_bytes is the whole set's (all `count` cards), as in `cardfit plan --json`
+  const max = niceMax(Math.max(...cards.map((c) => Math.max(c.need_bytes, c.usable_bytes))));
   const x = (b) => left + (W - left - right) * b / max;
   const s = svg(W, H);
   for (const b of ticks(max / 1e9).map((g) => g * 1e9)) {
@@ -104,7 +105,7 @@ function drawMemory(plan) {
     } else {
       s.append(el("rect", { x: x(0), y: y + 4, width: x(c.need_bytes) - x(0), height: row - 8, class: "seg-need" }));
     }
-    const cap = c.usable_bytes * c.count;
+    const cap = c.usable_bytes;
     s.append(el("text", { x: Math.max(x(cap), x(c.need_bytes)) + 6, y: y + 14, fill: "#6b7385" },
       `${gb(c.need_bytes)} of ${gb(cap)}` + (c.context !== m.context ? ` · at ${num(c.context)} tokens` : "")));
     s.append(el("rect", { x: x(0), y: y + 2, width: x(cap) - x(0), height: row - 4, class: "cap" }));
@@ -134,8 +135,10 @@ function showCards(plan) {
     free.dataset.bytes = c.free_bytes;
     const need = td(gb(c.need_bytes), "need");
     need.dataset.bytes = c.need_bytes;
-    tr.append(td(String(i + 1)), td(c.gpu, "gpu"), td(String(c.count), "count"), td(gb(c.usable_bytes * c.count)),
-      need, free, td(c.verdict, "verdict v-" + c.verdict), td(usd(c.monthly_usd), "monthly"),
+    const usable = td(gb(c.usable_bytes), "usable");
+    usable.dataset.bytes = c.usable_bytes;
+    tr.append(td(String(i + 1)), td(c.gpu, "gpu"), td(String(c.count), "count"), usable, need, free,
+      td(c.verdict, "verdict v-" + c.verdict), td(usd(c.monthly_usd), "monthly"),
       td(c.decode_tokens_per_s === null ? "—" : num(c.decode_tokens_per_s, 1), "tps"));
     if (c.reason) tr.title = c.reason;
     if (i >= TOP) tr.className = "more";
@@ -203,6 +206,31 @@ function drawSpeed(r) {
 }
 
 // ---- cost vs monthly volume --------------------------------------------------------------------------------
+// One shape for both sources: the plan's cost block (what `cardfit plan` prints) and /api/breakeven (what
+// `cardfit breakeven --gpu G --gpus N --tokens-per-s T` prints for a measured tokens/s).
+function costFromPlan(plan) {
+  const k = (plan.cost.cards || [])[0];
+  if (!k) return null;
+  const byId = Object.fromEntries((plan.cost.apis || []).map((a) => [a.id, a]));
+  return { monthly_usd: k.monthly_usd, hourly_usd: k.hourly_usd, hours_per_month: plan.cost.hours_per_month,
+    capacity_millions_per_month: k.capacity_millions_per_month, cost_per_million_usd: k.cost_per_million_usd,
+    duty: plan.cost.duty, tokens_per_s: k.tokens_per_s, basis: (plan.cost.tokens_per_s_basis || "").split(" (")[0],
+    rent_gpu: `${k.count}× ${k.gpu}`,
+    apis: k.breakeven.map((b) => ({ ...b, name: (byId[b.api] || {}).name || b.api,
+      price_per_million_usd: (byId[b.api] || {}).price_per_million_usd })) };
+}
+
+function costLine(b) {  // the words of the CLI's cost line
+  return `Cost on ${b.rent_gpu}: $${num(b.monthly_usd, 0)}/month ($${num(b.hourly_usd, 2)}/h over ` +
+    `${num(b.hours_per_month)} h); at ${num(b.tokens_per_s, 1)} tokens/s (${b.basis}) ` +
+    `$${num(b.cost_per_million_usd, 2)} per M at ${Math.round(100 * (b.duty ?? 1))}% duty`;
+}
+
+function dutyText(a) {
+  if (a.required_duty === null || a.required_duty === undefined) return "—";
+  return a.required_duty > 1 ? "over 100%: cannot break even even at full use" : (100 * a.required_duty).toFixed(1) + "%";
+}
+
 function drawCost(b) {
   const apis = b.apis || [];
   const cap = b.capacity_millions_per_month, rent = b.monthly_usd;
@@ -242,12 +270,10 @@ function drawCost(b) {
   $("apis").tBodies[0].replaceChildren(...apis.map((a) => {
     const tr = document.createElement("tr");
     tr.append(td(a.name), td("$" + a.price_per_million_usd), td(num(a.breakeven_millions_per_month, 1), "breakeven"),
-      td(a.required_duty === null ? "—" : (100 * a.required_duty).toFixed(1) + "%"),
-      td(a.breaks_even ? "breaks even" : "never at full use", a.breaks_even ? "v-fits" : "v-no"));
+      td(dutyText(a), "duty"), td(a.breaks_even ? "breaks even" : "never", a.breaks_even ? "v-fits" : "v-no"));
     return tr;
   }));
-  $("cost-note").textContent = `${b.rent_gpu} at ${num(b.tokens_per_s ?? 0, 1)} tokens/s` +
-    (b.cost_per_million_usd ? ` · $${num(b.cost_per_million_usd, 2)} per M at ${Math.round(100 * (b.duty ?? 1))}% duty` : "");
+  $("cost-note").textContent = costLine(b);
   $("cost-section").hidden = false;
 }
 
@@ -279,28 +305,27 @@ async function update() {
 
 async function extras(v, plan, mine) {
   const first = plan.gpus[0];
-  const body = planBody(v);
-  let tps = v.tokens_per_s;
+  const { api: _api, ...body } = planBody(v);  // `cardfit speed` takes no --api
   if (endpoints.has("/api/speed") && first.verdict !== "no") {
     try {
       const r = await api("/api/speed", { ...body, gpu: first.gpu_id, gpus: first.count });
       if (mine !== seq) return;
       drawSpeed(r);
-      if (!tps) {
-        const pts = speedLevels(r), at = pts.find((p) => p.concurrency === (plan.inputs.batch || 1));
-        tps = at ? at.aggregate_tokens_per_s : undefined;
-      }
     } catch (e) { $("speed-section").hidden = true; }
   }
-  tps = tps || first.decode_tokens_per_s;
-  if (endpoints.has("/api/breakeven") && plan.cost.monthly_usd && tps) {
-    const req = { gpu: first.gpu_id, gpus: first.count, tokens_per_s: tps };
+  const own = costFromPlan(plan);
+  if (v.tokens_per_s && endpoints.has("/api/breakeven") && first.monthly_usd) {
+    // a measured tokens/s: `cardfit breakeven --gpu G --gpus N --tokens-per-s T [--api A]`
+    const req = { gpu: first.gpu_id, gpus: first.count, tokens_per_s: v.tokens_per_s };
     if (v.api) req.api = [v.api];
     try {
       const b = await api("/api/breakeven", req);
       if (mine !== seq) return;
-      drawCost({ ...b, tokens_per_s: tps, rent_gpu: `${first.count}× ${first.gpu}` });
+      drawCost({ ...b, tokens_per_s: b.throughput.tokens_per_s, basis: "measured",
+        rent_gpu: `${b.rent.count}× ${first.gpu}` });
     } catch (e) { $("cost-section").hidden = true; }
+  } else if (own) {
+    drawCost(own);  // the plan's own cost line, as `cardfit plan` prints it
   } else {
     $("cost-section").hidden = true;
   }
