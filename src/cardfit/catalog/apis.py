@@ -3,13 +3,14 @@ sourced. User files passed with --catalog add `[[tier]]` or `[[api]]` records th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .registry import Registry
+from .schema import check_tables, keys_of
 
 SEED_TIERS = ("open-8b", "small-commercial", "frontier")  # seed 003's comparison, cheapest first
 
@@ -28,22 +29,28 @@ class ApiPrice:
     source: str = ""
     date: str = ""
     evidence: str = ""
+    long_context_note: str = ""  # a different price for long prompts (not modelled: the record says it)
+    # a dated price change or promotion on the provider's page, kept for the reader (not modelled)
+    price_from_2027: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    promo_price: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     origin: str = "built-in"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def names(self) -> list[str]:
         return [self.id, self.name, *self.aliases]
 
 
-_FIELDS = {f.name for f in fields(ApiPrice)}
+KEYS = keys_of(ApiPrice) - {"kind"}  # the table ([[tier]] or [[api]]) gives the kind
+# apis.toml's own tables besides the records: the file's format and the figures of the rental guide's
+# worked example (read by tests only)
+FILE_TABLES = ("schema", "currency", "unit", "tier", "api", "seed003")
 
 
 def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:
-    known = {k: v for k, v in row.items() if k in _FIELDS and k not in ("extra", "kind")}
+    known = {k: v for k, v in row.items() if k != "override"}
     known["aliases"] = tuple(row.get("aliases", ()))
     try:
-        api = ApiPrice(**known, kind=kind, extra={k: v for k, v in row.items() if k not in _FIELDS})
+        api = ApiPrice(**known, kind=kind)
     except TypeError as e:
         raise CatalogError(f"api '{row.get('id', '?')}': {e}") from e
     for name in ("output_usd_per_m", "input_usd_per_m"):
@@ -57,11 +64,13 @@ def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:
 
 def load_apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
     data = builtin("apis.toml")
+    check_tables(data, FILE_TABLES, path="cardfit/data/apis.toml")
     user = [(str(p), read_user_file(p)) for p in user_files]
     records: list[ApiPrice] = []
     seen: set[str] = set()
     for table, kind in (("tier", "tier"), ("api", "api")):
-        rows = merge_records(data.get(table, []), [(o, r) for o, d in user for r in d.get(table, [])])
+        rows = merge_records(data.get(table, []), [(o, r) for o, d in user for r in d.get(table, [])],
+                             table=table, allowed=KEYS, builtin_file="apis.toml")
         for row in rows:
             if row["id"] in seen:
                 raise CatalogError(f"api id '{row['id']}' is both a tier and an api", path=row.get("origin", ""))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -11,6 +11,7 @@ from ..core.cost import HOURS_PER_MONTH
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .registry import Registry
+from .schema import keys_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,6 @@ class Gpu:
     min_count: int = 1
     source: str = ""
     origin: str = "built-in"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def names(self) -> list[str]:
@@ -85,14 +85,14 @@ def _auto_aliases(name: str) -> list[str]:
     return [o for o in out if o and o != name]
 
 
-_FIELDS = {f.name for f in fields(Gpu)}
+KEYS = keys_of(Gpu)
 
 
 def gpu_from_row(row: dict[str, Any]) -> Gpu:
-    known = {k: v for k, v in row.items() if k in _FIELDS and k != "extra"}
+    known = {k: v for k, v in row.items() if k != "override"}
     try:
         known["aliases"] = tuple(row.get("aliases", ()))
-        gpu = Gpu(**known, extra={k: v for k, v in row.items() if k not in _FIELDS})
+        gpu = Gpu(**known)
     except TypeError as e:
         raise CatalogError(f"gpu '{row.get('id', '?')}': {e}") from e
     if not isinstance(gpu.usable_bytes, int) or gpu.usable_bytes <= 0:
@@ -107,7 +107,7 @@ def _builtin_rows() -> tuple[dict[str, Any], ...]:
 
 def load_gpus(user_files: tuple[str, ...] = ()) -> Registry[Gpu]:
     user_rows = [(str(p), r) for p in user_files for r in read_user_file(p).get("gpu", [])]
-    rows = merge_records(_builtin_rows(), user_rows)
+    rows = merge_records(_builtin_rows(), user_rows, table="gpu", allowed=KEYS, builtin_file="gpus.toml")
     gpus = [gpu_from_row(r) for r in rows]
     return _registry(gpus)
 

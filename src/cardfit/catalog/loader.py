@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError
+from .schema import check_keys, check_tables
 
 MAX_USER_FILE_BYTES = 8 * 2**20
+# The tables a user's --catalog file may hold (GPUs, models, API tiers and APIs) and its format version.
+USER_TABLES = ("schema", "gpu", "model", "tier", "api")
+
+
+def builtin_path(name: str) -> str:
+    """How errors name a built-in data file."""
+    return f"cardfit/data/{name}"
 
 
 def _cache_dir() -> Path | None:
@@ -78,21 +86,26 @@ def read_user_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CatalogError(f"not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {e}", path=str(p)) from e
     if not isinstance(data, dict):
         raise CatalogError("top level must be a table/object", path=str(p))
+    check_tables(data, USER_TABLES, path=str(p))
     return data
 
 
 def merge_records(
-    builtin_rows: Iterable[dict[str, Any]], user_rows: Iterable[tuple[str, dict[str, Any]]], key: str = "id"
+    builtin_rows: Iterable[dict[str, Any]], user_rows: Iterable[tuple[str, dict[str, Any]]], key: str = "id", *,
+    table: str, allowed: frozenset[str], builtin_file: str,
 ) -> list[dict[str, Any]]:
-    """Built-in rows then user rows; a user row with an existing id must say `override = true`."""
+    """Built-in rows then user rows; a user row with an existing id must say `override = true`. Every row
+    holds only the keys `allowed` lists (catalog/schema.py), else a CatalogError names file, record and key."""
     out: dict[str, dict[str, Any]] = {}
     for row in builtin_rows:
+        check_keys(row, allowed, table=table, path=builtin_path(builtin_file))
         if row[key] in out:
             raise CatalogError(f"duplicate id '{row[key]}' in built-in catalog")
         out[row[key]] = row
     for origin, row in user_rows:
         if not isinstance(row, dict) or key not in row:
             raise CatalogError(f"every record needs an '{key}'", path=origin)
+        check_keys(row, allowed, table=table, path=origin)
         rid = row[key]
         if rid in out and not row.get("override"):
             raise CatalogError(f"id '{rid}' already exists; add `override = true` to replace it", path=origin)

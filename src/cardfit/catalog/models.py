@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .registry import Registry
+from .schema import check_keys, keys_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,7 @@ class OllamaTag:
     q8_download_gb: float | None = None
     q4_k_m_download_gb: float | None = None
     source: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +118,20 @@ class ModelSpec:
         return replace(self, **changes)
 
 
-_FIELDS = {f.name for f in fields(ModelSpec)}
-_TAG_FIELDS = {f.name for f in fields(OllamaTag)}
+KEYS = keys_of(ModelSpec)
+TAG_KEYS = keys_of(OllamaTag)
 
 
 def model_from_row(row: dict[str, Any]) -> ModelSpec:
-    known = {k: v for k, v in row.items() if k in _FIELDS and k not in ("ollama", "aliases", "tensors", "estimated")}
+    known = {k: v for k, v in row.items() if k not in ("ollama", "aliases", "estimated", "override")}
+    for t in row.get("ollama", ()):
+        if not isinstance(t, dict):
+            raise CatalogError(f"model '{row.get('id', '?')}': every [[model.ollama]] entry is a table",
+                               path=str(row.get("origin", "")))
+        check_keys(t, TAG_KEYS - {"override"}, table=f"model '{row.get('id', '?')}' ollama tag",
+                   path=str(row.get("origin") or "cardfit/data/models.toml"))
     try:
-        tags = tuple(OllamaTag(**{k: v for k, v in t.items() if k in _TAG_FIELDS}) for t in row.get("ollama", ()))
+        tags = tuple(OllamaTag(**t) for t in row.get("ollama", ()))
         spec = ModelSpec(**known, aliases=tuple(row.get("aliases", ())), ollama=tags,
                          estimated=tuple(row.get("estimated", ())))
     except TypeError as e:
@@ -142,7 +150,7 @@ def _builtin_rows() -> tuple[dict[str, Any], ...]:
 
 def load_models(user_files: tuple[str, ...] = ()) -> Registry[ModelSpec]:
     user_rows = [(str(p), r) for p in user_files for r in read_user_file(p).get("model", [])]
-    rows = merge_records(_builtin_rows(), user_rows)
+    rows = merge_records(_builtin_rows(), user_rows, table="model", allowed=KEYS, builtin_file="models.toml")
     return Registry("model", "cardfit models", [model_from_row(r) for r in rows], lambda m: m.names)
 
 

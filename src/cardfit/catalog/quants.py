@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import CatalogError, InputError, UnknownNameError
 from ..names import closest, norm
-from .loader import builtin
+from .loader import builtin, builtin_path
+from .schema import check_keys, keys_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,15 @@ class QuantCatalog:
                 40: self.type("nvfp4")}.get(ggml_type)
 
 
+QUANT_KEYS = keys_of(QuantType) - {"override"}
+# a [[mix]] row: its name, file type, default type, a note, a source, and per tensor kind a type, the
+# rule that says where it applies (`<kind>_rule`) and the type elsewhere (`<kind>_else`)
+MIX_KEYS = frozenset({"name", "ftype", "default", "other", "source",
+                      *_RULE_KEYS, *(f"{k}_rule" for k in _RULE_KEYS), *(f"{k}_else" for k in _RULE_KEYS)})
+
+
 def _type_from_row(row: dict[str, Any]) -> QuantType:
+    check_keys(row, QUANT_KEYS, table="quant", path=builtin_path("quants.toml"))
     try:
         return QuantType(**{k: (tuple(v) if k == "aliases" else v) for k, v in row.items()})
     except TypeError as e:
@@ -158,6 +167,7 @@ def _type_from_row(row: dict[str, Any]) -> QuantType:
 
 
 def _mix_from_row(row: dict[str, Any]) -> GgufMix:
+    check_keys(row, MIX_KEYS, table="mix", path=builtin_path("gguf_mixes.toml"))
     rules = []
     for key in _RULE_KEYS:
         t = row.get(key)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from .loader import builtin
+from .loader import builtin, builtin_path
+from .schema import check_keys, check_tables
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,10 +23,23 @@ class RentalRules:
         return max((f for n, f in self.discounts if count >= n), default=0.0)
 
 
+# the keys of data/rental.toml (its tables map onto RentalRules by the reader below)
+RENTAL_KEYS = frozenset({"hours_per_month", "set_sizes", "node_size", "min_term_days", "discount", "source"})
+DISCOUNT_KEYS = frozenset({"min_count", "fraction", "source"})
+VERDICT_KEYS = frozenset({"tight_single_bytes", "tight_per_card_bytes", "rule_of_thumb_low", "rule_of_thumb_high",
+                          "source"})
+
+
 @cache
 def default_rental() -> RentalRules:
     d = builtin("rental.toml")
+    path = builtin_path("rental.toml")
+    check_tables(d, ("rental", "verdict"), path=path)
     r, v = d["rental"], d["verdict"]
+    check_keys(r, RENTAL_KEYS, table="rental", path=path, record="rental")
+    check_keys(v, VERDICT_KEYS, table="verdict", path=path, record="verdict")
+    for x in r["discount"]:
+        check_keys(x, DISCOUNT_KEYS, table="rental.discount", path=path, record=str(x.get("min_count", "?")))
     return RentalRules(
         set_sizes=tuple(r["set_sizes"]), node_size=r["node_size"],
         min_term_days=r["min_term_days"],

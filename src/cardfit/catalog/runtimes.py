@@ -1,15 +1,28 @@
 """Runtime profiles (vLLM, llama.cpp, Ollama, transformers, SGLang, TGI): what each one allocates
-besides weights and KV cache, and how it chunks prefill. Numbers live in data/runtimes.toml."""
+besides weights and KV cache, and how it chunks prefill. Numbers live in data/runtimes.toml; how a family
+of runtimes turns them into memory and speed lives in runtimes/ (one adapter per family)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
-from .loader import builtin
+from .loader import builtin, builtin_path
 from .registry import Registry
+from .schema import check_keys, keys_of
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTier:
+    """SGLang's defaults by card size (server_args.py _handle_gpu_memory_settings): up to this much memory
+    (MiB, 0 = no bound) the chunked-prefill size and the largest CUDA-graph batch are these."""
+
+    max_gpu_mem_mib: int
+    chunked_prefill_size: int
+    cuda_graph_max_bs_tp_lt4: int
+    cuda_graph_max_bs_tp_ge4: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,20 +55,67 @@ class RuntimeProfile:
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     aliases: tuple[str, ...] = ()
+    # Defaults that depend on the card (vLLM V1 `vllm serve`, EngineArgs.get_batch_defaults): a "big" card has
+    # at least big_card_min_gib and a name without big_card_excludes; 0 = not applicable
+    big_card_min_gib: float = 0.0
+    big_card_excludes: str = ""
+    prefill_chunk_big_card_serve: int = 0
+    prefill_chunk_other_serve: int = 0
+    prefill_chunk_big_card_llm_class: int = 0
+    prefill_chunk_other_llm_class: int = 0
+    max_num_seqs_big_card: int = 0
+    max_num_seqs_other: int = 0
+    v0_chunked_prefill_above: int = 0  # vLLM V0 API server: chunked prefill above this max_model_len
+    n_batch: int = 0  # llama.cpp logical batch
+    n_ubatch: int = 0  # llama.cpp physical batch (the compute buffer's graph)
+    gpu_overhead_bytes: int = 0  # Ollama: OLLAMA_GPU_OVERHEAD default
+    num_parallel_default: int = 0  # Ollama: OLLAMA_NUM_PARALLEL default
+    tgi_wiggle_room: float = 0.0  # TGI: share of free memory its KV blocks take after the warmup
+    mem_fraction_static_legacy_tp1: float = 0.0  # SGLang: the fixed TP1 fraction of older releases
+    tier: tuple[MemoryTier, ...] = ()
+    # Text for the reader of data/runtimes.toml (sources and notes; cardfit does not compute with them)
     source: str = ""
     notes: str = ""
+    context_source: str = ""
+    gpu_memory_utilization_source: str = ""
+    gpu_memory_utilization_note: str = ""
+    kv_block_source: str = ""
+    prefill_chunk_source: str = ""
+    prefill_chunk_note: str = ""
+    big_card_rule: str = ""
+    non_torch_source: str = ""
+    cuda_total_shortfall_source: str = ""
+    cuda_graph_source: str = ""
+    cuda_graph_note: str = ""
+    cuda_graph_examples: tuple[str, ...] = ()
+    activation_note: str = ""
+    compute_buffer_note: str = ""
+    compute_buffer_examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    n_ctx_note: str = ""
+    default_context_note: str = ""
+    default_context_source: str = ""
+    num_parallel_note: str = ""
+    kv_cache_type_note: str = ""
+    processor_rule: str = ""
 
 
-_FIELDS = {f.name for f in fields(RuntimeProfile)}
+KEYS = keys_of(RuntimeProfile)
+TIER_KEYS = keys_of(MemoryTier) - {"override"}
+_TUPLES = ("aliases", "kv_dtype_options", "cuda_graph_examples", "compute_buffer_examples")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:
-    known = {k: (tuple(v) if k in ("aliases", "kv_dtype_options") else v) for k, v in row.items() if k in _FIELDS}
+    path = builtin_path("runtimes.toml")
+    check_keys(row, KEYS - {"override"}, table="runtime", path=path)
+    known = {k: (tuple(v) if k in _TUPLES else v) for k, v in row.items()}
     known["context_tiers"] = tuple((float(a), int(b)) for a, b in row.get("context_tiers", ()))
     try:
+        for t in row.get("tier", ()):
+            check_keys(t, TIER_KEYS, table=f"runtime '{row.get('id', '?')}' tier", path=path)
+        known["tier"] = tuple(MemoryTier(**t) for t in row.get("tier", ()))
         return RuntimeProfile(**known)
     except TypeError as e:
-        raise CatalogError(f"runtime '{row.get('id', '?')}': {e}") from e
+        raise CatalogError(f"runtime '{row.get('id', '?')}': {e}", path=path) from e
 
 
 @cache

@@ -186,13 +186,6 @@ def _settings(r: dict[str, Any]) -> dict[str, Any]:
     return dict(r.get("settings") or {})
 
 
-def _raw_runtime(rt_id: str) -> dict[str, Any]:
-    for row in builtin("runtimes.toml")["runtime"]:
-        if row["id"] == rt_id:
-            return row
-    return {}
-
-
 def _context(r: dict[str, Any], s: dict[str, Any]) -> int:
     ctx = r.get("context") or s.get("n_ctx") or s.get("max_model_len")
     if not ctx:
@@ -271,17 +264,16 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
     tp = _tp(r)
     w = _vllm_weights(m, q, tp)
     act = _vllm_activation(r, m, rt, gpu)
-    raw = _raw_runtime("vllm")
     non_torch = rt.non_torch_bytes
     graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
-    total = _cuda_total(r, gpu, raw)
+    total = _cuda_total(r, gpu)
     pool = int(total * util) - w - act - non_torch - graphs
     how = (f"{gpu.name} {total / GIB:.2f} GiB × {util} − weights {w / GIB:.2f} − act {act / GIB:.2f}"
            f" − non-torch {non_torch / GIB:.2f} − graphs {graphs / GIB:.2f} GiB")
     return pool, how
 
 
-def _cuda_total(r: dict[str, Any], gpu: Gpu, raw: dict[str, Any]) -> int:
+def _cuda_total(r: dict[str, Any], gpu: Gpu) -> int:
     """The card's memory as vLLM sees it (torch.cuda.mem_get_info total): the log's own total_gpu_memory
     when the record shows it, else nvidia-smi's memory.total less the driver's reserved memory."""
     m = re.search(r"total_gpu_memory\s*[=(]\s*([\d.]+)\s*GiB", r.get("excerpt", "")) or \
@@ -311,8 +303,9 @@ def _vllm_v0(r: dict[str, Any]) -> bool:
     return "V0" in version or _vllm_version(r) < (0, 8)
 
 
-def _big_card(gpu: Gpu | None) -> bool:
-    return gpu is not None and gpu.usable_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+def _big_card(gpu: Gpu | None, rt: RuntimeProfile) -> bool:
+    return (gpu is not None and gpu.usable_bytes >= rt.big_card_min_gib * GIB
+            and rt.big_card_excludes not in gpu.name.lower())
 
 
 def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None) -> int:
@@ -322,22 +315,20 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
     s = _settings(r)
     if s.get("max_num_batched_tokens"):
         return int(s["max_num_batched_tokens"])
-    raw = _raw_runtime("vllm")
     if _vllm_v0(r):
         ctx = int(r.get("context") or s.get("max_model_len") or 2048)
-        if ctx > int(raw.get("v0_chunked_prefill_above", 32768)):
+        if ctx > rt.v0_chunked_prefill_above:
             return 2048 if _vllm_version(r) >= (0, 7) else 512
         return max(ctx, 2048)
-    return int(raw.get("prefill_chunk_big_card_serve" if _big_card(gpu) else "prefill_chunk_other_serve",
-                       rt.prefill_chunk))
+    return (rt.prefill_chunk_big_card_serve if _big_card(gpu, rt) else rt.prefill_chunk_other_serve) \
+        or rt.prefill_chunk
 
 
 def _vllm_activation(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile, gpu: Gpu | None) -> int:
     tokens = _vllm_batched_tokens(r, rt, gpu)
-    raw = _raw_runtime("vllm")
-    big = _big_card(gpu) and not _vllm_v0(r)
-    seqs = int(_settings(r).get("max_num_seqs") or raw.get("max_num_seqs_big_card" if big else "max_num_seqs_other",
-                                                            rt.max_num_seqs))
+    big = _big_card(gpu, rt) and not _vllm_v0(r)
+    seqs = int(_settings(r).get("max_num_seqs")
+               or (rt.max_num_seqs_big_card if big else rt.max_num_seqs_other) or rt.max_num_seqs)
     return activations.vllm_profile_bytes(m, tokens, seqs, _tp(r))
 
 
@@ -385,7 +376,7 @@ def _activation(r: dict[str, Any]) -> tuple[float, str]:
 def _overhead(r: dict[str, Any]) -> tuple[float, str]:
     rt = _runtime(r)
     if rt.activation_model == "vllm":
-        nt = int(_raw_runtime("vllm").get("non_torch_bytes", 0))
+        nt = rt.non_torch_bytes
         if not nt:
             raise Skip("runtime profile has no non_torch_bytes")
         return nt, "vLLM non-torch memory (profile)"
