@@ -334,7 +334,7 @@ def test_gguf_sharded(tmp_path):
 @pytest.mark.parametrize("mutate, problem", [
     (lambda b: b"GGUF" + (7).to_bytes(4, "little") + b[8:], "version 7"),
     (lambda b: b"GGML" + b[4:], "wrong magic"),
-    (lambda b: b[:8] + (2**40).to_bytes(8, "little") + b[16:], "over the limits"),
+    (lambda b: b[:8] + (2**40).to_bytes(8, "little") + b[16:], "tensors, over the 65,536 limit"),
     (lambda b: b[:200], "truncated"),
 ])
 def test_gguf_bad(tmp_path, mutate, problem):

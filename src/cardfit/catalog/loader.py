@@ -26,41 +26,84 @@ def builtin_path(name: str) -> str:
     return f"cardfit/data/{name}"
 
 
+CACHE_FORMAT = 1
+# A record is the catalog's JSON form: a few times its TOML at most (every built-in is < 100 KB as TOML).
+CACHE_SIZE_FACTOR = 8
+CACHE_SIZE_FLOOR = 1 << 20
+
+
 def _cache_dir() -> Path | None:
+    """$XDG_CACHE_HOME/cardfit when XDG_CACHE_HOME is absolute, else ~/.cache/cardfit when the home exists.
+    XDG Base Directory spec (https://specifications.freedesktop.org/basedir-spec/latest/): "All paths set in
+    these environment variables must be absolute. If an implementation encounters a relative path in any of
+    these variables it should consider the path invalid and ignore it." A missing home is never created."""
     if os.environ.get("CARDFIT_NO_CACHE"):
         return None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cardfit"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "cardfit"
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home) or not os.path.isdir(home):
+        return None
+    return Path(home) / ".cache" / "cardfit"
 
 
 @cache
 def builtin(name: str) -> dict[str, Any]:
     """Parse `cardfit/data/<name>` once per process. TOML parsing is pure Python and slow at start-up, so
-    the parsed form is kept as JSON in the user's cache, keyed by a hash of the file's bytes (a changed
-    file never reads a stale copy; an unwritable cache just means parsing every time)."""
+    the parsed form is kept as JSON in the user's cache. A record is trusted only when it checks out (see
+    _read_cache); anything else is parsed again and rewritten (an unwritable cache just means parsing every
+    time)."""
     raw = resources.files("cardfit.data").joinpath(name).read_bytes()
+    source_sha = hashlib.sha256(raw).hexdigest()
     cache_dir = _cache_dir()
-    cached = cache_dir / f"{name}.{hashlib.sha256(raw).hexdigest()[:20]}.json" if cache_dir else None
+    cached = cache_dir / f"{name}.{source_sha[:20]}.json" if cache_dir else None
     if cached is not None:
-        try:
-            return json.loads(cached.read_bytes())
-        except (OSError, ValueError):
-            pass
+        data = _read_cache(cached, name, source_sha, CACHE_SIZE_FLOOR + CACHE_SIZE_FACTOR * len(raw))
+        if data is not None:
+            return data
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:  # a broken built-in is a packaging bug
         raise CatalogError(f"built-in catalog is malformed: {e}", path=name) from e
     if cached is not None:
-        _write_cache(cached, data)
+        _write_cache(cached, name, source_sha, data)
     return data
 
 
-def _write_cache(path: Path, data: dict[str, Any]) -> None:
+def _read_cache(path: Path, name: str, source_sha: str, limit: int) -> dict[str, Any] | None:
+    """The cached catalog, or None when the record is missing or wrong in any way: not a regular file (a FIFO
+    would hang, /dev/zero never ends), over `limit` bytes, not the record schema, made from other source bytes,
+    or data whose hash does not match (truncated, edited)."""
+    from ..errors import CardfitError
+    from ..readers.source import read_regular
+
+    try:
+        record = json.loads(read_regular(str(path), limit, "catalog cache"))
+    except (CardfitError, ValueError, RecursionError):
+        return None
+    if not (isinstance(record, dict) and record.get("format") == CACHE_FORMAT and record.get("source") == name
+            and record.get("source_sha256") == source_sha and isinstance(record.get("data"), str)
+            and isinstance(record.get("data_sha256"), str)):
+        return None
+    text = record["data"]
+    if hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() != record["data_sha256"]:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_cache(path: Path, name: str, source_sha: str, data: dict[str, Any]) -> None:
     try:
         text = json.dumps(data)  # TOML dates are not JSON: such a file is simply not cached
-        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"format": CACHE_FORMAT, "source": name, "source_sha256": source_sha,
+                  "data_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), "data": text}
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the XDG spec's mode for new folders
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(json.dumps(record), encoding="utf-8")
         tmp.replace(path)
     except (OSError, TypeError, ValueError):
         pass
@@ -68,14 +111,14 @@ def _write_cache(path: Path, data: dict[str, Any]) -> None:
 
 def read_user_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse a user catalog file (TOML or JSON); every failure is a one-line CatalogError."""
+    from ..errors import FileFormatError
+    from ..readers.source import read_regular
+
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_USER_FILE_BYTES:
-            raise CatalogError(f"file is {size:,} bytes; catalog files are capped at {MAX_USER_FILE_BYTES:,}", path=str(p))
-        raw = p.read_bytes()
-    except OSError as e:
-        raise CatalogError(f"cannot read catalog file: {e.strerror or e}", path=str(p)) from e
+        raw = read_regular(str(p), MAX_USER_FILE_BYTES, "catalog file")
+    except FileFormatError as e:
+        raise CatalogError(e.problem, path=str(p)) from None
     try:
         text = raw.decode("utf-8")
         if p.suffix.lower() == ".json":

@@ -11,11 +11,9 @@ from typing import Any
 
 from ..catalog.models import TensorInfo
 from ..errors import FileFormatError
-from .source import MAX_DIM, MAX_DIMS, MAX_GGUF_HEADER, MAX_TENSORS, Source, shown
+from . import source
+from .source import GGUF_MAX_DIMS, GGUF_MAX_NAME, MAX_DIM, Source, shown
 
-MAX_KV = 100_000
-MAX_ARRAY = 50_000_000
-MAX_STRING = 16 * 2**20
 _HINT = "the file is damaged, truncated or not a GGUF file; download it again"
 SHARD_RE = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 # scalar value types (gguf.GGUFValueType): format for struct
@@ -33,12 +31,12 @@ class GgufHeader:
 
 class _Cursor:
     def __init__(self, src: Source, chunk: int = 1 << 20) -> None:
-        self.src, self.pos, self.buf, self.chunk = src, 0, b"", chunk
+        self.src, self.pos, self.buf, self.chunk = src, 0, bytearray(), chunk
 
     def take(self, n: int) -> bytes:
         end = self.pos + n
         self.ensure(end)
-        out = self.buf[self.pos:end]
+        out = bytes(self.buf[self.pos:end])
         self.pos = end
         return out
 
@@ -46,8 +44,8 @@ class _Cursor:
         """Fetch until the buffer holds bytes [0, end)."""
         if end <= len(self.buf):
             return
-        if end > MAX_GGUF_HEADER:
-            raise FileFormatError(self.src.name, f"GGUF header is over {MAX_GGUF_HEADER:,} bytes",
+        if end > source.MAX_GGUF_HEADER:
+            raise FileFormatError(self.src.name, f"GGUF header is over {source.MAX_GGUF_HEADER:,} bytes",
                                   hint=_HINT)
         while end > len(self.buf):
             want = max(self.chunk, end - len(self.buf))
@@ -63,8 +61,9 @@ class _Cursor:
 
     def string(self) -> str:
         n = self.unpack("<Q")
-        if n > MAX_STRING:
-            raise FileFormatError(self.src.name, f"GGUF string of {n:,} bytes is over the limit", hint=_HINT)
+        if n > source.MAX_GGUF_STRING:
+            raise FileFormatError(self.src.name, f"GGUF string of {n:,} bytes is over the "
+                                  f"{source.MAX_GGUF_STRING:,}-byte limit", hint=_HINT)
         raw = self.take(n)
         try:
             return raw.decode("utf-8")
@@ -73,13 +72,14 @@ class _Cursor:
 
     def skip_strings(self, count: int) -> None:
         """Walk past `count` length-prefixed strings (a vocabulary) without copying them."""
-        unpack, pos = struct.unpack_from, self.pos
+        unpack, pos, most = struct.unpack_from, self.pos, source.MAX_GGUF_STRING
         for _ in range(count):
             if pos + 8 > len(self.buf):
                 self.ensure(pos + 8)
             (n,) = unpack("<Q", self.buf, pos)
-            if n > MAX_STRING:
-                raise FileFormatError(self.src.name, "GGUF string is over the limit", hint=_HINT)
+            if n > most:
+                raise FileFormatError(self.src.name, f"GGUF string of {n:,} bytes is over the {most:,}-byte limit",
+                                      hint=_HINT)
             pos += 8 + n
             if pos > len(self.buf):
                 self.ensure(pos)
@@ -93,8 +93,9 @@ def _value(c: _Cursor, vtype: int, depth: int = 0) -> Any:
         return c.string()
     if vtype == _ARRAY and depth < 2:
         etype, count = c.unpack("<I"), c.unpack("<Q")
-        if count > MAX_ARRAY:
-            raise FileFormatError(c.src.name, f"GGUF array of {count:,} items is over the limit", hint=_HINT)
+        if count > source.MAX_GGUF_ARRAY:
+            raise FileFormatError(c.src.name, f"GGUF array of {count:,} items is over the "
+                                  f"{source.MAX_GGUF_ARRAY:,}-item limit", hint=_HINT)
         if etype == _STRING:
             c.skip_strings(count)
             return _StringArray(count)
@@ -125,19 +126,32 @@ def parse(src: Source) -> GgufHeader:
         raise FileFormatError(src.name, f"GGUF version {version} is not supported (2 or 3)",
                               hint="convert it with a current llama.cpp")
     n_tensors, n_kv = c.unpack("<Q"), c.unpack("<Q")
-    if n_tensors > MAX_TENSORS or n_kv > MAX_KV:
-        raise FileFormatError(src.name, f"GGUF claims {n_tensors:,} tensors and {n_kv:,} metadata keys, over "
-                              "the limits", hint=_HINT)
+    if n_tensors > source.MAX_GGUF_TENSORS:
+        raise FileFormatError(src.name, f"GGUF claims {n_tensors:,} tensors, over the {source.MAX_GGUF_TENSORS:,} "
+                              "limit", hint=_HINT)
+    if n_kv > source.MAX_GGUF_KV:
+        raise FileFormatError(src.name, f"GGUF claims {n_kv:,} metadata keys, over the {source.MAX_GGUF_KV:,} "
+                              "limit", hint=_HINT)
     meta: dict[str, Any] = {}
     for _ in range(n_kv):
         key = c.string()
+        if key in meta:  # llama.cpp gguf.cpp (gguf_init_from_reader) rejects duplicate keys
+            raise FileFormatError(src.name, f"GGUF metadata key '{shown(key)}' appears twice", hint=_HINT)
         meta[key] = _value(c, c.unpack("<I"))
-    tensors, types, data_end = [], [], 0
+    tensors, types, data_end, seen = [], [], 0, set()
     for _ in range(n_tensors):
         tname = c.string()
+        if len(tname.encode()) >= GGUF_MAX_NAME:
+            raise FileFormatError(src.name, f"tensor name '{shown(tname)}' is over ggml's {GGUF_MAX_NAME - 1}-byte "
+                                  "limit", hint=_HINT)
+        if tname in seen:  # llama.cpp gguf.cpp: "make sure there are no duplicate tensor names"
+            raise FileFormatError(src.name, f"tensor '{shown(tname)}' appears twice (llama.cpp refuses such files)",
+                                  hint=_HINT)
+        seen.add(tname)
         nd = c.unpack("<I")
-        if nd > MAX_DIMS:
-            raise FileFormatError(src.name, f"tensor '{shown(tname)}' has {nd} dimensions", hint=_HINT)
+        if nd > GGUF_MAX_DIMS:
+            raise FileFormatError(src.name, f"tensor '{shown(tname)}' has {nd} dimensions, over ggml's "
+                                  f"{GGUF_MAX_DIMS}", hint=_HINT)
         dims = [c.unpack("<Q") for _ in range(nd)]
         ttype = c.unpack("<I")
         offset = c.unpack("<Q")  # data offset: never followed, only checked against the file's size

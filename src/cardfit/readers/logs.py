@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import fmean
 
 from ..errors import FileFormatError
@@ -176,13 +175,7 @@ def parse_log(text: str, path: str = "<log>") -> Measurement:
 
 
 def read_log(path: str) -> Measurement:
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise FileFormatError(str(p), f"log is {size:,} bytes; cut it to the part with the throughput lines "
-                                  f"(at most {MAX_LOG_BYTES:,})")
-        raw = p.read_bytes()
-    except OSError as e:
-        raise FileFormatError(str(p), f"cannot read the log: {e.strerror or e}") from e
-    return parse_log(raw.decode("utf-8", errors="replace"), str(p))
+    from .readers.source import read_regular
+
+    raw = read_regular(path, MAX_LOG_BYTES, "the log")
+    return parse_log(raw.decode("utf-8", errors="replace"), path)

@@ -13,8 +13,9 @@ from ..core.tensors import active_shape_params, has_shapes, shape_params
 from ..errors import FileFormatError
 from . import gguf as gguf_reader
 from . import safetensors as st
+from . import source as _source
 from .config import Fields, fields_from_config, spec_from_fields
-from .source import MAX_SHARDS, LocalFile, Source, read_json_file
+from .source import MAX_SHARDS, LocalFile, Source, read_json_file, shown
 
 _AUX = ("_scale", "_scale_inv", "scales", "_zero", "zeros", "qzeros", "g_idx", "absmax", "quant_map",
         "quant_state", "nested_absmax", "nested_quant_map", "_blocks_scale", "input_scale", "weight_shape")
@@ -143,11 +144,26 @@ def build(f: Fields, tensors: list[TensorInfo] | None, *, name: str, source: str
 
 # ---- GGUF ---------------------------------------------------------------------------------------
 
+def _add_tensors(tensors: list[TensorInfo], more: list[TensorInfo], where: str, seen: set[str]) -> None:
+    """All shards' tensors: a name twice is an error (llama-model-loader.cpp: "tensor '%s' is duplicated"),
+    and the model as a whole stays under the tensor cap."""
+    if len(tensors) + len(more) > _source.MAX_TENSORS:
+        raise FileFormatError(where, f"the shards hold over {_source.MAX_TENSORS:,} tensors",
+                              hint="is this one model?")
+    for t in more:
+        if t.name in seen:
+            raise FileFormatError(where, f"tensor '{shown(t.name)}' appears in two shards",
+                                  hint="the folder mixes two models or two downloads")
+        seen.add(t.name)
+    tensors += more
+
+
 def gguf_spec(sources: list[Source], *, name: str, source: str, origin: str) -> ModelSpec:
     head = gguf_reader.parse(sources[0])
     tensors = list(head.tensors)
+    seen = {t.name for t in tensors}
     for s in sources[1:]:
-        tensors += gguf_reader.parse(s).tensors
+        _add_tensors(tensors, gguf_reader.parse(s).tensors, s.name, seen)
     f = gguf_reader.fields_from_gguf(head, sources[0].name)
     if tensors:
         f.set("tied_embeddings", not any(t.name == "output.weight" for t in tensors), "GGUF tensors")
@@ -167,8 +183,9 @@ def read_gguf(path: str, origin: str = "file", name: str = "") -> ModelSpec:
 
 def safetensors_tensors(files: list[str], read: Callable[[str], tuple[list[TensorInfo], Any]]) -> list[TensorInfo]:
     tensors: list[TensorInfo] = []
+    seen: set[str] = set()
     for p in files:
-        tensors += read(p)[0]
+        _add_tensors(tensors, read(p)[0], p, seen)
     return tensors
 
 
@@ -192,7 +209,7 @@ def read_folder(folder: str, origin: str = "file", name: str = "") -> ModelSpec:
     if not os.path.isfile(cfg_path) and not shards:
         raise FileFormatError(folder, "no config.json, .safetensors or .gguf file here", hint=NO_MODEL_HINT)
     index = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.isfile(index):
+    if os.path.lexists(index):  # read (and checked to be a regular file) when present at all
         shards = st.shard_names(read_json_file(index, "safetensors index"), index)
     if len(shards) > MAX_SHARDS:
         raise FileFormatError(folder, f"{len(shards):,} safetensors files is over the limit", hint=NO_MODEL_HINT)

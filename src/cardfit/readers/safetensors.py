@@ -10,12 +10,12 @@ from typing import Any
 
 from ..catalog.models import TensorInfo
 from ..errors import FileFormatError
+from . import source
 from .source import (
     MAX_DIM,
     MAX_DIMS,
     MAX_SAFETENSORS_HEADER,
     MAX_SHARDS,
-    MAX_TENSORS,
     LocalFile,
     Source,
     parse_json,
@@ -70,14 +70,17 @@ def _tensor(key: str, v: Any, name: str) -> tuple[TensorInfo, int, int]:
 
 def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[TensorInfo], dict[str, str]]:
     """Tensors and __metadata__ from the JSON header bytes; data_size = file size - 8 - header length."""
+    claimed = header.count(b'"data_offsets"')  # every tensor has one: counted before parsing, in C
+    if claimed > source.MAX_TENSORS:
+        raise FileFormatError(name, f"{claimed:,} tensors is over the {source.MAX_TENSORS:,} limit", hint=_HINT)
     obj = parse_json(header, name, "safetensors header")
     if not isinstance(obj, dict):
         raise FileFormatError(name, "safetensors header is not a JSON object", hint=_HINT)
     meta = obj.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise FileFormatError(name, "safetensors __metadata__ must map strings to strings", hint=_HINT)
-    if len(obj) > MAX_TENSORS:
-        raise FileFormatError(name, f"{len(obj):,} tensors is over the {MAX_TENSORS:,} limit", hint=_HINT)
+    if len(obj) > source.MAX_TENSORS:
+        raise FileFormatError(name, f"{len(obj):,} tensors is over the {source.MAX_TENSORS:,} limit", hint=_HINT)
     spans = []
     tensors = []
     for key, v in obj.items():

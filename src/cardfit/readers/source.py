@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any, Protocol
 
 from ..errors import FileFormatError
@@ -12,11 +13,26 @@ from ..errors import FileFormatError
 MAX_JSON_BYTES = 16 * 2**20  # config.json, index files, Ollama manifests: real ones are < 1 MB
 MAX_JSON_DEPTH = 64
 MAX_SAFETENSORS_HEADER = 100 * 2**20  # the safetensors library's own limit (100 MB)
-MAX_GGUF_HEADER = 256 * 2**20  # metadata + tensor infos; a 256k-token vocabulary is ~10 MB
-MAX_TENSORS = 1_000_000
+# Tensors in one model (all shards together). The most in a real checkpoint: Kimi K2 (moonshotai/Kimi-K2-
+# Instruct, config.json: 61 layers, the first dense, 384 routed experts, block-FP8 with a weight_scale_inv
+# per projection) holds 60 x 384 x 3 x 2 = 138,240 expert tensors alone; twice that is the cap.
+MAX_TENSORS = 2**18
+# GGUF files store a layer's experts as one tensor (ffn_*_exps), so they hold far fewer: Llama 3.1 405B
+# has 126 blocks x 9 + 3 = 1,137. The cap leaves room for old GGUFs with one tensor per expert.
+MAX_GGUF_TENSORS = 2**16
+MAX_GGUF_KV = 4096  # metadata keys: real files carry 20-60 (general.*, {arch}.*, tokenizer.*)
+# The longest GGUF arrays are tokenizer vocabularies: Gemma 3's 262,144 tokens, Llama 3's 280,147 merges.
+MAX_GGUF_ARRAY = 2**20
+MAX_GGUF_STRING = 2**20  # the longest strings are chat templates, a few KB (Llama 3.1's: about 4 KB)
+# ggml.h GGML_MAX_NAME = 64 including the NUL; gguf.cpp (gguf_init_from_reader) rejects longer names
+GGUF_MAX_NAME = 64
+GGUF_MAX_DIMS = 4  # ggml.h GGML_MAX_DIMS; gguf.cpp rejects a tensor with more dimensions
+# metadata + tensor infos: Gemma 3's 262,144-token vocabulary with its scores and types is about 6 MB
+MAX_GGUF_HEADER = 64 * 2**20
 MAX_DIMS = 8
 MAX_DIM = 2**40
 MAX_SHARDS = 4096
+NOT_REGULAR_HINT = "point at the model file itself, not a pipe, device or socket"
 
 
 class Source(Protocol):
@@ -28,21 +44,74 @@ class Source(Protocol):
     def read(self, offset: int, n: int) -> bytes: ...
 
 
+def _open_regular(path: str, what: str = "") -> tuple[int, int]:
+    """(fd, size) of a regular file, or FileFormatError. The one check every reader goes through: opened
+    without blocking (a FIFO would wait for a writer) and tested on the open descriptor (no race with a
+    path swapped after a stat), so a pipe, /dev/zero or a socket is refused before a byte is read."""
+    cannot = f"cannot read {what}" if what else "cannot read"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as e:
+        raise FileFormatError(path, f"{cannot} ({e.strerror or e})", hint="check the path") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise FileFormatError(path, f"{cannot} ({e.strerror or e})", hint="check the path") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise FileFormatError(path, "is not a regular file", hint=NOT_REGULAR_HINT)
+    return fd, st.st_size
+
+
+def _read_fd(fd: int, offset: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        want = min(n - got, 1 << 24)
+        if hasattr(os, "pread"):
+            part = os.pread(fd, want, offset + got)
+        else:  # Windows
+            os.lseek(fd, offset + got, os.SEEK_SET)
+            part = os.read(fd, want)
+        if not part:
+            break
+        chunks.append(part)
+        got += len(part)
+    return b"".join(chunks)
+
+
+def regular_size(path: str) -> int:
+    fd, size = _open_regular(path)
+    os.close(fd)
+    return size
+
+
+def read_regular(path: str, limit: int, what: str = "file", offset: int = 0, n: int | None = None) -> bytes:
+    """Bytes of a regular file: all of it (at most `limit`, else FileFormatError), or `n` from `offset`."""
+    fd, size = _open_regular(path, what if n is None else "")
+    try:
+        if n is None:
+            if size > limit:
+                raise FileFormatError(path, f"{what} is {size:,} bytes, over the {limit:,}-byte limit",
+                                      hint="is this the right file?")
+            data = _read_fd(fd, 0, limit + 1)
+            if len(data) > limit:  # grew while read
+                raise FileFormatError(path, f"{what} is over the {limit:,}-byte limit", hint="is this the right file?")
+            return data
+        return _read_fd(fd, offset, min(n, limit))
+    except OSError as e:
+        raise FileFormatError(path, f"cannot read ({e.strerror or e})", hint="check the path") from None
+    finally:
+        os.close(fd)
+
+
 class LocalFile:
     def __init__(self, path: str) -> None:
         self.name = path
-        try:
-            self.size: int | None = os.path.getsize(path)
-        except OSError as e:
-            raise FileFormatError(path, f"cannot read ({e.strerror or e})", hint="check the path") from None
+        self.size: int | None = regular_size(path)
 
     def read(self, offset: int, n: int) -> bytes:
-        try:
-            with open(self.name, "rb") as f:
-                f.seek(offset)
-                return f.read(n)
-        except OSError as e:
-            raise FileFormatError(self.name, f"cannot read ({e.strerror or e})", hint="check the path") from None
+        return read_regular(self.name, n, offset=offset, n=n)
 
 
 def _depth_ok(obj: Any, limit: int) -> bool:
@@ -83,11 +152,7 @@ def _no_constant(c: str) -> Any:
 
 
 def read_json_file(path: str, what: str = "JSON") -> Any:
-    src = LocalFile(path)
-    if src.size is not None and src.size > MAX_JSON_BYTES:
-        raise FileFormatError(path, f"{what} is {src.size:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit",
-                              hint="is this the right file?")
-    return parse_json(src.read(0, min(src.size or 0, MAX_JSON_BYTES)), path, what)
+    return parse_json(read_regular(path, MAX_JSON_BYTES, what), path, what)
 
 
 def shown(s: object, limit: int = 80) -> str:

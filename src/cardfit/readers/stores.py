@@ -37,12 +37,14 @@ def hf_snapshot(repo_id: str) -> str | None:
     snaps = os.path.join(root, "snapshots")
     if not os.path.isdir(snaps):
         return None
+    from ..errors import FileFormatError as _Unreadable
+    from .source import read_regular
+
     try:
-        with open(os.path.join(root, "refs", "main"), encoding="utf-8") as f:
-            rev = f.read(100).strip()
+        rev = read_regular(os.path.join(root, "refs", "main"), 100, n=100).decode("utf-8", "replace").strip()
         if re.fullmatch(r"[0-9a-f]{40}", rev) and os.path.isdir(os.path.join(snaps, rev)):
             return os.path.join(snaps, rev)
-    except OSError:
+    except _Unreadable:
         pass
     try:
         revs = [os.path.join(snaps, r) for r in os.listdir(snaps)]

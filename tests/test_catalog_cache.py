@@ -1,0 +1,136 @@
+"""The parsed-catalog cache under $XDG_CACHE_HOME/cardfit: a record is used only when it is a regular file
+of bounded size whose schema, source hash and content hash check out; anything else is rebuilt. The cache
+never creates a missing home and ignores a relative XDG_CACHE_HOME (XDG Base Directory spec:
+https://specifications.freedesktop.org/basedir-spec/latest/ "a relative path ... should consider the path
+invalid and ignore it")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cardfit.catalog import loader
+
+NAME = "rental.toml"  # the smallest built-in catalog
+
+
+class Hung(BaseException):
+    pass
+
+
+def _fresh(monkeypatch, cache_home: Path | str | None, home: Path | str | None = None) -> dict:
+    monkeypatch.delenv("CARDFIT_NO_CACHE", raising=False)
+    if cache_home is None:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
+    if home is not None:
+        monkeypatch.setenv("HOME", str(home))
+    return loader.builtin.__wrapped__(NAME)
+
+
+def _cache_file(root: Path) -> Path:
+    files = list((root / "cardfit").glob(f"{NAME}.*.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def _timed(fn, seconds: float = 2.0):
+    def expired(signum, frame):  # noqa: ARG001
+        raise Hung(f"took longer than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        assert time.perf_counter() - start < seconds
+
+
+@pytest.fixture()
+def good(monkeypatch, tmp_path) -> dict:
+    monkeypatch.setenv("CARDFIT_NO_CACHE", "1")
+    return loader.builtin.__wrapped__(NAME)
+
+
+def _corrupt_then_read(monkeypatch, tmp_path, good, write) -> Path:
+    assert _fresh(monkeypatch, tmp_path) == good  # writes the record
+    path = _cache_file(tmp_path)
+    write(path)
+    assert _timed(lambda: _fresh(monkeypatch, tmp_path)) == good
+    return path
+
+
+CORRUPTIONS = {
+    "empty object": lambda p: p.write_text("{}"),
+    "empty file": lambda p: p.write_bytes(b""),
+    "a list": lambda p: p.write_text("[1, 2]"),
+    "not JSON": lambda p: p.write_bytes(b"\xff\xfe garbage"),
+    "other data, same schema": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "data": "{}"})),
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
+    "another source": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "source_sha256": "0" * 64})),
+    "huge": lambda p: p.write_bytes(b" " * (64 * 2**20)),
+}
+
+
+@pytest.mark.parametrize("write", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
+def test_bad_record_is_rebuilt(monkeypatch, tmp_path, good, write):
+    path = _corrupt_then_read(monkeypatch, tmp_path, good, write)
+    record = json.loads(path.read_text())  # rebuilt: a valid record again
+    assert record["source_sha256"] and json.loads(record["data"]) == good
+
+
+def test_fifo_in_the_cache_does_not_hang(monkeypatch, tmp_path, good):
+    def fifo(p: Path) -> None:
+        p.unlink()
+        os.mkfifo(p)
+
+    path = _corrupt_then_read(monkeypatch, tmp_path, good, fifo)
+    assert path.is_file()
+
+
+def test_link_to_dev_zero_is_not_read(monkeypatch, tmp_path, good):
+    def zero(p: Path) -> None:
+        p.unlink()
+        p.symlink_to("/dev/zero")
+
+    _corrupt_then_read(monkeypatch, tmp_path, good, zero)
+
+
+def test_missing_home_is_not_created(monkeypatch, tmp_path, good):
+    home = tmp_path / "no-such-home"
+    assert _fresh(monkeypatch, None, home=home) == good
+    assert not home.exists()
+
+
+def test_existing_home_gets_the_cache(monkeypatch, tmp_path, good):
+    assert _fresh(monkeypatch, None, home=tmp_path) == good
+    assert _cache_file(tmp_path / ".cache")
+
+
+def test_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path, good):
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    assert _fresh(monkeypatch, "relative-cache", home=home) == good
+    assert not (tmp_path / "relative-cache").exists()
+    assert _cache_file(home / ".cache")
+
+
+def test_cli_survives_a_broken_cache(run_cli, tmp_path):
+    """`{}` in every cache file used to break every command until the user deleted it."""
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    assert run_cli("gpus", "--json", env=env)[0] == 0
+    for p in (tmp_path / "cardfit").glob("*.json"):
+        p.write_text("{}")
+    code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--json", env=env)
+    assert code == 0, err
+    assert json.loads(out)["gpus"][0]["verdict"]
