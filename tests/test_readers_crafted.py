@@ -125,7 +125,7 @@ def test_one_regular_file_check_for_every_reader(tmp_path):
 
 
 def test_log_fifo_is_refused(tmp_path):
-    from cardfit.logs import read_log
+    from cardfit.readers.logs import read_log
 
     os.mkfifo(tmp_path / "vllm.log")
     with within(2), pytest.raises(CardfitError, match="not a regular file"):

@@ -175,7 +175,7 @@ def parse_log(text: str, path: str = "<log>") -> Measurement:
 
 
 def read_log(path: str) -> Measurement:
-    from .readers.source import read_regular
+    from .source import read_regular
 
     raw = read_regular(path, MAX_LOG_BYTES, "the log")
     return parse_log(raw.decode("utf-8", errors="replace"), path)
