@@ -131,6 +131,7 @@ class RuntimeInput(Input):
 class ModelInput(Input):
     """How to name a model: a catalog name or path, or a bare shape."""
 
+    POSITIONAL: typing.ClassVar[str] = "model"  # given as the command's MODEL argument, not as --model
     model: str | None = opt(None, "catalog name (llama3.1:8b, meta-llama/Llama-3.1-8B), a config.json, model "
                             "folder, .gguf or .safetensors path; or give the shape with --params …",
                             max_length=4096)
@@ -258,12 +259,13 @@ def _value(f: FieldInfo, v: Any) -> Any:
         if not isinstance(v, (list, tuple)):
             raise _Bad("must be a valid tuple", raw)
         out = []
-        for i, item in enumerate(v):
+        for item in v:
             try:
                 out.append(_scalar(f.item, item))
-            except _Bad as e:
-                e.loc = f"{f.name}.{i}"
-                raise
+            except _Bad:
+                what = "whole numbers" if f.item == "int" else "numbers" if f.item == "float" else "values"
+                sep = ", separated by commas (e.g. 1,8,64)" if lim.split else ""
+                raise _Bad(f"takes {what}{sep}", item, f.name) from None
         if lim.item_ge is not None and any(x < lim.item_ge for x in out):
             raise _Bad(f"every value must be at least {lim.item_ge}", raw)
         if lim.max_length is not None and len(out) > lim.max_length:
@@ -284,11 +286,18 @@ def _value(f: FieldInfo, v: Any) -> Any:
     return v
 
 
+def shown_name(model: type, key: str) -> str:
+    """How the user gave a field: the positional argument in capitals (MODEL), any other as its --flag."""
+    if key == getattr(model, "POSITIONAL", None):
+        return key.upper()
+    return "--" + key.replace("_", "-")
+
+
 def parse(model: type, values: dict[str, Any]) -> Any:
     """Validate raw values; the first problem becomes one InputError line naming the field."""
     for key, value in values.items():
         if isinstance(value, str) and not value.strip():
-            raise InputError(f"--{key.replace('_', '-')} is empty", field=key,
+            raise InputError(f"{shown_name(model, key)} is empty", field=key,
                              hint="give a value or leave it out")
     given = {k: v for k, v in values.items() if v is not None and v != ()}
     known = describe(model)
@@ -310,5 +319,5 @@ def parse(model: type, values: dict[str, Any]) -> Any:
                 raise _Bad("Extra inputs are not permitted", v, key)
     except _Bad as e:
         shown = f" (got {e.value!r})" if not isinstance(e.value, dict) else ""
-        raise InputError(f"--{e.loc.replace('_', '-')} {e.msg}{shown}", field=e.loc) from None
+        raise InputError(f"{shown_name(model, e.loc)} {e.msg}{shown}", field=e.loc) from None
     return model(**out)

@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 
 from ..catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
-from ..errors import InputError
+from ..catalog.registry import Registry
+from ..errors import InputError, UnknownNameError
 from .inputs import ModelInput
 
 # Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16
@@ -32,6 +33,10 @@ class Resolved:
 
 def _shape(inp: ModelInput) -> ModelSpec:
     missing = [f"--{n.replace('_', '-')}" for n in ("params", "layers", "kv_heads", "head_dim") if getattr(inp, n) is None]
+    if len(missing) == 4:
+        raise InputError("give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face id, a "
+                         "config.json, folder, .gguf or .safetensors path) or a shape (--params, --layers, "
+                         "--kv-heads, --head-dim)", field="model", hint="`cardfit models` lists the built-in ones")
     if missing:
         raise InputError(f"a bare shape needs {', '.join(missing)} as well", field="params",
                          hint="or name a catalog model (`cardfit models`)")
@@ -70,11 +75,11 @@ def resolve(inp: ModelInput) -> Resolved:
     given = [f"--{n.replace('_', '-')}" for n in ("params", "active_params", "layers", "kv_heads", "head_dim",
                                                     "hidden", "vocab") if getattr(inp, n) is not None]
     if given:
-        raise InputError(f"{', '.join(given)} describe a bare shape; with a model name they would be ignored",
+        raise InputError(f"{', '.join(given)} describe a bare shape; with a MODEL they would be ignored",
                          field=given[0][2:].replace("-", "_"), hint="give the model or the shape, not both")
     name = inp.model.strip()
     if not name:
-        raise InputError("model name is empty", field="model", hint="`cardfit models` lists them")
+        raise InputError("MODEL is empty", field="model", hint="`cardfit models` lists them")
     models = load_models(tuple(inp.catalog)) if inp.catalog else default_models()
     if _looks_like_path(name) or os.path.exists(name):
         from ..readers import read_model_path  # file formats stay out of the core
@@ -98,15 +103,31 @@ def resolve(inp: ModelInput) -> Resolved:
         base = m["base"] if m else name[:-7] if name.lower().endswith(":latest") else ""
         found = models.find(base) if base else None
         if found is None:
-            found = models.get(name)  # raises with suggestions
+            found = _get_or_hint(models, name)
     return _from_catalog(found, name, m["base"] if m else name, m["q"] if m else "")
 
 
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, as on huggingface.co
+
+
+def _get_or_hint(models: Registry[ModelSpec], name: str) -> ModelSpec:
+    """The catalog record, or an error with suggestions; an unknown org/name id is pointed at --hub."""
+    try:
+        return models.get(name)
+    except UnknownNameError as e:
+        if _HF_ID.match(name):
+            e.hint = "add --hub to read it from the Hugging Face Hub; `cardfit models` lists the built-in ones"
+        raise
+
+
 def is_ollama_name(model: ModelSpec, name: str) -> bool:
-    """Ollama tags have a colon ('qwen3:8b', 'llama3.1:latest'); a bare library name ('qwen3', 'llama3.1')
-    is Ollama's ':latest' of that model."""
+    """Ollama tags have a colon ('qwen3:8b', 'llama3.1:latest'); a bare library name ('qwen3', 'llama3.2') is
+    Ollama's ':latest' of the model whose Ollama tags (or tag-shaped aliases, 'llama3.2:3b') carry it."""
     key = name.strip().lower()
-    return ":" in key or any(t.tag.lower().split(":")[0] == key for t in model.ollama)
+    if ":" in key:
+        return True
+    tags = [t.tag for t in model.ollama] + [a for a in model.aliases if ":" in a]
+    return any(t.lower().split(":")[0] == key for t in tags)
 
 
 def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str) -> Resolved:

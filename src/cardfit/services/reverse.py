@@ -8,6 +8,7 @@ from typing import Any
 
 from ..catalog.gpus import default_gpus
 from ..catalog.models import default_models
+from ..catalog.quants import default_quants
 from ..core.fit import budget_per_card, kv_copies, need_on
 from ..errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
@@ -81,10 +82,29 @@ def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None
 
     mem = memory_for(replace(ctx, sequences=1), 1)
     fixed = need_on(mem, count) - mem.kv_cache_bytes  # the cache itself aside
+    offload = _offload_line(ctx)
     raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x {gpu.name}: "
                      f"weights and workspace need {fmt_bytes(fixed)} of a {fmt_bytes(budget)} budget "
-                     f"({ctx.runtime.id})", field="gpu", hint="try more cards (--gpus), a smaller --quant or "
-                     "another runtime (`cardfit plan` ranks the cards)")
+                     f"({ctx.runtime.id}){offload}", field="gpu", hint="try more cards (--gpus), a smaller "
+                     "--quant or another runtime (`cardfit plan` ranks the cards)")
+
+
+def _offload_line(ctx: Context) -> str:
+    """What `cardfit plan` offers on the same card when the runtime can keep layers in system RAM."""
+    from .plan import plan
+
+    try:
+        first = plan(ctx.inp).first
+    except CardfitError:
+        return ""
+    o, s = first.option, first.speed
+    if o.verdict != "offload":
+        return ""
+    tps = s.decode_tokens_per_s if s else None
+    speed = f", about {tps:,.1f} tokens/s" if tps else ""
+    share = f"{o.gpu_layer_fraction:.0%} of the layers on the GPU, " if o.gpu_layer_fraction is not None else ""
+    return (f"; with CPU offload it runs ({share}the rest in system RAM) at {first.memory.context:,} tokens"
+            f"{speed}: `cardfit plan` shows it")
 
 
 def max_sequences(inp: PlanInput) -> dict[str, Any]:
@@ -112,7 +132,12 @@ def largest_model(inp: PlanInput) -> dict[str, Any]:
     if not inp.gpu:
         raise InputError("largest-model needs --gpu (the card to answer for)", field="gpu",
                          hint="`cardfit gpus` lists the cards")
-    default_gpus().get(inp.gpu)  # an unknown card is the user's mistake, not 'nothing fits'
+    card = default_gpus().get(inp.gpu)  # an unknown card is the user's mistake, not 'nothing fits'
+    if inp.quant:  # likewise an unknown quantization, or one the card cannot run at all
+        q = default_quants().get(inp.quant)
+        if requires(q) and not card.supports(requires(q)):
+            raise InputError(f"{card.name} cannot run {q.name} (no {requires(q).upper()} support), so no model "
+                             "fits at it", field="quant", hint="try --quant int8, Q8_0 or Q4_K_M")
     fits = []
     for m in default_models():
         if m.id.startswith("shape-"):

@@ -1,0 +1,78 @@
+"""Everyday questions a new user asks, answered the same way whichever way the model or the option is named
+(issue: "one answer everywhere"). Each case was a wrong or confusing answer before."""
+
+from __future__ import annotations
+
+import pytest
+
+# Ollama's library serves a bare name as its ':latest' tag, the Q4_K_M build of the default size
+# (https://ollama.com/library/llama3.2 : "latest" = 3b, Q4_K_M; https://ollama.com/library/gemma3 : "latest"
+# = 4b, Q4_K_M; https://ollama.com/library/mistral : "latest" = 7b, Q4_K_M). Before, llama3.2 and gemma3
+# were read as Hugging Face names and planned as vLLM BF16 at 128K while mistral planned for Ollama.
+BARE_OLLAMA = [
+    ("llama3.2", "Llama 3.2 3B"),
+    ("gemma3", "Gemma 3 4B"),
+    ("mistral", "Mistral 7B v0.3"),
+    ("llama3.1", "Llama 3.1 8B"),
+]
+
+
+@pytest.mark.parametrize(("name", "model"), BARE_OLLAMA, ids=[n for n, _ in BARE_OLLAMA])
+def test_a_bare_ollama_name_plans_for_ollama(run_json, name, model):
+    r = run_json("plan", name, "--gpu", "RTX 4090")
+    assert r["model"]["name"] == model
+    assert (r["inputs"]["runtime"], r["inputs"]["quant"]) == ("ollama", "Q4_K_M")
+    assert r["inputs"]["context_source"].startswith("Ollama default")
+
+
+def test_a_hugging_face_id_still_plans_as_the_checkpoint(run_json):
+    r = run_json("plan", "meta-llama/Llama-3.2-3B", "--gpu", "RTX 4090")
+    assert (r["inputs"]["runtime"], r["inputs"]["quant"]) == ("vllm", "BF16")
+
+
+def test_an_unknown_hugging_face_id_is_pointed_at_hub(run_cli):
+    code, out, err = run_cli("plan", "some-org/some-model-7b")
+    assert (code, out) == (2, "")
+    assert err == ("Error: unknown model 'some-org/some-model-7b'; add --hub to read it from the Hugging Face "
+                   "Hub; `cardfit models` lists the built-in ones\n")
+    code, _, err = run_cli("plan", "unknown-model-name")  # not org/name: no --hub hint
+    assert code == 2 and "--hub" not in err
+
+
+def test_largest_model_rejects_an_unknown_quant(run_cli):
+    code, out, err = run_cli("largest-model", "--gpu", "RTX 4090", "--quant", "Q9_K")
+    assert (code, out) == (2, "")
+    assert err.startswith("Error: unknown quantization 'Q9_K'; did you mean ")
+
+
+def test_largest_model_says_the_card_cannot_run_the_format(run_cli):
+    # the RTX 3090 (Ampere) has no FP8 tensor cores (NVIDIA Ampere GA102 whitepaper)
+    code, out, err = run_cli("largest-model", "--gpu", "RTX 3090", "--quant", "fp8")
+    assert (code, out) == (2, "")
+    assert err == ("Error: RTX 3090 cannot run FP8 (E4M3) (no FP8 support), so no model fits at it; try --quant "
+                   "int8, Q8_0 or Q4_K_M\n")
+
+
+def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
+    plan = run_json("plan", "deepseek-r1:70b", "--gpu", "RTX 4090")["gpus"][0]
+    assert plan["verdict"] == "offload"
+    code, out, err = run_cli("max-context", "deepseek-r1:70b", "--gpu", "RTX 4090")
+    assert (code, out) == (2, "")
+    assert "leaves no room for even one token of context on 1x RTX 4090" in err
+    assert (f"with CPU offload it runs ({plan['gpu_layer_fraction']:.0%} of the layers on the GPU, the rest in "
+            f"system RAM) at {plan['context']:,} tokens, about {plan['decode_tokens_per_s']:,.1f} tokens/s") in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,abc"),
+     "Error: --concurrency takes whole numbers, separated by commas (e.g. 1,8,64) (got 'abc')\n"),
+    (("plan", ""), "Error: MODEL is empty; give a value or leave it out\n"),
+    (("max-context", "--gpu", "RTX 4090"),
+     "Error: give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face id, a config.json, "
+     "folder, .gguf or .safetensors path) or a shape (--params, --layers, --kv-heads, --head-dim); `cardfit "
+     "models` lists the built-in ones\n"),
+    (("breakeven", "--hourly", "1", "--model", ""), "Error: --model is empty; give a value or leave it out\n"),
+], ids=["concurrency", "empty-model", "no-model", "breakeven-option"])
+def test_messages_name_what_the_user_typed(run_cli, args, message):
+    code, out, err = run_cli(*args)
+    assert (code, out, err) == (2, "", message)
