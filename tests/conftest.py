@@ -1,13 +1,19 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# In-process tests get a private catalog cache as well (CLI runs get a private HOME below): the user's
+# ~/.cache/cardfit may hold files another cardfit version wrote, and a test run must not write there.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cardfit-test-cache-")
 
 
 @pytest.fixture(scope="session")
