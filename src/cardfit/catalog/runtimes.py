@@ -40,6 +40,10 @@ class RuntimeProfile:
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
     cuda_total_shortfall_bytes: int = 0  # nvidia-smi total minus what cudaMemGetInfo reports (vLLM's total)
     tensor_parallel: bool = False  # shards every layer over the cards of a set (vLLM, SGLang, TGI)
+    pipeline_parallel: bool = False  # splits layers over nodes with micro-batches in flight (vLLM, SGLang, TRT-LLM)
+    paged_kv: bool = False  # KV cache in pages handed out as tokens arrive (caps sequences by tokens in flight)
+    stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
+    kv_free_fraction: float = 0.0  # TensorRT-LLM: KV pool = this × memory free after weights and workspace
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
     context_tiers: tuple[tuple[float, int], ...] = ()  # Ollama: (min total VRAM GiB, default context)
@@ -97,11 +101,13 @@ class RuntimeProfile:
     num_parallel_note: str = ""
     kv_cache_type_note: str = ""
     processor_rule: str = ""
+    kv_free_fraction_source: str = ""
+    memory_note: str = ""
 
 
 KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
-_TUPLES = ("aliases", "kv_dtype_options", "cuda_graph_examples", "compute_buffer_examples")
+_TUPLES = ("aliases", "kv_dtype_options", "stacks", "cuda_graph_examples", "compute_buffer_examples")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:

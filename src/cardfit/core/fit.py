@@ -84,10 +84,11 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
 
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
           utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0,
-          model: ModelSpec | None = None) -> Option:
-    """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight."""
+          model: ModelSpec | None = None, tp: int | None = None) -> Option:
+    """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight.
+    tp: the tensor-parallel group (default: the whole set); pipeline stages beyond it hold no KV copy."""
     budget = count * budget_per_card(gpu, rt, utilization)
-    need = need_on(mem, count, kv_copies(model, rt, count))
+    need = need_on(mem, count, kv_copies(model, rt, tp or count))
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price)

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
+from ..catalog.runtimes import RuntimeProfile
 from .kv import kv_cache_bytes
 from .memory import Memory
 
 # DDR5-4800 in two channels: 4,800 MT/s × 8 bytes × 2 = 76.8 GB/s theoretical (JEDEC JESD79-5 speed bin;
 # the DDR5 desktop baseline). A user with DDR4-3200 dual channel has 51.2 GB/s: pass --ram-bandwidth.
 DEFAULT_RAM_GBPS = 76.8
-TP_RUNTIMES = ("vllm", "sglang", "tgi")  # these shard a model over cards with tensor parallelism by default
+# these shard a model over cards with tensor parallelism by default
+TP_RUNTIMES = ("vllm", "sglang", "tgi", "trtllm")
 
 # Tensor-parallel all-reduce: two per layer (after attention and after the MLP), each paying a fixed
 # latency plus 2 (tp-1)/tp × message bytes over the link (ring all-reduce). The latency is an assumption
@@ -314,3 +316,15 @@ def precision_of(quant: Quant | None, gpu: Gpu) -> str:
     if getattr(quant, "requires", "") == "fp8" and gpu.tflops("fp8"):
         return "fp8"
     return "bf16"
+
+
+def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
+                ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None) -> Machine:
+    """One stage of `tp` cards running runtime `rt`, with the runtime's calibrated constants."""
+    bw = bandwidth_gbps or gpu.bandwidth_gbps or 0.0
+    return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
+                   interconnect=gpu.interconnect, decode_efficiency=rt.decode_efficiency or 1.0,
+                   overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
+                   overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
+                   compute_efficiency=rt.prefill_efficiency or 1.0, ram_bandwidth_gbps=ram_bandwidth_gbps or bw,
+                   ram_efficiency=rt.ram_efficiency or 1.0)

@@ -65,14 +65,8 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | No
     if bw is None:
         raise MissingFigureError("memory bandwidth", gpu.name, "pass --bandwidth GB/s, or add bandwidth_gbps to "
                                  "your own catalog file (--catalog)")
-    rt = ctx.runtime
-    return sp.Machine(bandwidth_gbps=bw, tflops=tflops, tp=default_tp(rt.id, count, inp.tp, ctx.model),
-                      link_gbps=gpu.link_gbps, interconnect=gpu.interconnect,
-                      decode_efficiency=rt.decode_efficiency or 1.0,
-                      overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
-                      overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
-                      compute_efficiency=rt.prefill_efficiency or 1.0, ram_bandwidth_gbps=inp.ram_bandwidth,
-                      ram_efficiency=rt.ram_efficiency or 1.0)
+    return sp.machine_for(ctx.runtime, gpu, default_tp(ctx.runtime.id, count, inp.tp, ctx.model), tflops,
+                          ram_bandwidth_gbps=inp.ram_bandwidth, bandwidth_gbps=bw)
 
 
 def setup(inp: SpeedInput) -> Setup:

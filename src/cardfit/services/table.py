@@ -64,6 +64,8 @@ COMMANDS = (
     Command("largest-model", "reverse", "MaxContextInput", "largest_model", "plan_cmd",
             "The largest catalog models that fit a card (cardfit largest-model)", web=False, argument=None),
     Command("speed", "speed", "SpeedInput", "speed_report", "speed_cmd", "Decode speed per concurrency level"),
+    Command("deploy", "deploy", "DeployInput", "deploy_report", "deploy_cmd",
+            "The cheapest deployment that serves a load within TTFT/TPOT targets, with its command"),
     Command("finetune", "finetune", "FinetuneInput", "finetune_report", "finetune_cmd",
             "Fine-tuning memory and cards"),
     Command("breakeven", "breakeven", "BreakevenInput", "breakeven_report", "cost_cmd", "Rent vs API break-even",

@@ -1,0 +1,244 @@
+"""A served load on one deployment: time to first token, time per output token and throughput under
+continuous batching, on top of the decode step of core/speed.py (`step(load, machine, sequences)`).
+
+One replica is `pp` pipeline stages of `tp` tensor-parallel cards. Per replica, with B sequences decoding:
+
+- Continuous batching with chunked prefill (vLLM, SGLang, TensorRT-LLM; llama-server mixes prompt tokens
+  into its decode batches the same way, up to n_batch): every step decodes one token for each of the B
+  sequences and spends what is left of its token budget on prompts. In steady state each request brings
+  I prompt tokens per O answer tokens, so a step carries B decode tokens plus B × I / O prompt tokens on
+  average. The step reads the weights once (MoE: the experts the B × (1 + I/O) tokens touch), each decoding
+  sequence's KV cache (tokens in flight: the prompt plus half the answer), and costs the FLOPs of all its
+  tokens. TPOT = the time of that step (mean, steady state).
+- Pipeline parallel (across nodes): the B sequences run as `pp` micro-batches of B / pp; each stage holds
+  1 / pp of the layers, weights and cache, so a token takes pp stage steps plus pp − 1 activation hops over
+  the network (the pipeline bubble when B < pp: stages wait).
+- TTFT (p90) = waiting for a free sequence slot (M/G/c, c = max_num_seqs) + waiting for the prompt budget
+  (M/G/1) + the prefill itself, ceil(I / (chunk − B)) steps of chunk tokens beside the B decodes.
+  The waits use the Allen–Cunneen approximation for GI/G/c queues: Wq ≈ Wq(M/M/c) × (Ca² + Cs²) / 2
+  (A. O. Allen, "Probability, Statistics, and Queueing Theory", 2nd ed., Academic Press 1990, §6; the same
+  formula as Kingman's for c = 1), with Erlang C for Wq(M/M/c); the p90 of a wait takes the M/M/c tail
+  P(W > t) = C · exp(−t / (Wq / C)) with the Allen–Cunneen mean. Poisson arrivals: Ca² = 1.
+- Closed loop (`users`: each user sends the next request when the previous answer ends, as `vllm bench
+  serve --max-concurrency` does): B = min(users, slots); users beyond the slots wait (users − slots) ×
+  S / slots on average (mean-value analysis of a closed system, Reiser & Lavenberg, J. ACM 27(2), 1980).
+
+Everything is per replica; replicas split the traffic evenly (a load balancer in front)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from .speed import Load, Machine, step
+
+P90_TAIL = 0.10  # the target percentile's tail: p90
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    input_tokens: int
+    output_tokens: int
+    users: float | None = None  # closed loop: concurrent users per replica
+    requests_per_s: float | None = None  # open loop: Poisson arrivals per replica
+    output_cv2: float = 0.0  # squared coefficient of variation of the answer length (0: every answer O tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """One copy of the model, and how its runtime schedules work."""
+
+    load: Load  # one pipeline stage (stage(whole, pp)); per-token work at the mean tokens in flight
+    machine: Machine  # one stage: tp cards
+    prefill_flops_per_token: float  # 2 × active params + causal attention over half the prompt
+    chunk_tokens: int  # token budget of one step (vLLM max_num_batched_tokens, llama.cpp n_ubatch)
+    max_seqs: int  # sequences scheduled at once (runtime cap, KV-cache cap)
+    pp: int = 1
+    hop_latency_s: float = 0.0  # one activation transfer between pipeline stages
+    hop_gbps: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    batch: float  # mean sequences decoding
+    tpot_s: float
+    prefill_s: float
+    ttft_s: float  # p90
+    ttft_mean_s: float
+    wait_p90_s: float
+    output_tokens_per_s: float  # per replica, at this load
+    utilization: float  # the busiest resource: slots or the prompt budget (≥ 1: unstable)
+    stable: bool
+
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        return 1 / self.tpot_s
+
+
+def stage(load: Load, pp: int) -> Load:
+    """One of `pp` pipeline stages: its share of the layers, weights, cache reads and FLOPs."""
+    if pp <= 1:
+        return load
+    return replace(load, weights_bytes=load.weights_bytes // pp, kv_bytes=load.kv_bytes // pp,
+                   flops_per_token=load.flops_per_token / pp, layers=-(-load.layers // pp))
+
+
+def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float) -> tuple[Load, int]:
+    """The load of one step that decodes `decode` sequences and prefills `prompt_tokens` tokens, written as
+    `step(load, machine, max(decode, 1))`: FLOPs and expert reads of all tokens, KV reads of the decodes."""
+    b = max(decode, 1)
+    sh = load.shares
+    if sh.experts and sh.route < 1:  # experts touched by all the step's tokens, spread over b "sequences"
+        sh = replace(sh, route=1 - (1 - sh.route) ** ((decode + prompt_tokens) / b))
+    flops = (decode * load.flops_per_token + prompt_tokens * prefill_flops) / b
+    return Load(load.weights_bytes, sh, load.kv_bytes * decode // b, flops, load.layers, load.hidden,
+                load.cpu_weight_fraction, load.cpu_expert_fraction), b
+
+
+def _hop_s(r: Replica, tokens: float) -> float:
+    if r.pp <= 1:
+        return 0.0
+    hidden_bytes = tokens * r.load.hidden * 2  # bf16 activations
+    return r.hop_latency_s + (hidden_bytes / (r.hop_gbps * 1e9) if r.hop_gbps else 0.0)
+
+
+def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
+    """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
+    micro_decode = math.ceil(decode / r.pp) if decode else 0
+    load, b = _mixed(r.load, micro_decode, prompt_tokens / r.pp, r.prefill_flops_per_token / r.pp)
+    t = step(load, r.machine, b).seconds
+    return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + prompt_tokens / r.pp)
+
+
+def tpot_s(r: Replica, w: Workload, batch: float) -> float:
+    """Steady state: B decodes per step plus the prompts of the requests that replace finished ones."""
+    b = max(batch, 1.0)
+    return step_s(r, b, b * w.input_tokens / max(w.output_tokens, 1))
+
+
+def prefill_s(r: Replica, w: Workload, batch: float) -> float:
+    """One prompt of I tokens, in chunks of what the step budget leaves beside B decodes."""
+    free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
+    chunks = math.ceil(w.input_tokens / free)
+    last = w.input_tokens - (chunks - 1) * free
+    full = step_s(r, batch, free) / r.pp if chunks > 1 else 0.0  # one stage's time: chunks pipeline
+    tail = step_s(r, batch, last)
+    return (chunks - 1) * full + tail
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """Probability that an arrival waits in M/M/c (Erlang C), from Erlang B = P(N = c) / P(N ≤ c) for
+    N ~ Poisson(offered): by the stable recursion, or, when c is far above the offered load (P(N ≤ c) = 1
+    to 1e-12), from the Poisson term alone."""
+    if offered <= 0:
+        return 0.0
+    if offered >= servers:
+        return 1.0
+    if servers > offered + 10 * math.sqrt(offered) + 10:
+        b = math.exp(servers * math.log(offered) - offered - math.lgamma(servers + 1))
+    else:
+        b = 1.0
+        for k in range(1, servers + 1):
+            b = offered * b / (k + offered * b)
+    rho = offered / servers
+    return b / (1 - rho * (1 - b))
+
+
+def wait_s(servers: int, arrival_per_s: float, service_s: float, cs2: float, ca2: float = 1.0) -> tuple[float, float]:
+    """Mean and p90 wait in a GI/G/c queue, Allen–Cunneen: Wq(M/M/c) × (Ca² + Cs²) / 2."""
+    offered = arrival_per_s * service_s
+    if offered >= servers:
+        return math.inf, math.inf
+    if offered <= 0:
+        return 0.0, 0.0
+    c = erlang_c(servers, offered)
+    scale = (ca2 + cs2) / 2
+    cond = service_s / (servers - offered) * scale  # mean wait of those who wait
+    mean = c * cond
+    p90 = cond * math.log(c / P90_TAIL) if c > P90_TAIL else 0.0
+    return mean, p90
+
+
+def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float]) -> Served:
+    t = tpot_s(r, w, batch)
+    pre = prefill_s(r, w, batch)
+    # the prompt budget as one server: a prompt occupies it for its chunks' share of the step budget
+    free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
+    prompt_service = w.input_tokens / free * step_s(r, batch, free)
+    p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
+    rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
+    stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
+    wait90 = slot_wait[1] + p_p90
+    out = batch / t if t else 0.0
+    return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + pre, wait90, out, rho, stable)
+
+
+def serve(r: Replica, w: Workload) -> Served:
+    """The served load on one replica (workload figures per replica)."""
+    o = max(w.output_tokens, 1)
+    cap = max(r.max_seqs, 1)
+    if w.users is not None:
+        n = max(w.users, 0.0)
+        b = min(n, cap)
+        service = prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)
+        lam = b / service if service else 0.0
+        queued = max(n - cap, 0.0) * service / cap
+        return _finish(r, w, b, lam, (queued, queued))
+    lam = w.requests_per_s or 0.0
+
+    def excess(b: float) -> float:  # Little's law: sequences in service = arrivals × time in service
+        return lam * (prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)) - b
+
+    if excess(cap) > 0:
+        service = prefill_s(r, w, cap) + (o - 1) * tpot_s(r, w, cap)
+        return _unstable(r, w, cap, lam * service / cap)
+    hi = _root(excess, float(cap))
+    b = hi
+    service = prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)
+    slot = wait_s(cap, lam, service, w.output_cv2)
+    return _finish(r, w, b, lam, slot)
+
+
+def _unstable(r: Replica, w: Workload, cap: int, rho: float) -> Served:
+    t = tpot_s(r, w, cap)
+    pre = prefill_s(r, w, cap)
+    return Served(float(cap), t, pre, math.inf, math.inf, math.inf, cap / t, rho, False)
+
+
+def lognormal_cv2(mean: float, p90: float) -> float:
+    """Squared coefficient of variation of a log-normal length with this mean and p90:
+    ln(p90 / mean) = 1.2816 σ − σ² / 2 (z of the 90th percentile = 1.2816), CV² = exp(σ²) − 1."""
+    if p90 <= mean:
+        return 0.0
+    x = math.log(p90 / mean)
+    z = 1.2815515655446004
+    disc = z * z - 2 * x
+    sigma = z - math.sqrt(disc) if disc >= 0 else z
+    return math.exp(sigma * sigma) - 1
+
+
+def _root(f: Callable[[float], float], hi: float, tol: float = 0.01) -> float:
+    """Where f crosses zero in [0, hi] (f(0) > 0 ≥ f(hi)), by regula falsi with the Illinois step. Stops
+    when |f| < tol × B and never returns below the root (more sequences: the pessimistic side)."""
+    a, fa = 0.0, f(0.0)
+    b, fb = hi, f(hi)
+    if fa <= 0:
+        return 1e-9
+    side = 0
+    for _ in range(40):
+        x = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
+        fx = f(x)
+        if abs(fx) < tol * max(x, 1.0) or b - a < tol:
+            return min(x + max(fx, 0.0) * 2, hi)
+        if fx > 0:
+            a, fa = x, fx
+            if side == -1:
+                fb /= 2
+            side = -1
+        else:
+            b, fb = x, fx
+            if side == 1:
+                fa /= 2
+            side = 1
+    return b

@@ -1,0 +1,682 @@
+"""`cardfit deploy`: the cheapest deployment that serves a load within its latency targets.
+
+Search space: card × cards per node (1/2/4/8) × nodes × tensor-parallel (inside a node) / pipeline-parallel
+(across nodes) split × replicas × quantization × KV-cache type × runtime (× the runtime's sequence cap,
+which follows from the KV cache). Every candidate is first sized by the same memory model as `cardfit
+plan` (services/plan.py memory_for + core/fit.py check, with the need's error bar from data/accuracy.toml
+as the pessimistic margin), then timed by core/serving.py on the decode step of core/speed.py.
+
+Wiring only: the arithmetic lives in core/."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..catalog.gpus import Gpu
+from ..catalog.quants import GgufMix, Quant, QuantType
+from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..core import cost
+from ..core import fit as fitting
+from ..core import serving as sv
+from ..core import speed as sp
+from ..core.memory import Memory, MemorySettings, kv_bytes
+from ..errors import CardfitError, InputError
+from .inputs import MAX_CONTEXT, ModelInput, opt
+
+SERVE_RUNTIMES = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")  # servers with a launch command
+GGUF_SERVERS = ("llama.cpp", "ollama")
+HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
+GGUF_QUANTS = ("Q4_K_M", "Q8_0")  # the builds Ollama and llama.cpp users pull (seed 000's two columns)
+CARDS_PER_NODE = (1, 2, 4, 8)
+SLOTS = (1, 2, 4, 8, 16, 32, 64)  # llama-server -np / OLLAMA_NUM_PARALLEL values searched
+MAX_REPLICAS = 512
+# Pipeline stages on different nodes pass activations over the network. Assumption: one 400 Gb/s
+# InfiniBand NDR port per node (50 GB/s; NVIDIA ConnectX-7 data sheet) and ~20 µs per point-to-point
+# transfer (the order NCCL send/recv reaches between nodes); only NVLink / Infinity Fabric cards are
+# planned across nodes.
+NODE_LINK_GBPS = 50.0
+NODE_HOP_LATENCY_S = 20e-6
+MULTI_NODE_INTERCONNECTS = ("nvlink", "infinity-fabric")
+# Rule of thumb defaults when no target is given: a first token within 2 s and 10 tokens/s per user
+# (faster than people read), so that "cheapest" is never a deployment nobody would use.
+DEFAULT_TTFT_MS = 2000.0
+DEFAULT_TPOT_MS = 100.0
+# The Pareto front is drawn among deployments costing at most this many times the cheapest one that meets
+# the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
+PARETO_COST_SPAN = 4.0
+
+
+@dataclass(frozen=True)
+class DeployInput(ModelInput):
+    users: float | None = opt(None, "concurrent users, each with one request in flight (closed loop, like "
+                              "`vllm bench serve --max-concurrency`)", gt=0, le=10_000_000)
+    requests_per_s: float | None = opt(None, "arrival rate of requests (Poisson), instead of --users",
+                                       gt=0, le=1_000_000)
+    input_tokens: int = opt(1000, "prompt tokens per request (mean)", ge=1, le=MAX_CONTEXT)
+    output_tokens: int = opt(300, "answer tokens per request (mean)", ge=1, le=MAX_CONTEXT)
+    input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context)",
+                                       ge=1, le=MAX_CONTEXT)
+    output_tokens_p90: int | None = opt(None, "90th percentile answer length (sizes the context and the spread "
+                                        "of service times)", ge=1, le=MAX_CONTEXT)
+    ttft_ms: float | None = opt(None, f"target: p90 time to first token, ms (default {DEFAULT_TTFT_MS:g})",
+                                gt=0, le=3_600_000)
+    tpot_ms: float | None = opt(None, f"target: mean time per output token, ms (default {DEFAULT_TPOT_MS:g}, "
+                                "i.e. 10 tokens/s per user)", gt=0, le=600_000)
+    tokens_per_s_per_user: float | None = opt(None, "target: tokens/s each user sees, instead of --tpot-ms",
+                                              gt=0, le=100_000)
+    gpu: tuple[str, ...] = opt((), "only these cards (repeatable); default: every card with a rental price",
+                               max_length=64)
+    runtime: str | None = opt(None, "vllm sglang trtllm llama.cpp ollama; default: every runtime that serves "
+                              "the model", max_length=32)
+    quant: str | None = opt(None, "weights; default: search BF16, FP8 and INT4 (AWQ) for vLLM/SGLang/"
+                            "TensorRT-LLM, Q4_K_M and Q8_0 for llama.cpp/Ollama", max_length=64)
+    kv_dtype: str | None = opt(None, "KV cache type; default: search 16-bit and 8-bit", max_length=16)
+    max_cards: int | None = opt(None, "at most this many cards in all", ge=1, le=100_000)
+    max_nodes: int = opt(4, "at most this many 8-card nodes per replica", ge=1, le=64)
+    budget_usd_month: float | None = opt(None, "at most this rent per month, USD", gt=0, le=1e9)
+    plot: str | None = opt(None, "write the Pareto chart (.png or .svg)", max_length=4096)
+
+
+def check(inp: DeployInput) -> None:
+    if (inp.users is None) == (inp.requests_per_s is None):
+        raise InputError("give the load: --users N (concurrent) or --requests-per-s R, one of the two",
+                         field="users")
+    if inp.tpot_ms is not None and inp.tokens_per_s_per_user is not None:
+        raise InputError("give --tpot-ms or --tokens-per-s-per-user, not both", field="tpot_ms")
+
+
+# --- what is searched ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """Runtime × quantization × KV type × (llama.cpp / Ollama) slots: one memory estimate."""
+
+    ctx: Any  # services.plan.Context
+    mem: Memory
+    slots: int  # llama.cpp/Ollama parallel slots; 0 for paged runtimes
+    quality: str | None
+    shares: sp.Shares  # how the weight bytes split (dense / experts / embedding): once per setting
+    kv_flag: str | None  # the cache type as the runtime spells it (None: its default)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    setting: Setting
+    gpu: Gpu
+    per_node: int
+    nodes: int
+    tp: int
+    pp: int
+    option: fitting.Option
+    replica: sv.Replica
+    price: float | None  # one replica, before the volume discount of the whole fleet
+    kv_tokens: int  # KV pool per replica, tokens (pessimistic: after the need's error bar)
+    margin_bytes: int  # the need's error bar (data/accuracy.toml), kept free
+
+    @property
+    def cards(self) -> int:
+        return self.per_node * self.nodes
+
+
+@dataclass(frozen=True)
+class Result:
+    cand: Candidate
+    replicas: int
+    served: sv.Served
+    monthly_usd: float | None
+    cost_per_million_usd: float | None
+    served_tokens_per_s: float  # all replicas, at this load
+    meets: bool
+    misses: dict[str, float]  # target → achieved / target (> 1 misses)
+
+    @property
+    def count(self) -> int:
+        return self.cand.cards * self.replicas
+
+
+@dataclass(frozen=True)
+class Targets:
+    ttft_s: float
+    tpot_s: float
+    given: dict[str, float]
+
+
+def targets(inp: DeployInput) -> Targets:
+    tpot_ms = inp.tpot_ms or (1000 / inp.tokens_per_s_per_user if inp.tokens_per_s_per_user else DEFAULT_TPOT_MS)
+    ttft_ms = inp.ttft_ms or DEFAULT_TTFT_MS
+    return Targets(ttft_ms / 1e3, tpot_ms / 1e3, {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms})
+
+
+def _runtimes(inp: DeployInput, resolved: Any) -> list[RuntimeProfile]:
+    reg = default_runtimes()
+    if inp.runtime:
+        rt = reg.get(inp.runtime)
+        if rt.id not in SERVE_RUNTIMES:
+            raise InputError(f"deploy plans servers: {', '.join(SERVE_RUNTIMES)}; {rt.name} is not one",
+                             field="runtime", hint="pick one of those or leave --runtime out")
+        return [rt]
+    if resolved.gguf or resolved.tag is not None or resolved.ollama:
+        return [reg.get(r) for r in GGUF_SERVERS]
+    return [reg.get(r) for r in SERVE_RUNTIMES]
+
+
+def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
+    if inp.quant:
+        return [inp.quant]
+    if resolved.gguf or resolved.tag is not None or resolved.quant_hint:
+        return [resolved.quant_hint or "Q4_K_M"]
+    if rt.id in GGUF_SERVERS:
+        return list(GGUF_QUANTS)
+    own = resolved.model.dtype if resolved.model.dtype in ("bf16", "fp16") else "bf16"
+    return [own, *[q for q in HF_QUANTS if q != own]]
+
+
+def _kv_options(inp: DeployInput, rt: RuntimeProfile) -> list[str | None]:
+    if inp.kv_dtype:
+        return [inp.kv_dtype]
+    eight = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llama.cpp": "q8_0", "ollama": "q8_0"}
+    return [None, eight[rt.id]] if rt.id in eight else [None]
+
+
+def _quality(q: Quant) -> str | None:
+    """What cardfit knows of the quality cost: GGUF perplexity (data/quality.toml), else nothing."""
+    from ..catalog.loader import builtin
+
+    quality = builtin("quality.toml")
+    ppl = {p["name"].upper(): p["ppl"] for p in quality["perplexity"]}
+    base = ppl.get("F16")
+    name = q.name.upper()
+    if isinstance(q, QuantType) and q.id in ("bf16", "fp16"):
+        return "reference (16-bit)"
+    if name in ppl and base:
+        return f"perplexity {ppl[name] / base - 1:+.1%} vs F16 (Llama 3 8B, llama.cpp)"
+    return None
+
+
+def _is_gguf(q: Quant) -> bool:
+    return isinstance(q, GgufMix) or q.kind == "gguf"
+
+
+def _plan_input(inp: DeployInput, **kw: Any) -> Any:
+    import dataclasses
+
+    from .inputs import PlanInput
+
+    base = {f.name: getattr(inp, f.name) for f in dataclasses.fields(ModelInput)}
+    return PlanInput(**base, allow_long_context=True, **kw)
+
+
+def uncalibrated_sequence_cost_s() -> float:
+    """llama.cpp and Ollama have no calibrated cost per extra sequence in a step (no aggregate-throughput
+    record in data/validation/speed.toml): slots would scale for free. Deploy charges them the largest
+    calibrated per-sequence cost of the other runtimes instead (pessimistic, stated in the answer)."""
+    return max(r.decode_overhead_us_per_sequence for r in default_runtimes()) * 1e-6
+
+
+def max_model_len(inp: DeployInput) -> int:
+    return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
+
+
+def settings(inp: DeployInput) -> tuple[list[Setting], list[str]]:
+    """Every runtime × quant × KV type (× slots) the model can be served with, each sized once."""
+    from .plan import build_context, memory_for
+    from .resolve import resolve
+
+    resolved = resolve(inp)
+    length = max_model_len(inp)
+    if resolved.model.max_context and length > resolved.model.max_context:
+        raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained maximum of "
+                         f"{resolved.model.max_context:,}", field="input_tokens", hint="shorten the prompt or answer")
+    out: list[Setting] = []
+    skipped: list[str] = []
+    for rt in _runtimes(inp, resolved):
+        for qname in _quants(inp, rt, resolved):
+            for kvd in _kv_options(inp, rt):
+                slots = SLOTS if rt.id in GGUF_SERVERS else (0,)
+                for n in slots:
+                    try:
+                        ctx = build_context(_plan_input(inp, runtime=rt.id, quant=qname, kv_dtype=kvd,
+                                                        context=length, batch=max(n, 1)))
+                    except CardfitError as e:
+                        if inp.quant or inp.kv_dtype or inp.runtime:
+                            raise
+                        skipped.append(f"{rt.id} {qname}: {e}")
+                        break
+                    if _is_gguf(ctx.quant) != (rt.id in GGUF_SERVERS):
+                        break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
+                    out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant),
+                                       sp.weight_shares(ctx.model, ctx.quant), kvd))
+    if not out:
+        raise InputError("no runtime serves this model with these options" + (f" ({skipped[0]})" if skipped else ""),
+                         field="runtime")
+    return out, skipped
+
+
+def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
+    if inp.gpu:
+        return [ctx.gpus.get(g) for g in inp.gpu]
+    return [g for g in ctx.gpus if g.monthly_usd is not None and g.bandwidth_gbps]
+
+
+def _shapes(rt: RuntimeProfile, gpu: Gpu, model: Any, max_nodes: int) -> list[tuple[int, int, int, int]]:
+    """(cards per node, nodes, tp, pp): TP inside a node, PP across nodes (vLLM's and SGLang's advice);
+    llama.cpp and Ollama split layers over the cards of one node."""
+    out = []
+    for per_node in CARDS_PER_NODE:
+        if per_node < gpu.min_count:
+            continue
+        if rt.tensor_parallel:
+            if not sp.tp_divides(model, per_node):
+                continue
+            nodes = range(1, max_nodes + 1) if rt.pipeline_parallel and per_node == 8 and \
+                gpu.interconnect in MULTI_NODE_INTERCONNECTS else (1,)
+            out += [(per_node, n, per_node, n) for n in nodes]
+        else:
+            out.append((per_node, 1, 1, per_node))  # layer split: pipeline stages, one at a time
+    return out
+
+
+def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
+    """Every shape that holds the model by cardfit's own pessimistic bound (need + its error bar)."""
+    from .plan import _margin, requires
+
+    out = []
+    for s in sets:
+        ctx, mem, rt, m = s.ctx, s.mem, s.ctx.runtime, s.ctx.model
+        margin = _margin(ctx, mem)
+        in_flight = inp.input_tokens + inp.output_tokens // 2
+        per_seq = kv_bytes(m, rt, MemorySettings(context=in_flight, sequences=1, kv_dtype=mem.kv_dtype))
+        for gpu in _gpus(inp, ctx):
+            if rt.stacks and gpu.stack not in rt.stacks or mem.kv_dtype.startswith("fp8") and not gpu.supports("fp8"):
+                continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
+            for per_node, nodes, tp, pp in _shapes(rt, gpu, m, inp.max_nodes):
+                count = per_node * nodes
+                opt = fitting.check(mem, gpu, count, rt, ctx.rules, requires=requires(ctx.quant),
+                                    utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp)
+                if not opt.fits or opt.free_bytes < margin:
+                    continue
+                copies = fitting.kv_copies(m, rt, tp)
+                if rt.paged_kv:
+                    pool = opt.budget_bytes - mem.weights_bytes - count * mem.per_card_fixed_bytes - margin
+                    if rt.kv_free_fraction:
+                        pool = int(pool * rt.kv_free_fraction)
+                    if pool < mem.kv_cache_bytes * copies:  # one whole request must fit
+                        continue
+                    seqs = min(rt.max_num_seqs, int(pool // (per_seq * copies)))
+                    tokens = int(pool / copies / max(mem.kv_cache_bytes / max(mem.context, 1), 1))
+                else:
+                    seqs, tokens = s.slots, mem.context * s.slots
+                if seqs < 1 or gpu.bandwidth_gbps is None:
+                    continue
+                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt,
+                                     _replica(inp, s, gpu, tp, pp if rt.pipeline_parallel else 1, seqs),
+                                     fitting.set_price(gpu, count, ctx.rules), tokens, margin))
+    return out
+
+
+def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int) -> sv.Replica:
+    ctx, mem, m = s.ctx, s.mem, s.ctx.model
+    rt = ctx.runtime
+    filled = inp.input_tokens + inp.output_tokens // 2  # tokens in flight: the prompt and half the answer
+    tflops = gpu.tflops(sp.precision_of(ctx.quant, gpu)) or gpu.tflops("bf16")
+    load = sp.Load(mem.weights.total_bytes, s.shares,
+                   sp.kv_read_bytes(m, mem, filled, rt.window_cache), sp.decode_flops_per_token(m, filled),
+                   m.layers, m.hidden or m.heads * m.head_dim or 4096)
+    machine = sp.machine_for(rt, gpu, tp, tflops)
+    if s.slots > 1 and not rt.decode_overhead_us_per_sequence:
+        machine = replace(machine, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
+    return sv.Replica(sv.stage(load, pp), machine, sp.decode_flops_per_token(m, inp.input_tokens // 2),
+                      ctx.prefill_chunk or 2048, seqs, pp,
+                      NODE_HOP_LATENCY_S if pp > 1 else 0.0, NODE_LINK_GBPS if pp > 1 else 0.0)
+
+
+# --- timing and choosing -----------------------------------------------------------------------------
+
+def _workload(inp: DeployInput, replicas: int, scale: float = 1.0) -> sv.Workload:
+    cv2 = sv.lognormal_cv2(inp.output_tokens, inp.output_tokens_p90) if inp.output_tokens_p90 else 0.0
+    users = inp.users * scale / replicas if inp.users is not None else None
+    rate = inp.requests_per_s * scale / replicas if inp.requests_per_s is not None else None
+    return sv.Workload(inp.input_tokens, inp.output_tokens, users, rate, cv2)
+
+
+def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
+    return {"ttft_ms": served.ttft_s / t.ttft_s, "tpot_ms": served.tpot_s / t.tpot_s}
+
+
+def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: float = 1.0) -> Result:
+    served = sv.serve(c.replica, _workload(inp, replicas, scale))
+    misses = _misses(served, t)
+    meets = served.stable and all(v <= 1 for v in misses.values())
+    total = served.output_tokens_per_s * replicas
+    price = fitting.set_price(c.gpu, c.cards * replicas, c.setting.ctx.rules)
+    per_m = None
+    if price is not None and total > 0:
+        per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
+    return Result(c, replicas, served, price, per_m, total, meets, misses)
+
+
+def _limit(inp: DeployInput, c: Candidate) -> int:
+    most = MAX_REPLICAS
+    if inp.max_cards:
+        most = min(most, inp.max_cards // c.cards)
+    if inp.budget_usd_month is not None and c.price:
+        most = min(most, int(inp.budget_usd_month // c.price) + 1)  # the discount may let one more in
+    return most
+
+
+def _fewest_replicas(inp: DeployInput, c: Candidate, t: Targets, lo: int, most: int) -> Result | None:
+    """The smallest replica count ≥ lo that meets every target (more replicas: less load on each)."""
+    if most < max(lo, 1):
+        return None
+    res = evaluate(inp, c, lo, t)
+    if res.meets:
+        return res
+    hi = lo * 2
+    while hi <= most and not (res := evaluate(inp, c, hi, t)).meets:
+        lo, hi = hi, hi * 2
+    if hi > most:
+        res = evaluate(inp, c, most, t)
+        if not res.meets:
+            return None
+        hi = most
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        r = evaluate(inp, c, mid, t)
+        if r.meets:
+            hi, res = mid, r
+        else:
+            lo = mid
+    return res
+
+
+def _within(inp: DeployInput, r: Result) -> bool:
+    if inp.max_cards and r.count > inp.max_cards:
+        return False
+    return not (inp.budget_usd_month is not None and (r.monthly_usd or 0) > inp.budget_usd_month)
+
+
+def _key(r: Result) -> tuple:
+    return (r.monthly_usd if r.monthly_usd is not None else math.inf, r.served.tpot_s, r.served.ttft_s)
+
+
+def _solo(inp: DeployInput, c: Candidate) -> tuple[float, float]:
+    """(TPOT, TTFT) of one request alone: the best this candidate reaches at any replica count."""
+    w = sv.Workload(inp.input_tokens, inp.output_tokens, users=1.0)
+    return sv.tpot_s(c.replica, w, 1.0), sv.prefill_s(c.replica, w, 0.0)
+
+
+def _fewest_by_throughput(inp: DeployInput, c: Candidate, t: Targets) -> int:
+    """A lower bound on replicas: each holds at most B_t sequences with TPOT within the target, so it
+    makes at most B_t / TPOT(B_t) tokens/s."""
+    w = sv.Workload(inp.input_tokens, inp.output_tokens, users=1.0)
+    lo, hi = 1, max(c.replica.max_seqs, 1)
+    if sv.tpot_s(c.replica, w, hi) <= t.tpot_s:
+        lo = hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sv.tpot_s(c.replica, w, mid) <= t.tpot_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    if inp.users is not None:
+        return max(1, math.ceil(inp.users / lo - 1e-9))
+    rate = lo / sv.tpot_s(c.replica, w, lo) / inp.output_tokens  # requests/s one replica can finish
+    return max(1, math.ceil((inp.requests_per_s or 0) / rate - 1e-9))
+
+
+def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
+    """Cheapest first: each candidate at the fewest replicas meeting the targets. A candidate is timed only
+    if it could be cheaper than the best found, or faster (per user or to the first token) than every
+    deployment found at its price or less; otherwise it is skipped on bounds, never on guesses."""
+    found: list[Result] = []
+    best: float = math.inf
+    for c in sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
+                                          -c.replica.max_seqs)):
+        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
+            break  # sorted by price: every later one costs more still
+        tpot, ttft = _solo(inp, c)
+        if tpot > t.tpot_s or ttft > t.ttft_s:
+            continue  # one request alone misses a target: no replica count helps
+        most = _limit(inp, c)
+        if most < 1:
+            continue
+        lo = _fewest_by_throughput(inp, c, t)
+        floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
+        if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
+                (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
+                for r in found)):
+            continue
+        res = _fewest_replicas(inp, c, t, min(lo, most), most)
+        if res is not None and _within(inp, res):
+            found.append(res)
+            if res.monthly_usd is not None:
+                best = min(best, res.monthly_usd)
+    return sorted(found, key=_key)
+
+
+def pareto(results: list[Result], size: int = 8) -> list[Result]:
+    """Deployments no other beats on all three of cost, per-user speed and TTFT (a sweep in order of cost: a
+    point is dominated if a cheaper-or-equal point on the front is at least as good). Cost is the rent for
+    this load: at a given arrival rate it is proportional to the cost per million tokens."""
+    def k(r: Result) -> tuple[float, float, float]:
+        return (r.monthly_usd if r.monthly_usd is not None else math.inf, r.served.tpot_s, r.served.ttft_s)
+    front: list[Result] = []
+    for r in sorted(results, key=k):
+        kr = k(r)
+        if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
+            continue
+        shown = (r.cand.gpu.id, r.count, r.cand.setting.ctx.runtime.id, r.cand.setting.ctx.quant.name,
+                 r.cand.setting.mem.kv_dtype)
+        if any(shown == (f.cand.gpu.id, f.count, f.cand.setting.ctx.runtime.id, f.cand.setting.ctx.quant.name,
+                         f.cand.setting.mem.kv_dtype) for f in front):
+            continue
+        front.append(r)
+    return front[:size]
+
+
+def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
+    """When nothing meets the targets: each candidate at the most replicas allowed, the one that misses by
+    the least (its worst target ratio), cheaper first on ties."""
+    best: Result | None = None
+    for c in cands:
+        n = min(_limit(inp, c), MAX_REPLICAS)
+        if n < 1:
+            continue
+        r = evaluate(inp, c, n, t)
+        while n > 1 and not _within(inp, r):
+            n -= 1
+            r = evaluate(inp, c, n, t)
+        if not _within(inp, r):
+            continue
+        if best is None or (_worst(r), _key(r)) < (_worst(best), _key(best)):
+            best = r
+    return best
+
+
+def _worst(r: Result) -> float:
+    return max(r.misses.values()) if r.served.stable else math.inf
+
+
+def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> float:
+    """How much more traffic (×) the deployment takes before a target breaks."""
+    if not evaluate(inp, r.cand, r.replicas, t, 1.0).meets:
+        return 0.0
+    lo, hi = 1.0, most
+    if evaluate(inp, r.cand, r.replicas, t, hi).meets:
+        return hi
+    for _ in range(14):
+        mid = math.sqrt(lo * hi)
+        if evaluate(inp, r.cand, r.replicas, t, mid).meets:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# --- the answer ------------------------------------------------------------------------------------------
+
+def command(inp: DeployInput, r: Result) -> str:
+    """The command line that starts one replica (runtimes/launch.py when present)."""
+    c = r.cand
+    ctx, rt = c.setting.ctx, c.setting.ctx.runtime
+    ref = _model_ref(ctx)
+    kv = c.setting.kv_flag
+    quant = ctx.quant.name
+    util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
+    try:
+        from ..runtimes import launch  # type: ignore[attr-defined]
+    except ImportError:
+        launch = None
+    if launch is not None:
+        return launch.command(rt.id, ref, quant=quant, tp=c.tp if rt.tensor_parallel else 1,
+                              pp=c.pp if rt.pipeline_parallel else 1, max_model_len=max_model_len(inp),
+                              max_num_seqs=c.replica.max_seqs, kv_dtype=kv, gpu_memory_utilization=util,
+                              n_gpu_layers=None if rt.tensor_parallel else 999,
+                              parallel=c.setting.slots or None, flash_attn=True if kv else None)
+    return _placeholder_command(rt.id, ref, c, max_model_len(inp), kv)
+
+
+def _placeholder_command(rt: str, ref: str, c: Candidate, length: int, kv: str | None) -> str:
+    """Until runtimes/launch.py lands: the few flags every current release has."""
+    if rt == "vllm":
+        kv_flag = f" --kv-cache-dtype {kv}" if kv else ""
+        return (f"vllm serve {ref} --tensor-parallel-size {c.tp} --pipeline-parallel-size {c.pp} "
+                f"--max-model-len {length} --max-num-seqs {c.replica.max_seqs}{kv_flag}")
+    if rt == "sglang":
+        return f"python -m sglang.launch_server --model-path {ref} --tp {c.tp} --context-length {length}"
+    if rt == "trtllm":
+        return (f"trtllm-serve {ref} --tp_size {c.tp} --pp_size {c.pp} --max_batch_size {c.replica.max_seqs} "
+                f"--max_seq_len {length}")
+    slots = c.setting.slots
+    if rt == "ollama":
+        env = f"OLLAMA_CONTEXT_LENGTH={length} OLLAMA_NUM_PARALLEL={slots}"
+        if kv:
+            env += f" OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE={kv}"
+        return f"{env} ollama serve"
+    kv_flags = f" -fa on -ctk {kv} -ctv {kv}" if kv else ""
+    return f"llama-server -m {ref} -ngl 999 -c {length * slots} -np {slots}{kv_flags}"
+
+
+def _model_ref(ctx: Any) -> str:
+    r, m = ctx.resolved, ctx.model
+    if ctx.runtime.id == "ollama":
+        return r.tag.tag if r.tag is not None else (ctx.inp.model or m.id)
+    if ctx.runtime.id == "llama.cpp":
+        name = ctx.inp.model or m.id
+        return name if name.endswith(".gguf") else f"{m.id}-{ctx.quant.name}.gguf"
+    return m.hf or ctx.inp.model or m.id
+
+
+def deployment_dict(inp: DeployInput, r: Result) -> dict[str, Any]:
+    c, s = r.cand, r.served
+    rt = c.setting.ctx.runtime
+    return {
+        "gpu": c.gpu.name, "count": r.count, "nodes": c.nodes * r.replicas, "cards_per_node": c.per_node,
+        "tp": c.tp, "pp": c.pp, "replicas": r.replicas, "runtime": rt.id, "quant": c.setting.ctx.quant.name,
+        "kv_dtype": c.setting.mem.kv_dtype, "max_num_seqs": c.replica.max_seqs,
+        "monthly_usd": round(r.monthly_usd, 2) if r.monthly_usd is not None else None,
+        "cost_per_million_usd": round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None else None,
+        "ttft_ms": _ms(s.ttft_s), "tpot_ms": _ms(s.tpot_s),
+        "aggregate_tokens_per_s": round(r.served_tokens_per_s, 1),
+        "per_user_tokens_per_s": round(s.per_user_tokens_per_s, 2),
+        "ttft_mean_ms": _ms(s.ttft_mean_s), "prefill_ms": _ms(s.prefill_s),
+        "batch_per_replica": round(s.batch, 2), "utilization": round(s.utilization, 4),
+        "meets_targets": r.meets, "quality": c.setting.quality,
+        "memory": {"need_bytes": c.option.need_bytes, "budget_bytes": c.option.budget_bytes,
+                   "free_bytes": c.option.free_bytes, "margin_bytes": c.margin_bytes,
+                   "kv_pool_tokens": c.kv_tokens},
+        "command": command(inp, r),
+    }
+
+
+def _ms(x: float) -> float | None:
+    return round(x * 1e3, 1) if math.isfinite(x) else None
+
+
+def _apis(r: Result, inp: DeployInput) -> list[dict[str, Any]]:
+    """The same traffic bought from each API tier (seed 003's three), against this rent."""
+    from ..catalog.apis import apis, seed_tiers
+
+    served_m = cost.capacity_millions(r.served_tokens_per_s, cost.HOURS_PER_MONTH)
+    out = []
+    for a in seed_tiers(apis(tuple(inp.catalog))):
+        price = a.output_usd_per_m + a.input_usd_per_m * inp.input_tokens / inp.output_tokens
+        bill = served_m * price
+        out.append({"name": a.name, "price_per_million_usd": round(price, 4),
+                    "api_monthly_usd": round(bill, 2),
+                    "breakeven_millions_per_month": round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
+                    "rent_cheaper": r.monthly_usd is not None and r.monthly_usd < bill})
+    return out
+
+
+def _failing(r: Result, t: Targets) -> dict[str, Any]:
+    if not r.served.stable:
+        return {"target": "load", "achieved": None, "limit": None, "ratio": None,
+                "text": "the deployment cannot keep up with the arrivals (its queue grows without end)"}
+    name, ratio = max(r.misses.items(), key=lambda kv: kv[1])
+    achieved = r.served.ttft_s * 1e3 if name == "ttft_ms" else r.served.tpot_s * 1e3
+    return {"target": name, "achieved": round(achieved, 1), "limit": t.given[name], "ratio": round(ratio, 3)}
+
+
+def deploy_report(inp: DeployInput) -> dict[str, Any]:
+    """The JSON of `cardfit deploy`."""
+    check(inp)
+    t = targets(inp)
+    sets, skipped = settings(inp)
+    cands = candidates(inp, sets)
+    model = sets[0].ctx.model
+    workload = {"users": inp.users, "requests_per_s": inp.requests_per_s, "input_tokens": inp.input_tokens,
+                "output_tokens": inp.output_tokens, "input_tokens_p90": inp.input_tokens_p90,
+                "output_tokens_p90": inp.output_tokens_p90, "max_model_len": max_model_len(inp),
+                "ttft_ms": t.given["ttft_ms"], "tpot_ms": t.given["tpot_ms"],
+                "tokens_per_s_per_user": round(1000 / t.given["tpot_ms"], 2),
+                "targets_given": {"ttft_ms": inp.ttft_ms is not None,
+                                  "tpot_ms": inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None}}
+    report: dict[str, Any] = {"model": model.name, "workload": workload, "meets_targets": False, "best": None,
+                              "pareto": [], "failing": None, "closest": None, "headroom": None, "apis": [],
+                              "searched": {"settings": len(sets), "fitting_shapes": len(cands)},
+                              "notes": _notes(inp, skipped)}
+    if not cands:
+        report["failing"] = {"target": "memory", "achieved": None, "limit": None, "ratio": None,
+                             "text": "no card set holds the model within the limits given"}
+        return report
+    found = search(inp, cands, t)
+    if found:
+        best = found[0]
+        report["meets_targets"] = True
+        report["best"] = deployment_dict(inp, best)
+        report["headroom"] = round(headroom(inp, best, t), 2)
+        report["apis"] = _apis(best, inp)
+        report["pareto"] = [deployment_dict(inp, r) for r in pareto(found)]
+    else:
+        near = closest(inp, cands, t)
+        if near is not None:
+            report["closest"] = deployment_dict(inp, near)
+            report["failing"] = _failing(near, t)
+            report["pareto"] = [report["closest"]]
+    report["notes"] = _notes(inp, skipped, report["best"] or report["closest"])
+    if inp.plot:
+        from ..charts.deploy import write_chart
+
+        write_chart(report, inp.plot)
+        report["plot"] = inp.plot
+    return report
+
+
+def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None = None) -> list[str]:
+    notes = ["TTFT is the p90 (queueing by the Allen–Cunneen approximation + prefill); TPOT the steady-state "
+             "mean; both from cardfit's speed model, not a measurement"]
+    if inp.ttft_ms is None or (inp.tpot_ms is None and inp.tokens_per_s_per_user is None):
+        notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT {DEFAULT_TPOT_MS:g} ms "
+                     "(rule of thumb: faster than people read)")
+    notes += [f"left out: {s}" for s in skipped[:3]]
+    if chosen is not None and chosen.get("runtime") in GGUF_SERVERS and (chosen.get("max_num_seqs") or 1) > 1:
+        notes.append(f"{chosen['runtime']}: the cost of each extra slot is not calibrated (no aggregate-throughput "
+                     f"record); deploy charges it {uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per "
+                     "step, the largest calibrated value of the other runtimes")
+    return notes
+
+
+__all__ = ["DeployInput", "deploy_report"]

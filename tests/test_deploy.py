@@ -1,0 +1,201 @@
+"""`cardfit deploy` and the served-load timing under it (core/serving.py)."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import pytest
+
+from cardfit.core import serving as sv
+from cardfit.core import speed as sp
+from cardfit.errors import InputError
+from cardfit.services.deploy import DeployInput, deploy_report
+from cardfit.services.inputs import parse
+
+DEPLOYMENT_KEYS = {"gpu", "count", "nodes", "tp", "pp", "replicas", "runtime", "quant", "kv_dtype", "max_num_seqs",
+                   "monthly_usd", "cost_per_million_usd", "ttft_ms", "tpot_ms", "aggregate_tokens_per_s",
+                   "per_user_tokens_per_s", "command"}
+
+
+@cache
+def report(**kw) -> dict:
+    return deploy_report(DeployInput(**kw))
+
+
+# --- queueing formulas: textbook values -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("servers", "offered", "expected", "why"), [
+    (1, 0.5, 0.5, "M/M/1: an arrival waits with probability rho"),
+    (2, 1.0, 1 / 3, "M/M/2 at a = 1: C = (a^2/2 · 1/(1-a/2)) / (1 + a + a^2/2 · 1/(1-a/2)) = 1/3"),
+    (3, 2.0, 4 / 9, "M/M/3 at a = 2: 4/9 (Erlang C table)"),
+    (200, 100.0, 0.0, "far below capacity: practically nobody waits"),
+])
+def test_erlang_c(servers, offered, expected, why):
+    assert sv.erlang_c(servers, offered) == pytest.approx(expected, abs=1e-9), why
+
+
+def test_allen_cunneen_is_exact_for_mm1_and_md1():
+    # M/M/1, rho = 0.8, S = 1: Wq = rho / (1 - rho) · S = 4; M/D/1 (Cs² = 0): half of it (Pollaczek–Khinchine)
+    assert sv.wait_s(1, 0.8, 1.0, 1.0)[0] == pytest.approx(4.0)
+    assert sv.wait_s(1, 0.8, 1.0, 0.0)[0] == pytest.approx(2.0)
+    assert sv.wait_s(1, 1.0, 1.0, 0.0)[0] == math.inf
+
+
+def test_lognormal_cv2_round_trips():
+    sigma = 0.6
+    mean = math.exp(sigma ** 2 / 2)  # mu = 0
+    p90 = math.exp(1.2815515655446004 * sigma)
+    assert sv.lognormal_cv2(mean, p90) == pytest.approx(math.exp(sigma ** 2) - 1, rel=1e-9)
+    assert sv.lognormal_cv2(300, 300) == 0.0
+
+
+# --- the served-load model: monotone in load, physical limits ----------------------------------------------
+
+def _replica(pp: int = 1, seqs: int = 256) -> sv.Replica:
+    shares = sp.Shares(1.0, 0.0, 0.0, 1.0, "params")
+    load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 32, 4096)
+    machine = sp.Machine(3350.0, 989.0, 1, decode_efficiency=0.873, overhead_s_per_layer=55.4e-6,
+                         overhead_s_per_sequence=456e-6, compute_efficiency=0.81)
+    return sv.Replica(sv.stage(load, pp), machine, 1.7e10, 8192, seqs, pp, 20e-6 if pp > 1 else 0.0, 50.0)
+
+
+def test_tpot_and_ttft_grow_with_the_arrival_rate():
+    r = _replica()
+    served = [sv.serve(r, sv.Workload(1000, 300, requests_per_s=x)) for x in (0.5, 1, 2, 4)]
+    assert all(a.tpot_s <= b.tpot_s for a, b in zip(served, served[1:], strict=False))
+    assert all(a.ttft_s <= b.ttft_s for a, b in zip(served, served[1:], strict=False))
+    assert all(a.batch < b.batch for a, b in zip(served, served[1:], strict=False))
+
+
+def test_littles_law_holds_at_the_answer():
+    r = _replica()
+    w = sv.Workload(1000, 300, requests_per_s=4)
+    s = sv.serve(r, w)
+    in_service = 4 * (sv.prefill_s(r, w, s.batch) + 299 * sv.tpot_s(r, w, s.batch))
+    assert s.batch == pytest.approx(in_service, rel=0.03)
+    assert s.output_tokens_per_s == pytest.approx(s.batch / s.tpot_s)
+
+
+def test_overload_is_unstable_not_fast():
+    r = _replica(seqs=16)
+    s = sv.serve(r, sv.Workload(1000, 300, requests_per_s=1000))
+    assert not s.stable and s.ttft_s == math.inf
+
+
+def test_closed_loop_users_beyond_the_slots_wait():
+    r = _replica(seqs=8)
+    few = sv.serve(r, sv.Workload(1000, 300, users=8))
+    many = sv.serve(r, sv.Workload(1000, 300, users=32))
+    assert few.wait_p90_s == 0 and many.wait_p90_s > 0 and many.batch == 8
+
+
+def test_pipeline_stages_add_bubbles_for_one_sequence():
+    """One request on 2 stages reads the same bytes as on one card, plus a network hop: never faster."""
+    one, two = _replica(1), _replica(2)
+    w = sv.Workload(1000, 300, users=1)
+    assert sv.tpot_s(two, w, 1) >= sv.tpot_s(one, w, 1)
+
+
+def test_moe_steps_touch_more_experts_with_more_tokens():
+    shares = sp.Shares(0.1, 0.9, 0.0, 8 / 128, "params")
+    load = sp.Load(60_000_000_000, shares, 100_000, 6e9, 48, 2048)
+    machine = sp.Machine(3350.0, 989.0, 1, decode_efficiency=0.873)
+    r = sv.Replica(load, machine, 6e9, 8192, 256)
+    times = [sv.step_s(r, b, 0) for b in (1, 4, 16, 64)]
+    assert times == sorted(times) and times[-1] > 3 * times[0]
+
+
+# --- the deploy service -------------------------------------------------------------------------------------
+
+def _check_deployment(d: dict, w: dict, meets: bool) -> None:
+    assert DEPLOYMENT_KEYS <= set(d)
+    assert d["count"] == d["tp"] * d["pp"] * d["replicas"]
+    mem = d["memory"]
+    assert mem["free_bytes"] >= 0 and mem["need_bytes"] <= mem["budget_bytes"]
+    if meets:
+        assert d["ttft_ms"] <= w["ttft_ms"] and d["tpot_ms"] <= w["tpot_ms"]
+
+
+def test_llama_8b_on_vllm_meets_its_targets_with_the_command():
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=64, ttft_ms=2000, tpot_ms=50, runtime="vllm")
+    assert r["meets_targets"] and r["failing"] is None
+    b = r["best"]
+    _check_deployment(b, r["workload"], True)
+    assert b["runtime"] == "vllm" and b["command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
+    assert f"--max-model-len {r['workload']['max_model_len']}" in b["command"]
+    assert r["headroom"] >= 1
+    for d in r["pareto"]:
+        _check_deployment(d, r["workload"], True)
+    assert min(d["monthly_usd"] for d in r["pareto"]) == b["monthly_usd"]
+
+
+def test_best_is_the_cheapest_that_meets():
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", requests_per_s=4, ttft_ms=1500, tpot_ms=40,
+               runtime="vllm", gpu=("L40S", "H100 SXM", "RTX 4090"))
+    costs = [d["monthly_usd"] for d in r["pareto"]]
+    assert r["best"]["monthly_usd"] == min(costs)
+
+
+def test_the_memory_bound_is_pessimistic():
+    """Every chosen deployment keeps the need's error bar (data/accuracy.toml) free."""
+    r = report(model="meta-llama/Llama-3.1-70B-Instruct", requests_per_s=1, tpot_ms=60, runtime="vllm", quant="fp8")
+    assert r["pareto"]
+    for d in r["pareto"]:
+        assert d["memory"]["margin_bytes"] > 0
+        assert d["memory"]["free_bytes"] >= d["memory"]["margin_bytes"]
+
+
+def test_nothing_meets_names_the_target_and_the_closest():
+    r = report(model="meta-llama/Llama-3.1-70B-Instruct", users=4, tpot_ms=1, runtime="vllm", gpu=("L40S",))
+    assert not r["meets_targets"] and r["best"] is None
+    assert r["failing"]["target"] == "tpot_ms" and r["failing"]["ratio"] > 1
+    assert r["closest"]["tpot_ms"] > 1
+
+
+@pytest.mark.parametrize(("model", "runtime", "start"), [
+    ("meta-llama/Llama-3.1-8B-Instruct", "sglang", "python -m sglang.launch_server"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "trtllm", "trtllm-serve"),
+    ("qwen3:30b-a3b", "llama.cpp", "llama-server"),
+    ("qwen3:30b-a3b", "ollama", "OLLAMA_CONTEXT_LENGTH="),
+    ("Qwen/Qwen3-30B-A3B", "vllm", "vllm serve"),
+])
+def test_every_runtime_answers_with_its_command(model, runtime, start):
+    r = report(model=model, users=8, runtime=runtime)
+    d = r["best"] or r["closest"]
+    assert d["runtime"] == runtime
+    assert start in d["command"]
+
+
+def test_trtllm_is_never_planned_on_amd():
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=8, runtime="trtllm", gpu=("MI300X", "H100 SXM"))
+    assert all(d["gpu"] != "MI300X" for d in r["pareto"])
+
+
+def test_405b_in_bf16_spans_nodes_with_pipeline_parallel():
+    r = report(model="meta-llama/Llama-3.1-405B-Instruct", requests_per_s=1, runtime="vllm", quant="bf16",
+               gpu=("H100 SXM",))
+    b = r["best"]
+    assert b["tp"] == 8 and b["pp"] >= 2 and b["nodes"] >= 2
+    assert "--pipeline-parallel-size" in b["command"]
+
+
+def test_budget_and_card_limits_are_kept():
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", requests_per_s=20, runtime="vllm", max_cards=2)
+    for d in r["pareto"] + ([r["closest"]] if r["closest"] else []):
+        assert d["count"] <= 2
+
+
+def test_input_errors(run_cli):
+    code, out, err = run_cli("deploy", "llama3.1:8b")
+    assert code == 2 and err.startswith("Error:") and "--users" in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(InputError, match="tpot-ms or --tokens-per-s-per-user"):
+        deploy_report(parse(DeployInput, {"model": "llama3.1:8b", "users": 2, "tpot_ms": 50,
+                                          "tokens_per_s_per_user": 20}))
+
+
+def test_cli_json_has_the_stable_keys(run_json):
+    r = run_json("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "16", "--runtime", "vllm",
+                 "--gpu", "L40S")
+    assert {"workload", "meets_targets", "best", "pareto", "failing"} <= set(r)
+    _check_deployment(r["best"], r["workload"], True)
