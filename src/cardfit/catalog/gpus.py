@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from typing import Any
 
-from ..core.cost import HOURS_PER_MONTH
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .registry import Registry
 from .schema import keys_of
+
+
+class Feature(StrEnum):
+    """A number format the card must compute in natively (a quantization's `requires`)."""
+
+    FP8 = "fp8"
+    BF16 = "bf16"
+    FP4 = "fp4"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +61,11 @@ class Gpu:
     def names(self) -> list[str]:
         return [self.name, self.id, *self.aliases, *_auto_aliases(self.name)]
 
-    def supports(self, feature: str) -> bool:
-        return bool(getattr(self, feature, False))
+    def supports(self, feature: Feature) -> bool:
+        return {Feature.FP8: self.fp8, Feature.BF16: self.bf16, Feature.FP4: self.fp4}[feature]
 
-    def hourly(self, hours_per_month: float = HOURS_PER_MONTH) -> float | None:
+    def hourly(self, hours_per_month: float) -> float | None:
+        """The hourly price: the catalog's own, else the monthly one over `hours_per_month` (core/cost.py)."""
         if self.hourly_usd is not None:
             return self.hourly_usd
         return None if self.monthly_usd is None else self.monthly_usd / hours_per_month

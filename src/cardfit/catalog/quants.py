@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import CatalogError, InputError, UnknownNameError
 from ..names import closest, norm
+from .gpus import Feature
 from .loader import builtin, builtin_path
 from .schema import check_keys, keys_of
 
@@ -22,7 +23,7 @@ class QuantType:
     block_weights: int
     block_bytes: int
     scope: str = "all"  # all | linear | experts
-    requires: str = ""
+    requires: Feature | None = None  # the format the card must compute in (FP8 kernels need FP8 units)
     ggml_type: int | None = None
     group_size: int = 0
     aliases: tuple[str, ...] = ()
@@ -160,8 +161,16 @@ MIX_KEYS = frozenset({"name", "ftype", "default", "other", "source",
 
 def _type_from_row(row: dict[str, Any]) -> QuantType:
     check_keys(row, QUANT_KEYS, table="quant", path=builtin_path("quants.toml"))
+    known = {k: (tuple(v) if k == "aliases" else v) for k, v in row.items()}
+    if row.get("requires"):
+        if row["requires"] not in set(Feature):
+            raise CatalogError(f"quant '{row.get('id', '?')}': requires '{row['requires']}' is not one of "
+                               f"{', '.join(Feature)}", path=builtin_path("quants.toml"))
+        known["requires"] = Feature(row["requires"])
+    else:
+        known.pop("requires", None)
     try:
-        return QuantType(**{k: (tuple(v) if k == "aliases" else v) for k, v in row.items()})
+        return QuantType(**known)
     except TypeError as e:
         raise CatalogError(f"quant '{row.get('id', '?')}': {e}") from e
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import InputError
-from ..services.validate import Report
+
+if TYPE_CHECKING:  # the chart draws a report; services/validate.py imports this module when asked to plot
+    from ..services.validate import Report
 
 
 def write_plot(report: Report, path: str) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
-from ..catalog.gpus import Gpu
+from ..catalog.gpus import Feature, Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.rental import RentalRules
 from ..catalog.runtimes import RuntimeProfile
@@ -12,7 +13,26 @@ from ..units import fmt_bytes
 from .kv import kv_replication
 from .memory import Memory
 
-FITS, TIGHT, NO, OFFLOAD = "fits", "tight", "no", "offload"
+
+class Verdict(StrEnum):
+    """The answer for one card or set; the value is what JSON and the web page show."""
+
+    FITS = "fits"
+    TIGHT = "tight"  # fits with less headroom than the rental guide's margin or the estimate's error bar
+    NO = "no"
+    OFFLOAD = "offload"  # fits only with whole layers in system RAM (llama.cpp, Ollama, transformers)
+
+
+class Refusal(StrEnum):
+    """Why a card or set says no (the printed reason is text for people; code tests this)."""
+
+    UNSUPPORTED = "unsupported"  # the card cannot compute in the quantization's format (FP8, FP4, BF16)
+    MEMORY = "memory"  # the plan needs more than the runtime's budget
+    HOST_RAM = "host_ram"  # what spills to system RAM is more than the RAM given
+    LINKS = "links"  # a full fine-tune on several cards needs NVLink/NVSwitch and the card has PCIe
+
+
+FITS, TIGHT, NO, OFFLOAD = Verdict.FITS, Verdict.TIGHT, Verdict.NO, Verdict.OFFLOAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +42,9 @@ class Option:
     usable_bytes: int  # all cards, as the driver reports them
     budget_bytes: int  # what the runtime lets itself use (vLLM: × gpu_memory_utilization)
     need_bytes: int  # memory the plan needs on this set
-    verdict: str
+    verdict: Verdict
     reason: str = ""
+    refusal: Refusal | None = None  # set with verdict NO
     monthly_usd: float | None = None  # whole set, after volume discount
     gpu_layer_fraction: float = 1.0  # offload: share of the weights+cache that stays on the GPU
 
@@ -64,13 +85,13 @@ def set_price(gpu: Gpu, count: int, rules: RentalRules) -> float | None:
     return count * gpu.monthly_usd * (1 - rules.discount(count))
 
 
-def unsupported(gpu: Gpu, requires: str) -> str:
-    if requires and not gpu.supports(requires):
+def unsupported(gpu: Gpu, requires: Feature | None) -> str:
+    if requires is not None and not gpu.supports(requires):
         return f"{gpu.name} has no {requires.upper()} support"
     return ""
 
 
-def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -> str:
+def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -> Verdict:
     """fits / tight / no from the bytes left over (seed 002 §05: tight = under 5 GB on one card, under
     2 GB per card on several; or inside the error bar of the estimate)."""
     if free < 0:
@@ -82,7 +103,7 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
     return TIGHT if free < rules.tight_per_card_bytes * count else FITS
 
 
-def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
+def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: Feature | None = None,
           utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0,
           model: ModelSpec | None = None, tp: int | None = None) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight.
@@ -94,13 +115,13 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRu
                 need_bytes=need, monthly_usd=price)
     why = unsupported(gpu, requires)
     if why:
-        return Option(**base, verdict=NO, reason=why)
+        return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
     free = budget - need
     if free >= 0:
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)
-    return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more")
+    return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more", refusal=Refusal.MEMORY)
 
 
 def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
@@ -112,12 +133,12 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
     spill = layered - on_gpu
     if ram_bytes and spill > ram_bytes:
         return Option(**base, verdict=NO, reason=f"offload needs {fmt_bytes(spill)} of system RAM; "
-                      f"{fmt_bytes(ram_bytes)} given")
+                      f"{fmt_bytes(ram_bytes)} given", refusal=Refusal.HOST_RAM)
     return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction,
                   reason=f"{1 - fraction:.0%} of the layers in system RAM")
 
 
-def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, *, requires: str = "",
+def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, *, requires: Feature | None = None,
                  utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0,
                  model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
@@ -128,7 +149,7 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, 
                     model=model)
         if opt.fits:
             return opt
-        if opt.reason and "support" in opt.reason:
+        if opt.refusal is Refusal.UNSUPPORTED:
             return None
     return None
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ..core.cost import HOURS_PER_MONTH
+
 
 def gpu_rows(gpus: Iterable[Any]) -> list[dict[str, Any]]:
     rows = []
@@ -17,7 +19,7 @@ def gpu_rows(gpus: Iterable[Any]) -> list[dict[str, Any]]:
             "usable_measured": g.usable_measured, "memory_type": g.memory_type, "bandwidth_gbps": g.bandwidth_gbps,
             "bf16_tflops": g.bf16_tflops, "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops,
             "fp8": g.fp8, "bf16": g.bf16, "interconnect": g.interconnect, "link_gbps": g.link_gbps,
-            "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd, "hourly_usd": g.hourly(),
+            "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd, "hourly_usd": g.hourly(HOURS_PER_MONTH),
             "usd_per_gb_month": round(per_gb, 2) if per_gb else None,  # seed 002 §06
             "gbps_per_usd_month": round(g.bandwidth_gbps / g.monthly_usd, 2)
             if g.monthly_usd and g.bandwidth_gbps else None,

@@ -136,10 +136,10 @@ def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rule
     nodes = -(-count // int(host.get("node_size", 8)))
     host_ram = int(host.get("ram_bytes_per_node", 0)) * nodes
     if opt.fits and host_ram and sp.host_bytes > host_ram:
-        opt = replace(opt, verdict=fitting.NO, reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; "
+        opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.HOST_RAM, reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; "
                       f"{nodes} node(s) have {host_ram / 1e12:,.0f} TB (seed 002)")
     if opt.fits and inp.require_nvlink and not link_ok(gpu, count, mem.method, c):
-        opt = replace(opt, verdict=fitting.NO, reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
+        opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.LINKS, reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
                       f"{gpu.name} has {gpu.interconnect}")
     return Choice(opt, sp)
 
@@ -154,7 +154,7 @@ def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: Rental
         ch = check(mem, inp, gpu, n, rules)
         if ch.option.fits:
             return ch
-        if "NVLink" in ch.option.reason:
+        if ch.option.refusal is fitting.Refusal.LINKS:
             return ch
     return first
 

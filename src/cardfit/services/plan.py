@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..catalog.apis import ApiPrice, apis, seed_tiers
-from ..catalog.gpus import Gpu, default_gpus, load_gpus
+from ..catalog.gpus import Feature, Gpu, default_gpus, load_gpus
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants
 from ..catalog.registry import Registry
@@ -158,8 +158,8 @@ def memory_for(ctx: Context, context: int) -> Memory:
     return estimate(ctx.model, ctx.quant, ctx.runtime, s)
 
 
-def requires(q: Quant) -> str:
-    return q.requires if isinstance(q, QuantType) else ""
+def requires(q: Quant) -> Feature | None:
+    return q.requires if isinstance(q, QuantType) else None
 
 
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
@@ -273,8 +273,7 @@ def plan(inp: PlanInput) -> Plan:
 def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
     """A card refused only by vLLM's reserved fraction: say which --gpu-memory-utilization would hold it."""
     o, rt = card.option, ctx.runtime
-    if o.verdict != fitting.NO or not rt.gpu_memory_utilization or rt.gpu_memory_utilization >= 1 or o.reason \
-            and "support" in o.reason:
+    if o.refusal is not fitting.Refusal.MEMORY or not rt.gpu_memory_utilization or rt.gpu_memory_utilization >= 1:
         return []
     total = o.count * (o.gpu.usable_bytes - rt.cuda_total_shortfall_bytes)
     needed = o.need_bytes / total

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import speed as sp
-from ..core.fit import OFFLOAD
+from ..core.fit import NO, OFFLOAD
 from ..core.memory import MemorySettings, kv_bytes
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp, precision_of
 from ..errors import CardfitError, MissingFigureError
@@ -140,7 +140,7 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
                         "ram_bandwidth_gbps": inp.ram_bandwidth, "disk_gbps": inp.disk_gbps},
         "rows": table,
         "notes": _notes(s, opt.gpu) + ([f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures "
-                                         "assume it did"] if opt.verdict == "no" else []),
+                                         "assume it did"] if opt.verdict == NO else []),
     }
     if inp.plot:
         from ..charts.speed import write_chart
