@@ -1,0 +1,169 @@
+"""One answer everywhere: every CLI example in the README and every request the web page makes (read from
+app.js) give the same numbers through the CLI (`--json`), the JSON API and, for the page's own lines, the
+page's words. The browser half (what the page draws from these answers) is tests/test_web_e2e.py."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+APP_JS = (ROOT / "src" / "cardfit" / "web" / "static" / "app.js").read_text()
+VERDICTS = ("fits", "tight", "no", "offload")
+CATALOGS = ("gpus", "models", "quants", "apis")
+
+
+def readme_commands() -> list[tuple[list[str], str]]:
+    """(argv after `cardfit`, the verdict its `# comment` claims or "") for every command line in the
+    README's fenced sh/text blocks."""
+    out = []
+    for block in re.findall(r"```(?:sh|text)\n(.*?)```", README, re.S):
+        for line in block.splitlines():
+            line = line.strip().removeprefix("$ ")
+            if not line.startswith("cardfit "):
+                continue
+            cmd, _, comment = line.partition("#")
+            claim = comment.strip() if comment.strip() in VERDICTS else ""
+            out.append((shlex.split(cmd)[1:], claim))
+    for span in re.findall(r"`(cardfit [^`]+)`", README):  # inline examples, but not the usage templates
+        argv = shlex.split(span)[1:]
+        if argv[0] != "serve" and not re.search(r"\b[A-Z]{1,5}\b|\||…", span) and (argv, "") not in out:
+            out.append((argv, ""))
+    return out
+
+
+def _body(argv: list[str]) -> tuple[str, dict[str, Any]]:
+    """A CLI command line as the JSON body of the matching POST /api/NAME."""
+    from cardfit.services.inputs import describe
+    from cardfit.services.table import BY_NAME
+
+    cmd = BY_NAME[argv[0]]
+    kinds = {f.name: f.kind for f in describe(cmd.input_type())}
+    body: dict[str, Any] = {}
+    rest = argv[1:]
+    if rest and not rest[0].startswith("--") and cmd.argument:
+        body[cmd.argument] = rest.pop(0)
+    while rest:
+        key = rest.pop(0)[2:].replace("-", "_")
+        if kinds[key] == "bool":
+            body[key] = True
+            continue
+        value = rest.pop(0)
+        body[key] = [*body.get(key, []), value] if kinds[key] == "tuple" else value
+    return cmd.path, body
+
+
+@pytest.fixture(scope="module")
+def client():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from cardfit.web.app import create_app
+
+    return TestClient(create_app())
+
+
+COMMANDS = readme_commands()
+
+
+def test_the_readme_has_examples():
+    assert len(COMMANDS) >= 6
+    assert any(claim for _, claim in COMMANDS), "the README's runtime-dependent claims are runnable"
+
+
+@pytest.mark.parametrize(("argv", "claim"), COMMANDS, ids=[" ".join(a) for a, _ in COMMANDS])
+def test_readme_example_runs_and_the_api_agrees(run_json, client, argv, claim):
+    cli = run_json(*argv)
+    if argv[0] in CATALOGS:
+        assert client.get(f"/api/{argv[0]}").json() == cli
+    elif argv[0] == "validate":
+        assert client.get("/api/validate", params={"kind": argv[1]} if len(argv) > 1 else {}).json() == cli
+    else:
+        path, body = _body(argv)
+        r = client.post(path, json=body)
+        assert r.status_code == 200, r.text
+        assert r.json() == cli
+    if claim:  # "fits one H200 with llama.cpp": the runtime is on the command line, the verdict in the comment
+        assert cli["gpus"][0]["verdict"] == claim
+
+
+def test_readme_python_example_prints_what_it_says():
+    import cardfit
+
+    block = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    scope: dict[str, Any] = {"cardfit": cardfit}
+    checked = 0
+    for line in block.splitlines():
+        code, _, comment = line.partition("  # ")
+        if not code.strip() or code.startswith("import"):
+            continue
+        if not comment:
+            exec(code, scope)  # noqa: S102  (the README's own example, not user input)
+            continue
+        claimed = ast.literal_eval(comment.split(": ")[0].replace(",", "") if "(" not in comment
+                                   else comment.split(": ")[0])
+        assert eval(code, scope) == claimed, code  # noqa: S307
+        checked += 1
+    assert checked >= 3
+
+
+# ---- the page's requests -------------------------------------------------------------------------------
+
+PAGE_REQUESTS = {
+    # path the page requests → (JSON body the page sends for the FORM below, the same as a CLI command line)
+    "/api/plan": ({"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": 16384, "batch": 2, "runtime": "llama.cpp",
+                   "kv_dtype": "q8_0", "api": "frontier"},
+                  ["plan", "qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime",
+                   "llama.cpp", "--kv-dtype", "q8_0", "--api", "frontier"]),
+    "/api/speed": ({"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": 16384, "batch": 2,
+                    "runtime": "llama.cpp", "kv_dtype": "q8_0", "gpu": "rtx-4090", "gpus": 1},
+                   ["speed", "qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime",
+                    "llama.cpp", "--kv-dtype", "q8_0", "--gpu", "rtx-4090", "--gpus", "1"]),
+    "/api/breakeven": ({"gpu": "rtx-4090", "gpus": 1, "tokens_per_s": 41.65, "api": ["frontier"]},
+                       ["breakeven", "--gpu", "rtx-4090", "--gpus", "1", "--tokens-per-s", "41.65", "--api",
+                        "frontier"]),
+    **{f"/api/{name}": (None, [name]) for name in (*CATALOGS, "runtimes")},
+}
+PAGE_ONLY = {"/openapi.json": "the endpoint list", "/api/read/config": "parses an upload (test_web_e2e)",
+             "/api/read/log": "parses a pasted log (test_web_e2e)"}
+
+
+def test_every_request_the_page_makes_is_checked_here():
+    made = set(re.findall(r'"(/(?:api/[a-z/-]+|openapi\.json))"', APP_JS))
+    assert made, "app.js requests nothing?"
+    assert made <= set(PAGE_REQUESTS) | set(PAGE_ONLY), made - set(PAGE_REQUESTS) - set(PAGE_ONLY)
+
+
+@pytest.mark.parametrize("path", [p for p, (_, argv) in PAGE_REQUESTS.items() if argv[0] != "runtimes"])
+def test_page_request_equals_the_cli(run_json, client, path):
+    body, argv = PAGE_REQUESTS[path]
+    r = client.get(path) if body is None else client.post(path, json=body)
+    assert r.status_code == 200, r.text
+    assert r.json() == run_json(*argv)
+
+
+def test_the_runtimes_list_is_the_catalog(client):
+    from cardfit.catalog.runtimes import default_runtimes
+
+    ids = [r["id"] for r in client.get("/api/runtimes").json()["runtimes"]]
+    assert set(ids) == {r.id for r in default_runtimes()}
+
+
+def test_the_page_cost_line_is_the_plans(run_cli, run_json, client):
+    """The page draws its cost line from the plan's cost block (app.js costFromPlan/costLine); the CLI prints
+    the same block; both say the month length."""
+    body, argv = PAGE_REQUESTS["/api/plan"]
+    web = client.post("/api/plan", json={**body, "gpu": "RTX 4090"}).json()["cost"]
+    cli = run_json(*argv, "--gpu", "RTX 4090")["cost"]
+    assert web == cli and web["hours_per_month"] == 720
+    code, text, _ = run_cli(*argv, "--gpu", "RTX 4090")
+    k = cli["cards"][0]
+    assert f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h over " \
+           f"720 h); at {k['tokens_per_s']:,.1f} tokens/s" in " ".join(text.split())
+    assert "costLine" in APP_JS and "over ` +\n    `${num(b.hours_per_month)} h)" in APP_JS
