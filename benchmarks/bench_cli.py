@@ -29,23 +29,24 @@ def sweep() -> tuple[int, float]:
     from cardfit.catalog.quants import GgufMix, default_quants
     from cardfit.catalog.rental import default_rental
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.core.fit import budget_per_card, classify, need_on
+    from cardfit.core.fit import classify, need_on
     from cardfit.core.memory import MemorySettings, estimate
+    from cardfit.runtimes import adapter
 
     t = time.perf_counter()
     qc, rts, rules = default_quants(), default_runtimes(), default_rental()
     gpus = list(default_gpus())
     quants = [q for q in (*qc.types, *qc.mixes) if not (getattr(q, "kind", "") == "gguf")]
-    runtimes = {name: rts.get(name) for name in ("llama.cpp", "vllm")}
-    budgets = {name: [(g, budget_per_card(g, rt)) for g in gpus] for name, rt in runtimes.items()}
+    runtimes = {name: adapter(rts.get(name)) for name in ("llama.cpp", "vllm")}
+    budgets = {name: [(g, rt.budget_per_card(g)) for g in gpus] for name, rt in runtimes.items()}
     n = 0
     for m in default_models():
         for q in quants:
             name = "llama.cpp" if isinstance(q, GgufMix) else "vllm"
             rt = runtimes[name]
-            requires = getattr(q, "requires", "")
+            requires = getattr(q, "requires", None)
             for context in (4096, 8192, 32768, 131072):
-                need = need_on(estimate(m, q, rt, MemorySettings(context=context, prefill_chunk=rt.prefill_chunk)), 1)
+                need = need_on(estimate(m, q, rt, MemorySettings(context=context, prefill_chunk=rt.profile.prefill_chunk)), 1)
                 for g, budget in budgets[name]:
                     classify(-1 if requires and not g.supports(requires) else budget - need, 1, rules)
                     n += 1

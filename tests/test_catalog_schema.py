@@ -78,10 +78,10 @@ def test_typo_in_builtin_file_names_the_data_file(monkeypatch):
 
 
 def test_runtime_row_typo():
-    row = {"id": "x", "name": "X", "context_bytes": 1, "activation_model": "vllm", "prefil_chunk": 8}
+    row = {"id": "x", "name": "X", "context_bytes": 1, "family": "vllm_like", "prefil_chunk": 8}
     with pytest.raises(CatalogError, match=r"runtimes.toml: runtime 'x': unknown key 'prefil_chunk'"):
         _from_row(row)
-    row = {"id": "x", "name": "X", "context_bytes": 1, "activation_model": "vllm",
+    row = {"id": "x", "name": "X", "context_bytes": 1, "family": "vllm_like",
            "tier": [{"max_gpu_mem_mib": 1, "chunked_prefill_size": 2, "cuda_graph_max_bs_tp_lt4": 3,
                      "cuda_graph_max_bs_tp_ge4": 4, "cuda_graph_max": 5}]}
     with pytest.raises(CatalogError, match=r"runtime 'x' tier .*unknown key 'cuda_graph_max'"):

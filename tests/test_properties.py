@@ -11,6 +11,7 @@ from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core.kv import kv_cache_bytes, max_tokens_in
 from cardfit.core.memory import MemorySettings, estimate
 from cardfit.core.weights import weights
+from cardfit.runtimes import adapter
 
 MODELS = [m for m in default_models()]
 RUNTIMES = [r for r in default_runtimes()]
@@ -43,7 +44,7 @@ def test_total_memory_monotone_in_context(m, rt, a, b, seqs):
     q = default_quants().get("Q4_K_M")
 
     def total(c):
-        return estimate(m, q, rt, MemorySettings(context=c, sequences=seqs, prefill_chunk=rt.prefill_chunk)).total_bytes
+        return estimate(m, q, adapter(rt), MemorySettings(context=c, sequences=seqs, prefill_chunk=rt.prefill_chunk)).total_bytes
 
     assert total(lo) <= total(hi)
 

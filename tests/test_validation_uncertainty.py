@@ -48,8 +48,9 @@ def test_verdict_turns_tight_inside_the_error_bar():
     from cardfit.catalog.runtimes import default_runtimes
     from cardfit.core.fit import check
     from cardfit.core.memory import MemorySettings, estimate
+    from cardfit.runtimes import adapter
 
-    rt = default_runtimes().get("vllm")
+    rt = adapter(default_runtimes().get("vllm"))
     mem = estimate(default_models().get("llama-3.1-8b"), None, rt, MemorySettings(context=8192))
     gpu = default_gpus().get("H200")
     plain = check(mem, gpu, 1, rt, default_rental())

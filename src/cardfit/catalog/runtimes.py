@@ -30,7 +30,7 @@ class RuntimeProfile:
     id: str
     name: str
     context_bytes: int  # CUDA context + framework + allocator before any tensor
-    activation_model: str  # "llamacpp" | "vllm" | "torch": how prefill workspace is sized (core/activations.py)
+    family: str  # the adapter module in runtimes/ that sizes memory: vllm_like | llamacpp_like | torch_like …
     gpu_memory_utilization: float = 0.0  # 0: the runtime does not pre-reserve a fraction of the card
     kv_block_tokens: int = 1  # KV allocation granularity (vLLM: 16-token blocks)
     ctx_pad: int = 1  # context rounded up to a multiple of this (llama.cpp pads n_ctx to 256)

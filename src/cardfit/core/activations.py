@@ -2,7 +2,7 @@
 prompt tokens. It grows with the chunk (and, without flash attention, with the context), which is why a
 model can load and still fail on its first long prompt.
 
-Three shapes, one per family of runtimes (chosen by the runtime profile's `activation_model`):
+Three shapes, one per family of runtimes (runtimes/vllm_like.py, llamacpp_like.py, torch_like.py call them):
 - llamacpp: ggml reserves one compute buffer for the worst-case graph of one micro-batch (n_ubatch
   tokens) against the full cache; the buffer holds the largest set of live f32 tensors of any phase.
 - vllm: the profile run pushes max_num_batched_tokens tokens through the model once and keeps the
@@ -57,16 +57,3 @@ def torch_prefill_bytes(m: ModelSpec, tokens: int) -> int:
     """transformers: whole-prompt prefill in the model dtype; logits for the last position only."""
     hidden, heads, ffn, vocab = _dims(m)
     return tokens * (3 * ffn + 4 * hidden) * ACT + vocab * F32
-
-
-def activation_bytes(m: ModelSpec, model_kind: str, chunk: int, context: int, sequences: int = 1,
-                     flash_attn: bool = True, max_num_seqs: int = 1) -> int:
-    """Workspace for prefilling `chunk` tokens at once (0 = the whole context unchunked)."""
-    tokens = min(chunk, context * sequences) if chunk else context * sequences
-    if model_kind == "none":  # the rule-of-thumb profile folds everything into its flat buffer
-        return 0
-    if model_kind == "llamacpp":
-        return llamacpp_compute_bytes(m, tokens, context * sequences, flash_attn)
-    if model_kind == "vllm":
-        return vllm_profile_bytes(m, tokens, max_num_seqs)
-    return torch_prefill_bytes(m, tokens)

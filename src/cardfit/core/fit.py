@@ -8,10 +8,8 @@ from enum import StrEnum
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.rental import RentalRules
-from ..catalog.runtimes import RuntimeProfile
 from ..units import fmt_bytes
-from .kv import kv_replication
-from .memory import Memory
+from .memory import Memory, RuntimeModel
 
 
 class Verdict(StrEnum):
@@ -67,18 +65,6 @@ def need_on(mem: Memory, count: int, kv_copies: float = 1.0) -> int:
     return mem.weights_bytes + round(mem.kv_cache_bytes * kv_copies) + count * mem.per_card_fixed_bytes
 
 
-def kv_copies(model: ModelSpec | None, rt: RuntimeProfile, count: int) -> float:
-    return kv_replication(model, count) if model is not None and rt.tensor_parallel else 1.0
-
-
-def budget_per_card(gpu: Gpu, rt: RuntimeProfile, utilization: float | None = None) -> int:
-    """What the runtime lets itself use on one card: vLLM takes a fraction of the total CUDA reports, which is
-    nvidia-smi's total less the driver's reserve (runtimes.toml cuda_total_shortfall_bytes)."""
-    u = utilization if utilization is not None else rt.gpu_memory_utilization
-    total = gpu.usable_bytes - rt.cuda_total_shortfall_bytes
-    return int(total * u) if u else total
-
-
 def set_price(gpu: Gpu, count: int, rules: RentalRules) -> float | None:
     if gpu.monthly_usd is None:
         return None
@@ -103,13 +89,13 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
     return TIGHT if free < rules.tight_per_card_bytes * count else FITS
 
 
-def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRules, *, requires: Feature | None = None,
+def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *, requires: Feature | None = None,
           utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0,
           model: ModelSpec | None = None, tp: int | None = None) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight.
     tp: the tensor-parallel group (default: the whole set); pipeline stages beyond it hold no KV copy."""
-    budget = count * budget_per_card(gpu, rt, utilization)
-    need = need_on(mem, count, kv_copies(model, rt, tp or count))
+    budget = count * rt.budget_per_card(gpu, utilization)
+    need = need_on(mem, count, rt.kv_copies(model, tp or count))
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price)
@@ -119,7 +105,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeProfile, rules: RentalRu
     free = budget - need
     if free >= 0:
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
-    if rt.offload and count == 1:
+    if rt.profile.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)
     return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more", refusal=Refusal.MEMORY)
 
@@ -138,7 +124,7 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
                   reason=f"{1 - fraction:.0%} of the layers in system RAM")
 
 
-def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeProfile, rules: RentalRules, *, requires: Feature | None = None,
+def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *, requires: Feature | None = None,
                  utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0,
                  model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""

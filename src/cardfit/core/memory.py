@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
+from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.runtimes import RuntimeProfile
-from .activations import activation_bytes
-from .kv import kv_cache_bytes, llamacpp_swa_cells
-from .weights import Weights, embedding_bytes, weights
+from .weights import Weights, weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,21 +51,41 @@ def padded_context(context: int, rt: RuntimeProfile) -> int:
     return -(-context // pad) * pad
 
 
-def kv_bytes(m: ModelSpec, rt: RuntimeProfile, s: MemorySettings) -> int:
-    ctx = padded_context(s.context, rt)
-    cells = 0
-    if rt.activation_model == "llamacpp" and m.sliding_window:  # llama.cpp's iSWA cache (core/kv.py)
-        cells = llamacpp_swa_cells(m.sliding_window, s.sequences, s.prefill_chunk or rt.prefill_chunk or 512,
-                                   ctx * s.sequences, max(rt.ctx_pad, 1))
-    return kv_cache_bytes(m, ctx, s.sequences, s.kv_dtype, rt.window_cache, cells)
+class RuntimeModel(Protocol):
+    """What the memory and fit arithmetic asks of a runtime. One implementation per family of runtimes
+    lives in runtimes/ (vLLM-like, llama.cpp-like, torch-like, rule of thumb); `runtimes.adapter(profile)`
+    gives the one a catalog profile names."""
+
+    @property
+    def profile(self) -> RuntimeProfile: ...
+
+    def kv_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        """KV cache of `s.sequences` sequences of `s.context` tokens, as the runtime allocates it."""
+        ...
+
+    def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        """Workspace per card for prefilling (compute buffer, profile-run peak, prompt activations)."""
+        ...
+
+    def overhead_bytes(self) -> int:
+        """Per card: the process's own memory before any tensor (CUDA context, framework, graphs)."""
+        ...
+
+    def host_weights_bytes(self, m: ModelSpec, q: Quant | None) -> int:
+        """Weights the runtime keeps in system RAM, not on the card."""
+        ...
+
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None) -> int:
+        """What the runtime lets itself use on one card."""
+        ...
+
+    def kv_copies(self, m: ModelSpec | None, count: int) -> float:
+        """Copies of the KV cache a set of `count` cards holds, relative to an even split."""
+        ...
 
 
-def estimate(m: ModelSpec, q: Quant | None, rt: RuntimeProfile, s: MemorySettings) -> Memory:
+def estimate(m: ModelSpec, q: Quant | None, runtime: RuntimeModel, s: MemorySettings) -> Memory:
     w = weights(m, q)
-    act = activation_bytes(m, rt.activation_model, s.prefill_chunk, padded_context(s.context, rt), s.sequences,
-                           s.flash_attn, s.max_num_seqs)
-    # vLLM accounts its own process: non-torch memory inside the budget (the CUDA context sits outside it)
-    overhead = (rt.non_torch_bytes or rt.context_bytes) + rt.cuda_graph_bytes
-    host = embedding_bytes(m, q) if rt.embeddings_on_host else 0
-    return Memory(w.total_bytes - host, kv_bytes(m, rt, s), overhead, act, w, s.context, s.sequences, s.kv_dtype,
-                  host)
+    host = runtime.host_weights_bytes(m, q)
+    return Memory(w.total_bytes - host, runtime.kv_bytes(m, s), runtime.overhead_bytes(),
+                  runtime.activation_bytes(m, s), w, s.context, s.sequences, s.kv_dtype, host)

@@ -27,7 +27,6 @@ from .memory import Memory
 # the DDR5 desktop baseline). A user with DDR4-3200 dual channel has 51.2 GB/s: pass --ram-bandwidth.
 DEFAULT_RAM_GBPS = 76.8
 # these shard a model over cards with tensor parallelism by default
-TP_RUNTIMES = ("vllm", "sglang", "tgi", "trtllm")
 
 # Tensor-parallel all-reduce: two per layer (after attention and after the MLP), each paying a fixed
 # latency plus 2 (tp-1)/tp × message bytes over the link (ring all-reduce). The latency is an assumption
@@ -291,13 +290,13 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
     return Speed(ceiling(load, mc), realistic, prefill, per_token)
 
 
-def default_tp(runtime_id: str, count: int, requested: int | None, model: ModelSpec | None = None) -> int:
+def default_tp(tensor_parallel: bool, count: int, requested: int | None, model: ModelSpec | None = None) -> int:
     """vLLM, SGLang and TGI shard over the cards (tensor parallel) — over as many as the model's heads divide
     into, the rest of a set by pipeline; llama.cpp, Ollama and transformers split by layers, which adds
     capacity but not speed."""
     if requested:
         return requested
-    if runtime_id not in TP_RUNTIMES:
+    if not tensor_parallel:
         return 1
     return max((d for d in range(1, count + 1) if count % d == 0 and (model is None or tp_divides(model, d))),
                default=1)

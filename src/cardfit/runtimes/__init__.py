@@ -1,1 +1,31 @@
-"""Runtime adapters and the commands that launch them."""
+"""Runtime adapters, one per family of engines, and the commands that launch them (launch.py).
+
+A catalog profile (data/runtimes.toml) names its family; `adapter(profile)` imports runtimes/<family>.py
+and wraps the profile in its `ADAPTER` class. Adding a runtime is a catalog row (a known family) or a
+catalog row plus one new family module: nothing else lists runtimes (docs/DEVELOPING.md)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from ..catalog.runtimes import RuntimeProfile
+from ..errors import CatalogError
+from .base import Runtime, SpeedConstants
+
+__all__ = ["Runtime", "SpeedConstants", "adapter"]
+
+_FAMILY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def adapter(profile: RuntimeProfile) -> Runtime:
+    """The memory and speed model of the profile's family."""
+    family = profile.family
+    if not _FAMILY.match(family) or family in ("base", "launch"):
+        raise CatalogError(f"runtime '{profile.id}': family '{family}' is not a module of cardfit/runtimes/")
+    try:
+        module = importlib.import_module(f"{__name__}.{family}")
+    except ModuleNotFoundError as e:
+        raise CatalogError(f"runtime '{profile.id}': no adapter cardfit/runtimes/{family}.py") from e
+    cls: type[Runtime] = module.ADAPTER
+    return cls(profile)

@@ -14,14 +14,14 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..catalog.gpus import Gpu
+from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import cost
 from ..core import fit as fitting
 from ..core import serving as sv
 from ..core import speed as sp
-from ..core.memory import Memory, MemorySettings, kv_bytes
+from ..core.memory import Memory, MemorySettings
 from ..errors import CardfitError, InputError
 from .inputs import MAX_CONTEXT, ModelInput, opt
 
@@ -285,19 +285,20 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     out = []
     for s in sets:
         ctx, mem, rt, m = s.ctx, s.mem, s.ctx.runtime, s.ctx.model
+        engine = ctx.engine
         margin = _margin(ctx, mem)
         in_flight = inp.input_tokens + inp.output_tokens // 2
-        per_seq = kv_bytes(m, rt, MemorySettings(context=in_flight, sequences=1, kv_dtype=mem.kv_dtype))
+        per_seq = engine.kv_bytes(m, MemorySettings(context=in_flight, sequences=1, kv_dtype=mem.kv_dtype))
         for gpu in _gpus(inp, ctx):
-            if rt.stacks and gpu.stack not in rt.stacks or mem.kv_dtype.startswith("fp8") and not gpu.supports("fp8"):
+            if rt.stacks and gpu.stack not in rt.stacks or mem.kv_dtype.startswith("fp8") and not gpu.supports(Feature.FP8):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
             for per_node, nodes, tp, pp in _shapes(rt, gpu, m, inp.max_nodes):
                 count = per_node * nodes
-                opt = fitting.check(mem, gpu, count, rt, ctx.rules, requires=requires(ctx.quant),
+                opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp)
                 if not opt.fits or opt.free_bytes < margin:
                     continue
-                copies = fitting.kv_copies(m, rt, tp)
+                copies = engine.kv_copies(m, tp)
                 if rt.paged_kv:
                     pool = opt.budget_bytes - mem.weights_bytes - count * mem.per_card_fixed_bytes - margin
                     if rt.kv_free_fraction:

@@ -17,6 +17,7 @@ from ..core import fit as fitting
 from ..core import training as tr
 from ..core.weights import weights
 from ..errors import InputError
+from ..runtimes import adapter
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .resolve import resolve
 
@@ -131,7 +132,7 @@ def _zero(inp: FinetuneInput, count: int) -> int:
 def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rules: RentalRules) -> Choice:
     c, _ = constants()
     sp = tr.split(mem, count, _zero(inp, count), inp.offload_optimizer, inp.offload_params)
-    opt = fitting.check(sp, gpu, count, _runtime(), rules, utilization=1.0)  # type: ignore[arg-type]
+    opt = fitting.check(sp, gpu, count, adapter(_runtime()), rules, utilization=1.0)  # type: ignore[arg-type]
     host = builtin("training.toml").get("host", {})
     nodes = -(-count // int(host.get("node_size", 8)))
     host_ram = int(host.get("ram_bytes_per_node", 0)) * nodes

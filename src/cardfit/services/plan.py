@@ -21,6 +21,7 @@ from ..core.kv import kv_bytes_per_token, kv_dtype
 from ..core.memory import Memory, MemorySettings, estimate
 from ..core.speed import Speed
 from ..errors import InputError
+from ..runtimes import Runtime, adapter
 from .inputs import PlanInput
 from .resolve import Resolved, resolve
 
@@ -47,6 +48,11 @@ class Context:
     @property
     def model(self) -> ModelSpec:
         return self.resolved.model
+
+    @property
+    def engine(self) -> Runtime:
+        """The runtime's family adapter (runtimes/): how it allocates memory and its speed constants."""
+        return adapter(self.runtime)
 
 
 def _quant(r: Resolved, name: str | None) -> Quant:
@@ -97,7 +103,7 @@ def build_context(inp: PlanInput) -> Context:
                          field="batch")
     seqs = inp.batch or inp.parallel or rt.default_parallel
     kvd = _kv(rt, r.model, inp.kv_dtype)
-    if kvd in ("q8_0", "q4_0") and rt.id in ("ollama", "llama.cpp") and inp.flash_attn is False:
+    if kvd in ("q8_0", "q4_0") and adapter(rt).quantized_kv_needs_flash_attn and inp.flash_attn is False:
         raise InputError(f"a {kvd} KV cache needs flash attention in {rt.name}", field="kv_dtype",
                          hint="drop --no-flash-attn or use --kv-dtype f16")
     flash = rt.flash_attn if inp.flash_attn is None else inp.flash_attn
@@ -111,18 +117,10 @@ def build_context(inp: PlanInput) -> Context:
 def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> tuple[int, str]:
     """The context the runtime would use when the user gives none, and why (Ollama: from the total VRAM of
     the `count` cards)."""
-    m, rt = ctx.model, ctx.runtime
     if ctx.inp.context:
         return ctx.inp.context, "given"
-    max_ctx = m.max_context or 4096
-    if rt.context_tiers:
-        count = count or ctx.inp.gpus or ctx.inp.tp or 1
-        vram = gpu.usable_bytes * count if gpu else 0
-        num_ctx = max(n for gib, n in rt.context_tiers if vram >= gib * GIB)
-        return min(num_ctx, max_ctx), f"{rt.name} default for {vram / GIB:.2f} GiB of VRAM"
-    if rt.default_context:
-        return min(rt.default_context, max_ctx), f"{rt.name} default"
-    return max_ctx, f"{rt.name} default: the model's maximum"
+    count = count or ctx.inp.gpus or ctx.inp.tp or 1
+    return ctx.engine.default_context(ctx.model, gpu.usable_bytes * count if gpu else 0)
 
 
 def cards_per_set(ctx: Context, gpu: Gpu) -> int:
@@ -134,9 +132,10 @@ def check_tp(inp: PlanInput, rt: RuntimeProfile, m: ModelSpec) -> None:
     tp = inp.tp
     if not tp or tp == 1:
         return
-    if rt.id not in speedmod.TP_RUNTIMES:
+    if not rt.tensor_parallel:
+        tp_runtimes = [r.id for r in default_runtimes() if r.tensor_parallel]
         raise InputError(f"{rt.name} splits a model across cards by layers; --tp is for "
-                         f"{', '.join(speedmod.TP_RUNTIMES)}", field="tp", hint="use --gpus N for more cards")
+                         f"{', '.join(tp_runtimes)}", field="tp", hint="use --gpus N for more cards")
     if inp.gpus and tp > inp.gpus:
         raise InputError(f"--tp {tp} is more than --gpus {inp.gpus}", field="tp")
     if not speedmod.tp_divides(m, tp):
@@ -155,7 +154,7 @@ def memory_for(ctx: Context, context: int) -> Memory:
     s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
                        prefill_chunk=ctx.prefill_chunk, flash_attn=ctx.flash_attn,
                        max_num_seqs=ctx.runtime.max_num_seqs)
-    return estimate(ctx.model, ctx.quant, ctx.runtime, s)
+    return estimate(ctx.model, ctx.quant, ctx.engine, s)
 
 
 def requires(q: Quant) -> Feature | None:
@@ -164,7 +163,7 @@ def requires(q: Quant) -> Feature | None:
 
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
-    return fitting.check(mem, gpu, count, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
+    return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
                          utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_margin(ctx, mem),
                          model=ctx.model)
 
@@ -202,20 +201,21 @@ class Plan:
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     if opt.gpu.bandwidth_gbps is None:
         return None
-    rt = ctx.runtime
+    rt, k = ctx.runtime, ctx.engine.speed()
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
-    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=rt.decode_efficiency,
-                             prefill_efficiency=rt.prefill_efficiency, precision=speedmod.precision_of(ctx.quant, opt.gpu),
-                             tp=speedmod.default_tp(rt.id, opt.count, ctx.inp.tp, ctx.model), context_filled=mem.context // 2,
-                             quant=ctx.quant, overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
-                             overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
-                             cpu_weight_fraction=offloaded,
+    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
+                             prefill_efficiency=k.prefill_efficiency,
+                             precision=speedmod.precision_of(ctx.quant, opt.gpu),
+                             tp=speedmod.default_tp(rt.tensor_parallel, opt.count, ctx.inp.tp, ctx.model),
+                             context_filled=mem.context // 2, quant=ctx.quant,
+                             overhead_s_per_layer=k.overhead_s_per_layer,
+                             overhead_s_per_sequence=k.overhead_s_per_sequence, cpu_weight_fraction=offloaded,
                              ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS),
-                             ram_efficiency=rt.ram_efficiency, window_cache=rt.window_cache)
+                             ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache)
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
-    return fitting.smallest_set(mem, gpu, ctx.runtime, ctx.rules, requires=requires(ctx.quant),
+    return fitting.smallest_set(mem, gpu, ctx.engine, ctx.rules, requires=requires(ctx.quant),
                                 utilization=ctx.utilization, margin_bytes=_margin(ctx, mem), model=ctx.model)
 
 

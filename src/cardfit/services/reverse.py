@@ -9,7 +9,7 @@ from typing import Any
 from ..catalog.gpus import default_gpus
 from ..catalog.models import default_models
 from ..catalog.quants import default_quants
-from ..core.fit import budget_per_card, kv_copies, need_on
+from ..core.fit import need_on
 from ..errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
 from .plan import (
@@ -31,7 +31,7 @@ def _set(ctx: Context) -> tuple[Any, int, int]:
                          hint="`cardfit gpus` lists the cards")
     gpu = ctx.gpus.get(ctx.inp.gpu)
     count = cards_per_set(ctx, gpu)
-    return gpu, count, count * budget_per_card(gpu, ctx.runtime, ctx.utilization)
+    return gpu, count, count * ctx.engine.budget_per_card(gpu, ctx.utilization)
 
 
 def _fits(ctx: Context, context: int, count: int, budget: int) -> bool:
@@ -39,7 +39,7 @@ def _fits(ctx: Context, context: int, count: int, budget: int) -> bool:
 
 
 def _need(ctx: Context, mem: Any, count: int) -> int:
-    return need_on(mem, count, kv_copies(ctx.model, ctx.runtime, count))
+    return need_on(mem, count, ctx.engine.kv_copies(ctx.model, count))
 
 
 def _bisect(ok: Any, hi: int) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD
-from ..core.memory import MemorySettings, kv_bytes
+from ..core.memory import MemorySettings
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp, precision_of
 from ..errors import CardfitError, MissingFigureError
 from .inputs import MAX_CONTEXT, PlanInput, opt
@@ -65,7 +65,7 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | No
     if bw is None:
         raise MissingFigureError("memory bandwidth", gpu.name, "pass --bandwidth GB/s, or add bandwidth_gbps to "
                                  "your own catalog file (--catalog)")
-    return sp.machine_for(ctx.runtime, gpu, default_tp(ctx.runtime.id, count, inp.tp, ctx.model), tflops,
+    return sp.machine_for(ctx.runtime, gpu, default_tp(ctx.runtime.tensor_parallel, count, inp.tp, ctx.model), tflops,
                           ram_bandwidth_gbps=inp.ram_bandwidth, bandwidth_gbps=bw)
 
 
@@ -82,7 +82,7 @@ def setup(inp: SpeedInput) -> Setup:
     load = sp.Load(mem.weights.total_bytes, shares, sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
                    sp.decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim or 4096,
                    cpu_frac, cpu_moe)
-    one = kv_bytes(m, ctx.runtime, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
+    one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
     budget = opt.budget_bytes - (mem.weights_bytes + opt.count * mem.per_card_fixed_bytes)
     return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
 

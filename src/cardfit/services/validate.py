@@ -19,9 +19,11 @@ from ..catalog.models import ModelSpec, default_models
 from ..catalog.quants import GgufMix, Quant, default_quants
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import activations, kv
-from ..core.memory import MemorySettings, kv_bytes, padded_context
-from ..core.weights import embedding_bytes, weights
+from ..core.memory import MemorySettings, padded_context
+from ..core.weights import weights
 from ..errors import CardfitError, InputError
+from ..runtimes import adapter
+from ..runtimes.vllm_like import VllmLike
 from .inputs import Input, opt
 
 
@@ -225,17 +227,14 @@ def _vllm_weights(m: ModelSpec, q: Quant, tp: int) -> int:
     return weights(m, q).total_bytes // tp
 
 
-def _llamacpp_gpu_weights(m: ModelSpec, q: Quant) -> int:
-    """llama.cpp keeps token_embd in host memory (it is a row lookup, CPU_Mapped buffer); the GPU model
-    buffer holds the rest (llama-model.cpp: the input layer is always assigned to the CPU)."""
-    return weights(m, q).total_bytes - embedding_bytes(m, q)
-
-
 def _weights(r: dict[str, Any]) -> tuple[float, str]:
+    """The weights on the card, as the plan counts them: the runtime's host-side weights (llama.cpp keeps
+    token_embd in a CPU_Mapped buffer) stay out; tensor parallel splits the rest."""
     m, rt = _model(r), _runtime(r)
     q = _quant(r, m)
-    if rt.activation_model == "llamacpp":
-        return _llamacpp_gpu_weights(m, q), "file weights minus token_embd (kept on the CPU)"
+    host = adapter(rt).host_weights_bytes(m, q)
+    if host:
+        return weights(m, q).total_bytes - host, "file weights minus token_embd (kept on the CPU)"
     tp = _tp(r)
     return _vllm_weights(m, q, tp), f"{q.name} checkpoint ÷ tp {tp}"
 
@@ -248,7 +247,7 @@ def _llamacpp_kv(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[f
     ms = MemorySettings(context=ctx, sequences=seqs, kv_dtype=_kv_dtype(r, m), prefill_chunk=ubatch)
     # Ollama and llama.cpp record the whole n_ctx (shared by the slots): context per sequence = ctx / seqs
     per_seq = MemorySettings(context=max(ctx // seqs, 1), sequences=seqs, kv_dtype=ms.kv_dtype, prefill_chunk=ubatch)
-    return kv_bytes(m, rt, per_seq), f"{padded_context(ctx, rt):,} cells, {ms.kv_dtype}"
+    return adapter(rt).kv_bytes(m, per_seq), f"{padded_context(ctx, rt):,} cells, {ms.kv_dtype}"
 
 
 def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int, str]:
@@ -303,11 +302,6 @@ def _vllm_v0(r: dict[str, Any]) -> bool:
     return "V0" in version or _vllm_version(r) < (0, 8)
 
 
-def _big_card(gpu: Gpu | None, rt: RuntimeProfile) -> bool:
-    return (gpu is not None and gpu.usable_bytes >= rt.big_card_min_gib * GIB
-            and rt.big_card_excludes not in gpu.name.lower())
-
-
 def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None) -> int:
     """max_num_batched_tokens of the profile run: given; V0 = max(max_model_len, 2048) unless chunked
     prefill is on (V0 turns it on for max_model_len > 32K in the API server; chunks of 512 tokens before
@@ -320,28 +314,34 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
         if ctx > rt.v0_chunked_prefill_above:
             return 2048 if _vllm_version(r) >= (0, 7) else 512
         return max(ctx, 2048)
-    return (rt.prefill_chunk_big_card_serve if _big_card(gpu, rt) else rt.prefill_chunk_other_serve) \
-        or rt.prefill_chunk
+    return _vllm_like(rt).serve_batched_tokens(gpu)
 
 
 def _vllm_activation(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile, gpu: Gpu | None) -> int:
     tokens = _vllm_batched_tokens(r, rt, gpu)
-    big = _big_card(gpu, rt) and not _vllm_v0(r)
+    engine = _vllm_like(rt)
     seqs = int(_settings(r).get("max_num_seqs")
-               or (rt.max_num_seqs_big_card if big else rt.max_num_seqs_other) or rt.max_num_seqs)
+               or (engine.serve_max_num_seqs(None if _vllm_v0(r) else gpu)))
     return activations.vllm_profile_bytes(m, tokens, seqs, _tp(r))
+
+
+def _vllm_like(rt: RuntimeProfile) -> VllmLike:
+    engine = adapter(rt)
+    if not isinstance(engine, VllmLike):
+        raise Skip(f"modelled for vLLM-style pools, not {rt.name}")
+    return engine
 
 
 def _kv_cache(r: dict[str, Any]) -> tuple[float, str]:
     m, rt = _model(r), _runtime(r)
-    if rt.activation_model == "vllm":
+    if isinstance(adapter(rt), VllmLike):
         return _vllm_pool(r, m, rt)
     return _llamacpp_kv(r, m, rt)
 
 
 def _max_context(r: dict[str, Any]) -> tuple[float, str]:
     m, rt = _model(r), _runtime(r)
-    if rt.activation_model != "vllm":
+    if not isinstance(adapter(rt), VllmLike):
         raise Skip(f"max_context is modelled for vLLM-style pools, not {rt.name}")
     pool, how = _vllm_pool(r, m, rt)
     tp = _tp(r)
@@ -362,7 +362,7 @@ def _compute_buffer(r: dict[str, Any]) -> tuple[float, str]:
 
 def _activation(r: dict[str, Any]) -> tuple[float, str]:
     m, rt = _model(r), _runtime(r)
-    if rt.activation_model != "vllm":
+    if not isinstance(adapter(rt), VllmLike):
         return _compute_buffer(r)
     gpu = None
     try:
@@ -375,7 +375,7 @@ def _activation(r: dict[str, Any]) -> tuple[float, str]:
 
 def _overhead(r: dict[str, Any]) -> tuple[float, str]:
     rt = _runtime(r)
-    if rt.activation_model == "vllm":
+    if isinstance(adapter(rt), VllmLike):
         nt = rt.non_torch_bytes
         if not nt:
             raise Skip("runtime profile has no non_torch_bytes")

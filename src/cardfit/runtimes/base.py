@@ -1,0 +1,93 @@
+"""What every runtime family shares: memory accounting from its catalog profile (data/runtimes.toml) and
+its speed constants. A family module (vllm_like.py, llamacpp_like.py, …) subclasses `Runtime` and
+overrides only where its engine allocates differently; `runtimes.adapter(profile)` picks the class the
+profile's `family` names. The methods are core/memory.py's RuntimeModel protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..catalog.gpus import Gpu
+from ..catalog.models import ModelSpec
+from ..catalog.quants import Quant
+from ..catalog.runtimes import RuntimeProfile
+from ..core.kv import kv_cache_bytes, kv_replication
+from ..core.memory import MemorySettings, padded_context
+from ..core.weights import embedding_bytes
+
+GIB = 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class SpeedConstants:
+    """The runtime's calibrated speed constants (data/runtimes.toml; core/speed.py uses them)."""
+
+    decode_efficiency: float
+    prefill_efficiency: float
+    overhead_s_per_layer: float
+    overhead_s_per_sequence: float
+    ram_efficiency: float
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    profile: RuntimeProfile
+
+    # ---- memory accounting (core/memory.py RuntimeModel)
+
+    def padded_context(self, context: int) -> int:
+        return padded_context(context, self.profile)
+
+    def kv_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        return kv_cache_bytes(m, self.padded_context(s.context), s.sequences, s.kv_dtype, self.profile.window_cache)
+
+    def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        return 0
+
+    def overhead_bytes(self) -> int:
+        return self.profile.context_bytes + self.profile.cuda_graph_bytes
+
+    def host_weights_bytes(self, m: ModelSpec, q: Quant | None) -> int:
+        return embedding_bytes(m, q) if self.profile.embeddings_on_host else 0
+
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None) -> int:
+        """A fraction of the total CUDA reports (nvidia-smi's total less the driver's reserve, runtimes.toml
+        cuda_total_shortfall_bytes) when the runtime reserves one (vLLM), else the whole card."""
+        u = utilization if utilization is not None else self.profile.gpu_memory_utilization
+        total = gpu.usable_bytes - self.profile.cuda_total_shortfall_bytes
+        return int(total * u) if u else total
+
+    def kv_copies(self, m: ModelSpec | None, count: int) -> float:
+        """Tensor parallel may replicate the cache (core/kv.py kv_replication); splitting by layers never."""
+        return kv_replication(m, count) if m is not None and self.profile.tensor_parallel else 1.0
+
+    # ---- defaults the runtime picks by itself
+
+    def default_context(self, m: ModelSpec, vram_bytes: int) -> tuple[int, str]:
+        """The context when the user gives none, and why: a tier by the set's total VRAM (Ollama), the
+        runtime's own default, or the model's trained maximum (vLLM's max_model_len)."""
+        rt = self.profile
+        max_ctx = m.max_context or MODEL_CONTEXT_UNKNOWN
+        if rt.context_tiers:
+            num_ctx = max(n for gib, n in rt.context_tiers if vram_bytes >= gib * GIB)
+            return min(num_ctx, max_ctx), f"{rt.name} default for {vram_bytes / GIB:.2f} GiB of VRAM"
+        if rt.default_context:
+            return min(rt.default_context, max_ctx), f"{rt.name} default"
+        return max_ctx, f"{rt.name} default: the model's maximum"
+
+    # a quantized KV cache (q8_0, q4_0) only runs with flash attention (llama.cpp: the V cache is read by the
+    # flash-attention kernel; llama-context.cpp refuses otherwise)
+    quantized_kv_needs_flash_attn: ClassVar[bool] = False
+
+    # ---- speed
+
+    def speed(self) -> SpeedConstants:
+        rt = self.profile
+        return SpeedConstants(rt.decode_efficiency, rt.prefill_efficiency, rt.decode_overhead_us_per_layer * 1e-6,
+                              rt.decode_overhead_us_per_sequence * 1e-6, rt.ram_efficiency)
+
+
+# A model whose config states no trained context: plan 4,096 tokens (llama-server's -c default,
+# common/common.h n_ctx = 4096), the shortest default of the runtimes in data/runtimes.toml.
+MODEL_CONTEXT_UNKNOWN = 4096

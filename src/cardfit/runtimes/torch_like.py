@@ -1,0 +1,24 @@
+"""torch-like engines (Hugging Face transformers `generate`): no reserved share of the card, the whole
+prompt prefilled at once in the model dtype unless chunked, a DynamicCache that keeps every token even for
+sliding-window layers (transformers cache_utils.py), whole layers offloaded by device_map="auto"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog.models import ModelSpec
+from ..core.activations import torch_prefill_bytes
+from ..core.memory import MemorySettings
+from .base import Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class TorchLike(Runtime):
+    def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        tokens = self.padded_context(s.context) * s.sequences
+        if s.prefill_chunk:
+            tokens = min(s.prefill_chunk, tokens)
+        return torch_prefill_bytes(m, tokens)
+
+
+ADAPTER = TorchLike

@@ -1,0 +1,55 @@
+"""vLLM-like engines (vLLM, SGLang, TGI, TensorRT-LLM): a PyTorch process that reserves a share of the
+card, sizes its activation workspace with a profile run of `max_num_batched_tokens` tokens, and gives
+the rest to a paged KV pool; tensor parallel shards every layer over the cards of a set.
+
+vLLM's budget (vllm/v1/worker/gpu_worker.py determine_available_memory): total_gpu_memory ×
+gpu_memory_utilization − weights − activation peak − non-torch memory (− CUDA graphs from v0.21)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog.gpus import Gpu
+from ..catalog.models import ModelSpec
+from ..core.activations import vllm_profile_bytes
+from ..core.memory import MemorySettings
+from .base import GIB, Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class VllmLike(Runtime):
+    def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        tokens = self.padded_context(s.context) * s.sequences
+        if s.prefill_chunk:
+            tokens = min(s.prefill_chunk, tokens)
+        return vllm_profile_bytes(m, tokens, s.max_num_seqs)
+
+    def overhead_bytes(self) -> int:
+        """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context
+        itself sits outside it (vLLM measures memory after CUDA init)."""
+        rt = self.profile
+        return (rt.non_torch_bytes or rt.context_bytes) + rt.cuda_graph_bytes
+
+    # ---- the serve defaults that depend on the card (vllm/engine/arg_utils.py get_batch_defaults)
+
+    def big_card(self, gpu: Gpu | None) -> bool:
+        rt = self.profile
+        return (gpu is not None and bool(rt.big_card_min_gib) and gpu.usable_bytes >= rt.big_card_min_gib * GIB
+                and rt.big_card_excludes not in gpu.name.lower())
+
+    def serve_batched_tokens(self, gpu: Gpu | None) -> int:
+        """max_num_batched_tokens of `vllm serve` (V1) on this card: the profile run's token count."""
+        rt = self.profile
+        return (rt.prefill_chunk_big_card_serve if self.big_card(gpu) else rt.prefill_chunk_other_serve) \
+            or rt.prefill_chunk
+
+    def serve_max_num_seqs(self, gpu: Gpu | None) -> int:
+        rt = self.profile
+        return (rt.max_num_seqs_big_card if self.big_card(gpu) else rt.max_num_seqs_other) or rt.max_num_seqs
+
+    def cuda_total(self, gpu: Gpu) -> int:
+        """The card's memory as the engine sees it (torch.cuda.mem_get_info total)."""
+        return gpu.usable_bytes - self.profile.cuda_total_shortfall_bytes
+
+
+ADAPTER = VllmLike

@@ -1,0 +1,82 @@
+"""Runtime adapters (runtimes/): every catalog runtime names a family module, the plan sizes memory through
+it, and no code outside runtimes/ branches on a runtime's id for memory accounting."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cardfit.catalog.models import default_models
+from cardfit.catalog.runtimes import default_runtimes
+from cardfit.core.memory import MemorySettings, estimate
+from cardfit.errors import CatalogError
+from cardfit.runtimes import adapter
+from cardfit.runtimes.llamacpp_like import LlamaCppLike
+from cardfit.runtimes.rule_of_thumb import RuleOfThumb
+from cardfit.runtimes.torch_like import TorchLike
+from cardfit.runtimes.vllm_like import VllmLike
+from cardfit.services.inputs import PlanInput
+from cardfit.services.plan import build_context, memory_for
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "cardfit"
+
+
+@pytest.mark.parametrize(("rid", "family"), [
+    ("vllm", VllmLike), ("sglang", VllmLike), ("tgi", VllmLike), ("trtllm", VllmLike),
+    ("llama.cpp", LlamaCppLike), ("ollama", LlamaCppLike), ("transformers", TorchLike),
+    ("rule-of-thumb", RuleOfThumb),
+])
+def test_each_runtime_has_its_family(rid, family):
+    assert type(adapter(default_runtimes().get(rid))) is family
+
+
+def test_every_catalog_runtime_has_an_adapter():
+    for rt in default_runtimes():
+        assert adapter(rt).profile is rt
+
+
+def test_unknown_family_is_a_catalog_error():
+    rt = replace(default_runtimes().get("vllm"), family="no_such_family")
+    with pytest.raises(CatalogError, match="no adapter cardfit/runtimes/no_such_family.py"):
+        adapter(rt)
+    with pytest.raises(CatalogError, match="is not a module"):
+        adapter(replace(rt, family="../x"))
+
+
+def test_plan_memory_is_the_adapters_memory():
+    """One path: the plan's memory is estimate() over the runtime's adapter, term by term."""
+    for rid, ctx_len in (("vllm", 8192), ("llama.cpp", 4096), ("transformers", 2048), ("rule-of-thumb", 8192)):
+        ctx = build_context(PlanInput(model="llama-3.1-8b", runtime=rid, gpu="RTX 4090"))
+        mem = memory_for(ctx, ctx_len)
+        s = MemorySettings(context=ctx_len, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
+                           prefill_chunk=ctx.prefill_chunk, flash_attn=ctx.flash_attn,
+                           max_num_seqs=ctx.runtime.max_num_seqs)
+        assert mem == estimate(ctx.model, ctx.quant, adapter(ctx.runtime), s)
+
+
+def test_families_differ_where_engines_do():
+    m = default_models().get("llama-3.1-8b")
+    s = MemorySettings(context=8192, prefill_chunk=512)
+    rts = default_runtimes()
+    assert adapter(rts.get("rule-of-thumb")).activation_bytes(m, s) == 0
+    assert adapter(rts.get("llama.cpp")).host_weights_bytes(m, None) > 0  # token_embd stays on the host
+    assert adapter(rts.get("vllm")).host_weights_bytes(m, None) == 0
+    assert adapter(rts.get("llama.cpp")).quantized_kv_needs_flash_attn
+    assert not adapter(rts.get("vllm")).quantized_kv_needs_flash_attn
+    mla = default_models().get("deepseek-v3")
+    assert adapter(rts.get("vllm")).kv_copies(mla, 8) == 8.0  # the latent on every rank
+    assert adapter(rts.get("llama.cpp")).kv_copies(mla, 8) == 1.0  # layers split, never replicated
+
+
+_ID_BRANCH = re.compile(r"(runtime|rt)\.id\s*(==|!=|in|not in)\s*[\"(]|activation_model|TP_RUNTIMES")
+
+
+@pytest.mark.parametrize("path", ["core", "services/plan.py", "services/reverse.py", "services/speed.py"])
+def test_no_runtime_id_branches(path):
+    files = sorted((SRC / path).rglob("*.py")) if (SRC / path).is_dir() else [SRC / path]
+    for f in files:
+        for i, line in enumerate(f.read_text().splitlines(), 1):
+            assert not _ID_BRANCH.search(line), f"{f.name}:{i}: {line.strip()}"
