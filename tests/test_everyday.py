@@ -76,3 +76,47 @@ def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
 def test_messages_name_what_the_user_typed(run_cli, args, message):
     code, out, err = run_cli(*args)
     assert (code, out, err) == (2, "", message)
+
+
+# ---- words and pictures --------------------------------------------------------------------------------
+
+def _svg_texts(path) -> list[str]:
+    import html
+    import re
+
+    return [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", path.read_text())]
+
+
+def test_a_one_level_speed_chart_has_an_axis(run_json, tmp_path):
+    """One concurrency level used to draw an empty axis with log ticks 2^0, 2^1, 2^2 and a y range of
+    ±5 tokens/s around the point; now the level is the tick and speeds start at zero."""
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "one.svg"
+    run_json("speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1", "--plot", str(svg))
+    texts = _svg_texts(svg)
+    assert "1" in texts and not any("^" in t or "$" in t for t in texts)
+    assert texts.count("0") == 2  # both y axes start at zero
+
+
+def test_money_in_chart_labels_is_text_not_math(run_json, tmp_path):
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "be.svg"
+    run_json("breakeven", "--hourly", "2", "--tokens-per-s", "20", "--api-price", "2", "--plot", str(svg))
+    texts = _svg_texts(svg)
+    assert "API at $2/M $2.00/M" in texts  # two "$" used to be read as mathtext: "API at 2/M2.00/M"
+    assert any(t.endswith(": cannot break even even at full use") for t in texts)
+    assert not any("% duty)" in t and "never" in t for t in texts)
+
+
+def test_no_negative_zero():
+    from cardfit.units import fmt_bytes
+
+    assert fmt_bytes(-40_000_000) == "0.0 GB" and fmt_bytes(-60_000_000) == "-0.1 GB"
+    assert fmt_bytes(-4_000, "GiB", 2) == "0.00 GiB"
+
+
+def test_one_sequence_is_singular(run_cli):
+    code, out, _ = run_cli("max-context", "llama3.1:8b", "--gpu", "RTX 4090")
+    assert code == 0 and "KV f16, 1 sequence)" in out and "(s)" not in out
+    code, out, _ = run_cli("max-context", "llama3.1:8b", "--gpu", "RTX 4090", "--batch", "2")
+    assert code == 0 and "KV f16, 2 sequences)" in out

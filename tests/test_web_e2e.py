@@ -268,3 +268,23 @@ def test_sets_show_their_capacity_once_and_the_cli_cost_line(server, browser, ru
     assert code == 0
     assert _by_id(browser, "cost-note").text == _cli_cost_line(text)
     assert "over 720 h" in _by_id(browser, "cost-note").text
+
+
+def test_offload_summary_and_long_card_names(server, browser, run_json):
+    """An offload is described as the share on the GPU and the bytes in system RAM, not "−27.66 GB free";
+    the longest card names in the memory chart stay inside it."""
+    browser.get("about:blank")
+    browser.get(server + "/#model=deepseek-r1:70b&gpu=RTX+4090")
+    _ready_for(browser, "DeepSeek-R1-Distill-Llama-70B")
+    g = run_json("plan", "deepseek-r1:70b", "--gpu", "RTX 4090")["gpus"][0]
+    assert g["verdict"] == "offload" and g["free_bytes"] < 0
+    best = _by_id(browser, "summary-best").text
+    assert best.startswith(f"Best: 1× RTX 4090 — offload, {round(100 * g['gpu_layer_fraction'])}% of the layers "
+                           f"on the GPU, about {_gb(-g['free_bytes'])} in system RAM")
+    assert "-" not in best.split("·")[0]
+    browser.get("about:blank")
+    browser.get(server + "/#model=llama3.1:405b&quant=bf16&context=8192")
+    _ready_for(browser, "Llama 3.1 405B")
+    lefts = browser.execute_script(
+        "return [...document.querySelectorAll('#memory-chart text.card-name')].map(t => t.getBBox().x)")
+    assert lefts and min(lefts) >= 0

@@ -11,7 +11,10 @@ UNITS = {"GB": GB, "GiB": GIB}
 
 def fmt_bytes(n: int | float, unit: str = "GB", digits: int = 1) -> str:
     """`fmt_bytes(150_754_820_096)` → '150.8 GB'."""
-    return f"{n / UNITS[unit]:,.{digits}f} {unit}"
+    text = f"{n / UNITS[unit]:,.{digits}f}"
+    if text.startswith("-") and not text.strip("-0.,"):  # -0.0: a rounding of almost nothing, not a shortfall
+        text = text[1:]
+    return f"{text} {unit}"
 
 
 def fmt_rate(tokens_per_s: float | None) -> str:

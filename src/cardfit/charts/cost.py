@@ -26,6 +26,7 @@ def plot_breakeven(report: dict[str, Any], path: str) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.rcParams["svg.fonttype"] = "none"  # keep labels as <text> in SVG
+    matplotlib.rcParams["text.parse_math"] = False  # "$2.00/M" is money, not mathtext
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 5.2), layout="constrained")
@@ -58,7 +59,7 @@ def _volume_chart(ax: Any, r: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         reachable = a["breaks_even"]
         label = (f"{_millions(be)} ({a['required_duty']:.1%} duty)" if reachable
-                 else f"{_millions(be)}: never ({a['required_duty']:.0%} duty)")
+                 else f"{_millions(be)}: cannot break even even at full use")
         crossings.append({"api": a["name"], "millions_per_month": be, "usd": monthly, "label": label,
                           "breaks_even": reachable})
         if be <= x_max:

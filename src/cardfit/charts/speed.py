@@ -20,6 +20,8 @@ def write_chart(report: dict[str, Any], path: str) -> None:
         raise InputError("--plot needs matplotlib", field="plot", hint="pip install 'cardfit[plot]' or "
                          "pip install matplotlib") from None
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False  # a "$" in a model name is text
+    matplotlib.rcParams["svg.fonttype"] = "none"  # keep labels as <text> in SVG
     import matplotlib.pyplot as plt
 
     rows = report["rows"]
@@ -27,16 +29,21 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     ax.plot(xs, [r["aggregate_tokens_per_s"] for r in rows], marker="o", label="aggregate tokens/s")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{x:,}" for x in xs])  # the levels asked for, as plain numbers
+    ax.minorticks_off()
+    ax.set_xlim(min(xs) / 1.5, max(xs) * 1.5)  # one level still gets an axis around it
     ax.set_xlabel("concurrent sequences")
     ax.set_ylabel("aggregate tokens/s")
     ax2 = ax.twinx()
     ax2.plot(xs, [r["per_user_tokens_per_s"] for r in rows], marker="s", color="tab:orange", label="per user tokens/s")
     ax2.set_ylabel("per-user tokens/s")
-    if report.get("max_concurrency"):
+    for axis, key in ((ax, "aggregate_tokens_per_s"), (ax2, "per_user_tokens_per_s")):
+        axis.set_ylim(0, max(r[key] for r in rows) * 1.15 or 1)  # from zero: speeds are compared with none
+    if report.get("max_concurrency") and report["max_concurrency"] <= max(xs) * 1.5:
         ax.axvline(report["max_concurrency"], color="grey", linestyle="--", linewidth=1, label="KV cache full")
     lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
-    ax.legend(lines, labels, loc="center right", fontsize=8)
+    ax.legend(lines, labels, loc="lower center", ncols=3, fontsize=8)  # under the lines, which start above 0
     ax.set_title(f"{report['model']} · {report['quant']} · {report['count']}× {report['gpu']} · {report['runtime']}",
                  fontsize=9)
     fig.tight_layout()

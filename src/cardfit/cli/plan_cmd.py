@@ -108,9 +108,9 @@ def max_context(result: Any, inp: Any) -> None:
     from ..units import fmt_tokens
 
     tail = "" if result["limited_by"] == "memory" else f" (capped by the model's {fmt_tokens(result['model_max_context'])})"
+    seqs = f"{result['batch']:,} sequence{'' if result['batch'] == 1 else 's'}"
     click.echo(f"{result['model']} on {result['count']}× {result['gpu']} ({result['quant']}, {result['runtime']}, "
-               f"KV {result['kv_dtype']}, {result['batch']} sequence(s)): up to {result['max_context_tokens']:,} "
-               f"tokens per sequence{tail}.")
+               f"KV {result['kv_dtype']}, {seqs}): up to {result['max_context_tokens']:,} tokens per sequence{tail}.")
 
 
 MAXSEQ_EPILOG = """\b

@@ -16,7 +16,7 @@ let seq = 0;
 let uploaded = null;  // the parsed config.json of an upload: sent with each request until a model is typed
 
 // ---- formatting (the CLI's units: GB = 1e9 bytes) ------------------------------------------------------
-const gb = (b) => (b === null || b === undefined) ? "—" : (b / 1e9).toFixed(2) + " GB";
+const gb = (b) => (b === null || b === undefined) ? "—" : (b / 1e9).toFixed(2).replace(/^-(0\.00)$/, "$1") + " GB";
 const num = (x, d = 0) => (x === null || x === undefined) ? "—" :
   Number(x).toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
 const usd = (x) => (x === null || x === undefined) ? "—" : "$" + num(x, 0);
@@ -58,6 +58,18 @@ function fromHash() {
   if (["params", "layers"].some((f) => p.has(f))) $("shape-box").open = true;
 }
 
+// what is left on a card, in words: free bytes when it fits, the shortfall otherwise
+function room(c) {
+  if (c.free_bytes >= 0) return `${gb(c.free_bytes)} free`;
+  const short = gb(-c.free_bytes);
+  if (c.verdict === "offload") {
+    const share = c.gpu_layer_fraction === null || c.gpu_layer_fraction === undefined ? "" :
+      `${Math.round(100 * c.gpu_layer_fraction)}% of the layers on the GPU, `;
+    return `${share}about ${short} in system RAM`;
+  }
+  return `${short} short`;
+}
+
 // ---- drawing helpers -----------------------------------------------------------------------------------
 function el(name, attrs = {}, text) {
   const e = document.createElementNS(SVGNS, name);
@@ -83,7 +95,10 @@ function drawMemory(plan) {
   const m = plan.memory, cards = plan.gpus.slice(0, TOP);
   const parts = [["weights", m.weights_bytes], ["kv", m.kv_cache_bytes], ["overhead", m.overhead_bytes],
     ["activation", m.activation_bytes]];
-  const W = 760, left = 150, right = 190, row = 22, top = 8, H = top + cards.length * row + 28;
+  const label = (c) => `${c.count > 1 ? c.count + "× " : ""}${c.gpu}`;
+  // room for the longest card name (about 7 px a character at the chart's font size), never clipped
+  const left = Math.max(150, 12 + 7 * Math.max(...cards.map((c) => label(c).length)));
+  const W = 610 + left, right = 190, row = 22, top = 8, H = top + cards.length * row + 28;
   // usable_bytes is the whole set's (all `count` cards), as in `cardfit plan --json`
   const max = niceMax(Math.max(...cards.map((c) => Math.max(c.need_bytes, c.usable_bytes))));
   const x = (b) => left + (W - left - right) * b / max;
@@ -95,7 +110,7 @@ function drawMemory(plan) {
   }
   cards.forEach((c, i) => {
     const y = top + i * row;
-    s.append(el("text", { x: left - 6, y: y + 14, "text-anchor": "end" }, `${c.count > 1 ? c.count + "× " : ""}${c.gpu}`));
+    s.append(el("text", { x: left - 6, y: y + 14, "text-anchor": "end", class: "card-name" }, label(c)));
     if (c.context === m.context && c.need_bytes === m.total_bytes) {
       let at = 0;
       for (const [k, b] of parts) {
@@ -163,7 +178,7 @@ function showSummary(plan) {
     `${i.batch} sequence${i.batch === 1 ? "" : "s"} · KV ${i.kv_dtype}`;
   const best_ = document.createElement("div");
   best_.id = "summary-best";
-  best_.textContent = `Best: ${best.count}× ${best.gpu} — ${best.verdict}, ${gb(best.free_bytes)} free` +
+  best_.textContent = `Best: ${best.count}× ${best.gpu} — ${best.verdict}, ${room(best)}` +
     (s.decode_ceiling_tokens_per_s ? ` · decode ceiling ${num(s.decode_ceiling_tokens_per_s, 1)} tokens/s per stream` +
       (s.decode_tokens_per_s ? `, about ${num(s.decode_tokens_per_s, 1)} realistic` : "") : "");
   box.append(b, line, best_);
