@@ -1,43 +1,21 @@
-"""`cardfit serve`: the local web page and JSON API (cardfit.web)."""
+"""`cardfit serve`: the local web page and JSON API (cardfit.web; how it is served: cardfit.web.server)."""
 
 from __future__ import annotations
 
-import ipaddress
-import os
-import socket
-
 import click
 
+from ..web.server import REQUEST_TIMEOUT_S, is_loopback, listen
 from . import cli
+
+__all__ = ["is_loopback", "listen", "serve"]
 
 SERVE_EPILOG = """\b
 Examples:
   cardfit serve                      # http://127.0.0.1:8000/
   cardfit serve --port 8765 --open   # and open the page in a browser
+  cardfit serve --host 0.0.0.0 --allow-host gpu-box.lan   # reachable as http://gpu-box.lan:8000/
   curl -s localhost:8000/api/plan -H 'content-type: application/json' -d '{"model": "llama3.1:8b", "gpu": "RTX 4090"}'
 """
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """Bind here, so a busy port is one `Error:` line, and --port 0 picks a free one."""
-    from ..errors import InputError
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        return socket.create_server((host.strip("[]"), port), family=family)
-    except OSError as e:
-        why = os.strerror(e.errno) if e.errno else str(e)
-        raise InputError(f"cannot listen on {host}:{port} ({why})", field="port",
-                         hint="pass --port with a free port, or --port 0 for any") from None
 
 
 @cli.command(epilog=SERVE_EPILOG)
@@ -46,14 +24,19 @@ def listen(host: str, port: int) -> socket.socket:
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="TCP port (0: any free port)")
 @click.option("--open", "open_browser", is_flag=True, help="open the page in the default browser")
-def serve(host: str, port: int, open_browser: bool) -> None:
+@click.option("--allow-host", "allow_host", multiple=True, metavar="NAME",
+              help="also answer requests for this host name (repeatable); by default only the address "
+                   "listened on, localhost and IP addresses, which protects against DNS rebinding")
+@click.option("--request-timeout", type=click.FloatRange(0.1, 3600), default=REQUEST_TIMEOUT_S,
+              show_default=True, help="seconds a client has to send a whole request; idle and slow "
+                                      "connections are closed after it")
+def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...], request_timeout: float) -> None:
     """Start the web page and JSON API (OpenAPI schema at /openapi.json); offline, loopback only by default."""
     import threading
     import webbrowser
 
-    import uvicorn
-
     from ..web import create_app
+    from ..web.server import allowed_hosts, run
 
     if not is_loopback(host):
         click.echo(f"Warning: listening on {host}, not loopback: anyone who can reach this machine can use the app "
@@ -62,9 +45,8 @@ def serve(host: str, port: int, open_browser: bool) -> None:
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}/"
+    app = create_app(allowed_hosts=allowed_hosts(host, allow_host))
     click.echo(f"cardfit: serving on {url} (Ctrl+C to stop)", err=True)
     if open_browser:
         threading.Timer(1.0, webbrowser.open, args=(url,)).start()
-    config = uvicorn.Config(create_app(), log_level="warning", access_log=False, timeout_keep_alive=5,
-                            limit_concurrency=256, server_header=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    run(app, sock, request_timeout_s=request_timeout)

@@ -15,6 +15,7 @@ cards slower than their bandwidth share) are per runtime, calibrated on data/val
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
@@ -88,6 +89,12 @@ def weight_shares(m: ModelSpec, q: Quant | None = None) -> Shares:
 
 
 def _group_bytes(m: ModelSpec, q: Quant) -> dict[str, int]:
+    return dict(_group_bytes_cached(m, q))
+
+
+@lru_cache(maxsize=256)
+def _group_bytes_cached(m: ModelSpec, q: Quant) -> tuple[tuple[str, int], ...]:
+    """Once per model and quantization, not once per card ranked: the walk is per layer."""
     from ..catalog.quants import default_quants
     from .tensors import tensor_groups
     from .weights import _group_type, _indices
@@ -98,7 +105,7 @@ def _group_bytes(m: ModelSpec, q: Quant) -> dict[str, int]:
     by = {"dense": 0, "experts": 0, "embed": 0}
     for g in groups:
         by[_kind(g.kind)] += _group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params)
-    return by
+    return tuple(by.items())
 
 
 def _shares(by: dict[str, int], route: float, tied: bool, method: str) -> Shares:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import stat
+from contextvars import ContextVar
 from typing import Any, Protocol
 
-from ..errors import FileFormatError
+from ..errors import FileFormatError, InputError
 
 MAX_JSON_BYTES = 16 * 2**20  # config.json, index files, Ollama manifests: real ones are < 1 MB
 MAX_JSON_DEPTH = 64
@@ -33,6 +34,21 @@ MAX_DIMS = 8
 MAX_DIM = 2**40
 MAX_SHARDS = 4096
 NOT_REGULAR_HINT = "point at the model file itself, not a pipe, device or socket"
+
+
+# False while the web API answers a request: no model file, folder or store on the server is read or looked
+# up because of what a request says (web/app.py sets it per request; the CLI reads what its user names).
+LOCAL_MODEL_FILES: ContextVar[bool] = ContextVar("cardfit_local_model_files", default=True)
+
+
+def local_files_allowed() -> bool:
+    return LOCAL_MODEL_FILES.get()
+
+
+def _guard() -> None:
+    if not LOCAL_MODEL_FILES.get():
+        raise InputError("the web API reads no files on the server", field="model",
+                         hint="upload the model's config.json instead")
 
 
 class Source(Protocol):
@@ -107,6 +123,7 @@ def read_regular(path: str, limit: int, what: str = "file", offset: int = 0, n: 
 
 class LocalFile:
     def __init__(self, path: str) -> None:
+        _guard()
         self.name = path
         self.size: int | None = regular_size(path)
 
@@ -152,6 +169,7 @@ def _no_constant(c: str) -> Any:
 
 
 def read_json_file(path: str, what: str = "JSON") -> Any:
+    _guard()
     return parse_json(read_regular(path, MAX_JSON_BYTES, what), path, what)
 
 

@@ -85,7 +85,12 @@ def ollama_blob(name: str) -> str | None:
 
 
 def find_local(name: str) -> ModelSpec | None:
-    """A model id found in the HF cache or an Ollama tag in the local store (None when absent)."""
+    """A model id found in the HF cache or an Ollama tag in the local store (None when absent, and always
+    while the web API answers a request: the server's stores are not the requester's)."""
+    from .source import local_files_allowed
+
+    if not local_files_allowed():
+        return None
     snap = hf_snapshot(name) if "/" in name and ":" not in name else None
     if snap is not None:
         from .model import read_folder

@@ -14,7 +14,7 @@ from typing import Any
 from ..catalog.apis import ApiPrice, apis, seed_tiers
 from ..core import cost
 from ..errors import InputError
-from .inputs import Input, opt
+from .inputs import MAX_TOKENS_PER_S, Input, opt
 
 MAX_USD = 10_000_000.0
 SEED_CONCURRENCY = 16  # seed 003: "400 output tokens per second with 16 concurrent requests"
@@ -28,7 +28,7 @@ class BreakevenInput(Input):
     monthly: float | None = opt(None, "rent per month in USD (÷ --hours-per-month gives the hourly rate)",
                                 gt=0, le=MAX_USD)
     tokens_per_s: float | None = opt(None, "aggregate output tokens/s the server sustains under your real "
-                                     "concurrency (not a single stream)", gt=0, le=1e9)
+                                     "concurrency (not a single stream)", gt=0, le=MAX_TOKENS_PER_S)
     from_log: str | None = opt(None, "read tokens/s from a log: `ollama run --verbose` output, a vLLM server "
                                "log or a `vllm bench serve` summary", max_length=4096)
     model: str | None = opt(None, "with --gpu: estimate the aggregate tokens/s with cardfit's speed model",
@@ -49,7 +49,7 @@ class BreakevenInput(Input):
     input_per_output: float = opt(0.0, "prompt tokens sent per output token (adds the API's input price; "
                                   "with --prefill-tokens-per-s, prefill time on the card)", ge=0, le=100_000)
     prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
-                                             "measured without real prompts", gt=0, le=1e10)
+                                             "measured without real prompts", gt=0, le=10 * MAX_TOKENS_PER_S)
     duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
     hours_per_month: float | None = opt(None, f"paid hours per month (default {cost.HOURS_PER_MONTH:g}, a 30-day "
                                         "month; 730 is the calendar average)", gt=0, le=744)

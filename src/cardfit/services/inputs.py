@@ -17,6 +17,8 @@ from ..errors import InputError
 
 MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
 MAX_PARAMS = 10**14  # 100 T parameters
+MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel, speed levels): far beyond any server's slots
+MAX_TOKENS_PER_S = 1e9  # output tokens/s of one deployment, given (--tokens-per-s) or read from a log
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Limits:
     max_length: int | None = None  # characters of a string, items of a tuple
     split: bool = False  # a tuple given as "1,8,64" (or repeated): split on commas and spaces
     item_ge: int | None = None  # every item of a split tuple at least this
+    item_le: int | None = None  # and at most this
 
 
 def opt(default: Any = None, help: str = "", **limits: Any) -> Any:  # noqa: A002  (the help text)
@@ -110,14 +113,14 @@ class RuntimeInput(Input):
                             "Q8_0 …); default: the model's own", max_length=64)
     context: int | None = opt(None, "tokens of context per sequence; default: the runtime's (Ollama: by "
                               "VRAM; vLLM: the model's maximum)", ge=1, le=MAX_CONTEXT)
-    batch: int | None = opt(None, "concurrent sequences, each with its own KV cache", ge=1, le=65_536)
+    batch: int | None = opt(None, "concurrent sequences, each with its own KV cache", ge=1, le=MAX_BATCH)
     kv_dtype: str | None = opt(None, "KV cache type: f16 bf16 fp8 q8_0 q4_0", max_length=16)
     runtime: str | None = opt(None, "vllm llama.cpp ollama transformers sglang tgi; default: llama.cpp for "
                               "GGUF types, ollama for Ollama tags, else vllm", max_length=32)
     prefill_chunk: int | None = opt(None, "tokens prefilled at once (vLLM max_num_batched_tokens, llama.cpp "
                                     "n_ubatch); default from the runtime", ge=1, le=MAX_CONTEXT)
     gpu_memory_utilization: float | None = opt(None, "vLLM: fraction of the card it may use", gt=0, le=1)
-    parallel: int | None = opt(None, "Ollama / llama.cpp slots (multiplies the KV cache)", ge=1, le=65_536)
+    parallel: int | None = opt(None, "Ollama / llama.cpp slots (multiplies the KV cache)", ge=1, le=MAX_BATCH)
     gpus: int | None = opt(None, "cards per set", ge=1, le=4096)
     tp: int | None = opt(None, "tensor-parallel degree", ge=1, le=4096)
     flash_attn: bool | None = opt(None, "flash attention (default from the runtime)")
@@ -212,7 +215,10 @@ def _scalar(kind: str, v: Any) -> Any:
         raise _Bad("must be a valid integer", v)
     if kind == "float":
         if isinstance(v, (bool, int, float)):
-            return float(v)
+            try:
+                return float(v)
+            except OverflowError:  # an int beyond any float (10**400): over every bound there is
+                raise _Bad("must be a finite number", v if abs(v).bit_length() < 64 else "a huge integer") from None
         if isinstance(v, str):
             try:
                 return float(v.strip())
@@ -268,6 +274,8 @@ def _value(f: FieldInfo, v: Any) -> Any:
                 raise _Bad(f"takes {what}{sep}", item, f.name) from None
         if lim.item_ge is not None and any(x < lim.item_ge for x in out):
             raise _Bad(f"every value must be at least {lim.item_ge}", raw)
+        if lim.item_le is not None and any(x > lim.item_le for x in out):
+            raise _Bad(f"every value must be at most {lim.item_le:,}", raw)
         if lim.max_length is not None and len(out) > lim.max_length:
             raise _Bad(f"Tuple should have at most {lim.max_length} items after validation, not {len(out)}",
                        raw)

@@ -81,7 +81,9 @@ def resolve(inp: ModelInput) -> Resolved:
     if not name:
         raise InputError("MODEL is empty", field="model", hint="`cardfit models` lists them")
     models = load_models(tuple(inp.catalog)) if inp.catalog else default_models()
-    if _looks_like_path(name) or os.path.exists(name):
+    from ..readers.source import local_files_allowed
+
+    if local_files_allowed() and (_looks_like_path(name) or os.path.exists(name)):
         from ..readers import read_model_path  # file formats stay out of the core
 
         spec = read_model_path(name)

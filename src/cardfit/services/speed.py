@@ -13,7 +13,7 @@ from ..core.fit import NO, OFFLOAD
 from ..core.memory import MemorySettings
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp, precision_of
 from ..errors import CardfitError, MissingFigureError
-from .inputs import MAX_CONTEXT, PlanInput, opt
+from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
 from .plan import plan as make_plan
 
 # A PCIe 3.0 ×4 NVMe SSD reads about 3.5 GB/s sequentially (Samsung 970 EVO Plus data sheet: 3,500 MB/s);
@@ -26,7 +26,8 @@ DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 class SpeedInput(PlanInput):
     concurrency: tuple[int, ...] = opt((), "concurrent sequences to tabulate (repeat or comma-separate: "
                                        "1,8,64); default: powers of two up to what fits",
-                                       max_length=64, split=True, item_ge=1)
+                                       max_length=64, split=True, item_ge=1,
+                                       item_le=MAX_BATCH)
     filled: int | None = opt(None, "tokens already in each sequence while decoding (the KV cache read per "
                              "token); default: half the context", ge=0, le=MAX_CONTEXT)
     prompt: int = opt(512, "prompt tokens for the prefill / first-token time", ge=1, le=MAX_CONTEXT)

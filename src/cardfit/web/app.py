@@ -31,8 +31,12 @@ def _error(status: int, message: str) -> Any:
 
 
 def error_status(e: CardfitError) -> int:
+    from .server import BudgetExceededError
+
     if isinstance(e, TooLargeError):
         return 413
+    if isinstance(e, BudgetExceededError):
+        return 503
     if isinstance(e, UnknownNameError):
         return 404
     return 400
@@ -52,6 +56,17 @@ class _HttpMiddleware:
 
     async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
         raise NotImplementedError
+
+
+class _NoServerFiles(_HttpMiddleware):
+    """Every request runs with the server's model files, folders and stores out of reach (readers/source.py
+    LOCAL_MODEL_FILES): what a request names is looked up in the catalogs only."""
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        from ..readers.source import LOCAL_MODEL_FILES
+
+        LOCAL_MODEL_FILES.set(False)  # this request's context only (and the worker threads it starts)
+        await self.app(scope, receive, send)
 
 
 class BodyLimit(_HttpMiddleware):
@@ -109,31 +124,45 @@ class Answers:
         self._seen: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, inp: Any) -> bytes:
-        key = f"{type(inp).__name__}:{json.dumps(inp.to_json(), sort_keys=True, default=str)}"
+    @staticmethod
+    def key(inp: Any) -> str:
+        return f"{type(inp).__name__}:{json.dumps(inp.to_json(), sort_keys=True, default=str)}"
+
+    def cached(self, inp: Any) -> bytes | None:
+        key = self.key(inp)
         with self._lock:
             if key in self._seen:
                 self._seen.move_to_end(key)
                 return self._seen[key]
+        return None
+
+    def __call__(self, inp: Any) -> bytes:
+        hit = self.cached(inp)
+        if hit is not None:
+            return hit
         body = json.dumps(self.fn(inp), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
         with self._lock:
-            self._seen[key] = body
+            self._seen[self.key(inp)] = body
             while len(self._seen) > self.size:
                 self._seen.popitem(last=False)
         return body
 
 
-def _typed(command: Command) -> Callable[..., Any]:
+def _typed(command: Command, budget: Any) -> Callable[..., Any]:
     """POST endpoint for a command: its JSON body is the command's input (so OpenAPI shows the CLI's own input
-    description), validated once more by `parse` for the CLI's exact rules."""
+    description), validated once more by `parse` for the CLI's exact rules. Remembered answers come straight
+    back; the rest is computed within the request's work budget (web/server.py)."""
     from fastapi.responses import Response
 
     model = command.input_type()
     answer = Answers(lambda inp: to_json(command.execute(inp)))
 
-    def endpoint(body: Any) -> Any:
-        inp = parse(model, body.model_dump(exclude_unset=True))
-        return Response(answer(web_input(inp)), media_type="application/json")
+    async def endpoint(body: Any) -> Any:
+        inp = web_input(parse(model, body.model_dump(exclude_unset=True)))
+        data = answer.cached(inp)
+        if data is None:
+            data = await budget.run(answer, inp)
+        return Response(data, media_type="application/json")
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=web_model(model))])
@@ -153,7 +182,9 @@ def _catalog(name: str) -> Callable[[], Any]:
     return endpoint
 
 
-def create_app() -> Any:
+def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) -> Any:
+    """The app. `allowed_hosts`: Host header names it answers (None: any, for in-process use); `budget`: the
+    web.server.WorkBudget its computations run under (default: a new one with the standard limits)."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import Response
@@ -163,10 +194,13 @@ def create_app() -> Any:
     app = FastAPI(title="cardfit", version=_version(), docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
                   description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; request "
                               "bodies are the CLI's options (snake_case).")
+    from .server import HostCheck, WorkBudget
+
+    budget = budget or WorkBudget()
     body_models = {}
     for command in COMMANDS:
         if command.web:
-            app.post(command.path, summary=command.summary)(_typed(command))
+            app.post(command.path, summary=command.summary)(_typed(command, budget))
             body_models[command.path] = command.input_type()
 
     @app.exception_handler(CardfitError)
@@ -188,7 +222,7 @@ def create_app() -> Any:
     for name in ("gpus", "models", "quants", "runtimes", "apis"):
         app.get(f"/api/{name}", summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
                 name=name)(_catalog(name))
-    _add_readers(app)
+    _add_readers(app, budget)
 
     @app.get("/api/health", include_in_schema=False)
     def health() -> dict[str, str]:
@@ -202,7 +236,10 @@ def create_app() -> Any:
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(_Headers)
-    app.add_middleware(BodyLimit)  # added last: runs first
+    app.add_middleware(_NoServerFiles)
+    app.add_middleware(BodyLimit)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, allowed=allowed_hosts)  # added last: runs first
     return app
 
 
@@ -238,12 +275,11 @@ def _validation_message(model: type | None, exc: Any) -> str:
     return f"--{loc.replace('_', '-')} {err.get('msg', 'is invalid')}"
 
 
-def _add_readers(app: Any) -> None:
+def _add_readers(app: Any, budget: Any) -> None:
     """Upload a config.json / paste a runtime log: the request body is parsed in memory; nothing is written,
     and no path from the request is opened."""
     from fastapi import Query, Request
     from fastapi.responses import Response
-    from starlette.concurrency import run_in_threadpool
 
     def body_doc(media: str, what: str) -> dict[str, Any]:
         return {"requestBody": {"required": True, "description": what,
@@ -252,17 +288,17 @@ def _add_readers(app: Any) -> None:
     @app.post("/api/read/log", summary="Output tokens/s from a pasted `vllm` / `ollama run --verbose` log",
               openapi_extra=body_doc("text/plain", "the log text (at most 1 MiB)"))
     async def read_log(request: Request) -> Any:
-        return await run_in_threadpool(uploads.log_summary, await request.body())
+        return await budget.run(uploads.log_summary, await request.body())
 
     @app.post("/api/read/config", summary="A model's shape from an uploaded config.json",
               openapi_extra=body_doc("application/json", "the contents of a Hugging Face config.json"))
     async def read_config(request: Request) -> Any:
-        return await run_in_threadpool(uploads.config_summary, await request.body())
+        return await budget.run(uploads.config_summary, await request.body())
 
     @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
-    def validate(kind: str | None = Query(None, max_length=64),
-                 runtime: str | None = Query(None, max_length=32)) -> Any:
-        return Response(_validation(kind, runtime), media_type="application/json")
+    async def validate(kind: str | None = Query(None, max_length=64),
+                       runtime: str | None = Query(None, max_length=32)) -> Any:
+        return Response(await budget.run(_validation, kind, runtime), media_type="application/json")
 
 
 @functools.lru_cache(maxsize=64)

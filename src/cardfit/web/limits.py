@@ -3,7 +3,6 @@ network. The CLI may read a path the user typed; a request may not make the serv
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ..catalog.models import default_models
@@ -46,7 +45,7 @@ def catalog_model(name: str) -> str:
             models.get(n)  # raises UnknownNameError with suggestions
     else:
         n = n.replace("/", " ")  # an HF id: catalog lookup ignores separators, the file system does not
-    if "/" in n or "\\" in n or os.path.lexists(n):
+    if "/" in n or "\\" in n:
         raise InputError(f"model '{n}' names a file on the server; the web API takes catalog names only",
                          field="model", hint="`cardfit models` lists them")
     return n

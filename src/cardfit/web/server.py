@@ -1,0 +1,289 @@
+"""How `cardfit serve` serves the app: the listening socket, the Host header check, a time limit on receiving
+each request, and a CPU budget for the work behind each request.
+
+- Socket: made with the TCP protocol number, so asyncio sets TCP_NODELAY on every accepted connection
+  (asyncio's _set_nodelay checks `sock.proto == IPPROTO_TCP`; a socket from socket.create_server has proto 0,
+  and Nagle's algorithm with delayed ACKs then adds ~40 ms to every kept-alive request).
+- Host header: only the names the server was bound to (and IP literals, which DNS cannot rebind), so a page
+  on another site cannot reach the loopback server through DNS rebinding; --allow-host adds names.
+- Receiving: a request's headers and body must arrive within `request_timeout_s` of the connection opening
+  (or of the previous answer); idle and trickling connections are closed, and there is no cap on open
+  connections that idle clients could fill.
+- Work: each computation runs in one of a few worker threads and is stopped when its thread has used
+  `cpu_budget_s` of CPU (a DeadlineExceeded raised in the thread), so no request holds the server longer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ctypes
+import ipaddress
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..errors import CardfitError, InputError
+
+REQUEST_TIMEOUT_S = 10.0  # whole request (headers and body) from a client on the same machine
+KEEP_ALIVE_S = 5  # idle time before a kept-alive connection is closed (uvicorn's default)
+CPU_BUDGET_S = 2.0  # CPU seconds one request's computation may use
+WALL_LIMIT_S = 10.0  # and wall-clock seconds, when the CPU is shared with other requests
+QUEUE_WAIT_S = 10.0  # a request waits at most this long for a worker
+WORKERS = 2
+
+
+class BudgetExceededError(CardfitError, TimeoutError):
+    """A request's computation used up its CPU budget (503) or found every worker busy."""
+
+
+class DeadlineExceeded(BaseException):  # noqa: N818  (raised inside a worker thread; not an Exception)
+    """Raised asynchronously in a worker thread whose request is over budget. A BaseException, so no
+    `except Exception` on the way up swallows it."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (see the module docstring for why it is made by hand)."""
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    try:
+        addr = socket.getaddrinfo(bare, port, family, socket.SOCK_STREAM, socket.IPPROTO_TCP)[0][4]
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    except OSError as e:
+        raise _listen_error(host, port, e) from None
+    try:
+        if os.name != "nt":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+    except OSError as e:
+        sock.close()
+        raise _listen_error(host, port, e) from None
+    return sock
+
+
+def _listen_error(host: str, port: int, e: OSError) -> InputError:
+    why = os.strerror(e.errno) if isinstance(e.errno, int) and e.errno > 0 else str(e)
+    return InputError(f"cannot listen on {host}:{port} ({why})", field="port",
+                      hint="pass --port with a free port, or --port 0 for any")
+
+
+# ---- Host header ------------------------------------------------------------------------------------
+
+def allowed_hosts(host: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """Host names (without port) a request may carry: the bound name, localhost for loopback, and `extra`."""
+    names = {host.strip("[]").lower(), *(h.strip().strip("[]").lower() for h in extra if h.strip())}
+    if is_loopback(host) or host in ("0.0.0.0", "::"):
+        names |= {"localhost", "127.0.0.1", "::1"}
+    return frozenset(names)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(value: bytes) -> str | None:
+    """The name in a Host header value without its port; None when malformed."""
+    try:
+        text = value.decode("ascii").strip().lower()
+    except UnicodeDecodeError:
+        return None
+    if text.startswith("["):
+        end = text.find("]")
+        rest = text[end + 1:]
+        if end < 0 or (rest and not (rest[:1] == ":" and rest[1:].isdigit())):
+            return None
+        return text[1:end] or None
+    name, _, port = text.partition(":")
+    if port and not port.isdigit():
+        return None
+    return name or None
+
+
+def _ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+class HostCheck:
+    """ASGI middleware: 400 for a Host header that is not one of `allowed` (nor an IP literal)."""
+
+    def __init__(self, app: Any, allowed: frozenset[str]) -> None:
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http":
+            value = dict(scope["headers"]).get(b"host", b"")
+            name = _host_name(value)
+            if name is None or not (name in self.allowed or _ip_literal(name)):
+                from .app import _send_json
+
+                shown = value.decode("ascii", "replace")[:60]
+                await _send_json(send, 400, f"Host '{shown}' is not served here; start `cardfit serve` with "
+                                            "--allow-host NAME to answer to that name")
+                return
+        await self.app(scope, receive, send)
+
+
+# ---- receiving: a time limit per request -------------------------------------------------------------
+
+def protocol_class(request_timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a time limit on receiving each whole request."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        _read_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            if not self.transport.is_closing():
+                self._read_timer = self.loop.call_later(request_timeout_s, self._read_timeout)
+
+        def _disarm(self) -> None:
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
+
+        def _read_timeout(self) -> None:
+            self._read_timer = None
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and not cycle.more_body:
+                return  # the whole request arrived: the app is answering (its work has its own budget)
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return TimedH11Protocol
+
+
+# ---- work: a CPU budget per request ------------------------------------------------------------------
+
+def _thread_cpu_s(ident: int) -> float | None:
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (AttributeError, OSError):  # not on this platform: wall time only
+        return None
+
+
+def _raise_in(ident: int, exc: type[BaseException] | None) -> None:
+    """Raise `exc` in thread `ident` at its next bytecode (None clears one not yet raised)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
+                                               ctypes.py_object(exc) if exc is not None else None)
+
+
+class _Task:
+    __slots__ = ("ident", "cpu0", "wall0", "stopped")
+
+    def __init__(self, ident: int) -> None:
+        self.ident, self.cpu0, self.wall0, self.stopped = ident, _thread_cpu_s(ident), time.monotonic(), False
+
+
+class WorkBudget:
+    """Runs request computations on `workers` threads, each stopped when over `cpu_s` of its thread's CPU
+    time (or `wall_s` of wall time); a request that waits over `queue_s` for a worker is refused."""
+
+    def __init__(self, cpu_s: float = CPU_BUDGET_S, wall_s: float = WALL_LIMIT_S, workers: int = WORKERS,
+                 queue_s: float = QUEUE_WAIT_S) -> None:
+        self.cpu_s, self.wall_s, self.workers, self.queue_s = cpu_s, wall_s, workers, queue_s
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cardfit-work")
+        self._slots: asyncio.Semaphore | None = None
+        self._lock = threading.Lock()
+        self._running: dict[int, _Task] = {}
+        self._wake = threading.Event()
+        self._watchdog: threading.Thread | None = None
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.workers)
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.queue_s)
+        except TimeoutError:
+            raise BudgetExceededError("the server is busy with other requests", hint="try again shortly") from None
+        try:
+            ctx = contextvars.copy_context()
+            return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, ctx, fn, args)
+        finally:
+            self._slots.release()
+
+    def _call(self, ctx: contextvars.Context, fn: Callable[..., Any], args: tuple) -> Any:
+        ident = threading.get_ident()
+        self._start_watchdog()
+        try:
+            try:
+                with self._lock:
+                    self._running[ident] = _Task(ident)
+                self._wake.set()
+                return ctx.run(fn, *args)
+            finally:
+                self._done(ident)
+        except DeadlineExceeded:
+            self._done(ident)
+            raise BudgetExceededError(f"this request needs more than {self.cpu_s:g} s of work, the most one "
+                                      "request may use", hint="ask for less (one card, a smaller model or "
+                                      "context), or use the CLI") from None
+
+    def _done(self, ident: int) -> None:
+        with self._lock:
+            task = self._running.pop(ident, None)
+            if task is not None and task.stopped:
+                _raise_in(ident, None)  # injected but maybe not raised yet: never let it escape later
+
+    def _start_watchdog(self) -> None:
+        with self._lock:
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name="cardfit-budget", daemon=True)
+                self._watchdog.start()
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                busy = bool(self._running)
+            if not busy:
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            time.sleep(0.02)
+            now = time.monotonic()
+            with self._lock:
+                for task in self._running.values():
+                    cpu = _thread_cpu_s(task.ident)
+                    over = (cpu is not None and task.cpu0 is not None and cpu - task.cpu0 > self.cpu_s) \
+                        or now - task.wall0 > self.wall_s
+                    if over and not task.stopped:
+                        task.stopped = True
+                        _raise_in(task.ident, DeadlineExceeded)
+
+
+# ---- running ----------------------------------------------------------------------------------------
+
+def run(app: Any, sock: socket.socket, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    """Serve `app` on `sock` until interrupted."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=KEEP_ALIVE_S,
+                            server_header=False, http=protocol_class(request_timeout_s), ws="none",
+                            lifespan="off", h11_max_incomplete_event_size=16 * 1024)
+    uvicorn.Server(config).run(sockets=[sock])

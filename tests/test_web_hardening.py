@@ -1,0 +1,251 @@
+"""The web API under hostile input, called in-process: bounded work per request, nothing read from the
+server's disk because of a request, no server path in any answer, and a fuzzed request set over every
+endpoint (typed and untyped junk, deep nesting, huge numbers) that must never give a 5xx."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cardfit.web import create_app  # noqa: E402
+from cardfit.web.server import BudgetExceededError, WorkBudget  # noqa: E402
+
+from .test_readers_helpers import LLAMA_31_8B  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+def one_line_error(r) -> str:
+    assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
+    msg = r.json()["error"]
+    assert isinstance(msg, str) and "\n" not in msg and "Traceback" not in msg
+    return msg
+
+
+# ---- bounded work ------------------------------------------------------------------------------------
+
+DEEP = {**LLAMA_31_8B, "num_hidden_layers": 100_000}
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/api/plan", {"config_json": DEEP}),
+    ("/api/speed", {"config_json": DEEP, "gpu": "RTX 4090"}),
+    ("/api/read/config", DEEP),
+])
+def test_a_tiny_config_cannot_buy_minutes_of_work(client, path, body):
+    """230 bytes with num_hidden_layers 100000 used to cost 95 s of CPU (all cards ranked)."""
+    t = time.process_time()
+    r = client.post(path, json=body)
+    assert "layers" in one_line_error(r)
+    assert time.process_time() - t < 2.0
+
+
+def test_the_deepest_real_shape_still_plans_in_time(client):
+    """At the cap (the deepest published transformer), every card ranked, well within the budget."""
+    from cardfit.readers.model import MAX_LAYERS
+
+    t = time.process_time()
+    r = client.post("/api/plan", json={"config_json": {**LLAMA_31_8B, "num_hidden_layers": MAX_LAYERS}})
+    assert r.status_code == 200, r.text[:300]
+    assert time.process_time() - t < 2.0
+
+
+def test_budget_stops_a_runaway_computation():
+    import asyncio
+
+    budget = WorkBudget(cpu_s=0.3, wall_s=5, workers=1)
+
+    def forever() -> None:
+        x = 0
+        while True:
+            x += 1
+
+    async def both() -> tuple[float, int]:
+        t = time.monotonic()
+        with pytest.raises(BudgetExceededError, match="more than 0.3 s"):
+            await budget.run(forever)
+        took = time.monotonic() - t
+        return took, await budget.run(lambda: 42)  # the worker is free again
+
+    took, after = asyncio.run(both())
+    assert took < 2.0 and after == 42
+
+
+def test_budget_error_is_a_503(client, monkeypatch):
+    from cardfit.web import app as app_mod
+
+    tight = TestClient(create_app(budget=WorkBudget(cpu_s=0.0001, wall_s=0.0001)), raise_server_exceptions=False)
+    monkeypatch.setattr(app_mod, "_validation", lambda kind, runtime: time.sleep(0.5) or b"{}")
+    r = tight.get("/api/validate")
+    assert r.status_code == 503 and "more than" in r.json()["error"]
+
+
+# ---- counts and rates bounded like the options -------------------------------------------------------
+
+@pytest.mark.parametrize("items", [[None], [{}], [1e999], [10**21], [65_537], ["1,1e999"], [[1]]])
+def test_concurrency_items(client, items):
+    body = json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": items}).replace("Infinity", "1e999")
+    r = client.post("/api/speed", content=body, headers={"content-type": "application/json"})
+    assert "concurrency" in one_line_error(r)
+
+
+def test_concurrency_items_python_api():
+    import cardfit
+    from cardfit.errors import InputError
+
+    for items in ([None], [{}], [float("inf")], [10**21]):
+        with pytest.raises(InputError, match="concurrency"):
+            cardfit.speed("llama3.1:8b", gpu="RTX 4090", concurrency=items)
+
+
+def test_huge_integers_for_float_fields_are_input_errors(client):
+    """int(10**400) has no float: an OverflowError used to escape as an internal error."""
+    import cardfit
+    from cardfit.errors import InputError
+
+    with pytest.raises(InputError, match="--params"):
+        cardfit.plan(params=10**400, layers=32, kv_heads=8, head_dim=128)
+    body = b'{"gpu": "RTX 4090", "tokens_per_s": 5, "hourly": 1' + b"0" * 400 + b"}"
+    assert "--hourly" in one_line_error(client.post("/api/breakeven", content=body,
+                                                    headers={"content-type": "application/json"}))
+
+
+def test_validate_runtime_must_be_a_name():
+    import cardfit
+    from cardfit.errors import InputError
+
+    with pytest.raises(InputError, match="runtime"):
+        cardfit.validate(runtime={"a": 1})
+
+
+HUGE_RATE = "eval rate:            " + "9" * 400 + " tokens/s\n"
+
+
+def test_log_rate_is_bounded_like_the_option(client):
+    msg = one_line_error(client.post("/api/read/log", content=HUGE_RATE.encode()))
+    assert "tokens/s" in msg
+
+
+def test_log_rate_is_bounded_in_the_cli(run_cli, tmp_path):
+    log = tmp_path / "ollama.txt"
+    log.write_text(HUGE_RATE)
+    code, out, err = run_cli("breakeven", "--hourly", "1", "--from-log", str(log))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("Error: ") and "tokens/s" in err
+
+
+# ---- nothing read from the server's disk, no server path shown --------------------------------------
+
+def _ollama_store(root) -> None:
+    """A pulled qwen3:8b whose blob is corrupt."""
+    blob = "ab" * 32
+    manifest = root / "manifests" / "registry.ollama.ai" / "library" / "qwen3" / "8b"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"layers": [{"mediaType": "application/vnd.ollama.image.model",
+                                                "digest": f"sha256:{blob}"}]}))
+    (root / "blobs").mkdir()
+    (root / "blobs" / f"sha256-{blob}").write_bytes(b"GGUF\x03\x00\x00\x00 corrupt")
+
+
+def test_web_never_reads_the_servers_ollama_store(monkeypatch, tmp_path):
+    _ollama_store(tmp_path)
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
+    c = TestClient(create_app(), raise_server_exceptions=False)
+    r = c.post("/api/plan", json={"model": "qwen3:8b", "gpu": "RTX 4090"})
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["model"]["origin"] == "catalog"
+    monkeypatch.delenv("OLLAMA_MODELS")
+    assert TestClient(create_app()).post("/api/plan", json={"model": "qwen3:8b", "gpu": "RTX 4090"}).json() == r.json()
+
+
+def test_cli_still_reads_the_ollama_store(run_cli, tmp_path):
+    _ollama_store(tmp_path / "store")
+    code, _, err = run_cli("plan", "qwen3:8b", env={"OLLAMA_MODELS": str(tmp_path / "store")})
+    assert code == 2 and "GGUF" in err  # the CLI reads what the user pulled (here: a corrupt blob)
+
+
+def test_a_file_in_the_servers_folder_is_not_read(monkeypatch, tmp_path, client):
+    (tmp_path / "qwen3:8b").write_text(json.dumps(LLAMA_31_8B))
+    monkeypatch.chdir(tmp_path)
+    r = client.post("/api/plan", json={"model": "qwen3:8b", "gpu": "RTX 4090"})
+    assert r.status_code == 200 and r.json()["model"]["origin"] == "catalog"
+
+
+# ---- the fuzzed request set --------------------------------------------------------------------------
+
+JUNK = [None, True, False, 0, -1, 1.5, 1e308, -1e308, 10**30, -(10**30), 2**63, "", " ", "x" * 5000, "\x00\ud7ff",
+        "../../etc/passwd", "/etc/passwd", "~/.ollama", "C:\\Windows", "%s%n", "qwen3:8b", "meta-llama/x",
+        [], [None], [{}], [1e308], [10**30], {}, {"a": 1}, {"__proto__": 1}, "1,2,3", "NaN", "Infinity"]
+
+
+def _deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+def fuzz_requests(routes: list[tuple[str, str, list[str]]], rng: random.Random) -> list[tuple[str, str, bytes]]:
+    """(method, path, body) for every route: raw junk, typed junk in every known field, deep nesting, huge
+    numbers written as JSON text."""
+    raw = [b"", b"{", b"null", b"[]", b"\"x\"", b"{}", b"\xff\xfe", b"{\"a\":" * 5000, _deep(100_000).encode(),
+           b"{\"model\": 1e999}", b"{\"context\": 1" + b"0" * 4000 + b"}",
+           b"{\"params\": 1" + b"0" * 400 + b"}", b"{\"hourly\": -1" + b"0" * 400 + b"}",
+           b"{\"model\": \"" + b"\\ud800" * 50 + b"\"}",
+           json.dumps({"model": "llama3.1:8b", "x": _deep(10)}).encode()]
+    out = []
+    for method, path, fields in routes:
+        for body in raw:
+            out.append((method, path, body))
+        for name in fields:
+            for v in rng.sample(JUNK, 3):
+                out.append((method, path, json.dumps({"model": "llama3.1:8b", name: v}).encode()))
+        for _ in range(6):
+            body = {name: rng.choice(JUNK) for name in rng.sample(fields, min(len(fields), 4))}
+            out.append((method, path, json.dumps(body).encode()))
+    return out
+
+
+def _routes(app) -> list[tuple[str, str, list[str]]]:
+    from cardfit.services.inputs import describe
+    from cardfit.services.table import COMMANDS
+
+    fields = {c.path: [f.name for f in describe(c.input_type())] for c in COMMANDS if c.web}
+    out = []
+    for route in app.routes:
+        for method in sorted(getattr(route, "methods", None) or ()):
+            if method in ("GET", "POST"):
+                out.append((method, route.path, fields.get(route.path, ["config", "log", "kind", "runtime"])))
+    assert len(out) >= 12, out
+    return out
+
+
+SERVER_PATHS = [p for p in {os.getcwd(), os.path.expanduser("~"), sys.prefix, os.path.dirname(__file__)}
+                if len(p) > 4]
+
+
+def test_fuzzed_requests_never_5xx_and_never_show_a_path(client):
+    rng = random.Random(15)
+    app = client.app
+    requests = fuzz_requests(_routes(app), rng)
+    assert len(requests) > 250
+    t = time.perf_counter()
+    for method, path, body in requests:
+        if method == "GET":
+            r = client.get(path, params={"kind": body[:64].decode("utf-8", "replace"), "runtime": "x"})
+        else:
+            r = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert r.status_code < 500, (path, body[:200], r.status_code, r.text[:300])
+        for p in SERVER_PATHS:
+            assert p not in r.text, (path, body[:200], r.text[:300])
+        if r.status_code >= 400:
+            one_line_error(r)
+    assert time.perf_counter() - t < 60

@@ -1,0 +1,174 @@
+"""`cardfit serve` as a real server on 127.0.0.1 (a child process, a free port): kept-alive latency, idle and
+slow clients, the Host header, and a short load run that fails on any 5xx while the server's memory stays
+under 200 MB. Every socket here has a timeout; the server is stopped at the end of the module."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+REQUEST_TIMEOUT_S = 1.5  # the server's --request-timeout here: short, so the slow-client cases end soon
+RSS_LIMIT_MB = 200
+
+
+def start_server(*args: str, home: str) -> tuple[subprocess.Popen, int]:
+    env = {**os.environ, "HOME": home, "XDG_CACHE_HOME": os.path.join(home, ".cache"),
+           "OLLAMA_MODELS": os.path.join(home, "ollama"), "HF_HUB_CACHE": os.path.join(home, "hf")}
+    proc = subprocess.Popen([sys.executable, "-m", "cardfit", "serve", "--port", "0", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=home)
+    deadline = time.monotonic() + 60
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if m:
+            return proc, int(m[1])
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"cardfit serve did not start: {line}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    home = str(tmp_path_factory.mktemp("serve-home"))
+    proc, port = start_server("--request-timeout", str(REQUEST_TIMEOUT_S), "--allow-host", "cardfit.lan", home=home)
+    try:
+        yield proc, f"http://127.0.0.1:{port}", port
+    finally:
+        stop(proc)
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read())[1]) / 1024
+
+
+PLAN = {"model": "llama3.1:8b", "gpu": "RTX 4090"}
+
+
+def test_kept_alive_connection_answers_without_nagle_delay(server):
+    """One connection, one cached plan after another: Nagle + delayed ACK used to add ~40 ms to each."""
+    _, base, _ = server
+    with httpx.Client(base_url=base, timeout=10) as c:
+        assert c.post("/api/plan", json=PLAN).status_code == 200
+        times = []
+        for _ in range(40):
+            t = time.perf_counter()
+            assert c.post("/api/plan", json=PLAN).status_code == 200
+            times.append(time.perf_counter() - t)
+    assert statistics.median(times) < 0.015, f"median {statistics.median(times) * 1000:.1f} ms"
+
+
+def test_300_idle_connections_do_not_lock_anyone_out(server):
+    _, base, port = server
+    idle = []
+    try:
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            idle.append(s)
+        t = time.perf_counter()
+        r = httpx.get(base + "/api/gpus", timeout=5)
+        assert r.status_code == 200
+        assert time.perf_counter() - t < 2
+    finally:
+        for s in idle:
+            s.close()
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.parametrize("sent", [
+    b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n",  # headers never finished
+    b"POST /api/plan HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 100\r\n\r\n{\"model\": ",  # a body shorter than its Content-Length
+    b"",  # connected, nothing sent
+], ids=["slow headers", "short body", "silent"])
+def test_slow_clients_are_cut_off(server, sent):
+    _, _, port = server
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(sent)
+        assert _closed_within(s, REQUEST_TIMEOUT_S + 3)
+
+
+@pytest.mark.parametrize(("host", "ok"), [
+    ("127.0.0.1:{port}", True), ("localhost:{port}", True), ("[::1]:{port}", True), ("localhost", True),
+    ("attacker.example:{port}", False), ("attacker.example", False), ("localhost.attacker.example", False),
+    ("127.0.0.1:x", False), ("", False),
+])
+def test_host_header_names_this_server(server, host, ok):
+    _, base, port = server
+    r = httpx.get(base + "/api/health", headers={"Host": host.format(port=port)}, timeout=5)
+    assert (r.status_code == 200) is ok, r.text
+    if not ok:
+        assert r.status_code == 400 and "--allow-host" in r.json()["error"]
+
+
+def test_allow_host_adds_a_name(server):
+    _, base, port = server
+    assert httpx.get(base + "/api/health", headers={"Host": f"cardfit.lan:{port}"}, timeout=5).status_code == 200
+    assert httpx.get(base + "/api/health", headers={"Host": "other.lan"}, timeout=5).status_code == 400
+
+
+LOAD = [
+    ("POST", "/api/plan", PLAN),
+    ("POST", "/api/plan", {"model": "qwen2.5:14b", "context": 16384}),
+    ("POST", "/api/max-context", {"model": "llama3.1:8b", "gpu": "RTX 4090"}),
+    ("POST", "/api/speed", {"model": "llama3.1:8b", "gpu": "RTX 4090"}),
+    ("POST", "/api/breakeven", {"gpu": "RTX 4090", "tokens_per_s": 90}),
+    ("POST", "/api/plan", {"model": "llama3.1:8b", "gpu": "RTX 4900"}),  # a 404
+    ("POST", "/api/plan", {"model": 7}),  # a 400
+    ("GET", "/api/models", None),
+    ("GET", "/", None),
+]
+
+
+def test_short_load_run_has_no_5xx_and_little_memory(server):
+    proc, base, _ = server
+
+    def worker(k: int) -> list[int]:
+        codes = []
+        with httpx.Client(base_url=base, timeout=30) as c:
+            for i in range(20):
+                method, path, body = LOAD[(k + i) % len(LOAD)]
+                if body is not None and i % 3 == 0:  # every third one uncached: the arithmetic runs
+                    body = {**body, "context": 1024 + 64 * (k * 20 + i)} if "model" in body and "gpu" in body \
+                        else body
+                codes.append(c.request(method, path, json=body).status_code)
+        return codes
+
+    with ThreadPoolExecutor(16) as pool:
+        codes = [c for batch in pool.map(worker, range(16)) for c in batch]
+    assert len(codes) == 320
+    assert not [c for c in codes if c >= 500]
+    assert rss_mb(proc.pid) < RSS_LIMIT_MB
