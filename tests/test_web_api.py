@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -89,20 +90,23 @@ def test_model_paths_are_never_opened(client, model, monkeypatch):
     import builtins
 
     opened = []
-    real_open = builtins.open
+    real_open, real_os_open = builtins.open, os.open
     monkeypatch.setattr(builtins, "open", lambda f, *a, **k: opened.append(f) or real_open(f, *a, **k))
+    monkeypatch.setattr(os, "open", lambda f, *a, **k: opened.append(f) or real_os_open(f, *a, **k))
     r = client.post("/api/plan", json={"model": model})
     assert r.status_code in (400, 404)
     assert "error" in r.json()
     assert not [f for f in opened if "passwd" in str(f) or str(f).endswith((".json", ".gguf", ".safetensors"))]
 
 
-def test_model_that_exists_as_a_local_file_is_refused(client, tmp_path, monkeypatch):
+def test_model_that_exists_as_a_local_file_is_not_read(client, tmp_path, monkeypatch):
+    """The name is looked up in the catalog; the file beside the server is neither read nor reported (the
+    answer does not depend on, or reveal, what files the server has)."""
     (tmp_path / "llama3.1:8b").write_text("{}")
     monkeypatch.chdir(tmp_path)
     r = client.post("/api/plan", json={"model": "llama3.1:8b"})
-    assert r.status_code == 400
-    assert "names a file on the server" in r.json()["error"]
+    assert r.status_code == 200
+    assert r.json()["model"]["origin"] == "catalog"
 
 
 @pytest.mark.parametrize(("body", "word"), [

@@ -179,6 +179,9 @@ def test_the_url_holds_the_plan(server, browser, run_json):
     _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "1")
     _fill(browser, {"model": "llama3.1:8b", "gpu": "RTX 4090"})
     _ready_for(browser, "Llama 3.1 8B")
+    # the answer to the model alone can arrive before the card is typed: wait for the link to hold both
+    _wait(browser, lambda d: "gpu=RTX+4090" in d.find_element("id", "share-link").get_attribute("href"))
+    _ready_for(browser, "Llama 3.1 8B")
     link = _by_id(browser, "share-link").get_attribute("href")
     assert "model=llama3.1%3A8b" in link and "gpu=RTX+4090" in link
     browser.get("about:blank")
