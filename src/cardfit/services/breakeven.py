@@ -14,7 +14,7 @@ from typing import Any
 from ..catalog.apis import ApiPrice, apis, seed_tiers
 from ..core import cost
 from ..errors import InputError
-from .inputs import MAX_TOKENS_PER_S, Input, opt
+from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, Input, opt
 
 MAX_USD = 10_000_000.0
 SEED_CONCURRENCY = 16  # seed 003: "400 output tokens per second with 16 concurrent requests"
@@ -148,7 +148,7 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, dict[str, Any] | None,
 def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
     from ..readers.logs import read_log
 
-    m = read_log(path)
+    m = bounded_measurement(read_log(path), path)
     log = {"path": path, "kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
            "idle_samples": m.idle_samples, "busy_fraction": _r(m.busy_fraction, 4),
            "concurrency": _r(m.concurrency, 2), "prompt_tokens_per_s": _r(m.prompt_tokens_per_s, 1),
@@ -297,3 +297,18 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
 def _notes(comps: list[Comparison], capacity: float) -> list[str]:
     dated = sorted({c.api.date for c in comps if c.api.date})
     return [f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows sources)"] if dated else []
+
+
+def bounded_measurement(m: Any, path: str) -> Any:
+    """A rate read from a log obeys the limits of the same figure given as an option (--tokens-per-s,
+    --prefill-tokens-per-s, --concurrency): a 400-digit number is a damaged log, not a measurement."""
+    from ..errors import FileFormatError
+    from ..readers.logs import HINT
+
+    for what, value, most in (("output tokens/s", m.tokens_per_s, MAX_TOKENS_PER_S),
+                              ("prompt tokens/s", m.prompt_tokens_per_s, 10 * MAX_TOKENS_PER_S),
+                              ("concurrency", m.concurrency, MAX_BATCH)):
+        if value is not None and not 0 <= value <= most:  # NaN fails too
+            raise FileFormatError(path, f"the {m.kind} {what} in this log ({value:.4g}) is outside 0..{most:,.0f}",
+                                  hint=HINT)
+    return m

@@ -20,6 +20,7 @@ from ..services.table import COMMANDS, Command, to_json
 from . import catalogs, uploads
 from .limits import TooLargeError, body_limit, web_input
 from .schema import web_model
+from .server import send_json
 
 STATIC = Path(__file__).parent / "static"
 
@@ -76,7 +77,7 @@ class BodyLimit(_HttpMiddleware):
         limit = body_limit(scope["path"])
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await _send_json(send, 413, str(TooLargeError(limit)))
+            await send_json(send, 413, str(TooLargeError(limit)))
             return
         chunks, seen, more = [], 0, True
         while more:  # read it all (at most `limit` bytes) before the app sees any of it
@@ -88,7 +89,7 @@ class BodyLimit(_HttpMiddleware):
             seen += len(chunks[-1])
             more = msg.get("more_body", False)
             if seen > limit:
-                await _send_json(send, 413, str(TooLargeError(limit)))
+                await send_json(send, 413, str(TooLargeError(limit)))
                 return
         await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
                                       receive), send)
@@ -103,13 +104,6 @@ def _replay(messages: list[dict], then: Callable | None = None) -> Callable:
         return {"type": "http.disconnect"}
 
     return receive
-
-
-async def _send_json(send: Callable, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 CACHE_ENTRIES = 512  # answers are pure functions of the validated input and the built-in catalogs

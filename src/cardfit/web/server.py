@@ -18,6 +18,7 @@ import asyncio
 import contextvars
 import ctypes
 import ipaddress
+import json
 import os
 import socket
 import threading
@@ -70,6 +71,13 @@ def _listen_error(host: str, port: int, e: OSError) -> InputError:
     why = os.strerror(e.errno) if isinstance(e.errno, int) and e.errno > 0 else str(e)
     return InputError(f"cannot listen on {host}:{port} ({why})", field="port",
                       hint="pass --port with a free port, or --port 0 for any")
+
+
+async def send_json(send: Callable, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 # ---- Host header ------------------------------------------------------------------------------------
@@ -128,10 +136,8 @@ class HostCheck:
             value = dict(scope["headers"]).get(b"host", b"")
             name = _host_name(value)
             if name is None or not (name in self.allowed or _ip_literal(name)):
-                from .app import _send_json
-
                 shown = value.decode("ascii", "replace")[:60]
-                await _send_json(send, 400, f"Host '{shown}' is not served here; start `cardfit serve` with "
+                await send_json(send, 400, f"Host '{shown}' is not served here; start `cardfit serve` with "
                                             "--allow-host NAME to answer to that name")
                 return
         await self.app(scope, receive, send)

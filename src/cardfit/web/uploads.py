@@ -51,11 +51,12 @@ def _name(cfg: Any) -> str:
 def log_summary(raw: bytes) -> dict[str, Any]:
     """A pasted log → output tokens/s and how it was read (as in `cardfit breakeven --from-log … --json`)."""
     from ..readers.logs import parse_log
+    from ..services.breakeven import bounded_measurement
 
     if not raw.strip():
         raise InputError("the log is empty; paste the lines with `eval rate` or `Avg generation throughput`",
                          field="log")
-    m = parse_log(raw.decode("utf-8", "replace"), "pasted log")
+    m = bounded_measurement(parse_log(raw.decode("utf-8", "replace"), "pasted log"), "pasted log")
     return {"kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
             "idle_samples": m.idle_samples, "busy_fraction": r(m.busy_fraction, 4),
             "concurrency": r(m.concurrency, 2), "prompt_tokens_per_s": r(m.prompt_tokens_per_s, 1),
