@@ -1,20 +1,22 @@
-"""--hub: config.json by GET, safetensors/GGUF headers by HTTP range requests, on a mocked transport
-(no network). Checks that only header bytes travel, that HF_TOKEN and HF_ENDPOINT are honoured, and
-that failures say how to work offline."""
+"""--hub through huggingface_hub, against a fake Hub on 127.0.0.1 (HF_ENDPOINT): the file list from the model
+API, config.json and the index by hf_hub_download (into a private cache), safetensors/GGUF headers by HTTP
+range requests. Checks that only header bytes travel, that HF_TOKEN and HF_ENDPOINT are honoured, that the
+bytes go through the same parsers as a local file, and that failures say how to work offline. No network."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import numpy as np
 import pytest
 
 from cardfit.core.weights import weights
-from cardfit.errors import NetworkError
+from cardfit.errors import FileFormatError, InputError, NetworkError
 from cardfit.readers import read_model_path
-from cardfit.readers.hub import read_hub_model
 
 from .test_readers_helpers import (
     TINY_GGUF_KV,
@@ -26,33 +28,103 @@ from .test_readers_helpers import (
     write_safetensors,
 )
 
+pytest.importorskip("huggingface_hub", reason="the `hub` extra (pip install 'cardfit[hub]') is not installed")
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
 
 class FakeHub:
-    def __init__(self, repo: str, files: dict[str, bytes], host: str = "huggingface.co",
-                 honour_range: bool = True) -> None:
-        self.repo, self.files, self.host, self.honour_range = repo, files, host, honour_range
+    """The few Hub routes huggingface_hub uses for one repo: GET /api/models/REPO[/revision/REV] and
+    HEAD/GET /REPO/resolve/REV/FILE (with Range, X-Repo-Commit and ETag)."""
+
+    def __init__(self, repo: str, files: dict[str, bytes], honour_range: bool = True, status: int = 200) -> None:
+        self.repo, self.files, self.honour_range, self.status = repo, files, honour_range, status
         self.sent = 0
         self.auth: set[str] = set()
+        hub = self
 
-    def __call__(self, req: httpx.Request) -> httpx.Response:
-        assert req.url.host == self.host
-        self.auth.add(req.headers.get("Authorization", ""))
-        path = req.url.path
-        if path == f"/api/models/{self.repo}":
-            return httpx.Response(200, json={"id": self.repo, "siblings": [{"rfilename": f} for f in self.files]})
-        prefix = f"/{self.repo}/resolve/main/"
-        if not path.startswith(prefix) or path[len(prefix):] not in self.files:
-            return httpx.Response(404)
-        data = self.files[path[len(prefix):]]
-        rng = req.headers.get("Range")
-        if rng and self.honour_range:
-            m = re.fullmatch(r"bytes=(\d+)-(\d+)", rng)
-            a, b = int(m[1]), min(int(m[2]), len(data) - 1)
-            body = data[a:b + 1]
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):  # noqa: N802
+                hub.answer(self, head=True)
+
+            def do_GET(self):  # noqa: N802
+                hub.answer(self, head=False)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeHub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def answer(self, h: BaseHTTPRequestHandler, head: bool) -> None:
+        self.auth.add(h.headers.get("Authorization", ""))
+        path = h.path.split("?")[0]
+        if self.status != 200:
+            return self.send(h, self.status, b'{"error": "no"}', head, {"X-Error-Code": "GatedRepo"}
+                             if self.status == 403 else {})
+        if re.fullmatch(rf"/api/models/{re.escape(self.repo)}(/revision/[\w.-]+)?", path):
+            doc = {"id": self.repo, "modelId": self.repo, "sha": SHA, "private": False,
+                   "siblings": [{"rfilename": f} for f in self.files]}
+            return self.send(h, 200, json.dumps(doc).encode(), head, {"Content-Type": "application/json"})
+        m = re.fullmatch(rf"/{re.escape(self.repo)}/resolve/([\w.-]+)/(.+)", path)
+        if not m or m[2] not in self.files:
+            return self.send(h, 404, b"", head, {"X-Error-Code": "EntryNotFound"})
+        data = self.files[m[2]]
+        extra = {"X-Repo-Commit": SHA, "ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                 "Accept-Ranges": "bytes"}
+        rng = h.headers.get("Range")
+        if rng and self.honour_range and not head:
+            a, b = (int(x) for x in re.fullmatch(r"bytes=(\d+)-(\d+)", rng).groups())
+            b = min(b, len(data) - 1)
+            return self.send(h, 206, data[a:b + 1], head, {**extra, "Content-Range": f"bytes {a}-{b}/{len(data)}"})
+        return self.send(h, 200, data, head, extra)
+
+    def send(self, h: BaseHTTPRequestHandler, code: int, body: bytes, head: bool, headers: dict) -> None:
+        h.send_response(code)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
             self.sent += len(body)
-            return httpx.Response(206, content=body, headers={"Content-Range": f"bytes {a}-{b}/{len(data)}"})
-        self.sent += len(data)
-        return httpx.Response(200, content=data)
+
+
+@pytest.fixture()
+def hub_env(monkeypatch, tmp_path):
+    """Point huggingface_hub at a fake endpoint and a private cache (it reads both at import time)."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import close_session
+
+    def use(fake: FakeHub, token: str | None = None) -> None:
+        monkeypatch.setattr(constants, "ENDPOINT", fake.url)  # what HF_ENDPOINT sets at import
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", fake.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        if token:
+            monkeypatch.setenv("HF_TOKEN", token)
+        else:
+            monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+        close_session()
+
+    return use
+
+
+def _read(name: str):
+    from cardfit.readers.hub import read_hub_model
+
+    return read_hub_model(name)
 
 
 def _safetensors_repo(tmp_path):
@@ -67,74 +139,110 @@ def _safetensors_repo(tmp_path):
     return d, {p.name: p.read_bytes() for p in d.iterdir()}
 
 
-def test_hub_safetensors_by_range(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_secret")
-    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+def test_hub_safetensors_by_range(tmp_path, hub_env):
     d, files = _safetensors_repo(tmp_path)
-    hub = FakeHub("acme/tiny", files)
-    m = read_hub_model("acme/tiny", transport=httpx.MockTransport(hub))
+    with FakeHub("acme/tiny", files) as fake:
+        hub_env(fake, token="hf_secret")
+        m = _read("acme/tiny")
     local = read_model_path(str(d))
     assert m.origin == "hub" and m.hf == "acme/tiny"
     assert m.tensors == local.tensors and weights(m).total_bytes == weights(local).total_bytes
     assert m.params == local.params and m.layers == 2
     weight_bytes = sum(t.nbytes for t in m.tensors)
-    assert hub.sent < sum(len(v) for v in files.values()) - weight_bytes + 64  # headers only, no weights
-    assert hub.auth == {"Bearer hf_secret"}
+    assert fake.sent < sum(len(v) for v in files.values()) - weight_bytes + 4096  # headers only, no weights
+    assert "Bearer hf_secret" in fake.auth
     assert dict(m.provenance)["layers"] == "config.json (Hub)"
+    assert m.source == f"{fake.url}/acme/tiny"  # HF_ENDPOINT honoured
+    # config.json went into huggingface_hub's cache, as `hf download` would put it
+    assert list((tmp_path / "hf-cache").glob("models--acme--tiny/snapshots/*/config.json"))
 
 
-def test_hub_server_ignoring_range_is_still_bounded(tmp_path, monkeypatch):
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+def test_hub_server_ignoring_range_is_still_bounded(tmp_path, hub_env):
     _, files = _safetensors_repo(tmp_path)
-    m = read_hub_model("acme/tiny", transport=httpx.MockTransport(FakeHub("acme/tiny", files, honour_range=False)))
+    with FakeHub("acme/tiny", files, honour_range=False) as fake:
+        hub_env(fake)
+        m = _read("acme/tiny")
     assert m.layers == 2 and len(m.tensors) == 21
 
 
-def test_hub_gguf_and_endpoint(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", "https://mirror.example.org/")
+def test_hub_gguf(tmp_path, hub_env):
     g = write_gguf(tmp_path / "tiny-Q4_K_M.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
     other = write_gguf(tmp_path / "tiny-Q8_0.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q8_0"),
                        file_type=7)
-    hub = FakeHub("acme/tiny-GGUF", {"README.md": b"hi", g.name: g.read_bytes(), other.name: other.read_bytes()},
-                  host="mirror.example.org")
-    m = read_hub_model("acme/tiny-GGUF", transport=httpx.MockTransport(hub))
-    assert m.file_quant == "Q4_K_M" and m.tensors == read_model_path(str(g)).tensors  # Q4_K_M preferred
-    m = read_hub_model("acme/tiny-GGUF/tiny-Q8_0.gguf", transport=httpx.MockTransport(hub))
-    assert m.file_quant == "Q8_0" and m.source.endswith("tiny-Q8_0.gguf")
+    files = {"README.md": b"hi", g.name: g.read_bytes(), other.name: other.read_bytes()}
+    with FakeHub("acme/tiny-GGUF", files) as fake:
+        hub_env(fake)
+        m = _read("acme/tiny-GGUF")
+        assert m.file_quant == "Q4_K_M" and m.tensors == read_model_path(str(g)).tensors  # Q4_K_M preferred
+        m = _read("acme/tiny-GGUF/tiny-Q8_0.gguf")
+        assert m.file_quant == "Q8_0" and m.source.endswith("tiny-Q8_0.gguf")
 
 
 @pytest.mark.parametrize("status, text", [(401, "HF_TOKEN"), (403, "HF_TOKEN"), (404, "not found"),
                                           (500, "work offline")])
-def test_hub_http_errors(status, text):
-    t = httpx.MockTransport(lambda req: httpx.Response(status))
-    with pytest.raises(NetworkError) as e:
-        read_hub_model("acme/tiny", transport=t)
+def test_hub_http_errors(hub_env, status, text):
+    with FakeHub("acme/tiny", {}, status=status) as fake:
+        hub_env(fake)
+        with pytest.raises(NetworkError) as e:
+            _read("acme/tiny")
     assert text in str(e.value) and "\n" not in str(e.value)
 
 
-def test_hub_offline_says_how_to_work_offline():
-    def fail(req):
-        raise httpx.ConnectError("no route to host", request=req)
-
+def test_hub_offline_says_how_to_work_offline(hub_env):
+    fake = FakeHub("acme/tiny", {})
+    fake.server.server_close()  # nothing listens there
+    hub_env(fake)
     with pytest.raises(NetworkError) as e:
-        read_hub_model("acme/tiny", transport=httpx.MockTransport(fail))
-    assert "work offline" in str(e.value) and "huggingface-cli download" in str(e.value)
+        _read("acme/tiny")
+    assert "work offline" in str(e.value) and "hf download" in str(e.value)
 
 
 def test_hub_bad_repo_id():
-    from cardfit.errors import InputError
-
     for bad in ("nope", "../../etc/passwd", "a/b/c/d"):
         with pytest.raises(InputError):
-            read_hub_model(bad, transport=httpx.MockTransport(lambda r: httpx.Response(500)))
+            _read(bad)
 
 
-def test_hub_bad_json(tmp_path):
-    hub = FakeHub("acme/x", {"config.json": b"{" * 10})
-    from cardfit.errors import FileFormatError
+def test_hub_bad_json(tmp_path, hub_env):
+    with FakeHub("acme/x", {"config.json": b"{" * 10}) as fake:
+        hub_env(fake)
+        with pytest.raises(FileFormatError, match="config.json"):
+            _read("acme/x")
+    files = {"config.json": json.dumps(TINY_LLAMA).encode(), "model.safetensors": b"\xff" * 7}
+    with FakeHub("acme/y", files) as fake:
+        hub_env(fake)
+        with pytest.raises(FileFormatError, match="too short"):
+            _read("acme/y")
 
-    with pytest.raises(FileFormatError, match="config.json"):
-        read_hub_model("acme/x", transport=httpx.MockTransport(hub))
-    hub = FakeHub("acme/x", {"config.json": json.dumps(TINY_LLAMA).encode(), "model.safetensors": b"\xff" * 7})
-    with pytest.raises(FileFormatError, match="too short"):
-        read_hub_model("acme/x", transport=httpx.MockTransport(hub))
+
+def test_cli_hub_end_to_end(tmp_path, run_json):
+    """`cardfit plan ORG/NAME --hub` in a fresh process with HF_ENDPOINT set, as a user would run it."""
+    _, files = _safetensors_repo(tmp_path)
+    with FakeHub("acme/tiny", files) as fake:
+        import subprocess
+        import sys
+
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_ENDPOINT": fake.url, "LANG": "C.UTF-8",
+               "HF_HUB_CACHE": str(tmp_path / "cache"), "COLUMNS": "120"}
+        out = subprocess.run([sys.executable, "-m", "cardfit", "plan", "acme/tiny", "--hub", "--gpu", "RTX 4090",
+                              "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["model"]["name"] == "acme/tiny" and r["memory"]["weights_bytes"] > 0
+
+
+def test_missing_extra_is_one_line(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_hub(name, *args, **kwargs):
+        if name == "huggingface_hub" or name.startswith("huggingface_hub."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_hub)
+    with pytest.raises(InputError) as e:
+        _read("acme/tiny")
+    assert str(e.value) == ("--hub reads the Hugging Face Hub with the huggingface_hub package, which is not "
+                            "installed; pip install 'cardfit[hub]'")

@@ -147,7 +147,8 @@ class ModelInput(Input):
     vocab: int | None = opt(None, "vocabulary size, where known", ge=1, le=100_000_000)
     config_json: dict[str, Any] | None = opt(None, "the contents of a config.json as a JSON object (web "
                                              "uploads); parsed like a file, never executed")
-    hub: bool = opt(False, "read config.json and file headers from the Hugging Face Hub (network)")
+    hub: bool = opt(False, "read config.json and file headers from the Hugging Face Hub (network; needs "
+                    "pip install 'cardfit[hub]')")
     catalog: tuple[str, ...] = opt((), "extra catalog file(s) (TOML/JSON) with your own GPUs, models or "
                                    "prices", max_length=16)
 
