@@ -149,11 +149,11 @@ def targets(inp: DeployInput) -> Targets:
     return Targets(ttft_ms / 1e3, tpot_ms / 1e3, {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms})
 
 
-def _runtimes(inp: DeployInput, resolved: Any) -> list[RuntimeProfile]:
+def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> list[RuntimeProfile]:
     reg = default_runtimes()
     if inp.runtime:
         rt = reg.get(inp.runtime)
-        if rt.id not in SERVE_RUNTIMES:
+        if rt.id not in SERVE_RUNTIMES and not any_runtime:
             raise InputError(f"deploy plans servers: {', '.join(SERVE_RUNTIMES)}; {rt.name} is not one",
                              field="runtime", hint="pick one of those or leave --runtime out")
         return [rt]
@@ -219,7 +219,7 @@ def max_model_len(inp: DeployInput) -> int:
     return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
 
 
-def settings(inp: DeployInput) -> tuple[list[Setting], list[str]]:
+def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting], list[str]]:
     """Every runtime × quant × KV type (× slots) the model can be served with, each sized once."""
     from .plan import build_context, memory_for
     from .resolve import resolve
@@ -231,7 +231,7 @@ def settings(inp: DeployInput) -> tuple[list[Setting], list[str]]:
                          f"{resolved.model.max_context:,}", field="input_tokens", hint="shorten the prompt or answer")
     out: list[Setting] = []
     skipped: list[str] = []
-    for rt in _runtimes(inp, resolved):
+    for rt in _runtimes(inp, resolved, any_runtime):
         for qname in _quants(inp, rt, resolved):
             for kvd in _kv_options(inp, rt):
                 slots = SLOTS if rt.id in GGUF_SERVERS else (0,)
@@ -681,3 +681,56 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None =
 
 
 __all__ = ["DeployInput", "deploy_report"]
+
+
+# --- validation: a published serving measurement, predicted through the same path ---------------------------
+
+SERVING_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s", "request_throughput")
+
+
+def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
+    """The deploy question a serving record answers: its model, runtime, quant, card and load; (input, tp, pp)."""
+    st = r.get("settings") or {}
+    cards = int(r.get("gpus") or 1)
+    tp, pp = int(st.get("tp") or cards), int(st.get("pp") or 1)
+    rate = r.get("request_rate")
+    users = r.get("concurrency")
+    if users is None and (rate in (None, "inf", float("inf"))):
+        users = st.get("num_prompts")  # all prompts sent at once: that many in flight
+    kw: dict[str, Any] = {"users": float(users)} if users is not None else {"requests_per_s": float(rate)}
+    inp = DeployInput(model=r["model"], runtime=r["runtime"], quant=r.get("quant"), gpu=(r["gpu"],),
+                      input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
+                      kv_dtype=st.get("kv_cache_dtype"), **kw)
+    return inp, tp, pp
+
+
+def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
+    """One serving record (data/validation/serving.toml) predicted by deploy's own timing of the record's
+    deployment (its card set, TP × PP, one replica), at the record's load. Raises InputError (a CardfitError)
+    for what cardfit cannot set up; the caller turns it into a skip."""
+    metric = r.get("metric")
+    if metric not in SERVING_METRICS:
+        raise InputError(f"no serving prediction for metric '{metric}'", field="metric")
+    inp, tp, pp = record_input(r)
+    check(inp)
+    rt = default_runtimes().get(inp.runtime or "")
+    sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
+    s = sets[0]
+    gpu = s.ctx.gpus.get(r["gpu"])
+    cards = tp * pp
+    st = r.get("settings") or {}
+    cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0) or None
+    seqs = cap or max(int(inp.users or 0), rt.max_num_seqs if rt.paged_kv else 1)
+    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp,
+                  fitting.check(s.mem, gpu, cards, rt, s.ctx.rules, model=s.ctx.model, tp=tp),
+                  _replica(inp, s, gpu, tp, pp if rt.pipeline_parallel else 1, seqs), None, 0, 0)
+    res = evaluate(inp, c, 1, targets(inp))
+    sv_ = res.served
+    value = {"ttft_ms": sv_.ttft_mean_s * 1e3, "tpot_ms": sv_.tpot_s * 1e3, "itl_ms": sv_.tpot_s * 1e3,
+             "output_tokens_per_s": res.served_tokens_per_s,
+             "request_throughput": res.served_tokens_per_s / inp.output_tokens}[metric]
+    if r.get("statistic") in ("p90",) and metric == "ttft_ms":
+        value = sv_.ttft_s * 1e3
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp} PP {pp}, {rt.id}, {s.ctx.quant.name}, "
+           f"{sv_.batch:.1f} sequences decoding, {'stable' if sv_.stable else 'overloaded'}")
+    return value, how

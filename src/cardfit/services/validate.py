@@ -447,10 +447,20 @@ def _speed(r: dict[str, Any]) -> tuple[float, str]:
     return float(v), "speedplan.predict_speed"
 
 
+def _serving(r: dict[str, Any]) -> tuple[float, str]:
+    """The served-load model behind `cardfit deploy` (services/deploy.py predict_serving)."""
+    from .deploy import predict_serving
+
+    try:
+        return predict_serving(dict(r))
+    except CardfitError as e:
+        raise Skip(f"serving model: {e}") from None
+
+
 PREDICTORS: dict[str, Callable[[dict[str, Any]], tuple[float, str]]] = {
     "file_size": _file_size, "weights": _weights, "kv_cache": _kv_cache, "compute_buffer": _compute_buffer,
     "activation": _activation, "overhead": _overhead, "max_context": _max_context, "total_memory": _total_memory,
-    "decode": _speed, "prefill": _speed, "aggregate_decode": _speed,
+    "decode": _speed, "prefill": _speed, "aggregate_decode": _speed, "serving": _serving,
 }
 
 
