@@ -291,3 +291,25 @@ def test_offload_summary_and_long_card_names(server, browser, run_json):
     lefts = browser.execute_script(
         "return [...document.querySelectorAll('#memory-chart text.card-name')].map(t => t.getBBox().x)")
     assert lefts and min(lefts) >= 0
+
+
+def test_serve_a_load_panel_equals_the_cli(server, browser, run_json):
+    """The "Serve a load" panel: workload and targets in, the cheapest deployment, its command and the Pareto
+    chart out, the same as `cardfit deploy … --json`."""
+    browser.get(server + "/")
+    _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") == "1")
+    _fill(browser, {"model": "meta-llama/Llama-3.1-8B-Instruct", "gpu": "L40S"})
+    _fill(browser, {"d-users": "16", "d-input": "1000", "d-output": "300", "d-ttft": "2000", "d-tpot": "50",
+                    "d-runtime": "vllm"})
+    _by_id(browser, "d-go").click()
+    _wait(browser, lambda d: d.find_element("id", "deploy-command").text.strip() != ""
+          and d.find_element("id", "deploy-status").text == "", timeout=60)
+    cli = run_json("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "16", "--input-tokens", "1000",
+                   "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50", "--runtime", "vllm",
+                   "--gpu", "L40S")
+    best = cli["best"]
+    assert _by_id(browser, "deploy-command").text.strip() == best["command"]
+    text = _by_id(browser, "deploy-best").text
+    assert text.startswith("Cheapest that meets every target:") and f"${best['monthly_usd']:,.0f}/month" in text
+    assert len(browser.find_elements("css selector", "#deploy-chart circle.dot")) == len(cli["pareto"])
+    assert len(browser.find_elements("css selector", "#deploy-pareto tbody tr")) == len(cli["pareto"])

@@ -346,6 +346,84 @@ async function extras(v, plan, mine) {
   }
 }
 
+// ---- serve a load: POST /api/deploy, the cheapest deployment meeting the targets --------------------------
+function deployBody() {
+  const body = planBody(values());
+  for (const f of ["quant", "context", "batch", "kv_dtype", "api", "runtime", "gpu"]) delete body[f];
+  const n = (id) => $(id).value.trim() === "" ? undefined : Number($(id).value);
+  if (n("d-rate") !== undefined && n("d-rate") > 0) body.requests_per_s = n("d-rate"); else body.users = n("d-users");
+  body.input_tokens = Math.round(n("d-input")); body.output_tokens = Math.round(n("d-output"));
+  body.ttft_ms = n("d-ttft"); body.tpot_ms = n("d-tpot");
+  if ($("d-runtime").value) body.runtime = $("d-runtime").value;
+  if ($("gpu").value.trim()) body.gpu = [$("gpu").value.trim()];
+  return body;
+}
+
+function shape(d) {
+  const parts = [];
+  if (d.tp > 1) parts.push(`TP ${d.tp}`);
+  if (d.pp > 1) parts.push(d.tp > 1 || d.nodes > d.replicas ? `PP ${d.pp}` : `layers over ${d.pp}`);
+  if (d.replicas > 1) parts.push(`${d.replicas} replicas`);
+  return `${d.count}× ${d.gpu}` + (parts.length ? ` (${parts.join(" × ")})` : "");
+}
+
+function drawPareto(rows, best) {
+  const W = 640, H = 240, L = 64, B = 36, T = 10, R = 16, box = $("deploy-chart");
+  const s = svg(W, H);
+  const xs = rows.map((r) => r.per_user_tokens_per_s), ys = rows.map((r) => r.monthly_usd || 0);
+  const xt = ticks(Math.max(...xs)), yt = ticks(Math.max(...ys));
+  const X = (v) => L + (W - L - R) * v / xt.at(-1), Y = (v) => H - B - (H - B - T) * v / yt.at(-1);
+  for (const v of yt) { s.append(el("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "grid" }));
+    s.append(el("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, usd(v))); }
+  for (const v of xt) s.append(el("text", { x: X(v), y: H - B + 16, "text-anchor": "middle" }, num(v)));
+  s.append(el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "tokens/s per user"));
+  s.append(el("text", { x: 12, y: T + 8 }, "$/month"));
+  for (const r of rows) {
+    const c = el("circle", { cx: X(r.per_user_tokens_per_s), cy: Y(r.monthly_usd || 0), r: 5,
+      class: "dot" + (best && r.command === best.command ? " best" : "") });
+    c.append(el("title", {}, `${shape(r)} ${r.runtime} ${r.quant}: TTFT ${num(r.ttft_ms)} ms`));
+    s.append(c);
+  }
+  box.replaceChildren(s);
+}
+
+async function deploy() {
+  const body = deployBody();
+  $("deploy-section").hidden = false;
+  $("deploy-status").className = "status"; $("deploy-status").textContent = "Searching…";
+  try {
+    const r = await api("/api/deploy", body);
+    const w = r.workload, b = r.best;
+    $("deploy-load").textContent = (w.users !== null ? `${num(w.users)} users` : `${w.requests_per_s} requests/s`) +
+      ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms`;
+    const d = b || r.closest;
+    if (b) {
+      $("deploy-best").textContent = `Cheapest that meets every target: ${shape(b)} · ${b.runtime} · ${b.quant} · ` +
+        `KV ${b.kv_dtype} · ${usd(b.monthly_usd)}/month · $${num(b.cost_per_million_usd, 3)} per M tokens · ` +
+        `TTFT ${num(b.ttft_ms)} ms · TPOT ${num(b.tpot_ms, 1)} ms · headroom ${num(r.headroom, 2)}×`;
+    } else {
+      const f = r.failing || {};
+      $("deploy-best").textContent = `Nothing meets the targets: ${f.target} fails first` +
+        (f.ratio ? ` (${num(f.achieved, 1)} vs ${num(f.limit)}, ${num(f.ratio, 2)}×)` : "") +
+        (d ? `; closest: ${shape(d)} · ${d.runtime} · ${d.quant}` : "");
+    }
+    $("deploy-command").textContent = d ? d.command : "";
+    const rows = r.pareto.filter((x) => x.monthly_usd !== null);
+    if (rows.length) drawPareto(rows, b); else $("deploy-chart").replaceChildren();
+    $("deploy-pareto").tBodies[0].replaceChildren(...r.pareto.map((x) => {
+      const tr = document.createElement("tr");
+      tr.append(td(shape(x)), td(x.runtime), td(x.quant), td(x.kv_dtype), td(usd(x.monthly_usd)),
+        td(x.cost_per_million_usd === null ? "—" : "$" + num(x.cost_per_million_usd, 3)),
+        td(x.ttft_ms === null ? "∞" : num(x.ttft_ms)), td(x.tpot_ms === null ? "∞" : num(x.tpot_ms, 1)),
+        td(num(x.per_user_tokens_per_s, 1)));
+      return tr;
+    }));
+    $("deploy-status").textContent = "";
+  } catch (e) {
+    $("deploy-status").className = "status error"; $("deploy-status").textContent = "Error: " + e.message;
+  }
+}
+
 let timer = null;
 function soon() { clearTimeout(timer); timer = setTimeout(update, 250); }
 
@@ -401,6 +479,7 @@ async function init() {
     $("show-all").textContent = all ? "show the first " + TOP : `show ${$("cards").tBodies[0].rows.length - TOP} more`;
   });
   $("inputs").addEventListener("submit", (e) => { e.preventDefault(); update(); });
+  $("serve-form").addEventListener("submit", (e) => { e.preventDefault(); deploy(); });
   window.addEventListener("hashchange", () => { fromHash(); update(); });
   document.body.dataset.loaded = "1";
   update();
