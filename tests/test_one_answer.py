@@ -128,6 +128,11 @@ PAGE_REQUESTS = {
     "/api/breakeven": ({"gpu": "rtx-4090", "gpus": 1, "tokens_per_s": 41.65, "api": ["frontier"]},
                        ["breakeven", "--gpu", "rtx-4090", "--gpus", "1", "--tokens-per-s", "41.65", "--api",
                         "frontier"]),
+    "/api/deploy": ({"model": "meta-llama/Llama-3.1-8B-Instruct", "users": 16, "input_tokens": 1000,
+                     "output_tokens": 300, "ttft_ms": 2000, "tpot_ms": 50, "runtime": "vllm", "gpu": ["L40S"]},
+                    ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "16", "--input-tokens", "1000",
+                     "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50", "--runtime", "vllm",
+                     "--gpu", "L40S"]),
     **{f"/api/{name}": (None, [name]) for name in (*CATALOGS, "runtimes")},
 }
 PAGE_ONLY = {"/openapi.json": "the endpoint list", "/api/read/config": "parses an upload (test_web_e2e)",
