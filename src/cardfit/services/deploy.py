@@ -722,7 +722,7 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0) or None
     seqs = cap or max(int(inp.users or 0), rt.max_num_seqs if rt.paged_kv else 1)
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp,
-                  fitting.check(s.mem, gpu, cards, rt, s.ctx.rules, model=s.ctx.model, tp=tp),
+                  fitting.check(s.mem, gpu, cards, s.ctx.engine, s.ctx.rules, model=s.ctx.model, tp=tp),
                   _replica(inp, s, gpu, tp, pp if rt.pipeline_parallel else 1, seqs), None, 0, 0)
     res = evaluate(inp, c, 1, targets(inp))
     sv_ = res.served
