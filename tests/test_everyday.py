@@ -120,3 +120,59 @@ def test_one_sequence_is_singular(run_cli):
     assert code == 0 and "KV f16, 1 sequence)" in out and "(s)" not in out
     code, out, _ = run_cli("max-context", "llama3.1:8b", "--gpu", "RTX 4090", "--batch", "2")
     assert code == 0 and "KV f16, 2 sequences)" in out
+
+
+# ---- sources a user can look up -------------------------------------------------------------------------
+
+SEED_REF = r"(?i)\bseeds?\s*0\d\d|seeds/0\d\d|\bseed (default|rule|tiers)\b|the seeds?'s?\b"
+
+
+def _strings(x):
+    if isinstance(x, str):
+        yield x
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _strings(v)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            yield from _strings(v)
+
+
+def test_data_sources_cite_the_guides_not_seed_files():
+    """Every string value in the catalogs (sources, notes) names a public source or says "rule of thumb";
+    "seed 002" means nothing to a user."""
+    import re
+    import tomllib
+
+    from .conftest import ROOT
+
+    bad = []
+    for path in sorted((ROOT / "src" / "cardfit" / "data").rglob("*.toml")):
+        for s in _strings(tomllib.loads(path.read_text())):
+            if re.search(SEED_REF, s):
+                bad.append(f"{path.name}: {s[:80]}")
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", "llama3.1:8b", "--gpu", "RTX 4090"), ("plan", "llama3.1:70b", "--headroom", "1.5"),
+    ("finetune", "shape-70b", "--method", "full", "--flat-activations", "--priced"),
+    ("breakeven", "--hourly", "1", "--tokens-per-s", "100"), ("apis",), ("speed", "shape-7b", "--gpu", "A40"),
+], ids=lambda a: " ".join(a[:2]))
+def test_answers_and_help_never_say_seed(run_cli, args):
+    import re
+
+    for extra in ((), ("--json",), ("--help",)):
+        code, out, err = run_cli(*args, *extra)
+        assert code == 0, err
+        assert not re.search(SEED_REF, out), re.search(SEED_REF, out)
+
+
+def test_the_web_page_never_says_seed():
+    import re
+
+    from .conftest import ROOT
+
+    static = ROOT / "src" / "cardfit" / "web" / "static"
+    for f in static.iterdir():
+        assert not re.search(r"(?i)\bseed", f.read_text()), f.name

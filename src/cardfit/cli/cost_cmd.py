@@ -89,7 +89,7 @@ def _duty_table(r: dict[str, Any]) -> Any:
 @click.option("--catalog", "catalog", multiple=True, type=click.Path(), help="extra catalog file(s)")
 @json_option
 def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
-    """The API price catalog: seed 003's tiers and named APIs, per million tokens, with dates and sources."""
+    """The API price catalog: the break-even guide's three tiers and named APIs, per million tokens, with dates and sources."""
     from ..catalog.apis import apis
     from ..services.catalogs import api_rows
 

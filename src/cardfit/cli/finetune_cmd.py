@@ -13,7 +13,7 @@ Examples:
   cardfit finetune meta-llama/Llama-3.1-70B-Instruct --method lora --seq 4096 --targets all
   cardfit finetune llama-3.1-8b --method full --optimizer adamw-8bit --gpu H100 --gpus 4 --zero 2
   cardfit finetune llama-3.1-70b --method full --zero 3 --offload-optimizer --gpu "A100 SXM 80GB" --gpus 8
-  cardfit finetune shape-70b --method full --flat-activations --priced --json   # the seed's table
+  cardfit finetune shape-70b --method full --flat-activations --priced --json   # the rental guide's table
 """
 
 
@@ -51,11 +51,11 @@ def _print(r: dict[str, Any], unit: str, top: int) -> None:
             t.add_row(term["name"], gb(term["bytes"]), f"[dim]{term['how']}[/]")
     t.add_row("[bold]total[/]", f"[bold]{gb(mem['total_bytes'])}[/]", "[dim]one replica, before sharding[/]")
     c.print(t)
-    c.print(f"[dim]The seed's flat 15 % for activations and fragmentation would be {gb(mem['flat_activation_bytes'])}"
+    c.print(f"[dim]The rental guide's flat 15 % for activations and fragmentation would be {gb(mem['flat_activation_bytes'])}"
             f" {unit} instead of {gb(mem['activation_bytes'])} {unit} (--flat-activations uses it).[/]")
     c.print()
     cmp = Table(box=None, header_style="bold", pad_edge=False, title=None)
-    for col in ("method", f"total {unit}", f"weights {unit}", "trainable params", f"activations {unit}", f"seed rule {unit}"):
+    for col in ("method", f"total {unit}", f"weights {unit}", "trainable params", f"activations {unit}", f"guide's rule {unit}"):
         cmp.add_column(col, justify="left" if col == "method" else "right")
     seed = r["seed_rule"]
     seed_of = {"full": seed["full_with_activations_bytes"], "lora": seed["lora_bytes"], "qlora": seed["qlora_bytes"]}

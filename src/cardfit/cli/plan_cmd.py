@@ -56,7 +56,7 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
                                       a["smallest_card"] and f"smallest: {a['smallest_card']}",
                                       a["cheapest_set"] and f"cheapest set: {a['cheapest_set']}") if x))
     if a.get("smallest_card_by_headroom"):
-        c.print(f"Smallest card holding {r['inputs']['headroom']:g}× the weights (seed 001's rule): "
+        c.print(f"Smallest card holding {r['inputs']['headroom']:g}× the weights (a rule of thumb): "
                 f"{a['smallest_card_by_headroom']}")
     s = r["speed"]
     if s["decode_ceiling_tokens_per_s"] and r["gpus"][0]["verdict"] != "no":

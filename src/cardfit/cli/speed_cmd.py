@@ -10,7 +10,7 @@ SPEED_EPILOG = """\b
 Examples:
   cardfit speed llama3.1:8b --gpu "RTX 4090"
   cardfit speed meta-llama/Llama-3.1-8B-Instruct --quant fp8 --gpu H100 --context 4096 --concurrency 1,16,64,256
-  cardfit speed shape-7b --quant bf16 --gpu A40 --filled 0          # seed 002: ceiling 49.7 tokens/s
+  cardfit speed shape-7b --quant bf16 --gpu A40 --filled 0          # the rental guide: ceiling 49.7 tokens/s
   cardfit speed qwen3.5:27b --gpu "RTX 4080" --context 131072 --ram-bandwidth 51.2   # CPU offload
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --plot speed.png --json
 """

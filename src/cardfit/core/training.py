@@ -217,7 +217,7 @@ def training_memory(m: ModelSpec, base_weights_bytes: int, opt: Optimizer, c: Tr
         Term("master weights", master, f"FP32 copy, {opt.master_bytes} B per trainable param", 1, "optimizer"),
         Term("optimizer state", state, f"{opt.name}" + ("" if opt.factored else f", {opt.state_bytes} B per trainable param"),
              1, "optimizer"),
-        Term("activations", act, "flat 15 % of the above (seed)" if s.flat_activations else
+        Term("activations", act, "flat 15 % of the above (rental guide)" if s.flat_activations else
              f"seq {s.seq:,} × micro-batch {s.batch}, checkpointing {'on' if s.checkpointing else 'off'}",
              3 if s.flat_activations else 4),
         Term("overhead", overhead, "CUDA context and framework", 4),

@@ -38,12 +38,12 @@ class BreakevenInput(Input):
     gpus: int | None = opt(None, "cards in the rented set (volume discount applies)", ge=1, le=4096)
     quant: str | None = opt(None, "with --model: weights quantization", max_length=64)
     runtime: str | None = opt(None, "with --model: vllm llama.cpp ollama …", max_length=32)
-    concurrency: int | None = opt(None, "with --model: concurrent requests the server runs (default 16, seed "
-                                  "003's example; capped by the KV cache)", ge=1, le=65_536)
+    concurrency: int | None = opt(None, "with --model: concurrent requests the server runs (default 16, the "
+                                  "break-even guide's example; capped by the KV cache)", ge=1, le=65_536)
     api_price: tuple[float, ...] = opt((), "API price per million OUTPUT tokens, USD (repeatable)",
                                        max_length=64)
     api: tuple[str, ...] = opt((), "API by catalog name (repeatable; `cardfit apis` lists them); default: "
-                               "seed 003's three tiers", max_length=64)
+                               "the break-even guide's three tiers", max_length=64)
     api_input_price: float | None = opt(None, "API price per million INPUT tokens for --api-price entries "
                                         "(catalog APIs carry their own)", ge=0, le=MAX_USD)
     input_per_output: float = opt(0.0, "prompt tokens sent per output token (adds the API's input price; "

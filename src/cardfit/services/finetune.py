@@ -28,7 +28,7 @@ class FinetuneInput(ModelInput):
 
     method: Literal["full", "lora", "qlora"] = opt("full", "full fine-tune, LoRA on a BF16 base, or QLoRA on "
                                                    "an NF4 (double-quantized) base")
-    seq: int = opt(2048, "tokens per training sequence (seed default 2,048)", ge=1, le=MAX_CONTEXT)
+    seq: int = opt(2048, "tokens per training sequence (default 2,048, the rental guide's table)", ge=1, le=MAX_CONTEXT)
     batch: int = opt(1, "micro-batch: sequences per card per step", ge=1, le=65_536)
     gpus: int | None = opt(None, "cards in the set (default: the fewest that hold it)", ge=1, le=4096)
     gpu: str | None = opt(None, "only this card (H100 SXM, MI300X, …)", max_length=128)
@@ -44,11 +44,11 @@ class FinetuneInput(ModelInput):
                            "(default 3 on several cards, like FSDP full shard)", ge=0, le=3)
     offload_optimizer: bool = opt(False, "keep master weights and optimizer state in host RAM (ZeRO-Offload)")
     offload_params: bool = opt(False, "also keep the weights in host RAM (ZeRO-Infinity; needs ZeRO 3)")
-    flat_activations: bool = opt(False, "use the seed's flat 15 % for activations and fragmentation instead "
+    flat_activations: bool = opt(False, "use the rental guide's flat 15 % for activations and fragmentation instead "
                                  "of cardfit's activation model")
-    priced: bool = opt(False, "rank only cards with a rental price (the seeds' fleet)")
+    priced: bool = opt(False, "rank only cards with a rental price (the rental guide's fleet)")
     require_nvlink: bool = opt(True, "full fine-tunes on several cards need NVLink/NVSwitch (or Infinity "
-                               "Fabric), as the rental seed assumes")
+                               "Fabric), as the rental guide assumes")
 
 
 @cache
@@ -138,7 +138,7 @@ def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rule
     host_ram = int(host.get("ram_bytes_per_node", 0)) * nodes
     if opt.fits and host_ram and sp.host_bytes > host_ram:
         opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.HOST_RAM, reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; "
-                      f"{nodes} node(s) have {host_ram / 1e12:,.0f} TB (seed 002)")
+                      f"{nodes} node(s) have {host_ram / 1e12:,.0f} TB (GPU Rent Hub VRAM guide (2026-09-01))")
     if opt.fits and inp.require_nvlink and not link_ok(gpu, count, mem.method, c):
         opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.LINKS, reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
                       f"{gpu.name} has {gpu.interconnect}")
@@ -207,7 +207,7 @@ def seed_rule(m: ModelSpec, c: tr.TrainingConstants) -> dict[str, int]:
             "lora_bytes": 2 * m.params + adapter, "qlora_bytes": m.params // 2 + adapter}
 
 
-DIFFERENCE_NOTE = ("The seed's LoRA/QLoRA columns are 6-14 GB above its own rule (2 or 0.5 B/param + adapter) "
+DIFFERENCE_NOTE = ("The rental guide's LoRA/QLoRA columns are 6-14 GB above its own rule (2 or 0.5 B/param + adapter) "
                    "without saying why; cardfit adds what it computes instead: activations for the sequence and "
                    "micro-batch (checkpointed layer inputs, one layer recomputed, fp32 logits) and the CUDA context.")
 

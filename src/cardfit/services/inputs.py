@@ -156,13 +156,13 @@ class ModelInput(Input):
 @dataclass(frozen=True)
 class PlanInput(ModelInput, RuntimeInput):
     gpu: str | None = opt(None, "only this card (RTX 4090, H100 SXM, …)", max_length=128)
-    priced: bool = opt(False, "rank only cards with a rental price (the seeds' fleet)")
+    priced: bool = opt(False, "rank only cards with a rental price (the rental guide's fleet)")
     headroom: float | None = opt(None, "also name the smallest card holding this many times the weights "
-                                 "(seed 001's rule of thumb: 1.25-1.5)", ge=1, le=10)
+                                 "(a rule of thumb: 1.25-1.5)", ge=1, le=10)
     duty: float | None = opt(None, "cost section: share of the paid hours the card is busy (0-1]; default 1",
                              gt=0, le=1)
-    api: str | None = opt(None, "cost section: API to break even against (`cardfit apis`); default: seed "
-                          "003's three tiers", max_length=128)
+    api: str | None = opt(None, "cost section: API to break even against (`cardfit apis`); default: the "
+                          "break-even guide's three tiers", max_length=128)
 
 
 @dataclass(frozen=True)

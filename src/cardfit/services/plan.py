@@ -290,7 +290,7 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
 
     out = []
     lo, hi = ctx.rules.rule_of_thumb
-    out.append(f"rule of thumb (seed 001): provision {lo}-{hi}x the weights = {mem.weights.total_bytes * lo / 1e9:,.1f}-"
+    out.append(f"rule of thumb: provision {lo}-{hi}x the weights = {mem.weights.total_bytes * lo / 1e9:,.1f}-"
                f"{mem.weights.total_bytes * hi / 1e9:,.1f} GB; this plan needs {mem.total_bytes / 1e9:,.1f} GB")
     tag = ctx.resolved.tag
     if tag is not None and tag.download_gb and ctx.quant.name.upper() == (tag.quant or "").upper():
@@ -305,7 +305,7 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
     base = ppl.get("F16")
     if ctx.quant.name.upper() in ppl and base:
         delta = ppl[ctx.quant.name.upper()] / base - 1
-        out.append(f"{ctx.quant.name}: Llama 3 8B perplexity {delta:+.1%} vs F16 ({quality['source'].split(':')[0]}); "
+        out.append(f"{ctx.quant.name}: Llama 3 8B perplexity {delta:+.1%} vs F16 ({quality['source'].split(' (')[0]}); "
                    + quality["advice"])
     return out
 
