@@ -9,7 +9,7 @@ $(BIN)/cardfit: pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(BIN)/cardfit
 
-.PHONY: install demo test lint bench browser
+.PHONY: install demo test lint bench bench-web browser
 install: $(BIN)/cardfit
 
 # The web page is tested in headless Chromium (Debian packages chromium + chromium-driver); installed when
@@ -30,3 +30,7 @@ test: install browser
 
 bench: install
 	$(BIN)/python benchmarks/bench_cli.py
+
+# `cardfit serve` under load on 127.0.0.1: kept-alive latency, 1/4/16/64 clients, memory (README "Performance")
+bench-web: install
+	$(BIN)/python benchmarks/load_web.py --sweep

@@ -249,3 +249,20 @@ def test_fuzzed_requests_never_5xx_and_never_show_a_path(client):
         if r.status_code >= 400:
             one_line_error(r)
     assert time.perf_counter() - t < 60
+
+
+def test_a_request_asked_again_gets_the_same_answer_and_headers():
+    """The replay of remembered answers (by request bytes) gives what the app gives: same body, same
+    security headers; a different request or an error is never served from it."""
+    c = TestClient(create_app(), raise_server_exceptions=False)
+    body = json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4090"}).encode()
+    h = {"content-type": "application/json"}
+    first, again = c.post("/api/plan", content=body, headers=h), c.post("/api/plan", content=body, headers=h)
+    assert first.status_code == again.status_code == 200 and first.content == again.content
+    assert again.headers["content-security-policy"] == first.headers["content-security-policy"]
+    other = c.post("/api/plan", content=body.replace(b"4090", b"3090"), headers=h)
+    assert other.json()["gpus"][0]["gpu"] != first.json()["gpus"][0]["gpu"]
+    bad = json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4900"}).encode()
+    assert c.post("/api/plan", content=bad, headers=h).status_code == 404
+    assert c.post("/api/plan", content=bad, headers=h).status_code == 404
+    assert c.get("/api/gpus").content == c.get("/api/gpus").content

@@ -70,6 +70,59 @@ class _NoServerFiles(_HttpMiddleware):
         await self.app(scope, receive, send)
 
 
+CATALOGS = ("gpus", "models", "quants", "runtimes", "apis")
+REPLAY_BYTES = 32 * 2**20  # answers kept by request bytes: at most this much memory
+
+
+class _Replay(_HttpMiddleware):
+    """A POST to a command (or a GET of a catalog or the page) whose exact bytes were answered before gets
+    the same answer again, without parsing: answers are pure functions of the request (requests read nothing
+    on the server, and the catalogs do not change while it runs). Only complete 200 answers are kept, the
+    oldest dropped first."""
+
+    def __init__(self, app: Any, paths: frozenset[str], gets: frozenset[str]) -> None:
+        super().__init__(app)
+        self.paths, self.gets = paths, gets
+        self._seen: OrderedDict[tuple[str, bytes, bytes], tuple[dict, dict]] = OrderedDict()
+        self._bytes = 0
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        method, path = scope["method"], scope["path"]
+        if not ((method == "POST" and path in self.paths) or (method == "GET" and path in self.gets)):
+            await self.app(scope, receive, send)
+            return
+        msg = await receive()  # BodyLimit has read the whole body into this one message
+        body = msg.get("body", b"") if msg["type"] == "http.request" and not msg.get("more_body") else None
+        kind = dict(scope["headers"]).get(b"content-type", b"") if method == "POST" else scope["query_string"]
+        key = (f"{method} {path}", kind, body) if body is not None else None
+        hit = self._seen.get(key) if key is not None else None
+        if hit is not None:
+            self._seen.move_to_end(key)
+            await send(hit[0])
+            await send(hit[1])
+            return
+        sent: list[dict] = []
+
+        async def keep(m: dict) -> None:
+            sent.append(m)
+            await send(m)
+
+        await self.app(scope, _replay([msg], receive), keep)
+        if (key is not None and len(sent) == 2 and sent[0]["type"] == "http.response.start"
+                and sent[0]["status"] == 200 and not sent[1].get("more_body")):
+            self._keep(key, (sent[0], sent[1]))
+
+    def _keep(self, key: tuple[str, bytes, bytes], answer: tuple[dict, dict]) -> None:
+        size = len(key[2]) + len(answer[1].get("body", b""))
+        if size > REPLAY_BYTES // 16:
+            return
+        self._seen[key] = answer
+        self._bytes += size
+        while self._bytes > REPLAY_BYTES:
+            (_, _, b), (_, old) = self._seen.popitem(last=False)
+            self._bytes -= len(b) + len(old.get("body", b""))
+
+
 class BodyLimit(_HttpMiddleware):
     """413 for a body over the endpoint's cap, by Content-Length or by counting."""
 
@@ -213,7 +266,7 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     async def unexpected(request: Request, exc: Exception) -> Any:
         return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
 
-    for name in ("gpus", "models", "quants", "runtimes", "apis"):
+    for name in CATALOGS:
         app.get(f"/api/{name}", summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
                 name=name)(_catalog(name))
     _add_readers(app, budget)
@@ -231,6 +284,8 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(_Headers)
     app.add_middleware(_NoServerFiles)
+    app.add_middleware(_Replay, paths=frozenset(c.path for c in COMMANDS if c.web),
+                       gets=frozenset({"/", *(f"/api/{name}" for name in CATALOGS)}))
     app.add_middleware(BodyLimit)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=allowed_hosts)  # added last: runs first
