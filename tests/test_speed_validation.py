@@ -1,5 +1,5 @@
-"""cardfit's speed model scored against published measurements (data/validation/speed.toml), and the
-per-runtime constants in data/runtimes.toml re-derived from the same records (medians, never one case)."""
+"""cardfit's speed model scored against published measurements (data/validation/speed.toml); the fitted
+constants are checked in tests/test_calibration.py."""
 
 from __future__ import annotations
 
@@ -8,18 +8,7 @@ import tomllib
 from functools import cache
 from importlib import resources
 
-import pytest
-
-from cardfit.catalog.runtimes import default_runtimes
-from cardfit.services.speed import (
-    implied_overhead_us_per_layer,
-    implied_overhead_us_per_sequence,
-    predict_ceiling,
-    predict_speed,
-)
-
-# Records whose own source calls the number anomalous: scored and printed, but not used to calibrate.
-ANOMALOUS = {"vllm20710-2xb200-llama33-70b-fp8-c1", "ollama11688-4070-gptoss20b-offload"}
+from cardfit.services.speed import predict_ceiling, predict_speed
 
 
 @cache
@@ -72,24 +61,3 @@ def test_no_measurement_beats_its_bandwidth_ceiling():
         checked += 1
         assert r["measured"] <= top, f"{r['id']}: {r['measured']} tok/s above the ceiling {top:.1f}"
     assert checked >= 60
-
-
-def _median_overhead(runtime: str) -> float:
-    values = [implied_overhead_us_per_layer(r) for r in records()
-              if r["kind"] == "decode" and r["runtime"] == runtime and not r.get("offload") and r["id"] not in ANOMALOUS]
-    values = [v for v in values if v is not None]
-    assert len(values) >= 5
-    return statistics.median(values)
-
-
-@pytest.mark.parametrize("runtime", ["llama.cpp", "vllm"])
-def test_per_layer_overhead_is_the_median_of_the_records(runtime):
-    stored = default_runtimes().get(runtime).decode_overhead_us_per_layer
-    assert stored == pytest.approx(_median_overhead(runtime), rel=0.05)
-
-
-def test_per_sequence_overhead_is_the_median_of_the_vllm_records():
-    values = [implied_overhead_us_per_sequence(r) for r in records()
-              if r["kind"] == "aggregate_decode" and r["runtime"] == "vllm"]
-    stored = default_runtimes().get("vllm").decode_overhead_us_per_sequence
-    assert stored == pytest.approx(statistics.median(v for v in values if v is not None), rel=0.05)

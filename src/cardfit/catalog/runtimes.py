@@ -54,6 +54,8 @@ class RuntimeProfile:
     default_parallel: int = 1
     decode_efficiency: float = 0.0  # realistic fraction of the bandwidth ceiling (calibrated; see validation)
     prefill_efficiency: float = 0.0  # realistic fraction of dense tensor TFLOPS
+    prefill_efficiency_quantized: float = 0.0  # the same for integer-block weights (llama.cpp MMQ); 0: as above
+    fp16_accumulate: bool = False  # GEMMs accumulate in FP16 (llama.cpp): GeForce cards run them at full rate
     decode_overhead_us_per_layer: float = 0.0  # fixed time per layer per decode step (launches, syncs)
     decode_overhead_us_per_sequence: float = 0.0  # per sequence per step under concurrency (scheduler, sampler)
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts

@@ -56,12 +56,17 @@ def _print(d: dict[str, Any], show_all: bool, plot: str | None) -> None:
             if r["skipped"]:
                 c.print(f"[dim]skipped {r['id']}: {r['skipped']}[/]")
     c.print()
-    s = Table(show_header=True, header_style="bold", box=None, pad_edge=False, title="error per kind")
-    for col in ("kind", "n", "skipped", "median", "p90", "worst"):
-        s.add_column(col, justify="left" if col == "kind" else "right")
+    s = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
+              title="error per kind: out of sample (each source left out of the fit) | in sample")
+    for col in ("kind", "n", "sources", "skipped", "median", "p90", "p90 over", "│", "median ", "p90 ", "worst"):
+        s.add_column(col, justify="left" if col in ("kind", "│") else "right")
     for kind, k in d["kinds"].items():
-        pct = [("—" if k[x] is None else f"{k[x]:.1%}") for x in ("median_abs_error", "p90_abs_error", "max_abs_error")]
-        s.add_row(kind, str(k["n"]), str(k["skipped"]), *pct)
+        keys = ("loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "median_abs_error",
+                "p90_abs_error", "max_abs_error")
+        pct = [("—" if k.get(x) is None else f"{k[x]:.1%}") for x in keys]
+        s.add_row(kind, str(k["n"]), str(k.get("sources", "")), str(k["skipped"]), *pct[:3], "│", *pct[3:])
     c.print(s)
-    c.print(f"{d['total']} records, {d['skipped']} skipped (`--all` lists them with the reason)."
+    c.print(f"{d['total']} records, {d['skipped']} skipped (`--all` lists them with the reason). Error = "
+            "predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of sample: every "
+            "fitted constant (scripts/fit_constants.py) refitted without the record's source."
             + (f" Chart: {plot}" if plot else ""))

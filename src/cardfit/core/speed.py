@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
@@ -228,7 +229,7 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * mc.overhead_s_per_layer + b * mc.overhead_s_per_sequence, link_seconds(load, mc, b))
+                load.layers * mc.overhead_s_per_layer + (b - 1) * mc.overhead_s_per_sequence, link_seconds(load, mc, b))
 
 
 def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
@@ -276,11 +277,12 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              context_filled: int | None = None, quant: Quant | None = None, overhead_s_per_layer: float = 0.0,
              overhead_s_per_sequence: float = 0.0, cpu_weight_fraction: float = 0.0,
              ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
-             bandwidth_gbps: float | None = None, window_cache: bool = True) -> Speed:
+             bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False) -> Speed:
     """Single-stream decode (ceiling and realistic) and prefill for one plan."""
     filled = mem.context if context_filled is None else context_filled
     bw = bandwidth_gbps or gpu.bandwidth_gbps
-    tflops = gpu.tflops(precision) or gpu.tflops("bf16")
+    tflops = (prefill_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None) \
+        or gpu.tflops(precision) or gpu.tflops("bf16")
     load = Load(mem.weights.total_bytes, weight_shares(m, quant), kv_read_bytes(m, mem, filled, window_cache),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
                 cpu_weight_fraction)
@@ -317,20 +319,65 @@ def tp_divides(model: ModelSpec, tp: int) -> bool:
 
 def precision_of(quant: Quant | None, gpu: Gpu) -> str:
     """The tensor-core precision prefill runs at: FP8 where the weights are FP8 and the card supports it,
-    else BF16/FP16. llama.cpp's quantized GGUF types are counted at the FP16 rate too: measured against the
-    int8 rate they reach 0.11-0.33 of it, against FP16 the same 0.7-0.95 as F16 files (data/validation)."""
+    else BF16/FP16 (llama.cpp's quantized GGUF types too: see prefill_peak_tflops)."""
     if getattr(quant, "requires", "") == "fp8" and gpu.tflops("fp8"):
         return "fp8"
     return "bf16"
 
 
 def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
-                ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None) -> Machine:
-    """One stage of `tp` cards running runtime `rt`, with the runtime's calibrated constants."""
+                ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None,
+                quantized: bool = False) -> Machine:
+    """One stage of `tp` cards running runtime `rt`, with the runtime's calibrated constants (the compute
+    efficiency of its quantized kernels for integer-block weights where it has one)."""
     bw = bandwidth_gbps or gpu.bandwidth_gbps or 0.0
     return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
                    interconnect=gpu.interconnect, decode_efficiency=rt.decode_efficiency or 1.0,
                    overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
                    overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
-                   compute_efficiency=rt.prefill_efficiency or 1.0, ram_bandwidth_gbps=ram_bandwidth_gbps or bw,
+                   compute_efficiency=(rt.prefill_efficiency_quantized if quantized and rt.prefill_efficiency_quantized
+                                       else rt.prefill_efficiency) or 1.0, ram_bandwidth_gbps=ram_bandwidth_gbps or bw,
                    ram_efficiency=rt.ram_efficiency or 1.0)
+
+
+# NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their
+# FP16-accumulate rate; professional and datacenter parts run both at full rate (NVIDIA Ada GPU Architecture
+# whitepaper, Appendix A table 2: RTX 4090 330.3 dense FP16 TFLOPS with FP16 accumulate, 165.2 with FP32;
+# NVIDIA Ampere GA102 whitepaper table 9: RTX 3090 142 vs 71). The catalog holds the FP32-accumulate figure.
+GEFORCE_FP16_ACCUMULATE_GAIN = 2.0
+# Hopper reaches its dense tensor peak only with the warpgroup wgmma instructions; kernels built on the older
+# mma.sync (llama.cpp's MMQ and small-batch GEMMs) reach about 2/3 of it (Shah et al., "FlashAttention-3",
+# 2024, section 2.2: "mma.sync ... can only reach 2/3 of the peak throughput of the Hopper Tensor Cores").
+HOPPER_MMA_SYNC_SHARE = 2 / 3
+
+
+def prefill_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool = False) -> float | None:
+    """The dense tensor rate prefill GEMMs can reach: the card's rate at the precision used; for runtimes that
+    accumulate in FP16 (llama.cpp: cuBLAS CUBLAS_COMPUTE_16F for F16 weights, int8 MMA for quantized types,
+    ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_op_mul_mat_cublas) the full FP16-accumulate rate of GeForce
+    cards, and on Hopper the mma.sync share."""
+    top = gpu.tflops(precision_of(quant, gpu)) or gpu.tflops("bf16")
+    if not top or not fp16_accumulate:
+        return top
+    if gpu.vendor == "nvidia" and gpu.tier == "consumer" and gpu.arch in ("turing", "ampere", "ada", "blackwell"):
+        top *= GEFORCE_FP16_ACCUMULATE_GAIN
+    if gpu.arch == "hopper":
+        top *= HOPPER_MMA_SYNC_SHARE
+    return top
+
+
+def prefill_efficiency(float_eff: float, quantized_eff: float, quant: Any) -> float:
+    """The runtime's prefill efficiency for these weights: its quantized-kernel share for integer blocks
+    where it has one."""
+    return quantized_eff if quantized_eff and is_quantized(quant) else float_eff
+
+
+def is_quantized(quant: Any) -> bool:
+    """Weights in integer blocks (GGUF types and mixes, GPTQ/AWQ, NF4, MXFP4, INT8): llama.cpp prefills them
+    through its MMQ kernels (int8 tensor-core tiles dequantized on the fly), float files through cuBLAS."""
+    if quant is None:
+        return False
+    if getattr(quant, "kind", None) == "float":
+        return False
+    name = str(getattr(quant, "name", "")).lower()
+    return not name.startswith(("f16", "bf16", "f32", "fp16", "fp32"))

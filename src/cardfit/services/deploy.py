@@ -321,11 +321,11 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
     ctx, mem, m = s.ctx, s.mem, s.ctx.model
     rt = ctx.runtime
     filled = inp.input_tokens + inp.output_tokens // 2  # tokens in flight: the prompt and half the answer
-    tflops = gpu.tflops(sp.precision_of(ctx.quant, gpu)) or gpu.tflops("bf16")
+    tflops = sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
     load = sp.Load(mem.weights.total_bytes, s.shares,
                    sp.kv_read_bytes(m, mem, filled, rt.window_cache), sp.decode_flops_per_token(m, filled),
                    m.layers, m.hidden or m.heads * m.head_dim or 4096)
-    machine = sp.machine_for(rt, gpu, tp, tflops)
+    machine = sp.machine_for(rt, gpu, tp, tflops, quantized=sp.is_quantized(ctx.quant))
     if s.slots > 1 and not rt.decode_overhead_us_per_sequence:
         machine = replace(machine, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
     return sv.Replica(sv.stage(load, pp), machine, sp.decode_flops_per_token(m, inp.input_tokens // 2),

@@ -204,8 +204,9 @@ def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | N
     rt, k = ctx.runtime, ctx.engine.speed()
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
-                             prefill_efficiency=k.prefill_efficiency,
-                             precision=speedmod.precision_of(ctx.quant, opt.gpu),
+                             prefill_efficiency=speedmod.prefill_efficiency(
+                                 k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant),
+                             fp16_accumulate=rt.fp16_accumulate, precision=speedmod.precision_of(ctx.quant, opt.gpu),
                              tp=speedmod.default_tp(rt.tensor_parallel, opt.count, ctx.inp.tp, ctx.model),
                              context_filled=mem.context // 2, quant=ctx.quant,
                              overhead_s_per_layer=k.overhead_s_per_layer,

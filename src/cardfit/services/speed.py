@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD
 from ..core.memory import MemorySettings
-from ..core.speed import DEFAULT_RAM_GBPS, default_tp, precision_of
+from ..core.speed import DEFAULT_RAM_GBPS, default_tp
 from ..errors import CardfitError, MissingFigureError
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
 from .plan import plan as make_plan
@@ -66,8 +67,33 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | No
     if bw is None:
         raise MissingFigureError("memory bandwidth", gpu.name, "pass --bandwidth GB/s, or add bandwidth_gbps to "
                                  "your own catalog file (--catalog)")
-    return sp.machine_for(ctx.runtime, gpu, default_tp(ctx.runtime.tensor_parallel, count, inp.tp, ctx.model), tflops,
-                          ram_bandwidth_gbps=inp.ram_bandwidth, bandwidth_gbps=bw)
+    rt, quantized = ctx.runtime, sp.is_quantized(ctx.quant)
+    mc = sp.machine_for(rt, gpu, default_tp(rt.tensor_parallel, count, inp.tp, ctx.model), tflops,
+                        ram_bandwidth_gbps=inp.ram_bandwidth, bandwidth_gbps=bw, quantized=quantized)
+    return calibrated(mc, rt, quantized)
+
+
+# Machine fields that hold a runtime's calibrated constants: (runtimes.toml field, scale to the Machine unit)
+CALIBRATED = {"decode_efficiency": ("decode_efficiency", 1.0),
+              "overhead_s_per_layer": ("decode_overhead_us_per_layer", 1e-6),
+              "overhead_s_per_sequence": ("decode_overhead_us_per_sequence", 1e-6),
+              "compute_efficiency": ("prefill_efficiency", 1.0), "ram_efficiency": ("ram_efficiency", 1.0)}
+
+
+def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False) -> sp.Machine:
+    """The machine with the runtime's fitted constants (data/runtimes.toml, or a refit in validation); the
+    compute efficiency of integer-block weights is the runtime's quantized-kernel share where it has one."""
+    from dataclasses import replace
+
+    from .constants import value
+
+    out = {}
+    for attr, (field, scale) in CALIBRATED.items():
+        if field == "prefill_efficiency" and quantized and rt.prefill_efficiency_quantized:
+            field = "prefill_efficiency_quantized"
+        v = value(rt.id, field, getattr(rt, field))
+        out[attr] = v * scale if v or scale != 1.0 else 1.0  # an efficiency of 0 means "not calibrated"
+    return replace(mc, **out)
 
 
 def setup(inp: SpeedInput) -> Setup:
@@ -76,7 +102,7 @@ def setup(inp: SpeedInput) -> Setup:
     m, mem, opt = ctx.model, card.memory, card.option
     filled = inp.filled if inp.filled is not None else mem.context // 2
     filled = min(filled, mem.context)
-    tflops = inp.tflops or opt.gpu.tflops(precision_of(ctx.quant, opt.gpu)) or opt.gpu.tflops("bf16")
+    tflops = inp.tflops or sp.prefill_peak_tflops(opt.gpu, ctx.quant, ctx.runtime.fp16_accumulate)
     shares = sp.weight_shares(m, ctx.quant)
     cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
@@ -114,7 +140,8 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
     m, mem, opt, rt = ctx.model, card.memory, card.option, ctx.runtime
     one = sp.step(s.load, s.machine, 1)
     most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
-    prefill = sp.prefill_tokens_per_s(m, s.tflops, rt.prefill_efficiency, inp.prompt, s.machine.tp)
+    prefill_eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
+    prefill = sp.prefill_tokens_per_s(m, s.tflops, prefill_eff, inp.prompt, s.machine.tp)
     table = rows(s, inp)
     crossover = _crossover(s)
     report = {
@@ -137,7 +164,7 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
         "compute_bound_from": crossover,
         "calibration": {"decode_efficiency": rt.decode_efficiency,
                         "overhead_us_per_layer": rt.decode_overhead_us_per_layer,
-                        "prefill_efficiency": rt.prefill_efficiency, "ram_efficiency": rt.ram_efficiency,
+                        "prefill_efficiency": prefill_eff, "ram_efficiency": rt.ram_efficiency,
                         "ram_bandwidth_gbps": inp.ram_bandwidth, "disk_gbps": inp.disk_gbps},
         "rows": table,
         "notes": _notes(s, opt.gpu) + ([f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures "
@@ -250,6 +277,37 @@ def _forced_split(r: dict[str, Any], s: Setup) -> Setup:
 
 
 def record_setup(r: dict[str, Any]) -> Setup:
+    """The setup of one record (cached: the plan behind it is the slow part) with the runtime's constants
+    as they stand now (stored, or refit while validation scores a source out of sample)."""
+    import json
+    from dataclasses import replace
+
+    s = _cached_setup(json.dumps(r, sort_keys=True, default=str))
+    if isinstance(s, CardfitError):
+        raise s
+    return replace(s, machine=calibrated(s.machine, s.plan.ctx.runtime, sp.is_quantized(s.plan.ctx.quant)))
+
+
+def record_quantized(r: dict[str, Any]) -> bool | None:
+    """Whether a record's weights are integer blocks (None: its setup cannot be built)."""
+    try:
+        return sp.is_quantized(record_setup(r).plan.ctx.quant)
+    except CardfitError:
+        return None
+
+
+@cache
+def _cached_setup(key: str) -> Setup | CardfitError:
+    try:
+        return _record_setup(key)
+    except CardfitError as e:  # remembered too: validation asks again for every left-out source
+        return e
+
+
+def _record_setup(key: str) -> Setup:
+    import json
+
+    r = json.loads(key)
     inp = record_input(r)
     s = setup(inp)
     if inp.cpu_moe:  # experts offloaded by hand: the layers themselves stay on the GPU
@@ -283,7 +341,8 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     rt = s.plan.ctx.runtime
     if kind == "prefill":
         n = int(record.get("prompt_tokens") or 512)
-        return sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, rt.prefill_efficiency, n, s.machine.tp)
+        eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
+        return sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp)
     if not realistic:
         return sp.ceiling(s.load, s.machine) * (int(record.get("concurrency") or 1) if kind == "aggregate_decode"
                                                 else 1)
@@ -312,8 +371,10 @@ def implied_overhead_us_per_sequence(record: dict[str, Any]) -> float | None:
         return None
     s = replace(s, machine=replace(s.machine, overhead_s_per_sequence=0.0))
     n = _running(record, s)
+    if n < 2:
+        return None
     st = sp.step(s.load, s.machine, n)
-    return (n / float(record["measured"]) - st.seconds) / n * 1e6
+    return (n / float(record["measured"]) - st.seconds) / (n - 1) * 1e6
 
 
 def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
@@ -324,5 +385,34 @@ def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
     except CardfitError:
         return None
     st = sp.step(s.load, s.machine, 1)
-    rest = 1 / float(record["measured"]) - max(st.memory_s, st.compute_s) - st.link_s - s.machine.overhead_s_per_sequence
+    rest = 1 / float(record["measured"]) - max(st.memory_s, st.compute_s) - st.link_s
     return rest / s.load.layers * 1e6
+
+
+def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
+    """Calibration: measured prefill ÷ what the card's dense TFLOPS allow (2 × active params + attention)."""
+    try:
+        s = record_setup(record)
+    except CardfitError:
+        return None
+    n = int(record.get("prompt_tokens") or 512)
+    top = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, 1.0, n, s.machine.tp)
+    return float(record["measured"]) / top if top else None
+
+
+def implied_ram_efficiency(record: dict[str, Any]) -> float | None:
+    """Calibration: the share of the system RAM bandwidth the offloaded bytes of a decode record imply, after
+    the VRAM part and the per-layer overhead."""
+    from dataclasses import replace
+
+    try:
+        s = record_setup(record)
+    except CardfitError:
+        return None
+    full = sp.step(s.load, replace(s.machine, ram_efficiency=1.0), 1)
+    if not full.cpu_bytes:
+        return None
+    ram_s = full.cpu_bytes / (s.machine.ram_bandwidth_gbps * 1e9)
+    vram_s = full.memory_s - ram_s
+    rest = 1 / float(record["measured"]) - vram_s - full.overhead_s - full.link_s
+    return ram_s / rest if rest > 0 else None

@@ -24,6 +24,7 @@ from ..core.weights import weights
 from ..errors import CardfitError, InputError
 from ..runtimes import adapter
 from ..runtimes.vllm_like import VllmLike
+from .constants import value
 from .inputs import Input, opt
 
 
@@ -84,6 +85,8 @@ class Outcome:
 class Report:
     outcomes: list[Outcome]
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    loso: list[Outcome] = field(default_factory=list)  # the same records, each predicted without its source
+    sources: dict[str, str] = field(default_factory=dict)  # record id → source key
 
     def to_json(self) -> dict[str, Any]:
         return self.as_dict()
@@ -92,9 +95,18 @@ class Report:
         by_runtime: dict[str, dict[str, Any]] = {}
         for o in self.outcomes:
             by_runtime.setdefault(o.kind, {}).setdefault(o.runtime, []).append(o)
+        loso = {o.id: o for o in self.loso}
+        records = []
+        for o in self.outcomes:
+            row = o.as_dict()
+            out = loso.get(o.id)
+            row["loo_predicted"] = None if out is None else out.predicted
+            row["loo_error"] = None if out is None or out.error is None else round(out.error, 5)
+            row["source_key"] = self.sources.get(o.id)
+            records.append(row)
         return {"kinds": self.kinds,
                 "by_runtime": {k: {rt: summarize(v)[k] for rt, v in d.items()} for k, d in by_runtime.items()},
-                "records": [o.as_dict() for o in self.outcomes],
+                "records": records,
                 "skipped": sum(1 for o in self.outcomes if o.skipped), "total": len(self.outcomes)}
 
 
@@ -263,7 +275,7 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
     tp = _tp(r)
     w = _vllm_weights(m, q, tp)
     act = _vllm_activation(r, m, rt, gpu)
-    non_torch = rt.non_torch_bytes
+    non_torch = round(value(rt.id, "non_torch_bytes", rt.non_torch_bytes))
     graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
     total = _cuda_total(r, gpu)
     pool = int(total * util) - w - act - non_torch - graphs
@@ -376,7 +388,7 @@ def _activation(r: dict[str, Any]) -> tuple[float, str]:
 def _overhead(r: dict[str, Any]) -> tuple[float, str]:
     rt = _runtime(r)
     if isinstance(adapter(rt), VllmLike):
-        nt = rt.non_torch_bytes
+        nt = round(value(rt.id, "non_torch_bytes", rt.non_torch_bytes))
         if not nt:
             raise Skip("runtime profile has no non_torch_bytes")
         return nt, "vLLM non-torch memory (profile)"
@@ -493,10 +505,16 @@ def percentile(values: list[float], p: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, Any]]:
+def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
+              sources: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per kind: the in-sample errors and, where `loso` is given, the leave-one-source-out ones (loo_*).
+    p90_over_error: 90th percentile of the over-prediction max(error, 0) (capacity or speed said too high)."""
     by: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by.setdefault(o.kind, []).append(o)
+    out_of: dict[str, list[Outcome]] = {}
+    for o in loso:
+        out_of.setdefault(o.kind, []).append(o)
     out: dict[str, dict[str, Any]] = {}
     for kind in [k for k in KINDS if k in by] + sorted(set(by) - set(KINDS)):
         errs = [o.error for o in by[kind] if o.error is not None]
@@ -505,7 +523,20 @@ def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, Any]]:
                      "median_abs_error": _round(percentile(absd, 50)), "p90_abs_error": _round(percentile(absd, 90)),
                      "max_abs_error": _round(max(absd)) if absd else None,
                      "median_error": _round(percentile(errs, 50)),
-                     "p10_ratio": _round(1 + percentile(errs, 10)), "p90_ratio": _round(1 + percentile(errs, 90))}
+                     "p10_ratio": _round(1 + percentile(errs, 10)), "p90_ratio": _round(1 + percentile(errs, 90)),
+                     "p90_over_error": _round(percentile([max(e, 0.0) for e in errs], 90))}
+        if kind in out_of:
+            loo = [o.error for o in out_of[kind] if o.error is not None]
+            out[kind].update({"loo_n": len(loo), "loo_median_abs_error": _round(percentile([abs(e) for e in loo], 50)),
+                              "loo_p90_abs_error": _round(percentile([abs(e) for e in loo], 90)),
+                              "loo_p90_over_error": _round(percentile([max(e, 0.0) for e in loo], 90))})
+        if sources is not None:
+            per: dict[str, int] = {}
+            for o in by[kind]:
+                if o.error is not None:
+                    per[sources.get(o.id, "")] = per.get(sources.get(o.id, ""), 0) + 1
+            out[kind]["sources"] = len(per)
+            out[kind]["largest_source_records"] = max(per.values(), default=0)
     return out
 
 
@@ -513,9 +544,36 @@ def _round(x: float) -> float | None:
     return None if x is None or math.isnan(x) else round(x, 5)
 
 
-def validate(kind: str | None = None, runtime: str | None = None) -> Report:
-    outcomes = [predict(r) for r in load_records(kind, runtime)]
-    return Report(outcomes, summarize(outcomes))
+def validate(kind: str | None = None, runtime: str | None = None, loso: bool = True) -> Report:
+    """Score the records (of one kind / runtime); with `loso`, also each record predicted with every fitted
+    constant refitted without its source's records (services/calibrate.py), the out-of-sample error."""
+    from .calibrate import source_key
+
+    records = load_records(kind, runtime)
+    outcomes = [predict(r) for r in records]
+    sources = {r["id"]: source_key(r) for r in records}
+    out_of = leave_one_source_out(records, outcomes) if loso else []
+    return Report(outcomes, summarize(outcomes, out_of, sources), out_of, sources)
+
+
+def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
+    """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
+    whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
+    from .calibrate import fit, fitting_sources, source_key
+    from .constants import constants
+
+    fitted_on = fitting_sources(all_records())
+    by_id = {o.id: o for o in outcomes}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(source_key(r), []).append(r)
+    out: dict[str, Outcome] = {}
+    for src, recs in groups.items():
+        if src not in fitted_on:
+            continue
+        with constants(fit(all_records(), leave_out=src)):
+            out.update((r["id"], predict(r)) for r in recs)
+    return [out.get(o.id, by_id[o.id]) for o in outcomes]
 
 
 @dataclass(frozen=True)
@@ -583,10 +641,12 @@ def _band(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def accuracy_bands(report: Report) -> list[dict[str, Any]]:
-    """Per figure, and per runtime where MIN_N records allow: p10–p90 of predicted / measured."""
+    """Per figure, and per runtime where MIN_N records allow: p10–p90 of predicted / measured, out of sample
+    (each record predicted with the constants fitted without its source) when the report has those."""
     out: list[dict[str, Any]] = []
+    outcomes = report.loso or report.outcomes
     for figure, kinds in FIGURE_KINDS.items():
-        scored = [o for o in report.outcomes if o.kind in kinds and o.error is not None]
+        scored = [o for o in outcomes if o.kind in kinds and o.error is not None]
         if figure == "kv_cache_bytes":
             scored = [o for o in scored if o.runtime != "vllm"]
         if len(scored) < 3:
@@ -606,7 +666,8 @@ def accuracy_toml(report: Report, today: str) -> str:
     """The text of data/accuracy.toml (generated: `cardfit validate --write-accuracy PATH`)."""
     lines = ["# Error bars of cardfit's figures, GENERATED by `cardfit validate --write-accuracy` from the",
              "# validation records (data/validation/*.toml): do not edit by hand; regenerate after a model change.",
-             "# low/high = 10th/90th percentile of predicted / measured over n records; a figure F is shown with",
+             "# low/high = 10th/90th percentile of predicted / measured over n records, each predicted with the",
+             "# constants fitted without its own source (out of sample); a figure F is shown with",
              "# the range [F / high, F / low] (always containing F). runtime = \"\": all runtimes together.",
              "schema = 1", f'generated = "{today}"', f"records = {len(report.outcomes)}",
              f"scored = {sum(1 for o in report.outcomes if o.error is not None)}", ""]

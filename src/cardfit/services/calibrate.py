@@ -1,0 +1,224 @@
+"""The fitted constants of the speed and memory model, computed from the validation records, and the
+leave-one-source-out refit that `cardfit validate` scores out of sample.
+
+Each fitted constant is the median, over the records that measure its phenomenon, of the value one record
+implies with the rest of the model held fixed (constants fitted earlier in FITS are already in place).
+data/runtimes.toml stores the values `scripts/fit_constants.py` prints; tests/test_calibration.py checks
+the file matches. Leave-one-source-out: for each source (a page, issue, repository file), every constant is
+refitted without that source's records and that source's records are predicted with the refit constants.
+The implied values are computed once per record from cached setups, so a refit is a handful of medians."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .constants import constants
+
+Record = dict[str, Any]
+Constants = dict[str, float]  # "runtime.field" → value
+
+
+def source_key(r: Record) -> str:
+    """One key per source: the URL without scheme, query and the git ref of a blob/tree link (a pinned and
+    an unpinned link to the same file are one source); a source without URL is its own text."""
+    s = str(r.get("source") or r.get("id"))
+    s = re.sub(r"^https?://(www\.)?", "", s.strip()).split("#")[0].split("?")[0].rstrip("/")
+    s = re.sub(r"^(github\.com/[^/]+/[^/]+)/(blob|tree|raw)/[^/]+", r"\1", s)
+    s = re.sub(r"^(huggingface\.co/[^/]+/[^/]+)/(blob|tree|resolve)/[^/]+", r"\1", s)
+    return s.lower()
+
+
+# ---------------------------------------------------------------- what is fitted, from which records
+
+# Records whose own source calls the number anomalous: scored and printed, never used to fit.
+ANOMALOUS = frozenset({"vllm20710-2xb200-llama33-70b-fp8-c1", "ollama11688-4070-gptoss20b-offload"})
+
+
+@dataclass(frozen=True)
+class Fit:
+    runtime: str  # runtimes.toml id whose value this is
+    field: str  # runtimes.toml key
+    select: Callable[[Record], bool]  # the records that measure the phenomenon
+    implied: Callable[[Record], float | None]  # what one record implies, other constants in place
+    digits: int  # decimals stored in runtimes.toml
+    copies: tuple[str, ...] = ()  # runtimes that take the same value (same engine, no records of their own)
+    why: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.runtime}.{self.field}"
+
+
+def _rt(r: Record) -> str:
+    return str(r.get("runtime", "")).lower()
+
+
+def _is(kind: str, runtime: str, *, offload: bool | None = False) -> Callable[[Record], bool]:
+    def ok(r: Record) -> bool:
+        if r.get("kind") != kind or _rt(r) != runtime or r["id"] in ANOMALOUS or r.get("skip"):
+            return False
+        return offload is None or bool(r.get("offload")) == offload
+    return ok
+
+
+def _speed(name: str) -> Callable[[Record], float | None]:
+    def implied(r: Record) -> float | None:
+        try:
+            from . import speed as speedplan
+        except ModuleNotFoundError:  # the validation harness scores memory records without the speed model
+            return None
+        return getattr(speedplan, name)(r)
+    return implied
+
+
+def _both(a: Callable[[Record], bool], b: Callable[[Record], bool]) -> Callable[[Record], bool]:
+    return lambda r: a(r) and b(r)
+
+
+def _quantized(want: bool) -> Callable[[Record], bool]:
+    def ok(r: Record) -> bool:
+        from .speed import record_quantized
+
+        return record_quantized(r) is want
+    return ok
+
+
+def _non_torch(r: Record) -> float | None:
+    return float(r["measured"])
+
+
+def _vllm_overhead(r: Record) -> bool:
+    return r.get("kind") == "overhead" and _rt(r) == "vllm" and not r.get("skip")
+
+
+FITS: tuple[Fit, ...] = (
+    Fit("llama.cpp", "decode_overhead_us_per_layer", _is("decode", "llama.cpp"),
+        _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
+        "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
+    Fit("llama.cpp", "prefill_efficiency", _both(_is("prefill", "llama.cpp", offload=None), _quantized(False)),
+        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        "measured prefill of float weights / (FP16-accumulate TFLOPS ÷ (2 × active params + attention))"),
+    Fit("llama.cpp", "prefill_efficiency_quantized",
+        _both(_is("prefill", "llama.cpp", offload=None), _quantized(True)), _speed("implied_prefill_efficiency"), 3,
+        ("ollama",), "the same for integer-block weights (MMQ kernels, dequantization included)"),
+    Fit("llama.cpp", "ram_efficiency", _is("decode", "llama.cpp", offload=True),
+        _speed("implied_ram_efficiency"), 2, ("ollama",),
+        "share of the system RAM bandwidth the offloaded bytes imply"),
+    Fit("vllm", "decode_overhead_us_per_layer", _is("decode", "vllm"),
+        _speed("implied_overhead_us_per_layer"), 1, ("sglang", "tgi"),
+        "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
+    Fit("vllm", "decode_overhead_us_per_sequence", _is("aggregate_decode", "vllm"),
+        _speed("implied_overhead_us_per_sequence"), 1, ("sglang", "tgi"),
+        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead"),
+    Fit("vllm", "prefill_efficiency", _is("prefill", "vllm", offload=None),
+        _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi"),
+        "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),
+    Fit("vllm", "non_torch_bytes", _vllm_overhead, _non_torch, 0, (),
+        "vLLM profiler 'non_torch_memory takes X GiB' lines"),
+)
+
+
+def stored() -> Constants:
+    """The values data/runtimes.toml holds for every fitted constant (and its copies)."""
+    from ..catalog.runtimes import default_runtimes
+
+    rts = default_runtimes()
+    out: Constants = {}
+    for f in FITS:
+        for rt in (f.runtime, *f.copies):
+            profile = rts.find(rt)
+            if profile is not None:
+                out[f"{rt}.{f.field}"] = float(getattr(profile, f.field))
+    return out
+
+
+# ---------------------------------------------------------------- fitting
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one record implies for one constant, given the constants before it (None: nothing)."""
+
+    fit: str
+    id: str
+    source: str
+    implied: float | None
+
+
+def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
+    """Every constant of FITS in order: the median of what its records imply (the records of source
+    `leave_out` excluded), each later fit using the earlier refit values."""
+    recs = records
+    values = stored()
+    for f in FITS:
+        chosen = [r for r in recs if f.select(r) and (leave_out is None or source_key(r) != leave_out)]
+        with constants(values):
+            implied = [v for v in (f.implied(r) for r in chosen) if v is not None]
+        if not implied:
+            continue  # no record left: the stored value stands (as for a runtime without records)
+        v = round(statistics.median(implied), f.digits)
+        for rt in (f.runtime, *f.copies):
+            values[f"{rt}.{f.field}"] = v
+    return values
+
+
+def contributions(records: tuple[Record, ...]) -> list[Contribution]:
+    """Per record and constant, what it implies with every stored constant in place (for reports)."""
+    recs = records
+    out = []
+    with constants(stored()):
+        for f in FITS:
+            out += [Contribution(f.key, r["id"], source_key(r), f.implied(r)) for r in recs if f.select(r)]
+    return out
+
+
+def fitting_sources(records: tuple[Record, ...]) -> set[str]:
+    """Sources with at least one record that some constant is fitted on."""
+    recs = records
+    return {source_key(r) for r in recs for f in FITS if f.select(r)}
+
+
+def report_rows(recs: tuple[Record, ...]) -> list[dict[str, Any]]:
+    """One row per fitted constant: runtime, field, refit value, stored value, n records, n sources."""
+    fitted = fit(recs)
+    have = stored()
+    rows = []
+    for f in FITS:
+        chosen = [r for r in recs if f.select(r)]
+        rows.append({"constant": f.key, "fitted": fitted.get(f.key), "stored": have.get(f.key),
+                     "records": len(chosen), "sources": len({source_key(r) for r in chosen}),
+                     "copies": list(f.copies), "what": f.why})
+    return rows
+
+
+# ---------------------------------------------------------------- data/runtimes.toml
+
+def _fmt(v: float, digits: int) -> str:
+    return str(int(round(v))) if digits == 0 else f"{v:.{digits}f}"
+
+
+def rewrite_runtimes(text: str, values: Constants, recs: tuple[Record, ...]) -> str:
+    """data/runtimes.toml with every fitted constant (and copy) set to `values`, its comment naming the
+    script; everything else untouched."""
+    digits = {f.field: f.digits for f in FITS}
+    why = {k: f for f in FITS for k in (f.key, *(f"{rt}.{f.field}" for rt in f.copies))}
+    counts = {row["constant"]: row for row in report_rows(recs)}
+    out, rt = [], ""
+    for line in text.splitlines():
+        m = re.match(r'^id = "([^"]+)"', line)
+        if m:
+            rt = m.group(1)
+        m = re.match(r"^(\w+)(\s*=\s*)([-\d.e+]+)(.*)$", line)
+        if m and f"{rt}.{m.group(1)}" in values and f"{rt}.{m.group(1)}" in why:
+            f = why[f"{rt}.{m.group(1)}"]
+            row = counts[f.key]
+            n, k = row["records"], row["sources"]
+            note = (f"# fitted: scripts/fit_constants.py, median of {n} records, {k} sources" if f.runtime == rt
+                    else f"# {f.runtime}'s fit (scripts/fit_constants.py); own records scored only")
+            val = _fmt(values[f"{rt}.{m.group(1)}"], digits[m.group(1)])
+            line = f"{m.group(1)} = {val}".ljust(42) + note
+        out.append(line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")

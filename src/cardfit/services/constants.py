@@ -1,0 +1,28 @@
+"""Which values of the runtimes' fitted constants a prediction uses: the stored ones (data/runtimes.toml), or
+a refit put in place while validation scores a source out of sample (services/calibrate.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_OVERRIDES: ContextVar[Mapping[str, float] | None] = ContextVar("cardfit_constants", default=None)
+
+
+def value(runtime_id: str, field: str, stored: float) -> float:
+    """A runtime constant: the stored value, or the refit one while a leave-one-source-out fold runs."""
+    over = _OVERRIDES.get()
+    if over is None:
+        return stored
+    return over.get(f"{runtime_id}.{field}", stored)
+
+
+@contextmanager
+def constants(values: Mapping[str, float]) -> Iterator[None]:
+    """Predict with these constants ("runtime.field" → value) in place of the stored ones."""
+    token = _OVERRIDES.set(values)
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)

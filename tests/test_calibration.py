@@ -1,0 +1,95 @@
+"""Every fitted constant is computed from the validation records (cardfit.services.calibrate, run by
+scripts/fit_constants.py), data/runtimes.toml holds exactly those values, and the out-of-sample
+(leave-one-source-out) error levels of `cardfit validate` are held."""
+
+from __future__ import annotations
+
+import pytest
+
+from cardfit.services.calibrate import FITS, fit, source_key, stored
+from cardfit.services.constants import constants, value
+from cardfit.services.validate import all_records, validate
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return fit(all_records())
+
+
+@pytest.fixture(scope="module")
+def report():
+    return validate()
+
+
+@pytest.mark.parametrize("f", FITS, ids=[f.key for f in FITS])
+def test_runtimes_toml_holds_what_the_script_fits(f, fitted):
+    """Rerun `python scripts/fit_constants.py --write` after changing the model or the records."""
+    have = stored()
+    for rt in (f.runtime, *f.copies):
+        key = f"{rt}.{f.field}"
+        assert have[key] == pytest.approx(fitted[f.key], rel=1e-9, abs=10 ** -f.digits / 2), key
+
+
+def test_leaving_a_source_out_changes_the_fit():
+    """The llama.cpp per-layer overhead is fitted mostly on one benchmark table: without it, it moves."""
+    main = "github.com/xiongjiedai/gpu-benchmarks-on-llm-inference/readme.md"
+    key = "llama.cpp.decode_overhead_us_per_layer"
+    assert fit(all_records(), leave_out=main)[key] != fit(all_records())[key]
+
+
+def test_source_key_groups_pinned_and_unpinned_links():
+    a = {"source": "https://github.com/Owner/Repo/blob/00dd2bdeb2404263f22bd6c1cd46ce397e341db5/README.md"}
+    b = {"source": "https://github.com/owner/repo/blob/main/README.md#table"}
+    assert source_key(a) == source_key(b) == "github.com/owner/repo/readme.md"
+    assert source_key({"source": "https://huggingface.co/x/y/tree/abc"}) == "huggingface.co/x/y"
+    assert source_key({"id": "r1"}) == "r1"
+
+
+def test_overrides_apply_only_inside_the_block():
+    assert value("vllm", "prefill_efficiency", 0.5) == 0.5
+    with constants({"vllm.prefill_efficiency": 0.7}):
+        assert value("vllm", "prefill_efficiency", 0.5) == 0.7
+    assert value("vllm", "prefill_efficiency", 0.5) == 0.5
+
+
+def test_every_kind_has_an_out_of_sample_error(report):
+    for kind, k in report.kinds.items():
+        if k["n"]:
+            assert {"loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "sources"} <= set(k), kind
+
+
+def test_a_record_of_a_source_nobody_fits_on_keeps_its_prediction(report):
+    loso = {o.id: o for o in report.loso}
+    for o in report.outcomes:
+        if o.kind in ("file_size", "weights", "compute_buffer", "total_memory"):
+            assert loso[o.id].predicted == o.predicted, o.id
+
+
+# Out-of-sample levels of today (leave-one-source-out, validation of 2026-12-01) with a little room:
+# (median, p90 of over-prediction). Targets of the accuracy issue where not met yet: decode 10 %, prefill
+# 15 %, aggregate 15 %, p90 of over-prediction 20 %.
+HELD_LOO = {
+    "decode": (0.135, 0.66),
+    "prefill": (0.30, 1.10),
+    "aggregate_decode": (0.25, 0.15),
+    "max_context": (0.052, 0.70),
+    "total_memory": (0.01, 0.01),
+    "file_size": (0.002, 0.005),
+    "weights": (0.007, 0.01),
+    "kv_cache": (0.005, 0.10),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HELD_LOO))
+def test_out_of_sample_levels_are_held(report, kind):
+    k = report.kinds[kind]
+    median, over = HELD_LOO[kind]
+    assert k["loo_median_abs_error"] <= median, k
+    assert k["loo_p90_over_error"] <= over, k
+
+
+def test_cli_json_has_the_out_of_sample_keys(run_json):
+    d = run_json("validate", "--kind", "decode")
+    k = d["kinds"]["decode"]
+    assert k["loo_median_abs_error"] >= k["median_abs_error"] * 0.5
+    assert all("loo_error" in r for r in d["records"])
