@@ -176,3 +176,16 @@ def test_the_web_page_never_says_seed():
     static = ROOT / "src" / "cardfit" / "web" / "static"
     for f in static.iterdir():
         assert not re.search(r"(?i)\bseed", f.read_text()), f.name
+
+
+@pytest.mark.parametrize(("args", "key"), [
+    (("plan", "llama3.1:8b", "--gpu", "RTX 4090"), lambda r: r["cost"]["hours_per_month"]),
+    (("breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90"), lambda r: r["hours_per_month"]),
+    (("deploy", "llama3.1:8b", "--users", "10"), lambda r: r["hours_per_month"]),
+], ids=["plan", "breakeven", "deploy"])
+def test_every_cost_answer_names_the_month(run_cli, run_json, args, key):
+    from cardfit.core.cost import HOURS_PER_MONTH
+
+    assert key(run_json(*args)) == HOURS_PER_MONTH == 720
+    code, out, _ = run_cli(*args, env={"COLUMNS": "200"})
+    assert code == 0 and "720 h" in out

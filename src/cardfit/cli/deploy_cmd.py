@@ -53,8 +53,8 @@ def _print(r: dict[str, Any]) -> None:
     b = r["best"]
     if b is not None:
         c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b['runtime']} · {b['quant']} · KV "
-                f"{b['kv_dtype']} · [bold]${b['monthly_usd']:,.0f}/month[/], ${b['cost_per_million_usd']:,.3f} per M "
-                "output tokens at this load")
+                f"{b['kv_dtype']} · [bold]${b['monthly_usd']:,.0f}/month[/] ({r['hours_per_month']:g} h), "
+                f"${b['cost_per_million_usd']:,.3f} per M output tokens at this load")
         c.print(f"  TTFT p90 {b['ttft_ms']:,.0f} ms · TPOT {b['tpot_ms']:,.1f} ms ({b['per_user_tokens_per_s']:,.1f} "
                 f"tok/s per user) · {b['aggregate_tokens_per_s']:,.0f} tok/s served · headroom {r['headroom']:,.2f}× "
                 "the traffic before a target breaks")

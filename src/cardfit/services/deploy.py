@@ -638,6 +638,7 @@ def deploy_report(inp: DeployInput) -> dict[str, Any]:
     report: dict[str, Any] = {"model": model.name, "workload": workload, "meets_targets": False, "best": None,
                               "pareto": [], "failing": None, "closest": None, "headroom": None, "apis": [],
                               "searched": {"settings": len(sets), "fitting_shapes": len(cands)},
+                              "hours_per_month": cost.HOURS_PER_MONTH,
                               "notes": _notes(inp, skipped)}
     if not cands:
         report["failing"] = {"target": "memory", "achieved": None, "limit": None, "ratio": None,
