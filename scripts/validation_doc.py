@@ -64,8 +64,9 @@ def render() -> str:
         lines.append(f"| {kind} | {by_kind[kind]} | {k.get('n', 0)} | {k.get('skipped', by_kind[kind])} | "
                      f"{_pct(k.get('median_abs_error'))} | {_pct(k.get('p90_abs_error'))} | "
                      f"{_pct(k.get('max_abs_error'))} |")
-    lines += ["", "Median, p90 and worst of |predicted / measured − 1| over the scored records (in-sample: the "
-              "fitted constants were fitted on these records).", "",
+    lines += ["", "Median, p90 and worst of |predicted / measured − 1| over the scored records. Figures of kinds "
+              "whose constants were fitted on records of the same file are in-sample there (the speed constants "
+              "on data/validation/speed.toml).", "",
               "### Records per source", "", "| source | records | kinds |", "|---|---:|---|"]
     for src, c in sorted(by_source.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         detail = ", ".join(f"{k} {n}" for k, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
