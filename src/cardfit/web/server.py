@@ -264,13 +264,18 @@ class WorkBudget:
                 self._watchdog.start()
 
     def _watch(self) -> None:
+        idle_since = time.monotonic()
         while True:
             with self._lock:
                 busy = bool(self._running)
+                if not busy and time.monotonic() - idle_since > 5.0:
+                    self._watchdog = None  # the next request starts another
+                    return
             if not busy:
                 self._wake.wait(1.0)
                 self._wake.clear()
                 continue
+            idle_since = time.monotonic()
             time.sleep(0.02)
             now = time.monotonic()
             with self._lock:
