@@ -3,7 +3,6 @@ and unknown names get the closest suggestions."""
 
 from __future__ import annotations
 
-import difflib
 import re
 
 _DROP = re.compile(r"[\s_\-./:]+")
@@ -17,6 +16,8 @@ def norm(name: str) -> str:
 def closest(name: str, candidates: dict[str, str], n: int = 3) -> list[str]:
     """Suggest display names whose normalized form is close to `name`."""
     key = norm(name)
+    import difflib  # only on a miss: suggestions are for error messages
+
     hits = difflib.get_close_matches(key, list(candidates), n=n, cutoff=0.6)
     if not hits:
         hits = [k for k in candidates if key and (key in k or k in key)][:n]

@@ -3,19 +3,20 @@ sourced. User files passed with --catalog add `[[tier]]` or `[[api]]` records th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
+from .records import record
 from .registry import Registry
 from .schema import check_tables, keys_of
 
 SEED_TIERS = ("open-8b", "small-commercial", "frontier")  # seed 003's comparison, cheapest first
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ApiPrice:
     id: str
     name: str

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
+from .records import record
 from .registry import Registry
 from .schema import keys_of
 
@@ -22,7 +22,7 @@ class Feature(StrEnum):
     FP4 = "fp4"
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Gpu:
     id: str
     name: str

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
+from .records import record
 from .registry import Registry
 from .schema import check_keys, keys_of
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class OllamaTag:
     tag: str
     quant: str
@@ -23,7 +24,7 @@ class OllamaTag:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TensorInfo:
     """One tensor as a file describes it: name, shape (outermost first) and storage type name."""
 
@@ -40,7 +41,7 @@ class TensorInfo:
         return n
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class ModelSpec:
     """Everything the memory and speed models need to know about a model. Zero means 'not applicable'
     for counts (experts, windows); None means 'not known'."""

@@ -4,7 +4,7 @@ llama.cpp file-type mixes (Q4_K_M …) that assign a type per tensor."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import Any
 
@@ -12,10 +12,11 @@ from ..errors import CatalogError, InputError, UnknownNameError
 from ..names import closest, norm
 from .gpus import Feature
 from .loader import builtin, builtin_path
+from .records import record
 from .schema import check_keys, keys_of
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class QuantType:
     id: str
     name: str
@@ -38,7 +39,7 @@ class QuantType:
         return -(-n_weights // self.block_weights) * self.block_bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class GgufMix:
     """A llama.cpp file type: the type each kind of tensor gets. `rules` maps a tensor kind
     (attn_v, ffn_down, output, token_embd, …) to (type name, rule); see core/gguf_mix.py."""

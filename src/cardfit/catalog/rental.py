@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 from .loader import builtin, builtin_path
+from .records import record
 from .schema import check_keys, check_tables
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RentalRules:
     set_sizes: tuple[int, ...]
     node_size: int

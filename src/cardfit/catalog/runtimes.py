@@ -4,17 +4,18 @@ of runtimes turns them into memory and speed lives in runtimes/ (one adapter per
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
 from .loader import builtin, builtin_path
+from .records import record
 from .registry import Registry
 from .schema import check_keys, keys_of
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class MemoryTier:
     """SGLang's defaults by card size (server_args.py _handle_gpu_memory_settings): up to this much memory
     (MiB, 0 = no bound) the chunked-prefill size and the largest CUDA-graph batch are these."""
@@ -25,7 +26,7 @@ class MemoryTier:
     cuda_graph_max_bs_tp_ge4: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RuntimeProfile:
     id: str
     name: str

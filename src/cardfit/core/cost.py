@@ -11,7 +11,8 @@ Everything else here (input tokens, retries, hidden costs, rental terms) adjusts
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from ..catalog.records import record
 
 SECONDS_PER_HOUR = 3600
 MILLION = 1_000_000
@@ -88,7 +89,7 @@ def effective_tokens_per_s(decode_tokens_per_s: float, *, input_per_output: floa
     return 1.0 / seconds / max(retry_multiplier, 1.0)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class HiddenCosts:
     """Monthly extras the seed lists beside the rent (all optional, default none)."""
 

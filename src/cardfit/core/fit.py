@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from ..catalog.rental import RentalRules
 from ..units import fmt_bytes
 from .memory import Memory, RuntimeModel
@@ -33,7 +33,7 @@ class Refusal(StrEnum):
 FITS, TIGHT, NO, OFFLOAD = Verdict.FITS, Verdict.TIGHT, Verdict.NO, Verdict.OFFLOAD
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Option:
     gpu: Gpu
     count: int  # cards in the set (all nodes together)

@@ -6,11 +6,11 @@ prose for every mix (the 70B attn_v bump, the output-tensor rule) are spelled ou
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 
 from ..catalog.loader import builtin
 from ..catalog.quants import GgufMix, QuantCatalog, QuantType
+from ..catalog.records import record
 from ..errors import CatalogError
 
 # llama-quant.cpp: attn_qkv and attn_kv_b (MLA) are in the attn_v category and share its counter and rules
@@ -19,7 +19,7 @@ _ATTN_V_KINDS = ("attn_v", "attn_qkv", "attn_kv_b")
 _IQ12_RULE = "gqa4_or_moe4"
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class MixModel:
     """The few model facts the mix rules look at (llama-quant.cpp quantize_state / hparams)."""
 

@@ -5,9 +5,8 @@ fixed-size state; layers that share KV store nothing of their own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from ..errors import UnknownNameError
 from ..names import closest
 
@@ -30,7 +29,7 @@ def kv_dtype(name: str) -> str:
     raise UnknownNameError("KV cache type", name, closest(name, known), "cardfit quants")
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class KvLayout:
     """How many layers cache what, for one model."""
 

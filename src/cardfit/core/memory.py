@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
+from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
 from .weights import Weights, weights
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class MemorySettings:
     """The knobs that change memory for one model: everything is explicit, nothing is looked up."""
 
@@ -24,7 +24,7 @@ class MemorySettings:
     max_num_seqs: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Memory:
     weights_bytes: int
     kv_cache_bytes: int

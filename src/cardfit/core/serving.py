@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ..catalog.records import record
 from .speed import Load, Machine, step
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Workload:
     input_tokens: int
     output_tokens: int
@@ -45,7 +46,7 @@ class Workload:
     output_cv2: float = 0.0  # squared coefficient of variation of the answer length (0: every answer O tokens)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Replica:
     """One copy of the model, and how its runtime schedules work."""
 
@@ -59,7 +60,7 @@ class Replica:
     hop_gbps: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Served:
     batch: float  # mean sequences decoding
     tpot_s: float

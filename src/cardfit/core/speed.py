@@ -14,13 +14,13 @@ cards slower than their bandwidth share) are per runtime, calibrated on data/val
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
+from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
 from .kv import kv_cache_bytes
 from .memory import Memory
@@ -37,7 +37,7 @@ ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric
 ALLREDUCES_PER_LAYER = 2
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Speed:
     decode_ceiling_tokens_per_s: float | None
     decode_tokens_per_s: float | None
@@ -45,7 +45,7 @@ class Speed:
     bytes_per_token: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Shares:
     """How a model's weight bytes split by what a decode step does with them."""
 
@@ -141,7 +141,7 @@ def decode_ceiling(bandwidth_gbps: float, bytes_per_token: int) -> float:
     return bandwidth_gbps * 1e9 / bytes_per_token
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Machine:
     """What a step runs on, and the runtime's calibrated constants (data/runtimes.toml)."""
 
@@ -158,7 +158,7 @@ class Machine:
     ram_efficiency: float = 1.0
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Step:
     """One decode step of `sequences` sequences."""
 
@@ -191,7 +191,7 @@ class Step:
         return "compute" if self.compute_s > self.memory_s else "memory"
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Load:
     """Per-token work of one sequence, independent of the machine."""
 

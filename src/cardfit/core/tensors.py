@@ -3,12 +3,11 @@ like GGUF tensors (token_embd, attn_v, ffn_down_exps …) so quantization mixes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TensorGroup:
     kind: str  # GGUF-style tensor kind
     layer: int  # -1 outside the repeated blocks

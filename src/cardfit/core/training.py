@@ -6,9 +6,9 @@ every constant arrives in a TrainingConstants record read from data/training.tom
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from .tensors import TensorGroup, has_shapes, tensor_groups
 
 FULL, LORA, QLORA = "full", "lora", "qlora"
@@ -22,7 +22,7 @@ DEFAULT_VOCAB = 32000  # a shape without a vocabulary: the smallest common one (
 SWIGLU_RATIO = 11008 / 4096  # Llama 2 7B intermediate / hidden, used only to guess a bare shape's widths
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Optimizer:
     id: str
     name: str
@@ -32,7 +32,7 @@ class Optimizer:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TrainingConstants:
     weights_bytes: int  # trained weights' working copy (BF16)
     gradients_bytes: int
@@ -48,7 +48,7 @@ class TrainingConstants:
     pair_links: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TrainingSettings:
     method: str = FULL
     seq: int = 2048
@@ -61,7 +61,7 @@ class TrainingSettings:
     overhead_bytes: int = 0  # CUDA context + framework per card
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Term:
     name: str
     nbytes: int
@@ -70,7 +70,7 @@ class Term:
     offload: str = ""  # "optimizer" | "params": moves to host RAM when that offload is on
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TrainingMemory:
     method: str
     weights_bytes: int
@@ -226,7 +226,7 @@ def training_memory(m: ModelSpec, base_weights_bytes: int, opt: Optimizer, c: Tr
                           adapter_params, flat, terms)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Split:
     """A TrainingMemory laid out on `count` cards: `weights_bytes` is the part split across the set and
     `per_card_fixed_bytes` the part every card holds (the shape core.fit.check expects), plus host RAM."""

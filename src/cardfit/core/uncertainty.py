@@ -8,15 +8,15 @@ narrower than that of its least certain part."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 from ..catalog.loader import builtin
+from ..catalog.records import record
 
 RUNTIME_GROUP = {"ik_llama.cpp": "llama.cpp", "ollama": "llama.cpp", "sglang": "vllm"}  # same engine family, same error shape
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Band:
     figure: str
     runtime: str  # "" = every runtime

@@ -4,16 +4,16 @@ embeddings in 16-bit), or parameters × bits per weight when only the parameter 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
+from ..catalog.records import record
 from .gguf_mix import _ATTN_V_KINDS, MixModel, position_dependent, tensor_type
 from .tensors import TensorGroup, gguf_tensor_groups, has_shapes, tensor_groups
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Weights:
     total_bytes: int
     params: int

@@ -5,12 +5,12 @@ profile's `family` names. The methods are core/memory.py's RuntimeModel protocol
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
+from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
 from ..core.kv import kv_cache_bytes, kv_replication
 from ..core.memory import MemorySettings, padded_context
@@ -19,7 +19,7 @@ from ..core.weights import embedding_bytes
 GIB = 2**30
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class SpeedConstants:
     """The runtime's calibrated speed constants (data/runtimes.toml; core/speed.py uses them)."""
 
@@ -30,7 +30,7 @@ class SpeedConstants:
     ram_efficiency: float
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Runtime:
     profile: RuntimeProfile
 

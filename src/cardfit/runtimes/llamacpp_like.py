@@ -6,10 +6,10 @@ the input layer to the CPU); whole layers may sit in system RAM (-ngl)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from ..core.activations import llamacpp_compute_bytes
 from ..core.kv import kv_cache_bytes, llamacpp_swa_cells
 from ..core.memory import MemorySettings
@@ -20,7 +20,7 @@ from .base import Runtime
 DEFAULT_UBATCH = 512
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class LlamaCppLike(Runtime):
     quantized_kv_needs_flash_attn: ClassVar[bool] = True
 

@@ -3,12 +3,11 @@ else (the profile's context_bytes); no workspace term, no reserved share, no run
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..catalog.records import record
 from .base import Runtime
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class RuleOfThumb(Runtime):
     pass  # the base accounting with activation_bytes = 0 is the whole rule
 

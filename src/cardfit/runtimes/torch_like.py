@@ -4,15 +4,14 @@ sliding-window layers (transformers cache_utils.py), whole layers offloaded by d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from ..core.activations import torch_prefill_bytes
 from ..core.memory import MemorySettings
 from .base import Runtime
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class TorchLike(Runtime):
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
         tokens = self.padded_context(s.context) * s.sequences

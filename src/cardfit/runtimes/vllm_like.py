@@ -7,16 +7,15 @@ gpu_memory_utilization − weights − activation peak − non-torch memory (−
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from ..core.activations import vllm_profile_bytes
 from ..core.memory import MemorySettings
 from .base import GIB, Runtime
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class VllmLike(Runtime):
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
         tokens = self.padded_context(s.context) * s.sequences

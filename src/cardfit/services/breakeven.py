@@ -8,10 +8,11 @@ core/cost.py; `breakeven_report` returns the plain-data JSON view (SPEC §9 keys
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..catalog.apis import ApiPrice, apis, seed_tiers
+from ..catalog.records import record
 from ..core import cost
 from ..errors import InputError
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, Input, opt
@@ -20,7 +21,7 @@ MAX_USD = 10_000_000.0
 SEED_CONCURRENCY = 16  # seed 003: "400 output tokens per second with 16 concurrent requests"
 
 
-@dataclass(frozen=True)
+@record
 class BreakevenInput(Input):
     """Rent, throughput, duty cycle and the APIs to compare against."""
 
@@ -66,7 +67,7 @@ class BreakevenInput(Input):
     plot: str | None = opt(None, "also draw the charts to FILE (.png or .svg)", max_length=4096)
 
 
-@dataclass(frozen=True)
+@record
 class Rent:
     hourly_usd: float
     hours_per_month: float
@@ -80,7 +81,7 @@ class Rent:
         return cost.monthly_from_hourly(self.hourly_usd, self.billed_hours)
 
 
-@dataclass(frozen=True)
+@record
 class Throughput:
     tokens_per_s: float  # useful output tokens/s after prefill and retries
     raw_tokens_per_s: float
@@ -89,7 +90,7 @@ class Throughput:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class Comparison:
     api: ApiPrice
     price_per_million_usd: float  # output + input per output token

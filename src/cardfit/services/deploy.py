@@ -11,11 +11,12 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType
+from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import cost
 from ..core import fit as fitting
@@ -48,7 +49,7 @@ DEFAULT_TPOT_MS = 100.0
 PARETO_COST_SPAN = 4.0
 
 
-@dataclass(frozen=True)
+@record
 class DeployInput(ModelInput):
     users: float | None = opt(None, "concurrent users, each with one request in flight (closed loop, like "
                               "`vllm bench serve --max-concurrency`)", gt=0, le=10_000_000)
@@ -89,7 +90,7 @@ def check(inp: DeployInput) -> None:
 
 # --- what is searched ------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class Setting:
     """Runtime × quantization × KV type × (llama.cpp / Ollama) slots: one memory estimate."""
 
@@ -101,7 +102,7 @@ class Setting:
     kv_flag: str | None  # the cache type as the runtime spells it (None: its default)
 
 
-@dataclass(frozen=True)
+@record
 class Candidate:
     setting: Setting
     gpu: Gpu
@@ -120,7 +121,7 @@ class Candidate:
         return self.per_node * self.nodes
 
 
-@dataclass(frozen=True)
+@record
 class Result:
     cand: Candidate
     replicas: int
@@ -136,7 +137,7 @@ class Result:
         return self.cand.cards * self.replicas
 
 
-@dataclass(frozen=True)
+@record
 class Targets:
     ttft_s: float
     tpot_s: float

@@ -4,13 +4,14 @@ core/training.py; verdicts and ranking are core/fit.py's, as for inference."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from typing import Any, Literal
 
 from ..catalog.gpus import Gpu, default_gpus, load_gpus
 from ..catalog.loader import builtin
 from ..catalog.models import ModelSpec
+from ..catalog.records import record
 from ..catalog.rental import RentalRules, default_rental
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import fit as fitting
@@ -22,7 +23,7 @@ from .inputs import MAX_CONTEXT, ModelInput, opt
 from .resolve import resolve
 
 
-@dataclass(frozen=True)
+@record
 class FinetuneInput(ModelInput):
     """A fine-tuning run: method, sequence, micro-batch, cards, adapter and optimizer."""
 
@@ -117,7 +118,7 @@ def link_ok(gpu: Gpu, count: int, method: str, c: tr.TrainingConstants) -> bool:
     return gpu.interconnect in c.full_links or (count == 2 and gpu.interconnect in c.pair_links)
 
 
-@dataclass(frozen=True)
+@record
 class Choice:
     option: fitting.Option
     split: tr.Split

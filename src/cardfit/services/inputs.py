@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..catalog.records import record
 from ..errors import InputError
 
 MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
@@ -21,7 +21,7 @@ MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel, speed levels): 
 MAX_TOKENS_PER_S = 1e9  # output tokens/s of one deployment, given (--tokens-per-s) or read from a log
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """What a value may be, beyond its type."""
 
@@ -41,7 +41,7 @@ def opt(default: Any = None, help: str = "", **limits: Any) -> Any:  # noqa: A00
     return dataclasses.field(default=default, metadata={"limits": Limits(help=help, **limits)})
 
 
-@dataclass(frozen=True)
+@record
 class FieldInfo:
     """One input as the CLI, the web schema and `parse` see it."""
 
@@ -62,7 +62,7 @@ class FieldInfo:
         return self.limits.help
 
 
-@dataclass(frozen=True)
+@record
 class Input:
     """Base of every command's input. `to_json()` gives the values set, for caching and display."""
 
@@ -105,7 +105,7 @@ def describe(cls: type) -> tuple[FieldInfo, ...]:
 # ------------------------------------------------------------------------------------ the shared inputs
 
 
-@dataclass(frozen=True)
+@record
 class RuntimeInput(Input):
     """Runtime knobs shared by plan, max-context and speed."""
 
@@ -130,7 +130,7 @@ class RuntimeInput(Input):
     allow_long_context: bool = opt(False, "allow a context beyond the model's trained maximum")
 
 
-@dataclass(frozen=True)
+@record
 class ModelInput(Input):
     """How to name a model: a catalog name or path, or a bare shape."""
 
@@ -153,7 +153,7 @@ class ModelInput(Input):
                                    "prices", max_length=16)
 
 
-@dataclass(frozen=True)
+@record
 class PlanInput(ModelInput, RuntimeInput):
     gpu: str | None = opt(None, "only this card (RTX 4090, H100 SXM, …)", max_length=128)
     priced: bool = opt(False, "rank only cards with a rental price (the rental guide's fleet)")
@@ -165,7 +165,7 @@ class PlanInput(ModelInput, RuntimeInput):
                           "break-even guide's three tiers", max_length=128)
 
 
-@dataclass(frozen=True)
+@record
 class MaxContextInput(PlanInput):
     pass
 

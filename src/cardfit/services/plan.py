@@ -3,13 +3,14 @@ Everything here is wiring; the arithmetic lives in core/."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
 from ..catalog.apis import ApiPrice, apis, seed_tiers
 from ..catalog.gpus import Feature, Gpu, default_gpus, load_gpus
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants
+from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..catalog.rental import RentalRules, default_rental
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
@@ -28,7 +29,7 @@ from .resolve import Resolved, resolve
 GIB = 2**30
 
 
-@dataclass(frozen=True)
+@record
 class Context:
     """Everything resolved from a PlanInput: the same for every card except Ollama's default context."""
 
@@ -177,7 +178,7 @@ def _margin(ctx: Context, mem: Memory) -> int:
                              ctx.runtime.id)
 
 
-@dataclass(frozen=True)
+@record
 class CardPlan:
     option: fitting.Option
     memory: Memory
@@ -185,7 +186,7 @@ class CardPlan:
     speed: speedmod.Speed | None
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     ctx: Context
     cards: list[CardPlan]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from ..catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
+from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..errors import InputError, UnknownNameError
 from .inputs import ModelInput
@@ -16,7 +16,7 @@ from .inputs import ModelInput
 _TAG_QUANT = re.compile(r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$", re.I)
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Resolved:
     model: ModelSpec
     tag: OllamaTag | None = None  # the user named an Ollama tag

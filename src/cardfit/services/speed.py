@@ -5,10 +5,10 @@ calls on each record of data/validation/speed.toml. Wiring only: the arithmetic 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..catalog.records import record
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD
 from ..core.memory import MemorySettings
@@ -23,7 +23,7 @@ DEFAULT_DISK_GBPS = 3.5
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-@dataclass(frozen=True)
+@record
 class SpeedInput(PlanInput):
     concurrency: tuple[int, ...] = opt((), "concurrent sequences to tabulate (repeat or comma-separate: "
                                        "1,8,64); default: powers of two up to what fits",
@@ -45,7 +45,7 @@ class SpeedInput(PlanInput):
     plot: str | None = opt(None, "write a chart of speed vs concurrency (.png or .svg)", max_length=4096)
 
 
-@dataclass(frozen=True)
+@record
 class Setup:
     """Everything a speed question needs, resolved once."""
 

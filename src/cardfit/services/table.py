@@ -8,12 +8,13 @@ strings and imported only when their command runs, so importing this table costs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
+from ..catalog.records import record
 
-@dataclass(frozen=True)
+
+@record
 class Command:
     name: str  # `cardfit NAME`; the Python function is NAME with dashes as underscores
     service: str  # module in cardfit.services holding the input class and the run function

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..catalog.gpus import Gpu, default_gpus
 from ..catalog.loader import builtin
 from ..catalog.models import ModelSpec, default_models
 from ..catalog.quants import GgufMix, Quant, default_quants
+from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import activations, kv
 from ..core.memory import MemorySettings, padded_context
@@ -53,7 +54,7 @@ class Skip(Exception):
     """This record cannot be predicted; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(slots=True)
 class Outcome:
     id: str
     kind: str
@@ -81,7 +82,7 @@ class Outcome:
                 "how": self.how or None, "skipped": self.skipped or None}
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     outcomes: list[Outcome]
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -576,7 +577,7 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     return [out.get(o.id, by_id[o.id]) for o in outcomes]
 
 
-@dataclass(frozen=True)
+@record
 class ValidateInput(Input):
     kind: str | None = opt(None, "only records of this kind (file_size, weights, kv_cache, compute_buffer, "
                            "activation, overhead, max_context, total_memory, decode, prefill, aggregate_decode)",
