@@ -246,3 +246,47 @@ def test_missing_extra_is_one_line(monkeypatch):
         _read("acme/tiny")
     assert str(e.value) == ("--hub reads the Hugging Face Hub with the huggingface_hub package, which is not "
                             "installed; pip install 'cardfit[hub]'")
+
+
+def _cached_repo(tmp_path):
+    from .test_readers import _hf_cache
+
+    src = tmp_path / "src"
+    write_json(src / "config.json", TINY_LLAMA)
+    write_safetensors(src / "model.safetensors", tiny_llama_tensors())
+    _hf_cache(tmp_path / "hub", "acme/tiny", {f: (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
+
+
+def test_hf_cache_is_found_by_huggingface_hubs_scanner(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from cardfit.readers.stores import find_local
+
+    _cached_repo(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    calls = []
+    real = huggingface_hub.scan_cache_dir
+    monkeypatch.setattr(huggingface_hub, "scan_cache_dir", lambda d=None: calls.append(d) or real(d))
+    m = find_local("acme/tiny")
+    assert calls == [str(tmp_path / "hub")]
+    assert m is not None and m.origin == "hf-cache" and len(m.tensors) == 21
+    assert find_local("acme/other") is None and len(calls) == 1  # an uncached repo costs no scan
+
+
+def test_hf_cache_without_the_extra(tmp_path, monkeypatch):
+    import builtins
+
+    from cardfit.readers.stores import find_local
+
+    _cached_repo(tmp_path)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    real = builtins.__import__
+
+    def no_hub(name, *args, **kwargs):
+        if name.startswith("huggingface_hub"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_hub)
+    m = find_local("acme/tiny")
+    assert m is not None and m.origin == "hf-cache" and len(m.tensors) == 21

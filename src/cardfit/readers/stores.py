@@ -35,8 +35,12 @@ def hf_snapshot(repo_id: str) -> str | None:
         return None
     root = os.path.join(hf_cache_dir(), "models--" + repo_id.replace("/", "--"))
     snaps = os.path.join(root, "snapshots")
-    if not os.path.isdir(snaps):
+    if not os.path.isdir(snaps):  # not cached: answered without importing anything
         return None
+    try:
+        return _hf_snapshot_by_library(repo_id)
+    except ImportError:  # no `hub` extra: read refs/main ourselves, as huggingface_hub would
+        pass
     from ..errors import FileFormatError as _Unreadable
     from .source import read_regular
 
@@ -52,6 +56,24 @@ def hf_snapshot(repo_id: str) -> str | None:
         return None
     revs = [r for r in revs if os.path.isdir(r)]
     return max(revs, key=os.path.getmtime) if revs else None
+
+
+def _hf_snapshot_by_library(repo_id: str) -> str | None:
+    """The same answer from huggingface_hub's own cache scanner (`scan_cache_dir`), which knows its layout
+    (refs, snapshots, blobs) across versions: the revision `main` points to, else the newest."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
+
+    try:
+        info = scan_cache_dir(hf_cache_dir())
+    except (CacheNotFound, CorruptedCacheException, OSError):
+        return None
+    repo = next((r for r in info.repos if r.repo_type == "model" and r.repo_id == repo_id), None)
+    if repo is None or not repo.revisions:
+        return None
+    main = [r for r in repo.revisions if "main" in r.refs]
+    rev = main[0] if main else max(repo.revisions, key=lambda r: r.last_modified)
+    return str(rev.snapshot_path)
 
 
 def ollama_blob(name: str) -> str | None:
