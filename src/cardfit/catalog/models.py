@@ -12,6 +12,12 @@ from .records import record
 from .registry import Registry
 from .schema import check_keys, keys_of
 
+# Hugging Face model_types of encoder-only transformers (transformers' BERT family and relatives used for
+# embeddings and reranking): no KV cache, no decoding.
+ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "nomic_bert", "new", "modernbert", "distilbert",
+                           "electra", "mpnet", "deberta-v2", "jina_bert", "camembert"})
+TASKS = ("generate", "embed", "rerank")
+
 
 @record(slots=True)
 class OllamaTag:
@@ -91,6 +97,7 @@ class ModelSpec:
     k_eq_v: bool = False  # full-attention layers reuse K as V: only K is cached
     text_params: int = 0  # language model alone, when params includes a vision tower
     native_quant: str = ""  # the checkpoint's own weight format when it is not dtype (fp8, mxfp4)
+    task: str = "generate"  # "embed" (embedding model) or "rerank" (cross-encoder): no tokens generated
     estimated: tuple[str, ...] = ()
     source: str = ""
     note: str = ""
@@ -105,6 +112,15 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def encoder_only(self) -> bool:
+        """BERT-like: every token attends to every other in one pass; nothing is cached between steps."""
+        return self.model_type in ENCODER_TYPES
+
+    @property
+    def generates(self) -> bool:
+        return self.task == "generate"
 
     @property
     def active(self) -> int:
@@ -137,6 +153,8 @@ def model_from_row(row: dict[str, Any]) -> ModelSpec:
                          estimated=tuple(row.get("estimated", ())))
     except TypeError as e:
         raise CatalogError(f"model '{row.get('id', '?')}': {e}") from e
+    if spec.task not in TASKS:
+        raise CatalogError(f"model '{spec.id}': task must be one of {', '.join(TASKS)}")
     for name in ("params", "layers", "kv_heads", "head_dim"):
         value = getattr(spec, name)
         if not isinstance(value, int) or value <= 0:

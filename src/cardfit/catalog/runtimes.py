@@ -4,7 +4,7 @@ of runtimes turns them into memory and speed lives in runtimes/ (one adapter per
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import field, replace
 from functools import cache
 from typing import Any
 
@@ -61,6 +61,7 @@ class RuntimeProfile:
     decode_overhead_us_per_sequence: float = 0.0  # per sequence per step under concurrency (scheduler, sampler)
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
+    unified_memory: bool = False  # set by on_card() for Apple silicon, never read from the data file
     aliases: tuple[str, ...] = ()
     # Defaults that depend on the card (vLLM V1 `vllm serve`, EngineArgs.get_batch_defaults): a "big" card has
     # at least big_card_min_gib and a name without big_card_excludes; 0 = not applicable
@@ -125,6 +126,22 @@ def _from_row(row: dict[str, Any]) -> RuntimeProfile:
         return RuntimeProfile(**known)
     except TypeError as e:
         raise CatalogError(f"runtime '{row.get('id', '?')}': {e}", path=path) from e
+
+
+def runs_on(rt: RuntimeProfile, stack: str) -> bool:
+    return not rt.stacks or stack in rt.stacks
+
+
+def on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:
+    """The profile as it runs on a card. On Apple's unified memory (Metal) there is no CUDA context or CUDA
+    graph pool inside the GPU's wired working set: llama.cpp's Metal backend logs every buffer it allocates
+    against recommendedMaxWorkingSetSize ('allocated buffer ... (23984.91 / 21845.34)',
+    https://github.com/ollama/ollama/issues/434), and those buffers are the weights, the KV cache and the
+    compute buffer. The token embedding is counted too: the CPU's share of that one RAM is not spare room."""
+    if not unified_memory:
+        return rt
+    return replace(rt, context_bytes=0, non_torch_bytes=0, cuda_graph_bytes=0, cuda_total_shortfall_bytes=0,
+                   embeddings_on_host=False, unified_memory=True)
 
 
 @cache

@@ -8,6 +8,7 @@ from ..catalog.gpus import Feature, Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from ..catalog.rental import RentalRules
+from ..catalog.runtimes import RuntimeProfile, runs_on
 from ..units import fmt_bytes
 from .memory import Memory, RuntimeModel
 
@@ -71,7 +72,18 @@ def set_price(gpu: Gpu, count: int, rules: RentalRules) -> float | None:
     return count * gpu.monthly_usd * (1 - rules.discount(count))
 
 
-def unsupported(gpu: Gpu, requires: Feature | None) -> str:
+STACK_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "metal": "Apple Metal"}
+
+
+def unsupported(gpu: Gpu, requires: Feature | None, rt: RuntimeProfile | None = None, count: int = 1) -> str:
+    """Why the card cannot run this at all, whatever the memory (Refusal.UNSUPPORTED ends a search for a set):
+    the runtime does not run on the card's software stack, the card comes one per machine, or it cannot
+    compute in the quantization's format."""
+    if rt is not None and not runs_on(rt, gpu.stack):
+        return (f"{rt.name} has no {STACK_NAMES.get(gpu.stack, gpu.stack)} support; "
+                "use --runtime ollama or --runtime llama.cpp")
+    if gpu.max_count and count > gpu.max_count:
+        return f"{gpu.name} is one GPU per machine (no sets of {count})"
     if requires is not None and not gpu.supports(requires):
         return f"{gpu.name} has no {requires.upper()} support"
     return ""
@@ -99,7 +111,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price)
-    why = unsupported(gpu, requires)
+    why = unsupported(gpu, requires, rt.profile, count)
     if why:
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
     free = budget - need
@@ -128,6 +140,8 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
                  utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0,
                  model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
+    if gpu.max_count == 1:
+        return None
     sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
     sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
     for n in sizes:

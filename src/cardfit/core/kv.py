@@ -43,6 +43,8 @@ class KvLayout:
 
 
 def layout(m: ModelSpec) -> KvLayout:
+    if m.encoder_only:  # one pass over the whole input, nothing kept for a next step
+        return KvLayout(0, 0, 0, 0, 0, 0, 0)
     cached = m.layers - m.linear_layers - m.kv_shared_layers
     if m.attention == "mla":
         elems = m.kv_lora_rank + m.qk_rope_head_dim  # one latent + one rope key, shared by all heads

@@ -35,6 +35,7 @@ class Memory:
     sequences: int
     kv_dtype: str
     host_weights_bytes: int = 0  # weights the runtime keeps in system RAM (llama.cpp: token_embd)
+    unified_memory: bool = False  # Apple silicon: no CUDA context; the overhead line is Metal's
 
     @property
     def total_bytes(self) -> int:
@@ -88,4 +89,5 @@ def estimate(m: ModelSpec, q: Quant | None, runtime: RuntimeModel, s: MemorySett
     w = weights(m, q)
     host = runtime.host_weights_bytes(m, q)
     return Memory(w.total_bytes - host, runtime.kv_bytes(m, s), runtime.overhead_bytes(),
-                  runtime.activation_bytes(m, s), w, s.context, s.sequences, s.kv_dtype, host)
+                  runtime.activation_bytes(m, s), w, s.context, s.sequences, s.kv_dtype, host,
+                  runtime.profile.unified_memory)

@@ -17,7 +17,19 @@ class TensorGroup:
 
 
 def has_shapes(m: ModelSpec) -> bool:
-    return bool(m.hidden and m.vocab and m.heads and (m.intermediate or m.moe_intermediate))
+    """Decoder layouts only: an encoder's tensors (biases, two-matrix FFN, position table) are counted by
+    encoder_params."""
+    return bool(m.hidden and m.vocab and m.heads and (m.intermediate or m.moe_intermediate)) and not m.encoder_only
+
+
+def encoder_params(m: ModelSpec) -> int:
+    """BERT / XLM-R layout (transformers' BertModel): word + position + one token-type embedding and their
+    LayerNorm; per layer Q, K, V, O with biases, a two-matrix FFN with biases and two LayerNorms; the pooler.
+    XLM-R large (24 x 1024, FFN 4096, vocab 250,002, 514 positions) gives 559.9M, its model card's 560M."""
+    h, f = m.hidden, m.intermediate
+    embeddings = (m.vocab + m.max_context + 1) * h + 2 * h
+    layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 4 * h
+    return embeddings + m.layers * layer + h * h + h
 
 
 def _attention(m: ModelSpec, i: int) -> list[TensorGroup]:
@@ -39,7 +51,7 @@ def _attention(m: ModelSpec, i: int) -> list[TensorGroup]:
     q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
     out = [TensorGroup("attn_q", i, h * q, h), TensorGroup("attn_k", i, h * kv, h),
            TensorGroup("attn_v", i, h * kv, h), TensorGroup("attn_output", i, q * h, q)]
-    if m.attention_bias or m.model_type in ("qwen2", "qwen2_moe"):
+    if m.attention_bias or m.model_type in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"):
         out.append(TensorGroup("attn_bias", i, q + 2 * kv, q + 2 * kv, False))
     return out
 

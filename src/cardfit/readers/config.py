@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..catalog.models import ModelSpec
+from ..catalog.models import ENCODER_TYPES, ModelSpec
 from ..errors import FileFormatError
 from .quantization import quant_from_config
 from .source import shown
@@ -14,7 +14,8 @@ from .source import shown
 # model_types whose keys cardfit knows (the catalog's, their text sub-configs, and close relatives)
 KNOWN_TYPES = {"llama", "mistral", "mistral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
                "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "gemma", "gemma2", "gemma3",
-               "gemma3_text", "gemma4", "gemma4_text", "phi3", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss"}
+               "gemma3_text", "gemma4", "gemma4_text", "phi3", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss",
+               "qwen2_vl", "qwen2_5_vl", "llava", *ENCODER_TYPES}
 _TIED_BY_DEFAULT = ("gemma",)  # transformers' Gemma configs default tie_word_embeddings to True
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 _MAX_INT = 1 << 40
@@ -163,6 +164,55 @@ def _attention(c: _Cfg, f: Fields, hidden: int, heads: int) -> None:
     f.set("attention_bias", c.bool("attention_bias"))
 
 
+def _task(cfg: dict[str, Any], mtype: str) -> str | None:
+    """Encoder-only checkpoints embed (…Model, …ForMaskedLM) or rerank (…ForSequenceClassification)."""
+    if mtype not in ENCODER_TYPES:
+        return None
+    archs = cfg.get("architectures")
+    archs = [str(a) for a in archs] if isinstance(archs, list) else []
+    return "rerank" if any(a.endswith("ForSequenceClassification") for a in archs) else "embed"
+
+
+def _vint(v: dict[str, Any], *keys: str) -> int:
+    for k in keys:
+        x = v.get(k)
+        if isinstance(x, float) and x.is_integer():
+            x = int(x)
+        if type(x) is int and 0 < x <= _MAX_INT:
+            return x
+    return 0
+
+
+def vision_params(cfg: dict[str, Any], text_hidden: int) -> int:
+    """Parameters of a multimodal checkpoint's vision tower and projector, from its vision_config: ViT blocks
+    (Q, K, V, O with biases; a two- or, with SiLU, three-matrix MLP; two norms), the patch embedding, the
+    position table, and the projector into the language model (Qwen2-VL's patch merger; Gemma 3's single
+    projection; a LLaVA-style two-layer MLP otherwise). Qwen2-VL 7B: 675.5M, the checkpoint's vision share."""
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 0
+    d = _vint(v, "embed_dim") or _vint(v, "hidden_size")
+    layers = _vint(v, "depth", "num_hidden_layers", "num_layers")
+    if not d or not layers:
+        return 0
+    ffn = _vint(v, "intermediate_size") or d * (_vint(v, "mlp_ratio") or 4)
+    gated = str(v.get("hidden_act", "")) in ("silu", "swiglu")
+    block = 4 * (d * d + d) + (3 if gated else 2) * d * ffn + ffn + d + 4 * d
+    patch = _vint(v, "patch_size") or 14
+    embed = (_vint(v, "in_chans", "num_channels") or 3) * (_vint(v, "temporal_patch_size") or 1) * patch * patch * d
+    if (image := _vint(v, "image_size")) and image >= patch:
+        embed += (image // patch) ** 2 * d
+    out = _vint(v, "out_hidden_size") or (_vint(v, "hidden_size") if _vint(v, "embed_dim") else 0) or text_hidden
+    if (merge := _vint(v, "spatial_merge_size")):
+        m = d * merge * merge
+        projector = d + m * m + m + m * out + out
+    elif str(cfg.get("model_type", "")).startswith("gemma3"):
+        projector = d * out + d
+    else:
+        projector = d * out + out + out * out + out
+    return layers * block + embed + projector
+
+
 def fields_from_config(cfg: Any, name: str, where: str = "config.json") -> Fields:
     if not isinstance(cfg, dict):
         raise FileFormatError(name, "config.json is not a JSON object", hint=_HINT)
@@ -196,6 +246,9 @@ def fields_from_config(cfg: Any, name: str, where: str = "config.json") -> Field
         f.set("dtype", "bf16", "default")
     _moe(c, f, mtype)
     _windows(c, f, layers, mtype)
+    f.set("task", _task(cfg, mtype))
+    if vp := vision_params(cfg, hidden):
+        f.set("vision_params", vp, f"{where} vision_config (estimated from its shapes)")
     q = quant_from_config(cfg.get("quantization_config") or c.text.get("quantization_config"), name)
     if q:
         f.set("file_quant", q, f"{where} quantization_config")
@@ -211,6 +264,7 @@ def fields_from_config(cfg: Any, name: str, where: str = "config.json") -> Field
 
 def spec_from_fields(f: Fields, *, name: str, source: str, origin: str, params: int) -> ModelSpec:
     v = dict(f.values)
+    v.pop("vision_params", None)  # added to params by the caller (readers/model.py build)
     spec = ModelSpec(id=_slug(name), name=name, params=params, source=source, origin=origin,
                      layers=v.pop("layers"), kv_heads=v.pop("kv_heads"), head_dim=v.pop("head_dim"), **v)
     if f.warnings:

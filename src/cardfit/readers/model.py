@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..catalog.models import ModelSpec, TensorInfo
-from ..core.tensors import active_shape_params, has_shapes, shape_params
+from ..core.tensors import active_shape_params, encoder_params, has_shapes, shape_params
 from ..errors import FileFormatError
 from . import gguf as gguf_reader
 from . import safetensors as st
@@ -128,12 +128,16 @@ def build(f: Fields, tensors: list[TensorInfo] | None, *, name: str, source: str
         params, f = _with_tensors(f, tensors, where)
     else:
         probe = spec_from_fields(f, name=name, source=source, origin=origin, params=1)
-        if not has_shapes(probe):
-            missing = [k for k in ("hidden", "vocab", "heads", "intermediate") if not f.values.get(k)]
+        missing = [k for k in ("hidden", "vocab", "heads", "intermediate") if not f.values.get(k)]
+        if not has_shapes(probe) and (missing or not probe.encoder_only):
             raise FileFormatError(source, f"cannot count parameters: no {', '.join(missing)} and no weight files",
                                   hint="add the .safetensors files or give --params")
-        params = shape_params(probe)
+        params = encoder_params(probe) if probe.encoder_only else shape_params(probe)
         f.prov["params"] = f"{f.where} shapes"
+        if vision := f.values.get("vision_params", 0):  # the tower's own tensors are not in the text shapes
+            f.set("text_params", params, f"{f.where} shapes")
+            params += vision
+            f.prov["params"] = f"{f.where} shapes + vision_config (estimated)"
         if not f.values.get("file_quant"):
             f.set("file_quant", f.values.get("dtype", "bf16"), f.prov.get("dtype"))
     if params <= 0:

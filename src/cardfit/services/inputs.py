@@ -155,7 +155,8 @@ class ModelInput(Input):
 
 @record
 class PlanInput(ModelInput, RuntimeInput):
-    gpu: str | None = opt(None, "only this card (RTX 4090, H100 SXM, …)", max_length=128)
+    gpu: str | None = opt(None, "only this card (RTX 4090, H100 SXM, M3 Max 64GB, …; 'local': the one in "
+                          "this machine, read from nvidia-smi, rocm-smi or macOS)", max_length=128)
     priced: bool = opt(False, "rank only cards with a rental price (the rental guide's fleet)")
     headroom: float | None = opt(None, "also name the smallest card holding this many times the weights "
                                  "(a rule of thumb: 1.25-1.5)", ge=1, le=10)

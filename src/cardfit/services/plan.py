@@ -13,7 +13,7 @@ from ..catalog.quants import GgufMix, Quant, QuantType, default_quants
 from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..catalog.rental import RentalRules, default_rental
-from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..catalog.runtimes import RuntimeProfile, default_runtimes, on_card, runs_on
 from ..core import cost
 from ..core import fit as fitting
 from ..core import speed as speedmod
@@ -96,6 +96,10 @@ def build_context(inp: PlanInput) -> Context:
         q = default_quants().get("bf16")
         notes.append("config.json says float32; runtimes load it in 16-bit (vLLM's 'auto' dtype), so this plan "
                      "uses BF16: pass --quant fp32 to plan float32")
+    gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
+    card = gpus.get(inp.gpu) if inp.gpu else None
+    if card is not None and card.unified_memory:
+        rt = _runtime_on_metal(rt, inp.runtime, card, notes)
     check_tp(inp, rt, r.model)
     if inp.overhead_gb is not None:
         rt = replace(rt, context_bytes=round(inp.overhead_gb * 1e9), cuda_graph_bytes=0)
@@ -110,9 +114,22 @@ def build_context(inp: PlanInput) -> Context:
     flash = rt.flash_attn if inp.flash_attn is None else inp.flash_attn
     if kvd in ("q8_0", "q4_0"):
         flash = True
-    gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
                    inp.gpu_memory_utilization, gpus, default_rental(), notes)
+
+
+def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: list[str]) -> RuntimeProfile:
+    """An Apple card: the runtime as it runs on unified memory; vLLM-like defaults become llama.cpp."""
+    if not asked and not runs_on(rt, card.stack):
+        notes.append(f"{rt.name} does not run on Apple Metal: planned for llama.cpp (--runtime ollama for Ollama)")
+        rt = default_runtimes().get("llama.cpp")
+    return on_card(rt, True)
+
+
+def _runtime_for(ctx: Context, gpu: Gpu | None) -> RuntimeProfile:
+    if gpu is None or ctx.inp.overhead_gb is not None:
+        return ctx.runtime
+    return on_card(ctx.runtime, gpu.unified_memory)
 
 
 def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> tuple[int, str]:
@@ -151,11 +168,12 @@ def check_context(ctx: Context, context: int) -> None:
                          field="context", hint="pass --allow-long-context to plan it anyway")
 
 
-def memory_for(ctx: Context, context: int) -> Memory:
+def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
+    """gpu: the card when the plan covers several kinds (Apple's unified memory changes the overhead)."""
     s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
                        prefill_chunk=ctx.prefill_chunk, flash_attn=ctx.flash_attn,
                        max_num_seqs=ctx.runtime.max_num_seqs)
-    return estimate(ctx.model, ctx.quant, ctx.engine, s)
+    return estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s)
 
 
 def requires(q: Quant) -> Feature | None:
@@ -202,6 +220,13 @@ class Plan:
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     if opt.gpu.bandwidth_gbps is None:
         return None
+    s = _decode_speed(ctx, mem, opt)
+    if not ctx.model.generates:  # an embedding or reranking model reads its input once and generates nothing
+        return speedmod.Speed(None, None, s.prefill_tokens_per_s, 0)
+    return s
+
+
+def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
     rt, k = ctx.runtime, ctx.engine.speed()
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
@@ -229,7 +254,7 @@ def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
     if context == mem.context:
         return opt, mem, set_why if ctx.runtime.context_tiers else why
     check_context(ctx, context)
-    wide = memory_for(ctx, context)
+    wide = memory_for(ctx, context, gpu)
     again = _smallest_set(ctx, wide, gpu)
     if again is not None:
         return again, wide, default_context(ctx, gpu, again.count)[1]
@@ -242,14 +267,15 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         gpus = [ctx.gpus.get(ctx.inp.gpu)]
     else:
         gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
-    mems: dict[int, tuple[Memory, str]] = {}
+    mems: dict[tuple[int, bool], tuple[Memory, str]] = {}
     out = []
     for gpu in gpus:
         context, why = default_context(ctx, gpu)
-        if context not in mems:
+        key = (context, gpu.unified_memory)
+        if key not in mems:
             check_context(ctx, context)
-            mems[context] = (memory_for(ctx, context), why)
-        mem = mems[context][0]
+            mems[key] = (memory_for(ctx, context, gpu), why)
+        mem = mems[key][0]
         count = cards_per_set(ctx, gpu)
         opt = option_for(ctx, mem, gpu, count)
         # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM
@@ -269,7 +295,39 @@ def plan(inp: PlanInput) -> Plan:
     cards = card_plans(ctx)
     ctx.notes.extend(advice(ctx, cards[0].memory))
     ctx.notes.extend(utilization_advice(ctx, cards[0]))
+    ctx.notes.extend(task_notes(ctx, cards[0]))
     return Plan(ctx, cards)
+
+
+TASK_WORDS = {"embed": ("an embedding model", "embeds"), "rerank": ("a reranker", "scores")}
+
+
+def task_answer(ctx: Context, card: CardPlan) -> dict[str, Any] | None:
+    """An embedding model or reranker in its own terms: input tokens per second (the prefill rate, compute
+    bound: 2 x params per token plus attention over the input) and inputs per second at the plan's context."""
+    m, gpu = ctx.model, card.option.gpu
+    if m.generates:
+        return None
+    tokens = card.memory.context
+    tflops = gpu.tflops(speedmod.precision_of(ctx.quant, gpu)) or gpu.tflops("bf16")
+    # an encoder's tokens attend to the whole input (a causal prefill: half of it on average)
+    rate = speedmod.prefill_tokens_per_s(m, tflops, ctx.engine.speed().prefill_efficiency,
+                                         prompt_tokens=tokens * (2 if m.encoder_only else 1))
+    return {"task": m.task, "input_tokens": tokens, "tokens_per_s": _r(rate, 0),
+            "inputs_per_s": _r(rate / tokens, 1) if rate else None, "gpu": card.option.gpu.name}
+
+
+def task_notes(ctx: Context, card: CardPlan) -> list[str]:
+    a = task_answer(ctx, card)
+    if a is None:
+        return []
+    what, verb = TASK_WORDS[a["task"]]
+    cache = "no KV cache" if ctx.model.encoder_only else "no cache kept between requests"
+    head = f"{ctx.model.name} is {what}: {cache} and no generated tokens, so no decode speed"
+    if a["tokens_per_s"] is None:
+        return [f"{head}; throughput unknown ({a['gpu']} has no tensor TFLOPS in the catalog)"]
+    return [f"{head}; on {a['gpu']} it {verb} about {a['tokens_per_s']:,.0f} input tokens/s "
+            f"(≈{a['inputs_per_s']:,.1f} inputs/s of {a['input_tokens']:,} tokens; compute-bound, like a prefill)"]
 
 
 def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
@@ -351,6 +409,7 @@ def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
             "total_bytes": mem.total_bytes, "bits_per_weight": _r(mem.weights.bits_per_weight, 3),
             "weights_method": mem.weights.method, "weights_by_type": dict(mem.weights.by_type),
             "file_weights_bytes": mem.weights.total_bytes, "host_weights_bytes": mem.host_weights_bytes,
+            "unified_memory": mem.unified_memory,
             "kv_bytes_per_token": kv_per_token(ctx), "context": mem.context, "sequences": mem.sequences,
             "gguf_mix": q.name if isinstance(q, GgufMix) else None, **memory_range_keys(ctx, mem)}
 
@@ -377,6 +436,9 @@ def speed_range_keys(d: dict[str, Any], runtime: str) -> dict[str, Any]:
 
 def _cost(p: Plan, runtime: str) -> dict[str, Any]:
     cost = cost_dict(p)
+    if not p.ctx.model.generates:
+        cost["tokens_per_s_basis"] = "none: the model generates no tokens (its throughput is under 'task')"
+        return cost
     if p.first.speed is not None and p.first.speed.decode_tokens_per_s is None:
         # no calibrated speed for this runtime (transformers, rule-of-thumb): the figures rest on the ceiling
         cost["tokens_per_s_basis"] = "bandwidth ceiling per stream (no calibrated speed for this runtime)"
@@ -421,7 +483,7 @@ def plan_dict(p: Plan) -> dict[str, Any]:
             "memory": memory_dict(p.ctx, first.memory),
             "gpus": [speed_range_keys(option_dict(c.option, c.speed, c.memory), rt) for c in p.cards],
             "speed": speed_range_keys(speed_dict(first), rt), "cost": _cost(p, rt),
-            "answers": answers_dict(p), "notes": list(p.ctx.notes)}
+            "answers": answers_dict(p), "task": task_answer(p.ctx, first), "notes": list(p.ctx.notes)}
 
 
 def answers_dict(p: Plan) -> dict[str, Any]:

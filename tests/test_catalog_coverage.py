@@ -1,0 +1,101 @@
+"""Catalog coverage: the generated GPU rows, Apple unified memory, and the generator staying in step with
+its sourced input tables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cardfit.catalog.gpus import default_gpus
+from cardfit.errors import UnknownNameError
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 2**20
+
+
+def test_generated_catalogs_match_their_source_tables():
+    """scripts/build_catalog.py --check: a hand edit of a generated file, or a table edit without a rebuild,
+    fails here."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_catalog.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_at_least_100_gpus_each_with_sources():
+    gpus = list(default_gpus())
+    assert len(gpus) >= 100
+    for g in gpus:
+        assert g.source and g.usable_source, g.id
+        assert g.bandwidth_gbps, g.id
+
+
+@pytest.mark.parametrize("name,mib,why", [
+    ("T4", 15360, "nvidia-smi, modal-labs/modal-client#2797"),
+    ("A10", 23028, "nvidia-smi, modal-labs/modal-client#2797"),
+    ("A10G", 23028, "nvidia-smi on AWS g5, NVIDIA/DCGM#232"),
+    ("L4", 23034, "nvidia-smi, modal-labs/modal-client#2797"),
+    ("A100 PCIe 40GB", 40960, "nvidia-smi, modal-labs/modal-client#2797"),
+    ("RX 7900 XTX", 24560, "amdgpu VRAM size, ilya-zlobintsev/LACT#533"),
+    # estimated by the gpus.toml rule: the sibling's reserve scaled by capacity
+    ("GH200", 97871, "H100 SXM's 361 MiB reserve x 96/80"),
+    ("L40", 46068, "same 48 GB board memory as the measured L40S"),
+])
+def test_usable_mib(name, mib, why):
+    assert default_gpus().get(name).usable_bytes == mib * MIB, why
+
+
+@pytest.mark.parametrize("name,mib", [
+    # llama.cpp 'recommendedMaxWorkingSetSize' readings (MiB) the wired-limit rule must reproduce
+    ("M1 Pro 16GB", 10922.67),  # abetlen/llama-cpp-python#687 (16 GiB machine)
+    ("M1 Max 32GB", 21845.34),  # ggml-org/llama.cpp#2011
+    ("M2 Max 32GB", 21845.34),  # ollama/ollama#434
+    ("M1 Max 64GB", 49152.00),  # ggml-org/llama.cpp#1870
+    ("M2 Max 96GB", 73728.00),  # ggml-org/llama.cpp#3213
+])
+def test_apple_wired_limit_reproduces_metal_readings(name, mib):
+    g = default_gpus().get(name)
+    assert g.unified_memory and g.stack == "metal" and g.max_count == 1
+    assert abs(g.usable_bytes / MIB - mib) < 0.01
+
+
+def test_apple_chip_without_size_suggests_the_sizes():
+    with pytest.raises(UnknownNameError) as e:
+        default_gpus().get("M3 Max")
+    assert "Apple M3 Max" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["T4", "A10", "A10G", "L4", "L40", "M1 16GB", "M2 Pro 32GB", "M3 Max 128GB",
+                                  "M4 Max 128GB", "M3 Ultra 512GB", "M2 Ultra 192GB", "MI250", "MI325X", "MI355X",
+                                  "RX 7900 XTX", "B300", "GB200", "RTX PRO 6000 Max-Q",
+                                  "RTX PRO 6000 Server Edition"])
+def test_cards_named_in_the_issue_resolve(name):
+    assert default_gpus().get(name)
+
+
+def test_apple_plan_has_no_cuda_context_and_no_host_embedding(run_json):
+    """Unified memory: the GPU's share of RAM is the budget, nothing sits 'in system RAM' apart from it, and
+    there is no CUDA context; vLLM (the default for a Hugging Face id) does not run on Metal."""
+    out = run_json("plan", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "M3 Max 64GB")
+    mem = out["memory"]
+    assert mem["overhead_bytes"] == 0 and mem["host_weights_bytes"] == 0 and mem["unified_memory"]
+    assert out["inputs"]["runtime"] == "llama.cpp"
+    assert any("does not run on Apple Metal" in n for n in out["notes"])
+
+
+def test_apple_card_from_user_catalog(run_cli, tmp_path):
+    cat = tmp_path / "mac.toml"
+    cat.write_text('[[gpu]]\nid = "my-mac"\nname = "My Mac"\nvendor = "apple"\nstack = "metal"\n'
+                   'unified_memory = true\nmax_count = 1\nusable_bytes = 25769803776\nbandwidth_gbps = 273.0\n'
+                   'source = "test"\n')
+    code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "My Mac", "--catalog", str(cat))
+    assert code == 0, err
+    assert "kept in system RAM" not in out and "CUDA context" not in out and "Metal" in out
+
+
+def test_vllm_refuses_apple_cards_in_a_listing(run_json):
+    out = run_json("plan", "meta-llama/Llama-3.1-8B-Instruct")
+    apple = [g for g in out["gpus"] if g["gpu"].startswith("Apple")]
+    assert apple and all(g["verdict"] == "no" and "Metal" in g["reason"] for g in apple)
