@@ -112,9 +112,78 @@ def build_gpus() -> str:
     return HEADER.format(src="gpus.toml") + "\n" + "\n".join(_table("gpu", r) for r in rows)
 
 
+# ---------------------------------------------------------------------------------------------------- models
+
+_SHAPE_KEYS = {"layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "max_context",
+               "attention", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+               "experts", "experts_active", "moe_intermediate", "shared_experts", "dense_layers", "sliding_window",
+               "sliding_layers", "dtype"}
+
+
+def _spec(e: dict[str, Any]) -> Any:
+    sys.path.insert(0, str(ROOT / "src"))
+    from cardfit.catalog.models import ModelSpec
+
+    c = dict(e["config"])
+    tied = c.pop("tied")
+    unknown = set(c) - _SHAPE_KEYS
+    if unknown:
+        raise SystemExit(f"{e['id']}: unknown config keys {sorted(unknown)}")
+    c.setdefault("kv_heads", c["heads"])
+    c.setdefault("head_dim", c["hidden"] // c["heads"])
+    c.setdefault("attention", "gqa" if c["kv_heads"] < c["heads"] else "mha")
+    if c.get("sliding_window"):
+        c.setdefault("sliding_layers", c["layers"])
+    return ModelSpec(id=e["id"], name=e["name"], params=1, model_type=e["model_type"], tied_embeddings=tied,
+                     task=e.get("task", "generate"), **c)
+
+
+def model_row(e: dict[str, Any], ollama_source: str) -> dict[str, Any]:
+    from cardfit.core.tensors import active_shape_params, encoder_params, shape_params
+    from cardfit.readers.config import vision_params
+
+    m = _spec(e)
+    if "params" in e:
+        params, how = e["params"], "params: the model card's count"
+    else:
+        params = encoder_params(m) if m.encoder_only else shape_params(m)
+        how = "params computed from the config shapes by scripts/build_catalog.py"
+    text = 0
+    if "vision" in e:
+        vision = vision_params({"model_type": e["model_type"], "vision_config": e["vision"]}, m.hidden)
+        text, params = params, params + vision
+        how += f"; vision tower + projector {vision / 1e9:.2f}B estimated from vision_config (text_params: language model)"
+    row: dict[str, Any] = {"id": e["id"], "name": e["name"], "hf": e["hf"], "aliases": e.get("aliases"),
+                           "family": e["family"], "model_type": e["model_type"], "params": params,
+                           "text_params": text or None}
+    if m.is_moe:
+        row["active_params"] = min(active_shape_params(m), params)
+    row |= {k: getattr(m, k) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")}
+    row |= {"tied_embeddings": m.tied_embeddings, "max_context": m.max_context, "dtype": m.dtype,
+            "attention": m.attention}
+    row |= {k: e["config"][k] for k in sorted(_SHAPE_KEYS - set(row) - {"dtype"}) if k in e["config"]}
+    if m.sliding_window:
+        row["sliding_layers"] = m.sliding_layers
+    if m.task != "generate":
+        row["task"] = m.task
+    row["source"] = f"https://huggingface.co/{e['hf']}/blob/main/config.json"
+    row["note"] = "; ".join(x for x in (e.get("note"), how) if x)
+    tags = [{"tag": t, "quant": q, "download_gb": gb,
+             "source": ollama_source.format(name=t.split(":")[0])} for t, q, gb in e.get("tags", ())]
+    if tags:
+        row["ollama"] = tags
+    return row
+
+
+def build_models() -> str:
+    src = tomllib.loads((SOURCES / "models.toml").read_text(encoding="utf-8"))
+    rows = [model_row(e, src["defaults"]["ollama_source"]) for e in src["model"]]
+    return HEADER.format(src="models.toml") + "\n" + "\n".join(_table("model", r) for r in rows)
+
+
 # ---------------------------------------------------------------------------------------------------- main
 
-TARGETS = {"gpus_more.toml": build_gpus}
+TARGETS = {"gpus_more.toml": build_gpus, "models_more.toml": build_models}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,3 +99,41 @@ def test_vllm_refuses_apple_cards_in_a_listing(run_json):
     out = run_json("plan", "meta-llama/Llama-3.1-8B-Instruct")
     apple = [g for g in out["gpus"] if g["gpu"].startswith("Apple")]
     assert apple and all(g["verdict"] == "no" and "Metal" in g["reason"] for g in apple)
+
+
+def test_at_least_250_models_and_tags_each_with_a_source():
+    from cardfit.catalog.models import default_models
+
+    models = list(default_models())
+    tags = [t for m in models for t in m.ollama]
+    assert len(models) + len(tags) >= 250
+    for m in models:
+        assert m.source, m.id
+    for t in tags:
+        assert t.source and t.quant, t.tag
+
+
+@pytest.mark.parametrize("tag", ["qwen2.5-coder:7b", "phi3:3.8b", "phi4-mini:3.8b", "llama3:8b", "codellama:13b",
+                                 "qwen2.5vl:7b", "llava:13b", "gemma3:12b", "qwq:32b", "smollm2:1.7b"])
+def test_ollama_weights_match_the_download(run_json, tag):
+    """Ollama's listed download is the GGUF (+ the F16 vision projector for VL tags): cardfit's weights for the
+    tag's own quantization land within 8 % of it (download sizes are rounded to 2 digits on the page)."""
+    out = run_json("plan", tag, "--gpu", "H100")
+    note = next(n for n in out["notes"] if n.startswith("Ollama lists"))
+    listed = float(note.split(" as a ")[1].split(" GB")[0])
+    weights = out["memory"]["file_weights_bytes"] / 1e9
+    assert abs(weights - listed) / listed < 0.08, (weights, listed)
+
+
+@pytest.mark.parametrize("tag", ["nomic-embed-text", "mxbai-embed-large", "bge-m3", "all-minilm:22m",
+                                 "snowflake-arctic-embed2"])
+def test_ollama_embedding_models_have_no_cache_and_no_decode(run_json, tag):
+    out = run_json("plan", tag, "--gpu", "RTX 4090")
+    assert out["memory"]["kv_cache_bytes"] == 0 and out["speed"]["decode_tokens_per_s"] is None
+    assert out["task"]["task"] == "embed" and out["task"]["tokens_per_s"] > 0
+
+
+def test_rerankers_answer_in_their_terms(run_json):
+    out = run_json("plan", "BAAI/bge-reranker-v2-m3", "--gpu", "L4", "--context", "512")
+    assert out["task"]["task"] == "rerank" and out["memory"]["kv_cache_bytes"] == 0
+    assert any("reranker" in n and "scores about" in n for n in out["notes"])

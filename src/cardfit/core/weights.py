@@ -122,6 +122,13 @@ def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Wei
     by_type: dict[str, float] = defaultdict(float)
     total_params = sum(g.n_params * len(p) for g, p in buckets)
     scale = m.params / total_params if m.params else 1.0  # shapes give proportions, the stated count the size
+    vision = m.params - m.text_params if gguf and 0 < m.text_params < m.params else 0
+    if vision:
+        # llama.cpp / Ollama keep a multimodal model's vision tower and projector in their own F16 file
+        # (convert_hf_to_gguf.py --mmproj; Ollama's library pages list it as a separate 'projector' layer):
+        # the quantization mix applies to the language model only
+        scale = m.text_params / total_params
+        by_type["F16"] += vision * 2
     mm = _mix_model(m, legacy_qkv)
     for g, positions in buckets:
         if gguf and g.matrix:
