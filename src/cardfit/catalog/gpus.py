@@ -8,6 +8,7 @@ from functools import cache
 from typing import Any
 
 from ..errors import CatalogError
+from ..names import norm
 from .loader import builtin, merge_records, read_user_file
 from .records import record
 from .registry import Registry
@@ -150,13 +151,13 @@ class GpuRegistry(Registry[Gpu]):
     _local: Gpu | None = None
 
     def find(self, name: str) -> Gpu | None:
-        from .local import is_local, match, read_local
+        if norm(name) != "local":
+            return super().find(name)
+        if self._local is None:
+            from .local import match, read_local  # subprocess & co. only when asked
 
-        if is_local(name):
-            if self._local is None:
-                self._local = match(read_local(), self)
-            return self._local
-        return super().find(name)
+            self._local = match(read_local(), self)
+        return self._local
 
 
 @cache

@@ -2,8 +2,8 @@
 
 Read in this order (the first tool found answers):
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits   ("NVIDIA GeForce RTX 4090, 24564")
-  rocm-smi --showproductname --showmeminfo vram --json                    ("Card Series", "VRAM Total Memory (B)")
-  macOS: sysctl -n hw.memsize, sysctl -n iogpu.wired_limit_mb, system_profiler SPDisplaysDataType ("Chipset Model")
+  rocm-smi --showproductname --showmeminfo vram --json   ("Card Series", "VRAM Total Memory (B)")
+  macOS: sysctl -n hw.memsize and iogpu.wired_limit_mb; system_profiler SPDisplaysDataType ("Chipset Model")
 The catalog card keeps its bandwidth and TFLOPS; its usable bytes become what this machine reports. A card the
 catalog does not know becomes an ad-hoc card with the reported bytes and no speed figures."""
 
@@ -17,14 +17,13 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..errors import CatalogError
-from ..names import norm
 from .gpus import Gpu
 from .registry import Registry
 
 MIB = 2**20
 TIMEOUT_S = 10
-NO_TOOL = ("--gpu local: no nvidia-smi, rocm-smi or macOS system_profiler on this machine's PATH; name the card "
-           "instead (`cardfit gpus` lists them)")
+NO_TOOL = ("--gpu local: no nvidia-smi, rocm-smi or macOS system_profiler on this machine's PATH; name the "
+           "card instead (`cardfit gpus` lists them)")
 _VENDOR_WORDS = re.compile(r"^(nvidia|amd|ati|apple|geforce|radeon|instinct|tesla|quadro)\s+", re.I)
 # macOS default GPU wired limit (iogpu.wired_limit_mb = 0): 2/3 of RAM up to 36 GiB, 3/4 above; source and the
 # readings it reproduces: scripts/catalog_sources/gpus.toml [apple_rule]
@@ -144,7 +143,3 @@ def match(r: Reading, gpus: Registry[Gpu]) -> Gpu:
                unified_memory=r.stack == "metal", max_count=1 if r.stack == "metal" else 0,
                source=f"{r.tool} on this machine; not in the catalog, so no bandwidth or TFLOPS (no speed)",
                origin=f"local ({r.tool})")
-
-
-def is_local(name: str) -> bool:
-    return norm(name) == "local"

@@ -37,8 +37,8 @@ def memory_table(mem: dict[str, Any], unit: str) -> Table:
             f"; token embedding {fmt_bytes(mem['host_weights_bytes'], unit)} kept in system RAM"
             if mem.get("host_weights_bytes") else "")),
         ("KV cache", mem["kv_cache_bytes"], _kv_how(mem)),
-        ("runtime overhead", mem["overhead_bytes"], "none on Apple's unified memory: Metal's buffers are the weights, "
-         "cache and workspace" if mem.get("unified_memory") else "CUDA context, framework, graphs"),
+        ("runtime overhead", mem["overhead_bytes"], "none on Apple's unified memory: Metal's buffers are the "
+         "weights, cache and workspace" if mem.get("unified_memory") else "CUDA context, framework, graphs"),
         ("activations", mem["activation_bytes"], "prefill workspace"),
     ]
     keys = ("weights_bytes", "kv_cache_bytes", "overhead_bytes", "activation_bytes")

@@ -24,6 +24,7 @@ from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
 from .kv import kv_cache_bytes
 from .memory import Memory
+from .weights import projector_bytes
 
 # DDR5-4800 in two channels: 4,800 MT/s × 8 bytes × 2 = 76.8 GB/s theoretical (JEDEC JESD79-5 speed bin;
 # the DDR5 desktop baseline). A user with DDR4-3200 dual channel has 51.2 GB/s: pass --ram-bandwidth.
@@ -71,6 +72,7 @@ def _kind(name: str) -> str:
     return "dense"
 
 
+@lru_cache(maxsize=256)  # once per model and quantization, not once per card of a ranking
 def weight_shares(m: ModelSpec, q: Quant | None = None) -> Shares:
     """Byte shares from the model's real tensors (a file), else from its tensor groups at quantization q
     (each group at its own storage type), else from the parameter counts."""
@@ -272,6 +274,11 @@ def max_sequences(kv_budget_bytes: int, kv_bytes_per_sequence: int) -> int:
     return max(kv_budget_bytes, 0) // kv_bytes_per_sequence
 
 
+def decoded_weight_bytes(m: ModelSpec, mem: Memory, quant: Quant | None) -> int:
+    """The resident weights a text decode can read: not a multimodal model's separate vision projector."""
+    return mem.weights.total_bytes - projector_bytes(m, quant)
+
+
 def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_efficiency: float = 0.0,
              prefill_efficiency: float = 0.0, precision: str = "bf16", tp: int = 1,
              context_filled: int | None = None, quant: Quant | None = None, overhead_s_per_layer: float = 0.0,
@@ -283,7 +290,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
     bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = (prefill_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None) \
         or gpu.tflops(precision) or gpu.tflops("bf16")
-    load = Load(mem.weights.total_bytes, weight_shares(m, quant), kv_read_bytes(m, mem, filled, window_cache),
+    load = Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
+                kv_read_bytes(m, mem, filled, window_cache),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
                 cpu_weight_fraction)
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes

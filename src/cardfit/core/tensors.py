@@ -19,7 +19,8 @@ class TensorGroup:
 def has_shapes(m: ModelSpec) -> bool:
     """Decoder layouts only: an encoder's tensors (biases, two-matrix FFN, position table) are counted by
     encoder_params."""
-    return bool(m.hidden and m.vocab and m.heads and (m.intermediate or m.moe_intermediate)) and not m.encoder_only
+    shaped = m.hidden and m.vocab and m.heads and (m.intermediate or m.moe_intermediate)
+    return bool(shaped) and not m.encoder_only
 
 
 def encoder_params(m: ModelSpec) -> int:

@@ -113,6 +113,15 @@ def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ..
     return tuple(counts.items())
 
 
+def projector_bytes(m: ModelSpec, q: Quant | None) -> int:
+    """llama.cpp / Ollama keep a multimodal model's vision tower and projector in their own F16 file
+    (convert_hf_to_gguf.py --mmproj; Ollama's library pages list it as a separate 'projector' layer): the
+    quantization mix applies to the language model only, and text decoding never reads the projector."""
+    if isinstance(q, GgufMix) and 0 < m.text_params < m.params:
+        return (m.params - m.text_params) * 2
+    return 0
+
+
 @lru_cache(maxsize=8192)
 def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Weights:
     """Per tensor group; `legacy_qkv`: GGUF files quantized before llama.cpp's tensor-category refactor."""
@@ -122,13 +131,10 @@ def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Wei
     by_type: dict[str, float] = defaultdict(float)
     total_params = sum(g.n_params * len(p) for g, p in buckets)
     scale = m.params / total_params if m.params else 1.0  # shapes give proportions, the stated count the size
-    vision = m.params - m.text_params if gguf and 0 < m.text_params < m.params else 0
+    vision = projector_bytes(m, q)
     if vision:
-        # llama.cpp / Ollama keep a multimodal model's vision tower and projector in their own F16 file
-        # (convert_hf_to_gguf.py --mmproj; Ollama's library pages list it as a separate 'projector' layer):
-        # the quantization mix applies to the language model only
         scale = m.text_params / total_params
-        by_type["F16"] += vision * 2
+        by_type["F16"] += vision
     mm = _mix_model(m, legacy_qkv)
     for g, positions in buckets:
         if gguf and g.matrix:

@@ -106,9 +106,9 @@ def setup(inp: SpeedInput) -> Setup:
     shares = sp.weight_shares(m, ctx.quant)
     cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
-    load = sp.Load(mem.weights.total_bytes, shares, sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
-                   sp.decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim or 4096,
-                   cpu_frac, cpu_moe)
+    load = sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), shares,
+                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache), sp.decode_flops_per_token(m, filled),
+                   m.layers, m.hidden or m.heads * m.head_dim or 4096, cpu_frac, cpu_moe)
     one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
     budget = opt.budget_bytes - (mem.weights_bytes + opt.count * mem.per_card_fixed_bytes)
     return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
