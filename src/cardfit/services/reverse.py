@@ -140,7 +140,7 @@ def largest_model(inp: PlanInput) -> dict[str, Any]:
                              "fits at it", field="quant", hint="try --quant int8, Q8_0 or Q4_K_M")
     fits = []
     for m in default_models():
-        if m.id.startswith("shape-"):
+        if m.id.startswith("shape-") or not m.generates:  # embedders and rerankers answer other questions
             continue
         try:
             ctx = build_context(inp.replace(model=m.id))
