@@ -171,17 +171,26 @@ def model_row(e: dict[str, Any], ollama_source: str) -> dict[str, Any]:
         row["task"] = m.task
     row["source"] = f"https://huggingface.co/{e['hf']}/blob/main/config.json"
     row["note"] = "; ".join(x for x in (e.get("note"), how) if x)
-    tags = [{"tag": t, "quant": q, "download_gb": gb,
-             "source": ollama_source.format(name=t.split(":")[0])} for t, q, gb in e.get("tags", ())]
+    tags = _tags(e, ollama_source)
     if tags:
         row["ollama"] = tags
     return row
 
 
+def _tags(e: dict[str, Any], ollama_source: str) -> list[dict[str, Any]]:
+    """[tag, quant] or [tag, quant, download GB] (the size left out where the page's figure is not the GGUF
+    of that quant alone)."""
+    return [{"tag": t[0], "quant": t[1], "download_gb": t[2] if len(t) > 2 else None,
+             "source": ollama_source.format(name=t[0].split(":")[0])} for t in e.get("tags", ())]
+
+
 def build_models() -> str:
     src = tomllib.loads((SOURCES / "models.toml").read_text(encoding="utf-8"))
-    rows = [model_row(e, src["defaults"]["ollama_source"]) for e in src["model"]]
-    return HEADER.format(src="models.toml") + "\n" + "\n".join(_table("model", r) for r in rows)
+    osrc = src["defaults"]["ollama_source"]
+    rows = [model_row(e, osrc) for e in src["model"]]
+    extra = [{"model": e["model"], "ollama": _tags(e, osrc)} for e in src.get("tags", ())]
+    return (HEADER.format(src="models.toml") + "\n" + "\n".join(_table("model", r) for r in rows)
+            + "\n" + "\n".join(_table("tags", r) for r in extra))
 
 
 # ---------------------------------------------------------------------------------------------------- main

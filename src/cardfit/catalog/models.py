@@ -168,7 +168,19 @@ BUILTIN_FILES = ("models.toml", "models_more.toml")
 
 @cache
 def _builtin_rows() -> tuple[dict[str, Any], ...]:
-    return tuple(row for name in BUILTIN_FILES for row in builtin(name)["model"])
+    rows = [row for name in BUILTIN_FILES for row in builtin(name)["model"]]
+    return tuple(_with_extra_tags(rows, builtin("models_more.toml").get("tags", [])))
+
+
+def _with_extra_tags(rows: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """models_more.toml's [[tags]] tables add Ollama tags to hand-written rows (by model id)."""
+    by_id = {r["id"]: i for i, r in enumerate(rows)}
+    for t in extra:
+        if t.get("model") not in by_id:
+            raise CatalogError(f"[[tags]] for unknown model '{t.get('model')}'", path="models_more.toml")
+        i = by_id[t["model"]]
+        rows[i] = {**rows[i], "ollama": [*rows[i].get("ollama", ()), *t["ollama"]]}
+    return rows
 
 
 def load_models(user_files: tuple[str, ...] = ()) -> Registry[ModelSpec]:
