@@ -137,3 +137,18 @@ def test_rerankers_answer_in_their_terms(run_json):
     out = run_json("plan", "BAAI/bge-reranker-v2-m3", "--gpu", "L4", "--context", "512")
     assert out["task"]["task"] == "rerank" and out["memory"]["kv_cache_bytes"] == 0
     assert any("reranker" in n and "scores about" in n for n in out["notes"])
+
+
+@pytest.mark.parametrize("model_id,hf_params", [
+    # the "Model size" each Hugging Face model page states (safetensors total); the generator counts the
+    # parameters from config.json shapes alone, so a wrong shape in the source table shows up here
+    ("deepseek-coder-v2-lite", 15.7e9), ("qwen3-coder-30b-a3b", 30.5e9), ("phi-3-mini", 3.82e9),
+    ("phi-3-medium", 13.96e9), ("gemma-7b", 8.54e9), ("codellama-34b", 33.7e9), ("yi-34b", 34.4e9),
+    ("llama-2-70b", 69.0e9), ("falcon3-7b", 7.46e9), ("granite-3.3-8b", 8.17e9), ("olmo-2-7b", 7.3e9),
+    ("command-r-35b", 35.0e9), ("qwen2.5-vl-7b", 8.29e9), ("llava-1.6-7b", 7.06e9),
+    ("mxbai-embed-large-v1", 335e6), ("bge-m3", 568e6), ("mistral-large-123b", 123e9), ("qwen2-72b", 72.7e9),
+])
+def test_generated_params_match_the_model_pages(model_id, hf_params):
+    from cardfit.catalog.models import default_models
+
+    assert abs(default_models().get(model_id).params / hf_params - 1) < 0.006
