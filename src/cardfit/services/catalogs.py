@@ -23,7 +23,8 @@ def gpu_rows(gpus: Iterable[Any]) -> list[dict[str, Any]]:
             "usd_per_gb_month": round(per_gb, 2) if per_gb else None,  # seed 002 §06
             "gbps_per_usd_month": round(g.bandwidth_gbps / g.monthly_usd, 2)
             if g.monthly_usd and g.bandwidth_gbps else None,
-            "min_count": g.min_count, "price_source": g.price_source or None, "source": g.source})
+            "min_count": g.min_count, "max_count": g.max_count or None, "unified_memory": g.unified_memory,
+            "usable_source": g.usable_source, "price_source": g.price_source or None, "source": g.source})
     return rows
 
 
@@ -33,7 +34,8 @@ def model_rows(models: Iterable[Any]) -> list[dict[str, Any]]:
     return [{"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params, "active_params": m.active,
              "layers": m.layers, "attention": m.attention, "kv_bytes_per_token": kv_bytes_per_token(m),
              "max_context": m.max_context or None, "ollama": [t.tag for t in m.ollama],
-             "aliases": list(m.aliases), "source": m.source} for m in models]
+             "aliases": list(m.aliases), "task": m.task, "text_params": m.text_params or None,
+             "source": m.source} for m in models]
 
 
 def quant_view(qc: Any) -> dict[str, Any]:
