@@ -154,10 +154,28 @@ class GpuRegistry(Registry[Gpu]):
         if norm(name) != "local":
             return super().find(name)
         if self._local is None:
-            from .local import match, read_local  # subprocess & co. only when asked
+            from .local import read_local  # subprocess & co. only when asked
 
-            self._local = match(read_local(), self)
+            self._local = self._match(read_local())
         return self._local
+
+    def _match(self, r: Any) -> Gpu:
+        """The catalog card with this name (vendor words optional) and about this memory, with the bytes this
+        machine reports (catalog/local.py Reading); else an ad-hoc card with no speed figures."""
+        from dataclasses import replace
+
+        from .local import candidates
+
+        for name in candidates(r):
+            g = super().find(name)
+            if g is not None and (r.memory_gib or abs(g.usable_bytes - r.usable_bytes) <= 0.1 * g.usable_bytes):
+                return replace(g, usable_bytes=r.usable_bytes, usable_measured=True,
+                               usable_source=f"this machine ({r.tool})", origin=f"local ({r.tool})")
+        return Gpu(id="local", name=r.name, vendor=r.vendor, usable_bytes=r.usable_bytes, stack=r.stack,
+                   usable_measured=True, usable_source=f"this machine ({r.tool})",
+                   unified_memory=r.stack == "metal", max_count=1 if r.stack == "metal" else 0,
+                   source=f"{r.tool} on this machine; not in the catalog, so no bandwidth or TFLOPS (no speed)",
+                   origin=f"local ({r.tool})")
 
 
 @cache

@@ -13,12 +13,10 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ..errors import CatalogError
-from .gpus import Gpu
-from .registry import Registry
 
 MIB = 2**20
 TIMEOUT_S = 10
@@ -115,7 +113,8 @@ def read_local() -> Reading:
     raise CatalogError(NO_TOOL)
 
 
-def _candidates(r: Reading) -> list[str]:
+def candidates(r: Reading) -> list[str]:
+    """The names to look the card up by: as reported, then without vendor words (and with the RAM, Apple)."""
     names = [r.name]
     if r.memory_gib:
         names.insert(0, f"{r.name} {r.memory_gib}GB")
@@ -128,18 +127,3 @@ def _candidates(r: Reading) -> list[str]:
                 break
             n = stripped
     return out
-
-
-def match(r: Reading, gpus: Registry[Gpu]) -> Gpu:
-    """The catalog card with this name (vendor words optional) and about this memory, with the bytes this
-    machine reports; else an ad-hoc card."""
-    for name in _candidates(r):
-        g = gpus.find(name)
-        if g is not None and (r.memory_gib or abs(g.usable_bytes - r.usable_bytes) <= 0.1 * g.usable_bytes):
-            return replace(g, usable_bytes=r.usable_bytes, usable_measured=True,
-                           usable_source=f"this machine ({r.tool})", origin=f"local ({r.tool})")
-    return Gpu(id="local", name=r.name, vendor=r.vendor, usable_bytes=r.usable_bytes, stack=r.stack,
-               usable_measured=True, usable_source=f"this machine ({r.tool})",
-               unified_memory=r.stack == "metal", max_count=1 if r.stack == "metal" else 0,
-               source=f"{r.tool} on this machine; not in the catalog, so no bandwidth or TFLOPS (no speed)",
-               origin=f"local ({r.tool})")
