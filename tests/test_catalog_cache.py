@@ -74,9 +74,11 @@ CORRUPTIONS = {
     "empty file": lambda p: p.write_bytes(b""),
     "a list": lambda p: p.write_text("[1, 2]"),
     "not JSON": lambda p: p.write_bytes(b"\xff\xfe garbage"),
-    "other data, same schema": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "data": "{}"})),
+    "other data, same schema": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()),
+                                                                  "data": "{}"})),
     "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
-    "another source": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "source_sha256": "0" * 64})),
+    "another source": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()),
+                                                         "source_sha256": "0" * 64})),
     "huge": lambda p: p.write_bytes(b" " * (64 * 2**20)),
 }
 

@@ -67,7 +67,8 @@ def gguf_bytes(kv: list[tuple[str, int, bytes]], tensors: list[tuple[str, list[i
 
 
 ARCH = [("general.architecture", 8, _s("llama")), ("llama.block_count", 4, struct.pack("<I", 1)),
-        ("llama.embedding_length", 4, struct.pack("<I", 32)), ("llama.attention.head_count", 4, struct.pack("<I", 4))]
+        ("llama.embedding_length", 4, struct.pack("<I", 32)),
+        ("llama.attention.head_count", 4, struct.pack("<I", 4))]
 
 
 def _gguf_file(path: Path, kv, tensors, **kw) -> Path:
@@ -136,7 +137,8 @@ def test_log_fifo_is_refused(tmp_path):
 
 def test_safetensors_with_too_many_tensors_fails_fast(tmp_path):
     n = src_mod.MAX_TENSORS + 1
-    header = "{" + ",".join(f'"t{i}":{{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}' for i in range(n)) + "}"
+    one = '{"dtype":"U8","shape":[0],"data_offsets":[0,0]}'
+    header = "{" + ",".join(f'"t{i}":{one}' for i in range(n)) + "}"
     raw = header.encode()
     (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
     write_json(tmp_path / "config.json", TINY_LLAMA)
@@ -148,7 +150,8 @@ def test_safetensors_shards_together_are_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(src_mod, "MAX_TENSORS", 3)
     write_json(tmp_path / "config.json", TINY_LLAMA)
     for k in range(2):
-        header = json.dumps({f"s{k}t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(2)})
+        empty = {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}
+        header = json.dumps({f"s{k}t{i}": empty for i in range(2)})
         (tmp_path / f"model-0000{k + 1}-of-00002.safetensors").write_bytes(struct.pack("<Q", len(header))
                                                                             + header.encode())
     assert "tensors" in _error(tmp_path)

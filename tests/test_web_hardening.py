@@ -85,7 +85,8 @@ def test_budget_stops_a_runaway_computation():
 def test_budget_error_is_a_503(client, monkeypatch):
     from cardfit.web import app as app_mod
 
-    tight = TestClient(create_app(budget=WorkBudget(cpu_s=0.0001, wall_s=0.0001)), raise_server_exceptions=False)
+    tight = TestClient(create_app(budget=WorkBudget(cpu_s=0.0001, wall_s=0.0001)),
+                       raise_server_exceptions=False)
     monkeypatch.setattr(app_mod, "_validation", lambda kind, runtime: time.sleep(0.5) or b"{}")
     r = tight.get("/api/validate")
     assert r.status_code == 503 and "more than" in r.json()["error"]
@@ -95,7 +96,8 @@ def test_budget_error_is_a_503(client, monkeypatch):
 
 @pytest.mark.parametrize("items", [[None], [{}], [1e999], [10**21], [65_537], ["1,1e999"], [[1]]])
 def test_concurrency_items(client, items):
-    body = json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": items}).replace("Infinity", "1e999")
+    body = json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": items})
+    body = body.replace("Infinity", "1e999")
     r = client.post("/api/speed", content=body, headers={"content-type": "application/json"})
     assert "concurrency" in one_line_error(r)
 
@@ -166,7 +168,8 @@ def test_web_never_reads_the_servers_ollama_store(monkeypatch, tmp_path):
     assert r.status_code == 200, r.text[:300]
     assert r.json()["model"]["origin"] == "catalog"
     monkeypatch.delenv("OLLAMA_MODELS")
-    assert TestClient(create_app()).post("/api/plan", json={"model": "qwen3:8b", "gpu": "RTX 4090"}).json() == r.json()
+    plain = TestClient(create_app()).post("/api/plan", json={"model": "qwen3:8b", "gpu": "RTX 4090"})
+    assert plain.json() == r.json()
 
 
 def test_cli_still_reads_the_ollama_store(run_cli, tmp_path):
@@ -184,7 +187,8 @@ def test_a_file_in_the_servers_folder_is_not_read(monkeypatch, tmp_path, client)
 
 # ---- the fuzzed request set --------------------------------------------------------------------------
 
-JUNK = [None, True, False, 0, -1, 1.5, 1e308, -1e308, 10**30, -(10**30), 2**63, "", " ", "x" * 5000, "\x00\ud7ff",
+JUNK = [None, True, False, 0, -1, 1.5, 1e308, -1e308, 10**30, -(10**30), 2**63, "", " ", "x" * 5000,
+        "\x00\ud7ff",
         "../../etc/passwd", "/etc/passwd", "~/.ollama", "C:\\Windows", "%s%n", "qwen3:8b", "meta-llama/x",
         [], [None], [{}], [1e308], [10**30], {}, {"a": 1}, {"__proto__": 1}, "1,2,3", "NaN", "Infinity"]
 
@@ -193,10 +197,14 @@ def _deep(n: int) -> str:
     return "[" * n + "]" * n
 
 
-def fuzz_requests(routes: list[tuple[str, str, list[str]]], rng: random.Random) -> list[tuple[str, str, bytes]]:
+Route = tuple[str, str, list[str]]
+
+
+def fuzz_requests(routes: list[Route], rng: random.Random) -> list[tuple[str, str, bytes]]:
     """(method, path, body) for every route: raw junk, typed junk in every known field, deep nesting, huge
     numbers written as JSON text."""
-    raw = [b"", b"{", b"null", b"[]", b"\"x\"", b"{}", b"\xff\xfe", b"{\"a\":" * 5000, _deep(100_000).encode(),
+    raw = [b"", b"{", b"null", b"[]", b"\"x\"", b"{}", b"\xff\xfe", b"{\"a\":" * 5000,
+           _deep(100_000).encode(),
            b"{\"model\": 1e999}", b"{\"context\": 1" + b"0" * 4000 + b"}",
            b"{\"params\": 1" + b"0" * 400 + b"}", b"{\"hourly\": -1" + b"0" * 400 + b"}",
            b"{\"model\": \"" + b"\\ud800" * 50 + b"\"}",

@@ -52,7 +52,8 @@ def stop(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     home = str(tmp_path_factory.mktemp("serve-home"))
-    proc, port = start_server("--request-timeout", str(REQUEST_TIMEOUT_S), "--allow-host", "cardfit.lan", home=home)
+    proc, port = start_server("--request-timeout", str(REQUEST_TIMEOUT_S), "--allow-host", "cardfit.lan",
+                              home=home)
     try:
         yield proc, f"http://127.0.0.1:{port}", port
     finally:
@@ -136,7 +137,8 @@ def test_host_header_names_this_server(server, host, ok):
 
 def test_allow_host_adds_a_name(server):
     _, base, port = server
-    assert httpx.get(base + "/api/health", headers={"Host": f"cardfit.lan:{port}"}, timeout=5).status_code == 200
+    named = httpx.get(base + "/api/health", headers={"Host": f"cardfit.lan:{port}"}, timeout=5)
+    assert named.status_code == 200
     assert httpx.get(base + "/api/health", headers={"Host": "other.lan"}, timeout=5).status_code == 400
 
 
@@ -162,8 +164,8 @@ def test_short_load_run_has_no_5xx_and_little_memory(server):
             for i in range(20):
                 method, path, body = LOAD[(k + i) % len(LOAD)]
                 if body is not None and i % 3 == 0:  # every third one uncached: the arithmetic runs
-                    body = {**body, "context": 1024 + 64 * (k * 20 + i)} if "model" in body and "gpu" in body \
-                        else body
+                    if "model" in body and "gpu" in body:
+                        body = {**body, "context": 1024 + 64 * (k * 20 + i)}
                 codes.append(c.request(method, path, json=body).status_code)
         return codes
 

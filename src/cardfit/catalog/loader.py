@@ -75,8 +75,8 @@ def builtin(name: str) -> dict[str, Any]:
 
 def _read_cache(path: Path, name: str, source_sha: str, limit: int) -> dict[str, Any] | None:
     """The cached catalog, or None when the record is missing or wrong in any way: not a regular file (a FIFO
-    would hang, /dev/zero never ends), over `limit` bytes, not the record schema, made from other source bytes,
-    or data whose hash does not match (truncated, edited)."""
+    would hang, /dev/zero never ends), over `limit` bytes, not the record schema, made from other source
+    bytes, or data whose hash does not match (truncated, edited)."""
     from ..errors import CardfitError
     from ..readers.source import read_regular
 
@@ -101,8 +101,9 @@ def _read_cache(path: Path, name: str, source_sha: str, limit: int) -> dict[str,
 def _write_cache(path: Path, name: str, source_sha: str, data: dict[str, Any]) -> None:
     try:
         text = json.dumps(data)  # TOML dates are not JSON: such a file is simply not cached
-        record = {"format": CACHE_FORMAT, "source": name, "source_sha256": source_sha,
-                  "data_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), "data": text}
+        data_sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        record = {"format": CACHE_FORMAT, "source": name, "source_sha256": source_sha, "data_sha256": data_sha,
+                  "data": text}
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the XDG spec's mode for new folders
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record), encoding="utf-8")

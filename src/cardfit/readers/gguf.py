@@ -78,8 +78,8 @@ class _Cursor:
                 self.ensure(pos + 8)
             (n,) = unpack("<Q", self.buf, pos)
             if n > most:
-                raise FileFormatError(self.src.name, f"GGUF string of {n:,} bytes is over the {most:,}-byte limit",
-                                      hint=_HINT)
+                raise FileFormatError(self.src.name, f"GGUF string of {n:,} bytes is over the {most:,}-byte "
+                                      "limit", hint=_HINT)
             pos += 8 + n
             if pos > len(self.buf):
                 self.ensure(pos)
@@ -127,26 +127,26 @@ def parse(src: Source) -> GgufHeader:
                               hint="convert it with a current llama.cpp")
     n_tensors, n_kv = c.unpack("<Q"), c.unpack("<Q")
     if n_tensors > source.MAX_GGUF_TENSORS:
-        raise FileFormatError(src.name, f"GGUF claims {n_tensors:,} tensors, over the {source.MAX_GGUF_TENSORS:,} "
-                              "limit", hint=_HINT)
+        raise FileFormatError(src.name, f"GGUF claims {n_tensors:,} tensors, over the "
+                              f"{source.MAX_GGUF_TENSORS:,} limit", hint=_HINT)
     if n_kv > source.MAX_GGUF_KV:
-        raise FileFormatError(src.name, f"GGUF claims {n_kv:,} metadata keys, over the {source.MAX_GGUF_KV:,} "
-                              "limit", hint=_HINT)
+        raise FileFormatError(src.name, f"GGUF claims {n_kv:,} metadata keys, over the "
+                              f"{source.MAX_GGUF_KV:,} limit", hint=_HINT)
     meta: dict[str, Any] = {}
     for _ in range(n_kv):
         key = c.string()
-        if key in meta:  # llama.cpp gguf.cpp (gguf_init_from_reader) rejects duplicate keys
+        if key in meta:  # llama.cpp gguf.cpp gguf_init_from_reader: "duplicate key" (source.GGUF_MAX_NAME)
             raise FileFormatError(src.name, f"GGUF metadata key '{shown(key)}' appears twice", hint=_HINT)
         meta[key] = _value(c, c.unpack("<I"))
     tensors, types, data_end, seen = [], [], 0, set()
     for _ in range(n_tensors):
         tname = c.string()
         if len(tname.encode()) >= GGUF_MAX_NAME:
-            raise FileFormatError(src.name, f"tensor name '{shown(tname)}' is over ggml's {GGUF_MAX_NAME - 1}-byte "
-                                  "limit", hint=_HINT)
-        if tname in seen:  # llama.cpp gguf.cpp: "make sure there are no duplicate tensor names"
-            raise FileFormatError(src.name, f"tensor '{shown(tname)}' appears twice (llama.cpp refuses such files)",
-                                  hint=_HINT)
+            raise FileFormatError(src.name, f"tensor name '{shown(tname)}' is over ggml's "
+                                  f"{GGUF_MAX_NAME - 1}-byte limit", hint=_HINT)
+        if tname in seen:  # llama.cpp gguf.cpp gguf_init_from_reader: "duplicate tensor name" (ditto)
+            raise FileFormatError(src.name, f"tensor '{shown(tname)}' appears twice (llama.cpp refuses such "
+                                  "files)", hint=_HINT)
         seen.add(tname)
         nd = c.unpack("<I")
         if nd > GGUF_MAX_DIMS:

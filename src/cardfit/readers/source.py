@@ -25,7 +25,8 @@ MAX_GGUF_KV = 4096  # metadata keys: real files carry 20-60 (general.*, {arch}.*
 # The longest GGUF arrays are tokenizer vocabularies: Gemma 3's 262,144 tokens, Llama 3's 280,147 merges.
 MAX_GGUF_ARRAY = 2**20
 MAX_GGUF_STRING = 2**20  # the longest strings are chat templates, a few KB (Llama 3.1's: about 4 KB)
-# ggml.h GGML_MAX_NAME = 64 including the NUL; gguf.cpp (gguf_init_from_reader) rejects longer names
+# ggml.h GGML_MAX_NAME = 64 including the NUL; llama.cpp ggml/src/gguf.cpp gguf_init_from_reader (commit
+# 067d44f6c48459f7a82dbafc6fbd0bae97755a4e) rejects a name of 64 bytes or more, and duplicate names and keys
 GGUF_MAX_NAME = 64
 GGUF_MAX_DIMS = 4  # ggml.h GGML_MAX_DIMS; gguf.cpp rejects a tensor with more dimensions
 # metadata + tensor infos: Gemma 3's 262,144-token vocabulary with its scores and types is about 6 MB
@@ -112,7 +113,8 @@ def read_regular(path: str, limit: int, what: str = "file", offset: int = 0, n: 
                                       hint="is this the right file?")
             data = _read_fd(fd, 0, limit + 1)
             if len(data) > limit:  # grew while read
-                raise FileFormatError(path, f"{what} is over the {limit:,}-byte limit", hint="is this the right file?")
+                raise FileFormatError(path, f"{what} is over the {limit:,}-byte limit",
+                                      hint="is this the right file?")
             return data
         return _read_fd(fd, offset, min(n, limit))
     except OSError as e:

@@ -76,7 +76,8 @@ def _listen_error(host: str, port: int, e: OSError) -> InputError:
 async def send_json(send: Callable, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -227,7 +228,8 @@ class WorkBudget:
         try:
             await asyncio.wait_for(self._slots.acquire(), self.queue_s)
         except TimeoutError:
-            raise BudgetExceededError("the server is busy with other requests", hint="try again shortly") from None
+            raise BudgetExceededError("the server is busy with other requests",
+                                      hint="try again shortly") from None
         try:
             ctx = contextvars.copy_context()
             return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, ctx, fn, args)
