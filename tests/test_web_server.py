@@ -174,3 +174,22 @@ def test_short_load_run_has_no_5xx_and_little_memory(server):
     assert len(codes) == 320
     assert not [c for c in codes if c >= 500]
     assert rss_mb(proc.pid) < RSS_LIMIT_MB
+
+
+def test_fuzzed_requests_over_the_wire_keep_memory_flat(server):
+    """A sample of the fuzzed request set (test_web_hardening) sent to the real server: no 5xx, and the
+    server's memory stays under the limit afterwards."""
+    import random
+
+    from .test_web_hardening import fuzz_requests
+
+    proc, base, _ = server
+    routes = [("POST", p, ["model", "gpu", "context", "batch", "concurrency", "config_json", "tokens_per_s"])
+              for p in ("/api/plan", "/api/max-context", "/api/speed", "/api/finetune", "/api/breakeven",
+                        "/api/read/config", "/api/read/log")]
+    sample = random.Random(15).sample(fuzz_requests(routes, random.Random(15)), 150)
+    with httpx.Client(base_url=base, timeout=30) as c:
+        for method, path, body in sample:
+            r = c.request(method, path, content=body, headers={"content-type": "application/json"})
+            assert r.status_code < 500, (path, body[:200], r.text[:300])
+    assert rss_mb(proc.pid) < RSS_LIMIT_MB
