@@ -63,3 +63,14 @@ class MissingFigureError(CardfitError, ValueError):
 
 class NetworkError(CardfitError, OSError):
     """Reading from the Hugging Face Hub failed."""
+
+
+def need_extra(*modules: str, extra: str, what: str) -> None:
+    """One line naming the extra to install when a feature's optional packages are missing (`pip install
+    cardfit` is the CLI and library; the web server, charts, GGUF files and the Hub are extras)."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise InputError(f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not "
+                         f"installed", field=extra, hint=f"pip install 'cardfit[{extra}]'")

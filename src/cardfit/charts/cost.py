@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, need_extra
 
 FORMATS = (".png", ".svg")
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -23,6 +23,7 @@ def plot_breakeven(report: dict[str, Any], path: str) -> dict[str, Any]:
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise InputError(f"--plot needs a .png or .svg file name (got '{path}')", field="plot")
+    need_extra("matplotlib", extra="plot", what="--plot")
     import matplotlib
 
     matplotlib.rcParams["svg.fonttype"] = "none"  # keep labels as <text> in SVG

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, need_extra
 
 FORMATS = {".png": "png", ".svg": "svg"}
 
@@ -15,11 +15,9 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise InputError(f"--plot {path}: use a .png or .svg file name", field="plot")
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        raise InputError("--plot needs matplotlib", field="plot", hint="pip install 'cardfit[plot]' or "
-                         "pip install matplotlib") from None
+    need_extra("matplotlib", extra="plot", what="--plot")
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

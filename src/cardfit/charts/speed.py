@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, need_extra
 
 FORMATS = {".png": "png", ".svg": "svg"}
 
@@ -14,11 +14,9 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
         raise InputError(f"--plot {path}: use a .png or .svg file name", field="plot")
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        raise InputError("--plot needs matplotlib", field="plot", hint="pip install 'cardfit[plot]' or "
-                         "pip install matplotlib") from None
+    need_extra("matplotlib", extra="plot", what="--plot")
+    import matplotlib
+
     matplotlib.use("Agg")
     matplotlib.rcParams["text.parse_math"] = False  # a "$" in a model name is text
     matplotlib.rcParams["svg.fonttype"] = "none"  # keep labels as <text> in SVG

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import InputError
+from ..errors import InputError, need_extra
 
 if TYPE_CHECKING:  # the chart draws a report; services/validate.py imports this module when asked to plot
     from ..services.validate import Report
@@ -12,13 +12,11 @@ if TYPE_CHECKING:  # the chart draws a report; services/validate.py imports this
 
 def write_plot(report: Report, path: str) -> None:
     """One panel: predicted / measured per record, grouped by kind, with the ±2/3/5/20 % target bands."""
-    try:
-        import matplotlib
+    need_extra("matplotlib", extra="plot", what="--plot")
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ModuleNotFoundError as e:
-        raise InputError("--plot needs matplotlib", hint="pip install matplotlib") from e
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     kinds = [k for k, v in report.kinds.items() if v["n"]]
     fig, ax = plt.subplots(figsize=(10, 0.6 * len(kinds) + 2))
     for y, kind in enumerate(kinds):

@@ -35,6 +35,9 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
     import threading
     import webbrowser
 
+    from ..errors import need_extra
+
+    need_extra("fastapi", "uvicorn", extra="web", what="cardfit serve")
     from ..web import create_app
     from ..web.server import allowed_hosts, run
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.models import TensorInfo
-from ..errors import FileFormatError
+from ..errors import FileFormatError, need_extra
 from . import source
 from .source import GGUF_MAX_DIMS, GGUF_MAX_NAME, MAX_DIM, Source, shown
 
@@ -116,6 +116,7 @@ class _StringArray(int):
 
 
 def parse(src: Source) -> GgufHeader:
+    need_extra("gguf", extra="gguf", what="reading a .gguf file")
     import gguf  # heavy; only when a GGUF is read
 
     c = _Cursor(src)

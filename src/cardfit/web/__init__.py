@@ -10,6 +10,9 @@ from typing import Any
 
 def create_app(**kwargs: Any) -> Any:
     """The FastAPI application (see `cardfit.web.app.create_app`)."""
+    from ..errors import need_extra
+
+    need_extra("fastapi", "pydantic", extra="web", what="the web app")
     from .app import create_app as _create
 
     return _create(**kwargs)
