@@ -3,6 +3,8 @@ The label always matches the divisor: GB = 10**9 bytes, GiB = 2**30 bytes."""
 
 from __future__ import annotations
 
+import math
+
 GB = 10**9
 GIB = 2**30
 MIB = 2**20
@@ -32,3 +34,10 @@ def fmt_tokens(n: int) -> str:
     if n >= 1024 and n % 1024 == 0:
         return f"{n // 1024:,}K"
     return f"{n:,}"
+
+
+def rounded(x: float | None, digits: int = 2) -> float | None:
+    """A figure for JSON: rounded to `digits`, or None where there is none (None, NaN, infinite)."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return round(x, digits)

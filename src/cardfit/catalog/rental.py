@@ -22,6 +22,15 @@ class RentalRules:
     def discount(self, count: int) -> float:
         return max((f for n, f in self.discounts if count >= n), default=0.0)
 
+    def nodes(self, count: int) -> int:
+        """Nodes a set of `count` cards spans (node_size cards per node)."""
+        return max(-(-count // self.node_size), 1)
+
+    def larger_sets(self, min_count: int = 1, max_nodes: int = 64) -> list[int]:
+        """Set sizes to try after one card, smallest first: 2/4/8 inside a node, then whole nodes."""
+        sizes = [n for n in self.set_sizes if n > 1 and n >= min_count]
+        return sizes + [self.node_size * k for k in range(2, max_nodes + 1)]
+
 
 # the keys of data/rental.toml (its tables map onto RentalRules by the reader below)
 RENTAL_KEYS = frozenset({"set_sizes", "node_size", "min_term_days", "discount", "source"})

@@ -46,14 +46,12 @@ class Option:
     refusal: Refusal | None = None  # set with verdict NO
     monthly_usd: float | None = None  # whole set, after volume discount
     gpu_layer_fraction: float = 1.0  # offload: share of the weights+cache that stays on the GPU
+    nodes: int = 1  # nodes the set spans (RentalRules.node_size cards each)
 
     @property
     def free_bytes(self) -> int:
         return self.budget_bytes - self.need_bytes
 
-    @property
-    def nodes(self) -> int:
-        return 1 if self.count <= 8 else -(-self.count // 8)
 
     @property
     def fits(self) -> bool:
@@ -110,7 +108,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     need = need_on(mem, count, rt.kv_copies(model, tp or count))
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
-                need_bytes=need, monthly_usd=price)
+                need_bytes=need, monthly_usd=price, nodes=rules.nodes(count))
     why = unsupported(gpu, requires, rt.profile, count)
     if why:
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
@@ -142,9 +140,7 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
     if gpu.max_count == 1:
         return None
-    sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
-    sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
-    for n in sizes:
+    for n in rules.larger_sets(gpu.min_count, max_nodes):
         opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization, margin_bytes=margin_bytes,
                     model=model)
         if opt.fits:
@@ -154,7 +150,7 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
     return None
 
 
-def rank(options: list[Option], node_size: int = 8) -> list[Option]:
+def rank(options: list[Option], node_size: int) -> list[Option]:
     """Cheapest first among what fits, in the seed's order of preference (seed 002 §05): a single card,
     then a set inside one node, then whole nodes; unpriced cards after priced ones of their group, the
     smallest first; then CPU offload; then what does not fit, largest first."""

@@ -9,6 +9,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from ..errors import UnknownNameError
 from ..names import closest
+from .search import largest_true
 
 # Bytes per cached element ×32 (exact for the block formats): llama.cpp q8_0 = 34 bytes per 32 values,
 # q4_0 = 18 bytes per 32 values (ggml type_traits); fp8 = 1 byte (vLLM --kv-cache-dtype fp8).
@@ -108,14 +109,7 @@ def max_tokens_in(m: ModelSpec, budget_bytes: int, sequences: int = 1, dtype: st
     """Largest per-sequence context whose cache fits in budget_bytes (0 if not even one token fits)."""
     if kv_cache_bytes(m, 1, sequences, dtype, window_cache) > budget_bytes:
         return 0
-    lo, hi = 1, 1 << 40
-    while lo < hi:  # monotone in context: bisect
-        mid = (lo + hi + 1) // 2
-        if kv_cache_bytes(m, mid, sequences, dtype, window_cache) <= budget_bytes:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return largest_true(lambda c: kv_cache_bytes(m, c, sequences, dtype, window_cache) <= budget_bytes, 1, 1 << 40)
 
 
 def kv_replication(m: ModelSpec, tp: int) -> float:

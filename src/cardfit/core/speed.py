@@ -36,6 +36,17 @@ DEFAULT_RAM_GBPS = 76.8
 # of the order NCCL reports for small messages: ~10 µs over NVLink, ~25 µs over PCIe peer-to-peer.
 ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 15e-6, "pcie": 25e-6}
 ALLREDUCES_PER_LAYER = 2
+# A card whose catalog row gives no link bandwidth talks over PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130
+# encoding ≈ 31.5 GB/s each way (PCI-SIG, PCI Express Base Specification 4.0), rounded to 32.
+DEFAULT_LINK_GBPS = 32.0
+# A model whose width is unknown (only a shape given): 4,096, the hidden size of the Llama 2/3 7-8B models
+# (meta-llama/Llama-3.1-8B config.json "hidden_size": 4096); rule of thumb, it sizes the all-reduce message.
+HIDDEN_UNKNOWN = 4096
+
+
+def hidden_size(m: ModelSpec) -> int:
+    """The residual stream width the all-reduces carry."""
+    return m.hidden or m.heads * m.head_dim or HIDDEN_UNKNOWN
 
 
 @record(slots=True)
@@ -241,7 +252,7 @@ def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
         return 0.0
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
     message = sequences * load.hidden * 2  # bf16 activations
-    transfer = 2 * (tp - 1) / tp * message / ((mc.link_gbps or 32.0) * 1e9)
+    transfer = 2 * (tp - 1) / tp * message / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
     return ALLREDUCES_PER_LAYER * load.layers * (latency + transfer)
 
 

@@ -13,7 +13,11 @@ from functools import cache
 from ..catalog.loader import builtin
 from ..catalog.records import record
 
-RUNTIME_GROUP = {"ik_llama.cpp": "llama.cpp", "ollama": "llama.cpp", "sglang": "vllm"}  # same engine family, same error shape
+# Runtimes that share an engine share an error band (the same code computes their memory and speed):
+# ik_llama.cpp and Ollama run llama.cpp's ggml graph, SGLang vLLM's PyTorch decode loop; "file" records
+# (GGUF file sizes) belong to no runtime. The bands are written (services/validate.py) and read (here)
+# with this one grouping.
+RUNTIME_GROUP = {"ik_llama.cpp": "llama.cpp", "ollama": "llama.cpp", "sglang": "vllm", "file": ""}
 
 
 @record(slots=True)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..catalog.limits import SHAPE_LIMITS
 from ..catalog.models import ModelSpec, TensorInfo
 from ..core.tensors import active_shape_params, encoder_params, has_shapes, shape_params
 from ..errors import FileFormatError
@@ -92,20 +93,9 @@ def _with_tensors(f: Fields, tensors: list[TensorInfo], where: str) -> tuple[int
     return sum(t.n_params for t in main), f
 
 
-# Caps on what a file may claim (the same limits as a shape typed on the command line, inputs.py): beyond
-# them the arithmetic would loop over absurd layer counts instead of answering.
-# The deepest transformer published: DeepNet (Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000
-# Layers", https://arxiv.org/abs/2203.00555); released LLMs stop far below (Llama 3.1 405B: 126). A file's
-# layer count sets the work of every question about it (tensors and KV are counted per layer).
-MAX_LAYERS = 1024
-_CAPS = {"layers": MAX_LAYERS, "kv_heads": 100_000, "heads": 100_000, "head_dim": 65_536, "hidden": 1_000_000,
-         "vocab": 100_000_000, "intermediate": 10_000_000, "moe_intermediate": 10_000_000, "experts": 100_000,
-         "experts_active": 100_000, "shared_experts": 100_000, "shared_intermediate": 10_000_000,
-         "dense_layers": MAX_LAYERS, "kv_lora_rank": 1_000_000, "q_lora_rank": 1_000_000,
-         "qk_rope_head_dim": 65_536, "qk_nope_head_dim": 65_536, "v_head_dim": 65_536, "sliding_layers": MAX_LAYERS,
-         "linear_layers": MAX_LAYERS, "linear_key_heads": 100_000, "linear_value_heads": 100_000,
-         "linear_key_head_dim": 65_536, "linear_value_head_dim": 65_536, "linear_conv_kernel": 65_536,
-         "kv_shared_layers": MAX_LAYERS, "global_kv_heads": 100_000, "global_head_dim": 65_536}
+# Caps on what a file may claim (catalog/limits.py SHAPE_LIMITS, the same limits as a shape typed on the
+# command line): beyond them the arithmetic would loop over absurd layer counts instead of answering.
+_CAPS = SHAPE_LIMITS
 
 
 def _require(f: Fields, source: str) -> None:

@@ -14,6 +14,10 @@ from ..core.activations import vllm_profile_bytes
 from ..core.memory import MemorySettings
 from .base import GIB, Runtime
 
+# The largest --gpu-memory-utilization cardfit suggests: rule of thumb, leaving a little of the card for
+# what vLLM does not count (other processes, allocator fragmentation); vLLM itself accepts up to 1.0.
+MAX_SUGGESTED_UTILIZATION = 0.98
+
 
 @record(slots=True)
 class VllmLike(Runtime):

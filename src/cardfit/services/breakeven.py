@@ -7,7 +7,6 @@ core/cost.py; `breakeven_report` returns the plain-data JSON view (SPEC §9 keys
 
 from __future__ import annotations
 
-import math
 from dataclasses import field
 from typing import Any
 
@@ -15,6 +14,7 @@ from ..catalog.apis import ApiPrice, apis, seed_tiers
 from ..catalog.records import record
 from ..core import cost
 from ..errors import InputError
+from ..units import rounded
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, Input, opt
 
 MAX_USD = 10_000_000.0
@@ -151,8 +151,8 @@ def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
 
     m = bounded_measurement(read_log(path), path)
     log = {"path": path, "kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
-           "idle_samples": m.idle_samples, "busy_fraction": _r(m.busy_fraction, 4),
-           "concurrency": _r(m.concurrency, 2), "prompt_tokens_per_s": _r(m.prompt_tokens_per_s, 1),
+           "idle_samples": m.idle_samples, "busy_fraction": rounded(m.busy_fraction, 4),
+           "concurrency": rounded(m.concurrency, 2), "prompt_tokens_per_s": rounded(m.prompt_tokens_per_s, 1),
            "single_stream": m.single_stream}
     notes = list(m.notes)
     if m.busy_fraction is not None and m.busy_fraction < 1:
@@ -206,11 +206,6 @@ def _comparisons(inp: BreakevenInput) -> list[Comparison]:
                                                             inp.input_per_output)) for a in chosen]
 
 
-def _r(x: float | None, digits: int = 2) -> float | None:
-    if x is None:
-        return None
-    return None if math.isinf(x) else round(x, digits)
-
 
 def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
     """The JSON of `cardfit breakeven`: SPEC §9 keys, then the tables of seed 003 and the hidden costs."""
@@ -222,17 +217,17 @@ def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
     hourly_all_in = monthly / hours
     capacity = cost.capacity_millions(tp.tokens_per_s, hours)
     out: dict[str, Any] = {
-        "monthly_usd": _r(monthly, 2),
-        "capacity_millions_per_month": _r(capacity, 3),
-        "cost_per_million_usd": _r(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, inp.duty), 4),
+        "monthly_usd": rounded(monthly, 2),
+        "capacity_millions_per_month": rounded(capacity, 3),
+        "cost_per_million_usd": rounded(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, inp.duty), 4),
         "apis": [_api_row(c, monthly, capacity, inp.duty, hourly_all_in, tp.tokens_per_s) for c in comps],
         "duty": inp.duty,
-        "cost_per_million_full_duty_usd": _r(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, 1.0), 4),
-        "volume_at_duty_millions_per_month": _r(capacity * inp.duty, 3),
-        "hourly_usd": _r(rent.hourly_usd, 4),
+        "cost_per_million_full_duty_usd": rounded(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, 1.0), 4),
+        "volume_at_duty_millions_per_month": rounded(capacity * inp.duty, 3),
+        "hourly_usd": rounded(rent.hourly_usd, 4),
         "hours_per_month": hours,
         "rent": _rent_dict(rent),
-        "throughput": {"tokens_per_s": _r(tp.tokens_per_s, 2), "measured_tokens_per_s": _r(tp.raw_tokens_per_s, 2),
+        "throughput": {"tokens_per_s": rounded(tp.tokens_per_s, 2), "measured_tokens_per_s": rounded(tp.raw_tokens_per_s, 2),
                        "source": tp.source, "input_per_output": inp.input_per_output,
                        "prefill_tokens_per_s": inp.prefill_tokens_per_s, "retry_multiplier": inp.retry_multiplier,
                        "log": tp.log},
@@ -253,26 +248,26 @@ def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly
     need = cost.required_duty(be, capacity)
     own = cost.cost_per_million(hourly, tps, duty)
     a = c.api
-    return {"name": a.name, "id": a.id, "kind": a.kind, "price_per_million_usd": _r(c.price_per_million_usd, 4),
+    return {"name": a.name, "id": a.id, "kind": a.kind, "price_per_million_usd": rounded(c.price_per_million_usd, 4),
             "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m,
-            "breakeven_millions_per_month": _r(be, 3), "required_duty": _r(need, 4), "breaks_even": need <= 1,
-            "crossing": {"millions_per_month": _r(be, 3), "usd": _r(monthly, 2)},
+            "breakeven_millions_per_month": rounded(be, 3), "required_duty": rounded(need, 4), "breaks_even": need <= 1,
+            "crossing": {"millions_per_month": rounded(be, 3), "usd": rounded(monthly, 2)},
             "cheaper_at_duty": "rent" if own < c.price_per_million_usd else "api",
             "date": a.date or None, "source": a.source or None}
 
 
 def _rent_dict(rent: Rent) -> dict[str, Any]:
-    return {"hourly_usd": _r(rent.hourly_usd, 4), "hours_per_month": rent.hours_per_month,
-            "billed_hours": rent.billed_hours, "monthly_usd": _r(rent.monthly_usd, 2), "count": rent.count,
+    return {"hourly_usd": rounded(rent.hourly_usd, 4), "hours_per_month": rent.hours_per_month,
+            "billed_hours": rent.billed_hours, "monthly_usd": rounded(rent.monthly_usd, 2), "count": rent.count,
             "discount_fraction": rent.discount_fraction, "source": rent.source}
 
 
 def _hidden_dict(h: cost.HiddenCosts, rent: Rent, duty: float) -> dict[str, Any]:
     idle_hours = rent.billed_hours * (1 - duty)
-    return {"idle_hours": _r(idle_hours, 1), "idle_usd": _r(idle_hours * rent.hourly_usd, 2),
-            "storage_usd": _r(h.storage_usd(), 2), "cold_start_hours": _r(h.cold_start_hours(), 2),
-            "cold_start_usd": _r(h.cold_start_usd(rent.hourly_usd), 2), "extra_monthly_usd": h.extra_monthly_usd,
-            "total_extra_usd": _r(h.total_usd(rent.hourly_usd), 2)}
+    return {"idle_hours": rounded(idle_hours, 1), "idle_usd": rounded(idle_hours * rent.hourly_usd, 2),
+            "storage_usd": rounded(h.storage_usd(), 2), "cold_start_hours": rounded(h.cold_start_hours(), 2),
+            "cold_start_usd": rounded(h.cold_start_usd(rent.hourly_usd), 2), "extra_monthly_usd": h.extra_monthly_usd,
+            "total_extra_usd": rounded(h.total_usd(rent.hourly_usd), 2)}
 
 
 def by_volume(monthly: float, capacity: float, comps: list[Comparison],
@@ -280,9 +275,9 @@ def by_volume(monthly: float, capacity: float, comps: list[Comparison],
     """Seed 003's bill table: rent is flat, each API bill grows with the volume."""
     rows = []
     for v in volumes:
-        bills = {c.api.id: _r(v * c.price_per_million_usd, 2) for c in comps}
-        rows.append({"output_tokens_millions": v, "rent_usd": _r(monthly, 2), "api_usd": bills,
-                     "required_duty": _r(v / capacity, 4) if capacity else None, "within_capacity": v <= capacity,
+        bills = {c.api.id: rounded(v * c.price_per_million_usd, 2) for c in comps}
+        rows.append({"output_tokens_millions": v, "rent_usd": rounded(monthly, 2), "api_usd": bills,
+                     "required_duty": rounded(v / capacity, 4) if capacity else None, "within_capacity": v <= capacity,
                      "cheaper": [k for k, b in bills.items() if b is not None and b < monthly]})
     return rows
 
@@ -291,8 +286,8 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
             duties: tuple[float, ...] = cost.SEED_DUTIES) -> list[dict[str, Any]]:
     """Seed 003's cost-per-million table: idle hours cost the same and make nothing."""
     all_duties = sorted({*duties, duty}, reverse=True)
-    return [{"duty": d, "self_host_usd_per_million": _r(cost.cost_per_million(hourly, tps, d), 4),
-             "api_usd_per_million": {c.api.id: _r(c.price_per_million_usd, 4) for c in comps}} for d in all_duties]
+    return [{"duty": d, "self_host_usd_per_million": rounded(cost.cost_per_million(hourly, tps, d), 4),
+             "api_usd_per_million": {c.api.id: rounded(c.price_per_million_usd, 4) for c in comps}} for d in all_duties]
 
 
 def _notes(comps: list[Comparison], capacity: float) -> list[str]:

@@ -23,6 +23,7 @@ from ..core import fit as fitting
 from ..core import serving as sv
 from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
+from ..core.search import largest_true
 from ..errors import CardfitError, InputError
 from .inputs import MAX_CONTEXT, ModelInput, opt
 
@@ -325,7 +326,7 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
     tflops = sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
     load = sp.Load(mem.weights.total_bytes, s.shares,
                    sp.kv_read_bytes(m, mem, filled, rt.window_cache), sp.decode_flops_per_token(m, filled),
-                   m.layers, m.hidden or m.heads * m.head_dim or 4096)
+                   m.layers, sp.hidden_size(m))
     machine = sp.machine_for(rt, gpu, tp, tflops, quantized=sp.is_quantized(ctx.quant))
     if s.slots > 1 and not rt.decode_overhead_us_per_sequence:
         machine = replace(machine, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
@@ -413,15 +414,8 @@ def _fewest_by_throughput(inp: DeployInput, c: Candidate, t: Targets) -> int:
     """A lower bound on replicas: each holds at most B_t sequences with TPOT within the target, so it
     makes at most B_t / TPOT(B_t) tokens/s."""
     w = sv.Workload(inp.input_tokens, inp.output_tokens, users=1.0)
-    lo, hi = 1, max(c.replica.max_seqs, 1)
-    if sv.tpot_s(c.replica, w, hi) <= t.tpot_s:
-        lo = hi
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sv.tpot_s(c.replica, w, mid) <= t.tpot_s:
-            lo = mid
-        else:
-            hi = mid - 1
+    hi = max(c.replica.max_seqs, 1)
+    lo = largest_true(lambda n: sv.tpot_s(c.replica, w, n) <= t.tpot_s, 1, hi)
     if inp.users is not None:
         return max(1, math.ceil(inp.users / lo - 1e-9))
     rate = lo / sv.tpot_s(c.replica, w, lo) / inp.output_tokens  # requests/s one replica can finish

@@ -19,6 +19,7 @@ from ..core import training as tr
 from ..core.weights import weights
 from ..errors import InputError
 from ..runtimes import adapter
+from ..units import rounded
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .resolve import resolve
 
@@ -135,7 +136,7 @@ def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rule
     sp = tr.split(mem, count, _zero(inp, count), inp.offload_optimizer, inp.offload_params)
     opt = fitting.check(sp, gpu, count, adapter(_runtime()), rules, utilization=1.0)  # type: ignore[arg-type]
     host = builtin("training.toml").get("host", {})
-    nodes = -(-count // int(host.get("node_size", 8)))
+    nodes = rules.nodes(count)
     host_ram = int(host.get("ram_bytes_per_node", 0)) * nodes
     if opt.fits and host_ram and sp.host_bytes > host_ram:
         opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.HOST_RAM, reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; "
@@ -150,9 +151,7 @@ def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: Rental
     first = check(mem, inp, gpu, max(gpu.min_count, 1), rules)
     if first.option.fits or inp.gpus:
         return first
-    sizes = [n for n in rules.set_sizes if n > 1 and n >= gpu.min_count]
-    sizes += [rules.node_size * k for k in range(2, max_nodes + 1)]
-    for n in sizes:
+    for n in rules.larger_sets(gpu.min_count, max_nodes):
         ch = check(mem, inp, gpu, n, rules)
         if ch.option.fits:
             return ch
@@ -167,7 +166,7 @@ def choices(mem: tr.TrainingMemory, inp: FinetuneInput) -> list[Choice]:
     pool = [gpus.get(inp.gpu)] if inp.gpu else [g for g in gpus if g.monthly_usd is not None or not inp.priced]
     out = [check(mem, inp, g, inp.gpus, rules) if inp.gpus else smallest(mem, inp, g, rules) for g in pool]
     by_id = {id(ch.option): ch for ch in out}
-    return [by_id[id(o)] for o in fitting.rank([ch.option for ch in out])]
+    return [by_id[id(o)] for o in fitting.rank([ch.option for ch in out], rules.node_size)]
 
 
 def model_for(inp: FinetuneInput) -> tuple[ModelSpec, bool, str]:
@@ -175,9 +174,6 @@ def model_for(inp: FinetuneInput) -> tuple[ModelSpec, bool, str]:
     m, guessed = tr.estimated_shape(r.model)
     return m, guessed, r.origin
 
-
-def _r(x: float | None, digits: int = 2) -> float | None:
-    return None if x is None else round(x, digits)
 
 
 def memory_dict(mem: tr.TrainingMemory) -> dict[str, Any]:
@@ -197,7 +193,7 @@ def option_dict(ch: Choice) -> dict[str, Any]:
             "usable_bytes": o.usable_bytes, "need_bytes": o.need_bytes, "free_bytes": o.free_bytes,
             "per_card_bytes": sp.per_card_bytes, "host_ram_bytes": sp.host_bytes, "zero": sp.zero,
             "interconnect": o.gpu.interconnect, "verdict": o.verdict, "reason": o.reason or None,
-            "monthly_usd": _r(o.monthly_usd)}
+            "monthly_usd": rounded(o.monthly_usd)}
 
 
 def seed_rule(m: ModelSpec, c: tr.TrainingConstants) -> dict[str, int]:

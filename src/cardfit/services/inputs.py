@@ -12,6 +12,7 @@ import typing
 from functools import cache
 from typing import Any
 
+from ..catalog.limits import SHAPE_LIMITS
 from ..catalog.records import record
 from ..errors import InputError
 
@@ -140,11 +141,11 @@ class ModelInput(Input):
                             max_length=4096)
     params: float | None = opt(None, "total parameters (e.g. 7e9) for a bare shape", gt=0, le=MAX_PARAMS)
     active_params: float | None = opt(None, "MoE: parameters active per token", gt=0, le=MAX_PARAMS)
-    layers: int | None = opt(None, "transformer layers (num_hidden_layers)", ge=1, le=100_000)
-    kv_heads: int | None = opt(None, "KV heads (num_key_value_heads)", ge=1, le=100_000)
-    head_dim: int | None = opt(None, "head dimension", ge=1, le=65_536)
-    hidden: int | None = opt(None, "hidden size, where known", ge=1, le=1_000_000)
-    vocab: int | None = opt(None, "vocabulary size, where known", ge=1, le=100_000_000)
+    layers: int | None = opt(None, "transformer layers (num_hidden_layers)", ge=1, le=SHAPE_LIMITS["layers"])
+    kv_heads: int | None = opt(None, "KV heads (num_key_value_heads)", ge=1, le=SHAPE_LIMITS["kv_heads"])
+    head_dim: int | None = opt(None, "head dimension", ge=1, le=SHAPE_LIMITS["head_dim"])
+    hidden: int | None = opt(None, "hidden size, where known", ge=1, le=SHAPE_LIMITS["hidden"])
+    vocab: int | None = opt(None, "vocabulary size, where known", ge=1, le=SHAPE_LIMITS["vocab"])
     config_json: dict[str, Any] | None = opt(None, "the contents of a config.json as a JSON object (web "
                                              "uploads); parsed like a file, never executed")
     hub: bool = opt(False, "read config.json and file headers from the Hugging Face Hub (network; needs "

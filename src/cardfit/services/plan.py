@@ -23,6 +23,8 @@ from ..core.memory import Memory, MemorySettings, estimate
 from ..core.speed import Speed
 from ..errors import InputError
 from ..runtimes import Runtime, adapter
+from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION
+from ..units import rounded
 from .inputs import PlanInput
 from .resolve import Resolved, resolve
 
@@ -313,8 +315,8 @@ def task_answer(ctx: Context, card: CardPlan) -> dict[str, Any] | None:
     # an encoder's tokens attend to the whole input (a causal prefill: half of it on average)
     rate = speedmod.prefill_tokens_per_s(m, tflops, ctx.engine.speed().prefill_efficiency,
                                          prompt_tokens=tokens * (2 if m.encoder_only else 1))
-    return {"task": m.task, "input_tokens": tokens, "tokens_per_s": _r(rate, 0),
-            "inputs_per_s": _r(rate / tokens, 1) if rate else None, "gpu": card.option.gpu.name}
+    return {"task": m.task, "input_tokens": tokens, "tokens_per_s": rounded(rate, 0),
+            "inputs_per_s": rounded(rate / tokens, 1) if rate else None, "gpu": card.option.gpu.name}
 
 
 def task_notes(ctx: Context, card: CardPlan) -> list[str]:
@@ -337,10 +339,12 @@ def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
         return []
     total = o.count * (o.gpu.usable_bytes - rt.cuda_total_shortfall_bytes)
     needed = o.need_bytes / total
-    if needed > 0.98:
+    if needed > MAX_SUGGESTED_UTILIZATION:
         return []
+    # half a hundredth up, so the two-decimal flag printed is never below the share needed
+    suggest = min(MAX_SUGGESTED_UTILIZATION, needed + 0.005)
     return [f"{rt.name} takes {ctx.utilization or rt.gpu_memory_utilization:g} of the card by default; "
-            f"--gpu-memory-utilization {min(0.98, needed + 0.005):.2f} would hold this plan on {o.count}x "
+            f"--gpu-memory-utilization {suggest:.2f} would hold this plan on {o.count}x "
             f"{o.gpu.name} (tight), and --runtime transformers takes no fixed fraction"]
 
 
@@ -378,9 +382,6 @@ def kv_per_token(ctx: Context) -> int:
 # and the web API returns. Keys are only ever added to, never renamed.
 
 
-def _r(x: float | None, digits: int = 2) -> float | None:
-    return None if x is None else round(x, digits)
-
 
 def model_dict(ctx: Context) -> dict[str, Any]:
     m = ctx.model
@@ -406,7 +407,7 @@ def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
     q = ctx.quant
     return {"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
             "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes,
-            "total_bytes": mem.total_bytes, "bits_per_weight": _r(mem.weights.bits_per_weight, 3),
+            "total_bytes": mem.total_bytes, "bits_per_weight": rounded(mem.weights.bits_per_weight, 3),
             "weights_method": mem.weights.method, "weights_by_type": dict(mem.weights.by_type),
             "file_weights_bytes": mem.weights.total_bytes, "host_weights_bytes": mem.host_weights_bytes,
             "unified_memory": mem.unified_memory,
@@ -462,17 +463,17 @@ def option_dict(o: Option, speed: Speed | None, mem: Memory) -> dict[str, Any]:
     return {"gpu": o.gpu.name, "gpu_id": o.gpu.id, "count": o.count, "nodes": o.nodes, "context": mem.context,
             "usable_bytes": o.usable_bytes, "budget_bytes": o.budget_bytes, "need_bytes": o.need_bytes,
             "free_bytes": o.free_bytes, "verdict": o.verdict, "reason": o.reason or None,
-            "monthly_usd": _r(o.monthly_usd), "gpu_layer_fraction": _r(o.gpu_layer_fraction, 4),
-            "decode_tokens_per_s": _r(speed.decode_tokens_per_s, 1) if speed else None,
-            "decode_ceiling_tokens_per_s": _r(speed.decode_ceiling_tokens_per_s, 1) if speed else None}
+            "monthly_usd": rounded(o.monthly_usd), "gpu_layer_fraction": rounded(o.gpu_layer_fraction, 4),
+            "decode_tokens_per_s": rounded(speed.decode_tokens_per_s, 1) if speed else None,
+            "decode_ceiling_tokens_per_s": rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None}
 
 
 def speed_dict(card: CardPlan) -> dict[str, Any]:
     s = card.speed
     return {"gpu": card.option.gpu.name,
-            "decode_ceiling_tokens_per_s": _r(s.decode_ceiling_tokens_per_s, 1) if s else None,
-            "decode_tokens_per_s": _r(s.decode_tokens_per_s, 1) if s else None,
-            "prefill_tokens_per_s": _r(s.prefill_tokens_per_s, 0) if s else None,
+            "decode_ceiling_tokens_per_s": rounded(s.decode_ceiling_tokens_per_s, 1) if s else None,
+            "decode_tokens_per_s": rounded(s.decode_tokens_per_s, 1) if s else None,
+            "prefill_tokens_per_s": rounded(s.prefill_tokens_per_s, 0) if s else None,
             "bytes_per_token": s.bytes_per_token if s else None}
 
 
@@ -513,8 +514,8 @@ def answers_dict(p: Plan) -> dict[str, Any]:
 def cost_dict(p: Plan) -> dict[str, Any]:
     o = p.first.option
     hours = cost.HOURS_PER_MONTH
-    return {"monthly_usd": _r(o.monthly_usd), "hours_per_month": hours,
-            "hourly_usd": _r(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, **plan_cost(p)}
+    return {"monthly_usd": rounded(o.monthly_usd), "hours_per_month": hours,
+            "hourly_usd": rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, **plan_cost(p)}
 
 
 def plan_cost(p: Any) -> dict[str, Any]:
@@ -541,10 +542,10 @@ def _card_cost(card: Any, hours: float, duty: float, chosen: list[ApiPrice]) -> 
     rows = []
     for a in chosen:
         be = cost.breakeven_millions(o.monthly_usd, a.output_usd_per_m)
-        rows.append({"api": a.id, "breakeven_millions_per_month": _r(be, 3),
-                     "required_duty": _r(cost.required_duty(be, capacity), 4),
+        rows.append({"api": a.id, "breakeven_millions_per_month": rounded(be, 3),
+                     "required_duty": rounded(cost.required_duty(be, capacity), 4),
                      "breaks_even": cost.required_duty(be, capacity) <= 1})
-    return {"gpu": o.gpu.name, "count": o.count, "monthly_usd": _r(o.monthly_usd, 2), "hourly_usd": _r(hourly, 4),
-            "tokens_per_s": _r(tps, 1), "capacity_millions_per_month": _r(capacity, 3),
-            "cost_per_million_full_duty_usd": _r(cost.cost_per_million(hourly, tps, 1.0), 4),
-            "cost_per_million_usd": _r(cost.cost_per_million(hourly, tps, duty), 4), "breakeven": rows}
+    return {"gpu": o.gpu.name, "count": o.count, "monthly_usd": rounded(o.monthly_usd, 2), "hourly_usd": rounded(hourly, 4),
+            "tokens_per_s": rounded(tps, 1), "capacity_millions_per_month": rounded(capacity, 3),
+            "cost_per_million_full_duty_usd": rounded(cost.cost_per_million(hourly, tps, 1.0), 4),
+            "cost_per_million_usd": rounded(cost.cost_per_million(hourly, tps, duty), 4), "breakeven": rows}

@@ -10,6 +10,7 @@ from ..catalog.gpus import default_gpus
 from ..catalog.models import default_models
 from ..catalog.quants import default_quants
 from ..core.fit import need_on
+from ..core.search import largest_true
 from ..errors import CardfitError, InputError
 from .inputs import MaxContextInput, PlanInput
 from .plan import (
@@ -44,16 +45,7 @@ def _need(ctx: Context, mem: Any, count: int) -> int:
 
 def _bisect(ok: Any, hi: int) -> int:
     """Largest n in [1, hi] with ok(n) true (ok is monotone), 0 if none."""
-    if not ok(1):
-        return 0
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return largest_true(ok, 1, hi) if ok(1) else 0
 
 
 def max_context(inp: MaxContextInput) -> dict[str, Any]:

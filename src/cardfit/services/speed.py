@@ -12,6 +12,7 @@ from ..catalog.records import record
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD
 from ..core.memory import MemorySettings
+from ..core.search import smallest_true
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp
 from ..errors import CardfitError, MissingFigureError
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
@@ -108,7 +109,7 @@ def setup(inp: SpeedInput) -> Setup:
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
     load = sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), shares,
                    sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache), sp.decode_flops_per_token(m, filled),
-                   m.layers, m.hidden or m.heads * m.head_dim or 4096, cpu_frac, cpu_moe)
+                   m.layers, sp.hidden_size(m), cpu_frac, cpu_moe)
     one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
     budget = opt.budget_bytes - (mem.weights_bytes + opt.count * mem.per_card_fixed_bytes)
     return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
@@ -204,16 +205,10 @@ def _crossover(s: Setup, limit: int = 1 << 16) -> int | None:
     """Smallest concurrency at which compute takes longer than the memory reads (the roofline knee)."""
     if not s.tflops:
         return None
-    lo, hi = 1, limit
-    if sp.step(s.load, s.machine, hi).bound != "compute":
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sp.step(s.load, s.machine, mid).bound == "compute":
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    def compute_bound(n: int) -> bool:
+        return sp.step(s.load, s.machine, n).bound == "compute"
+
+    return smallest_true(compute_bound, 1, limit) if compute_bound(limit) else None
 
 
 # --- validation records ------------------------------------------------------------------------------

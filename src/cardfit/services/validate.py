@@ -21,10 +21,12 @@ from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import activations, kv
 from ..core.memory import MemorySettings, padded_context
+from ..core.uncertainty import RUNTIME_GROUP
 from ..core.weights import weights
 from ..errors import CardfitError, InputError
 from ..runtimes import adapter
 from ..runtimes.vllm_like import VllmLike
+from ..units import rounded
 from .constants import value
 from .inputs import Input, opt
 
@@ -521,16 +523,16 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
         errs = [o.error for o in by[kind] if o.error is not None]
         absd = [abs(e) for e in errs]
         out[kind] = {"n": len(errs), "skipped": len(by[kind]) - len(errs),
-                     "median_abs_error": _round(percentile(absd, 50)), "p90_abs_error": _round(percentile(absd, 90)),
-                     "max_abs_error": _round(max(absd)) if absd else None,
-                     "median_error": _round(percentile(errs, 50)),
-                     "p10_ratio": _round(1 + percentile(errs, 10)), "p90_ratio": _round(1 + percentile(errs, 90)),
-                     "p90_over_error": _round(percentile([max(e, 0.0) for e in errs], 90))}
+                     "median_abs_error": rounded(percentile(absd, 50), 5), "p90_abs_error": rounded(percentile(absd, 90), 5),
+                     "max_abs_error": rounded(max(absd), 5) if absd else None,
+                     "median_error": rounded(percentile(errs, 50), 5),
+                     "p10_ratio": rounded(1 + percentile(errs, 10), 5), "p90_ratio": rounded(1 + percentile(errs, 90), 5),
+                     "p90_over_error": rounded(percentile([max(e, 0.0) for e in errs], 90), 5)}
         if kind in out_of:
             loo = [o.error for o in out_of[kind] if o.error is not None]
-            out[kind].update({"loo_n": len(loo), "loo_median_abs_error": _round(percentile([abs(e) for e in loo], 50)),
-                              "loo_p90_abs_error": _round(percentile([abs(e) for e in loo], 90)),
-                              "loo_p90_over_error": _round(percentile([max(e, 0.0) for e in loo], 90))})
+            out[kind].update({"loo_n": len(loo), "loo_median_abs_error": rounded(percentile([abs(e) for e in loo], 50), 5),
+                              "loo_p90_abs_error": rounded(percentile([abs(e) for e in loo], 90), 5),
+                              "loo_p90_over_error": rounded(percentile([max(e, 0.0) for e in loo], 90), 5)})
         if sources is not None:
             per: dict[str, int] = {}
             for o in by[kind]:
@@ -541,8 +543,6 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
     return out
 
 
-def _round(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(x, 5)
 
 
 def validate(kind: str | None = None, runtime: str | None = None, loso: bool = True) -> Report:
@@ -627,7 +627,6 @@ FIGURE_KINDS: dict[str, tuple[str, ...]] = {
     "prefill_tokens_per_s": ("prefill",),
     "aggregate_tokens_per_s": ("aggregate_decode",),
 }
-RUNTIME_GROUP = {"ik_llama.cpp": "llama.cpp", "ollama": "llama.cpp", "file": ""}  # same ggml engine
 # Figures whose records come from one runtime's own notion and must not be applied to others (none now:
 # the overhead records measure vLLM's non-torch memory, which is not cardfit's overhead figure, so they
 # are scored but give no band).
