@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..catalog.limits import MAX_LAYERS as MAX_LAYERS  # re-exported: the readers' layer cap
 from ..catalog.limits import SHAPE_LIMITS
 from ..catalog.models import ModelSpec, TensorInfo
 from ..core.tensors import active_shape_params, encoder_params, has_shapes, shape_params
