@@ -80,3 +80,12 @@ def test_no_runtime_id_branches(path):
     for f in files:
         for i, line in enumerate(f.read_text().splitlines(), 1):
             assert not _ID_BRANCH.search(line), f"{f.name}:{i}: {line.strip()}"
+
+
+def test_developing_guide_shows_the_real_adapter_file():
+    """docs/DEVELOPING.md's worked example of a new family file is the file in the repository, line for line."""
+    doc = (SRC.parent.parent / "docs" / "DEVELOPING.md").read_text()
+    head = "+++ b/src/cardfit/runtimes/rule_of_thumb.py\n"
+    block = doc[doc.index(head) + len(head):].split("\n---", 1)[0]
+    shown = [line[1:] for line in block.splitlines()]
+    assert shown == (SRC / "runtimes" / "rule_of_thumb.py").read_text().splitlines()
