@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import command
 from .options import top_option, unit_option
+
+if TYPE_CHECKING:
+    from ..services.reverse import LargestModels, MaxContext, MaxSequences
 
 PLAN_EPILOG = """\b
 Examples:
@@ -103,14 +106,14 @@ Examples:
 
 
 @command("max-context", epilog=MAXCTX_EPILOG, skip=("context",))
-def max_context(result: Any, inp: Any) -> None:
+def max_context(result: MaxContext, inp: Any) -> None:
     """The longest context per sequence that fits MODEL on one card (or --gpus cards)."""
     from ..units import fmt_tokens
 
-    tail = "" if result["limited_by"] == "memory" else f" (capped by the model's {fmt_tokens(result['model_max_context'])})"
-    seqs = f"{result['batch']:,} sequence{'' if result['batch'] == 1 else 's'}"
-    click.echo(f"{result['model']} on {result['count']}× {result['gpu']} ({result['quant']}, {result['runtime']}, "
-               f"KV {result['kv_dtype']}, {seqs}): up to {result['max_context_tokens']:,} tokens per sequence{tail}.")
+    tail = "" if result.limited_by == "memory" else f" (capped by the model's {fmt_tokens(result.model_max_context)})"
+    seqs = f"{result.batch:,} sequence{'' if result.batch == 1 else 's'}"
+    click.echo(f"{result.model} on {result.count}× {result.gpu} ({result.quant}, {result.runtime}, "
+               f"KV {result.kv_dtype}, {seqs}): up to {result.max_context_tokens:,} tokens per sequence{tail}.")
 
 
 MAXSEQ_EPILOG = """\b
@@ -121,10 +124,10 @@ Examples:
 
 
 @command("max-sequences", epilog=MAXSEQ_EPILOG, skip=("batch", "parallel"))
-def max_sequences(r: Any, inp: Any) -> None:
+def max_sequences(r: MaxSequences, inp: Any) -> None:
     """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
-    click.echo(f"{r['model']} on {r['count']}× {r['gpu']} ({r['quant']}, {r['runtime']}, KV {r['kv_dtype']}): up to "
-               f"{r['max_sequences']:,} concurrent sequences of {r['context']:,} tokens ({r['context_source']}).")
+    click.echo(f"{r.model} on {r.count}× {r.gpu} ({r.quant}, {r.runtime}, KV {r.kv_dtype}): up to "
+               f"{r.max_sequences:,} concurrent sequences of {r.context:,} tokens ({r.context_source}).")
 
 
 LARGEST_EPILOG = """\b
@@ -136,12 +139,12 @@ Examples:
 
 @command("largest-model", epilog=LARGEST_EPILOG, skip=("model", "params", "active_params", "layers", "kv_heads",
                                                        "head_dim", "hidden", "vocab", "hub"))
-def largest_model(r: Any, inp: Any) -> None:
+def largest_model(r: LargestModels, inp: Any) -> None:
     """The largest catalog models that fit --gpu at --quant (default: each model's own) and --context (8K)."""
-    if not r["models"]:
-        click.echo(f"No catalog model fits {r['gpu']} with these settings.")
+    if not r.models:
+        click.echo(f"No catalog model fits {r.gpu} with these settings.")
         return
-    click.echo(f"Largest catalog models that fit {r['gpu']}:")
-    for f in r["models"][:10]:
-        click.echo(f"  {f['model']:<34} {f['params'] / 1e9:7.1f}B  {f['quant']:<12} {f['runtime']:<10} "
-                   f"{f['free_bytes'] / 1e9:6.1f} GB free at {f['context']:,} tokens")
+    click.echo(f"Largest catalog models that fit {r.gpu}:")
+    for f in r.models[:10]:
+        click.echo(f"  {f.model:<34} {f.params / 1e9:7.1f}B  {f.quant:<12} {f.runtime:<10} "
+                   f"{f.free_bytes / 1e9:6.1f} GB free at {f.context:,} tokens")

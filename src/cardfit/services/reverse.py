@@ -9,6 +9,7 @@ from typing import Any
 from ..catalog.gpus import default_gpus
 from ..catalog.models import default_models
 from ..catalog.quants import default_quants
+from ..catalog.records import record
 from ..core.fit import need_on
 from ..core.search import largest_true
 from ..errors import CardfitError, InputError
@@ -22,8 +23,68 @@ from .plan import (
     memory_for,
     requires,
 )
+from .table import Result
 
 UPPER = 1 << 24
+
+
+@record
+class MaxContext(Result):
+    """`cardfit max-context`: the longest context per sequence that fits."""
+
+    model: str
+    gpu: str
+    count: int
+    quant: str
+    runtime: str
+    kv_dtype: str
+    batch: int
+    max_context_tokens: int
+    limited_by: str  # "memory", or "model" when the model's trained maximum caps it
+    model_max_context: int | None
+    budget_bytes: int
+    weights_bytes: int
+    total_bytes_at_max: int | None
+
+
+@record
+class MaxSequences(Result):
+    """`cardfit max-sequences`: the most concurrent sequences at a context."""
+
+    model: str
+    gpu: str
+    count: int
+    quant: str
+    runtime: str
+    kv_dtype: str
+    context: int
+    context_source: str
+    max_sequences: int
+    budget_bytes: int
+
+
+@record
+class ModelFit(Result):
+    """One catalog model that fits the card."""
+
+    model: str
+    id: str
+    params: int
+    quant: str
+    runtime: str
+    context: int
+    need_bytes: int
+    free_bytes: int
+
+
+@record
+class LargestModels(Result):
+    """`cardfit largest-model`: the catalog models that fit, largest first."""
+
+    gpu: str | None
+    quant: str | None
+    largest: str | None
+    models: tuple[ModelFit, ...]
 
 
 def _set(ctx: Context) -> tuple[Any, int, int]:
@@ -48,7 +109,7 @@ def _bisect(ok: Any, hi: int) -> int:
     return largest_true(ok, 1, hi) if ok(1) else 0
 
 
-def max_context(inp: MaxContextInput) -> dict[str, Any]:
+def max_context(inp: MaxContextInput) -> MaxContext:
     ctx = build_context(inp)
     gpu, count, budget = _set(ctx)
     why = requires(ctx.quant)
@@ -62,10 +123,10 @@ def max_context(inp: MaxContextInput) -> dict[str, Any]:
         _no_room(ctx, gpu, count, budget, "even one token of context")
     limited = "model" if best == cap and cap != UPPER else "memory"
     mem = memory_for(ctx, max(best, 1))
-    return {"model": m.name, "gpu": gpu.name, "count": count, "quant": ctx.quant.name, "runtime": ctx.runtime.id,
-            "kv_dtype": ctx.kv_dtype, "batch": ctx.sequences, "max_context_tokens": best, "limited_by": limited,
-            "model_max_context": m.max_context or None, "budget_bytes": budget,
-            "weights_bytes": mem.weights_bytes, "total_bytes_at_max": _need(ctx, mem, count) if best else None}
+    return MaxContext(model=m.name, gpu=gpu.name, count=count, quant=ctx.quant.name, runtime=ctx.runtime.id,
+                      kv_dtype=ctx.kv_dtype, batch=ctx.sequences, max_context_tokens=best, limited_by=limited,
+                      model_max_context=m.max_context or None, budget_bytes=budget,
+                      weights_bytes=mem.weights_bytes, total_bytes_at_max=_need(ctx, mem, count) if best else None)
 
 
 def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None:
@@ -99,7 +160,7 @@ def _offload_line(ctx: Context) -> str:
             f"{speed}: `cardfit plan` shows it")
 
 
-def max_sequences(inp: PlanInput) -> dict[str, Any]:
+def max_sequences(inp: PlanInput) -> MaxSequences:
     """Most concurrent sequences of `context` tokens each (the runtime's default when not given) whose
     caches fit on the card beside the weights."""
     ctx = build_context(inp)
@@ -113,12 +174,12 @@ def max_sequences(inp: PlanInput) -> dict[str, Any]:
     n = _bisect(ok, 1 << 20)
     if n == 0:
         _no_room(ctx, gpu, count, budget, f"one sequence of {context:,} tokens")
-    return {"model": ctx.model.name, "gpu": gpu.name, "count": count, "quant": ctx.quant.name,
-            "runtime": ctx.runtime.id, "kv_dtype": ctx.kv_dtype, "context": context, "context_source": why,
-            "max_sequences": n, "budget_bytes": budget}
+    return MaxSequences(model=ctx.model.name, gpu=gpu.name, count=count, quant=ctx.quant.name,
+                        runtime=ctx.runtime.id, kv_dtype=ctx.kv_dtype, context=context, context_source=why,
+                        max_sequences=n, budget_bytes=budget)
 
 
-def largest_model(inp: PlanInput) -> dict[str, Any]:
+def largest_model(inp: PlanInput) -> LargestModels:
     """The catalog models (largest first, by parameters) that fit the card at the quantization, at the given
     context (else 8,192 tokens or the model's maximum if smaller), with the runtime's accounting."""
     if not inp.gpu:
@@ -142,10 +203,9 @@ def largest_model(inp: PlanInput) -> dict[str, Any]:
         except CardfitError:  # e.g. a quantization this model cannot take
             continue
         if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):
-            fits.append({"model": m.name, "id": m.id, "params": m.params, "quant": ctx.quant.name,
-                         "runtime": ctx.runtime.id, "context": context, "need_bytes": need,
-                         "free_bytes": budget - need})
-    fits.sort(key=lambda f: -f["params"])
+            fits.append(ModelFit(model=m.name, id=m.id, params=m.params, quant=ctx.quant.name,
+                                 runtime=ctx.runtime.id, context=context, need_bytes=need, free_bytes=budget - need))
+    fits.sort(key=lambda f: -f.params)
     gpu = default_gpus().get(inp.gpu) if inp.gpu else None
-    return {"gpu": gpu.name if gpu else inp.gpu, "quant": inp.quant, "largest": fits[0]["model"] if fits else None,
-            "models": fits}
+    return LargestModels(gpu=gpu.name if gpu else inp.gpu, quant=inp.quant,
+                         largest=fits[0].model if fits else None, models=tuple(fits))

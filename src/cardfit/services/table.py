@@ -50,6 +50,24 @@ class Command:
         return self.execute(parse(self.input_type(), values))
 
 
+class Result:
+    """Base of a command's frozen result: `to_json()` is its fields in order, as plain data (nested results and
+    tuples of them become dicts and lists) — the keys of `--json`, the web API and the Python API."""
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import fields
+
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Result):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def to_json(result: Any) -> Any:
     """The plain-data view of a result: what `--json`, the web API and the Python API return."""
     return result.to_json() if hasattr(result, "to_json") else result
