@@ -1,4 +1,5 @@
-"""The API price catalog (data/apis.toml): seed 003's three tiers and named APIs, each price dated and
+"""The API price catalog (data/apis.toml): the three tiers of the break-even guide and named APIs, each
+price dated and
 sourced. User files passed with --catalog add `[[tier]]` or `[[api]]` records through the same path."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from .records import record
 from .registry import Registry
 from .schema import check_tables, keys_of
 
-SEED_TIERS = ("open-8b", "small-commercial", "frontier")  # seed 003's comparison, cheapest first
+# the comparison of the break-even guide, cheapest first
+SEED_TIERS = ("open-8b", "small-commercial", "frontier")
 
 
 @record(slots=True)
@@ -23,7 +25,7 @@ class ApiPrice:
     output_usd_per_m: float
     input_usd_per_m: float = 0.0
     cached_input_usd_per_m: float | None = None
-    kind: str = "api"  # "tier" (seed 003's illustrative tiers) or "api" (a named product)
+    kind: str = "api"  # "tier" (the illustrative tiers of the break-even guide) or "api" (a named product)
     provider: str = ""
     aliases: tuple[str, ...] = ()
     note: str = ""

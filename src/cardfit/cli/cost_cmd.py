@@ -33,7 +33,8 @@ def breakeven(result: Any, inp: Any) -> None:
 def _pct(x: float | None) -> str:
     if x is None:
         return "—"
-    return f"{x:.0%}" if x >= 1 else f"{x:.1%}".replace(".0%", "%")  # seed 003 writes 174%, 6.9%, 50%
+    # the break-even guide writes 174%, 6.9%, 50%
+    return f"{x:.0%}" if x >= 1 else f"{x:.1%}".replace(".0%", "%")
 
 
 def _print(r: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
-"""Rent versus per-token API prices (SPEC §6). Pure arithmetic on plain numbers: no catalogs, no I/O.
+"""Rent versus per-token API prices. Pure arithmetic on plain numbers: no catalogs, no I/O.
 
-The four formulas are seed 003's, verbatim:
+The four formulas are those of the break-even guide ('GPU VPS vs API tokens: the break-even point',
+Hindi), verbatim:
     cost_per_million             = hourly × 10⁶ ÷ (tokens_per_s × 3600 × duty)
     breakeven_millions_per_month = hourly × hours_per_month ÷ api_price_per_million
     capacity_millions_per_month  = tokens_per_s × 3600 × hours_per_month ÷ 10⁶
@@ -39,7 +40,8 @@ def hourly_from_monthly(monthly_usd: float, hours_per_month: float = HOURS_PER_M
 
 
 def capacity_millions(tokens_per_s: float, hours_per_month: float = HOURS_PER_MONTH) -> float:
-    """Output tokens the card makes in a month of non-stop work: 400 tok/s × 730 h = 1,051.2 M (seed 003)."""
+    """Output tokens the card makes in a month of non-stop work: 400 tok/s × 730 h = 1,051.2 M (the break-even
+    guide)."""
     return tokens_per_s * SECONDS_PER_HOUR * hours_per_month / MILLION
 
 
@@ -51,7 +53,8 @@ def cost_per_million(hourly_usd: float, tokens_per_s: float, duty: float = 1.0) 
 
 
 def breakeven_millions(monthly_usd: float, api_usd_per_million: float) -> float:
-    """The monthly volume at which the API bill equals the rent: $365 ÷ $15/M = 24.3 M (seed 003)."""
+    """The monthly volume at which the API bill equals the rent: $365 ÷ $15/M = 24.3 M (the break-even
+    guide)."""
     if api_usd_per_million <= 0:
         return math.inf
     return monthly_usd / api_usd_per_million
@@ -67,7 +70,7 @@ def required_duty(breakeven: float, capacity: float) -> float:
 def api_price_per_output_million(output_usd_per_m: float, input_usd_per_m: float = 0.0,
                                  input_per_output: float = 0.0) -> float:
     """What the API charges per million OUTPUT tokens once the prompt tokens sent with them are billed
-    too (seed 003: "on the API side, input is a separate line on the invoice")."""
+    too (the break-even guide: "on the API side, input is a separate line on the invoice")."""
     return output_usd_per_m + input_usd_per_m * input_per_output
 
 
@@ -76,10 +79,11 @@ def effective_tokens_per_s(decode_tokens_per_s: float, *, input_per_output: floa
     """Useful output tokens/s of the card.
 
     Prefill: each output token brings `input_per_output` prompt tokens whose prefill takes GPU time
-    (seed 003: "on your own card, prefill uses GPU time"); time per output token = 1/decode + ratio/prefill.
+    (the break-even guide: "on your own card, prefill uses GPU time");
+    time per output token = 1/decode + ratio/prefill.
     Skip it (no prefill rate) when the tokens/s was measured with real prompts: it already includes it.
     Quality gap: a model that needs `retry_multiplier` attempts per useful answer delivers that many
-    times fewer useful tokens (seed 003: three attempts → three times the chart price).
+    times fewer useful tokens (the break-even guide: three attempts → three times the chart price).
     """
     if decode_tokens_per_s <= 0:
         return 0.0
@@ -114,12 +118,14 @@ class HiddenCosts:
 
 
 def billed_hours(hours_used: float, min_term_days: float = 0) -> float:
-    """Hours paid for: at least the minimum term (seed 002 §08: "our shortest term is seven days")."""
+    """Hours paid for: at least the minimum term (GPU Rent Hub VRAM guide, section 08: "our shortest term is
+    seven days")."""
     return max(hours_used, min_term_days * 24)
 
 
 def set_monthly_usd(unit_monthly_usd: float, count: int, discount_fraction: float = 0.0) -> float:
-    """A set of `count` cards after the volume discount (seed 002 §05: 5 % from two, 8 % from four …)."""
+    """A set of `count` cards after the volume discount (GPU Rent Hub VRAM guide, section 05: 5 % from two,
+    8 % from four …)."""
     return unit_monthly_usd * count * (1 - discount_fraction)
 
 

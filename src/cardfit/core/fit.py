@@ -1,4 +1,4 @@
-"""Fit verdicts on one card or a set of cards, and the ranking of every card (SPEC §2 headroom, §3)."""
+"""Fit verdicts on one card or a set of cards, and the ranking of every card."""
 
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def unsupported(gpu: Gpu, requires: Feature | None, rt: RuntimeProfile | None = 
 
 
 def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -> Verdict:
-    """fits / tight / no from the bytes left over (seed 002 §05: tight = under 5 GB on one card, under
+    """fits / tight / no from the bytes left over (GPU Rent Hub VRAM guide, section 05: tight = under 5 GB on
+    one card, under
     2 GB per card on several; or inside the error bar of the estimate)."""
     if free < 0:
         return NO
@@ -122,7 +123,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
 
 def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
     """llama.cpp / Ollama put whole layers in system RAM: what stays on the GPU is what fits beside the
-    fixed workspace (SPEC §4 CPU offload)."""
+    fixed workspace."""
     layered = mem.weights_bytes + mem.kv_cache_bytes
     on_gpu = max(budget - mem.per_card_fixed_bytes, 0)
     fraction = min(on_gpu / layered, 1.0) if layered else 0.0
@@ -151,7 +152,8 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
 
 
 def rank(options: list[Option], node_size: int) -> list[Option]:
-    """Cheapest first among what fits, in the seed's order of preference (seed 002 §05): a single card,
+    """Cheapest first among what fits, in the rental guide's order of preference (GPU Rent Hub VRAM guide,
+    section 05): a single card,
     then a set inside one node, then whole nodes; unpriced cards after priced ones of their group, the
     smallest first; then CPU offload; then what does not fit, largest first."""
     def key(o: Option) -> tuple:

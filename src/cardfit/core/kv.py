@@ -1,5 +1,5 @@
 """KV cache: 2 (K and V) × layers × KV heads × head dim × bytes per element, per token, per sequence —
-with the attention variants that change it (SPEC §2): MLA caches one compressed latent plus a rope key
+with the attention variants that change it: MLA caches one compressed latent plus a rope key
 per layer; sliding-window layers hold at most the window; linear-attention / state-space layers hold a
 fixed-size state; layers that share KV store nothing of their own."""
 

@@ -1,4 +1,4 @@
-"""VRAM needed = weights + KV cache + runtime overhead + activations (SPEC §2)."""
+"""VRAM needed = weights + KV cache + runtime overhead + activations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Speed model (SPEC §4). Decode is memory-bandwidth bound: one stream cannot beat bandwidth ÷ bytes read
+"""Speed model. Decode is memory-bandwidth bound: one stream cannot beat bandwidth ÷ bytes read
 per token (resident weights for dense models, active weights for MoE, plus the KV cache read so far).
 Prefill is compute bound: about 2 × active parameters FLOPs per prompt token, plus attention.
 

@@ -1,4 +1,4 @@
-"""Fine-tuning memory (SPEC §5): weights, gradients, master weights and optimizer state for what is
+"""Fine-tuning memory: weights, gradients, master weights and optimizer state for what is
 trained, LoRA adapters from the real layer shapes, activations from sequence, micro-batch and the
 model's widths, and how ZeRO stages and offload split it across cards and host RAM. Pure arithmetic:
 every constant arrives in a TrainingConstants record read from data/training.toml."""

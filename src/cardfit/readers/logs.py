@@ -1,4 +1,4 @@
-"""Measured throughput from the logs people already have (SPEC §6):
+"""Measured throughput from the logs people already have:
 
 - `ollama run MODEL --verbose`: the `eval rate` line (generation only; `prompt eval rate` is prefill).
   One stream: the speed of a single user, not of a busy server.

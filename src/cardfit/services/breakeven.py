@@ -2,7 +2,7 @@
 
 Wiring only: the inputs are described once in `BreakevenInput`; rent, tokens/s and API prices are
 resolved from the flags, a log, the GPU catalog or cardfit's own speed estimate; the arithmetic is
-core/cost.py; `breakeven_report` returns the plain-data JSON view (SPEC §9 keys first).
+core/cost.py; `breakeven_report` returns the plain-data JSON view.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..units import rounded
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, Input, opt
 
 MAX_USD = 10_000_000.0
-SEED_CONCURRENCY = 16  # seed 003: "400 output tokens per second with 16 concurrent requests"
+SEED_CONCURRENCY = 16  # the break-even guide: "400 output tokens per second with 16 concurrent requests"
 
 
 @record
@@ -208,7 +208,8 @@ def _comparisons(inp: BreakevenInput) -> list[Comparison]:
 
 
 def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
-    """The JSON of `cardfit breakeven`: SPEC §9 keys, then the tables of seed 003 and the hidden costs."""
+    """The JSON of `cardfit breakeven`: the stable JSON keys, then the tables of the break-even guide and the
+    hidden costs."""
     rent, tp, comps = _rent(inp), _throughput(inp), _comparisons(inp)
     hidden = cost.HiddenCosts(inp.storage_gb, inp.storage_usd_per_gb_month, inp.cold_starts_per_month,
                               inp.cold_start_s, inp.extra_monthly_usd)

@@ -20,7 +20,7 @@ def gpu_rows(gpus: Iterable[Any]) -> list[dict[str, Any]]:
             "bf16_tflops": g.bf16_tflops, "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops,
             "fp8": g.fp8, "bf16": g.bf16, "interconnect": g.interconnect, "link_gbps": g.link_gbps,
             "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd, "hourly_usd": g.hourly(HOURS_PER_MONTH),
-            "usd_per_gb_month": round(per_gb, 2) if per_gb else None,  # seed 002 §06
+            "usd_per_gb_month": round(per_gb, 2) if per_gb else None,  # GPU Rent Hub VRAM guide, section 06
             "gbps_per_usd_month": round(g.bandwidth_gbps / g.monthly_usd, 2)
             if g.monthly_usd and g.bandwidth_gbps else None,
             "min_count": g.min_count, "max_count": g.max_count or None, "unified_memory": g.unified_memory,

@@ -30,7 +30,8 @@ from .inputs import MAX_CONTEXT, ModelInput, opt
 SERVE_RUNTIMES = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")  # servers with a launch command
 GGUF_SERVERS = ("llama.cpp", "ollama")
 HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
-GGUF_QUANTS = ("Q4_K_M", "Q8_0")  # the builds Ollama and llama.cpp users pull (seed 000's two columns)
+# the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
+GGUF_QUANTS = ("Q4_K_M", "Q8_0")
 CARDS_PER_NODE = (1, 2, 4, 8)
 SLOTS = (1, 2, 4, 8, 16, 32, 64)  # llama-server -np / OLLAMA_NUM_PARALLEL values searched
 MAX_REPLICAS = 512
@@ -592,7 +593,7 @@ def _ms(x: float) -> float | None:
 
 
 def _apis(r: Result, inp: DeployInput) -> list[dict[str, Any]]:
-    """The same traffic bought from each API tier (seed 003's three), against this rent."""
+    """The same traffic bought from each API tier (the break-even guide's three), against this rent."""
     from ..catalog.apis import apis, seed_tiers
 
     served_m = cost.capacity_millions(r.served_tokens_per_s, cost.HOURS_PER_MONTH)

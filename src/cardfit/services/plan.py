@@ -488,7 +488,7 @@ def plan_dict(p: Plan) -> dict[str, Any]:
 
 
 def answers_dict(p: Plan) -> dict[str, Any]:
-    """SPEC §3's short answers: the cheapest card that fits, the smallest one, and the cheapest set when no
+    """The short answers: the cheapest card that fits, the smallest one, and the cheapest set when no
     single card holds the plan."""
     singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
     priced = [o for o in singles if o.monthly_usd is not None]
@@ -507,7 +507,7 @@ def answers_dict(p: Plan) -> dict[str, Any]:
     return {"smallest_card_by_headroom": by_rule,
             "cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
             "smallest_card": name(min(singles, key=lambda o: o.usable_bytes, default=None)),
-            # in rank order: a set inside one node before whole nodes (seed 002 §05)
+            # in rank order: a set inside one node before whole nodes (GPU Rent Hub VRAM guide, section 05)
             "cheapest_set": None if singles else name(next((o for o in sets if o.monthly_usd is not None), None))}
 
 
@@ -520,7 +520,8 @@ def cost_dict(p: Plan) -> dict[str, Any]:
 
 def plan_cost(p: Any) -> dict[str, Any]:
     """The cost section of `cardfit plan` for each fitting, priced card: rent, $/M at 100 % and at --duty,
-    and the break-even volume against --api (default seed 003's tiers). Tokens/s is the plan's one-stream
+    and the break-even volume against --api (default the tiers of the break-even guide). Tokens/s is the
+    plan's one-stream
     decode estimate, so $/M is an upper bound; `cardfit breakeven --model … --gpu …` uses the aggregate."""
     inp, hours = p.ctx.inp, cost.HOURS_PER_MONTH
     duty = getattr(inp, "duty", None) or 1.0

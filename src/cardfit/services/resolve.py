@@ -141,5 +141,5 @@ def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str) -> 
     if not hint and tag is not None and tag.quant.lower() != "default":
         hint = tag.quant
     if not hint and ollama:
-        hint = "Q4_K_M"  # Ollama's plain tags are the Q4_K_M build (SPEC §7)
+        hint = "Q4_K_M"  # Ollama's plain tags are the Q4_K_M build
     return Resolved(found, tag, quant_hint=hint or found.native_quant, origin="catalog", ollama=ollama)

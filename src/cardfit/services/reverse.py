@@ -1,4 +1,4 @@
-"""Reverse questions (SPEC §3): the longest context that fits a model on a card, the most concurrent
+"""Reverse questions: the longest context that fits a model on a card, the most concurrent
 sequences at a context, and the largest catalog model a card holds at a quantization."""
 
 from __future__ import annotations
