@@ -23,3 +23,14 @@ def test_readme_two_commands_exist():
     makefile = (ROOT / "Makefile").read_text()
     assert "\ndemo:" in makefile and "\ntest:" in makefile
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_deploy_block_is_real_output(run_cli):
+    text = (ROOT / "README.md").read_text()
+    cmd = "cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 32 --ttft-ms 1500 --tpot-ms 50 --runtime vllm"
+    block = re.search(r"```text\n\$ " + re.escape(cmd) + r"\n(.*?)```", text, re.S)
+    assert block, "README lost its deploy example"
+    code, out, err = run_cli(*cmd.split()[1:], env={"COLUMNS": "100"})
+    assert code == 0, err
+    shown = [line.rstrip() for line in block.group(1).rstrip("\n").split("\n")]
+    assert shown == [line.rstrip() for line in out.rstrip("\n").split("\n")]

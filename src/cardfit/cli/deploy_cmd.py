@@ -75,14 +75,14 @@ def _print(r: dict[str, Any]) -> None:
             c.print(f"  Closest: {_shape(near)} · {near['runtime']} · {near['quant']} · TTFT p90 "
                     f"{_num(near['ttft_ms'])} ms · TPOT {_num(near['tpot_ms'])} ms · ${near['monthly_usd'] or 0:,.0f}/month")
     if r["pareto"] and b is not None:
-        t = Table(title="Pareto front: $/M tokens vs per-user speed vs TTFT", title_justify="left", box=None,
+        t = Table(title="Pareto front: rent vs per-user speed vs TTFT", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)
         for col, just in (("deployment", "left"), ("runtime", "left"), ("quant", "left"), ("KV", "left"),
                           ("$/month", "right"), ("$/M", "right"), ("TTFT ms", "right"), ("TPOT ms", "right"),
                           ("tok/s/user", "right")):
             t.add_column(col, justify=just)  # type: ignore[arg-type]
         for d in r["pareto"]:
-            t.add_row(_shape(d), d["runtime"], d["quant"], d["kv_dtype"], f"{d['monthly_usd'] or 0:,.0f}",
+            t.add_row(_shape(d), d["runtime"], d["quant"].split(" (")[0], d["kv_dtype"], f"{d['monthly_usd'] or 0:,.0f}",
                       f"{d['cost_per_million_usd'] or 0:,.3f}", _num(d["ttft_ms"]), _num(d["tpot_ms"]),
                       f"{d['per_user_tokens_per_s']:,.1f}")
         c.print(t)

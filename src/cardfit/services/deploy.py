@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from ..catalog.gpus import Feature, Gpu
@@ -101,6 +102,8 @@ class Setting:
     slots: int  # llama.cpp/Ollama parallel slots; 0 for paged runtimes
     quality: str | None
     shares: sp.Shares  # how the weight bytes split (dense / experts / embedding): once per setting
+    decode_flops: float  # per token at the mean tokens in flight
+    prefill_flops: float  # per prompt token: causal attention over half the prompt
     kv_flag: str | None  # the cache type as the runtime spells it (None: its default)
 
 
@@ -113,14 +116,22 @@ class Candidate:
     tp: int
     pp: int
     option: fitting.Option
-    replica: sv.Replica
+    seqs: int  # sequences scheduled at once: the runtime's cap, the KV pool's or the slots
     price: float | None  # one replica, before the volume discount of the whole fleet
     kv_tokens: int  # KV pool per replica, tokens (pessimistic: after the need's error bar)
     margin_bytes: int  # the need's error bar (data/accuracy.toml), kept free
+    inp: DeployInput
 
     @property
     def cards(self) -> int:
         return self.per_node * self.nodes
+
+    @cached_property
+    def replica(self) -> sv.Replica:
+        """Built when first timed: most candidates are never timed (search stops on price)."""
+        rt = self.setting.ctx.runtime
+        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp if rt.pipeline_parallel else 1,
+                        self.seqs)
 
 
 @record
@@ -218,6 +229,11 @@ def uncalibrated_sequence_cost_s() -> float:
     return max(r.decode_overhead_us_per_sequence for r in default_runtimes()) * 1e-6
 
 
+def _in_flight(inp: DeployInput) -> int:
+    """Tokens a sequence holds on average while it decodes: the prompt and half the answer."""
+    return inp.input_tokens + inp.output_tokens // 2
+
+
 def max_model_len(inp: DeployInput) -> int:
     return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
 
@@ -250,7 +266,9 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                     if _is_gguf(ctx.quant) != (rt.id in GGUF_SERVERS):
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
                     out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant),
-                                       sp.weight_shares(ctx.model, ctx.quant), kvd))
+                                       sp.weight_shares(ctx.model, ctx.quant),
+                                       sp.decode_flops_per_token(ctx.model, _in_flight(inp)),
+                                       sp.decode_flops_per_token(ctx.model, inp.input_tokens // 2), kvd))
     if not out:
         raise InputError("no runtime serves this model with these options" + (f" ({skipped[0]})" if skipped else ""),
                          field="runtime")
@@ -290,7 +308,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         ctx, mem, rt, m = s.ctx, s.mem, s.ctx.runtime, s.ctx.model
         engine = ctx.engine
         margin = _margin(ctx, mem)
-        in_flight = inp.input_tokens + inp.output_tokens // 2
+        in_flight = _in_flight(inp)
         per_seq = engine.kv_bytes(m, MemorySettings(context=in_flight, sequences=1, kv_dtype=mem.kv_dtype))
         for gpu in _gpus(inp, ctx):
             if rt.stacks and gpu.stack not in rt.stacks or mem.kv_dtype.startswith("fp8") and not gpu.supports(Feature.FP8):
@@ -314,24 +332,21 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     seqs, tokens = s.slots, mem.context * s.slots
                 if seqs < 1 or gpu.bandwidth_gbps is None:
                     continue
-                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt,
-                                     _replica(inp, s, gpu, tp, pp if rt.pipeline_parallel else 1, seqs),
-                                     fitting.set_price(gpu, count, ctx.rules), tokens, margin))
+                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs,
+                                     fitting.set_price(gpu, count, ctx.rules), tokens, margin, inp))
     return out
 
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int) -> sv.Replica:
     ctx, mem, m = s.ctx, s.mem, s.ctx.model
     rt = ctx.runtime
-    filled = inp.input_tokens + inp.output_tokens // 2  # tokens in flight: the prompt and half the answer
     tflops = sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
-    load = sp.Load(mem.weights.total_bytes, s.shares,
-                   sp.kv_read_bytes(m, mem, filled, rt.window_cache), sp.decode_flops_per_token(m, filled),
-                   m.layers, sp.hidden_size(m))
+    load = sp.Load(mem.weights.total_bytes, s.shares, sp.kv_read_bytes(m, mem, _in_flight(inp), rt.window_cache),
+                   s.decode_flops, m.layers, sp.hidden_size(m))
     machine = sp.machine_for(rt, gpu, tp, tflops, quantized=sp.is_quantized(ctx.quant))
     if s.slots > 1 and not rt.decode_overhead_us_per_sequence:
         machine = replace(machine, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
-    return sv.Replica(sv.stage(load, pp), machine, sp.decode_flops_per_token(m, inp.input_tokens // 2),
+    return sv.Replica(sv.stage(load, pp), machine, s.prefill_flops,
                       ctx.prefill_chunk or 2048, seqs, pp,
                       NODE_HOP_LATENCY_S if pp > 1 else 0.0, NODE_LINK_GBPS if pp > 1 else 0.0)
 
@@ -428,9 +443,10 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
     if it could be cheaper than the best found, or faster (per user or to the first token) than every
     deployment found at its price or less; otherwise it is skipped on bounds, never on guesses."""
     found: list[Result] = []
+    front: list[Result] = []
     best: float = math.inf
     for c in sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
-                                          -c.replica.max_seqs)):
+                                          -c.seqs)):
         if c.price is not None and c.price >= best * PARETO_COST_SPAN:
             break  # sorted by price: every later one costs more still
         tpot, ttft = _solo(inp, c)
@@ -443,11 +459,14 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
         if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
                 (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
-                for r in found)):
+                for r in front)):
             continue
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
             found.append(res)
+            if not any((r.monthly_usd or 0) <= (res.monthly_usd or 0) and r.served.tpot_s <= res.served.tpot_s
+                       and r.served.ttft_s <= res.served.ttft_s for r in front):
+                front.append(res)  # what a later candidate must beat to be worth timing
             if res.monthly_usd is not None:
                 best = min(best, res.monthly_usd)
     return sorted(found, key=_key)
@@ -720,7 +739,7 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     seqs = cap or max(int(inp.users or 0), rt.max_num_seqs if rt.paged_kv else 1)
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp,
                   fitting.check(s.mem, gpu, cards, s.ctx.engine, s.ctx.rules, model=s.ctx.model, tp=tp),
-                  _replica(inp, s, gpu, tp, pp if rt.pipeline_parallel else 1, seqs), None, 0, 0)
+                  seqs, None, 0, 0, inp)
     res = evaluate(inp, c, 1, targets(inp))
     sv_ = res.served
     value = {"ttft_ms": sv_.ttft_mean_s * 1e3, "tpot_ms": sv_.tpot_s * 1e3, "itl_ms": sv_.tpot_s * 1e3,
