@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from ..catalog.gpus import Feature, Gpu
@@ -728,25 +728,31 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if metric not in SERVING_METRICS:
         raise InputError(f"no serving prediction for metric '{metric}'", field="metric")
     inp, tp, pp = record_input(r)
-    check(inp)
-    rt = default_runtimes().get(inp.runtime or "")
-    sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
-    s = sets[0]
-    gpu = s.ctx.gpus.get(r["gpu"])
-    cards = tp * pp
     st = r.get("settings") or {}
-    cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0) or None
-    seqs = cap or max(int(inp.users or 0), rt.max_num_seqs if rt.paged_kv else 1)
-    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp,
-                  fitting.check(s.mem, gpu, cards, s.ctx.engine, s.ctx.rules, model=s.ctx.model, tp=tp),
-                  seqs, None, 0, 0, inp)
-    res = evaluate(inp, c, 1, targets(inp))
+    cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0)
+    res, how = _timed(inp, r["gpu"], tp, pp, cap)  # the TTFT, TPOT and throughput records of a run share it
     sv_ = res.served
     value = {"ttft_ms": sv_.ttft_mean_s * 1e3, "tpot_ms": sv_.tpot_s * 1e3, "itl_ms": sv_.tpot_s * 1e3,
              "output_tokens_per_s": res.served_tokens_per_s,
              "request_throughput": res.served_tokens_per_s / inp.output_tokens}[metric]
     if r.get("statistic") in ("p90",) and metric == "ttft_ms":
         value = sv_.ttft_s * 1e3
-    how = (f"deploy timing: {cards}x {gpu.name} TP {tp} PP {pp}, {rt.id}, {s.ctx.quant.name}, "
-           f"{sv_.batch:.1f} sequences decoding, {'stable' if sv_.stable else 'overloaded'}")
     return value, how
+
+
+@lru_cache(maxsize=256)
+def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int) -> tuple[Result, str]:
+    check(inp)
+    rt = default_runtimes().get(inp.runtime or "")
+    sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
+    s = sets[0]
+    gpu = s.ctx.gpus.get(gpu_name)
+    cards = tp * pp
+    seqs = cap or max(int(inp.users or 0), rt.max_num_seqs if rt.paged_kv else 1)
+    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp,
+                  fitting.check(s.mem, gpu, cards, s.ctx.engine, s.ctx.rules, model=s.ctx.model, tp=tp),
+                  seqs, None, 0, 0, inp)
+    res = evaluate(inp, c, 1, targets(inp))
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp} PP {pp}, {rt.id}, {s.ctx.quant.name}, "
+           f"{res.served.batch:.1f} sequences decoding, {'stable' if res.served.stable else 'overloaded'}")
+    return res, how
