@@ -87,7 +87,7 @@ def test_prequantized_checkpoint_gets_no_quantization_flag() -> None:
         assert "--quantization" not in launch.build(rt, "m", quant="fp8", max_model_len=4096,
                                                     checkpoint_quantized=True).argv
         cmd = launch.build(rt, "m", quant="awq", max_model_len=4096)
-        assert "--quantization" not in cmd.argv and "awq checkpoint" in cmd.notes[0]
+        assert "--quantization" not in cmd.argv and "quantized as awq" in cmd.notes[0]
 
 
 def test_llamacpp_context_is_per_slot_times_slots() -> None:
@@ -131,3 +131,19 @@ def test_option_files_name_their_release() -> None:
         data = tomllib.loads(f.read_text())
         assert data["version"] and data["source"].startswith("https://"), f.name
         assert data["flags"] or data.get("env"), f.name
+
+
+@pytest.mark.parametrize("quant,flag", [("FP8 (E4M3)", ["--quantization", "fp8"]),
+                                        ("fp8", ["--quantization", "fp8"]), ("BF16", []),
+                                        ("INT4 g128 (AWQ/GPTQ)", [])])
+def test_quant_by_id_or_display_name(quant: str, flag: list[str]) -> None:
+    args = list(launch.build("vllm", "m", quant=quant, max_model_len=4096).argv)
+    assert args[len(args) - len(flag):] == flag if flag else "--quantization" not in args
+
+
+def test_command_carries_its_notes_as_comments() -> None:
+    text = launch.command("vllm", "meta-llama/Llama-3.1-8B-Instruct", quant="INT4 g128 (AWQ/GPTQ)",
+                          max_model_len=1300, max_num_seqs=100)
+    assert text.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 ")
+    assert text.endswith("  # use a checkpoint quantized as INT4 g128 (AWQ/GPTQ): vllm reads the format from "
+                         "the checkpoint's quantization_config")

@@ -27,7 +27,8 @@ def test_readme_two_commands_exist():
 
 def test_readme_deploy_block_is_real_output(run_cli):
     text = (ROOT / "README.md").read_text()
-    cmd = "cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 32 --ttft-ms 1500 --tpot-ms 50 --runtime vllm"
+    cmd = ("cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 32 --ttft-ms 1500 --tpot-ms 50 "
+           "--runtime vllm")
     block = re.search(r"```text\n\$ " + re.escape(cmd) + r"\n(.*?)```", text, re.S)
     assert block, "README lost its deploy example"
     code, out, err = run_cli(*cmd.split()[1:], env={"COLUMNS": "100"})

@@ -79,14 +79,20 @@ def _kv(runtime: str, kv_dtype: str | None) -> str | None:
     return name
 
 
+def _quant_key(quant: str | None) -> str:
+    """A quantization id or display name ("fp8", "FP8 (E4M3)", "INT4 g128 (AWQ/GPTQ)") → its first word."""
+    words = (quant or "bf16").lower().replace("_", " ").split()
+    return words[0] if words else "bf16"
+
+
 def _quant_flag(runtime: str, quant: str | None, checkpoint_quantized: bool) -> tuple[list[str], list[str]]:
-    q = (quant or "bf16").lower()
+    q = _quant_key(quant)
     if q in _FLOAT or checkpoint_quantized:
         return [], []
     online = _ONLINE.get(runtime, {}).get(q)
     if online:
         return ["--quantization", online], []
-    return [], [f"serve a {quant} checkpoint of the model: {runtime} reads its format from the "
+    return [], [f"use a checkpoint quantized as {quant}: {runtime} reads the format from the "
                 f"checkpoint's quantization_config"]
 
 
@@ -228,5 +234,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
 
 
 def command(runtime: str, model: str, **options: object) -> str:
-    """`build(...)` as one shell line."""
-    return build(runtime, model, **options).shell()  # type: ignore[arg-type]
+    """`build(...)` as shell text, its notes (what to serve, what to run on the other nodes) appended as
+    shell comments so that a copied command carries them."""
+    launch = build(runtime, model, **options)  # type: ignore[arg-type]
+    return launch.shell() + "".join(f"  # {n}" for n in launch.notes)
