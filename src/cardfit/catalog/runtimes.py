@@ -59,6 +59,8 @@ class RuntimeProfile:
     fp16_accumulate: bool = False  # GEMMs accumulate in FP16 (llama.cpp): GeForce cards run them at full rate
     decode_overhead_us_per_layer: float = 0.0  # fixed time per layer per decode step (launches, syncs)
     decode_overhead_us_per_sequence: float = 0.0  # per sequence per step under concurrency (scheduler, sampler)
+    # the same for engine generations whose CPU work ran serially with the GPU step (vLLM before 0.6)
+    decode_overhead_us_per_sequence_v0: float = 0.0
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     unified_memory: bool = False  # set by on_card() for Apple silicon, never read from the data file

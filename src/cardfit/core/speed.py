@@ -348,15 +348,21 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                 ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None,
                 quantized: bool = False) -> Machine:
     """One stage of `tp` cards running runtime `rt`, with the runtime's calibrated constants (the compute
-    efficiency of its quantized kernels for integer-block weights where it has one)."""
+    efficiency of its quantized kernels for integer-block weights where it has one). The constants are read
+    through core/constants.py, so validation's leave-one-source-out refits reach every caller."""
+    from .constants import value
+
+    def k(field: str) -> float:
+        return value(rt.id, field, getattr(rt, field))
+
     bw = bandwidth_gbps or gpu.bandwidth_gbps or 0.0
+    compute = k("prefill_efficiency_quantized") if quantized and rt.prefill_efficiency_quantized else 0.0
     return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
-                   interconnect=gpu.interconnect, decode_efficiency=rt.decode_efficiency or 1.0,
-                   overhead_s_per_layer=rt.decode_overhead_us_per_layer * 1e-6,
-                   overhead_s_per_sequence=rt.decode_overhead_us_per_sequence * 1e-6,
-                   compute_efficiency=(rt.prefill_efficiency_quantized if quantized and rt.prefill_efficiency_quantized
-                                       else rt.prefill_efficiency) or 1.0, ram_bandwidth_gbps=ram_bandwidth_gbps or bw,
-                   ram_efficiency=rt.ram_efficiency or 1.0)
+                   interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
+                   overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
+                   overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
+                   compute_efficiency=compute or k("prefill_efficiency") or 1.0,
+                   ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0)
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their

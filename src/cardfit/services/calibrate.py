@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .constants import constants
+from ..core.constants import constants
 
 Record = dict[str, Any]
 Constants = dict[str, float]  # "runtime.field" → value
@@ -87,6 +87,22 @@ def _quantized(want: bool) -> Callable[[Record], bool]:
     return ok
 
 
+def _generation(current: bool) -> Callable[[Record], bool]:
+    """vLLM 0.6 and later (or a record stating no version, dated after it) vs the engines before."""
+    def ok(r: Record) -> bool:
+        from .speed import engine_version
+
+        v = engine_version(r)
+        old = v < (0, 6) if v is not None else str(r.get("date", "9999")) < "2024-09"
+        return old is not current
+    return ok
+
+
+def _tpot(runtime: str) -> Callable[[Record], bool]:
+    return lambda r: (r.get("kind") == "serving" and r.get("metric") == "tpot_ms" and _rt(r) == runtime
+                      and not r.get("skip"))
+
+
 def _non_torch(r: Record) -> float | None:
     return float(r["measured"])
 
@@ -109,13 +125,21 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_ram_efficiency"), 2, ("ollama",),
         "share of the system RAM bandwidth the offloaded bytes imply"),
     Fit("vllm", "decode_overhead_us_per_layer", _is("decode", "vllm"),
-        _speed("implied_overhead_us_per_layer"), 1, ("sglang", "tgi"),
+        _speed("implied_overhead_us_per_layer"), 1, ("sglang", "tgi", "trtllm"),
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
-    Fit("vllm", "decode_overhead_us_per_sequence", _is("aggregate_decode", "vllm"),
+    Fit("vllm", "decode_overhead_us_per_sequence_v0", _both(_is("aggregate_decode", "vllm"), _generation(False)),
+        _speed("implied_overhead_us_per_sequence"), 1, (),
+        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
+        "vLLM before 0.6"),
+    Fit("vllm", "decode_overhead_us_per_sequence",
+        lambda r: (_is("aggregate_decode", "vllm")(r) or _tpot("vllm")(r)) and _generation(True)(r),
         _speed("implied_overhead_us_per_sequence"), 1, ("sglang", "tgi"),
-        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead"),
+        "step time left per sequence after the roofline and the per-layer overhead (aggregate decode and "
+        "time-per-output-token records), vLLM 0.6 and later"),
+    Fit("trtllm", "decode_overhead_us_per_sequence", _tpot("trtllm"), _speed("implied_overhead_us_per_sequence"), 1,
+        (), "step time left per sequence after the roofline and the per-layer overhead (time per output token)"),
     Fit("vllm", "prefill_efficiency", _is("prefill", "vllm", offload=None),
-        _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi"),
+        _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi", "trtllm"),
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),
     Fit("vllm", "non_torch_bytes", _vllm_overhead, _non_torch, 0, (),
         "vLLM profiler 'non_torch_memory takes X GiB' lines"),
@@ -219,6 +243,6 @@ def rewrite_runtimes(text: str, values: Constants, recs: tuple[Record, ...]) -> 
             note = (f"# fitted: scripts/fit_constants.py, median of {n} records, {k} sources" if f.runtime == rt
                     else f"# {f.runtime}'s fit (scripts/fit_constants.py); own records scored only")
             val = _fmt(values[f"{rt}.{m.group(1)}"], digits[m.group(1)])
-            line = f"{m.group(1)} = {val}".ljust(42) + note
+            line = f"{m.group(1)} = {val}".ljust(42) + " " * (len(f"{m.group(1)} = {val}") >= 42) + note
         out.append(line)
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")

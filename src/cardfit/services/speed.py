@@ -86,7 +86,7 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False) -> sp.Machine:
     compute efficiency of integer-block weights is the runtime's quantized-kernel share where it has one."""
     from dataclasses import replace
 
-    from .constants import value
+    from ..core.constants import value
 
     out = {}
     for attr, (field, scale) in CALIBRATED.items():
@@ -256,7 +256,7 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values["cpu_moe"] = int(m[1])
     elif "exps=cpu" in offload.lower() or "-cmoe" in offload:
         values["cpu_moe"] = 100_000
-    if r.get("kind") == "aggregate_decode":
+    if r.get("kind") in ("aggregate_decode", "serving"):
         values["concurrency"] = (int(r.get("concurrency") or 1),)
     return SpeedInput(**values)
 
@@ -343,14 +343,47 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
                                                 else 1)
     if not rt.decode_efficiency:
         return None
+    s = engine_generation(record, s)
     n = _running(record, s)
     st = sp.step(s.load, s.machine, n)
     return st.aggregate_tokens_per_s if kind == "aggregate_decode" else st.per_user_tokens_per_s
 
 
+def serving_as_decode(r: dict[str, Any]) -> dict[str, Any] | None:
+    """A served-load record measuring the time per output token, as the decode step it times: `concurrency`
+    sequences, each holding its prompt and half its answer (None for other metrics)."""
+    if r.get("kind") != "serving" or r.get("metric") != "tpot_ms" or not r.get("concurrency"):
+        return None
+    filled = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0) // 2
+    return {**r, "kind": "aggregate_decode", "context": filled, "measured": int(r["concurrency"]) * 1e3 /
+            float(r["measured"])}
+
+
+def engine_version(record: dict[str, Any]) -> tuple[int, int] | None:
+    """(major, minor) of the engine a record states (settings version / vllm_version), else None."""
+    st = record.get("settings") or {}
+    m = re.match(r"~?v?(\d+)\.(\d+)", str(st.get("vllm_version") or st.get("version") or ""))
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
+    """Records of engines before vLLM 0.6 (the profiles with a _v0 value) pay that generation's per-sequence CPU cost (runtimes.toml
+    decode_overhead_us_per_sequence_v0)."""
+    from dataclasses import replace
+
+    from ..core.constants import value
+
+    rt = s.plan.ctx.runtime
+    v = engine_version(record)
+    if v is None or v >= (0, 6) or not rt.decode_overhead_us_per_sequence_v0:
+        return s
+    per = value(rt.id, "decode_overhead_us_per_sequence_v0", rt.decode_overhead_us_per_sequence_v0)
+    return replace(s, machine=replace(s.machine, overhead_s_per_sequence=per * 1e-6))
+
+
 def _running(record: dict[str, Any], s: Setup) -> int:
     """Sequences decoding at once: the record's concurrency, capped by the KV cache that fits."""
-    n = int(record.get("concurrency") or 1) if record.get("kind") == "aggregate_decode" else 1
+    n = int(record.get("concurrency") or 1) if record.get("kind") in ("aggregate_decode", "serving") else 1
     most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
     return max(min(n, most), 1)
 
@@ -360,6 +393,7 @@ def implied_overhead_us_per_sequence(record: dict[str, Any]) -> float | None:
     and the per-layer overhead (data/runtimes.toml decode_overhead_us_per_sequence)."""
     from dataclasses import replace
 
+    record = serving_as_decode(record) or record
     try:
         s = record_setup(record)
     except CardfitError:
@@ -370,6 +404,15 @@ def implied_overhead_us_per_sequence(record: dict[str, Any]) -> float | None:
         return None
     st = sp.step(s.load, s.machine, n)
     return (n / float(record["measured"]) - st.seconds) / (n - 1) * 1e6
+
+
+def predict_tpot_ms(record: dict[str, Any]) -> float | None:
+    """The decode step's time per output token for a served-load TPOT record (no prefill interleaved)."""
+    d = serving_as_decode(record)
+    if d is None:
+        return None
+    v = predict_speed(d)
+    return None if not v else float(d["concurrency"]) * 1e3 / v
 
 
 def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:

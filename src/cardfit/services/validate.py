@@ -20,6 +20,7 @@ from ..catalog.quants import GgufMix, Quant, default_quants
 from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import activations, kv
+from ..core.constants import value
 from ..core.memory import MemorySettings, padded_context
 from ..core.uncertainty import RUNTIME_GROUP
 from ..core.weights import weights
@@ -27,7 +28,6 @@ from ..errors import CardfitError, InputError
 from ..runtimes import adapter
 from ..runtimes.vllm_like import VllmLike
 from ..units import rounded
-from .constants import value
 from .inputs import Input, opt
 
 
@@ -560,8 +560,8 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
 def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
     """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
     whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
+    from ..core.constants import constants
     from .calibrate import fit, fitting_sources, source_key
-    from .constants import constants
 
     fitted_on = fitting_sources(all_records())
     by_id = {o.id: o for o in outcomes}
