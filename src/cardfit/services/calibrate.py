@@ -175,18 +175,45 @@ class Contribution:
 def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
     """Every constant of FITS in order: the median of what its records imply (the records of source
     `leave_out` excluded), each later fit using the earlier refit values."""
-    recs = records
     values = stored()
     for f in FITS:
-        chosen = [r for r in recs if f.select(r) and (leave_out is None or source_key(r) != leave_out)]
-        with constants(values):
-            implied = [v for v in (f.implied(r) for r in chosen) if v is not None]
+        implied = [v for r, src in _chosen(records, f) if leave_out is None or src != leave_out
+                   if (v := _implied(f, r, values)) is not None]
         if not implied:
             continue  # no record left: the stored value stands (as for a runtime without records)
         v = round(statistics.median(implied), f.digits)
         for rt in (f.runtime, *f.copies):
             values[f"{rt}.{f.field}"] = v
     return values
+
+
+_CHOSEN: dict[tuple[int, str], tuple[tuple[Record, ...], list[tuple[Record, str]]]] = {}
+_IMPLIED: dict[tuple[str, int, tuple[tuple[str, float], ...]], tuple[Record, float | None]] = {}
+
+
+def _chosen(records: tuple[Record, ...], f: Fit) -> list[tuple[Record, str]]:
+    """The records a constant is fitted on, with their sources (once per record set: selection does not
+    depend on the constants)."""
+    key = (id(records), f.key)
+    hit = _CHOSEN.get(key)
+    if hit is None or hit[0] is not records:
+        hit = (records, [(r, source_key(r)) for r in records if f.select(r)])
+        _CHOSEN[key] = hit
+    return hit[1]
+
+
+def _implied(f: Fit, r: Record, values: Constants) -> float | None:
+    """What record r implies for f with the runtime's current constants (remembered per those values: a
+    fold that leaves out another runtime's source reuses it)."""
+    mine = tuple(sorted((k, v) for k, v in values.items() if k.startswith(f"{_rt(r)}.")))
+    key = (f.key, id(r), mine)
+    hit = _IMPLIED.get(key)
+    if hit is not None and hit[0] is r:
+        return hit[1]
+    with constants(values):
+        v = f.implied(r)
+    _IMPLIED[key] = (r, v)
+    return v
 
 
 def contributions(records: tuple[Record, ...]) -> list[Contribution]:
