@@ -26,3 +26,9 @@ def constants(values: Mapping[str, float]) -> Iterator[None]:
         yield
     finally:
         _OVERRIDES.reset(token)
+
+
+def snapshot() -> tuple[tuple[str, float], ...]:
+    """The constants in place now, hashable (for caches whose answers depend on them); (): stored."""
+    over = _OVERRIDES.get()
+    return tuple(sorted(over.items())) if over else ()
