@@ -199,3 +199,19 @@ def test_cli_json_has_the_stable_keys(run_json):
                  "--gpu", "L40S")
     assert {"workload", "meets_targets", "best", "pareto", "failing"} <= set(r)
     _check_deployment(r["best"], r["workload"], True)
+
+
+def test_plan_entries_carry_the_split_and_the_command(run_json):
+    """SPEC: plan's gpus entries gain tp, pp and replicas (count = tp × pp × replicas) and, where the set fits,
+    the command that starts it (the same launch function as deploy)."""
+    r = run_json("plan", "meta-llama/Llama-3.1-70B-Instruct", "--quant", "bf16", "--context", "8192",
+                 "--runtime", "vllm")
+    for g in r["gpus"]:
+        assert g["count"] == g["tp"] * g["pp"] * g["replicas"]
+        if g["verdict"] in ("fits", "tight"):
+            assert g["command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct")
+            assert f"--tensor-parallel-size {g['tp']}" in g["command"]
+        else:
+            assert "command" not in g
+    multi = [g for g in r["gpus"] if g["count"] > 8]
+    assert all(g["tp"] <= 8 and g["pp"] >= 2 for g in multi)  # beyond a node: pipeline stages, not TP

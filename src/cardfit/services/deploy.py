@@ -534,45 +534,27 @@ def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> flo
 # --- the answer ------------------------------------------------------------------------------------------
 
 def command(inp: DeployInput, r: Result) -> str:
-    """The command line that starts one replica (runtimes/launch.py when present)."""
+    """The command line that starts one replica (runtimes/launch.py)."""
     c = r.cand
-    ctx, rt = c.setting.ctx, c.setting.ctx.runtime
-    ref = _model_ref(ctx)
-    kv = c.setting.kv_flag
-    quant = ctx.quant.name
+    return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs, c.setting.kv_flag,
+                          c.setting.slots)
+
+
+def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
+                   slots: int = 0) -> str | None:
+    """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
+    runtime without one (transformers, TGI, the rule of thumb)."""
+    from ..runtimes import launch
+
+    rt = ctx.runtime
+    if rt.id not in SERVE_RUNTIMES:
+        return None
     util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
-    try:
-        from ..runtimes import launch  # type: ignore[attr-defined]
-    except ImportError:
-        launch = None
-    if launch is not None:
-        return launch.command(rt.id, ref, quant=quant, tp=c.tp if rt.tensor_parallel else 1,
-                              pp=c.pp if rt.pipeline_parallel else 1, max_model_len=max_model_len(inp),
-                              max_num_seqs=c.replica.max_seqs, kv_dtype=kv, gpu_memory_utilization=util,
-                              n_gpu_layers=None if rt.tensor_parallel else 999,
-                              parallel=c.setting.slots or None, flash_attn=True if kv else None)
-    return _placeholder_command(rt.id, ref, c, max_model_len(inp), kv)
-
-
-def _placeholder_command(rt: str, ref: str, c: Candidate, length: int, kv: str | None) -> str:
-    """Until runtimes/launch.py lands: the few flags every current release has."""
-    if rt == "vllm":
-        kv_flag = f" --kv-cache-dtype {kv}" if kv else ""
-        return (f"vllm serve {ref} --tensor-parallel-size {c.tp} --pipeline-parallel-size {c.pp} "
-                f"--max-model-len {length} --max-num-seqs {c.replica.max_seqs}{kv_flag}")
-    if rt == "sglang":
-        return f"python -m sglang.launch_server --model-path {ref} --tp {c.tp} --context-length {length}"
-    if rt == "trtllm":
-        return (f"trtllm-serve {ref} --tp_size {c.tp} --pp_size {c.pp} --max_batch_size {c.replica.max_seqs} "
-                f"--max_seq_len {length}")
-    slots = c.setting.slots
-    if rt == "ollama":
-        env = f"OLLAMA_CONTEXT_LENGTH={length} OLLAMA_NUM_PARALLEL={slots}"
-        if kv:
-            env += f" OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE={kv}"
-        return f"{env} ollama serve"
-    kv_flags = f" -fa on -ctk {kv} -ctv {kv}" if kv else ""
-    return f"llama-server -m {ref} -ngl 999 -c {length * slots} -np {slots}{kv_flags}"
+    return launch.command(rt.id, _model_ref(ctx), quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
+                          pp=pp if rt.pipeline_parallel else 1, max_model_len=length, max_num_seqs=seqs,
+                          kv_dtype=kv, gpu_memory_utilization=util,
+                          n_gpu_layers=None if rt.tensor_parallel else 999, parallel=slots or None,
+                          flash_attn=True if kv else None)
 
 
 def _model_ref(ctx: Any) -> str:

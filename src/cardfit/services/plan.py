@@ -468,6 +468,24 @@ def option_dict(o: Option, speed: Speed | None, mem: Memory) -> dict[str, Any]:
             "decode_ceiling_tokens_per_s": rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None}
 
 
+def split_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
+    """How a set runs the model: tensor parallel inside a node, pipeline stages across nodes (or layers split
+    over the cards for llama.cpp / Ollama), one replica; and, where it fits, the command that starts it
+    (services/deploy.py launch_command, the same line `cardfit deploy` prints)."""
+    from .deploy import launch_command
+
+    o, rt = card.option, ctx.runtime
+    per_node = min(o.count, ctx.rules.node_size)
+    tp = speedmod.default_tp(rt.tensor_parallel, per_node, ctx.inp.tp, ctx.model)
+    pp = max(o.count // tp, 1)
+    out: dict[str, Any] = {"tp": tp, "pp": pp, "replicas": 1}
+    if o.fits:
+        kv = None if card.memory.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
+        slots = ctx.sequences if rt.id in ("llama.cpp", "ollama") else 0
+        out["command"] = launch_command(ctx, tp, pp, card.memory.context, max(ctx.sequences, 1), kv, slots)
+    return out
+
+
 def speed_dict(card: CardPlan) -> dict[str, Any]:
     s = card.speed
     return {"gpu": card.option.gpu.name,
@@ -482,7 +500,8 @@ def plan_dict(p: Plan) -> dict[str, Any]:
     rt = p.ctx.runtime.id
     return {"model": model_dict(p.ctx), "inputs": inputs_dict(p.ctx, first),
             "memory": memory_dict(p.ctx, first.memory),
-            "gpus": [speed_range_keys(option_dict(c.option, c.speed, c.memory), rt) for c in p.cards],
+            "gpus": [speed_range_keys({**option_dict(c.option, c.speed, c.memory), **split_dict(p.ctx, c)}, rt)
+                     for c in p.cards],
             "speed": speed_range_keys(speed_dict(first), rt), "cost": _cost(p, rt),
             "answers": answers_dict(p), "task": task_answer(p.ctx, first), "notes": list(p.ctx.notes)}
 
