@@ -27,8 +27,8 @@ from ..core.memory import Memory, MemorySettings
 from ..core.search import largest_true
 from ..errors import CardfitError, InputError
 from .inputs import MAX_CONTEXT, ModelInput, opt
+from .launch_line import SERVE_RUNTIMES, launch_command
 
-SERVE_RUNTIMES = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")  # servers with a launch command
 GGUF_SERVERS = ("llama.cpp", "ollama")
 HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
@@ -538,33 +538,6 @@ def command(inp: DeployInput, r: Result) -> str:
     c = r.cand
     return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs, c.setting.kv_flag,
                           c.setting.slots)
-
-
-def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
-                   slots: int = 0) -> str | None:
-    """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
-    runtime without one (transformers, TGI, the rule of thumb)."""
-    from ..runtimes import launch
-
-    rt = ctx.runtime
-    if rt.id not in SERVE_RUNTIMES:
-        return None
-    util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
-    return launch.command(rt.id, _model_ref(ctx), quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
-                          pp=pp if rt.pipeline_parallel else 1, max_model_len=length, max_num_seqs=seqs,
-                          kv_dtype=kv, gpu_memory_utilization=util,
-                          n_gpu_layers=None if rt.tensor_parallel else 999, parallel=slots or None,
-                          flash_attn=True if kv else None)
-
-
-def _model_ref(ctx: Any) -> str:
-    r, m = ctx.resolved, ctx.model
-    if ctx.runtime.id == "ollama":
-        return r.tag.tag if r.tag is not None else (ctx.inp.model or m.id)
-    if ctx.runtime.id == "llama.cpp":
-        name = ctx.inp.model or m.id
-        return name if name.endswith(".gguf") else f"{m.id}-{ctx.quant.name}.gguf"
-    return m.hf or ctx.inp.model or m.id
 
 
 def deployment_dict(inp: DeployInput, r: Result) -> dict[str, Any]:

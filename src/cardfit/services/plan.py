@@ -472,7 +472,7 @@ def split_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
     """How a set runs the model: tensor parallel inside a node, pipeline stages across nodes (or layers split
     over the cards for llama.cpp / Ollama), one replica; and, where it fits, the command that starts it
     (services/deploy.py launch_command, the same line `cardfit deploy` prints)."""
-    from .deploy import launch_command
+    from .launch_line import launch_command
 
     o, rt = card.option, ctx.runtime
     per_node = min(o.count, ctx.rules.node_size)
@@ -481,7 +481,7 @@ def split_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
     out: dict[str, Any] = {"tp": tp, "pp": pp, "replicas": 1}
     if o.fits:
         kv = None if card.memory.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
-        slots = ctx.sequences if rt.id in ("llama.cpp", "ollama") else 0
+        slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
         out["command"] = launch_command(ctx, tp, pp, card.memory.context, max(ctx.sequences, 1), kv, slots)
     return out
 
