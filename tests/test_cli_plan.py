@@ -158,8 +158,9 @@ def test_max_sequences_is_the_edge(run_json):
     args = ("llama-3.1-8b", "--gpu", "H100 SXM", "--context", "8192", "--runtime", "vllm")
     n = run_json("max-sequences", *args)["max_sequences"]
     assert 20 < n < 200
-    assert run_json("plan", *args, "--batch", str(n))["gpus"][0]["free_bytes"] >= 0
-    assert run_json("plan", *args, "--batch", str(n + 1))["gpus"][0]["free_bytes"] < 0
+    # on one card (a named card too small for the batch is otherwise planned as its smallest set)
+    assert run_json("plan", *args, "--gpus", "1", "--batch", str(n))["gpus"][0]["free_bytes"] >= 0
+    assert run_json("plan", *args, "--gpus", "1", "--batch", str(n + 1))["gpus"][0]["free_bytes"] < 0
 
 
 def test_largest_model_on_a_24gb_card(run_json):
@@ -197,3 +198,16 @@ def test_ollama_sets_use_the_context_of_all_their_vram(run_json):
     r = run_json("plan", "llama3.3:70b", "--priced")
     pair = next(g for g in r["gpus"] if g["gpu"] == "A40")
     assert pair["count"] == 2 and pair["context"] == 131072 and pair["verdict"] in ("fits", "tight")
+
+
+def test_named_card_too_small_is_planned_as_its_smallest_set(run_json):
+    """A card the user names that cannot hold the model alone: the answer is the smallest set of that card
+    (issue: `--gpu MI300X` said "needs 635 GB more" where 8 of them hold 405B BF16 under vLLM)."""
+    args = ("plan", "meta-llama/Llama-3.1-405B-Instruct", "--quant", "bf16", "--gpu", "MI300X", "--runtime",
+            "vllm", "--context", "8192")
+    d = run_json(*args)
+    assert d["gpus"][0]["gpu"] == "MI300X" and d["gpus"][0]["count"] == 8
+    assert d["gpus"][0]["verdict"] in ("fits", "tight")
+    assert any("smallest set that does, 8× MI300X" in n for n in d["notes"])
+    one = run_json(*args, "--gpus", "1")
+    assert one["gpus"][0]["count"] == 1 and one["gpus"][0]["verdict"] == "no"

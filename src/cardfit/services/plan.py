@@ -280,10 +280,16 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         mem = mems[key][0]
         count = cards_per_set(ctx, gpu)
         opt = option_for(ctx, mem, gpu, count)
-        # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM
-        if not opt.fits and not ctx.inp.gpus and not ctx.inp.gpu and not ctx.inp.tp:
+        # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM; a
+        # card the user named is planned as the smallest set of it when one card is too small (a named card
+        # that llama.cpp/Ollama can run with offload keeps that answer: it may be the only card there is)
+        named_too_small = ctx.inp.gpu and opt.refusal is fitting.Refusal.MEMORY
+        if not opt.fits and not ctx.inp.gpus and not ctx.inp.tp and (not ctx.inp.gpu or named_too_small):
             bigger = _smallest_set(ctx, mem, gpu)
             if bigger is not None:
+                if named_too_small:
+                    ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
+                                     f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
                 opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
         out.append(CardPlan(opt, mem, why, None))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
