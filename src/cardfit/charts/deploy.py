@@ -3,23 +3,14 @@ user sees, the first-token time as the marker's colour (matplotlib, imported onl
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, need_extra
-
-FORMATS = {".png": "png", ".svg": "svg"}
+from . import chart_format, pyplot
 
 
 def write_chart(report: dict[str, Any], path: str) -> None:
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InputError(f"--plot {path}: use a .png or .svg file name", field="plot")
-    need_extra("matplotlib", extra="plot", what="--plot")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fmt = chart_format(path)
+    plt = pyplot()
 
     rows = [r for r in report["pareto"] if r.get("cost_per_million_usd") is not None]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
@@ -41,5 +32,5 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, format=FORMATS[Path(path).suffix.lower()])
+    fig.savefig(path, format=fmt)
     plt.close(fig)

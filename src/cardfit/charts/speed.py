@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, need_extra
-
-FORMATS = {".png": "png", ".svg": "svg"}
+from ..errors import InputError
+from . import chart_format, pyplot
 
 
 def write_chart(report: dict[str, Any], path: str) -> None:
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InputError(f"--plot {path}: use a .png or .svg file name", field="plot")
-    need_extra("matplotlib", extra="plot", what="--plot")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False  # a "$" in a model name is text
-    matplotlib.rcParams["svg.fonttype"] = "none"  # keep labels as <text> in SVG
-    import matplotlib.pyplot as plt
+    fmt = chart_format(path)
+    plt = pyplot()
 
     rows = report["rows"]
     xs = [r["concurrency"] for r in rows]
