@@ -211,3 +211,18 @@ def test_named_card_too_small_is_planned_as_its_smallest_set(run_json):
     assert any("smallest set that does, 8× MI300X" in n for n in d["notes"])
     one = run_json(*args, "--gpus", "1")
     assert one["gpus"][0]["count"] == 1 and one["gpus"][0]["verdict"] == "no"
+
+
+def test_plan_batch_prices_at_its_concurrency(run_json):
+    """`plan --batch B` prices the aggregate of B streams, the figure `cardfit speed` shows at B (one
+    throughput for one question); without --batch it prices one stream."""
+    args = ("meta-llama/Llama-3.1-8B-Instruct", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "vllm",
+            "--context", "4096")
+    speed = run_json("speed", *args, "--concurrency", "1,64")
+    by_b = {r["concurrency"]: r["aggregate_tokens_per_s"] for r in speed["rows"]}
+    batched = run_json("plan", *args, "--batch", "64")["cost"]
+    assert batched["cards"][0]["tokens_per_s"] == by_b[64]
+    assert batched["tokens_per_s_basis"].startswith("64 streams")
+    single = run_json("plan", *args)["cost"]
+    assert single["cards"][0]["tokens_per_s"] == by_b[1]
+    assert batched["cards"][0]["cost_per_million_usd"] < single["cards"][0]["cost_per_million_usd"] / 10

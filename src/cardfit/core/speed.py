@@ -55,6 +55,8 @@ class Speed:
     decode_tokens_per_s: float | None
     prefill_tokens_per_s: float | None
     bytes_per_token: int
+    sequences: int = 1  # concurrent sequences the aggregate is for
+    aggregate_tokens_per_s: float | None = None  # all sequences together (the decode step at `sequences`)
 
 
 @record(slots=True)
@@ -295,8 +297,10 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              context_filled: int | None = None, quant: Quant | None = None, overhead_s_per_layer: float = 0.0,
              overhead_s_per_sequence: float = 0.0, cpu_weight_fraction: float = 0.0,
              ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
-             bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False) -> Speed:
-    """Single-stream decode (ceiling and realistic) and prefill for one plan."""
+             bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False,
+             sequences: int = 1) -> Speed:
+    """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
+    concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan."""
     filled = mem.context if context_filled is None else context_filled
     bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = (prefill_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None) \
@@ -315,7 +319,9 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  compute_efficiency=prefill_efficiency or 1.0,
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
-    return Speed(ceiling(load, mc), realistic, prefill, per_token)
+    b = max(sequences, 1)
+    aggregate = (realistic if b == 1 else step(load, mc, b).aggregate_tokens_per_s) if decode_efficiency else None
+    return Speed(ceiling(load, mc), realistic, prefill, per_token, b, aggregate)
 
 
 def default_tp(tensor_parallel: bool, count: int, requested: int | None, model: ModelSpec | None = None) -> int:

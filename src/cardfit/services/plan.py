@@ -240,7 +240,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                              overhead_s_per_layer=k.overhead_s_per_layer,
                              overhead_s_per_sequence=k.overhead_s_per_sequence, cpu_weight_fraction=offloaded,
                              ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS),
-                             ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache)
+                             ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
+                             sequences=max(ctx.sequences, 1))
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
@@ -450,18 +451,21 @@ def _cost(p: Plan, runtime: str) -> dict[str, Any]:
         # no calibrated speed for this runtime (transformers, rule-of-thumb): the figures rest on the ceiling
         cost["tokens_per_s_basis"] = "bandwidth ceiling per stream (no calibrated speed for this runtime)"
         return cost
-    return cost_range_keys(cost, runtime)
+    figure = "aggregate_tokens_per_s" if p.ctx.sequences > 1 else "decode_tokens_per_s"
+    return cost_range_keys(cost, runtime, figure)
 
 
-def cost_range_keys(cost: dict[str, Any], runtime: str) -> dict[str, Any]:
+def cost_range_keys(cost: dict[str, Any], runtime: str, figure: str = "decode_tokens_per_s") -> dict[str, Any]:
+    """Likely ranges of the cost figures, from the validation errors of the throughput they rest on
+    (`figure`: one stream's decode, or the aggregate of several)."""
     from ..core.uncertainty import cost_range, value_range
 
     for row in cost.get("cards", []):
         for key in ("cost_per_million_usd", "cost_per_million_full_duty_usd"):
             if key in row:
-                row[f"{key}_range"] = cost_range(row[key], "decode_tokens_per_s", runtime)
+                row[f"{key}_range"] = cost_range(row[key], figure, runtime)
         if "tokens_per_s" in row:
-            row["tokens_per_s_range"] = value_range(row["tokens_per_s"], "decode_tokens_per_s", runtime)
+            row["tokens_per_s_range"] = value_range(row["tokens_per_s"], figure, runtime)
     return cost
 
 
@@ -554,13 +558,29 @@ def plan_cost(p: Any) -> dict[str, Any]:
     chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else seed_tiers(reg)
     return {"duty": duty, "apis": [{"id": a.id, "name": a.name, "price_per_million_usd": a.output_usd_per_m,
                                     "date": a.date or None} for a in chosen],
-            "tokens_per_s_basis": "one stream (decode_tokens_per_s of each card); batching makes more",
+            "tokens_per_s_basis": _basis(p.ctx.sequences),
             "cards": [row for c in p.cards if (row := _card_cost(c, hours, duty, chosen)) is not None]}
+
+
+def _basis(sequences: int) -> str:
+    if sequences > 1:
+        return (f"{sequences} streams (the aggregate decode of --batch {sequences} concurrent sequences, "
+                "the step `cardfit speed` and `cardfit deploy` time)")
+    return "one stream (decode_tokens_per_s of each card); batching makes more"
+
+
+def _tokens_per_s(s: Speed | None) -> float | None:
+    """What a card serves at the plan's concurrency: the aggregate of --batch B sequences, or one stream."""
+    if s is None:
+        return None
+    if s.sequences > 1 and s.aggregate_tokens_per_s:
+        return s.aggregate_tokens_per_s
+    return s.decode_tokens_per_s or s.decode_ceiling_tokens_per_s
 
 
 def _card_cost(card: Any, hours: float, duty: float, chosen: list[ApiPrice]) -> dict[str, Any] | None:
     o, s = card.option, card.speed
-    tps = (s.decode_tokens_per_s or s.decode_ceiling_tokens_per_s) if s else None
+    tps = _tokens_per_s(s)
     if not o.fits or o.monthly_usd is None or not tps:
         return None
     hourly = cost.hourly_from_monthly(o.monthly_usd, hours)
