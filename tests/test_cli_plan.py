@@ -226,3 +226,16 @@ def test_plan_batch_prices_at_its_concurrency(run_json):
     single = run_json("plan", *args)["cost"]
     assert single["cards"][0]["tokens_per_s"] == by_b[1]
     assert batched["cards"][0]["cost_per_million_usd"] < single["cards"][0]["cost_per_million_usd"] / 10
+
+
+def test_breakeven_model_takes_plans_options_and_agrees(run_json, run_cli):
+    """`breakeven --model` takes plan's model and runtime options and prices the same aggregate as
+    `plan --batch B` (one throughput everywhere); those options without --model are an error."""
+    args = ("--gpu", "H100 SXM", "--quant", "fp8", "--runtime", "vllm", "--context", "4096")
+    plan = run_json("plan", "meta-llama/Llama-3.1-8B-Instruct", *args, "--batch", "64")
+    be = run_json("breakeven", "--model", "meta-llama/Llama-3.1-8B-Instruct", *args, "--concurrency", "64")
+    tps = plan["cost"]["cards"][0]["tokens_per_s"]
+    assert any(f"{tps:,.0f} tok/s in all" in n for n in be["notes"])
+    code, _, err = run_cli("breakeven", "--hourly", "1", "--tokens-per-s", "100", "--kv-dtype", "fp8")
+    assert code == 2 and err.strip() == ("Error: --kv-dtype describes the model's runtime: it goes with "
+                                         "--model M --gpu G")

@@ -15,15 +15,16 @@ from ..catalog.records import record
 from ..core import cost
 from ..errors import InputError
 from ..units import rounded
-from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, Input, opt
+from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, RuntimeInput, opt
 
 MAX_USD = 10_000_000.0
 SEED_CONCURRENCY = 16  # the break-even guide: "400 output tokens per second with 16 concurrent requests"
 
 
 @record
-class BreakevenInput(Input):
-    """Rent, throughput, duty cycle and the APIs to compare against."""
+class BreakevenInput(RuntimeInput):
+    """Rent, throughput, duty cycle and the APIs to compare against; with --model, the same model and
+    runtime options as `cardfit plan` for the speed estimate."""
 
     hourly: float | None = opt(None, "rent per hour in USD, idle hours included", gt=0, le=MAX_USD)
     monthly: float | None = opt(None, "rent per month in USD (÷ --hours-per-month gives the hourly rate)",
@@ -136,6 +137,9 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, dict[str, Any] | None,
                             ("--model", inp.model)) if v]
     if len(given) > 1:
         raise InputError(f"give one source of tokens/s, not {' and '.join(given)}", field="tokens_per_s")
+    if not inp.model and (stray := _runtime_options(inp)):
+        flag = "--" + next(iter(stray)).replace("_", "-")
+        raise InputError(f"{flag} describes the model's runtime: it goes with --model M --gpu G", field=flag[2:])
     if inp.tokens_per_s:
         return inp.tokens_per_s, "given", None, []
     if inp.from_log:
@@ -161,15 +165,28 @@ def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
     return m.tokens_per_s, f"log ({m.kind})", log, notes
 
 
+# plan's model and runtime options (RuntimeInput) that only mean something with --model
+_WITH_MODEL = ("context", "batch", "kv_dtype", "prefill_chunk", "gpu_memory_utilization", "parallel", "tp",
+               "flash_attn", "overhead_gb", "ram_gb", "allow_long_context")
+
+
+def _runtime_options(inp: BreakevenInput) -> dict[str, Any]:
+    return {k: getattr(inp, k) for k in _WITH_MODEL if getattr(inp, k) not in (None, False)}
+
+
 def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
     if not inp.gpu:
         raise InputError("--model needs --gpu to estimate tokens/s", field="gpu")
     values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant, "runtime": inp.runtime,
-              "catalog": inp.catalog}
+              "catalog": inp.catalog, **_runtime_options(inp)}
     values = {k: v for k, v in values.items() if v}
     from .speed import SpeedInput, speed_report
 
-    want = inp.concurrency or SEED_CONCURRENCY
+    if inp.batch and inp.concurrency and inp.batch != inp.concurrency:
+        raise InputError("--batch and --concurrency both set the concurrent sequences; give one",
+                         field="concurrency")
+    values.pop("batch", None)
+    want = inp.concurrency or inp.batch or SEED_CONCURRENCY
     report = speed_report(SpeedInput(**values, concurrency=(want,)))
     n = min(want, report["max_concurrency"] or 1)
     if n != want:
