@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from cardfit.catalog import loader
 
+from .helpers import within
+
 NAME = "rental.toml"  # the smallest built-in catalog
-
-
-class Hung(BaseException):
-    pass
 
 
 def _fresh(monkeypatch, cache_home: Path | str | None, home: Path | str | None = None) -> dict:
@@ -41,18 +37,8 @@ def _cache_file(root: Path) -> Path:
 
 
 def _timed(fn, seconds: float = 2.0):
-    def expired(signum, frame):  # noqa: ARG001
-        raise Hung(f"took longer than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.perf_counter()
-    try:
+    with within(seconds):
         return fn()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-        assert time.perf_counter() - start < seconds
 
 
 @pytest.fixture()

@@ -4,13 +4,9 @@ without reading what the header only claims."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import struct
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,32 +15,10 @@ from cardfit.errors import CardfitError, FileFormatError
 from cardfit.readers import read_model_path
 from cardfit.readers import source as src_mod
 
+from .helpers import within
 from .test_readers_helpers import TINY_LLAMA, write_json
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs need a POSIX system")
-
-
-class Hung(BaseException):
-    """Not an OSError (which readers catch): nothing in cardfit may swallow it."""
-
-
-@contextlib.contextmanager
-def within(seconds: float) -> Iterator[None]:
-    """Fail (instead of hanging the suite) when the block takes longer than `seconds` of wall time: a blocked
-    open() of a FIFO is interrupted by the alarm (PEP 475: the handler's exception ends the retry)."""
-
-    def expired(signum, frame):  # noqa: ARG001
-        raise Hung(f"took longer than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-    assert time.perf_counter() - start < seconds
 
 
 def _s(b: bytes | str) -> bytes:
