@@ -11,9 +11,15 @@ from hypothesis import strategies as st
 from cardfit.catalog.loader import builtin
 from cardfit.core import cost
 from cardfit.errors import CatalogError, InputError, UnknownNameError
-from cardfit.services.breakeven import BreakevenInput, breakeven_report
+from cardfit.services.breakeven import BreakevenInput
+from cardfit.services.breakeven import breakeven_report as _typed
 
 SEED = builtin("apis.toml")["seed003"]  # the seed's inputs and its printed results, kept as data
+
+
+def breakeven_report(inp: BreakevenInput) -> dict:
+    """The --json data of `cardfit breakeven` (the typed result's to_json)."""
+    return _typed(inp).to_json()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ from cardfit.services.speed import SpeedInput, speed_report
 
 
 def report(model: str, gpu: str, **kw) -> dict:
-    return speed_report(SpeedInput(model=model, gpu=gpu, **kw))
+    """The --json data of `cardfit speed` (the typed result's to_json)."""
+    return speed_report(SpeedInput(model=model, gpu=gpu, **kw)).to_json()
 
 
 # Seed 002 section 07 (and its A5000 line in section 08): bandwidth ÷ params × bytes, no KV cache read.

@@ -1,4 +1,4 @@
-"""Break-even charts from a `breakeven_report` dict: monthly cost against volume (flat rent, API lines
+"""Break-even charts from a `Breakeven` result: monthly cost against volume (flat rent, API lines
 through zero, the crossings marked and labelled) and cost per million against duty cycle. PNG or SVG by
 the file's suffix; SVG keeps its text as text, so the labels can be searched. matplotlib is imported here
 only, and only when a chart is asked for."""
@@ -6,9 +6,12 @@ only, and only when a chart is asked for."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, need_extra
+
+if TYPE_CHECKING:  # the charts draw a result; services/breakeven.py imports this module when asked to plot
+    from ..services.breakeven import Breakeven
 
 FORMATS = (".png", ".svg")
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -18,7 +21,7 @@ def _millions(x: float) -> str:
     return f"{x:,.0f} M" if x >= 100 else f"{x:,.1f} M"
 
 
-def plot_breakeven(report: dict[str, Any], path: str) -> dict[str, Any]:
+def plot_breakeven(report: Breakeven, path: str) -> dict[str, Any]:
     """Write the two charts side by side to `path`; return what was drawn (file, crossing points)."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
@@ -34,7 +37,7 @@ def plot_breakeven(report: dict[str, Any], path: str) -> dict[str, Any]:
     left, right = fig.subplots(1, 2)
     crossings = _volume_chart(left, report)
     duty_crossings = _duty_chart(right, report)
-    fig.suptitle(f"Rent ${report['monthly_usd']:,.0f}/month at {report['throughput']['tokens_per_s']:,.0f} tok/s "
+    fig.suptitle(f"Rent ${report.monthly_usd:,.0f}/month at {report.throughput.tokens_per_s:,.0f} tok/s "
                  f"vs per-token APIs", fontsize=13)
     try:
         fig.savefig(path, format=suffix[1:], dpi=130)
@@ -43,25 +46,25 @@ def plot_breakeven(report: dict[str, Any], path: str) -> dict[str, Any]:
     return {"path": path, "format": suffix[1:], "crossings": crossings, "duty_crossings": duty_crossings}
 
 
-def _volume_chart(ax: Any, r: dict[str, Any]) -> list[dict[str, Any]]:
-    monthly, capacity = r["monthly_usd"], r["capacity_millions_per_month"]
-    finite = [a["breakeven_millions_per_month"] for a in r["apis"] if a["breakeven_millions_per_month"] is not None]
+def _volume_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
+    monthly, capacity = r.monthly_usd, r.capacity_millions_per_month
+    finite = [a.breakeven_millions_per_month for a in r.apis if a.breakeven_millions_per_month is not None]
     x_max = max([capacity * 1.05] + [b * 1.1 for b in finite if b <= capacity * 2])
     ax.axhline(monthly, color="black", lw=2.2, label=f"rent ${monthly:,.0f}/month")
     ax.axvline(capacity, color="grey", ls="--", lw=1)
     ax.text(capacity, monthly * 0.08, f" card capacity\n {_millions(capacity)}/month", color="grey", fontsize=8,
             ha="right" if capacity > x_max * 0.8 else "left")
     crossings = []
-    for i, a in enumerate(r["apis"]):
-        color, price = COLORS[i % len(COLORS)], a["price_per_million_usd"]
-        ax.plot([0, x_max], [0, price * x_max], color=color, lw=1.6, label=f"{a['name']} ${price:,.2f}/M")
-        be = a["breakeven_millions_per_month"]
+    for i, a in enumerate(r.apis):
+        color, price = COLORS[i % len(COLORS)], a.price_per_million_usd
+        ax.plot([0, x_max], [0, price * x_max], color=color, lw=1.6, label=f"{a.name} ${price:,.2f}/M")
+        be = a.breakeven_millions_per_month
         if be is None:
             continue
-        reachable = a["breaks_even"]
-        label = (f"{_millions(be)} ({a['required_duty']:.1%} duty)" if reachable
+        reachable = a.breaks_even
+        label = (f"{_millions(be)} ({a.required_duty:.1%} duty)" if reachable
                  else f"{_millions(be)}: cannot break even even at full use")
-        crossings.append({"api": a["name"], "millions_per_month": be, "usd": monthly, "label": label,
+        crossings.append({"api": a.name, "millions_per_month": be, "usd": monthly, "label": label,
                           "breaks_even": reachable})
         if be <= x_max:
             ax.plot([be], [monthly], "o", ms=8, color=color, mfc=color if reachable else "white", mew=2, zorder=5)
@@ -70,7 +73,7 @@ def _volume_chart(ax: Any, r: dict[str, Any]) -> list[dict[str, Any]]:
                         textcoords="offset points", ha="right" if right else "left", fontsize=9, color=color,
                         arrowprops={"arrowstyle": "-", "color": color, "lw": 0.8})
         else:
-            ax.annotate(f"{a['name']} crosses at {label}", (x_max, monthly), xytext=(-8, -24 - 14 * i),
+            ax.annotate(f"{a.name} crosses at {label}", (x_max, monthly), xytext=(-8, -24 - 14 * i),
                         textcoords="offset points", ha="right", fontsize=9, color=color)
     ax.set_xlim(0, x_max)
     ax.set_ylim(0, monthly * 3)
@@ -88,24 +91,24 @@ def _usd_formatter() -> Any:
     return FuncFormatter(lambda y, _pos: f"${y:,.2f}" if y < 1 else f"${y:,.0f}")
 
 
-def _duty_chart(ax: Any, r: dict[str, Any]) -> list[dict[str, Any]]:
-    full = r["cost_per_million_full_duty_usd"]
+def _duty_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
+    full = r.cost_per_million_full_duty_usd
     duties = [d / 1000 for d in range(5, 1001)]
     ax.plot([d * 100 for d in duties], [full / d for d in duties], color="black", lw=2.2, label="rented card")
     out = []
-    for i, a in enumerate(r["apis"]):
-        color, price = COLORS[i % len(COLORS)], a["price_per_million_usd"]
-        ax.axhline(price, color=color, lw=1.4, ls="-", label=f"{a['name']} ${price:,.2f}/M")
-        need = a["required_duty"]
+    for i, a in enumerate(r.apis):
+        color, price = COLORS[i % len(COLORS)], a.price_per_million_usd
+        ax.axhline(price, color=color, lw=1.4, ls="-", label=f"{a.name} ${price:,.2f}/M")
+        need = a.required_duty
         if need is not None and need <= 1:
             ax.plot([need * 100], [price], "o", ms=8, color=color, zorder=5)
             ax.annotate(f"{need:.1%}", (need * 100, price), xytext=(6, 6), textcoords="offset points", fontsize=9,
                         color=color)
-            out.append({"api": a["name"], "duty": need, "usd_per_million": price})
-    d = r["duty"]
+            out.append({"api": a.name, "duty": need, "usd_per_million": price})
+    d = r.duty
     ax.axvline(d * 100, color="grey", ls=":", lw=1)
-    ax.plot([d * 100], [r["cost_per_million_usd"]], "s", ms=7, color="black", zorder=6)
-    ax.annotate(f"your duty {d:.0%}: ${r['cost_per_million_usd']:,.2f}/M", (d * 100, r["cost_per_million_usd"]),
+    ax.plot([d * 100], [r.cost_per_million_usd], "s", ms=7, color="black", zorder=6)
+    ax.annotate(f"your duty {d:.0%}: ${r.cost_per_million_usd:,.2f}/M", (d * 100, r.cost_per_million_usd),
                 xytext=(-10, -18), textcoords="offset points", ha="right", fontsize=9)
     ax.set_xscale("log")
     ax.set_yscale("log")

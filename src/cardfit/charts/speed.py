@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from . import chart_format, pyplot
 
+if TYPE_CHECKING:  # the chart draws a report; services/speed.py imports this module when asked to plot
+    from ..services.speed import SpeedReport
 
-def write_chart(report: dict[str, Any], path: str) -> None:
+
+def write_chart(report: SpeedReport, path: str) -> None:
     fmt = chart_format(path)
     plt = pyplot()
 
-    rows = report["rows"]
-    xs = [r["concurrency"] for r in rows]
+    rows = report.rows
+    xs = [r.concurrency for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    ax.plot(xs, [r["aggregate_tokens_per_s"] for r in rows], marker="o", label="aggregate tokens/s")
+    ax.plot(xs, [r.aggregate_tokens_per_s for r in rows], marker="o", label="aggregate tokens/s")
     ax.set_xscale("log", base=2)
     ax.set_xticks(xs, [f"{x:,}" for x in xs])  # the levels asked for, as plain numbers
     ax.minorticks_off()
@@ -23,16 +26,16 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     ax.set_xlabel("concurrent sequences")
     ax.set_ylabel("aggregate tokens/s")
     ax2 = ax.twinx()
-    ax2.plot(xs, [r["per_user_tokens_per_s"] for r in rows], marker="s", color="tab:orange", label="per user tokens/s")
+    ax2.plot(xs, [r.per_user_tokens_per_s for r in rows], marker="s", color="tab:orange", label="per user tokens/s")
     ax2.set_ylabel("per-user tokens/s")
     for axis, key in ((ax, "aggregate_tokens_per_s"), (ax2, "per_user_tokens_per_s")):
-        axis.set_ylim(0, max(r[key] for r in rows) * 1.15 or 1)  # from zero: speeds are compared with none
-    if report.get("max_concurrency") and report["max_concurrency"] <= max(xs) * 1.5:
-        ax.axvline(report["max_concurrency"], color="grey", linestyle="--", linewidth=1, label="KV cache full")
+        axis.set_ylim(0, max(getattr(r, key) for r in rows) * 1.15 or 1)  # from zero: speeds are compared with none
+    if report.max_concurrency and report.max_concurrency <= max(xs) * 1.5:
+        ax.axvline(report.max_concurrency, color="grey", linestyle="--", linewidth=1, label="KV cache full")
     lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
     ax.legend(lines, labels, loc="lower center", ncols=3, fontsize=8)  # under the lines, which start above 0
-    ax.set_title(f"{report['model']} · {report['quant']} · {report['count']}× {report['gpu']} · {report['runtime']}",
+    ax.set_title(f"{report.model} · {report.quant} · {report.count}× {report.gpu} · {report.runtime}",
                  fontsize=9)
     fig.tight_layout()
     try:

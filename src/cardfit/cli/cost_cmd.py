@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import cli, command, emit_json
 from .options import json_option
+
+if TYPE_CHECKING:
+    from ..services.breakeven import Breakeven
 
 BREAKEVEN_EPILOG = """\b
 Examples:
@@ -21,7 +24,7 @@ Examples:
 
 
 @command("breakeven", epilog=BREAKEVEN_EPILOG)
-def breakeven(result: Any, inp: Any) -> None:
+def breakeven(result: Breakeven, inp: Any) -> None:
     """When does renting a card beat paying an API per token?
 
     Give the rent (--hourly or --monthly, or --gpu to use the catalog price), the throughput
@@ -37,52 +40,52 @@ def _pct(x: float | None) -> str:
     return f"{x:.0%}" if x >= 1 else f"{x:.1%}".replace(".0%", "%")
 
 
-def _print(r: dict[str, Any]) -> None:
+def _print(r: Breakeven) -> None:
     from rich.table import Table
 
     from .render import console
 
     c = console()
-    t = r["throughput"]
-    c.print(f"Rent [bold]${r['monthly_usd']:,.2f}/month[/] (${r['hourly_usd']:,.4g}/h × {r['hours_per_month']:g} h"
-            f"{'' if not r['hidden_costs']['total_extra_usd'] else ' + hidden costs'}) · "
-            f"{t['tokens_per_s']:,.1f} tok/s ({t['source']}) → capacity "
-            f"[bold]{r['capacity_millions_per_month']:,.1f} M[/] output tokens/month")
-    h = r["hidden_costs"]
-    if h["total_extra_usd"]:
-        c.print(f"Hidden costs in the month: storage ${h['storage_usd']:,.2f}, cold starts ${h['cold_start_usd']:,.2f} "
-                f"({h['cold_start_hours']:,.2f} h), other ${h['extra_monthly_usd']:,.2f}")
-    if r["duty"] < 1:
-        c.print(f"Idle: {h['idle_hours']:,.0f} paid hours a month make nothing (${h['idle_usd']:,.2f})")
-    at_full = "" if r["duty"] >= 1 else f" (${r['cost_per_million_full_duty_usd']:,.2f} at 100%)"
-    c.print(f"Cost per million at {_pct(r['duty'])} duty: [bold]${r['cost_per_million_usd']:,.2f}[/]{at_full}\n")
+    t = r.throughput
+    c.print(f"Rent [bold]${r.monthly_usd:,.2f}/month[/] (${r.hourly_usd:,.4g}/h × {r.hours_per_month:g} h"
+            f"{'' if not r.hidden_costs.total_extra_usd else ' + hidden costs'}) · "
+            f"{t.tokens_per_s:,.1f} tok/s ({t.source}) → capacity "
+            f"[bold]{r.capacity_millions_per_month:,.1f} M[/] output tokens/month")
+    h = r.hidden_costs
+    if h.total_extra_usd:
+        c.print(f"Hidden costs in the month: storage ${h.storage_usd:,.2f}, cold starts ${h.cold_start_usd:,.2f} "
+                f"({h.cold_start_hours:,.2f} h), other ${h.extra_monthly_usd:,.2f}")
+    if r.duty < 1:
+        c.print(f"Idle: {h.idle_hours:,.0f} paid hours a month make nothing (${h.idle_usd:,.2f})")
+    at_full = "" if r.duty >= 1 else f" (${r.cost_per_million_full_duty_usd:,.2f} at 100%)"
+    c.print(f"Cost per million at {_pct(r.duty)} duty: [bold]${r.cost_per_million_usd:,.2f}[/]{at_full}\n")
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col, just in (("API", "left"), ("$/M out", "right"), ("break-even M/month", "right"),
                       ("needs duty", "right"), ("verdict", "left")):
         tab.add_column(col, justify=just)  # type: ignore[arg-type]
-    for a in r["apis"]:
-        verdict = "[green]rent wins above it[/]" if a["breaks_even"] else "[red]never: card too slow[/]"
-        tab.add_row(a["name"], f"{a['price_per_million_usd']:,.2f}", f"{a['breakeven_millions_per_month']:,.1f}",
-                    _pct(a["required_duty"]), verdict)
+    for a in r.apis:
+        verdict = "[green]rent wins above it[/]" if a.breaks_even else "[red]never: card too slow[/]"
+        tab.add_row(a.name, f"{a.price_per_million_usd:,.2f}", f"{a.breakeven_millions_per_month:,.1f}",
+                    _pct(a.required_duty), verdict)
     c.print(tab)
     c.print()
     c.print(_duty_table(r))
-    if r.get("plot"):
-        c.print(f"\nCharts written to {r['plot']['path']}")
-    for note in r["notes"]:
+    if r.plot:
+        c.print(f"\nCharts written to {r.plot.path}")
+    for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
 
 
-def _duty_table(r: dict[str, Any]) -> Any:
+def _duty_table(r: Breakeven) -> Any:
     from rich.table import Table
 
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False, title_justify="left")
     tab.add_column("duty", justify="right")
     tab.add_column("rented $/M", justify="right")
     tab.add_column("M/month", justify="right")
-    for row in r["by_duty"]:
-        tab.add_row(_pct(row["duty"]), f"{row['self_host_usd_per_million']:,.2f}",
-                    f"{r['capacity_millions_per_month'] * row['duty']:,.1f}")
+    for row in r.by_duty:
+        tab.add_row(_pct(row.duty), f"{row.self_host_usd_per_million:,.2f}",
+                    f"{r.capacity_millions_per_month * row.duty:,.1f}")
     return tab
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import command
+
+if TYPE_CHECKING:
+    from ..services.speed import SpeedReport
 
 SPEED_EPILOG = """\b
 Examples:
@@ -17,7 +20,7 @@ Examples:
 
 
 @command("speed", epilog=SPEED_EPILOG)
-def speed(result: Any, inp: Any) -> None:
+def speed(result: SpeedReport, inp: Any) -> None:
     """How fast MODEL decodes on a card: the bandwidth ceiling, a realistic single-stream figure, and
     aggregate vs per-user tokens/s as concurrent sequences grow until compute or the KV cache runs out.
 
@@ -27,44 +30,44 @@ def speed(result: Any, inp: Any) -> None:
     _print(result)
 
 
-def _print(r: dict[str, Any]) -> None:
+def _print(r: SpeedReport) -> None:
     from rich.table import Table
 
     from .render import console
 
     c = console()
-    tp_note = f" (tensor parallel {r['tp']})" if r["tp"] > 1 else ""
-    c.print(f"[bold]{r['model']}[/] · {r['quant']} · {r['runtime']} · {r['count']}× {r['gpu']}"
-            f"{tp_note} · context {r['context']:,}"
-            f" · {r['filled']:,} tokens filled · KV {r['kv_dtype']}")
-    if r["verdict"] == "offload":
-        c.print(f"CPU offload: {r['processor']} (as `ollama ps` shows it); the layers in system RAM run at "
-                f"{r['calibration']['ram_bandwidth_gbps']} GB/s")
-    est = f", about {r['decode_tokens_per_s']:,.1f} realistic" if r["decode_tokens_per_s"] else ""
-    gb = r["bytes_per_token"] / 1e9
-    if r["cpu_bytes_per_token"]:
-        why = (f"{gb - r['cpu_bytes_per_token'] / 1e9:.2f} GB per token at {r['bandwidth_gbps']:,g} GB/s, "
-               f"{r['cpu_bytes_per_token'] / 1e9:.2f} GB from system RAM")
+    tp_note = f" (tensor parallel {r.tp})" if r.tp > 1 else ""
+    c.print(f"[bold]{r.model}[/] · {r.quant} · {r.runtime} · {r.count}× {r.gpu}"
+            f"{tp_note} · context {r.context:,}"
+            f" · {r.filled:,} tokens filled · KV {r.kv_dtype}")
+    if r.verdict == "offload":
+        c.print(f"CPU offload: {r.processor} (as `ollama ps` shows it); the layers in system RAM run at "
+                f"{r.calibration.ram_bandwidth_gbps} GB/s")
+    est = f", about {r.decode_tokens_per_s:,.1f} realistic" if r.decode_tokens_per_s else ""
+    gb = r.bytes_per_token / 1e9
+    if r.cpu_bytes_per_token:
+        why = (f"{gb - r.cpu_bytes_per_token / 1e9:.2f} GB per token at {r.bandwidth_gbps:,g} GB/s, "
+               f"{r.cpu_bytes_per_token / 1e9:.2f} GB from system RAM")
     else:
-        tp = r.get("tp") or 1
-        bw = f"{tp} × {r['bandwidth_gbps']:,g} GB/s (tensor parallel)" if tp > 1 else f"{r['bandwidth_gbps']:,g} GB/s"
+        tp = r.tp or 1
+        bw = f"{tp} × {r.bandwidth_gbps:,g} GB/s (tensor parallel)" if tp > 1 else f"{r.bandwidth_gbps:,g} GB/s"
         why = f"{bw} ÷ {gb:.2f} GB per token"
-    c.print(f"Decode: ceiling {r['decode_ceiling_tokens_per_s']:,.1f} tokens/s per stream ({why}){est}.")
-    if r["prefill_tokens_per_s"]:
-        c.print(f"Prefill: about {r['prefill_tokens_per_s']:,} tokens/s; first token of a "
-                f"{r['prompt_tokens']:,}-token prompt after {r['time_to_first_token_s']:.2f} s. Cold start: {r['cold_start_s']:,.1f} s from disk.")
-    if r["verdict"] != "offload":
-        c.print(f"KV cache room: {r['max_concurrency']:,} sequences of {r['context']:,} tokens"
-                + (f"; compute bound from {r['compute_bound_from']:,} sequences" if r["compute_bound_from"] else ""))
+    c.print(f"Decode: ceiling {r.decode_ceiling_tokens_per_s:,.1f} tokens/s per stream ({why}){est}.")
+    if r.prefill_tokens_per_s:
+        c.print(f"Prefill: about {r.prefill_tokens_per_s:,} tokens/s; first token of a "
+                f"{r.prompt_tokens:,}-token prompt after {r.time_to_first_token_s:.2f} s. Cold start: {r.cold_start_s:,.1f} s from disk.")
+    if r.verdict != "offload":
+        c.print(f"KV cache room: {r.max_concurrency:,} sequences of {r.context:,} tokens"
+                + (f"; compute bound from {r.compute_bound_from:,} sequences" if r.compute_bound_from else ""))
     t = Table(title="Decode vs concurrency")
     for col in ("sequences", "aggregate tok/s", "per user tok/s", "step ms", "bound", "KV fits"):
         t.add_column(col, justify="right")
-    for row in r["rows"]:
-        t.add_row(f"{row['concurrency']:,}", f"{row['aggregate_tokens_per_s']:,.1f}",
-                  f"{row['per_user_tokens_per_s']:,.2f}", f"{row['step_ms']:,.2f}", row["bound"],
-                  "yes" if row["kv_fits"] else "no")
+    for row in r.rows:
+        t.add_row(f"{row.concurrency:,}", f"{row.aggregate_tokens_per_s:,.1f}",
+                  f"{row.per_user_tokens_per_s:,.2f}", f"{row.step_ms:,.2f}", row.bound,
+                  "yes" if row.kv_fits else "no")
     c.print(t)
-    for note in r["notes"]:
+    for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
-    if r.get("plot"):
-        c.print(f"Chart written to {r['plot']}")
+    if r.plot:
+        c.print(f"Chart written to {r.plot}")

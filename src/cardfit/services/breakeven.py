@@ -2,7 +2,7 @@
 
 Wiring only: the inputs are described once in `BreakevenInput`; rent, tokens/s and API prices are
 resolved from the flags, a log, the GPU catalog or cardfit's own speed estimate; the arithmetic is
-core/cost.py; `breakeven_report` returns the plain-data JSON view.
+core/cost.py; `breakeven_report` returns the typed `Breakeven` (its `to_json()` is the JSON view).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from ..core import cost
 from ..errors import InputError
 from ..units import rounded
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, RuntimeInput, opt
+from .table import Result
 
 MAX_USD = 10_000_000.0
 SEED_CONCURRENCY = 16  # the break-even guide: "400 output tokens per second with 16 concurrent requests"
@@ -83,11 +84,26 @@ class Rent:
 
 
 @record
+class LogReading(Result):
+    """What `--from-log` read: the rate and how it was measured."""
+
+    path: str
+    kind: str  # the log's format (ollama, vllm-server, vllm-bench)
+    tokens_per_s: float
+    samples: int
+    idle_samples: int
+    busy_fraction: float | None
+    concurrency: float | None
+    prompt_tokens_per_s: float | None
+    single_stream: bool
+
+
+@record
 class Throughput:
     tokens_per_s: float  # useful output tokens/s after prefill and retries
     raw_tokens_per_s: float
     source: str
-    log: dict[str, Any] | None = None
+    log: LogReading | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -132,7 +148,7 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
     return Rent(hourly, hours, billed, src, count, discount)
 
 
-def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, dict[str, Any] | None, list[str]]:
+def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, list[str]]:
     given = [n for n, v in (("--tokens-per-s", inp.tokens_per_s), ("--from-log", inp.from_log),
                             ("--model", inp.model)) if v]
     if len(given) > 1:
@@ -150,14 +166,13 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, dict[str, Any] | None,
                      field="tokens_per_s")
 
 
-def _from_log(path: str) -> tuple[float, str, dict[str, Any], list[str]]:
+def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
     from ..readers.logs import read_log
 
     m = bounded_measurement(read_log(path), path)
-    log = {"path": path, "kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
-           "idle_samples": m.idle_samples, "busy_fraction": rounded(m.busy_fraction, 4),
-           "concurrency": rounded(m.concurrency, 2), "prompt_tokens_per_s": rounded(m.prompt_tokens_per_s, 1),
-           "single_stream": m.single_stream}
+    log = LogReading(path, m.kind, round(m.tokens_per_s, 2), m.samples, m.idle_samples,
+                     rounded(m.busy_fraction, 4), rounded(m.concurrency, 2), rounded(m.prompt_tokens_per_s, 1),
+                     m.single_stream)
     notes = list(m.notes)
     if m.busy_fraction is not None and m.busy_fraction < 1:
         notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log is a "
@@ -188,14 +203,14 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
     values.pop("batch", None)
     want = inp.concurrency or inp.batch or SEED_CONCURRENCY
     report = speed_report(SpeedInput(**values, concurrency=(want,)))
-    n = min(want, report["max_concurrency"] or 1)
+    n = min(want, report.max_concurrency or 1)
     if n != want:
         report = speed_report(SpeedInput(**values, concurrency=(n,)))
-    row = report["rows"][0]
-    note = (f"speed estimate for {report['count']}× {report['gpu']} at {n} concurrent sequences"
+    row = report.rows[0]
+    note = (f"speed estimate for {report.count}× {report.gpu} at {n} concurrent sequences"
             f"{'' if n == want else f' (the most the KV cache holds; {want} asked)'}: "
-            f"{row['aggregate_tokens_per_s']:,.0f} tok/s in all, {row['per_user_tokens_per_s']:,.1f} per user")
-    return row["aggregate_tokens_per_s"], "estimate", None, [note]
+            f"{row.aggregate_tokens_per_s:,.0f} tok/s in all, {row.per_user_tokens_per_s:,.1f} per user")
+    return row.aggregate_tokens_per_s, "estimate", None, [note]
 
 
 def _throughput(inp: BreakevenInput) -> Throughput:
@@ -224,9 +239,123 @@ def _comparisons(inp: BreakevenInput) -> list[Comparison]:
 
 
 
-def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
-    """The JSON of `cardfit breakeven`: the stable JSON keys, then the tables of the break-even guide and the
-    hidden costs."""
+@record
+class Crossing(Result):
+    """Where the API's bill line crosses the flat rent."""
+
+    millions_per_month: float | None
+    usd: float
+
+
+@record
+class ApiBreakeven(Result):
+    """One API against the rented card."""
+
+    name: str
+    id: str
+    kind: str
+    price_per_million_usd: float  # output + input per output token
+    output_usd_per_m: float
+    input_usd_per_m: float
+    breakeven_millions_per_month: float | None
+    required_duty: float | None
+    breaks_even: bool
+    crossing: Crossing
+    cheaper_at_duty: str  # "rent" or "api"
+    date: str | None
+    source: str | None
+
+
+@record
+class RentTerms(Result):
+    hourly_usd: float
+    hours_per_month: float
+    billed_hours: float
+    monthly_usd: float
+    count: int
+    discount_fraction: float
+    source: str
+
+
+@record
+class ThroughputUsed(Result):
+    tokens_per_s: float  # useful output tokens/s after prefill and retries
+    measured_tokens_per_s: float
+    source: str  # "given", "estimate" or "log (KIND)"
+    input_per_output: float
+    prefill_tokens_per_s: float | None
+    retry_multiplier: float
+    log: LogReading | None
+
+
+@record
+class HiddenCostsMonth(Result):
+    idle_hours: float
+    idle_usd: float
+    storage_usd: float
+    cold_start_hours: float
+    cold_start_usd: float
+    extra_monthly_usd: float
+    total_extra_usd: float
+
+
+@record
+class VolumeRow(Result):
+    """The break-even guide's bill table, one volume: rent is flat, each API bill grows with the volume."""
+
+    output_tokens_millions: float
+    rent_usd: float
+    api_usd: dict[str, float]  # API id → bill
+    required_duty: float | None
+    within_capacity: bool
+    cheaper: tuple[str, ...]  # the APIs whose bill is below the rent
+
+
+@record
+class DutyRow(Result):
+    """The break-even guide's cost-per-million table, one duty cycle."""
+
+    duty: float
+    self_host_usd_per_million: float
+    api_usd_per_million: dict[str, float]  # API id → price
+
+
+@record
+class BreakevenCharts(Result):
+    """What `--plot` drew."""
+
+    path: str
+    format: str
+    crossings: tuple[dict[str, Any], ...]
+    duty_crossings: tuple[dict[str, Any], ...]
+
+
+@record
+class Breakeven(Result):
+    """`cardfit breakeven`: the stable keys first, then the break-even guide's tables and the hidden costs."""
+
+    monthly_usd: float
+    capacity_millions_per_month: float
+    cost_per_million_usd: float  # at the duty
+    apis: tuple[ApiBreakeven, ...]
+    duty: float
+    cost_per_million_full_duty_usd: float
+    volume_at_duty_millions_per_month: float
+    hourly_usd: float
+    hours_per_month: float
+    rent: RentTerms
+    throughput: ThroughputUsed
+    hidden_costs: HiddenCostsMonth
+    by_volume: tuple[VolumeRow, ...]
+    by_duty: tuple[DutyRow, ...]
+    notes: tuple[str, ...]
+    plot: BreakevenCharts | None = None  # absent from the JSON when no chart was asked for
+
+    omit_none = ("plot",)
+
+
+def breakeven_report(inp: BreakevenInput) -> Breakeven:
+    """`cardfit breakeven` for one input (and its charts when --plot asks for them)."""
     rent, tp, comps = _rent(inp), _throughput(inp), _comparisons(inp)
     hidden = cost.HiddenCosts(inp.storage_gb, inp.storage_usd_per_gb_month, inp.cold_starts_per_month,
                               inp.cold_start_s, inp.extra_monthly_usd)
@@ -234,78 +363,73 @@ def breakeven_report(inp: BreakevenInput) -> dict[str, Any]:
     monthly = rent.monthly_usd + hidden.total_usd(rent.hourly_usd)
     hourly_all_in = monthly / hours
     capacity = cost.capacity_millions(tp.tokens_per_s, hours)
-    out: dict[str, Any] = {
-        "monthly_usd": rounded(monthly, 2),
-        "capacity_millions_per_month": rounded(capacity, 3),
-        "cost_per_million_usd": rounded(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, inp.duty), 4),
-        "apis": [_api_row(c, monthly, capacity, inp.duty, hourly_all_in, tp.tokens_per_s) for c in comps],
-        "duty": inp.duty,
-        "cost_per_million_full_duty_usd": rounded(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, 1.0), 4),
-        "volume_at_duty_millions_per_month": rounded(capacity * inp.duty, 3),
-        "hourly_usd": rounded(rent.hourly_usd, 4),
-        "hours_per_month": hours,
-        "rent": _rent_dict(rent),
-        "throughput": {"tokens_per_s": rounded(tp.tokens_per_s, 2), "measured_tokens_per_s": rounded(tp.raw_tokens_per_s, 2),
-                       "source": tp.source, "input_per_output": inp.input_per_output,
-                       "prefill_tokens_per_s": inp.prefill_tokens_per_s, "retry_multiplier": inp.retry_multiplier,
-                       "log": tp.log},
-        "hidden_costs": _hidden_dict(hidden, rent, inp.duty),
-        "by_volume": by_volume(monthly, capacity, comps),
-        "by_duty": by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
-        "notes": tp.notes + _notes(comps, capacity),
-    }
+    out = Breakeven(
+        monthly_usd=rounded(monthly, 2),
+        capacity_millions_per_month=rounded(capacity, 3),
+        cost_per_million_usd=rounded(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, inp.duty), 4),
+        apis=tuple(_api_row(c, monthly, capacity, inp.duty, hourly_all_in, tp.tokens_per_s) for c in comps),
+        duty=inp.duty,
+        cost_per_million_full_duty_usd=rounded(cost.cost_per_million(hourly_all_in, tp.tokens_per_s, 1.0), 4),
+        volume_at_duty_millions_per_month=rounded(capacity * inp.duty, 3),
+        hourly_usd=rounded(rent.hourly_usd, 4),
+        hours_per_month=hours,
+        rent=RentTerms(rounded(rent.hourly_usd, 4), rent.hours_per_month, rent.billed_hours,
+                       rounded(rent.monthly_usd, 2), rent.count, rent.discount_fraction, rent.source),
+        throughput=ThroughputUsed(rounded(tp.tokens_per_s, 2), rounded(tp.raw_tokens_per_s, 2), tp.source,
+                                  inp.input_per_output, inp.prefill_tokens_per_s, inp.retry_multiplier, tp.log),
+        hidden_costs=_hidden(hidden, rent, inp.duty),
+        by_volume=by_volume(monthly, capacity, comps),
+        by_duty=by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
+        notes=tuple(tp.notes + _notes(comps, capacity)),
+    )
     if inp.plot:
+        from dataclasses import replace
+
         from ..charts.cost import plot_breakeven
 
-        out["plot"] = plot_breakeven(out, inp.plot)
+        drawn = plot_breakeven(out, inp.plot)
+        out = replace(out, plot=BreakevenCharts(drawn["path"], drawn["format"], tuple(drawn["crossings"]),
+                                                tuple(drawn["duty_crossings"])))
     return out
 
 
-def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly: float, tps: float) -> dict[str, Any]:
+def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly: float,
+             tps: float) -> ApiBreakeven:
     be = cost.breakeven_millions(monthly, c.price_per_million_usd)
     need = cost.required_duty(be, capacity)
     own = cost.cost_per_million(hourly, tps, duty)
     a = c.api
-    return {"name": a.name, "id": a.id, "kind": a.kind, "price_per_million_usd": rounded(c.price_per_million_usd, 4),
-            "output_usd_per_m": a.output_usd_per_m, "input_usd_per_m": a.input_usd_per_m,
-            "breakeven_millions_per_month": rounded(be, 3), "required_duty": rounded(need, 4), "breaks_even": need <= 1,
-            "crossing": {"millions_per_month": rounded(be, 3), "usd": rounded(monthly, 2)},
-            "cheaper_at_duty": "rent" if own < c.price_per_million_usd else "api",
-            "date": a.date or None, "source": a.source or None}
+    return ApiBreakeven(a.name, a.id, a.kind, rounded(c.price_per_million_usd, 4), a.output_usd_per_m,
+                        a.input_usd_per_m, rounded(be, 3), rounded(need, 4), need <= 1,
+                        Crossing(rounded(be, 3), rounded(monthly, 2)),
+                        "rent" if own < c.price_per_million_usd else "api", a.date or None, a.source or None)
 
 
-def _rent_dict(rent: Rent) -> dict[str, Any]:
-    return {"hourly_usd": rounded(rent.hourly_usd, 4), "hours_per_month": rent.hours_per_month,
-            "billed_hours": rent.billed_hours, "monthly_usd": rounded(rent.monthly_usd, 2), "count": rent.count,
-            "discount_fraction": rent.discount_fraction, "source": rent.source}
-
-
-def _hidden_dict(h: cost.HiddenCosts, rent: Rent, duty: float) -> dict[str, Any]:
+def _hidden(h: cost.HiddenCosts, rent: Rent, duty: float) -> HiddenCostsMonth:
     idle_hours = rent.billed_hours * (1 - duty)
-    return {"idle_hours": rounded(idle_hours, 1), "idle_usd": rounded(idle_hours * rent.hourly_usd, 2),
-            "storage_usd": rounded(h.storage_usd(), 2), "cold_start_hours": rounded(h.cold_start_hours(), 2),
-            "cold_start_usd": rounded(h.cold_start_usd(rent.hourly_usd), 2), "extra_monthly_usd": h.extra_monthly_usd,
-            "total_extra_usd": rounded(h.total_usd(rent.hourly_usd), 2)}
+    return HiddenCostsMonth(rounded(idle_hours, 1), rounded(idle_hours * rent.hourly_usd, 2),
+                            rounded(h.storage_usd(), 2), rounded(h.cold_start_hours(), 2),
+                            rounded(h.cold_start_usd(rent.hourly_usd), 2), h.extra_monthly_usd,
+                            rounded(h.total_usd(rent.hourly_usd), 2))
 
 
 def by_volume(monthly: float, capacity: float, comps: list[Comparison],
-              volumes: tuple[float, ...] = cost.SEED_VOLUMES_MILLIONS) -> list[dict[str, Any]]:
-    """Seed 003's bill table: rent is flat, each API bill grows with the volume."""
+              volumes: tuple[float, ...] = cost.SEED_VOLUMES_MILLIONS) -> tuple[VolumeRow, ...]:
+    """The break-even guide's bill table: rent is flat, each API bill grows with the volume."""
     rows = []
     for v in volumes:
         bills = {c.api.id: rounded(v * c.price_per_million_usd, 2) for c in comps}
-        rows.append({"output_tokens_millions": v, "rent_usd": rounded(monthly, 2), "api_usd": bills,
-                     "required_duty": rounded(v / capacity, 4) if capacity else None, "within_capacity": v <= capacity,
-                     "cheaper": [k for k, b in bills.items() if b is not None and b < monthly]})
-    return rows
+        rows.append(VolumeRow(v, rounded(monthly, 2), bills, rounded(v / capacity, 4) if capacity else None,
+                              v <= capacity, tuple(k for k, b in bills.items() if b is not None and b < monthly)))
+    return tuple(rows)
 
 
 def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
-            duties: tuple[float, ...] = cost.SEED_DUTIES) -> list[dict[str, Any]]:
-    """Seed 003's cost-per-million table: idle hours cost the same and make nothing."""
+            duties: tuple[float, ...] = cost.SEED_DUTIES) -> tuple[DutyRow, ...]:
+    """The break-even guide's cost-per-million table: idle hours cost the same and make nothing."""
     all_duties = sorted({*duties, duty}, reverse=True)
-    return [{"duty": d, "self_host_usd_per_million": rounded(cost.cost_per_million(hourly, tps, d), 4),
-             "api_usd_per_million": {c.api.id: rounded(c.price_per_million_usd, 4) for c in comps}} for d in all_duties]
+    return tuple(DutyRow(d, rounded(cost.cost_per_million(hourly, tps, d), 4),
+                         {c.api.id: rounded(c.price_per_million_usd, 4) for c in comps}) for d in all_duties)
 
 
 def _notes(comps: list[Comparison], capacity: float) -> list[str]:

@@ -10,13 +10,14 @@ from typing import Any
 
 from ..catalog.records import record
 from ..core import speed as sp
-from ..core.fit import NO, OFFLOAD
+from ..core.fit import NO, OFFLOAD, Verdict
 from ..core.memory import MemorySettings
 from ..core.search import smallest_true
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp
 from ..errors import CardfitError, MissingFigureError
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
 from .plan import plan as make_plan
+from .table import Result
 
 # A PCIe 3.0 ×4 NVMe SSD reads about 3.5 GB/s sequentially (Samsung 970 EVO Plus data sheet: 3,500 MB/s);
 # Gen4 drives reach about 7. Network volumes of rental clouds are often far slower: pass --disk-gbps.
@@ -122,20 +123,84 @@ def levels(inp: SpeedInput, most: int) -> list[int]:
     return sorted({n for n in DEFAULT_LEVELS if n <= top} | {top})
 
 
-def rows(s: Setup, inp: SpeedInput) -> list[dict[str, Any]]:
+@record
+class SpeedRow(Result):
+    """One concurrency level of `cardfit speed`."""
+
+    concurrency: int
+    aggregate_tokens_per_s: float
+    per_user_tokens_per_s: float
+    step_ms: float
+    bound: str  # "memory", "compute" or "link": what limits the decode step
+    kv_fits: bool  # the KV cache holds this many sequences of the full context
+
+
+@record
+class Calibration(Result):
+    """The runtime's fitted constants and the machine figures behind the realistic speeds."""
+
+    decode_efficiency: float
+    overhead_us_per_layer: float
+    prefill_efficiency: float
+    ram_efficiency: float
+    ram_bandwidth_gbps: float
+    disk_gbps: float
+
+
+@record
+class SpeedReport(Result):
+    """`cardfit speed`: the ceiling and realistic decode speed, prefill, cold start, and decode against
+    concurrency, for one plan (model × quantization × runtime × card set)."""
+
+    model: str
+    gpu: str
+    count: int
+    tp: int
+    runtime: str
+    quant: str
+    context: int
+    filled: int
+    kv_dtype: str
+    verdict: Verdict
+    gpu_layer_fraction: float
+    processor: str  # as `ollama ps` shows it
+    bandwidth_gbps: float
+    tflops: float | None
+    bytes_per_token: int
+    cpu_bytes_per_token: int
+    active_weight_share: float
+    shares_method: str
+    decode_ceiling_tokens_per_s: float
+    decode_tokens_per_s: float | None  # None: the runtime has no calibrated decode efficiency
+    prefill_tokens_per_s: int | None
+    time_to_first_token_s: float | None
+    prompt_tokens: int
+    cold_start_s: float
+    max_concurrency: int
+    kv_bytes_per_sequence: int
+    vllm_max_concurrency: float | None
+    compute_bound_from: int | None
+    calibration: Calibration
+    rows: tuple[SpeedRow, ...]
+    notes: tuple[str, ...]
+    plot: str | None = None  # the chart written (absent from the JSON when none was asked for)
+
+    omit_none = ("plot",)
+
+
+def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
     most = s.card.memory.sequences if s.card.option.verdict == OFFLOAD else sp.max_sequences(
         s.kv_budget_bytes, s.kv_bytes_per_sequence)
     out = []
     for n in levels(inp, most):
         st = sp.step(s.load, s.machine, n)
-        out.append({"concurrency": n, "aggregate_tokens_per_s": round(st.aggregate_tokens_per_s, 1),
-                    "per_user_tokens_per_s": round(st.per_user_tokens_per_s, 2), "step_ms": round(st.seconds * 1e3, 3),
-                    "bound": st.bound, "kv_fits": n <= most})
-    return out
+        out.append(SpeedRow(n, round(st.aggregate_tokens_per_s, 1), round(st.per_user_tokens_per_s, 2),
+                            round(st.seconds * 1e3, 3), st.bound, n <= most))
+    return tuple(out)
 
 
-def speed_report(inp: SpeedInput) -> dict[str, Any]:
-    """The JSON of `cardfit speed`."""
+def speed_report(inp: SpeedInput) -> SpeedReport:
+    """`cardfit speed` for one input (and its chart when --plot asks for one)."""
     s = setup(inp)
     ctx, card = s.plan.ctx, s.card
     m, mem, opt, rt = ctx.model, card.memory, card.option, ctx.runtime
@@ -143,39 +208,37 @@ def speed_report(inp: SpeedInput) -> dict[str, Any]:
     most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
     prefill_eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
     prefill = sp.prefill_tokens_per_s(m, s.tflops, prefill_eff, inp.prompt, s.machine.tp)
-    table = rows(s, inp)
-    crossover = _crossover(s)
-    report = {
-        "model": m.name, "gpu": opt.gpu.name, "count": opt.count, "tp": s.machine.tp, "runtime": rt.id,
-        "quant": ctx.quant.name, "context": mem.context, "filled": s.filled, "kv_dtype": mem.kv_dtype,
-        "verdict": opt.verdict, "gpu_layer_fraction": round(opt.gpu_layer_fraction, 4),
-        "processor": processor(opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 1.0),
-        "bandwidth_gbps": s.machine.bandwidth_gbps, "tflops": s.tflops,
-        "bytes_per_token": round(s.load.weights_bytes * s.load.shares.read_fraction(1)) + s.load.kv_bytes,
-        "cpu_bytes_per_token": one.cpu_bytes,
-        "active_weight_share": round(s.load.shares.read_fraction(1), 4), "shares_method": s.load.shares.method,
-        "decode_ceiling_tokens_per_s": round(sp.ceiling(s.load, s.machine), 1),
-        "decode_tokens_per_s": round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
-        "prefill_tokens_per_s": round(prefill) if prefill else None,
-        "time_to_first_token_s": round(inp.prompt / prefill, 3) if prefill else None, "prompt_tokens": inp.prompt,
-        "cold_start_s": round(sp.cold_start_seconds(mem.weights.total_bytes, inp.disk_gbps), 1),
-        "max_concurrency": most, "kv_bytes_per_sequence": s.kv_bytes_per_sequence,
-        "vllm_max_concurrency": round(s.kv_budget_bytes / s.kv_bytes_per_sequence, 2)
+    no_fit = [f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures assume it did"]
+    report = SpeedReport(
+        model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp, runtime=rt.id,
+        quant=ctx.quant.name, context=mem.context, filled=s.filled, kv_dtype=mem.kv_dtype,
+        verdict=opt.verdict, gpu_layer_fraction=round(opt.gpu_layer_fraction, 4),
+        processor=processor(opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 1.0),
+        bandwidth_gbps=s.machine.bandwidth_gbps, tflops=s.tflops,
+        bytes_per_token=round(s.load.weights_bytes * s.load.shares.read_fraction(1)) + s.load.kv_bytes,
+        cpu_bytes_per_token=one.cpu_bytes,
+        active_weight_share=round(s.load.shares.read_fraction(1), 4), shares_method=s.load.shares.method,
+        decode_ceiling_tokens_per_s=round(sp.ceiling(s.load, s.machine), 1),
+        decode_tokens_per_s=round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
+        prefill_tokens_per_s=round(prefill) if prefill else None,
+        time_to_first_token_s=round(inp.prompt / prefill, 3) if prefill else None, prompt_tokens=inp.prompt,
+        cold_start_s=round(sp.cold_start_seconds(mem.weights.total_bytes, inp.disk_gbps), 1),
+        max_concurrency=most, kv_bytes_per_sequence=s.kv_bytes_per_sequence,
+        vllm_max_concurrency=round(s.kv_budget_bytes / s.kv_bytes_per_sequence, 2)
         if s.kv_bytes_per_sequence else None,
-        "compute_bound_from": crossover,
-        "calibration": {"decode_efficiency": rt.decode_efficiency,
-                        "overhead_us_per_layer": rt.decode_overhead_us_per_layer,
-                        "prefill_efficiency": prefill_eff, "ram_efficiency": rt.ram_efficiency,
-                        "ram_bandwidth_gbps": inp.ram_bandwidth, "disk_gbps": inp.disk_gbps},
-        "rows": table,
-        "notes": _notes(s, opt.gpu) + ([f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures "
-                                         "assume it did"] if opt.verdict == NO else []),
-    }
+        compute_bound_from=_crossover(s),
+        calibration=Calibration(rt.decode_efficiency, rt.decode_overhead_us_per_layer, prefill_eff,
+                                rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
+        rows=rows(s, inp),
+        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else [])),
+    )
     if inp.plot:
+        from dataclasses import replace
+
         from ..charts.speed import write_chart
 
         write_chart(report, inp.plot)
-        report["plot"] = inp.plot
+        report = replace(report, plot=inp.plot)
     return report
 
 

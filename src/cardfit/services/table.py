@@ -52,19 +52,26 @@ class Command:
 
 class Result:
     """Base of a command's frozen result: `to_json()` is its fields in order, as plain data (nested results and
-    tuples of them become dicts and lists) — the keys of `--json`, the web API and the Python API."""
+    tuples of them become dicts and lists; a dict's values are converted the same way) — the keys of `--json`,
+    the web API and the Python API. A field named in the class's `omit_none` is left out while it is None."""
+
+    omit_none: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import fields
 
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        skip = self.omit_none
+        return {f.name: _plain(v) for f in fields(self)  # type: ignore[arg-type]
+                if not ((v := getattr(self, f.name)) is None and f.name in skip)}
 
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Result):
         return value.to_json()
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     return value
 
 
