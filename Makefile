@@ -25,7 +25,7 @@ demo: install
 	$(BIN)/cardfit plan meta-llama/Llama-3.3-70B-Instruct --quant fp8 --context 32768 --runtime vllm --top 8
 
 test: install browser
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest
 
 bench: install

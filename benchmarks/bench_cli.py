@@ -48,7 +48,8 @@ def sweep() -> tuple[int, float]:
             rt = runtimes[name]
             requires = getattr(q, "requires", None)
             for context in (4096, 8192, 32768, 131072):
-                need = need_on(estimate(m, q, rt, MemorySettings(context=context, prefill_chunk=rt.profile.prefill_chunk)), 1)
+                need = need_on(estimate(m, q, rt, MemorySettings(context=context,
+                                                                 prefill_chunk=rt.profile.prefill_chunk)), 1)
                 for g, budget in budgets[name]:
                     classify(-1 if requires and not g.supports(requires) else budget - need, 1, rules)
                     n += 1
@@ -66,10 +67,10 @@ DEPLOY_QUESTION = {"model": "meta-llama/Llama-3.1-8B-Instruct", "requests_per_s"
 
 
 def deploy_search(runs: int = 5) -> tuple[float, float, dict]:
-    """p50 wall and CPU seconds of a full deploy search (every priced card × cards per node × runtime × quant ×
-    KV type, each sized, then timed unless its price already rules it out) for one model, in-process after one
-    warm-up run (catalogs parsed, model resolved). CPU time is what the search costs on an idle machine; wall
-    time also counts what other processes take from this one."""
+    """p50 wall and CPU seconds of a full deploy search (every priced card × cards per node × runtime × quant
+    × KV type, each sized, then timed unless its price already rules it out) for one model, in-process after
+    one warm-up run (catalogs parsed, model resolved). CPU time is what the search costs on an idle machine;
+    wall time also counts what other processes take from this one."""
     from cardfit.services.deploy import DeployInput, deploy_report
 
     inp = DeployInput(**DEPLOY_QUESTION)
@@ -86,7 +87,8 @@ def deploy_search(runs: int = 5) -> tuple[float, float, dict]:
 def main() -> None:
     # time what an installed wheel runs: compiled bytecode (PYTHONDONTWRITEBYTECODE would otherwise make every
     # run compile each changed module again)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve().parents[1] / "src")],
+    subprocess.run([sys.executable, "-m", "compileall", "-q",
+                    str(Path(__file__).resolve().parents[1] / "src")],
                    capture_output=True)
     one = cold_start(["plan", "llama3.1:8b", "--gpu", "RTX 4090", "--json"], runs=15)
     base = cold_start(["--version"])
@@ -99,15 +101,16 @@ def main() -> None:
     print(f"python start-up             {python * 1000:7.0f} ms")
     print(f"cardfit --version           {base * 1000:7.0f} ms")
     print(f"cardfit plan llama3.1:8b --gpu 'RTX 4090' --json  p50 {one * 1000:5.0f} ms  "
-          f"({one / RELEASE_0_1_0_S:.2f}x 0.1.0's {RELEASE_0_1_0_S * 1000:.0f} ms; goal {GOAL_S * 1000:.0f} ms)")
+          f"({one / RELEASE_0_1_0_S:.2f}x 0.1.0's {RELEASE_0_1_0_S * 1000:.0f} ms; goal "
+          f"{GOAL_S * 1000:.0f} ms)")
     print(f"cardfit plan llama3.1:8b    {plan * 1000:7.0f} ms  ({plan / 0.5:.2f} of the 0.5 s budget)")
     print(f"cardfit plan 70B fp8 vllm   {plan70 * 1000:7.0f} ms  ({plan70 / 0.5:.2f} of the 0.5 s budget)")
     n, secs = sweep()
     print(f"sweep: {n:,} model×quant×GPU×context fits in {secs * 1000:.0f} ms ({secs:.2f} of the 1 s budget)")
     p50, cpu, report = deploy_search()
     b = report["best"]
-    print(f"deploy search, {DEPLOY_QUESTION['model']} at {DEPLOY_QUESTION['requests_per_s']:g} requests/s over the "
-          f"whole catalog: {report['searched']['settings']} runtime×quant×KV settings, "
+    print(f"deploy search, {DEPLOY_QUESTION['model']} at {DEPLOY_QUESTION['requests_per_s']:g} requests/s "
+          f"over the whole catalog: {report['searched']['settings']} runtime×quant×KV settings, "
           f"{report['searched']['fitting_shapes']:,} card sets that fit, p50 {p50 * 1000:.0f} ms wall "
           f"({p50:.2f} of the 1 s budget), {cpu * 1000:.0f} ms CPU")
     if b:

@@ -45,7 +45,8 @@ MIX: list[tuple[str, str, str, Any]] = [
     ("plan 70B fp8 vllm", "POST", "/api/plan",
      {"model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8", "context": 32768, "runtime": "vllm"}),
     ("plan bare shape", "POST", "/api/plan",
-     {"params": 7e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "quant": "bf16", "context": 8192, "batch": 8}),
+     {"params": 7e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "quant": "bf16", "context": 8192,
+      "batch": 8}),
     ("max-context", "POST", "/api/max-context", {"model": "llama3.1:8b", "gpu": "RTX 4090"}),
     ("speed", "POST", "/api/speed", {"model": "llama3.1:8b", "gpu": "RTX 4090"}),
     ("breakeven", "POST", "/api/breakeven", {"gpu": "RTX 4090", "tokens_per_s": 90}),
@@ -108,13 +109,18 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--url", help="an already running `cardfit serve` (default: start one)")
-    ap.add_argument("--vary", action="store_true", help="a different context in every POST (defeats the cache)")
+    ap.add_argument("--vary", action="store_true",
+                    help="a different context in every POST (defeats the cache)")
     ap.add_argument("--sweep", action="store_true", help="kept-alive latency, 1/4/16/64 clients (see above)")
     args = ap.parse_args()
     if args.sweep:
         return sweep(args.url)
-    with server(args.url) as (base, _), httpx.Client(base_url=base, timeout=30,
-                                                limits=httpx.Limits(max_connections=args.concurrency)) as client:
+    with (
+        server(args.url) as (base, _),
+        httpx.Client(
+            base_url=base, timeout=30, limits=httpx.Limits(max_connections=args.concurrency)
+        ) as client,
+    ):
         available = set(client.get("/openapi.json").json()["paths"]) | {"/"}
         mix = [m for m in MIX if m[2] in available]
         for _, method, path, body in mix:  # warm up each endpoint once
@@ -140,10 +146,11 @@ def main() -> int:
     return 1 if any(s != 200 for _, _, s in results) else 0
 
 
-def report(results: list[tuple[str, float, int | str]], wall: float, args: argparse.Namespace, base: str) -> None:
+def report(results: list[tuple[str, float, int | str]], wall: float, args: argparse.Namespace,
+           base: str) -> None:
     errors = [(n, s) for n, _, s in results if s != 200]
-    print(f"cardfit serve at {base}: {len(results):,} requests, {args.concurrency} at a time, from pid {os.getpid()}"
-          f"{' (--vary: every POST different)' if args.vary else ''}")
+    print(f"cardfit serve at {base}: {len(results):,} requests, {args.concurrency} at a time, from pid "
+          f"{os.getpid()}{' (--vary: every POST different)' if args.vary else ''}")
     print(f"wall {wall:.2f} s, {len(results) / wall:,.0f} requests/s, errors: {len(errors)}")
     print(f"{'endpoint':<20}{'n':>6}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'max ms':>9}")
     names = list(dict.fromkeys(n for n, _, _ in results))

@@ -58,9 +58,9 @@ def estimated_mib(est: dict[str, Any]) -> tuple[int, str]:
     reserve = est["sibling_gib"] * 1024 - est["sibling_mib"]
     scaled = round(reserve * est["nominal_gib"] / est["sibling_gib"])
     mib = est["nominal_gib"] * 1024 - scaled
-    why = (f"ESTIMATE (rule in gpus.toml's header): {est['nominal_gib']} GiB x 1024 - {scaled} MiB, the reserve "
-           f"of the measured sibling {est['sibling']} ({est['sibling_mib']:,} MiB of {est['sibling_gib']} GiB) scaled "
-           "by capacity; no published reading of this card found")
+    why = (f"ESTIMATE (rule in gpus.toml's header): {est['nominal_gib']} GiB x 1024 - {scaled} MiB, the "
+           f"reserve of the measured sibling {est['sibling']} ({est['sibling_mib']:,} MiB of "
+           f"{est['sibling_gib']} GiB) scaled by capacity; no published reading of this card found")
     return mib, why
 
 
@@ -117,8 +117,8 @@ def build_gpus() -> str:
 
 _SHAPE_KEYS = {"layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "max_context",
                "attention", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-               "v_head_dim", "experts", "experts_active", "moe_intermediate", "shared_experts", "dense_layers",
-               "sliding_window", "sliding_layers", "dtype"}
+               "v_head_dim", "experts", "experts_active", "moe_intermediate", "shared_experts",
+               "dense_layers", "sliding_window", "sliding_layers", "dtype"}
 
 
 def _spec(e: dict[str, Any]) -> Any:

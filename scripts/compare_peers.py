@@ -36,9 +36,9 @@ DEFAULT_VENV = Path("/tmp/cardfit-peers")
 
 # peers' dtype vocabularies: accelerate float32/float16/int8/int4, llm-mem float32/float16/int8/int4/float8
 _DTYPE = {"bf16": "float16", "fp16": "float16", "f16": "float16", "fp32": "float32", "f32": "float32",
-          "fp8": "int8", "int8": "int8", "int8-w8a8": "int8", "Q8_0": "int8", "Q4_0": "int4", "Q4_K_M": "int4",
-          "Q4_K_S": "int4", "IQ4_XS": "int4", "mxfp4": "int4", "MXFP4_MOE": "int4", "F16": "float16",
-          "GPTQ-int4": "int4"}
+          "fp8": "int8", "int8": "int8", "int8-w8a8": "int8", "Q8_0": "int8", "Q4_0": "int4",
+          "Q4_K_M": "int4", "Q4_K_S": "int4", "IQ4_XS": "int4", "mxfp4": "int4", "MXFP4_MOE": "int4",
+          "F16": "float16", "GPTQ-int4": "int4"}
 
 
 def _peer_dtype(quant: str) -> str | None:
@@ -60,11 +60,12 @@ def build_inputs() -> list[dict]:
             continue
         if r["kind"] == "kv_cache" and r["runtime"] == "vllm":
             continue  # vLLM's kv_cache records are its whole pool, not a per-context cache
-        rows.append({"id": r["id"], "kind": r["kind"], "runtime": r["runtime"], "quant": str(r.get("quant", "")),
-                     "measured": float(r["measured"]), "cardfit": o.predicted, "tp": int((r.get("settings") or {})
-                     .get("tp") or 1), "dtype": _peer_dtype(str(r.get("quant", ""))),
-                     "kv_dtype": str(r.get("kv_dtype") or "f16"),
-                     "context": int(r.get("context") or 0), "parallel": int(r.get("parallel") or 1),
+        rows.append({"id": r["id"], "kind": r["kind"], "runtime": r["runtime"],
+                     "quant": str(r.get("quant", "")), "measured": float(r["measured"]),
+                     "cardfit": o.predicted, "tp": int((r.get("settings") or {}).get("tp") or 1),
+                     "dtype": _peer_dtype(str(r.get("quant", ""))),
+                     "kv_dtype": str(r.get("kv_dtype") or "f16"), "context": int(r.get("context") or 0),
+                     "parallel": int(r.get("parallel") or 1),
                      "shape": {"params": m.params, "layers": m.layers, "kv_heads": m.kv_heads,
                                "heads": m.heads, "hidden": m.hidden, "head_dim": m.head_dim,
                                "intermediate": m.intermediate, "vocab": m.vocab, "model_type": m.model_type,
@@ -220,40 +221,42 @@ def print_text(d: dict) -> None:
         print(f"  {kind:10} " + " · ".join(cells))
 
 
-# --- serving peers: aiconfigurator 0.12 and GenZ on the served-load cases of the deploy issue -----------------
-# `python scripts/compare_peers.py --serving [--setup-serving]` (not run in CI: the peers need their own venv, and
-# aiconfigurator takes 10–40 s per question). Both run offline: aiconfigurator reads a local config.json written
-# from the catalog's shape and its own measured perf database (aiconfigurator-core wheel); GenZ uses its built-in
-# model and system tables.
+# --- serving peers: aiconfigurator 0.12 and GenZ on the served-load cases of the deploy issue -------------
+# `python scripts/compare_peers.py --serving [--setup-serving]` (not run in CI: the peers need their own venv,
+# and aiconfigurator takes 10–40 s per question). Both run offline: aiconfigurator reads a local config.json
+# written from the catalog's shape and its own measured perf database (aiconfigurator-core wheel); GenZ uses
+# its built-in model and system tables.
 
 SERVING_PEERS = {"aiconfigurator": "0.12.0", "genz-llm": "0.0.16"}
 SERVING_VENV = Path("/tmp/cardfit-serving-peers")
-# (case, cardfit model id, HF config name, quant, cards, ISL, OSL, TTFT ms, TPOT ms, aiconfigurator system, GenZ system)
+# (case, cardfit model id, HF config name, quant, cards, ISL, OSL, TTFT ms, TPOT ms, aiconfigurator system,
+# GenZ system)
 SERVING_CASES = [
     ("Llama-3.1-8B bf16, 1x H100 SXM, vLLM", "llama-3.1-8b", "meta-llama/Llama-3.1-8B", "bf16", "H100 SXM", 1,
      1000, 300, 2000, 50, "h100_sxm", "H100_GPU"),
-    ("Llama-3.1-70B fp8, 2x H100 SXM, vLLM", "llama-3.1-70b", "meta-llama/Llama-3.1-70B", "fp8", "H100 SXM", 2,
-     1000, 300, 2000, 50, "h100_sxm", "H100_GPU"),
+    ("Llama-3.1-70B fp8, 2x H100 SXM, vLLM", "llama-3.1-70b", "meta-llama/Llama-3.1-70B", "fp8", "H100 SXM",
+     2, 1000, 300, 2000, 50, "h100_sxm", "H100_GPU"),
 ]
 
 
 def setup_serving(venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q"] + [f"{k}=={v}" for k, v in SERVING_PEERS.items()],
-                   check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q"]
+                   + [f"{k}=={v}" for k, v in SERVING_PEERS.items()], check=True)
 
 
 def _hf_config(model_id: str, quant: str) -> dict:
-    """A config.json for aiconfigurator, written from the catalog's shape (no Hub access); an fp8 case carries the
-    quantization_config an FP8 checkpoint has (quant_method fp8, per-tensor, bf16 KV cache)."""
+    """A config.json for aiconfigurator, written from the catalog's shape (no Hub access); an fp8 case carries
+    the quantization_config an FP8 checkpoint has (quant_method fp8, per-tensor, bf16 KV cache)."""
     from cardfit.catalog.models import default_models
 
     m = default_models().get(model_id)
     quant_cfg = {"quantization_config": {"quant_method": "fp8"}} if quant == "fp8" else {}
     return quant_cfg | {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": m.hidden,
-            "intermediate_size": m.intermediate, "num_hidden_layers": m.layers, "num_attention_heads": m.heads,
-            "num_key_value_heads": m.kv_heads, "head_dim": m.head_dim, "vocab_size": m.vocab,
-            "max_position_embeddings": 131072, "rope_theta": 500000.0, "hidden_act": "silu", "rms_norm_eps": 1e-05,
+            "intermediate_size": m.intermediate, "num_hidden_layers": m.layers,
+            "num_attention_heads": m.heads, "num_key_value_heads": m.kv_heads, "head_dim": m.head_dim,
+            "vocab_size": m.vocab, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+            "hidden_act": "silu", "rms_norm_eps": 1e-05,
             "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                              "original_max_position_embeddings": 8192, "rope_type": "llama3"},
             "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
@@ -263,13 +266,14 @@ def _cardfit_serving(model: str, quant: str, gpu: str, cards: int, isl: int, osl
                      tpot: float) -> dict:
     """cardfit speed's concurrency table: the highest aggregate whose step time meets the TPOT target."""
     conc = ",".join(str(c) for c in (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 288, 384, 512))
-    cmd = [sys.executable, "-m", "cardfit", "speed", model, "--quant", quant, "--gpu", gpu, "--runtime", "vllm",
-           "--context", str(isl + osl), "--filled", str(isl + osl // 2), "--prompt", str(isl),
+    cmd = [sys.executable, "-m", "cardfit", "speed", model, "--quant", quant, "--gpu", gpu, "--runtime",
+           "vllm", "--context", str(isl + osl), "--filled", str(isl + osl // 2), "--prompt", str(isl),
            "--concurrency", conc, "--json"]
     if cards > 1:
         cmd += ["--gpus", str(cards), "--tp", str(cards)]
     d = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-    ok = [r for r in d["rows"] if r["kv_fits"] and r["step_ms"] <= tpot and d["time_to_first_token_s"] * 1000 <= ttft]
+    ok = [r for r in d["rows"] if r["kv_fits"] and r["step_ms"] <= tpot
+          and d["time_to_first_token_s"] * 1000 <= ttft]
     best = max(ok, key=lambda r: r["aggregate_tokens_per_s"]) if ok else None
     return {"tokens_per_s": best and best["aggregate_tokens_per_s"], "batch": best and best["concurrency"],
             "tpot_ms": best and best["step_ms"], "ttft_ms": round(d["time_to_first_token_s"] * 1000, 1)}
@@ -282,12 +286,14 @@ work = tempfile.mkdtemp()
 mdir = os.path.join(work, case["name"].split("/")[-1])
 os.makedirs(mdir)
 json.dump(case["config"], open(os.path.join(mdir, "config.json"), "w"))
-cmd = [os.path.join(os.path.dirname(sys.executable), "aiconfigurator"), "cli", "default", "--model-path", mdir,
-       "--system", case["system"], "--total-gpus", str(case["cards"]), "--backend", "vllm", "--serving-mode", "agg",
-       "--isl", str(case["isl"]), "--osl", str(case["osl"]), "--ttft", str(case["ttft"]), "--tpot", str(case["tpot"]),
+cmd = [os.path.join(os.path.dirname(sys.executable), "aiconfigurator"), "cli", "default",
+       "--model-path", mdir, "--system", case["system"], "--total-gpus", str(case["cards"]),
+       "--backend", "vllm", "--serving-mode", "agg", "--isl", str(case["isl"]), "--osl", str(case["osl"]),
+       "--ttft", str(case["ttft"]), "--tpot", str(case["tpot"]),
        "--top-n", "1", "--no-color", "--log-level", "ERROR", "--save-dir", work]
 subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
-rows = [r for f in glob.glob(os.path.join(work, "*", "agg", "best_config_topn.csv")) for r in csv.DictReader(open(f))]
+rows = [r for f in glob.glob(os.path.join(work, "*", "agg", "best_config_topn.csv"))
+        for r in csv.DictReader(open(f))]
 r = rows[0] if rows else {}
 print(json.dumps({"tokens_per_s": float(r["tokens/s"]) if r else None, "batch": int(r["bs"]) if r else None,
                   "tpot_ms": float(r["tpot"]) if r else None, "ttft_ms": float(r["ttft"]) if r else None,
@@ -308,7 +314,8 @@ for b in list(range(1, 64)) + list(range(64, 2049, 16)):
         d = decode_moddeling(batch_size=b, input_tokens=c["isl"], output_tokens=c["osl"], **kw)
     except ValueError:  # KV cache no longer fits
         break
-    if d["Latency"] <= c["tpot"] and ttft <= c["ttft"] and (best is None or d["Throughput"] > best["tokens_per_s"]):
+    if d["Latency"] <= c["tpot"] and ttft <= c["ttft"] and (best is None
+                                                             or d["Throughput"] > best["tokens_per_s"]):
         best = {"tokens_per_s": round(d["Throughput"], 1), "batch": b, "tpot_ms": round(d["Latency"], 2),
                 "ttft_ms": round(ttft, 1)}
 print(json.dumps(best or {"tokens_per_s": None}))
@@ -318,8 +325,8 @@ print(json.dumps(best or {"tokens_per_s": None}))
 def run_serving(python: str) -> list[dict]:
     out = []
     for (case, model, hf, quant, gpu, cards, isl, osl, ttft, tpot, aic_system, genz_system) in SERVING_CASES:
-        spec = {"name": hf, "config": _hf_config(model, quant), "quant": quant, "cards": cards, "isl": isl, "osl": osl,
-                "ttft": ttft, "tpot": tpot, "system": aic_system, "genz_system": genz_system}
+        spec = {"name": hf, "config": _hf_config(model, quant), "quant": quant, "cards": cards, "isl": isl,
+                "osl": osl, "ttft": ttft, "tpot": tpot, "system": aic_system, "genz_system": genz_system}
         row = {"case": case, "cardfit": _cardfit_serving(model, quant, gpu, cards, isl, osl, ttft, tpot)}
         for peer, code in (("aiconfigurator", _AIC), ("genz", _GENZ)):
             try:
@@ -350,8 +357,10 @@ def main() -> None:
     ap.add_argument("--setup", action="store_true", help=f"create {DEFAULT_VENV} with the pinned peers")
     ap.add_argument("--peers-python", default=str(DEFAULT_VENV / "bin" / "python"))
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--serving", action="store_true", help="serving cases: aiconfigurator and GenZ beside cardfit")
-    ap.add_argument("--setup-serving", action="store_true", help=f"create {SERVING_VENV} with the serving peers")
+    ap.add_argument("--serving", action="store_true",
+                    help="serving cases: aiconfigurator and GenZ beside cardfit")
+    ap.add_argument("--setup-serving", action="store_true",
+                    help=f"create {SERVING_VENV} with the serving peers")
     a = ap.parse_args()
     if a.setup_serving:
         setup_serving(SERVING_VENV)

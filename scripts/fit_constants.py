@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['records']:3} records {row['sources']:2} sources  {row['what']}")
     differ = sorted(k for k in values if abs(values[k] - have.get(k, 0.0)) > 1e-9 * max(abs(values[k]), 1.0))
     if args.write:
-        RUNTIMES.write_text(rewrite_runtimes(RUNTIMES.read_text(encoding="utf-8"), values, recs), encoding="utf-8")
+        RUNTIMES.write_text(rewrite_runtimes(RUNTIMES.read_text(encoding="utf-8"), values, recs),
+                            encoding="utf-8")
         print(f"wrote {RUNTIMES}")
         return 0
     if differ:

@@ -54,7 +54,8 @@ def vllm(path: str) -> dict:
     with zipfile.ZipFile(path) as w:
         flags = _add_argument_flags(_read(w, "vllm/engine/arg_utils.py"))
         kv = _literal(_read(w, "vllm/config/cache.py"), "CacheDType")
-        quant = _literal(_read(w, "vllm/model_executor/layers/quantization/__init__.py"), "QuantizationMethods")
+        quant = _literal(_read(w, "vllm/model_executor/layers/quantization/__init__.py"),
+                         "QuantizationMethods")
     return {"flags": flags, "choices": {"--kv-cache-dtype": kv, "--quantization": quant},
             "files": "vllm/engine/arg_utils.py, vllm/config/cache.py, "
                      "vllm/model_executor/layers/quantization/__init__.py"}
@@ -79,7 +80,8 @@ def sglang(path: str) -> dict:
     flags: set[str] = set()
     choices: dict[str, list[str]] = {}
     with zipfile.ZipFile(path) as w:
-        names = [n for n in w.namelist() if n.startswith("sglang/srt/arg_groups/fields/") and n.endswith(".py")]
+        names = [n for n in w.namelist()
+                 if n.startswith("sglang/srt/arg_groups/fields/") and n.endswith(".py")]
         for name in names:
             for node in ast.walk(_read(w, name)):
                 if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
@@ -98,10 +100,12 @@ def sglang(path: str) -> dict:
                 if isinstance(kw.get("choices"), ast.List):
                     choices[cli] = [e.value for e in kw["choices"].elts if isinstance(e, ast.Constant)]
         flags |= _add_argument_flags(_read(w, "sglang/srt/server_args.py"))
-        choices["--quantization"] = _literal(_read(w, "sglang/srt/arg_groups/choices.py"), "QUANTIZATION_CHOICES")
+        choices["--quantization"] = _literal(_read(w, "sglang/srt/arg_groups/choices.py"),
+                                             "QUANTIZATION_CHOICES")
     keep = {k: v for k, v in choices.items() if k in ("--kv-cache-dtype", "--quantization")}
     return {"flags": flags, "choices": keep,
-            "files": "sglang/srt/arg_groups/fields/*.py, sglang/srt/server_args.py, sglang/srt/arg_groups/choices.py"}
+            "files": "sglang/srt/arg_groups/fields/*.py, sglang/srt/server_args.py, "
+                     "sglang/srt/arg_groups/choices.py"}
 
 
 def _toml_list(values: list[str]) -> str:

@@ -55,18 +55,19 @@ def render() -> str:
         by_source.setdefault(source_of(r["source"]), Counter())[r["kind"]] += 1
     skipped = sum(1 for o in report.outcomes if o.skipped)
     lines = [BEGIN, "",
-             f"{len(records)} records from {len(by_source)} sources; {len(records) - skipped} scored, {skipped} "
-             "skipped (`cardfit validate --all` lists every skipped record with its reason).", "",
-             "| kind | records | scored | skipped | median | p90 | worst |", "|---|---:|---:|---:|---:|---:|---:|"]
+             f"{len(records)} records from {len(by_source)} sources; {len(records) - skipped} scored, "
+             f"{skipped} skipped (`cardfit validate --all` lists every skipped record with its reason).", "",
+             "| kind | records | scored | skipped | median | p90 | worst |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     order = [k for k in KINDS if k in by_kind] + sorted(set(by_kind) - set(KINDS))
     for kind in order:
         k: dict[str, Any] = kinds.get(kind, {})
         lines.append(f"| {kind} | {by_kind[kind]} | {k.get('n', 0)} | {k.get('skipped', by_kind[kind])} | "
                      f"{_pct(k.get('median_abs_error'))} | {_pct(k.get('p90_abs_error'))} | "
                      f"{_pct(k.get('max_abs_error'))} |")
-    lines += ["", "Median, p90 and worst of |predicted / measured − 1| over the scored records. Figures of kinds "
-              "whose constants were fitted on records of the same file are in-sample there (the speed constants "
-              "on data/validation/speed.toml).", "",
+    lines += ["", "Median, p90 and worst of |predicted / measured − 1| over the scored records. Figures of "
+              "kinds whose constants were fitted on records of the same file are in-sample there (the "
+              "speed constants on data/validation/speed.toml).", "",
               "### Records per source", "", "| source | records | kinds |", "|---|---:|---|"]
     for src, c in sorted(by_source.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
         detail = ", ".join(f"{k} {n}" for k, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -84,7 +85,8 @@ def updated(text: str, block: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when docs/VALIDATION.md does not match the data")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when docs/VALIDATION.md does not match the data")
     args = ap.parse_args()
     text = DOC.read_text(encoding="utf-8")
     new = updated(text, render())

@@ -55,7 +55,9 @@ def test_overrides_apply_only_inside_the_block():
 def test_every_kind_has_an_out_of_sample_error(report):
     for kind, k in report.kinds.items():
         if k["n"]:
-            assert {"loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "sources"} <= set(k), kind
+            assert {"loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "sources"} <= set(k), (
+                kind
+            )
 
 
 def test_a_record_of_a_source_nobody_fits_on_keeps_its_prediction(report):

@@ -68,8 +68,8 @@ def test_apple_chip_without_size_suggests_the_sizes():
 
 
 @pytest.mark.parametrize("name", ["T4", "A10", "A10G", "L4", "L40", "M1 16GB", "M2 Pro 32GB", "M3 Max 128GB",
-                                  "M4 Max 128GB", "M3 Ultra 512GB", "M2 Ultra 192GB", "MI250", "MI325X", "MI355X",
-                                  "RX 7900 XTX", "B300", "GB200", "RTX PRO 6000 Max-Q",
+                                  "M4 Max 128GB", "M3 Ultra 512GB", "M2 Ultra 192GB", "MI250", "MI325X",
+                                  "MI355X", "RX 7900 XTX", "B300", "GB200", "RTX PRO 6000 Max-Q",
                                   "RTX PRO 6000 Server Edition"])
 def test_cards_named_in_the_issue_resolve(name):
     assert default_gpus().get(name)
@@ -88,8 +88,8 @@ def test_apple_plan_has_no_cuda_context_and_no_host_embedding(run_json):
 def test_apple_card_from_user_catalog(run_cli, tmp_path):
     cat = tmp_path / "mac.toml"
     cat.write_text('[[gpu]]\nid = "my-mac"\nname = "My Mac"\nvendor = "apple"\nstack = "metal"\n'
-                   'unified_memory = true\nmax_count = 1\nusable_bytes = 25769803776\nbandwidth_gbps = 273.0\n'
-                   'source = "test"\n')
+                   'unified_memory = true\nmax_count = 1\nusable_bytes = 25769803776\nbandwidth_gbps = '
+                   '273.0\nsource = "test"\n')
     code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "My Mac", "--catalog", str(cat))
     assert code == 0, err
     assert "kept in system RAM" not in out and "CUDA context" not in out and "Metal" in out
@@ -113,11 +113,12 @@ def test_at_least_250_models_and_tags_each_with_a_source():
         assert t.source and t.quant, t.tag
 
 
-@pytest.mark.parametrize("tag", ["qwen2.5-coder:7b", "phi3:3.8b", "phi4-mini:3.8b", "llama3:8b", "codellama:13b",
-                                 "qwen2.5vl:7b", "llava:13b", "gemma3:12b", "qwq:32b", "smollm2:1.7b"])
+@pytest.mark.parametrize("tag",
+                         ["qwen2.5-coder:7b", "phi3:3.8b", "phi4-mini:3.8b", "llama3:8b", "codellama:13b",
+                          "qwen2.5vl:7b", "llava:13b", "gemma3:12b", "qwq:32b", "smollm2:1.7b"])
 def test_ollama_weights_match_the_download(run_json, tag):
-    """Ollama's listed download is the GGUF (+ the F16 vision projector for VL tags): cardfit's weights for the
-    tag's own quantization land within 8 % of it (download sizes are rounded to 2 digits on the page)."""
+    """Ollama's listed download is the GGUF (+ the F16 vision projector for VL tags): cardfit's weights for
+    the tag's own quantization land within 8 % of it (download sizes are rounded to 2 digits on the page)."""
     out = run_json("plan", tag, "--gpu", "H100")
     note = next(n for n in out["notes"] if n.startswith("Ollama lists"))
     listed = float(note.split(" as a ")[1].split(" GB")[0])

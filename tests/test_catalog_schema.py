@@ -74,7 +74,9 @@ def test_typo_in_builtin_file_names_the_data_file(monkeypatch):
     monkeypatch.setattr(gpus_mod, "_builtin_rows", lambda: (bad, *rows[1:]))
     with pytest.raises(CatalogError) as e:
         load_gpus()
-    assert str(e.value).startswith("cardfit/data/gpus.toml: gpu") and "unknown key 'fp8_tflop'" in str(e.value)
+    assert str(e.value).startswith("cardfit/data/gpus.toml: gpu") and "unknown key 'fp8_tflop'" in str(
+        e.value
+    )
 
 
 def test_runtime_row_typo():

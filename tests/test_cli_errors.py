@@ -7,7 +7,8 @@ import pytest
 SHAPE = ["--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
 
 CASES = [
-    (["plan", "--params", "-5", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"], "--params must be greater than 0"),
+    (["plan", "--params", "-5", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"],
+     "--params must be greater than 0"),
     (["plan", "no-such-model-xyz"], "unknown model 'no-such-model-xyz'"),
     (["plan", "llama3.1:8c"], "did you mean"),
     (["plan", "llama3.1:8b", "--gpu", "RTX 4900"], "did you mean RTX 4090"),
@@ -20,7 +21,8 @@ CASES = [
     (["plan", "llama-3.1-8b", "--context", "200000"], "beyond Llama 3.1 8B's trained maximum of 131,072"),
     (["plan", *SHAPE[:4]], "a bare shape needs --kv-heads, --head-dim as well"),
     (["plan", "llama3.1:8b", "--batch", "2", "--parallel", "3"], "give one"),
-    (["plan", "llama3.1:8b", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be less than or equal to 1"),
+    (["plan", "llama3.1:8b", "--gpu-memory-utilization", "1.5"],
+     "--gpu-memory-utilization must be less than or equal to 1"),
     (["plan", "llama3.1:8b", "--catalog", "/nonexistent/cards.toml"], "cannot read catalog file"),
     (["plan", "llama3.1:8b", "--params"], "requires an argument"),
     (["max-context", "llama3.1:8b"], "this question needs --gpu"),
@@ -59,6 +61,8 @@ def test_broken_user_catalog(run_cli, tmp_path):
 
 def test_duplicate_id_in_user_catalog_is_an_error(run_cli, tmp_path):
     f = tmp_path / "cards.toml"
-    f.write_text('[[gpu]]\nid = "rtx-4090"\nname = "My 4090"\nvendor = "nvidia"\nusable_bytes = 25000000000\n')
+    f.write_text(
+        '[[gpu]]\nid = "rtx-4090"\nname = "My 4090"\nvendor = "nvidia"\nusable_bytes = 25000000000\n'
+    )
     code, _, err = run_cli("gpus", "--catalog", str(f))
     assert code == 2 and "already exists; add `override = true`" in err

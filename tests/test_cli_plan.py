@@ -20,7 +20,8 @@ def test_plan_json_keys(run_json):
     assert mem["weights_bytes"] == 14_000_000_000
     assert mem["kv_cache_bytes"] == 32 * 8 * 128 * 2 * 2 * 8192
     g = r["gpus"][0]
-    assert {"gpu", "count", "usable_bytes", "free_bytes", "verdict", "monthly_usd", "decode_tokens_per_s"} <= set(g)
+    assert {"gpu", "count", "usable_bytes", "free_bytes", "verdict", "monthly_usd",
+            "decode_tokens_per_s"} <= set(g)
     assert r["inputs"]["runtime"] == "vllm"
 
 
@@ -60,7 +61,9 @@ def test_kv_dtype_halves_cache(run_json):
 
 
 def test_parallel_multiplies_kv(run_json):
-    one = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "8192")["memory"]["kv_cache_bytes"]
+    one = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "8192")["memory"][
+        "kv_cache_bytes"
+    ]
     four = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "8192", "--parallel", "4")
     assert four["memory"]["kv_cache_bytes"] == 4 * one
 

@@ -1,4 +1,5 @@
-"""Break-even arithmetic (SPEC §6). Seed 003's worked example must come out exactly, to the seed's rounding."""
+"""Break-even arithmetic (SPEC §6). Seed 003's worked example must come out exactly, to the seed's
+rounding."""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def test_seed003_cost_per_million_by_duty(seed_report, row):
 
 @pytest.mark.parametrize("row", SEED["monthly_bill"], ids=lambda r: f"{r['output_tokens_millions']}M")
 def test_seed003_monthly_bill_table(seed_report, row):
-    got = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == row["output_tokens_millions"])
+    got = next(
+        r for r in seed_report["by_volume"] if r["output_tokens_millions"] == row["output_tokens_millions"]
+    )
     assert got["rent_usd"] == row["gpu_vps_usd"]
     assert got["api_usd"] == {"open-8b": row["open_api_usd"], "small-commercial": row["small_api_usd"],
                               "frontier": row["frontier_api_usd"]}
@@ -130,9 +133,9 @@ def test_retry_multiplier_triples_cost_per_useful_token():
 
 
 def test_hidden_costs_add_to_the_month():
-    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, storage_gb=100, storage_usd_per_gb_month=0.1,
-                                        cold_starts_per_month=60, cold_start_s=30, extra_monthly_usd=3.6,
-                                        hours_per_month=730))
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, storage_gb=100,
+                                        storage_usd_per_gb_month=0.1, cold_starts_per_month=60,
+                                        cold_start_s=30, extra_monthly_usd=3.6, hours_per_month=730))
     h = r["hidden_costs"]
     assert h["storage_usd"] == 10.0 and h["cold_start_hours"] == 0.5 and h["cold_start_usd"] == 0.25
     assert r["monthly_usd"] == pytest.approx(365 + 10 + 0.25 + 3.6)
@@ -161,7 +164,8 @@ def test_minimum_term_is_billed():
 
 
 def test_named_api_from_catalog():
-    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, api=("claude-sonnet-5", "Frontier model")))
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400,
+                                        api=("claude-sonnet-5", "Frontier model")))
     assert [a["id"] for a in r["apis"]] == ["claude-sonnet-5", "frontier"]
     assert r["apis"][0]["date"]
 
@@ -211,7 +215,8 @@ def test_cost_falls_as_duty_rises(hourly, tps, d1, d2):
     assert cost.cost_per_million(hourly, tps, hi) <= cost.cost_per_million(hourly, tps, lo)
 
 
-@given(hourly=st.floats(0.01, 100), tps=st.floats(1, 1e5), price=st.floats(0.01, 500), hours=st.floats(24, 744))
+@given(hourly=st.floats(0.01, 100), tps=st.floats(1, 1e5), price=st.floats(0.01, 500),
+       hours=st.floats(24, 744))
 def test_required_duty_is_where_costs_meet(hourly, tps, price, hours):
     be = cost.breakeven_millions(cost.monthly_from_hourly(hourly, hours), price)
     need = cost.required_duty(be, cost.capacity_millions(tps, hours))

@@ -115,8 +115,10 @@ def test_plan_cost_section(run_json):
     card = c["cards"][0]
     assert card["gpu"] == "RTX 4090" and card["monthly_usd"] == r["gpus"][0]["monthly_usd"]
     # $/M at 10 % duty is ten times $/M at 100 %; break-even = monthly ÷ $15
-    assert card["cost_per_million_usd"] == pytest.approx(10 * card["cost_per_million_full_duty_usd"], rel=1e-3)
-    assert card["breakeven"][0]["breakeven_millions_per_month"] == pytest.approx(card["monthly_usd"] / 15, abs=1e-3)
+    assert card["cost_per_million_usd"] == pytest.approx(10 * card["cost_per_million_full_duty_usd"],
+                                                         rel=1e-3)
+    assert card["breakeven"][0]["breakeven_millions_per_month"] == pytest.approx(card["monthly_usd"] / 15,
+                                                                                 abs=1e-3)
     assert card["tokens_per_s"] == pytest.approx(r["gpus"][0]["decode_tokens_per_s"], abs=0.1)
 
 

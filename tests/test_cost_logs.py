@@ -17,7 +17,8 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 CASES = [
     # file, kind, tokens/s, busy samples, idle samples, why it is tricky
     ("ollama/seed003.txt", "ollama", 42.86, 1, 0, "seed 003's three-line block, no prompt lines"),
-    ("ollama/2024-01_issue1806.txt", "ollama", 24.61, 1, 0, "`prompt eval rate` must not be taken for `eval rate`"),
+    ("ollama/2024-01_issue1806.txt", "ollama", 24.61, 1, 0,
+     "`prompt eval rate` must not be taken for `eval rate`"),
     ("ollama/2025-01_minutes_llm-ollama-32.txt", "ollama", 8.87, 1, 0, "durations in minutes (2m7.682s)"),
     ("ollama/2025-10_pr12742_two_runs.txt", "ollama", 3642 / (18.173182374 + 17.148014223), 2, 0,
      "two runs: total eval count ÷ total eval duration"),
@@ -26,11 +27,15 @@ CASES = [
      "records glued onto one line; the first interval generated nothing and is skipped"),
     ("vllm-server/v0.3_2024-02_issue2731_extra_fields.txt", "vllm-server", 118.5, 1, 0,
      "extra `Max iteration time` fields between the numbers"),
-    ("vllm-server/v0.7_2025-01_issue12314.txt", "vllm-server", 41.7, 6, 0, "V0 metrics.py with Swapped/Pending"),
-    ("vllm-server/v1_2026-05_issue43295_engine.txt", "vllm-server", (1055.3 + 1226.3 + 734.9 + 589.8 + 1242.7) / 5,
-     5, 0, "V1 `Engine 000:` prefix, Waiting instead of Pending"),
-    ("vllm-bench/2025-05_pr18566.txt", "vllm-bench", 6582.87, 1, 0, "`Total Token throughput` must not be taken"),
-    ("vllm-bench/2026_pr43276_peak.txt", "vllm-bench", 862.09, 1, 0, "`Peak output token throughput` line too"),
+    ("vllm-server/v0.7_2025-01_issue12314.txt", "vllm-server", 41.7, 6, 0,
+     "V0 metrics.py with Swapped/Pending"),
+    ("vllm-server/v1_2026-05_issue43295_engine.txt", "vllm-server",
+     (1055.3 + 1226.3 + 734.9 + 589.8 + 1242.7) / 5, 5, 0,
+     "V1 `Engine 000:` prefix, Waiting instead of Pending"),
+    ("vllm-bench/2025-05_pr18566.txt", "vllm-bench", 6582.87, 1, 0,
+     "`Total Token throughput` must not be taken"),
+    ("vllm-bench/2026_pr43276_peak.txt", "vllm-bench", 862.09, 1, 0,
+     "`Peak output token throughput` line too"),
 ]
 
 

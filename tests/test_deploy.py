@@ -13,9 +13,9 @@ from cardfit.errors import InputError
 from cardfit.services.deploy import DeployInput, deploy_report
 from cardfit.services.inputs import parse
 
-DEPLOYMENT_KEYS = {"gpu", "count", "nodes", "tp", "pp", "replicas", "runtime", "quant", "kv_dtype", "max_num_seqs",
-                   "monthly_usd", "cost_per_million_usd", "ttft_ms", "tpot_ms", "aggregate_tokens_per_s",
-                   "per_user_tokens_per_s", "command"}
+DEPLOYMENT_KEYS = {"gpu", "count", "nodes", "tp", "pp", "replicas", "runtime", "quant", "kv_dtype",
+                   "max_num_seqs", "monthly_usd", "cost_per_million_usd", "ttft_ms", "tpot_ms",
+                   "aggregate_tokens_per_s", "per_user_tokens_per_s", "command"}
 
 
 @cache
@@ -139,7 +139,8 @@ def test_best_is_the_cheapest_that_meets():
 
 def test_the_memory_bound_is_pessimistic():
     """Every chosen deployment keeps the need's error bar (data/accuracy.toml) free."""
-    r = report(model="meta-llama/Llama-3.1-70B-Instruct", requests_per_s=1, tpot_ms=60, runtime="vllm", quant="fp8")
+    r = report(model="meta-llama/Llama-3.1-70B-Instruct", requests_per_s=1, tpot_ms=60, runtime="vllm",
+               quant="fp8")
     assert r["pareto"]
     for d in r["pareto"]:
         assert d["memory"]["margin_bytes"] > 0
@@ -168,7 +169,8 @@ def test_every_runtime_answers_with_its_command(model, runtime, start):
 
 
 def test_trtllm_is_never_planned_on_amd():
-    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=8, runtime="trtllm", gpu=("MI300X", "H100 SXM"))
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=8, runtime="trtllm",
+               gpu=("MI300X", "H100 SXM"))
     assert all(d["gpu"] != "MI300X" for d in r["pareto"])
 
 
@@ -202,8 +204,8 @@ def test_cli_json_has_the_stable_keys(run_json):
 
 
 def test_plan_entries_carry_the_split_and_the_command(run_json):
-    """SPEC: plan's gpus entries gain tp, pp and replicas (count = tp × pp × replicas) and, where the set fits,
-    the command that starts it (the same launch function as deploy)."""
+    """SPEC: plan's gpus entries gain tp, pp and replicas (count = tp × pp × replicas) and, where the set
+    fits, the command that starts it (the same launch function as deploy)."""
     r = run_json("plan", "meta-llama/Llama-3.1-70B-Instruct", "--quant", "bf16", "--context", "8192",
                  "--runtime", "vllm")
     for g in r["gpus"]:

@@ -33,8 +33,8 @@ def test_a_hugging_face_id_still_plans_as_the_checkpoint(run_json):
 def test_an_unknown_hugging_face_id_is_pointed_at_hub(run_cli):
     code, out, err = run_cli("plan", "some-org/some-model-7b")
     assert (code, out) == (2, "")
-    assert err == ("Error: unknown model 'some-org/some-model-7b'; add --hub to read it from the Hugging Face "
-                   "Hub; `cardfit models` lists the built-in ones\n")
+    assert err == ("Error: unknown model 'some-org/some-model-7b'; add --hub to read it from the Hugging "
+                   "Face Hub; `cardfit models` lists the built-in ones\n")
     code, _, err = run_cli("plan", "unknown-model-name")  # not org/name: no --hub hint
     assert code == 2 and "--hub" not in err
 
@@ -49,8 +49,8 @@ def test_largest_model_says_the_card_cannot_run_the_format(run_cli):
     # the RTX 3090 (Ampere) has no FP8 tensor cores (NVIDIA Ampere GA102 whitepaper)
     code, out, err = run_cli("largest-model", "--gpu", "RTX 3090", "--quant", "fp8")
     assert (code, out) == (2, "")
-    assert err == ("Error: RTX 3090 cannot run FP8 (E4M3) (no FP8 support), so no model fits at it; try --quant "
-                   "int8, Q8_0 or Q4_K_M\n")
+    assert err == ("Error: RTX 3090 cannot run FP8 (E4M3) (no FP8 support), so no model fits at it; try "
+                   "--quant int8, Q8_0 or Q4_K_M\n")
 
 
 def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
@@ -59,8 +59,9 @@ def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
     code, out, err = run_cli("max-context", "deepseek-r1:70b", "--gpu", "RTX 4090")
     assert (code, out) == (2, "")
     assert "leaves no room for even one token of context on 1x RTX 4090" in err
-    assert (f"with CPU offload it runs ({plan['gpu_layer_fraction']:.0%} of the layers on the GPU, the rest in "
-            f"system RAM) at {plan['context']:,} tokens, about {plan['decode_tokens_per_s']:,.1f} tokens/s") in err
+    assert (f"with CPU offload it runs ({plan['gpu_layer_fraction']:.0%} of the layers on the GPU, the "
+            f"rest in system RAM) at {plan['context']:,} tokens, about {plan['decode_tokens_per_s']:,.1f} "
+            "tokens/s") in err
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -68,10 +69,11 @@ def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
      "Error: --concurrency takes whole numbers, separated by commas (e.g. 1,8,64) (got 'abc')\n"),
     (("plan", ""), "Error: MODEL is empty; give a value or leave it out\n"),
     (("max-context", "--gpu", "RTX 4090"),
-     "Error: give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face id, a config.json, "
-     "folder, .gguf or .safetensors path) or a shape (--params, --layers, --kv-heads, --head-dim); `cardfit "
-     "models` lists the built-in ones\n"),
-    (("breakeven", "--hourly", "1", "--model", ""), "Error: --model is empty; give a value or leave it out\n"),
+     "Error: give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face id, a "
+     "config.json, folder, .gguf or .safetensors path) or a shape (--params, --layers, --kv-heads, "
+     "--head-dim); `cardfit models` lists the built-in ones\n"),
+    (("breakeven", "--hourly", "1", "--model", ""),
+     "Error: --model is empty; give a value or leave it out\n"),
 ], ids=["concurrency", "empty-model", "no-model", "breakeven-option"])
 def test_messages_name_what_the_user_typed(run_cli, args, message):
     code, out, err = run_cli(*args)

@@ -1,5 +1,5 @@
-"""`pip install cardfit` is the CLI and the library; the web server, charts, GGUF files and the Hub are extras.
-A feature whose extra is missing says in one line which extra to install, and exits 2."""
+"""`pip install cardfit` is the CLI and the library; the web server, charts, GGUF files and the Hub are
+extras. A feature whose extra is missing says in one line which extra to install, and exits 2."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OPTIONAL = ("pydantic", "fastapi", "uvicorn", "matplotlib", "numpy", "gguf", "httpx", "huggingface_hub", "rich")
+OPTIONAL = ("pydantic", "fastapi", "uvicorn", "matplotlib", "numpy", "gguf", "httpx", "huggingface_hub",
+            "rich")
 
 
 def _run(args: list[str], block: tuple[str, ...] = (), extra_code: str = "") -> subprocess.CompletedProcess:
-    """cardfit ARGS in a fresh interpreter where the modules in `block` cannot be imported (as if not installed)."""
+    """cardfit ARGS in a fresh interpreter where the modules in `block` cannot be imported (as if not
+    installed)."""
     code = (f"import sys; sys.modules.update(dict.fromkeys({list(block)!r})); {extra_code}"
             f"from cardfit.cli import main; rc = main({args!r}); "
-            f"print('IMPORTED', sorted(m for m in {list(OPTIONAL)!r} if sys.modules.get(m)), file=sys.stderr); "
-            "sys.exit(rc)")
+            f"print('IMPORTED', sorted(m for m in {list(OPTIONAL)!r} if sys.modules.get(m)), "
+            "file=sys.stderr); sys.exit(rc)")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 

@@ -39,7 +39,8 @@ def test_seed_full_finetune_columns(model, states_gb, with_act_gb):
     states = mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes
     assert states == 16 * m.params == states_gb * GB
     assert round(mem.total_bytes / GB) == with_act_gb
-    assert (mem.weights_bytes, mem.gradients_bytes, mem.master_bytes) == (2 * m.params, 2 * m.params, 4 * m.params)
+    assert (mem.weights_bytes, mem.gradients_bytes, mem.master_bytes) == (2 * m.params, 2 * m.params,
+                                                                          4 * m.params)
     assert mem.optimizer_bytes - mem.master_bytes == 8 * m.params  # Adam m + v
 
 
@@ -85,7 +86,8 @@ def test_full_finetune_needs_nvlink_on_several_cards():
     r = finetune_report(FinetuneInput(model="shape-13b", flat_activations=True, gpu="A40"))
     o = r["gpus"][0]
     assert o["verdict"] == "no" and "NVLink" in o["reason"]
-    relaxed = finetune_report(FinetuneInput(model="shape-13b", flat_activations=True, gpu="A40", require_nvlink=False))
+    relaxed = finetune_report(FinetuneInput(model="shape-13b", flat_activations=True, gpu="A40",
+                                            require_nvlink=False))
     assert relaxed["gpus"][0]["verdict"] in ("fits", "tight") and relaxed["gpus"][0]["count"] == 8
     lora = finetune_report(FinetuneInput(model="shape-405b", method="qlora", gpu="A40"))
     assert lora["gpus"][0]["verdict"] in ("fits", "tight")  # the seed puts 405B QLoRA on 8x A40
@@ -146,7 +148,8 @@ def test_activations_monotone_and_levers():
     a = tr.activation_bytes(m, c, base)
     assert tr.activation_bytes(m, c, tr.TrainingSettings(method="lora", seq=4096)) > a
     assert tr.activation_bytes(m, c, tr.TrainingSettings(method="lora", seq=2048, batch=2)) == 2 * a
-    assert tr.activation_bytes(m, c, tr.TrainingSettings(method="lora", seq=2048, checkpointing=False)) > 3 * a
+    assert tr.activation_bytes(m, c,
+                               tr.TrainingSettings(method="lora", seq=2048, checkpointing=False)) > 3 * a
     no_flash = tr.TrainingSettings(method="lora", seq=2048, flash_attn=False)
     per_token = tr.layer_bytes_per_token(m, c, no_flash) - tr.layer_bytes_per_token(m, c, base)
     assert per_token == 5 * m.heads * 2048  # Korthikanti's 5as^2b term, per token
@@ -238,8 +241,8 @@ def test_offload_is_bounded_by_host_ram(run_cli):
     import json
 
     def verdict(n: int) -> dict:
-        code, out, err = run_cli("finetune", "llama-3.1-405b", "--method", "full", "--gpu", "H200", "--gpus", str(n),
-                                 "--offload-optimizer", "--offload-params", "--json")
+        code, out, err = run_cli("finetune", "llama-3.1-405b", "--method", "full", "--gpu", "H200", "--gpus",
+                                 str(n), "--offload-optimizer", "--offload-params", "--json")
         assert code == 0, err
         return json.loads(out)["gpus"][0]
 

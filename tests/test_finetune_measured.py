@@ -26,8 +26,8 @@ def test_at_least_three_sources():
 
 @pytest.mark.parametrize("rec", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_measured_peak(rec):
-    inp = FinetuneInput(model=rec["model"], method=rec["method"], seq=rec["seq"], batch=rec["batch"], rank=rec["rank"],
-                        targets=rec["targets"], checkpointing=rec["checkpointing"])
+    inp = FinetuneInput(model=rec["model"], method=rec["method"], seq=rec["seq"], batch=rec["batch"],
+                        rank=rec["rank"], targets=rec["targets"], checkpointing=rec["checkpointing"])
     predicted = memory(_model(rec), inp).total_bytes / 1e9
     assert predicted == pytest.approx(rec["measured_gb"], rel=TOLERANCE), rec["source"]
 

@@ -55,7 +55,8 @@ def test_nvidia_smi_unknown_card_is_planned_ad_hoc(run_cli, bindir):
 
 
 def test_rocm_smi(run_cli, bindir):
-    data = {"card0": {"Card Series": "Radeon RX 7900 XTX", "Card Vendor": "Advanced Micro Devices, Inc. [AMD/ATI]",
+    data = {"card0": {"Card Series": "Radeon RX 7900 XTX",
+                      "Card Vendor": "Advanced Micro Devices, Inc. [AMD/ATI]",
                       "VRAM Total Memory (B)": "25753026560", "VRAM Total Used Memory (B)": "1000000"}}
     _tool(bindir, "rocm-smi", f"echo '{json.dumps(data)}'\n")
     out = _json(run_cli, bindir, "plan", "llama3.1:8b", "--gpu", "local")
@@ -80,7 +81,8 @@ MAC_PROFILER = """echo 'Graphics/Displays:
 def test_macos(run_cli, bindir, wired_mib, usable):
     """64 GB M3 Max: the default wired limit (3/4 of RAM), or the one `sysctl iogpu.wired_limit_mb` set."""
     _tool(bindir, "system_profiler", MAC_PROFILER)
-    _tool(bindir, "sysctl", f'case "$2" in hw.memsize) echo 68719476736;; iogpu.wired_limit_mb) echo {wired_mib};; '
+    _tool(bindir, "sysctl",
+          f'case "$2" in hw.memsize) echo 68719476736;; iogpu.wired_limit_mb) echo {wired_mib};; '
                             'esac\n')
     out = _json(run_cli, bindir, "plan", "llama3.1:8b", "--gpu", "local")
     card = out["gpus"][0]
@@ -97,7 +99,8 @@ def test_no_tool_is_one_clean_line(run_cli, bindir):
 
 
 def test_failing_tool_is_one_clean_line(run_cli, bindir):
-    _tool(bindir, "nvidia-smi", "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+    _tool(bindir, "nvidia-smi",
+          "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
                                 "driver.\" >&2\nexit 9\n")
     code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "local", env={"PATH": str(bindir)})
     assert code == 2 and "Traceback" not in err

@@ -37,7 +37,10 @@ def _modules() -> dict[str, Path]:
 def _runtime_imports(tree: ast.AST):
     """Import nodes that run (an `if TYPE_CHECKING:` block is for the type checker only)."""
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+        ):
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
@@ -56,11 +59,13 @@ def _graph() -> dict[str, set[str]]:
                 names = [a.name.removeprefix("cardfit.") for a in node.names if a.name.startswith("cardfit.")]
             elif node.level or (node.module or "").startswith("cardfit"):
                 if node.level:
-                    target = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+                    target = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module
+                                                                                  else []))
                 else:
                     target = (node.module or "").removeprefix("cardfit").lstrip(".") or "__init__"
                 # `from . import gguf` needs the submodule; `from .plan import x` needs the module plan
-                names = [f"{target}.{a.name}".lstrip(".") if f"{target}.{a.name}".lstrip(".") in mods else target
+                names = [f"{target}.{a.name}".lstrip(".") if f"{target}.{a.name}".lstrip(".") in mods
+                         else target
                          for a in node.names]
             else:
                 names = []

@@ -40,7 +40,8 @@ def test_reranker_from_architectures(tmp_path, run_json):
                                                                     '"XLMRobertaForSequenceClassification"')
     (tmp_path / "bge-reranker-v2-m3").mkdir()
     (tmp_path / "bge-reranker-v2-m3" / "config.json").write_text(cfg)
-    out = run_json("plan", str(tmp_path / "bge-reranker-v2-m3" / "config.json"), "--gpu", "L4", "--context", "512")
+    out = run_json("plan", str(tmp_path / "bge-reranker-v2-m3" / "config.json"), "--gpu", "L4", "--context",
+                   "512")
     assert out["task"]["task"] == "rerank" and out["memory"]["kv_cache_bytes"] == 0
 
 
@@ -53,11 +54,14 @@ def test_qwen2_vl_counts_its_vision_tower(run_json):
 
 
 @pytest.mark.parametrize("cfg,expected,why", [
-    ({"model_type": "qwen2_vl", "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "hidden_size": 3584,
-      "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3}}, 675.5e6,
-     "Qwen2-VL's ViT-600M + merger: 675.5M in the checkpoint"),
-    ({"model_type": "gemma3", "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
-      "patch_size": 14, "image_size": 896}}, 419.3e6, "Gemma 3's SigLIP-So400m + projector (2560 wide)"),
+    ({"model_type": "qwen2_vl",
+      "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "hidden_size": 3584,
+                        "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3}},
+     675.5e6, "Qwen2-VL's ViT-600M + merger: 675.5M in the checkpoint"),
+    ({"model_type": "gemma3",
+      "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                        "patch_size": 14, "image_size": 896}}, 419.3e6,
+     "Gemma 3's SigLIP-So400m + projector (2560 wide)"),
 ])
 def test_vision_params(cfg, expected, why):
     assert abs(vision_params(cfg, 2560) - expected) / expected < 0.01, why

@@ -89,7 +89,8 @@ def test_readme_example_runs_and_the_api_agrees(run_json, client, argv, claim):
         r = client.post(path, json=body)
         assert r.status_code == 200, r.text
         assert r.json() == cli
-    if claim:  # "fits one H200 with llama.cpp": the runtime is on the command line, the verdict in the comment
+    # "fits one H200 with llama.cpp": the runtime is on the command line, the verdict in the comment
+    if claim:
         assert cli["gpus"][0]["verdict"] == claim
 
 
@@ -117,19 +118,20 @@ def test_readme_python_example_prints_what_it_says():
 
 PAGE_REQUESTS = {
     # path the page requests → (JSON body the page sends for the FORM below, the same as a CLI command line)
-    "/api/plan": ({"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": 16384, "batch": 2, "runtime": "llama.cpp",
-                   "kv_dtype": "q8_0", "api": "frontier"},
-                  ["plan", "qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime",
-                   "llama.cpp", "--kv-dtype", "q8_0", "--api", "frontier"]),
+    "/api/plan": ({"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": 16384, "batch": 2,
+                   "runtime": "llama.cpp", "kv_dtype": "q8_0", "api": "frontier"},
+                  ["plan", "qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2",
+                   "--runtime", "llama.cpp", "--kv-dtype", "q8_0", "--api", "frontier"]),
     "/api/speed": ({"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": 16384, "batch": 2,
                     "runtime": "llama.cpp", "kv_dtype": "q8_0", "gpu": "rtx-4090", "gpus": 1},
-                   ["speed", "qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime",
-                    "llama.cpp", "--kv-dtype", "q8_0", "--gpu", "rtx-4090", "--gpus", "1"]),
+                   ["speed", "qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2",
+                    "--runtime", "llama.cpp", "--kv-dtype", "q8_0", "--gpu", "rtx-4090", "--gpus", "1"]),
     "/api/breakeven": ({"gpu": "rtx-4090", "gpus": 1, "tokens_per_s": 41.65, "api": ["frontier"]},
                        ["breakeven", "--gpu", "rtx-4090", "--gpus", "1", "--tokens-per-s", "41.65", "--api",
                         "frontier"]),
     "/api/deploy": ({"model": "meta-llama/Llama-3.1-8B-Instruct", "users": 16, "input_tokens": 1000,
-                     "output_tokens": 300, "ttft_ms": 2000, "tpot_ms": 50, "runtime": "vllm", "gpu": ["L40S"]},
+                     "output_tokens": 300, "ttft_ms": 2000, "tpot_ms": 50, "runtime": "vllm",
+                     "gpu": ["L40S"]},
                     ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "16", "--input-tokens", "1000",
                      "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50", "--runtime", "vllm",
                      "--gpu", "L40S"]),
@@ -169,6 +171,6 @@ def test_the_page_cost_line_is_the_plans(run_cli, run_json, client):
     assert web == cli and web["hours_per_month"] == 720
     code, text, _ = run_cli(*argv, "--gpu", "RTX 4090")
     k = cli["cards"][0]
-    assert f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h over " \
-           f"720 h); at {k['tokens_per_s']:,.1f} tokens/s" in " ".join(text.split())
+    assert (f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h "
+            f"over 720 h); at {k['tokens_per_s']:,.1f} tokens/s") in " ".join(text.split())
     assert "costLine" in APP_JS and "over ` +\n    `${num(b.hours_per_month)} h)" in APP_JS

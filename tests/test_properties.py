@@ -44,7 +44,8 @@ def test_total_memory_monotone_in_context(m, rt, a, b, seqs):
     q = default_quants().get("Q4_K_M")
 
     def total(c):
-        return estimate(m, q, adapter(rt), MemorySettings(context=c, sequences=seqs, prefill_chunk=rt.prefill_chunk)).total_bytes
+        return estimate(m, q, adapter(rt),
+                        MemorySettings(context=c, sequences=seqs, prefill_chunk=rt.prefill_chunk)).total_bytes
 
     assert total(lo) <= total(hi)
 

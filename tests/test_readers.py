@@ -35,11 +35,13 @@ GEMMA_3_4B = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type":
                               "head_dim": 256, "sliding_window": 1024, "sliding_window_pattern": 6,
                               "max_position_embeddings": 131072, "vocab_size": 262208,
                               "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
-              "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_hidden_layers": 27}}
+              "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                                "num_hidden_layers": 27}}
 GEMMA_2_9B = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 3584,
               "intermediate_size": 14336, "num_hidden_layers": 42, "num_attention_heads": 16,
-              "num_key_value_heads": 8, "head_dim": 256, "sliding_window": 4096, "max_position_embeddings": 8192,
-              "vocab_size": 256000, "torch_dtype": "float32", "final_logit_softcapping": 30.0}
+              "num_key_value_heads": 8, "head_dim": 256, "sliding_window": 4096,
+              "max_position_embeddings": 8192, "vocab_size": 256000, "torch_dtype": "float32",
+              "final_logit_softcapping": 30.0}
 QWEN25_7B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
              "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
              "num_key_value_heads": 4, "max_position_embeddings": 32768, "sliding_window": 131072,
@@ -87,7 +89,8 @@ ARCH_FIELDS = ("layers", "kv_heads", "head_dim", "hidden", "heads", "vocab", "ma
 # (catalog id, config, params must equal the catalog's?, why the case is tricky)
 CASES = [
     ("llama-3.1-8b", LLAMA_31_8B, True, "plain GQA; params exact from shapes"),
-    ("qwen2.5-7b", QWEN25_7B, True, "sliding_window set but use_sliding_window false: no windowed layers; qkv bias"),
+    ("qwen2.5-7b", QWEN25_7B, True,
+     "sliding_window set but use_sliding_window false: no windowed layers; qkv bias"),
     ("gemma-2-9b", GEMMA_2_9B, False, "no layer_types: alternating local/global; tied by Gemma default "
      "(params: core/tensors.py counts 2 of Gemma 2's 4 norms per layer)"),
     ("gemma-3-4b", GEMMA_3_4B, False, "text_config nesting; sliding_window_pattern 6; params incl. vision"),
@@ -126,7 +129,8 @@ def test_config_quantization_sections(tmp_path):
                         {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}, "int4"),
              "mxfp4": ({"quant_method": "mxfp4"}, "mxfp4")}
     for key, (qc, want) in cases.items():
-        m = read_model_path(str(write_json(tmp_path / key / "config.json", LLAMA_31_8B | {"quantization_config": qc})))
+        m = read_model_path(str(write_json(tmp_path / key / "config.json",
+                                           LLAMA_31_8B | {"quantization_config": qc})))
         assert m.file_quant == want, key
         assert weights(m).method == "shapes"
 
@@ -188,11 +192,13 @@ def test_safetensors_sharded_index(tmp_path):
     ts = tiny_llama_tensors(np.float32)
     names = sorted(ts)
     half = len(names) // 2
-    parts = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+    parts = {"model-00001-of-00002.safetensors": names[:half],
+             "model-00002-of-00002.safetensors": names[half:]}
     for fname, keys in parts.items():
         write_safetensors(d / fname, {k: ts[k] for k in keys})
-    write_json(d / "model.safetensors.index.json", {"metadata": {"total_size": sum(v.nbytes for v in ts.values())},
-                                                    "weight_map": {k: f for f, ks in parts.items() for k in ks}})
+    write_json(d / "model.safetensors.index.json",
+               {"metadata": {"total_size": sum(v.nbytes for v in ts.values())},
+                "weight_map": {k: f for f, ks in parts.items() for k in ks}})
     m = read_model_path(str(d))
     assert len(m.tensors) == len(ts) and weights(m).total_bytes == sum(v.nbytes for v in ts.values())
     assert m.dtype == "fp32"
@@ -376,7 +382,8 @@ def test_hf_cache(tmp_path, monkeypatch):
     src = tmp_path / "src"
     write_json(src / "config.json", TINY_LLAMA)
     write_safetensors(src / "model.safetensors", tiny_llama_tensors())
-    _hf_cache(tmp_path / "hub", "acme/tiny", {f: (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
+    _hf_cache(tmp_path / "hub", "acme/tiny",
+              {f: (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     m = find_local("acme/tiny")
@@ -386,7 +393,8 @@ def test_hf_cache(tmp_path, monkeypatch):
     assert find_local("acme/tiny") is None
 
 
-def _ollama_store(root, name: str, tag: str, blob: bytes, media: str = "application/vnd.ollama.image.model") -> None:
+def _ollama_store(root, name: str, tag: str, blob: bytes,
+                  media: str = "application/vnd.ollama.image.model") -> None:
     import hashlib
 
     digest = hashlib.sha256(blob).hexdigest()
@@ -394,7 +402,8 @@ def _ollama_store(root, name: str, tag: str, blob: bytes, media: str = "applicat
     (root / "blobs" / f"sha256-{digest}").write_bytes(blob)
     write_json(root / "manifests" / "registry.ollama.ai" / "library" / name / tag,
                {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "layers": [{"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "0" * 64},
+                "layers": [{"mediaType": "application/vnd.ollama.image.template",
+                            "digest": "sha256:" + "0" * 64},
                            {"mediaType": media, "digest": f"sha256:{digest}", "size": len(blob)}]})
 
 
@@ -436,7 +445,8 @@ def test_plan_gguf_counts_the_file(tmp_path, run_json):
     out = run_json("plan", str(p), "--gpu", "RTX 4090", "--context", "4096")
     assert out["memory"]["weights_method"] == "file"
     # every byte of the file is counted (weights_bytes may leave out what the runtime keeps in system RAM)
-    assert sum(out["memory"]["weights_by_type"].values()) == sum(t.nbytes for t in read_model_path(str(p)).tensors)
+    assert sum(out["memory"]["weights_by_type"].values()) == sum(t.nbytes
+                                                                 for t in read_model_path(str(p)).tensors)
     assert out["inputs"]["runtime"] == "llama.cpp"
 
 
@@ -453,7 +463,8 @@ def test_absurd_sizes_are_refused_not_computed(tmp_path):
         p = write_json(tmp_path / key / "config.json", TINY_LLAMA | {key: 2**40, "num_experts_per_tok": 2})
         with pytest.raises(FileFormatError, match="outside"):
             read_model_path(str(p))
-    g = write_gguf(tmp_path / "g.gguf", kv=TINY_GGUF_KV | {"{arch}.block_count": 2**31}, tensors=tiny_gguf_tensors())
+    g = write_gguf(tmp_path / "g.gguf", kv=TINY_GGUF_KV | {"{arch}.block_count": 2**31},
+                   tensors=tiny_gguf_tensors())
     with pytest.raises(FileFormatError, match="layers of 2,147,483,648"):
         read_model_path(str(g))
 
@@ -469,15 +480,18 @@ def test_plan_prefers_the_pulled_ollama_model(tmp_path, run_cli, run_json):
     out = json.loads(text)
     assert out["model"]["origin"] == "ollama-store" and out["inputs"]["runtime"] == "ollama"
     assert out["memory"]["weights_method"] == "file"
-    assert sum(out["memory"]["weights_by_type"].values()) == sum(t.nbytes for t in read_model_path(str(g)).tensors)
+    assert sum(out["memory"]["weights_by_type"].values()) == sum(t.nbytes
+                                                                 for t in read_model_path(str(g)).tensors)
     out = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096")  # no store: the catalog
     assert out["model"]["origin"] == "catalog"
 
 
 def test_gguf_hybrid_linear_attention(tmp_path):
-    """Qwen3-Next in llama.cpp's keys: full_attention_interval and the ssm.* geometry of the DeltaNet layers."""
-    kv = TINY_GGUF_KV | {"{arch}.block_count": 48, "{arch}.full_attention_interval": 4, "{arch}.ssm.conv_kernel": 4,
-                         "{arch}.ssm.state_size": 128, "{arch}.ssm.group_count": 16, "{arch}.ssm.time_step_rank": 32,
+    """Qwen3-Next in llama.cpp's keys: full_attention_interval and the ssm.* geometry of the DeltaNet
+    layers."""
+    kv = TINY_GGUF_KV | {"{arch}.block_count": 48, "{arch}.full_attention_interval": 4,
+                         "{arch}.ssm.conv_kernel": 4, "{arch}.ssm.state_size": 128,
+                         "{arch}.ssm.group_count": 16, "{arch}.ssm.time_step_rank": 32,
                          "{arch}.ssm.inner_size": 4096}
     m = read_model_path(str(write_gguf(tmp_path / "q.gguf", "qwen3next", kv, tiny_gguf_tensors())))
     ref = default_models().get("qwen3-next-80b-a3b")
@@ -503,14 +517,16 @@ def _raw_safetensors(path, tensors: dict[str, tuple[str, list[int]]]) -> None:
 
 def _tiny_layout(weight: str, packed_rows: int = 1, scale: tuple[str, str] | None = None) -> dict:
     ts: dict[str, tuple[str, list[int]]] = {"model.embed_tokens.weight": ("BF16", [100, 64]),
-                                            "lm_head.weight": ("BF16", [100, 64]), "model.norm.weight": ("BF16", [64])}
+                                            "lm_head.weight": ("BF16", [100, 64]),
+                                            "model.norm.weight": ("BF16", [64])}
     for i in range(2):
         p = f"model.layers.{i}."
         ts[p + "input_layernorm.weight"] = ("BF16", [64])
         ts[p + "post_attention_layernorm.weight"] = ("BF16", [64])
         for proj, rows, cols in (("self_attn.q_proj", 64, 64), ("self_attn.k_proj", 32, 64),
                                  ("self_attn.v_proj", 32, 64), ("self_attn.o_proj", 64, 64),
-                                 ("mlp.gate_proj", 128, 64), ("mlp.up_proj", 128, 64), ("mlp.down_proj", 64, 128)):
+                                 ("mlp.gate_proj", 128, 64), ("mlp.up_proj", 128, 64),
+                                 ("mlp.down_proj", 64, 128)):
             ts[p + proj + ".weight"] = (weight, [rows, cols // packed_rows])
             if scale:
                 ts[p + proj + scale[0]] = (scale[1], [rows // 32 or 1, cols // 32 or 1])
@@ -530,7 +546,8 @@ def test_fp8_and_int4_checkpoints(tmp_path):
     write_json(awq / "config.json", TINY_LLAMA | {"quantization_config": {"quant_method": "awq", "bits": 4}})
     _raw_safetensors(awq / "model.safetensors", _tiny_layout("I32", packed_rows=8, scale=(".scales", "F16")))
     m = read_model_path(str(awq))
-    assert m.file_quant == "int4" and m.params == full  # packed int32 words: parameters from the config shapes
+    # packed int32 words: parameters from the config shapes
+    assert m.file_quant == "int4" and m.params == full
     assert "shapes" in dict(m.provenance)["params"]
     nof = tmp_path / "fp8-noconfig-quant"
     write_json(nof / "config.json", TINY_LLAMA)
@@ -539,11 +556,13 @@ def test_fp8_and_int4_checkpoints(tmp_path):
 
 
 def test_gguf_folder_with_several_builds(tmp_path):
-    write_gguf(tmp_path / "m-Q8_0.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q8_0"), file_type=7)
+    write_gguf(tmp_path / "m-Q8_0.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q8_0"),
+               file_type=7)
     write_gguf(tmp_path / "m-Q4_K_M.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors())
     assert read_model_path(str(tmp_path)).file_quant == "Q4_K_M"
     os.remove(tmp_path / "m-Q4_K_M.gguf")
-    write_gguf(tmp_path / "m-Q6_K.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q6_K"), file_type=18)
+    write_gguf(tmp_path / "m-Q6_K.gguf", kv=TINY_GGUF_KV, tensors=tiny_gguf_tensors(qtype="Q6_K"),
+               file_type=18)
     with pytest.raises(FileFormatError, match="name the .gguf file"):
         read_model_path(str(tmp_path))
 

@@ -20,7 +20,8 @@ from cardfit.readers import read_model_path
 
 from .test_readers_helpers import TINY_GGUF_KV, TINY_LLAMA, tiny_gguf_tensors, write_gguf, write_safetensors
 
-SETTINGS = settings(max_examples=int(os.environ.get("CARDFIT_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=int(os.environ.get("CARDFIT_FUZZ_EXAMPLES", "150")), deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @functools.cache
@@ -30,9 +31,14 @@ def _seeds() -> dict[str, bytes]:
     d = Path(tempfile.mkdtemp())
     g = write_gguf(d / "m.gguf", kv=TINY_GGUF_KV | {"{arch}.attention.sliding_window": 512},
                    tensors=tiny_gguf_tensors(layers=1), vocab=20)
-    s = write_safetensors(d / "m.safetensors", {"model.embed_tokens.weight": np.zeros((10, 8), np.float16),
-                                                "model.layers.0.self_attn.q_proj.weight": np.zeros((8, 8), np.float16),
-                                                "model.layers.0.self_attn.k_proj.weight": np.zeros((4, 8), np.float16)})
+    s = write_safetensors(
+        d / "m.safetensors",
+        {
+            "model.embed_tokens.weight": np.zeros((10, 8), np.float16),
+            "model.layers.0.self_attn.q_proj.weight": np.zeros((8, 8), np.float16),
+            "model.layers.0.self_attn.k_proj.weight": np.zeros((4, 8), np.float16),
+        },
+    )
     cfg = json.dumps(TINY_LLAMA).encode()
     header = g.read_bytes()[:gguf.GGUFReader(str(g)).data_offset]  # the header alone: readers never need more
     return {"gguf": header, "safetensors": s.read_bytes(), "json": cfg}
@@ -80,13 +86,21 @@ def test_mutated_headers(tmp_path, kind, name, ops):
 
 
 @SETTINGS
-@given(obj=st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
-                        max_leaves=30),
-       keys=st.dictionaries(st.sampled_from(sorted(TINY_LLAMA) + ["text_config", "layer_types", "quantization_config",
-                                                                  "kv_lora_rank", "num_experts", "head_dim"]),
-                            st.none() | st.integers(-5, 1 << 45) | st.text(max_size=4) | st.lists(st.integers(0, 4)),
-                            max_size=6))
+@given(
+    obj=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+        max_leaves=30,
+    ),
+    keys=st.dictionaries(
+        st.sampled_from(
+            sorted(TINY_LLAMA)
+            + ["text_config", "layer_types", "quantization_config", "kv_lora_rank", "num_experts", "head_dim"]
+        ),
+        st.none() | st.integers(-5, 1 << 45) | st.text(max_size=4) | st.lists(st.integers(0, 4)),
+        max_size=6,
+    ),
+)
 def test_odd_config_values(tmp_path, obj, keys):
     p = tmp_path / "config.json"
     p.write_text(json.dumps(TINY_LLAMA | keys | {"extra": obj}))
@@ -96,8 +110,8 @@ def test_odd_config_values(tmp_path, obj, keys):
 @SETTINGS
 @given(header=st.recursive(st.integers(-3, 1 << 41) | st.text(max_size=5) | st.none(),
                            lambda c: st.lists(c, max_size=3) | st.dictionaries(
-                               st.sampled_from(["dtype", "shape", "data_offsets", "__metadata__", "w", "x"]), c,
-                               max_size=4), max_leaves=20))
+                               st.sampled_from(["dtype", "shape", "data_offsets", "__metadata__", "w", "x"]),
+                               c, max_size=4), max_leaves=20))
 def test_safetensors_odd_headers(tmp_path, header):
     raw = json.dumps(header).encode()
     p = tmp_path / "m.safetensors"

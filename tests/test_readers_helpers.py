@@ -12,9 +12,9 @@ import numpy as np
 LLAMA_31_8B = {
     "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
     "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 128, "hidden_act": "silu",
-    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
-    "mlp_bias": False, "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
-    "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
     "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
@@ -97,7 +97,8 @@ def write_gguf(path: Path, arch: str = "llama", kv: dict[str, Any] | None = None
     return path
 
 
-def tiny_gguf_tensors(layers: int = 2, qtype: str = "Q4_K", tied: bool = False) -> list[tuple[str, tuple[int, ...], str]]:
+def tiny_gguf_tensors(layers: int = 2, qtype: str = "Q4_K",
+                      tied: bool = False) -> list[tuple[str, tuple[int, ...], str]]:
     h, kv, f, v = 256, 128, 512, 100
     ts = [("token_embd.weight", (v, h), "Q6_K"), ("output_norm.weight", (h,), "F32")]
     if not tied:

@@ -37,7 +37,8 @@ class FakeHub:
     """The few Hub routes huggingface_hub uses for one repo: GET /api/models/REPO[/revision/REV] and
     HEAD/GET /REPO/resolve/REV/FILE (with Range, X-Repo-Commit and ETag)."""
 
-    def __init__(self, repo: str, files: dict[str, bytes], honour_range: bool = True, status: int = 200) -> None:
+    def __init__(self, repo: str, files: dict[str, bytes], honour_range: bool = True,
+                 status: int = 200) -> None:
         self.repo, self.files, self.honour_range, self.status = repo, files, honour_range, status
         self.sent = 0
         self.auth: set[str] = set()
@@ -85,7 +86,8 @@ class FakeHub:
         if rng and self.honour_range and not head:
             a, b = (int(x) for x in re.fullmatch(r"bytes=(\d+)-(\d+)", rng).groups())
             b = min(b, len(data) - 1)
-            return self.send(h, 206, data[a:b + 1], head, {**extra, "Content-Range": f"bytes {a}-{b}/{len(data)}"})
+            return self.send(h, 206, data[a:b + 1], head,
+                             {**extra, "Content-Range": f"bytes {a}-{b}/{len(data)}"})
         return self.send(h, 200, data, head, extra)
 
     def send(self, h: BaseHTTPRequestHandler, code: int, body: bytes, head: bool, headers: dict) -> None:
@@ -107,7 +109,8 @@ def hub_env(monkeypatch, tmp_path):
 
     def use(fake: FakeHub, token: str | None = None) -> None:
         monkeypatch.setattr(constants, "ENDPOINT", fake.url)  # what HF_ENDPOINT sets at import
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", fake.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            fake.url + "/{repo_id}/resolve/{revision}/{filename}")
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         if token:
@@ -135,7 +138,8 @@ def _safetensors_repo(tmp_path):
     parts = {"model-00001-of-00002.safetensors": names[:10], "model-00002-of-00002.safetensors": names[10:]}
     for fname, keys in parts.items():
         write_safetensors(d / fname, {k: ts[k] for k in keys})
-    write_json(d / "model.safetensors.index.json", {"weight_map": {k: f for f, ks in parts.items() for k in ks}})
+    write_json(d / "model.safetensors.index.json",
+               {"weight_map": {k: f for f, ks in parts.items() for k in ks}})
     return d, {p.name: p.read_bytes() for p in d.iterdir()}
 
 
@@ -224,8 +228,8 @@ def test_cli_hub_end_to_end(tmp_path, run_json):
 
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_ENDPOINT": fake.url, "LANG": "C.UTF-8",
                "HF_HUB_CACHE": str(tmp_path / "cache"), "COLUMNS": "120"}
-        out = subprocess.run([sys.executable, "-m", "cardfit", "plan", "acme/tiny", "--hub", "--gpu", "RTX 4090",
-                              "--json"], capture_output=True, text=True, env=env, timeout=120)
+        out = subprocess.run([sys.executable, "-m", "cardfit", "plan", "acme/tiny", "--hub", "--gpu",
+                              "RTX 4090", "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     assert r["model"]["name"] == "acme/tiny" and r["memory"]["weights_bytes"] > 0
@@ -254,7 +258,8 @@ def _cached_repo(tmp_path):
     src = tmp_path / "src"
     write_json(src / "config.json", TINY_LLAMA)
     write_safetensors(src / "model.safetensors", tiny_llama_tensors())
-    _hf_cache(tmp_path / "hub", "acme/tiny", {f: (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
+    _hf_cache(tmp_path / "hub", "acme/tiny",
+              {f: (src / f).read_bytes() for f in ("config.json", "model.safetensors")})
 
 
 def test_hf_cache_is_found_by_huggingface_hubs_scanner(tmp_path, monkeypatch):

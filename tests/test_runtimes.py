@@ -48,7 +48,8 @@ def test_unknown_family_is_a_catalog_error():
 
 def test_plan_memory_is_the_adapters_memory():
     """One path: the plan's memory is estimate() over the runtime's adapter, term by term."""
-    for rid, ctx_len in (("vllm", 8192), ("llama.cpp", 4096), ("transformers", 2048), ("rule-of-thumb", 8192)):
+    for rid, ctx_len in (("vllm", 8192), ("llama.cpp", 4096), ("transformers", 2048),
+                         ("rule-of-thumb", 8192)):
         ctx = build_context(PlanInput(model="llama-3.1-8b", runtime=rid, gpu="RTX 4090"))
         mem = memory_for(ctx, ctx_len)
         s = MemorySettings(context=ctx_len, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
@@ -83,7 +84,8 @@ def test_no_runtime_id_branches(path):
 
 
 def test_developing_guide_shows_the_real_adapter_file():
-    """docs/DEVELOPING.md's worked example of a new family file is the file in the repository, line for line."""
+    """docs/DEVELOPING.md's worked example of a new family file is the file in the repository, line for
+    line."""
     doc = (SRC.parent.parent / "docs" / "DEVELOPING.md").read_text()
     head = "+++ b/src/cardfit/runtimes/rule_of_thumb.py\n"
     block = doc[doc.index(head) + len(head):].split("\n---", 1)[0]

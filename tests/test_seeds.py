@@ -112,7 +112,8 @@ LOOKUP = [
     # 816 GB: the seed says 8× MI300X ($11,450) because 4 × 192 GB < 816; the driver reports 205.8 GB per
     # card, so 4 cards hold it with under 2 GB per card to spare: tight, $5,851.
     ("shape-405b", "bf16", "MI300X", 4, "tight", 5851.2),
-    # 411 GB: the seed says 8× MI300X ($11,450); by its own rules 4× MI300X ($5,851 with 8 % off) holds it (SPEC §8)
+    # 411 GB: the seed says 8× MI300X ($11,450); by its own rules 4× MI300X ($5,851 with 8 % off) holds it
+    # (SPEC §8)
     ("shape-405b", "fp8", "MI300X", 4, "fits", 5851.2),
     ("shape-405b", "int4", "A40", 8, "fits", 1728),         # 209 GB 8× A40 $1,728
 ]

@@ -96,9 +96,10 @@ def test_layer_split_adds_capacity_not_speed():
 
 # Seed 000 (Rost, DEV Community, April 2026): llama.cpp on a 16 GB RTX 4080 with layers spilling to RAM.
 # Tolerance: 30% where cardfit places the layers as llama.cpp did (the author's RAM speed is not stated;
-# cardfit assumes DDR5-4800 dual channel at the calibrated 0.57 of it, which puts the 122B MoE at -28%). At 64K cardfit's memory model keeps the
-# whole model on the card (tight, 0.6 GB free) while the run spilled, and at 128K the prediction is about
-# 2x fast: the author's RAM speed is not stated (DDR4 dual channel would explain most of it).
+# cardfit assumes DDR5-4800 dual channel at the calibrated 0.57 of it, which puts the 122B MoE at -28%). At
+# 64K cardfit's memory model keeps the whole model on the card (tight, 0.6 GB free) while the run spilled, and
+# at 128K the prediction is about 2x fast: the author's RAM speed is not stated (DDR4 dual channel would
+# explain most of it).
 SEED000 = [
     ("qwen3.5-27b", "IQ3_XXS", 32768, 45.1, 0.30),
     ("qwen3.5-35b-a3b", "IQ3_S", 65536, 136.8, 0.30),
@@ -123,7 +124,8 @@ def test_seed000_dense_model_slows_as_layers_leave_the_card():
 
 def test_moe_offload_costs_less_than_dense_offload():
     """A 44.7 GB MoE file on a 16 GB card still runs at ~22 tok/s: only ~10B parameters are read."""
-    moe = report("qwen3.5-122b-a10b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=32768, filled=0)
+    moe = report("qwen3.5-122b-a10b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=32768,
+                 filled=0)
     assert moe["verdict"] == "offload" and moe["gpu_layer_fraction"] < 0.5
     cpu, gpu = moe["processor"].split()[0].split("/")  # `ollama ps` style, e.g. "66%/34% CPU/GPU"
     assert int(cpu[:-1]) + int(gpu[:-1]) == 100 and int(cpu[:-1]) > 50
@@ -137,7 +139,8 @@ def test_processor_column():
 
 
 def test_offload_with_too_little_system_ram_says_so():
-    r = report("qwen3.5-122b-a10b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=32768, ram_gb=16)
+    r = report("qwen3.5-122b-a10b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=32768,
+               ram_gb=16)
     assert r["verdict"] == "no"
     assert any("system RAM" in n and "does not fit" in n for n in r["notes"])
 
@@ -197,7 +200,9 @@ def test_card_without_bandwidth_says_how_to_supply_it(run_cli, tmp_path):
     cat.write_text('[[gpu]]\nid = "mystery"\nname = "Mystery Card"\nvendor = "nvidia"\n'
                    'usable_bytes = 25769803776\nsource = "test"\n')
     code, _, err = run_cli("speed", "llama3.1:8b", "--gpu", "Mystery Card", "--catalog", str(cat))
-    assert code == 2 and "no published memory bandwidth" in err and "--bandwidth" in err and "--catalog" in err
+    assert (
+        code == 2 and "no published memory bandwidth" in err and "--bandwidth" in err and "--catalog" in err
+    )
     code, out, err = run_cli("speed", "llama3.1:8b", "--gpu", "Mystery Card", "--catalog", str(cat),
                              "--bandwidth", "500", "--json")
     assert code == 0, err

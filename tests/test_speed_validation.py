@@ -31,7 +31,8 @@ def _scored(kind: str) -> list[tuple[str, float, float]]:
 def _report(kind: str, rows: list[tuple[str, float, float]]) -> tuple[float, float]:
     errs = sorted(((abs(p - m) / m, i) for i, m, p in rows), reverse=True)
     med = statistics.median(e for e, _ in errs)
-    print(f"\n{kind}: {len(rows)} records scored, median abs error {med:.1%}, worst {errs[0][0]:.1%} ({errs[0][1]})")
+    print(f"\n{kind}: {len(rows)} records scored, median abs error {med:.1%}, worst {errs[0][0]:.1%} "
+          f"({errs[0][1]})")
     return med, errs[0][0]
 
 

@@ -19,11 +19,18 @@ def _script():
 def test_validation_doc_matches_the_data():
     doc = _script()
     text = doc.DOC.read_text(encoding="utf-8")
-    assert doc.updated(text, doc.render()) == text, "docs/VALIDATION.md is stale: run python scripts/validation_doc.py"
+    assert doc.updated(text, doc.render()) == text, ("docs/VALIDATION.md is stale: run python "
+                                                     "scripts/validation_doc.py")
 
 
 def test_source_grouping():
     doc = _script()
-    assert doc.source_of("https://github.com/ggml-org/llama.cpp/discussions/4167") == "github.com/ggml-org/llama.cpp"
-    assert doc.source_of("https://pypi.org/project/aiconfigurator-core/0.12.0/") == "pypi.org/project/aiconfigurator-core"
+    assert (
+        doc.source_of("https://github.com/ggml-org/llama.cpp/discussions/4167")
+        == "github.com/ggml-org/llama.cpp"
+    )
+    assert (
+        doc.source_of("https://pypi.org/project/aiconfigurator-core/0.12.0/")
+        == "pypi.org/project/aiconfigurator-core"
+    )
     assert doc.source_of("https://www.tianchengwu.com/2026/04/05/x") == "tianchengwu.com"

@@ -18,8 +18,12 @@ STATISTICS = {"mean", "median", "p90", "p99"}
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_record_links_a_public_source_and_quotes_it(r):
     src = r["source"]
-    assert re.fullmatch(r"https://[^\s/]+\.[a-z]{2,}/\S*", src), f"{r['id']}: source must be one https URL: {src!r}"
-    assert "index" not in src.lower() or "index.php" in src, f"{r['id']}: an internal index id is not a source"
+    assert re.fullmatch(r"https://[^\s/]+\.[a-z]{2,}/\S*", src), (
+        f"{r['id']}: source must be one https URL: {src!r}"
+    )
+    assert "index" not in src.lower() or "index.php" in src, (
+        f"{r['id']}: an internal index id is not a source"
+    )
     if re.match(r"https://github\.com/[^/]+/[^/]+/blob/", src):
         assert re.match(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/", src), \
             f"{r['id']}: a GitHub file link must be pinned to a commit: {src}"
@@ -42,7 +46,8 @@ def test_serving_records_exist():
 @pytest.mark.parametrize("r", SERVING, ids=[r["id"] for r in SERVING])
 def test_serving_record_states_its_load(r):
     assert int(r["input_tokens"]) > 0 and int(r["output_tokens"]) > 0
-    assert ("concurrency" in r) != ("request_rate" in r), f"{r['id']}: concurrency or request_rate, one of them"
+    assert ("concurrency" in r) != ("request_rate" in r), (f"{r['id']}: concurrency or request_rate, one "
+                                                           "of them")
     if "concurrency" in r:
         assert int(r["concurrency"]) >= 1
     else:

@@ -21,10 +21,13 @@ def client() -> TestClient:
 
 # (request body, CLI arguments): the same plan asked both ways; each is tricky in its own way.
 SAME_AS_CLI = [
-    ({"model": "llama3.1:8b", "gpu": "RTX 4090"}, ["llama3.1:8b", "--gpu", "RTX 4090"]),  # Ollama context by VRAM
+    # Ollama context by VRAM
+    ({"model": "llama3.1:8b", "gpu": "RTX 4090"}, ["llama3.1:8b", "--gpu", "RTX 4090"]),
+    # HF id
     ({"model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8", "context": 32768, "runtime": "vllm"},
-     ["meta-llama/Llama-3.3-70B-Instruct", "--quant", "fp8", "--context", "32768", "--runtime", "vllm"]),  # HF id
-    ({"params": 7e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "quant": "bf16", "context": 8192, "batch": 4},
+     ["meta-llama/Llama-3.3-70B-Instruct", "--quant", "fp8", "--context", "32768", "--runtime", "vllm"]),
+    ({"params": 7e9, "layers": 32, "kv_heads": 8, "head_dim": 128, "quant": "bf16", "context": 8192,
+      "batch": 4},
      ["--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "bf16",
       "--context", "8192", "--batch", "4"]),  # a bare shape, no model name
 ]
@@ -38,7 +41,8 @@ def test_plan_equals_cli(client, run_json, body, args):
 
 
 def test_max_context_equals_cli(client, run_json):
-    r = client.post("/api/max-context", json={"model": "qwen2.5:14b", "gpu": "RTX 4060 Ti", "kv_dtype": "q8_0"})
+    r = client.post("/api/max-context",
+                    json={"model": "qwen2.5:14b", "gpu": "RTX 4060 Ti", "kv_dtype": "q8_0"})
     assert r.status_code == 200, r.text
     assert r.json() == run_json("max-context", "qwen2.5:14b", "--gpu", "RTX 4060 Ti", "--kv-dtype", "q8_0")
 
@@ -61,7 +65,8 @@ def test_runtimes_catalog(client):
     ({"model": "llama3.1:8b", "quant": "q9_k"}, ["llama3.1:8b", "--quant", "q9_k"], 404),  # unknown name
     ({"model": "llama3.1:8b", "gpu": "RTX 4900"}, ["llama3.1:8b", "--gpu", "RTX 4900"], 404),
     ({"model": "llama3.1:9b"}, ["llama3.1:9b"], 404),
-    ({"model": "llama3.1:8b", "context": 10**6}, ["llama3.1:8b", "--context", str(10**6)], 400),  # beyond trained
+    # beyond trained
+    ({"model": "llama3.1:8b", "context": 10**6}, ["llama3.1:8b", "--context", str(10**6)], 400),
 ])
 def test_errors_are_the_cli_line(client, run_cli, body, args, status):
     r = client.post("/api/plan", json=body)
@@ -84,8 +89,9 @@ def test_body_must_be_a_json_object(client, body):
     assert r.json() == {"error": "the request body must be a JSON object"}
 
 
-@pytest.mark.parametrize("model", ["/etc/passwd", "../config.json", "model.gguf", "~/x.safetensors", "C:\\m.json",
-                                   "./llama3.1:8b", "some/dir"])
+@pytest.mark.parametrize("model",
+                         ["/etc/passwd", "../config.json", "model.gguf", "~/x.safetensors", "C:\\m.json",
+                          "./llama3.1:8b", "some/dir"])
 def test_model_paths_are_never_opened(client, model, monkeypatch):
     import builtins
 
@@ -96,7 +102,8 @@ def test_model_paths_are_never_opened(client, model, monkeypatch):
     r = client.post("/api/plan", json={"model": model})
     assert r.status_code in (400, 404)
     assert "error" in r.json()
-    assert not [f for f in opened if "passwd" in str(f) or str(f).endswith((".json", ".gguf", ".safetensors"))]
+    assert not [f for f in opened
+                if "passwd" in str(f) or str(f).endswith((".json", ".gguf", ".safetensors"))]
 
 
 def test_model_that_exists_as_a_local_file_is_not_read(client, tmp_path, monkeypatch):
@@ -218,11 +225,14 @@ def _module(name: str) -> None:
 
 
 @pytest.mark.parametrize(("path", "module", "body", "args"), [
-    ("/api/speed", "cardfit.services.speed", {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 2, 4]},
+    ("/api/speed", "cardfit.services.speed",
+     {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 2, 4]},
      ["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,2,4"]),
-    ("/api/breakeven", "cardfit.services.breakeven", {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
+    ("/api/breakeven", "cardfit.services.breakeven",
+     {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
      ["breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--hours-per-month", "730"]),  # seed 003
-    ("/api/breakeven", "cardfit.services.breakeven", {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
+    ("/api/breakeven", "cardfit.services.breakeven",
+     {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
      ["breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90.6", "--api", "frontier"]),
     ("/api/finetune", "cardfit.services.finetune", {"model": "llama3.1:8b", "method": "qlora"},
      ["finetune", "llama3.1:8b", "--method", "qlora"]),
@@ -236,15 +246,19 @@ def test_other_reports_equal_cli(client, run_json, path, module, body, args):
 
 def test_seed_003_breakeven_through_the_api(client):
     _module("cardfit.services.breakeven")
-    r = client.post("/api/breakeven", json={"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730}).json()
+    r = client.post("/api/breakeven",
+                    json={"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730}).json()
     assert r["monthly_usd"] == 365
     assert [round(a["breakeven_millions_per_month"], 1) for a in r["apis"]] == [1825.0, 73.0, 24.3]
 
 
 @pytest.mark.parametrize(("path", "module", "body", "field"), [
-    ("/api/speed", "cardfit.services.speed", {"model": "llama3.1:8b", "gpu": "RTX 4090", "plot": "/tmp/x.svg"}, "--plot"),
-    ("/api/breakeven", "cardfit.services.breakeven", {"hourly": 1, "from_log": "/var/log/vllm.log"}, "--from-log"),
-    ("/api/breakeven", "cardfit.services.breakeven", {"gpu": "RTX 4090", "model": "/models/x.gguf"}, "file path"),
+    ("/api/speed", "cardfit.services.speed",
+     {"model": "llama3.1:8b", "gpu": "RTX 4090", "plot": "/tmp/x.svg"}, "--plot"),
+    ("/api/breakeven", "cardfit.services.breakeven", {"hourly": 1, "from_log": "/var/log/vllm.log"},
+     "--from-log"),
+    ("/api/breakeven", "cardfit.services.breakeven", {"gpu": "RTX 4090", "model": "/models/x.gguf"},
+     "file path"),
     ("/api/finetune", "cardfit.services.finetune", {"model": "./config.json"}, "file path"),
 ])
 def test_other_reports_refuse_server_files(client, path, module, body, field, tmp_path):
@@ -267,9 +281,10 @@ def test_validate_equals_cli(client, run_json):
 
 
 LLAMA_31_8B_CONFIG = {  # meta-llama/Llama-3.1-8B config.json (the keys cardfit reads)
-    "_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+    "_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_hidden_layers": 32,
+    "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+    "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False}
 
 
 def test_config_upload_gives_the_catalog_shape(client):
@@ -280,7 +295,8 @@ def test_config_upload_gives_the_catalog_shape(client):
     # the same parameter count as the catalog's Llama 3.1 8B (8,030,261,248: the safetensors total)
     assert shape["params"] == 8_030_261_248
     assert (shape["layers"], shape["kv_heads"], shape["head_dim"]) == (32, 8, 128)
-    plan = client.post("/api/plan", json={k: v for k, v in shape.items() if v is not None} | {"context": 8192})
+    plan = client.post("/api/plan",
+                       json={k: v for k, v in shape.items() if v is not None} | {"context": 8192})
     assert plan.status_code == 200
     assert plan.json()["memory"]["kv_bytes_per_token"] == 131_072  # SPEC §2: Llama 3.1 8B at FP16
 

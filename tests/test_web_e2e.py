@@ -110,7 +110,8 @@ def _shown(driver) -> dict:
           gpu_id: tr.dataset.gpu, gpu: tr.querySelector('.gpu').textContent,
           count: tr.querySelector('.count').textContent, verdict: tr.querySelector('.verdict').textContent,
           free: +tr.querySelector('.free').dataset.bytes, free_text: tr.querySelector('.free').textContent,
-          usable: +tr.querySelector('.usable').dataset.bytes, usable_text: tr.querySelector('.usable').textContent,
+          usable: +tr.querySelector('.usable').dataset.bytes,
+          usable_text: tr.querySelector('.usable').textContent,
           need: +tr.querySelector('.need').dataset.bytes, monthly: tr.querySelector('.monthly').textContent,
           tps: tr.querySelector('.tps').textContent}));""")
     return {"memory": mem, "cards": rows, "summary": _by_id(driver, "summary-inputs").text,
@@ -142,8 +143,8 @@ def _ready_for(driver, *words: str) -> None:
 
 FORM = {"model": "qwen2.5:14b", "quant": "Q5_K_M", "context": "16384", "batch": "2", "runtime": "llama.cpp",
         "kv_dtype": "q8_0"}
-CLI_ARGS = ["qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime", "llama.cpp",
-            "--kv-dtype", "q8_0"]
+CLI_ARGS = ["qwen2.5:14b", "--quant", "Q5_K_M", "--context", "16384", "--batch", "2", "--runtime",
+            "llama.cpp", "--kv-dtype", "q8_0"]
 
 
 def test_page_numbers_equal_the_cli(server, browser, run_json):
@@ -202,10 +203,11 @@ def test_errors_show_the_cli_line(server, browser, run_cli):
     assert not _by_id(browser, "cards-section").is_displayed()  # no stale numbers next to an error
 
 
-LLAMA_31_8B_CONFIG = {"_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama", "num_hidden_layers": 32,
-                      "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
-                      "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
-                      "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+LLAMA_31_8B_CONFIG = {"_name_or_path": "meta-llama/Llama-3.1-8B", "model_type": "llama",
+                      "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                      "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                      "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+                      "tie_word_embeddings": False}
 OLLAMA_VERBOSE = "total duration: 5.91s\nprompt eval rate: 216.67 tokens/s\neval count: 232 token(s)\n" \
                  "eval duration: 5.57s\neval rate: 41.65 tokens/s\n"
 
@@ -219,7 +221,9 @@ def test_config_upload_and_pasted_log(server, browser, run_json, tmp_path):
         upload = _by_id(browser, "config-file")
     except NoSuchElementException:  # pragma: no cover
         pytest.skip("no config.json upload on this page")
-    if not _by_id(browser, "config-label").is_displayed() and _by_id(browser, "config-label").get_attribute("hidden"):
+    if not _by_id(browser, "config-label").is_displayed() and _by_id(browser, "config-label").get_attribute(
+        "hidden"
+    ):
         pytest.skip("the readers module is not in this tree")
     _by_id(browser, "shape-box").click()
     _fill(browser, {"context": "8192", "gpu": "RTX 4090"})
@@ -242,7 +246,8 @@ def test_config_upload_and_pasted_log(server, browser, run_json, tmp_path):
 
 
 def _cli_cost_line(text: str) -> str:
-    """`cardfit plan`'s cost line without its likely range and its per-API tail: what the page's note shows."""
+    """`cardfit plan`'s cost line without its likely range and its per-API tail: what the page's note
+    shows."""
     import re
 
     line = " ".join(text.split("Cost on ", 1)[1].split("\nnote:")[0].split())
@@ -267,7 +272,8 @@ def test_sets_show_their_capacity_once_and_the_cli_cost_line(server, browser, ru
     for row, bar in zip(cli["gpus"], bars, strict=False):
         assert bar.startswith(f"{_gb(row['need_bytes'])} of {_gb(row['usable_bytes'])}")
     _wait(browser, lambda d: d.find_element("id", "cost-section").is_displayed())
-    code, text, _ = run_cli("plan", "llama3.1:70b", "--quant", "bf16", "--context", "8192", "--runtime", "vllm")
+    code, text, _ = run_cli("plan", "llama3.1:70b", "--quant", "bf16", "--context", "8192", "--runtime",
+                            "vllm")
     assert code == 0
     assert _by_id(browser, "cost-note").text == _cli_cost_line(text)
     assert "over 720 h" in _by_id(browser, "cost-note").text
@@ -282,8 +288,8 @@ def test_offload_summary_and_long_card_names(server, browser, run_json):
     g = run_json("plan", "deepseek-r1:70b", "--gpu", "RTX 4090")["gpus"][0]
     assert g["verdict"] == "offload" and g["free_bytes"] < 0
     best = _by_id(browser, "summary-best").text
-    assert best.startswith(f"Best: 1× RTX 4090 — offload, {round(100 * g['gpu_layer_fraction'])}% of the layers "
-                           f"on the GPU, about {_gb(-g['free_bytes'])} in system RAM")
+    assert best.startswith(f"Best: 1× RTX 4090 — offload, {round(100 * g['gpu_layer_fraction'])}% of the "
+                           f"layers on the GPU, about {_gb(-g['free_bytes'])} in system RAM")
     assert "-" not in best.split("·")[0]
     browser.get("about:blank")
     browser.get(server + "/#model=llama3.1:405b&quant=bf16&context=8192")
@@ -310,6 +316,8 @@ def test_serve_a_load_panel_equals_the_cli(server, browser, run_json):
     best = cli["best"]
     assert _by_id(browser, "deploy-command").text.strip() == best["command"]
     text = _by_id(browser, "deploy-best").text
-    assert text.startswith("Cheapest that meets every target:") and f"${best['monthly_usd']:,.0f}/month" in text
+    assert (
+        text.startswith("Cheapest that meets every target:") and f"${best['monthly_usd']:,.0f}/month" in text
+    )
     assert len(browser.find_elements("css selector", "#deploy-chart circle.dot")) == len(cli["pareto"])
     assert len(browser.find_elements("css selector", "#deploy-pareto tbody tr")) == len(cli["pareto"])
