@@ -12,7 +12,8 @@ from cardfit.catalog.quants import default_quants
 from cardfit.core import training as tr
 from cardfit.core.weights import weights
 from cardfit.errors import InputError
-from cardfit.services.finetune import FinetuneInput, constants, finetune_report, memory, model_for
+from cardfit.services.finetune import FinetuneInput, constants, memory, model_for
+from cardfit.services.finetune import finetune_report as _typed
 
 GB = 10**9
 
@@ -24,6 +25,11 @@ SEED_FULL = [
     ("shape-70b", 1120, 1288),
     ("shape-405b", 6480, 7452),
 ]
+
+
+def finetune_report(inp: FinetuneInput) -> dict:
+    """The --json data of `cardfit finetune` (the typed result's to_json)."""
+    return _typed(inp).to_json()
 
 
 def _mem(model: str, **kw):

@@ -22,6 +22,7 @@ from ..runtimes import adapter
 from ..units import rounded
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .resolve import resolve
+from .table import Result
 
 
 @record
@@ -176,32 +177,136 @@ def model_for(inp: FinetuneInput) -> tuple[ModelSpec, bool, str]:
 
 
 
-def memory_dict(mem: tr.TrainingMemory) -> dict[str, Any]:
-    return {"weights_bytes": mem.weights_bytes, "gradients_bytes": mem.gradients_bytes,
-            # the FP32 master copy is part of optimizer_bytes; shown on its own, never to be added again
-            "optimizer_bytes": mem.optimizer_bytes, "master_bytes_in_optimizer": mem.master_bytes,
-            "activation_bytes": mem.activation_bytes, "adapter_bytes": mem.adapter_bytes,
-            "overhead_bytes": mem.overhead_bytes, "total_bytes": mem.total_bytes,
-            "flat_activation_bytes": mem.flat_activation_bytes, "trainable_params": mem.trainable_params,
-            "adapter_params": mem.adapter_params,
-            "terms": [{"name": t.name, "bytes": t.nbytes, "how": t.how} for t in mem.terms]}
+@record
+class FinetuneModel(Result):
+    id: str
+    name: str
+    params: int
+    layers: int
+    hidden: int
+    vocab: int
+    attention: str
+    origin: str  # where the model came from (catalog, file, Hub …)
+    shape_estimated: bool  # widths estimated from the size with Llama proportions
 
 
-def option_dict(ch: Choice) -> dict[str, Any]:
+@record
+class FinetuneSettings(Result):
+    """The run as understood (the `inputs` of the JSON)."""
+
+    method: str
+    seq: int
+    batch: int
+    rank: int
+    targets: str
+    optimizer: str
+    checkpointing: bool
+    flash_attn: bool
+    zero: int | None
+    offload_optimizer: bool
+    offload_params: bool
+    flat_activations: bool
+    gpus: int | None
+    gpu: str | None
+
+
+@record
+class MemoryTerm(Result):
+    name: str
+    bytes: int
+    how: str
+
+
+@record
+class TrainingMemoryView(Result):
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    master_bytes_in_optimizer: int  # the FP32 master copy, part of optimizer_bytes; never to be added again
+    activation_bytes: int
+    adapter_bytes: int
+    overhead_bytes: int
+    total_bytes: int
+    flat_activation_bytes: int
+    trainable_params: int
+    adapter_params: int
+    terms: tuple[MemoryTerm, ...]
+
+
+@record
+class FinetuneCard(Result):
+    """One card or set of cards for the run."""
+
+    gpu: str
+    gpu_id: str
+    count: int
+    nodes: int
+    usable_bytes: int
+    need_bytes: int
+    free_bytes: int
+    per_card_bytes: int
+    host_ram_bytes: int
+    zero: int
+    interconnect: str
+    verdict: fitting.Verdict
+    reason: str | None
+    monthly_usd: float | None
+
+
+@record
+class MethodRow(Result):
+    """One method in the side-by-side table."""
+
+    method: str
+    total_bytes: int
+    weights_bytes: int
+    trainable_params: int
+    activation_bytes: int
+
+
+@record
+class GuideRule(Result):
+    """The rental guide's rules of thumb, for comparison (JSON key `seed_rule`)."""
+
+    full_bytes: int
+    full_with_activations_bytes: int
+    lora_bytes: int
+    qlora_bytes: int
+
+
+@record
+class Finetune(Result):
+    """`cardfit finetune`: memory by term, the three methods side by side, and the cards that hold it."""
+
+    model: FinetuneModel
+    inputs: FinetuneSettings
+    memory: TrainingMemoryView
+    gpus: tuple[FinetuneCard, ...]
+    methods: tuple[MethodRow, ...]
+    seed_rule: GuideRule
+    notes: tuple[str, ...]
+
+
+def memory_view(mem: tr.TrainingMemory) -> TrainingMemoryView:
+    return TrainingMemoryView(mem.weights_bytes, mem.gradients_bytes, mem.optimizer_bytes, mem.master_bytes,
+                              mem.activation_bytes, mem.adapter_bytes, mem.overhead_bytes, mem.total_bytes,
+                              mem.flat_activation_bytes, mem.trainable_params, mem.adapter_params,
+                              tuple(MemoryTerm(t.name, t.nbytes, t.how) for t in mem.terms))
+
+
+def card_view(ch: Choice) -> FinetuneCard:
     o, sp = ch.option, ch.split
-    return {"gpu": o.gpu.name, "gpu_id": o.gpu.id, "count": o.count, "nodes": o.nodes,
-            "usable_bytes": o.usable_bytes, "need_bytes": o.need_bytes, "free_bytes": o.free_bytes,
-            "per_card_bytes": sp.per_card_bytes, "host_ram_bytes": sp.host_bytes, "zero": sp.zero,
-            "interconnect": o.gpu.interconnect, "verdict": o.verdict, "reason": o.reason or None,
-            "monthly_usd": rounded(o.monthly_usd)}
+    return FinetuneCard(o.gpu.name, o.gpu.id, o.count, o.nodes, o.usable_bytes, o.need_bytes, o.free_bytes,
+                        sp.per_card_bytes, sp.host_bytes, sp.zero, o.gpu.interconnect, o.verdict, o.reason or None,
+                        rounded(o.monthly_usd))
 
 
-def seed_rule(m: ModelSpec, c: tr.TrainingConstants) -> dict[str, int]:
-    """Seed 002 §04's rules, for comparison: 16 B/param (+15 %), LoRA 2 B/param + 0.5 % adapter at 16 B,
-    QLoRA 0.5 B/param + the same adapter."""
+def guide_rule(m: ModelSpec, c: tr.TrainingConstants) -> GuideRule:
+    """The rental guide's rules (GPU Rent Hub VRAM guide, section 04), for comparison: 16 B/param (+15 %),
+    LoRA 2 B/param + 0.5 % adapter at 16 B, QLoRA 0.5 B/param + the same adapter."""
     adapter = round(m.params * 0.005) * 16
-    return {"full_bytes": 16 * m.params, "full_with_activations_bytes": round(16 * m.params * (1 + c.flat_fraction)),
-            "lora_bytes": 2 * m.params + adapter, "qlora_bytes": m.params // 2 + adapter}
+    return GuideRule(16 * m.params, round(16 * m.params * (1 + c.flat_fraction)), 2 * m.params + adapter,
+                     m.params // 2 + adapter)
 
 
 DIFFERENCE_NOTE = ("The rental guide's LoRA/QLoRA columns are 6-14 GB above its own rule (2 or 0.5 B/param + adapter) "
@@ -209,16 +314,16 @@ DIFFERENCE_NOTE = ("The rental guide's LoRA/QLoRA columns are 6-14 GB above its 
                    "micro-batch (checkpointed layer inputs, one layer recomputed, fp32 logits) and the CUDA context.")
 
 
-def compare(m: ModelSpec, inp: FinetuneInput) -> list[dict[str, Any]]:
+def compare(m: ModelSpec, inp: FinetuneInput) -> tuple[MethodRow, ...]:
     rows = []
     for method in tr.METHODS:
         mem = memory(m, inp, method)
-        rows.append({"method": method, "total_bytes": mem.total_bytes, "weights_bytes": mem.weights_bytes,
-                     "trainable_params": mem.trainable_params, "activation_bytes": mem.activation_bytes})
-    return rows
+        rows.append(MethodRow(method, mem.total_bytes, mem.weights_bytes, mem.trainable_params,
+                              mem.activation_bytes))
+    return tuple(rows)
 
 
-def finetune_report(inp: FinetuneInput) -> dict[str, Any]:
+def finetune_report(inp: FinetuneInput) -> Finetune:
     m, guessed, origin = model_for(inp)
     c, _ = constants()
     opt = optimizer(inp.optimizer)
@@ -232,16 +337,14 @@ def finetune_report(inp: FinetuneInput) -> dict[str, Any]:
         notes.append(DIFFERENCE_NOTE)
     if inp.method == tr.FULL and not inp.require_nvlink:
         notes.append("NVLink requirement off: PCIe all-reduce every step is slow")
-    return {
-        "model": {"id": m.id, "name": m.name, "params": m.params, "layers": m.layers, "hidden": m.hidden,
-                  "vocab": m.vocab, "attention": m.attention, "origin": origin, "shape_estimated": guessed},
-        "inputs": {"method": inp.method, "seq": inp.seq, "batch": inp.batch, "rank": inp.rank, "targets": inp.targets,
-                   "optimizer": opt.id, "checkpointing": inp.checkpointing, "flash_attn": inp.flash_attn,
-                   "zero": inp.zero, "offload_optimizer": inp.offload_optimizer, "offload_params": inp.offload_params,
-                   "flat_activations": inp.flat_activations, "gpus": inp.gpus, "gpu": inp.gpu},
-        "memory": memory_dict(mem),
-        "gpus": [option_dict(ch) for ch in ranked],
-        "methods": compare(m, inp),
-        "seed_rule": seed_rule(m, c),
-        "notes": notes,
-    }
+    return Finetune(
+        model=FinetuneModel(m.id, m.name, m.params, m.layers, m.hidden, m.vocab, m.attention, origin, guessed),
+        inputs=FinetuneSettings(inp.method, inp.seq, inp.batch, inp.rank, inp.targets, opt.id, inp.checkpointing,
+                                inp.flash_attn, inp.zero, inp.offload_optimizer, inp.offload_params,
+                                inp.flat_activations, inp.gpus, inp.gpu),
+        memory=memory_view(mem),
+        gpus=tuple(card_view(ch) for ch in ranked),
+        methods=compare(m, inp),
+        seed_rule=guide_rule(m, c),
+        notes=tuple(notes),
+    )
