@@ -33,7 +33,8 @@ def _function(command: Command) -> Callable[..., Any]:
 
     run.__name__ = run.__qualname__ = command.function
     run.__doc__ = (f"`cardfit {command.name}`: {command.summary}. Takes the command's options as keywords"
-                   f"{f' ({command.argument} may come first)' if command.argument else ''}; returns its --json data.")
+                   f"{f' ({command.argument} may come first)' if command.argument else ''}; returns its "
+                   "--json data.")
     return run
 
 

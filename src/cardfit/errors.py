@@ -72,5 +72,5 @@ def need_extra(*modules: str, extra: str, what: str) -> None:
 
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
-        raise InputError(f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not "
-                         f"installed", field=extra, hint=f"pip install 'cardfit[{extra}]'")
+        raise InputError(f"{what} needs {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                         f"not installed", field=extra, hint=f"pip install 'cardfit[{extra}]'")

@@ -76,7 +76,8 @@ def load_apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
                              table=table, allowed=KEYS, builtin_file="apis.toml")
         for row in rows:
             if row["id"] in seen:
-                raise CatalogError(f"api id '{row['id']}' is both a tier and an api", path=row.get("origin", ""))
+                raise CatalogError(f"api id '{row['id']}' is both a tier and an api",
+                                   path=row.get("origin", ""))
             seen.add(row["id"])
             records.append(api_from_row(row, kind))
     return Registry("API", "cardfit apis", records, lambda a: a.names)

@@ -168,13 +168,15 @@ class GpuRegistry(Registry[Gpu]):
 
         for name in candidates(r):
             g = super().find(name)
-            if g is not None and (r.memory_gib or abs(g.usable_bytes - r.usable_bytes) <= 0.1 * g.usable_bytes):
+            if g is not None and (r.memory_gib
+                                  or abs(g.usable_bytes - r.usable_bytes) <= 0.1 * g.usable_bytes):
                 return replace(g, usable_bytes=r.usable_bytes, usable_measured=True,
                                usable_source=f"this machine ({r.tool})", origin=f"local ({r.tool})")
         return Gpu(id="local", name=r.name, vendor=r.vendor, usable_bytes=r.usable_bytes, stack=r.stack,
                    usable_measured=True, usable_source=f"this machine ({r.tool})",
                    unified_memory=r.stack == "metal", max_count=1 if r.stack == "metal" else 0,
-                   source=f"{r.tool} on this machine; not in the catalog, so no bandwidth or TFLOPS (no speed)",
+                   source=f"{r.tool} on this machine; not in the catalog, so no bandwidth or TFLOPS "
+                          "(no speed)",
                    origin=f"local ({r.tool})")
 
 

@@ -102,8 +102,8 @@ def _write_cache(path: Path, name: str, source_sha: str, data: dict[str, Any]) -
     try:
         text = json.dumps(data)  # TOML dates are not JSON: such a file is simply not cached
         data_sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        record = {"format": CACHE_FORMAT, "source": name, "source_sha256": source_sha, "data_sha256": data_sha,
-                  "data": text}
+        record = {"format": CACHE_FORMAT, "source": name, "source_sha256": source_sha,
+                  "data_sha256": data_sha, "data": text}
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the XDG spec's mode for new folders
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record), encoding="utf-8")
@@ -131,7 +131,8 @@ def read_user_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         else:
             data = tomllib.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:
-        raise CatalogError(f"not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {e}", path=str(p)) from e
+        raise CatalogError(f"not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {e}",
+                           path=str(p)) from e
     if not isinstance(data, dict):
         raise CatalogError("top level must be a table/object", path=str(p))
     check_tables(data, USER_TABLES, path=str(p))
@@ -139,11 +140,12 @@ def read_user_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def merge_records(
-    builtin_rows: Iterable[dict[str, Any]], user_rows: Iterable[tuple[str, dict[str, Any]]], key: str = "id", *,
-    table: str, allowed: frozenset[str], builtin_file: str,
+    builtin_rows: Iterable[dict[str, Any]], user_rows: Iterable[tuple[str, dict[str, Any]]], key: str = "id",
+    *, table: str, allowed: frozenset[str], builtin_file: str,
 ) -> list[dict[str, Any]]:
     """Built-in rows then user rows; a user row with an existing id must say `override = true`. Every row
-    holds only the keys `allowed` lists (catalog/schema.py), else a CatalogError names file, record and key."""
+    holds only the keys `allowed` lists (catalog/schema.py), else a CatalogError names file, record and
+    key."""
     out: dict[str, dict[str, Any]] = {}
     for row in builtin_rows:
         check_keys(row, allowed, table=table, path=builtin_path(builtin_file))

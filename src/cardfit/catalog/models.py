@@ -129,7 +129,8 @@ class ModelSpec:
 
     @property
     def names(self) -> list[str]:
-        return [self.id, self.name, *([self.hf] if self.hf else []), *self.aliases, *(t.tag for t in self.ollama)]
+        return [self.id, self.name, *([self.hf] if self.hf else []), *self.aliases,
+                *(t.tag for t in self.ollama)]
 
     def with_(self, **changes: Any) -> ModelSpec:
         return replace(self, **changes)

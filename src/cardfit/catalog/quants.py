@@ -84,7 +84,9 @@ class QuantCatalog:
             self._index.setdefault(norm(gname), self.type(tid))
         for m in mixes:  # file-type names win over the bare GGUF type of the same name (Q8_0, Q4_0 …)
             existing = self._index.get(norm(m.name))
-            keep_float = existing is not None and not isinstance(existing, GgufMix) and existing.kind != "gguf"
+            keep_float = (
+                existing is not None and not isinstance(existing, GgufMix) and existing.kind != "gguf"
+            )
             if not keep_float:  # but "bf16"/"f16" stay the plain float formats
                 self._add(m.name, m, force=True)
             self._add(f"mostly_{m.name}", m, force=True)

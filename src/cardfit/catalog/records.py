@@ -46,7 +46,8 @@ def _build(cls: Any) -> Any:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if args:
             if len(args) > len(names):
-                raise TypeError(f"{label}() takes {len(names)} positional arguments but {len(args)} were given")
+                raise TypeError(f"{label}() takes {len(names)} positional arguments but {len(args)} were "
+                                "given")
             for name, value in zip(names, args, strict=False):
                 if name in kwargs:
                     raise TypeError(f"{label}() got multiple values for argument '{name}'")
@@ -96,8 +97,8 @@ def _build(cls: Any) -> Any:
         for n, v in zip(names, state, strict=True):
             set_(self, n, v)
 
-    methods: dict[str, Any] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
-                               "__setattr__": __setattr__, "__delattr__": __delattr__}
+    methods: dict[str, Any] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__,
+                               "__hash__": __hash__, "__setattr__": __setattr__, "__delattr__": __delattr__}
     if "__slots__" in cls.__dict__:
         methods |= {"__getstate__": __getstate__, "__setstate__": __setstate__}
     for name, fn in methods.items():

@@ -35,8 +35,8 @@ class RentalRules:
 # the keys of data/rental.toml (its tables map onto RentalRules by the reader below)
 RENTAL_KEYS = frozenset({"set_sizes", "node_size", "min_term_days", "discount", "source"})
 DISCOUNT_KEYS = frozenset({"min_count", "fraction", "source"})
-VERDICT_KEYS = frozenset({"tight_single_bytes", "tight_per_card_bytes", "rule_of_thumb_low", "rule_of_thumb_high",
-                          "source"})
+VERDICT_KEYS = frozenset({"tight_single_bytes", "tight_per_card_bytes", "rule_of_thumb_low",
+                          "rule_of_thumb_high", "source"})
 
 
 @cache

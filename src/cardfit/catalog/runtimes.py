@@ -41,8 +41,10 @@ class RuntimeProfile:
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
     cuda_total_shortfall_bytes: int = 0  # nvidia-smi total minus what cudaMemGetInfo reports (vLLM's total)
     tensor_parallel: bool = False  # shards every layer over the cards of a set (vLLM, SGLang, TGI)
-    pipeline_parallel: bool = False  # splits layers over nodes with micro-batches in flight (vLLM, SGLang, TRT-LLM)
-    paged_kv: bool = False  # KV cache in pages handed out as tokens arrive (caps sequences by tokens in flight)
+    # splits layers over nodes with micro-batches in flight (vLLM, SGLang, TRT-LLM)
+    pipeline_parallel: bool = False
+    # KV cache in pages handed out as tokens arrive (caps sequences by tokens in flight)
+    paged_kv: bool = False
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
     kv_free_fraction: float = 0.0  # TensorRT-LLM: KV pool = this × memory free after weights and workspace
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
@@ -55,10 +57,12 @@ class RuntimeProfile:
     default_parallel: int = 1
     decode_efficiency: float = 0.0  # realistic fraction of the bandwidth ceiling (calibrated; see validation)
     prefill_efficiency: float = 0.0  # realistic fraction of dense tensor TFLOPS
-    prefill_efficiency_quantized: float = 0.0  # the same for integer-block weights (llama.cpp MMQ); 0: as above
+    # the same for integer-block weights (llama.cpp MMQ); 0: as above
+    prefill_efficiency_quantized: float = 0.0
     fp16_accumulate: bool = False  # GEMMs accumulate in FP16 (llama.cpp): GeForce cards run them at full rate
     decode_overhead_us_per_layer: float = 0.0  # fixed time per layer per decode step (launches, syncs)
-    decode_overhead_us_per_sequence: float = 0.0  # per sequence per step under concurrency (scheduler, sampler)
+    # per sequence per step under concurrency (scheduler, sampler)
+    decode_overhead_us_per_sequence: float = 0.0
     # the same for engine generations whose CPU work ran serially with the GPU step (vLLM before 0.6)
     decode_overhead_us_per_sequence_v0: float = 0.0
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts

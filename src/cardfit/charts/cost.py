@@ -52,8 +52,8 @@ def _volume_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
     x_max = max([capacity * 1.05] + [b * 1.1 for b in finite if b <= capacity * 2])
     ax.axhline(monthly, color="black", lw=2.2, label=f"rent ${monthly:,.0f}/month")
     ax.axvline(capacity, color="grey", ls="--", lw=1)
-    ax.text(capacity, monthly * 0.08, f" card capacity\n {_millions(capacity)}/month", color="grey", fontsize=8,
-            ha="right" if capacity > x_max * 0.8 else "left")
+    ax.text(capacity, monthly * 0.08, f" card capacity\n {_millions(capacity)}/month", color="grey",
+            fontsize=8, ha="right" if capacity > x_max * 0.8 else "left")
     crossings = []
     for i, a in enumerate(r.apis):
         color, price = COLORS[i % len(COLORS)], a.price_per_million_usd
@@ -67,7 +67,8 @@ def _volume_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
         crossings.append({"api": a.name, "millions_per_month": be, "usd": monthly, "label": label,
                           "breaks_even": reachable})
         if be <= x_max:
-            ax.plot([be], [monthly], "o", ms=8, color=color, mfc=color if reachable else "white", mew=2, zorder=5)
+            ax.plot([be], [monthly], "o", ms=8, color=color, mfc=color if reachable else "white", mew=2,
+                    zorder=5)
             right = be > x_max * 0.6
             ax.annotate(label, (be, monthly), xytext=(-10 if right else 24, 30 + 26 * (i % 3)),
                         textcoords="offset points", ha="right" if right else "left", fontsize=9, color=color,
@@ -102,8 +103,8 @@ def _duty_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
         need = a.required_duty
         if need is not None and need <= 1:
             ax.plot([need * 100], [price], "o", ms=8, color=color, zorder=5)
-            ax.annotate(f"{need:.1%}", (need * 100, price), xytext=(6, 6), textcoords="offset points", fontsize=9,
-                        color=color)
+            ax.annotate(f"{need:.1%}", (need * 100, price), xytext=(6, 6), textcoords="offset points",
+                        fontsize=9, color=color)
             out.append({"api": a.name, "duty": need, "usd_per_million": price})
     d = r.duty
     ax.axvline(d * 100, color="grey", ls=":", lw=1)

@@ -15,8 +15,9 @@ def write_chart(report: dict[str, Any], path: str) -> None:
     rows = [r for r in report["pareto"] if r.get("cost_per_million_usd") is not None]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     if rows:
-        pts = ax.scatter([r["per_user_tokens_per_s"] for r in rows], [r["cost_per_million_usd"] for r in rows],
-                         c=[r["ttft_ms"] or 0 for r in rows], cmap="viridis", s=40, zorder=3)
+        pts = ax.scatter([r["per_user_tokens_per_s"] for r in rows],
+                         [r["cost_per_million_usd"] for r in rows], c=[r["ttft_ms"] or 0 for r in rows],
+                         cmap="viridis", s=40, zorder=3)
         fig.colorbar(pts, ax=ax, label="p90 time to first token, ms")
         for r in rows:
             ax.annotate(f"{r['count']}× {r['gpu']} {r['runtime']} {r['quant']}",

@@ -26,10 +26,12 @@ def write_chart(report: SpeedReport, path: str) -> None:
     ax.set_xlabel("concurrent sequences")
     ax.set_ylabel("aggregate tokens/s")
     ax2 = ax.twinx()
-    ax2.plot(xs, [r.per_user_tokens_per_s for r in rows], marker="s", color="tab:orange", label="per user tokens/s")
+    ax2.plot(xs, [r.per_user_tokens_per_s for r in rows], marker="s", color="tab:orange",
+             label="per user tokens/s")
     ax2.set_ylabel("per-user tokens/s")
     for axis, key in ((ax, "aggregate_tokens_per_s"), (ax2, "per_user_tokens_per_s")):
-        axis.set_ylim(0, max(getattr(r, key) for r in rows) * 1.15 or 1)  # from zero: speeds are compared with none
+        # from zero: speeds are compared with none
+        axis.set_ylim(0, max(getattr(r, key) for r in rows) * 1.15 or 1)
     if report.max_concurrency and report.max_concurrency <= max(xs) * 1.5:
         ax.axvline(report.max_concurrency, color="grey", linestyle="--", linewidth=1, label="KV cache full")
     lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]

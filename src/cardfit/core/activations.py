@@ -20,7 +20,8 @@ ACT = 2  # bf16/fp16 activations in PyTorch runtimes
 def _dims(m: ModelSpec) -> tuple[int, int, int, int]:
     hidden = m.hidden or m.heads * m.head_dim or m.kv_heads * m.head_dim * 4
     heads = m.heads or max(hidden // m.head_dim, 1)
-    ffn = max(m.intermediate, m.moe_intermediate * max(m.experts_active, 1), 4 * hidden if not m.intermediate else 0)
+    ffn = max(m.intermediate, m.moe_intermediate * max(m.experts_active, 1),
+              4 * hidden if not m.intermediate else 0)
     vocab = m.vocab or 32000  # a model given only by its shape: the smallest common vocabulary
     return hidden, heads, ffn, vocab
 

@@ -100,9 +100,9 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
     return TIGHT if free < rules.tight_per_card_bytes * count else FITS
 
 
-def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *, requires: Feature | None = None,
-          utilization: float | None = None, ram_bytes: int = 0, margin_bytes: int = 0,
-          model: ModelSpec | None = None, tp: int | None = None) -> Option:
+def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *,
+          requires: Feature | None = None, utilization: float | None = None, ram_bytes: int = 0,
+          margin_bytes: int = 0, model: ModelSpec | None = None, tp: int | None = None) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight.
     tp: the tensor-parallel group (default: the whole set); pipeline stages beyond it hold no KV copy."""
     budget = count * rt.budget_per_card(gpu, utilization)
@@ -135,15 +135,15 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
                   reason=f"{1 - fraction:.0%} of the layers in system RAM")
 
 
-def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *, requires: Feature | None = None,
-                 utilization: float | None = None, max_nodes: int = 64, margin_bytes: int = 0,
-                 model: ModelSpec | None = None) -> Option | None:
+def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
+                 requires: Feature | None = None, utilization: float | None = None, max_nodes: int = 64,
+                 margin_bytes: int = 0, model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
     if gpu.max_count == 1:
         return None
     for n in rules.larger_sets(gpu.min_count, max_nodes):
-        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization, margin_bytes=margin_bytes,
-                    model=model)
+        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization,
+                    margin_bytes=margin_bytes, model=model)
         if opt.fits:
             return opt
         if opt.refusal is Refusal.UNSUPPORTED:

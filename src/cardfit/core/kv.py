@@ -15,9 +15,11 @@ from .search import largest_true
 # q4_0 = 18 bytes per 32 values (ggml type_traits); fp8 = 1 byte (vLLM --kv-cache-dtype fp8).
 KV_DTYPE_BYTES_X32 = {"f32": 128, "f16": 64, "bf16": 64, "fp8": 32, "q8_0": 34, "q4_0": 18, "q4_1": 20,
                       "q5_0": 22, "q5_1": 24, "iq4_nl": 18}
-_KV_ALIASES = {"fp8_e4m3fn": "fp8", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16", "fp8_e4m3": "fp8",
-               "fp8_e5m2": "fp8", "e4m3": "fp8", "float8": "fp8", "int8": "q8_0", "fp32": "f32", "auto": "auto"}
-STATE_BYTES = 4  # recurrent state of linear-attention layers is kept in fp32 (vLLM mamba_ssm_cache_dtype default)
+_KV_ALIASES = {"fp8_e4m3fn": "fp8", "fp16": "f16", "float16": "f16", "half": "f16", "bfloat16": "bf16",
+               "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "e4m3": "fp8", "float8": "fp8", "int8": "q8_0",
+               "fp32": "f32", "auto": "auto"}
+# recurrent state of linear-attention layers is kept in fp32 (vLLM mamba_ssm_cache_dtype default)
+STATE_BYTES = 4
 
 
 def kv_dtype(name: str) -> str:
@@ -57,7 +59,10 @@ def layout(m: ModelSpec) -> KvLayout:
     window_layers = min(m.sliding_layers, cached) if m.sliding_window else 0
     state = 0
     if m.linear_layers:
-        kdim, vdim = m.linear_key_heads * m.linear_key_head_dim, m.linear_value_heads * m.linear_value_head_dim
+        kdim, vdim = (
+            m.linear_key_heads * m.linear_key_head_dim,
+            m.linear_value_heads * m.linear_value_head_dim,
+        )
         recurrent = m.linear_value_heads * m.linear_key_head_dim * m.linear_value_head_dim * STATE_BYTES
         conv = max(m.linear_conv_kernel - 1, 0) * (2 * kdim + vdim) * 2
         state = recurrent + conv
@@ -109,7 +114,8 @@ def max_tokens_in(m: ModelSpec, budget_bytes: int, sequences: int = 1, dtype: st
     """Largest per-sequence context whose cache fits in budget_bytes (0 if not even one token fits)."""
     if kv_cache_bytes(m, 1, sequences, dtype, window_cache) > budget_bytes:
         return 0
-    return largest_true(lambda c: kv_cache_bytes(m, c, sequences, dtype, window_cache) <= budget_bytes, 1, 1 << 40)
+    return largest_true(lambda c: kv_cache_bytes(m, c, sequences, dtype, window_cache) <= budget_bytes, 1,
+                        1 << 40)
 
 
 def kv_replication(m: ModelSpec, tp: int) -> float:

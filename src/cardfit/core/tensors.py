@@ -46,7 +46,8 @@ def _attention(m: ModelSpec, i: int) -> list[TensorGroup]:
             out.append(TensorGroup("attn_q", i, h * m.heads * qk, h))
         out += [TensorGroup("attn_kv_a_mqa", i, h * (m.kv_lora_rank + m.qk_rope_head_dim), h),
                 TensorGroup("attn_kv_a_norm", i, m.kv_lora_rank, m.kv_lora_rank, False),
-                TensorGroup("attn_kv_b", i, m.kv_lora_rank * m.heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank),
+                TensorGroup("attn_kv_b", i, m.kv_lora_rank * m.heads * (m.qk_nope_head_dim + m.v_head_dim),
+                            m.kv_lora_rank),
                 TensorGroup("attn_output", i, m.heads * m.v_head_dim * h, m.heads * m.v_head_dim)]
         return out
     q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
@@ -65,7 +66,8 @@ def _linear_attention(m: ModelSpec, i: int) -> list[TensorGroup]:
     conv_dim = 2 * k + v
     return [TensorGroup("ssm_in", i, h * (2 * k + 2 * v), h),
             TensorGroup("ssm_ba", i, h * 2 * m.linear_value_heads, h),
-            TensorGroup("ssm_conv1d", i, conv_dim * max(m.linear_conv_kernel, 1), max(m.linear_conv_kernel, 1), False),
+            TensorGroup("ssm_conv1d", i, conv_dim * max(m.linear_conv_kernel, 1),
+                        max(m.linear_conv_kernel, 1), False),
             TensorGroup("ssm_misc", i, 2 * m.linear_value_heads + m.linear_value_head_dim, 1, False),
             TensorGroup("ssm_out", i, v * h, v)]
 

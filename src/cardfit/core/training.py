@@ -14,8 +14,8 @@ from .tensors import TensorGroup, has_shapes, tensor_groups
 FULL, LORA, QLORA = "full", "lora", "qlora"
 METHODS = (FULL, LORA, QLORA)
 TARGETS = ("attention", "all", "all+experts")
-ATTENTION_KINDS = frozenset({"attn_q", "attn_k", "attn_v", "attn_output", "attn_q_a", "attn_q_b", "attn_kv_a_mqa",
-                             "attn_kv_b", "ssm_in", "ssm_out"})
+ATTENTION_KINDS = frozenset({"attn_q", "attn_k", "attn_v", "attn_output", "attn_q_a", "attn_q_b",
+                             "attn_kv_a_mqa", "attn_kv_b", "ssm_in", "ssm_out"})
 MLP_KINDS = frozenset({"ffn_gate", "ffn_up", "ffn_down", "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"})
 EXPERT_KINDS = frozenset({"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"})
 DEFAULT_VOCAB = 32000  # a shape without a vocabulary: the smallest common one (Llama 2, Mistral 7B)
@@ -42,7 +42,8 @@ class TrainingConstants:
     swiglu_tensors: int
     logits_bytes: int  # per logit element (bf16 + fp32 copies)
     checkpoint_bytes: int
-    backward_layers: int  # layers' worth of activations live while one layer runs backward (its own + gradients)
+    # layers' worth of activations live while one layer runs backward (its own + gradients)
+    backward_layers: int
     flat_fraction: float
     full_links: tuple[str, ...]
     pair_links: tuple[str, ...]
@@ -165,7 +166,8 @@ def layer_bytes_per_token(m: ModelSpec, c: TrainingConstants, s: TrainingSetting
     if not s.flash_attn:
         attention += c.score_bytes * m.heads * s.seq  # scores + softmax + mask, per query token
     if m.is_moe:
-        f = m.moe_intermediate * m.experts_active + (m.shared_intermediate or m.shared_experts * m.moe_intermediate)
+        f = m.moe_intermediate * m.experts_active + (m.shared_intermediate
+                                                     or m.shared_experts * m.moe_intermediate)
         mlp = e * (h * (1 + m.experts_active) + c.swiglu_tensors * f)  # routed copies of the input
     else:
         mlp = e * (h + c.swiglu_tensors * m.intermediate)
@@ -210,13 +212,16 @@ def training_memory(m: ModelSpec, base_weights_bytes: int, opt: Optimizer, c: Tr
     overhead = 0 if s.flat_activations else s.overhead_bytes
     frozen = s.method != FULL
     terms = (
-        Term("weights", weights, ("frozen base" if frozen else "trained weights") + f", {8 * weights / m.params:.2f} bits/param",
+        Term("weights", weights,
+             ("frozen base" if frozen else "trained weights") + f", {8 * weights / m.params:.2f} bits/param",
              3, "params"),
         Term("adapter", adapter, f"{adapter_params:,} adapter params × {c.adapter_bytes} B", 3, "params"),
         Term("gradients", grads, f"{trainable:,} trainable params × {c.gradients_bytes} B", 2),
-        Term("master weights", master, f"FP32 copy, {opt.master_bytes} B per trainable param", 1, "optimizer"),
-        Term("optimizer state", state, f"{opt.name}" + ("" if opt.factored else f", {opt.state_bytes} B per trainable param"),
-             1, "optimizer"),
+        Term("master weights", master, f"FP32 copy, {opt.master_bytes} B per trainable param", 1,
+             "optimizer"),
+        Term("optimizer state", state,
+             f"{opt.name}" + ("" if opt.factored else f", {opt.state_bytes} B per trainable param"), 1,
+             "optimizer"),
         Term("activations", act, "flat 15 % of the above (rental guide)" if s.flat_activations else
              f"seq {s.seq:,} × micro-batch {s.batch}, checkpointing {'on' if s.checkpointing else 'off'}",
              3 if s.flat_activations else 4),

@@ -35,7 +35,8 @@ def _group_type(g: TensorGroup, m: ModelSpec, q: Quant, quants: QuantCatalog, la
         if not g.matrix:
             return quants.type("F32")
         i, n = _position(g, m, layers_of, index_of)
-        return tensor_type(q, g.kind, i, n, g.row, quants, tied_output=m.tied_embeddings, mm=_mix_model(m, legacy_qkv))
+        return tensor_type(q, g.kind, i, n, g.row, quants, tied_output=m.tied_embeddings,
+                           mm=_mix_model(m, legacy_qkv))
     if q.kind == "gguf":
         return q if g.matrix else quants.type("F32")
     if q.scope == "all":
@@ -175,7 +176,8 @@ def weights(m: ModelSpec, q: Quant | None = None, legacy_qkv: bool = False) -> W
     return Weights(nbytes, m.params, ((t.name, nbytes),), "params")
 
 
-_EMBD_NAMES = ("token_embd.weight", "model.embed_tokens.weight", "embed_tokens.weight", "transformer.wte.weight")
+_EMBD_NAMES = ("token_embd.weight", "model.embed_tokens.weight", "embed_tokens.weight",
+               "transformer.wte.weight")
 
 
 @lru_cache(maxsize=8192)

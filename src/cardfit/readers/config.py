@@ -12,10 +12,10 @@ from .quantization import quant_from_config
 from .source import shown
 
 # model_types whose keys cardfit knows (the catalog's, their text sub-configs, and close relatives)
-KNOWN_TYPES = {"llama", "mistral", "mistral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
-               "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "gemma", "gemma2", "gemma3",
-               "gemma3_text", "gemma4", "gemma4_text", "phi3", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss",
-               "qwen2_vl", "qwen2_5_vl", "llava", *ENCODER_TYPES}
+KNOWN_TYPES = {"llama", "mistral", "mistral3", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+               "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "gemma", "gemma2",
+               "gemma3", "gemma3_text", "gemma4", "gemma4_text", "phi3", "deepseek_v2", "deepseek_v3",
+               "kimi_k2", "gpt_oss", "qwen2_vl", "qwen2_5_vl", "llava", *ENCODER_TYPES}
 _TIED_BY_DEFAULT = ("gemma",)  # transformers' Gemma configs default tie_word_embeddings to True
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 _MAX_INT = 1 << 40
@@ -199,10 +199,15 @@ def vision_params(cfg: dict[str, Any], text_hidden: int) -> int:
     gated = str(v.get("hidden_act", "")) in ("silu", "swiglu")
     block = 4 * (d * d + d) + (3 if gated else 2) * d * ffn + ffn + d + 4 * d
     patch = _vint(v, "patch_size") or 14
-    embed = (_vint(v, "in_chans", "num_channels") or 3) * (_vint(v, "temporal_patch_size") or 1) * patch * patch * d
+    embed = ((_vint(v, "in_chans", "num_channels") or 3) * (_vint(v, "temporal_patch_size") or 1)
+             * patch * patch * d)
     if (image := _vint(v, "image_size")) and image >= patch:
         embed += (image // patch) ** 2 * d
-    out = _vint(v, "out_hidden_size") or (_vint(v, "hidden_size") if _vint(v, "embed_dim") else 0) or text_hidden
+    out = (
+        _vint(v, "out_hidden_size")
+        or (_vint(v, "hidden_size") if _vint(v, "embed_dim") else 0)
+        or text_hidden
+    )
     if (merge := _vint(v, "spatial_merge_size")):
         m = d * merge * merge
         projector = d + m * m + m + m * out + out

@@ -17,7 +17,8 @@ from .source import GGUF_MAX_DIMS, GGUF_MAX_NAME, MAX_DIM, Source, shown
 _HINT = "the file is damaged, truncated or not a GGUF file; download it again"
 SHARD_RE = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
 # scalar value types (gguf.GGUFValueType): format for struct
-_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
+           12: "<d"}
 _STRING, _ARRAY = 8, 9
 
 
@@ -170,7 +171,8 @@ def _check_size(src: Source, header_end: int, meta: dict[str, Any], data_end: in
     align = align if isinstance(align, int) and 0 < align <= 1 << 20 else 32
     need = -(-header_end // align) * align + data_end
     if src.size is not None and data_end and need > src.size:
-        raise FileFormatError(src.name, f"the tensors end at byte {need:,} but the file has {src.size:,} bytes",
+        raise FileFormatError(src.name,
+                              f"the tensors end at byte {need:,} but the file has {src.size:,} bytes",
                               hint="the download looks truncated: fetch the file again")
 
 
@@ -206,7 +208,8 @@ def shard_paths(path: str) -> list[str]:
     paths = [os.path.join(folder, f"{m['stem']}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
-        raise FileFormatError(missing[0], f"shard {len(paths) - len(missing)}/{n} present; this one is missing",
+        raise FileFormatError(missing[0],
+                              f"shard {len(paths) - len(missing)}/{n} present; this one is missing",
                               hint="download every shard of the split model")
     return paths
 
@@ -341,7 +344,11 @@ def _gguf_windows(f: Any, meta: dict[str, Any], arch: str, key: Any, layers: int
     else:
         linear = 0
     if linear:
-        groups, state, rank = key("ssm.group_count") or 0, key("ssm.state_size") or 0, key("ssm.time_step_rank") or 0
+        groups, state, rank = (
+            key("ssm.group_count") or 0,
+            key("ssm.state_size") or 0,
+            key("ssm.time_step_rank") or 0,
+        )
         inner = key("ssm.inner_size") or 0
         f.set("linear_layers", linear)
         f.set("linear_key_heads", groups or None)

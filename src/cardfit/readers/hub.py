@@ -52,20 +52,24 @@ class Hub:
         """huggingface_hub's errors (and the transport's) as one line that says what to do."""
         from huggingface_hub import errors
 
-        if isinstance(e, errors.GatedRepoError) or getattr(getattr(e, "response", None), "status_code", 0) in (
-                401, 403):
+        if isinstance(e, errors.GatedRepoError) or (
+                getattr(getattr(e, "response", None), "status_code", 0) in (401, 403)):
             return NetworkError(f"{self.repo}: the Hub refused {what}: gated or private",
                                 hint="accept the licence on the model page and set HF_TOKEN")
         code = getattr(getattr(e, "response", None), "status_code", None)
         if isinstance(e, errors.RepositoryNotFoundError | errors.RevisionNotFoundError) or (
                 code == 404 and not isinstance(e, errors.EntryNotFoundError)):
-            return NetworkError(f"{self.repo}: repo or revision not found on the Hub",
-                                hint="check the repo id (org/name) and revision, and HF_TOKEN for a private one")
+            return NetworkError(
+                f"{self.repo}: repo or revision not found on the Hub",
+                hint="check the repo id (org/name) and revision, and HF_TOKEN for a private one",
+            )
         if isinstance(e, errors.EntryNotFoundError):
-            return NetworkError(f"{self.repo}: {what} not found on the Hub", hint="check the repo id and revision")
+            return NetworkError(f"{self.repo}: {what} not found on the Hub",
+                                hint="check the repo id and revision")
         if isinstance(e, errors.HfHubHTTPError):
             return NetworkError(f"{self.repo}: the Hub answered HTTP {code} for {what}", hint=OFFLINE_HINT)
-        return NetworkError(f"cannot reach {endpoint()} for {self.repo} ({type(e).__name__})", hint=OFFLINE_HINT)
+        return NetworkError(f"cannot reach {endpoint()} for {self.repo} ({type(e).__name__})",
+                            hint=OFFLINE_HINT)
 
     def files(self) -> list[str]:
         if not hasattr(self, "_files"):
@@ -81,7 +85,8 @@ class Hub:
         return self._files
 
     def json(self, path: str, what: str) -> Any:
-        """A small JSON file through hf_hub_download (cached), parsed by the same strict loader as a local one."""
+        """A small JSON file through hf_hub_download (cached), parsed by the same strict loader as a local
+        one."""
         from huggingface_hub import hf_hub_download
 
         try:
@@ -91,7 +96,8 @@ class Hub:
         return read_json_file(local, what)
 
     def get(self, url: str, what: str, limit: int, headers: dict[str, str]) -> tuple[Any, bytes]:
-        """At most `limit` bytes of a GET on huggingface_hub's session, with its auth and user-agent headers."""
+        """At most `limit` bytes of a GET on huggingface_hub's session, with its auth and user-agent
+        headers."""
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         try:
@@ -120,7 +126,8 @@ class RangeFile:
         if n <= 0:
             return b""
         # a server that ignores Range sends the file from byte 0: read no further than offset + n
-        r, body = self.hub.get(self.name, self.path, offset + n, {"Range": f"bytes={offset}-{offset + n - 1}"})
+        r, body = self.hub.get(self.name, self.path, offset + n,
+                               {"Range": f"bytes={offset}-{offset + n - 1}"})
         total = r.headers.get("Content-Range", "").rpartition("/")[2]
         if total.isdigit():
             self.size = int(total)
@@ -144,7 +151,8 @@ def _gguf_files(files: list[str], chosen: str | None) -> list[str]:
     if not m:
         return [pick]
     prefix = pick[: len(pick) - len(pick.rsplit("/", 1)[-1])]
-    return [f"{prefix}{m['stem']}-{i:05d}-of-{m['n']}.gguf" for i in range(1, min(int(m["n"]), MAX_SHARDS) + 1)]
+    return [f"{prefix}{m['stem']}-{i:05d}-of-{m['n']}.gguf"
+            for i in range(1, min(int(m["n"]), MAX_SHARDS) + 1)]
 
 
 def read_hub_model(name: str) -> ModelSpec:
@@ -169,7 +177,8 @@ def _read(hub: Hub, gguf_file: str | None) -> ModelSpec:
         return gguf_spec([RangeFile(hub, p) for p in paths], name=hub.repo, source=hub.url(paths[0]),
                          origin="hub").with_(hf=hub.repo)
     if "config.json" not in files:
-        raise NetworkError(f"{hub.repo} has no config.json or .gguf file on the Hub", hint="check the repo id")
+        raise NetworkError(f"{hub.repo} has no config.json or .gguf file on the Hub",
+                           hint="check the repo id")
     config_url = hub.url("config.json")
     f = fields_from_config(hub.json("config.json", "config.json"), config_url, "config.json (Hub)")
     if "model.safetensors.index.json" in files:

@@ -39,10 +39,12 @@ _BENCH_FIELDS = {
     "generated_tokens": re.compile(rf"^\s*Total generated tokens:\s*{_NUM}", re.I | re.M),
     "input_tokens": re.compile(rf"^\s*Total input tokens:\s*{_NUM}", re.I | re.M),
     "max_concurrency": re.compile(rf"^\s*Max(?:imum)? request concurrency:\s*{_NUM}", re.I | re.M),
-    "peak_output_tokens_per_s": re.compile(rf"^\s*Peak output token throughput \(tok/s\):\s*{_NUM}", re.I | re.M),
+    "peak_output_tokens_per_s": re.compile(rf"^\s*Peak output token throughput \(tok/s\):\s*{_NUM}",
+                                           re.I | re.M),
 }
 _DURATION_PART = re.compile(r"([0-9.]+)(h|ms|µs|us|μs|ns|m|s)")
-_DURATION_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "μs": 1e-6, "us": 1e-6, "ns": 1e-9}
+_DURATION_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "μs": 1e-6, "us": 1e-6,
+                  "ns": 1e-9}
 
 HINT = ("paste the timing block of `ollama run MODEL --verbose`, a vLLM server log with "
         "`Avg generation throughput` lines, or a `vllm bench serve` summary")
@@ -109,9 +111,14 @@ def _vllm_intervals(text: str) -> list[_Interval]:
         gen = _VLLM_GEN.search(record)
         if not gen:
             continue
-        prompt, running, engine = _VLLM_PROMPT.search(record), _VLLM_RUNNING.search(record), _VLLM_ENGINE.search(record)
+        prompt, running, engine = (
+            _VLLM_PROMPT.search(record),
+            _VLLM_RUNNING.search(record),
+            _VLLM_ENGINE.search(record),
+        )
         out.append(_Interval(engine.group(1) if engine else "", _num(gen.group(1)),
-                             _num(prompt.group(1)) if prompt else None, int(running.group(1)) if running else None))
+                             _num(prompt.group(1)) if prompt else None,
+                             int(running.group(1)) if running else None))
     return out
 
 
@@ -125,7 +132,8 @@ def parse_vllm_server(text: str, path: str = "<log>") -> Measurement | None:
         return None
     busy = [i for i in intervals if _busy(i)]
     if not busy:
-        raise FileFormatError(path, f"all {len(intervals)} vLLM throughput lines are idle (0 tokens/s generated)",
+        raise FileFormatError(path,
+                              f"all {len(intervals)} vLLM throughput lines are idle (0 tokens/s generated)",
                               hint="log while requests are being served, e.g. during `vllm bench serve`")
     engines = sorted({i.engine for i in busy})
     # Data-parallel servers log one line per engine: average each engine, then add them up.
@@ -137,7 +145,8 @@ def parse_vllm_server(text: str, path: str = "<log>") -> Measurement | None:
         notes.append(f"{len(engines)} engines: their means added")
     prefill = sum(fmean(i.prompt for i in busy if i.engine == e and i.prompt is not None) for e in engines
                   if any(i.prompt is not None for i in busy if i.engine == e)) if prompts else None
-    return Measurement("vllm-server", tps, prefill, samples=len(busy), idle_samples=len(intervals) - len(busy),
+    return Measurement("vllm-server", tps, prefill, samples=len(busy),
+                       idle_samples=len(intervals) - len(busy),
                        concurrency=fmean(running) * len(engines) if running else None, notes=tuple(notes))
 
 
@@ -148,7 +157,8 @@ def parse_vllm_bench(text: str) -> Measurement | None:
     last = found[-1]
     block = text[max(text.rfind("Serving Benchmark Result", 0, last.start()), 0):]
     extra = {k: _num(m.group(1)) for k, rx in _BENCH_FIELDS.items() if (m := rx.search(block))}
-    notes = [f"`Output token throughput` of the benchmark summary ({', '.join(f'{k} {v:g}' for k, v in extra.items())})"]
+    notes = ["`Output token throughput` of the benchmark summary "
+             f"({', '.join(f'{k} {v:g}' for k, v in extra.items())})"]
     if len(found) > 1:
         notes.append(f"{len(found)} summaries in the file; the last one is used")
     prefill = None
@@ -169,8 +179,10 @@ def parse_log(text: str, path: str = "<log>") -> Measurement:
             return m
     if re.search(r"Throughput:\s*[0-9.]+\s*requests/s", text):
         raise FileFormatError(path, "this benchmark summary gives requests/s only, not output tokens/s",
-                              hint="rerun with `vllm bench serve`, which prints `Output token throughput (tok/s)`")
-    raise FileFormatError(path, "no `eval rate`, `Avg generation throughput` or `Output token throughput` found",
+                              hint="rerun with `vllm bench serve`, which prints `Output token throughput "
+                              "(tok/s)`")
+    raise FileFormatError(path,
+                          "no `eval rate`, `Avg generation throughput` or `Output token throughput` found",
                           hint=HINT)
 
 

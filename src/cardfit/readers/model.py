@@ -103,7 +103,8 @@ def _require(f: Fields, source: str) -> None:
     for key in ("layers", "kv_heads", "head_dim"):
         v = f.values.get(key)
         if not isinstance(v, int) or v <= 0:
-            raise FileFormatError(source, f"cannot tell the model's {key.replace('_', ' ')} from its metadata",
+            raise FileFormatError(source,
+                                  f"cannot tell the model's {key.replace('_', ' ')} from its metadata",
                                   hint="the file is damaged or lacks its architecture keys")
     for key, cap in _CAPS.items():
         v = f.values.get(key)
@@ -121,7 +122,8 @@ def build(f: Fields, tensors: list[TensorInfo] | None, *, name: str, source: str
         probe = spec_from_fields(f, name=name, source=source, origin=origin, params=1)
         missing = [k for k in ("hidden", "vocab", "heads", "intermediate") if not f.values.get(k)]
         if not has_shapes(probe) and (missing or not probe.encoder_only):
-            raise FileFormatError(source, f"cannot count parameters: no {', '.join(missing)} and no weight files",
+            raise FileFormatError(source,
+                                  f"cannot count parameters: no {', '.join(missing)} and no weight files",
                                   hint="add the .safetensors files or give --params")
         params = encoder_params(probe) if probe.encoder_only else shape_params(probe)
         f.prov["params"] = f"{f.where} shapes"
@@ -180,7 +182,8 @@ def read_gguf(path: str, origin: str = "file", name: str = "") -> ModelSpec:
 
 # ---- safetensors / config.json ------------------------------------------------------------------
 
-def safetensors_tensors(files: list[str], read: Callable[[str], tuple[list[TensorInfo], Any]]) -> list[TensorInfo]:
+def safetensors_tensors(files: list[str],
+                        read: Callable[[str], tuple[list[TensorInfo], Any]]) -> list[TensorInfo]:
     tensors: list[TensorInfo] = []
     seen: set[str] = set()
     for p in files:
@@ -199,7 +202,8 @@ def read_folder(folder: str, origin: str = "file", name: str = "") -> ModelSpec:
     ggufs = [e for e in entries if e.endswith(".gguf") and not e.startswith(".")]
     if not os.path.isfile(cfg_path) and not shards and ggufs:
         firsts = sorted({gguf_reader.SHARD_RE.sub(r"\g<stem>-00001-of-\g<n>.gguf", g) for g in ggufs})
-        if len(firsts) > 1:  # a GGUF repo with several builds: take Q4_K_M, Ollama's and the Hub reader's default
+        # a GGUF repo with several builds: take Q4_K_M, Ollama's and the Hub reader's default
+        if len(firsts) > 1:
             firsts = [g for g in firsts if "q4_k_m" in g.lower()] or firsts
         if len(firsts) > 1:
             raise FileFormatError(folder, f"holds {len(firsts)} GGUF models ({', '.join(firsts[:3])}…)",
@@ -211,7 +215,8 @@ def read_folder(folder: str, origin: str = "file", name: str = "") -> ModelSpec:
     if os.path.lexists(index):  # read (and checked to be a regular file) when present at all
         shards = st.shard_names(read_json_file(index, "safetensors index"), index)
     if len(shards) > MAX_SHARDS:
-        raise FileFormatError(folder, f"{len(shards):,} safetensors files is over the limit", hint=NO_MODEL_HINT)
+        raise FileFormatError(folder, f"{len(shards):,} safetensors files is over the limit",
+                              hint=NO_MODEL_HINT)
     tensors = safetensors_tensors([os.path.join(folder, s) for s in shards], st.read_file) if shards else None
     if os.path.isfile(cfg_path):
         f = fields_from_config(read_json_file(cfg_path, "config.json"), cfg_path)

@@ -34,7 +34,8 @@ def header_length(first8: bytes, name: str, size: int | None) -> int:
         raise FileFormatError(name, "too short for a safetensors header", hint=_HINT)
     (n,) = struct.unpack("<Q", first8[:8])
     if n < 2 or n > MAX_SAFETENSORS_HEADER:
-        raise FileFormatError(name, f"safetensors header length {n:,} is outside 2..{MAX_SAFETENSORS_HEADER:,}",
+        raise FileFormatError(name,
+                              f"safetensors header length {n:,} is outside 2..{MAX_SAFETENSORS_HEADER:,}",
                               hint=_HINT)
     if size is not None and 8 + n > size:
         raise FileFormatError(name, f"safetensors header length {n:,} runs past the end of the "
@@ -43,7 +44,8 @@ def header_length(first8: bytes, name: str, size: int | None) -> int:
 
 
 def _shape(v: Any, name: str, key: str) -> tuple[int, ...]:
-    if not isinstance(v, list) or len(v) > MAX_DIMS or not all(type(d) is int and 0 <= d <= MAX_DIM for d in v):
+    if not isinstance(v, list) or len(v) > MAX_DIMS or not all(type(d) is int and 0 <= d <= MAX_DIM
+                                                               for d in v):
         raise FileFormatError(name, f"tensor '{shown(key)}' has an invalid shape", hint=_HINT)
     return tuple(v)
 
@@ -53,7 +55,8 @@ def _tensor(key: str, v: Any, name: str) -> tuple[TensorInfo, int, int]:
         raise FileFormatError(name, f"tensor '{shown(key)}' is not an object", hint=_HINT)
     dtype, offs = v.get("dtype"), v.get("data_offsets")
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        raise FileFormatError(name, f"tensor '{shown(key)}' has unknown dtype '{shown(dtype, 20)}'", hint=_HINT)
+        raise FileFormatError(name, f"tensor '{shown(key)}' has unknown dtype '{shown(dtype, 20)}'",
+                              hint=_HINT)
     shape = _shape(v.get("shape"), name, key)
     if (not isinstance(offs, list) or len(offs) != 2 or not all(type(o) is int for o in offs)
             or not 0 <= offs[0] <= offs[1]):
@@ -63,7 +66,8 @@ def _tensor(key: str, v: Any, name: str) -> tuple[TensorInfo, int, int]:
         n *= d
     nbytes = -(-n * DTYPE_BITS[dtype] // 8)
     if offs[1] - offs[0] != nbytes:
-        raise FileFormatError(name, f"tensor '{shown(key)}' spans {offs[1] - offs[0]:,} bytes but its shape and "
+        raise FileFormatError(name,
+                              f"tensor '{shown(key)}' spans {offs[1] - offs[0]:,} bytes but its shape and "
                               f"dtype need {nbytes:,}", hint=_HINT)
     return TensorInfo(key, shape, dtype, nbytes), offs[0], offs[1]
 
@@ -72,7 +76,8 @@ def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[
     """Tensors and __metadata__ from the JSON header bytes; data_size = file size - 8 - header length."""
     claimed = header.count(b'"data_offsets"')  # every tensor has one: counted before parsing, in C
     if claimed > source.MAX_TENSORS:
-        raise FileFormatError(name, f"{claimed:,} tensors is over the {source.MAX_TENSORS:,} limit", hint=_HINT)
+        raise FileFormatError(name, f"{claimed:,} tensors is over the {source.MAX_TENSORS:,} limit",
+                              hint=_HINT)
     obj = parse_json(header, name, "safetensors header")
     if not isinstance(obj, dict):
         raise FileFormatError(name, "safetensors header is not a JSON object", hint=_HINT)
@@ -80,7 +85,8 @@ def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise FileFormatError(name, "safetensors __metadata__ must map strings to strings", hint=_HINT)
     if len(obj) > source.MAX_TENSORS:
-        raise FileFormatError(name, f"{len(obj):,} tensors is over the {source.MAX_TENSORS:,} limit", hint=_HINT)
+        raise FileFormatError(name, f"{len(obj):,} tensors is over the {source.MAX_TENSORS:,} limit",
+                              hint=_HINT)
     spans = []
     tensors = []
     for key, v in obj.items():
@@ -119,6 +125,7 @@ def shard_names(index: Any, name: str) -> list[str]:
         raise FileFormatError(name, f"{len(files):,} shards is over the {MAX_SHARDS:,} limit", hint=_HINT)
     for f in files:
         if os.path.isabs(f) or ".." in f.replace("\\", "/").split("/") or not f.endswith(".safetensors"):
-            raise FileFormatError(name, f"shard name '{shown(f)}' is not a .safetensors file in the model folder",
+            raise FileFormatError(name,
+                                  f"shard name '{shown(f)}' is not a .safetensors file in the model folder",
                                   hint=_HINT)
     return files

@@ -90,8 +90,8 @@ def ollama_blob(name: str) -> str | None:
 
     doc = read_json_file(manifest, "Ollama manifest")
     layers = doc.get("layers") if isinstance(doc, dict) else None
-    layer = next((x for x in layers if isinstance(x, dict) and x.get("mediaType") == OLLAMA_MODEL_MEDIA), None) \
-        if isinstance(layers, list) else None
+    layer = next((x for x in layers if isinstance(x, dict) and x.get("mediaType") == OLLAMA_MODEL_MEDIA),
+                 None) if isinstance(layers, list) else None
     if layer is None:
         raise FileFormatError(manifest, f"Ollama manifest has no {OLLAMA_MODEL_MEDIA} layer",
                               hint=f"pull it again: ollama pull {name}")

@@ -40,7 +40,8 @@ class Runtime:
         return padded_context(context, self.profile)
 
     def kv_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
-        return kv_cache_bytes(m, self.padded_context(s.context), s.sequences, s.kv_dtype, self.profile.window_cache)
+        return kv_cache_bytes(m, self.padded_context(s.context), s.sequences, s.kv_dtype,
+                              self.profile.window_cache)
 
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
         return 0
@@ -84,7 +85,8 @@ class Runtime:
 
     def speed(self) -> SpeedConstants:
         rt = self.profile
-        return SpeedConstants(rt.decode_efficiency, rt.prefill_efficiency, rt.decode_overhead_us_per_layer * 1e-6,
+        return SpeedConstants(rt.decode_efficiency, rt.prefill_efficiency,
+                              rt.decode_overhead_us_per_layer * 1e-6,
                               rt.decode_overhead_us_per_sequence * 1e-6, rt.ram_efficiency)
 
 

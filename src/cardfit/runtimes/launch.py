@@ -104,7 +104,8 @@ def _int(name: str, value: int | None, low: int = 1) -> int | None:
     return value
 
 
-def _nodes(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str, addr: str) -> tuple[list[str], list[str]]:
+def _nodes(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
+           addr: str) -> tuple[list[str], list[str]]:
     if nodes <= 1:
         return [], []
     others = "the second node with " + flag_rank + " 1" if nodes == 2 else \

@@ -144,8 +144,9 @@ class BodyLimit(_HttpMiddleware):
             if seen > limit:
                 await send_json(send, 413, str(TooLargeError(limit)))
                 return
-        await self.app(scope, _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
-                                      receive), send)
+        await self.app(scope,
+                       _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}],
+                               receive), send)
 
 
 def _replay(messages: list[dict], then: Callable | None = None) -> Callable:
@@ -238,9 +239,10 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     from fastapi.staticfiles import StaticFiles
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    app = FastAPI(title="cardfit", version=_version(), docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
-                  description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; request "
-                              "bodies are the CLI's options (snake_case).")
+    app = FastAPI(title="cardfit", version=_version(),
+                  docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
+                  description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; "
+                              "request bodies are the CLI's options (snake_case).")
     from .server import HostCheck, WorkBudget
 
     budget = budget or WorkBudget()
@@ -267,7 +269,8 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
         return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
 
     for name in CATALOGS:
-        app.get(f"/api/{name}", summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
+        app.get(f"/api/{name}",
+                summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
                 name=name)(_catalog(name))
     _add_readers(app, budget)
 

@@ -35,7 +35,8 @@ def catalog_model(name: str) -> str:
 
     n = name.strip()
     if n.lower().endswith(_FILE_SUFFIXES) or n.startswith(("/", "~", ".", "\\")):
-        raise InputError(f"model '{n}' looks like a file path; the web API takes catalog names only", field="model",
+        raise InputError(f"model '{n}' looks like a file path; the web API takes catalog names only",
+                         field="model",
                          hint="upload a config.json to /api/read/config, or `cardfit models` lists the names")
     models = default_models()
     found = models.find(n)
@@ -61,8 +62,8 @@ def web_input(inp: Any) -> Any:
     catalog name."""
     for name, what in SERVER_FILES.items():
         if getattr(inp, name, None):
-            raise InputError(f"--{name.replace('_', '-')}: the web API does not read or write {what}", field=name,
-                             hint="use the CLI for files on this machine")
+            raise InputError(f"--{name.replace('_', '-')}: the web API does not read or write {what}",
+                             field=name, hint="use the CLI for files on this machine")
     if getattr(inp, "hub", False):
         raise InputError("the web API does not read from the Hugging Face Hub", field="hub",
                          hint="upload the model's config.json instead")

@@ -18,7 +18,9 @@ def web_model(cls: type) -> Any:
     fields: dict[str, Any] = {}
     for f in describe(cls):
         lim = f.limits
-        limits = {k: getattr(lim, k) for k in ("gt", "ge", "lt", "le", "max_length") if getattr(lim, k) is not None}
+        limits = {
+            k: getattr(lim, k) for k in ("gt", "ge", "lt", "le", "max_length") if getattr(lim, k) is not None
+        }
         annotation = Annotated[f.annotation, BeforeValidator(split_values)] if lim.split else f.annotation
         fields[f.name] = (annotation, Field(f.default, description=f.help or None, **limits))
     doc = cls.__doc__ if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}(") else None
