@@ -150,6 +150,10 @@ def model_row(e: dict[str, Any], ollama_source: str) -> dict[str, Any]:
         params = encoder_params(m) if m.encoder_only else shape_params(m)
         how = "params computed from the config shapes by scripts/build_catalog.py"
     text = 0
+    if "unquantized" in e:  # tables a GGUF keeps at 16 bits and a decode step only looks rows up in
+        u = e["unquantized"]
+        text, params = params, params + u["params"]
+        how += f"; {u['params'] / 1e9:.2f}B more in {u['what']} (text_params: the rest)"
     if "vision" in e:
         vision = vision_params({"model_type": e["model_type"], "vision_config": e["vision"]}, m.hidden)
         text, params = params, params + vision
@@ -158,7 +162,11 @@ def model_row(e: dict[str, Any], ollama_source: str) -> dict[str, Any]:
     row: dict[str, Any] = {"id": e["id"], "name": e["name"], "hf": e["hf"], "aliases": e.get("aliases"),
                            "family": e["family"], "model_type": e["model_type"], "params": params,
                            "text_params": text or None}
-    if m.is_moe:
+    if "active_params" in e:
+        row["active_params"] = e["active_params"]
+        how += ("; active_params: the model card's count (the shapes' layer pattern is not one the catalog "
+                "describes)")
+    elif m.is_moe:
         row["active_params"] = min(active_shape_params(m), params)
     row |= {k: getattr(m, k)
             for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")}
@@ -184,11 +192,35 @@ def _tags(e: dict[str, Any], ollama_source: str) -> list[dict[str, Any]]:
              "source": ollama_source.format(name=t[0].split(":")[0])} for t in e.get("tags", ())]
 
 
+def _latest_aliases(src: dict[str, Any], rows: list[dict[str, Any]], extra: list[dict[str, Any]]) -> None:
+    """[latest]: Ollama serves a bare library name as its ':latest' tag. The family name becomes an alias of
+    the model that holds that tag (a generated row, or a [[tags]] table for a hand-written row), and the
+    resolver plans the bare name as that family's tag of the model."""
+    owners: dict[str, dict[str, Any]] = {}
+    for r in [*rows, *extra]:
+        for t in r.get("ollama") or ():
+            owners.setdefault(t["tag"], r)
+    for family, tag in src.get("latest", {}).items():
+        if not tag.startswith(family + ":") or tag not in owners:
+            raise SystemExit(f"[latest] {family} = {tag!r}: no such tag of that family in the table")
+        r = owners[tag]
+        others = [x.get("id", x.get("model")) for x in [*rows, *extra]
+                  if x is not r and family in (x.get("aliases") or ())]
+        if others:
+            raise SystemExit(f"[latest] {family}: already an alias of {others[0]}")
+        if family not in (r.get("aliases") or ()):
+            r["aliases"] = [*(r.get("aliases") or ()), family]
+        fam = [t for t in r["ollama"] if t["tag"].startswith(family + ":")]
+        r["ollama"] = [t for t in fam if t["tag"] == tag] + [t for t in r["ollama"] if t["tag"] != tag]
+
+
 def build_models() -> str:
     src = tomllib.loads((SOURCES / "models.toml").read_text(encoding="utf-8"))
     osrc = src["defaults"]["ollama_source"]
     rows = [model_row(e, osrc) for e in src["model"]]
-    extra = [{"model": e["model"], "ollama": _tags(e, osrc)} for e in src.get("tags", ())]
+    extra: list[dict[str, Any]] = [{"model": e["model"], "ollama": _tags(e, osrc)}
+                                   for e in src.get("tags", ())]
+    _latest_aliases(src, rows, extra)
     return (HEADER.format(src="models.toml") + "\n" + "\n".join(_table("model", r) for r in rows)
             + "\n" + "\n".join(_table("tags", r) for r in extra))
 

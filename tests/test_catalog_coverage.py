@@ -115,7 +115,12 @@ def test_at_least_250_models_and_tags_each_with_a_source():
 
 @pytest.mark.parametrize("tag",
                          ["qwen2.5-coder:7b", "phi3:3.8b", "phi4-mini:3.8b", "llama3:8b", "codellama:13b",
-                          "qwen2.5vl:7b", "llava:13b", "gemma3:12b", "qwq:32b", "smollm2:1.7b"])
+                          "qwen2.5vl:7b", "llava:13b", "gemma3:12b", "qwq:32b", "smollm2:1.7b",
+                          # VL downloads = GGUF + F16 projector; Gemma 3n's per-layer embeddings at 16 bits
+                          "minicpm-v:8b", "llama3.2-vision:11b", "llama3.2-vision:90b", "moondream:1.8b",
+                          "granite3.2-vision:2b", "llama4:16x17b", "gemma3n:e2b", "gemma3n:e4b",
+                          "qwen:7b", "qwen:110b", "starcoder2:7b", "phi:2.7b", "glm4:9b", "exaone3.5:7.8b",
+                          "command-r-plus:104b", "nemotron:70b"])
 def test_ollama_weights_match_the_download(run_json, tag):
     """Ollama's listed download is the GGUF (+ the F16 vision projector for VL tags): cardfit's weights for
     the tag's own quantization land within 8 % of it (download sizes are rounded to 2 digits on the page)."""
@@ -127,7 +132,7 @@ def test_ollama_weights_match_the_download(run_json, tag):
 
 
 @pytest.mark.parametrize("tag", ["nomic-embed-text", "mxbai-embed-large", "bge-m3", "all-minilm:22m",
-                                 "snowflake-arctic-embed2"])
+                                 "snowflake-arctic-embed2", "granite-embedding", "paraphrase-multilingual"])
 def test_ollama_embedding_models_have_no_cache_and_no_decode(run_json, tag):
     out = run_json("plan", tag, "--gpu", "RTX 4090")
     assert out["memory"]["kv_cache_bytes"] == 0 and out["speed"]["decode_tokens_per_s"] is None
@@ -148,8 +153,50 @@ def test_rerankers_answer_in_their_terms(run_json):
     ("llama-2-70b", 69.0e9), ("falcon3-7b", 7.46e9), ("granite-3.3-8b", 8.17e9), ("olmo-2-7b", 7.3e9),
     ("command-r-35b", 35.0e9), ("qwen2.5-vl-7b", 8.29e9), ("llava-1.6-7b", 7.06e9),
     ("mxbai-embed-large-v1", 335e6), ("bge-m3", 568e6), ("mistral-large-123b", 123e9), ("qwen2-72b", 72.7e9),
+    ("qwen1.5-0.5b", 620e6), ("qwen1.5-7b", 7.72e9), ("qwen1.5-32b", 32.5e9), ("qwen1.5-110b", 111e9),
+    ("codeqwen1.5-7b", 7.25e9), ("glm-4-9b", 9.4e9), ("exaone-3.5-7.8b", 7.82e9), ("yi-coder-9b", 8.83e9),
+    ("granite-3b-code", 3.48e9), ("granite-8b-code", 8.05e9), ("command-r7b", 8.03e9),
+    ("stablelm-2-1.6b", 1.64e9),
+    ("embeddinggemma-300m", 303e6), ("granite-embedding-278m", 278e6),
 ])
 def test_generated_params_match_the_model_pages(model_id, hf_params):
     from cardfit.catalog.models import default_models
 
     assert abs(default_models().get(model_id).params / hf_params - 1) < 0.006
+
+
+def _library() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "scripts" / "catalog_sources" / "models.toml").read_text(encoding="utf-8"))
+
+
+def test_ollama_library_popular_families_are_one_hundred():
+    popular = _library()["ollama_library"]["popular"]
+    assert len(popular) == len(set(popular)) == 100
+
+
+@pytest.mark.parametrize("family", _library()["ollama_library"]["popular"])
+def test_each_popular_ollama_family_plans_its_latest_tag(family):
+    """The bare library name is Ollama's ':latest': a catalog model with a tag of that family, planned for
+    Ollama (not read as a Hugging Face name)."""
+    from cardfit.services.inputs import ModelInput
+    from cardfit.services.resolve import resolve
+
+    r = resolve(ModelInput(model=family))
+    assert r.ollama and r.origin == "catalog", family
+    assert r.tag is not None and r.tag.tag.split(":")[0] == family, (family, r.tag)
+    assert r.tag.source.startswith("https://ollama.com/library/") or r.tag.source, family
+
+
+@pytest.mark.parametrize(("name", "tag"), [
+    ("zephyr", "zephyr:7b"), ("wizardlm2", "wizardlm2:7b"), ("deepseek-coder", "deepseek-coder:1.3b"),
+    ("qwen", "qwen:4b"), ("llama4", "llama4:16x17b"), ("mistral-small", "mistral-small:24b"),
+])
+def test_a_bare_name_is_its_latest_tag_not_the_models_first(name, tag):
+    """Several families share one checkpoint row (zephyr and wizardlm2 are Mistral 7B v0.1 fine-tunes): the
+    bare name picks its own family's tag."""
+    from cardfit.services.inputs import ModelInput
+    from cardfit.services.resolve import resolve
+
+    assert resolve(ModelInput(model=name)).tag.tag == tag

@@ -174,13 +174,15 @@ def _builtin_rows() -> tuple[dict[str, Any], ...]:
 
 
 def _with_extra_tags(rows: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """models_more.toml's [[tags]] tables add Ollama tags to hand-written rows (by model id)."""
+    """models_more.toml's [[tags]] tables add Ollama tags (and the bare library names they are the ':latest'
+    of, as aliases) to hand-written rows (by model id)."""
     by_id = {r["id"]: i for i, r in enumerate(rows)}
     for t in extra:
         if t.get("model") not in by_id:
             raise CatalogError(f"[[tags]] for unknown model '{t.get('model')}'", path="models_more.toml")
         i = by_id[t["model"]]
-        rows[i] = {**rows[i], "ollama": [*rows[i].get("ollama", ()), *t["ollama"]]}
+        rows[i] = {**rows[i], "ollama": [*rows[i].get("ollama", ()), *t["ollama"]],
+                   "aliases": [*rows[i].get("aliases", ()), *t.get("aliases", ())]}
     return rows
 
 

@@ -136,7 +136,10 @@ def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str) -> 
     ollama = is_ollama_name(found, name)
     tag = find_tag(found, base) or find_tag(found, name)
     if tag is None and ollama and found.ollama and ":" not in name:
-        tag = found.ollama[0]  # the bare library name: its plain tag
+        # the bare library name: its ':latest', the model's first tag of that family (the catalog puts the
+        # latest one first); a model's first tag where the name is an alias of another kind
+        key = name.strip().lower()
+        tag = next((t for t in found.ollama if t.tag.lower().split(":")[0] == key), found.ollama[0])
     hint = suffix_quant
     if not hint and tag is not None and tag.quant.lower() != "default":
         hint = tag.quant
