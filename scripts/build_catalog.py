@@ -118,7 +118,7 @@ def build_gpus() -> str:
 _SHAPE_KEYS = {"layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "max_context",
                "attention", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
                "v_head_dim", "experts", "experts_active", "moe_intermediate", "shared_experts",
-               "dense_layers", "sliding_window", "sliding_layers", "dtype"}
+               "dense_layers", "sliding_window", "sliding_layers", "dtype", "gated_ffn"}
 
 
 def _spec(e: dict[str, Any]) -> Any:

@@ -76,8 +76,8 @@ def _ffn(m: ModelSpec, i: int) -> list[TensorGroup]:
     h = m.hidden
     if not m.is_moe or i < m.dense_layers:
         f = m.intermediate
-        return [TensorGroup("ffn_gate", i, h * f, h), TensorGroup("ffn_up", i, h * f, h),
-                TensorGroup("ffn_down", i, f * h, f)]
+        up = [TensorGroup("ffn_up", i, h * f, h), TensorGroup("ffn_down", i, f * h, f)]
+        return [TensorGroup("ffn_gate", i, h * f, h), *up] if m.gated_ffn else up
     e, f = m.experts, m.moe_intermediate
     out = [TensorGroup("ffn_gate_inp", i, h * e, h, False),
            TensorGroup("ffn_gate_exps", i, e * h * f, h), TensorGroup("ffn_up_exps", i, e * h * f, h),
