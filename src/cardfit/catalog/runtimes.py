@@ -46,6 +46,12 @@ class RuntimeProfile:
     # KV cache in pages handed out as tokens arrive (caps sequences by tokens in flight)
     paged_kv: bool = False
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
+    serves: bool = False  # a server `cardfit deploy` plans and launches (its command line: runtimes/launch.py)
+    weights_format: str = "checkpoint"  # what it loads: "gguf" files, or a "checkpoint" (safetensors)
+    kv_cache_8bit: str = ""  # the 8-bit KV cache type deploy also tries ("": none)
+    # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"
+    # (a GGUF file or type), "checkpoint" (any other model), "training" (fine-tuning)
+    default_for: tuple[str, ...] = ()
     kv_free_fraction: float = 0.0  # TensorRT-LLM: KV pool = this × memory free after weights and workspace
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
@@ -117,7 +123,7 @@ class RuntimeProfile:
 
 KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
-_TUPLES = ("aliases", "kv_dtype_options", "stacks", "cuda_graph_examples", "compute_buffer_examples")
+_TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples", "compute_buffer_examples")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:
@@ -155,3 +161,18 @@ def default_runtimes() -> Registry[RuntimeProfile]:
     rows = builtin("runtimes.toml")["runtime"]
     return Registry("runtime", "cardfit plan --help", [_from_row(r) for r in rows],
                     lambda r: [r.id, r.name, *r.aliases])
+
+
+def default_runtime(kind: str) -> RuntimeProfile:
+    """The runtime a model of this kind is planned for when none is named (the row whose `default_for`
+    lists it): "ollama", "gguf", "checkpoint" or "training"."""
+    found = next((r for r in default_runtimes() if kind in r.default_for), None)
+    if found is None:
+        raise CatalogError(f"no runtime in runtimes.toml has '{kind}' in default_for")
+    return found
+
+
+def servers(weights_format: str | None = None) -> list[RuntimeProfile]:
+    """The runtimes `cardfit deploy` plans (`serves = true`), in catalog order; only those loading
+    `weights_format` when given."""
+    return [r for r in default_runtimes() if r.serves and weights_format in (None, r.weights_format)]

@@ -67,6 +67,18 @@ class Launch:
         return [a.split("=", 1)[0] for a in self.argv[_PROGRAM_WORDS[self.runtime]:] if a.startswith("-")]
 
 
+def model_ref(runtime: str, *, asked: str | None, model_id: str, hf: str | None, tag: str | None,
+              quant: str) -> str:
+    """How the runtime's command names the model: Ollama a tag, llama-server a .gguf file, the others a
+    Hugging Face repository."""
+    if runtime == "ollama":
+        return tag or asked or model_id
+    if runtime == "llama.cpp":
+        name = asked or model_id
+        return name if name.endswith(".gguf") else f"{model_id}-{quant}.gguf"
+    return hf or asked or model_id
+
+
 def _kv(runtime: str, kv_dtype: str | None) -> str | None:
     """The engine's KV dtype name, None for the 16-bit default."""
     d = (kv_dtype or "auto").lower()

@@ -18,7 +18,7 @@ from typing import Any
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
 from ..core import cost
 from ..core import fit as fitting
 from ..core import serving as sv
@@ -27,9 +27,8 @@ from ..core.memory import Memory, MemorySettings
 from ..core.search import largest_true
 from ..errors import CardfitError, InputError
 from .inputs import MAX_CONTEXT, ModelInput, opt
-from .launch_line import SERVE_RUNTIMES, launch_command
+from .launch_line import launch_command
 
-GGUF_SERVERS = ("llama.cpp", "ollama")
 HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
 GGUF_QUANTS = ("Q4_K_M", "Q8_0")
@@ -167,13 +166,13 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
     reg = default_runtimes()
     if inp.runtime:
         rt = reg.get(inp.runtime)
-        if rt.id not in SERVE_RUNTIMES and not any_runtime:
-            raise InputError(f"deploy plans servers: {', '.join(SERVE_RUNTIMES)}; {rt.name} is not one",
+        if not rt.serves and not any_runtime:
+            raise InputError(f"deploy plans servers: {', '.join(r.id for r in servers())}; {rt.name} is not one",
                              field="runtime", hint="pick one of those or leave --runtime out")
         return [rt]
     if resolved.gguf or resolved.tag is not None or resolved.ollama:
-        return [reg.get(r) for r in GGUF_SERVERS]
-    return [reg.get(r) for r in SERVE_RUNTIMES]
+        return servers("gguf")
+    return servers()
 
 
 def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
@@ -181,7 +180,7 @@ def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
         return [inp.quant]
     if resolved.gguf or resolved.tag is not None or resolved.quant_hint:
         return [resolved.quant_hint or "Q4_K_M"]
-    if rt.id in GGUF_SERVERS:
+    if rt.weights_format == "gguf":
         return list(GGUF_QUANTS)
     own = resolved.model.dtype if resolved.model.dtype in ("bf16", "fp16") else "bf16"
     return [own, *[q for q in HF_QUANTS if q != own]]
@@ -190,8 +189,7 @@ def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
 def _kv_options(inp: DeployInput, rt: RuntimeProfile) -> list[str | None]:
     if inp.kv_dtype:
         return [inp.kv_dtype]
-    eight = {"vllm": "fp8", "sglang": "fp8_e4m3", "trtllm": "fp8", "llama.cpp": "q8_0", "ollama": "q8_0"}
-    return [None, eight[rt.id]] if rt.id in eight else [None]
+    return [None, rt.kv_cache_8bit] if rt.kv_cache_8bit else [None]
 
 
 def _quality(q: Quant) -> str | None:
@@ -253,7 +251,7 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     for rt in _runtimes(inp, resolved, any_runtime):
         for qname in _quants(inp, rt, resolved):
             for kvd in _kv_options(inp, rt):
-                slots = SLOTS if rt.id in GGUF_SERVERS else (0,)
+                slots = (0,) if rt.paged_kv else SLOTS  # llama-server -np / OLLAMA_NUM_PARALLEL
                 for n in slots:
                     try:
                         ctx = build_context(_plan_input(inp, runtime=rt.id, quant=qname, kv_dtype=kvd,
@@ -263,7 +261,7 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                             raise
                         skipped.append(f"{rt.id} {qname}: {e}")
                         break
-                    if _is_gguf(ctx.quant) != (rt.id in GGUF_SERVERS):
+                    if _is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
                     out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant),
                                        sp.weight_shares(ctx.model, ctx.quant),
@@ -644,7 +642,8 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None =
         notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT {DEFAULT_TPOT_MS:g} ms "
                      "(rule of thumb: faster than people read)")
     notes += [f"left out: {s}" for s in skipped[:3]]
-    if chosen is not None and chosen.get("runtime") in GGUF_SERVERS and (chosen.get("max_num_seqs") or 1) > 1:
+    if chosen is not None and (chosen.get("max_num_seqs") or 1) > 1 and \
+            not default_runtimes().get(chosen["runtime"]).decode_overhead_us_per_sequence:
         notes.append(f"{chosen['runtime']}: the cost of each extra slot is not calibrated (no aggregate-throughput "
                      f"record); deploy charges it {uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per "
                      "step, the largest calibrated value of the other runtimes")

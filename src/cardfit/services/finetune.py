@@ -13,7 +13,7 @@ from ..catalog.loader import builtin
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from ..catalog.rental import RentalRules, default_rental
-from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..catalog.runtimes import RuntimeProfile, default_runtime
 from ..core import fit as fitting
 from ..core import training as tr
 from ..core.weights import weights
@@ -110,7 +110,7 @@ def memory(m: ModelSpec, inp: FinetuneInput, method: str | None = None) -> tr.Tr
 
 def _runtime() -> RuntimeProfile:
     """Training runs in PyTorch: its CUDA context, the whole card, no layer offload (that is ZeRO's job)."""
-    rt = default_runtimes().get("transformers")
+    rt = default_runtime("training")
     return replace(rt, offload=False, gpu_memory_utilization=1.0)
 
 

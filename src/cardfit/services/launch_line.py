@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-SERVE_RUNTIMES = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")  # servers with a launch command
-
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                    slots: int = 0) -> str | None:
@@ -15,7 +13,7 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
     from ..runtimes import launch
 
     rt = ctx.runtime
-    if rt.id not in SERVE_RUNTIMES:
+    if not rt.serves:
         return None
     util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
     return launch.command(rt.id, model_ref(ctx), quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
@@ -26,10 +24,8 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
 
 
 def model_ref(ctx: Any) -> str:
+    from ..runtimes import launch
+
     r, m = ctx.resolved, ctx.model
-    if ctx.runtime.id == "ollama":
-        return r.tag.tag if r.tag is not None else (ctx.inp.model or m.id)
-    if ctx.runtime.id == "llama.cpp":
-        name = ctx.inp.model or m.id
-        return name if name.endswith(".gguf") else f"{m.id}-{ctx.quant.name}.gguf"
-    return m.hf or ctx.inp.model or m.id
+    return launch.model_ref(ctx.runtime.id, asked=ctx.inp.model, model_id=m.id, hf=m.hf,
+                            tag=r.tag.tag if r.tag is not None else None, quant=ctx.quant.name)

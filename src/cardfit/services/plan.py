@@ -13,7 +13,7 @@ from ..catalog.quants import GgufMix, Quant, QuantType, default_quants
 from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..catalog.rental import RentalRules, default_rental
-from ..catalog.runtimes import RuntimeProfile, default_runtimes, on_card, runs_on
+from ..catalog.runtimes import RuntimeProfile, default_runtime, default_runtimes, on_card, runs_on
 from ..core import cost
 from ..core import fit as fitting
 from ..core import speed as speedmod
@@ -68,12 +68,10 @@ def _runtime(r: Resolved, q: Quant, name: str | None) -> RuntimeProfile:
     if name:
         return runtimes.get(name)
     if r.tag is not None or r.ollama:
-        return runtimes.get("ollama")
-    if r.gguf:
-        return runtimes.get("llama.cpp")
-    if isinstance(q, GgufMix) or q.kind == "gguf":
-        return runtimes.get("llama.cpp")
-    return runtimes.get("vllm")
+        return default_runtime("ollama")
+    if r.gguf or isinstance(q, GgufMix) or q.kind == "gguf":
+        return default_runtime("gguf")
+    return default_runtime("checkpoint")
 
 
 def _kv(rt: RuntimeProfile, m: ModelSpec, name: str | None) -> str:
@@ -124,7 +122,7 @@ def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: l
     """An Apple card: the runtime as it runs on unified memory; vLLM-like defaults become llama.cpp."""
     if not asked and not runs_on(rt, card.stack):
         notes.append(f"{rt.name} does not run on Apple Metal: planned for llama.cpp (--runtime ollama for Ollama)")
-        rt = default_runtimes().get("llama.cpp")
+        rt = default_runtime("gguf")
     return on_card(rt, True)
 
 
