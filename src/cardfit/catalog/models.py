@@ -92,7 +92,8 @@ class ModelSpec:
     linear_conv_kernel: int = 0
     kv_shared_layers: int = 0
     attention_bias: bool = False
-    gated_ffn: bool = True  # False: a two-matrix MLP (up, down: GPT-2/Phi-2/StarCoder/Falcon), not SwiGLU's three
+    # False: a two-matrix MLP (up, down: GPT-2/Phi-2/StarCoder/Falcon), not SwiGLU's three
+    gated_ffn: bool = True
     global_kv_heads: int = 0  # Gemma 4: full-attention layers use their own KV geometry
     global_head_dim: int = 0
     k_eq_v: bool = False  # full-attention layers reuse K as V: only K is cached

@@ -46,7 +46,7 @@ class RuntimeProfile:
     # KV cache in pages handed out as tokens arrive (caps sequences by tokens in flight)
     paged_kv: bool = False
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
-    serves: bool = False  # a server `cardfit deploy` plans and launches (its command line: runtimes/launch.py)
+    serves: bool = False  # a server `cardfit deploy` plans and launches (command line: runtimes/launch.py)
     weights_format: str = "checkpoint"  # what it loads: "gguf" files, or a "checkpoint" (safetensors)
     kv_cache_8bit: str = ""  # the 8-bit KV cache type deploy also tries ("": none)
     # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"
@@ -123,7 +123,8 @@ class RuntimeProfile:
 
 KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
-_TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples", "compute_buffer_examples")
+_TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples",
+           "compute_buffer_examples")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:
