@@ -81,7 +81,10 @@ def test_every_record_is_predicted_or_skipped_with_a_reason(report):
         assert o.skipped or o.predicted is not None
     memory_skips = [o for o in report.outcomes if o.skipped
                     and o.kind not in ("decode", "prefill", "aggregate_decode", "serving")]
-    assert len(memory_skips) <= 6, [(o.id, o.skipped) for o in memory_skips]
+    # 10: six records that cannot be predicted (card not stated, a finetune, a KV connector, utilization not
+    # stated) and four whose log measures another quantity (PR 10511's pre-merge non_torch_memory twice, WSL's
+    # non_torch_memory, a launch with settings the page does not show): each says why in its `skip`
+    assert len(memory_skips) <= 10, [(o.id, o.skipped) for o in memory_skips]
 
 
 # Today's levels (validation of 2026-11-30) with a little room: a change that makes any of them worse fails.
@@ -89,19 +92,20 @@ def test_every_record_is_predicted_or_skipped_with_a_reason(report):
 HELD = {
     "file_size": (0.002, 0.01),
     "weights": (0.01, 0.08),
-    "kv_cache": (0.005, 0.10),
+    "kv_cache": (0.005, 0.05),  # the vLLM pools with the profile run's sampler peak: p90 3.0 %
     "compute_buffer": (0.005, 0.03),
-    # 12 scored on linked records: median 5.4 %, p90 68 % (the earlier 3.2 % / 41.9 % counted 15 records whose
-    # source was an internal search-index id no reader can open; those were dropped)
-    "max_context": (0.06, 0.70),
+    # 11 scored on linked records: median 2.0 %, p90 4.5 % once the profile run's dummy sampler (max_num_seqs
+    # rows x vocabulary) is counted (was 5.4 % / 68 %)
+    "max_context": (0.03, 0.06),
+    "activation": (0.05, 0.30),  # 6 vLLM profile-run peaks: median 4.0 %, p90 25 %
+    "overhead": (0.15, 0.20),  # 3 vLLM non_torch_memory lines scored like for like
     "total_memory": (0.05, 0.17),  # 6 scored: median 4.2 %, p90 15.0 % (Llama 3.2's tied embedding over)
 }
 # Targets of issue 8 on the median: weights/file sizes 2 %, KV cache 3 %, total runtime memory 5 %,
 # max-context 5 %, decode 20 %.
 # max-context: the 5 % target was met on 27 records, 15 of them unlinked; on the 12 linked ones the median is
-# 5.4 % (issue 12 asks for ≤ 5 % on linked records: the vLLM pool model is being rebuilt), so 6 % is held
-# here.
-TARGETS = {"file_size": 0.02, "weights": 0.02, "kv_cache": 0.03, "total_memory": 0.05, "max_context": 0.06,
+# max-context: 5 % on the linked records (issue 12) since the profile run's sampler is counted.
+TARGETS = {"file_size": 0.02, "weights": 0.02, "kv_cache": 0.03, "total_memory": 0.05, "max_context": 0.05,
            "decode": 0.20}
 
 
@@ -120,6 +124,25 @@ def test_issue_targets(report, kind):
     if k["n"] == 0:
         pytest.skip(f"no {kind} prediction yet: {[o.skipped for o in report.outcomes if o.kind == kind][:1]}")
     assert k["median_abs_error"] <= TARGETS[kind], k
+
+
+# Issue 12: the 90th percentile of the over-prediction, out of sample (each source left out of every fit), per
+# memory kind. Held at today's level with a little room, never above the issue's 20 %.
+HELD_LOO_P90_OVER = {"file_size": 0.01, "weights": 0.01, "kv_cache": 0.05, "compute_buffer": 0.01,
+                     "activation": 0.20, "overhead": 0.15, "max_context": 0.06, "total_memory": 0.02}
+
+
+@pytest.mark.parametrize("kind", sorted(HELD_LOO_P90_OVER))
+def test_out_of_sample_over_prediction_is_held(report, kind):
+    k = report.kinds[kind]
+    assert k["loo_n"] >= 3, k
+    assert k["loo_p90_over_error"] <= HELD_LOO_P90_OVER[kind], k
+
+
+def test_max_context_out_of_sample_median(report):
+    """Issue 12: max_context ≤ 5 % leave-one-source-out on linked records."""
+    k = report.kinds["max_context"]
+    assert k["loo_median_abs_error"] <= 0.05, k
 
 
 def test_llamacpp_kv_and_buffers_are_exact(report):

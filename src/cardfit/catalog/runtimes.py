@@ -39,6 +39,10 @@ class RuntimeProfile:
     max_num_seqs: int = 1  # sequences scheduled at once by default (vLLM 256): sizes sampler buffers
     cuda_graph_bytes: int = 0
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
+    # bytes live per (sequence x vocabulary entry) at the peak of the profile run's dummy sampler
+    # (core/activations.py vllm_profile_bytes); 8 = fp32 logits + probabilities; _v0: vLLM's V0 engine
+    sampler_bytes_per_logit: int = 8
+    sampler_bytes_per_logit_v0: int = 0
     cuda_total_shortfall_bytes: int = 0  # nvidia-smi total minus what cudaMemGetInfo reports (vLLM's total)
     tensor_parallel: bool = False  # shards every layer over the cards of a set (vLLM, SGLang, TGI)
     # splits layers over nodes with micro-batches in flight (vLLM, SGLang, TRT-LLM)

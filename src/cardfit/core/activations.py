@@ -5,8 +5,8 @@ model can load and still fail on its first long prompt.
 Three shapes, one per family of runtimes (runtimes/vllm_like.py, llamacpp_like.py, torch_like.py call them):
 - llamacpp: ggml reserves one compute buffer for the worst-case graph of one micro-batch (n_ubatch
   tokens) against the full cache; the buffer holds the largest set of live f32 tensors of any phase.
-- vllm: the profile run pushes max_num_batched_tokens tokens through the model once and keeps the
-  PyTorch peak; the sampler holds fp32 logits for up to max_num_seqs sequences.
+- vllm: the profile run pushes max_num_batched_tokens tokens through the model once, then samples one
+  token for each of up to max_num_seqs sequences; the PyTorch peak is the larger of the two.
 - torch: transformers `generate` prefills the whole prompt at once in the model dtype (unless chunked)."""
 
 from __future__ import annotations
@@ -40,18 +40,25 @@ def llamacpp_compute_bytes(m: ModelSpec, n_ubatch: int, n_ctx: int, flash_attn: 
     return max(attention, logits, ffn_phase)
 
 
-def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int, tp: int = 1) -> int:
-    """PyTorch activation peak of vLLM's profile run on one rank (flash attention; logits only for the
-    last token of each scheduled sequence, in fp32, twice: logits and the sampler's probabilities).
+def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int, tp: int = 1,
+                       sampler_bytes_per_logit: int = 2 * F32) -> int:
+    """PyTorch activation peak of vLLM's profile run on one rank: the larger of the forward pass over
+    `batched_tokens` tokens (flash attention) and the dummy sampler run over the last token of each of
+    min(max_num_seqs, tokens) sequences (the batch's final hidden states still held). The sampler keeps
+    `sampler_bytes_per_logit` bytes per (sequence x vocabulary entry) live at its peak (the runtime's
+    profile: the bf16 logits, their fp32 copy, and the sort, masks and re-sort of top-k/top-p).
     Tensor parallel splits the MLP and attention projections (column/row parallel layers) but every rank
-    holds the whole residual stream and gathers the whole vocabulary for the sampler."""
+    holds the whole residual stream; the rank that samples sizes the pool (vLLM takes the smallest pool)."""
     hidden, heads, ffn, vocab = _dims(m)
     t = batched_tokens
     tp = max(tp, 1)
     qkv = (heads + 2 * m.kv_heads) * m.head_dim if m.attention != "mla" else heads * m.head_dim * 3
-    layer_peak = t * max(3 * ffn // tp, qkv // tp + hidden) * ACT + 2 * t * hidden * ACT
-    sampler = min(max_num_seqs, t) * vocab * F32 * 2
-    return layer_peak + sampler
+    # the MLP's peak (vllm/model_executor/models/llama.py LlamaMLP.forward): gate_up (2 x ffn) and the
+    # activation's output (ffn) are alive when down_proj writes its output, beside the residual and the
+    # normed input the decoder layer still holds: 3 x ffn / tp + 3 x hidden per token
+    layer_peak = t * max(3 * ffn // tp, qkv // tp + hidden) * ACT + 3 * t * hidden * ACT
+    sampler = min(max_num_seqs, t) * vocab * sampler_bytes_per_logit + t * hidden * ACT
+    return max(layer_peak, sampler)
 
 
 def torch_prefill_bytes(m: ModelSpec, tokens: int) -> int:

@@ -25,7 +25,8 @@ class VllmLike(Runtime):
         tokens = self.padded_context(s.context) * s.sequences
         if s.prefill_chunk:
             tokens = min(s.prefill_chunk, tokens)
-        return vllm_profile_bytes(m, tokens, s.max_num_seqs)
+        return vllm_profile_bytes(m, tokens, s.max_num_seqs,
+                                  sampler_bytes_per_logit=self.profile.sampler_bytes_per_logit)
 
     def overhead_bytes(self) -> int:
         """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context

@@ -335,9 +335,13 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
 def _vllm_activation(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile, gpu: Gpu | None) -> int:
     tokens = _vllm_batched_tokens(r, rt, gpu)
     engine = _vllm_like(rt)
-    seqs = int(_settings(r).get("max_num_seqs")
-               or (engine.serve_max_num_seqs(None if _vllm_v0(r) else gpu)))
-    return activations.vllm_profile_bytes(m, tokens, seqs, _tp(r))
+    s = _settings(r)
+    seqs = int(s.get("max_num_seqs") or (engine.serve_max_num_seqs(None if _vllm_v0(r) else gpu)))
+    per_logit = (rt.sampler_bytes_per_logit_v0 or rt.sampler_bytes_per_logit) if _vllm_v0(r) \
+        else rt.sampler_bytes_per_logit
+    if s.get("rank") == "worker":
+        per_logit = 0  # V0: a tensor-parallel worker other than the driver never samples (the log is its own)
+    return activations.vllm_profile_bytes(m, tokens, seqs, _tp(r), sampler_bytes_per_logit=per_logit)
 
 
 def _vllm_like(rt: RuntimeProfile) -> VllmLike:
