@@ -103,7 +103,6 @@ HELD = {
 }
 # Targets of issue 8 on the median: weights/file sizes 2 %, KV cache 3 %, total runtime memory 5 %,
 # max-context 5 %, decode 20 %.
-# max-context: the 5 % target was met on 27 records, 15 of them unlinked; on the 12 linked ones the median is
 # max-context: 5 % on the linked records (issue 12) since the profile run's sampler is counted.
 TARGETS = {"file_size": 0.02, "weights": 0.02, "kv_cache": 0.03, "total_memory": 0.05, "max_context": 0.05,
            "decode": 0.20}
