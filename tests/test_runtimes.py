@@ -72,10 +72,13 @@ def test_families_differ_where_engines_do():
     assert adapter(rts.get("llama.cpp")).kv_copies(mla, 8) == 1.0  # layers split, never replicated
 
 
-_ID_BRANCH = re.compile(r"(runtime|rt)\.id\s*(==|!=|in|not in)\s*[\"(]|activation_model|TP_RUNTIMES")
+_ID_BRANCH = re.compile(r"(runtime|rt)\.id\s*(==|!=|in|not in)\s*[\"(]|activation_model|TP_RUNTIMES"
+                        r"|SERVE_RUNTIMES|GGUF_SERVERS|\.get\(\"(vllm|llama\.cpp|ollama|sglang|tgi|trtllm|transformers)\"\)")
 
 
-@pytest.mark.parametrize("path", ["core", "services/plan.py", "services/reverse.py", "services/speed.py"])
+@pytest.mark.parametrize("path", ["core", "services/plan.py", "services/reverse.py", "services/speed.py",
+                                  "services/deploy.py", "services/finetune.py", "services/breakeven.py",
+                                  "services/launch_line.py"])
 def test_no_runtime_id_branches(path):
     files = sorted((SRC / path).rglob("*.py")) if (SRC / path).is_dir() else [SRC / path]
     for f in files:
@@ -91,3 +94,17 @@ def test_developing_guide_shows_the_real_adapter_file():
     block = doc[doc.index(head) + len(head):].split("\n---", 1)[0]
     shown = [line[1:] for line in block.splitlines()]
     assert shown == (SRC / "runtimes" / "rule_of_thumb.py").read_text().splitlines()
+
+
+@pytest.mark.parametrize("rid", [r.id for r in default_runtimes()])
+def test_overhead_gb_is_the_fixed_overhead_per_card_on_every_runtime(rid):
+    """--overhead-gb replaces the runtime's fixed overhead per card (CUDA context, non-torch memory, CUDA
+    graphs) whatever the family: 1 GB more is 1 GB more per card in the plan's total."""
+    def plan_at(gb: float):
+        ctx = build_context(PlanInput(model="llama-3.1-8b", quant="bf16", context=4096, runtime=rid,
+                                      overhead_gb=gb))
+        return memory_for(ctx, 4096)
+
+    one, three = plan_at(1.0), plan_at(3.0)
+    assert one.overhead_bytes == 1_000_000_000 and three.overhead_bytes == 3_000_000_000
+    assert three.total_bytes - one.total_bytes == 2_000_000_000
