@@ -63,7 +63,8 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (), display: tuple[Any, ...] = (),
+def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (),
+            display: tuple[Any, ...] = (),
             argument: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register `cardfit NAME` from its row in the command table: the positional argument, one option per
     described input (except `skip`), the display options (click.Option: --unit, --top …) and --json. The
@@ -124,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug, not a user mistake: still one line, exit 1, traceback on request
         if os.environ.get("CARDFIT_DEBUG"):
             raise
-        click.echo(f"Error: internal error ({type(e).__name__}: {e}); please report it, and set CARDFIT_DEBUG=1 "
-                   "to see the traceback", err=True)
+        click.echo(f"Error: internal error ({type(e).__name__}: {e}); please report it, and set "
+                   "CARDFIT_DEBUG=1 to see the traceback", err=True)
         return 1
     return 0
 

@@ -11,10 +11,12 @@ from .options import add, json_option, unit_option
 
 
 def _catalog_opt(f: Any) -> Any:
-    return click.option("--catalog", multiple=True, type=click.Path(), help="extra catalog file(s) (TOML/JSON)")(f)
+    return click.option("--catalog", multiple=True, type=click.Path(),
+                        help="extra catalog file(s) (TOML/JSON)")(f)
 
 
-@cli.command(epilog="\b\nExamples:\n  cardfit gpus\n  cardfit gpus --unit GiB --json\n  cardfit gpus --catalog my_cards.toml")
+@cli.command(epilog="\b\nExamples:\n  cardfit gpus\n  cardfit gpus --unit GiB --json\n  cardfit gpus "
+             "--catalog my_cards.toml")
 @_catalog_opt
 @add(unit_option())
 @json_option
@@ -66,12 +68,13 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
 
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("id", "params", "active", "layers", "attention", "KV B/token", "max ctx", "Ollama tags"):
-        t.add_column(col, justify="right" if col in ("params", "active", "layers", "KV B/token", "max ctx") else "left",
+        right = col in ("params", "active", "layers", "KV B/token", "max ctx")
+        t.add_column(col, justify="right" if right else "left",
                      no_wrap=col != "Ollama tags", overflow="fold")  # ids and numbers are never cut
     for r in rows:
-        t.add_row(r["id"], f"{r['params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B", str(r["layers"]),
-                  r["attention"], f"{r['kv_bytes_per_token']:,}", f"{r['max_context']:,}" if r["max_context"] else "—",
-                  ", ".join(r["ollama"]))
+        t.add_row(r["id"], f"{r['params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B",
+                  str(r["layers"]), r["attention"], f"{r['kv_bytes_per_token']:,}",
+                  f"{r['max_context']:,}" if r["max_context"] else "—", ", ".join(r["ollama"]))
     console().print(t)
 
 
@@ -95,7 +98,7 @@ def quants(as_json: bool) -> None:
     for col in ("name", "kind", "bits/weight", "block", "scope", "needs"):
         t.add_column(col)
     for q in types:
-        t.add_row(q["name"], q["kind"], f"{q['bits_per_weight']:.4g}", f"{q['block_bytes']} B / {q['block_weights']}",
-                  q["scope"], q["requires"] or "")
+        t.add_row(q["name"], q["kind"], f"{q['bits_per_weight']:.4g}",
+                  f"{q['block_bytes']} B / {q['block_weights']}", q["scope"], q["requires"] or "")
     console().print(t)
     console().print("GGUF file types (per-tensor mixes): " + ", ".join(m["name"] for m in mixes))

@@ -53,8 +53,8 @@ def _print(r: Breakeven) -> None:
             f"[bold]{r.capacity_millions_per_month:,.1f} M[/] output tokens/month")
     h = r.hidden_costs
     if h.total_extra_usd:
-        c.print(f"Hidden costs in the month: storage ${h.storage_usd:,.2f}, cold starts ${h.cold_start_usd:,.2f} "
-                f"({h.cold_start_hours:,.2f} h), other ${h.extra_monthly_usd:,.2f}")
+        c.print(f"Hidden costs in the month: storage ${h.storage_usd:,.2f}, cold starts "
+                f"${h.cold_start_usd:,.2f} ({h.cold_start_hours:,.2f} h), other ${h.extra_monthly_usd:,.2f}")
     if r.duty < 1:
         c.print(f"Idle: {h.idle_hours:,.0f} paid hours a month make nothing (${h.idle_usd:,.2f})")
     at_full = "" if r.duty >= 1 else f" (${r.cost_per_million_full_duty_usd:,.2f} at 100%)"
@@ -93,7 +93,8 @@ def _duty_table(r: Breakeven) -> Any:
 @click.option("--catalog", "catalog", multiple=True, type=click.Path(), help="extra catalog file(s)")
 @json_option
 def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
-    """The API price catalog: the break-even guide's three tiers and named APIs, per million tokens, with dates and sources."""
+    """The API price catalog: the break-even guide's three tiers and named APIs, per million tokens, with
+    dates and sources."""
     from ..catalog.apis import apis
     from ..services.catalogs import api_rows
 

@@ -1,4 +1,5 @@
-"""`cardfit finetune`: fine-tuning memory by term, the three methods side by side, and the cards that hold it."""
+"""`cardfit finetune`: fine-tuning memory by term, the three methods side by side, and the cards that hold
+it."""
 
 from __future__ import annotations
 
@@ -54,14 +55,17 @@ def _print(r: Finetune, unit: str, top: int) -> None:
             t.add_row(term.name, gb(term.bytes), f"[dim]{term.how}[/]")
     t.add_row("[bold]total[/]", f"[bold]{gb(mem.total_bytes)}[/]", "[dim]one replica, before sharding[/]")
     c.print(t)
-    c.print(f"[dim]The rental guide's flat 15 % for activations and fragmentation would be {gb(mem.flat_activation_bytes)}"
-            f" {unit} instead of {gb(mem.activation_bytes)} {unit} (--flat-activations uses it).[/]")
+    c.print("[dim]The rental guide's flat 15 % for activations and fragmentation would be "
+            f"{gb(mem.flat_activation_bytes)} {unit} instead of {gb(mem.activation_bytes)} {unit} "
+            "(--flat-activations uses it).[/]")
     c.print()
     cmp = Table(box=None, header_style="bold", pad_edge=False, title=None)
-    for col in ("method", f"total {unit}", f"weights {unit}", "trainable params", f"activations {unit}", f"guide's rule {unit}"):
+    for col in ("method", f"total {unit}", f"weights {unit}", "trainable params", f"activations {unit}",
+                f"guide's rule {unit}"):
         cmp.add_column(col, justify="left" if col == "method" else "right")
     guide = r.seed_rule
-    guide_of = {"full": guide.full_with_activations_bytes, "lora": guide.lora_bytes, "qlora": guide.qlora_bytes}
+    guide_of = {"full": guide.full_with_activations_bytes, "lora": guide.lora_bytes,
+                "qlora": guide.qlora_bytes}
     for row in r.methods:
         cmp.add_row(row.method, gb(row.total_bytes), gb(row.weights_bytes), f"{row.trainable_params:,}",
                     gb(row.activation_bytes), gb(guide_of[row.method]))
@@ -80,5 +84,5 @@ def _print(r: Finetune, unit: str, top: int) -> None:
     c.print(g)
     for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
-    c.print(f"[dim]Sizes in {unit}; cards by usable bytes as the driver reports them; ZeRO stage 3 on several "
-            "cards unless --zero is given.[/]")
+    c.print(f"[dim]Sizes in {unit}; cards by usable bytes as the driver reports them; ZeRO stage 3 on "
+            "several cards unless --zero is given.[/]")

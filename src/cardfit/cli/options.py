@@ -26,7 +26,8 @@ def input_options(model: type, skip: tuple[str, ...] = ()) -> list[click.Option]
 
 
 def json_option(f: Callable) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help="print one JSON object on stdout, nothing else")(f)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="print one JSON object on stdout, nothing else")(f)
 
 
 def unit_option() -> click.Option:

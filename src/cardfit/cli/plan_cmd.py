@@ -40,8 +40,9 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
     c = console()
     m, i = r["model"], r["inputs"]
     tag = f" ({m['ollama_tag']})" if m["ollama_tag"] else ""
-    c.print(f"[bold]{m['name']}[/]{tag} · {i['quant']} · runtime {i['runtime']} · context {fmt_tokens(i['context'])}"
-            f" ({i['context_source']}) · {i['batch']:,} sequence{'s' if i['batch'] != 1 else ''} · KV {i['kv_dtype']}")
+    c.print(f"[bold]{m['name']}[/]{tag} · {i['quant']} · runtime {i['runtime']} · context "
+            f"{fmt_tokens(i['context'])} ({i['context_source']}) · {i['batch']:,} "
+            f"sequence{'s' if i['batch'] != 1 else ''} · KV {i['kv_dtype']}")
     c.print(memory_table(r["memory"], unit))
     c.print()
     c.print(gpu_table(r["gpus"], unit, top))
@@ -66,12 +67,13 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
         rng = s.get("decode_tokens_per_s_range")
         span = f" (likely {rng[0]:,.0f}–{rng[1]:,.0f})" if rng else ""
         est = f", about {s['decode_tokens_per_s']:,.0f} realistic{span}" if s["decode_tokens_per_s"] else ""
-        c.print(f"Decode on {s['gpu']}: ceiling {s['decode_ceiling_tokens_per_s']:,.0f} tokens/s per stream{est}.")
+        c.print(f"Decode on {s['gpu']}: ceiling {s['decode_ceiling_tokens_per_s']:,.0f} tokens/s per "
+                f"stream{est}.")
     _print_cost(c, r["cost"])
     for note in r["notes"]:
         c.print(f"[dim]note: {note}[/]")
-    c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as the driver"
-            " reports them.[/]")
+    c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as "
+            "the driver reports them.[/]")
 
 
 def _print_cost(c: Any, cost: dict[str, Any]) -> None:
@@ -89,10 +91,11 @@ def _print_cost(c: Any, cost: dict[str, Any]) -> None:
                          f"({b['required_duty']:.0%} duty)")
         else:
             parts.append(f"never beats {label}")
-    c.print(f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h over "
-            f"{cost['hours_per_month']:g} h); at {k['tokens_per_s']:,.1f} tokens/s "
+    c.print(f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h "
+            f"over {cost['hours_per_month']:g} h); at {k['tokens_per_s']:,.1f} tokens/s "
             f"({cost.get('tokens_per_s_basis', '').split(' (')[0]}) ${k['cost_per_million_usd']:,.2f}"
-            + (f" (likely ${k['cost_per_million_usd_range'][0]:,.2f}–{k['cost_per_million_usd_range'][1]:,.2f})"
+            + (" (likely "
+               f"${k['cost_per_million_usd_range'][0]:,.2f}–{k['cost_per_million_usd_range'][1]:,.2f})"
                if k.get("cost_per_million_usd_range") else "") + " per M at "
             f"{cost.get('duty', 1):.0%} duty; " + "; ".join(parts) + ".")
 
@@ -110,10 +113,12 @@ def max_context(result: MaxContext, inp: Any) -> None:
     """The longest context per sequence that fits MODEL on one card (or --gpus cards)."""
     from ..units import fmt_tokens
 
-    tail = "" if result.limited_by == "memory" else f" (capped by the model's {fmt_tokens(result.model_max_context)})"
+    tail = "" if result.limited_by == "memory" else (" (capped by the model's "
+                                                     f"{fmt_tokens(result.model_max_context)})")
     seqs = f"{result.batch:,} sequence{'' if result.batch == 1 else 's'}"
     click.echo(f"{result.model} on {result.count}× {result.gpu} ({result.quant}, {result.runtime}, "
-               f"KV {result.kv_dtype}, {seqs}): up to {result.max_context_tokens:,} tokens per sequence{tail}.")
+               f"KV {result.kv_dtype}, {seqs}): up to {result.max_context_tokens:,} tokens per "
+               f"sequence{tail}.")
 
 
 MAXSEQ_EPILOG = """\b
@@ -137,8 +142,9 @@ Examples:
 """
 
 
-@command("largest-model", epilog=LARGEST_EPILOG, skip=("model", "params", "active_params", "layers", "kv_heads",
-                                                       "head_dim", "hidden", "vocab", "hub"))
+@command("largest-model", epilog=LARGEST_EPILOG,
+         skip=("model", "params", "active_params", "layers", "kv_heads", "head_dim", "hidden", "vocab",
+               "hub"))
 def largest_model(r: LargestModels, inp: Any) -> None:
     """The largest catalog models that fit --gpu at --quant (default: each model's own) and --context (8K)."""
     if not r.models:

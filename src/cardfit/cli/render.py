@@ -62,9 +62,13 @@ def range_text(r: list | None, unit: str) -> str:
 def _kv_how(mem: dict[str, Any]) -> str:
     tokens = mem["context"] * mem["sequences"]
     how = f"{mem['kv_bytes_per_token']:,} B/token × {fmt_tokens(mem['context'])} × {mem['sequences']}"
-    if tokens and abs(mem["kv_bytes_per_token"] * tokens - mem["kv_cache_bytes"]) > 0.01 * mem["kv_cache_bytes"]:
+    if (
+        tokens
+        and abs(mem["kv_bytes_per_token"] * tokens - mem["kv_cache_bytes"]) > 0.01 * mem["kv_cache_bytes"]
+    ):
         how = (f"≈{mem['kv_cache_bytes'] / tokens:,.0f} B/token on average × {fmt_tokens(mem['context'])} × "
-               f"{mem['sequences']} (sliding-window or fixed-state layers; full layers {mem['kv_bytes_per_token']:,})")
+               f"{mem['sequences']} (sliding-window or fixed-state layers; full layers "
+               f"{mem['kv_bytes_per_token']:,})")
     return how
 
 

@@ -14,7 +14,8 @@ Examples:
   cardfit serve                      # http://127.0.0.1:8000/
   cardfit serve --port 8765 --open   # and open the page in a browser
   cardfit serve --host 0.0.0.0 --allow-host gpu-box.lan   # reachable as http://gpu-box.lan:8000/
-  curl -s localhost:8000/api/plan -H 'content-type: application/json' -d '{"model": "llama3.1:8b", "gpu": "RTX 4090"}'
+  curl -s localhost:8000/api/plan -H 'content-type: application/json' \
+-d '{"model": "llama3.1:8b", "gpu": "RTX 4090"}'
 """
 
 
@@ -30,8 +31,10 @@ Examples:
 @click.option("--request-timeout", type=click.FloatRange(0.1, 3600), default=REQUEST_TIMEOUT_S,
               show_default=True, help="seconds a client has to send a whole request; idle and slow "
                                       "connections are closed after it")
-def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...], request_timeout: float) -> None:
-    """Start the web page and JSON API (OpenAPI schema at /openapi.json); offline, loopback only by default."""
+def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
+          request_timeout: float) -> None:
+    """Start the web page and JSON API (OpenAPI schema at /openapi.json); offline, loopback only by
+    default."""
     import threading
     import webbrowser
 
@@ -42,8 +45,8 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
     from ..web.server import allowed_hosts, run
 
     if not is_loopback(host):
-        click.echo(f"Warning: listening on {host}, not loopback: anyone who can reach this machine can use the app "
-                   "(it has no authentication).", err=True)
+        click.echo(f"Warning: listening on {host}, not loopback: anyone who can reach this machine can use "
+                   "the app (it has no authentication).", err=True)
     sock = listen(host, port)
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 SPEED_EPILOG = """\b
 Examples:
   cardfit speed llama3.1:8b --gpu "RTX 4090"
-  cardfit speed meta-llama/Llama-3.1-8B-Instruct --quant fp8 --gpu H100 --context 4096 --concurrency 1,16,64,256
+  cardfit speed meta-llama/Llama-3.1-8B-Instruct --quant fp8 --gpu H100 --context 4096 \
+--concurrency 1,16,64,256
   cardfit speed shape-7b --quant bf16 --gpu A40 --filled 0          # the rental guide: ceiling 49.7 tokens/s
   cardfit speed qwen3.5:27b --gpu "RTX 4080" --context 131072 --ram-bandwidth 51.2   # CPU offload
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --plot speed.png --json
@@ -50,15 +51,21 @@ def _print(r: SpeedReport) -> None:
                f"{r.cpu_bytes_per_token / 1e9:.2f} GB from system RAM")
     else:
         tp = r.tp or 1
-        bw = f"{tp} × {r.bandwidth_gbps:,g} GB/s (tensor parallel)" if tp > 1 else f"{r.bandwidth_gbps:,g} GB/s"
+        bw = (
+            f"{tp} × {r.bandwidth_gbps:,g} GB/s (tensor parallel)"
+            if tp > 1
+            else f"{r.bandwidth_gbps:,g} GB/s"
+        )
         why = f"{bw} ÷ {gb:.2f} GB per token"
     c.print(f"Decode: ceiling {r.decode_ceiling_tokens_per_s:,.1f} tokens/s per stream ({why}){est}.")
     if r.prefill_tokens_per_s:
         c.print(f"Prefill: about {r.prefill_tokens_per_s:,} tokens/s; first token of a "
-                f"{r.prompt_tokens:,}-token prompt after {r.time_to_first_token_s:.2f} s. Cold start: {r.cold_start_s:,.1f} s from disk.")
+                f"{r.prompt_tokens:,}-token prompt after {r.time_to_first_token_s:.2f} s. Cold start: "
+                f"{r.cold_start_s:,.1f} s from disk.")
     if r.verdict != "offload":
         c.print(f"KV cache room: {r.max_concurrency:,} sequences of {r.context:,} tokens"
-                + (f"; compute bound from {r.compute_bound_from:,} sequences" if r.compute_bound_from else ""))
+                + (f"; compute bound from {r.compute_bound_from:,} sequences"
+                   if r.compute_bound_from else ""))
     t = Table(title="Decode vs concurrency")
     for col in ("sequences", "aggregate tok/s", "per user tok/s", "step ms", "bound", "KV fits"):
         t.add_column(col, justify="right")

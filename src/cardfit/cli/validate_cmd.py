@@ -19,7 +19,8 @@ Examples:
 
 
 @command("validate", epilog=VALIDATE_EPILOG, argument=False,
-         display=(click.Option(["--all", "show_all"], is_flag=True, help="list skipped records in the table too"),))
+         display=(click.Option(["--all", "show_all"], is_flag=True,
+                               help="list skipped records in the table too"),))
 def validate(report: Any, inp: Any, show_all: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
@@ -48,8 +49,8 @@ def _print(d: dict[str, Any], show_all: bool, plot: str | None) -> None:
         if r["skipped"] and not show_all:
             continue
         err = "skipped" if r["skipped"] else f"{r['error']:+.1%}"
-        t.add_row(r["kind"], r["id"], r["runtime"], _fmt(r["measured"], r["unit"]), _fmt(r["predicted"], r["unit"]),
-                  err)
+        t.add_row(r["kind"], r["id"], r["runtime"], _fmt(r["measured"], r["unit"]),
+                  _fmt(r["predicted"], r["unit"]), err)
     c.print(t)
     if show_all:
         for r in d["records"]:
@@ -58,7 +59,8 @@ def _print(d: dict[str, Any], show_all: bool, plot: str | None) -> None:
     c.print()
     s = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
               title="error per kind: out of sample (each source left out of the fit) | in sample")
-    for col in ("kind", "n", "sources", "skipped", "median", "p90", "p90 over", "│", "median ", "p90 ", "worst"):
+    for col in ("kind", "n", "sources", "skipped", "median", "p90", "p90 over", "│", "median ", "p90 ",
+                "worst"):
         s.add_column(col, justify="left" if col in ("kind", "│") else "right")
     for kind, k in d["kinds"].items():
         keys = ("loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "median_abs_error",
@@ -67,6 +69,6 @@ def _print(d: dict[str, Any], show_all: bool, plot: str | None) -> None:
         s.add_row(kind, str(k["n"]), str(k.get("sources", "")), str(k["skipped"]), *pct[:3], "│", *pct[3:])
     c.print(s)
     c.print(f"{d['total']} records, {d['skipped']} skipped (`--all` lists them with the reason). Error = "
-            "predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of sample: every "
-            "fitted constant (scripts/fit_constants.py) refitted without the record's source."
+            "predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of sample: "
+            "every fitted constant (scripts/fit_constants.py) refitted without the record's source."
             + (f" Chart: {plot}" if plot else ""))

@@ -115,19 +115,22 @@ FITS: tuple[Fit, ...] = (
     Fit("llama.cpp", "decode_overhead_us_per_layer", _is("decode", "llama.cpp"),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
-    Fit("llama.cpp", "prefill_efficiency", _both(_is("prefill", "llama.cpp", offload=None), _quantized(False)),
+    Fit("llama.cpp", "prefill_efficiency",
+        _both(_is("prefill", "llama.cpp", offload=None), _quantized(False)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
         "measured prefill of float weights / (FP16-accumulate TFLOPS ÷ (2 × active params + attention))"),
     Fit("llama.cpp", "prefill_efficiency_quantized",
-        _both(_is("prefill", "llama.cpp", offload=None), _quantized(True)), _speed("implied_prefill_efficiency"), 3,
-        ("ollama",), "the same for integer-block weights (MMQ kernels, dequantization included)"),
+        _both(_is("prefill", "llama.cpp", offload=None), _quantized(True)),
+        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        "the same for integer-block weights (MMQ kernels, dequantization included)"),
     Fit("llama.cpp", "ram_efficiency", _is("decode", "llama.cpp", offload=True),
         _speed("implied_ram_efficiency"), 2, ("ollama",),
         "share of the system RAM bandwidth the offloaded bytes imply"),
     Fit("vllm", "decode_overhead_us_per_layer", _is("decode", "vllm"),
         _speed("implied_overhead_us_per_layer"), 1, ("sglang", "tgi", "trtllm"),
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
-    Fit("vllm", "decode_overhead_us_per_sequence_v0", _both(_is("aggregate_decode", "vllm"), _generation(False)),
+    Fit("vllm", "decode_overhead_us_per_sequence_v0",
+        _both(_is("aggregate_decode", "vllm"), _generation(False)),
         _speed("implied_overhead_us_per_sequence"), 1, (),
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6"),
@@ -136,8 +139,9 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, ("sglang", "tgi"),
         "step time left per sequence after the roofline and the per-layer overhead (aggregate decode and "
         "time-per-output-token records), vLLM 0.6 and later"),
-    Fit("trtllm", "decode_overhead_us_per_sequence", _tpot("trtllm"), _speed("implied_overhead_us_per_sequence"), 1,
-        (), "step time left per sequence after the roofline and the per-layer overhead (time per output token)"),
+    Fit("trtllm", "decode_overhead_us_per_sequence", _tpot("trtllm"),
+        _speed("implied_overhead_us_per_sequence"), 1, (),
+        "step time left per sequence after the roofline and the per-layer overhead (time per output token)"),
     Fit("vllm", "prefill_efficiency", _is("prefill", "vllm", offload=None),
         _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi", "trtllm"),
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),
@@ -267,7 +271,8 @@ def rewrite_runtimes(text: str, values: Constants, recs: tuple[Record, ...]) -> 
             f = why[f"{rt}.{m.group(1)}"]
             row = counts[f.key]
             n, k = row["records"], row["sources"]
-            note = (f"# fitted: scripts/fit_constants.py, median of {n} records, {k} sources" if f.runtime == rt
+            note = (f"# fitted: scripts/fit_constants.py, median of {n} records, {k} sources"
+                    if f.runtime == rt
                     else f"# {f.runtime}'s fit (scripts/fit_constants.py); own records scored only")
             val = _fmt(values[f"{rt}.{m.group(1)}"], digits[m.group(1)])
             line = f"{m.group(1)} = {val}".ljust(42) + " " * (len(f"{m.group(1)} = {val}") >= 42) + note

@@ -16,10 +16,11 @@ def gpu_rows(gpus: Iterable[Any]) -> list[dict[str, Any]]:
         rows.append({
             "id": g.id, "name": g.name, "aliases": list(g.aliases), "vendor": g.vendor, "stack": g.stack,
             "arch": g.arch, "tier": g.tier, "memory_gb": g.memory_gb, "usable_bytes": g.usable_bytes,
-            "usable_measured": g.usable_measured, "memory_type": g.memory_type, "bandwidth_gbps": g.bandwidth_gbps,
-            "bf16_tflops": g.bf16_tflops, "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops,
-            "fp8": g.fp8, "bf16": g.bf16, "interconnect": g.interconnect, "link_gbps": g.link_gbps,
-            "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd, "hourly_usd": g.hourly(HOURS_PER_MONTH),
+            "usable_measured": g.usable_measured, "memory_type": g.memory_type,
+            "bandwidth_gbps": g.bandwidth_gbps, "bf16_tflops": g.bf16_tflops, "fp16_tflops": g.fp16_tflops,
+            "fp8_tflops": g.fp8_tflops, "fp8": g.fp8, "bf16": g.bf16, "interconnect": g.interconnect,
+            "link_gbps": g.link_gbps, "tdp_w": g.tdp_w, "monthly_usd": g.monthly_usd,
+            "hourly_usd": g.hourly(HOURS_PER_MONTH),
             "usd_per_gb_month": round(per_gb, 2) if per_gb else None,  # GPU Rent Hub VRAM guide, section 06
             "gbps_per_usd_month": round(g.bandwidth_gbps / g.monthly_usd, 2)
             if g.monthly_usd and g.bandwidth_gbps else None,
@@ -41,7 +42,8 @@ def model_rows(models: Iterable[Any]) -> list[dict[str, Any]]:
 def quant_view(qc: Any) -> dict[str, Any]:
     types = [{"name": q.name, "id": q.id, "kind": q.kind, "bits_per_weight": round(q.bits_per_weight, 4),
               "block_weights": q.block_weights, "block_bytes": q.block_bytes, "scope": q.scope,
-              "requires": q.requires or None, "ggml_type": q.ggml_type, "aliases": list(q.aliases)} for q in qc.types]
+              "requires": q.requires or None, "ggml_type": q.ggml_type,
+              "aliases": list(q.aliases)} for q in qc.types]
     mixes = [{"name": m.name, "ftype": m.ftype, "default": m.default,
               "rules": [{"tensor": k, "type": t, "rule": r} for k, t, r in m.rules]} for m in qc.mixes]
     return {"types": types, "gguf_mixes": mixes}

@@ -222,7 +222,8 @@ def _scalar(kind: str, v: Any) -> Any:
             try:
                 return float(v)
             except OverflowError:  # an int beyond any float (10**400): over every bound there is
-                raise _Bad("must be a finite number", v if abs(v).bit_length() < 64 else "a huge integer") from None
+                raise _Bad("must be a finite number",
+                           v if abs(v).bit_length() < 64 else "a huge integer") from None
         if isinstance(v, str):
             try:
                 return float(v.strip())

@@ -91,11 +91,17 @@ def build_context(inp: PlanInput) -> Context:
     q = _quant(r, inp.quant)
     rt = _runtime(r, q, inp.runtime)
     notes: list[str] = []
-    if inp.quant is None and isinstance(q, QuantType) and q.id == "fp32" and r.origin != "shape" and not r.gguf:
+    if (
+        inp.quant is None
+        and isinstance(q, QuantType)
+        and q.id == "fp32"
+        and r.origin != "shape"
+        and not r.gguf
+    ):
         # float32 in config.json is a training artefact: serving runtimes load 16-bit ('auto' dtype)
         q = default_quants().get("bf16")
-        notes.append("config.json says float32; runtimes load it in 16-bit (vLLM's 'auto' dtype), so this plan "
-                     "uses BF16: pass --quant fp32 to plan float32")
+        notes.append("config.json says float32; runtimes load it in 16-bit (vLLM's 'auto' dtype), so this "
+                     "plan uses BF16: pass --quant fp32 to plan float32")
     gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     card = gpus.get(inp.gpu) if inp.gpu else None
     if card is not None and card.unified_memory:
@@ -121,7 +127,8 @@ def build_context(inp: PlanInput) -> Context:
 def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: list[str]) -> RuntimeProfile:
     """An Apple card: the runtime as it runs on unified memory; vLLM-like defaults become llama.cpp."""
     if not asked and not runs_on(rt, card.stack):
-        notes.append(f"{rt.name} does not run on Apple Metal: planned for llama.cpp (--runtime ollama for Ollama)")
+        notes.append(f"{rt.name} does not run on Apple Metal: planned for llama.cpp (--runtime ollama for "
+                     "Ollama)")
         rt = default_runtime("gguf")
     return on_card(rt, True)
 
@@ -157,15 +164,15 @@ def check_tp(inp: PlanInput, rt: RuntimeProfile, m: ModelSpec) -> None:
     if inp.gpus and tp > inp.gpus:
         raise InputError(f"--tp {tp} is more than --gpus {inp.gpus}", field="tp")
     if not speedmod.tp_divides(m, tp):
-        raise InputError(f"--tp {tp}: {m.name}'s {m.heads or m.kv_heads} attention heads and {m.kv_heads} KV heads "
-                         "do not divide by it (vLLM refuses)", field="tp", hint="try a power of two")
+        raise InputError(f"--tp {tp}: {m.name}'s {m.heads or m.kv_heads} attention heads and {m.kv_heads} "
+                         "KV heads do not divide by it (vLLM refuses)", field="tp", hint="try a power of two")
 
 
 def check_context(ctx: Context, context: int) -> None:
     m = ctx.model
     if m.max_context and context > m.max_context and not ctx.inp.allow_long_context:
-        raise InputError(f"context {context:,} is beyond {m.name}'s trained maximum of {m.max_context:,} tokens",
-                         field="context", hint="pass --allow-long-context to plan it anyway")
+        raise InputError(f"context {context:,} is beyond {m.name}'s trained maximum of {m.max_context:,} "
+                         "tokens", field="context", hint="pass --allow-long-context to plan it anyway")
 
 
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
@@ -232,7 +239,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
     return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
                              prefill_efficiency=speedmod.prefill_efficiency(
                                  k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant),
-                             fp16_accumulate=rt.fp16_accumulate, precision=speedmod.precision_of(ctx.quant, opt.gpu),
+                             fp16_accumulate=rt.fp16_accumulate,
+                             precision=speedmod.precision_of(ctx.quant, opt.gpu),
                              tp=speedmod.default_tp(rt.tensor_parallel, opt.count, ctx.inp.tp, ctx.model),
                              context_filled=mem.context // 2, quant=ctx.quant,
                              overhead_s_per_layer=k.overhead_s_per_layer,
@@ -293,7 +301,8 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         out.append(CardPlan(opt, mem, why, None))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
-    return [CardPlan(o, by_opt[id(o)].memory, by_opt[id(o)].context_note, _speed(ctx, by_opt[id(o)].memory, o))
+    return [CardPlan(o, by_opt[id(o)].memory, by_opt[id(o)].context_note,
+                     _speed(ctx, by_opt[id(o)].memory, o))
             for o in ranked]
 
 
@@ -334,13 +343,18 @@ def task_notes(ctx: Context, card: CardPlan) -> list[str]:
     if a["tokens_per_s"] is None:
         return [f"{head}; throughput unknown ({a['gpu']} has no tensor TFLOPS in the catalog)"]
     return [f"{head}; on {a['gpu']} it {verb} about {a['tokens_per_s']:,.0f} input tokens/s "
-            f"(≈{a['inputs_per_s']:,.1f} inputs/s of {a['input_tokens']:,} tokens; compute-bound, like a prefill)"]
+            f"(≈{a['inputs_per_s']:,.1f} inputs/s of {a['input_tokens']:,} tokens; compute-bound, like a "
+            "prefill)"]
 
 
 def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
     """A card refused only by vLLM's reserved fraction: say which --gpu-memory-utilization would hold it."""
     o, rt = card.option, ctx.runtime
-    if o.refusal is not fitting.Refusal.MEMORY or not rt.gpu_memory_utilization or rt.gpu_memory_utilization >= 1:
+    if (
+        o.refusal is not fitting.Refusal.MEMORY
+        or not rt.gpu_memory_utilization
+        or rt.gpu_memory_utilization >= 1
+    ):
         return []
     total = o.count * (o.gpu.usable_bytes - rt.cuda_total_shortfall_bytes)
     needed = o.need_bytes / total
@@ -360,7 +374,8 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
     out = []
     lo, hi = ctx.rules.rule_of_thumb
     out.append(f"rule of thumb: provision {lo}-{hi}x the weights = {mem.weights.total_bytes * lo / 1e9:,.1f}-"
-               f"{mem.weights.total_bytes * hi / 1e9:,.1f} GB; this plan needs {mem.total_bytes / 1e9:,.1f} GB")
+               f"{mem.weights.total_bytes * hi / 1e9:,.1f} GB; this plan needs "
+               f"{mem.total_bytes / 1e9:,.1f} GB")
     tag = ctx.resolved.tag
     if tag is not None and tag.download_gb and ctx.quant.name.upper() == (tag.quant or "").upper():
         out.append(f"Ollama lists {tag.tag} as a {tag.download_gb:g} GB download; cardfit counts "
@@ -374,7 +389,8 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
     base = ppl.get("F16")
     if ctx.quant.name.upper() in ppl and base:
         delta = ppl[ctx.quant.name.upper()] / base - 1
-        out.append(f"{ctx.quant.name}: Llama 3 8B perplexity {delta:+.1%} vs F16 ({quality['source'].split(' (')[0]}); "
+        out.append(f"{ctx.quant.name}: Llama 3 8B perplexity {delta:+.1%} vs F16 "
+                   f"({quality['source'].split(' (')[0]}); "
                    + quality["advice"])
     return out
 
@@ -421,7 +437,8 @@ def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
 
 
 def memory_range_keys(ctx: Context, mem: Memory) -> dict[str, Any]:
-    """`<figure>_range`: [low, high] bytes from the validation errors (core/uncertainty.py, data/accuracy.toml)."""
+    """`<figure>_range`: [low, high] bytes from the validation errors (core/uncertainty.py,
+    data/accuracy.toml)."""
     from ..core.uncertainty import memory_ranges
 
     parts = {"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
@@ -453,7 +470,8 @@ def _cost(p: Plan, runtime: str) -> dict[str, Any]:
     return cost_range_keys(cost, runtime, figure)
 
 
-def cost_range_keys(cost: dict[str, Any], runtime: str, figure: str = "decode_tokens_per_s") -> dict[str, Any]:
+def cost_range_keys(cost: dict[str, Any], runtime: str,
+                    figure: str = "decode_tokens_per_s") -> dict[str, Any]:
     """Likely ranges of the cost figures, from the validation errors of the throughput they rest on
     (`figure`: one stream's decode, or the aggregate of several)."""
     from ..core.uncertainty import cost_range, value_range
@@ -508,8 +526,8 @@ def plan_dict(p: Plan) -> dict[str, Any]:
     rt = p.ctx.runtime.id
     return {"model": model_dict(p.ctx), "inputs": inputs_dict(p.ctx, first),
             "memory": memory_dict(p.ctx, first.memory),
-            "gpus": [speed_range_keys({**option_dict(c.option, c.speed, c.memory), **split_dict(p.ctx, c)}, rt)
-                     for c in p.cards],
+            "gpus": [speed_range_keys({**option_dict(c.option, c.speed, c.memory), **split_dict(p.ctx, c)},
+                                      rt) for c in p.cards],
             "speed": speed_range_keys(speed_dict(first), rt), "cost": _cost(p, rt),
             "answers": answers_dict(p), "task": task_answer(p.ctx, first), "notes": list(p.ctx.notes)}
 
@@ -535,14 +553,16 @@ def answers_dict(p: Plan) -> dict[str, Any]:
             "cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
             "smallest_card": name(min(singles, key=lambda o: o.usable_bytes, default=None)),
             # in rank order: a set inside one node before whole nodes (GPU Rent Hub VRAM guide, section 05)
-            "cheapest_set": None if singles else name(next((o for o in sets if o.monthly_usd is not None), None))}
+            "cheapest_set": (None if singles
+                             else name(next((o for o in sets if o.monthly_usd is not None), None)))}
 
 
 def cost_dict(p: Plan) -> dict[str, Any]:
     o = p.first.option
     hours = cost.HOURS_PER_MONTH
     return {"monthly_usd": rounded(o.monthly_usd), "hours_per_month": hours,
-            "hourly_usd": rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, **plan_cost(p)}
+            "hourly_usd": rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None,
+            **plan_cost(p)}
 
 
 def plan_cost(p: Any) -> dict[str, Any]:
@@ -589,7 +609,8 @@ def _card_cost(card: Any, hours: float, duty: float, chosen: list[ApiPrice]) -> 
         rows.append({"api": a.id, "breakeven_millions_per_month": rounded(be, 3),
                      "required_duty": rounded(cost.required_duty(be, capacity), 4),
                      "breaks_even": cost.required_duty(be, capacity) <= 1})
-    return {"gpu": o.gpu.name, "count": o.count, "monthly_usd": rounded(o.monthly_usd, 2), "hourly_usd": rounded(hourly, 4),
-            "tokens_per_s": rounded(tps, 1), "capacity_millions_per_month": rounded(capacity, 3),
+    return {"gpu": o.gpu.name, "count": o.count, "monthly_usd": rounded(o.monthly_usd, 2),
+            "hourly_usd": rounded(hourly, 4), "tokens_per_s": rounded(tps, 1),
+            "capacity_millions_per_month": rounded(capacity, 3),
             "cost_per_million_full_duty_usd": rounded(cost.cost_per_million(hourly, tps, 1.0), 4),
             "cost_per_million_usd": rounded(cost.cost_per_million(hourly, tps, duty), 4), "breakeven": rows}

@@ -13,7 +13,9 @@ from ..errors import InputError, UnknownNameError
 from .inputs import ModelInput
 
 # Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16
-_TAG_QUANT = re.compile(r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$", re.I)
+_TAG_QUANT = re.compile(
+    r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$", re.I
+)
 
 
 @record(slots=True)
@@ -32,11 +34,13 @@ class Resolved:
 
 
 def _shape(inp: ModelInput) -> ModelSpec:
-    missing = [f"--{n.replace('_', '-')}" for n in ("params", "layers", "kv_heads", "head_dim") if getattr(inp, n) is None]
+    missing = [f"--{n.replace('_', '-')}"
+               for n in ("params", "layers", "kv_heads", "head_dim") if getattr(inp, n) is None]
     if len(missing) == 4:
-        raise InputError("give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face id, a "
-                         "config.json, folder, .gguf or .safetensors path) or a shape (--params, --layers, "
-                         "--kv-heads, --head-dim)", field="model", hint="`cardfit models` lists the built-in ones")
+        raise InputError("give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face "
+                         "id, a config.json, folder, .gguf or .safetensors path) or a shape (--params, "
+                         "--layers, --kv-heads, --head-dim)", field="model",
+                         hint="`cardfit models` lists the built-in ones")
     if missing:
         raise InputError(f"a bare shape needs {', '.join(missing)} as well", field="params",
                          hint="or name a catalog model (`cardfit models`)")
@@ -66,8 +70,11 @@ def spec_from_config(cfg: dict, name: str = "uploaded model") -> ModelSpec:
 def resolve(inp: ModelInput) -> Resolved:
     if inp.config_json is not None:
         name = inp.config_json.get("_name_or_path")
-        label = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1][:100] if isinstance(name, str) and name.strip() \
+        label = (
+            name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1][:100]
+            if isinstance(name, str) and name.strip()
             else "uploaded model"
+        )
         spec = spec_from_config(inp.config_json, label or "uploaded model")
         return Resolved(spec, quant_hint=spec.file_quant, origin="upload")
     if inp.model is None:
@@ -97,7 +104,9 @@ def resolve(inp: ModelInput) -> Resolved:
 
     local = find_local(name)
     if local is not None:
-        pulled = OllamaTag(name, local.file_quant, source=local.source) if local.origin == "ollama-store" else None
+        pulled = (
+            OllamaTag(name, local.file_quant, source=local.source) if local.origin == "ollama-store" else None
+        )
         return Resolved(local, pulled, quant_hint=local.file_quant, origin=local.origin)
     m = _TAG_QUANT.match(name)
     found = models.find(name)
@@ -118,7 +127,8 @@ def _get_or_hint(models: Registry[ModelSpec], name: str) -> ModelSpec:
         return models.get(name)
     except UnknownNameError as e:
         if _HF_ID.match(name):
-            e.hint = "add --hub to read it from the Hugging Face Hub; `cardfit models` lists the built-in ones"
+            e.hint = ("add --hub to read it from the Hugging Face Hub; `cardfit models` lists the built-in "
+                      "ones")
         raise
 
 

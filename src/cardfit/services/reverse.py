@@ -114,8 +114,10 @@ def max_context(inp: MaxContextInput) -> MaxContext:
     gpu, count, budget = _set(ctx)
     why = requires(ctx.quant)
     if why and not gpu.supports(why):
-        raise InputError(f"{gpu.name} has no {why.upper()} support; {ctx.quant.name} weights cannot run there",
-                         field="quant")
+        raise InputError(
+            f"{gpu.name} has no {why.upper()} support; {ctx.quant.name} weights cannot run there",
+            field="quant",
+        )
     m = ctx.model
     cap = m.max_context if (m.max_context and not inp.allow_long_context) else UPPER
     best = _bisect(lambda c: _fits(ctx, c, count, budget), cap)
@@ -126,7 +128,8 @@ def max_context(inp: MaxContextInput) -> MaxContext:
     return MaxContext(model=m.name, gpu=gpu.name, count=count, quant=ctx.quant.name, runtime=ctx.runtime.id,
                       kv_dtype=ctx.kv_dtype, batch=ctx.sequences, max_context_tokens=best, limited_by=limited,
                       model_max_context=m.max_context or None, budget_bytes=budget,
-                      weights_bytes=mem.weights_bytes, total_bytes_at_max=_need(ctx, mem, count) if best else None)
+                      weights_bytes=mem.weights_bytes,
+                      total_bytes_at_max=_need(ctx, mem, count) if best else None)
 
 
 def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None:
@@ -136,9 +139,10 @@ def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None
     mem = memory_for(replace(ctx, sequences=1), 1)
     fixed = need_on(mem, count) - mem.kv_cache_bytes  # the cache itself aside
     offload = _offload_line(ctx)
-    raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x {gpu.name}: "
-                     f"weights and workspace need {fmt_bytes(fixed)} of a {fmt_bytes(budget)} budget "
-                     f"({ctx.runtime.id}){offload}", field="gpu", hint="try more cards (--gpus), a smaller "
+    raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x "
+                     f"{gpu.name}: weights and workspace need {fmt_bytes(fixed)} of a {fmt_bytes(budget)} "
+                     f"budget ({ctx.runtime.id}){offload}", field="gpu",
+                     hint="try more cards (--gpus), a smaller "
                      "--quant or another runtime (`cardfit plan` ranks the cards)")
 
 
@@ -155,7 +159,9 @@ def _offload_line(ctx: Context) -> str:
         return ""
     tps = s.decode_tokens_per_s if s else None
     speed = f", about {tps:,.1f} tokens/s" if tps else ""
-    share = f"{o.gpu_layer_fraction:.0%} of the layers on the GPU, " if o.gpu_layer_fraction is not None else ""
+    share = (
+        f"{o.gpu_layer_fraction:.0%} of the layers on the GPU, " if o.gpu_layer_fraction is not None else ""
+    )
     return (f"; with CPU offload it runs ({share}the rest in system RAM) at {first.memory.context:,} tokens"
             f"{speed}: `cardfit plan` shows it")
 
@@ -189,8 +195,8 @@ def largest_model(inp: PlanInput) -> LargestModels:
     if inp.quant:  # likewise an unknown quantization, or one the card cannot run at all
         q = default_quants().get(inp.quant)
         if requires(q) and not card.supports(requires(q)):
-            raise InputError(f"{card.name} cannot run {q.name} (no {requires(q).upper()} support), so no model "
-                             "fits at it", field="quant", hint="try --quant int8, Q8_0 or Q4_K_M")
+            raise InputError(f"{card.name} cannot run {q.name} (no {requires(q).upper()} support), so no "
+                             "model fits at it", field="quant", hint="try --quant int8, Q8_0 or Q4_K_M")
     fits = []
     for m in default_models():
         if m.id.startswith("shape-") or not m.generates:  # embedders and rerankers answer other questions
@@ -204,7 +210,8 @@ def largest_model(inp: PlanInput) -> LargestModels:
             continue
         if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):
             fits.append(ModelFit(model=m.name, id=m.id, params=m.params, quant=ctx.quant.name,
-                                 runtime=ctx.runtime.id, context=context, need_bytes=need, free_bytes=budget - need))
+                                 runtime=ctx.runtime.id, context=context, need_bytes=need,
+                                 free_bytes=budget - need))
     fits.sort(key=lambda f: -f.params)
     gpu = default_gpus().get(inp.gpu) if inp.gpu else None
     return LargestModels(gpu=gpu.name if gpu else inp.gpu, quant=inp.quant,

@@ -51,9 +51,10 @@ class Command:
 
 
 class Result:
-    """Base of a command's frozen result: `to_json()` is its fields in order, as plain data (nested results and
-    tuples of them become dicts and lists; a dict's values are converted the same way) — the keys of `--json`,
-    the web API and the Python API. A field named in the class's `omit_none` is left out while it is None."""
+    """Base of a command's frozen result: `to_json()` is its fields in order, as plain data (nested results
+    and tuples of them become dicts and lists; a dict's values are converted the same way) — the keys of
+    `--json`, the web API and the Python API. A field named in the class's `omit_none` is left out while it is
+    None."""
 
     omit_none: tuple[str, ...] = ()
 
@@ -89,13 +90,14 @@ COMMANDS = (
             "The most concurrent sequences at a context (cardfit max-sequences)", web=False),
     Command("largest-model", "reverse", "MaxContextInput", "largest_model", "plan_cmd",
             "The largest catalog models that fit a card (cardfit largest-model)", web=False, argument=None),
-    Command("speed", "speed", "SpeedInput", "speed_report", "speed_cmd", "Decode speed per concurrency level"),
+    Command("speed", "speed", "SpeedInput", "speed_report", "speed_cmd",
+            "Decode speed per concurrency level"),
     Command("deploy", "deploy", "DeployInput", "deploy_report", "deploy_cmd",
             "The cheapest deployment that serves a load within TTFT/TPOT targets, with its command"),
     Command("finetune", "finetune", "FinetuneInput", "finetune_report", "finetune_cmd",
             "Fine-tuning memory and cards"),
-    Command("breakeven", "breakeven", "BreakevenInput", "breakeven_report", "cost_cmd", "Rent vs API break-even",
-            argument=None),
+    Command("breakeven", "breakeven", "BreakevenInput", "breakeven_report", "cost_cmd",
+            "Rent vs API break-even", argument=None),
     Command("validate", "validate", "ValidateInput", "validate_report", "validate_cmd",
             "cardfit's predictions against real measurements, error per kind (cardfit validate)", web=False,
             argument="kind"),
