@@ -125,7 +125,8 @@ class RuntimeInput(Input):
     gpus: int | None = opt(None, "cards per set", ge=1, le=4096)
     tp: int | None = opt(None, "tensor-parallel degree", ge=1, le=4096)
     flash_attn: bool | None = opt(None, "flash attention (default from the runtime)")
-    overhead_gb: float | None = opt(None, "fixed overhead per card to assume instead of the runtime profile's "
+    overhead_gb: float | None = opt(None,
+                                    "fixed overhead per card to assume instead of the runtime profile's "
                                     "(CUDA context, non-torch memory, CUDA graphs), GB; e.g. 1 for the "
                                     "llama.cpp rule of thumb", ge=0, le=1000)
     ram_gb: float | None = opt(None, "system RAM for CPU offload, GB", gt=0, le=1_000_000)

@@ -107,7 +107,8 @@ def build_context(inp: PlanInput) -> Context:
     if card is not None and card.unified_memory:
         rt = _runtime_on_metal(rt, inp.runtime, card, notes)
     check_tp(inp, rt, r.model)
-    if inp.overhead_gb is not None:  # the whole fixed overhead per card, for every family (non-torch memory too)
+    # the whole fixed overhead per card, for every family (non-torch memory too)
+    if inp.overhead_gb is not None:
         rt = replace(rt, context_bytes=round(inp.overhead_gb * 1e9), cuda_graph_bytes=0, non_torch_bytes=0)
     if inp.batch and inp.parallel and inp.batch != inp.parallel:
         raise InputError("--batch and --parallel both set the number of concurrent sequences; give one",
