@@ -11,6 +11,7 @@ from ..catalog.rental import RentalRules
 from ..catalog.runtimes import RuntimeProfile, runs_on
 from ..units import fmt_bytes
 from .memory import Memory, RuntimeModel
+from .placement import shapes
 
 
 class Verdict(StrEnum):
@@ -47,6 +48,8 @@ class Option:
     monthly_usd: float | None = None  # whole set, after volume discount
     gpu_layer_fraction: float = 1.0  # offload: share of the weights+cache that stays on the GPU
     nodes: int = 1  # nodes the set spans (RentalRules.node_size cards each)
+    tp: int = 1  # cards per tensor-parallel group (core/placement.py)
+    pp: int = 1  # pipeline stages: across nodes, or layers split over the cards
 
     @property
     def free_bytes(self) -> int:
@@ -102,14 +105,18 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
 
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *,
           requires: Feature | None = None, utilization: float | None = None, ram_bytes: int = 0,
-          margin_bytes: int = 0, model: ModelSpec | None = None, tp: int | None = None) -> Option:
+          margin_bytes: int = 0, model: ModelSpec | None = None, tp: int | None = None,
+          pp: int | None = None) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight.
-    tp: the tensor-parallel group (default: the whole set); pipeline stages beyond it hold no KV copy."""
+    tp, pp: the set's split (core/placement.py; default: one tensor-parallel group of the whole set);
+    pipeline stages each hold their own layers' cache, so only the tensor-parallel group copies it."""
+    tp = tp or count
     budget = count * rt.budget_per_card(gpu, utilization)
-    need = need_on(mem, count, rt.kv_copies(model, tp or count))
+    need = need_on(mem, count, rt.kv_copies(model, tp))
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
-                need_bytes=need, monthly_usd=price, nodes=rules.nodes(count))
+                need_bytes=need, monthly_usd=price, nodes=rules.nodes(count), tp=tp,
+                pp=pp or max(count // tp, 1))
     why = unsupported(gpu, requires, rt.profile, count)
     if why:
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
@@ -138,12 +145,15 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
 def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
                  requires: Feature | None = None, utilization: float | None = None, max_nodes: int = 64,
                  margin_bytes: int = 0, model: ModelSpec | None = None) -> Option | None:
-    """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes."""
+    """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes, each split as
+    core/placement.py places it (the shapes `cardfit deploy` searches)."""
     if gpu.max_count == 1:
         return None
-    for n in rules.larger_sets(gpu.min_count, max_nodes):
-        opt = check(mem, gpu, n, rt, rules, requires=requires, utilization=utilization,
-                    margin_bytes=margin_bytes, model=model)
+    for s in shapes(rt.profile, gpu, model, rules.set_sizes, rules.node_size, max_nodes):
+        if s.cards < 2:
+            continue
+        opt = check(mem, gpu, s.cards, rt, rules, requires=requires, utilization=utilization,
+                    margin_bytes=margin_bytes, model=model, tp=s.tp, pp=s.pp)
         if opt.fits:
             return opt
         if opt.refusal is Refusal.UNSUPPORTED:

@@ -24,6 +24,7 @@ from ..core import fit as fitting
 from ..core import serving as sv
 from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
+from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS, shapes
 from ..core.search import largest_true
 from ..errors import CardfitError, InputError
 from .inputs import MAX_CONTEXT, ModelInput, opt
@@ -32,16 +33,8 @@ from .launch_line import launch_command
 HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
 GGUF_QUANTS = ("Q4_K_M", "Q8_0")
-CARDS_PER_NODE = (1, 2, 4, 8)
 SLOTS = (1, 2, 4, 8, 16, 32, 64)  # llama-server -np / OLLAMA_NUM_PARALLEL values searched
 MAX_REPLICAS = 512
-# Pipeline stages on different nodes pass activations over the network. Assumption: one 400 Gb/s
-# InfiniBand NDR port per node (50 GB/s; NVIDIA ConnectX-7 data sheet) and ~20 µs per point-to-point
-# transfer (the order NCCL send/recv reaches between nodes); only NVLink / Infinity Fabric cards are
-# planned across nodes.
-NODE_LINK_GBPS = 50.0
-NODE_HOP_LATENCY_S = 20e-6
-MULTI_NODE_INTERCONNECTS = ("nvlink", "infinity-fabric")
 # Rule of thumb defaults when no target is given: a first token within 2 s and 10 tokens/s per user
 # (faster than people read), so that "cheapest" is never a deployment nobody would use.
 DEFAULT_TTFT_MS = 2000.0
@@ -279,24 +272,6 @@ def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
     return [g for g in ctx.gpus if g.monthly_usd is not None and g.bandwidth_gbps]
 
 
-def _shapes(rt: RuntimeProfile, gpu: Gpu, model: Any, max_nodes: int) -> list[tuple[int, int, int, int]]:
-    """(cards per node, nodes, tp, pp): TP inside a node, PP across nodes (vLLM's and SGLang's advice);
-    llama.cpp and Ollama split layers over the cards of one node."""
-    out = []
-    for per_node in CARDS_PER_NODE:
-        if per_node < gpu.min_count:
-            continue
-        if rt.tensor_parallel:
-            if not sp.tp_divides(model, per_node):
-                continue
-            nodes = range(1, max_nodes + 1) if rt.pipeline_parallel and per_node == 8 and \
-                gpu.interconnect in MULTI_NODE_INTERCONNECTS else (1,)
-            out += [(per_node, n, per_node, n) for n in nodes]
-        else:
-            out.append((per_node, 1, 1, per_node))  # layer split: pipeline stages, one at a time
-    return out
-
-
 def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     """Every shape that holds the model by cardfit's own pessimistic bound (need + its error bar)."""
     from .plan import _margin, requires
@@ -311,10 +286,10 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         for gpu in _gpus(inp, ctx):
             if rt.stacks and gpu.stack not in rt.stacks or mem.kv_dtype.startswith("fp8") and not gpu.supports(Feature.FP8):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
-            for per_node, nodes, tp, pp in _shapes(rt, gpu, m, inp.max_nodes):
-                count = per_node * nodes
+            for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
+                per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
-                                    utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp)
+                                    utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp)
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 copies = engine.kv_copies(m, tp)

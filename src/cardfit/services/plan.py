@@ -20,6 +20,7 @@ from ..core import speed as speedmod
 from ..core.fit import Option
 from ..core.kv import kv_bytes_per_token, kv_dtype
 from ..core.memory import Memory, MemorySettings, estimate
+from ..core.placement import Shape, shape_of
 from ..core.speed import Speed
 from ..errors import InputError
 from ..runtimes import Runtime, adapter
@@ -188,11 +189,18 @@ def requires(q: Quant) -> Feature | None:
     return q.requires if isinstance(q, QuantType) else None
 
 
+def placed(ctx: Context, count: int) -> Shape:
+    """How `count` cards run the model (core/placement.py, the split deploy searches): tensor parallel
+    inside a node (--tp when given), pipeline stages across nodes, or layers split over the cards."""
+    return shape_of(ctx.runtime, count, ctx.model, ctx.rules.node_size, ctx.inp.tp)
+
+
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
+    s = placed(ctx, count)
     return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
                          utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_margin(ctx, mem),
-                         model=ctx.model)
+                         model=ctx.model, tp=s.tp, pp=s.pp)
 
 
 def _margin(ctx: Context, mem: Memory) -> int:
@@ -242,7 +250,7 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                                  k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant),
                              fp16_accumulate=rt.fp16_accumulate,
                              precision=speedmod.precision_of(ctx.quant, opt.gpu),
-                             tp=speedmod.default_tp(rt.tensor_parallel, opt.count, ctx.inp.tp, ctx.model),
+                             tp=opt.tp,
                              context_filled=mem.context // 2, quant=ctx.quant,
                              overhead_s_per_layer=k.overhead_s_per_layer,
                              overhead_s_per_sequence=k.overhead_s_per_sequence, cpu_weight_fraction=offloaded,
@@ -502,9 +510,7 @@ def split_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
     from .launch_line import launch_command
 
     o, rt = card.option, ctx.runtime
-    per_node = min(o.count, ctx.rules.node_size)
-    tp = speedmod.default_tp(rt.tensor_parallel, per_node, ctx.inp.tp, ctx.model)
-    pp = max(o.count // tp, 1)
+    tp, pp = o.tp, o.pp
     out: dict[str, Any] = {"tp": tp, "pp": pp, "replicas": 1}
     if o.fits:
         kv = None if card.memory.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype

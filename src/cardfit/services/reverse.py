@@ -21,6 +21,7 @@ from .plan import (
     check_context,
     default_context,
     memory_for,
+    placed,
     requires,
 )
 from .table import Result
@@ -101,7 +102,7 @@ def _fits(ctx: Context, context: int, count: int, budget: int) -> bool:
 
 
 def _need(ctx: Context, mem: Any, count: int) -> int:
-    return need_on(mem, count, ctx.engine.kv_copies(ctx.model, count))
+    return need_on(mem, count, ctx.engine.kv_copies(ctx.model, placed(ctx, count).tp))
 
 
 def _bisect(ok: Any, hi: int) -> int:
