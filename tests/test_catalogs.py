@@ -54,7 +54,8 @@ def test_every_gpu_has_source_and_sane_numbers():
 
 
 def test_usable_bytes_spec_readings():
-    """SPEC §2: nvidia-smi memory.total: H200 143,771 MiB, H100 80GB 81,559 MiB, RTX 4090 24,564 MiB."""
+    """nvidia-smi memory.total as the cards report it: H200 143,771 MiB, H100 80GB 81,559 MiB, RTX 4090
+    24,564 MiB."""
     gpus = default_gpus()
     assert gpus.get("H200").usable_bytes == 143_771 * 2**20
     assert gpus.get("H100 SXM").usable_bytes == 81_559 * 2**20
@@ -62,7 +63,7 @@ def test_usable_bytes_spec_readings():
 
 
 def test_seed_fleet_is_complete():
-    """seed 002 §06: the 15 rental cards with monthly prices."""
+    """the GPU Rent Hub guide section 06: the 15 rental cards with monthly prices."""
     fleet = {"MI300X": 1590, "B200": 3890, "H200 SXM": 2290, "H100 SXM": 1690, "H100 PCIe": 1490,
              "A100 SXM": 990, "L40S": 520, "RTX 6000 Ada": 460, "RTX A6000": 290, "A40": 240, "RTX 5090": 540,
              "RTX 4090": 390, "L4": 250, "RTX 3090": 230, "RTX A5000": 190}
@@ -108,8 +109,8 @@ def test_every_model_sourced_and_names_unique():
             assert owner.setdefault(n, m.id) == m.id, (n, owner[n], m.id)
 
 
-def test_seed000_ollama_table_in_catalog():
-    """seed 000: 30 Ollama tags with 4-bit and Q8_0 sizes."""
+def test_ollama_guide_table_in_catalog():
+    """GPUFlow's Ollama guide: 30 Ollama tags with 4-bit and Q8_0 sizes."""
     tags = {t.tag: t for m in default_models() for t in m.ollama}
     assert len(tags) >= 30
     assert tags["llama3.1:8b"].download_gb == 4.9 and tags["llama3.1:8b"].q8_download_gb == 8.5

@@ -26,7 +26,8 @@ def test_plan_json_keys(run_json):
 
 
 def test_plan_ollama_tag_defaults(run_json):
-    """An Ollama tag plans for Ollama: Q4_K_M, and the context Ollama picks from VRAM (SPEC §7)."""
+    """An Ollama tag plans for Ollama: Q4_K_M, and the context Ollama picks from VRAM (its num_ctx default by
+    VRAM)."""
     r = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090")
     assert r["inputs"]["runtime"] == "ollama" and r["inputs"]["quant"] == "Q4_K_M"
     assert r["inputs"]["context"] == 32768  # 24,564 MiB reported: Ollama's 23 GiB cut-off gives 32K
@@ -115,7 +116,7 @@ def test_catalog_listings(run_json):
     assert len(g) >= 40 and all(isinstance(x["usable_bytes"], int) for x in g)
     h200 = next(x for x in g if x["name"] == "H200 SXM")
     assert h200["usable_bytes"] == 143_771 * 2**20 and h200["monthly_usd"] == 2290
-    assert h200["usd_per_gb_month"] == 16.24  # seed 002 §06
+    assert h200["usd_per_gb_month"] == 16.24  # the GPU Rent Hub guide section 06
     m = run_json("models")["models"]
     assert any(x["id"] == "llama-3.1-8b" and x["kv_bytes_per_token"] == 131072 for x in m)
     q = run_json("quants")
@@ -167,7 +168,7 @@ def test_max_sequences_is_the_edge(run_json):
 
 
 def test_largest_model_on_a_24gb_card(run_json):
-    """seed 000: a 24 GB card runs 24B-32B models at 4-bit; 70B does not fit."""
+    """GPUFlow's Ollama guide: a 24 GB card runs 24B-32B models at 4-bit; 70B does not fit."""
     r = run_json("largest-model", "--gpu", "RTX 4090", "--quant", "Q4_K_M", "--runtime", "llama.cpp")
     names = [m["id"] for m in r["models"]]
     assert "qwen2.5-32b" in names and "mistral-small-24b" in names

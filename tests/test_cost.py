@@ -1,4 +1,4 @@
-"""Break-even arithmetic (SPEC §6). Seed 003's worked example must come out exactly, to the seed's
+"""Break-even arithmetic. The break-even guide's worked example must come out exactly, to the seed's
 rounding."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from cardfit.errors import CatalogError, InputError, UnknownNameError
 from cardfit.services.breakeven import BreakevenInput
 from cardfit.services.breakeven import breakeven_report as _typed
 
-SEED = builtin("apis.toml")["seed003"]  # the seed's inputs and its printed results, kept as data
+SEED = builtin("apis.toml")["breakeven_example"]  # the seed's inputs and its printed results, kept as data
 
 
 def breakeven_report(inp: BreakevenInput) -> dict:
@@ -29,7 +29,7 @@ def seed_report() -> dict:
                                            hours_per_month=SEED["hours_per_month"]))
 
 
-def test_seed003_rent_and_capacity(seed_report):
+def test_breakeven_guide_rent_and_capacity(seed_report):
     # $0.50/h × 730 h = $365; 400 tok/s × 3600 × 730 = 1,051.2 M (the seed prints 1,051)
     assert seed_report["monthly_usd"] == SEED["monthly_usd"] == 365
     assert round(seed_report["capacity_millions_per_month"]) == SEED["capacity_millions_per_month"] == 1051
@@ -37,7 +37,7 @@ def test_seed003_rent_and_capacity(seed_report):
 
 
 @pytest.mark.parametrize("row", SEED["breakeven"], ids=lambda r: r["tier"])
-def test_seed003_breakeven_per_tier(seed_report, row):
+def test_breakeven_guide_breakeven_per_tier(seed_report, row):
     api = next(a for a in seed_report["apis"] if a["id"] == row["tier"])
     be = api["breakeven_millions_per_month"]
     # the seed prints whole millions above 100 and one decimal below: 1,825 / 73 / 24.3
@@ -49,14 +49,14 @@ def test_seed003_breakeven_per_tier(seed_report, row):
 
 
 @pytest.mark.parametrize("row", SEED["cost_per_million_by_duty"], ids=lambda r: f"{r['duty_pct']}%")
-def test_seed003_cost_per_million_by_duty(seed_report, row):
+def test_breakeven_guide_cost_per_million_by_duty(seed_report, row):
     by = {r["duty"]: r["self_host_usd_per_million"] for r in seed_report["by_duty"]}
     assert round(by[row["duty_pct"] / 100], 2) == row["self_host_usd"]
     assert round(cost.cost_per_million(0.5, 400, row["duty_pct"] / 100), 2) == row["self_host_usd"]
 
 
 @pytest.mark.parametrize("row", SEED["monthly_bill"], ids=lambda r: f"{r['output_tokens_millions']}M")
-def test_seed003_monthly_bill_table(seed_report, row):
+def test_breakeven_guide_monthly_bill_table(seed_report, row):
     got = next(
         r for r in seed_report["by_volume"] if r["output_tokens_millions"] == row["output_tokens_millions"]
     )
@@ -65,7 +65,7 @@ def test_seed003_monthly_bill_table(seed_report, row):
                               "frontier": row["frontier_api_usd"]}
 
 
-def test_seed003_text_claims(seed_report):
+def test_breakeven_guide_text_claims(seed_report):
     # "1000 M output tokens needs the card busy 95% of the month"
     row = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == 1000)
     assert round(row["required_duty"], 2) == 0.95 and row["within_capacity"]
@@ -149,7 +149,8 @@ def test_catalog_rent_uses_720_hours_discounts_and_pairs():
     b200 = default_gpus().get("B200")
     assert b200.min_count == 2
     r = breakeven_report(BreakevenInput(gpu="B200", tokens_per_s=5000))
-    assert r["rent"]["count"] == 2 and r["rent"]["discount_fraction"] == 0.05  # seed 002: 5 % from two cards
+    # the GPU Rent Hub guide: 5 % from two cards
+    assert r["rent"]["count"] == 2 and r["rent"]["discount_fraction"] == 0.05
     assert r["monthly_usd"] == pytest.approx(2 * b200.monthly_usd * 0.95)
     assert r["hours_per_month"] == 720
     with pytest.raises(InputError, match="sets of at least 2"):
@@ -157,7 +158,7 @@ def test_catalog_rent_uses_720_hours_discounts_and_pairs():
 
 
 def test_minimum_term_is_billed():
-    # two days of use on a catalog card still pays the seven-day minimum (seed 002 §08)
+    # two days of use on a catalog card still pays the seven-day minimum (the GPU Rent Hub guide section 08)
     r = breakeven_report(BreakevenInput(gpu="RTX 4090", tokens_per_s=100, hours_per_month=48))
     assert r["rent"]["billed_hours"] == 168
     assert r["monthly_usd"] == pytest.approx(r["hourly_usd"] * 168, rel=1e-3)

@@ -1,4 +1,5 @@
-"""`cardfit breakeven` and `cardfit apis` the way users run them: JSON keys (SPEC §9), errors, charts."""
+"""`cardfit breakeven` and `cardfit apis` the way users run them: JSON keys (the stable --json interface),
+errors, charts."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 
-def test_breakeven_json_seed003(run_json):
+def test_breakeven_json_of_the_breakeven_guide(run_json):
     r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730", "--tokens-per-s", "400")
     assert {"monthly_usd", "capacity_millions_per_month", "cost_per_million_usd", "apis"} <= r.keys()
     assert r["monthly_usd"] == 365 and round(r["capacity_millions_per_month"]) == 1051
@@ -33,7 +34,7 @@ def test_breakeven_api_prices_and_duty(run_json):
 
 def test_breakeven_from_log(run_json):
     r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
-                 "--from-log", str(LOGS / "vllm-server/seed003_line.txt"))
+                 "--from-log", str(LOGS / "vllm-server/breakeven_guide_line.txt"))
     assert r["throughput"]["source"] == "log (vllm-server)" and r["throughput"]["tokens_per_s"] == 396.1
     assert r["throughput"]["log"]["concurrency"] == 16
 

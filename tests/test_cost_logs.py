@@ -16,13 +16,15 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 CASES = [
     # file, kind, tokens/s, busy samples, idle samples, why it is tricky
-    ("ollama/seed003.txt", "ollama", 42.86, 1, 0, "seed 003's three-line block, no prompt lines"),
+    ("ollama/breakeven_guide.txt", "ollama", 42.86, 1, 0,
+     "the break-even guide's three-line block, no prompt lines"),
     ("ollama/2024-01_issue1806.txt", "ollama", 24.61, 1, 0,
      "`prompt eval rate` must not be taken for `eval rate`"),
     ("ollama/2025-01_minutes_llm-ollama-32.txt", "ollama", 8.87, 1, 0, "durations in minutes (2m7.682s)"),
     ("ollama/2025-10_pr12742_two_runs.txt", "ollama", 3642 / (18.173182374 + 17.148014223), 2, 0,
      "two runs: total eval count ÷ total eval duration"),
-    ("vllm-server/seed003_line.txt", "vllm-server", 396.1, 1, 0, "bare status line, no logger prefix"),
+    ("vllm-server/breakeven_guide_line.txt", "vllm-server", 396.1, 1, 0,
+     "bare status line, no logger prefix"),
     ("vllm-server/v0.2_2024-01_issue2595_one_line.txt", "vllm-server", (77.3 + 77.3 + 76.8 + 76.4) / 4, 4, 1,
      "records glued onto one line; the first interval generated nothing and is skipped"),
     ("vllm-server/v0.3_2024-02_issue2731_extra_fields.txt", "vllm-server", 118.5, 1, 0,
@@ -59,7 +61,7 @@ def test_busy_fraction_and_concurrency():
     m = read_log(str(LOGS / "vllm-server/v1_2026-05_issue43295_engine.txt"))
     assert m.concurrency == pytest.approx(19.0)
     assert read_log(str(LOGS / "vllm-bench/2026_pr43276_peak.txt")).concurrency == 16
-    assert read_log(str(LOGS / "ollama/seed003.txt")).single_stream
+    assert read_log(str(LOGS / "ollama/breakeven_guide.txt")).single_stream
 
 
 def test_idle_server_log_is_a_clear_error():

@@ -204,8 +204,8 @@ def test_cli_json_has_the_stable_keys(run_json):
 
 
 def test_plan_entries_carry_the_split_and_the_command(run_json):
-    """SPEC: plan's gpus entries gain tp, pp and replicas (count = tp × pp × replicas) and, where the set
-    fits, the command that starts it (the same launch function as deploy)."""
+    """The stable JSON: plan's gpus entries gain tp, pp and replicas (count = tp × pp × replicas) and, where
+    the set fits, the command that starts it (the same launch function as deploy)."""
     r = run_json("plan", "meta-llama/Llama-3.1-70B-Instruct", "--quant", "bf16", "--context", "8192",
                  "--runtime", "vllm")
     for g in r["gpus"]:

@@ -142,7 +142,7 @@ def _strings(x):
 
 def test_data_sources_cite_the_guides_not_seed_files():
     """Every string value in the catalogs (sources, notes) names a public source or says "rule of thumb";
-    "seed 002" means nothing to a user."""
+    an internal document number means nothing to a user."""
     import re
     import tomllib
 

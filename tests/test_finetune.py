@@ -1,4 +1,4 @@
-"""Fine-tuning memory (SPEC §5, issue 6): the seed's full fine-tune table and card choices, optimizer terms,
+"""Fine-tuning memory (issue 6): the rental guide's full fine-tune table and card choices, optimizer terms,
 LoRA adapter sizes from real shapes, activations, ZeRO / offload, NVLink, and the CLI."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cardfit.services.finetune import finetune_report as _typed
 
 GB = 10**9
 
-# seed 002 §04 table: (catalog id, full "weights + Adam" GB, full "with activations" GB)
+# the GPU Rent Hub guide section 04 table: (catalog id, full "weights + Adam" GB, full "with activations" GB)
 SEED_FULL = [
     ("shape-7b", 112, 129),
     ("shape-13b", 208, 239),
@@ -50,7 +50,8 @@ def test_seed_full_finetune_columns(model, states_gb, with_act_gb):
     assert mem.optimizer_bytes - mem.master_bytes == 8 * m.params  # Adam m + v
 
 
-# seed 002 §05 full fine-tune column vs cardfit's answer on the same rental fleet (usable bytes, not marketing
+# the GPU Rent Hub guide section 05 full fine-tune column vs cardfit's answer on the same rental fleet (usable
+# bytes, not marketing
 # GB): (model, cardfit card, count, monthly USD, the seed's card, count, its price as cardfit computes it).
 SEED_CARDS = [
     ("shape-7b", "MI300X", 1, 1590.0, "MI300X", 1, 1590.0),
@@ -141,7 +142,7 @@ def test_lora_and_qlora_terms():
     nf4 = weights(m, default_quants().get("nf4"))
     assert qlora.weights_bytes == nf4.total_bytes
     assert qlora.weights_bytes > m.params // 2  # 16-bit embeddings and output, NF4 scales
-    # 16 B per adapter parameter: weights 2 + grads 2 + master 4 + Adam 8 (seed 002 §04)
+    # 16 B per adapter parameter: weights 2 + grads 2 + master 4 + Adam 8 (the GPU Rent Hub guide section 04)
     n = lora.adapter_params
     assert lora.adapter_bytes + lora.gradients_bytes + lora.optimizer_bytes == 16 * n
     assert lora.activation_bytes == qlora.activation_bytes
@@ -242,7 +243,8 @@ def test_cli_json_is_one_object(run_cli):
 
 
 def test_offload_is_bounded_by_host_ram(run_cli):
-    """seed 002 §04: an 8-way node has 2 TB of host RAM for ZeRO offload; 405B full with everything offloaded
+    """the GPU Rent Hub guide section 04: an 8-way node has 2 TB of host RAM for ZeRO offload; 405B full with
+    everything offloaded
     needs 5.7 TB, so two nodes (4 TB) cannot hold it and three can."""
     import json
 

@@ -12,8 +12,9 @@ def test_plan_equals_cli_json(run_json):
 
 
 def test_every_command_has_a_function(run_json):
+    # the break-even guide's worked example
     assert cardfit.breakeven(hourly=0.5, tokens_per_s=400, api_price=[15], hours_per_month=730)["apis"][0][
-        "breakeven_millions_per_month"] == pytest.approx(24.333, abs=1e-3)  # seed 003
+        "breakeven_millions_per_month"] == pytest.approx(24.333, abs=1e-3)
     assert cardfit.max_context("llama3.1:8b", gpu="RTX 4090") == run_json("max-context", "llama3.1:8b",
                                                                           "--gpu", "RTX 4090")
     assert (

@@ -1,9 +1,11 @@
-"""The seeds' own worked numbers, recomputed by cardfit (each case names its seed and section).
+"""The guides' own worked numbers, recomputed by cardfit (each case names its guide and section): the
+GPU Rent Hub VRAM guide (updated 2026-09-01, German and French editions: "the rental guide"), GPUFlow's
+Ollama VRAM guide (Hindi, Sept 2026) and Primcast's 'Language models on bare metal' (https://primcast.com/hpc).
 
-The rental guide (seed 002, German; seed 004 is the same page in French) sizes with
+The rental guide sizes with
 VRAM = parameters × bytes per parameter + KV cache (FP16) + about 2 GB, at 8,192 tokens and batch 1:
 cardfit's `rule-of-thumb` runtime is exactly that block. Card choices use the usable bytes the driver
-reports, not the marketing GB, which is where cardfit and the seed part ways (SPEC §8)."""
+reports, not the marketing GB, which is where cardfit and the guide part ways."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def model(mid):
     return default_models().get(mid)
 
 
-# seed 002 §03 table: KV per token (MB) and at 8k / 32k / 128k (GB), FP16 cache, batch 1
+# the GPU Rent Hub guide section 03 table: KV per token (MB) and at 8k / 32k / 128k (GB), FP16 cache, batch 1
 KV_TABLE = {
     "shape-7b": (0.13, 1.1, 4.3, 17.2),
     "shape-13b": (0.82, 6.7, 26.8, 107.4),  # the MHA row: 40 KV heads, bigger cache than the 70B
@@ -35,7 +37,7 @@ KV_TABLE = {
 
 
 @pytest.mark.parametrize("mid", SHAPES)
-def test_kv_table_seed002(mid):
+def test_kv_table_of_the_rental_guide(mid):
     per_token_mb, k8, k32, k128 = KV_TABLE[mid]
     m = model(mid)
     assert round(kv_bytes_per_token(m) / 1e6, 2) == per_token_mb
@@ -44,7 +46,7 @@ def test_kv_table_seed002(mid):
     assert round(kv_cache_bytes(m, 131072) / GB, 1) == k128
 
 
-# seed 002 §02 table: totals at 8k, batch 1 (GB): BF16, FP8, INT4
+# the GPU Rent Hub guide section 02 table: totals at 8k, batch 1 (GB): BF16, FP8, INT4
 TOTALS = {
     "shape-7b": (17, 10, 7),
     "shape-13b": (35, 22, 15),
@@ -56,13 +58,14 @@ TOTALS = {
 
 @pytest.mark.parametrize("mid", SHAPES)
 @pytest.mark.parametrize("i,quant", [(0, "bf16"), (1, "fp8"), (2, "int4")])
-def test_inference_totals_seed002(mid, i, quant):
+def test_inference_totals_of_the_rental_guide(mid, i, quant):
     p = plan_of(model=mid, quant=quant, context=8192, runtime="rule-of-thumb", gpu="MI300X", gpus=8)
     assert round(p.first.memory.total_bytes / GB) == TOTALS[mid][i]
 
 
-def test_worked_example_70b_fp8_seed002():
-    """seed 002 §01: 70 GB weights + 2.7 GB KV + 2 GB overhead = 75 GB, fits an 80 GB card."""
+def test_worked_example_70b_fp8_of_the_rental_guide():
+    """the GPU Rent Hub guide section 01: 70 GB weights + 2.7 GB KV + 2 GB overhead = 75 GB, fits an 80 GB
+    card."""
     p = plan_of(model="shape-70b", quant="fp8", context=8192, runtime="rule-of-thumb", gpu="H100 SXM")
     mem = p.first.memory
     assert mem.weights_bytes == 70_000_000_000
@@ -74,8 +77,8 @@ def test_worked_example_70b_fp8_seed002():
     assert round(p.first.option.free_bytes / GB, 1) == 10.8
 
 
-def test_qwen25_14b_q4km_seed000():
-    """seed 000: Qwen 2.5 14B at Q4_K_M is 9.0 GB (Ollama download 9.0 GB); KV 196,608 B/token;
+def test_qwen25_14b_q4km_of_the_ollama_guide():
+    """GPUFlow's Ollama guide: Qwen 2.5 14B at Q4_K_M is 9.0 GB (Ollama download 9.0 GB); KV 196,608 B/token;
     with the seed's ~1 GB overhead: 10.8 GB at 4K, 13.2 GB at 16K, 16.4 GB at 32K."""
     m = model("qwen2.5-14b")
     assert kv_bytes_per_token(m) == 196_608
@@ -88,13 +91,14 @@ def test_qwen25_14b_q4km_seed000():
 
 
 def test_kv_per_token_spec():
-    """SPEC §2 / seed 000: Llama 3.1 8B 131,072 B/token; Qwen2.5 7B 57,344; Qwen2.5 14B 196,608 (FP16)."""
+    """GPUFlow's Ollama guide: Llama 3.1 8B 131,072 B/token; Qwen2.5 7B 57,344; Qwen2.5 14B 196,608 (FP16)."""
     assert kv_bytes_per_token(model("llama-3.1-8b")) == 131_072
     assert kv_bytes_per_token(model("qwen2.5-7b")) == 57_344
     assert kv_bytes_per_token(model("qwen2.5-14b")) == 196_608
 
 
-# seed 002 §05 lookup table: cheapest card (single card first, a set only when none holds it)
+# the GPU Rent Hub guide section 05 lookup table: cheapest card (single card first, a set only when none holds
+# it)
 LOOKUP = [
     # (model, quant, card, count, verdict, monthly) as cardfit answers; comment = the seed's cell
     ("shape-7b", "bf16", "RTX A5000", 1, "fits", 190),      # 17 GB  RTX A5000 $190
@@ -113,22 +117,22 @@ LOOKUP = [
     # card, so 4 cards hold it with under 2 GB per card to spare: tight, $5,851.
     ("shape-405b", "bf16", "MI300X", 4, "tight", 5851.2),
     # 411 GB: the seed says 8× MI300X ($11,450); by its own rules 4× MI300X ($5,851 with 8 % off) holds it
-    # (SPEC §8)
+    # (the guide's 8-card answer is a mistake)
     ("shape-405b", "fp8", "MI300X", 4, "fits", 5851.2),
     ("shape-405b", "int4", "A40", 8, "fits", 1728),         # 209 GB 8× A40 $1,728
 ]
 
 
 @pytest.mark.parametrize("mid,quant,card,count,verdict,monthly", LOOKUP)
-def test_lookup_table_seed002(mid, quant, card, count, verdict, monthly):
+def test_lookup_table_of_the_rental_guide(mid, quant, card, count, verdict, monthly):
     p = plan_of(model=mid, quant=quant, context=8192, runtime="rule-of-thumb", priced=True)
     best = p.first.option
     assert (best.gpu.name, best.count, best.verdict) == (card, count, verdict)
     assert best.monthly_usd == pytest.approx(monthly)
 
 
-def test_70b_bf16_fits_one_h200_spec8():
-    """SPEC §8: Llama 3.1 70B in BF16 with 8K context fits one H200 (measured), though the seed's lookup
+def test_70b_bf16_fits_one_h200():
+    """Llama 3.1 70B in BF16 with 8K context fits one H200 (measured), though the seed's lookup
     table sends it to an MI300X: 141 GB sold, 143,771 MiB = 150.8 GB usable."""
     p = plan_of(model="llama-3.1-70b", quant="bf16", context=8192, runtime="transformers", gpu="H200")
     assert p.first.option.verdict in ("fits", "tight")
@@ -136,17 +140,18 @@ def test_70b_bf16_fits_one_h200_spec8():
 
 
 def test_fp8_on_a100_is_no():
-    """seed 002 §01: the A100, A40, RTX A6000, RTX 3090 and RTX A5000 have no FP8."""
+    """the GPU Rent Hub guide section 01: the A100, A40, RTX A6000, RTX 3090 and RTX A5000 have no FP8."""
     for card in ("A100 SXM 80GB", "A40", "RTX A6000", "RTX 3090", "RTX A5000"):
         p = plan_of(model="shape-7b", quant="fp8", context=8192, runtime="rule-of-thumb", gpu=card)
         assert p.first.option.verdict == "no"
         assert "FP8" in p.first.option.reason
 
 
-# seed 001 (bare-metal page, "Step three"): the smallest card of its catalog holding 1.5x the weights.
-SEED001_CARDS = ["Tesla P4", "Titan V", "Tesla P40", "Quadro P6000", "V100 32GB", "RTX A6000", "MI210",
+# Primcast's bare-metal page (bare-metal page, "Step three"): the smallest card of its catalog holding 1.5x
+# the weights.
+BARE_METAL_CARDS = ["Tesla P4", "Titan V", "Tesla P40", "Quadro P6000", "V100 32GB", "RTX A6000", "MI210",
                  "RTX PRO 6000"]
-SEED001_TABLE = [  # (weights GB as the seed gives them, the seed's card; None = "more than one card")
+BARE_METAL_TABLE = [  # (weights GB as the seed gives them, the seed's card; None = "more than one card")
     (16, "Tesla P40"), (8, "Titan V"), (5, "Tesla P4"),  # 7-8B at 16/8/4-bit
     (28, "RTX A6000"), (14, "Tesla P40"), (8, "Titan V"),  # 13-14B
     (68, None), (34, "MI210"), (19, "Tesla V100 32GB"),  # 30-34B
@@ -154,12 +159,12 @@ SEED001_TABLE = [  # (weights GB as the seed gives them, the seed's card; None =
 ]
 
 
-@pytest.mark.parametrize("weights_gb,card", SEED001_TABLE)
-def test_smallest_card_by_headroom_seed001(weights_gb, card):
+@pytest.mark.parametrize("weights_gb,card", BARE_METAL_TABLE)
+def test_smallest_card_by_headroom_bare_metal_page(weights_gb, card):
     from cardfit.catalog.gpus import default_gpus
     from cardfit.core.fit import smallest_by_headroom
 
-    gpus = [default_gpus().get(n) for n in SEED001_CARDS]
+    gpus = [default_gpus().get(n) for n in BARE_METAL_CARDS]
     got = smallest_by_headroom(int(weights_gb * 1e9), gpus, 1.5)
     if weights_gb == 34:
         # 51 GB needed: the seed's A6000 is "48 GB" as sold, but with ECC off (the workstation default) it

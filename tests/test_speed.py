@@ -1,4 +1,4 @@
-"""The speed model on the seeds' worked numbers and the physics it must respect (SPEC §4)."""
+"""The speed model on the guides' worked numbers and the physics it must respect."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ def report(model: str, gpu: str, **kw) -> dict:
     return speed_report(SpeedInput(model=model, gpu=gpu, **kw)).to_json()
 
 
-# Seed 002 section 07 (and its A5000 line in section 08): bandwidth ÷ params × bytes, no KV cache read.
+# the GPU Rent Hub guide section 07 (and its A5000 line in section 08): bandwidth ÷ params × bytes, no KV
+# cache read.
 SEED_CEILINGS = [
     ("shape-7b", "bf16", "A40", 49.7),  # 696 GB/s ÷ 14 GB: "cannot exceed 50"
     ("shape-7b", "bf16", "RTX 5090", 127.9),  # 1.79 TB/s ÷ 14 GB: "not over 128"
@@ -35,7 +36,8 @@ def test_seed_ceilings(model, quant, gpu, expected):
 def test_kv_read_lowers_the_ceiling_as_the_context_fills():
     empty = report("llama-3.1-8b", "H100 SXM", quant="bf16", context=32768, filled=0)
     full = report("llama-3.1-8b", "H100 SXM", quant="bf16", context=32768, filled=32768)
-    # 131,072 B/token (SPEC §2) × 32,768 tokens = 4.29 GB more per decoded token
+    # 131,072 B/token (2 × 32 layers × 8 KV heads × 128 × 2 B) × 32,768 tokens = 4.29 GB more per decoded
+    # token
     assert full["bytes_per_token"] - empty["bytes_per_token"] == 131_072 * 32_768
     assert full["decode_ceiling_tokens_per_s"] < empty["decode_ceiling_tokens_per_s"]
 
@@ -62,7 +64,8 @@ def test_concurrency_roofline_and_kv_cap():
     user = [x["per_user_tokens_per_s"] for x in rows]
     assert agg == sorted(agg) and user == sorted(user, reverse=True)
     assert rows[0]["bound"] == "memory" and rows[-1]["bound"] == "compute"
-    assert 64 < r["compute_bound_from"] < 1024  # SPEC §4: measured crossover on an H200 bf16 ~200 sequences
+    # rule of thumb: the roofline crossover of an H200 at bf16 is ~200 sequences
+    assert 64 < r["compute_bound_from"] < 1024
     assert r["max_concurrency"] == r["vllm_max_concurrency"] // 1  # whole sequences of the full context
     assert [x["kv_fits"] for x in rows] == [n <= r["max_concurrency"] for n in (1, 8, 64, 256, 1024)]
 
@@ -76,7 +79,8 @@ def test_vllm_maximum_concurrency_is_kv_room_over_tokens_per_request():
 
 
 def test_two_rtx_5090_beat_one_h100_on_paper_and_lose_in_practice():
-    """Seed 002 §07: 2× RTX 5090 (3.58 TB/s together, PCIe Gen5 peer-to-peer) vs 1× H100 SXM (3.35 TB/s)."""
+    """the GPU Rent Hub guide section 07: 2× RTX 5090 (3.58 TB/s together, PCIe Gen5 peer-to-peer) vs 1× H100
+    SXM (3.35 TB/s)."""
     kw = dict(quant="fp8", runtime="vllm", context=4096, filled=0, concurrency=(1,))
     pair = report("qwen2.5-32b", "RTX 5090", gpus=2, **kw)
     one = report("qwen2.5-32b", "H100 SXM", **kw)
@@ -94,27 +98,28 @@ def test_layer_split_adds_capacity_not_speed():
     assert four["decode_tokens_per_s"] == pytest.approx(two["decode_tokens_per_s"])
 
 
-# Seed 000 (Rost, DEV Community, April 2026): llama.cpp on a 16 GB RTX 4080 with layers spilling to RAM.
+# Rost, DEV Community, April 2026 (quoted in GPUFlow's Ollama guide): llama.cpp on a 16 GB RTX 4080 with
+# layers spilling to RAM.
 # Tolerance: 30% where cardfit places the layers as llama.cpp did (the author's RAM speed is not stated;
 # cardfit assumes DDR5-4800 dual channel at the calibrated 0.57 of it, which puts the 122B MoE at -28%). At
 # 64K cardfit's memory model keeps the whole model on the card (tight, 0.6 GB free) while the run spilled, and
 # at 128K the prediction is about 2x fast: the author's RAM speed is not stated (DDR4 dual channel would
 # explain most of it).
-SEED000 = [
+OFFLOAD_RTX4080 = [
     ("qwen3.5-27b", "IQ3_XXS", 32768, 45.1, 0.30),
     ("qwen3.5-35b-a3b", "IQ3_S", 65536, 136.8, 0.30),
     ("qwen3.5-122b-a10b", "IQ3_XXS", 32768, 21.8, 0.30),
 ]
 
 
-@pytest.mark.parametrize("model,quant,context,measured,tol", SEED000)
-def test_seed000_offload_measurements(model, quant, context, measured, tol):
+@pytest.mark.parametrize("model,quant,context,measured,tol", OFFLOAD_RTX4080)
+def test_offload_measurements_on_rtx4080(model, quant, context, measured, tol):
     r = report(model, "RTX 4080", quant=quant, runtime="llama.cpp", context=context, filled=0,
                concurrency=(1,))
     assert r["decode_tokens_per_s"] == pytest.approx(measured, rel=tol)
 
 
-def test_seed000_dense_model_slows_as_layers_leave_the_card():
+def test_dense_model_slows_as_layers_leave_the_card():
     speeds = [report("qwen3.5-27b", "RTX 4080", quant="IQ3_XXS", runtime="llama.cpp", context=c, filled=0,
                      concurrency=(1,)) for c in (32768, 131072)]
     assert speeds[0]["verdict"] in ("fits", "tight") and speeds[1]["verdict"] == "offload"

@@ -230,7 +230,8 @@ def _module(name: str) -> None:
      ["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,2,4"]),
     ("/api/breakeven", "cardfit.services.breakeven",
      {"hourly": 0.5, "tokens_per_s": 400, "hours_per_month": 730},
-     ["breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--hours-per-month", "730"]),  # seed 003
+     # the break-even guide's worked example
+     ["breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--hours-per-month", "730"]),
     ("/api/breakeven", "cardfit.services.breakeven",
      {"gpu": "RTX 4090", "tokens_per_s": 90.6, "api": ["frontier"]},
      ["breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90.6", "--api", "frontier"]),
@@ -298,7 +299,8 @@ def test_config_upload_gives_the_catalog_shape(client):
     plan = client.post("/api/plan",
                        json={k: v for k, v in shape.items() if v is not None} | {"context": 8192})
     assert plan.status_code == 200
-    assert plan.json()["memory"]["kv_bytes_per_token"] == 131_072  # SPEC §2: Llama 3.1 8B at FP16
+    # 2 × 32 layers × 8 KV heads × 128 × 2 B: Llama 3.1 8B at FP16
+    assert plan.json()["memory"]["kv_bytes_per_token"] == 131_072
 
 
 @pytest.mark.parametrize(("body", "status", "words"), [

@@ -46,7 +46,7 @@ class ApiPrice:
 KEYS = keys_of(ApiPrice) - {"kind"}  # the table ([[tier]] or [[api]]) gives the kind
 # apis.toml's own tables besides the records: the file's format and the figures of the rental guide's
 # worked example (read by tests only)
-FILE_TABLES = ("schema", "currency", "unit", "tier", "api", "seed003")
+FILE_TABLES = ("schema", "currency", "unit", "tier", "api", "breakeven_example")
 
 
 def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:

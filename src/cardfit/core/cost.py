@@ -23,7 +23,8 @@ MILLION = 1_000_000
 # 730 h (8,760 h / 12) is `--hours-per-month 730`; 720 never overstates what a month of rent produces.
 HOURS_PER_MONTH = 720
 
-# Seed 003's two tables: the monthly volumes of its bill table and the duty cycles of its $/M table.
+# The break-even guide's two tables: the monthly volumes of its bill table and the duty cycles of its $/M
+# table.
 SEED_VOLUMES_MILLIONS = (5, 10, 25, 50, 100, 250, 500, 1000)
 SEED_DUTIES = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
 
@@ -127,8 +128,3 @@ def set_monthly_usd(unit_monthly_usd: float, count: int, discount_fraction: floa
     """A set of `count` cards after the volume discount (GPU Rent Hub VRAM guide, section 05: 5 % from two,
     8 % from four …)."""
     return unit_monthly_usd * count * (1 - discount_fraction)
-
-
-def crossing(monthly_usd: float, api_usd_per_million: float) -> tuple[float, float]:
-    """Where the flat rent line meets an API line through zero: (millions per month, USD)."""
-    return breakeven_millions(monthly_usd, api_usd_per_million), monthly_usd

@@ -178,7 +178,8 @@ def rank(options: list[Option], node_size: int) -> list[Option]:
 
 
 def smallest_by_headroom(weights_bytes: int, gpus: list[Gpu], factor: float) -> Gpu | None:
-    """Seed 001's lens: the smallest card whose usable memory holds `factor` × the weights (its table uses
+    """The bare-metal page's lens (Primcast, https://primcast.com/hpc): the smallest card whose usable memory
+    holds `factor` × the weights (its table uses
     1.5, "the generous end of the quarter-to-a-half head-room rule")."""
     need = weights_bytes * factor
     holding = [g for g in gpus if g.usable_bytes >= need]

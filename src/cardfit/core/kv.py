@@ -70,12 +70,8 @@ def layout(m: ModelSpec) -> KvLayout:
                     window_elems, state)
 
 
-def bytes_per_element_x32(dtype: str) -> int:
-    return KV_DTYPE_BYTES_X32[dtype]
-
-
 def kv_bytes_per_token(m: ModelSpec, dtype: str = "f16") -> int:
-    """Growth of the cache per token of context, below any sliding window (the SPEC's 'per token' figure)."""
+    """Growth of the cache per token of context, below any sliding window (the guides' 'per token' figure)."""
     lay = layout(m)
     elems = lay.full_layers * lay.elems_per_token_layer + lay.window_layers * lay.window_elems_per_token_layer
     return elems * KV_DTYPE_BYTES_X32[dtype] // 32

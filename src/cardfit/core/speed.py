@@ -144,18 +144,6 @@ def kv_read_bytes(m: ModelSpec, mem: Memory, context_filled: int, window_cache: 
     return kv_cache_bytes(m, min(context_filled, mem.context), 1, mem.kv_dtype, window_cache)
 
 
-def decode_bytes_per_token(m: ModelSpec, mem: Memory, context_filled: int | None = None,
-                           q: Quant | None = None) -> int:
-    """Weights read once per step plus the cache of one sequence filled to `context_filled` tokens."""
-    filled = mem.context if context_filled is None else context_filled
-    return active_weight_bytes(m, mem, q) + kv_read_bytes(m, mem, filled)
-
-
-def decode_ceiling(bandwidth_gbps: float, bytes_per_token: int) -> float:
-    """Seed 002 §07: 14 GB of BF16 weights on a 696 GB/s A40 → at most 49.7 tokens/s."""
-    return bandwidth_gbps * 1e9 / bytes_per_token
-
-
 @record(slots=True)
 class Machine:
     """What a step runs on, and the runtime's calibrated constants (data/runtimes.toml)."""

@@ -68,10 +68,10 @@ def _is(kind: str, runtime: str, *, offload: bool | None = False) -> Callable[[R
 def _speed(name: str) -> Callable[[Record], float | None]:
     def implied(r: Record) -> float | None:
         try:
-            from . import speed as speedplan
+            from . import speed as speed_service
         except ModuleNotFoundError:  # the validation harness scores memory records without the speed model
             return None
-        return getattr(speedplan, name)(r)
+        return getattr(speed_service, name)(r)
     return implied
 
 
@@ -166,15 +166,6 @@ def stored() -> Constants:
 
 # ---------------------------------------------------------------- fitting
 
-@dataclass(frozen=True)
-class Contribution:
-    """What one record implies for one constant, given the constants before it (None: nothing)."""
-
-    fit: str
-    id: str
-    source: str
-    implied: float | None
-
 
 def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
     """Every constant of FITS in order: the median of what its records imply (the records of source
@@ -218,16 +209,6 @@ def _implied(f: Fit, r: Record, values: Constants) -> float | None:
         v = f.implied(r)
     _IMPLIED[key] = (r, v)
     return v
-
-
-def contributions(records: tuple[Record, ...]) -> list[Contribution]:
-    """Per record and constant, what it implies with every stored constant in place (for reports)."""
-    recs = records
-    out = []
-    with constants(stored()):
-        for f in FITS:
-            out += [Contribution(f.key, r["id"], source_key(r), f.implied(r)) for r in recs if f.select(r)]
-    return out
 
 
 def fitting_sources(records: tuple[Record, ...]) -> set[str]:

@@ -477,15 +477,6 @@ def implied_overhead_us_per_sequence(record: dict[str, Any]) -> float | None:
     return (n / float(record["measured"]) - st.seconds) / (n - 1) * 1e6
 
 
-def predict_tpot_ms(record: dict[str, Any]) -> float | None:
-    """The decode step's time per output token for a served-load TPOT record (no prefill interleaved)."""
-    d = serving_as_decode(record)
-    if d is None:
-        return None
-    v = predict_speed(d)
-    return None if not v else float(d["concurrency"]) * 1e3 / v
-
-
 def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
     """Calibration: the per-layer time a single-stream decode record leaves after its bytes are streamed at
     the runtime's decode efficiency (see data/runtimes.toml decode_overhead_us_per_layer)."""

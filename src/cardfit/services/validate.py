@@ -463,7 +463,7 @@ def _speed(r: dict[str, Any]) -> tuple[float, str]:
         raise Skip(f"speed model failed: {type(e).__name__}: {e}") from None
     if v is None:
         raise Skip("speed model cannot predict this record")
-    return float(v), "speedplan.predict_speed"
+    return float(v), "services.speed.predict_speed"
 
 
 def _serving(r: dict[str, Any]) -> tuple[float, str]:
