@@ -43,7 +43,8 @@ class Workload:
     output_tokens: int
     users: float | None = None  # closed loop: concurrent users per replica
     requests_per_s: float | None = None  # open loop: Poisson arrivals per replica
-    output_cv2: float = 0.0  # squared coefficient of variation of the answer length (0: every answer O tokens)
+    # squared coefficient of variation of the answer length (0: every answer O tokens)
+    output_cv2: float = 0.0
 
 
 @record(slots=True)
@@ -146,7 +147,8 @@ def erlang_c(servers: int, offered: float) -> float:
     return b / (1 - rho * (1 - b))
 
 
-def wait_s(servers: int, arrival_per_s: float, service_s: float, cs2: float, ca2: float = 1.0) -> tuple[float, float]:
+def wait_s(servers: int, arrival_per_s: float, service_s: float, cs2: float,
+           ca2: float = 1.0) -> tuple[float, float]:
     """Mean and p90 wait in a GI/G/c queue, Allen–Cunneen: Wq(M/M/c) × (Ca² + Cs²) / 2."""
     offered = arrival_per_s * service_s
     if offered >= servers:

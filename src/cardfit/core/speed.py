@@ -223,7 +223,9 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     b = max(sequences, 1)
     weights = load.weights_bytes * load.shares.read_fraction(b)
     expert_read = load.weights_bytes * load.shares.experts * (1 - (1 - load.shares.route) ** b)
-    cpu = weights * load.cpu_weight_fraction + expert_read * load.cpu_expert_fraction * (1 - load.cpu_weight_fraction)
+    cpu = weights * load.cpu_weight_fraction + expert_read * load.cpu_expert_fraction * (
+        1 - load.cpu_weight_fraction
+    )
     gpu = weights - cpu + b * load.kv_bytes
     tp = max(mc.tp, 1)
     memory_s = gpu / tp / (mc.bandwidth_gbps * 1e9 * mc.decode_efficiency)
@@ -232,7 +234,8 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * mc.overhead_s_per_layer + (b - 1) * mc.overhead_s_per_sequence, link_seconds(load, mc, b))
+                load.layers * mc.overhead_s_per_layer + (b - 1) * mc.overhead_s_per_sequence,
+                link_seconds(load, mc, b))
 
 
 def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
@@ -308,11 +311,14 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
     b = max(sequences, 1)
-    aggregate = (realistic if b == 1 else step(load, mc, b).aggregate_tokens_per_s) if decode_efficiency else None
+    aggregate = (
+        (realistic if b == 1 else step(load, mc, b).aggregate_tokens_per_s) if decode_efficiency else None
+    )
     return Speed(ceiling(load, mc), realistic, prefill, per_token, b, aggregate)
 
 
-def default_tp(tensor_parallel: bool, count: int, requested: int | None, model: ModelSpec | None = None) -> int:
+def default_tp(tensor_parallel: bool, count: int, requested: int | None,
+               model: ModelSpec | None = None) -> int:
     """vLLM, SGLang and TGI shard over the cards (tensor parallel) — over as many as the model's heads divide
     into, the rest of a set by pipeline; llama.cpp, Ollama and transformers split by layers, which adds
     capacity but not speed."""
@@ -378,7 +384,8 @@ def prefill_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool = F
     top = gpu.tflops(precision_of(quant, gpu)) or gpu.tflops("bf16")
     if not top or not fp16_accumulate:
         return top
-    if gpu.vendor == "nvidia" and gpu.tier == "consumer" and gpu.arch in ("turing", "ampere", "ada", "blackwell"):
+    if gpu.vendor == "nvidia" and gpu.tier == "consumer" and gpu.arch in ("turing", "ampere", "ada",
+                                                                          "blackwell"):
         top *= GEFORCE_FP16_ACCUMULATE_GAIN
     if gpu.arch == "hopper":
         top *= HOPPER_MMA_SYNC_SHARE

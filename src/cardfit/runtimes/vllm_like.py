@@ -38,7 +38,8 @@ class VllmLike(Runtime):
 
     def big_card(self, gpu: Gpu | None) -> bool:
         rt = self.profile
-        return (gpu is not None and bool(rt.big_card_min_gib) and gpu.usable_bytes >= rt.big_card_min_gib * GIB
+        return (gpu is not None
+                and bool(rt.big_card_min_gib) and gpu.usable_bytes >= rt.big_card_min_gib * GIB
                 and rt.big_card_excludes not in gpu.name.lower())
 
     def serve_batched_tokens(self, gpu: Gpu | None) -> int:

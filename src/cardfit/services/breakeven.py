@@ -54,7 +54,8 @@ class BreakevenInput(RuntimeInput):
     prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
                                              "measured without real prompts", gt=0, le=10 * MAX_TOKENS_PER_S)
     duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
-    hours_per_month: float | None = opt(None, f"paid hours per month (default {cost.HOURS_PER_MONTH:g}, a 30-day "
+    hours_per_month: float | None = opt(None,
+                                        f"paid hours per month (default {cost.HOURS_PER_MONTH:g}, a 30-day "
                                         "month; 730 is the calendar average)", gt=0, le=744)
     retry_multiplier: float = opt(1.0, "quality gap: attempts the self-hosted model needs per useful answer "
                                   "(3 = three times the cost per useful token)", ge=1, le=1000)
@@ -144,7 +145,8 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
     hourly = cost.hourly_from_monthly(monthly)
     hours = inp.hours_per_month or cost.HOURS_PER_MONTH
     billed = cost.billed_hours(hours, rules.min_term_days)
-    src = f"catalog: {count}× {gpu.name} at ${gpu.monthly_usd:,.0f}/month each ({gpu.price_source}, {gpu.price_date})"
+    src = (f"catalog: {count}× {gpu.name} at ${gpu.monthly_usd:,.0f}/month each ({gpu.price_source}, "
+           f"{gpu.price_date})")
     return Rent(hourly, hours, billed, src, count, discount)
 
 
@@ -155,7 +157,8 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, lis
         raise InputError(f"give one source of tokens/s, not {' and '.join(given)}", field="tokens_per_s")
     if not inp.model and (stray := _runtime_options(inp)):
         flag = "--" + next(iter(stray)).replace("_", "-")
-        raise InputError(f"{flag} describes the model's runtime: it goes with --model M --gpu G", field=flag[2:])
+        raise InputError(f"{flag} describes the model's runtime: it goes with --model M --gpu G",
+                         field=flag[2:])
     if inp.tokens_per_s:
         return inp.tokens_per_s, "given", None, []
     if inp.from_log:
@@ -171,12 +174,12 @@ def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
 
     m = bounded_measurement(read_log(path), path)
     log = LogReading(path, m.kind, round(m.tokens_per_s, 2), m.samples, m.idle_samples,
-                     rounded(m.busy_fraction, 4), rounded(m.concurrency, 2), rounded(m.prompt_tokens_per_s, 1),
-                     m.single_stream)
+                     rounded(m.busy_fraction, 4), rounded(m.concurrency, 2),
+                     rounded(m.prompt_tokens_per_s, 1), m.single_stream)
     notes = list(m.notes)
     if m.busy_fraction is not None and m.busy_fraction < 1:
-        notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log is a "
-                     f"typical stretch, --duty {m.busy_fraction:.2f} prices it")
+        notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log "
+                     f"is a typical stretch, --duty {m.busy_fraction:.2f} prices it")
     return m.tokens_per_s, f"log ({m.kind})", log, notes
 
 
@@ -192,8 +195,8 @@ def _runtime_options(inp: BreakevenInput) -> dict[str, Any]:
 def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
     if not inp.gpu:
         raise InputError("--model needs --gpu to estimate tokens/s", field="gpu")
-    values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant, "runtime": inp.runtime,
-              "catalog": inp.catalog, **_runtime_options(inp)}
+    values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant,
+              "runtime": inp.runtime, "catalog": inp.catalog, **_runtime_options(inp)}
     values = {k: v for k, v in values.items() if v}
     from .speed import SpeedInput, speed_report
 
@@ -219,7 +222,8 @@ def _throughput(inp: BreakevenInput) -> Throughput:
                                       prefill_tokens_per_s=inp.prefill_tokens_per_s,
                                       retry_multiplier=inp.retry_multiplier)
     if inp.retry_multiplier > 1:
-        notes.append(f"quality gap: {inp.retry_multiplier:g} attempts per useful answer → {tps:,.1f} useful tok/s")
+        notes.append(f"quality gap: {inp.retry_multiplier:g} attempts per useful answer → {tps:,.1f} "
+                     "useful tok/s")
     return Throughput(tps, raw, source, log, notes)
 
 
@@ -376,7 +380,8 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
         rent=RentTerms(rounded(rent.hourly_usd, 4), rent.hours_per_month, rent.billed_hours,
                        rounded(rent.monthly_usd, 2), rent.count, rent.discount_fraction, rent.source),
         throughput=ThroughputUsed(rounded(tp.tokens_per_s, 2), rounded(tp.raw_tokens_per_s, 2), tp.source,
-                                  inp.input_per_output, inp.prefill_tokens_per_s, inp.retry_multiplier, tp.log),
+                                  inp.input_per_output, inp.prefill_tokens_per_s, inp.retry_multiplier,
+                                  tp.log),
         hidden_costs=_hidden(hidden, rent, inp.duty),
         by_volume=by_volume(monthly, capacity, comps),
         by_duty=by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
@@ -420,7 +425,8 @@ def by_volume(monthly: float, capacity: float, comps: list[Comparison],
     for v in volumes:
         bills = {c.api.id: rounded(v * c.price_per_million_usd, 2) for c in comps}
         rows.append(VolumeRow(v, rounded(monthly, 2), bills, rounded(v / capacity, 4) if capacity else None,
-                              v <= capacity, tuple(k for k, b in bills.items() if b is not None and b < monthly)))
+                              v <= capacity,
+                              tuple(k for k, b in bills.items() if b is not None and b < monthly)))
     return tuple(rows)
 
 
@@ -434,7 +440,11 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
 
 def _notes(comps: list[Comparison], capacity: float) -> list[str]:
     dated = sorted({c.api.date for c in comps if c.api.date})
-    return [f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows sources)"] if dated else []
+    return (
+        [f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows sources)"]
+        if dated
+        else []
+    )
 
 
 def bounded_measurement(m: Any, path: str) -> Any:
@@ -447,6 +457,7 @@ def bounded_measurement(m: Any, path: str) -> Any:
                               ("prompt tokens/s", m.prompt_tokens_per_s, 10 * MAX_TOKENS_PER_S),
                               ("concurrency", m.concurrency, MAX_BATCH)):
         if value is not None and not 0 <= value <= most:  # NaN fails too
-            raise FileFormatError(path, f"the {m.kind} {what} in this log ({value:.4g}) is outside 0..{most:,.0f}",
+            raise FileFormatError(path,
+                                  f"the {m.kind} {what} in this log ({value:.4g}) is outside 0..{most:,.0f}",
                                   hint=HINT)
     return m

@@ -54,7 +54,8 @@ class DeployInput(ModelInput):
     output_tokens: int = opt(300, "answer tokens per request (mean)", ge=1, le=MAX_CONTEXT)
     input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context)",
                                        ge=1, le=MAX_CONTEXT)
-    output_tokens_p90: int | None = opt(None, "90th percentile answer length (sizes the context and the spread "
+    output_tokens_p90: int | None = opt(None,
+                                        "90th percentile answer length (sizes the context and the spread "
                                         "of service times)", ge=1, le=MAX_CONTEXT)
     ttft_ms: float | None = opt(None, f"target: p90 time to first token, ms (default {DEFAULT_TTFT_MS:g})",
                                 gt=0, le=3_600_000)
@@ -150,7 +151,8 @@ class Targets:
 
 
 def targets(inp: DeployInput) -> Targets:
-    tpot_ms = inp.tpot_ms or (1000 / inp.tokens_per_s_per_user if inp.tokens_per_s_per_user else DEFAULT_TPOT_MS)
+    tpot_ms = inp.tpot_ms or (1000 / inp.tokens_per_s_per_user if inp.tokens_per_s_per_user
+                              else DEFAULT_TPOT_MS)
     ttft_ms = inp.ttft_ms or DEFAULT_TTFT_MS
     return Targets(ttft_ms / 1e3, tpot_ms / 1e3, {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms})
 
@@ -160,8 +162,8 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
     if inp.runtime:
         rt = reg.get(inp.runtime)
         if not rt.serves and not any_runtime:
-            raise InputError(f"deploy plans servers: {', '.join(r.id for r in servers())}; {rt.name} is not one",
-                             field="runtime", hint="pick one of those or leave --runtime out")
+            raise InputError(f"deploy plans servers: {', '.join(r.id for r in servers())}; {rt.name} is "
+                             "not one", field="runtime", hint="pick one of those or leave --runtime out")
         return [rt]
     if resolved.gguf or resolved.tag is not None or resolved.ollama:
         return servers("gguf")
@@ -237,8 +239,9 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     resolved = resolve(inp)
     length = max_model_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
-        raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained maximum of "
-                         f"{resolved.model.max_context:,}", field="input_tokens", hint="shorten the prompt or answer")
+        raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained "
+                         f"maximum of {resolved.model.max_context:,}", field="input_tokens",
+                         hint="shorten the prompt or answer")
     out: list[Setting] = []
     skipped: list[str] = []
     for rt in _runtimes(inp, resolved, any_runtime):
@@ -261,8 +264,8 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                                        sp.decode_flops_per_token(ctx.model, _in_flight(inp)),
                                        sp.decode_flops_per_token(ctx.model, inp.input_tokens // 2), kvd))
     if not out:
-        raise InputError("no runtime serves this model with these options" + (f" ({skipped[0]})" if skipped else ""),
-                         field="runtime")
+        raise InputError("no runtime serves this model with these options"
+                         + (f" ({skipped[0]})" if skipped else ""), field="runtime")
     return out, skipped
 
 
@@ -284,7 +287,12 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         in_flight = _in_flight(inp)
         per_seq = engine.kv_bytes(m, MemorySettings(context=in_flight, sequences=1, kv_dtype=mem.kv_dtype))
         for gpu in _gpus(inp, ctx):
-            if rt.stacks and gpu.stack not in rt.stacks or mem.kv_dtype.startswith("fp8") and not gpu.supports(Feature.FP8):
+            if (
+                rt.stacks
+                and gpu.stack not in rt.stacks
+                or mem.kv_dtype.startswith("fp8")
+                and not gpu.supports(Feature.FP8)
+            ):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
             for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
                 per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
@@ -314,8 +322,9 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
     ctx, mem, m = s.ctx, s.mem, s.ctx.model
     rt = ctx.runtime
     tflops = sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
-    load = sp.Load(mem.weights.total_bytes, s.shares, sp.kv_read_bytes(m, mem, _in_flight(inp), rt.window_cache),
-                   s.decode_flops, m.layers, sp.hidden_size(m))
+    load = sp.Load(mem.weights.total_bytes, s.shares,
+                   sp.kv_read_bytes(m, mem, _in_flight(inp), rt.window_cache), s.decode_flops, m.layers,
+                   sp.hidden_size(m))
     machine = sp.machine_for(rt, gpu, tp, tflops, quantized=sp.is_quantized(ctx.quant))
     if s.slots > 1 and not rt.decode_overhead_us_per_sequence:
         machine = replace(machine, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
@@ -509,8 +518,8 @@ def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> flo
 def command(inp: DeployInput, r: Result) -> str:
     """The command line that starts one replica (runtimes/launch.py)."""
     c = r.cand
-    return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs, c.setting.kv_flag,
-                          c.setting.slots)
+    return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs,
+                          c.setting.kv_flag, c.setting.slots)
 
 
 def deployment_dict(inp: DeployInput, r: Result) -> dict[str, Any]:
@@ -521,7 +530,8 @@ def deployment_dict(inp: DeployInput, r: Result) -> dict[str, Any]:
         "tp": c.tp, "pp": c.pp, "replicas": r.replicas, "runtime": rt.id, "quant": c.setting.ctx.quant.name,
         "kv_dtype": c.setting.mem.kv_dtype, "max_num_seqs": c.replica.max_seqs,
         "monthly_usd": round(r.monthly_usd, 2) if r.monthly_usd is not None else None,
-        "cost_per_million_usd": round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None else None,
+        "cost_per_million_usd": (round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None
+                                 else None),
         "ttft_ms": _ms(s.ttft_s), "tpot_ms": _ms(s.tpot_s),
         "aggregate_tokens_per_s": round(r.served_tokens_per_s, 1),
         "per_user_tokens_per_s": round(s.per_user_tokens_per_s, 2),
@@ -550,7 +560,8 @@ def _apis(r: Result, inp: DeployInput) -> list[dict[str, Any]]:
         bill = served_m * price
         out.append({"name": a.name, "price_per_million_usd": round(price, 4),
                     "api_monthly_usd": round(bill, 2),
-                    "breakeven_millions_per_month": round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
+                    "breakeven_millions_per_month":
+                        round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
                     "rent_cheaper": r.monthly_usd is not None and r.monthly_usd < bill})
     return out
 
@@ -577,7 +588,8 @@ def deploy_report(inp: DeployInput) -> dict[str, Any]:
                 "ttft_ms": t.given["ttft_ms"], "tpot_ms": t.given["tpot_ms"],
                 "tokens_per_s_per_user": round(1000 / t.given["tpot_ms"], 2),
                 "targets_given": {"ttft_ms": inp.ttft_ms is not None,
-                                  "tpot_ms": inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None}}
+                                  "tpot_ms": (inp.tpot_ms is not None
+                                              or inp.tokens_per_s_per_user is not None)}}
     report: dict[str, Any] = {"model": model.name, "workload": workload, "meets_targets": False, "best": None,
                               "pareto": [], "failing": None, "closest": None, "headroom": None, "apis": [],
                               "searched": {"settings": len(sets), "fitting_shapes": len(cands)},
@@ -614,14 +626,15 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None =
     notes = ["TTFT is the p90 (queueing by the Allen–Cunneen approximation + prefill); TPOT the steady-state "
              "mean; both from cardfit's speed model, not a measurement"]
     if inp.ttft_ms is None or (inp.tpot_ms is None and inp.tokens_per_s_per_user is None):
-        notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT {DEFAULT_TPOT_MS:g} ms "
-                     "(rule of thumb: faster than people read)")
+        notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT "
+                     f"{DEFAULT_TPOT_MS:g} ms (rule of thumb: faster than people read)")
     notes += [f"left out: {s}" for s in skipped[:3]]
     if chosen is not None and (chosen.get("max_num_seqs") or 1) > 1 and \
             not default_runtimes().get(chosen["runtime"]).decode_overhead_us_per_sequence:
-        notes.append(f"{chosen['runtime']}: the cost of each extra slot is not calibrated (no aggregate-throughput "
-                     f"record); deploy charges it {uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per "
-                     "step, the largest calibrated value of the other runtimes")
+        notes.append(f"{chosen['runtime']}: the cost of each extra slot is not calibrated (no "
+                     "aggregate-throughput record); deploy charges it "
+                     f"{uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per step, the largest "
+                     "calibrated value of the other runtimes")
     return notes
 
 
@@ -634,7 +647,8 @@ SERVING_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s", "reque
 
 
 def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
-    """The deploy question a serving record answers: its model, runtime, quant, card and load; (input, tp, pp)."""
+    """The deploy question a serving record answers: its model, runtime, quant, card and load; (input, tp,
+    pp)."""
     st = r.get("settings") or {}
     cards = int(r.get("gpus") or 1)
     tp, pp = int(st.get("tp") or cards), int(st.get("pp") or 1)

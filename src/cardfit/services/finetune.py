@@ -31,7 +31,8 @@ class FinetuneInput(ModelInput):
 
     method: Literal["full", "lora", "qlora"] = opt("full", "full fine-tune, LoRA on a BF16 base, or QLoRA on "
                                                    "an NF4 (double-quantized) base")
-    seq: int = opt(2048, "tokens per training sequence (default 2,048, the rental guide's table)", ge=1, le=MAX_CONTEXT)
+    seq: int = opt(2048, "tokens per training sequence (default 2,048, the rental guide's table)", ge=1,
+                   le=MAX_CONTEXT)
     batch: int = opt(1, "micro-batch: sequences per card per step", ge=1, le=65_536)
     gpus: int | None = opt(None, "cards in the set (default: the fewest that hold it)", ge=1, le=4096)
     gpu: str | None = opt(None, "only this card (H100 SXM, MI300X, …)", max_length=128)
@@ -47,8 +48,8 @@ class FinetuneInput(ModelInput):
                            "(default 3 on several cards, like FSDP full shard)", ge=0, le=3)
     offload_optimizer: bool = opt(False, "keep master weights and optimizer state in host RAM (ZeRO-Offload)")
     offload_params: bool = opt(False, "also keep the weights in host RAM (ZeRO-Infinity; needs ZeRO 3)")
-    flat_activations: bool = opt(False, "use the rental guide's flat 15 % for activations and fragmentation instead "
-                                 "of cardfit's activation model")
+    flat_activations: bool = opt(False, "use the rental guide's flat 15 % for activations and "
+                                 "fragmentation instead of cardfit's activation model")
     priced: bool = opt(False, "rank only cards with a rental price (the rental guide's fleet)")
     require_nvlink: bool = opt(True, "full fine-tunes on several cards need NVLink/NVSwitch (or Infinity "
                                "Fabric), as the rental guide assumes")
@@ -59,15 +60,16 @@ def constants() -> tuple[tr.TrainingConstants, dict[str, tr.Optimizer]]:
     d = builtin("training.toml")
     p, a, lo, link = d["precision"], d["activations"], d["lora"], d["interconnect"]
     c = tr.TrainingConstants(
-        weights_bytes=p["weights_bytes"], gradients_bytes=p["gradients_bytes"], adapter_bytes=lo["adapter_bytes"],
-        act_bytes=a["bytes_per_element"], score_bytes=a["score_bytes_per_element"], swiglu_tensors=a["swiglu_tensors"],
+        weights_bytes=p["weights_bytes"], gradients_bytes=p["gradients_bytes"],
+        adapter_bytes=lo["adapter_bytes"], act_bytes=a["bytes_per_element"],
+        score_bytes=a["score_bytes_per_element"], swiglu_tensors=a["swiglu_tensors"],
         logits_bytes=a["logits_bytes_per_element"], checkpoint_bytes=a["checkpoint_bytes_per_element"],
-        backward_layers=a["backward_layers"],
-        flat_fraction=a["flat_fraction"], full_links=tuple(link["full_finetune_links"]),
-        pair_links=tuple(link["pair_links"]))
+        backward_layers=a["backward_layers"], flat_fraction=a["flat_fraction"],
+        full_links=tuple(link["full_finetune_links"]), pair_links=tuple(link["pair_links"]))
     opts: dict[str, tr.Optimizer] = {}
     for row in d["optimizer"]:
-        o = tr.Optimizer(row["id"], row["name"], row["master_bytes"], row["state_bytes"], row["factored"], row["source"])
+        o = tr.Optimizer(row["id"], row["name"], row["master_bytes"], row["state_bytes"], row["factored"],
+                         row["source"])
         for name in (row["id"], *row.get("aliases", ())):
             opts[name.lower()] = o
     return c, opts
@@ -82,7 +84,8 @@ def optimizer(name: str) -> tr.Optimizer:
     found = opts.get(name.strip().lower())
     if found is None:
         ids = sorted({o.id for o in opts.values()})
-        raise InputError(f"unknown optimizer '{name}'", field="optimizer", hint=f"choose one of {', '.join(ids)}")
+        raise InputError(f"unknown optimizer '{name}'", field="optimizer",
+                         hint=f"choose one of {', '.join(ids)}")
     return found
 
 
@@ -98,8 +101,9 @@ def base_weights_bytes(m: ModelSpec, method: str) -> int:
 def settings(inp: FinetuneInput, method: str | None = None) -> tr.TrainingSettings:
     rt = _runtime()
     return tr.TrainingSettings(method=method or inp.method, seq=inp.seq, batch=inp.batch, rank=inp.rank,
-                               targets=inp.targets, checkpointing=inp.checkpointing, flash_attn=inp.flash_attn,
-                               flat_activations=inp.flat_activations, overhead_bytes=rt.context_bytes)
+                               targets=inp.targets, checkpointing=inp.checkpointing,
+                               flash_attn=inp.flash_attn, flat_activations=inp.flat_activations,
+                               overhead_bytes=rt.context_bytes)
 
 
 def memory(m: ModelSpec, inp: FinetuneInput, method: str | None = None) -> tr.TrainingMemory:
@@ -140,15 +144,18 @@ def check(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, count: int, rule
     nodes = rules.nodes(count)
     host_ram = int(host.get("ram_bytes_per_node", 0)) * nodes
     if opt.fits and host_ram and sp.host_bytes > host_ram:
-        opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.HOST_RAM, reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; "
-                      f"{nodes} node(s) have {host_ram / 1e12:,.0f} TB (GPU Rent Hub VRAM guide (2026-09-01))")
+        opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.HOST_RAM,
+                      reason=f"offload needs {sp.host_bytes / 1e12:,.1f} TB of host RAM; {nodes} node(s) "
+                             f"have {host_ram / 1e12:,.0f} TB (GPU Rent Hub VRAM guide (2026-09-01))")
     if opt.fits and inp.require_nvlink and not link_ok(gpu, count, mem.method, c):
-        opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.LINKS, reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
+        opt = replace(opt, verdict=fitting.NO, refusal=fitting.Refusal.LINKS,
+                      reason=f"a full fine-tune on {count} cards needs NVLink/NVSwitch; "
                       f"{gpu.name} has {gpu.interconnect}")
     return Choice(opt, sp)
 
 
-def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: RentalRules, max_nodes: int = 64) -> Choice:
+def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: RentalRules,
+             max_nodes: int = 64) -> Choice:
     first = check(mem, inp, gpu, max(gpu.min_count, 1), rules)
     if first.option.fits or inp.gpus:
         return first
@@ -164,7 +171,8 @@ def smallest(mem: tr.TrainingMemory, inp: FinetuneInput, gpu: Gpu, rules: Rental
 def choices(mem: tr.TrainingMemory, inp: FinetuneInput) -> list[Choice]:
     gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     rules = default_rental()
-    pool = [gpus.get(inp.gpu)] if inp.gpu else [g for g in gpus if g.monthly_usd is not None or not inp.priced]
+    pool = ([gpus.get(inp.gpu)] if inp.gpu
+            else [g for g in gpus if g.monthly_usd is not None or not inp.priced])
     out = [check(mem, inp, g, inp.gpus, rules) if inp.gpus else smallest(mem, inp, g, rules) for g in pool]
     by_id = {id(ch.option): ch for ch in out}
     return [by_id[id(o)] for o in fitting.rank([ch.option for ch in out], rules.node_size)]
@@ -297,8 +305,8 @@ def memory_view(mem: tr.TrainingMemory) -> TrainingMemoryView:
 def card_view(ch: Choice) -> FinetuneCard:
     o, sp = ch.option, ch.split
     return FinetuneCard(o.gpu.name, o.gpu.id, o.count, o.nodes, o.usable_bytes, o.need_bytes, o.free_bytes,
-                        sp.per_card_bytes, sp.host_bytes, sp.zero, o.gpu.interconnect, o.verdict, o.reason or None,
-                        rounded(o.monthly_usd))
+                        sp.per_card_bytes, sp.host_bytes, sp.zero, o.gpu.interconnect, o.verdict,
+                        o.reason or None, rounded(o.monthly_usd))
 
 
 def guide_rule(m: ModelSpec, c: tr.TrainingConstants) -> GuideRule:
@@ -309,9 +317,10 @@ def guide_rule(m: ModelSpec, c: tr.TrainingConstants) -> GuideRule:
                      m.params // 2 + adapter)
 
 
-DIFFERENCE_NOTE = ("The rental guide's LoRA/QLoRA columns are 6-14 GB above its own rule (2 or 0.5 B/param + adapter) "
-                   "without saying why; cardfit adds what it computes instead: activations for the sequence and "
-                   "micro-batch (checkpointed layer inputs, one layer recomputed, fp32 logits) and the CUDA context.")
+DIFFERENCE_NOTE = ("The rental guide's LoRA/QLoRA columns are 6-14 GB above its own rule (2 or 0.5 B/param "
+                   "+ adapter) without saying why; cardfit adds what it computes instead: activations for "
+                   "the sequence and micro-batch (checkpointed layer inputs, one layer recomputed, fp32 "
+                   "logits) and the CUDA context.")
 
 
 def compare(m: ModelSpec, inp: FinetuneInput) -> tuple[MethodRow, ...]:
@@ -331,17 +340,19 @@ def finetune_report(inp: FinetuneInput) -> Finetune:
     ranked = choices(mem, inp)
     notes = []
     if guessed:
-        notes.append(f"{m.name} gives no layer widths: hidden {m.hidden:,}, FFN {m.intermediate:,}, vocabulary "
-                     f"{m.vocab:,} estimated from its size with Llama proportions (adapter and activations only)")
+        notes.append(f"{m.name} gives no layer widths: hidden {m.hidden:,}, FFN {m.intermediate:,}, "
+                     f"vocabulary {m.vocab:,} estimated from its size with Llama proportions (adapter and "
+                     "activations only)")
     if inp.method != tr.FULL:
         notes.append(DIFFERENCE_NOTE)
     if inp.method == tr.FULL and not inp.require_nvlink:
         notes.append("NVLink requirement off: PCIe all-reduce every step is slow")
     return Finetune(
-        model=FinetuneModel(m.id, m.name, m.params, m.layers, m.hidden, m.vocab, m.attention, origin, guessed),
-        inputs=FinetuneSettings(inp.method, inp.seq, inp.batch, inp.rank, inp.targets, opt.id, inp.checkpointing,
-                                inp.flash_attn, inp.zero, inp.offload_optimizer, inp.offload_params,
-                                inp.flat_activations, inp.gpus, inp.gpu),
+        model=FinetuneModel(m.id, m.name, m.params, m.layers, m.hidden, m.vocab, m.attention, origin,
+                            guessed),
+        inputs=FinetuneSettings(inp.method, inp.seq, inp.batch, inp.rank, inp.targets, opt.id,
+                                inp.checkpointing, inp.flash_attn, inp.zero, inp.offload_optimizer,
+                                inp.offload_params, inp.flat_activations, inp.gpus, inp.gpu),
         memory=memory_view(mem),
         gpus=tuple(card_view(ch) for ch in ranked),
         methods=compare(m, inp),

@@ -67,7 +67,8 @@ class Setup:
 def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | None) -> sp.Machine:
     bw = inp.bandwidth or gpu.bandwidth_gbps
     if bw is None:
-        raise MissingFigureError("memory bandwidth", gpu.name, "pass --bandwidth GB/s, or add bandwidth_gbps to "
+        raise MissingFigureError("memory bandwidth", gpu.name,
+                                 "pass --bandwidth GB/s, or add bandwidth_gbps to "
                                  "your own catalog file (--catalog)")
     rt, quantized = ctx.runtime, sp.is_quantized(ctx.quant)
     mc = sp.machine_for(rt, gpu, default_tp(rt.tensor_parallel, count, inp.tp, ctx.model), tflops,
@@ -109,8 +110,8 @@ def setup(inp: SpeedInput) -> Setup:
     cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
     load = sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), shares,
-                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache), sp.decode_flops_per_token(m, filled),
-                   m.layers, sp.hidden_size(m), cpu_frac, cpu_moe)
+                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
+                   sp.decode_flops_per_token(m, filled), m.layers, sp.hidden_size(m), cpu_frac, cpu_moe)
     one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
     budget = opt.budget_bytes - (mem.weights_bytes + opt.count * mem.per_card_fixed_bytes)
     return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
@@ -258,7 +259,8 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
         out.append(f"{gpu.name} has no published dense TFLOPS: prefill and the compute bound are left out; "
                    "pass --tflops or add bf16_tflops to your own catalog file (--catalog)")
     if s.machine.tp > 1 and gpu.interconnect == "pcie":
-        out.append(f"tensor parallel over PCIe ({gpu.link_gbps or '?'} GB/s): two all-reduces per layer per step")
+        out.append(f"tensor parallel over PCIe ({gpu.link_gbps or '?'} GB/s): two all-reduces per layer "
+                   "per step")
     if s.load.cpu_weight_fraction:
         out.append("CPU offload: the offloaded layers run at system RAM bandwidth (--ram-bandwidth)")
     return out
@@ -410,8 +412,8 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
         eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
         return sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp)
     if not realistic:
-        return sp.ceiling(s.load, s.machine) * (int(record.get("concurrency") or 1) if kind == "aggregate_decode"
-                                                else 1)
+        streams = int(record.get("concurrency") or 1) if kind == "aggregate_decode" else 1
+        return sp.ceiling(s.load, s.machine) * streams
     if not rt.decode_efficiency:
         return None
     s = engine_generation(record, s)
@@ -438,8 +440,8 @@ def engine_version(record: dict[str, Any]) -> tuple[int, int] | None:
 
 
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
-    """Records of engines before vLLM 0.6 (the profiles with a _v0 value) pay that generation's per-sequence CPU cost (runtimes.toml
-    decode_overhead_us_per_sequence_v0)."""
+    """Records of engines before vLLM 0.6 (the profiles with a _v0 value) pay that generation's per-sequence
+    CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0)."""
     from dataclasses import replace
 
     from ..core.constants import value

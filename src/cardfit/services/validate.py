@@ -40,8 +40,9 @@ def _files() -> tuple[str, ...]:
 MEMORY_KINDS = ("file_size", "weights", "kv_cache", "compute_buffer", "activation", "overhead", "max_context",
                 "total_memory")
 SPEED_KINDS = ("decode", "prefill", "aggregate_decode")
-# A served load: TTFT/TPOT/throughput at a stated concurrency and input/output length (data/validation/serving.toml);
-# scored by the serving model's predictor where one is registered in PREDICTORS, otherwise skipped with the reason.
+# A served load: TTFT/TPOT/throughput at a stated concurrency and input/output length
+# (data/validation/serving.toml); scored by the serving model's predictor where one is registered in
+# PREDICTORS, otherwise skipped with the reason.
 SERVING_KINDS = ("serving",)
 KINDS = MEMORY_KINDS + SPEED_KINDS + SERVING_KINDS
 GIB = 2**30
@@ -107,10 +108,13 @@ class Report:
             row["loo_error"] = None if out is None or out.error is None else round(out.error, 5)
             row["source_key"] = self.sources.get(o.id)
             records.append(row)
-        return {"kinds": self.kinds,
-                "by_runtime": {k: {rt: summarize(v)[k] for rt, v in d.items()} for k, d in by_runtime.items()},
-                "records": records,
-                "skipped": sum(1 for o in self.outcomes if o.skipped), "total": len(self.outcomes)}
+        return {
+            "kinds": self.kinds,
+            "by_runtime": {k: {rt: summarize(v)[k] for rt, v in d.items()} for k, d in by_runtime.items()},
+            "records": records,
+            "skipped": sum(1 for o in self.outcomes if o.skipped),
+            "total": len(self.outcomes),
+        }
 
 
 # ---------------------------------------------------------------- loading
@@ -261,7 +265,8 @@ def _llamacpp_kv(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[f
     ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or 512)
     ms = MemorySettings(context=ctx, sequences=seqs, kv_dtype=_kv_dtype(r, m), prefill_chunk=ubatch)
     # Ollama and llama.cpp record the whole n_ctx (shared by the slots): context per sequence = ctx / seqs
-    per_seq = MemorySettings(context=max(ctx // seqs, 1), sequences=seqs, kv_dtype=ms.kv_dtype, prefill_chunk=ubatch)
+    per_seq = MemorySettings(context=max(ctx // seqs, 1), sequences=seqs, kv_dtype=ms.kv_dtype,
+                             prefill_chunk=ubatch)
     return adapter(rt).kv_bytes(m, per_seq), f"{padded_context(ctx, rt):,} cells, {ms.kv_dtype}"
 
 
@@ -298,7 +303,8 @@ def _cuda_total(r: dict[str, Any], gpu: Gpu) -> int:
 
 
 def _vllm_version(r: dict[str, Any]) -> tuple[int, int]:
-    """(major, minor) from the record's vllm_version; unknown: estimated from the date (V1 from 0.8, 2025-03)."""
+    """(major, minor) from the record's vllm_version; unknown: estimated from the date (V1 from 0.8,
+    2025-03)."""
     s = _settings(r)
     v = str(s.get("vllm_version", "")).lstrip("~").split(" ")[0]
     parts = v.split(".")
@@ -411,7 +417,8 @@ def _gguf_tensor_bytes(m: ModelSpec, q: Quant) -> list[tuple[str, int, int]]:
     groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
     layers_of, index_of = _indices(groups)
     scale = m.params / sum(g.n_params for g in groups) if m.params else 1.0
-    return [(g.kind, g.layer, round(_group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params) * scale))
+    return [(g.kind, g.layer,
+             round(_group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params) * scale))
             for g in groups]
 
 
@@ -421,14 +428,18 @@ def _ollama_graph(m: ModelSpec, batch: int, ctx: int, partial: bool) -> int:
     if not partial:
         return max(4 * batch * (1 + 4 * embd + ctx * (1 + heads)), 4 * batch * (embd + vocab))
     return 4 * batch * embd + max(
-        4 * batch * (1 + embd + max(ctx, embd)) + embd * embd * 9 // 16 + 4 * ctx * (batch * heads + head_dim * kv_heads),
-        4 * batch * (embd + vocab) + embd * vocab * 105 // 128)
+        4 * batch * (1 + embd + max(ctx, embd))
+        + embd * embd * 9 // 16
+        + 4 * ctx * (batch * heads + head_dim * kv_heads),
+        4 * batch * (embd + vocab) + embd * vocab * 105 // 128,
+    )
 
 
 def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
-    """`ollama ps` SIZE = Ollama's own estimate (llm/memory.go EstimateGPULayers, notes in data/runtimes.toml):
-    the 457 MiB minimum + one spare layer + the graph (partial when layers spill to the CPU, as the record's
-    PROCESSOR column shows) + every blk layer with its KV + the output layer; token_embd stays out."""
+    """`ollama ps` SIZE = Ollama's own estimate (llm/memory.go EstimateGPULayers, notes in
+    data/runtimes.toml): the 457 MiB minimum + one spare layer + the graph (partial when layers spill to the
+    CPU, as the record's PROCESSOR column shows) + every blk layer with its KV + the output layer; token_embd
+    stays out."""
     m, rt = _model(r), _runtime(r)
     if rt.id != "ollama":
         raise Skip("total_memory is modelled for Ollama's estimate only")
@@ -449,7 +460,8 @@ def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
     graph = _ollama_graph(m, batch, ctx * seqs, partial)
     total = rt.context_bytes + layer0 + graph + layers + output
     return total, (f"457 MiB + spare layer {layer0 / 1e6:.0f} MB + {'partial' if partial else 'full'} graph "
-                   f"{graph / 1e6:.0f} MB + layers with KV {layers / 1e9:.2f} GB + output {output / 1e6:.0f} MB")
+                   f"{graph / 1e6:.0f} MB + layers with KV {layers / 1e9:.2f} GB + output "
+                   f"{output / 1e6:.0f} MB")
 
 
 def _speed(r: dict[str, Any]) -> tuple[float, str]:
@@ -478,14 +490,16 @@ def _serving(r: dict[str, Any]) -> tuple[float, str]:
 
 PREDICTORS: dict[str, Callable[[dict[str, Any]], tuple[float, str]]] = {
     "file_size": _file_size, "weights": _weights, "kv_cache": _kv_cache, "compute_buffer": _compute_buffer,
-    "activation": _activation, "overhead": _overhead, "max_context": _max_context, "total_memory": _total_memory,
-    "decode": _speed, "prefill": _speed, "aggregate_decode": _speed, "serving": _serving,
+    "activation": _activation, "overhead": _overhead, "max_context": _max_context,
+    "total_memory": _total_memory, "decode": _speed, "prefill": _speed, "aggregate_decode": _speed,
+    "serving": _serving,
 }
 
 
 def predict(r: dict[str, Any]) -> Outcome:
-    base = dict(id=r["id"], kind=r["kind"], runtime=r["runtime"], model=r["model"], quant=str(r.get("quant", "")),
-                measured=float(r["measured"]), unit=r.get("unit", ""), gpu=str(r.get("gpu") or ""))
+    base = dict(id=r["id"], kind=r["kind"], runtime=r["runtime"], model=r["model"],
+                quant=str(r.get("quant", "")), measured=float(r["measured"]), unit=r.get("unit", ""),
+                gpu=str(r.get("gpu") or ""))
     if r.get("skip"):  # the record itself says why it cannot be compared (see its note)
         return Outcome(**base, skipped=f"record: {r['skip']}")
     fn = PREDICTORS.get(r["kind"])
@@ -527,14 +541,17 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
         errs = [o.error for o in by[kind] if o.error is not None]
         absd = [abs(e) for e in errs]
         out[kind] = {"n": len(errs), "skipped": len(by[kind]) - len(errs),
-                     "median_abs_error": rounded(percentile(absd, 50), 5), "p90_abs_error": rounded(percentile(absd, 90), 5),
+                     "median_abs_error": rounded(percentile(absd, 50), 5),
+                     "p90_abs_error": rounded(percentile(absd, 90), 5),
                      "max_abs_error": rounded(max(absd), 5) if absd else None,
                      "median_error": rounded(percentile(errs, 50), 5),
-                     "p10_ratio": rounded(1 + percentile(errs, 10), 5), "p90_ratio": rounded(1 + percentile(errs, 90), 5),
+                     "p10_ratio": rounded(1 + percentile(errs, 10), 5),
+                     "p90_ratio": rounded(1 + percentile(errs, 90), 5),
                      "p90_over_error": rounded(percentile([max(e, 0.0) for e in errs], 90), 5)}
         if kind in out_of:
             loo = [o.error for o in out_of[kind] if o.error is not None]
-            out[kind].update({"loo_n": len(loo), "loo_median_abs_error": rounded(percentile([abs(e) for e in loo], 50), 5),
+            out[kind].update({"loo_n": len(loo),
+                              "loo_median_abs_error": rounded(percentile([abs(e) for e in loo], 50), 5),
                               "loo_p90_abs_error": rounded(percentile([abs(e) for e in loo], 90), 5),
                               "loo_p90_over_error": rounded(percentile([max(e, 0.0) for e in loo], 90), 5)})
         if sources is not None:
@@ -584,12 +601,13 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
 @record
 class ValidateInput(Input):
     kind: str | None = opt(None, "only records of this kind (file_size, weights, kv_cache, compute_buffer, "
-                           "activation, overhead, max_context, total_memory, decode, prefill, aggregate_decode)",
-                           max_length=64)
+                           "activation, overhead, max_context, total_memory, decode, prefill, "
+                           "aggregate_decode)", max_length=64)
     runtime: str | None = opt(None, "only records measured on this runtime (vllm, llama.cpp, ollama …)",
                               max_length=32)
     plot: str | None = opt(None, "write a predicted-vs-measured chart to this PNG/SVG file", max_length=4096)
-    write_accuracy: str | None = opt(None, "regenerate the error-bar data (src/cardfit/data/accuracy.toml) from "
+    write_accuracy: str | None = opt(None,
+                                     "regenerate the error-bar data (src/cardfit/data/accuracy.toml) from "
                                      "all records", max_length=4096)
 
 
@@ -640,7 +658,8 @@ MIN_N = 5  # a runtime gets its own range from this many records; fewer fall bac
 
 def _band(outcomes: list[Outcome]) -> dict[str, Any]:
     errs = [o.error for o in outcomes if o.error is not None]
-    return {"n": len(errs), "low": round(1 + percentile(errs, 10), 5), "high": round(1 + percentile(errs, 90), 5),
+    return {"n": len(errs), "low": round(1 + percentile(errs, 10), 5),
+            "high": round(1 + percentile(errs, 90), 5),
             "median_abs_error": round(percentile([abs(e) for e in errs], 50), 5)}
 
 
@@ -669,8 +688,10 @@ def accuracy_bands(report: Report) -> list[dict[str, Any]]:
 def accuracy_toml(report: Report, today: str) -> str:
     """The text of data/accuracy.toml (generated: `cardfit validate --write-accuracy PATH`)."""
     lines = ["# Error bars of cardfit's figures, GENERATED by `cardfit validate --write-accuracy` from the",
-             "# validation records (data/validation/*.toml): do not edit by hand; regenerate after a model change.",
-             "# low/high = 10th/90th percentile of predicted / measured over n records, each predicted with the",
+             "# validation records (data/validation/*.toml): do not edit by hand; regenerate after a model "
+             "change.",
+             "# low/high = 10th/90th percentile of predicted / measured over n records, each predicted with "
+             "the",
              "# constants fitted without its own source (out of sample); a figure F is shown with",
              "# the range [F / high, F / low] (always containing F). runtime = \"\": all runtimes together.",
              "schema = 1", f'generated = "{today}"', f"records = {len(report.outcomes)}",
@@ -678,5 +699,6 @@ def accuracy_toml(report: Report, today: str) -> str:
     for b in accuracy_bands(report):
         lines += ["[[range]]", f'figure = "{b["figure"]}"', f'runtime = "{b["runtime"]}"',
                   "kinds = [" + ", ".join(f'"{k}"' for k in b["kinds"]) + "]", f"n = {b['n']}",
-                  f"low = {b['low']}", f"high = {b['high']}", f"median_abs_error = {b['median_abs_error']}", ""]
+                  f"low = {b['low']}", f"high = {b['high']}", f"median_abs_error = {b['median_abs_error']}",
+                  ""]
     return "\n".join(lines)
