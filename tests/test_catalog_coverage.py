@@ -200,3 +200,32 @@ def test_a_bare_name_is_its_latest_tag_not_the_models_first(name, tag):
     from cardfit.services.resolve import resolve
 
     assert resolve(ModelInput(model=name)).tag.tag == tag
+
+
+# Cards that still have no dense tensor rate, each for a stated reason: Pascal runs FP16 at 1/64 of FP32 and
+# has no tensor cores (a FP16 figure would be near zero, an FP32 one is not the rate the precision runs at);
+# NVIDIA publishes no A10G sheet and third-party figures disagree (62.5 to 125 TFLOPS); the RTX PRO 6000
+# Server sheet quotes sparse FP4 only; Apple publishes no GPU TFLOPS for its chips after M1, and a rate from
+# core counts and measured clocks (github.com/philipturner/metal-benchmarks) with llama.cpp's prefill efficiency
+# (fitted on NVIDIA cards) under-predicts the measured Apple prefill records by about half: Apple's Metal
+# kernels reach 58-78 % of the FP32 peak, which the speed model does not describe yet.
+NO_RATE = {"tesla-p40", "quadro-p6000", "tesla-p4", "a10g", "rtx-pro-6000-blackwell-server"}
+
+
+def test_every_card_has_a_compute_rate_or_a_stated_reason():
+    missing = {g.id for g in default_gpus() if not g.tflops("bf16")}
+    apple = {i for i in missing if i.startswith("apple-")}
+    assert missing - apple == NO_RATE
+
+
+@pytest.mark.parametrize(("name", "tflops", "why"), [
+    ("RTX 5000 Ada", 261.1, "datasheet 1,044.4 FP8 sparse / 4"),
+    ("RTX 4000 Ada", 106.9, "RTX 6000 Ada per-SM rate x 48 SMs x 2.175 GHz"),
+    ("RTX A4000", 76.7, "datasheet 153.4 sparse / 2"),
+    ("RTX A4500", 94.6, "datasheet 189.2 sparse / 2"),
+    ("RTX 2080 Ti", 53.8, "Turing whitepaper, FP32 accumulate"),
+    ("RTX 3090 Ti", 80.0, "GA102 whitepaper per-SM rate x 84 SMs x 1.86 GHz"),
+])
+def test_workstation_rates(name, tflops, why):
+    assert default_gpus().get(name).tflops("fp16") == tflops, why
+
