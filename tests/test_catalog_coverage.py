@@ -205,10 +205,10 @@ def test_a_bare_name_is_its_latest_tag_not_the_models_first(name, tag):
 # Cards that still have no dense tensor rate, each for a stated reason: Pascal runs FP16 at 1/64 of FP32 and
 # has no tensor cores (a FP16 figure would be near zero, an FP32 one is not the rate the precision runs at);
 # NVIDIA publishes no A10G sheet and third-party figures disagree (62.5 to 125 TFLOPS); the RTX PRO 6000
-# Server sheet quotes sparse FP4 only; Apple publishes no GPU TFLOPS for its chips after M1, and a rate from
-# core counts and measured clocks (github.com/philipturner/metal-benchmarks) with llama.cpp's prefill efficiency
-# (fitted on NVIDIA cards) under-predicts the measured Apple prefill records by about half: Apple's Metal
-# kernels reach 58-78 % of the FP32 peak, which the speed model does not describe yet.
+# Server sheet quotes sparse FP4 only; Apple publishes no GPU TFLOPS for its chips after M1, and a rate
+# from core counts and measured clocks (github.com/philipturner/metal-benchmarks) with llama.cpp's prefill
+# efficiency (fitted on NVIDIA cards) under-predicts the measured Apple prefill records by about half:
+# Apple's Metal kernels reach 58-78 % of the FP32 peak, which the speed model does not describe yet.
 NO_RATE = {"tesla-p40", "quadro-p6000", "tesla-p4", "a10g", "rtx-pro-6000-blackwell-server"}
 
 
