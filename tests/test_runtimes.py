@@ -108,3 +108,30 @@ def test_overhead_gb_is_the_fixed_overhead_per_card_on_every_runtime(rid):
     one, three = plan_at(1.0), plan_at(3.0)
     assert one.overhead_bytes == 1_000_000_000 and three.overhead_bytes == 3_000_000_000
     assert three.total_bytes - one.total_bytes == 2_000_000_000
+
+
+def test_tp_sizes_a_vllm_ranks_workspace():
+    """--tp N: each rank of a vLLM-like set holds 1/N of the MLP and attention projections in its profile
+    run (column/row parallel layers), so the plan's activation per card is the per-rank peak; without --tp
+    the workspace is sized for a whole layer (what one card of any set needs at most)."""
+    from cardfit.core.activations import vllm_profile_bytes
+
+    def act(**kw):
+        ctx = build_context(PlanInput(model="qwen2.5-32b", quant="bf16", context=8192, runtime="vllm",
+                                      gpu="L40S", **kw))
+        return memory_for(ctx, 8192).activation_bytes, ctx
+
+    whole, ctx = act()
+    rank, _ = act(gpus=2, tp=2)
+    rt = ctx.runtime
+    expected = vllm_profile_bytes(ctx.model, min(ctx.prefill_chunk, 8192), rt.max_num_seqs, 2,
+                                  sampler_bytes_per_logit=rt.sampler_bytes_per_logit)
+    assert rank == expected < whole
+
+
+def test_validation_sizes_vllm_pools_through_the_plan():
+    """validate scores a vLLM record's KV pool, max_context and activation with the plan's own memory
+    (services/plan.py memory_for, option_for and core/fit.py kv_room), not a formula of its own."""
+    text = (SRC / "services" / "validate.py").read_text()
+    assert "memory_for(ctx" in text and "kv_room(" in text
+    assert "vllm_profile_bytes" not in text

@@ -103,6 +103,12 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
     return TIGHT if free < rules.tight_per_card_bytes * count else FITS
 
 
+def kv_room(mem: Memory, budget_bytes: int, count: int) -> int:
+    """What a set's budget leaves for the KV cache once the weights and every card's fixed bytes are in
+    (vLLM's pool: total × gpu_memory_utilization − weights − activation peak − non-torch − CUDA graphs)."""
+    return budget_bytes - (mem.weights_bytes + count * mem.per_card_fixed_bytes)
+
+
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *,
           requires: Feature | None = None, utilization: float | None = None, ram_bytes: int = 0,
           margin_bytes: int = 0, model: ModelSpec | None = None, tp: int | None = None,

@@ -22,6 +22,7 @@ class MemorySettings:
     prefill_chunk: int = 0  # 0: unchunked
     flash_attn: bool = True
     max_num_seqs: int = 1
+    tp: int = 1  # tensor-parallel ranks each layer is split over (a vLLM-like rank has less workspace)
 
 
 @record(slots=True)

@@ -25,7 +25,7 @@ class VllmLike(Runtime):
         tokens = self.padded_context(s.context) * s.sequences
         if s.prefill_chunk:
             tokens = min(s.prefill_chunk, tokens)
-        return vllm_profile_bytes(m, tokens, s.max_num_seqs,
+        return vllm_profile_bytes(m, tokens, s.max_num_seqs, s.tp,
                                   sampler_bytes_per_logit=self.profile.sampler_bytes_per_logit)
 
     def overhead_bytes(self) -> int:

@@ -302,7 +302,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     continue
                 copies = engine.kv_copies(m, tp)
                 if rt.paged_kv:
-                    pool = opt.budget_bytes - mem.weights_bytes - count * mem.per_card_fixed_bytes - margin
+                    pool = fitting.kv_room(mem, opt.budget_bytes, count) - margin
                     if rt.kv_free_fraction:
                         pool = int(pool * rt.kv_free_fraction)
                     if pool < mem.kv_cache_bytes * copies:  # one whole request must fit

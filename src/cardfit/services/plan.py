@@ -179,9 +179,11 @@ def check_context(ctx: Context, context: int) -> None:
 
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
     """gpu: the card when the plan covers several kinds (Apple's unified memory changes the overhead)."""
+    # a rank's workspace is per rank where --tp says how many ranks share each layer (else sized whole)
+    tp = ctx.inp.tp if ctx.inp.tp and ctx.runtime.tensor_parallel else 1
     s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
                        prefill_chunk=ctx.prefill_chunk, flash_attn=ctx.flash_attn,
-                       max_num_seqs=ctx.runtime.max_num_seqs)
+                       max_num_seqs=ctx.runtime.max_num_seqs, tp=tp)
     return estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..catalog.records import record
 from ..core import speed as sp
-from ..core.fit import NO, OFFLOAD, Verdict
+from ..core.fit import NO, OFFLOAD, Verdict, kv_room
 from ..core.memory import MemorySettings
 from ..core.search import smallest_true
 from ..core.speed import DEFAULT_RAM_GBPS, default_tp
@@ -113,7 +113,7 @@ def setup(inp: SpeedInput) -> Setup:
                    sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
                    sp.decode_flops_per_token(m, filled), m.layers, sp.hidden_size(m), cpu_frac, cpu_moe)
     one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
-    budget = opt.budget_bytes - (mem.weights_bytes + opt.count * mem.per_card_fixed_bytes)
+    budget = kv_room(mem, opt.budget_bytes, opt.count)
     return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
 
 

@@ -270,36 +270,89 @@ def _llamacpp_kv(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[f
     return adapter(rt).kv_bytes(m, per_seq), f"{padded_context(ctx, rt):,} cells, {ms.kv_dtype}"
 
 
-def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int, str]:
-    """vLLM: total × utilization − weights − activation peak − non-torch (− CUDA graphs from v0.21)."""
-    gpu = _gpu(r)
+@record
+class VllmPlan:
+    """A vLLM record planned the way `cardfit plan` plans it: the record's settings as plan options
+    (--gpu-memory-utilization, --prefill-chunk, --tp, --kv-dtype, --context) and its engine generation's
+    defaults as the runtime profile's fields (max_num_seqs, CUDA graphs, sampler, non-torch memory)."""
+
+    memory: Any  # core.memory.Memory of the plan
+    pool_bytes: int  # per rank: the KV room the plan leaves (core/fit.py kv_room ÷ ranks)
+    tokens: int  # the profile run's batched tokens
+    total_bytes: int  # the card as vLLM sees it
+    utilization: float
+    tp: int
+    gpu: str
+
+
+def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> VllmPlan:
+    """pool=False: the memory only (a record whose card is not stated still has an activation peak)."""
+    from dataclasses import replace
+
+    from ..core.fit import kv_room
+    from .inputs import PlanInput
+    from .plan import build_context, memory_for, option_for
+
+    m, rt = _model(r), _runtime(r)
+    engine = _vllm_like(rt)
+    gpu = gpu if gpu is not None or not pool else _gpu(r)
     s = _settings(r)
     util = float(s.get("gpu_memory_utilization") or rt.gpu_memory_utilization)
     if "gpu_memory_utilization" not in s and "not shown" in r.get("note", ""):
         raise Skip("gpu_memory_utilization not stated")
     if s.get("kv_connector"):
         raise Skip(f"KV connector {s['kv_connector']} allocates its own GPU buffers (not modelled)")
-    q = _quant(r, m)
-    tp = _tp(r)
-    w = _vllm_weights(m, q, tp)
-    act = _vllm_activation(r, m, rt, gpu)
-    non_torch = round(value(rt.id, "non_torch_bytes", rt.non_torch_bytes))
+    q, tp = _quant(r, m), _tp(r)
+    tokens = _vllm_batched_tokens(r, rt, gpu)
+    seqs = int(s.get("max_num_seqs") or (engine.serve_max_num_seqs(None if _vllm_v0(r) else gpu)))
+    per_logit = (rt.sampler_bytes_per_logit_v0 or rt.sampler_bytes_per_logit) if _vllm_v0(r) \
+        else rt.sampler_bytes_per_logit
+    if s.get("rank") == "worker":
+        per_logit = 0  # V0: a tensor-parallel worker other than the driver never samples (the log is its own)
     graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
-    total = _cuda_total(r, gpu)
-    pool = int(total * util) - w - act - non_torch - graphs
-    how = (f"{gpu.name} {total / GIB:.2f} GiB × {util} − weights {w / GIB:.2f} − act {act / GIB:.2f}"
-           f" − non-torch {non_torch / GIB:.2f} − graphs {graphs / GIB:.2f} GiB")
-    return pool, how
+    profile = replace(rt, max_num_seqs=seqs, cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
+                      non_torch_bytes=_non_torch(rt))
+    context = int(r.get("context") or s.get("max_model_len") or m.max_context or 2048)  # vLLM: the model's
+    try:
+        ctx = build_context(PlanInput(model=m.id, runtime=rt.id, context=context, kv_dtype=_kv_dtype(r, m),
+                                      gpu_memory_utilization=util, prefill_chunk=tokens, tp=tp if tp > 1 else None,
+                                      gpus=tp if tp > 1 else None, allow_long_context=True))
+    except CardfitError as e:
+        raise Skip(f"plan: {e}") from None
+    ctx = replace(ctx, runtime=profile, quant=q)
+    if gpu is None:
+        return VllmPlan(memory_for(ctx, context), 0, tokens, 0, util, tp, "")
+    total = _cuda_total(r, gpu, engine)
+    card = replace(gpu, usable_bytes=total + rt.cuda_total_shortfall_bytes)  # the plan's budget starts here
+    mem = memory_for(ctx, context, card)
+    opt = option_for(ctx, mem, card, tp)
+    return VllmPlan(mem, kv_room(mem, opt.budget_bytes, tp) // tp, tokens, total, util, tp, gpu.name)
 
 
-def _cuda_total(r: dict[str, Any], gpu: Gpu) -> int:
+def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int, str]:
+    """vLLM: total × utilization − weights − activation peak − non-torch (− CUDA graphs from v0.21), as the
+    plan leaves it on one rank."""
+    p = _vllm_plan(r)
+    mem = p.memory
+    graphs = mem.overhead_bytes - _non_torch(rt)
+    how = (f"{p.gpu} {p.total_bytes / GIB:.2f} GiB × {p.utilization} − weights {mem.weights_bytes // p.tp / GIB:.2f}"
+           f" − act {mem.activation_bytes / GIB:.2f} − non-torch {_non_torch(rt) / GIB:.2f}"
+           f" − graphs {graphs / GIB:.2f} GiB")
+    return p.pool_bytes, how
+
+
+def _non_torch(rt: RuntimeProfile) -> int:
+    return round(value(rt.id, "non_torch_bytes", rt.non_torch_bytes))
+
+
+def _cuda_total(r: dict[str, Any], gpu: Gpu, engine: VllmLike) -> int:
     """The card's memory as vLLM sees it (torch.cuda.mem_get_info total): the log's own total_gpu_memory
-    when the record shows it, else nvidia-smi's memory.total less the driver's reserved memory."""
+    when the record shows it, else the adapter's (nvidia-smi's memory.total less the driver's reserve)."""
     m = re.search(r"total_gpu_memory\s*[=(]\s*([\d.]+)\s*GiB", r.get("excerpt", "")) or \
         re.search(r"\(([\d.]+) GiB total\)", str(r.get("gpu") or ""))
     if m:
         return int(float(m.group(1)) * GIB)
-    return gpu.usable_bytes - default_runtimes().get("vllm").cuda_total_shortfall_bytes
+    return engine.cuda_total(gpu)
 
 
 def _vllm_version(r: dict[str, Any]) -> tuple[int, int]:
@@ -338,16 +391,9 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
     return _vllm_like(rt).serve_batched_tokens(gpu)
 
 
-def _vllm_activation(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile, gpu: Gpu | None) -> int:
-    tokens = _vllm_batched_tokens(r, rt, gpu)
-    engine = _vllm_like(rt)
-    s = _settings(r)
-    seqs = int(s.get("max_num_seqs") or (engine.serve_max_num_seqs(None if _vllm_v0(r) else gpu)))
-    per_logit = (rt.sampler_bytes_per_logit_v0 or rt.sampler_bytes_per_logit) if _vllm_v0(r) \
-        else rt.sampler_bytes_per_logit
-    if s.get("rank") == "worker":
-        per_logit = 0  # V0: a tensor-parallel worker other than the driver never samples (the log is its own)
-    return activations.vllm_profile_bytes(m, tokens, seqs, _tp(r), sampler_bytes_per_logit=per_logit)
+def _vllm_activation(r: dict[str, Any], gpu: Gpu | None) -> int:
+    """The activation peak the plan gives this record's setup (one rank)."""
+    return int(_vllm_plan(r, gpu, pool=False).memory.activation_bytes)
 
 
 def _vllm_like(rt: RuntimeProfile) -> VllmLike:
@@ -386,7 +432,8 @@ def _compute_buffer(r: dict[str, Any]) -> tuple[float, str]:
 
 
 def _activation(r: dict[str, Any]) -> tuple[float, str]:
-    m, rt = _model(r), _runtime(r)
+    _model(r)  # an unknown model is skipped with its reason
+    rt = _runtime(r)
     if not isinstance(adapter(rt), VllmLike):
         return _compute_buffer(r)
     gpu = None
@@ -395,13 +442,13 @@ def _activation(r: dict[str, Any]) -> tuple[float, str]:
     except Skip:
         pass
     tokens = _vllm_batched_tokens(r, rt, gpu)
-    return _vllm_activation(r, m, rt, gpu), f"profile run of {tokens:,} tokens"
+    return _vllm_activation(r, gpu), f"profile run of {tokens:,} tokens"
 
 
 def _overhead(r: dict[str, Any]) -> tuple[float, str]:
     rt = _runtime(r)
     if isinstance(adapter(rt), VllmLike):
-        nt = round(value(rt.id, "non_torch_bytes", rt.non_torch_bytes))
+        nt = _non_torch(rt)
         if not nt:
             raise Skip("runtime profile has no non_torch_bytes")
         return nt, "vLLM non-torch memory (profile)"
@@ -663,6 +710,11 @@ def _band(outcomes: list[Outcome]) -> dict[str, Any]:
             "median_abs_error": round(percentile([abs(e) for e in errs], 50), 5)}
 
 
+def _pooled(runtime: str) -> bool:
+    rt = default_runtimes().find(runtime)
+    return rt is not None and isinstance(adapter(rt), VllmLike)
+
+
 def accuracy_bands(report: Report) -> list[dict[str, Any]]:
     """Per figure, and per runtime where MIN_N records allow: p10–p90 of predicted / measured, out of sample
     (each record predicted with the constants fitted without its source) when the report has those."""
@@ -670,8 +722,8 @@ def accuracy_bands(report: Report) -> list[dict[str, Any]]:
     outcomes = report.loso or report.outcomes
     for figure, kinds in FIGURE_KINDS.items():
         scored = [o for o in outcomes if o.kind in kinds and o.error is not None]
-        if figure == "kv_cache_bytes":
-            scored = [o for o in scored if o.runtime != "vllm"]
+        if figure == "kv_cache_bytes":  # a vLLM-like record measures the pool, not the per-context cache
+            scored = [o for o in scored if not _pooled(o.runtime)]
         if len(scored) < 3:
             continue
         if figure not in RUNTIME_ONLY:
