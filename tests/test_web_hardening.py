@@ -79,7 +79,9 @@ def test_budget_stops_a_runaway_computation():
         return took, await budget.run(lambda: 42)  # the worker is free again
 
     took, after = asyncio.run(both())
-    assert took < 2.0 and after == 42
+    # stopped by the CPU budget (the message says so), well before the 5 s wall-clock backstop; the margin is
+    # wide because on a loaded machine 0.3 s of CPU can take several times that in wall-clock time
+    assert took < 4.5 and after == 42
 
 
 def test_budget_error_is_a_503(client, monkeypatch):
