@@ -314,9 +314,10 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
                       non_torch_bytes=_non_torch(rt))
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or 2048)  # vLLM: the model's
     try:
+        split = tp if tp > 1 else None
         ctx = build_context(PlanInput(model=m.id, runtime=rt.id, context=context, kv_dtype=_kv_dtype(r, m),
-                                      gpu_memory_utilization=util, prefill_chunk=tokens, tp=tp if tp > 1 else None,
-                                      gpus=tp if tp > 1 else None, allow_long_context=True))
+                                      gpu_memory_utilization=util, prefill_chunk=tokens, tp=split, gpus=split,
+                                      allow_long_context=True))
     except CardfitError as e:
         raise Skip(f"plan: {e}") from None
     ctx = replace(ctx, runtime=profile, quant=q)
@@ -335,7 +336,8 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
     p = _vllm_plan(r)
     mem = p.memory
     graphs = mem.overhead_bytes - _non_torch(rt)
-    how = (f"{p.gpu} {p.total_bytes / GIB:.2f} GiB × {p.utilization} − weights {mem.weights_bytes // p.tp / GIB:.2f}"
+    how = (f"{p.gpu} {p.total_bytes / GIB:.2f} GiB × {p.utilization}"
+           f" − weights {mem.weights_bytes // p.tp / GIB:.2f}"
            f" − act {mem.activation_bytes / GIB:.2f} − non-torch {_non_torch(rt) / GIB:.2f}"
            f" − graphs {graphs / GIB:.2f} GiB")
     return p.pool_bytes, how
