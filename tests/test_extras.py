@@ -3,6 +3,7 @@ extras. A feature whose extra is missing says in one line which extra to install
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -60,3 +61,39 @@ def test_gguf_file_without_the_gguf_extra(tmp_path):
     err = r.stderr.split("IMPORTED")[0].strip()
     assert r.returncode == 2 and err.startswith("Error: ") and len(err.splitlines()) == 1, r.stderr
     assert "pip install 'cardfit[gguf]'" in err
+
+
+def _closure(name: str, seen: set[str]) -> set[str]:
+    """The distributions a plain `pip install NAME` pulls: its requirements without extras, recursively, with
+    environment markers evaluated for this interpreter (read from the installed metadata: offline)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    key = canonicalize_name(name)
+    if key in seen:
+        return seen
+    seen.add(key)
+    try:
+        reqs = distribution(name).requires or []
+    except PackageNotFoundError:
+        return seen
+    for line in reqs:
+        r = Requirement(line)
+        if r.marker is None or r.marker.evaluate({"extra": ""}):
+            _closure(r.name, seen)
+    return seen
+
+
+def test_a_plain_install_is_at_most_12_packages():
+    """`pip install .` without extras: cardfit, click, rich and what they need (markdown-it-py, mdurl,
+    Pygments) plus the venv's own pip and setuptools stay within 12 installed packages (the issue's limit;
+    the README says 8)."""
+    pulled = _closure("cardfit", set())
+    assert {"cardfit", "click", "rich"} <= pulled
+    assert len(pulled) + 2 <= 12, sorted(pulled)
+    said = re.search(r"(\d+) packages in a fresh venv", (ROOT / "README.md").read_text())
+    assert said and int(said.group(1)) == len(pulled) + 2, "the README's package count"
+    heavy = {"pydantic", "fastapi", "uvicorn", "matplotlib", "numpy", "httpx", "gguf"}
+    assert not pulled & heavy, sorted(pulled)

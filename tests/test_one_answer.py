@@ -19,12 +19,32 @@ VERDICTS = ("fits", "tight", "no", "offload")
 CATALOGS = ("gpus", "models", "quants", "apis")
 
 
+def _fenced_blocks(text: str, skip: tuple[str, ...]) -> list[list[str]]:
+    """The lines of each fenced block (fences may be indented, as in a list item), minus the languages in
+    `skip`."""
+    blocks: list[list[str]] = []
+    lang: str | None = None
+    for line in text.splitlines():
+        fence = line.strip()
+        if fence.startswith("```"):
+            if lang is None:
+                lang = fence[3:].strip()
+                blocks.append([])
+            else:
+                if lang in skip:
+                    blocks.pop()
+                lang = None
+        elif lang is not None:
+            blocks[-1].append(line)
+    return blocks
+
+
 def readme_commands() -> list[tuple[list[str], str]]:
     """(argv after `cardfit`, the verdict its `# comment` claims or "") for every command line in the
-    README's fenced sh/text blocks."""
+    README's fenced blocks (any language but Python and TOML: sh, text, console, bash or none)."""
     out = []
-    for block in re.findall(r"```(?:sh|text)\n(.*?)```", README, re.S):
-        for line in block.splitlines():
+    for block in _fenced_blocks(README, skip=("python", "toml")):
+        for line in block:
             line = line.strip().removeprefix("$ ")
             if not line.startswith("cardfit "):
                 continue
