@@ -56,6 +56,7 @@ class RuntimeProfile:
     # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"
     # (a GGUF file or type), "checkpoint" (any other model), "training" (fine-tuning)
     default_for: tuple[str, ...] = ()
+    error_band: str = ""  # the runtime whose validation error band it shares (same engine code); "": its own
     kv_free_fraction: float = 0.0  # TensorRT-LLM: KV pool = this × memory free after weights and workspace
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum

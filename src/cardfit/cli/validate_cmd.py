@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import command
+
+if TYPE_CHECKING:
+    from ..services.validate import Report
 
 VALIDATE_EPILOG = """\b
 Examples:
@@ -21,10 +24,10 @@ Examples:
 @command("validate", epilog=VALIDATE_EPILOG, argument=False,
          display=(click.Option(["--all", "show_all"], is_flag=True,
                                help="list skipped records in the table too"),))
-def validate(report: Any, inp: Any, show_all: bool) -> None:
+def validate(report: Report, inp: Any, show_all: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
-    _print(report.as_dict(), show_all, inp.plot)
+    _print(report, show_all, inp.plot)
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -35,7 +38,7 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f} {unit.replace('tokens_per_s', 'tok/s')}"
 
 
-def _print(d: dict[str, Any], show_all: bool, plot: str | None) -> None:
+def _print(report: Report, show_all: bool, plot: str | None) -> None:
     from rich.table import Table
 
     from .render import console
@@ -45,30 +48,30 @@ def _print(d: dict[str, Any], show_all: bool, plot: str | None) -> None:
     for col, just in (("kind", "left"), ("record", "left"), ("runtime", "left"), ("measured", "right"),
                       ("predicted", "right"), ("error", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    for r in d["records"]:
-        if r["skipped"] and not show_all:
+    for o in report.outcomes:
+        if o.skipped and not show_all:
             continue
-        err = "skipped" if r["skipped"] else f"{r['error']:+.1%}"
-        t.add_row(r["kind"], r["id"], r["runtime"], _fmt(r["measured"], r["unit"]),
-                  _fmt(r["predicted"], r["unit"]), err)
+        err = "skipped" if o.skipped or o.error is None else f"{round(o.error, 5):+.1%}"
+        t.add_row(o.kind, o.id, o.runtime, _fmt(o.measured, o.unit), _fmt(o.predicted, o.unit), err)
     c.print(t)
     if show_all:
-        for r in d["records"]:
-            if r["skipped"]:
-                c.print(f"[dim]skipped {r['id']}: {r['skipped']}[/]")
+        for o in report.outcomes:
+            if o.skipped:
+                c.print(f"[dim]skipped {o.id}: {o.skipped}[/]")
     c.print()
     s = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
               title="error per kind: out of sample (each source left out of the fit) | in sample")
     for col in ("kind", "n", "sources", "skipped", "median", "p90", "p90 over", "│", "median ", "p90 ",
                 "worst"):
         s.add_column(col, justify="left" if col in ("kind", "│") else "right")
-    for kind, k in d["kinds"].items():
+    for kind, k in report.kinds.items():
         keys = ("loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "median_abs_error",
                 "p90_abs_error", "max_abs_error")
         pct = [("—" if k.get(x) is None else f"{k[x]:.1%}") for x in keys]
         s.add_row(kind, str(k["n"]), str(k.get("sources", "")), str(k["skipped"]), *pct[:3], "│", *pct[3:])
     c.print(s)
-    c.print(f"{d['total']} records, {d['skipped']} skipped (`--all` lists them with the reason). Error = "
-            "predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of sample: "
-            "every fitted constant (scripts/fit_constants.py) refitted without the record's source."
+    skipped = sum(1 for o in report.outcomes if o.skipped)
+    c.print(f"{len(report.outcomes)} records, {skipped} skipped (`--all` lists them with the reason). "
+            "Error = predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of "
+            "sample: every fitted constant (scripts/fit_constants.py) refitted without the record's source."
             + (f" Chart: {plot}" if plot else ""))

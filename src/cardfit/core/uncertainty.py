@@ -13,11 +13,23 @@ from functools import cache
 from ..catalog.loader import builtin
 from ..catalog.records import record
 
-# Runtimes that share an engine share an error band (the same code computes their memory and speed):
-# ik_llama.cpp and Ollama run llama.cpp's ggml graph, SGLang vLLM's PyTorch decode loop; "file" records
-# (GGUF file sizes) belong to no runtime. The bands are written (services/validate.py) and read (here)
-# with this one grouping.
-RUNTIME_GROUP = {"ik_llama.cpp": "llama.cpp", "ollama": "llama.cpp", "sglang": "vllm", "file": ""}
+# Runtimes that share an engine share an error band (the same code computes their memory and speed): a
+# catalog runtime names it in its `error_band` (Ollama: llama.cpp's ggml graph; SGLang: vLLM's decode
+# loop). Validation records also name two labels that are no catalog runtime: ik_llama.cpp (a llama.cpp
+# fork) and "file" (GGUF file sizes, no runtime). The bands are written (services/validate.py) and read
+# (here) with this one grouping.
+_RECORD_LABELS = {"ik_llama.cpp": "llama.cpp", "file": ""}
+
+
+@cache
+def band_group(runtime: str) -> str:
+    """The runtime whose error band `runtime` uses."""
+    from ..catalog.runtimes import default_runtimes
+
+    if not runtime or runtime in _RECORD_LABELS:
+        return _RECORD_LABELS.get(runtime, "")
+    rt = default_runtimes().find(runtime)
+    return (rt.error_band or rt.id) if rt is not None else runtime
 
 
 @record(slots=True)
@@ -42,7 +54,7 @@ def bands() -> tuple[Band, ...]:
 
 def band(figure: str, runtime: str = "") -> Band | None:
     """The runtime's own band when the validation set has one, else the all-runtime band."""
-    rt = RUNTIME_GROUP.get(runtime, runtime)
+    rt = band_group(runtime)
     found = [b for b in bands() if b.figure == figure and b.runtime in (rt, "")]
     found.sort(key=lambda b: b.runtime == "")
     return found[0] if found else None

@@ -22,7 +22,7 @@ from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import activations, kv
 from ..core.constants import value
 from ..core.memory import MemorySettings, padded_context
-from ..core.uncertainty import RUNTIME_GROUP
+from ..core.uncertainty import band_group
 from ..core.weights import weights
 from ..errors import CardfitError, InputError
 from ..runtimes import adapter
@@ -732,7 +732,7 @@ def accuracy_bands(report: Report) -> list[dict[str, Any]]:
             out.append({"figure": figure, "runtime": "", "kinds": list(kinds), **_band(scored)})
         groups: dict[str, list[Outcome]] = {}
         for o in scored:
-            groups.setdefault(RUNTIME_GROUP.get(o.runtime, o.runtime), []).append(o)
+            groups.setdefault(band_group(o.runtime), []).append(o)
         for rt, outs in sorted(groups.items()):
             if rt and len(outs) >= MIN_N and (len(groups) > 1 or figure in RUNTIME_ONLY):
                 out.append({"figure": figure, "runtime": rt, "kinds": list(kinds), **_band(outs)})
