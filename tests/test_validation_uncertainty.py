@@ -39,6 +39,9 @@ def test_total_range_adds_component_bounds():
     hi = sum((r[k] or [v, v])[-1] for k, v in parts.items())
     assert r["total_bytes"] == [lo, hi] and lo <= sum(parts.values()) <= hi
     assert uncertainty.need_margin_bytes(parts, "vllm") == hi - sum(parts.values())
+    # a set of 4 cards pays the workspace's error bar on every card: a wider margin than one card's
+    one = uncertainty.need_margin_bytes(parts, "vllm")
+    assert uncertainty.need_margin_bytes(parts, "vllm", count=4) > one
 
 
 def test_verdict_turns_tight_inside_the_error_bar():
@@ -66,3 +69,65 @@ def test_plan_json_carries_ranges(run_json):
         lo, hi = mem[f"{key}_range"]
         assert lo <= mem[key] <= hi, key
     assert "decode_tokens_per_s_range" in d["speed"] and "decode_tokens_per_s_range" in d["gpus"][0]
+
+
+# Real cases, one per runtime in data/runtimes.toml (and a tensor-parallel set): a catalog model, quantization
+# and card each, planned at contexts up to the largest that still holds.
+RANGE_CASES = [
+    ("vllm", "llama-3.1-8b", "bf16", "RTX 4090"),
+    ("vllm", "llama-3.1-70b", "bf16", "H100 SXM"),  # no single card: the 2/4/8-card sets
+    ("sglang", "llama-3.1-8b", "bf16", "RTX 4090"),
+    ("tgi", "qwen2.5-7b", "bf16", "L40S"),
+    ("trtllm", "llama-3.1-8b", "fp8", "H100 SXM"),
+    ("transformers", "qwen2.5-7b", "bf16", "RTX 4090"),
+    ("llama.cpp", "llama-3.1-70b", "Q4_K_M", "A100 SXM 80GB"),
+    ("ollama", "qwen2.5-32b", "Q4_K_M", "RTX 4090"),
+    ("rule-of-thumb", "llama-3.1-8b", "bf16", "RTX 4090"),
+]
+
+
+def _set_upper_bound(plan: dict, row: dict, runtime: str) -> int:
+    """The upper end of the likely range of the set's need: the figures' error bars (data/accuracy.toml) over
+    the weights once, the cache per copy, the overhead and workspace on every card."""
+    m = plan["memory"]
+    count, kv = row["count"], m["kv_cache_bytes"]
+    fixed = count * (m["overhead_bytes"] + m["activation_bytes"])
+    copies = (row["need_bytes"] - m["weights_bytes"] - fixed) / kv if kv else 1.0
+    parts = {k: m[k] for k in uncertainty.MEMORY_PARTS}
+    return row["need_bytes"] + uncertainty.need_margin_bytes(parts, runtime, count, copies)
+
+
+@pytest.mark.parametrize("runtime,model,quant,card", RANGE_CASES)
+def test_a_range_that_crosses_the_card_is_tight_never_fits(runtime, model, quant, card):
+    import cardfit
+
+    def rows(context: int) -> tuple[dict, list[dict]]:
+        p = cardfit.plan(model, gpu=card, runtime=runtime, quant=quant, context=context,
+                         allow_long_context=True)
+        return p, [g for g in p["gpus"] if g["gpu"] == card and g["nodes"] == 1]  # sets inside one node
+
+    seen = 0
+
+    def holds(context: int) -> bool:
+        nonlocal seen
+        p, rs = rows(context)
+        ok = [g for g in rs if g["verdict"] in ("fits", "tight")]
+        for g in ok:
+            seen += 1
+            if _set_upper_bound(p, g, runtime) > g["budget_bytes"]:
+                assert g["verdict"] == "tight", (context, g)
+        return bool(ok)
+
+    lo, hi = 1024, 2048  # the largest context some set of this card still holds, to 256 tokens
+    while holds(hi):
+        lo, hi = hi, hi * 2
+        assert hi <= 1 << 24, "no context too long for this card"
+    while hi - lo > 256:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    p, rs = rows(lo)
+    edge = [g for g in rs if g["verdict"] in ("fits", "tight")]
+    assert seen and edge, (runtime, model, card)
+    # at the edge the free memory is under one 256-token step of cache: the range crosses the budget
+    assert all(_set_upper_bound(p, g, runtime) > g["budget_bytes"] and g["verdict"] == "tight"
+               for g in edge), edge

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 
 from ..catalog.gpus import Feature, Gpu
@@ -111,14 +112,19 @@ def kv_room(mem: Memory, budget_bytes: int, count: int) -> int:
 
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *,
           requires: Feature | None = None, utilization: float | None = None, ram_bytes: int = 0,
-          margin_bytes: int = 0, model: ModelSpec | None = None, tp: int | None = None,
-          pp: int | None = None) -> Option:
-    """margin_bytes: how much more the plan may really need (core/uncertainty.py); a fit within it is tight.
+          margin_bytes: int | Callable[[int, float], int] = 0, model: ModelSpec | None = None,
+          tp: int | None = None, pp: int | None = None) -> Option:
+    """margin_bytes: how much more the plan may really need (core/uncertainty.py need_margin_bytes); a fit
+    within it is tight. Given as a function of (cards, KV copies), it is the set's own margin (the overhead
+    and workspace of every card, each copy of the cache); as a number, the same for every set.
     tp, pp: the set's split (core/placement.py; default: one tensor-parallel group of the whole set);
     pipeline stages each hold their own layers' cache, so only the tensor-parallel group copies it."""
     tp = tp or count
     budget = count * rt.budget_per_card(gpu, utilization)
-    need = need_on(mem, count, rt.kv_copies(model, tp))
+    copies = rt.kv_copies(model, tp)
+    need = need_on(mem, count, copies)
+    if callable(margin_bytes):
+        margin_bytes = margin_bytes(count, copies)
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price, nodes=rules.nodes(count), tp=tp,
@@ -150,7 +156,8 @@ def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
 
 def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
                  requires: Feature | None = None, utilization: float | None = None, max_nodes: int = 64,
-                 margin_bytes: int = 0, model: ModelSpec | None = None) -> Option | None:
+                 margin_bytes: int | Callable[[int, float], int] = 0,
+                 model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes, each split as
     core/placement.py places it (the shapes `cardfit deploy` searches)."""
     if gpu.max_count == 1:

@@ -87,10 +87,15 @@ def memory_ranges(parts: dict[str, int], runtime: str) -> dict[str, list[int] | 
     return out
 
 
-def need_margin_bytes(parts: dict[str, int], runtime: str) -> int:
-    """How much more than predicted the plan may really need (upper bound of the total minus the total)."""
-    r = memory_ranges(parts, runtime)["total_bytes"]
-    return max(r[1] - sum(parts.get(k, 0) for k in MEMORY_PARTS), 0) if r else 0
+def need_margin_bytes(parts: dict[str, int], runtime: str, count: int = 1, kv_copies: float = 1.0) -> int:
+    """How much more than predicted the plan may really need (upper bound of the total minus the total), for
+    a set of `count` cards holding `kv_copies` copies of the cache: the weights once, the cache per copy, the
+    overhead and workspace on every card (core/fit.py need_on counts the need the same way)."""
+    scale = {"weights_bytes": 1.0, "kv_cache_bytes": kv_copies, "overhead_bytes": count,
+             "activation_bytes": count}
+    scaled = {k: round(parts.get(k, 0) * scale[k]) for k in MEMORY_PARTS}
+    r = memory_ranges(scaled, runtime)["total_bytes"]
+    return max(r[1] - sum(scaled.values()), 0) if r else 0
 
 
 def cost_range(cost: float | None, throughput_figure: str, runtime: str = "") -> list | None:

@@ -3,6 +3,7 @@ Everything here is wiring; the arithmetic lives in core/."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import field, replace
 from typing import Any
 
@@ -201,17 +202,23 @@ def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Optio
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     s = placed(ctx, count)
     return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
-                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_margin(ctx, mem),
+                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_set_margin(ctx, mem),
                          model=ctx.model, tp=s.tp, pp=s.pp)
 
 
-def _margin(ctx: Context, mem: Memory) -> int:
-    """Error bar of the need (data/accuracy.toml): a fit with less free memory than this is "tight"."""
+def _margin(ctx: Context, mem: Memory, count: int = 1, kv_copies: float = 1.0) -> int:
+    """Error bar of the need (data/accuracy.toml) on a set of `count` cards: a fit with less free memory than
+    this is "tight" (the likely range of the total crosses the budget)."""
     from ..core.uncertainty import need_margin_bytes
 
     return need_margin_bytes({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
                               "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
-                             ctx.runtime.id)
+                             ctx.runtime.id, count, kv_copies)
+
+
+def _set_margin(ctx: Context, mem: Memory) -> Callable[[int, float], int]:
+    """The margin of each set core/fit.py sizes (cards, KV copies)."""
+    return lambda count, copies: _margin(ctx, mem, count, copies)
 
 
 @record
@@ -263,7 +270,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
     return fitting.smallest_set(mem, gpu, ctx.engine, ctx.rules, requires=requires(ctx.quant),
-                                utilization=ctx.utilization, margin_bytes=_margin(ctx, mem), model=ctx.model)
+                                utilization=ctx.utilization, margin_bytes=_set_margin(ctx, mem),
+                                model=ctx.model)
 
 
 def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
