@@ -194,3 +194,54 @@ def test_the_page_cost_line_is_the_plans(run_cli, run_json, client):
     assert (f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h "
             f"over 720 h); at {k['tokens_per_s']:,.1f} tokens/s") in " ".join(text.split())
     assert "costLine" in APP_JS and "over ` +\n    `${num(b.hours_per_month)} h)" in APP_JS
+
+
+# ---- one served throughput -----------------------------------------------------------------------------
+
+# The same question asked of every command: a model on a card set, B concurrent streams of one request shape
+# (prompt / answer tokens). deploy chooses the set (lax targets: its cheapest, one replica); plan --batch B,
+# speed at concurrency B and breakeven --model are then asked about that set, through the CLI and the web API.
+SERVED = [
+    # (model, runtime, quant, KV type, card, streams, prompt, answer, why)
+    ("meta-llama/Llama-3.1-8B-Instruct", "vllm", "bf16", "bf16", "L40S", 16, 1000, 300,
+     "the issue's serving example shape on one card"),
+    ("meta-llama/Llama-3.1-70B-Instruct", "vllm", "fp8", "fp8", "H100 SXM", 32, 2000, 500,
+     "a tensor-parallel set (deploy picks how many cards)"),
+    ("qwen2.5:7b", "llama.cpp", "Q4_K_M", "f16", "RTX 4090", 4, 1000, 300,
+     "llama.cpp slots (-np), whose per-slot step cost deploy and speed share"),
+]
+
+
+@pytest.mark.parametrize(("model", "runtime", "quant", "kv", "gpu", "streams", "prompt", "answer", "why"),
+                         SERVED, ids=[s[0] for s in SERVED])
+def test_every_command_reports_the_same_served_throughput(run_json, client, model, runtime, quant, kv, gpu,
+                                                          streams, prompt, answer, why):
+    common = ["--runtime", runtime, "--quant", quant, "--kv-dtype", kv, "--input-tokens", str(prompt),
+              "--output-tokens", str(answer)]
+    dep = run_json("deploy", model, "--users", str(streams), "--gpu", gpu, "--ttft-ms", "600000",
+                   "--tpot-ms", "100000", *common)["best"]
+    assert dep is not None and dep["replicas"] == 1, why
+    cards = ["--gpu", gpu, "--gpus", str(dep["count"])]
+    answers = {"deploy": dep["aggregate_tokens_per_s"]}
+    argv = {"plan": ["plan", model, "--batch", str(streams), *cards, *common],
+            "speed": ["speed", model, "--concurrency", str(streams), *cards, *common],
+            "breakeven": ["breakeven", "--model", model, "--concurrency", str(streams), *cards, *common]}
+    for name, args in argv.items():
+        cli = run_json(*args)
+        path, body = _body(args)
+        web = client.post(path, json=body)
+        assert web.status_code == 200, web.text
+        assert web.json() == cli, f"{name}: the web API and the CLI differ"
+        answers[name] = {"plan": lambda d: d["cost"]["cards"][0]["tokens_per_s"],
+                         "speed": lambda d: d["rows"][0]["aggregate_tokens_per_s"],
+                         "breakeven": lambda d: d["throughput"]["tokens_per_s"]}[name](cli)
+    first = answers["deploy"]
+    assert first > 0
+    assert all(abs(v - first) <= 0.051 for v in answers.values()), (why, answers)
+
+
+def test_the_deploy_page_request_agrees_with_the_cli(run_json, client):
+    """The page's deploy panel asks /api/deploy; the served figure it draws is the CLI's."""
+    body, argv = PAGE_REQUESTS["/api/deploy"]
+    web = client.post("/api/deploy", json=body).json()["best"]
+    assert web["aggregate_tokens_per_s"] == run_json(*argv)["best"]["aggregate_tokens_per_s"]

@@ -185,7 +185,7 @@ def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
 
 # plan's model and runtime options (RuntimeInput) that only mean something with --model
 _WITH_MODEL = ("context", "batch", "kv_dtype", "prefill_chunk", "gpu_memory_utilization", "parallel", "tp",
-               "flash_attn", "overhead_gb", "ram_gb", "allow_long_context")
+               "flash_attn", "overhead_gb", "ram_gb", "allow_long_context", "input_tokens", "output_tokens")
 
 
 def _runtime_options(inp: BreakevenInput) -> dict[str, Any]:

@@ -11,7 +11,6 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -24,9 +23,10 @@ from ..core import fit as fitting
 from ..core import serving as sv
 from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
-from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS, shapes
+from ..core.placement import shapes
 from ..core.search import largest_true
 from ..errors import CardfitError, InputError
+from . import served
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .launch_line import launch_command
 
@@ -50,8 +50,10 @@ class DeployInput(ModelInput):
                               "`vllm bench serve --max-concurrency`)", gt=0, le=10_000_000)
     requests_per_s: float | None = opt(None, "arrival rate of requests (Poisson), instead of --users",
                                        gt=0, le=1_000_000)
-    input_tokens: int = opt(1000, "prompt tokens per request (mean)", ge=1, le=MAX_CONTEXT)
-    output_tokens: int = opt(300, "answer tokens per request (mean)", ge=1, le=MAX_CONTEXT)
+    input_tokens: int = opt(served.DEFAULT_INPUT_TOKENS, "prompt tokens per request (mean)", ge=1,
+                            le=MAX_CONTEXT)
+    output_tokens: int = opt(served.DEFAULT_OUTPUT_TOKENS, "answer tokens per request (mean)", ge=1,
+                             le=MAX_CONTEXT)
     input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context)",
                                        ge=1, le=MAX_CONTEXT)
     output_tokens_p90: int | None = opt(None,
@@ -122,9 +124,7 @@ class Candidate:
     @cached_property
     def replica(self) -> sv.Replica:
         """Built when first timed: most candidates are never timed (search stops on price)."""
-        rt = self.setting.ctx.runtime
-        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp if rt.pipeline_parallel else 1,
-                        self.seqs)
+        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs)
 
 
 @record
@@ -215,16 +215,14 @@ def _plan_input(inp: DeployInput, **kw: Any) -> Any:
     return PlanInput(**base, allow_long_context=True, **kw)
 
 
-def uncalibrated_sequence_cost_s() -> float:
-    """llama.cpp and Ollama have no calibrated cost per extra sequence in a step (no aggregate-throughput
-    record in data/validation/speed.toml): slots would scale for free. Deploy charges them the largest
-    calibrated per-sequence cost of the other runtimes instead (pessimistic, stated in the answer)."""
-    return max(r.decode_overhead_us_per_sequence for r in default_runtimes()) * 1e-6
+def request(inp: DeployInput) -> sv.Workload:
+    """One request of the workload (means), as services/served.py takes it."""
+    return sv.Workload(inp.input_tokens, inp.output_tokens)
 
 
 def _in_flight(inp: DeployInput) -> int:
     """Tokens a sequence holds on average while it decodes: the prompt and half the answer."""
-    return inp.input_tokens + inp.output_tokens // 2
+    return served.in_flight(request(inp))
 
 
 def max_model_len(inp: DeployInput) -> int:
@@ -319,18 +317,10 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
 
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int) -> sv.Replica:
-    ctx, mem, m = s.ctx, s.mem, s.ctx.model
-    rt = ctx.runtime
-    tflops = sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
-    load = sp.Load(mem.weights.total_bytes, s.shares,
-                   sp.kv_read_bytes(m, mem, _in_flight(inp), rt.window_cache), s.decode_flops, m.layers,
-                   sp.hidden_size(m))
-    machine = sp.machine_for(rt, gpu, tp, tflops, quantized=sp.is_quantized(ctx.quant))
-    if s.slots > 1 and not rt.decode_overhead_us_per_sequence:
-        machine = replace(machine, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
-    return sv.Replica(sv.stage(load, pp), machine, s.prefill_flops,
-                      ctx.prefill_chunk or 2048, seqs, pp,
-                      NODE_HOP_LATENCY_S if pp > 1 else 0.0, NODE_LINK_GBPS if pp > 1 else 0.0)
+    """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
+    w = request(inp)
+    whole = served.load(s.ctx, s.mem, w)
+    return served.replica(s.ctx, whole, served.machine(s.ctx, gpu, tp), w, pp, seqs)
 
 
 # --- timing and choosing -----------------------------------------------------------------------------
@@ -633,7 +623,7 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None =
             not default_runtimes().get(chosen["runtime"]).decode_overhead_us_per_sequence:
         notes.append(f"{chosen['runtime']}: the cost of each extra slot is not calibrated (no "
                      "aggregate-throughput record); deploy charges it "
-                     f"{uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per step, the largest "
+                     f"{served.uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per step, the largest "
                      "calibrated value of the other runtimes")
     return notes
 

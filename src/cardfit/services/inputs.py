@@ -131,6 +131,12 @@ class RuntimeInput(Input):
                                     "llama.cpp rule of thumb", ge=0, le=1000)
     ram_gb: float | None = opt(None, "system RAM for CPU offload, GB", gt=0, le=1_000_000)
     allow_long_context: bool = opt(False, "allow a context beyond the model's trained maximum")
+    input_tokens: int | None = opt(None, "prompt tokens per request: price a served load (the prompts share "
+                                   "the decode steps, as in `cardfit deploy`) and, without --context, size "
+                                   "the context for one request; default: decode only", ge=1, le=MAX_CONTEXT)
+    output_tokens: int | None = opt(None, "answer tokens per request (with --input-tokens; either alone "
+                                    "takes deploy's default for the other, 1000 / 300)", ge=1,
+                                    le=MAX_CONTEXT)
 
 
 @record

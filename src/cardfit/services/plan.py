@@ -147,6 +147,9 @@ def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> 
     the `count` cards)."""
     if ctx.inp.context:
         return ctx.inp.context, "given"
+    if ctx.inp.input_tokens or ctx.inp.output_tokens:
+        w = request(ctx, 0)
+        return w.input_tokens + w.output_tokens, "one request (--input-tokens + --output-tokens)"
     count = count or ctx.inp.gpus or ctx.inp.tp or 1
     return ctx.engine.default_context(ctx.model, gpu.usable_bytes * count if gpu else 0)
 
@@ -248,7 +251,29 @@ def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | N
     s = _decode_speed(ctx, mem, opt)
     if not ctx.model.generates:  # an embedding or reranking model reads its input once and generates nothing
         return speedmod.Speed(None, None, s.prefill_tokens_per_s, 0)
+    if s.aggregate_tokens_per_s is not None:
+        s = replace(s, aggregate_tokens_per_s=served_tokens_per_s(ctx, mem, opt))
     return s
+
+
+def request(ctx: Context, context: int) -> Any:
+    """The request each of the plan's streams serves (services/served.py workload)."""
+    from .served import workload
+
+    return workload(ctx.inp.input_tokens, ctx.inp.output_tokens, context)
+
+
+def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float:
+    """Output tokens/s of the set with the plan's --batch streams: the served throughput `cardfit speed`,
+    `breakeven --model` and `deploy` report for the same question (services/served.py)."""
+    from . import served
+
+    w = request(ctx, mem.context)
+    offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
+    mc = served.machine(ctx, opt.gpu, opt.tp,
+                        ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp, max(ctx.sequences, 1))
+    return served.tokens_per_s(r, w, max(ctx.sequences, 1))
 
 
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
@@ -593,11 +618,19 @@ def plan_cost(p: Any) -> dict[str, Any]:
     chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else seed_tiers(reg)
     return {"duty": duty, "apis": [{"id": a.id, "name": a.name, "price_per_million_usd": a.output_usd_per_m,
                                     "date": a.date or None} for a in chosen],
-            "tokens_per_s_basis": _basis(p.ctx.sequences),
+            "tokens_per_s_basis": _basis(p.ctx.sequences, p.ctx.inp),
             "cards": [row for c in p.cards if (row := _card_cost(c, hours, duty, chosen)) is not None]}
 
 
-def _basis(sequences: int) -> str:
+def _basis(sequences: int, inp: Any = None) -> str:
+    asked = inp is not None and (getattr(inp, "input_tokens", None) or getattr(inp, "output_tokens", None))
+    if asked:
+        from .served import workload
+
+        w = workload(inp.input_tokens, inp.output_tokens, 0)
+        return (f"{sequences} stream{'s' if sequences > 1 else ''} serving {w.input_tokens:,}-token "
+                f"prompts and {w.output_tokens:,}-token answers (the served throughput `cardfit speed`, "
+                "`breakeven --model` and `deploy` report at this concurrency)")
     if sequences > 1:
         return (f"{sequences} streams (the aggregate decode of --batch {sequences} concurrent sequences, "
                 "the step `cardfit speed` and `cardfit deploy` time)")
@@ -608,7 +641,7 @@ def _tokens_per_s(s: Speed | None) -> float | None:
     """What a card serves at the plan's concurrency: the aggregate of --batch B sequences, or one stream."""
     if s is None:
         return None
-    if s.sequences > 1 and s.aggregate_tokens_per_s:
+    if s.aggregate_tokens_per_s:
         return s.aggregate_tokens_per_s
     return s.decode_tokens_per_s or s.decode_ceiling_tokens_per_s
 

@@ -13,8 +13,9 @@ from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD, Verdict, kv_room
 from ..core.memory import MemorySettings
 from ..core.search import smallest_true
-from ..core.speed import DEFAULT_RAM_GBPS, default_tp
-from ..errors import CardfitError, MissingFigureError
+from ..core.speed import DEFAULT_RAM_GBPS
+from ..errors import CardfitError, InputError, MissingFigureError
+from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
 from .plan import plan as make_plan
 from .table import Result
@@ -58,22 +59,20 @@ class Setup:
     kv_bytes_per_sequence: int
     filled: int
     tflops: float | None
+    request: Any = None  # core.serving.Workload: the request each stream serves (services/served.py)
 
     @property
     def card(self) -> Any:
         return self.plan.first
 
 
-def _machine(inp: SpeedInput, ctx: Any, gpu: Any, count: int, tflops: float | None) -> sp.Machine:
+def _machine(inp: SpeedInput, ctx: Any, gpu: Any, tp: int, tflops: float | None) -> sp.Machine:
     bw = inp.bandwidth or gpu.bandwidth_gbps
     if bw is None:
         raise MissingFigureError("memory bandwidth", gpu.name,
                                  "pass --bandwidth GB/s, or add bandwidth_gbps to "
                                  "your own catalog file (--catalog)")
-    rt, quantized = ctx.runtime, sp.is_quantized(ctx.quant)
-    mc = sp.machine_for(rt, gpu, default_tp(rt.tensor_parallel, count, inp.tp, ctx.model), tflops,
-                        ram_bandwidth_gbps=inp.ram_bandwidth, bandwidth_gbps=bw, quantized=quantized)
-    return calibrated(mc, rt, quantized)
+    return served.machine(ctx, gpu, tp, tflops, bandwidth_gbps=bw, ram_bandwidth_gbps=inp.ram_bandwidth)
 
 
 # Machine fields that hold a runtime's calibrated constants: (runtimes.toml field, scale to the Machine unit)
@@ -103,18 +102,18 @@ def setup(inp: SpeedInput) -> Setup:
     p = make_plan(inp)
     card, ctx = p.first, p.ctx
     m, mem, opt = ctx.model, card.memory, card.option
-    filled = inp.filled if inp.filled is not None else mem.context // 2
-    filled = min(filled, mem.context)
+    if inp.filled is not None and (inp.input_tokens or inp.output_tokens):
+        raise InputError("--filled times decoding alone; --input-tokens/--output-tokens a served request: "
+                         "give one", field="filled")
+    w = served.workload(inp.input_tokens, inp.output_tokens, mem.context, inp.filled)
     tflops = inp.tflops or sp.prefill_peak_tflops(opt.gpu, ctx.quant, ctx.runtime.fp16_accumulate)
-    shares = sp.weight_shares(m, ctx.quant)
     cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
-    load = sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), shares,
-                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
-                   sp.decode_flops_per_token(m, filled), m.layers, sp.hidden_size(m), cpu_frac, cpu_moe)
+    load = served.load(ctx, mem, w, cpu_frac, cpu_moe)
     one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
     budget = kv_room(mem, opt.budget_bytes, opt.count)
-    return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.count, tflops), budget, one, filled, tflops)
+    return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.tp, tflops), budget, one,
+                 min(served.in_flight(w), mem.context), tflops, w)
 
 
 def levels(inp: SpeedInput, most: int) -> list[int]:
@@ -193,10 +192,11 @@ def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
     most = s.card.memory.sequences if s.card.option.verdict == OFFLOAD else sp.max_sequences(
         s.kv_budget_bytes, s.kv_bytes_per_sequence)
     out = []
+    ctx, opt = s.plan.ctx, s.card.option
     for n in levels(inp, most):
-        st = sp.step(s.load, s.machine, n)
-        out.append(SpeedRow(n, round(st.aggregate_tokens_per_s, 1), round(st.per_user_tokens_per_s, 2),
-                            round(st.seconds * 1e3, 3), st.bound, n <= most))
+        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp, n), s.request, n)
+        out.append(SpeedRow(n, round(r.output_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
+                            round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, n).bound, n <= most))
     return tuple(out)
 
 

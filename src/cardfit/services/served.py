@@ -1,0 +1,96 @@
+"""One served throughput: the output tokens/s one copy of a model makes on a card set with B sequences in
+flight, from core/serving.py's continuous-batching model (every step decodes one token per sequence while the
+prompts of the requests that replace finished ones ride along, chunked) on the decode step of core/speed.py.
+
+`plan --batch B`, `speed` (each concurrency), `breakeven --model`, the web page and `deploy` all build the
+replica here and ask `tokens_per_s`, so the same question gets the same figure everywhere. The load each
+stream carries is a request of `input_tokens` prompt and `output_tokens` answer tokens (`--input-tokens`,
+`--output-tokens`); without them plan, speed and breakeven price decoding alone, each sequence holding
+half its context (a request with no prompt: the decode step `cardfit validate` scores on aggregate-decode
+records)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..catalog.gpus import Gpu
+from ..core import serving as sv
+from ..core import speed as sp
+from ..core.memory import Memory
+from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS
+
+# The request deploy plans for when none is given: 1,000 prompt and 300 answer tokens (rule of thumb: the
+# serving example of cardfit issue 11, the shape of a chat turn with some context).
+DEFAULT_INPUT_TOKENS = 1000
+DEFAULT_OUTPUT_TOKENS = 300
+# A prefill chunk when the runtime row gives none: vLLM's max_num_batched_tokens default for chunked prefill
+# (2,048, vllm/config.py SchedulerConfig).
+DEFAULT_CHUNK_TOKENS = 2048
+
+
+def workload(input_tokens: int | None, output_tokens: int | None, context: int,
+             filled: int | None = None) -> sv.Workload:
+    """The request each stream serves: the one given (a missing half takes deploy's default), else decoding
+    alone with `filled` tokens in each sequence (default half the context)."""
+    if input_tokens or output_tokens:
+        return sv.Workload(input_tokens or DEFAULT_INPUT_TOKENS, output_tokens or DEFAULT_OUTPUT_TOKENS)
+    f = min(context // 2 if filled is None else filled, context)
+    return sv.Workload(0, 2 * f)
+
+
+def in_flight(w: sv.Workload) -> int:
+    """Tokens a sequence holds on average while it decodes: its prompt and half its answer."""
+    return w.input_tokens + w.output_tokens // 2
+
+
+def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0,
+         cpu_expert_fraction: float = 0.0) -> sp.Load:
+    """What one decode token costs for the plan's model, quantization and cache (ctx: plan.Context)."""
+    m = ctx.model
+    filled = in_flight(w)
+    return sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), sp.weight_shares(m, ctx.quant),
+                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
+                   sp.decode_flops_per_token(m, filled),
+                   m.layers, sp.hidden_size(m), cpu_weight_fraction, cpu_expert_fraction)
+
+
+def uncalibrated_sequence_cost_s() -> float:
+    """A runtime without a calibrated cost per extra sequence in a step (data/runtimes.toml
+    decode_overhead_us_per_sequence = 0) would scale its slots for free: it is charged the largest calibrated
+    value of the other runtimes instead (pessimistic; the answer says so)."""
+    from ..catalog.runtimes import default_runtimes
+
+    return max(r.decode_overhead_us_per_sequence for r in default_runtimes()) * 1e-6
+
+
+def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwidth_gbps: float | None = None,
+            ram_bandwidth_gbps: float = 0.0) -> sp.Machine:
+    """One pipeline stage of `tp` cards with the runtime's calibrated constants (core/speed.py
+    machine_for)."""
+    rt = ctx.runtime
+    tf = tflops or sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
+    mc = sp.machine_for(rt, gpu, tp, tf, ram_bandwidth_gbps=ram_bandwidth_gbps, bandwidth_gbps=bandwidth_gbps,
+                        quantized=sp.is_quantized(ctx.quant))
+    if not mc.overhead_s_per_sequence:
+        mc = replace(mc, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
+    return mc
+
+
+def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, seqs: int) -> sv.Replica:
+    """One copy: `pp` pipeline stages (runtimes that pipeline; a layer split runs one card at a time and is
+    timed as one stage) of `mc`, scheduling at most `seqs` sequences."""
+    stages = pp if ctx.runtime.pipeline_parallel else 1
+    return sv.Replica(sv.stage(whole, stages), mc, sp.decode_flops_per_token(ctx.model, w.input_tokens // 2),
+                      ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
+                      NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0)
+
+
+def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:
+    """The replica serving `sequences` concurrent users, each sending the next request when an answer ends."""
+    return sv.serve(r, replace(w, users=float(max(sequences, 1)), requests_per_s=None))
+
+
+def tokens_per_s(r: sv.Replica, w: sv.Workload, sequences: float) -> float:
+    """Output tokens/s of the replica with `sequences` in flight: the one served throughput."""
+    return served(r, w, sequences).output_tokens_per_s
