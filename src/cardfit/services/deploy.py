@@ -21,7 +21,6 @@ from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
 from ..core import cost
 from ..core import fit as fitting
 from ..core import serving as sv
-from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
 from ..core.search import largest_true
@@ -96,9 +95,6 @@ class Setting:
     mem: Memory
     slots: int  # llama.cpp/Ollama parallel slots; 0 for paged runtimes
     quality: str | None
-    shares: sp.Shares  # how the weight bytes split (dense / experts / embedding): once per setting
-    decode_flops: float  # per token at the mean tokens in flight
-    prefill_flops: float  # per prompt token: causal attention over half the prompt
     kv_flag: str | None  # the cache type as the runtime spells it (None: its default)
 
 
@@ -257,10 +253,7 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                         break
                     if _is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
-                    out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant),
-                                       sp.weight_shares(ctx.model, ctx.quant),
-                                       sp.decode_flops_per_token(ctx.model, _in_flight(inp)),
-                                       sp.decode_flops_per_token(ctx.model, inp.input_tokens // 2), kvd))
+                    out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant), kvd))
     if not out:
         raise InputError("no runtime serves this model with these options"
                          + (f" ({skipped[0]})" if skipped else ""), field="runtime")
