@@ -47,6 +47,9 @@ class Fit:
     digits: int  # decimals stored in runtimes.toml
     copies: tuple[str, ...] = ()  # runtimes that take the same value (same engine, no records of their own)
     why: str = ""
+    # a fold that leaves no record of this constant takes this other constant's value (fitted before it), not
+    # its own stored one (which was fitted on the left-out source): the out-of-sample score stays honest
+    prior: str = ""
 
     @property
     def key(self) -> str:
@@ -98,6 +101,15 @@ def _generation(current: bool) -> Callable[[Record], bool]:
     return ok
 
 
+def _llamacpp_generation(current: bool) -> Callable[[Record], bool]:
+    """llama.cpp builds from May 2024 on (CUDA graphs) vs the builds before (services/speed.py)."""
+    def ok(r: Record) -> bool:
+        from .speed import llamacpp_old_build
+
+        return llamacpp_old_build(r) is not current
+    return ok
+
+
 def _tpot(runtime: str) -> Callable[[Record], bool]:
     return lambda r: (r.get("kind") == "serving" and r.get("metric") == "tpot_ms" and _rt(r) == runtime
                       and not r.get("skip"))
@@ -112,9 +124,15 @@ def _vllm_overhead(r: Record) -> bool:
 
 
 FITS: tuple[Fit, ...] = (
-    Fit("llama.cpp", "decode_overhead_us_per_layer", _is("decode", "llama.cpp"),
+    Fit("llama.cpp", "decode_overhead_us_per_layer",
+        _both(_is("decode", "llama.cpp"), _llamacpp_generation(True)),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
-        "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
+        "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, "
+        "builds from May 2024 on (CUDA graphs)"),
+    Fit("llama.cpp", "decode_overhead_us_per_layer_v0",
+        _both(_is("decode", "llama.cpp"), _llamacpp_generation(False)),
+        _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
+        "the same for llama.cpp builds before May 2024", prior="llama.cpp.decode_overhead_us_per_layer"),
     Fit("llama.cpp", "prefill_efficiency",
         _both(_is("prefill", "llama.cpp", offload=None), _quantized(False)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
@@ -175,6 +193,9 @@ def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
         implied = [v for r, src in _chosen(records, f) if leave_out is None or src != leave_out
                    if (v := _implied(f, r, values)) is not None]
         if not implied:
+            if f.prior and f.prior in values:  # no record left: the earlier fitted constant, not our own
+                for rt in (f.runtime, *f.copies):
+                    values[f"{rt}.{f.field}"] = values[f.prior]
             continue  # no record left: the stored value stands (as for a runtime without records)
         v = round(statistics.median(implied), f.digits)
         for rt in (f.runtime, *f.copies):

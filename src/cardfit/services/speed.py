@@ -439,14 +439,38 @@ def engine_version(record: dict[str, Any]) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
+# llama.cpp's engine generations: builds from May 2024 on replay each decode step as one CUDA graph
+# ("Introduction of CUDA Graphs to LLama.cpp", https://github.com/ggml-org/llama.cpp/pull/6766, merged
+# 2024-05-08), and the same months rewrote the Metal and ROCm paths; a record states its build number
+# ("build: 93bc3839 (3622)") or only its date. Build numbers below 3000 (the b3000 release, late May 2024) or
+# dates before 2024-05-08 are the older generation, whose per-layer time runtimes.toml holds as
+# decode_overhead_us_per_layer_v0.
+LLAMACPP_CURRENT_BUILD = 3000
+LLAMACPP_CURRENT_DATE = "2024-05-08"
+_BUILD = re.compile(r"(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
+
+
+def llamacpp_old_build(record: dict[str, Any]) -> bool:
+    """Whether a llama.cpp-family record ran a build of the older generation (see LLAMACPP_CURRENT_BUILD)."""
+    build = str((record.get("settings") or {}).get("build") or "")
+    m = _BUILD.search(build)
+    if m:
+        return int(m[1]) < LLAMACPP_CURRENT_BUILD
+    return str(record.get("date") or "9999") < LLAMACPP_CURRENT_DATE
+
+
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
-    """Records of engines before vLLM 0.6 (the profiles with a _v0 value) pay that generation's per-sequence
-    CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0)."""
+    """A record of an older engine generation pays that generation's constants: vLLM before 0.6 its
+    per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before CUDA
+    graphs their per-layer time (decode_overhead_us_per_layer_v0)."""
     from dataclasses import replace
 
     from ..core.constants import value
 
     rt = s.plan.ctx.runtime
+    if rt.decode_overhead_us_per_layer_v0 and llamacpp_old_build(record):
+        per = value(rt.id, "decode_overhead_us_per_layer_v0", rt.decode_overhead_us_per_layer_v0)
+        s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
     v = engine_version(record)
     if v is None or v >= (0, 6) or not rt.decode_overhead_us_per_sequence_v0:
         return s
