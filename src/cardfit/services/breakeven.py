@@ -173,9 +173,7 @@ def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
     from ..readers.logs import read_log
 
     m = bounded_measurement(read_log(path), path)
-    log = LogReading(path, m.kind, round(m.tokens_per_s, 2), m.samples, m.idle_samples,
-                     rounded(m.busy_fraction, 4), rounded(m.concurrency, 2),
-                     rounded(m.prompt_tokens_per_s, 1), m.single_stream)
+    log = log_reading(m, path)
     notes = list(m.notes)
     if m.busy_fraction is not None and m.busy_fraction < 1:
         notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log "
@@ -186,6 +184,13 @@ def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
 # plan's model and runtime options (RuntimeInput) that only mean something with --model
 _WITH_MODEL = ("context", "batch", "kv_dtype", "prefill_chunk", "gpu_memory_utilization", "parallel", "tp",
                "flash_attn", "overhead_gb", "ram_gb", "allow_long_context", "input_tokens", "output_tokens")
+
+
+def log_reading(m: Any, path: str) -> LogReading:
+    """A rate read from a log (readers/logs.py), as `--from-log` and the web page's pasted log show it."""
+    return LogReading(path, m.kind, round(m.tokens_per_s, 2), m.samples, m.idle_samples,
+                      rounded(m.busy_fraction, 4), rounded(m.concurrency, 2),
+                      rounded(m.prompt_tokens_per_s, 1), m.single_stream)
 
 
 def _runtime_options(inp: BreakevenInput) -> dict[str, Any]:

@@ -37,10 +37,6 @@ def config_summary(raw: bytes) -> dict[str, Any]:
             "shape": shape, "config": cfg, "notes": notes}
 
 
-def r(x: float | None, digits: int) -> float | None:
-    return None if x is None else round(x, digits)
-
-
 def _name(cfg: Any) -> str:
     name = cfg.get("_name_or_path") if isinstance(cfg, dict) else None
     if isinstance(name, str) and name.strip():
@@ -51,13 +47,12 @@ def _name(cfg: Any) -> str:
 def log_summary(raw: bytes) -> dict[str, Any]:
     """A pasted log → output tokens/s and how it was read (as in `cardfit breakeven --from-log … --json`)."""
     from ..readers.logs import parse_log
-    from ..services.breakeven import bounded_measurement
+    from ..services.breakeven import bounded_measurement, log_reading
 
     if not raw.strip():
         raise InputError("the log is empty; paste the lines with `eval rate` or `Avg generation throughput`",
                          field="log")
     m = bounded_measurement(parse_log(raw.decode("utf-8", "replace"), "pasted log"), "pasted log")
-    return {"kind": m.kind, "tokens_per_s": round(m.tokens_per_s, 2), "samples": m.samples,
-            "idle_samples": m.idle_samples, "busy_fraction": r(m.busy_fraction, 4),
-            "concurrency": r(m.concurrency, 2), "prompt_tokens_per_s": r(m.prompt_tokens_per_s, 1),
-            "single_stream": m.single_stream, "notes": list(m.notes)}
+    out = log_reading(m, "pasted log").to_json()
+    del out["path"]  # the page's summary: the reading as `--from-log` shows it, and the reader's notes
+    return {**out, "notes": list(m.notes)}
