@@ -65,3 +65,17 @@ def test_qwen2_vl_counts_its_vision_tower(run_json):
 ])
 def test_vision_params(cfg, expected, why):
     assert abs(vision_params(cfg, 2560) - expected) / expected < 0.01, why
+
+
+def test_a_two_matrix_mlp_is_counted_as_two(tmp_path, run_json):
+    """bigcode/starcoder2-3b's config.json (GELU c_fc/c_proj MLP, no gate): 3.03B parameters in its
+    safetensors; counted as a gated MLP it would be 3.9B."""
+    cfg = {"architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2", "hidden_size": 3072,
+           "num_hidden_layers": 30, "num_attention_heads": 24, "num_key_value_heads": 2,
+           "intermediate_size": 12288, "vocab_size": 49152, "max_position_embeddings": 16384,
+           "sliding_window": 4096, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+    (tmp_path / "starcoder2-3b").mkdir()
+    path = tmp_path / "starcoder2-3b" / "config.json"
+    path.write_text(__import__("json").dumps(cfg))
+    out = run_json("plan", str(path), "--gpu", "RTX 4090", "--quant", "bf16", "--runtime", "vllm")
+    assert abs(out["memory"]["weights_bytes"] / 2 / 3.03e9 - 1) < 0.01

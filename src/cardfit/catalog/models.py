@@ -16,6 +16,13 @@ from .schema import check_keys, keys_of
 # embeddings and reranking): no KV cache, no decoding.
 ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "nomic_bert", "new", "modernbert", "distilbert",
                            "electra", "mpnet", "deberta-v2", "jina_bert", "camembert"})
+# Hugging Face model_types whose decoder MLP is two matrices (up, down; GELU or squared ReLU), not SwiGLU's
+# gate/up/down: transformers' modeling_phi.py (fc1/fc2), modeling_starcoder2.py (c_fc/c_proj),
+# modeling_gpt_bigcode.py, modeling_gpt2.py, modeling_falcon.py (dense_h_to_4h/dense_4h_to_h),
+# modeling_gpt_neox.py, modeling_gptj.py, modeling_opt.py, modeling_bloom.py, modeling_codegen.py,
+# modeling_nemotron.py (up_proj/down_proj).
+TWO_MATRIX_FFN_TYPES = frozenset({"phi", "starcoder2", "gpt_bigcode", "gpt2", "falcon", "gpt_neox", "gptj",
+                                  "opt", "bloom", "codegen", "nemotron"})
 TASKS = ("generate", "embed", "rerank")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..catalog.models import ENCODER_TYPES, ModelSpec
+from ..catalog.models import ENCODER_TYPES, TWO_MATRIX_FFN_TYPES, ModelSpec
 from ..errors import FileFormatError
 from .quantization import quant_from_config
 from .source import shown
@@ -251,6 +251,8 @@ def fields_from_config(cfg: Any, name: str, where: str = "config.json") -> Field
         f.set("dtype", "bf16", "default")
     _moe(c, f, mtype)
     _windows(c, f, layers, mtype)
+    if mtype in TWO_MATRIX_FFN_TYPES:
+        f.set("gated_ffn", False, f"{where} model_type {mtype}: a two-matrix MLP")
     f.set("task", _task(cfg, mtype))
     if vp := vision_params(cfg, hidden):
         f.set("vision_params", vp, f"{where} vision_config (estimated from its shapes)")
