@@ -263,6 +263,15 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
                    "per step")
     if s.load.cpu_weight_fraction:
         out.append("CPU offload: the offloaded layers run at system RAM bandwidth (--ram-bandwidth)")
+    rt = s.plan.ctx.runtime
+    if rt.decode_efficiency and not rt.decode_overhead_us_per_sequence:
+        out.append(f"{rt.name}: the cost of each extra sequence in a step is not calibrated (no aggregate-"
+                   f"throughput record); charged {served.uncalibrated_sequence_cost_s() * 1e6:g} µs, the "
+                   "largest calibrated value of the other runtimes, as `cardfit deploy` does")
+    if s.request is not None and s.request.input_tokens:
+        out.append(f"each stream serves {s.request.input_tokens:,}-token prompts and "
+                   f"{s.request.output_tokens:,}-token answers: the prompts share the decode steps (chunked "
+                   "prefill), so aggregate tokens/s is the served throughput `cardfit deploy` reports")
     return out
 
 
