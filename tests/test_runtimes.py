@@ -135,3 +135,21 @@ def test_validation_sizes_vllm_pools_through_the_plan():
     text = (SRC / "services" / "validate.py").read_text()
     assert "memory_for(ctx" in text and "kv_room(" in text
     assert "vllm_profile_bytes" not in text
+
+
+def test_transformers_chunked_prefill_pays_sdpa_mask_and_repeat_kv_over_the_cache():
+    """A prefill chunk attending to a longer cache passes an explicit mask to SDPA, so grouped-query
+    attention falls back to repeat_kv over the whole cache (transformers integrations/sdpa_attention.py,
+    use_gqa_in_sdpa). Qwen2.5 7B (28 query heads, 4 KV heads, head_dim 128), chunk 2048, 32K cache."""
+    from cardfit.catalog.models import default_models
+    from cardfit.core.activations import torch_prefill_bytes
+
+    m = default_models().get("qwen2.5-7b")
+    repeat = 2 * 28 * 32768 * 128 * 2  # K and V copied out to 28 heads, bf16: 0.44 GiB
+    mask = 2048 * 32768  # one boolean per chunk token x cache position
+    chunked = torch_prefill_bytes(m, 2048, 32768)
+    assert chunked >= repeat + mask
+    # the attention phase grows with the cache the chunk attends to: repeat_kv rows and mask columns
+    grown = torch_prefill_bytes(m, 2048, 65536) - chunked
+    assert grown == 2 * 28 * 32768 * 128 * 2 + 2048 * 32768
+    assert torch_prefill_bytes(m, 2048) < chunked  # the whole prompt at once: causal fast path, no mask

@@ -61,7 +61,21 @@ def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int, tp:
     return max(layer_peak, sampler)
 
 
-def torch_prefill_bytes(m: ModelSpec, tokens: int) -> int:
-    """transformers: whole-prompt prefill in the model dtype; logits for the last position only."""
+def torch_prefill_bytes(m: ModelSpec, tokens: int, cache_tokens: int = 0) -> int:
+    """transformers: prefill of `tokens` prompt tokens in the model dtype; logits for the last position only.
+    A chunk that attends to a longer cache (chunked prefill, `cache_tokens` > `tokens`) cannot take SDPA's
+    causal fast path: the explicit 4-D mask (one element per chunk token x cache position, a boolean at
+    least) goes to SDPA, and with a mask grouped-query attention falls back to repeat_kv, which copies K and
+    V out to every query head over the whole cache length
+    (src/transformers/integrations/sdpa_attention.py use_gqa_in_sdpa / repeat_kv, huggingface/transformers
+    at commit e2feb59b62124ad52a51616968f1465613bf8644; a preallocated StaticCache's key length is its
+    max_cache_len). The peak is the larger of the MLP phase and that attention phase."""
     hidden, heads, ffn, vocab = _dims(m)
-    return tokens * (3 * ffn + 4 * hidden) * ACT + vocab * F32
+    mlp = tokens * (3 * ffn + 4 * hidden) * ACT
+    attention = 0
+    if cache_tokens > tokens:
+        mask = tokens * cache_tokens  # bool
+        grouped = m.kv_heads and m.kv_heads < heads and m.attention != "mla"
+        repeated = 2 * heads * cache_tokens * m.head_dim * ACT if grouped else 0
+        attention = mask + repeated + tokens * 4 * hidden * ACT
+    return max(mlp, attention) + vocab * F32

@@ -14,10 +14,9 @@ from .base import Runtime
 @record(slots=True)
 class TorchLike(Runtime):
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
-        tokens = self.padded_context(s.context) * s.sequences
-        if s.prefill_chunk:
-            tokens = min(s.prefill_chunk, tokens)
-        return torch_prefill_bytes(m, tokens)
+        cells = self.padded_context(s.context) * s.sequences
+        tokens = min(s.prefill_chunk, cells) if s.prefill_chunk else cells
+        return torch_prefill_bytes(m, tokens, cells if tokens < cells else 0)
 
 
 ADAPTER = TorchLike
