@@ -78,6 +78,8 @@ class RuntimeProfile:
     decode_overhead_us_per_sequence_v0: float = 0.0
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
     decode_overhead_us_per_layer_v0: float = 0.0
+    # quantized prefill of builds that dequantized for an FP16 cuBLAS GEMM (llama.cpp < b3200)
+    prefill_efficiency_quantized_v0: float = 0.0
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     unified_memory: bool = False  # set by on_card() for Apple silicon, never read from the data file

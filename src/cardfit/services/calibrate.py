@@ -101,12 +101,12 @@ def _generation(current: bool) -> Callable[[Record], bool]:
     return ok
 
 
-def _llamacpp_generation(current: bool) -> Callable[[Record], bool]:
-    """llama.cpp builds from May 2024 on (CUDA graphs) vs the builds before (services/speed.py)."""
+def _llamacpp_generation(current: bool, change: str = "CUDA_GRAPHS") -> Callable[[Record], bool]:
+    """llama.cpp builds from a change on (services/speed.py CUDA_GRAPHS, MMQ_DEFAULT) vs the builds before."""
     def ok(r: Record) -> bool:
-        from .speed import llamacpp_old_build
+        from . import speed
 
-        return llamacpp_old_build(r) is not current
+        return speed.llamacpp_old_build(r, getattr(speed, change)) is not current
     return ok
 
 
@@ -132,15 +132,24 @@ FITS: tuple[Fit, ...] = (
     Fit("llama.cpp", "decode_overhead_us_per_layer_v0",
         _both(_is("decode", "llama.cpp"), _llamacpp_generation(False)),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
-        "the same for llama.cpp builds before May 2024", prior="llama.cpp.decode_overhead_us_per_layer"),
+        "the same for llama.cpp builds before May 2024 (no CUDA graphs)",
+        prior="llama.cpp.decode_overhead_us_per_layer"),
     Fit("llama.cpp", "prefill_efficiency",
         _both(_is("prefill", "llama.cpp", offload=None), _quantized(False)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
         "measured prefill of float weights / (FP16-accumulate TFLOPS ÷ (2 × active params + attention))"),
     Fit("llama.cpp", "prefill_efficiency_quantized",
-        _both(_is("prefill", "llama.cpp", offload=None), _quantized(True)),
+        _both(_both(_is("prefill", "llama.cpp", offload=None), _quantized(True)),
+              _llamacpp_generation(True, "MMQ_DEFAULT")),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
-        "the same for integer-block weights (MMQ kernels, dequantization included)"),
+        "the same for integer-block weights (int8 tensor-core MMQ kernels, dequantization included), "
+        "builds from mid-2024 on"),
+    Fit("llama.cpp", "prefill_efficiency_quantized_v0",
+        _both(_both(_is("prefill", "llama.cpp", offload=None), _quantized(True)),
+              _llamacpp_generation(False, "MMQ_DEFAULT")),
+        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        "the same for builds before mid-2024 (weights dequantized for an FP16 cuBLAS GEMM)",
+        prior="llama.cpp.prefill_efficiency"),
     Fit("llama.cpp", "ram_efficiency", _is("decode", "llama.cpp", offload=True),
         _speed("implied_ram_efficiency"), 2, ("ollama",),
         "share of the system RAM bandwidth the offloaded bytes imply"),

@@ -414,7 +414,7 @@ def predict_ceiling(record: dict[str, Any]) -> float | None:
 
 def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     kind = record.get("kind")
-    s = record_setup(record)
+    s = engine_generation(record, record_setup(record))
     rt = s.plan.ctx.runtime
     if kind == "prefill":
         n = int(record.get("prompt_tokens") or 512)
@@ -425,7 +425,6 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
         return sp.ceiling(s.load, s.machine) * streams
     if not rt.decode_efficiency:
         return None
-    s = engine_generation(record, s)
     n = _running(record, s)
     st = sp.step(s.load, s.machine, n)
     return st.aggregate_tokens_per_s if kind == "aggregate_decode" else st.per_user_tokens_per_s
@@ -448,30 +447,34 @@ def engine_version(record: dict[str, Any]) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
-# llama.cpp's engine generations: builds from May 2024 on replay each decode step as one CUDA graph
-# ("Introduction of CUDA Graphs to LLama.cpp", https://github.com/ggml-org/llama.cpp/pull/6766, merged
-# 2024-05-08), and the same months rewrote the Metal and ROCm paths; a record states its build number
-# ("build: 93bc3839 (3622)") or only its date. Build numbers below 3000 (the b3000 release, late May 2024) or
-# dates before 2024-05-08 are the older generation, whose per-layer time runtimes.toml holds as
-# decode_overhead_us_per_layer_v0.
-LLAMACPP_CURRENT_BUILD = 3000
-LLAMACPP_CURRENT_DATE = "2024-05-08"
+# llama.cpp's engine generations, each dated by the change that moved the constant: from 2024-05-08 a decode
+# step is replayed as one CUDA graph ("Introduction of CUDA Graphs to LLama.cpp",
+# https://github.com/ggml-org/llama.cpp/pull/6766), which sets the per-layer time (b3000, late May 2024, is
+# past it); from 2024-06-23 quantized weights are prefilled by int8 tensor-core MMQ kernels instead of being
+# dequantized for an FP16 cuBLAS GEMM ("CUDA: use MMQ instead of cuBLAS by default",
+# https://github.com/ggml-org/llama.cpp/pull/8075; about b3200: seven builds a day back from b3622, which a
+# record dates 2024-08-26). A record states its build number ("build: 93bc3839 (3622)") or only its date; the
+# older generation's constants are runtimes.toml's decode_overhead_us_per_layer_v0 and
+# prefill_efficiency_quantized_v0.
+CUDA_GRAPHS = (3000, "2024-05-08")
+MMQ_DEFAULT = (3200, "2024-06-23")
 _BUILD = re.compile(r"(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
 
 
-def llamacpp_old_build(record: dict[str, Any]) -> bool:
-    """Whether a llama.cpp-family record ran a build of the older generation (see LLAMACPP_CURRENT_BUILD)."""
+def llamacpp_old_build(record: dict[str, Any], change: tuple[int, str] = CUDA_GRAPHS) -> bool:
+    """Whether a llama.cpp-family record ran a build from before `change` (build number, date)."""
     build = str((record.get("settings") or {}).get("build") or "")
     m = _BUILD.search(build)
     if m:
-        return int(m[1]) < LLAMACPP_CURRENT_BUILD
-    return str(record.get("date") or "9999") < LLAMACPP_CURRENT_DATE
+        return int(m[1]) < change[0]
+    return str(record.get("date") or "9999") < change[1]
 
 
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     """A record of an older engine generation pays that generation's constants: vLLM before 0.6 its
-    per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before CUDA
-    graphs their per-layer time (decode_overhead_us_per_layer_v0)."""
+    per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before mid-2024
+    their per-layer time and quantized prefill share (decode_overhead_us_per_layer_v0,
+    prefill_efficiency_quantized_v0)."""
     from dataclasses import replace
 
     from ..core.constants import value
@@ -480,6 +483,10 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     if rt.decode_overhead_us_per_layer_v0 and llamacpp_old_build(record):
         per = value(rt.id, "decode_overhead_us_per_layer_v0", rt.decode_overhead_us_per_layer_v0)
         s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
+    if rt.prefill_efficiency_quantized_v0 and sp.is_quantized(s.plan.ctx.quant) \
+            and llamacpp_old_build(record, MMQ_DEFAULT):
+        eff = value(rt.id, "prefill_efficiency_quantized_v0", rt.prefill_efficiency_quantized_v0)
+        s = replace(s, machine=replace(s.machine, compute_efficiency=eff))
     v = engine_version(record)
     if v is None or v >= (0, 6) or not rt.decode_overhead_us_per_sequence_v0:
         return s
