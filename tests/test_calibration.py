@@ -113,7 +113,11 @@ def test_a_record_of_a_source_nobody_fits_on_keeps_its_prediction(report):
 HELD_LOO = {
     "decode": (0.085, 0.55),
     "prefill": (0.185, 0.60),
-    "aggregate_decode": (0.31, 0.50),
+    # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
+    # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss
+    # records at 4 and 10 sequences and the SGLang one at 1,010 are now over-predicted by 19-68 %
+    # (p90 over unchanged)
+    "aggregate_decode": (0.36, 0.50),
     "max_context": (0.052, 0.70),
     "total_memory": (0.01, 0.01),
     "file_size": (0.002, 0.005),

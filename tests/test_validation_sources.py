@@ -13,6 +13,9 @@ from cardfit.services.validate import KINDS, all_records
 RECORDS = all_records()
 SERVING_METRICS = {"output_tokens_per_s", "ttft_ms", "tpot_ms", "itl_ms", "request_throughput"}
 STATISTICS = {"mean", "median", "p90", "p99"}
+SERVING_KEYS = {"id", "kind", "model", "quant", "runtime", "gpu", "gpus", "input_tokens", "output_tokens",
+                "concurrency", "request_rate", "load", "requests", "fixed_lengths", "metric", "statistic",
+                "measured", "unit", "settings", "excerpt", "source", "date", "note", "file"}
 
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
@@ -58,6 +61,15 @@ def test_serving_record_states_its_load(r):
     unit = {"ttft_ms": "ms", "tpot_ms": "ms", "itl_ms": "ms", "output_tokens_per_s": "tokens_per_s",
             "request_throughput": "requests_per_s"}[r["metric"]]
     assert r["unit"] == unit, r["id"]
+    assert set(r) <= SERVING_KEYS, f"{r['id']}: unknown keys {sorted(set(r) - SERVING_KEYS)}"
+    # the load the benchmark ran: a closed loop (at most `concurrency` in flight, the next request sent
+    # when one ends) or a burst (all `requests` sent at once); equal lengths keep a prefill-first
+    # engine's rounds in step
+    assert r["load"] in ("closed", "burst"), r["id"]
+    assert int(r["requests"]) >= int(r.get("concurrency") or 1), r["id"]
+    assert isinstance(r["fixed_lengths"], bool), r["id"]
+    if r["load"] == "burst":
+        assert "concurrency" not in r or int(r["concurrency"]) == int(r["requests"]), r["id"]
     s = r["settings"]
     assert int(s["tp"]) >= 1 and int(s.get("pp", 1)) >= 1 and s.get("version")
     assert int(r["gpus"]) == int(s["tp"]) * int(s.get("pp", 1)) * int(s.get("dp", 1)), r["id"]

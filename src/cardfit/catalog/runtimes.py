@@ -80,6 +80,13 @@ class RuntimeProfile:
     decode_overhead_us_per_layer_v0: float = 0.0
     # quantized prefill of builds that dequantized for an FP16 cuBLAS GEMM (llama.cpp < b3200)
     prefill_efficiency_quantized_v0: float = 0.0
+    # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
+    # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
+    # decode-first engines schedule the running decodes first and fill the rest of the step's token budget
+    # with prompt chunks
+    prefill_first: bool = False
+    prefill_first_before: str = ""  # engine versions below this one schedule prefill first (vLLM V0: "0.8")
+    scheduler_source: str = ""
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     unified_memory: bool = False  # set by on_card() for Apple silicon, never read from the data file

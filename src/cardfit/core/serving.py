@@ -28,6 +28,7 @@ Everything is per replica; replicas split the traffic evenly (a load balancer in
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -245,3 +246,116 @@ def _root(f: Callable[[float], float], hi: float, tol: float = 0.01) -> float:
                 fa /= 2
             side = 1
     return b
+
+
+# --- a finite benchmark: N requests at a concurrency cap, as `vllm bench serve` / SGLang's bench_serving run ----
+
+@record(slots=True)
+class Burst:
+    """One round of `n` requests that arrive together (all prompts queued at t = 0), stepped through."""
+
+    ttft_s: tuple[float, ...]  # per request, in the order the scheduler takes them
+    tpot_s: tuple[float, ...]  # per request: (end − first token) / (O − 1)
+    seconds: float  # until the last answer ends
+    prefill_seconds: float  # until the last prompt is prefilled
+
+
+def burst(r: Replica, w: Workload, n: int, prefill_first: bool) -> Burst:
+    """Step the round: each step's token budget (`chunk_tokens`) holds the decodes and prompt chunks.
+
+    Decode-first engines (vLLM V1, TensorRT-LLM in-flight batching) put every running sequence in the step and
+    fill the rest of the budget with prompt chunks, so a prompt waits for the chunks of the prompts ahead of it
+    while the earlier ones already decode. Prefill-first engines (SGLang's default scheduler, vLLM V0, TGI) run
+    prompt steps while any prompt waits, and the decodes resume only then: every answer stalls until the last
+    prompt of the round is prefilled. Prompt k's first token comes at the end of the step that finishes its
+    prompt; once no prompt waits, the decodes run in steps of the sequences left (an answer of O tokens ends
+    O − 1 decode steps after its first token)."""
+    i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    chunk = max(r.chunk_tokens, 1)
+    n = max(int(n), 1)
+    left = [float(i)] * n  # prompt tokens still to prefill, in arrival order
+    first: list[float] = []
+    remaining: list[int] = []  # decode steps each started sequence still needs
+    t = 0.0
+    k = 0  # next prompt to prefill
+    while k < n:
+        decodes = 0 if prefill_first else sum(1 for x in remaining if x > 0)
+        budget = max(chunk - decodes, min(chunk, 256))
+        took = 0.0
+        done: list[int] = []
+        while k < n and budget - took > 0:
+            take = min(left[k], budget - took)
+            left[k] -= take
+            took += take
+            if left[k] <= 0:
+                done.append(k)
+                k += 1
+        t += step_s(r, decodes, took)
+        if decodes:
+            remaining = [x - 1 if x > 0 else x for x in remaining]
+        for _ in done:
+            first.append(t)
+            remaining.append(o - 1)
+    prefilled = t
+    ends = [0.0] * n
+    for j, x in enumerate(remaining):
+        if x <= 0:
+            ends[j] = first[j] if o == 1 else prefilled
+    # decode-only steps: the running set shrinks as answers end (equal lengths: in order of their first token)
+    order = sorted((x, j) for j, x in enumerate(remaining) if x > 0)
+    done_steps = 0
+    alive = len(order)
+    for x, j in order:
+        if x > done_steps:
+            t += (x - done_steps) * step_s(r, alive, 0.0)
+            done_steps = x
+        ends[j] = t
+        alive -= 1
+    tpot = tuple((ends[j] - first[j]) / (o - 1) if o > 1 else 0.0 for j in range(n))
+    return Burst(tuple(first), tpot, max(ends) if ends else t, prefilled)
+
+
+@record(slots=True)
+class Benchmark:
+    """What a serving benchmark reports for `requests` requests at most `concurrency` in flight."""
+
+    ttft_mean_s: float
+    ttft_median_s: float
+    tpot_mean_s: float
+    seconds: float
+    output_tokens_per_s: float
+    requests_per_s: float
+
+
+def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,
+              fixed_lengths: bool = True) -> Benchmark:
+    """`requests` requests, at most `concurrency` in flight (a client sends the next one when one ends), all
+    answers O tokens: the first `concurrency` arrive together (a burst round). After it:
+    - prefill-first engine, equal lengths: the round's answers end together (their decodes ran in the same
+      steps), so the next `concurrency` requests arrive together again: every round is the burst.
+    - otherwise the answers end one after another (their first tokens were spread over the burst's steps), the
+      requests that replace them arrive spread out, and each later request meets the steady state of
+      `serve` with `concurrency` users (a prompt waits for the step running when it arrives, then prefills in
+      the budget left beside the decodes).
+    The means are over all requests (the first round weighs 1 / rounds)."""
+    c = max(1, min(int(concurrency), int(requests)))
+    n = max(int(requests), c)
+    b = burst(r, w, c, prefill_first)
+    rounds = n / c
+    o = max(w.output_tokens, 1)
+    b_ttft = statistics.fmean(b.ttft_s)
+    b_tpot = statistics.fmean(b.tpot_s)
+    if rounds <= 1 + 1e-9 or (prefill_first and fixed_lengths):
+        seconds = b.seconds * rounds
+        ttfts = list(b.ttft_s)
+        return Benchmark(b_ttft, statistics.median(ttfts), b_tpot, seconds, n * o / seconds, n / seconds)
+    s = serve(r, replace(w, users=float(c), requests_per_s=None))
+    wait = step_s(r, s.batch, 0.0)  # the request arrives as the step that ended its predecessor's answer runs
+    ttft = s.ttft_mean_s + wait
+    later = n - c
+    per_request = ttft + (o - 1) * s.tpot_s  # one user's cycle in the steady state
+    seconds = b.seconds + later * per_request / c
+    mean_ttft = (c * b_ttft + later * ttft) / n
+    mean_tpot = (c * b_tpot + later * s.tpot_s) / n
+    median = ttft if later >= n / 2 else statistics.median(b.ttft_s)
+    return Benchmark(mean_ttft, median, mean_tpot, seconds, n * o / seconds, n / seconds)

@@ -170,14 +170,23 @@ class Step:
     kv_bytes: int  # all sequences
     cpu_bytes: int  # read from system RAM (offloaded layers / experts)
     flops: float
-    memory_s: float
+    memory_s: float  # every byte read (weights and KV cache)
     compute_s: float
     overhead_s: float
     link_s: float
+    kv_s: float = 0.0  # the KV-cache share of memory_s: attention kernels, run after the weight GEMMs
+
+    @property
+    def roofline_s(self) -> float:
+        """Per kernel class: the weight GEMMs take the longer of their bytes and all the FLOPs, the attention
+        kernels then stream the KV cache (a roofline per operator, not one for the whole step: Yuan et al.,
+        "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv:2402.16363, 2024, section 3).
+        With one sequence the FLOPs are far below the bytes and this is all bytes ÷ bandwidth."""
+        return max(self.memory_s - self.kv_s, self.compute_s) + self.kv_s
 
     @property
     def seconds(self) -> float:
-        return max(self.memory_s, self.compute_s) + self.overhead_s + self.link_s
+        return self.roofline_s + self.overhead_s + self.link_s
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -233,9 +242,10 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
+    kv_s = b * load.kv_bytes / tp / (mc.bandwidth_gbps * 1e9 * mc.decode_efficiency)
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
                 load.layers * mc.overhead_s_per_layer + (b - 1) * mc.overhead_s_per_sequence,
-                link_seconds(load, mc, b))
+                link_seconds(load, mc, b), kv_s)
 
 
 def link_seconds(load: Load, mc: Machine, sequences: int) -> float:

@@ -110,11 +110,6 @@ def _llamacpp_generation(current: bool, change: str = "CUDA_GRAPHS") -> Callable
     return ok
 
 
-def _tpot(runtime: str) -> Callable[[Record], bool]:
-    return lambda r: (r.get("kind") == "serving" and r.get("metric") == "tpot_ms" and _rt(r) == runtime
-                      and not r.get("skip"))
-
-
 def _non_torch(r: Record) -> float | None:
     return float(r["measured"])
 
@@ -161,14 +156,6 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, (),
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6"),
-    Fit("vllm", "decode_overhead_us_per_sequence",
-        lambda r: (_is("aggregate_decode", "vllm")(r) or _tpot("vllm")(r)) and _generation(True)(r),
-        _speed("implied_overhead_us_per_sequence"), 1, ("sglang", "tgi"),
-        "step time left per sequence after the roofline and the per-layer overhead (aggregate decode and "
-        "time-per-output-token records), vLLM 0.6 and later"),
-    Fit("trtllm", "decode_overhead_us_per_sequence", _tpot("trtllm"),
-        _speed("implied_overhead_us_per_sequence"), 1, (),
-        "step time left per sequence after the roofline and the per-layer overhead (time per output token)"),
     Fit("vllm", "prefill_efficiency", _is("prefill", "vllm", offload=None),
         _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi", "trtllm"),
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),

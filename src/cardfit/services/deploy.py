@@ -612,12 +612,13 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None =
         notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT "
                      f"{DEFAULT_TPOT_MS:g} ms (rule of thumb: faster than people read)")
     notes += [f"left out: {s}" for s in skipped[:3]]
-    if chosen is not None and (chosen.get("max_num_seqs") or 1) > 1 and \
-            not default_runtimes().get(chosen["runtime"]).decode_overhead_us_per_sequence:
-        notes.append(f"{chosen['runtime']}: the cost of each extra slot is not calibrated (no "
-                     "aggregate-throughput record); deploy charges it "
-                     f"{served.uncalibrated_sequence_cost_s() * 1e6:g} µs per sequence per step, the largest "
-                     "calibrated value of the other runtimes")
+    rt = default_runtimes().get(chosen["runtime"]) if chosen is not None else None
+    if rt is not None and (chosen or {}).get("max_num_seqs", 1) > 1 and not rt.paged_kv and \
+            not rt.decode_overhead_us_per_sequence:
+        notes.append(f"{rt.id}: the cost of each extra slot is not calibrated (no aggregate-throughput "
+                     f"record); deploy charges it {served.uncalibrated_sequence_cost_s() * 1e6:g} µs per "
+                     "sequence per step, the cost of engines that schedule on the CPU between steps "
+                     "(vLLM before 0.6)")
     return notes
 
 
@@ -638,7 +639,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     rate = r.get("request_rate")
     users = r.get("concurrency")
     if users is None and (rate in (None, "inf", float("inf"))):
-        users = st.get("num_prompts")  # all prompts sent at once: that many in flight
+        users = r.get("requests") or st.get("num_prompts")  # all prompts sent at once: that many in flight
     kw: dict[str, Any] = {"users": float(users)} if users is not None else {"requests_per_s": float(rate)}
     inp = DeployInput(model=r["model"], runtime=r["runtime"], quant=r.get("quant"), gpu=(r["gpu"],),
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
@@ -648,8 +649,10 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
 
 def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     """One serving record (data/validation/serving.toml) predicted by deploy's own timing of the record's
-    deployment (its card set, TP × PP, one replica), at the record's load. Raises InputError (a CardfitError)
-    for what cardfit cannot set up; the caller turns it into a skip."""
+    deployment (its card set, TP × PP, one replica), for the load the record states: `load = "closed"`
+    (`requests` requests, at most `concurrency` in flight, the next sent when one ends: `vllm bench serve
+    --max-concurrency`, SGLang's bench_serving) or `load = "burst"` (`requests` prompts sent at once). Raises
+    InputError (a CardfitError) for what cardfit cannot set up; the caller turns it into a skip."""
     metric = r.get("metric")
     if metric not in SERVING_METRICS:
         raise InputError(f"no serving prediction for metric '{metric}'", field="metric")
@@ -661,6 +664,17 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # the TTFT, TPOT and throughput records of a run share one timing (per set of constants: validation refits
     # them without each source)
     res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot())
+    requests = int(r.get("requests") or 0)
+    if r.get("load") in ("closed", "burst") and requests:
+        users = int(inp.users or 1)
+        rt = default_runtimes().get(inp.runtime or "")
+        b = _bench(res.cand.replica, inp, users, requests, prefill_first(rt, st.get("version")),
+                   bool(r.get("fixed_lengths", True)), snapshot())
+        value = {"ttft_ms": (b.ttft_median_s if r.get("statistic") == "median" else b.ttft_mean_s) * 1e3,
+                 "tpot_ms": b.tpot_mean_s * 1e3, "itl_ms": b.tpot_mean_s * 1e3,
+                 "output_tokens_per_s": b.output_tokens_per_s, "request_throughput": b.requests_per_s}[metric]
+        order = "prefill-first" if prefill_first(rt, st.get("version")) else "decode-first"
+        return value, f"{how}; {r['load']} load, {requests} requests at {users} in flight, {order} scheduler"
     sv_ = res.served
     value = {"ttft_ms": sv_.ttft_mean_s * 1e3, "tpot_ms": sv_.tpot_s * 1e3, "itl_ms": sv_.tpot_s * 1e3,
              "output_tokens_per_s": res.served_tokens_per_s,
@@ -668,6 +682,27 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if r.get("statistic") in ("p90",) and metric == "ttft_ms":
         value = sv_.ttft_s * 1e3
     return value, how
+
+
+def prefill_first(rt: RuntimeProfile, version: Any = None) -> bool:
+    """Whether the runtime (at this engine version) runs waiting prompts before the running decodes."""
+    if rt.prefill_first:
+        return True
+    if rt.prefill_first_before and version:
+        import re
+
+        have = re.match(r"~?v?(\d+)\.(\d+)", str(version))
+        want = re.match(r"(\d+)\.(\d+)", rt.prefill_first_before)
+        if have and want:
+            return (int(have[1]), int(have[2])) < (int(want[1]), int(want[2]))
+    return False
+
+
+@lru_cache(maxsize=256)
+def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool, fixed: bool,
+           constants: tuple[tuple[str, float], ...] = ()) -> sv.Benchmark:
+    w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
+    return sv.benchmark(replica, w, users, requests, first, fixed)
 
 
 @lru_cache(maxsize=256)

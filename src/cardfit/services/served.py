@@ -56,12 +56,15 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
 
 
 def uncalibrated_sequence_cost_s() -> float:
-    """A runtime without a calibrated cost per extra sequence in a step (data/runtimes.toml
-    decode_overhead_us_per_sequence = 0) would scale its slots for free: it is charged the largest calibrated
-    value of the other runtimes instead (pessimistic; the answer says so)."""
+    """llama.cpp and Ollama (slots, no paged-KV scheduler) have no calibrated cost per extra sequence in a
+    step (no aggregate-throughput record): their slots would scale for free. They are charged the largest
+    calibrated per-sequence cost of the engines whose CPU work runs serially with the GPU step (vLLM before
+    0.6, fitted on its aggregate records), as llama-server's does (pessimistic; the answer says so). The
+    current paged engines' 0 is their value, not a missing one (data/runtimes.toml)."""
     from ..catalog.runtimes import default_runtimes
 
-    return max(r.decode_overhead_us_per_sequence for r in default_runtimes()) * 1e-6
+    return max(max(r.decode_overhead_us_per_sequence, r.decode_overhead_us_per_sequence_v0)
+               for r in default_runtimes()) * 1e-6
 
 
 def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwidth_gbps: float | None = None,
@@ -72,7 +75,7 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
     tf = tflops or sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
     mc = sp.machine_for(rt, gpu, tp, tf, ram_bandwidth_gbps=ram_bandwidth_gbps, bandwidth_gbps=bandwidth_gbps,
                         quantized=sp.is_quantized(ctx.quant))
-    if not mc.overhead_s_per_sequence:
+    if not mc.overhead_s_per_sequence and not rt.paged_kv:
         mc = replace(mc, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
     return mc
 

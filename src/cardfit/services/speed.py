@@ -527,7 +527,7 @@ def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
     except CardfitError:
         return None
     st = sp.step(s.load, s.machine, 1)
-    rest = 1 / float(record["measured"]) - max(st.memory_s, st.compute_s) - st.link_s
+    rest = 1 / float(record["measured"]) - st.roofline_s - st.link_s
     return rest / s.load.layers * 1e6
 
 
