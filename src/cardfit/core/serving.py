@@ -248,7 +248,7 @@ def _root(f: Callable[[float], float], hi: float, tol: float = 0.01) -> float:
     return b
 
 
-# --- a finite benchmark: N requests at a concurrency cap, as `vllm bench serve` / SGLang's bench_serving run ----
+# --- a finite benchmark: N requests at a concurrency cap (`vllm bench serve`, SGLang's bench_serving) ---
 
 @record(slots=True)
 class Burst:
@@ -263,13 +263,13 @@ class Burst:
 def burst(r: Replica, w: Workload, n: int, prefill_first: bool) -> Burst:
     """Step the round: each step's token budget (`chunk_tokens`) holds the decodes and prompt chunks.
 
-    Decode-first engines (vLLM V1, TensorRT-LLM in-flight batching) put every running sequence in the step and
-    fill the rest of the budget with prompt chunks, so a prompt waits for the chunks of the prompts ahead of it
-    while the earlier ones already decode. Prefill-first engines (SGLang's default scheduler, vLLM V0, TGI) run
-    prompt steps while any prompt waits, and the decodes resume only then: every answer stalls until the last
-    prompt of the round is prefilled. Prompt k's first token comes at the end of the step that finishes its
-    prompt; once no prompt waits, the decodes run in steps of the sequences left (an answer of O tokens ends
-    O − 1 decode steps after its first token)."""
+    Decode-first engines (vLLM V1, TensorRT-LLM in-flight batching) put every running sequence in the step
+    and fill the rest of the budget with prompt chunks, so a prompt waits for the chunks of the prompts ahead
+    of it while the earlier ones already decode. Prefill-first engines (SGLang's default scheduler, vLLM V0,
+    TGI) run prompt steps while any prompt waits, and the decodes resume only then: every answer stalls until
+    the last prompt of the round is prefilled. Prompt k's first token comes at the end of the step that
+    finishes its prompt; once no prompt waits, the decodes run in steps of the sequences left (an answer of O
+    tokens ends O − 1 decode steps after its first token)."""
     i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
     chunk = max(r.chunk_tokens, 1)
     n = max(int(n), 1)
