@@ -264,10 +264,11 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
     if s.load.cpu_weight_fraction:
         out.append("CPU offload: the offloaded layers run at system RAM bandwidth (--ram-bandwidth)")
     rt = s.plan.ctx.runtime
-    if rt.decode_efficiency and not rt.decode_overhead_us_per_sequence:
+    if rt.decode_efficiency and not rt.decode_overhead_us_per_sequence and not rt.paged_kv:
         out.append(f"{rt.name}: the cost of each extra sequence in a step is not calibrated (no aggregate-"
                    f"throughput record); charged {served.uncalibrated_sequence_cost_s() * 1e6:g} µs, the "
-                   "largest calibrated value of the other runtimes, as `cardfit deploy` does")
+                   "cost of engines that schedule on the CPU between steps (vLLM before 0.6), as `cardfit "
+                   "deploy` does")
     if s.request is not None and s.request.input_tokens:
         out.append(f"each stream serves {s.request.input_tokens:,}-token prompts and "
                    f"{s.request.output_tokens:,}-token answers: the prompts share the decode steps (chunked "
