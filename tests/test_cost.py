@@ -1,5 +1,5 @@
-"""Break-even arithmetic. The break-even guide's worked example must come out exactly, to the seed's
-rounding."""
+"""Break-even arithmetic. The break-even guide's worked example must come out exactly, to the
+guide's rounding."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from cardfit.errors import CatalogError, InputError, UnknownNameError
 from cardfit.services.breakeven import BreakevenInput
 from cardfit.services.breakeven import breakeven_report as _typed
 
-SEED = builtin("apis.toml")["breakeven_example"]  # the seed's inputs and its printed results, kept as data
+# the break-even guide's inputs and its printed results, kept as data
+GUIDE = builtin("apis.toml")["breakeven_example"]
 
 
 def breakeven_report(inp: BreakevenInput) -> dict:
@@ -24,23 +25,24 @@ def breakeven_report(inp: BreakevenInput) -> dict:
 
 
 @pytest.fixture(scope="module")
-def seed_report() -> dict:
-    return breakeven_report(BreakevenInput(hourly=SEED["hourly_usd"], tokens_per_s=SEED["tokens_per_second"],
-                                           hours_per_month=SEED["hours_per_month"]))
+def guide_report() -> dict:
+    return breakeven_report(BreakevenInput(hourly=GUIDE["hourly_usd"],
+                                           tokens_per_s=GUIDE["tokens_per_second"],
+                                           hours_per_month=GUIDE["hours_per_month"]))
 
 
-def test_breakeven_guide_rent_and_capacity(seed_report):
-    # $0.50/h × 730 h = $365; 400 tok/s × 3600 × 730 = 1,051.2 M (the seed prints 1,051)
-    assert seed_report["monthly_usd"] == SEED["monthly_usd"] == 365
-    assert round(seed_report["capacity_millions_per_month"]) == SEED["capacity_millions_per_month"] == 1051
-    assert seed_report["capacity_millions_per_month"] == pytest.approx(1051.2)
+def test_breakeven_guide_rent_and_capacity(guide_report):
+    # $0.50/h × 730 h = $365; 400 tok/s × 3600 × 730 = 1,051.2 M (the guide prints 1,051)
+    assert guide_report["monthly_usd"] == GUIDE["monthly_usd"] == 365
+    assert round(guide_report["capacity_millions_per_month"]) == GUIDE["capacity_millions_per_month"] == 1051
+    assert guide_report["capacity_millions_per_month"] == pytest.approx(1051.2)
 
 
-@pytest.mark.parametrize("row", SEED["breakeven"], ids=lambda r: r["tier"])
-def test_breakeven_guide_breakeven_per_tier(seed_report, row):
-    api = next(a for a in seed_report["apis"] if a["id"] == row["tier"])
+@pytest.mark.parametrize("row", GUIDE["breakeven"], ids=lambda r: r["tier"])
+def test_breakeven_guide_breakeven_per_tier(guide_report, row):
+    api = next(a for a in guide_report["apis"] if a["id"] == row["tier"])
     be = api["breakeven_millions_per_month"]
-    # the seed prints whole millions above 100 and one decimal below: 1,825 / 73 / 24.3
+    # the guide prints whole millions above 100 and one decimal below: 1,825 / 73 / 24.3
     assert (round(be) if be >= 100 else round(be, 1)) == row["breakeven_millions"]
     duty_pct = api["required_duty"] * 100
     assert (round(duty_pct) if duty_pct >= 100 else round(duty_pct, 1)) == row["required_duty_pct"]
@@ -48,33 +50,33 @@ def test_breakeven_guide_breakeven_per_tier(seed_report, row):
     assert api["crossing"] == {"millions_per_month": be, "usd": 365.0}
 
 
-@pytest.mark.parametrize("row", SEED["cost_per_million_by_duty"], ids=lambda r: f"{r['duty_pct']}%")
-def test_breakeven_guide_cost_per_million_by_duty(seed_report, row):
-    by = {r["duty"]: r["self_host_usd_per_million"] for r in seed_report["by_duty"]}
+@pytest.mark.parametrize("row", GUIDE["cost_per_million_by_duty"], ids=lambda r: f"{r['duty_pct']}%")
+def test_breakeven_guide_cost_per_million_by_duty(guide_report, row):
+    by = {r["duty"]: r["self_host_usd_per_million"] for r in guide_report["by_duty"]}
     assert round(by[row["duty_pct"] / 100], 2) == row["self_host_usd"]
     assert round(cost.cost_per_million(0.5, 400, row["duty_pct"] / 100), 2) == row["self_host_usd"]
 
 
-@pytest.mark.parametrize("row", SEED["monthly_bill"], ids=lambda r: f"{r['output_tokens_millions']}M")
-def test_breakeven_guide_monthly_bill_table(seed_report, row):
+@pytest.mark.parametrize("row", GUIDE["monthly_bill"], ids=lambda r: f"{r['output_tokens_millions']}M")
+def test_breakeven_guide_monthly_bill_table(guide_report, row):
     got = next(
-        r for r in seed_report["by_volume"] if r["output_tokens_millions"] == row["output_tokens_millions"]
+        r for r in guide_report["by_volume"] if r["output_tokens_millions"] == row["output_tokens_millions"]
     )
     assert got["rent_usd"] == row["gpu_vps_usd"]
     assert got["api_usd"] == {"open-8b": row["open_api_usd"], "small-commercial": row["small_api_usd"],
                               "frontier": row["frontier_api_usd"]}
 
 
-def test_breakeven_guide_text_claims(seed_report):
+def test_breakeven_guide_text_claims(guide_report):
     # "1000 M output tokens needs the card busy 95% of the month"
-    row = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == 1000)
+    row = next(r for r in guide_report["by_volume"] if r["output_tokens_millions"] == 1000)
     assert round(row["required_duty"], 2) == 0.95 and row["within_capacity"]
     # "at 25 M the frontier bill is $375, less than ten dollars from the rent": the arithmetic says exactly
-    # $10 ($375 - $365), so the seed's "less than" is loose; cardfit computes, it does not copy
-    row25 = next(r for r in seed_report["by_volume"] if r["output_tokens_millions"] == 25)
+    # $10 ($375 - $365), so the break-even guide's "less than" is loose; cardfit computes, it does not copy
+    row25 = next(r for r in guide_report["by_volume"] if r["output_tokens_millions"] == 25)
     assert row25["api_usd"]["frontier"] - row25["rent_usd"] == 10
     # "2 hours a day is 8.3% duty"
-    assert round(2 / 24 * 100, 1) == SEED["duty_examples"][0]["duty_pct"]
+    assert round(2 / 24 * 100, 1) == GUIDE["duty_examples"][0]["duty_pct"]
 
 
 def test_monthly_input_is_hourly_times_month():

@@ -123,7 +123,7 @@ def test_plan_cost_section(run_json):
     assert card["tokens_per_s"] == pytest.approx(r["gpus"][0]["decode_tokens_per_s"], abs=0.1)
 
 
-def test_plan_cost_defaults_to_seed_tiers_and_fitting_cards(run_json):
+def test_plan_cost_defaults_to_breakeven_guide_tiers_and_fitting_cards(run_json):
     r = run_json("plan", "llama3.1:8b")
     c = r["cost"]
     assert c["duty"] == 1.0 and [a["id"] for a in c["apis"]] == ["open-8b", "small-commercial", "frontier"]

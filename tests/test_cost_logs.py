@@ -52,7 +52,7 @@ def test_real_logs(name, kind, tps, busy, idle, why):
 def test_every_fixture_names_its_source():
     for f in LOGS.rglob("*.txt"):
         first = f.read_text().splitlines()[0]
-        assert first.startswith("# source: ") and ("https://" in first or "seeds/" in first), f
+        assert first.startswith("# source: ") and ("https://" in first or "guide ('" in first), f
 
 
 def test_busy_fraction_and_concurrency():

@@ -40,7 +40,7 @@ def _mem(model: str, **kw):
 
 @pytest.mark.parametrize(("model", "states_gb", "with_act_gb"), SEED_FULL)
 def test_seed_full_finetune_columns(model, states_gb, with_act_gb):
-    """16 B/param exactly (2 + 2 + 4 + 4 + 4), and the seed's flat 15 % on top."""
+    """16 B/param exactly (2 + 2 + 4 + 4 + 4), and the guide's flat 15 % on top."""
     m, mem = _mem(model, flat_activations=True)
     states = mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes
     assert states == 16 * m.params == states_gb * GB
@@ -52,8 +52,8 @@ def test_seed_full_finetune_columns(model, states_gb, with_act_gb):
 
 # the GPU Rent Hub guide section 05 full fine-tune column vs cardfit's answer on the same rental fleet (usable
 # bytes, not marketing
-# GB): (model, cardfit card, count, monthly USD, the seed's card, count, its price as cardfit computes it).
-SEED_CARDS = [
+# GB): (model, cardfit card, count, monthly USD, the guide's card, count, its price as cardfit computes it).
+GUIDE_CARDS = [
     ("shape-7b", "MI300X", 1, 1590.0, "MI300X", 1, 1590.0),
     # seed: 4x A100 $3,643; 2x MI300X (411.6e9 usable, $3,021 after 5 %) is cheaper and has Infinity Fabric
     ("shape-13b", "MI300X", 2, 3021.0, "A100 SXM 80GB", 4, 3643.2),
@@ -64,7 +64,7 @@ SEED_CARDS = [
 ]
 
 
-@pytest.mark.parametrize(("model", "gpu", "count", "usd", "seed_gpu", "seed_count", "seed_usd"), SEED_CARDS)
+@pytest.mark.parametrize(("model", "gpu", "count", "usd", "seed_gpu", "seed_count", "seed_usd"), GUIDE_CARDS)
 def test_seed_full_finetune_cards(model, gpu, count, usd, seed_gpu, seed_count, seed_usd):
     r = finetune_report(FinetuneInput(model=model, flat_activations=True, priced=True))
     best = r["gpus"][0]
@@ -81,7 +81,7 @@ def test_405b_is_five_nodes():
 
 
 def test_34b_on_8_a100_is_not_tight_with_usable_bytes():
-    """The seed calls 626 GB on 8x A100 tight (640 marketing GB); the driver reports 8 x 85.9e9 bytes."""
+    """The guide calls 626 GB on 8x A100 tight (640 marketing GB); the driver reports 8 x 85.9e9 bytes."""
     r = finetune_report(FinetuneInput(model="shape-34b", flat_activations=True, gpu="A100 SXM 80GB", gpus=8))
     o = r["gpus"][0]
     assert o["usable_bytes"] == 8 * 85899345920
@@ -89,7 +89,7 @@ def test_34b_on_8_a100_is_not_tight_with_usable_bytes():
 
 
 def test_full_finetune_needs_nvlink_on_several_cards():
-    """8x A40 ($1,728) holds 13B's 239 GB but has only a pair bridge: the seed's NVLink rule excludes it."""
+    """8x A40 ($1,728) holds 13B's 239 GB but has only a pair bridge: the guide's NVLink rule excludes it."""
     r = finetune_report(FinetuneInput(model="shape-13b", flat_activations=True, gpu="A40"))
     o = r["gpus"][0]
     assert o["verdict"] == "no" and "NVLink" in o["reason"]
@@ -97,7 +97,7 @@ def test_full_finetune_needs_nvlink_on_several_cards():
                                             require_nvlink=False))
     assert relaxed["gpus"][0]["verdict"] in ("fits", "tight") and relaxed["gpus"][0]["count"] == 8
     lora = finetune_report(FinetuneInput(model="shape-405b", method="qlora", gpu="A40"))
-    assert lora["gpus"][0]["verdict"] in ("fits", "tight")  # the seed puts 405B QLoRA on 8x A40
+    assert lora["gpus"][0]["verdict"] in ("fits", "tight")  # the guide puts 405B QLoRA on 8x A40
 
 
 @pytest.mark.parametrize(("optimizer", "per_param"), [("adamw", 16), ("adamw-8bit", 10), ("sgd", 12)])

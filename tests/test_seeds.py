@@ -72,14 +72,14 @@ def test_worked_example_70b_fp8_of_the_rental_guide():
     assert round(mem.kv_cache_bytes / GB, 1) == 2.7
     assert mem.overhead_bytes == 2_000_000_000
     assert round(mem.total_bytes / GB) == 75
-    # The seed counts "5 GB reserve" on 80 GB; the driver reports 81,559 MiB = 85.5 GB usable.
+    # The guide counts "5 GB reserve" on 80 GB; the driver reports 81,559 MiB = 85.5 GB usable.
     assert p.first.option.verdict == "fits"
     assert round(p.first.option.free_bytes / GB, 1) == 10.8
 
 
 def test_qwen25_14b_q4km_of_the_ollama_guide():
     """GPUFlow's Ollama guide: Qwen 2.5 14B at Q4_K_M is 9.0 GB (Ollama download 9.0 GB); KV 196,608 B/token;
-    with the seed's ~1 GB overhead: 10.8 GB at 4K, 13.2 GB at 16K, 16.4 GB at 32K."""
+    with the guide's ~1 GB overhead: 10.8 GB at 4K, 13.2 GB at 16K, 16.4 GB at 32K."""
     m = model("qwen2.5-14b")
     assert kv_bytes_per_token(m) == 196_608
     w = weights(m, default_quants().get("Q4_K_M")).total_bytes
@@ -100,7 +100,7 @@ def test_kv_per_token_spec():
 # the GPU Rent Hub guide section 05 lookup table: cheapest card (single card first, a set only when none holds
 # it)
 LOOKUP = [
-    # (model, quant, card, count, verdict, monthly) as cardfit answers; comment = the seed's cell
+    # (model, quant, card, count, verdict, monthly) as cardfit answers; comment = the guide's cell
     ("shape-7b", "bf16", "RTX A5000", 1, "fits", 190),      # 17 GB  RTX A5000 $190
     ("shape-7b", "fp8", "L4", 1, "fits", 250),              # 10 GB  L4 $250 (A5000/3090 have no FP8)
     ("shape-7b", "int4", "RTX A5000", 1, "fits", 190),      # 7 GB   RTX A5000 $190
@@ -113,10 +113,10 @@ LOOKUP = [
     ("shape-70b", "bf16", "MI300X", 1, "fits", 1590),       # 145 GB MI300X $1,590
     ("shape-70b", "fp8", "H100 PCIe", 1, "fits", 1490),     # 75 GB  H100 PCIe $1,490
     ("shape-70b", "int4", "A40", 1, "fits", 240),           # 40 GB  A40 $240
-    # 816 GB: the seed says 8× MI300X ($11,450) because 4 × 192 GB < 816; the driver reports 205.8 GB per
+    # 816 GB: the guide says 8× MI300X ($11,450) because 4 × 192 GB < 816; the driver reports 205.8 GB per
     # card, so 4 cards hold it with under 2 GB per card to spare: tight, $5,851.
     ("shape-405b", "bf16", "MI300X", 4, "tight", 5851.2),
-    # 411 GB: the seed says 8× MI300X ($11,450); by its own rules 4× MI300X ($5,851 with 8 % off) holds it
+    # 411 GB: the guide says 8× MI300X ($11,450); by its own rules 4× MI300X ($5,851 with 8 % off) holds it
     # (the guide's 8-card answer is a mistake)
     ("shape-405b", "fp8", "MI300X", 4, "fits", 5851.2),
     ("shape-405b", "int4", "A40", 8, "fits", 1728),         # 209 GB 8× A40 $1,728
@@ -132,7 +132,7 @@ def test_lookup_table_of_the_rental_guide(mid, quant, card, count, verdict, mont
 
 
 def test_70b_bf16_fits_one_h200():
-    """Llama 3.1 70B in BF16 with 8K context fits one H200 (measured), though the seed's lookup
+    """Llama 3.1 70B in BF16 with 8K context fits one H200 (measured), though the guide's lookup
     table sends it to an MI300X: 141 GB sold, 143,771 MiB = 150.8 GB usable."""
     p = plan_of(model="llama-3.1-70b", quant="bf16", context=8192, runtime="transformers", gpu="H200")
     assert p.first.option.verdict in ("fits", "tight")
@@ -151,7 +151,7 @@ def test_fp8_on_a100_is_no():
 # the weights.
 BARE_METAL_CARDS = ["Tesla P4", "Titan V", "Tesla P40", "Quadro P6000", "V100 32GB", "RTX A6000", "MI210",
                  "RTX PRO 6000"]
-BARE_METAL_TABLE = [  # (weights GB as the seed gives them, the seed's card; None = "more than one card")
+BARE_METAL_TABLE = [  # (weights GB as the guide gives them, the guide's card; None = "more than one card")
     (16, "Tesla P40"), (8, "Titan V"), (5, "Tesla P4"),  # 7-8B at 16/8/4-bit
     (28, "RTX A6000"), (14, "Tesla P40"), (8, "Titan V"),  # 13-14B
     (68, None), (34, "MI210"), (19, "Tesla V100 32GB"),  # 30-34B
@@ -167,18 +167,18 @@ def test_smallest_card_by_headroom_bare_metal_page(weights_gb, card):
     gpus = [default_gpus().get(n) for n in BARE_METAL_CARDS]
     got = smallest_by_headroom(int(weights_gb * 1e9), gpus, 1.5)
     if weights_gb == 34:
-        # 51 GB needed: the seed's A6000 is "48 GB" as sold, but with ECC off (the workstation default) it
-        # reports 49,140 MiB = 51.5 GB, just enough; the seed's MI210 is the next card up.
+        # 51 GB needed: the guide's A6000 is "48 GB" as sold, but with ECC off (the workstation default) it
+        # reports 49,140 MiB = 51.5 GB, just enough; the guide's MI210 is the next card up.
         assert got is not None and got.name == "RTX A6000"
     elif weights_gb == 68:
-        # The seed says "more than one card": 102 GB against the PRO 6000's 96 GB as sold; the driver reports
+        # The guide says "more than one card": 102 GB against the PRO 6000's 96 GB as sold; the driver reports
         # 97,887 MiB = 102.6 GB, so by usable bytes the single card just holds it.
         assert got is not None and got.name == "RTX PRO 6000 Blackwell"
     elif card is None:
         assert got is None
     else:
         assert got is not None and got.name.startswith(card.split(" /")[0]), (weights_gb, got)
-    # Pascal cards (P4, P40, P6000) and Volta lack BF16: the seed warns older cards fall back or refuse
+    # Pascal cards (P4, P40, P6000) and Volta lack BF16: the guide warns older cards fall back or refuse
     if got is not None and got.arch in ("pascal", "volta"):
         assert not got.bf16
 

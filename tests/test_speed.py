@@ -17,7 +17,7 @@ def report(model: str, gpu: str, **kw) -> dict:
 
 # the GPU Rent Hub guide section 07 (and its A5000 line in section 08): bandwidth ÷ params × bytes, no KV
 # cache read.
-SEED_CEILINGS = [
+GUIDE_CEILINGS = [
     ("shape-7b", "bf16", "A40", 49.7),  # 696 GB/s ÷ 14 GB: "cannot exceed 50"
     ("shape-7b", "bf16", "RTX 5090", 127.9),  # 1.79 TB/s ÷ 14 GB: "not over 128"
     ("shape-7b", "bf16", "RTX A5000", 54.9),  # 768 GB/s ÷ 14 GB: "55"
@@ -26,7 +26,7 @@ SEED_CEILINGS = [
 ]
 
 
-@pytest.mark.parametrize("model,quant,gpu,expected", SEED_CEILINGS)
+@pytest.mark.parametrize("model,quant,gpu,expected", GUIDE_CEILINGS)
 def test_seed_ceilings(model, quant, gpu, expected):
     r = report(model, gpu, quant=quant, runtime="vllm", context=2048, filled=0)
     assert r["decode_ceiling_tokens_per_s"] == expected

@@ -15,7 +15,7 @@ from .registry import Registry
 from .schema import check_tables, keys_of
 
 # the comparison of the break-even guide, cheapest first
-SEED_TIERS = ("open-8b", "small-commercial", "frontier")
+BREAKEVEN_GUIDE_TIERS = ("open-8b", "small-commercial", "frontier")
 
 
 @record(slots=True)
@@ -92,5 +92,5 @@ def apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
     return load_apis(tuple(user_files)) if user_files else default_apis()
 
 
-def seed_tiers(registry: Registry[ApiPrice]) -> list[ApiPrice]:
-    return [registry.get(t) for t in SEED_TIERS]
+def breakeven_guide_tiers(registry: Registry[ApiPrice]) -> list[ApiPrice]:
+    return [registry.get(t) for t in BREAKEVEN_GUIDE_TIERS]

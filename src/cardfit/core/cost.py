@@ -25,8 +25,8 @@ HOURS_PER_MONTH = 720
 
 # The break-even guide's two tables: the monthly volumes of its bill table and the duty cycles of its $/M
 # table.
-SEED_VOLUMES_MILLIONS = (5, 10, 25, 50, 100, 250, 500, 1000)
-SEED_DUTIES = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
+BREAKEVEN_GUIDE_VOLUMES_MILLIONS = (5, 10, 25, 50, 100, 250, 500, 1000)
+BREAKEVEN_GUIDE_DUTIES = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
 
 
 # ---- the four formulas -------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def effective_tokens_per_s(decode_tokens_per_s: float, *, input_per_output: floa
 
 @record(slots=True)
 class HiddenCosts:
-    """Monthly extras the seed lists beside the rent (all optional, default none)."""
+    """Monthly extras the break-even guide lists beside the rent (all optional, default none)."""
 
     storage_gb: float = 0.0
     storage_usd_per_gb_month: float = 0.0

@@ -58,7 +58,7 @@ class TrainingSettings:
     targets: str = "attention"
     checkpointing: bool = True
     flash_attn: bool = True
-    flat_activations: bool = False  # the seed's flat 15 % instead of the activation model
+    flat_activations: bool = False  # the rental guide's flat 15 % instead of the activation model
     overhead_bytes: int = 0  # CUDA context + framework per card
 
 
@@ -83,7 +83,7 @@ class TrainingMemory:
     overhead_bytes: int
     trainable_params: int
     adapter_params: int
-    flat_activation_bytes: int  # the seed's 15 % of the state, for comparison
+    flat_activation_bytes: int  # the rental guide's 15 % of the state, for comparison
     terms: tuple[Term, ...]
 
     @property
@@ -92,9 +92,9 @@ class TrainingMemory:
 
 
 def estimated_shape(m: ModelSpec) -> tuple[ModelSpec, bool]:
-    """A model known only by its size and attention (the seed's generic shapes): hidden, heads, FFN width
-    and vocabulary guessed from the parameter count with Llama proportions, so adapters and activations
-    have widths. Returns (model, guessed)."""
+    """A model known only by its size and attention (the rental guide's generic shapes): hidden, heads,
+    FFN width and vocabulary guessed from the parameter count with Llama proportions, so adapters and
+    activations have widths. Returns (model, guessed)."""
     if has_shapes(m):
         return m, False
     vocab = m.vocab or DEFAULT_VOCAB

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any
 
-from ..catalog.apis import ApiPrice, apis, seed_tiers
+from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
 from ..catalog.records import record
 from ..core import cost
 from ..errors import InputError
@@ -19,7 +19,8 @@ from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, RuntimeInput, opt
 from .table import Result
 
 MAX_USD = 10_000_000.0
-SEED_CONCURRENCY = 16  # the break-even guide: "400 output tokens per second with 16 concurrent requests"
+# the break-even guide: "400 output tokens per second with 16 concurrent requests"
+BREAKEVEN_GUIDE_CONCURRENCY = 16
 
 
 @record
@@ -209,7 +210,7 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
         raise InputError("--batch and --concurrency both set the concurrent sequences; give one",
                          field="concurrency")
     values.pop("batch", None)
-    want = inp.concurrency or inp.batch or SEED_CONCURRENCY
+    want = inp.concurrency or inp.batch or BREAKEVEN_GUIDE_CONCURRENCY
     report = speed_report(SpeedInput(**values, concurrency=(want,)))
     n = min(want, report.max_concurrency or 1)
     if n != want:
@@ -242,7 +243,7 @@ def _comparisons(inp: BreakevenInput) -> list[Comparison]:
         chosen.append(ApiPrice(id=f"api-{i}", name=f"API at ${p:g}/M", output_usd_per_m=p,
                                input_usd_per_m=input_price, kind="given", source="--api-price"))
     if not chosen:
-        chosen = seed_tiers(reg)
+        chosen = breakeven_guide_tiers(reg)
     return [Comparison(a, cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m,
                                                             inp.input_per_output)) for a in chosen]
 
@@ -424,7 +425,7 @@ def _hidden(h: cost.HiddenCosts, rent: Rent, duty: float) -> HiddenCostsMonth:
 
 
 def by_volume(monthly: float, capacity: float, comps: list[Comparison],
-              volumes: tuple[float, ...] = cost.SEED_VOLUMES_MILLIONS) -> tuple[VolumeRow, ...]:
+              volumes: tuple[float, ...] = cost.BREAKEVEN_GUIDE_VOLUMES_MILLIONS) -> tuple[VolumeRow, ...]:
     """The break-even guide's bill table: rent is flat, each API bill grows with the volume."""
     rows = []
     for v in volumes:
@@ -436,7 +437,7 @@ def by_volume(monthly: float, capacity: float, comps: list[Comparison],
 
 
 def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
-            duties: tuple[float, ...] = cost.SEED_DUTIES) -> tuple[DutyRow, ...]:
+            duties: tuple[float, ...] = cost.BREAKEVEN_GUIDE_DUTIES) -> tuple[DutyRow, ...]:
     """The break-even guide's cost-per-million table: idle hours cost the same and make nothing."""
     all_duties = sorted({*duties, duty}, reverse=True)
     return tuple(DutyRow(d, rounded(cost.cost_per_million(hourly, tps, d), 4),

@@ -534,11 +534,11 @@ def _ms(x: float) -> float | None:
 
 def _apis(r: Result, inp: DeployInput) -> list[dict[str, Any]]:
     """The same traffic bought from each API tier (the break-even guide's three), against this rent."""
-    from ..catalog.apis import apis, seed_tiers
+    from ..catalog.apis import apis, breakeven_guide_tiers
 
     served_m = cost.capacity_millions(r.served_tokens_per_s, cost.HOURS_PER_MONTH)
     out = []
-    for a in seed_tiers(apis(tuple(inp.catalog))):
+    for a in breakeven_guide_tiers(apis(tuple(inp.catalog))):
         price = a.output_usd_per_m + a.input_usd_per_m * inp.input_tokens / inp.output_tokens
         bill = served_m * price
         out.append({"name": a.name, "price_per_million_usd": round(price, 4),

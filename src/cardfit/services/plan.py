@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import field, replace
 from typing import Any
 
-from ..catalog.apis import ApiPrice, apis, seed_tiers
+from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
 from ..catalog.gpus import Feature, Gpu, default_gpus, load_gpus
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants
@@ -412,7 +412,7 @@ def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
 
 
 def advice(ctx: Context, mem: Memory) -> list[str]:
-    """Short notes that help read the numbers: the seeds' rules of thumb and quality of the quant."""
+    """Short notes that help read the numbers: the guides' rules of thumb and quality of the quant."""
     from ..catalog.loader import builtin
 
     out = []
@@ -615,7 +615,7 @@ def plan_cost(p: Any) -> dict[str, Any]:
     inp, hours = p.ctx.inp, cost.HOURS_PER_MONTH
     duty = getattr(inp, "duty", None) or 1.0
     reg = apis(tuple(inp.catalog))
-    chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else seed_tiers(reg)
+    chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else breakeven_guide_tiers(reg)
     return {"duty": duty, "apis": [{"id": a.id, "name": a.name, "price_per_million_usd": a.output_usd_per_m,
                                     "date": a.date or None} for a in chosen],
             "tokens_per_s_basis": _basis(p.ctx.sequences, p.ctx.inp),
