@@ -89,8 +89,8 @@ def test_budget_error_is_a_503(client, monkeypatch):
 
     tight = TestClient(create_app(budget=WorkBudget(cpu_s=0.0001, wall_s=0.0001)),
                        raise_server_exceptions=False)
-    monkeypatch.setattr(app_mod, "_validation", lambda kind, runtime: time.sleep(0.5) or b"{}")
-    r = tight.get("/api/validate")
+    monkeypatch.setattr(app_mod.uploads, "log_summary", lambda body: time.sleep(0.5) or {})
+    r = tight.post("/api/read/log", content=b"x")
     assert r.status_code == 503 and "more than" in r.json()["error"]
 
 
@@ -276,3 +276,27 @@ def test_a_request_asked_again_gets_the_same_answer_and_headers():
     assert c.post("/api/plan", content=bad, headers=h).status_code == 404
     assert c.post("/api/plan", content=bad, headers=h).status_code == 404
     assert c.get("/api/gpus").content == c.get("/api/gpus").content
+
+
+def test_a_fixed_size_computation_gets_its_own_budget():
+    """The validation report's work is fixed by the shipped records (about 2 s of CPU), not by the request:
+    it runs under its own budget, while everything else keeps the per-request one."""
+    import asyncio
+
+    from cardfit.web.app import VALIDATION_CPU_S
+
+    budget = WorkBudget(cpu_s=0.05, wall_s=5, workers=1)
+
+    def spin(cpu_s: float) -> str:
+        t = time.thread_time()
+        while time.thread_time() - t < cpu_s:
+            pass
+        return "done"
+
+    async def both() -> str:
+        with pytest.raises(BudgetExceededError, match="more than 0.05 s"):
+            await budget.run(spin, 0.3)
+        return await budget.run(spin, 0.3, cpu_s=1.0)
+
+    assert asyncio.run(both()) == "done"
+    assert VALIDATION_CPU_S > 2 * 2.0  # well above the ~2 s the report takes on a slow 2-core machine

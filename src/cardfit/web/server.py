@@ -202,10 +202,11 @@ def _raise_in(ident: int, exc: type[BaseException] | None) -> None:
 
 
 class _Task:
-    __slots__ = ("ident", "cpu0", "wall0", "stopped")
+    __slots__ = ("ident", "cpu0", "wall0", "stopped", "cpu_s", "wall_s")
 
-    def __init__(self, ident: int) -> None:
+    def __init__(self, ident: int, cpu_s: float, wall_s: float) -> None:
         self.ident, self.cpu0, self.wall0, self.stopped = ident, _thread_cpu_s(ident), time.monotonic(), False
+        self.cpu_s, self.wall_s = cpu_s, wall_s
 
 
 class WorkBudget:
@@ -222,7 +223,9 @@ class WorkBudget:
         self._wake = threading.Event()
         self._watchdog: threading.Thread | None = None
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., Any], *args: Any, cpu_s: float | None = None) -> Any:
+        """`fn(*args)` on a worker thread within the budget; `cpu_s` replaces the per-request CPU budget for
+        work whose size the request cannot change (the validation report: fixed records, cached)."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.workers)
         try:
@@ -232,24 +235,26 @@ class WorkBudget:
                                       hint="try again shortly") from None
         try:
             ctx = contextvars.copy_context()
-            return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, ctx, fn, args)
+            return await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._call, ctx, fn, args, self.cpu_s if cpu_s is None else cpu_s)
         finally:
             self._slots.release()
 
-    def _call(self, ctx: contextvars.Context, fn: Callable[..., Any], args: tuple) -> Any:
+    def _call(self, ctx: contextvars.Context, fn: Callable[..., Any], args: tuple, cpu_s: float) -> Any:
         ident = threading.get_ident()
         self._start_watchdog()
         try:
             try:
                 with self._lock:
-                    self._running[ident] = _Task(ident)
+                    # a larger CPU budget brings the wall-clock limit up with it
+                    self._running[ident] = _Task(ident, cpu_s, max(self.wall_s, cpu_s))
                 self._wake.set()
                 return ctx.run(fn, *args)
             finally:
                 self._done(ident)
         except DeadlineExceeded:
             self._done(ident)
-            raise BudgetExceededError(f"this request needs more than {self.cpu_s:g} s of work, the most one "
+            raise BudgetExceededError(f"this request needs more than {cpu_s:g} s of work, the most one "
                                       "request may use", hint="ask for less (one card, a smaller model or "
                                       "context), or use the CLI") from None
 
@@ -283,8 +288,8 @@ class WorkBudget:
             with self._lock:
                 for task in self._running.values():
                     cpu = _thread_cpu_s(task.ident)
-                    over = (cpu is not None and task.cpu0 is not None and cpu - task.cpu0 > self.cpu_s) \
-                        or now - task.wall0 > self.wall_s
+                    over = (cpu is not None and task.cpu0 is not None and cpu - task.cpu0 > task.cpu_s) \
+                        or now - task.wall0 > task.wall_s
                     if over and not task.stopped:
                         task.stopped = True
                         _raise_in(task.ident, DeadlineExceeded)
