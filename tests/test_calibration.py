@@ -123,6 +123,11 @@ HELD_LOO = {
     "file_size": (0.002, 0.005),
     "weights": (0.007, 0.01),
     "kv_cache": (0.005, 0.10),
+    # serving (deploy's timing of the records' loads): 85.0 % / 397 % before the benchmark loads (closed loop,
+    # burst, prefill-first rounds) and the unfitted per-sequence cost; 71.4 % / 240 % now. Issue 11 asks 20 %:
+    # prefill under load is still 2-20x too fast (MoE and ROCm runs most), which the TTFT and the
+    # throughput of the dstack runs carry
+    "serving": (0.72, 2.45),
 }
 
 
