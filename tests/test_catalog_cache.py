@@ -1,6 +1,6 @@
 """The parsed-catalog cache under $XDG_CACHE_HOME/cardfit: a record is used only when it is a regular file
-of bounded size whose schema, source hash and content hash check out; anything else is rebuilt. The cache
-never creates a missing home and ignores a relative XDG_CACHE_HOME (XDG Base Directory spec:
+of bounded size whose schema, source hash (SHA-256) and content check (CRC-32) hold; anything else is rebuilt.
+The cache never creates a missing home and ignores a relative XDG_CACHE_HOME (XDG Base Directory spec:
 https://specifications.freedesktop.org/basedir-spec/latest/ "a relative path ... should consider the path
 invalid and ignore it")."""
 

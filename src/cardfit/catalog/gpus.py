@@ -122,27 +122,41 @@ def _builtin_rows() -> tuple[dict[str, Any], ...]:
 
 
 def load_gpus(user_files: tuple[str, ...] = ()) -> Registry[Gpu]:
+    """Built-in cards are indexed by name and built when first asked for; a user's --catalog files are checked
+    whole (every row built at once)."""
     user_rows = [(str(p), r) for p in user_files for r in read_user_file(p).get("gpu", [])]
     rows = merge_records(_builtin_rows(), user_rows, table="gpu", allowed=KEYS, builtin_file="gpus.toml")
-    gpus = [gpu_from_row(r) for r in rows]
-    return _registry(gpus)
+    return _registry(rows) if not user_files else _registry([gpu_from_row(r) for r in rows])
 
 
-def _registry(gpus: list[Gpu]) -> Registry[Gpu]:
-    explicit = {n.lower() for g in gpus for n in (g.name, g.id, *g.aliases)}
+def _card(x: Gpu | dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+    """(name, id, aliases) of a card or of the catalog row that builds it."""
+    if isinstance(x, Gpu):
+        return x.name, x.id, x.aliases
+    return str(x.get("name", "")), str(x.get("id", "")), tuple(x.get("aliases", ()))
+
+
+def _registry(items: list[Gpu] | list[dict[str, Any]]) -> Registry[Gpu]:
+    """The cards (or the rows that build them, lazily), findable by name, id, aliases and the automatic aliases
+    that no other card claims."""
+    cards = [_card(x) for x in items]
+    explicit = {n.lower() for name, gid, aliases in cards for n in (name, gid, *aliases)}
     taken: dict[str, str] = {}
     clash = set()
-    for g in gpus:
-        for a in _auto_aliases(g.name):
-            if a.lower() in taken and taken[a.lower()] != g.id:
+    for name, gid, _ in cards:
+        for a in _auto_aliases(name):
+            if a.lower() in taken and taken[a.lower()] != gid:
                 clash.add(a.lower())
-            taken[a.lower()] = g.id
+            taken[a.lower()] = gid
 
-    def names(g: Gpu) -> list[str]:
-        auto = [a for a in _auto_aliases(g.name) if a.lower() not in clash and a.lower() not in explicit]
-        return [g.name, g.id, *g.aliases, *auto]
+    def names(x: Gpu | dict[str, Any]) -> list[str]:
+        name, gid, aliases = _card(x)
+        auto = [a for a in _auto_aliases(name) if a.lower() not in clash and a.lower() not in explicit]
+        return [name, gid, *aliases, *auto]
 
-    return GpuRegistry("GPU", "cardfit gpus", gpus, names)
+    if items and not isinstance(items[0], Gpu):
+        return GpuRegistry.lazy("GPU", "cardfit gpus", items, names, gpu_from_row)
+    return GpuRegistry("GPU", "cardfit gpus", items, names)  # type: ignore[arg-type]
 
 
 class GpuRegistry(Registry[Gpu]):

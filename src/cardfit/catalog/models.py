@@ -195,9 +195,20 @@ def _with_extra_tags(rows: list[dict[str, Any]], extra: list[dict[str, Any]]) ->
     return rows
 
 
+def _row_names(row: dict[str, Any]) -> list[str]:
+    """ModelSpec.names of the record this row builds, read from the row itself."""
+    tags = [t.get("tag", "") for t in row.get("ollama", ()) if isinstance(t, dict)]
+    return [row.get("id", ""), row.get("name", ""), *([row["hf"]] if row.get("hf") else []),
+            *row.get("aliases", ()), *tags]
+
+
 def load_models(user_files: tuple[str, ...] = ()) -> Registry[ModelSpec]:
+    """The built-in catalog is indexed by name and each record built when first asked for; a user's --catalog
+    files are checked whole, every row built at once, so a bad row is reported before anything runs."""
     user_rows = [(str(p), r) for p in user_files for r in read_user_file(p).get("model", [])]
     rows = merge_records(_builtin_rows(), user_rows, table="model", allowed=KEYS, builtin_file="models.toml")
+    if not user_files:
+        return Registry.lazy("model", "cardfit models", rows, _row_names, model_from_row)
     return Registry("model", "cardfit models", [model_from_row(r) for r in rows], lambda m: m.names)
 
 

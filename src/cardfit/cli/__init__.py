@@ -38,14 +38,22 @@ def _lazy() -> dict[str, str]:
     return {**{c.name: c.render for c in COMMANDS}, **OTHER}
 
 
+# `@command` rows whose click.Command is not built yet: a renderer module defines several commands (plan_cmd:
+# plan, max-context, max-sequences, largest-model) and `cardfit plan` builds only its own options.
+_PENDING: dict[str, Callable[[], click.Command]] = {}
+
+
 class Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(_lazy())
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        lazy = _lazy()
-        if name not in self.commands and name in lazy:
-            __import__(f"{__name__}.{lazy[name]}")
+        if name not in self.commands:
+            lazy = _lazy()
+            if name in lazy and name not in _PENDING:
+                __import__(f"{__name__}.{lazy[name]}")
+            if name in _PENDING:
+                self.add_command(_PENDING.pop(name)())
         return self.commands.get(name)
 
 
@@ -70,35 +78,40 @@ def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (),
     described input (except `skip`), the display options (click.Option: --unit, --top …) and --json. The
     decorated function prints the result as text: render(result, inp, **display values); its docstring is the
     command's help."""
+
+    def deco(render: Callable[..., None]) -> Callable[..., None]:
+        _PENDING[name] = lambda: _build_command(name, render, epilog, skip, display, argument)
+        return render
+
+    return deco
+
+
+def _build_command(name: str, render: Callable[..., None], epilog: str | None, skip: tuple[str, ...],
+                   display: tuple[Any, ...], argument: bool) -> click.Command:
+    """The click command of one table row (imports its service module: only for the command that runs)."""
     from ..services.inputs import parse
     from ..services.table import BY_NAME, to_json
     from .options import input_options
 
     row = BY_NAME[name]
+    model = row.input_type()
+    positional = row.argument if argument else None
+    params: list[click.Parameter] = [click.Argument([positional], required=False)] if positional else []
+    params += input_options(model, skip=(*skip, *(() if positional is None else (positional,))))
+    params += [*display, click.Option(["--json", "as_json"], is_flag=True,
+                                      help="print one JSON object on stdout, nothing else")]
+    shown = [p.name for p in display]
 
-    def deco(render: Callable[..., None]) -> Callable[..., None]:
-        model = row.input_type()
-        positional = row.argument if argument else None
-        params: list[click.Parameter] = [click.Argument([positional], required=False)] if positional else []
-        params += input_options(model, skip=(*skip, *(() if positional is None else (positional,))))
-        params += [*display, click.Option(["--json", "as_json"], is_flag=True,
-                                          help="print one JSON object on stdout, nothing else")]
-        shown = [p.name for p in display]
+    def callback(as_json: bool, **values: Any) -> None:
+        options = {k: values.pop(k) for k in shown}
+        inp = parse(model, values)
+        result = row.execute(inp)
+        if as_json:
+            emit_json(to_json(result))
+            return
+        render(result, inp, **options)
 
-        def callback(as_json: bool, **values: Any) -> None:
-            options = {k: values.pop(k) for k in shown}
-            inp = parse(model, values)
-            result = row.execute(inp)
-            if as_json:
-                emit_json(to_json(result))
-                return
-            render(result, inp, **options)
-
-        cli.add_command(click.Command(name, params=params, callback=callback, help=inspect.getdoc(render),
-                                      epilog=epilog))
-        return render
-
-    return deco
+    return click.Command(name, params=params, callback=callback, help=inspect.getdoc(render), epilog=epilog)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,10 @@ from ..catalog.records import record
 from .gguf_mix import _ATTN_V_KINDS, MixModel, position_dependent, tensor_type
 from .tensors import TensorGroup, gguf_tensor_groups, has_shapes, tensor_groups
 
+# Cache sizes: a whole-catalog question (the plan of every card, largest-model, the benchmark's sweep) asks for
+# every catalog model at every quantization (~300 x ~45): the cache must hold them all or it thrashes.
+_CACHE = 1 << 15
+
 
 @record(slots=True)
 class Weights:
@@ -88,7 +92,7 @@ def _mix_model(m: ModelSpec, legacy_qkv: bool = False) -> MixModel:
                     legacy_qkv=legacy_qkv)
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=_CACHE)
 def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[int, int], ...]], ...]:
     """The model's tensor groups, identical groups merged: (one group, the (i, n) position of each copy)."""
     groups = gguf_tensor_groups(m) if gguf else tensor_groups(m)
@@ -100,7 +104,7 @@ def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[i
     return tuple((g, tuple(p)) for g, p in merged.values())
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=_CACHE)
 def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ...], tied: bool,
                 mm: MixModel) -> tuple[tuple[QuantType, int], ...]:
     """Storage type → how many of these identical tensors get it under the mix."""
@@ -123,9 +127,13 @@ def projector_bytes(m: ModelSpec, q: Quant | None) -> int:
     return 0
 
 
-@lru_cache(maxsize=8192)
 def weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool = False) -> Weights:
     """Per tensor group; `legacy_qkv`: GGUF files quantized before llama.cpp's tensor-category refactor."""
+    return _weights_from_shapes(m, q, legacy_qkv)  # one cache key however the caller passes legacy_qkv
+
+
+@lru_cache(maxsize=_CACHE)
+def _weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool) -> Weights:
     quants = default_quants()
     gguf = isinstance(q, GgufMix)
     buckets = _buckets(m, gguf)
@@ -180,7 +188,7 @@ _EMBD_NAMES = ("token_embd.weight", "model.embed_tokens.weight", "embed_tokens.w
                "transformer.wte.weight")
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=_CACHE)
 def embedding_bytes(m: ModelSpec, q: Quant | None = None) -> int:
     """Bytes of the input token embedding at its storage type (0 when it doubles as the output matrix, which
     must then live on the GPU). llama.cpp keeps this tensor in system RAM: it is a row lookup."""

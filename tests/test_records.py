@@ -1,0 +1,97 @@
+"""`@record` (catalog/records.py) behaves as a frozen dataclass before and after its `__init__` is compiled
+for a class built often (HOT instances), and the lazily built catalogs (catalog/registry.py `Registry.lazy`)
+find the same records by the same names as a registry built from every record."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from cardfit.catalog import records
+from cardfit.catalog.gpus import _registry, default_gpus, load_gpus
+from cardfit.catalog.models import default_models, load_models
+from cardfit.catalog.records import record
+from cardfit.catalog.registry import Registry
+
+
+def _post(self) -> None:
+    if self.n < 0:
+        raise ValueError("n must not be negative")
+
+
+def _make(slots: bool):
+    @record(slots=slots)
+    class Thing:
+        """A record with every kind of field."""
+
+        name: str
+        n: int
+        tags: tuple[str, ...] = ()
+        note: str | None = None
+        seen: list[int] = dataclasses.field(default_factory=list, compare=False)
+
+        __post_init__ = _post
+
+    return Thing
+
+
+def _calls(Thing) -> dict[str, object]:
+    """What each call gives: the record's repr, or the error's type and message."""
+    cases = {
+        "positional": lambda: Thing("a", 1),
+        "keywords": lambda: Thing(n=2, name="b", note="x"),
+        "all positional": lambda: Thing("c", 3, ("t",), None, [1]),
+        "missing": lambda: Thing("d"),
+        "missing by keyword": lambda: Thing(n=1),
+        "unknown keyword": lambda: Thing("e", 1, colour="red"),
+        "too many": lambda: Thing("f", 1, (), None, [], 6),
+        "post_init": lambda: Thing("g", -1),
+    }
+    out: dict[str, object] = {}
+    for label, call in cases.items():
+        try:
+            out[label] = repr(call())
+        except (TypeError, ValueError) as e:
+            out[label] = (type(e).__name__, str(e))
+    return out
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_compiled_init_behaves_as_the_shared_one(slots):
+    Thing = _make(slots)
+    before = _calls(Thing)
+    assert "__init__" in Thing.__dict__ and "<record" not in Thing.__init__.__code__.co_filename
+    for i in range(records.HOT):
+        Thing("warm", i)
+    assert Thing.__init__.__code__.co_filename.startswith("<record"), "hot class not compiled"
+    assert _calls(Thing) == before
+    messages = {k: v[1] for k, v in before.items() if isinstance(v, tuple)}
+    assert messages["missing"].endswith("Thing() missing required argument: 'n'")
+    assert messages["too many"].endswith("Thing() takes 5 positional arguments but 6 were given")
+    assert messages["unknown keyword"].endswith("Thing() got an unexpected keyword argument 'colour'")
+    a, b = Thing("x", 1), Thing("x", 1)
+    assert a == b and hash(a) == hash(b) and a.seen is not b.seen  # a fresh list per instance
+    assert dataclasses.replace(a, n=5).n == 5 and dataclasses.asdict(a)["name"] == "x"
+    assert copy.deepcopy(a) == a == copy.copy(a)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.n = 2
+
+
+def test_lazy_registries_index_as_the_eager_ones():
+    """Every name finds the same record in the lazily built catalogs as in registries of every record."""
+    for lazy, eager in ((default_models(), Registry("model", "cardfit models", list(default_models()),
+                                                    lambda m: m.names)),
+                        (default_gpus(), _registry(list(default_gpus())))):
+        assert lazy._index.keys() == eager._index.keys()
+        assert all(lazy.find(k) is eager.find(k) for k in eager._index)
+        assert lazy._display == eager._display
+
+
+def test_one_question_builds_only_what_it_names():
+    models, gpus = load_models(), load_gpus()
+    assert models.find("llama3.1:8b").id == "llama-3.1-8b" and gpus.get("RTX 4090").id == "rtx-4090"
+    assert sum(r is not None for r in models._records) == 1
+    assert sum(r is not None for r in gpus._records) == 1
+    assert models.find("llama3.1:8b") is models.find("Llama 3.1 8B")  # built once
