@@ -23,15 +23,16 @@ def cold_start(args: list[str], runs: int = 7) -> float:
     return statistics.median(times)
 
 
-def sweep() -> tuple[int, float]:
+def sweep() -> tuple[int, float, dict[str, int]]:
     """Every catalog model × quantization (uniform types and GGUF mixes) × GPU × four contexts: the memory
-    model once per model × quantization × context, then the single-card verdict on every GPU."""
+    model once per model × quantization × context, then the single-card verdict on every GPU (core/fit.py
+    classify_many; a card that cannot compute in the quantization's format says no)."""
     from cardfit.catalog.gpus import default_gpus
     from cardfit.catalog.models import default_models
     from cardfit.catalog.quants import GgufMix, default_quants
     from cardfit.catalog.rental import default_rental
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.core.fit import classify, need_on
+    from cardfit.core.fit import Verdict, classify_many, need_on
     from cardfit.core.memory import MemorySettings, estimate
     from cardfit.runtimes import adapter
 
@@ -40,20 +41,25 @@ def sweep() -> tuple[int, float]:
     gpus = list(default_gpus())
     quants = [q for q in (*qc.types, *qc.mixes) if not (getattr(q, "kind", "") == "gguf")]
     runtimes = {name: adapter(rts.get(name)) for name in ("llama.cpp", "vllm")}
-    budgets = {name: [(g, rt.budget_per_card(g)) for g in gpus] for name, rt in runtimes.items()}
+    budgets: dict[tuple[str, object], list[int]] = {}
+    for name, rt in runtimes.items():
+        for requires in {getattr(q, "requires", None) for q in quants}:
+            budgets[name, requires] = [rt.budget_per_card(g) if requires is None or g.supports(requires)
+                                       else -1 for g in gpus]
+    verdicts = dict.fromkeys((Verdict.FITS, Verdict.TIGHT, Verdict.NO), 0)
     n = 0
     for m in default_models():
         for q in quants:
             name = "llama.cpp" if isinstance(q, GgufMix) else "vllm"
-            rt = runtimes[name]
-            requires = getattr(q, "requires", None)
+            rt, cards = runtimes[name], budgets[name, getattr(q, "requires", None)]
             for context in (4096, 8192, 32768, 131072):
-                need = need_on(estimate(m, q, rt, MemorySettings(context=context,
-                                                                 prefill_chunk=rt.profile.prefill_chunk)), 1)
-                for g, budget in budgets[name]:
-                    classify(-1 if requires and not g.supports(requires) else budget - need, 1, rules)
-                    n += 1
-    return n, time.perf_counter() - t
+                settings = MemorySettings(context=context, prefill_chunk=rt.profile.prefill_chunk)
+                mem = estimate(m, q, rt, settings)
+                answers = classify_many(need_on(mem, 1), cards, rules)
+                for v in verdicts:
+                    verdicts[v] += answers.count(v)
+                n += len(answers)
+    return n, time.perf_counter() - t, {str(v): c for v, c in verdicts.items()}
 
 
 # `cardfit plan llama3.1:8b --gpu "RTX 4090" --json` took 0.28 s (p50) with cardfit 0.1.0 on the project's
@@ -105,8 +111,9 @@ def main() -> None:
           f"{GOAL_S * 1000:.0f} ms)")
     print(f"cardfit plan llama3.1:8b    {plan * 1000:7.0f} ms  ({plan / 0.5:.2f} of the 0.5 s budget)")
     print(f"cardfit plan 70B fp8 vllm   {plan70 * 1000:7.0f} ms  ({plan70 / 0.5:.2f} of the 0.5 s budget)")
-    n, secs = sweep()
-    print(f"sweep: {n:,} model×quant×GPU×context fits in {secs * 1000:.0f} ms ({secs:.2f} of the 1 s budget)")
+    n, secs, verdicts = sweep()
+    print(f"sweep: {n:,} model×quant×GPU×context fits in {secs * 1000:.0f} ms ({secs:.2f} of the 1 s "
+          "budget): " + ", ".join(f"{c:,} {v}" for v, c in sorted(verdicts.items())))
     p50, cpu, report = deploy_search()
     b = report["best"]
     print(f"deploy search, {DEPLOY_QUESTION['model']} at {DEPLOY_QUESTION['requests_per_s']:g} requests/s "

@@ -137,8 +137,8 @@ def _card(x: Gpu | dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
 
 
 def _registry(items: list[Gpu] | list[dict[str, Any]]) -> Registry[Gpu]:
-    """The cards (or the rows that build them, lazily), findable by name, id, aliases and the automatic aliases
-    that no other card claims."""
+    """The cards (or the rows that build them, lazily), findable by name, id, aliases and the automatic
+    aliases that no other card claims."""
     cards = [_card(x) for x in items]
     explicit = {n.lower() for name, gid, aliases in cards for n in (name, gid, *aliases)}
     taken: dict[str, str] = {}

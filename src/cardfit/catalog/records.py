@@ -28,9 +28,33 @@ def record(cls: T | None = None, /, *, slots: bool = False) -> Any:
     def wrap(c: T) -> T:
         if not c.__doc__:  # else dataclasses computes a signature for the docstring
             c.__doc__ = c.__name__
-        return _build(dataclasses.dataclass(c, init=False, repr=False, eq=False, slots=slots))
+        c = dataclasses.dataclass(c, init=False, repr=False, eq=False)
+        return _build(_slotted(c) if slots else c)
 
     return wrap if cls is None else wrap(cls)
+
+
+def _slotted(cls: Any) -> Any:
+    """The class again with `__slots__` (what `dataclass(slots=True)` does), plus one slot where the record
+    keeps its hash once computed: a record is a cache key (weights per model and quantization), and hashing a
+    model's ~60 fields on every lookup cost more than the lookup saved."""
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    inherited = {n for b in cls.__mro__[1:-1] for n in _slots_of(b)}
+    body = dict(cls.__dict__)
+    body["__slots__"] = tuple(n for n in (*names, _HASH) if n not in inherited)
+    for n in (*names, "__dict__", "__weakref__"):
+        body.pop(n, None)
+    new = type(cls)(cls.__name__, cls.__bases__, body)
+    new.__qualname__ = cls.__qualname__
+    return new
+
+
+def _slots_of(cls: type) -> tuple[str, ...]:
+    slots = cls.__dict__.get("__slots__", ())
+    return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+_HASH = "_record_hash"
 
 
 def _build(cls: Any) -> Any:
@@ -95,6 +119,14 @@ def _build(cls: Any) -> Any:
     def __hash__(self: Any) -> int:
         return hash(hash_key(self))
 
+    def __hash_kept__(self: Any) -> int:  # slotted: computed once (the fields never change)
+        try:
+            return self._record_hash  # type: ignore[no-any-return]
+        except AttributeError:
+            h = hash(hash_key(self))
+            set_(self, _HASH, h)
+            return h
+
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in known:
             raise FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -116,6 +148,8 @@ def _build(cls: Any) -> Any:
                                "__hash__": __hash__, "__setattr__": __setattr__, "__delattr__": __delattr__}
     if "__slots__" in cls.__dict__:
         methods |= {"__getstate__": __getstate__, "__setstate__": __setstate__}
+    if _HASH in {n for b in cls.__mro__ for n in _slots_of(b)}:
+        methods["__hash__"] = __hash_kept__
     for name, fn in methods.items():
         if name in ("__repr__", "__eq__", "__hash__") and name in cls.__dict__:
             continue  # the class defines its own
@@ -126,8 +160,9 @@ def _build(cls: Any) -> Any:
 
 def _compiled_init(cls: Any, spec: tuple[tuple[str, Any, Any], ...], shared: Callable[..., None],
                    post_init: Callable[[Any], None] | None) -> Callable[..., None]:
-    """`__init__` as source, one assignment per field. A call it does not take as it is (a missing argument, an
-    unknown keyword, too many positionals) goes to the shared `__init__`, which raises the usual TypeError."""
+    """`__init__` as source, one assignment per field. A call it does not take as it is (a missing argument,
+    an unknown keyword, too many positionals) goes to the shared `__init__`, which raises the usual
+    TypeError."""
     ns: dict[str, Any] = {"_cf_set": object.__setattr__, "_cf_missing": _Missing, "_cf_shared": shared,
                           "_cf_post": post_init}
     params, required, body = [], [], []

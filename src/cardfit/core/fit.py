@@ -91,17 +91,26 @@ def unsupported(gpu: Gpu, requires: Feature | None, rt: RuntimeProfile | None = 
     return ""
 
 
+def tight_below(count: int, rules: RentalRules, margin_bytes: int = 0) -> int:
+    """Free bytes under which a fit is tight (GPU Rent Hub VRAM guide, section 05: under 5 GB on one card,
+    under 2 GB per card on several; or inside the error bar of the estimate, `margin_bytes`)."""
+    guide = rules.tight_single_bytes if count == 1 else rules.tight_per_card_bytes * count
+    return max(margin_bytes, guide)
+
+
 def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -> Verdict:
-    """fits / tight / no from the bytes left over (GPU Rent Hub VRAM guide, section 05: tight = under 5 GB on
-    one card, under
-    2 GB per card on several; or inside the error bar of the estimate)."""
+    """fits / tight / no from the bytes left over."""
     if free < 0:
         return NO
-    if free < margin_bytes:
-        return TIGHT
-    if count == 1:
-        return TIGHT if free < rules.tight_single_bytes else FITS
-    return TIGHT if free < rules.tight_per_card_bytes * count else FITS
+    return TIGHT if free < tight_below(count, rules, margin_bytes) else FITS
+
+
+def classify_many(need: int, budgets: list[int], rules: RentalRules, margin_bytes: int = 0) -> list[Verdict]:
+    """`classify` of one plan (`need` bytes) on many single cards at once (their runtime budgets; a card that
+    cannot run the plan at all given as a budget of -1): one comparison per card, no call per card, so a
+    whole-catalog question (every model × quantization × context on every card) costs ~0.1 µs per verdict."""
+    tight = need + tight_below(1, rules, margin_bytes)
+    return [NO if b < need else TIGHT if b < tight else FITS for b in budgets]
 
 
 def kv_room(mem: Memory, budget_bytes: int, count: int) -> int:

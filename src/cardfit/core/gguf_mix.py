@@ -6,7 +6,7 @@ prose for every mix (the 70B attn_v bump, the output-tensor rule) are spelled ou
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 
 from ..catalog.loader import builtin
 from ..catalog.quants import GgufMix, QuantCatalog, QuantType
@@ -132,20 +132,40 @@ def _output_type(mix: GgufMix, row: int, quants: QuantCatalog) -> str:
     return found[0] if found and found[0] else mix.default
 
 
-def _mixed_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: QuantCatalog, mm: MixModel) -> str:
+def _rule_of(mix: GgufMix, kind: str, mm: MixModel) -> tuple[str, tuple[str, str] | None]:
+    """The data key whose rule decides a `kind` tensor, and that rule: (type, where it applies)."""
+    key = _rule_key(kind)
+    if kind == "attn_qkv" and mm.legacy_qkv:
+        key = "attn_qkv"  # data: the `attn_qkv` value is the legacy rule (applies to every fused tensor)
+    return key, _lookup(mix, key)
+
+
+def applies_at(mix: GgufMix, kind: str, positions: tuple[tuple[int, int], ...], mm: MixModel) -> int:
+    """How many of the (i, n) positions the rule of `kind` applies at: tensor_type(..., applies=True) is the
+    type of those, applies=False of the others (the rest of the rule never looks at the position)."""
+    found = _rule_of(mix, kind, mm)[1]
+    if not (found and found[0]):
+        return 0
+    return _count_applies(found[1], positions, mm, kind.endswith("_exps"))
+
+
+@lru_cache(maxsize=1 << 15)
+def _count_applies(rule: str, positions: tuple[tuple[int, int], ...], mm: MixModel, experts: bool) -> int:
+    return sum(1 for i, n in positions if rule_applies(rule, i, n, mm, experts))
+
+
+def _mixed_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: QuantCatalog, mm: MixModel,
+                applies: bool | None = None) -> str:
     if kind == "output":
         return _output_type(mix, row, quants)
     experts = kind.endswith("_exps")
     if mix.default.upper() == "MXFP4" and not experts and kind != "token_embd":
         return mix.else_type("nonexpert") or "Q8_0"  # MXFP4_MOE: only stacked experts are MXFP4
-    key = _rule_key(kind)
-    if kind == "attn_qkv" and mm.legacy_qkv:
-        key = "attn_qkv"  # data: the `attn_qkv` value is the legacy rule (applies to every fused tensor)
-    found = _lookup(mix, key)
+    key, found = _rule_of(mix, kind, mm)
     name = mix.default
     if found and found[0]:
         typ, rule = found
-        if rule_applies(rule, i, n, mm, experts):
+        if rule_applies(rule, i, n, mm, experts) if applies is None else applies:
             name = typ
         else:
             name = mix.else_type(key) or mix.default
@@ -158,11 +178,13 @@ def _mixed_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: Quant
 
 
 def tensor_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: QuantCatalog,
-                tied_output: bool = False, mm: MixModel = MixModel()) -> QuantType:
-    """Storage type llama-quantize gives one 2-D tensor of `kind` in position i of n."""
+                tied_output: bool = False, mm: MixModel = MixModel(),
+                applies: bool | None = None) -> QuantType:
+    """Storage type llama-quantize gives one 2-D tensor of `kind` in position i of n (`applies`: whether the
+    kind's rule applies there, when the caller already knows; see applies_at)."""
     if kind == "token_embd" and tied_output:
         kind = "output"  # llama.cpp treats a tied embedding as the output tensor
-    qt = quants.type(_mixed_type(mix, kind, i, n, row, quants, mm))
+    qt = quants.type(_mixed_type(mix, kind, i, n, row, quants, mm, applies))
     table, second = fallback_table()
     if row % qt.block_weights:
         # llama-quantize refuses a type with no fallback entry; a calculator keeps going with F16

@@ -111,16 +111,27 @@ def _group_bytes(m: ModelSpec, q: Quant) -> dict[str, int]:
 @lru_cache(maxsize=256)
 def _group_bytes_cached(m: ModelSpec, q: Quant) -> tuple[tuple[str, int], ...]:
     """Once per model and quantization, not once per card ranked: the walk is per layer."""
-    from ..catalog.quants import default_quants
+    from ..catalog.quants import GgufMix, default_quants
     from .tensors import tensor_groups
-    from .weights import _group_type, _indices
+    from .weights import _group_type, _indices, _mix_counts, _mix_model, _position
 
     quants = default_quants()
     groups = tensor_groups(m)
     layers_of, index_of = _indices(groups)
-    by = {"dense": 0, "experts": 0, "embed": 0}
+    mixed = isinstance(q, GgufMix)
+    # identical tensors (one per layer) typed together: a GGUF mix types them by position, all at once
+    same: dict[tuple[str, int, int, bool], tuple[Any, list[tuple[int, int]]]] = {}
     for g in groups:
-        by[_kind(g.kind)] += _group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params)
+        pos = _position(g, m, layers_of, index_of) if mixed and g.matrix else (0, 0)
+        same.setdefault((g.kind, g.n_params, g.row, g.matrix), (g, []))[1].append(pos)
+    by = {"dense": 0, "experts": 0, "embed": 0}
+    for g, positions in same.values():
+        if mixed and g.matrix:
+            for t, count in _mix_counts(q, g, tuple(positions), m.tied_embeddings, _mix_model(m)):
+                by[_kind(g.kind)] += t.nbytes(g.n_params) * count
+        else:
+            t = _group_type(g, m, q, quants, layers_of, index_of)  # the same for every copy
+            by[_kind(g.kind)] += t.nbytes(g.n_params) * len(positions)
     return tuple(by.items())
 
 

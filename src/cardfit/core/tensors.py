@@ -3,6 +3,8 @@ like GGUF tensors (token_embd, attn_v, ffn_down_exps …) so quantization mixes 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 
@@ -100,6 +102,11 @@ def _is_linear_layer(m: ModelSpec, i: int) -> bool:
 
 def tensor_groups(m: ModelSpec) -> list[TensorGroup]:
     """All weight tensors of the model, from its shapes (requires has_shapes)."""
+    return list(_tensor_groups(m))
+
+
+@lru_cache(maxsize=1024)  # weights, speed and validation each ask for the same model's tensors
+def _tensor_groups(m: ModelSpec) -> tuple[TensorGroup, ...]:
     h = m.hidden
     groups = [TensorGroup("token_embd", -1, m.vocab * h, h)]
     for i in range(m.layers):
@@ -109,7 +116,7 @@ def tensor_groups(m: ModelSpec) -> list[TensorGroup]:
     groups.append(TensorGroup("output_norm", -1, h, h, False))
     if not m.tied_embeddings:
         groups.append(TensorGroup("output", -1, m.vocab * h, h))
-    return groups
+    return tuple(groups)
 
 
 def shape_params(m: ModelSpec) -> int:

@@ -9,11 +9,11 @@ from functools import lru_cache
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
 from ..catalog.records import record
-from .gguf_mix import _ATTN_V_KINDS, MixModel, position_dependent, tensor_type
+from .gguf_mix import _ATTN_V_KINDS, MixModel, applies_at, position_dependent, tensor_type
 from .tensors import TensorGroup, gguf_tensor_groups, has_shapes, tensor_groups
 
-# Cache sizes: a whole-catalog question (the plan of every card, largest-model, the benchmark's sweep) asks for
-# every catalog model at every quantization (~300 x ~45): the cache must hold them all or it thrashes.
+# Cache sizes: a whole-catalog question (the plan of every card, largest-model, the benchmark's sweep) asks
+# for every catalog model at every quantization (~300 x ~45): the cache must hold them all or it thrashes.
 _CACHE = 1 << 15
 
 
@@ -112,9 +112,14 @@ def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ..
     if not position_dependent(q, g.kind):
         i, n = positions[0]
         return ((tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm), len(positions)),)
+    # the rule looks at the position only to decide whether it applies: count where it does, type both cases
+    hits = applies_at(q, g.kind, positions, mm)
     counts: dict[QuantType, int] = defaultdict(int)
-    for i, n in positions:
-        counts[tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm)] += 1
+    for applies, count in ((True, hits), (False, len(positions) - hits)):
+        if count:
+            i, n = positions[0]
+            t = tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm, applies=applies)
+            counts[t] += count
     return tuple(counts.items())
 
 
