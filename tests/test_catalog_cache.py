@@ -122,3 +122,43 @@ def test_cli_survives_a_broken_cache(run_cli, tmp_path):
     code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--json", env=env)
     assert code == 0, err
     assert json.loads(out)["gpus"][0]["verdict"]
+
+
+def _note(root: Path) -> Path:
+    return root / "cardfit" / f"{NAME}.sha"
+
+
+NOTES = {
+    "empty": lambda p: p.write_text(""),
+    "garbage": lambda p: p.write_bytes(b"\xff\xfe garbage"),
+    "another stamp": lambda p: p.write_text("1 2 3 4 " + p.read_text().split()[-1]),
+    "another digest": lambda p: p.write_text(" ".join(p.read_text().split()[:-1]) + " " + "0" * 64),
+    "not hex": lambda p: p.write_text(" ".join(p.read_text().split()[:-1]) + " " + "z" * 64),
+    "huge": lambda p: p.write_bytes(b"1" * (2 * 2**20)),
+}
+
+
+@pytest.mark.parametrize("write", NOTES.values(), ids=NOTES.keys())
+def test_bad_digest_note_means_hashing_again(monkeypatch, tmp_path, good, write):
+    """`<name>.sha` remembers the file's SHA-256 while its size, times and inode stay put; any other note is
+    ignored (the file is read and hashed) and written again."""
+    assert _fresh(monkeypatch, tmp_path) == good
+    note = _note(tmp_path)
+    stamp, sha = note.read_text().rsplit(" ", 1)
+    assert sha.strip() == json.loads(_cache_file(tmp_path).read_text())["source_sha256"]
+    write(note)
+    assert _timed(lambda: _fresh(monkeypatch, tmp_path)) == good
+    assert note.read_text() == f"{stamp} {sha}"
+
+
+def test_a_changed_file_is_hashed_again(monkeypatch, tmp_path, good):
+    """The note names the file by size, mtime, ctime and inode: a rewrite (even keeping the mtime) is seen."""
+    assert _fresh(monkeypatch, tmp_path) == good
+    note = _note(tmp_path)
+    calls = []
+    real = loader._sha256
+    monkeypatch.setattr(loader, "_sha256", lambda raw: calls.append(1) or real(raw))
+    assert _fresh(monkeypatch, tmp_path) == good and not calls  # the note stands for the hash
+    stamp = note.read_text().split()
+    note.write_text(" ".join([stamp[0], stamp[1], str(int(stamp[2]) + 1), *stamp[3:]]))  # as after a rewrite
+    assert _fresh(monkeypatch, tmp_path) == good and calls == [1]

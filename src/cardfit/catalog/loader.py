@@ -65,17 +65,26 @@ def _cache_dir() -> str | None:
 @cache
 def builtin(name: str) -> dict[str, Any]:
     """Parse `cardfit/data/<name>` once per process. TOML parsing is pure Python and slow at start-up, so
-    the parsed form is kept as JSON in the user's cache. A record is trusted only when it checks out (see
-    _read_cache); anything else is parsed again and rewritten (an unwritable cache just means parsing every
-    time)."""
-    with open(os.path.join(DATA, name), "rb") as f:
+    the parsed form is kept as JSON in the user's cache, under the source's SHA-256. A record is trusted
+    only when it checks out (see _read_cache); anything else is parsed again and rewritten (an unwritable
+    cache just means parsing every time)."""
+    path = os.path.join(DATA, name)
+    cache_dir = _cache_dir()
+    if cache_dir is not None:
+        stamp = _stamp(path)
+        known = _known_sha(cache_dir, name, stamp)
+        if known is not None:  # the file is the one hashed before: no need to read and hash it again
+            data = _read_cache(_record_path(cache_dir, name, known), name, known, _cache_limit(stamp))
+            if data is not None:
+                return data
+    with open(path, "rb") as f:
         raw = f.read()
     source_sha = _sha256(raw)
-    cache_dir = _cache_dir()
-    cached = os.path.join(cache_dir, f"{name}.{source_sha[:20]}.json") if cache_dir else None
+    cached = _record_path(cache_dir, name, source_sha) if cache_dir else None
     if cached is not None:
         data = _read_cache(cached, name, source_sha, CACHE_SIZE_FLOOR + CACHE_SIZE_FACTOR * len(raw))
         if data is not None:
+            _remember_sha(cache_dir, name, stamp, source_sha)  # type: ignore[arg-type]
             return data
     import tomllib  # only when the cache misses: the parser's imports cost ~10 ms at start-up
 
@@ -85,7 +94,50 @@ def builtin(name: str) -> dict[str, Any]:
         raise CatalogError(f"built-in catalog is malformed: {e}", path=name) from e
     if cached is not None:
         _write_cache(cached, name, source_sha, data)
+        _remember_sha(cache_dir, name, stamp, source_sha)  # type: ignore[arg-type]
     return data
+
+
+def _record_path(cache_dir: str, name: str, source_sha: str) -> str:
+    return os.path.join(cache_dir, f"{name}.{source_sha[:20]}.json")
+
+
+def _stamp(path: str) -> str:
+    """Size, modification and change times (ns) and inode of a built-in file: what Python's own bytecode cache
+    checks (size and mtime), plus the change time and inode, which any rewrite or replacement of the file
+    moves, whatever its mtime says."""
+    st = os.stat(path)
+    return f"{st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+
+
+def _cache_limit(stamp: str) -> int:
+    return CACHE_SIZE_FLOOR + CACHE_SIZE_FACTOR * int(stamp.split()[0])
+
+
+def _known_sha(cache_dir: str, name: str, stamp: str) -> str | None:
+    """The SHA-256 this file had when it was last hashed, if its stamp has not moved since (`<name>.sha`:
+    one line, the stamp and the digest); None when anything about that note is off."""
+    from ..errors import CardfitError
+    from ..readers.source import read_regular
+
+    try:
+        line = read_regular(os.path.join(cache_dir, f"{name}.sha"), 256, "catalog cache").decode("ascii")
+    except (CardfitError, ValueError):
+        return None
+    seen, _, sha = line.strip().rpartition(" ")
+    ok = seen == stamp and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha)
+    return sha if ok else None
+
+
+def _remember_sha(cache_dir: str, name: str, stamp: str, sha: str) -> None:
+    try:
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+        tmp = os.path.join(cache_dir, f"{name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(f"{stamp} {sha}\n")
+        os.replace(tmp, os.path.join(cache_dir, f"{name}.sha"))
+    except OSError:
+        pass
 
 
 def _data_check(text: str) -> int:

@@ -16,7 +16,7 @@ import dataclasses
 import operator
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T", bound=type)
 HOT = 64  # instances of one class before its __init__ is compiled
@@ -26,12 +26,51 @@ def record(cls: T | None = None, /, *, slots: bool = False) -> Any:
     """Decorator: a frozen dataclass without generated code."""
 
     def wrap(c: T) -> T:
-        if not c.__doc__:  # else dataclasses computes a signature for the docstring
-            c.__doc__ = c.__name__
-        c = dataclasses.dataclass(c, init=False, repr=False, eq=False)
+        _add_fields(c)
         return _build(_slotted(c) if slots else c)
 
     return wrap if cls is None else wrap(cls)
+
+
+def _add_fields(cls: Any) -> None:
+    """What `dataclass(init=False, repr=False, eq=False)` leaves on a class, without its per-class work
+    (string annotations checked against typing by regular expression, a signature for the docstring, abc
+    updates):
+    the fields, base classes' first, in order, as dataclasses.Field objects, so dataclasses.fields, replace,
+    asdict and is_dataclass work. Class variables (ClassVar) are not fields; nothing here uses InitVar or
+    KW_ONLY (they raise)."""
+    found: dict[str, dataclasses.Field[Any]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        found.update(getattr(base, _FIELDS, {}))
+    for name, kind in cls.__dict__.get("__annotations__", {}).items():
+        text = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
+        if text.startswith(("ClassVar", "typing.ClassVar")) or kind is ClassVar:
+            continue
+        if text.startswith(("InitVar", "KW_ONLY", "dataclasses.")):
+            raise TypeError(f"@record {cls.__qualname__}.{name}: InitVar and KW_ONLY are not supported")
+        default = cls.__dict__.get(name, MISSING)
+        f = default if isinstance(default, dataclasses.Field) else dataclasses.field(default=default)
+        f.name, f.type, f._field_type = name, kind, _FIELD  # type: ignore[attr-defined]
+        if isinstance(default, dataclasses.Field):
+            if f.default is MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+        found[name] = f
+    setattr(cls, _FIELDS, found)
+    cls.__dataclass_params__ = _PARAMS
+    cls.__match_args__ = tuple(found)
+
+
+@dataclasses.dataclass(init=False, repr=False, eq=False)
+class _Template:
+    """A class processed by dataclasses once: its parameters (init, repr, eq off; not frozen) are every
+    record's, as `dataclass(init=False, repr=False, eq=False)` would set them."""
+
+
+_FIELDS = "__dataclass_fields__"
+_FIELD = dataclasses._FIELD  # type: ignore[attr-defined]  # the marker dataclasses.fields() selects by
+_PARAMS = _Template.__dataclass_params__  # type: ignore[attr-defined]
 
 
 def _slotted(cls: Any) -> Any:

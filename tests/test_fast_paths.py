@@ -1,19 +1,30 @@
-"""`@record` (catalog/records.py) behaves as a frozen dataclass before and after its `__init__` is compiled
-for a class built often (HOT instances), and the lazily built catalogs (catalog/registry.py `Registry.lazy`)
-find the same records by the same names as a registry built from every record."""
+"""The shortcuts that keep start-up and whole-catalog questions fast give the answers of the plain way:
+`@record` (catalog/records.py) behaves as a frozen dataclass before and after its `__init__` is compiled for a
+class built often; the lazily built catalogs (catalog/registry.py `Registry.lazy`) find the same records by
+the same names as registries of every record; `norm` without a regular expression; `classify_many` is
+`classify` per card; a GGUF mix typed once per rule outcome is the mix typed tensor by tensor."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import random
+import re
+from collections import Counter
 
 import pytest
 
 from cardfit.catalog import records
 from cardfit.catalog.gpus import _registry, default_gpus, load_gpus
 from cardfit.catalog.models import default_models, load_models
+from cardfit.catalog.quants import default_quants
 from cardfit.catalog.records import record
 from cardfit.catalog.registry import Registry
+from cardfit.catalog.rental import default_rental
+from cardfit.core.fit import classify, classify_many
+from cardfit.core.gguf_mix import tensor_type
+from cardfit.core.weights import _buckets, _mix_counts, _mix_model
+from cardfit.names import norm
 
 
 def _post(self) -> None:
@@ -95,3 +106,40 @@ def test_one_question_builds_only_what_it_names():
     assert sum(r is not None for r in models._records) == 1
     assert sum(r is not None for r in gpus._records) == 1
     assert models.find("llama3.1:8b") is models.find("Llama 3.1 8B")  # built once
+
+
+def test_norm_is_the_regular_expression_it_replaced():
+    """norm() used to be re.sub(r"[\\s_\\-./:]+", "", name.strip().lower()); Unicode spaces included."""
+    before = re.compile(r"[\s_\-./:]+")
+    alphabet = "aZ09 \t\n_-./:+()\u00a0\u2009\u3000İßΣ"
+    rng = random.Random(13)
+    for _ in range(20000):
+        name = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        assert norm(name) == before.sub("", name.strip().lower()), repr(name)
+
+
+def test_classify_many_is_classify_per_card():
+    rules = default_rental()
+    gb = 10**9
+    budgets = [-1, 0, 1, 4 * gb, 5 * gb, 9 * gb, 10 * gb, 10 * gb + 1, 24 * gb, 80 * gb]
+    for need in (0, 1, 5 * gb, 5 * gb - 1, 10 * gb, 79 * gb):
+        for margin in (0, 7 * gb):
+            many = classify_many(need, budgets, rules, margin)
+            assert many == [classify(-1 if b < 0 else b - need, 1, rules, margin) for b in budgets]
+
+
+def test_mix_counts_are_the_mix_tensor_by_tensor():
+    """Every 7th catalog model with shapes, every GGUF mix: the types counted per rule outcome equal the types
+    of each tensor in turn (llama-quant.cpp's walk)."""
+    quants = default_quants()
+    models = [m for m in default_models() if _buckets(m, True)][::7]
+    for m in models:
+        mm = _mix_model(m)
+        for mix in quants.mixes:
+            for g, positions in _buckets(m, True):
+                if not g.matrix:
+                    continue
+                walked = Counter(tensor_type(mix, g.kind, i, n, g.row, quants, tied_output=m.tied_embeddings,
+                                             mm=mm) for i, n in positions)
+                assert dict(_mix_counts(mix, g, positions, m.tied_embeddings, mm)) == dict(walked), \
+                    (m.id, mix.name, g.kind)
