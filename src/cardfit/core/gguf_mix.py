@@ -86,6 +86,7 @@ def position_dependent(mix: GgufMix, kind: str) -> bool:
     return found is not None and bool(found[0]) and found[1].strip().lower().startswith(_POSITION_RULES)
 
 
+@cache  # a handful of kinds, asked for once per tensor group of every model and mix
 def _rule_key(kind: str) -> str:
     """The data key whose rules cover this tensor kind ('ffn_down_exps' → 'ffn_down', attn_qkv → attn_v)."""
     if kind in _ATTN_V_KINDS:
@@ -97,10 +98,16 @@ def _rule_key(kind: str) -> str:
 
 
 def _lookup(mix: GgufMix, key: str) -> tuple[str, str] | None:
+    return _rules_of(mix).get(key)
+
+
+@lru_cache(maxsize=256)
+def _rules_of(mix: GgufMix) -> dict[str, tuple[str, str]]:
+    """The mix's rules by data key (the first rule of a key, as a scan of mix.rules finds it)."""
+    out: dict[str, tuple[str, str]] = {}
     for k, typ, rule in mix.rules:
-        if k == key:
-            return typ, rule
-    return None
+        out.setdefault(k, (typ, rule))
+    return out
 
 
 _MOE_SENTENCE = re.compile(r"MoE n_expert==8:([^.]*)")

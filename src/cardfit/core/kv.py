@@ -5,6 +5,8 @@ fixed-size state; layers that share KV store nothing of their own."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from ..errors import UnknownNameError
@@ -45,6 +47,7 @@ class KvLayout:
     state_bytes_per_layer: int  # per sequence
 
 
+@lru_cache(maxsize=4096)  # once per model: every estimate (model × quantization × context × card) asks
 def layout(m: ModelSpec) -> KvLayout:
     if m.encoder_only:  # one pass over the whole input, nothing kept for a next step
         return KvLayout(0, 0, 0, 0, 0, 0, 0)

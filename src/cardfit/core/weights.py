@@ -4,7 +4,7 @@ embeddings in 16-bit), or parameters × bits per weight when only the parameter 
 from __future__ import annotations
 
 from collections import defaultdict
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
@@ -54,6 +54,7 @@ def _group_type(g: TensorGroup, m: ModelSpec, q: Quant, quants: QuantCatalog, la
     return q
 
 
+@cache  # a handful of kinds, asked for once per tensor of every model
 def _counter(kind: str) -> str:
     """llama-quant.cpp counters: attn_v/attn_qkv/attn_kv_b share one; every 'ffn_down*' tensor counts."""
     if kind in _ATTN_V_KINDS:
