@@ -227,3 +227,28 @@ def test_plot_writes_png_and_svg(tmp_path, suffix, magic):
     path = tmp_path / f"speed{suffix}"
     report("llama-3.1-8b", "RTX 4090", quant="Q4_K_M", runtime="llama.cpp", context=4096, plot=str(path))
     assert path.read_bytes().startswith(magic)
+
+
+def test_unfused_attention_scores_grow_with_the_prompt():
+    """Without flash attention llama.cpp writes and reads each layer's f32 scores four times: Llama 3.1 8B
+    (32 heads, 32 layers) prefilling 512 tokens in one ubatch moves 32 × 512 × 512 × 32 × 16 B = 4.29 GB;
+    8,192 tokens in ubatches of 512 attend to 512, 1,024, … 8,192 positions: 136 × that per ubatch."""
+    from cardfit.catalog.models import default_models
+    from cardfit.core.speed import attention_score_bytes
+
+    m = default_models().find("llama-3.1-8b")
+    one = attention_score_bytes(m, 512, 512)
+    assert one == 32 * 512 * 512 * 32 * 16
+    assert attention_score_bytes(m, 8192, 512) == one * 136
+
+
+def test_old_llamacpp_prefill_slows_with_the_prompt_as_measured():
+    """XiongjieDai's RTX 4090 Q4_K_M rows (May 2024 build, no flash attention): pp 512 7139, pp 4096 5266,
+    pp 8192 4040 tokens/s. The unfused attention traffic carries most of that fall."""
+    from cardfit.services.speed import predict_speed
+    from cardfit.services.validate import all_records
+
+    recs = {r["id"]: r for r in all_records()}
+    ids = ("xd-4090-llama3-8b-q4km-pp512", "xd-4090-llama3-8b-q4km-pp8192")
+    p512, p8192 = (predict_speed(recs[i]) for i in ids)
+    assert p8192 / p512 < 0.75  # measured 0.57; compute alone (attention FLOPs) gives 0.87

@@ -287,6 +287,31 @@ def prefill_tokens_per_s(m: ModelSpec, tflops: float | None, efficiency: float, 
     return tflops * 1e12 * efficiency * max(tp, 1) / per_token
 
 
+# Without flash attention llama.cpp materialises every layer's attention scores in f32:
+# ggml_mul_mat(k, q) writes [n_kv, n_tokens, n_head], ggml_soft_max_ext reads it and writes the
+# probabilities, ggml_mul_mat(v, kq) reads them (llama.cpp src/llama-graph.cpp build_attn_mha, the path
+# without flash_attn): four f32 passes over heads × batch tokens × cache positions per attention layer, a
+# memory cost that grows with the prompt.
+SCORE_PASSES = 4
+SCORE_BYTES = 4  # f32
+
+
+def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512) -> int:
+    """Bytes the unfused attention moves for a prompt prefilled in ubatches of `ubatch` tokens (each ubatch
+    attends to the cache filled so far plus itself; sliding-window layers to at most their window)."""
+    from .kv import layout
+
+    lay = layout(m)
+    heads = m.heads or m.kv_heads
+    total, done, step_ = 0, 0, max(ubatch, 1)
+    while done < prompt_tokens:
+        n = min(step_, prompt_tokens - done)
+        kv = done + n
+        total += heads * n * (lay.full_layers * kv + lay.window_layers * min(kv, lay.window or kv))
+        done += n
+    return total * SCORE_BYTES * SCORE_PASSES
+
+
 def cold_start_seconds(weights_bytes: int, disk_gbps: float) -> float:
     """Load time: weight bytes ÷ disk read speed (the page cache, when warm, is faster)."""
     return weights_bytes / (disk_gbps * 1e9)

@@ -420,7 +420,9 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     if kind == "prefill":
         n = int(record.get("prompt_tokens") or 512)
         eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
-        return sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp)
+        rate = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp)
+        scores = _unfused_attention_seconds(record, s, n)
+        return n / (n / rate + scores) if rate and scores else rate
     if not realistic:
         streams = int(record.get("concurrency") or 1) if kind == "aggregate_decode" else 1
         return sp.ceiling(s.load, s.machine) * streams
@@ -532,15 +534,33 @@ def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
     return rest / s.load.layers * 1e6
 
 
+def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) -> float:
+    """The attention-score traffic of a llama.cpp prefill without flash attention (core/speed.py
+    attention_score_bytes) at the card's streaming bandwidth: records that say flash_attn = false, and builds
+    before mid-2024, where flash attention (llama.cpp PR #5021, 2024-04-30) was off unless asked for."""
+    settings = record.get("settings") or {}
+    if s.plan.ctx.runtime.family != "llamacpp_like" or settings.get("flash_attn") is True:
+        return 0.0
+    if settings.get("flash_attn") is not False and not llamacpp_old_build(record, MMQ_DEFAULT):
+        return 0.0
+    ubatch = int(settings.get("n_ubatch") or 512)
+    bw = s.machine.bandwidth_gbps * 1e9 * s.machine.decode_efficiency
+    return sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch) / max(s.machine.tp, 1) / bw
+
+
 def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
-    """Calibration: measured prefill ÷ what the card's dense TFLOPS allow (2 × active params + attention)."""
+    """Calibration: measured prefill ÷ what the card's dense TFLOPS allow (2 × active params + attention),
+    after the attention-score traffic of a prefill without flash attention."""
     try:
         s = record_setup(record)
     except CardfitError:
         return None
     n = int(record.get("prompt_tokens") or 512)
     top = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, 1.0, n, s.machine.tp)
-    return float(record["measured"]) / top if top else None
+    if not top:
+        return None
+    left = n / float(record["measured"]) - _unfused_attention_seconds(record, s, n)
+    return (n / top) / left if left > 0 else None
 
 
 def implied_ram_efficiency(record: dict[str, Any]) -> float | None:
