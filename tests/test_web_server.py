@@ -78,7 +78,12 @@ def test_kept_alive_connection_answers_without_nagle_delay(server):
             t = time.perf_counter()
             assert c.post("/api/plan", json=PLAN).status_code == 200
             times.append(time.perf_counter() - t)
-    assert statistics.median(times) < 0.015, f"median {statistics.median(times) * 1000:.1f} ms"
+    # Nagle + delayed ACK delays every such request by ~40 ms; the lower quartile stays far below that on a
+    # loaded machine too, where the median can be pushed up by other processes (the figure itself is a
+    # benchmark: `make bench-web`)
+    quartile = sorted(times)[len(times) // 4]
+    median = statistics.median(times)
+    assert quartile < 0.02, f"lower quartile {quartile * 1000:.1f} ms, median {median * 1000:.1f} ms"
 
 
 def test_300_idle_connections_do_not_lock_anyone_out(server):
