@@ -65,6 +65,15 @@ class Runtime:
 
     # ---- defaults the runtime picks by itself
 
+    def serve_batched_tokens(self, gpu: Gpu | None) -> int:
+        """Tokens of one forward pass when the user sets none (the profile's prefill_chunk); vLLM-like
+        engines pick theirs by card (runtimes/vllm_like.py)."""
+        return self.profile.prefill_chunk
+
+    def serve_max_num_seqs(self, gpu: Gpu | None) -> int:
+        """Sequences scheduled at once when the user sets none (the profile's max_num_seqs)."""
+        return self.profile.max_num_seqs
+
     def default_context(self, m: ModelSpec, vram_bytes: int) -> tuple[int, str]:
         """The context when the user gives none, and why: a tier by the set's total VRAM (Ollama), the
         runtime's own default, or the model's trained maximum (vLLM's max_model_len)."""

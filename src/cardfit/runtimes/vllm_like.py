@@ -42,6 +42,11 @@ class VllmLike(Runtime):
                 and bool(rt.big_card_min_gib) and gpu.usable_bytes >= rt.big_card_min_gib * GIB
                 and rt.big_card_excludes not in gpu.name.lower())
 
+    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults and _set_default_args at commit 99d7eb5d
+    # (https://github.com/vllm-project/vllm/blob/99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b/vllm/engine/arg_utils.py):
+    # with chunked prefill (always in V1) max_num_batched_tokens is the card's default whatever the
+    # context, and max_num_seqs = min(the card's default, max_num_batched_tokens).
+
     def serve_batched_tokens(self, gpu: Gpu | None) -> int:
         """max_num_batched_tokens of `vllm serve` (V1) on this card: the profile run's token count."""
         rt = self.profile

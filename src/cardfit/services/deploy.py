@@ -11,6 +11,7 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -268,16 +269,24 @@ def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
 
 def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     """Every shape that holds the model by cardfit's own pessimistic bound (need + its error bar)."""
-    from .plan import _margin, requires
+    from .plan import _margin, engine_defaults, memory_for, requires
 
     out = []
-    for s in sets:
-        ctx, mem, rt, m = s.ctx, s.mem, s.ctx.runtime, s.ctx.model
+    for each in sets:
+        ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
-        margin = _margin(ctx, mem)
         in_flight = _in_flight(inp)
-        per_seq = engine.kv_bytes(m, MemorySettings(context=in_flight, sequences=1, kv_dtype=mem.kv_dtype))
+        per_seq = engine.kv_bytes(m, MemorySettings(context=in_flight, sequences=1,
+                                                    kv_dtype=each.mem.kv_dtype))
+        on_card: dict[tuple[int, int, bool], Setting] = {}
         for gpu in _gpus(inp, ctx):
+            # the memory as the plan sizes it on this card (vLLM's profile-run defaults depend on the card)
+            key = (*engine_defaults(ctx, gpu), gpu.unified_memory)
+            if key not in on_card:
+                on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
+            s = on_card[key]
+            mem = s.mem
+            margin = _margin(ctx, mem)
             if (
                 rt.stacks
                 and gpu.stack not in rt.stacks

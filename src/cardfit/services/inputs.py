@@ -121,6 +121,10 @@ class RuntimeInput(Input):
     prefill_chunk: int | None = opt(None, "tokens prefilled at once (vLLM max_num_batched_tokens, llama.cpp "
                                     "n_ubatch); default from the runtime", ge=1, le=MAX_CONTEXT)
     gpu_memory_utilization: float | None = opt(None, "vLLM: fraction of the card it may use", gt=0, le=1)
+    max_num_seqs: int | None = opt(None, "vLLM --max-num-seqs (rows its profile run samples); default: "
+                                   "the engine's on the card (vLLM V1: 1024 on >= 70 GiB cards but A100, "
+                                   "else 256)",
+                                   ge=1, le=MAX_BATCH)
     parallel: int | None = opt(None, "Ollama / llama.cpp slots (multiplies the KV cache)", ge=1, le=MAX_BATCH)
     gpus: int | None = opt(None, "cards per set", ge=1, le=4096)
     tp: int | None = opt(None, "tensor-parallel degree", ge=1, le=4096)

@@ -181,13 +181,27 @@ def check_context(ctx: Context, context: int) -> None:
                          "tokens", field="context", hint="pass --allow-long-context to plan it anyway")
 
 
+def engine_defaults(ctx: Context, gpu: Gpu | None) -> tuple[int, int]:
+    """(batched tokens, max sequences) of the engine's profile run: --prefill-chunk when given, else the
+    engine's own default on this card (vLLM V1: 8192 tokens and 1024 sequences on a >= 70 GiB card that
+    is not an A100, 2048 and 256 on the others; runtimes/vllm_like.py), and never fewer sequences than
+    the plan runs at once (the launch line's --max-num-seqs). Without a card, the profile's defaults."""
+    asked = getattr(ctx.inp, "max_num_seqs", None)
+    if gpu is None:
+        return ctx.prefill_chunk, max(asked or ctx.runtime.max_num_seqs, ctx.sequences)
+    engine = adapter(_runtime_for(ctx, gpu))
+    return (ctx.inp.prefill_chunk or engine.serve_batched_tokens(gpu),
+            max(asked or engine.serve_max_num_seqs(gpu), ctx.sequences))
+
+
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
-    """gpu: the card when the plan covers several kinds (Apple's unified memory changes the overhead)."""
+    """gpu: the card the plan is for (Apple's unified memory changes the overhead; vLLM's batch defaults
+    depend on the card)."""
     # a rank's workspace is per rank where --tp says how many ranks share each layer (else sized whole)
     tp = ctx.inp.tp if ctx.inp.tp and ctx.runtime.tensor_parallel else 1
+    chunk, seqs = engine_defaults(ctx, gpu)
     s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
-                       prefill_chunk=ctx.prefill_chunk, flash_attn=ctx.flash_attn,
-                       max_num_seqs=ctx.runtime.max_num_seqs, tp=tp)
+                       prefill_chunk=chunk, flash_attn=ctx.flash_attn, max_num_seqs=seqs, tp=tp)
     return estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s)
 
 
@@ -320,11 +334,11 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         gpus = [ctx.gpus.get(ctx.inp.gpu)]
     else:
         gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
-    mems: dict[tuple[int, bool], tuple[Memory, str]] = {}
+    mems: dict[tuple[int, bool, int, int], tuple[Memory, str]] = {}
     out = []
     for gpu in gpus:
         context, why = default_context(ctx, gpu)
-        key = (context, gpu.unified_memory)
+        key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu))
         if key not in mems:
             check_context(ctx, context)
             mems[key] = (memory_for(ctx, context, gpu), why)

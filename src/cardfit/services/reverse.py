@@ -97,8 +97,8 @@ def _set(ctx: Context) -> tuple[Any, int, int]:
     return gpu, count, count * ctx.engine.budget_per_card(gpu, ctx.utilization)
 
 
-def _fits(ctx: Context, context: int, count: int, budget: int) -> bool:
-    return _need(ctx, memory_for(ctx, context), count) <= budget
+def _fits(ctx: Context, context: int, gpu: Any, count: int, budget: int) -> bool:
+    return _need(ctx, memory_for(ctx, context, gpu), count) <= budget
 
 
 def _need(ctx: Context, mem: Any, count: int) -> int:
@@ -121,11 +121,11 @@ def max_context(inp: MaxContextInput) -> MaxContext:
         )
     m = ctx.model
     cap = m.max_context if (m.max_context and not inp.allow_long_context) else UPPER
-    best = _bisect(lambda c: _fits(ctx, c, count, budget), cap)
+    best = _bisect(lambda c: _fits(ctx, c, gpu, count, budget), cap)
     if best == 0:
         _no_room(ctx, gpu, count, budget, "even one token of context")
     limited = "model" if best == cap and cap != UPPER else "memory"
-    mem = memory_for(ctx, max(best, 1))
+    mem = memory_for(ctx, max(best, 1), gpu)
     return MaxContext(model=m.name, gpu=gpu.name, count=count, quant=ctx.quant.name, runtime=ctx.runtime.id,
                       kv_dtype=ctx.kv_dtype, batch=ctx.sequences, max_context_tokens=best, limited_by=limited,
                       model_max_context=m.max_context or None, budget_bytes=budget,
@@ -137,7 +137,7 @@ def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None
     """The answer is zero: say why (the weights and workspace alone) instead of printing '0'."""
     from ..units import fmt_bytes
 
-    mem = memory_for(replace(ctx, sequences=1), 1)
+    mem = memory_for(replace(ctx, sequences=1), 1, gpu)
     fixed = need_on(mem, count) - mem.kv_cache_bytes  # the cache itself aside
     offload = _offload_line(ctx)
     raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x "
@@ -176,7 +176,7 @@ def max_sequences(inp: PlanInput) -> MaxSequences:
     check_context(ctx, context)
 
     def ok(n: int) -> bool:
-        return _need(ctx, memory_for(replace(ctx, sequences=n), context), count) <= budget
+        return _need(ctx, memory_for(replace(ctx, sequences=n), context, gpu), count) <= budget
 
     n = _bisect(ok, 1 << 20)
     if n == 0:
@@ -206,7 +206,7 @@ def largest_model(inp: PlanInput) -> LargestModels:
             ctx = build_context(inp.replace(model=m.id))
             gpu, count, budget = _set(ctx)
             context = min(inp.context or 8192, m.max_context or 8192)
-            need = _need(ctx, memory_for(ctx, context), count)
+            need = _need(ctx, memory_for(ctx, context, gpu), count)
         except CardfitError:  # e.g. a quantization this model cannot take
             continue
         if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):

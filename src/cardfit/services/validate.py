@@ -310,7 +310,9 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     if s.get("rank") == "worker":
         per_logit = 0  # V0: a tensor-parallel worker other than the driver never samples (the log is its own)
     graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
-    profile = replace(rt, max_num_seqs=seqs, cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
+    # the record's engine: its max_num_seqs replaces the by-card serve defaults
+    profile = replace(rt, max_num_seqs=seqs, max_num_seqs_big_card=0, max_num_seqs_other=0,
+                      cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
                       non_torch_bytes=_non_torch(rt))
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or 2048)  # vLLM: the model's
     try:
