@@ -24,7 +24,8 @@ def table() -> list[str]:
     for kind, k in rep.kinds.items():
         if not k["n"]:
             continue
-        lines.append(f"| {kind} | {k['n']} | {k['sources']} ({k['largest_source_records']}) | "
+        n = f"{k['n']} ({k['loo_n']} out of sample)" if k.get("loo_n", k["n"]) != k["n"] else str(k["n"])
+        lines.append(f"| {kind} | {n} | {k['sources']} ({k['largest_source_records']}) | "
                      f"{pct(k.get('loo_median_abs_error'))} | {pct(k.get('loo_p90_abs_error'))} | "
                      f"{pct(k.get('loo_p90_over_error'))} | {pct(k['median_abs_error'])} | "
                      f"{pct(k['p90_abs_error'])} | {pct(k['max_abs_error'])} |")

@@ -68,10 +68,13 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
         keys = ("loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "median_abs_error",
                 "p90_abs_error", "max_abs_error")
         pct = [("—" if k.get(x) is None else f"{k[x]:.1%}") for x in keys]
-        s.add_row(kind, str(k["n"]), str(k.get("sources", "")), str(k["skipped"]), *pct[:3], "│", *pct[3:])
+        n = str(k["n"]) + (f" ({k['loo_n']})" if k.get("loo_n", k["n"]) != k["n"] else "")
+        s.add_row(kind, n, str(k.get("sources", "")), str(k["skipped"]), *pct[:3], "│", *pct[3:])
     c.print(s)
     skipped = sum(1 for o in report.outcomes if o.skipped)
     c.print(f"{len(report.outcomes)} records, {skipped} skipped (`--all` lists them with the reason). "
             "Error = predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of "
-            "sample: every fitted constant (scripts/fit_constants.py) refitted without the record's source."
+            "sample: every fitted constant (scripts/fit_constants.py) refitted without the record's source; "
+            "n (k): k records have an out-of-sample figure (the others measure a constant no other source "
+            "does)."
             + (f" Chart: {plot}" if plot else ""))

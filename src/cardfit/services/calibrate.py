@@ -199,6 +199,14 @@ def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
     return values
 
 
+def only_measured_by(records: tuple[Record, ...], source: str) -> tuple[Fit, ...]:
+    """The fitted constants that no record outside `source` measures and that have no prior: leaving that
+    source out leaves them nothing to be fitted on, so its records that measure them have no out-of-sample
+    prediction (the stored value was fitted on them)."""
+    return tuple(f for f in FITS if not f.prior and _chosen(records, f)
+                 and all(src == source for _, src in _chosen(records, f)))
+
+
 _CHOSEN: dict[tuple[int, str], tuple[tuple[Record, ...], list[tuple[Record, str]]]] = {}
 _IMPLIED: dict[tuple[str, int, tuple[tuple[str, float], ...]], tuple[Record, float | None]] = {}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import field
+from dataclasses import field, replace
 from functools import cache
 from typing import Any
 
@@ -633,9 +633,10 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
     whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
     from ..core.constants import constants
-    from .calibrate import fit, fitting_sources, source_key
+    from .calibrate import fit, fitting_sources, only_measured_by, source_key
 
-    fitted_on = fitting_sources(all_records())
+    everything = all_records()
+    fitted_on = fitting_sources(everything)
     by_id = {o.id: o for o in outcomes}
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
@@ -644,8 +645,13 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     for src, recs in groups.items():
         if src not in fitted_on:
             continue
-        with constants(fit(all_records(), leave_out=src)):
+        with constants(fit(everything, leave_out=src)):
             out.update((r["id"], predict(r)) for r in recs)
+        for f in only_measured_by(everything, src):  # nothing else measures it: no out-of-sample figure
+            for r in recs:
+                if r["id"] in out and f.select(r):
+                    out[r["id"]] = replace(out[r["id"]], predicted=None,
+                                           skipped=f"only its own source measures {f.key}")
     return [out.get(o.id, by_id[o.id]) for o in outcomes]
 
 
