@@ -54,9 +54,9 @@ def test_a_fold_without_records_of_a_constant_takes_its_prior_not_its_stored_val
 
 
 def test_a_constant_only_its_own_source_measures_gives_no_out_of_sample_figure(report):
-    """vLLM-before-0.6's per-sequence cost comes from one source (Lambda's v0 benchmark): leaving it out leaves
-    nothing to fit it on, so those records have no out-of-sample figure, rather than the stored value that
-    was fitted on them."""
+    """vLLM-before-0.6's per-sequence cost comes from one source (Lambda's v0 benchmark): leaving it out
+    leaves nothing to fit it on, so those records have no out-of-sample figure, rather than the stored value
+    that was fitted on them."""
     from cardfit.services.calibrate import only_measured_by
 
     lambda_v0 = "github.com/lambdalabsml/vllm-benchmark/benchmark_v0.md"
