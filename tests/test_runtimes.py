@@ -153,3 +153,37 @@ def test_transformers_chunked_prefill_pays_sdpa_mask_and_repeat_kv_over_the_cach
     grown = torch_prefill_bytes(m, 2048, 65536) - chunked
     assert grown == 2 * 28 * 32768 * 128 * 2 + 2048 * 32768
     assert torch_prefill_bytes(m, 2048) < chunked  # the whole prompt at once: causal fast path, no mask
+
+
+# vLLM V1's batch defaults by card (vllm/engine/arg_utils.py get_batch_defaults, `vllm serve`, at commit
+# 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b of https://github.com/vllm-project/vllm):
+# a card with >= 70 GiB whose name has no 'a100' gets 8192 batched tokens and 1024 sequences, the
+# others 2048/256
+VLLM_SERVE_DEFAULTS = [
+    ("H100 SXM", 8192, 1024), ("H200 SXM", 8192, 1024), ("MI300X", 8192, 1024),
+    ("A100 SXM 80GB", 2048, 256), ("L40S", 2048, 256), ("RTX 4090", 2048, 256),
+]
+
+
+@pytest.mark.parametrize("gpu,tokens,seqs", VLLM_SERVE_DEFAULTS)
+def test_plan_sizes_vllm_profile_run_with_the_cards_serve_defaults(gpu, tokens, seqs):
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.services.inputs import PlanInput
+    from cardfit.services.plan import build_context, engine_defaults
+
+    ctx = build_context(PlanInput(model="llama-3.1-8b", runtime="vllm", context=4096))
+    card = default_gpus().get(gpu)
+    assert engine_defaults(ctx, card) == (tokens, seqs)
+    # given values win; never fewer sequences than the plan runs at once
+    ctx = build_context(PlanInput(model="llama-3.1-8b", runtime="vllm", context=4096, prefill_chunk=512,
+                                  max_num_seqs=64, batch=100))
+    assert engine_defaults(ctx, card) == (512, 100)
+
+
+def test_plan_and_launch_line_agree_on_max_num_seqs(run_json):
+    d = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--context", "8192",
+                 "--max-num-seqs", "64")
+    assert "--max-num-seqs 64" in d["gpus"][0]["command"]
+    big = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--context", "8192")
+    # 1024 sampled rows x 128,256 logits cost more than 64 rows: less room on the same card
+    assert big["gpus"][0]["free_bytes"] < d["gpus"][0]["free_bytes"]

@@ -564,7 +564,8 @@ def split_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
     if o.fits:
         kv = None if card.memory.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
         slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
-        out["command"] = launch_command(ctx, tp, pp, card.memory.context, max(ctx.sequences, 1), kv, slots)
+        seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
+        out["command"] = launch_command(ctx, tp, pp, card.memory.context, seqs, kv, slots)
     return out
 
 
