@@ -22,9 +22,9 @@ MAX_SUGGESTED_UTILIZATION = 0.98
 @record(slots=True)
 class VllmLike(Runtime):
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
-        tokens = self.padded_context(s.context) * s.sequences
-        if s.prefill_chunk:
-            tokens = min(s.prefill_chunk, tokens)
+        # the profile run's batch is max_num_batched_tokens whatever the context (V1: chunked prefill,
+        # vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_run(self.max_num_tokens))
+        tokens = s.prefill_chunk or self.padded_context(s.context) * s.sequences
         return vllm_profile_bytes(m, tokens, s.max_num_seqs, s.tp,
                                   sampler_bytes_per_logit=self.profile.sampler_bytes_per_logit)
 

@@ -333,24 +333,26 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values["cpu_moe"] = 100_000
     if r.get("kind") in ("aggregate_decode", "serving"):
         values["concurrency"] = (int(r.get("concurrency") or 1),)
-    values.update(_engine_batch_defaults(r))
+    values.update(_engine_batch_defaults(r, values["context"]))
     return SpeedInput(**values)
 
 
 # vLLM picks its batch defaults by card from the V1 engine on (0.8, the default engine from March 2025:
-# vllm/engine/arg_utils.py get_batch_defaults); the V0 engine ran 256 sequences whatever the card.
+# vllm/engine/arg_utils.py get_batch_defaults); the V0 engine ran 256 sequences whatever the card and,
+# without chunked prefill, max(max_model_len, 2048) batched tokens (SchedulerConfig).
 BY_CARD_DEFAULTS_FROM = (0, 8)
 
 
-def _engine_batch_defaults(r: dict[str, Any]) -> dict[str, int]:
-    """A record of an engine from before the by-card batch defaults states the profile's generic ones."""
+def _engine_batch_defaults(r: dict[str, Any], context: int) -> dict[str, int]:
+    """A record of an engine from before the by-card batch defaults states that engine's: the profile's
+    max_num_seqs and one context's worth of batched tokens (`context`: max(max_model_len, 2048))."""
     from ..catalog.runtimes import default_runtimes
 
     rt = next((x for x in default_runtimes() if x.id == r["runtime"]), None)
     v = engine_version(r)
     if rt is None or not rt.max_num_seqs_big_card or v is None or v >= BY_CARD_DEFAULTS_FROM:
         return {}
-    return {"max_num_seqs": rt.max_num_seqs, "prefill_chunk": rt.prefill_chunk}
+    return {"max_num_seqs": rt.max_num_seqs, "prefill_chunk": context}
 
 
 def _forced_split(r: dict[str, Any], s: Setup) -> Setup:
