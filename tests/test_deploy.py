@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cache
 
@@ -145,6 +146,24 @@ def test_the_memory_bound_is_pessimistic():
     for d in r["pareto"]:
         assert d["memory"]["margin_bytes"] > 0
         assert d["memory"]["free_bytes"] >= d["memory"]["margin_bytes"]
+
+
+def test_a_set_keeps_the_error_bar_of_the_whole_set():
+    """A set of cards keeps free the error bar of its whole need (every card's overhead and workspace, each
+    copy of the cache), as plan does: larger sets of the same card and setting keep more free."""
+    from cardfit.services.deploy import candidates, settings
+
+    inp = DeployInput(model="meta-llama/Llama-3.1-70B-Instruct", requests_per_s=1, tpot_ms=60,
+                      runtime="vllm", quant="fp8", gpu=("H100 SXM",))
+    sets, _ = settings(inp)
+    by: dict[tuple, dict[int, int]] = {}
+    for c in candidates(inp, sets):
+        by.setdefault((id(c.setting), c.gpu.name), {})[c.cards] = c.margin_bytes
+    grown = [m for m in by.values() if len(m) > 1]
+    assert grown
+    for margins in grown:
+        counts = sorted(margins)
+        assert all(margins[a] < margins[b] for a, b in itertools.pairwise(counts)), margins
 
 
 def test_nothing_meets_names_the_target_and_the_closest():

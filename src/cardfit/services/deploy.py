@@ -286,7 +286,6 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
             s = on_card[key]
             mem = s.mem
-            margin = _margin(ctx, mem)
             if (
                 rt.stacks
                 and gpu.stack not in rt.stacks
@@ -296,11 +295,13 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
             for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
                 per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
+                copies = engine.kv_copies(m, tp)
+                # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
+                margin = _margin(ctx, mem, count, copies)
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp)
                 if not opt.fits or opt.free_bytes < margin:
                     continue
-                copies = engine.kv_copies(m, tp)
                 if rt.paged_kv:
                     pool = fitting.kv_room(mem, opt.budget_bytes, count) - margin
                     if rt.kv_free_fraction:
