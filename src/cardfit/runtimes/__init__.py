@@ -13,7 +13,7 @@ from ..catalog.runtimes import RuntimeProfile
 from ..errors import CatalogError
 from .base import Runtime, SpeedConstants
 
-__all__ = ["Runtime", "SpeedConstants", "adapter"]
+__all__ = ["Runtime", "SpeedConstants", "adapter", "fork"]
 
 _FAMILY = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -29,3 +29,17 @@ def adapter(profile: RuntimeProfile) -> Runtime:
         raise CatalogError(f"runtime '{profile.id}': no adapter cardfit/runtimes/{family}.py") from e
     cls: type[Runtime] = module.ADAPTER
     return cls(profile)
+
+
+def fork(name: str) -> RuntimeProfile | None:
+    """The profile of a fork an adapter lists (llamacpp_like.FORKS: ik_llama.cpp), else None."""
+    from dataclasses import replace
+
+    from ..catalog.runtimes import default_runtimes
+    from .llamacpp_like import FORKS
+
+    key = name.strip().lower().replace("_", "-").replace(".", "")
+    if key not in FORKS:
+        return None
+    base, fields = FORKS[key]
+    return replace(default_runtimes().get(base), **fields)

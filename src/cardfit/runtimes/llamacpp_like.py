@@ -15,6 +15,10 @@ from ..core.kv import kv_cache_bytes, llamacpp_swa_cells
 from ..core.memory import MemorySettings
 from .base import Runtime
 
+# Forks that allocate as a catalog runtime but for the fields named (validation records measure them; no
+# catalog row of their own): ik_llama.cpp is llama.cpp's graph without the sliding-window cache.
+FORKS: dict[str, tuple[str, dict[str, object]]] = {"ik-llamacpp": ("llama.cpp", {"window_cache": False})}
+
 # llama.cpp's default physical batch when neither the caller nor the profile gives one
 # (common/common.h: n_ubatch = 512)
 DEFAULT_UBATCH = 512

@@ -173,13 +173,11 @@ def _quant(r: dict[str, Any], m: ModelSpec) -> Quant:
 
 
 def _runtime(r: dict[str, Any]) -> RuntimeProfile:
-    """The runtime profile; ik_llama.cpp is llama.cpp's graph without the sliding-window cache."""
-    name = r["runtime"]
-    if _norm_rt(name) == "ik-llamacpp":
-        from dataclasses import replace
+    """The runtime profile: a catalog row, or a fork an adapter lists (runtimes.fork: ik_llama.cpp)."""
+    from ..runtimes import fork
 
-        return replace(default_runtimes().get("llama.cpp"), window_cache=False)
-    rt = default_runtimes().find(name)
+    name = r["runtime"]
+    rt = fork(name) or default_runtimes().find(name)
     if rt is None:
         raise Skip(f"runtime '{name}' has no profile")
     return rt
