@@ -19,7 +19,7 @@ from typing import Any
 from .errors import CardfitError
 from .services.table import COMMANDS, Command, to_json
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def _function(command: Command) -> Callable[..., Any]:
