@@ -18,7 +18,8 @@ def console() -> Console:
     import sys
 
     width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 120)
-    return Console(highlight=False, soft_wrap=False, width=width)
+    # no emoji codes: ":name:" in a model tag is text (and the 5 ms table of codes stays unloaded)
+    return Console(highlight=False, soft_wrap=False, width=width, emoji=False)
 
 
 def verdict_text(v: str) -> str:

@@ -28,7 +28,6 @@ Everything is per replica; replicas split the traffic evenly (a load balancer in
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -338,6 +337,8 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
       `serve` with `concurrency` users (a prompt waits for the step running when it arrives, then prefills in
       the budget left beside the decodes).
     The means are over all requests (the first round weighs 1 / rounds)."""
+    import statistics  # only validation scores benchmarks: kept off the CLI's start-up
+
     c = max(1, min(int(concurrency), int(requests)))
     n = max(int(requests), c)
     b = burst(r, w, c, prefill_first)
