@@ -312,6 +312,25 @@ def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512) -
     return total * SCORE_BYTES * SCORE_PASSES
 
 
+# Before llama.cpp's MMQ kernels became the default for quantized weights (PR #8075, 2024-06-23), a prefill
+# GEMM on integer-block weights first converted the whole matrix to FP16 (ggml-cuda.cu
+# ggml_cuda_op_mul_mat_cublas: `to_fp16_cuda(src0_dd_i, src0_as_f16, ...)` then cublasGemmEx on the copy):
+# one pass that reads the quantized bytes and writes 2 bytes per weight, once per ubatch, at memory speed.
+FP16_BYTES = 2
+
+
+def dequantized_bytes(load: Load, m: ModelSpec, prompt_tokens: int, ubatch: int = 512) -> int:
+    """Bytes the FP16 conversion of the weight matrices moves for a prompt prefilled in ubatches of `ubatch`
+    tokens: per ubatch the quantized matrices read (the token embedding is a row lookup, not a GEMM) and
+    their FP16 copy written."""
+    ubatches = -(-max(prompt_tokens, 1) // max(ubatch, 1))
+    shares = load.shares
+    read = load.weights_bytes * (shares.dense + shares.experts)
+    embed = 0 if m.tied_embeddings else m.vocab * (m.hidden or 0)
+    written = FP16_BYTES * max((m.text_params or m.params) - embed, 0)
+    return round(ubatches * (read + written))
+
+
 def cold_start_seconds(weights_bytes: int, disk_gbps: float) -> float:
     """Load time: weight bytes ÷ disk read speed (the page cache, when warm, is faster)."""
     return weights_bytes / (disk_gbps * 1e9)

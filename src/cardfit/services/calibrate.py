@@ -82,11 +82,11 @@ def _both(a: Callable[[Record], bool], b: Callable[[Record], bool]) -> Callable[
     return lambda r: a(r) and b(r)
 
 
-def _quantized(want: bool) -> Callable[[Record], bool]:
+def _fp16_gemm(want: bool) -> Callable[[Record], bool]:
     def ok(r: Record) -> bool:
-        from .speed import record_quantized
+        from .speed import record_fp16_gemm
 
-        return record_quantized(r) is want
+        return record_fp16_gemm(r) is want
     return ok
 
 
@@ -130,21 +130,16 @@ FITS: tuple[Fit, ...] = (
         "the same for llama.cpp builds before May 2024 (no CUDA graphs)",
         prior="llama.cpp.decode_overhead_us_per_layer"),
     Fit("llama.cpp", "prefill_efficiency",
-        _both(_is("prefill", "llama.cpp", offload=None), _quantized(False)),
+        _both(_is("prefill", "llama.cpp", offload=None), _fp16_gemm(True)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
-        "measured prefill of float weights / (FP16-accumulate TFLOPS ÷ (2 × active params + attention))"),
+        "measured prefill of FP16 GEMMs (float weights; integer blocks converted to FP16 for cuBLAS, the "
+        "conversion's bytes at memory speed first) / (FP16-accumulate TFLOPS ÷ (2 × active params + "
+        "attention))"),
     Fit("llama.cpp", "prefill_efficiency_quantized",
-        _both(_both(_is("prefill", "llama.cpp", offload=None), _quantized(True)),
-              _llamacpp_generation(True, "MMQ_DEFAULT")),
+        _both(_is("prefill", "llama.cpp", offload=None), _fp16_gemm(False)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
-        "the same for integer-block weights (int8 tensor-core MMQ kernels, dequantization included), "
-        "builds from mid-2024 on"),
-    Fit("llama.cpp", "prefill_efficiency_quantized_v0",
-        _both(_both(_is("prefill", "llama.cpp", offload=None), _quantized(True)),
-              _llamacpp_generation(False, "MMQ_DEFAULT")),
-        _speed("implied_prefill_efficiency"), 3, ("ollama",),
-        "the same for builds before mid-2024 (weights dequantized for an FP16 cuBLAS GEMM)",
-        prior="llama.cpp.prefill_efficiency"),
+        "the same for integer-block weights in the int8 tensor-core MMQ kernels (builds from mid-2024 on), "
+        "dequantization included", prior="llama.cpp.prefill_efficiency"),
     Fit("llama.cpp", "ram_efficiency", _is("decode", "llama.cpp", offload=True),
         _speed("implied_ram_efficiency"), 2, ("ollama",),
         "share of the system RAM bandwidth the offloaded bytes imply"),

@@ -382,12 +382,14 @@ def record_setup(r: dict[str, Any]) -> Setup:
     return replace(s, machine=calibrated(s.machine, s.plan.ctx.runtime, sp.is_quantized(s.plan.ctx.quant)))
 
 
-def record_quantized(r: dict[str, Any]) -> bool | None:
-    """Whether a record's weights are integer blocks (None: its setup cannot be built)."""
+def record_fp16_gemm(r: dict[str, Any]) -> bool | None:
+    """Whether a record's prefill GEMMs run in FP16 (float weights, or integer blocks converted to FP16 for
+    cuBLAS) rather than in a runtime's quantized kernels (None: its setup cannot be built)."""
     try:
-        return sp.is_quantized(record_setup(r).plan.ctx.quant)
+        s = record_setup(r)
     except CardfitError:
         return None
+    return not sp.is_quantized(s.plan.ctx.quant) or cublas_dequantizes(r, s)
 
 
 _BY_ID: dict[int, tuple[dict[str, Any], dict[str, Any], Any]] = {}  # the same record object asked again
@@ -440,8 +442,8 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
         n = int(record.get("prompt_tokens") or 512)
         eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
         rate = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp)
-        scores = _unfused_attention_seconds(record, s, n)
-        return n / (n / rate + scores) if rate and scores else rate
+        extra = _unfused_attention_seconds(record, s, n) + _dequantize_seconds(record, s, n)
+        return n / (n / rate + extra) if rate and extra else rate
     if not realistic:
         streams = int(record.get("concurrency") or 1) if kind == "aggregate_decode" else 1
         return sp.ceiling(s.load, s.machine) * streams
@@ -476,8 +478,8 @@ def engine_version(record: dict[str, Any]) -> tuple[int, int] | None:
 # dequantized for an FP16 cuBLAS GEMM ("CUDA: use MMQ instead of cuBLAS by default",
 # https://github.com/ggml-org/llama.cpp/pull/8075; about b3200: seven builds a day back from b3622, which a
 # record dates 2024-08-26). A record states its build number ("build: 93bc3839 (3622)") or only its date; the
-# older generation's constants are runtimes.toml's decode_overhead_us_per_layer_v0 and
-# prefill_efficiency_quantized_v0.
+# older generation's per-layer time is runtimes.toml's decode_overhead_us_per_layer_v0; its quantized prefill
+# is the FP16 GEMM after an FP16 copy of the weights (cublas_dequantizes).
 CUDA_GRAPHS = (3000, "2024-05-08")
 MMQ_DEFAULT = (3200, "2024-06-23")
 _BUILD = re.compile(r"(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
@@ -495,8 +497,8 @@ def llamacpp_old_build(record: dict[str, Any], change: tuple[int, str] = CUDA_GR
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     """A record of an older engine generation pays that generation's constants: vLLM before 0.6 its
     per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before mid-2024
-    their per-layer time and quantized prefill share (decode_overhead_us_per_layer_v0,
-    prefill_efficiency_quantized_v0)."""
+    their per-layer time (decode_overhead_us_per_layer_v0) and, for integer-block weights, the FP16 GEMM
+    efficiency after the FP16 copy (_dequantize_seconds)."""
     from dataclasses import replace
 
     from ..core.constants import value
@@ -505,9 +507,8 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     if rt.decode_overhead_us_per_layer_v0 and llamacpp_old_build(record):
         per = value(rt.id, "decode_overhead_us_per_layer_v0", rt.decode_overhead_us_per_layer_v0)
         s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
-    if rt.prefill_efficiency_quantized_v0 and sp.is_quantized(s.plan.ctx.quant) \
-            and llamacpp_old_build(record, MMQ_DEFAULT):
-        eff = value(rt.id, "prefill_efficiency_quantized_v0", rt.prefill_efficiency_quantized_v0)
+    if cublas_dequantizes(record, s):  # the FP16 GEMM of float weights, after the FP16 copy
+        eff = value(rt.id, "prefill_efficiency", rt.prefill_efficiency)
         s = replace(s, machine=replace(s.machine, compute_efficiency=eff))
     v = engine_version(record)
     if v is None or v >= (0, 6) or not rt.decode_overhead_us_per_sequence_v0:
@@ -567,6 +568,27 @@ def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) ->
     return sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch) / max(s.machine.tp, 1) / bw
 
 
+def cublas_dequantizes(record: dict[str, Any], s: Setup) -> bool:
+    """Whether a llama.cpp-family record prefills integer-block weights through an FP16 copy for cuBLAS:
+    builds before MMQ became the default (MMQ_DEFAULT), and Volta cards, which have FP16 but no int8 tensor
+    cores (ggml-cuda mmq.cu ggml_cuda_should_use_mmq: `!fp16_mma_hardware_available(cc) || ne11 <
+    MMQ_DP4A_MAX_BATCH_SIZE`)."""
+    if s.plan.ctx.runtime.family != "llamacpp_like" or not sp.is_quantized(s.plan.ctx.quant):
+        return False
+    gpu = s.plan.first.option.gpu
+    return llamacpp_old_build(record, MMQ_DEFAULT) or (gpu.vendor == "nvidia" and gpu.arch == "volta")
+
+
+def _dequantize_seconds(record: dict[str, Any], s: Setup, prompt: int) -> float:
+    """The FP16 conversion of the weights a cuBLAS prefill of integer-block weights pays once per ubatch
+    (core/speed.py dequantized_bytes), at the card's streaming bandwidth."""
+    if not cublas_dequantizes(record, s):
+        return 0.0
+    ubatch = int((record.get("settings") or {}).get("n_ubatch") or 512)
+    bw = s.machine.bandwidth_gbps * 1e9 * s.machine.decode_efficiency
+    return sp.dequantized_bytes(s.load, s.plan.ctx.model, prompt, ubatch) / max(s.machine.tp, 1) / bw
+
+
 def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
     """Calibration: measured prefill ÷ what the card's dense TFLOPS allow (2 × active params + attention),
     after the attention-score traffic of a prefill without flash attention."""
@@ -578,7 +600,8 @@ def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
     top = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, 1.0, n, s.machine.tp)
     if not top:
         return None
-    left = n / float(record["measured"]) - _unfused_attention_seconds(record, s, n)
+    left = n / float(record["measured"]) - _unfused_attention_seconds(record, s, n) - _dequantize_seconds(
+        record, s, n)
     return (n / top) / left if left > 0 else None
 
 
