@@ -187,3 +187,33 @@ def test_plan_and_launch_line_agree_on_max_num_seqs(run_json):
     big = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--context", "8192")
     # 1024 sampled rows x 128,256 logits cost more than 64 rows: less room on the same card
     assert big["gpus"][0]["free_bytes"] < d["gpus"][0]["free_bytes"]
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("gpu", "extra_gib", "why"), [
+    # Marlin pads gpt-oss's 2,880 x 2,880 experts to 2,944 x 3,072: the 65.97 GiB 'Model loading took' of
+    # vllm-project/vllm#23278 (v0.10.1 on H100, Marlin's warning in the log) less the 60.71 GiB checkpoint
+    ("A100 SXM 80GB", 5.13, "Marlin on Ampere"),
+    ("RTX 5090", 5.13, "Marlin on the GDDR7 Blackwell cards (SM120: no Triton, no FlashInfer MXFP4)"),
+    ("B200", 7.82, "FlashInfer on SM100 pads both dimensions to 256"),
+    ("H100 SXM", 0.0, "current vLLM runs OAI's triton_kernels on Hopper: no padding"),
+])
+def test_vllm_pads_mxfp4_experts_to_the_moe_kernels_tiles(gpu, extra_gib, why):
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.core.weights import weights
+
+    ctx = build_context(PlanInput(model="gpt-oss-120b", runtime="vllm", context=8192))
+    card = default_gpus().get(gpu)
+    padded = memory_for(ctx, 8192, card).weights_bytes - weights(ctx.model, ctx.quant).total_bytes
+    assert padded / GIB == pytest.approx(extra_gib, abs=0.01), why
+    assert memory_for(ctx, 8192).weights_bytes == weights(ctx.model, ctx.quant).total_bytes  # no card: as filed
+
+
+def test_llamacpp_lays_out_the_file_as_it_is():
+    from cardfit.catalog.gpus import default_gpus
+
+    ctx = build_context(PlanInput(model="gpt-oss-120b", runtime="llama.cpp", context=8192, quant="mxfp4"))
+    card = default_gpus().get("A100 SXM 80GB")
+    assert memory_for(ctx, 8192, card).weights_bytes == memory_for(ctx, 8192).weights_bytes

@@ -91,7 +91,8 @@ def test_every_record_is_predicted_or_skipped_with_a_reason(report):
 # (median, p90) of |predicted / measured − 1| per kind.
 HELD = {
     "file_size": (0.002, 0.01),
-    "weights": (0.01, 0.08),
+    # vLLM lays gpt-oss's MXFP4 experts out at its MoE kernel's tiles (Marlin +9 %): median 0.2 %, p90 2.0 %
+    "weights": (0.005, 0.03),
     "kv_cache": (0.005, 0.05),  # the vLLM pools with the profile run's sampler peak: p90 3.0 %
     "compute_buffer": (0.005, 0.03),
     # 11 scored on linked records: median 2.0 %, p90 4.5 % once the profile run's dummy sampler (max_num_seqs

@@ -58,6 +58,9 @@ class RuntimeProfile:
     default_for: tuple[str, ...] = ()
     error_band: str = ""  # the runtime whose validation error band it shares (same engine code); "": its own
     kv_free_fraction: float = 0.0  # TensorRT-LLM: KV pool = this × memory free after weights and workspace
+    # vLLM's MXFP4 MoE kernel, which pads the expert matrices (runtimes/vllm_like.py MXFP4_PAD): "" = the one
+    # the current engine picks by card; validation sets an older engine's ("marlin" before triton_kernels)
+    mxfp4_backend: str = ""
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
     context_tiers: tuple[tuple[float, int], ...] = ()  # Ollama: (min total VRAM GiB, default context)

@@ -77,6 +77,11 @@ class RuntimeModel(Protocol):
         """Weights the runtime keeps in system RAM, not on the card."""
         ...
 
+    def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
+        """Bytes the runtime adds to the file's weights when it lays them out for its kernels on this card
+        (vLLM's MXFP4 MoE kernels pad the expert matrices to their tiles)."""
+        ...
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None) -> int:
         """What the runtime lets itself use on one card."""
         ...
@@ -86,9 +91,12 @@ class RuntimeModel(Protocol):
         ...
 
 
-def estimate(m: ModelSpec, q: Quant | None, runtime: RuntimeModel, s: MemorySettings) -> Memory:
+def estimate(m: ModelSpec, q: Quant | None, runtime: RuntimeModel, s: MemorySettings,
+             gpu: Gpu | None = None) -> Memory:
+    """gpu: the card the weights are laid out for (a runtime's kernels may pad them); None: unpadded."""
     w = weights(m, q)
     host = runtime.host_weights_bytes(m, q)
-    return Memory(w.total_bytes - host, runtime.kv_bytes(m, s), runtime.overhead_bytes(),
+    pad = runtime.weights_padding_bytes(m, q, s, gpu)
+    return Memory(w.total_bytes - host + pad, runtime.kv_bytes(m, s), runtime.overhead_bytes(),
                   runtime.activation_bytes(m, s), w, s.context, s.sequences, s.kv_dtype, host,
                   runtime.profile.unified_memory)

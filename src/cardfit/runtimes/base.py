@@ -52,6 +52,9 @@ class Runtime:
     def host_weights_bytes(self, m: ModelSpec, q: Quant | None) -> int:
         return embedding_bytes(m, q) if self.profile.embeddings_on_host else 0
 
+    def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
+        return 0
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None) -> int:
         """A fraction of the total CUDA reports (nvidia-smi's total less the driver's reserve, runtimes.toml
         cuda_total_shortfall_bytes) when the runtime reserves one (vLLM), else the whole card."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
+from ..catalog.quants import Quant
 from ..catalog.records import record
 from ..core.activations import vllm_profile_bytes
 from ..core.memory import MemorySettings
@@ -17,6 +18,37 @@ from .base import GIB, Runtime
 # The largest --gpu-memory-utilization cardfit suggests: rule of thumb, leaving a little of the card for
 # what vLLM does not count (other processes, allocator fragmentation); vLLM itself accepts up to 1.0.
 MAX_SUGGESTED_UTILIZATION = 0.98
+
+# vLLM's MXFP4 MoE layer (gpt-oss) allocates each expert's gate_up and down matrices at its kernel's tile
+# multiples, (intermediate per rank, hidden) rounded up: vllm/model_executor/layers/quantization/mxfp4.py
+# Mxfp4MoEMethod.create_weights at commit 007d50058a06dec0f82472d63c819244d460c40d
+# (https://github.com/vllm-project/vllm/blob/007d50058a06dec0f82472d63c819244d460c40d/vllm/model_executor/layers/quantization/mxfp4.py).
+# gpt-oss (2,880 x 2,880): Marlin 2,944 x 3,072 (+9.0 % of the expert bytes), FlashInfer on B200 3,072 x 3,072
+# (+13.8 %), Triton none.
+MXFP4_PAD: dict[str, tuple[int, int]] = {
+    "marlin": (128, 256),  # "the moe marlin kernel requires that for each linear n % 256 == 0 and k % 128"
+    "flashinfer-sm100": (256, 256),  # SM100_FI_MXFP4_BF16 / _MXFP8_TRTLLM
+    "rocm": (128, 128),  # get_padding_alignment(): 128 (256 on gfx950)
+    "rocm-gfx950": (256, 256),
+    "triton": (64, 1),  # OAI triton_kernels (Hopper): intermediate to 64 only
+}
+
+
+def mxfp4_backend(gpu: Gpu | None) -> str:
+    """The MXFP4 MoE kernel current vLLM picks on this card (mxfp4.py get_mxfp4_backend at the commit above):
+    FlashInfer on SM100 (B200/B300/GB200: the HBM Blackwell parts), OAI Triton kernels on Hopper (SM90; a
+    dependency of vLLM since the torch 2.9 builds; v0.11.0 lacked it, vllm-project/vllm#26582, so it ran
+    Marlin), Marlin on everything else NVIDIA (Ampere, Ada, the GDDR7 Blackwell SM120 cards), ROCm's padding
+    on AMD."""
+    if gpu is None:
+        return ""
+    if gpu.stack == "rocm":
+        return "rocm-gfx950" if gpu.arch == "cdna4" else "rocm"
+    if gpu.arch == "hopper":
+        return "triton"
+    if gpu.arch == "blackwell" and gpu.memory_type.upper().startswith("HBM"):
+        return "flashinfer-sm100"
+    return "marlin"
 
 
 @record(slots=True)
@@ -27,6 +59,21 @@ class VllmLike(Runtime):
         tokens = s.prefill_chunk or self.padded_context(s.context) * s.sequences
         return vllm_profile_bytes(m, tokens, s.max_num_seqs, s.tp,
                                   sampler_bytes_per_logit=self.profile.sampler_bytes_per_logit)
+
+    def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
+        """MXFP4 experts padded to the MoE kernel's tiles (MXFP4_PAD), on every rank of a tensor-parallel set
+        (each pads its own slice of the intermediate dimension)."""
+        if q is None or getattr(q, "id", "") != "mxfp4" or not (m.is_moe and m.moe_intermediate and m.hidden):
+            return 0
+        backend = self.profile.mxfp4_backend or mxfp4_backend(gpu)
+        if backend not in MXFP4_PAD:
+            return 0
+        inter_mult, hidden_mult = MXFP4_PAD[backend]
+        tp = max(s.tp, 1)
+        inter = -(-m.moe_intermediate // tp)
+        padded = -(-inter // inter_mult) * inter_mult * (-(-m.hidden // hidden_mult) * hidden_mult)
+        extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * (m.layers - m.dense_layers)
+        return round(extra_params * q.bits_per_weight / 8)
 
     def overhead_bytes(self) -> int:
         """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context

@@ -202,7 +202,7 @@ def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
     chunk, seqs = engine_defaults(ctx, gpu)
     s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
                        prefill_chunk=chunk, flash_attn=ctx.flash_attn, max_num_seqs=seqs, tp=tp)
-    return estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s)
+    return estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s, gpu)
 
 
 def requires(q: Quant) -> Feature | None:

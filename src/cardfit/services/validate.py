@@ -253,6 +253,15 @@ def _weights(r: dict[str, Any]) -> tuple[float, str]:
     if host:
         return weights(m, q).total_bytes - host, "file weights minus token_embd (kept on the CPU)"
     tp = _tp(r)
+    if isinstance(adapter(rt), VllmLike):  # as the plan lays them out on the card (MXFP4 expert padding)
+        try:
+            gpu: Gpu | None = _gpu(r)
+        except Skip:
+            gpu = None
+        mem = _vllm_plan(r, gpu, pool=False).memory
+        pad = mem.weights_bytes - weights(m, q).total_bytes
+        return mem.weights_bytes // tp, f"{q.name} checkpoint ÷ tp {tp}" + (
+            f" + {pad / GIB:.2f} GiB kernel padding" if pad else "")
     return _vllm_weights(m, q, tp), f"{q.name} checkpoint ÷ tp {tp}"
 
 
@@ -311,7 +320,7 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     # the record's engine: its max_num_seqs replaces the by-card serve defaults
     profile = replace(rt, max_num_seqs=seqs, max_num_seqs_big_card=0, max_num_seqs_other=0,
                       cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
-                      non_torch_bytes=_non_torch(rt))
+                      non_torch_bytes=_non_torch(rt), mxfp4_backend=_mxfp4_backend(r, gpu))
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or 2048)  # vLLM: the model's
     try:
         split = tp if tp > 1 else None
@@ -321,8 +330,8 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     except CardfitError as e:
         raise Skip(f"plan: {e}") from None
     ctx = replace(ctx, runtime=profile, quant=q)
-    if gpu is None:
-        return VllmPlan(memory_for(ctx, context), 0, tokens, 0, util, tp, "")
+    if not pool:
+        return VllmPlan(memory_for(ctx, context, gpu), 0, tokens, 0, util, tp, gpu.name if gpu else "")
     total = _cuda_total(r, gpu, engine)
     card = replace(gpu, usable_bytes=total + rt.cuda_total_shortfall_bytes)  # the plan's budget starts here
     mem = memory_for(ctx, context, card)
@@ -341,6 +350,19 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
            f" − act {mem.activation_bytes / GIB:.2f} − non-torch {_non_torch(rt) / GIB:.2f}"
            f" − graphs {graphs / GIB:.2f} GiB")
     return p.pool_bytes, how
+
+
+def _mxfp4_backend(r: dict[str, Any], gpu: Gpu | None) -> str:
+    """The record's MXFP4 MoE kernel: as its log names it (settings.mxfp4_backend), else the engine's pick
+    by card, except on Hopper before vLLM 0.12: the OAI triton_kernels package was not installed with vLLM
+    0.11 (vllm-project/vllm#26582, 'which triton-kernels version for MXFP4 Triton backend?', v0.11.0), so
+    mxfp4.py fell back to Marlin (the log of vllm-project/vllm#23278, v0.10.1, prints Marlin's warning)."""
+    given = str(_settings(r).get("mxfp4_backend") or "")
+    if given:
+        return given
+    if gpu is not None and gpu.arch == "hopper" and _vllm_version(r) < (0, 12):
+        return "marlin"
+    return ""
 
 
 def _non_torch(rt: RuntimeProfile) -> int:
