@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..catalog.records import record
-from .speed import Load, Machine, step
+from .speed import Load, Machine, link_seconds, step
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
 
@@ -108,9 +108,19 @@ def _hop_s(r: Replica, tokens: float) -> float:
 def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
     micro_decode = math.ceil(decode / r.pp) if decode else 0
-    load, b = _mixed(r.load, micro_decode, prompt_tokens / r.pp, r.prefill_flops_per_token / r.pp)
-    t = step(load, r.machine, b).seconds
-    return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + prompt_tokens / r.pp)
+    micro_prompt = prompt_tokens / r.pp
+    load, b = _mixed(r.load, micro_decode, micro_prompt, r.prefill_flops_per_token / r.pp)
+    t = step(load, r.machine, b).seconds + _prompt_link_s(load, r.machine, b, micro_prompt)
+    return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
+
+
+def _prompt_link_s(load: Load, mc: Machine, b: int, prompt_tokens: float) -> float:
+    """Tensor parallel all-reduces the hidden state of every token of the step, the prompt chunk's too
+    (`step` sizes the messages by the `b` decoding sequences only): the transfer of the prompt tokens' share,
+    the per-call latency being paid once already."""
+    if mc.tp <= 1 or prompt_tokens <= 0:
+        return 0.0
+    return link_seconds(load, mc, b + math.ceil(prompt_tokens)) - link_seconds(load, mc, b)
 
 
 def tpot_s(r: Replica, w: Workload, batch: float) -> float:

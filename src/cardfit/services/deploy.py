@@ -113,6 +113,7 @@ class Candidate:
     kv_tokens: int  # KV pool per replica, tokens (pessimistic: after the need's error bar)
     margin_bytes: int  # the need's error bar (data/accuracy.toml), kept free
     inp: DeployInput
+    chunk_tokens: int = 0  # token budget of a step; 0: the runtime's default (the plan's prefill chunk)
 
     @property
     def cards(self) -> int:
@@ -121,7 +122,7 @@ class Candidate:
     @cached_property
     def replica(self) -> sv.Replica:
         """Built when first timed: most candidates are never timed (search stops on price)."""
-        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs)
+        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs, self.chunk_tokens)
 
 
 @record
@@ -303,13 +304,10 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
-                    pool = fitting.kv_room(mem, opt.budget_bytes, count) - margin
-                    if rt.kv_free_fraction:
-                        pool = int(pool * rt.kv_free_fraction)
-                    if pool < mem.kv_cache_bytes * copies:  # one whole request must fit
+                    pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin)
+                    if pooled is None:  # one whole request must fit
                         continue
-                    seqs = min(rt.max_num_seqs, int(pool // (per_seq * copies)))
-                    tokens = int(pool / copies / max(mem.kv_cache_bytes / max(mem.context, 1), 1))
+                    seqs, tokens = min(rt.max_num_seqs, pooled[0]), pooled[1]
                 else:
                     seqs, tokens = s.slots, mem.context * s.slots
                 if seqs < 1 or gpu.bandwidth_gbps is None:
@@ -319,11 +317,26 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     return out
 
 
-def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int) -> sv.Replica:
+def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile, per_seq: int,
+            margin: int = 0) -> tuple[int, int] | None:
+    """A paged runtime's KV pool on a set, once the weights, every card's fixed bytes and `margin` (the need's
+    error bar; 0 for the point estimate) are in: (sequences whose tokens in flight fit, tokens per copy), or
+    None when not even one whole request of `mem.context` tokens fits (the engine refuses to start)."""
+    pool = fitting.kv_room(mem, opt.budget_bytes, count) - margin
+    if rt.kv_free_fraction:
+        pool = int(pool * rt.kv_free_fraction)
+    if pool < mem.kv_cache_bytes * copies:
+        return None
+    return (int(pool // max(per_seq * copies, 1)),
+            int(pool / copies / max(mem.kv_cache_bytes / max(mem.context, 1), 1)))
+
+
+def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
+             chunk_tokens: int = 0) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
     w = request(inp)
     whole = served.load(s.ctx, s.mem, w)
-    return served.replica(s.ctx, whole, served.machine(s.ctx, gpu, tp), w, pp, seqs)
+    return served.replica(s.ctx, whole, served.machine(s.ctx, gpu, tp), w, pp, seqs, chunk_tokens)
 
 
 # --- timing and choosing -----------------------------------------------------------------------------
@@ -671,20 +684,22 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0)
     from ..core.constants import snapshot
 
+    rt = default_runtimes().get(inp.runtime or "")
+    budget, first = record_schedule(r, rt)
     # the TTFT, TPOT and throughput records of a run share one timing (per set of constants: validation refits
     # them without each source)
-    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot())
+    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(), budget)
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
-        rt = default_runtimes().get(inp.runtime or "")
-        b = _bench(res.cand.replica, inp, users, requests, prefill_first(rt, st.get("version")),
-                   bool(r.get("fixed_lengths", True)), snapshot())
+        b = _bench(res.cand.replica, inp, users, requests, first, bool(r.get("fixed_lengths", True)),
+                   snapshot())
         value = {"ttft_ms": (b.ttft_median_s if r.get("statistic") == "median" else b.ttft_mean_s) * 1e3,
                  "tpot_ms": b.tpot_mean_s * 1e3, "itl_ms": b.tpot_mean_s * 1e3,
                  "output_tokens_per_s": b.output_tokens_per_s, "request_throughput": b.requests_per_s}[metric]
-        order = "prefill-first" if prefill_first(rt, st.get("version")) else "decode-first"
-        return value, f"{how}; {r['load']} load, {requests} requests at {users} in flight, {order} scheduler"
+        order = "prefill-first" if first else "decode-first"
+        return value, (f"{how}; {r['load']} load, {requests} requests at {users} in flight, {order} "
+                       f"scheduler, {res.cand.replica.chunk_tokens:,} tokens a step")
     sv_ = res.served
     value = {"ttft_ms": sv_.ttft_mean_s * 1e3, "tpot_ms": sv_.tpot_s * 1e3, "itl_ms": sv_.tpot_s * 1e3,
              "output_tokens_per_s": res.served_tokens_per_s,
@@ -692,6 +707,43 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if r.get("statistic") in ("p90",) and metric == "ttft_ms":
         value = sv_.ttft_s * 1e3
     return value, how
+
+
+def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
+    """(tokens a step may carry, whether waiting prompts run before the decodes) as the record's engine ran:
+    the budget the record states (max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang
+    chunked_prefill_size), else the engine's default; 0 = the runtime's default on the card.
+
+    vLLM's V0 engine (before 0.8, services/validate.py _vllm_batched_tokens) schedules waiting prompts first
+    with a budget of max(max_model_len, 2048) tokens, unless it turns chunked prefill on (max_model_len above
+    32K), which schedules the running decodes first and fills the budget (512 tokens before 0.7, 2048 from it)
+    with prompt chunks; models with MLA attention ran V0 with chunked prefill forced off (vllm/config.py,
+    VllmConfig.__post_init__, v0.7.1-v0.7.3: 'MLA is enabled; forcing chunked prefill and prefix caching to
+    be disabled', logged by vLLM 0.7.3 in https://github.com/vllm-project/vllm-ascend/issues/348)."""
+    st = r.get("settings") or {}
+    given = st.get("max_num_batched_tokens") or st.get("max_num_tokens") or st.get("chunked_prefill_size")
+    first = prefill_first(rt, st.get("version"))
+    if rt.id != "vllm" or not first:
+        return int(given or 0), first
+    from ..catalog.models import default_models
+    from .validate import _vllm_batched_tokens
+
+    m = default_models().find(r["model"])
+    ctx = int(st.get("max_model_len") or (m.max_context if m is not None else 0) or 2048)
+    if given:
+        budget = int(given)
+    elif m is not None and m.attention == "mla" and engine_version(r) >= (0, 7):
+        return max(ctx, 2048), True
+    else:
+        budget = _vllm_batched_tokens({"settings": {"vllm_version": st.get("version")}, "context": ctx}, rt,
+                                      None)
+    return budget, not (ctx > rt.v0_chunked_prefill_above)
+
+
+def engine_version(r: dict[str, Any]) -> tuple[int, int]:
+    from .speed import engine_version as stated
+
+    return stated(r) or (99, 0)
 
 
 def prefill_first(rt: RuntimeProfile, version: Any = None) -> bool:
@@ -717,18 +769,32 @@ def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, fir
 
 @lru_cache(maxsize=256)
 def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
-           constants: tuple[tuple[str, float], ...] = ()) -> tuple[Result, str]:
+           constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0) -> tuple[Result, str]:
+    from .plan import engine_defaults, memory_for
+
     check(inp)
     rt = default_runtimes().get(inp.runtime or "")
     sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
     s = sets[0]
-    gpu = s.ctx.gpus.get(gpu_name)
+    ctx, m = s.ctx, s.ctx.model
+    gpu = ctx.gpus.get(gpu_name)
+    s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the record's card, as the search does
     cards = tp * pp
-    seqs = cap or max(int(inp.users or 0), rt.max_num_seqs if rt.paged_kv else 1)
-    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp,
-                  fitting.check(s.mem, gpu, cards, s.ctx.engine, s.ctx.rules, model=s.ctx.model, tp=tp),
-                  seqs, None, 0, 0, inp)
+    opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
+                        tp=tp, pp=pp)
+    seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
+    pooled = None
+    if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
+        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=_in_flight(inp), sequences=1,
+                                                        kv_dtype=s.mem.kv_dtype))
+        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
+        if pooled is not None:
+            seqs = max(1, min(seqs, pooled[0]))
+    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, None,
+                  pooled[1] if pooled else 0, 0, inp, chunk_tokens)
     res = evaluate(inp, c, 1, targets(inp))
-    how = (f"deploy timing: {cards}x {gpu.name} TP {tp} PP {pp}, {rt.id}, {s.ctx.quant.name}, "
-           f"{res.served.batch:.1f} sequences decoding, {'stable' if res.served.stable else 'overloaded'}")
+    held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp} PP {pp}, {rt.id}, {ctx.quant.name}, "
+           f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
+           f"{'stable' if res.served.stable else 'overloaded'}")
     return res, how

@@ -80,12 +80,14 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
     return mc
 
 
-def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, seqs: int) -> sv.Replica:
+def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, seqs: int,
+            chunk_tokens: int = 0) -> sv.Replica:
     """One copy: `pp` pipeline stages (runtimes that pipeline; a layer split runs one card at a time and is
-    timed as one stage) of `mc`, scheduling at most `seqs` sequences."""
+    timed as one stage) of `mc`, scheduling at most `seqs` sequences and `chunk_tokens` tokens a step
+    (default: the plan's prefill chunk)."""
     stages = pp if ctx.runtime.pipeline_parallel else 1
     return sv.Replica(sv.stage(whole, stages), mc, sp.decode_flops_per_token(ctx.model, w.input_tokens // 2),
-                      ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
+                      chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
                       NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0)
 
 
