@@ -51,6 +51,15 @@ def mxfp4_backend(gpu: Gpu | None) -> str:
     return "marlin"
 
 
+def v0_batched_tokens(version: tuple[int, int], max_model_len: int, chunked_above: int) -> tuple[int, bool]:
+    """vLLM's V0 engine (before 0.8): (max_num_batched_tokens, chunked prefill on). The API server turns
+    chunked prefill on for max_model_len above `chunked_above` (32K, EngineArgs v0.5-v0.7), with chunks of
+    512 tokens before v0.7 and 2048 from it; otherwise a step holds max(max_model_len, 2048) tokens."""
+    if max_model_len > chunked_above:
+        return (2048 if version >= (0, 7) else 512), True
+    return max(max_model_len, 2048), False
+
+
 @record(slots=True)
 class VllmLike(Runtime):
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:

@@ -723,21 +723,17 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     st = r.get("settings") or {}
     given = st.get("max_num_batched_tokens") or st.get("max_num_tokens") or st.get("chunked_prefill_size")
     first = prefill_first(rt, st.get("version"))
-    if rt.id != "vllm" or not first:
+    if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
         return int(given or 0), first
     from ..catalog.models import default_models
-    from .validate import _vllm_batched_tokens
+    from ..runtimes.vllm_like import v0_batched_tokens
 
     m = default_models().find(r["model"])
     ctx = int(st.get("max_model_len") or (m.max_context if m is not None else 0) or 2048)
-    if given:
-        budget = int(given)
-    elif m is not None and m.attention == "mla" and engine_version(r) >= (0, 7):
-        return max(ctx, 2048), True
-    else:
-        budget = _vllm_batched_tokens({"settings": {"vllm_version": st.get("version")}, "context": ctx}, rt,
-                                      None)
-    return budget, not (ctx > rt.v0_chunked_prefill_above)
+    if m is not None and m.attention == "mla" and engine_version(r) >= (0, 7):
+        return int(given or max(ctx, 2048)), True
+    budget, chunked = v0_batched_tokens(engine_version(r), ctx, rt.v0_chunked_prefill_above)
+    return int(given or budget), not chunked
 
 
 def engine_version(r: dict[str, Any]) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from ..core.uncertainty import band_group
 from ..core.weights import weights
 from ..errors import CardfitError, InputError
 from ..runtimes import adapter
-from ..runtimes.vllm_like import VllmLike
+from ..runtimes.vllm_like import VllmLike, v0_batched_tokens
 from ..units import rounded
 from .inputs import Input, opt
 
@@ -409,9 +409,7 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
         return int(s["max_num_batched_tokens"])
     if _vllm_v0(r):
         ctx = int(r.get("context") or s.get("max_model_len") or 2048)
-        if ctx > rt.v0_chunked_prefill_above:
-            return 2048 if _vllm_version(r) >= (0, 7) else 512
-        return max(ctx, 2048)
+        return v0_batched_tokens(_vllm_version(r), ctx, rt.v0_chunked_prefill_above)[0]
     return _vllm_like(rt).serve_batched_tokens(gpu)
 
 
