@@ -218,3 +218,17 @@ def test_llamacpp_lays_out_the_file_as_it_is():
     ctx = build_context(PlanInput(model="gpt-oss-120b", runtime="llama.cpp", context=8192, quant="mxfp4"))
     card = default_gpus().get("A100 SXM 80GB")
     assert memory_for(ctx, 8192, card).weights_bytes == memory_for(ctx, 8192).weights_bytes
+
+
+@pytest.mark.parametrize(("gpu", "tp", "gib"), [
+    ("H200 SXM", 8, 4.5),  # 2 communicators x NCCL's nvlsTotalSize 2,415,919,104 B (vllm-project/vllm#9699)
+    ("H100 SXM", 4, 2.25),
+    ("H100 SXM", 2, 0.0),  # NCCL uses NVLS only above 2 ranks
+    ("A100 SXM 80GB", 8, 0.0),  # NVLink SHARP needs third-generation NVSwitch (Hopper and later)
+    ("L40S", 8, 0.0),  # PCIe
+])
+def test_nccl_nvls_buffers_need_nvswitch_and_more_than_two_ranks(gpu, tp, gib):
+    from cardfit.catalog.gpus import default_gpus
+
+    engine = adapter(default_runtimes().get("vllm"))
+    assert engine.nvls_bytes(default_gpus().get(gpu), tp, 2) / GIB == pytest.approx(gib)

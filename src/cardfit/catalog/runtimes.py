@@ -103,6 +103,11 @@ class RuntimeProfile:
     max_num_seqs_big_card: int = 0
     max_num_seqs_other: int = 0
     v0_chunked_prefill_above: int = 0  # vLLM V0 API server: chunked prefill above this max_model_len
+    # NCCL NVLink SHARP (NVLS) buffers on NVSwitch Hopper/Blackwell sets of more than 2 ranks: bytes per rank
+    # of the group, per communicator (runtimes/vllm_like.py nvls_bytes), and the NCCL communicators vLLM V0
+    # opened over the tensor-parallel group before its memory baseline
+    nvls_bytes_per_rank: int = 0
+    nccl_communicators_v0: int = 0
     n_batch: int = 0  # llama.cpp logical batch
     n_ubatch: int = 0  # llama.cpp physical batch (the compute buffer's graph)
     gpu_overhead_bytes: int = 0  # Ollama: OLLAMA_GPU_OVERHEAD default

@@ -113,6 +113,13 @@ class VllmLike(Runtime):
         rt = self.profile
         return (rt.max_num_seqs_big_card if self.big_card(gpu) else rt.max_num_seqs_other) or rt.max_num_seqs
 
+    def nvls_bytes(self, gpu: Gpu | None, tp: int, communicators: int) -> int:
+        """NCCL's NVLink SHARP buffers per card: NCCL turns NVLS on for more than 2 ranks on NVSwitch
+        Hopper/Blackwell (vllm-project/vllm#9699); each communicator maps nvlsPerRankSize x ranks."""
+        if gpu is None or tp <= 2 or gpu.interconnect != "nvlink" or gpu.arch not in ("hopper", "blackwell"):
+            return 0
+        return communicators * tp * self.profile.nvls_bytes_per_rank
+
     def cuda_total(self, gpu: Gpu) -> int:
         """The card's memory as the engine sees it (torch.cuda.mem_get_info total)."""
         return gpu.usable_bytes - self.profile.cuda_total_shortfall_bytes

@@ -320,7 +320,8 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     # the record's engine: its max_num_seqs replaces the by-card serve defaults
     profile = replace(rt, max_num_seqs=seqs, max_num_seqs_big_card=0, max_num_seqs_other=0,
                       cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
-                      non_torch_bytes=_non_torch(rt), mxfp4_backend=_mxfp4_backend(r, gpu))
+                      non_torch_bytes=_non_torch(rt) + _v0_nvls(r, rt, gpu, tp),
+                      mxfp4_backend=_mxfp4_backend(r, gpu))
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or 2048)  # vLLM: the model's
     try:
         split = tp if tp > 1 else None
@@ -350,6 +351,14 @@ def _vllm_pool(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[int
            f" − act {mem.activation_bytes / GIB:.2f} − non-torch {_non_torch(rt) / GIB:.2f}"
            f" − graphs {graphs / GIB:.2f} GiB")
     return p.pool_bytes, how
+
+
+def _v0_nvls(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None, tp: int) -> int:
+    """V0 measured its memory baseline before NCCL started: NVLS buffers of a > 2-rank NVSwitch set came out
+    of the KV pool (data/runtimes.toml nvls_bytes_per_rank); V1 starts NCCL before its snapshot."""
+    if not _vllm_v0(r):
+        return 0
+    return _vllm_like(rt).nvls_bytes(gpu, tp, rt.nccl_communicators_v0)
 
 
 def _mxfp4_backend(r: dict[str, Any], gpu: Gpu | None) -> str:
