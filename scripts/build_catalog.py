@@ -97,6 +97,8 @@ def apple_rows(chip: dict[str, Any], rule: dict[str, Any]) -> list[dict[str, Any
             "usable_source": (f"macOS default GPU wired limit for {gib} GiB of unified memory: "
                               f"{num}/{den} x {gib} GiB = {usable / MIB:,.2f} MiB. " + rule["source"]),
             "memory_type": chip["memory_type"], "bandwidth_gbps": chip["bandwidth_gbps"],
+            **({"stream_gbps": chip["stream_gbps"], "stream_source": chip["stream_source"]}
+               if chip.get("stream_gbps") else {}),
             "fp8": False, "bf16": chip.get("bf16", True), "fp4": False, "interconnect": "none",
             "max_count": 1, "unified_memory": True,
             "source": chip["source"] + variant + ". Apple publishes no tensor TFLOPS: prefill speed is not "

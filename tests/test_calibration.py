@@ -144,7 +144,10 @@ def test_a_record_of_a_source_nobody_fits_on_keeps_its_prediction(report):
 # (median, p90 of over-prediction). Targets of the accuracy issue where not met yet: decode 10 %, prefill
 # 15 %, aggregate 15 %, p90 of over-prediction 20 %.
 HELD_LOO = {
-    "decode": (0.085, 0.55),
+    # 0.082 / 0.537 before llama.cpp's pre-2024-05 builds on HBM cards (A100, H100 PCIe) got their own
+    # bandwidth share and the M1 Max its measured GPU read rate: 5.7 % / 22.2 % now, the 34 HBM records
+    # without an out-of-sample figure (one source measures that share)
+    "decode": (0.06, 0.23),
     "prefill": (0.145, 0.26),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
     # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss

@@ -38,6 +38,10 @@ class Gpu:
     usable_source: str = ""
     memory_type: str = ""
     bandwidth_gbps: float | None = None
+    # GB/s the GPU's own cores were measured to read where they cannot saturate the memory bus (Apple M1 Max:
+    # 400 GB/s fabric, far less reached by its GPU); decode streams at most this; None: the bus figure holds
+    stream_gbps: float | None = None
+    stream_source: str = ""
     fp16_tflops: float | None = None
     bf16_tflops: float | None = None
     fp8_tflops: float | None = None

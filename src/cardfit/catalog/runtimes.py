@@ -81,6 +81,8 @@ class RuntimeProfile:
     decode_overhead_us_per_sequence_v0: float = 0.0
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
     decode_overhead_us_per_layer_v0: float = 0.0
+    # the share of an HBM card's bandwidth the weight kernels of those builds stream (0: decode_efficiency)
+    decode_efficiency_hbm_v0: float = 0.0
     # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
     # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
     # decode-first engines schedule the running decodes first and fill the rest of the step's token budget

@@ -170,6 +170,15 @@ class Machine:
     compute_efficiency: float = 1.0
     ram_bandwidth_gbps: float = 0.0
     ram_efficiency: float = 1.0
+    # the read rate the card's own cores were measured to reach where it is below bandwidth × efficiency
+    # (a GPU that cannot saturate its memory bus: catalog field gpus stream_gbps); 0 = no such limit
+    stream_gbps: float = 0.0
+
+    @property
+    def read_bytes_per_s(self) -> float:
+        """Bytes per second a decode step streams from VRAM on one card."""
+        rate = self.bandwidth_gbps * self.decode_efficiency
+        return min(rate, self.stream_gbps) * 1e9 if self.stream_gbps else rate * 1e9
 
 
 @record(slots=True)
@@ -248,12 +257,12 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     )
     gpu = weights - cpu + b * load.kv_bytes
     tp = max(mc.tp, 1)
-    memory_s = gpu / tp / (mc.bandwidth_gbps * 1e9 * mc.decode_efficiency)
+    memory_s = gpu / tp / mc.read_bytes_per_s
     if cpu:
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
-    kv_s = b * load.kv_bytes / tp / (mc.bandwidth_gbps * 1e9 * mc.decode_efficiency)
+    kv_s = b * load.kv_bytes / tp / mc.read_bytes_per_s
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
                 load.layers * mc.overhead_s_per_layer + (b - 1) * mc.overhead_s_per_sequence,
                 link_seconds(load, mc, b), kv_s)
@@ -373,7 +382,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  interconnect=gpu.interconnect, decode_efficiency=decode_efficiency or 1.0,
                  overhead_s_per_layer=overhead_s_per_layer, overhead_s_per_sequence=overhead_s_per_sequence,
                  compute_efficiency=prefill_efficiency or 1.0,
-                 ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0)
+                 ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
+                 stream_gbps=gpu.stream_gbps or 0.0)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
     b = max(sequences, 1)
     aggregate = (
@@ -427,7 +437,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
                    overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
                    compute_efficiency=compute or k("prefill_efficiency") or 1.0,
-                   ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0)
+                   ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
+                   stream_gbps=gpu.stream_gbps or 0.0)
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their

@@ -110,6 +110,19 @@ def _llamacpp_generation(current: bool, change: str = "CUDA_GRAPHS") -> Callable
     return ok
 
 
+def _hbm(want: bool) -> Callable[[Record], bool]:
+    """Records on a card with HBM (services/speed.py on_hbm) or without."""
+    def ok(r: Record) -> bool:
+        from ..errors import CardfitError
+        from .speed import on_hbm, record_setup
+
+        try:
+            return on_hbm(record_setup(r)) is want
+        except CardfitError:
+            return False
+    return ok
+
+
 def _non_torch(r: Record) -> float | None:
     return float(r["measured"])
 
@@ -125,10 +138,15 @@ FITS: tuple[Fit, ...] = (
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, "
         "builds from May 2024 on (CUDA graphs)"),
     Fit("llama.cpp", "decode_overhead_us_per_layer_v0",
-        _both(_is("decode", "llama.cpp"), _llamacpp_generation(False)),
+        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(False)),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
-        "the same for llama.cpp builds before May 2024 (no CUDA graphs)",
+        "the same for llama.cpp builds before May 2024 (no CUDA graphs), cards without HBM",
         prior="llama.cpp.decode_overhead_us_per_layer"),
+    Fit("llama.cpp", "decode_efficiency_hbm_v0",
+        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(True)),
+        _speed("implied_decode_efficiency"), 3, ("ollama",),
+        "share of an HBM card's bandwidth the single-stream decode of those builds implies, after their "
+        "per-layer time"),
     Fit("llama.cpp", "prefill_efficiency",
         _both(_is("prefill", "llama.cpp", offload=None), _fp16_gemm(True)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),

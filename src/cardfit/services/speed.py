@@ -494,6 +494,13 @@ def llamacpp_old_build(record: dict[str, Any], change: tuple[int, str] = CUDA_GR
     return str(record.get("date") or "9999") < change[1]
 
 
+def on_hbm(s: Setup) -> bool:
+    """Whether the record's card has HBM (A100, H100 ...): llama.cpp's matrix-vector kernels of builds before
+    May 2024 stream a smaller share of its bandwidth than of a GDDR card's (runtimes.toml
+    decode_efficiency_hbm_v0, fitted on the records)."""
+    return s.plan.first.option.gpu.memory_type.upper().startswith("HBM")
+
+
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     """A record of an older engine generation pays that generation's constants: vLLM before 0.6 its
     per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before mid-2024
@@ -507,6 +514,9 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     if rt.decode_overhead_us_per_layer_v0 and llamacpp_old_build(record):
         per = value(rt.id, "decode_overhead_us_per_layer_v0", rt.decode_overhead_us_per_layer_v0)
         s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
+        if rt.decode_efficiency_hbm_v0 and on_hbm(s) and record.get("kind") in ("decode", "aggregate_decode"):
+            eff = value(rt.id, "decode_efficiency_hbm_v0", rt.decode_efficiency_hbm_v0)
+            s = replace(s, machine=replace(s.machine, decode_efficiency=eff))
     if cublas_dequantizes(record, s):  # the FP16 GEMM of float weights, after the FP16 copy
         eff = value(rt.id, "prefill_efficiency", rt.prefill_efficiency)
         s = replace(s, machine=replace(s.machine, compute_efficiency=eff))
@@ -554,6 +564,22 @@ def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
     return rest / s.load.layers * 1e6
 
 
+def implied_decode_efficiency(record: dict[str, Any]) -> float | None:
+    """Calibration: the share of the card's bandwidth a single-stream decode record implies for its VRAM
+    bytes, after the per-layer time of its engine generation (runtimes.toml decode_efficiency_hbm_v0)."""
+    from dataclasses import replace
+
+    try:
+        s = engine_generation(record, record_setup(record))
+    except CardfitError:
+        return None
+    full = sp.step(s.load, replace(s.machine, decode_efficiency=1.0, stream_gbps=0.0), 1)
+    if full.cpu_bytes:
+        return None
+    rest = 1 / float(record["measured"]) - full.overhead_s - full.link_s
+    return full.memory_s / rest if rest > 0 else None
+
+
 def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) -> float:
     """The attention-score traffic of a llama.cpp prefill without flash attention (core/speed.py
     attention_score_bytes) at the card's streaming bandwidth: records that say flash_attn = false, and builds
@@ -564,8 +590,8 @@ def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) ->
     if settings.get("flash_attn") is not False and not llamacpp_old_build(record, MMQ_DEFAULT):
         return 0.0
     ubatch = int(settings.get("n_ubatch") or 512)
-    bw = s.machine.bandwidth_gbps * 1e9 * s.machine.decode_efficiency
-    return sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch) / max(s.machine.tp, 1) / bw
+    scores = sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch)
+    return scores / max(s.machine.tp, 1) / s.machine.read_bytes_per_s
 
 
 def cublas_dequantizes(record: dict[str, Any], s: Setup) -> bool:
