@@ -35,9 +35,9 @@ def plan(p: Any, inp: Any, unit: str, top: int) -> None:
 
 def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
     from ..units import fmt_bytes, fmt_tokens
-    from .render import console, gpu_table, memory_table
+    from .render import gpu_table, memory_table, plan_console
 
-    c = console()
+    c = plan_console()
     m, i = r["model"], r["inputs"]
     tag = f" ({m['ollama_tag']})" if m["ollama_tag"] else ""
     c.print(f"[bold]{m['name']}[/]{tag} · {i['quant']} · runtime {i['runtime']} · context "
@@ -74,6 +74,7 @@ def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
         c.print(f"[dim]note: {note}[/]")
     c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as "
             "the driver reports them.[/]")
+    c.flush()
 
 
 def _print_cost(c: Any, cost: dict[str, Any]) -> None:

@@ -1,25 +1,40 @@
-"""Rich rendering for people. Only imported when a table is printed."""
+"""Text rendering for people. Only imported when a table is printed; rich is imported only by the commands
+that print through it (`cardfit plan` prints through cli/console.py, which writes rich's bytes without it)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from ..units import fmt_bytes, fmt_rate, fmt_tokens, fmt_usd
+from .console import Console as PlanConsole
+from .console import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 VERDICT_STYLE = {"fits": "green", "tight": "yellow", "offload": "magenta", "no": "red"}
 
 
-def console() -> Console:
-    """A terminal's own width; 120 columns (or $COLUMNS) when the output goes to a pipe or file."""
+def width() -> int | None:
+    """A terminal's own width (None: rich finds it); 120 columns (or $COLUMNS) when the output goes to a pipe
+    or file."""
     import os
     import sys
 
-    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 120)
+    return None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 120)
+
+
+def console() -> Console:
+    """rich's console at `width()`."""
+    from rich.console import Console
+
     # no emoji codes: ":name:" in a model tag is text (and the 5 ms table of codes stays unloaded)
-    return Console(highlight=False, soft_wrap=False, width=width, emoji=False)
+    return Console(highlight=False, soft_wrap=False, width=width(), emoji=False)
+
+
+def plan_console() -> PlanConsole:
+    """The console `cardfit plan` prints to: rich's bytes at `width()` (cli/console.py); call flush()."""
+    return PlanConsole(width())
 
 
 def verdict_text(v: str) -> str:
@@ -27,7 +42,7 @@ def verdict_text(v: str) -> str:
 
 
 def memory_table(mem: dict[str, Any], unit: str) -> Table:
-    t = Table(title=None, show_header=True, header_style="bold", box=None, pad_edge=False)
+    t = Table(header_style="bold")
     t.add_column("memory")
     t.add_column(unit, justify="right")
     t.add_column("likely range", justify="right", style="dim")
@@ -84,14 +99,14 @@ def _rate(r: dict[str, Any]) -> str:
 
 def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
     """Ranked cards; a context column appears when the runtime picks a different context per card (Ollama)."""
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t = Table(header_style="bold")
     per_card_context = len({r["context"] for r in rows[:limit]}) > 1
     cols = [("#", "right"), ("GPU", "left"), ("cards", "right"), (f"usable {unit}", "right"),
             (f"free {unit}", "right"), ("verdict", "left"), ("$/month", "right"), ("tok/s", "right")]
     if per_card_context:
         cols.insert(3, ("context", "right"))
     for col, just in cols:
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+        t.add_column(col, justify=just)
     for i, r in enumerate(rows[:limit], 1):
         cards = str(r["count"]) if r["nodes"] == 1 else f"{r['count']} ({r['nodes']} nodes)"
         verdict = verdict_text(r["verdict"])
