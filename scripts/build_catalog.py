@@ -80,8 +80,20 @@ def card_row(c: dict[str, Any]) -> dict[str, Any]:
     return out | row
 
 
-def apple_rows(chip: dict[str, Any], rule: dict[str, Any]) -> list[dict[str, Any]]:
+def apple_rate(chip: dict[str, Any], rate: dict[str, Any]) -> tuple[float | None, str]:
+    """FP16 = FP32 TFLOPS of the chip's GPU: cores x lanes x 2 FLOPs (an FMA) x clock ([apple_rate])."""
+    if not chip.get("gpu_ghz"):
+        return None, ("Apple publishes no GPU clock for this chip and none was measured: prefill speed is "
+                      "not estimated (pass --tflops).")
+    tflops = round(chip["gpu_cores"] * rate["lanes"] * 2 * chip["gpu_ghz"] / 1000, 2)
+    cores, lanes, ghz = chip["gpu_cores"], rate["lanes"], chip["gpu_ghz"]
+    return tflops, (f"GPU: {cores} cores x {lanes} FP32 lanes x 2 x {ghz} GHz = {tflops} TFLOPS, FP16 at the "
+                    f"same rate ({rate['source']}); no tensor cores.")
+
+
+def apple_rows(chip: dict[str, Any], rule: dict[str, Any], rate: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
+    tflops, why = apple_rate(chip, rate)
     for gib in chip["memory_gib"]:
         num, den = rule["small_fraction"] if gib <= rule["small_max_gib"] else rule["large_fraction"]
         usable = int(Fraction(gib * 2**30) * num / den)
@@ -99,10 +111,10 @@ def apple_rows(chip: dict[str, Any], rule: dict[str, Any]) -> list[dict[str, Any
             "memory_type": chip["memory_type"], "bandwidth_gbps": chip["bandwidth_gbps"],
             **({"stream_gbps": chip["stream_gbps"], "stream_source": chip["stream_source"]}
                if chip.get("stream_gbps") else {}),
+            "fp16_tflops": tflops, "gpu_cores": chip.get("gpu_cores"),
             "fp8": False, "bf16": chip.get("bf16", True), "fp4": False, "interconnect": "none",
             "max_count": 1, "unified_memory": True,
-            "source": chip["source"] + variant + ". Apple publishes no tensor TFLOPS: prefill speed is not "
-                      "estimated. " + rule["overhead_note"],
+            "source": chip["source"] + variant + ". " + why + " " + rule["overhead_note"],
         })
     return rows
 
@@ -111,7 +123,7 @@ def build_gpus() -> str:
     src = tomllib.loads((SOURCES / "gpus.toml").read_text(encoding="utf-8"))
     rows = [card_row(c) for c in src["card"]]
     for chip in src["apple"]:
-        rows += apple_rows(chip, src["apple_rule"])
+        rows += apple_rows(chip, src["apple_rule"], src["apple_rate"])
     return HEADER.format(src="gpus.toml") + "\n" + "\n".join(_table("gpu", r) for r in rows)
 
 

@@ -148,7 +148,7 @@ HELD_LOO = {
     # bandwidth share and the M1 Max its measured GPU read rate: 5.7 % / 22.2 % now, the 34 HBM records
     # without an out-of-sample figure (one source measures that share)
     "decode": (0.06, 0.23),
-    "prefill": (0.145, 0.26),
+    "prefill": (0.105, 0.18),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
     # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss
     # records at 4 and 10 sequences and the SGLang one at 1,010 are now over-predicted by 19-68 %
@@ -186,3 +186,32 @@ def test_cli_json_has_the_out_of_sample_keys(run_json):
     k = d["kinds"]["decode"]
     assert k["loo_median_abs_error"] >= k["median_abs_error"] * 0.5
     assert all("loo_error" in r for r in d["records"])
+
+
+def test_apple_prefill_runs_at_the_shader_rate_of_the_gpu_size_measured():
+    """Apple GPUs have no tensor cores: prefill is the FP16 = FP32 shader rate times llama.cpp's Metal share.
+    XiongjieDai's M2 Ultra is the 76-core GPU; the catalog row counts the 60-core one, so the record's rate is
+    scaled per core, and its prefill uses the Metal constant, not the CUDA ones."""
+    from cardfit.services.speed import record_prefill_field, record_setup
+
+    r = {x["id"]: x for x in all_records()}["xd-m2ultra76coregpu192gb-llama3.1-8b-f16-pp512"]
+    s = record_setup(r)
+    assert s.tflops == pytest.approx(21.47 * 76 / 60, rel=1e-6)
+    assert record_prefill_field(r) == "prefill_efficiency_metal"
+    assert s.machine.compute_efficiency == stored()["llama.cpp.prefill_efficiency_metal"]
+
+
+def test_a_card_short_of_power_for_its_peak_prefills_at_its_rate_per_watt():
+    """An RTX 6000 Ada has a larger dense peak than an RTX 4090 (364 vs 330 TFLOPS) on 300 W instead of 450:
+    XiongjieDai measured it 29 % slower on the same 8B F16 prefill. The per-watt cap predicts that, the peak
+    alone the opposite."""
+    from cardfit.core.speed import power_capped
+    from cardfit.services.speed import power_bound, predict_speed
+
+    recs = {r["id"]: r for r in all_records()}
+    ada6000, rtx4090 = recs["xd-rtx6000ada48gb-llama3.1-8b-f16-pp512"], recs["xd-4090-llama3-8b-f16-pp512"]
+    assert power_bound(ada6000) and not power_bound(rtx4090)
+    assert predict_speed(ada6000) / predict_speed(rtx4090) == pytest.approx(6663 / 9382, rel=0.15)
+    assert power_capped(0.5, 364.0, 300, 0.4) == pytest.approx(0.4 * 300 / 364)
+    assert power_capped(0.5, 330.0, 450, 0.4) == 0.5  # enough power: the efficiency stands
+    assert power_capped(0.5, 10.4, None, 0.4) == 0.5  # no board power stated (Apple): no cap

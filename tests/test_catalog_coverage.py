@@ -205,10 +205,8 @@ def test_a_bare_name_is_its_latest_tag_not_the_models_first(name, tag):
 # Cards that still have no dense tensor rate, each for a stated reason: Pascal runs FP16 at 1/64 of FP32 and
 # has no tensor cores (a FP16 figure would be near zero, an FP32 one is not the rate the precision runs at);
 # NVIDIA publishes no A10G sheet and third-party figures disagree (62.5 to 125 TFLOPS); the RTX PRO 6000
-# Server sheet quotes sparse FP4 only; Apple publishes no GPU TFLOPS for its chips after M1, and a rate
-# from core counts and measured clocks (github.com/philipturner/metal-benchmarks) with llama.cpp's prefill
-# efficiency (fitted on NVIDIA cards) under-predicts the measured Apple prefill records by about half:
-# Apple's Metal kernels reach 58-78 % of the FP32 peak, which the speed model does not describe yet.
+# Server sheet quotes sparse FP4 only; Apple chips from the M3 on have no published or measured GPU clock
+# (M1 and M2 rows carry cores x 128 lanes x 2 x the clock github.com/philipturner/metal-benchmarks measured).
 NO_RATE = {"tesla-p40", "quadro-p6000", "tesla-p4", "a10g", "rtx-pro-6000-blackwell-server"}
 
 
@@ -216,6 +214,17 @@ def test_every_card_has_a_compute_rate_or_a_stated_reason():
     missing = {g.id for g in default_gpus() if not g.tflops("bf16")}
     apple = {i for i in missing if i.startswith("apple-")}
     assert missing - apple == NO_RATE
+    assert apple and all(i.startswith(("apple-m3", "apple-m4", "apple-m5")) for i in apple)
+
+
+@pytest.mark.parametrize(("name", "tflops", "cores"), [
+    ("Apple M1 8GB", 2.29, 7),  # metal-benchmarks: 8 cores 2.617 TFLOPS; the 7-core MacBook Air bin
+    ("Apple M1 Max 64GB", 7.96, 24),  # 32 cores: 10.617 (metal-benchmarks); the 24-core bin
+    ("Apple M2 Ultra 192GB", 21.47, 60),  # 76 cores would be 27.2
+])
+def test_apple_rate_is_the_smaller_gpu_of_the_chip(name, tflops, cores):
+    g = default_gpus().find(name)
+    assert g.fp16_tflops == tflops and g.gpu_cores == cores
 
 
 @pytest.mark.parametrize(("name", "tflops", "why"), [

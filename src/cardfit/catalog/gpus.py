@@ -61,6 +61,7 @@ class Gpu:
     min_count: int = 1
     max_count: int = 0  # 0: any number; Apple silicon: 1 (one GPU per machine)
     unified_memory: bool = False  # GPU and CPU share one RAM (Apple): usable_bytes is the GPU's wired limit
+    gpu_cores: int = 0  # Apple: the GPU cores the row's rate counts (chips come in two GPU sizes)
     source: str = ""
     origin: str = "built-in"
 

@@ -73,6 +73,11 @@ class RuntimeProfile:
     prefill_efficiency: float = 0.0  # realistic fraction of dense tensor TFLOPS
     # the same for integer-block weights (llama.cpp MMQ); 0: as above
     prefill_efficiency_quantized: float = 0.0
+    # the same on Apple GPUs (Metal kernels on the shader ALUs, no tensor cores); 0: as above
+    prefill_efficiency_metal: float = 0.0
+    # dense TFLOPS the runtime's prefill reaches per watt of board power on cards whose power limit is small
+    # for their peak (core/speed.py power_capped); 0: no cap
+    prefill_tflops_per_watt: float = 0.0
     fp16_accumulate: bool = False  # GEMMs accumulate in FP16 (llama.cpp): GeForce cards run them at full rate
     decode_overhead_us_per_layer: float = 0.0  # fixed time per layer per decode step (launches, syncs)
     # per sequence per step under concurrency (scheduler, sampler)

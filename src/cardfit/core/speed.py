@@ -431,12 +431,16 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
         return value(rt.id, field, getattr(rt, field))
 
     bw = bandwidth_gbps or gpu.bandwidth_gbps or 0.0
-    compute = k("prefill_efficiency_quantized") if quantized and rt.prefill_efficiency_quantized else 0.0
+    field, _ = prefill_efficiency_field(rt.prefill_efficiency, rt.prefill_efficiency_quantized,
+                                        quantized, rt.prefill_efficiency_metal, gpu)
+    compute = k(field) if field != "prefill_efficiency" else 0.0
+    compute = power_capped(compute or k("prefill_efficiency") or 1.0, tflops, gpu.tdp_w,
+                           k("prefill_tflops_per_watt"))
     return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
                    overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
-                   compute_efficiency=compute or k("prefill_efficiency") or 1.0,
+                   compute_efficiency=compute,
                    ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
                    stream_gbps=gpu.stream_gbps or 0.0)
 
@@ -468,10 +472,33 @@ def prefill_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool = F
     return top
 
 
-def prefill_efficiency(float_eff: float, quantized_eff: float, quant: Any) -> float:
-    """The runtime's prefill efficiency for these weights: its quantized-kernel share for integer blocks
-    where it has one."""
-    return quantized_eff if quantized_eff and is_quantized(quant) else float_eff
+def prefill_efficiency(float_eff: float, quantized_eff: float, quant: Any, metal_eff: float = 0.0,
+                       gpu: Gpu | None = None) -> float:
+    """The runtime's prefill efficiency for these weights on this card: its share on Apple GPUs where it has
+    one, else its quantized-kernel share for integer blocks where it has one."""
+    return prefill_efficiency_field(float_eff, quantized_eff, is_quantized(quant), metal_eff, gpu)[1]
+
+
+def power_capped(efficiency: float, peak_tflops: float | None, tdp_w: int | None,
+                 tflops_per_watt: float) -> float:
+    """The share of the dense peak a card sustains in prefill: the runtime's efficiency, or less where the
+    board power cannot feed it. A datasheet peak is at the boost clock; under a long run of tensor GEMMs a
+    card whose power limit is small for its peak holds a lower clock (an RTX 6000 Ada, 300 W for 364 TFLOPS,
+    prefills at a third of its peak where the RTX 4090, 450 W for 330, reaches a half). The runtime's
+    `prefill_tflops_per_watt` (fitted) is the rate its kernels reach per watt of board power (tdp_w)."""
+    if not (efficiency and tflops_per_watt and tdp_w and peak_tflops):
+        return efficiency
+    return min(efficiency, tflops_per_watt * tdp_w / peak_tflops)
+
+
+def prefill_efficiency_field(float_eff: float, quantized_eff: float, quantized: bool, metal_eff: float = 0.0,
+                             gpu: Gpu | None = None) -> tuple[str, float]:
+    """(runtimes.toml field, value) of the prefill efficiency that applies."""
+    if metal_eff and gpu is not None and gpu.stack == "metal":
+        return "prefill_efficiency_metal", metal_eff
+    if quantized_eff and quantized:
+        return "prefill_efficiency_quantized", quantized_eff
+    return "prefill_efficiency", float_eff
 
 
 def is_quantized(quant: Any) -> bool:

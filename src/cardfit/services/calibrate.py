@@ -82,12 +82,20 @@ def _both(a: Callable[[Record], bool], b: Callable[[Record], bool]) -> Callable[
     return lambda r: a(r) and b(r)
 
 
-def _fp16_gemm(want: bool) -> Callable[[Record], bool]:
+def _prefill_field(field: str, power_bound: bool | None = None) -> Callable[[Record], bool]:
     def ok(r: Record) -> bool:
-        from .speed import record_fp16_gemm
+        from . import speed
 
-        return record_fp16_gemm(r) is want
+        if speed.record_prefill_field(r) != field:
+            return False
+        return power_bound is None or speed.power_bound(r) is power_bound
     return ok
+
+
+def _power_bound(r: Record) -> bool:
+    from .speed import power_bound
+
+    return power_bound(r)
 
 
 def _generation(current: bool) -> Callable[[Record], bool]:
@@ -148,16 +156,28 @@ FITS: tuple[Fit, ...] = (
         "share of an HBM card's bandwidth the single-stream decode of those builds implies, after their "
         "per-layer time"),
     Fit("llama.cpp", "prefill_efficiency",
-        _both(_is("prefill", "llama.cpp", offload=None), _fp16_gemm(True)),
+        _both(_is("prefill", "llama.cpp", offload=None),
+              _prefill_field("prefill_efficiency", power_bound=False)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
         "measured prefill of FP16 GEMMs (float weights; integer blocks converted to FP16 for cuBLAS, the "
         "conversion's bytes at memory speed first) / (FP16-accumulate TFLOPS ÷ (2 × active params + "
         "attention))"),
     Fit("llama.cpp", "prefill_efficiency_quantized",
-        _both(_is("prefill", "llama.cpp", offload=None), _fp16_gemm(False)),
+        _both(_is("prefill", "llama.cpp", offload=None),
+              _prefill_field("prefill_efficiency_quantized", power_bound=False)),
         _speed("implied_prefill_efficiency"), 3, ("ollama",),
         "the same for integer-block weights in the int8 tensor-core MMQ kernels (builds from mid-2024 on), "
         "dequantization included", prior="llama.cpp.prefill_efficiency"),
+    Fit("llama.cpp", "prefill_efficiency_metal",
+        _both(_is("prefill", "llama.cpp", offload=None), _prefill_field("prefill_efficiency_metal")),
+        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        "measured prefill on Apple GPUs / (FP32 = FP16 shader-ALU TFLOPS ÷ (2 × active params + attention)): "
+        "Metal's matrix kernels, float and quantized weights alike"),
+    Fit("llama.cpp", "prefill_tflops_per_watt",
+        _both(_is("prefill", "llama.cpp", offload=None), _power_bound),
+        _speed("implied_tflops_per_watt"), 3, ("ollama",),
+        "dense TFLOPS reached per watt of board power, on cards whose power limit is small for their peak "
+        "(the stored rate per watt below the stored efficiency)"),
     Fit("llama.cpp", "ram_efficiency", _is("decode", "llama.cpp", offload=True),
         _speed("implied_ram_efficiency"), 2, ("ollama",),
         "share of the system RAM bandwidth the offloaded bytes imply"),

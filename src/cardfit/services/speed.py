@@ -82,19 +82,24 @@ CALIBRATED = {"decode_efficiency": ("decode_efficiency", 1.0),
               "compute_efficiency": ("prefill_efficiency", 1.0), "ram_efficiency": ("ram_efficiency", 1.0)}
 
 
-def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False) -> sp.Machine:
+def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None) -> sp.Machine:
     """The machine with the runtime's fitted constants (data/runtimes.toml, or a refit in validation); the
-    compute efficiency of integer-block weights is the runtime's quantized-kernel share where it has one."""
+    compute efficiency is the runtime's share on Apple GPUs, or of integer-block weights, where it has one
+    (core/speed.py prefill_efficiency_field)."""
     from dataclasses import replace
 
     from ..core.constants import value
 
     out = {}
     for attr, (field, scale) in CALIBRATED.items():
-        if field == "prefill_efficiency" and quantized and rt.prefill_efficiency_quantized:
-            field = "prefill_efficiency_quantized"
+        if field == "prefill_efficiency":
+            field, _ = sp.prefill_efficiency_field(rt.prefill_efficiency, rt.prefill_efficiency_quantized,
+                                                   quantized, rt.prefill_efficiency_metal, gpu)
         v = value(rt.id, field, getattr(rt, field))
         out[attr] = v * scale if v or scale != 1.0 else 1.0  # an efficiency of 0 means "not calibrated"
+    if gpu is not None:
+        out["compute_efficiency"] = sp.power_capped(out["compute_efficiency"], mc.tflops, gpu.tdp_w, value(
+            rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt))
     return replace(mc, **out)
 
 
@@ -323,6 +328,9 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values["tp"] = 1
     if settings.get("kv_cache"):
         values["kv_dtype"] = settings["kv_cache"]
+    tflops = _core_scaled_tflops(values["gpu"], int(settings.get("gpu_cores") or 0))
+    if tflops:
+        values["tflops"] = tflops
     ram = next((v for k, v in _RAM.items() if k in offload.lower()), None)
     if ram:
         values["ram_bandwidth"] = ram
@@ -335,6 +343,17 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values["concurrency"] = (int(r.get("concurrency") or 1),)
     values.update(_engine_batch_defaults(r, values["context"]))
     return SpeedInput(**values)
+
+
+def _core_scaled_tflops(gpu_name: str, cores: int) -> float | None:
+    """An Apple chip measured with another GPU size than its catalog row counts: the row's rate scaled by the
+    cores the record states (the clock is the chip's; the rate is per core)."""
+    from ..catalog.gpus import default_gpus
+
+    gpu = default_gpus().find(gpu_name) if cores else None
+    if gpu is None or not gpu.gpu_cores or not gpu.fp16_tflops or cores == gpu.gpu_cores:
+        return None
+    return gpu.fp16_tflops * cores / gpu.gpu_cores
 
 
 # vLLM picks its batch defaults by card from the V1 engine on (0.8, the default engine from March 2025:
@@ -379,17 +398,23 @@ def record_setup(r: dict[str, Any]) -> Setup:
         _BY_ID[id(r)] = (r, dict(r), s)
     if isinstance(s, CardfitError):
         raise s
-    return replace(s, machine=calibrated(s.machine, s.plan.ctx.runtime, sp.is_quantized(s.plan.ctx.quant)))
+    return replace(s, machine=calibrated(s.machine, s.plan.ctx.runtime, sp.is_quantized(s.plan.ctx.quant),
+                                         s.plan.first.option.gpu))
 
 
-def record_fp16_gemm(r: dict[str, Any]) -> bool | None:
-    """Whether a record's prefill GEMMs run in FP16 (float weights, or integer blocks converted to FP16 for
-    cuBLAS) rather than in a runtime's quantized kernels (None: its setup cannot be built)."""
+def record_prefill_field(r: dict[str, Any]) -> str | None:
+    """The runtimes.toml efficiency a record's prefill measures: prefill_efficiency_metal on Apple GPUs,
+    prefill_efficiency for FP16 GEMMs (float weights, or integer blocks converted to FP16 for cuBLAS),
+    prefill_efficiency_quantized for a runtime's quantized kernels (None: its setup cannot be built)."""
     try:
         s = record_setup(r)
     except CardfitError:
         return None
-    return not sp.is_quantized(s.plan.ctx.quant) or cublas_dequantizes(r, s)
+    rt, gpu = s.plan.ctx.runtime, s.plan.first.option.gpu
+    if gpu.stack == "metal" and rt.prefill_efficiency_metal:
+        return "prefill_efficiency_metal"
+    fp16 = not sp.is_quantized(s.plan.ctx.quant) or cublas_dequantizes(r, s)
+    return "prefill_efficiency" if fp16 else "prefill_efficiency_quantized"
 
 
 _BY_ID: dict[int, tuple[dict[str, Any], dict[str, Any], Any]] = {}  # the same record object asked again
@@ -518,7 +543,9 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
             eff = value(rt.id, "decode_efficiency_hbm_v0", rt.decode_efficiency_hbm_v0)
             s = replace(s, machine=replace(s.machine, decode_efficiency=eff))
     if cublas_dequantizes(record, s):  # the FP16 GEMM of float weights, after the FP16 copy
-        eff = value(rt.id, "prefill_efficiency", rt.prefill_efficiency)
+        eff = sp.power_capped(value(rt.id, "prefill_efficiency", rt.prefill_efficiency), s.tflops,
+                              s.plan.first.option.gpu.tdp_w,
+                              value(rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt))
         s = replace(s, machine=replace(s.machine, compute_efficiency=eff))
     v = engine_version(record)
     if v is None or v >= (0, 6) or not rt.decode_overhead_us_per_sequence_v0:
@@ -602,6 +629,11 @@ def cublas_dequantizes(record: dict[str, Any], s: Setup) -> bool:
     if s.plan.ctx.runtime.family != "llamacpp_like" or not sp.is_quantized(s.plan.ctx.quant):
         return False
     gpu = s.plan.first.option.gpu
+    if gpu.stack != "cuda":
+        return False
+    forced = (record.get("settings") or {}).get("gemm")  # a build with GGML_CUDA_FORCE_MMQ / FORCE_CUBLAS
+    if forced in ("mmq", "cublas"):
+        return forced == "cublas"
     return llamacpp_old_build(record, MMQ_DEFAULT) or (gpu.vendor == "nvidia" and gpu.arch == "volta")
 
 
@@ -629,6 +661,32 @@ def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
     left = n / float(record["measured"]) - _unfused_attention_seconds(record, s, n) - _dequantize_seconds(
         record, s, n)
     return (n / top) / left if left > 0 else None
+
+
+def power_bound(r: dict[str, Any]) -> bool:
+    """Whether a prefill record ran on a card whose board power, at the runtime's stored rate per watt, holds
+    it below the runtime's stored efficiency (core/speed.py power_capped): the records its per-watt rate is
+    fitted on, and the ones its efficiency is not."""
+    try:
+        s = record_setup(r)
+    except CardfitError:
+        return False
+    rt, gpu = s.plan.ctx.runtime, s.plan.first.option.gpu
+    field = record_prefill_field(r)
+    if not field or not s.tflops or not gpu.tdp_w or not rt.prefill_tflops_per_watt:
+        return False
+    return rt.prefill_tflops_per_watt * gpu.tdp_w < getattr(rt, field) * s.tflops
+
+
+def implied_tflops_per_watt(record: dict[str, Any]) -> float | None:
+    """Calibration: the dense TFLOPS a prefill record reached (after the attention-score traffic and the FP16
+    copy) per watt of the card's board power."""
+    eff = implied_prefill_efficiency(record)
+    if eff is None:
+        return None
+    s = record_setup(record)
+    tdp = s.plan.first.option.gpu.tdp_w
+    return eff * s.tflops / tdp if tdp and s.tflops else None
 
 
 def implied_ram_efficiency(record: dict[str, Any]) -> float | None:
