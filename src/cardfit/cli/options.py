@@ -31,13 +31,15 @@ def json_option(f: Callable) -> Callable:
 
 
 def unit_option() -> click.Option:
-    return click.Option(["--unit"], type=click.Choice(["GB", "GiB"]), default="GB", show_default=True,
-                        help="display unit: GB = 10^9 bytes, GiB = 2^30 bytes (JSON is always bytes)")
+    from .argv import unit_display
+
+    return unit_display().to_click()  # type: ignore[no-any-return]
 
 
 def top_option(default: int) -> click.Option:
-    return click.Option(["--top"], type=click.IntRange(1, 1000), default=default, show_default=True,
-                        help="cards to show in the table")
+    from .argv import top_display
+
+    return top_display(default).to_click()  # type: ignore[no-any-return]
 
 
 def add(option: click.Option) -> Callable[[Callable], Callable]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import click
-
-from . import command
-from .options import top_option, unit_option
+from . import command, echo
+from .argv import top_display, unit_display
 
 if TYPE_CHECKING:
     from ..services.reverse import LargestModels, MaxContext, MaxSequences
@@ -22,7 +20,7 @@ Examples:
 """
 
 
-@command("plan", epilog=PLAN_EPILOG, display=(top_option(12), unit_option()))
+@command("plan", epilog=PLAN_EPILOG, display=(top_display(12), unit_display()))
 def plan(p: Any, inp: Any, unit: str, top: int) -> None:
     """Does MODEL fit, on which cards, how fast and at what cost.
 
@@ -117,7 +115,7 @@ def max_context(result: MaxContext, inp: Any) -> None:
     tail = "" if result.limited_by == "memory" else (" (capped by the model's "
                                                      f"{fmt_tokens(result.model_max_context)})")
     seqs = f"{result.batch:,} sequence{'' if result.batch == 1 else 's'}"
-    click.echo(f"{result.model} on {result.count}× {result.gpu} ({result.quant}, {result.runtime}, "
+    echo(f"{result.model} on {result.count}× {result.gpu} ({result.quant}, {result.runtime}, "
                f"KV {result.kv_dtype}, {seqs}): up to {result.max_context_tokens:,} tokens per "
                f"sequence{tail}.")
 
@@ -132,7 +130,7 @@ Examples:
 @command("max-sequences", epilog=MAXSEQ_EPILOG, skip=("batch", "parallel"))
 def max_sequences(r: MaxSequences, inp: Any) -> None:
     """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
-    click.echo(f"{r.model} on {r.count}× {r.gpu} ({r.quant}, {r.runtime}, KV {r.kv_dtype}): up to "
+    echo(f"{r.model} on {r.count}× {r.gpu} ({r.quant}, {r.runtime}, KV {r.kv_dtype}): up to "
                f"{r.max_sequences:,} concurrent sequences of {r.context:,} tokens ({r.context_source}).")
 
 
@@ -149,9 +147,9 @@ Examples:
 def largest_model(r: LargestModels, inp: Any) -> None:
     """The largest catalog models that fit --gpu at --quant (default: each model's own) and --context (8K)."""
     if not r.models:
-        click.echo(f"No catalog model fits {r.gpu} with these settings.")
+        echo(f"No catalog model fits {r.gpu} with these settings.")
         return
-    click.echo(f"Largest catalog models that fit {r.gpu}:")
+    echo(f"Largest catalog models that fit {r.gpu}:")
     for f in r.models[:10]:
-        click.echo(f"  {f.model:<34} {f.params / 1e9:7.1f}B  {f.quant:<12} {f.runtime:<10} "
+        echo(f"  {f.model:<34} {f.params / 1e9:7.1f}B  {f.quant:<12} {f.runtime:<10} "
                    f"{f.free_bytes / 1e9:6.1f} GB free at {f.context:,} tokens")

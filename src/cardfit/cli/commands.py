@@ -1,0 +1,95 @@
+"""The command rows the CLI runs: `@command` registrations (Spec), the command → module map, and `run`, shared
+by the click command line (cli/app.py) and the plain reader (cli/argv.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# The commands that are not questions in the command table (services/table.py): catalogs and the web server.
+OTHER = {"gpus": "catalog_cmds", "models": "catalog_cmds", "quants": "catalog_cmds", "apis": "cost_cmd",
+         "serve": "serve_cmd"}
+
+
+def modules() -> dict[str, str]:
+    """Command name → the cli module that defines it; a module is imported only when its command runs, so
+    `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs."""
+    from ..services.table import COMMANDS
+
+    return {**{c.name: c.render for c in COMMANDS}, **OTHER}
+
+
+class Spec:
+    """One `@command` row: its renderer, help epilog, the inputs it does not take as options (`skip`), its
+    display options (cli/argv.py `Display`, or click.Option) and whether it takes the positional argument."""
+
+    def __init__(self, name: str, render: Callable[..., None], epilog: str | None, skip: tuple[str, ...],
+                 display: tuple[Any, ...], argument: bool) -> None:
+        self.name, self.render, self.epilog = name, render, epilog
+        self.skip, self.display, self.argument = skip, display, argument
+
+
+# Every `@command` row, by name; cli/app.py builds the click command of the one that runs (a renderer module
+# defines several commands: plan_cmd has plan, max-context, max-sequences, largest-model).
+SPECS: dict[str, Spec] = {}
+
+
+def emit_json(data: Any) -> None:
+    import json
+
+    echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def echo(message: str, err: bool = False) -> None:
+    """click.echo(message, err=err): a line on stdout (stderr), flushed. click itself writes what it treats
+    specially: ANSI escapes (stripped off a terminal) and a stream that would not take UTF-8 (it rewraps
+    one whose encoding is ASCII)."""
+    import codecs
+
+    stream = sys.stderr if err else sys.stdout
+    try:  # click._compat is_ascii_encoding, on the stream's encoding (ascii when it has none)
+        ascii_stream = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "ascii"
+    except LookupError:
+        ascii_stream = False
+    if "\x1b" in message or ascii_stream or stream is None:
+        import click
+
+        click.echo(message, err=err)
+        return
+    stream.write(message + "\n")
+    stream.flush()
+
+
+def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (),
+            display: tuple[Any, ...] = (),
+            argument: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register `cardfit NAME` from its row in the command table: the positional argument, one option per
+    described input (except `skip`), the display options (cli/argv.py Display or click.Option: --unit,
+    --top …) and --json. The decorated function prints the result as text: render(result, inp, **display
+    values); its docstring is the command's help."""
+
+    def deco(render: Callable[..., None]) -> Callable[..., None]:
+        SPECS[name] = Spec(name, render, epilog, skip, display, argument)
+        return render
+
+    return deco
+
+
+def run(name: str, values: dict[str, Any], display: list[str]) -> None:
+    """Run command NAME on the values its options gave (click's or cli/argv.py's): parse the input, run the
+    service, print JSON or the renderer's text."""
+    from ..services.inputs import parse
+    from ..services.table import BY_NAME, to_json
+
+    spec, row = SPECS[name], BY_NAME[name]
+    as_json = values.pop("as_json")
+    options = {k: values.pop(k) for k in display}
+    inp = parse(row.input_type(), values)
+    result = row.execute(inp)
+    if as_json:
+        emit_json(to_json(result))
+        return
+    spec.render(result, inp, **options)
+
+
