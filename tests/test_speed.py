@@ -252,3 +252,34 @@ def test_old_llamacpp_prefill_slows_with_the_prompt_as_measured():
     ids = ("xd-4090-llama3-8b-q4km-pp512", "xd-4090-llama3-8b-q4km-pp8192")
     p512, p8192 = (predict_speed(recs[i]) for i in ids)
     assert p8192 / p512 < 0.75  # measured 0.57; compute alone (attention FLOPs) gives 0.87
+
+
+def test_llamacpp_batched_steps_run_without_cuda_graphs():
+    """llama.cpp replays only single-token steps as a CUDA graph (ggml-cuda.cu check_node_graph_compatibility:
+    'disabling CUDA graphs due to batch size > 1'): from two sequences on, a step pays the per-layer time of
+    a build without graphs (runtimes.toml decode_overhead_us_per_layer_v0); Metal has no graphs to lose."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.runtimes import default_runtimes
+
+    rt = default_runtimes().find("llama.cpp")
+    cuda, metal = default_gpus().find("RTX 4090"), default_gpus().find("Apple M2 Ultra 192GB")
+    mc = sp.machine_for(rt, cuda, 1, 100.0)
+    assert mc.graph_max_batch == 1
+    assert sp.per_layer_s(mc, 1) == pytest.approx(rt.decode_overhead_us_per_layer * 1e-6)
+    assert sp.per_layer_s(mc, 2) == pytest.approx(rt.decode_overhead_us_per_layer_v0 * 1e-6)
+    assert sp.per_layer_s(mc, 2) > sp.per_layer_s(mc, 1)
+    apple = sp.machine_for(rt, metal, 1, None)
+    assert sp.per_layer_s(apple, 8) == sp.per_layer_s(apple, 1)
+    vllm = sp.machine_for(default_runtimes().find("vllm"), cuda, 1, 100.0)
+    assert sp.per_layer_s(vllm, 64) == sp.per_layer_s(vllm, 1)  # vLLM captures graphs up to 512 sequences
+
+
+def test_llamacpp_slot_cost_is_fitted_with_a_prior():
+    """llama.cpp's per-sequence cost is fitted on its aggregate records; a fold that leaves them all out
+    falls back to the stand-in it replaced (vLLM v0's), never to its own stored value."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.calibrate import FITS
+
+    f = next(f for f in FITS if f.key == "llama.cpp.decode_overhead_us_per_sequence")
+    assert f.prior == "vllm.decode_overhead_us_per_sequence_v0" and "ollama" in f.copies
+    assert default_runtimes().find("llama.cpp").decode_overhead_us_per_sequence > 0

@@ -167,6 +167,8 @@ class Machine:
     decode_efficiency: float = 1.0
     overhead_s_per_layer: float = 0.0
     overhead_s_per_sequence: float = 0.0  # scheduler, sampler and interleaved prefill, per sequence per step
+    graph_max_batch: int = 0  # steps of more sequences run without CUDA graphs (0: all steps are graphs)
+    overhead_s_per_layer_eager: float = 0.0  # the per-layer time of those steps (kernels launched one by one)
     compute_efficiency: float = 1.0
     ram_bandwidth_gbps: float = 0.0
     ram_efficiency: float = 1.0
@@ -264,8 +266,18 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
     kv_s = b * load.kv_bytes / tp / mc.read_bytes_per_s
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * mc.overhead_s_per_layer + (b - 1) * mc.overhead_s_per_sequence,
+                load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence,
                 link_seconds(load, mc, b), kv_s)
+
+
+def per_layer_s(mc: Machine, sequences: int) -> float:
+    """The fixed time per layer of a step: the graph-replay value, or the eager one for a batch larger than
+    the runtime captures (llama.cpp replays only single-token steps as a CUDA graph:
+    ggml/src/ggml-cuda/ggml-cuda.cu check_node_graph_compatibility, 'disabling CUDA graphs due to batch
+    size > 1')."""
+    if mc.graph_max_batch and sequences > mc.graph_max_batch and mc.overhead_s_per_layer_eager:
+        return mc.overhead_s_per_layer_eager
+    return mc.overhead_s_per_layer
 
 
 def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
@@ -440,6 +452,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
                    overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
+                   graph_max_batch=rt.graph_max_batch if gpu.stack == "cuda" else 0,
+                   overhead_s_per_layer_eager=k("decode_overhead_us_per_layer_v0") * 1e-6,
                    compute_efficiency=compute,
                    ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
                    stream_gbps=gpu.stream_gbps or 0.0)

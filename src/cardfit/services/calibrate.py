@@ -189,6 +189,11 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, (),
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6"),
+    Fit("llama.cpp", "decode_overhead_us_per_sequence", _is("aggregate_decode", "llama.cpp"),
+        _speed("implied_overhead_us_per_sequence"), 1, ("ollama",),
+        "batched decode time left per sequence per step after the roofline and the per-layer time of a step "
+        "without CUDA graphs (llama-batched-bench S_TG, B > 1)",
+        prior="vllm.decode_overhead_us_per_sequence_v0"),
     Fit("vllm", "prefill_efficiency", _is("prefill", "vllm", offload=None),
         _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi", "trtllm"),
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),

@@ -56,11 +56,11 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
 
 
 def uncalibrated_sequence_cost_s() -> float:
-    """llama.cpp and Ollama (slots, no paged-KV scheduler) have no calibrated cost per extra sequence in a
-    step (no aggregate-throughput record): their slots would scale for free. They are charged the largest
-    calibrated per-sequence cost of the engines whose CPU work runs serially with the GPU step (vLLM before
-    0.6, fitted on its aggregate records), as llama-server's does (pessimistic; the answer says so). The
-    current paged engines' 0 is their value, not a missing one (data/runtimes.toml)."""
+    """A slot runtime (no paged-KV scheduler) without a calibrated cost per extra sequence in a step (no
+    aggregate-throughput record) would scale its slots for free: it is charged the largest calibrated
+    per-sequence cost of the engines whose CPU work runs serially with the GPU step (vLLM before 0.6),
+    pessimistic, and the answer says so. llama.cpp and Ollama have their own since llama-batched-bench records
+    (data/validation/aggregate.toml); the current paged engines' 0 is their value, not a missing one."""
     from ..catalog.runtimes import default_runtimes
 
     return max(max(r.decode_overhead_us_per_sequence, r.decode_overhead_us_per_sequence_v0)

@@ -79,6 +79,7 @@ def _machine(inp: SpeedInput, ctx: Any, gpu: Any, tp: int, tflops: float | None)
 CALIBRATED = {"decode_efficiency": ("decode_efficiency", 1.0),
               "overhead_s_per_layer": ("decode_overhead_us_per_layer", 1e-6),
               "overhead_s_per_sequence": ("decode_overhead_us_per_sequence", 1e-6),
+              "overhead_s_per_layer_eager": ("decode_overhead_us_per_layer_v0", 1e-6),
               "compute_efficiency": ("prefill_efficiency", 1.0), "ram_efficiency": ("ram_efficiency", 1.0)}
 
 
