@@ -171,8 +171,10 @@ HELD_LOO = {
     # cards (issue 11) and all-reduces the prompt tokens too: p90 over 2.40 -> 2.54 because the pool of
     # Llama 3.1 70B FP8 on 2x H200 (TensorRT-LLM, a 16-bit cache as the record states) holds 70 of its 128
     # users, so the TTFT is predicted +996 %; the measured TPOT says the run held all 128 (an 8-bit cache,
-    # which the source does not state)
-    "serving": (0.71, 2.55),
+    # which the source does not state). 70.6 % / 238 % once the rounds of a benchmark are stepped through
+    # the engine's slots (a prompt waits for a free one: vLLM V0's profile run for 163,840 tokens leaves
+    # DeepSeek-R1 on 8x H200 a pool for 66 sequences, and its TTFT at 128 in flight is queueing)
+    "serving": (0.71, 2.40),
 }
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from ..catalog.records import record
 from .speed import Load, Machine, link_seconds, step
@@ -260,71 +261,6 @@ def _root(f: Callable[[float], float], hi: float, tol: float = 0.01) -> float:
 # --- a finite benchmark: N requests at a concurrency cap (`vllm bench serve`, SGLang's bench_serving) ---
 
 @record(slots=True)
-class Burst:
-    """One round of `n` requests that arrive together (all prompts queued at t = 0), stepped through."""
-
-    ttft_s: tuple[float, ...]  # per request, in the order the scheduler takes them
-    tpot_s: tuple[float, ...]  # per request: (end − first token) / (O − 1)
-    seconds: float  # until the last answer ends
-    prefill_seconds: float  # until the last prompt is prefilled
-
-
-def burst(r: Replica, w: Workload, n: int, prefill_first: bool) -> Burst:
-    """Step the round: each step's token budget (`chunk_tokens`) holds the decodes and prompt chunks.
-
-    Decode-first engines (vLLM V1, TensorRT-LLM in-flight batching) put every running sequence in the step
-    and fill the rest of the budget with prompt chunks, so a prompt waits for the chunks of the prompts ahead
-    of it while the earlier ones already decode. Prefill-first engines (SGLang's default scheduler, vLLM V0,
-    TGI) run prompt steps while any prompt waits, and the decodes resume only then: every answer stalls until
-    the last prompt of the round is prefilled. Prompt k's first token comes at the end of the step that
-    finishes its prompt; once no prompt waits, the decodes run in steps of the sequences left (an answer of O
-    tokens ends O − 1 decode steps after its first token)."""
-    i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
-    chunk = max(r.chunk_tokens, 1)
-    n = max(int(n), 1)
-    left = [float(i)] * n  # prompt tokens still to prefill, in arrival order
-    first: list[float] = []
-    remaining: list[int] = []  # decode steps each started sequence still needs
-    t = 0.0
-    k = 0  # next prompt to prefill
-    while k < n:
-        decodes = 0 if prefill_first else sum(1 for x in remaining if x > 0)
-        budget = max(chunk - decodes, min(chunk, 256))
-        took = 0.0
-        done: list[int] = []
-        while k < n and budget - took > 0:
-            take = min(left[k], budget - took)
-            left[k] -= take
-            took += take
-            if left[k] <= 0:
-                done.append(k)
-                k += 1
-        t += step_s(r, decodes, took)
-        if decodes:
-            remaining = [x - 1 if x > 0 else x for x in remaining]
-        for _ in done:
-            first.append(t)
-            remaining.append(o - 1)
-    prefilled = t
-    ends = [0.0] * n
-    for j, x in enumerate(remaining):
-        if x <= 0:
-            ends[j] = first[j] if o == 1 else prefilled
-    # decode-only steps: the running set shrinks as answers end (equal lengths: in order of their first token)
-    order = sorted((x, j) for j, x in enumerate(remaining) if x > 0)
-    done_steps = 0
-    alive = len(order)
-    for x, j in order:
-        if x > done_steps:
-            t += (x - done_steps) * step_s(r, alive, 0.0)
-            done_steps = x
-        ends[j] = t
-        alive -= 1
-    tpot = tuple((ends[j] - first[j]) / (o - 1) if o > 1 else 0.0 for j in range(n))
-    return Burst(tuple(first), tpot, max(ends) if ends else t, prefilled)
-
-
-@record(slots=True)
 class Benchmark:
     """What a serving benchmark reports for `requests` requests at most `concurrency` in flight."""
 
@@ -339,34 +275,129 @@ class Benchmark:
 def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,
               fixed_lengths: bool = True) -> Benchmark:
     """`requests` requests, at most `concurrency` in flight (a client sends the next one when one ends), all
-    answers O tokens: the first `concurrency` arrive together (a burst round). After it:
-    - prefill-first engine, equal lengths: the round's answers end together (their decodes ran in the same
-      steps), so the next `concurrency` requests arrive together again: every round is the burst.
-    - otherwise the answers end one after another (their first tokens were spread over the burst's steps), the
-      requests that replace them arrive spread out, and each later request meets the steady state of
-      `serve` with `concurrency` users (a prompt waits for the step running when it arrives, then prefills in
-      the budget left beside the decodes).
+    answers O tokens: the first `concurrency` arrive together (a burst round, stepped by `rounds`). After it:
+    - prefill-first engine, equal lengths: the round's prompts are prefilled together and their answers end
+      together, so the next `concurrency` requests arrive together again: every round is stepped the same
+      way (the measured spread of such runs' TTFT is a few ms: dstackai/benchmarks DeepSeek-R1 online
+      results, vLLM V0 on 8x H200 at 4 in flight, std_ttft_ms 10.9 of a 975.7 ms mean);
+    - otherwise the answers end one after another (their first tokens were spread over the burst's steps, and
+      a few ms of client and network jitter split what one step would batch), the requests that replace them
+      arrive spread out, and each later request meets the steady state of `serve` with `concurrency` users
+      (a prompt waits for the step running when it arrives, then prefills in the budget left beside the
+      decodes).
     The means are over all requests (the first round weighs 1 / rounds)."""
     import statistics  # only validation scores benchmarks: kept off the CLI's start-up
 
     c = max(1, min(int(concurrency), int(requests)))
     n = max(int(requests), c)
-    b = burst(r, w, c, prefill_first)
-    rounds = n / c
     o = max(w.output_tokens, 1)
-    b_ttft = statistics.fmean(b.ttft_s)
-    b_tpot = statistics.fmean(b.tpot_s)
-    if rounds <= 1 + 1e-9 or (prefill_first and fixed_lengths):
-        seconds = b.seconds * rounds
-        ttfts = list(b.ttft_s)
-        return Benchmark(b_ttft, statistics.median(ttfts), b_tpot, seconds, n * o / seconds, n / seconds)
+    if n <= c or (prefill_first and fixed_lengths):
+        ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first)
+        return Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots), seconds,
+                         n * o / seconds, n / seconds)
+    b_ttfts, b_tpots, b_seconds = rounds(r, w, c, c, prefill_first)
     s = serve(r, replace(w, users=float(c), requests_per_s=None))
     wait = step_s(r, s.batch, 0.0)  # the request arrives as the step that ended its predecessor's answer runs
     ttft = s.ttft_mean_s + wait
     later = n - c
     per_request = ttft + (o - 1) * s.tpot_s  # one user's cycle in the steady state
-    seconds = b.seconds + later * per_request / c
-    mean_ttft = (c * b_ttft + later * ttft) / n
-    mean_tpot = (c * b_tpot + later * s.tpot_s) / n
-    median = ttft if later >= n / 2 else statistics.median(b.ttft_s)
+    seconds = b_seconds + later * per_request / c
+    mean_ttft = (c * statistics.fmean(b_ttfts) + later * ttft) / n
+    mean_tpot = (c * statistics.fmean(b_tpots) + later * s.tpot_s) / n
+    median = ttft if later >= n / 2 else statistics.median(b_ttfts)
     return Benchmark(mean_ttft, median, mean_tpot, seconds, n * o / seconds, n / seconds)
+
+
+def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
+           prefill_first: bool) -> tuple[list[float], list[float], float]:
+    """Step the engine through `requests` requests, `concurrency` sent at once and the next each time an
+    answer ends: (TTFT and TPOT per request, seconds until the last answer ends). As the engine schedules:
+
+    - at most `r.max_seqs` sequences hold a slot (the runtime's cap, or what its KV pool holds); a prompt
+      waits until one frees;
+    - decode-first engines (vLLM V1, TensorRT-LLM in-flight batching, vLLM V0 with chunked prefill) put every
+      running sequence in the step and fill the rest of its token budget (`chunk_tokens`) with prompt chunks;
+    - prefill-first engines (SGLang's default scheduler, vLLM V0 without chunked prefill, TGI) run a prompt
+      step, up to the budget, while an admissible prompt waits, and the decodes resume only then.
+
+    A prompt's first token comes at the end of the step that finishes it; an answer of O tokens ends O − 1
+    decode steps later. Stretches without an admissible prompt are decode steps of a fixed batch, jumped to
+    the next answer's end."""
+    n = max(int(requests), 1)
+    c = max(1, min(int(concurrency), n))
+    i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    chunk, cap = max(r.chunk_tokens, 1), max(r.max_seqs, 1)
+    timed: dict[tuple[int, float], float] = {}
+
+    def dt(decodes: int, prompt: float) -> float:
+        key = (decodes, prompt)
+        if key not in timed:
+            timed[key] = step_s(r, decodes, prompt)
+        return timed[key]
+
+    arrival = [0.0] * c  # per request, in the order sent
+    waiting: list[list[Any]] = [[k, float(i)] for k in range(c)]  # [request, prompt tokens left], FCFS
+    running: list[list[int]] = []  # [request, decode steps left]
+    first = [0.0] * n
+    end = [0.0] * n
+    t, sent, done = 0.0, c, 0
+
+    def finish(k: int, at: float) -> None:
+        nonlocal sent, done
+        end[k] = at
+        done += 1
+        if sent < n:  # the client sends the next request as this answer ends
+            arrival.append(at)
+            waiting.append([sent, float(i)])
+            sent += 1
+
+    while done < n:
+        slots = cap - len(running)
+        started = [x for x in waiting if x[1] < i]  # prompts part-prefilled hold a slot too
+        room = slots - len(started)
+        admissible = bool(waiting) and (started or room > 0) and arrival[waiting[0][0]] <= t
+        if not admissible:
+            if not running:  # idle until the next request arrives
+                t = min(arrival[x[0]] for x in waiting)
+                continue
+            k = min(x[1] for x in running)  # decode-only steps until the next answer ends
+            t += k * dt(len(running), 0.0)
+            for x in running:
+                x[1] -= k
+            for x in [x for x in running if x[1] <= 0]:
+                running.remove(x)
+                finish(x[0], t)
+            continue
+        decodes = 0 if prefill_first else len(running)
+        budget = max(chunk - decodes, min(chunk, 256))
+        took = 0.0
+        completed: list[int] = []
+        for x in waiting:
+            if took >= budget or arrival[x[0]] > t:
+                break
+            if x[1] == i:  # a new prompt needs a free slot
+                if room <= 0:
+                    break
+                room -= 1
+            take = min(x[1], budget - took)
+            x[1] -= take
+            took += take
+            if x[1] <= 0:
+                completed.append(x[0])
+        waiting = [x for x in waiting if x[1] > 0]
+        t += dt(decodes, took)
+        if decodes:
+            for x in running:
+                x[1] -= 1
+            for x in [x for x in running if x[1] <= 0]:
+                running.remove(x)
+                finish(x[0], t)
+        for k in completed:
+            first[k] = t
+            if o > 1:
+                running.append([k, o - 1])
+            else:
+                finish(k, t)
+    ttft = [first[k] - arrival[k] for k in range(n)]
+    tpot = [(end[k] - first[k]) / (o - 1) for k in range(n)] if o > 1 else [0.0] * n
+    return ttft, tpot, max(end)
