@@ -138,21 +138,36 @@ def test_validation_sizes_vllm_pools_through_the_plan():
 
 
 def test_transformers_chunked_prefill_pays_sdpa_mask_and_repeat_kv_over_the_cache():
-    """A prefill chunk attending to a longer cache passes an explicit mask to SDPA, so grouped-query
+    """A prefill chunk attending to a longer cache passes an explicit mask to SDPA, which makes an additive
+    bf16 copy of the boolean mask (PyTorch attention.cpp convert_boolean_attn_mask), and grouped-query
     attention falls back to repeat_kv over the whole cache (transformers integrations/sdpa_attention.py,
-    use_gqa_in_sdpa). Qwen2.5 7B (28 query heads, 4 KV heads, head_dim 128), chunk 2048, 32K cache."""
+    use_gqa_in_sdpa). Qwen2.5 7B (28 query heads, 4 KV heads, head_dim 128), chunk 2048."""
     from cardfit.catalog.models import default_models
     from cardfit.core.activations import torch_prefill_bytes
 
     m = default_models().get("qwen2.5-7b")
-    repeat = 2 * 28 * 32768 * 128 * 2  # K and V copied out to 28 heads, bf16: 0.44 GiB
-    mask = 2048 * 32768  # one boolean per chunk token x cache position
-    chunked = torch_prefill_bytes(m, 2048, 32768)
+    repeat = 2 * 28 * 131072 * 128 * 2  # K and V copied out to 28 heads, bf16: 1.75 GiB
+    mask = 2048 * 131072 * 3  # one boolean and one bf16 additive element per chunk token x cache position
+    chunked = torch_prefill_bytes(m, 2048, 131072)
     assert chunked >= repeat + mask
-    # the attention phase grows with the cache the chunk attends to: repeat_kv rows and mask columns
-    grown = torch_prefill_bytes(m, 2048, 65536) - chunked
-    assert grown == 2 * 28 * 32768 * 128 * 2 + 2048 * 32768
-    assert torch_prefill_bytes(m, 2048) < chunked  # the whole prompt at once: causal fast path, no mask
+    # past the logits phase, the attention phase grows with the cache the chunk attends to
+    grown = torch_prefill_bytes(m, 2048, 262144) - chunked
+    assert grown == 2 * 28 * 131072 * 128 * 2 + 2048 * 131072 * 3
+
+
+def test_transformers_chunked_prefill_holds_a_chunk_of_fp32_logits():
+    """A loop of forward calls returns every chunk position's logits (logits_to_keep defaults to 0), upcast to
+    fp32 (transformers v4.45 LlamaForCausalLM.forward), and `out = model(chunk, ...)` keeps the previous
+    chunk's output alive through the next forward: Qwen2.5 7B, vocabulary 152,064, chunk 2048."""
+    from cardfit.catalog.models import default_models
+    from cardfit.core.activations import torch_prefill_bytes
+
+    m = default_models().get("qwen2.5-7b")
+    held = 2048 * 152064 * 4  # 1.16 GiB
+    logits_phase = held + 2048 * 152064 * 2 + 2048 * 3584 * 2  # the new chunk's fp32 and bf16 logits
+    assert torch_prefill_bytes(m, 2048, 32768) == held + logits_phase
+    # one forward over the whole prompt under generate() keeps the last position's logits only
+    assert torch_prefill_bytes(m, 2048) < 2048 * 152064 * 4
 
 
 # vLLM V1's batch defaults by card (vllm/engine/arg_utils.py get_batch_defaults, `vllm serve`, at commit

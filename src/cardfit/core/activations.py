@@ -62,20 +62,35 @@ def vllm_profile_bytes(m: ModelSpec, batched_tokens: int, max_num_seqs: int, tp:
 
 
 def torch_prefill_bytes(m: ModelSpec, tokens: int, cache_tokens: int = 0) -> int:
-    """transformers: prefill of `tokens` prompt tokens in the model dtype; logits for the last position only.
-    A chunk that attends to a longer cache (chunked prefill, `cache_tokens` > `tokens`) cannot take SDPA's
-    causal fast path: the explicit 4-D mask (one element per chunk token x cache position, a boolean at
-    least) goes to SDPA, and with a mask grouped-query attention falls back to repeat_kv, which copies K and
-    V out to every query head over the whole cache length
-    (src/transformers/integrations/sdpa_attention.py use_gqa_in_sdpa / repeat_kv, huggingface/transformers
-    at commit e2feb59b62124ad52a51616968f1465613bf8644; a preallocated StaticCache's key length is its
-    max_cache_len). The peak is the larger of the MLP phase and that attention phase."""
+    """transformers: prefill of `tokens` prompt tokens in the model dtype.
+
+    Unchunked (`cache_tokens` = 0): generate() prefills the prompt in one forward and keeps the logits of the
+    last position only (logits_to_keep=1). The peak is the MLP phase.
+
+    Chunked (`cache_tokens` > `tokens`: a loop of forward calls over a preallocated cache): each chunk
+    - attends to the whole cache without SDPA's causal fast path: transformers builds a boolean 4-D mask (one
+      element per chunk token x cache position), PyTorch's scaled_dot_product_attention turns it into an
+      additive mask in the query's dtype before dispatching (aten/src/ATen/native/transformers/attention.cpp
+      convert_boolean_attn_mask, pytorch/pytorch at commit 008887dc557e28d59f84ccc584ce831ac0bbdeb1), and
+      with a mask grouped-query attention falls back to repeat_kv, which copies K and V out to every query
+      head over the whole cache length (src/transformers/integrations/sdpa_attention.py use_gqa_in_sdpa /
+      repeat_kv, huggingface/transformers at commit e2feb59b62124ad52a51616968f1465613bf8644; a StaticCache's
+      key length is its max_cache_len);
+    - returns the logits of every chunk position (a forward's logits_to_keep defaults to 0), upcast to fp32
+      (transformers v4.45.0 models/llama/modeling_llama.py LlamaForCausalLM.forward:
+      `self.lm_head(hidden_states[:, -num_logits_to_keep:, :]).float()`; later versions return the model
+      dtype and the caller upcasts to score or sample), the bf16 ones alive while the copy is made;
+    - and the loop's `out = model(chunk, ...)` holds the previous chunk's output until the call returns, so
+      one chunk of fp32 logits stays allocated through every phase of the next forward.
+    The peak is that held chunk plus the largest of the MLP, attention and logits phases."""
     hidden, heads, ffn, vocab = _dims(m)
     mlp = tokens * (3 * ffn + 4 * hidden) * ACT
-    attention = 0
-    if cache_tokens > tokens:
-        mask = tokens * cache_tokens  # bool
-        grouped = m.kv_heads and m.kv_heads < heads and m.attention != "mla"
-        repeated = 2 * heads * cache_tokens * m.head_dim * ACT if grouped else 0
-        attention = mask + repeated + tokens * 4 * hidden * ACT
-    return max(mlp, attention) + vocab * F32
+    if cache_tokens <= tokens:
+        return mlp + vocab * F32
+    mask = tokens * cache_tokens * (1 + ACT)  # the boolean mask and SDPA's additive copy of it
+    grouped = m.kv_heads and m.kv_heads < heads and m.attention != "mla"
+    repeated = 2 * heads * cache_tokens * m.head_dim * ACT if grouped else 0
+    attention = mask + repeated + tokens * 4 * hidden * ACT
+    chunk_logits = tokens * vocab * F32
+    logits = chunk_logits + tokens * vocab * ACT + tokens * hidden * ACT
+    return chunk_logits + max(mlp, attention, logits)
