@@ -513,7 +513,64 @@ def _ollama_graph(m: ModelSpec, batch: int, ctx: int, partial: bool) -> int:
     )
 
 
+# What a total_memory record measured (its settings.measure), and whether the CUDA context is in it:
+# "buffers": the device buffers a llama.cpp load log lists (model + KV + compute; no CUDA context);
+# "max_memory_allocated": PyTorch's peak of tensor bytes (no CUDA context, no allocator cache);
+# "device": the card's used memory (nvidia-smi), the process's context included.
+PLAN_MEASURES = {"buffers": False, "max_memory_allocated": False, "device": True}
+
+
+def _plan_total(r: dict[str, Any], measure: str) -> tuple[float, str]:
+    """A total scored through the plan a user gets (services/plan.py build_context + memory_for): the
+    record's settings as plan options (--context per sequence, --parallel, --prefill-chunk, --kv-dtype,
+    --flash-attn)."""
+    from dataclasses import replace
+
+    from .inputs import PlanInput
+    from .plan import build_context, memory_for
+
+    m, rt = _model(r), _runtime(r)
+    s = _settings(r)
+    seqs = int(r.get("parallel") or 1)
+    total_ctx = _context(r, s)
+    # llama.cpp's n_ctx is shared by the slots; a plan's --context is per sequence
+    context = max(total_ctx // seqs, 1) if rt.ctx_pad > 1 else total_ctx
+    chunk = s.get("n_ubatch") or s.get("prefill_chunk")
+    fa = s.get("flash_attn")
+    from ..runtimes.llamacpp_like import FORKS
+
+    fork = FORKS.get(_norm_rt(r["runtime"]))
+    base = default_runtimes().get(fork[0]) if fork else rt
+    try:
+        ctx = build_context(PlanInput(model=m.id, runtime=base.id, quant=str(r.get("quant") or "") or None,
+                                      context=context, parallel=seqs, kv_dtype=_kv_dtype(r, m),
+                                      prefill_chunk=int(chunk) if chunk else None,
+                                      flash_attn=None if fa is None else bool(fa), allow_long_context=True))
+    except CardfitError as e:
+        raise Skip(f"plan: {e}") from None
+    ctx = replace(ctx, runtime=rt)
+    try:
+        gpu: Gpu | None = _gpu(r)
+    except Skip:
+        gpu = None
+    mem = memory_for(ctx, context, gpu)
+    overhead = mem.overhead_bytes if PLAN_MEASURES[measure] else 0
+    total = mem.weights_bytes + mem.kv_cache_bytes + mem.activation_bytes + overhead
+    return total, (f"plan: weights {mem.weights_bytes / MIB:,.0f} + KV {mem.kv_cache_bytes / MIB:,.0f} + "
+                   f"workspace {mem.activation_bytes / MIB:,.0f}" + (f" + overhead {overhead / MIB:,.0f}"
+                                                                      if overhead else "") + " MiB")
+
+
 def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
+    measure = str(_settings(r).get("measure") or "")
+    if measure:
+        if measure not in PLAN_MEASURES:
+            raise Skip(f"total_memory measure '{measure}' is not one of {', '.join(PLAN_MEASURES)}")
+        return _plan_total(r, measure)
+    return _ollama_ps_size(r)
+
+
+def _ollama_ps_size(r: dict[str, Any]) -> tuple[float, str]:
     """`ollama ps` SIZE = Ollama's own estimate (llm/memory.go EstimateGPULayers, notes in
     data/runtimes.toml): the 457 MiB minimum + one spare layer + the graph (partial when layers spill to the
     CPU, as the record's PROCESSOR column shows) + every blk layer with its KV + the output layer; token_embd
