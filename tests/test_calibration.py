@@ -148,7 +148,7 @@ HELD_LOO = {
     # bandwidth share and the M1 Max its measured GPU read rate: 5.7 % / 22.2 % now, the 34 HBM records
     # without an out-of-sample figure (one source measures that share)
     "decode": (0.06, 0.23),
-    "prefill": (0.105, 0.18),
+    "prefill": (0.105, 0.16),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
     # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss
     # records at 4 and 10 sequences and the SGLang one at 1,010 are now over-predicted by 19-68 %

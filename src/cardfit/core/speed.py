@@ -300,12 +300,15 @@ def ceiling(load: Load, mc: Machine) -> float:
 
 
 def prefill_tokens_per_s(m: ModelSpec, tflops: float | None, efficiency: float, prompt_tokens: int = 512,
-                         tp: int = 1) -> float | None:
-    """Compute bound: 2 × active params per token plus causal attention over on average half the prompt."""
+                         tp: int = 1, attention_tflops: float | None = None, depth: int = 0) -> float | None:
+    """Compute bound: 2 × active params per token at `tflops`, plus causal attention over the `depth` tokens
+    already cached and on average half the prompt, at `attention_tflops` (default: the same rate)."""
     if not tflops or not efficiency:
         return None
-    per_token = decode_flops_per_token(m, prompt_tokens // 2)
-    return tflops * 1e12 * efficiency * max(tp, 1) / per_token
+    gemm = 2 * m.active
+    attention = decode_flops_per_token(m, depth + prompt_tokens // 2) - gemm
+    seconds = gemm / tflops + attention / (attention_tflops or tflops)
+    return 1e12 * efficiency * max(tp, 1) / seconds
 
 
 # Without flash attention llama.cpp materialises every layer's attention scores in f32:
@@ -317,9 +320,10 @@ SCORE_PASSES = 4
 SCORE_BYTES = 4  # f32
 
 
-def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512) -> int:
-    """Bytes the unfused attention moves for a prompt prefilled in ubatches of `ubatch` tokens (each ubatch
-    attends to the cache filled so far plus itself; sliding-window layers to at most their window)."""
+def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512, depth: int = 0) -> int:
+    """Bytes the unfused attention moves for a prompt prefilled in ubatches of `ubatch` tokens after `depth`
+    cached ones (each ubatch attends to the cache filled so far plus itself; sliding-window layers to at most
+    their window)."""
     from .kv import layout
 
     lay = layout(m)
@@ -327,7 +331,7 @@ def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512) -
     total, done, step_ = 0, 0, max(ubatch, 1)
     while done < prompt_tokens:
         n = min(step_, prompt_tokens - done)
-        kv = done + n
+        kv = depth + done + n
         total += heads * n * (lay.full_layers * kv + lay.window_layers * min(kv, lay.window or kv))
         done += n
     return total * SCORE_BYTES * SCORE_PASSES
@@ -387,7 +391,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
                 cpu_weight_fraction)
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
-    prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp)
+    attention = attention_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None
+    prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention)
     if bw is None:
         return Speed(None, None, prefill, per_token)
     mc = Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
@@ -478,12 +483,28 @@ def prefill_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool = F
     top = gpu.tflops(precision_of(quant, gpu)) or gpu.tflops("bf16")
     if not top or not fp16_accumulate:
         return top
-    if gpu.vendor == "nvidia" and gpu.tier == "consumer" and gpu.arch in ("turing", "ampere", "ada",
-                                                                          "blackwell"):
+    if _geforce(gpu):
         top *= GEFORCE_FP16_ACCUMULATE_GAIN
     if gpu.arch == "hopper":
         top *= HOPPER_MMA_SYNC_SHARE
     return top
+
+
+def _geforce(gpu: Gpu) -> bool:
+    return gpu.vendor == "nvidia" and gpu.tier == "consumer" and gpu.arch in ("turing", "ampere", "ada",
+                                                                              "blackwell")
+
+
+def attention_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool = False) -> float | None:
+    """The tensor rate of prefill attention. llama.cpp's flash-attention kernel accumulates K·Q in FP32 and
+    the softmax·V product in FP16 (ggml-cuda fattn-mma-f16.cuh: `tile_C_KQ = tile<16, 8, float>`,
+    `tile_C_VKQ = tile<16, 4, half2>`): half its FLOPs run at the FP32-accumulate rate, which GeForce cards
+    run at half the FP16 one, so attention goes at 2/3 of the rate the GEMMs reach there."""
+    full = prefill_peak_tflops(gpu, quant, fp16_accumulate)
+    if not full or not fp16_accumulate or not _geforce(gpu):
+        return full
+    half = full / GEFORCE_FP16_ACCUMULATE_GAIN
+    return 1 / (0.5 / half + 0.5 / full)
 
 
 def prefill_efficiency(float_eff: float, quantized_eff: float, quant: Any, metal_eff: float = 0.0,

@@ -214,7 +214,7 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
     one = sp.step(s.load, s.machine, 1)
     most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
     prefill_eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
-    prefill = sp.prefill_tokens_per_s(m, s.tflops, prefill_eff, inp.prompt, s.machine.tp)
+    prefill = sp.prefill_tokens_per_s(m, s.tflops, prefill_eff, inp.prompt, s.machine.tp, attention_tflops(s))
     no_fit = [f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures assume it did"]
     report = SpeedReport(
         model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp, runtime=rt.id,
@@ -467,7 +467,8 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     if kind == "prefill":
         n = int(record.get("prompt_tokens") or 512)
         eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
-        rate = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp)
+        rate = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp, attention_tflops(s),
+                                       _depth(record))
         extra = _unfused_attention_seconds(record, s, n) + _dequantize_seconds(record, s, n)
         return n / (n / rate + extra) if rate and extra else rate
     if not realistic:
@@ -618,8 +619,22 @@ def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) ->
     if settings.get("flash_attn") is not False and not llamacpp_old_build(record, MMQ_DEFAULT):
         return 0.0
     ubatch = int(settings.get("n_ubatch") or 512)
-    scores = sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch)
+    scores = sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch, _depth(record))
     return scores / max(s.machine.tp, 1) / s.machine.read_bytes_per_s
+
+
+def attention_tflops(s: Setup) -> float | None:
+    """The setup's attention rate (core/speed.py attention_peak_tflops) in proportion to its GEMM rate, so an
+    overridden rate (--tflops, an Apple GPU size) carries over."""
+    ctx, gpu = s.plan.ctx, s.plan.first.option.gpu
+    full = sp.prefill_peak_tflops(gpu, ctx.quant, ctx.runtime.fp16_accumulate)
+    attention = sp.attention_peak_tflops(gpu, ctx.quant, ctx.runtime.fp16_accumulate)
+    return s.tflops * attention / full if s.tflops and full and attention else s.tflops
+
+
+def _depth(record: dict[str, Any]) -> int:
+    """Tokens already in the cache when the measured prompt starts (llama-bench -d: 'pp512 @ d32768')."""
+    return int((record.get("settings") or {}).get("depth") or 0)
 
 
 def cublas_dequantizes(record: dict[str, Any], s: Setup) -> bool:
@@ -656,7 +671,8 @@ def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
     except CardfitError:
         return None
     n = int(record.get("prompt_tokens") or 512)
-    top = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, 1.0, n, s.machine.tp)
+    top = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, 1.0, n, s.machine.tp, attention_tflops(s),
+                                  _depth(record))
     if not top:
         return None
     left = n / float(record["measured"]) - _unfused_attention_seconds(record, s, n) - _dequantize_seconds(
