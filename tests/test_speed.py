@@ -283,3 +283,29 @@ def test_llamacpp_slot_cost_is_fitted_with_a_prior():
     f = next(f for f in FITS if f.key == "llama.cpp.decode_overhead_us_per_sequence")
     assert f.prior == "vllm.decode_overhead_us_per_sequence_v0" and "ollama" in f.copies
     assert default_runtimes().find("llama.cpp").decode_overhead_us_per_sequence > 0
+
+
+def test_llamacpp_sliding_window_layers_read_their_whole_ring():
+    """llama.cpp keeps window + ubatch cells per stream for sliding-window layers (llama-kv-cache-iswa.cpp)
+    and a step's attention spans all used cells: Gemma 3 4B at 8K with -ub 2048 reads 3,072 cells in its local
+    layers, not the 1,024-token window; vLLM's paged cache reads the window."""
+    from cardfit.catalog.models import default_models
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.core.kv import kv_cache_bytes
+    from cardfit.runtimes import adapter
+
+    m = default_models().find("gemma-3-4b")
+    rts = default_runtimes()
+    llama, vllm = adapter(rts.find("llama.cpp")), adapter(rts.find("vllm"))
+    assert llama.window_read_cells(m, 2048) == 3072
+    assert llama.window_read_cells(m, 512) == 1536
+    assert vllm.window_read_cells(m, 2048) == 0
+
+    class Mem:
+        context, kv_dtype = 16384, "f16"
+
+    ring = sp.kv_read_bytes(m, Mem, 8208, True, 3072)
+    window = sp.kv_read_bytes(m, Mem, 8208, True)
+    assert ring > window
+    assert ring == kv_cache_bytes(m, 8208, 1, "f16", True, 3072)
+    assert sp.kv_read_bytes(m, Mem, 528, True, 3072) == sp.kv_read_bytes(m, Mem, 528, True)  # not wrapped yet

@@ -148,11 +148,17 @@ def active_weight_bytes(m: ModelSpec, mem: Memory, q: Quant | None = None, seque
     return round(mem.weights.total_bytes * weight_shares(m, q).read_fraction(sequences))
 
 
-def kv_read_bytes(m: ModelSpec, mem: Memory, context_filled: int, window_cache: bool = True) -> int:
-    """One sequence's cache at `context_filled` tokens: what attention reads for each new token."""
+def kv_read_bytes(m: ModelSpec, mem: Memory, context_filled: int, window_cache: bool = True,
+                  window_cells: int = 0) -> int:
+    """One sequence's cache at `context_filled` tokens: what attention reads for each new token
+    (`window_cells`: what a sliding-window layer reads once its ring has wrapped, when more than the window:
+    the runtime adapter's window_read_cells)."""
     if context_filled <= 0:
         return 0
-    return kv_cache_bytes(m, min(context_filled, mem.context), 1, mem.kv_dtype, window_cache)
+    filled = min(context_filled, mem.context)
+    if window_cells and window_cache and m.sliding_window and window_cells > m.sliding_window:
+        return kv_cache_bytes(m, filled, 1, mem.kv_dtype, window_cache, min(filled, window_cells))
+    return kv_cache_bytes(m, filled, 1, mem.kv_dtype, window_cache)
 
 
 @record(slots=True)

@@ -46,6 +46,11 @@ class Runtime:
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
         return 0
 
+    def window_read_cells(self, m: ModelSpec, ubatch: int) -> int:
+        """Cells a decode step's attention reads in each sliding-window layer of one sequence, once the
+        cache has wrapped (0: the window itself)."""
+        return 0
+
     def overhead_bytes(self) -> int:
         return self.profile.context_bytes + self.profile.cuda_graph_bytes
 

@@ -39,6 +39,15 @@ class LlamaCppLike(Runtime):
                                        max(self.profile.ctx_pad, 1))
         return kv_cache_bytes(m, ctx, s.sequences, s.kv_dtype, self.profile.window_cache, cells)
 
+    def window_read_cells(self, m: ModelSpec, ubatch: int) -> int:
+        """The sliding-window cache is a ring of window + ubatch cells per stream (llamacpp_swa_cells) and the
+        attention of a step spans every used cell of it, masked to the window (llama_kv_cache get_n_kv: the
+        used cells up to the highest, padded to 256): once wrapped, a step reads the whole ring."""
+        if not m.sliding_window or not self.profile.window_cache:
+            return 0
+        ub = ubatch or self.profile.prefill_chunk or DEFAULT_UBATCH
+        return llamacpp_swa_cells(m.sliding_window, 1, ub, 1 << 30, max(self.profile.ctx_pad, 1))
+
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
         cells = self.padded_context(s.context) * s.sequences
         tokens = min(s.prefill_chunk, cells) if s.prefill_chunk else cells

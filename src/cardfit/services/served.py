@@ -50,7 +50,8 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
     m = ctx.model
     filled = in_flight(w)
     return sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), sp.weight_shares(m, ctx.quant),
-                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache),
+                   sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache,
+                                    ctx.engine.window_read_cells(m, ctx.prefill_chunk)),
                    sp.decode_flops_per_token(m, filled),
                    m.layers, sp.hidden_size(m), cpu_weight_fraction, cpu_expert_fraction)
 

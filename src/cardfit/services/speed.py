@@ -342,6 +342,8 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values["cpu_moe"] = 100_000
     if r.get("kind") in ("aggregate_decode", "serving"):
         values["concurrency"] = (int(r.get("concurrency") or 1),)
+    if r.get("kind") == "aggregate_decode" and settings.get("n_ubatch"):  # llama-batched-bench states its -ub
+        values["prefill_chunk"] = int(settings["n_ubatch"])
     values.update(_engine_batch_defaults(r, values["context"]))
     return SpeedInput(**values)
 
