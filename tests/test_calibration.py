@@ -146,8 +146,10 @@ def test_a_record_of_a_source_nobody_fits_on_keeps_its_prediction(report):
 HELD_LOO = {
     # 0.082 / 0.537 before llama.cpp's pre-2024-05 builds on HBM cards (A100, H100 PCIe) got their own
     # bandwidth share and the M1 Max its measured GPU read rate: 5.7 % / 22.2 % now, the 34 HBM records
-    # without an out-of-sample figure (one source measures that share)
-    "decode": (0.06, 0.23),
+    # without an out-of-sample figure (one source measures that share). 7.9 % / 18.0 % with PR 4766's per-type
+    # table (low-bit unpacking cost): its Pascal P40 rows raise the per-layer time the XiongjieDai runs are
+    # scored with when their own source is left out (median up, over-prediction down)
+    "decode": (0.085, 0.19),
     "prefill": (0.105, 0.16),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
     # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss

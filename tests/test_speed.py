@@ -309,3 +309,36 @@ def test_llamacpp_sliding_window_layers_read_their_whole_ring():
     assert ring > window
     assert ring == kv_cache_bytes(m, 8208, 1, "f16", True, 3072)
     assert sp.kv_read_bytes(m, Mem, 528, True, 3072) == sp.kv_read_bytes(m, Mem, 528, True)  # not wrapped yet
+
+
+def _decode(model: str, quant: str, gpu: str) -> float:
+    r = speed_report(SpeedInput(model=model, quant=quant, gpu=gpu, runtime="llama.cpp", concurrency=(1,),
+                                filled=0))
+    return r.decode_tokens_per_s
+
+
+def test_low_bit_k_quants_are_bound_by_unpacking_not_bytes():
+    """llama.cpp PR #4766 (RTX 3090, tg128): 7B Q2_K 92.69 tok/s, Q4_0 121.82, though Q2_K reads 26 % fewer
+    bytes: the low-bit unpacking on the CUDA cores sets the pace (core/speed.py dequant_seconds)."""
+    q2, q4 = _decode("llama-2-7b", "Q2_K", "RTX 3090"), _decode("llama-2-7b", "Q4_0", "RTX 3090")
+    assert q2 < q4
+    iq2, iq4 = type("Q", (), {"name": "IQ2_XXS"}), type("Q", (), {"name": "IQ4_XS"})
+    assert sp.low_bit(iq2) and not sp.low_bit(iq4)
+
+
+def test_a_card_without_a_published_fp32_rate_pays_no_unpacking_term():
+    q2 = speed_report(SpeedInput(model="llama-2-7b", quant="Q2_K", gpu="RTX 3090", runtime="llama.cpp",
+                                 concurrency=(1,), filled=0))
+    assert any("low-bit weights" in n for n in q2.notes)
+    apple = speed_report(SpeedInput(model="llama-2-7b", quant="Q2_K", gpu="Apple M2 Ultra 192GB",
+                                    runtime="llama.cpp", concurrency=(1,), filled=0))
+    assert not any("low-bit weights" in n for n in apple.notes)
+
+
+def test_m1_max_decode_streams_at_its_measured_gpu_read_rate():
+    """The M1 Max GPU reads far less than its 400 GB/s fabric: llama.cpp's Metal matrix-vector kernel was
+    measured at 194.4 GB/s (llama.cpp PR #1642); decode is timed at that rate, the ceiling at the fabric's."""
+    r = speed_report(SpeedInput(model="llama-2-7b", quant="F16", gpu="Apple M1 Max 64GB", runtime="llama.cpp",
+                                concurrency=(1,), filled=0))
+    assert r.decode_tokens_per_s < 194.4e9 / r.bytes_per_token
+    assert r.decode_ceiling_tokens_per_s == pytest.approx(400e9 / r.bytes_per_token, rel=0.01)

@@ -42,6 +42,8 @@ class Gpu:
     # 400 GB/s fabric, far less reached by its GPU); decode streams at most this; None: the bus figure holds
     stream_gbps: float | None = None
     stream_source: str = ""
+    # the non-tensor FP32 rate of the CUDA cores / shader ALUs: what unpacking low-bit weights runs on
+    fp32_tflops: float | None = None
     fp16_tflops: float | None = None
     bf16_tflops: float | None = None
     fp8_tflops: float | None = None

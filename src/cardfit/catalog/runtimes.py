@@ -91,6 +91,8 @@ class RuntimeProfile:
     # the largest batch a decode step replays as a CUDA graph (0: every batch): larger batches launch every
     # kernel and pay the per-layer time of a build without graphs (decode_overhead_us_per_layer_v0)
     graph_max_batch: int = 0
+    # ALU operations per weight the decode kernels spend unpacking low-bit types (core/speed.py low_bit)
+    dequant_ops_per_weight: float = 0.0
     # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
     # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
     # decode-first engines schedule the running decodes first and fill the rest of the step's token budget

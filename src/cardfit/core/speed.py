@@ -181,6 +181,9 @@ class Machine:
     # the read rate the card's own cores were measured to reach where it is below bandwidth × efficiency
     # (a GPU that cannot saturate its memory bus: catalog field gpus stream_gbps); 0 = no such limit
     stream_gbps: float = 0.0
+    fp32_tflops: float = 0.0  # non-tensor rate per card (gpus fp32_tflops); 0 = not published
+    # the runtime's ALU operations per low-bit weight a decode step unpacks (runtimes.toml, fitted); 0 = none
+    dequant_ops_per_weight: float = 0.0
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -203,6 +206,7 @@ class Step:
     overhead_s: float
     link_s: float
     kv_s: float = 0.0  # the KV-cache share of memory_s: attention kernels, run after the weight GEMMs
+    dequant_s: float = 0.0  # unpacking low-bit weights on the CUDA cores, inside the same weight kernels
 
     @property
     def roofline_s(self) -> float:
@@ -210,7 +214,7 @@ class Step:
         kernels then stream the KV cache (a roofline per operator, not one for the whole step: Yuan et al.,
         "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv:2402.16363, 2024, section 3).
         With one sequence the FLOPs are far below the bytes and this is all bytes ÷ bandwidth."""
-        return max(self.memory_s - self.kv_s, self.compute_s) + self.kv_s
+        return max(self.memory_s - self.kv_s, self.compute_s, self.dequant_s) + self.kv_s
 
     @property
     def seconds(self) -> float:
@@ -228,7 +232,7 @@ class Step:
     def bound(self) -> str:
         if self.cpu_bytes and self.memory_s >= self.compute_s:
             return "system RAM"
-        return "compute" if self.compute_s > self.memory_s else "memory"
+        return "compute" if max(self.compute_s, self.dequant_s) > self.memory_s else "memory"
 
 
 @record(slots=True)
@@ -243,6 +247,7 @@ class Load:
     hidden: int
     cpu_weight_fraction: float = 0.0  # share of the weight bytes in system RAM (whole layers)
     cpu_expert_fraction: float = 0.0  # share of the routed experts in system RAM (-ot exps=CPU, --n-cpu-moe)
+    low_bit_params: float = 0.0  # resident parameters stored in a low-bit type (low_bit): unpacked per read
 
 
 def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
@@ -273,7 +278,35 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     kv_s = b * load.kv_bytes / tp / mc.read_bytes_per_s
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
                 load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence,
-                link_seconds(load, mc, b), kv_s)
+                link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b))
+
+
+def dequant_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:
+    """Unpacking the low-bit weights a step reads (in VRAM), on the cards' non-tensor ALUs: K-quants below
+    4 bits and the IQ types spend tens of integer and float operations per weight on bit unpacking, scales
+    and codebook lookups (llama.cpp ggml-cuda vecdotq.cuh vec_dot_q2_K_q8_1 / vec_dot_iq2_xxs_q8_1), once
+    per weight per step whatever the batch. Where that takes longer than streaming the bytes, decode is
+    bound by it: llama.cpp PR #4766 measured 7B Q2_K at 92.69 tok/s and Q4_0 at 121.82 on one RTX 3090
+    though Q2_K reads 26 % fewer bytes."""
+    if not (load.low_bit_params and mc.fp32_tflops and mc.dequant_ops_per_weight):
+        return 0.0
+    params = load.low_bit_params * load.shares.read_fraction(sequences) * (1 - load.cpu_weight_fraction)
+    return params * mc.dequant_ops_per_weight / max(mc.tp, 1) / (mc.fp32_tflops * 1e12)
+
+
+# Quantization types whose decode unpacking is ALU-bound on GPUs: the K-quants below 4 bits and the IQ
+# (lattice codebook) types below 4 bits. IQ4_XS / IQ4_NL, Q4_K and up unpack with a few operations a weight.
+LOW_BIT_PREFIXES = ("Q2_K", "Q3_K", "IQ1_", "IQ2_", "IQ3_")
+
+
+def low_bit(quant: Any) -> bool:
+    """Whether a quantization's weights are in a low-bit type (LOW_BIT_PREFIXES; a GGUF mix by its name)."""
+    return str(getattr(quant, "name", "") or "").upper().startswith(LOW_BIT_PREFIXES)
+
+
+def low_bit_params(m: ModelSpec, quant: Any) -> float:
+    """Parameters a low-bit quantization stores (the whole model; step() takes the share read)."""
+    return float(m.params) if low_bit(quant) else 0.0
 
 
 def per_layer_s(mc: Machine, sequences: int) -> float:
@@ -385,7 +418,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              overhead_s_per_sequence: float = 0.0, cpu_weight_fraction: float = 0.0,
              ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
              bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False,
-             sequences: int = 1) -> Speed:
+             sequences: int = 1, dequant_ops_per_weight: float = 0.0) -> Speed:
     """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
     concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan."""
     filled = mem.context if context_filled is None else context_filled
@@ -395,7 +428,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
     load = Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
                 kv_read_bytes(m, mem, filled, window_cache),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
-                cpu_weight_fraction)
+                cpu_weight_fraction, low_bit_params=low_bit_params(m, quant))
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
     attention = attention_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None
     prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention)
@@ -406,7 +439,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  overhead_s_per_layer=overhead_s_per_layer, overhead_s_per_sequence=overhead_s_per_sequence,
                  compute_efficiency=prefill_efficiency or 1.0,
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
-                 stream_gbps=gpu.stream_gbps or 0.0)
+                 stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
+                 dequant_ops_per_weight=dequant_ops_per_weight)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
     b = max(sequences, 1)
     aggregate = (
@@ -467,7 +501,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    overhead_s_per_layer_eager=k("decode_overhead_us_per_layer_v0") * 1e-6,
                    compute_efficiency=compute,
                    ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
-                   stream_gbps=gpu.stream_gbps or 0.0)
+                   stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
+                   dequant_ops_per_weight=k("dequant_ops_per_weight"))
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their

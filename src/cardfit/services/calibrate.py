@@ -126,8 +126,22 @@ def _hbm(want: bool) -> Callable[[Record], bool]:
 
         try:
             return on_hbm(record_setup(r)) is want
-        except CardfitError:
-            return False
+        except CardfitError:  # not scored: counted with the records of the common case
+            return not want
+    return ok
+
+
+def _low_bit(want: bool) -> Callable[[Record], bool]:
+    """Records whose weights are in a low-bit type (core/speed.py low_bit) or not."""
+    def ok(r: Record) -> bool:
+        from ..core.speed import low_bit
+        from ..errors import CardfitError
+        from .speed import record_setup
+
+        try:
+            return low_bit(record_setup(r).plan.ctx.quant) is want
+        except CardfitError:  # not scored: counted with the records of the common case
+            return not want
     return ok
 
 
@@ -141,12 +155,13 @@ def _vllm_overhead(r: Record) -> bool:
 
 FITS: tuple[Fit, ...] = (
     Fit("llama.cpp", "decode_overhead_us_per_layer",
-        _both(_is("decode", "llama.cpp"), _llamacpp_generation(True)),
+        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(True)), _low_bit(False)),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, "
         "builds from May 2024 on (CUDA graphs)"),
     Fit("llama.cpp", "decode_overhead_us_per_layer_v0",
-        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(False)),
+        _both(_both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(False)),
+              _low_bit(False)),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
         "the same for llama.cpp builds before May 2024 (no CUDA graphs), cards without HBM",
         prior="llama.cpp.decode_overhead_us_per_layer"),
@@ -155,6 +170,10 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_decode_efficiency"), 3, ("ollama",),
         "share of an HBM card's bandwidth the single-stream decode of those builds implies, after their "
         "per-layer time"),
+    Fit("llama.cpp", "dequant_ops_per_weight", _both(_is("decode", "llama.cpp"), _low_bit(True)),
+        _speed("implied_dequant_ops_per_weight"), 1, ("ollama",),
+        "ALU operations per low-bit weight (K-quants below 4 bits, IQ types) the single-stream decode time "
+        "left after the per-layer time implies, on the card's FP32 rate"),
     Fit("llama.cpp", "prefill_efficiency",
         _both(_is("prefill", "llama.cpp", offload=None),
               _prefill_field("prefill_efficiency", power_bound=False)),

@@ -53,7 +53,8 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
                    sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache,
                                     ctx.engine.window_read_cells(m, ctx.prefill_chunk)),
                    sp.decode_flops_per_token(m, filled),
-                   m.layers, sp.hidden_size(m), cpu_weight_fraction, cpu_expert_fraction)
+                   m.layers, sp.hidden_size(m), cpu_weight_fraction, cpu_expert_fraction,
+                   sp.low_bit_params(m, ctx.quant))
 
 
 def uncalibrated_sequence_cost_s() -> float:

@@ -101,6 +101,7 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
     if gpu is not None:
         out["compute_efficiency"] = sp.power_capped(out["compute_efficiency"], mc.tflops, gpu.tdp_w, value(
             rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt))
+    out["dequant_ops_per_weight"] = value(rt.id, "dequant_ops_per_weight", rt.dequant_ops_per_weight)
     return replace(mc, **out)
 
 
@@ -269,6 +270,12 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
                    "per step")
     if s.load.cpu_weight_fraction:
         out.append("CPU offload: the offloaded layers run at system RAM bandwidth (--ram-bandwidth)")
+    one = sp.step(s.load, s.machine, 1)
+    if one.dequant_s > one.memory_s - one.kv_s:
+        ops, fp32 = s.machine.dequant_ops_per_weight, s.machine.fp32_tflops
+        out.append(f"low-bit weights: unpacking them on the {gpu.name}'s CUDA cores ({ops:g} operations a "
+                   f"weight at {fp32:g} FP32 TFLOPS) takes longer than reading them: decode is bound by it, "
+                   "not by bandwidth")
     rt = s.plan.ctx.runtime
     if rt.decode_efficiency and not rt.decode_overhead_us_per_sequence and not rt.paged_kv:
         out.append(f"{rt.name}: the cost of each extra sequence in a step is not calibrated (no aggregate-"
@@ -609,6 +616,23 @@ def implied_decode_efficiency(record: dict[str, Any]) -> float | None:
         return None
     rest = 1 / float(record["measured"]) - full.overhead_s - full.link_s
     return full.memory_s / rest if rest > 0 else None
+
+
+def implied_dequant_ops_per_weight(record: dict[str, Any]) -> float | None:
+    """Calibration: the ALU operations per low-bit weight a single-stream decode record implies, where its
+    time left after the per-layer overhead exceeds what streaming its bytes takes (core/speed.py
+    dequant_seconds; runtimes.toml dequant_ops_per_weight)."""
+    from dataclasses import replace
+
+    try:
+        s = engine_generation(record, record_setup(record))
+    except CardfitError:
+        return None
+    if not (s.load.low_bit_params and s.machine.fp32_tflops):
+        return None
+    st = sp.step(s.load, replace(s.machine, dequant_ops_per_weight=1.0), 1)
+    rest = 1 / float(record["measured"]) - st.overhead_s - st.link_s - st.kv_s
+    return rest / st.dequant_s if rest > 0 else None
 
 
 def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) -> float:
