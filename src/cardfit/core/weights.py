@@ -87,6 +87,7 @@ def _position(g: TensorGroup, m: ModelSpec, layers_of: dict[str, int],
     return index_of.get((g.kind, g.layer), g.layer), layers_of.get(c, m.layers)
 
 
+@lru_cache(maxsize=_CACHE)  # one frozen record per model: its hash is computed once, not per mix lookup
 def _mix_model(m: ModelSpec, legacy_qkv: bool = False) -> MixModel:
     gqa = m.heads // m.kv_heads if m.heads and m.kv_heads else 1
     return MixModel(n_gqa=gqa, n_expert=m.experts, is_70b=m.model_type == "llama" and m.layers == 80,
@@ -105,10 +106,10 @@ def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[i
     return tuple((g, tuple(p)) for g, p in merged.values())
 
 
-@lru_cache(maxsize=_CACHE)
 def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ...], tied: bool,
                 mm: MixModel) -> tuple[tuple[QuantType, int], ...]:
-    """Storage type → how many of these identical tensors get it under the mix."""
+    """Storage type → how many of these identical tensors get it under the mix. Not cached itself (its key
+    would hash every position of the group, and _weights_from_shapes keeps its result per model and mix)."""
     quants = default_quants()
     if not position_dependent(q, g.kind):
         i, n = positions[0]
