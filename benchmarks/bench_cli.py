@@ -40,14 +40,15 @@ def versus(seconds: float) -> str:
 
 def sweep() -> tuple[int, float, dict[str, int]]:
     """Every catalog model × quantization (uniform types and GGUF mixes) × GPU × four contexts: the memory
-    model once per model × quantization × context, then the single-card verdict on every GPU (core/fit.py
-    classify_many; a card that cannot compute in the quantization's format says no)."""
+    model once per model × quantization × context, then the single-card verdict on every GPU, a list in card
+    order (core/fit.py classify_many over each runtime's CardBudgets; a card that cannot compute in the
+    quantization's format says no)."""
     from cardfit.catalog.gpus import default_gpus
     from cardfit.catalog.models import default_models
     from cardfit.catalog.quants import GgufMix, default_quants
     from cardfit.catalog.rental import default_rental
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.core.fit import Verdict, classify_many, need_on
+    from cardfit.core.fit import CardBudgets, Verdict, classify_many, need_on
     from cardfit.core.memory import MemorySettings, estimate
     from cardfit.runtimes import adapter
 
@@ -56,20 +57,22 @@ def sweep() -> tuple[int, float, dict[str, int]]:
     gpus = list(default_gpus())
     quants = [q for q in (*qc.types, *qc.mixes) if not (getattr(q, "kind", "") == "gguf")]
     runtimes = {name: adapter(rts.get(name)) for name in ("llama.cpp", "vllm")}
-    budgets: dict[tuple[str, object], list[int]] = {}
+    budgets: dict[tuple[str, object], CardBudgets] = {}
     for name, rt in runtimes.items():
         for requires in {getattr(q, "requires", None) for q in quants}:
-            budgets[name, requires] = [rt.budget_per_card(g) if requires is None or g.supports(requires)
-                                       else -1 for g in gpus]
+            budgets[name, requires] = CardBudgets([rt.budget_per_card(g) if requires is None
+                                                   or g.supports(requires) else -1 for g in gpus])
+    contexts = (4096, 8192, 32768, 131072)
+    settings = {(name, context): MemorySettings(context=context, prefill_chunk=rt.profile.prefill_chunk)
+                for name, rt in runtimes.items() for context in contexts}  # the same for every model
     verdicts = dict.fromkeys((Verdict.FITS, Verdict.TIGHT, Verdict.NO), 0)
     n = 0
     for m in default_models():
         for q in quants:
             name = "llama.cpp" if isinstance(q, GgufMix) else "vllm"
             rt, cards = runtimes[name], budgets[name, getattr(q, "requires", None)]
-            for context in (4096, 8192, 32768, 131072):
-                settings = MemorySettings(context=context, prefill_chunk=rt.profile.prefill_chunk)
-                mem = estimate(m, q, rt, settings)
+            for context in contexts:
+                mem = estimate(m, q, rt, settings[name, context])
                 answers = classify_many(need_on(mem, 1), cards, rules)
                 for v in verdicts:
                     verdicts[v] += answers.count(v)

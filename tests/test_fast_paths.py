@@ -21,9 +21,10 @@ from cardfit.catalog.quants import default_quants
 from cardfit.catalog.records import record
 from cardfit.catalog.registry import Registry
 from cardfit.catalog.rental import default_rental
-from cardfit.core.fit import classify, classify_many
+from cardfit.core.fit import CardBudgets, classify, classify_many
 from cardfit.core.gguf_mix import tensor_type
-from cardfit.core.weights import _buckets, _mix_counts, _mix_model
+from cardfit.core.tensors import gguf_tensor_groups, has_shapes, shapes, tensor_groups
+from cardfit.core.weights import _buckets, _indices, _mix_counts, _mix_model, _position
 from cardfit.names import norm
 
 
@@ -143,3 +144,45 @@ def test_mix_counts_are_the_mix_tensor_by_tensor():
                                              mm=mm) for i, n in positions)
                 assert dict(_mix_counts(mix, g, positions, m.tied_embeddings, mm)) == dict(walked), \
                     (m.id, mix.name, g.kind)
+
+
+def _walked_buckets(m, gguf: bool):
+    """Identical tensor groups merged by walking every tensor record (what _buckets did before it read the
+    shapes once per kind of layer)."""
+    groups = gguf_tensor_groups(m) if gguf else tensor_groups(m)
+    layers_of, index_of = _indices(groups)
+    merged: dict = {}
+    for g in groups:
+        pos = _position(g, m, layers_of, index_of) if gguf and g.matrix else (g.layer, m.layers)
+        merged.setdefault((g.kind, g.n_params, g.row, g.matrix), (g, []))[1].append(pos)
+    return tuple((g, tuple(p)) for g, p in merged.values())
+
+
+def test_buckets_are_the_walk_over_every_tensor():
+    """Every catalog model with shapes (dense, MoE with dense first layers, hybrid linear attention, fused
+    Phi-3 GGUF tensors), as the plain file and as a GGUF file: the same groups, in the same order, with the
+    same positions; and tensor_groups is its shapes, record by record."""
+    for m in default_models():
+        if not has_shapes(m):
+            continue
+        assert [(g.kind, g.layer, g.n_params, g.row, g.matrix) for g in tensor_groups(m)] == list(shapes(m))
+        for gguf in (False, True):
+            assert _buckets(m, gguf) == _walked_buckets(m, gguf), (m.id, gguf)
+
+
+def test_card_budgets_classify_as_the_plain_list():
+    """Budgets with ties, cards that cannot run (-1), needs on and around every budget and tight line."""
+    rules = default_rental()
+    rng = random.Random(3)
+    gb = 10**9
+    for _ in range(50):
+        values = [-1, *(rng.randint(1, 80) * gb for _ in range(5))]
+        budgets = [rng.choice(values) for _ in range(rng.randint(0, 40))]
+        cards = CardBudgets(budgets)
+        needs = [0, 1, *budgets, *(b + d for b in budgets for d in (-1, 1, -5 * gb, 5 * gb - 1))]
+        for need in needs:
+            for margin in (0, 7 * gb):
+                got = classify_many(need, cards, rules, margin)
+                assert got == classify_many(need, budgets, rules, margin)
+                got.append("mutated")  # a copy: the next answer is not changed
+        assert all(len(v) == len(budgets) for v in cards._lists.values())

@@ -105,11 +105,37 @@ def classify(free: int, count: int, rules: RentalRules, margin_bytes: int = 0) -
     return TIGHT if free < tight_below(count, rules, margin_bytes) else FITS
 
 
-def classify_many(need: int, budgets: list[int], rules: RentalRules, margin_bytes: int = 0) -> list[Verdict]:
+class CardBudgets:
+    """The runtime budgets of many single cards (-1: a card that cannot run the plan at all), prepared for
+    `classify_many`: sorted once. Which cards say no or tight depends only on how many budgets fall below the
+    need and below the tight line (ties fall together), so the verdict list of each such pair is worked out
+    once and copied after."""
+
+    def __init__(self, budgets: list[int]) -> None:
+        self.budgets = list(budgets)
+        self._sorted = sorted(self.budgets)
+        self._lists: dict[tuple[int, int], list[Verdict]] = {}
+
+    def verdicts(self, need: int, tight: int) -> list[Verdict]:
+        from bisect import bisect_left
+
+        key = bisect_left(self._sorted, need), bisect_left(self._sorted, tight)
+        found = self._lists.get(key)
+        if found is None:
+            found = [NO if b < need else TIGHT if b < tight else FITS for b in self.budgets]
+            self._lists[key] = found
+        return found.copy()
+
+
+def classify_many(need: int, budgets: list[int] | CardBudgets, rules: RentalRules,
+                  margin_bytes: int = 0) -> list[Verdict]:
     """`classify` of one plan (`need` bytes) on many single cards at once (their runtime budgets; a card that
-    cannot run the plan at all given as a budget of -1): one comparison per card, no call per card, so a
-    whole-catalog question (every model × quantization × context on every card) costs ~0.1 µs per verdict."""
+    cannot run the plan at all given as a budget of -1), in the order of `budgets`: no call per card; with
+    the budgets as CardBudgets, two bisections and a list copy, so a whole-catalog question (every model ×
+    quantization × context on every card) costs a few ns per verdict."""
     tight = need + tight_below(1, rules, margin_bytes)
+    if isinstance(budgets, CardBudgets):
+        return budgets.verdicts(need, tight)
     return [NO if b < need else TIGHT if b < tight else FITS for b in budgets]
 
 

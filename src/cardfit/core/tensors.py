@@ -107,16 +107,28 @@ def tensor_groups(m: ModelSpec) -> list[TensorGroup]:
 
 @lru_cache(maxsize=1024)  # weights, speed and validation each ask for the same model's tensors
 def _tensor_groups(m: ModelSpec) -> tuple[TensorGroup, ...]:
+    return tuple(TensorGroup(kind, layer, n, row, matrix) for kind, layer, n, row, matrix in shapes(m))
+
+
+@lru_cache(maxsize=1024)
+def shapes(m: ModelSpec) -> tuple[tuple[str, int, int, int, bool], ...]:
+    """tensor_groups as (kind, layer, n_params, row, matrix), in the same order, without a record per
+    tensor: the layers of one kind (full or linear attention, dense or MoE FFN) share their shapes."""
     h = m.hidden
-    groups = [TensorGroup("token_embd", -1, m.vocab * h, h)]
+    out = [("token_embd", -1, m.vocab * h, h, True)]
+    templates: dict[tuple[bool, bool], tuple[tuple[str, int, int, bool], ...]] = {}
     for i in range(m.layers):
-        groups.append(TensorGroup("attn_norm", i, 2 * h, h, False))
-        groups += _linear_attention(m, i) if _is_linear_layer(m, i) else _attention(m, i)
-        groups += _ffn(m, i)
-    groups.append(TensorGroup("output_norm", -1, h, h, False))
+        linear, dense = _is_linear_layer(m, i), not m.is_moe or i < m.dense_layers
+        template = templates.get((linear, dense))
+        if template is None:
+            groups = [TensorGroup("attn_norm", i, 2 * h, h, False),
+                      *(_linear_attention(m, i) if linear else _attention(m, i)), *_ffn(m, i)]
+            template = templates[linear, dense] = tuple((g.kind, g.n_params, g.row, g.matrix) for g in groups)
+        out += [(kind, i, n, row, matrix) for kind, n, row, matrix in template]
+    out.append(("output_norm", -1, h, h, False))
     if not m.tied_embeddings:
-        groups.append(TensorGroup("output", -1, m.vocab * h, h))
-    return tuple(groups)
+        out.append(("output", -1, m.vocab * h, h, True))
+    return tuple(out)
 
 
 def shape_params(m: ModelSpec) -> int:
@@ -138,6 +150,11 @@ def active_shape_params(m: ModelSpec) -> int:
 # Architectures whose checkpoints store fused projections, kept fused by llama.cpp's convert_hf_to_gguf.py:
 # Phi-3/Phi-4 ship qkv_proj and gate_up_proj (GGUF attn_qkv, and ffn_up with 2 × n_ff rows, no ffn_gate).
 _FUSED_QKV_GATE_UP = frozenset({"phi3"})
+
+
+def fused_in_gguf(m: ModelSpec) -> bool:
+    """Whether the GGUF file stores some of the model's projections fused (gguf_tensor_groups)."""
+    return m.model_type in _FUSED_QKV_GATE_UP
 
 
 def gguf_tensor_groups(m: ModelSpec) -> list[TensorGroup]:

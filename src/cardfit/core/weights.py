@@ -10,7 +10,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
 from ..catalog.records import record
 from .gguf_mix import _ATTN_V_KINDS, MixModel, applies_at, position_dependent, tensor_type
-from .tensors import TensorGroup, gguf_tensor_groups, has_shapes, tensor_groups
+from .tensors import TensorGroup, fused_in_gguf, gguf_tensor_groups, has_shapes, shapes
 
 # Cache sizes: a whole-catalog question (the plan of every card, largest-model, the benchmark's sweep) asks
 # for every catalog model at every quantization (~300 x ~45): the cache must hold them all or it thrashes.
@@ -96,13 +96,37 @@ def _mix_model(m: ModelSpec, legacy_qkv: bool = False) -> MixModel:
 
 @lru_cache(maxsize=_CACHE)
 def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[int, int], ...]], ...]:
-    """The model's tensor groups, identical groups merged: (one group, the (i, n) position of each copy)."""
-    groups = gguf_tensor_groups(m) if gguf else tensor_groups(m)
-    layers_of, index_of = _indices(groups)
+    """The model's tensor groups, identical groups merged: (one group, the (i, n) position of each copy; in a
+    GGUF file the position llama-quant.cpp sees, as _indices and _position give it). From the shapes, one
+    record per merged group (tests/test_fast_paths.py holds it to the walk over every tensor)."""
+    if gguf and fused_in_gguf(m):
+        rows = [(g.kind, g.layer, g.n_params, g.row, g.matrix) for g in gguf_tensor_groups(m)]
+    else:
+        rows = shapes(m)
+    count: dict[str, int] = defaultdict(int)
+    index: dict[tuple[str, int], int] = {}
+    if gguf:
+        for kind, layer, _, _, matrix in rows:
+            if layer >= 0 and matrix:
+                c = _counter(kind)
+                index[(kind, layer)] = count[c]
+                count[c] += 1
+    n_layers, moe = m.layers, m.is_moe
     merged: dict[tuple[str, int, int, bool], tuple[TensorGroup, list[tuple[int, int]]]] = {}
-    for g in groups:
-        pos = _position(g, m, layers_of, index_of) if gguf and g.matrix else (g.layer, m.layers)
-        merged.setdefault((g.kind, g.n_params, g.row, g.matrix), (g, []))[1].append(pos)
+    for kind, layer, n, row, matrix in rows:
+        if gguf and matrix:
+            c = _counter(kind)
+            if c in ("ffn_down", "ffn_gate", "ffn_up"):
+                pos = (layer if moe else index.get((kind, layer), layer)), n_layers
+            else:
+                pos = index.get((kind, layer), layer), count.get(c, n_layers)
+        else:
+            pos = (layer, n_layers)
+        found = merged.get((kind, n, row, matrix))
+        if found is None:
+            merged[kind, n, row, matrix] = (TensorGroup(kind, layer, n, row, matrix), [pos])
+        else:
+            found[1].append(pos)
     return tuple((g, tuple(p)) for g, p in merged.values())
 
 
@@ -111,15 +135,14 @@ def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ..
     """Storage type → how many of these identical tensors get it under the mix. Not cached itself (its key
     would hash every position of the group, and _weights_from_shapes keeps its result per model and mix)."""
     quants = default_quants()
+    i, n = positions[0]
     if not position_dependent(q, g.kind):
-        i, n = positions[0]
         return ((tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm), len(positions)),)
     # the rule looks at the position only to decide whether it applies: count where it does, type both cases
     hits = applies_at(q, g.kind, positions, mm)
     counts: dict[QuantType, int] = defaultdict(int)
     for applies, count in ((True, hits), (False, len(positions) - hits)):
         if count:
-            i, n = positions[0]
             t = tensor_type(q, g.kind, i, n, g.row, quants, tied_output=tied, mm=mm, applies=applies)
             counts[t] += count
     return tuple(counts.items())
@@ -173,6 +196,7 @@ def _mix_bpw(q: GgufMix, quants: QuantCatalog) -> QuantType:
     return quants.type(q.default)
 
 
+@lru_cache(maxsize=_CACHE)  # every memory estimate asks; a whole-catalog sweep asks per context as well
 def weights(m: ModelSpec, q: Quant | None = None, legacy_qkv: bool = False) -> Weights:
     """Bytes of the model's weights at quantization q (None: as the file/catalog holds it)."""
     quants = default_quants()
