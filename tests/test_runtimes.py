@@ -247,3 +247,20 @@ def test_nccl_nvls_buffers_need_nvswitch_and_more_than_two_ranks(gpu, tp, gib):
 
     engine = adapter(default_runtimes().get("vllm"))
     assert engine.nvls_bytes(default_gpus().get(gpu), tp, 2) / GIB == pytest.approx(gib)
+
+
+@pytest.mark.parametrize(("context", "hint"), [
+    (115000, "--gpu-memory-utilization 0.92"),
+    # 0.96 would leave 3.2 GiB of each H100 outside vLLM's fraction: less than the CUDA context (0.62 GiB) and
+    # NCCL's NVLink SHARP buffers of an 8-rank NVSwitch set (4.5 GiB), which V1 holds outside it
+    (131072, None),
+])
+def test_vllm_utilization_hint_leaves_the_card_room_for_context_and_nccl(run_cli, context, hint):
+    code, out, err = run_cli("plan", "llama-3.1-405b", "--quant", "fp8", "--runtime", "vllm",
+                             "--gpu", "H100 SXM", "--gpus", "8", "--tp", "8", "--context", str(context),
+                             "--batch", "3", env={"COLUMNS": "200"})
+    assert code == 0, err
+    if hint:
+        assert hint in out
+    else:
+        assert "--gpu-memory-utilization" not in out

@@ -25,7 +25,7 @@ from ..core.placement import Shape, shape_of
 from ..core.speed import Speed
 from ..errors import InputError
 from ..runtimes import Runtime, adapter
-from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION
+from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
 from .inputs import PlanInput
 from .resolve import Resolved, resolve
@@ -418,12 +418,19 @@ def utilization_advice(ctx: Context, card: CardPlan) -> list[str]:
         or rt.gpu_memory_utilization >= 1
     ):
         return []
-    total = o.count * (o.gpu.usable_bytes - rt.cuda_total_shortfall_bytes)
+    per_card = o.gpu.usable_bytes - rt.cuda_total_shortfall_bytes
+    total = o.count * per_card
     needed = o.need_bytes / total
-    if needed > MAX_SUGGESTED_UTILIZATION:
+    # what the process holds outside the fraction must still fit on the card: the CUDA context, and on an
+    # NVSwitch set of more than 2 ranks NCCL's NVLink SHARP buffers (V1 starts NCCL before its memory
+    # snapshot; runtimes/vllm_like.py nvls_bytes)
+    outside = rt.context_bytes + ctx.engine.nvls_bytes(o.gpu, o.tp, rt.nccl_communicators_v0) \
+        if isinstance(ctx.engine, VllmLike) else rt.context_bytes
+    ceiling = min(MAX_SUGGESTED_UTILIZATION, 1 - outside / per_card)
+    if needed > ceiling:
         return []
     # half a hundredth up, so the two-decimal flag printed is never below the share needed
-    suggest = min(MAX_SUGGESTED_UTILIZATION, needed + 0.005)
+    suggest = min(ceiling, needed + 0.005)
     return [f"{rt.name} takes {ctx.utilization or rt.gpu_memory_utilization:g} of the card by default; "
             f"--gpu-memory-utilization {suggest:.2f} would hold this plan on {o.count}x "
             f"{o.gpu.name} (tight), and --runtime transformers takes no fixed fraction"]
