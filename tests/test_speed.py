@@ -342,3 +342,18 @@ def test_m1_max_decode_streams_at_its_measured_gpu_read_rate():
                                 concurrency=(1,), filled=0))
     assert r.decode_tokens_per_s < 194.4e9 / r.bytes_per_token
     assert r.decode_ceiling_tokens_per_s == pytest.approx(400e9 / r.bytes_per_token, rel=0.01)
+
+
+@pytest.mark.parametrize("runtime, record, serial", [
+    ("vllm", {"settings": {"version": "v0.5.4"}}, True),  # Lambda's benchmark: before async output processing
+    ("vllm", {"settings": {"version": "0.6.0"}}, False),
+    ("vllm", {"date": "2024-08-01"}, True),  # no version: the date decides (vLLM 0.6.0, 2024-09-05)
+    ("sglang", {"date": "2024-08-05"}, True),  # SGLang before its 0.4 overlap scheduler (2024-12-04)
+    ("sglang", {"settings": {"version": "0.4.1"}}, False),
+    ("llama.cpp", {"date": "2023-10-01"}, False),  # no scheduler generation of its own
+])
+def test_engines_before_the_overlap_scheduler_pay_a_cost_per_sequence(runtime, record, serial):
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.speed import serial_scheduler
+
+    assert serial_scheduler(record, default_runtimes().find(runtime)) is serial

@@ -84,6 +84,10 @@ class RuntimeProfile:
     decode_overhead_us_per_sequence: float = 0.0
     # the same for engine generations whose CPU work ran serially with the GPU step (vLLM before 0.6)
     decode_overhead_us_per_sequence_v0: float = 0.0
+    # the release (and its date, for records that state no version) from which the scheduler's CPU work
+    # overlaps the GPU step; records of the releases before pay decode_overhead_us_per_sequence_v0
+    overlap_scheduler_from: str = ""
+    overlap_scheduler_date: str = ""
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
     decode_overhead_us_per_layer_v0: float = 0.0
     # the share of an HBM card's bandwidth the weight kernels of those builds stream (0: decode_efficiency)

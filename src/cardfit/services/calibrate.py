@@ -99,13 +99,14 @@ def _power_bound(r: Record) -> bool:
 
 
 def _generation(current: bool) -> Callable[[Record], bool]:
-    """vLLM 0.6 and later (or a record stating no version, dated after it) vs the engines before."""
+    """Engines whose scheduler overlaps the GPU step (vLLM 0.6, SGLang 0.4 and later, or a record stating
+    no version dated after the release) vs the engines before (services/speed.py serial_scheduler)."""
     def ok(r: Record) -> bool:
-        from .speed import engine_version
+        from ..catalog.runtimes import default_runtimes
+        from .speed import serial_scheduler
 
-        v = engine_version(r)
-        old = v < (0, 6) if v is not None else str(r.get("date", "9999")) < "2024-09"
-        return old is not current
+        rt = default_runtimes().find(_rt(r))
+        return rt is not None and serial_scheduler(r, rt) is not current
     return ok
 
 
@@ -208,6 +209,11 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, (),
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6"),
+    Fit("sglang", "decode_overhead_us_per_sequence_v0",
+        _both(_is("aggregate_decode", "sglang"), _generation(False)),
+        _speed("implied_overhead_us_per_sequence"), 1, (),
+        "the same for SGLang before 0.4 (no overlap scheduler)",
+        prior="vllm.decode_overhead_us_per_sequence_v0"),
     Fit("llama.cpp", "decode_overhead_us_per_sequence", _is("aggregate_decode", "llama.cpp"),
         _speed("implied_overhead_us_per_sequence"), 1, ("ollama",),
         "batched decode time left per sequence per step after the roofline and the per-layer time of a step "

@@ -558,11 +558,21 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
                               s.plan.first.option.gpu.tdp_w,
                               value(rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt))
         s = replace(s, machine=replace(s.machine, compute_efficiency=eff))
-    v = engine_version(record)
-    if v is None or v >= (0, 6) or not rt.decode_overhead_us_per_sequence_v0:
+    if not rt.decode_overhead_us_per_sequence_v0 or not serial_scheduler(record, rt):
         return s
     per = value(rt.id, "decode_overhead_us_per_sequence_v0", rt.decode_overhead_us_per_sequence_v0)
     return replace(s, machine=replace(s.machine, overhead_s_per_sequence=per * 1e-6))
+
+
+def serial_scheduler(record: dict[str, Any], rt: Any) -> bool:
+    """Whether a record's engine ran its scheduler between GPU steps: a release before the runtime's
+    overlap_scheduler_from (vLLM 0.6, SGLang 0.4), or, with no version stated, a record dated before it."""
+    if not rt.overlap_scheduler_from:
+        return False
+    v = engine_version(record)
+    if v is not None:
+        return v < tuple(int(x) for x in rt.overlap_scheduler_from.split(".")[:2])
+    return str(record.get("date") or "9999") < rt.overlap_scheduler_date
 
 
 def _running(record: dict[str, Any], s: Setup) -> int:
