@@ -24,11 +24,35 @@ def __getattr__(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`cardfit ARGS` (argv: the arguments, default the command line's); the exit status. Run as the
+    command itself (no argv) on the plain path, it ends the process once the output is flushed."""
     args = sys.argv[1:] if argv is None else list(argv)
+    code, plain = _run(args)
+    if argv is None and plain:
+        _exit(code)
+    return code
+
+
+def _exit(code: int) -> None:
+    """End the process without tearing down every module and object (~9 ms of a ~90 ms answer): the output
+    is flushed here, and nothing on the plain path registers an exit handler. A flush that fails (a closed
+    pipe) returns instead, to Python's own exit."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
+
+
+def _run(args: list[str]) -> tuple[int, bool]:
+    """The exit status, and whether the plain path (cli/argv.py) ran the line (else click)."""
+    plain = False
     try:
         from .argv import run_plain
 
-        if not run_plain(args):
+        plain = run_plain(args)
+        if not plain:
             from .app import cli
 
             cli.main(args=args, prog_name="cardfit", standalone_mode=False)
@@ -36,29 +60,29 @@ def main(argv: list[str] | None = None) -> int:
         echo(f"Error: {e}", err=True)
         if os.environ.get("CARDFIT_DEBUG"):
             raise
-        return 2
+        return 2, plain
     except Exception as e:
         click = sys.modules.get("click")
         if click is not None and isinstance(e, click.exceptions.Abort):
             click.echo("Error: aborted", err=True)
-            return 1
+            return 1, plain
         if click is not None and isinstance(e, click.ClickException):
             click.echo(f"Error: {e.format_message()}", err=True)
-            return e.exit_code or 2
+            return e.exit_code or 2, plain
         if click is not None and isinstance(e, click.exceptions.Exit):
-            return e.exit_code
+            return e.exit_code, plain
         if isinstance(e, OSError):
             if e.errno == 32:  # broken pipe: the reader went away
-                return 0
+                return 0, plain
             echo(f"Error: {e}", err=True)
-            return 1
+            return 1, plain
         # a bug, not a user mistake: still one line, exit 1, traceback on request
         if os.environ.get("CARDFIT_DEBUG"):
             raise
         echo(f"Error: internal error ({type(e).__name__}: {e}); please report it, and set "
              "CARDFIT_DEBUG=1 to see the traceback", err=True)
-        return 1
-    return 0
+        return 1, plain
+    return 0, plain
 
 
 if __name__ == "__main__":  # pragma: no cover
