@@ -148,7 +148,9 @@ HELD_LOO = {
     # bandwidth share and the M1 Max its measured GPU read rate: 5.7 % / 22.2 % now, the 34 HBM records
     # without an out-of-sample figure (one source measures that share). 7.9 % / 18.0 % with PR 4766's per-type
     # table (low-bit unpacking cost): its Pascal P40 rows raise the per-layer time the XiongjieDai runs are
-    # scored with when their own source is left out (median up, over-prediction down)
+    # scored with when their own source is left out (median up, over-prediction down). 8.3 % / 18.0 % with
+    # PR 4406's Mixtral on an M2 Max (n 269, 231 out of sample) once Metal builds of that time have their own
+    # per-layer time (162 us against CUDA's 86)
     "decode": (0.085, 0.19),
     "prefill": (0.105, 0.16),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records

@@ -92,6 +92,8 @@ class RuntimeProfile:
     decode_overhead_us_per_layer_v0: float = 0.0
     # the share of an HBM card's bandwidth the weight kernels of those builds stream (0: decode_efficiency)
     decode_efficiency_hbm_v0: float = 0.0
+    # the per-layer time of those builds on Apple's Metal backend (0: decode_overhead_us_per_layer_v0)
+    decode_overhead_us_per_layer_metal_v0: float = 0.0
     # the largest batch a decode step replays as a CUDA graph (0: every batch): larger batches launch every
     # kernel and pay the per-layer time of a build without graphs (decode_overhead_us_per_layer_v0)
     graph_max_batch: int = 0

@@ -132,15 +132,32 @@ def _hbm(want: bool) -> Callable[[Record], bool]:
     return ok
 
 
-def _low_bit(want: bool) -> Callable[[Record], bool]:
-    """Records whose weights are in a low-bit type (core/speed.py low_bit) or not."""
+def _low_bit(want: bool, fp32: bool = False) -> Callable[[Record], bool]:
+    """Records whose weights are in a low-bit type (core/speed.py low_bit) or not; with fp32, only on cards
+    with a published FP32 rate (the records that measure the unpacking cost)."""
     def ok(r: Record) -> bool:
         from ..core.speed import low_bit
         from ..errors import CardfitError
         from .speed import record_setup
 
         try:
-            return low_bit(record_setup(r).plan.ctx.quant) is want
+            s = record_setup(r)
+            if fp32 and not s.plan.first.option.gpu.fp32_tflops:
+                return False
+            return low_bit(s.plan.ctx.quant) is want
+        except CardfitError:  # not scored: counted with the records of the common case
+            return not want
+    return ok
+
+
+def _metal(want: bool) -> Callable[[Record], bool]:
+    """Records on an Apple silicon (Metal) card or not."""
+    def ok(r: Record) -> bool:
+        from ..errors import CardfitError
+        from .speed import on_metal, record_setup
+
+        try:
+            return on_metal(record_setup(r)) is want
         except CardfitError:  # not scored: counted with the records of the common case
             return not want
     return ok
@@ -162,16 +179,22 @@ FITS: tuple[Fit, ...] = (
         "builds from May 2024 on (CUDA graphs)"),
     Fit("llama.cpp", "decode_overhead_us_per_layer_v0",
         _both(_both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(False)),
-              _low_bit(False)),
+              _both(_low_bit(False), _metal(False))),
         _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
         "the same for llama.cpp builds before May 2024 (no CUDA graphs), cards without HBM",
         prior="llama.cpp.decode_overhead_us_per_layer"),
+    Fit("llama.cpp", "decode_overhead_us_per_layer_metal_v0",
+        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)),
+              _both(_low_bit(False), _metal(True))),
+        _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
+        "the same on Apple's Metal backend (every kernel encoded on the CPU)",
+        prior="llama.cpp.decode_overhead_us_per_layer_v0"),
     Fit("llama.cpp", "decode_efficiency_hbm_v0",
         _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(True)),
         _speed("implied_decode_efficiency"), 3, ("ollama",),
         "share of an HBM card's bandwidth the single-stream decode of those builds implies, after their "
         "per-layer time"),
-    Fit("llama.cpp", "dequant_ops_per_weight", _both(_is("decode", "llama.cpp"), _low_bit(True)),
+    Fit("llama.cpp", "dequant_ops_per_weight", _both(_is("decode", "llama.cpp"), _low_bit(True, fp32=True)),
         _speed("implied_dequant_ops_per_weight"), 1, ("ollama",),
         "ALU operations per low-bit weight (K-quants below 4 bits, IQ types) the single-stream decode time "
         "left after the per-layer time implies, on the card's FP32 rate"),

@@ -537,6 +537,13 @@ def on_hbm(s: Setup) -> bool:
     return s.plan.first.option.gpu.memory_type.upper().startswith("HBM")
 
 
+def on_metal(s: Setup) -> bool:
+    """Whether the record's card runs the Metal backend (Apple silicon): before mid-2024 llama.cpp's Metal
+    backend encoded every kernel of a step into command buffers on the CPU, a per-layer time of its own
+    (runtimes.toml decode_overhead_us_per_layer_metal_v0, fitted on the records)."""
+    return s.plan.first.option.gpu.stack == "metal"
+
+
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     """A record of an older engine generation pays that generation's constants: vLLM before 0.6 its
     per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before mid-2024
@@ -548,7 +555,10 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
 
     rt = s.plan.ctx.runtime
     if rt.decode_overhead_us_per_layer_v0 and llamacpp_old_build(record):
-        per = value(rt.id, "decode_overhead_us_per_layer_v0", rt.decode_overhead_us_per_layer_v0)
+        field = "decode_overhead_us_per_layer_v0"
+        if rt.decode_overhead_us_per_layer_metal_v0 and on_metal(s):
+            field = "decode_overhead_us_per_layer_metal_v0"
+        per = value(rt.id, field, getattr(rt, field))
         s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
         if rt.decode_efficiency_hbm_v0 and on_hbm(s) and record.get("kind") in ("decode", "aggregate_decode"):
             eff = value(rt.id, "decode_efficiency_hbm_v0", rt.decode_efficiency_hbm_v0)
