@@ -22,13 +22,13 @@ def table() -> list[str]:
     lines = ["| kind | records | sources (largest) | out of sample: median | p90 | p90 over | "
              "in sample: median | p90 | worst |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for kind, k in rep.kinds.items():
-        if not k["n"]:
+        if not k.n:
             continue
-        n = f"{k['n']} ({k['loo_n']} out of sample)" if k.get("loo_n", k["n"]) != k["n"] else str(k["n"])
-        lines.append(f"| {kind} | {n} | {k['sources']} ({k['largest_source_records']}) | "
-                     f"{pct(k.get('loo_median_abs_error'))} | {pct(k.get('loo_p90_abs_error'))} | "
-                     f"{pct(k.get('loo_p90_over_error'))} | {pct(k['median_abs_error'])} | "
-                     f"{pct(k['p90_abs_error'])} | {pct(k['max_abs_error'])} |")
+        n = f"{k.n} ({k.loo_n} out of sample)" if k.loo_n is not None and k.loo_n != k.n else str(k.n)
+        lines.append(f"| {kind} | {n} | {k.sources} ({k.largest_source_records}) | "
+                     f"{pct(k.loo_median_abs_error)} | {pct(k.loo_p90_abs_error)} | "
+                     f"{pct(k.loo_p90_over_error)} | {pct(k.median_abs_error)} | "
+                     f"{pct(k.p90_abs_error)} | {pct(k.max_abs_error)} |")
     return lines
 
 

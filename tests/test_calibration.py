@@ -83,7 +83,7 @@ def test_a_constant_only_its_own_source_measures_gives_no_out_of_sample_figure(r
     assert theirs and all(o.error is not None for o in theirs)
     assert all(loso[o.id].error is None and "only its own source" in loso[o.id].skipped for o in theirs)
     k = report.kinds["aggregate_decode"]
-    assert k["loo_n"] == k["n"] - len(theirs)
+    assert k.loo_n == k.n - len(theirs)
 
 
 @pytest.mark.parametrize("settings, date, old", [
@@ -127,10 +127,9 @@ def test_overrides_apply_only_inside_the_block():
 
 def test_every_kind_has_an_out_of_sample_error(report):
     for kind, k in report.kinds.items():
-        if k["n"]:
-            assert {"loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "sources"} <= set(k), (
-                kind
-            )
+        if k.n:
+            assert {"loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "sources"} <= set(
+                k.to_json()), kind
 
 
 def test_a_record_of_a_source_nobody_fits_on_keeps_its_prediction(report):
@@ -191,14 +190,14 @@ HELD_LOO = {
 def test_out_of_sample_levels_are_held(report, kind):
     k = report.kinds[kind]
     median, over = HELD_LOO[kind]
-    assert k["loo_median_abs_error"] <= median, k
-    assert k["loo_p90_over_error"] <= over, k
+    assert k.loo_median_abs_error <= median, k
+    assert k.loo_p90_over_error <= over, k
 
 
 def test_cli_json_has_the_out_of_sample_keys(run_json):
     d = run_json("validate", "--kind", "decode")
     k = d["kinds"]["decode"]
-    assert k["loo_median_abs_error"] >= k["median_abs_error"] * 0.5
+    assert k.loo_median_abs_error >= k.median_abs_error * 0.5
     assert all("loo_error" in r for r in d["records"])
 
 

@@ -14,9 +14,14 @@ from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core.memory import MemorySettings, estimate
 from cardfit.errors import CatalogError
 from cardfit.runtimes import adapter
+from cardfit.runtimes.llamacpp import LlamaCpp
 from cardfit.runtimes.llamacpp_like import LlamaCppLike
+from cardfit.runtimes.ollama import Ollama
 from cardfit.runtimes.rule_of_thumb import RuleOfThumb
+from cardfit.runtimes.sglang import SGLang
 from cardfit.runtimes.torch_like import TorchLike
+from cardfit.runtimes.trtllm import TrtLlm
+from cardfit.runtimes.vllm import Vllm
 from cardfit.runtimes.vllm_like import VllmLike
 from cardfit.services.inputs import PlanInput
 from cardfit.services.plan import build_context, memory_for
@@ -24,13 +29,25 @@ from cardfit.services.plan import build_context, memory_for
 SRC = Path(__file__).resolve().parent.parent / "src" / "cardfit"
 
 
-@pytest.mark.parametrize(("rid", "family"), [
-    ("vllm", VllmLike), ("sglang", VllmLike), ("tgi", VllmLike), ("trtllm", VllmLike),
-    ("llama.cpp", LlamaCppLike), ("ollama", LlamaCppLike), ("transformers", TorchLike),
-    ("rule-of-thumb", RuleOfThumb),
+@pytest.mark.parametrize(("rid", "family", "own"), [
+    ("vllm", VllmLike, Vllm), ("sglang", VllmLike, SGLang), ("tgi", VllmLike, VllmLike),
+    ("trtllm", VllmLike, TrtLlm), ("llama.cpp", LlamaCppLike, LlamaCpp), ("ollama", LlamaCppLike, Ollama),
+    ("transformers", TorchLike, TorchLike), ("rule-of-thumb", RuleOfThumb, RuleOfThumb),
 ])
-def test_each_runtime_has_its_family(rid, family):
-    assert type(adapter(default_runtimes().get(rid))) is family
+def test_each_runtime_has_its_family(rid, family, own):
+    """A runtime's adapter is its family's accounting; a serving runtime's own adapter adds its launch line
+    (a subclass of the family: runtimes/vllm.py, sglang.py, trtllm.py, llamacpp.py, ollama.py)."""
+    engine = adapter(default_runtimes().get(rid))
+    assert isinstance(engine, family) and type(engine) is own
+
+
+def test_a_runtime_serves_where_its_adapter_has_a_launch_line():
+    """`serves = true` in data/runtimes.toml and a `launch()` of the runtime's own adapter go together: deploy
+    plans exactly the runtimes it can start."""
+    from cardfit.runtimes.base import Runtime
+
+    for rt in default_runtimes():
+        assert rt.serves == (type(adapter(rt)).launch is not Runtime.launch), rt.id
 
 
 def test_every_catalog_runtime_has_an_adapter():
@@ -76,9 +93,7 @@ _ID_BRANCH = re.compile(r"(runtime|rt)\.id\s*(==|!=|in|not in)\s*[\"(]|activatio
                         r"|SERVE_RUNTIMES|GGUF_SERVERS|\.get\(\"(vllm|llama\.cpp|ollama|sglang|tgi|trtllm|transformers)\"\)")
 
 
-@pytest.mark.parametrize("path", ["core", "services/plan.py", "services/reverse.py", "services/speed.py",
-                                  "services/deploy.py", "services/finetune.py", "services/breakeven.py",
-                                  "services/launch_line.py"])
+@pytest.mark.parametrize("path", ["core", "services", "cli", "web", "charts", "readers"])
 def test_no_runtime_id_branches(path):
     files = sorted((SRC / path).rglob("*.py")) if (SRC / path).is_dir() else [SRC / path]
     for f in files:
@@ -86,14 +101,16 @@ def test_no_runtime_id_branches(path):
             assert not _ID_BRANCH.search(line), f"{f.name}:{i}: {line.strip()}"
 
 
-def test_developing_guide_shows_the_real_adapter_file():
-    """docs/DEVELOPING.md's worked example of a new family file is the file in the repository, line for
-    line."""
+@pytest.mark.parametrize("name", ["trtllm", "rule_of_thumb"])
+def test_developing_guide_shows_the_real_adapter_file(name):
+    """docs/DEVELOPING.md's worked examples (a serving runtime's adapter, a new family) are the files in the
+    repository, line for line, and their catalog rows name them."""
     doc = (SRC.parent.parent / "docs" / "DEVELOPING.md").read_text()
-    head = "+++ b/src/cardfit/runtimes/rule_of_thumb.py\n"
+    head = f"+++ b/src/cardfit/runtimes/{name}.py\n"
     block = doc[doc.index(head) + len(head):].split("\n---", 1)[0]
     shown = [line[1:] for line in block.splitlines()]
-    assert shown == (SRC / "runtimes" / "rule_of_thumb.py").read_text().splitlines()
+    assert shown == (SRC / "runtimes" / f"{name}.py").read_text().splitlines()
+    assert any(rt.family == name for rt in default_runtimes())
 
 
 @pytest.mark.parametrize("rid", [r.id for r in default_runtimes()])

@@ -119,17 +119,17 @@ TARGETS = {"file_size": 0.02, "weights": 0.02, "kv_cache": 0.03, "total_memory":
 def test_error_levels_are_held(report, kind):
     k = report.kinds[kind]
     median, p90 = HELD[kind]
-    assert k["n"] >= 1
-    assert k["median_abs_error"] <= median, k
-    assert k["p90_abs_error"] <= p90, k
+    assert k.n >= 1
+    assert k.median_abs_error <= median, k
+    assert k.p90_abs_error <= p90, k
 
 
 @pytest.mark.parametrize("kind", sorted(TARGETS))
 def test_issue_targets(report, kind):
     k = report.kinds[kind]
-    if k["n"] == 0:
+    if k.n == 0:
         pytest.skip(f"no {kind} prediction yet: {[o.skipped for o in report.outcomes if o.kind == kind][:1]}")
-    assert k["median_abs_error"] <= TARGETS[kind], k
+    assert k.median_abs_error <= TARGETS[kind], k
 
 
 # Issue 12: the 90th percentile of the over-prediction, out of sample (each source left out of every fit), per
@@ -142,14 +142,14 @@ HELD_LOO_P90_OVER = {"file_size": 0.01, "weights": 0.01, "kv_cache": 0.05, "comp
 @pytest.mark.parametrize("kind", sorted(HELD_LOO_P90_OVER))
 def test_out_of_sample_over_prediction_is_held(report, kind):
     k = report.kinds[kind]
-    assert k["loo_n"] >= 3, k
-    assert k["loo_p90_over_error"] <= HELD_LOO_P90_OVER[kind], k
+    assert k.loo_n >= 3, k
+    assert k.loo_p90_over_error <= HELD_LOO_P90_OVER[kind], k
 
 
 def test_max_context_out_of_sample_median(report):
     """Issue 12: max_context ≤ 5 % leave-one-source-out on linked records."""
     k = report.kinds["max_context"]
-    assert k["loo_median_abs_error"] <= 0.05, k
+    assert k.loo_median_abs_error <= 0.05, k
 
 
 def test_llamacpp_kv_and_buffers_are_exact(report):

@@ -31,7 +31,7 @@ class RuntimeProfile:
     id: str
     name: str
     context_bytes: int  # CUDA context + framework + allocator before any tensor
-    family: str  # the adapter module in runtimes/ that sizes memory: vllm_like | llamacpp_like | torch_like …
+    family: str  # its adapter module in runtimes/: a family (vllm_like …) or a serving runtime's own (vllm …)
     gpu_memory_utilization: float = 0.0  # 0: the runtime does not pre-reserve a fraction of the card
     kv_block_tokens: int = 1  # KV allocation granularity (vLLM: 16-token blocks)
     ctx_pad: int = 1  # context rounded up to a multiple of this (llama.cpp pads n_ctx to 256)
@@ -50,7 +50,7 @@ class RuntimeProfile:
     # KV cache in pages handed out as tokens arrive (caps sequences by tokens in flight)
     paged_kv: bool = False
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
-    serves: bool = False  # a server `cardfit deploy` plans and launches (command line: runtimes/launch.py)
+    serves: bool = False  # a server `cardfit deploy` plans and launches (its adapter's launch())
     weights_format: str = "checkpoint"  # what it loads: "gguf" files, or a "checkpoint" (safetensors)
     kv_cache_8bit: str = ""  # the 8-bit KV cache type deploy also tries ("": none)
     # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"

@@ -17,13 +17,13 @@ def write_plot(report: Report, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    kinds = [k for k, v in report.kinds.items() if v["n"]]
+    kinds = [k for k, v in report.kinds.items() if v.n]
     fig, ax = plt.subplots(figsize=(10, 0.6 * len(kinds) + 2))
     for y, kind in enumerate(kinds):
         ratios = [1 + o.error for o in report.outcomes if o.kind == kind and o.error is not None]
         ax.scatter(ratios, [y] * len(ratios), alpha=0.6, s=18)
         s = report.kinds[kind]
-        ax.text(1.0, y + 0.3, f"n={s['n']} median {s['median_abs_error']:.1%}", fontsize=7, ha="center")
+        ax.text(1.0, y + 0.3, f"n={s.n} median {s.median_abs_error or 0:.1%}", fontsize=7, ha="center")
     ax.axvline(1.0, color="black", lw=0.8)
     for band, style in ((0.02, ":"), (0.05, "--"), (0.2, "-.")):
         for x in (1 - band, 1 + band):

@@ -67,9 +67,10 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
     for kind, k in report.kinds.items():
         keys = ("loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error", "median_abs_error",
                 "p90_abs_error", "max_abs_error")
-        pct = [("—" if k.get(x) is None else f"{k[x]:.1%}") for x in keys]
-        n = str(k["n"]) + (f" ({k['loo_n']})" if k.get("loo_n", k["n"]) != k["n"] else "")
-        s.add_row(kind, n, str(k.get("sources", "")), str(k["skipped"]), *pct[:3], "│", *pct[3:])
+        pct = [("—" if (v := getattr(k, x)) is None else f"{v:.1%}") for x in keys]
+        n = str(k.n) + (f" ({k.loo_n})" if k.loo_n is not None and k.loo_n != k.n else "")
+        sources = "" if k.sources is None else str(k.sources)
+        s.add_row(kind, n, sources, str(k.skipped), *pct[:3], "│", *pct[3:])
     c.print(s)
     skipped = sum(1 for o in report.outcomes if o.skipped)
     c.print(f"{len(report.outcomes)} records, {skipped} skipped (`--all` lists them with the reason). "

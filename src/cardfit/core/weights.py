@@ -245,3 +245,17 @@ def embedding_bytes(m: ModelSpec, q: Quant | None = None) -> int:
     else:
         t = _group_type(g, m, q, quants, {}, {})
     return min(round(t.nbytes(g.n_params) * scale), w.total_bytes)
+
+
+def tensor_bytes(m: ModelSpec, q: Quant) -> list[tuple[str, int, int]]:
+    """(kind, layer, bytes) of every tensor of the model at q (a GGUF mix types each by its rules), scaled
+    to the stated parameter count: what a runtime's own per-layer estimate adds up (runtimes/ollama.py)."""
+    from .tensors import tensor_groups
+
+    quants = default_quants()
+    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
+    layers_of, index_of = _indices(groups)
+    scale = m.params / sum(g.n_params for g in groups) if m.params else 1.0
+    return [(g.kind, g.layer,
+             round(_group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params) * scale))
+            for g in groups]

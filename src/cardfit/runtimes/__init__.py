@@ -1,8 +1,9 @@
-"""Runtime adapters, one per family of engines, and the commands that launch them (launch.py).
+"""Runtime adapters, one per family of engines (memory accounting, speed constants) and one per serving
+runtime (a subclass of its family with its launch line; launch.py holds what every line shares).
 
-A catalog profile (data/runtimes.toml) names its family; `adapter(profile)` imports runtimes/<family>.py
-and wraps the profile in its `ADAPTER` class. Adding a runtime is a catalog row (a known family) or a
-catalog row plus one new family module: nothing else lists runtimes (docs/DEVELOPING.md)."""
+A catalog profile (data/runtimes.toml) names its adapter module in `family`; `adapter(profile)` imports
+runtimes/<family>.py and wraps the profile in its `ADAPTER` class. Adding a runtime is a catalog row (a known
+family) or a catalog row plus one new adapter module: nothing else lists runtimes (docs/DEVELOPING.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ profile's `family` names. The methods are core/memory.py's RuntimeModel protocol
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
@@ -16,7 +17,14 @@ from ..core.kv import kv_cache_bytes, kv_replication
 from ..core.memory import MemorySettings, padded_context
 from ..core.weights import embedding_bytes
 
+if TYPE_CHECKING:
+    from .launch import Launch, LaunchArgs
+
 GIB = 2**30
+
+
+class NotModelled(ValueError):
+    """A figure the runtime reports that cardfit does not model for this case (the message says why)."""
 
 
 @record(slots=True)
@@ -105,6 +113,28 @@ class Runtime:
         return SpeedConstants(rt.decode_efficiency, rt.prefill_efficiency,
                               rt.decode_overhead_us_per_layer * 1e-6,
                               rt.decode_overhead_us_per_sequence * 1e-6, rt.ram_efficiency)
+
+    def reported_total(self, m: ModelSpec, q: Quant, s: MemorySettings, partial: bool) -> tuple[int, str]:
+        """The total the runtime itself reports for a loaded model, and how it adds up (Ollama: `ollama ps`
+        SIZE, its own estimate; `partial`: layers spill to the CPU). Raises NotModelled where cardfit does
+        not model one."""
+        raise NotModelled(f"{self.profile.name} reports no total of its own that cardfit models "
+                          "(total_memory is Ollama's `ollama ps` estimate)")
+
+    # ---- the launch line (a runtime with `serves = true` in data/runtimes.toml; runtimes/launch.py builds)
+
+    # cardfit's KV cache dtype → the engine's name for it (16-bit needs none)
+    KV_NAMES: ClassVar[Mapping[str, str]] = {}
+
+    def model_ref(self, *, asked: str | None, model_id: str, hf: str | None, tag: str | None,
+                  quant: str) -> str:
+        """How the launch line names the model: a Hugging Face repository (llama-server: a .gguf file,
+        Ollama: a tag)."""
+        return hf or asked or model_id
+
+    def launch(self, model: str, a: LaunchArgs) -> Launch:
+        """The command line that starts this runtime (only a serving runtime's adapter has one)."""
+        raise NotImplementedError(f"{self.profile.id} has no launch line")
 
 
 # A model whose config states no trained context: plan 4,096 tokens (llama-server's -c default,

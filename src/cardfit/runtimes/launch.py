@@ -1,4 +1,6 @@
-"""The command that starts a planned deployment, for each runtime that serves one.
+"""What every launch command line shares: the `Launch` a serving runtime's adapter builds (its `launch()`,
+in runtimes/<runtime>.py), the checked arguments it builds it from, and `build()`/`command()`, which find
+the runtime's adapter through the catalog row: nothing here lists runtimes.
 
 Every flag emitted here exists in the tool's current release: tests/test_launch.py checks each against
 the option lists stored in tests/data/runtime_options/ (made from vLLM 0.33.0's and SGLang 0.5.23's
@@ -21,28 +23,18 @@ What the flags mean where runtimes differ:
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 
-# cardfit's KV cache dtype → each engine's name for it (vLLM CacheDType, SGLang --kv-cache-dtype choices,
-# llama.cpp -ctk/-ctv types, OLLAMA_KV_CACHE_TYPE values). 16-bit means "auto": the model's own dtype.
+if TYPE_CHECKING:
+    from .base import Runtime
+
+# 16-bit means "auto": the model's own dtype, the engines' default (no flag).
 _SIXTEEN = {"auto", "f16", "fp16", "float16", "bf16", "bfloat16"}
-_KV = {
-    "vllm": {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"},
-    "sglang": {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"},
-    "trtllm": {"fp8": "fp8", "fp8_e4m3": "fp8"},
-    "llama.cpp": {"q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
-                  "iq4_nl": "iq4_nl", "f32": "f32"},
-    "ollama": {"q8_0": "q8_0", "q4_0": "q4_0"},
-}
-# Formats the engines quantize on load from a 16-bit checkpoint (vLLM QuantizationMethods, SGLang
-# QUANTIZATION_CHOICES); anything else must come as a quantized checkpoint.
-_ONLINE = {"vllm": {"fp8": "fp8"}, "sglang": {"fp8": "fp8"}}
 _FLOAT = {"bf16", "fp16", "fp32", "f16", "f32", "auto"}
-# Words of argv that name the program (`vllm serve`, `python -m sglang.launch_server`, …).
-_PROGRAM_WORDS = {"vllm": 2, "sglang": 3, "trtllm": 1, "llama.cpp": 1, "ollama": 2}
-SERVED = ("vllm", "sglang", "trtllm", "llama.cpp", "ollama")
 
 
 @dataclass(frozen=True)
@@ -55,6 +47,7 @@ class Launch:
     env: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str], ...] = ()  # (name, content) written before the command runs
     notes: tuple[str, ...] = field(default=())
+    program_words: int = 1  # words of argv that name the program (`vllm serve`: 2)
 
     def shell(self) -> str:
         """One shell line (with the files it needs written first, as here-documents)."""
@@ -64,27 +57,49 @@ class Launch:
 
     def flags(self) -> list[str]:
         """The options given to the tool (the words that name the program are left out)."""
-        return [a.split("=", 1)[0] for a in self.argv[_PROGRAM_WORDS[self.runtime]:] if a.startswith("-")]
+        return [a.split("=", 1)[0] for a in self.argv[self.program_words:] if a.startswith("-")]
 
 
-def model_ref(runtime: str, *, asked: str | None, model_id: str, hf: str | None, tag: str | None,
-              quant: str) -> str:
-    """How the runtime's command names the model: Ollama a tag, llama-server a .gguf file, the others a
-    Hugging Face repository."""
-    if runtime == "ollama":
-        return tag or asked or model_id
-    if runtime == "llama.cpp":
-        name = asked or model_id
-        return name if name.endswith(".gguf") else f"{model_id}-{quant}.gguf"
-    return hf or asked or model_id
+@dataclass(frozen=True)
+class LaunchArgs:
+    """What a launch line states, checked (`build`): the split, the context, the batch, the KV cache in the
+    engine's own name (None: 16-bit), the memory fraction, llama.cpp's layers and slots."""
+
+    runtime: str
+    quant: str | None
+    tp: int
+    pp: int
+    nodes: int
+    max_model_len: int
+    max_num_seqs: int
+    kv: str | None
+    gpu_memory_utilization: float | None
+    n_gpu_layers: int | None
+    parallel: int | None
+    flash_attn: bool | None
+    cpu_moe_layers: int | None
+    max_batched_tokens: int | None
+    checkpoint_quantized: bool
+
+    def quant_flag(self, online: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        """(flags, notes) for the quantization: `--quantization X` where the engine quantizes a 16-bit
+        checkpoint on load (`online`: cardfit's name → the engine's), else a note to use a quantized
+        checkpoint."""
+        q = _quant_key(self.quant)
+        if q in _FLOAT or self.checkpoint_quantized:
+            return [], []
+        if online.get(q):
+            return ["--quantization", online[q]], []
+        return [], [f"use a checkpoint quantized as {self.quant}: {self.runtime} reads the format from the "
+                    f"checkpoint's quantization_config"]
 
 
-def _kv(runtime: str, kv_dtype: str | None) -> str | None:
-    """The engine's KV dtype name, None for the 16-bit default."""
+def kv_name(runtime: str, names: Mapping[str, str], kv_dtype: str | None) -> str | None:
+    """The engine's KV dtype name (`names`: cardfit's → the engine's), None for the 16-bit default."""
     d = (kv_dtype or "auto").lower()
     if d in _SIXTEEN:
         return None
-    name = _KV.get(runtime, {}).get(d)
+    name = names.get(d)
     if name is None:
         raise InputError(f"{runtime} has no '{kv_dtype}' KV cache", field="kv_dtype",
                          hint="pick a KV cache type that runtime supports")
@@ -97,27 +112,19 @@ def _quant_key(quant: str | None) -> str:
     return words[0] if words else "bf16"
 
 
-def _quant_flag(runtime: str, quant: str | None, checkpoint_quantized: bool) -> tuple[list[str], list[str]]:
-    q = _quant_key(quant)
-    if q in _FLOAT or checkpoint_quantized:
-        return [], []
-    online = _ONLINE.get(runtime, {}).get(q)
-    if online:
-        return ["--quantization", online], []
-    return [], [f"use a checkpoint quantized as {quant}: {runtime} reads the format from the "
-                f"checkpoint's quantization_config"]
-
-
 def _int(name: str, value: int | None, low: int = 1) -> int | None:
-    if value is None:
-        return None
+    return None if value is None else _whole(name, value, low)
+
+
+def _whole(name: str, value: int, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InputError(f"{name} must be a whole number ≥ {low}", field=name)
     return value
 
 
-def _nodes(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
-           addr: str) -> tuple[list[str], list[str]]:
+def nodes_flags(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
+                addr: str) -> tuple[list[str], list[str]]:
+    """(flags, notes) of a multi-node launch: the node count, this node's rank 0, the head's address."""
     if nodes <= 1:
         return [], []
     others = "the second node with " + flag_rank + " 1" if nodes == 2 else \
@@ -126,97 +133,18 @@ def _nodes(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
         f"run the same command on {others}, HEAD_NODE_IP being this node's address"]
 
 
-def _vllm(model: str, a: dict) -> Launch:
-    argv = ["vllm", "serve", model, "--tensor-parallel-size", str(a["tp"])]
-    if a["pp"] > 1:
-        argv += ["--pipeline-parallel-size", str(a["pp"])]
-    argv += ["--max-model-len", str(a["max_model_len"]), "--max-num-seqs", str(a["max_num_seqs"])]
-    if a["gpu_memory_utilization"] is not None:
-        argv += ["--gpu-memory-utilization", f"{a['gpu_memory_utilization']:g}"]
-    if a["kv"]:
-        argv += ["--kv-cache-dtype", a["kv"]]
-    if a["max_batched_tokens"]:
-        argv += ["--max-num-batched-tokens", str(a["max_batched_tokens"])]
-    quant, notes = _quant_flag("vllm", a["quant"], a["checkpoint_quantized"])
-    nodes, more = _nodes(a["nodes"], "--nnodes", "--node-rank", "--master-addr", "HEAD_NODE_IP")
-    return Launch("vllm", tuple(argv + quant + nodes), notes=tuple(notes + more))
+def _served(runtime: str) -> Runtime:
+    """The adapter of a catalog runtime that has a launch line."""
+    from ..catalog.runtimes import default_runtimes
+    from . import adapter
 
-
-def _sglang(model: str, a: dict) -> Launch:
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(a["tp"])]
-    if a["pp"] > 1:
-        argv += ["--pp-size", str(a["pp"])]
-    argv += ["--context-length", str(a["max_model_len"]), "--max-running-requests", str(a["max_num_seqs"])]
-    if a["gpu_memory_utilization"] is not None:
-        argv += ["--mem-fraction-static", f"{a['gpu_memory_utilization']:g}"]
-    if a["kv"]:
-        argv += ["--kv-cache-dtype", a["kv"]]
-    if a["max_batched_tokens"]:
-        argv += ["--chunked-prefill-size", str(a["max_batched_tokens"])]
-    quant, notes = _quant_flag("sglang", a["quant"], a["checkpoint_quantized"])
-    nodes, more = _nodes(a["nodes"], "--nnodes", "--node-rank", "--dist-init-addr", "HEAD_NODE_IP:50000")
-    return Launch("sglang", tuple(argv + quant + nodes), notes=tuple(notes + more))
-
-
-def _trtllm(model: str, a: dict) -> Launch:
-    argv = ["trtllm-serve", model, "--backend", "pytorch", "--tp_size", str(a["tp"])]
-    if a["pp"] > 1:
-        argv += ["--pp_size", str(a["pp"])]
-    argv += ["--max_batch_size", str(a["max_num_seqs"]), "--max_seq_len", str(a["max_model_len"])]
-    if a["max_batched_tokens"]:
-        argv += ["--max_num_tokens", str(a["max_batched_tokens"])]
-    if a["gpu_memory_utilization"] is not None:
-        argv += ["--kv_cache_free_gpu_memory_fraction", f"{a['gpu_memory_utilization']:g}"]
-    files: tuple[tuple[str, str], ...] = ()
-    if a["kv"]:
-        # TensorRT-LLM's LLM API takes the KV cache dtype in KvCacheConfig, set from a YAML file
-        # (tensorrt_llm/commands/serve.py: --config / --extra_llm_api_options).
-        files = (("cardfit-trtllm.yaml", f"kv_cache_config:\n  dtype: {a['kv']}\n"),)
-        argv += ["--config", "cardfit-trtllm.yaml"]
-    _, notes = _quant_flag("trtllm", a["quant"], a["checkpoint_quantized"])
-    if a["nodes"] > 1:
-        notes.append(f"launch on {a['nodes']} nodes through MPI or Slurm (trtllm-llmapi-launch)")
-    return Launch("trtllm", tuple(argv), files=files, notes=tuple(notes))
-
-
-def _llamacpp(model: str, a: dict) -> Launch:
-    slots = a["parallel"] or a["max_num_seqs"]
-    source = ["-m", model] if model.lower().endswith(".gguf") else ["-hf", model]
-    layers = "all" if a["n_gpu_layers"] is None else str(a["n_gpu_layers"])
-    argv = ["llama-server", *source, "-ngl", layers, "-c", str(a["max_model_len"] * slots), "-np", str(slots)]
-    flash = a["flash_attn"]
-    if a["kv"]:
-        flash = True  # a quantized V cache needs flash attention in llama.cpp
-        argv += ["-ctk", a["kv"], "-ctv", a["kv"]]
-    if flash is not None:
-        argv += ["-fa", "on" if flash else "off"]
-    if a["cpu_moe_layers"]:
-        argv += ["--n-cpu-moe", str(a["cpu_moe_layers"])]
-    if a["max_batched_tokens"]:
-        argv += ["-b", str(a["max_batched_tokens"])]
-    notes = []
-    if a["tp"] > 1 or a["pp"] > 1:
-        notes.append("llama.cpp splits layers over every visible GPU (--split-mode layer): set "
-                     "CUDA_VISIBLE_DEVICES to the cards of the set")
-    return Launch("llama.cpp", tuple(argv), notes=tuple(notes))
-
-
-def _ollama(model: str, a: dict) -> Launch:
-    slots = a["parallel"] or a["max_num_seqs"]
-    env = [("OLLAMA_CONTEXT_LENGTH", str(a["max_model_len"])), ("OLLAMA_NUM_PARALLEL", str(slots))]
-    flash = a["flash_attn"]
-    if a["kv"]:
-        flash = True  # Ollama quantizes the KV cache only with flash attention on
-        env.append(("OLLAMA_KV_CACHE_TYPE", a["kv"]))
-    if flash is not None:
-        env.append(("OLLAMA_FLASH_ATTENTION", "1" if flash else "0"))
-    if a["tp"] * a["pp"] > 1:
-        env.append(("OLLAMA_SCHED_SPREAD", "1"))
-    return Launch("ollama", ("ollama", "serve"), env=tuple(env),
-                  notes=(f"then `ollama pull {model}`; the first request to it loads the model",))
-
-
-_BUILDERS = {"vllm": _vllm, "sglang": _sglang, "trtllm": _trtllm, "llama.cpp": _llamacpp, "ollama": _ollama}
+    rts = default_runtimes()
+    profile = rts.find(runtime)
+    if profile is None or not profile.serves:
+        served = ", ".join(r.id for r in rts if r.serves)
+        raise InputError(f"cardfit has no launch command for {runtime}", field="runtime",
+                         hint=f"launch commands exist for {served}")
+    return adapter(profile)
 
 
 def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp: int = 1, nodes: int = 1,
@@ -224,26 +152,24 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           gpu_memory_utilization: float | None = None, n_gpu_layers: int | None = None,
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False) -> Launch:
-    """The launch command for `runtime` (vllm, sglang, trtllm, llama.cpp, ollama). `model` is what the
-    runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM), a .gguf path or a Hugging Face
-    GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama)."""
-    builder = _BUILDERS.get(runtime)
-    if builder is None:
-        raise InputError(f"cardfit has no launch command for {runtime}", field="runtime",
-                         hint=f"launch commands exist for {', '.join(SERVED)}")
+    """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
+    `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
+    a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama)."""
+    engine = _served(runtime)
     if not model or any(c in model for c in "\n\r\0"):
         raise InputError("the model to launch must be one line", field="model")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise InputError("the memory fraction must be between 0 and 1", field="gpu_memory_utilization")
-    args = {"quant": quant, "tp": _int("tp", tp), "pp": _int("pp", pp), "nodes": _int("nodes", nodes),
-            "max_model_len": _int("max_model_len", max_model_len),
-            "max_num_seqs": _int("max_num_seqs", max_num_seqs), "kv": _kv(runtime, kv_dtype),
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "n_gpu_layers": _int("n_gpu_layers", n_gpu_layers, 0), "parallel": _int("parallel", parallel),
-            "flash_attn": flash_attn, "cpu_moe_layers": _int("cpu_moe_layers", cpu_moe_layers, 0),
-            "max_batched_tokens": _int("max_batched_tokens", max_batched_tokens),
-            "checkpoint_quantized": checkpoint_quantized}
-    return builder(model, args)
+    args = LaunchArgs(runtime=runtime, quant=quant, tp=_whole("tp", tp), pp=_whole("pp", pp),
+                      nodes=_whole("nodes", nodes), max_model_len=_whole("max_model_len", max_model_len),
+                      max_num_seqs=_whole("max_num_seqs", max_num_seqs),
+                      kv=kv_name(runtime, engine.KV_NAMES, kv_dtype),
+                      gpu_memory_utilization=gpu_memory_utilization,
+                      n_gpu_layers=_int("n_gpu_layers", n_gpu_layers, 0), parallel=_int("parallel", parallel),
+                      flash_attn=flash_attn, cpu_moe_layers=_int("cpu_moe_layers", cpu_moe_layers, 0),
+                      max_batched_tokens=_int("max_batched_tokens", max_batched_tokens),
+                      checkpoint_quantized=checkpoint_quantized)
+    return engine.launch(model, args)
 
 
 def command(runtime: str, model: str, **options: object) -> str:

@@ -14,9 +14,15 @@ import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..core.constants import constants
+from ..runtimes.llamacpp import LlamaCpp
+from ..runtimes.llamacpp_like import LlamaCppLike
+from ..runtimes.sglang import SGLang
+from ..runtimes.vllm import Vllm
+from ..runtimes.vllm_like import VllmLike
 
 Record = dict[str, Any]
 Constants = dict[str, float]  # "runtime.field" → value
@@ -40,29 +46,69 @@ ANOMALOUS = frozenset({"vllm20710-2xb200-llama33-70b-fp8-c1", "ollama11688-4070-
 
 @dataclass(frozen=True)
 class Fit:
-    runtime: str  # runtimes.toml id whose value this is
+    """A constant fitted on the records of the one catalog runtime whose adapter is `on` (runtimes/: vLLM's
+    records for Vllm, llama.cpp's for LlamaCpp), and taken as well by every other catalog runtime whose
+    adapter is a `share` (the same engine code, no records fitted of their own: SGLang, TGI and TensorRT-LLM
+    take vLLM's, Ollama llama.cpp's). A runtime joins a family's constants by its catalog row alone."""
+
+    on: type  # the adapter class of the runtime whose records fit the constant
     field: str  # runtimes.toml key
-    select: Callable[[Record], bool]  # the records that measure the phenomenon
+    measures: Callable[[Record], bool]  # of that runtime's records, those that measure the phenomenon
     implied: Callable[[Record], float | None]  # what one record implies, other constants in place
     digits: int  # decimals stored in runtimes.toml
-    copies: tuple[str, ...] = ()  # runtimes that take the same value (same engine, no records of their own)
+    share: type | None = None  # the adapter family whose other runtimes take the same value (None: no other)
     why: str = ""
-    # a fold that leaves no record of this constant takes this other constant's value (fitted before it), not
+    # a fold that leaves no record of this constant takes this other field's value (fitted before it), not
     # its own stored one (which was fitted on the left-out source): the out-of-sample score stays honest
     prior: str = ""
+    prior_on: type | None = None  # the adapter class of the runtime holding `prior` (None: `on`'s)
+
+    @property
+    def runtime(self) -> str:
+        """The catalog runtime whose records fit the constant."""
+        (rid,) = _runtime_ids(self.on, exact=True)
+        return rid
+
+    @property
+    def copies(self) -> tuple[str, ...]:
+        """The other catalog runtimes that take the value."""
+        if self.share is None:
+            return ()
+        return tuple(sorted(set(_runtime_ids(self.share, exact=False)) - {self.runtime}))
 
     @property
     def key(self) -> str:
         return f"{self.runtime}.{self.field}"
+
+    @property
+    def prior_key(self) -> str:
+        if not self.prior:
+            return ""
+        (owner,) = _runtime_ids(self.prior_on, exact=True) if self.prior_on else (self.runtime,)
+        return f"{owner}.{self.prior}"
+
+    def select(self, r: Record) -> bool:
+        """The records the constant is fitted on."""
+        return _rt(r) == self.runtime and self.measures(r)
+
+
+@cache
+def _runtime_ids(cls: type, exact: bool) -> tuple[str, ...]:
+    """Catalog runtimes whose adapter is `cls` (exact) or one of its subclasses."""
+    from ..catalog.runtimes import default_runtimes
+    from ..runtimes import adapter
+
+    return tuple(rt.id for rt in default_runtimes()
+                 if (type(adapter(rt)) is cls if exact else isinstance(adapter(rt), cls)))
 
 
 def _rt(r: Record) -> str:
     return str(r.get("runtime", "")).lower()
 
 
-def _is(kind: str, runtime: str, *, offload: bool | None = False) -> Callable[[Record], bool]:
+def _is(kind: str, *, offload: bool | None = False) -> Callable[[Record], bool]:
     def ok(r: Record) -> bool:
-        if r.get("kind") != kind or _rt(r) != runtime or r["id"] in ANOMALOUS or r.get("skip"):
+        if r.get("kind") != kind or r["id"] in ANOMALOUS or r.get("skip"):
             return False
         return offload is None or bool(r.get("offload")) == offload
     return ok
@@ -70,11 +116,9 @@ def _is(kind: str, runtime: str, *, offload: bool | None = False) -> Callable[[R
 
 def _speed(name: str) -> Callable[[Record], float | None]:
     def implied(r: Record) -> float | None:
-        try:
-            from . import speed as speed_service
-        except ModuleNotFoundError:  # the validation harness scores memory records without the speed model
-            return None
-        return getattr(speed_service, name)(r)
+        from . import speed as speed_service
+
+        return getattr(speed_service, name)(r)  # type: ignore[no-any-return]
     return implied
 
 
@@ -167,85 +211,85 @@ def _non_torch(r: Record) -> float | None:
     return float(r["measured"])
 
 
-def _vllm_overhead(r: Record) -> bool:
-    return r.get("kind") == "overhead" and _rt(r) == "vllm" and not r.get("skip")
+def _overhead(r: Record) -> bool:
+    return r.get("kind") == "overhead" and not r.get("skip")
 
 
 FITS: tuple[Fit, ...] = (
-    Fit("llama.cpp", "decode_overhead_us_per_layer",
-        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(True)), _low_bit(False)),
-        _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
+    Fit(LlamaCpp, "decode_overhead_us_per_layer",
+        _both(_both(_is("decode"), _llamacpp_generation(True)), _low_bit(False)),
+        _speed("implied_overhead_us_per_layer"), 1, LlamaCppLike,
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, "
         "builds from May 2024 on (CUDA graphs)"),
-    Fit("llama.cpp", "decode_overhead_us_per_layer_v0",
-        _both(_both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(False)),
+    Fit(LlamaCpp, "decode_overhead_us_per_layer_v0",
+        _both(_both(_both(_is("decode"), _llamacpp_generation(False)), _hbm(False)),
               _both(_low_bit(False), _metal(False))),
-        _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
+        _speed("implied_overhead_us_per_layer"), 1, LlamaCppLike,
         "the same for llama.cpp builds before May 2024 (no CUDA graphs), cards without HBM",
-        prior="llama.cpp.decode_overhead_us_per_layer"),
-    Fit("llama.cpp", "decode_overhead_us_per_layer_metal_v0",
-        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)),
+        prior="decode_overhead_us_per_layer"),
+    Fit(LlamaCpp, "decode_overhead_us_per_layer_metal_v0",
+        _both(_both(_is("decode"), _llamacpp_generation(False)),
               _both(_low_bit(False), _metal(True))),
-        _speed("implied_overhead_us_per_layer"), 1, ("ollama",),
+        _speed("implied_overhead_us_per_layer"), 1, LlamaCppLike,
         "the same on Apple's Metal backend (every kernel encoded on the CPU)",
-        prior="llama.cpp.decode_overhead_us_per_layer_v0"),
-    Fit("llama.cpp", "decode_efficiency_hbm_v0",
-        _both(_both(_is("decode", "llama.cpp"), _llamacpp_generation(False)), _hbm(True)),
-        _speed("implied_decode_efficiency"), 3, ("ollama",),
+        prior="decode_overhead_us_per_layer_v0"),
+    Fit(LlamaCpp, "decode_efficiency_hbm_v0",
+        _both(_both(_is("decode"), _llamacpp_generation(False)), _hbm(True)),
+        _speed("implied_decode_efficiency"), 3, LlamaCppLike,
         "share of an HBM card's bandwidth the single-stream decode of those builds implies, after their "
         "per-layer time"),
-    Fit("llama.cpp", "dequant_ops_per_weight", _both(_is("decode", "llama.cpp"), _low_bit(True, fp32=True)),
-        _speed("implied_dequant_ops_per_weight"), 1, ("ollama",),
+    Fit(LlamaCpp, "dequant_ops_per_weight", _both(_is("decode"), _low_bit(True, fp32=True)),
+        _speed("implied_dequant_ops_per_weight"), 1, LlamaCppLike,
         "ALU operations per low-bit weight (K-quants below 4 bits, IQ types) the single-stream decode time "
         "left after the per-layer time implies, on the card's FP32 rate"),
-    Fit("llama.cpp", "prefill_efficiency",
-        _both(_is("prefill", "llama.cpp", offload=None),
+    Fit(LlamaCpp, "prefill_efficiency",
+        _both(_is("prefill", offload=None),
               _prefill_field("prefill_efficiency", power_bound=False)),
-        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        _speed("implied_prefill_efficiency"), 3, LlamaCppLike,
         "measured prefill of FP16 GEMMs (float weights; integer blocks converted to FP16 for cuBLAS, the "
         "conversion's bytes at memory speed first) / (FP16-accumulate TFLOPS ÷ (2 × active params + "
         "attention))"),
-    Fit("llama.cpp", "prefill_efficiency_quantized",
-        _both(_is("prefill", "llama.cpp", offload=None),
+    Fit(LlamaCpp, "prefill_efficiency_quantized",
+        _both(_is("prefill", offload=None),
               _prefill_field("prefill_efficiency_quantized", power_bound=False)),
-        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        _speed("implied_prefill_efficiency"), 3, LlamaCppLike,
         "the same for integer-block weights in the int8 tensor-core MMQ kernels (builds from mid-2024 on), "
-        "dequantization included", prior="llama.cpp.prefill_efficiency"),
-    Fit("llama.cpp", "prefill_efficiency_metal",
-        _both(_is("prefill", "llama.cpp", offload=None), _prefill_field("prefill_efficiency_metal")),
-        _speed("implied_prefill_efficiency"), 3, ("ollama",),
+        "dequantization included", prior="prefill_efficiency"),
+    Fit(LlamaCpp, "prefill_efficiency_metal",
+        _both(_is("prefill", offload=None), _prefill_field("prefill_efficiency_metal")),
+        _speed("implied_prefill_efficiency"), 3, LlamaCppLike,
         "measured prefill on Apple GPUs / (FP32 = FP16 shader-ALU TFLOPS ÷ (2 × active params + attention)): "
         "Metal's matrix kernels, float and quantized weights alike"),
-    Fit("llama.cpp", "prefill_tflops_per_watt",
-        _both(_is("prefill", "llama.cpp", offload=None), _power_bound),
-        _speed("implied_tflops_per_watt"), 3, ("ollama",),
+    Fit(LlamaCpp, "prefill_tflops_per_watt",
+        _both(_is("prefill", offload=None), _power_bound),
+        _speed("implied_tflops_per_watt"), 3, LlamaCppLike,
         "dense TFLOPS reached per watt of board power, on cards whose power limit is small for their peak "
         "(the stored rate per watt below the stored efficiency)"),
-    Fit("llama.cpp", "ram_efficiency", _is("decode", "llama.cpp", offload=True),
-        _speed("implied_ram_efficiency"), 2, ("ollama",),
+    Fit(LlamaCpp, "ram_efficiency", _is("decode", offload=True),
+        _speed("implied_ram_efficiency"), 2, LlamaCppLike,
         "share of the system RAM bandwidth the offloaded bytes imply"),
-    Fit("vllm", "decode_overhead_us_per_layer", _is("decode", "vllm"),
-        _speed("implied_overhead_us_per_layer"), 1, ("sglang", "tgi", "trtllm"),
+    Fit(Vllm, "decode_overhead_us_per_layer", _is("decode"),
+        _speed("implied_overhead_us_per_layer"), 1, VllmLike,
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
-    Fit("vllm", "decode_overhead_us_per_sequence_v0",
-        _both(_is("aggregate_decode", "vllm"), _generation(False)),
-        _speed("implied_overhead_us_per_sequence"), 1, (),
+    Fit(Vllm, "decode_overhead_us_per_sequence_v0",
+        _both(_is("aggregate_decode"), _generation(False)),
+        _speed("implied_overhead_us_per_sequence"), 1, None,
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6"),
-    Fit("sglang", "decode_overhead_us_per_sequence_v0",
-        _both(_is("aggregate_decode", "sglang"), _generation(False)),
-        _speed("implied_overhead_us_per_sequence"), 1, (),
+    Fit(SGLang, "decode_overhead_us_per_sequence_v0",
+        _both(_is("aggregate_decode"), _generation(False)),
+        _speed("implied_overhead_us_per_sequence"), 1, None,
         "the same for SGLang before 0.4 (no overlap scheduler)",
-        prior="vllm.decode_overhead_us_per_sequence_v0"),
-    Fit("llama.cpp", "decode_overhead_us_per_sequence", _is("aggregate_decode", "llama.cpp"),
-        _speed("implied_overhead_us_per_sequence"), 1, ("ollama",),
+        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+    Fit(LlamaCpp, "decode_overhead_us_per_sequence", _is("aggregate_decode"),
+        _speed("implied_overhead_us_per_sequence"), 1, LlamaCppLike,
         "batched decode time left per sequence per step after the roofline and the per-layer time of a step "
         "without CUDA graphs (llama-batched-bench S_TG, B > 1)",
-        prior="vllm.decode_overhead_us_per_sequence_v0"),
-    Fit("vllm", "prefill_efficiency", _is("prefill", "vllm", offload=None),
-        _speed("implied_prefill_efficiency"), 3, ("sglang", "tgi", "trtllm"),
+        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+    Fit(Vllm, "prefill_efficiency", _is("prefill", offload=None),
+        _speed("implied_prefill_efficiency"), 3, VllmLike,
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),
-    Fit("vllm", "non_torch_bytes", _vllm_overhead, _non_torch, 0, (),
+    Fit(Vllm, "non_torch_bytes", _overhead, _non_torch, 0, None,
         "vLLM profiler 'non_torch_memory takes X GiB' lines"),
 )
 
@@ -275,9 +319,9 @@ def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
         implied = [v for r, src in _chosen(records, f) if leave_out is None or src != leave_out
                    if (v := _implied(f, r, values)) is not None]
         if not implied:
-            if f.prior and f.prior in values:  # no record left: the earlier fitted constant, not our own
+            if f.prior and f.prior_key in values:  # no record left: the earlier fitted constant, not ours
                 for rt in (f.runtime, *f.copies):
-                    values[f"{rt}.{f.field}"] = values[f.prior]
+                    values[f"{rt}.{f.field}"] = values[f.prior_key]
             continue  # no record left: the stored value stands (as for a runtime without records)
         v = round(statistics.median(implied), f.digits)
         for rt in (f.runtime, *f.copies):

@@ -1,5 +1,6 @@
 """The command line that starts a plan's set or a deployment's replica: the one place cardfit turns a
-planned runtime, model, split and context into the runtime's own flags (runtimes/launch.py checks them)."""
+planned runtime, model, split and context into the runtime's own flags (its adapter's `launch()`,
+runtimes/<runtime>.py, through runtimes/launch.py's checks)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,7 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
 
 
 def model_ref(ctx: Any) -> str:
-    from ..runtimes import launch
-
+    """How the runtime's launch line names the model (its adapter's `model_ref`)."""
     r, m = ctx.resolved, ctx.model
-    return launch.model_ref(ctx.runtime.id, asked=ctx.inp.model, model_id=m.id, hf=m.hf,
-                            tag=r.tag.tag if r.tag is not None else None, quant=ctx.quant.name)
+    return ctx.engine.model_ref(asked=ctx.inp.model, model_id=m.id, hf=m.hf,
+                                tag=r.tag.tag if r.tag is not None else None, quant=ctx.quant.name)

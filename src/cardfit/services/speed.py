@@ -15,6 +15,7 @@ from ..core.memory import MemorySettings
 from ..core.search import smallest_true
 from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import CardfitError, InputError, MissingFigureError
+from ..runtimes.llamacpp_like import DEFAULT_UBATCH, LlamaCppLike
 from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
 from .plan import plan as make_plan
@@ -660,11 +661,11 @@ def _unfused_attention_seconds(record: dict[str, Any], s: Setup, prompt: int) ->
     attention_score_bytes) at the card's streaming bandwidth: records that say flash_attn = false, and builds
     before mid-2024, where flash attention (llama.cpp PR #5021, 2024-04-30) was off unless asked for."""
     settings = record.get("settings") or {}
-    if s.plan.ctx.runtime.family != "llamacpp_like" or settings.get("flash_attn") is True:
+    if not isinstance(s.plan.ctx.engine, LlamaCppLike) or settings.get("flash_attn") is True:
         return 0.0
     if settings.get("flash_attn") is not False and not llamacpp_old_build(record, MMQ_DEFAULT):
         return 0.0
-    ubatch = int(settings.get("n_ubatch") or 512)
+    ubatch = int(settings.get("n_ubatch") or DEFAULT_UBATCH)
     scores = sp.attention_score_bytes(s.plan.ctx.model, prompt, ubatch, _depth(record))
     return scores / max(s.machine.tp, 1) / s.machine.read_bytes_per_s
 

@@ -26,9 +26,11 @@ from ..core.uncertainty import band_group
 from ..core.weights import weights
 from ..errors import CardfitError, InputError
 from ..runtimes import adapter
+from ..runtimes.base import NotModelled
 from ..runtimes.vllm_like import VllmLike, v0_batched_tokens
 from ..units import rounded
 from .inputs import Input, opt
+from .table import Result
 
 
 def _files() -> tuple[str, ...]:
@@ -77,7 +79,7 @@ class Outcome:
             return None
         return self.predicted / self.measured - 1
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         err = self.error
         return {"id": self.id, "kind": self.kind, "runtime": self.runtime, "model": self.model,
                 "quant": self.quant, "gpu": self.gpu or None, "unit": self.unit, "measured": self.measured,
@@ -85,32 +87,62 @@ class Outcome:
                 "how": self.how or None, "skipped": self.skipped or None}
 
 
+_LOO = ("loo_n", "loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error")
+_SOURCES = ("sources", "largest_source_records")
+
+
+@record(slots=True)
+class KindSummary(Result):
+    """The errors of one kind of record: in sample, and out of sample (loo_*: each record predicted with the
+    constants refitted without its source) where that was scored. p90_over_error: the 90th percentile of the
+    over-prediction max(error, 0) (capacity or speed said too high). None: no record to take it from."""
+
+    n: int  # records with a prediction
+    skipped: int
+    median_abs_error: float | None
+    p90_abs_error: float | None
+    max_abs_error: float | None
+    median_error: float | None
+    p10_ratio: float | None
+    p90_ratio: float | None
+    p90_over_error: float | None
+    loo_n: int | None = None  # None: not scored out of sample (the loo_* keys are left out of the JSON)
+    loo_median_abs_error: float | None = None
+    loo_p90_abs_error: float | None = None
+    loo_p90_over_error: float | None = None
+    sources: int | None = None  # sources of the scored records (None: not counted; left out of the JSON)
+    largest_source_records: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = Result.to_json(self)  # (a slotted record is a new class: no zero-argument super())
+        drop = (_LOO if self.loo_n is None else ()) + (_SOURCES if self.sources is None else ())
+        return {k: v for k, v in out.items() if k not in drop}
+
+
 @record
-class Report:
+class Report(Result):
     outcomes: list[Outcome]
-    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    kinds: dict[str, KindSummary] = field(default_factory=dict)
     loso: list[Outcome] = field(default_factory=list)  # the same records, each predicted without its source
     sources: dict[str, str] = field(default_factory=dict)  # record id → source key
 
     def to_json(self) -> dict[str, Any]:
-        return self.as_dict()
-
-    def as_dict(self) -> dict[str, Any]:
         by_runtime: dict[str, dict[str, Any]] = {}
         for o in self.outcomes:
             by_runtime.setdefault(o.kind, {}).setdefault(o.runtime, []).append(o)
         loso = {o.id: o for o in self.loso}
         records = []
         for o in self.outcomes:
-            row = o.as_dict()
+            row = o.to_json()
             out = loso.get(o.id)
             row["loo_predicted"] = None if out is None else out.predicted
             row["loo_error"] = None if out is None or out.error is None else round(out.error, 5)
             row["source_key"] = self.sources.get(o.id)
             records.append(row)
         return {
-            "kinds": self.kinds,
-            "by_runtime": {k: {rt: summarize(v)[k] for rt, v in d.items()} for k, d in by_runtime.items()},
+            "kinds": {k: v.to_json() for k, v in self.kinds.items()},
+            "by_runtime": {k: {rt: summarize(v)[k].to_json() for rt, v in d.items()}
+                           for k, d in by_runtime.items()},
             "records": records,
             "skipped": sum(1 for o in self.outcomes if o.skipped),
             "total": len(self.outcomes),
@@ -486,33 +518,6 @@ def _overhead(r: dict[str, Any]) -> tuple[float, str]:
     return rt.context_bytes, "runtime context bytes"
 
 
-def _gguf_tensor_bytes(m: ModelSpec, q: Quant) -> list[tuple[str, int, int]]:
-    """(kind, layer, bytes) of every tensor of the GGUF at mix q, scaled to the stated parameter count."""
-    from ..core.tensors import gguf_tensor_groups, tensor_groups
-    from ..core.weights import _group_type, _indices
-
-    quants = default_quants()
-    groups = gguf_tensor_groups(m) if isinstance(q, GgufMix) else tensor_groups(m)
-    layers_of, index_of = _indices(groups)
-    scale = m.params / sum(g.n_params for g in groups) if m.params else 1.0
-    return [(g.kind, g.layer,
-             round(_group_type(g, m, q, quants, layers_of, index_of).nbytes(g.n_params) * scale))
-            for g in groups]
-
-
-def _ollama_graph(m: ModelSpec, batch: int, ctx: int, partial: bool) -> int:
-    """fs/ggml GraphSize for the llama architecture (data/runtimes.toml ollama `notes`)."""
-    embd, heads, kv_heads, head_dim, vocab = m.hidden, m.heads, m.kv_heads, m.head_dim, m.vocab
-    if not partial:
-        return max(4 * batch * (1 + 4 * embd + ctx * (1 + heads)), 4 * batch * (embd + vocab))
-    return 4 * batch * embd + max(
-        4 * batch * (1 + embd + max(ctx, embd))
-        + embd * embd * 9 // 16
-        + 4 * ctx * (batch * heads + head_dim * kv_heads),
-        4 * batch * (embd + vocab) + embd * vocab * 105 // 128,
-    )
-
-
 # What a total_memory record measured (its settings.measure), and whether the CUDA context is in it:
 # "buffers": the device buffers a llama.cpp load log lists (model + KV + compute; no CUDA context);
 # "max_memory_allocated": PyTorch's peak of tensor bytes (no CUDA context, no allocator cache);
@@ -567,36 +572,22 @@ def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
         if measure not in PLAN_MEASURES:
             raise Skip(f"total_memory measure '{measure}' is not one of {', '.join(PLAN_MEASURES)}")
         return _plan_total(r, measure)
-    return _ollama_ps_size(r)
+    return _reported_total(r)
 
 
-def _ollama_ps_size(r: dict[str, Any]) -> tuple[float, str]:
-    """`ollama ps` SIZE = Ollama's own estimate (llm/memory.go EstimateGPULayers, notes in
-    data/runtimes.toml): the 457 MiB minimum + one spare layer + the graph (partial when layers spill to the
-    CPU, as the record's PROCESSOR column shows) + every blk layer with its KV + the output layer; token_embd
-    stays out."""
+def _reported_total(r: dict[str, Any]) -> tuple[float, str]:
+    """The total the runtime itself reports for the loaded model (Ollama's `ollama ps` SIZE: its own
+    estimate, runtimes/ollama.py) at the record's context, slots and batch; the partial graph when layers
+    spill to the CPU, as the record's PROCESSOR column shows."""
     m, rt = _model(r), _runtime(r)
-    if rt.id != "ollama":
-        raise Skip("total_memory is modelled for Ollama's estimate only")
-    # Mistral 7B's GGUF is converted as general.architecture = "llama" (convert_hf_to_gguf MistralModel)
-    if m.model_type not in ("llama", "mistral") or m.sliding_window or m.is_moe:
-        raise Skip("Ollama's graph estimate is implemented for the llama architecture only")
-    q = _quant(r, m)
     s = _settings(r)
     ctx = int(r.get("context") or s.get("num_ctx") or 4096)  # num_ctx default in the Ollama versions recorded
-    seqs = int(r.get("parallel") or 1)
-    batch = min(ctx, int(s.get("num_batch") or rt.prefill_chunk or 512))
-    partial = "CPU/GPU" in r.get("excerpt", "")
-    tensors = _gguf_tensor_bytes(m, q)
-    kv_layer = kv.kv_cache_bytes(m, ctx * seqs, 1, _kv_dtype(r, m)) // m.layers
-    layers = sum(b for k, i, b in tensors if i >= 0) + kv_layer * m.layers
-    layer0 = sum(b for k, i, b in tensors if i == 0) + kv_layer
-    output = sum(b for k, i, b in tensors if k in ("output", "output_norm"))
-    graph = _ollama_graph(m, batch, ctx * seqs, partial)
-    total = rt.context_bytes + layer0 + graph + layers + output
-    return total, (f"457 MiB + spare layer {layer0 / 1e6:.0f} MB + {'partial' if partial else 'full'} graph "
-                   f"{graph / 1e6:.0f} MB + layers with KV {layers / 1e9:.2f} GB + output "
-                   f"{output / 1e6:.0f} MB")
+    settings = MemorySettings(context=ctx, sequences=int(r.get("parallel") or 1), kv_dtype=_kv_dtype(r, m),
+                              prefill_chunk=int(s.get("num_batch") or 0))
+    try:
+        return adapter(rt).reported_total(m, _quant(r, m), settings, "CPU/GPU" in r.get("excerpt", ""))
+    except NotModelled as e:
+        raise Skip(str(e)) from None
 
 
 def _speed(r: dict[str, Any]) -> tuple[float, str]:
@@ -662,43 +653,41 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
-              sources: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """Per kind: the in-sample errors and, where `loso` is given, the leave-one-source-out ones (loo_*).
-    p90_over_error: 90th percentile of the over-prediction max(error, 0) (capacity or speed said too high)."""
+              sources: dict[str, str] | None = None) -> dict[str, KindSummary]:
+    """Per kind: the in-sample errors and, where `loso` is given, the leave-one-source-out ones (loo_*); with
+    `sources`, how many sources the scored records come from."""
     by: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by.setdefault(o.kind, []).append(o)
     out_of: dict[str, list[Outcome]] = {}
     for o in loso:
         out_of.setdefault(o.kind, []).append(o)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, KindSummary] = {}
     for kind in [k for k in KINDS if k in by] + sorted(set(by) - set(KINDS)):
         errs = [o.error for o in by[kind] if o.error is not None]
         absd = [abs(e) for e in errs]
-        out[kind] = {"n": len(errs), "skipped": len(by[kind]) - len(errs),
-                     "median_abs_error": rounded(percentile(absd, 50), 5),
-                     "p90_abs_error": rounded(percentile(absd, 90), 5),
-                     "max_abs_error": rounded(max(absd), 5) if absd else None,
-                     "median_error": rounded(percentile(errs, 50), 5),
-                     "p10_ratio": rounded(1 + percentile(errs, 10), 5),
-                     "p90_ratio": rounded(1 + percentile(errs, 90), 5),
-                     "p90_over_error": rounded(percentile([max(e, 0.0) for e in errs], 90), 5)}
+        k = KindSummary(n=len(errs), skipped=len(by[kind]) - len(errs),
+                        median_abs_error=rounded(percentile(absd, 50), 5),
+                        p90_abs_error=rounded(percentile(absd, 90), 5),
+                        max_abs_error=rounded(max(absd), 5) if absd else None,
+                        median_error=rounded(percentile(errs, 50), 5),
+                        p10_ratio=rounded(1 + percentile(errs, 10), 5),
+                        p90_ratio=rounded(1 + percentile(errs, 90), 5),
+                        p90_over_error=rounded(percentile([max(e, 0.0) for e in errs], 90), 5))
         if kind in out_of:
             loo = [o.error for o in out_of[kind] if o.error is not None]
-            out[kind].update({"loo_n": len(loo),
-                              "loo_median_abs_error": rounded(percentile([abs(e) for e in loo], 50), 5),
-                              "loo_p90_abs_error": rounded(percentile([abs(e) for e in loo], 90), 5),
-                              "loo_p90_over_error": rounded(percentile([max(e, 0.0) for e in loo], 90), 5)})
+            k = replace(k, loo_n=len(loo),
+                        loo_median_abs_error=rounded(percentile([abs(e) for e in loo], 50), 5),
+                        loo_p90_abs_error=rounded(percentile([abs(e) for e in loo], 90), 5),
+                        loo_p90_over_error=rounded(percentile([max(e, 0.0) for e in loo], 90), 5))
         if sources is not None:
             per: dict[str, int] = {}
             for o in by[kind]:
                 if o.error is not None:
                     per[sources.get(o.id, "")] = per.get(sources.get(o.id, ""), 0) + 1
-            out[kind]["sources"] = len(per)
-            out[kind]["largest_source_records"] = max(per.values(), default=0)
+            k = replace(k, sources=len(per), largest_source_records=max(per.values(), default=0))
+        out[kind] = k
     return out
-
-
 
 
 def validate(kind: str | None = None, runtime: str | None = None, loso: bool = True) -> Report:
@@ -797,11 +786,24 @@ RUNTIME_ONLY: frozenset[str] = frozenset()
 MIN_N = 5  # a runtime gets its own range from this many records; fewer fall back to all runtimes
 
 
-def _band(outcomes: list[Outcome]) -> dict[str, Any]:
+@record(slots=True)
+class Band(Result):
+    """The likely range of one figure: p10–p90 of predicted / measured over n records (data/accuracy.toml
+    `[[range]]`; runtime "" = all runtimes together)."""
+
+    figure: str
+    runtime: str
+    kinds: tuple[str, ...]
+    n: int
+    low: float
+    high: float
+    median_abs_error: float
+
+
+def _band(figure: str, runtime: str, kinds: tuple[str, ...], outcomes: list[Outcome]) -> Band:
     errs = [o.error for o in outcomes if o.error is not None]
-    return {"n": len(errs), "low": round(1 + percentile(errs, 10), 5),
-            "high": round(1 + percentile(errs, 90), 5),
-            "median_abs_error": round(percentile([abs(e) for e in errs], 50), 5)}
+    return Band(figure, runtime, kinds, len(errs), round(1 + percentile(errs, 10), 5),
+                round(1 + percentile(errs, 90), 5), round(percentile([abs(e) for e in errs], 50), 5))
 
 
 def _pooled(runtime: str) -> bool:
@@ -809,10 +811,10 @@ def _pooled(runtime: str) -> bool:
     return rt is not None and isinstance(adapter(rt), VllmLike)
 
 
-def accuracy_bands(report: Report) -> list[dict[str, Any]]:
+def accuracy_bands(report: Report) -> list[Band]:
     """Per figure, and per runtime where MIN_N records allow: p10–p90 of predicted / measured, out of sample
     (each record predicted with the constants fitted without its source) when the report has those."""
-    out: list[dict[str, Any]] = []
+    out: list[Band] = []
     outcomes = report.loso or report.outcomes
     for figure, kinds in FIGURE_KINDS.items():
         scored = [o for o in outcomes if o.kind in kinds and o.error is not None]
@@ -821,13 +823,13 @@ def accuracy_bands(report: Report) -> list[dict[str, Any]]:
         if len(scored) < 3:
             continue
         if figure not in RUNTIME_ONLY:
-            out.append({"figure": figure, "runtime": "", "kinds": list(kinds), **_band(scored)})
+            out.append(_band(figure, "", kinds, scored))
         groups: dict[str, list[Outcome]] = {}
         for o in scored:
             groups.setdefault(band_group(o.runtime), []).append(o)
         for rt, outs in sorted(groups.items()):
             if rt and len(outs) >= MIN_N and (len(groups) > 1 or figure in RUNTIME_ONLY):
-                out.append({"figure": figure, "runtime": rt, "kinds": list(kinds), **_band(outs)})
+                out.append(_band(figure, rt, kinds, outs))
     return out
 
 
@@ -843,8 +845,7 @@ def accuracy_toml(report: Report, today: str) -> str:
              "schema = 1", f'generated = "{today}"', f"records = {len(report.outcomes)}",
              f"scored = {sum(1 for o in report.outcomes if o.error is not None)}", ""]
     for b in accuracy_bands(report):
-        lines += ["[[range]]", f'figure = "{b["figure"]}"', f'runtime = "{b["runtime"]}"',
-                  "kinds = [" + ", ".join(f'"{k}"' for k in b["kinds"]) + "]", f"n = {b['n']}",
-                  f"low = {b['low']}", f"high = {b['high']}", f"median_abs_error = {b['median_abs_error']}",
-                  ""]
+        lines += ["[[range]]", f'figure = "{b.figure}"', f'runtime = "{b.runtime}"',
+                  "kinds = [" + ", ".join(f'"{k}"' for k in b.kinds) + "]", f"n = {b.n}",
+                  f"low = {b.low}", f"high = {b.high}", f"median_abs_error = {b.median_abs_error}", ""]
     return "\n".join(lines)

@@ -366,7 +366,7 @@ def _validation(kind: str | None, runtime: str | None) -> bytes:
     """The validation report (about a second of work; the records ship with the package)."""
     from ..services.validate import validate
 
-    return json.dumps(validate(kind, runtime).as_dict(), ensure_ascii=False).encode()
+    return json.dumps(validate(kind, runtime).to_json(), ensure_ascii=False).encode()
 
 
 def _version() -> str:

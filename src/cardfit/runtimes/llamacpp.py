@@ -1,0 +1,46 @@
+"""llama.cpp's server (`llama-server`): the llama.cpp-like engine (llamacpp_like.py) and its launch line
+(tools/server/README.md options, checked against tests/data/runtime_options/llama-server.toml)."""
+
+from __future__ import annotations
+
+from ..catalog.records import record
+from .launch import Launch, LaunchArgs
+from .llamacpp_like import LlamaCppLike
+
+
+@record(slots=True)
+class LlamaCpp(LlamaCppLike):
+    # -ctk/-ctv cache types (common/arg.cpp kv_cache_types)
+    KV_NAMES = {"q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
+                "iq4_nl": "iq4_nl", "f32": "f32"}
+
+    def model_ref(self, *, asked: str | None, model_id: str, hf: str | None, tag: str | None,
+                  quant: str) -> str:
+        name = asked or model_id
+        return name if name.endswith(".gguf") else f"{model_id}-{quant}.gguf"
+
+    def launch(self, model: str, a: LaunchArgs) -> Launch:
+        # -c is the context of all slots together: each of the -np slots gets -c / N
+        slots = a.parallel or a.max_num_seqs
+        source = ["-m", model] if model.lower().endswith(".gguf") else ["-hf", model]
+        layers = "all" if a.n_gpu_layers is None else str(a.n_gpu_layers)
+        argv = ["llama-server", *source, "-ngl", layers, "-c", str(a.max_model_len * slots),
+                "-np", str(slots)]
+        flash = a.flash_attn
+        if a.kv:
+            flash = True  # a quantized V cache needs flash attention in llama.cpp
+            argv += ["-ctk", a.kv, "-ctv", a.kv]
+        if flash is not None:
+            argv += ["-fa", "on" if flash else "off"]
+        if a.cpu_moe_layers:
+            argv += ["--n-cpu-moe", str(a.cpu_moe_layers)]
+        if a.max_batched_tokens:
+            argv += ["-b", str(a.max_batched_tokens)]
+        notes = []
+        if a.tp > 1 or a.pp > 1:
+            notes.append("llama.cpp splits layers over every visible GPU (--split-mode layer): set "
+                         "CUDA_VISIBLE_DEVICES to the cards of the set")
+        return Launch(a.runtime, tuple(argv), notes=tuple(notes))
+
+
+ADAPTER = LlamaCpp

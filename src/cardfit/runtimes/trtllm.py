@@ -1,0 +1,36 @@
+"""TensorRT-LLM (`trtllm-serve`, PyTorch backend): allocates like vLLM (a workspace for a batch of
+max_num_tokens, then a paged KV pool), so its adapter is the vLLM-like one plus its own launch line
+(tensorrt_llm/commands/serve.py options, checked against tests/data/runtime_options/trtllm-serve.toml)."""
+
+from __future__ import annotations
+
+from ..catalog.records import record
+from .launch import Launch, LaunchArgs
+from .vllm_like import VllmLike
+
+
+@record(slots=True)
+class TrtLlm(VllmLike):
+    KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8"}  # KvCacheConfig dtype
+
+    def launch(self, model: str, a: LaunchArgs) -> Launch:
+        argv = ["trtllm-serve", model, "--backend", "pytorch", "--tp_size", str(a.tp)]
+        if a.pp > 1:
+            argv += ["--pp_size", str(a.pp)]
+        argv += ["--max_batch_size", str(a.max_num_seqs), "--max_seq_len", str(a.max_model_len)]
+        if a.max_batched_tokens:
+            argv += ["--max_num_tokens", str(a.max_batched_tokens)]
+        if a.gpu_memory_utilization is not None:
+            argv += ["--kv_cache_free_gpu_memory_fraction", f"{a.gpu_memory_utilization:g}"]
+        files: tuple[tuple[str, str], ...] = ()
+        if a.kv:
+            # the LLM API takes the KV cache dtype in KvCacheConfig, set from a YAML file (--config)
+            files = (("cardfit-trtllm.yaml", f"kv_cache_config:\n  dtype: {a.kv}\n"),)
+            argv += ["--config", "cardfit-trtllm.yaml"]
+        _, notes = a.quant_flag({})  # no quantization on load: the checkpoint's own format
+        if a.nodes > 1:
+            notes.append(f"launch on {a.nodes} nodes through MPI or Slurm (trtllm-llmapi-launch)")
+        return Launch(a.runtime, tuple(argv), files=files, notes=tuple(notes))
+
+
+ADAPTER = TrtLlm
