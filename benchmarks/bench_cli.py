@@ -106,7 +106,7 @@ def deploy_search(runs: int = 5) -> tuple[float, float, dict]:
         deploy_report(inp)
         wall.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
-    return statistics.median(wall), statistics.median(cpu), report
+    return statistics.median(wall), statistics.median(cpu), report.to_json()
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ DEPLOYMENT_KEYS = {"gpu", "count", "nodes", "tp", "pp", "replicas", "runtime", "
 
 @cache
 def report(**kw) -> dict:
-    return deploy_report(DeployInput(**kw))
+    return deploy_report(DeployInput(**kw)).to_json()
 
 
 # --- queueing formulas: textbook values -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core.kv import kv_replication
 from cardfit.core.placement import shape_of, shapes
 from cardfit.services.inputs import PlanInput
-from cardfit.services.plan import plan, plan_dict
+from cardfit.services.plan import plan
 
 # The issue's example (cardfit issue 11, "Serve a load"): Llama 3.1 70B in BF16, 16 sequences of 128K tokens
 # on vLLM needs ~830 GB; the old plan ranked "104x H100 NVL (13 nodes)" and "48x RTX PRO 6000 (6 nodes)",
@@ -25,7 +25,7 @@ ISSUE = dict(model=L70, quant="bf16", context=131072, batch=16, runtime="vllm")
 
 @cache
 def issue_plan() -> dict:
-    return plan_dict(plan(PlanInput(**ISSUE)))
+    return plan(PlanInput(**ISSUE)).to_json()
 
 
 def test_the_issue_example_never_copies_the_cache_per_card():
@@ -60,8 +60,8 @@ def test_plan_and_deploy_size_a_multi_node_set_alike():
                       quant="bf16", kv_dtype="bf16", gpu=("H100 SXM",), max_nodes=2)
     sets, _ = settings(inp)
     cand = next(c for c in candidates(inp, sets) if c.cards == 16)
-    d = plan_dict(plan(PlanInput(model=inp.model, quant="bf16", kv_dtype="bf16", context=8192, batch=1,
-                                 runtime="vllm", gpu="H100 SXM", gpus=16)))
+    d = plan(PlanInput(model=inp.model, quant="bf16", kv_dtype="bf16", context=8192, batch=1,
+                       runtime="vllm", gpu="H100 SXM", gpus=16)).to_json()
     e = d["gpus"][0]
     assert (e["tp"], e["pp"], e["nodes"]) == (cand.tp, cand.pp, cand.nodes) == (8, 2, 2)
     assert e["need_bytes"] == cand.option.need_bytes and e["budget_bytes"] == cand.option.budget_bytes

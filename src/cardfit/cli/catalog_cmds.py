@@ -25,11 +25,11 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
     from ..catalog.gpus import default_gpus, load_gpus
 
     reg = load_gpus(catalog) if catalog else default_gpus()
-    from ..services.catalogs import gpu_rows
+    from ..services.catalogs import gpu_rows, plain
 
     rows = gpu_rows(reg)
     if as_json:
-        emit_json({"gpus": rows})
+        emit_json({"gpus": plain(rows)})
         return
     from rich.table import Table
 
@@ -41,11 +41,11 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
         t.add_column(col, justify="left" if col in ("GPU", "vendor", "link", "FP8") else "right",
                      no_wrap=col == "GPU")  # the name users type is never cut
     for r in rows:
-        t.add_row(r["name"], r["vendor"], fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
-                  f"{r['bandwidth_gbps']:,.0f}" if r["bandwidth_gbps"] else "—",
-                  f"{r['bf16_tflops']:,.0f}" if r["bf16_tflops"] else "—", "yes" if r["fp8"] else "no",
-                  r["interconnect"], fmt_usd(r["monthly_usd"]),
-                  f"{r['usd_per_gb_month']:.2f}" if r["usd_per_gb_month"] else "—")
+        t.add_row(r.name, r.vendor, fmt_bytes(r.usable_bytes, unit).rsplit(" ", 1)[0],
+                  f"{r.bandwidth_gbps:,.0f}" if r.bandwidth_gbps else "—",
+                  f"{r.bf16_tflops:,.0f}" if r.bf16_tflops else "—", "yes" if r.fp8 else "no",
+                  r.interconnect, fmt_usd(r.monthly_usd),
+                  f"{r.usd_per_gb_month:.2f}" if r.usd_per_gb_month else "—")
     console().print(t)
 
 
@@ -55,12 +55,12 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
 def models(as_json: bool, catalog: tuple[str, ...]) -> None:
     """List the model catalog: parameters, layers, attention, KV bytes per token, Ollama tags."""
     from ..catalog.models import default_models, load_models
-    from ..services.catalogs import model_rows
+    from ..services.catalogs import model_rows, plain
 
     reg = load_models(catalog) if catalog else default_models()
     rows = model_rows(reg)
     if as_json:
-        emit_json({"models": rows})
+        emit_json({"models": plain(rows)})
         return
     from rich.table import Table
 
@@ -72,9 +72,9 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
         t.add_column(col, justify="right" if right else "left",
                      no_wrap=col != "Ollama tags", overflow="fold")  # ids and numbers are never cut
     for r in rows:
-        t.add_row(r["id"], f"{r['params'] / 1e9:,.1f}B", f"{r['active_params'] / 1e9:,.1f}B",
-                  str(r["layers"]), r["attention"], f"{r['kv_bytes_per_token']:,}",
-                  f"{r['max_context']:,}" if r["max_context"] else "—", ", ".join(r["ollama"]))
+        t.add_row(r.id, f"{r.params / 1e9:,.1f}B", f"{r.active_params / 1e9:,.1f}B", str(r.layers),
+                  r.attention, f"{r.kv_bytes_per_token:,}", f"{r.max_context:,}" if r.max_context else "—",
+                  ", ".join(r.ollama))
     console().print(t)
 
 
@@ -86,9 +86,8 @@ def quants(as_json: bool) -> None:
     from ..services.catalogs import quant_view
 
     view = quant_view(default_quants())
-    types, mixes = view["types"], view["gguf_mixes"]
     if as_json:
-        emit_json(view)
+        emit_json(view.to_json())
         return
     from rich.table import Table
 
@@ -97,8 +96,8 @@ def quants(as_json: bool) -> None:
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("name", "kind", "bits/weight", "block", "scope", "needs"):
         t.add_column(col)
-    for q in types:
-        t.add_row(q["name"], q["kind"], f"{q['bits_per_weight']:.4g}",
-                  f"{q['block_bytes']} B / {q['block_weights']}", q["scope"], q["requires"] or "")
+    for q in view.types:
+        t.add_row(q.name, q.kind, f"{q.bits_per_weight:.4g}", f"{q.block_bytes} B / {q.block_weights}",
+                  q.scope, q.requires or "")
     console().print(t)
-    console().print("GGUF file types (per-tensor mixes): " + ", ".join(m["name"] for m in mixes))
+    console().print("GGUF file types (per-tensor mixes): " + ", ".join(m.name for m in view.gguf_mixes))

@@ -96,11 +96,11 @@ def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
     """The API price catalog: the break-even guide's three tiers and named APIs, per million tokens, with
     dates and sources."""
     from ..catalog.apis import apis
-    from ..services.catalogs import api_rows
+    from ..services.catalogs import api_rows, plain
 
     rows = api_rows(apis(tuple(catalog)))
     if as_json:
-        emit_json({"apis": rows})
+        emit_json({"apis": plain(rows)})
         return
     from rich.table import Table
 
@@ -111,6 +111,6 @@ def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
                       ("date", "left"), ("evidence", "left")):
         tab.add_column(col, justify=just)  # type: ignore[arg-type]
     for a in rows:
-        tab.add_row(a["id"], a["name"], f"{a['input_usd_per_m']:,.2f}", f"{a['output_usd_per_m']:,.2f}",
-                    a["date"] or "—", a["evidence"] or "—")
+        tab.add_row(a.id, a.name, f"{a.input_usd_per_m:,.2f}", f"{a.output_usd_per_m:,.2f}", a.date or "—",
+                    a.evidence or "—")
     console().print(tab)

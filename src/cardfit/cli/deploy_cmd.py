@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import command
+
+if TYPE_CHECKING:
+    from ..services.deploy import Deployment, DeployReport, Workload
 
 DEPLOY_EPILOG = """\b
 Examples:
@@ -17,7 +20,7 @@ Examples:
 
 
 @command("deploy", epilog=DEPLOY_EPILOG)
-def deploy(result: Any, inp: Any) -> None:
+def deploy(result: DeployReport, inp: Any) -> None:
     """The cheapest way to serve MODEL to a load within latency targets: card, count, tensor/pipeline split,
     replicas, runtime, quantization and KV cache type, with $/month, $ per million tokens, headroom, the
     break-even against API tiers, the Pareto front and the command that starts it.
@@ -28,71 +31,69 @@ def deploy(result: Any, inp: Any) -> None:
     _print(result)
 
 
-def _load(w: dict[str, Any]) -> str:
-    load = f"{w['users']:,g} users" if w.get("users") is not None else f"{w['requests_per_s']:,g} requests/s"
-    return (f"{load} · {w['input_tokens']:,} prompt + {w['output_tokens']:,} answer tokens · targets: TTFT "
-            f"p90 ≤ {w['ttft_ms']:,g} ms, TPOT ≤ {w['tpot_ms']:,g} ms ({w['tokens_per_s_per_user']:,g} "
+def _load(w: Workload) -> str:
+    load = f"{w.users:,g} users" if w.users is not None else f"{w.requests_per_s:,g} requests/s"
+    return (f"{load} · {w.input_tokens:,} prompt + {w.output_tokens:,} answer tokens · targets: TTFT "
+            f"p90 ≤ {w.ttft_ms:,g} ms, TPOT ≤ {w.tpot_ms:,g} ms ({w.tokens_per_s_per_user:,g} "
             "tok/s per user)")
 
 
-def _shape(d: dict[str, Any]) -> str:
-    parts = [f"TP {d['tp']}"] if d["tp"] > 1 else []
-    if d["pp"] > 1:
-        parts.append(f"PP {d['pp']}" if d["tp"] > 1
-                     or d["nodes"] > d["replicas"] else f"layers over {d['pp']}")
-    if d["replicas"] > 1:
-        parts.append(f"{d['replicas']} replicas")
-    return f"{d['count']}× {d['gpu']}" + (f" ({' × '.join(parts)})" if parts else "")
+def _shape(d: Deployment) -> str:
+    parts = [f"TP {d.tp}"] if d.tp > 1 else []
+    if d.pp > 1:
+        parts.append(f"PP {d.pp}" if d.tp > 1 or d.nodes > d.replicas else f"layers over {d.pp}")
+    if d.replicas > 1:
+        parts.append(f"{d.replicas} replicas")
+    return f"{d.count}× {d.gpu}" + (f" ({' × '.join(parts)})" if parts else "")
 
 
-def _print(r: dict[str, Any]) -> None:
+def _print(r: DeployReport) -> None:
     from rich.table import Table
 
     from .render import console
 
     c = console()
-    c.print(f"[bold]{r['model']}[/] · {_load(r['workload'])}")
-    b = r["best"]
+    c.print(f"[bold]{r.model}[/] · {_load(r.workload)}")
+    b = r.best
     if b is not None:
-        c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b['runtime']} · {b['quant']} · "
-                f"KV {b['kv_dtype']} · [bold]${b['monthly_usd']:,.0f}/month[/] ({r['hours_per_month']:g} h), "
-                f"${b['cost_per_million_usd']:,.3f} per M output tokens at this load")
-        c.print(f"  TTFT p90 {b['ttft_ms']:,.0f} ms · TPOT {b['tpot_ms']:,.1f} ms "
-                f"({b['per_user_tokens_per_s']:,.1f} tok/s per user) · {b['aggregate_tokens_per_s']:,.0f} "
-                f"tok/s served · headroom {r['headroom']:,.2f}× the traffic before a target breaks")
-        c.print(f"  [bold]{b['command']}[/]")
-        apis = "; ".join(f"{a['name']} ${a['api_monthly_usd']:,.0f}/month"
-                         + (" (rent wins)" if a["rent_cheaper"] else "") for a in r["apis"])
+        c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
+                f"KV {b.kv_dtype} · [bold]${b.monthly_usd or 0:,.0f}/month[/] ({r.hours_per_month:g} h), "
+                f"${b.cost_per_million_usd or 0:,.3f} per M output tokens at this load")
+        c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
+                f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
+                f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")
+        c.print(f"  [bold]{b.command}[/]")
+        apis = "; ".join(f"{a.name} ${a.api_monthly_usd:,.0f}/month"
+                         + (" (rent wins)" if a.rent_cheaper else "") for a in r.apis)
         c.print(f"  The same traffic from an API: {apis}")
     else:
-        f = r["failing"] or {}
-        near = r["closest"]
-        if f.get("target") in ("ttft_ms", "tpot_ms"):
-            what = "TTFT p90" if f["target"] == "ttft_ms" else "TPOT"
-            c.print(f"[red]Nothing meets the targets.[/] {what} fails first: {f['achieved']:,.1f} ms against "
-                    f"{f['limit']:,g} ms ({f['ratio']:.2f}×) on the closest deployment")
+        f, near = r.failing, r.closest
+        if f is not None and f.target in ("ttft_ms", "tpot_ms"):
+            what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
+            c.print(f"[red]Nothing meets the targets.[/] {what} fails first: {f.achieved or 0:,.1f} ms "
+                    f"against {f.limit or 0:,g} ms ({f.ratio or 0:.2f}×) on the closest deployment")
         else:
-            c.print(f"[red]Nothing meets the targets:[/] {f.get('text', '')}")
+            c.print(f"[red]Nothing meets the targets:[/] {(f.text if f else None) or ''}")
         if near is not None:
-            c.print(f"  Closest: {_shape(near)} · {near['runtime']} · {near['quant']} · TTFT p90 "
-                    f"{_num(near['ttft_ms'])} ms · TPOT {_num(near['tpot_ms'])} ms · "
-                    f"${near['monthly_usd'] or 0:,.0f}/month")
-    if r["pareto"] and b is not None:
+            c.print(f"  Closest: {_shape(near)} · {near.runtime} · {near.quant} · TTFT p90 "
+                    f"{_num(near.ttft_ms)} ms · TPOT {_num(near.tpot_ms)} ms · "
+                    f"${near.monthly_usd or 0:,.0f}/month")
+    if r.pareto and b is not None:
         t = Table(title="Pareto front: rent vs per-user speed vs TTFT", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)
         for col, just in (("deployment", "left"), ("runtime", "left"), ("quant", "left"), ("KV", "left"),
                           ("$/month", "right"), ("$/M", "right"), ("TTFT ms", "right"), ("TPOT ms", "right"),
                           ("tok/s/user", "right")):
             t.add_column(col, justify=just)  # type: ignore[arg-type]
-        for d in r["pareto"]:
-            t.add_row(_shape(d), d["runtime"], d["quant"].split(" (")[0], d["kv_dtype"],
-                      f"{d['monthly_usd'] or 0:,.0f}", f"{d['cost_per_million_usd'] or 0:,.3f}",
-                      _num(d["ttft_ms"]), _num(d["tpot_ms"]), f"{d['per_user_tokens_per_s']:,.1f}")
+        for d in r.pareto:
+            t.add_row(_shape(d), d.runtime, d.quant.split(" (")[0], d.kv_dtype,
+                      f"{d.monthly_usd or 0:,.0f}", f"{d.cost_per_million_usd or 0:,.3f}",
+                      _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
-    for note in r["notes"]:
+    for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
-    if r.get("plot"):
-        c.print(f"Chart written to {r['plot']}")
+    if r.plot:
+        c.print(f"Chart written to {r.plot}")
 
 
 def _num(x: float | None) -> str:

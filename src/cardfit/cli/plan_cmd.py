@@ -8,6 +8,7 @@ from . import command, echo
 from .argv import top_display, unit_display
 
 if TYPE_CHECKING:
+    from ..services.plan import CostView, PlanView
     from ..services.reverse import LargestModels, MaxContext, MaxSequences
 
 PLAN_EPILOG = """\b
@@ -28,75 +29,72 @@ def plan(p: Any, inp: Any, unit: str, top: int) -> None:
     folder, .gguf or .safetensors file; or leave it out and give the shape with --params, --layers,
     --kv-heads and --head-dim.
     """
-    _print_plan(p.to_json(), unit, top)
+    _print_plan(p.view(), unit, top)
 
 
-def _print_plan(r: dict[str, Any], unit: str, top: int) -> None:
+def _print_plan(r: PlanView, unit: str, top: int) -> None:
     from ..units import fmt_bytes, fmt_tokens
     from .render import gpu_table, memory_table, plan_console
 
     c = plan_console()
-    m, i = r["model"], r["inputs"]
-    tag = f" ({m['ollama_tag']})" if m["ollama_tag"] else ""
-    c.print(f"[bold]{m['name']}[/]{tag} · {i['quant']} · runtime {i['runtime']} · context "
-            f"{fmt_tokens(i['context'])} ({i['context_source']}) · {i['batch']:,} "
-            f"sequence{'s' if i['batch'] != 1 else ''} · KV {i['kv_dtype']}")
-    c.print(memory_table(r["memory"], unit))
+    m, i = r.model, r.inputs
+    tag = f" ({m.ollama_tag})" if m.ollama_tag else ""
+    c.print(f"[bold]{m.name}[/]{tag} · {i.quant} · runtime {i.runtime} · context "
+            f"{fmt_tokens(i.context)} ({i.context_source}) · {i.batch:,} "
+            f"sequence{'s' if i.batch != 1 else ''} · KV {i.kv_dtype}")
+    c.print(memory_table(r.memory, unit))
     c.print()
-    c.print(gpu_table(r["gpus"], unit, top))
-    if len(r["gpus"]) == 1 or r["gpus"][0]["verdict"] == "no":
-        for g in r["gpus"][:3]:
-            if g["verdict"] in ("no", "offload") and g["reason"]:
-                c.print(f"{g['gpu']}: {g['reason']}")
-    best = r["gpus"][0]
-    if best["verdict"] in ("fits", "tight"):
-        c.print(f"\nBest: {best['count']}× {best['gpu']} — {best['verdict']}, "
-                f"{fmt_bytes(best['free_bytes'], unit)} free")
-    a = r["answers"]
-    if len(r["gpus"]) > 1 and (a["smallest_card"] or a["cheapest_set"]):
-        c.print("; ".join(x for x in (a["cheapest_card"] and f"cheapest card that fits: {a['cheapest_card']}",
-                                      a["smallest_card"] and f"smallest: {a['smallest_card']}",
-                                      a["cheapest_set"] and f"cheapest set: {a['cheapest_set']}") if x))
-    if a.get("smallest_card_by_headroom"):
-        c.print(f"Smallest card holding {r['inputs']['headroom']:g}× the weights (a rule of thumb): "
-                f"{a['smallest_card_by_headroom']}")
-    s = r["speed"]
-    if s["decode_ceiling_tokens_per_s"] and r["gpus"][0]["verdict"] != "no":
-        rng = s.get("decode_tokens_per_s_range")
+    c.print(gpu_table(r.gpus, unit, top))
+    if len(r.gpus) == 1 or r.gpus[0].verdict == "no":
+        for g in r.gpus[:3]:
+            if g.verdict in ("no", "offload") and g.reason:
+                c.print(f"{g.gpu}: {g.reason}")
+    best = r.gpus[0]
+    if best.verdict in ("fits", "tight"):
+        c.print(f"\nBest: {best.count}× {best.gpu} — {best.verdict}, {fmt_bytes(best.free_bytes, unit)} free")
+    a = r.answers
+    if len(r.gpus) > 1 and (a.smallest_card or a.cheapest_set):
+        c.print("; ".join(x for x in (a.cheapest_card and f"cheapest card that fits: {a.cheapest_card}",
+                                      a.smallest_card and f"smallest: {a.smallest_card}",
+                                      a.cheapest_set and f"cheapest set: {a.cheapest_set}") if x))
+    if a.smallest_card_by_headroom:
+        c.print(f"Smallest card holding {i.headroom:g}× the weights (a rule of thumb): "
+                f"{a.smallest_card_by_headroom}")
+    s = r.speed
+    if s.decode_ceiling_tokens_per_s and r.gpus[0].verdict != "no":
+        rng = s.decode_tokens_per_s_range
         span = f" (likely {rng[0]:,.0f}–{rng[1]:,.0f})" if rng else ""
-        est = f", about {s['decode_tokens_per_s']:,.0f} realistic{span}" if s["decode_tokens_per_s"] else ""
-        c.print(f"Decode on {s['gpu']}: ceiling {s['decode_ceiling_tokens_per_s']:,.0f} tokens/s per "
+        est = f", about {s.decode_tokens_per_s:,.0f} realistic{span}" if s.decode_tokens_per_s else ""
+        c.print(f"Decode on {s.gpu}: ceiling {s.decode_ceiling_tokens_per_s:,.0f} tokens/s per "
                 f"stream{est}.")
-    _print_cost(c, r["cost"])
-    for note in r["notes"]:
+    _print_cost(c, r.cost)
+    for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
     c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as "
             "the driver reports them.[/]")
     c.flush()
 
 
-def _print_cost(c: Any, cost: dict[str, Any]) -> None:
-    cards = cost.get("cards") or []
-    if not cards:
+def _print_cost(c: Any, cost: CostView) -> None:
+    if not cost.cards:
         return
-    k = cards[0]
-    names = {a["id"]: (a["name"], a["price_per_million_usd"]) for a in cost.get("apis", [])}
+    k = cost.cards[0]
+    names = {a.id: (a.name, a.price_per_million_usd) for a in cost.apis}
     parts = []
-    for b in k["breakeven"]:
-        name, price = names.get(b["api"], (b["api"], None))
+    for b in k.breakeven:
+        name, price = names.get(b.api, (b.api, None))
         label = f"{name} (${price:g}/M)" if price is not None else name
-        if b["breaks_even"]:
-            parts.append(f"beats {label} above {b['breakeven_millions_per_month']:,.0f} M tokens/month "
-                         f"({b['required_duty']:.0%} duty)")
+        if b.breaks_even:
+            parts.append(f"beats {label} above {b.breakeven_millions_per_month or 0:,.0f} M tokens/month "
+                         f"({b.required_duty or 0:.0%} duty)")
         else:
             parts.append(f"never beats {label}")
-    c.print(f"Cost on {k['count']}× {k['gpu']}: ${k['monthly_usd']:,.0f}/month (${k['hourly_usd']:.2f}/h "
-            f"over {cost['hours_per_month']:g} h); at {k['tokens_per_s']:,.1f} tokens/s "
-            f"({cost.get('tokens_per_s_basis', '').split(' (')[0]}) ${k['cost_per_million_usd']:,.2f}"
-            + (" (likely "
-               f"${k['cost_per_million_usd_range'][0]:,.2f}–{k['cost_per_million_usd_range'][1]:,.2f})"
-               if k.get("cost_per_million_usd_range") else "") + " per M at "
-            f"{cost.get('duty', 1):.0%} duty; " + "; ".join(parts) + ".")
+    rng = k.ranges.cost_per_million_usd_range if k.ranges else None
+    c.print(f"Cost on {k.count}× {k.gpu}: ${k.monthly_usd or 0:,.0f}/month (${k.hourly_usd or 0:.2f}/h "
+            f"over {cost.hours_per_month:g} h); at {k.tokens_per_s or 0:,.1f} tokens/s "
+            f"({cost.tokens_per_s_basis.split(' (')[0]}) ${k.cost_per_million_usd or 0:,.2f}"
+            + (f" (likely ${rng[0]:,.2f}–{rng[1]:,.2f})" if rng else "") + " per M at "
+            f"{cost.duty:.0%} duty; " + "; ".join(parts) + ".")
 
 
 MAXCTX_EPILOG = """\b

@@ -3,7 +3,7 @@ that print through it (`cardfit plan` prints through cli/console.py, which write
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..units import fmt_bytes, fmt_rate, fmt_tokens, fmt_usd
 from .console import Console as PlanConsole
@@ -11,6 +11,8 @@ from .console import Table
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from ..services.plan import GpuPlan, MemoryView
 
 VERDICT_STYLE = {"fits": "green", "tight": "yellow", "offload": "magenta", "no": "red"}
 
@@ -41,27 +43,27 @@ def verdict_text(v: str) -> str:
     return f"[{VERDICT_STYLE.get(v, 'white')}]{v}[/]"
 
 
-def memory_table(mem: dict[str, Any], unit: str) -> Table:
+def memory_table(mem: MemoryView, unit: str) -> Table:
     t = Table(header_style="bold")
     t.add_column("memory")
     t.add_column(unit, justify="right")
     t.add_column("likely range", justify="right", style="dim")
     t.add_column("how", style="dim")
-    bpw = mem["bits_per_weight"]
     rows = [
-        ("weights", mem["weights_bytes"], f"{bpw} bits/weight ({mem['weights_method']})" + (
-            f"; token embedding {fmt_bytes(mem['host_weights_bytes'], unit)} kept in system RAM"
-            if mem.get("host_weights_bytes") else "")),
-        ("KV cache", mem["kv_cache_bytes"], _kv_how(mem)),
-        ("runtime overhead", mem["overhead_bytes"], "none on Apple's unified memory: Metal's buffers are the "
-         "weights, cache and workspace" if mem.get("unified_memory") else "CUDA context, framework, graphs"),
-        ("activations", mem["activation_bytes"], "prefill workspace"),
+        ("weights", mem.weights_bytes, mem.weights_bytes_range,
+         f"{mem.bits_per_weight} bits/weight ({mem.weights_method})" + (
+             f"; token embedding {fmt_bytes(mem.host_weights_bytes, unit)} kept in system RAM"
+             if mem.host_weights_bytes else "")),
+        ("KV cache", mem.kv_cache_bytes, mem.kv_cache_bytes_range, _kv_how(mem)),
+        ("runtime overhead", mem.overhead_bytes, mem.overhead_bytes_range,
+         "none on Apple's unified memory: Metal's buffers are the weights, cache and workspace"
+         if mem.unified_memory else "CUDA context, framework, graphs"),
+        ("activations", mem.activation_bytes, mem.activation_bytes_range, "prefill workspace"),
     ]
-    keys = ("weights_bytes", "kv_cache_bytes", "overhead_bytes", "activation_bytes")
-    for (name, b, how), key in zip(rows, keys, strict=True):
-        t.add_row(name, fmt_bytes(b, unit).rsplit(" ", 1)[0], range_text(mem.get(f"{key}_range"), unit), how)
-    t.add_row("[bold]total[/]", f"[bold]{fmt_bytes(mem['total_bytes'], unit).rsplit(' ', 1)[0]}[/]",
-              range_text(mem.get("total_bytes_range"), unit), "range: validation errors (cardfit validate)")
+    for name, b, r, how in rows:
+        t.add_row(name, fmt_bytes(b, unit).rsplit(" ", 1)[0], range_text(r, unit), how)
+    t.add_row("[bold]total[/]", f"[bold]{fmt_bytes(mem.total_bytes, unit).rsplit(' ', 1)[0]}[/]",
+              range_text(mem.total_bytes_range, unit), "range: validation errors (cardfit validate)")
     return t
 
 
@@ -75,32 +77,29 @@ def range_text(r: list | None, unit: str) -> str:
     return f"{lo}–{hi}"
 
 
-def _kv_how(mem: dict[str, Any]) -> str:
-    tokens = mem["context"] * mem["sequences"]
-    how = f"{mem['kv_bytes_per_token']:,} B/token × {fmt_tokens(mem['context'])} × {mem['sequences']}"
-    if (
-        tokens
-        and abs(mem["kv_bytes_per_token"] * tokens - mem["kv_cache_bytes"]) > 0.01 * mem["kv_cache_bytes"]
-    ):
-        how = (f"≈{mem['kv_cache_bytes'] / tokens:,.0f} B/token on average × {fmt_tokens(mem['context'])} × "
-               f"{mem['sequences']} (sliding-window or fixed-state layers; full layers "
-               f"{mem['kv_bytes_per_token']:,})")
+def _kv_how(mem: MemoryView) -> str:
+    tokens = mem.context * mem.sequences
+    how = f"{mem.kv_bytes_per_token:,} B/token × {fmt_tokens(mem.context)} × {mem.sequences}"
+    if tokens and abs(mem.kv_bytes_per_token * tokens - mem.kv_cache_bytes) > 0.01 * mem.kv_cache_bytes:
+        how = (f"≈{mem.kv_cache_bytes / tokens:,.0f} B/token on average × {fmt_tokens(mem.context)} × "
+               f"{mem.sequences} (sliding-window or fixed-state layers; full layers "
+               f"{mem.kv_bytes_per_token:,})")
     return how
 
 
-def _rate(r: dict[str, Any]) -> str:
+def _rate(r: GpuPlan) -> str:
     """Realistic tokens/s; '≤ ceiling' where the runtime has no calibrated figure; '—' where it cannot run."""
-    if r["verdict"] == "no":
+    if r.verdict == "no":
         return "—"
-    if r["decode_tokens_per_s"] is not None:
-        return fmt_rate(r["decode_tokens_per_s"])
-    return f"≤{fmt_rate(r['decode_ceiling_tokens_per_s'])}" if r["decode_ceiling_tokens_per_s"] else "—"
+    if r.decode_tokens_per_s is not None:
+        return fmt_rate(r.decode_tokens_per_s)
+    return f"≤{fmt_rate(r.decode_ceiling_tokens_per_s)}" if r.decode_ceiling_tokens_per_s else "—"
 
 
-def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
+def gpu_table(rows: tuple[GpuPlan, ...], unit: str, limit: int) -> Table:
     """Ranked cards; a context column appears when the runtime picks a different context per card (Ollama)."""
     t = Table(header_style="bold")
-    per_card_context = len({r["context"] for r in rows[:limit]}) > 1
+    per_card_context = len({r.context for r in rows[:limit]}) > 1
     cols = [("#", "right"), ("GPU", "left"), ("cards", "right"), (f"usable {unit}", "right"),
             (f"free {unit}", "right"), ("verdict", "left"), ("$/month", "right"), ("tok/s", "right")]
     if per_card_context:
@@ -108,14 +107,13 @@ def gpu_table(rows: list[dict[str, Any]], unit: str, limit: int) -> Table:
     for col, just in cols:
         t.add_column(col, justify=just)
     for i, r in enumerate(rows[:limit], 1):
-        cards = str(r["count"]) if r["nodes"] == 1 else f"{r['count']} ({r['nodes']} nodes)"
-        verdict = verdict_text(r["verdict"])
-        if r["verdict"] == "offload":
-            verdict += f" {r['gpu_layer_fraction']:.0%} GPU"
-        cells = [str(i), r["gpu"], cards, fmt_bytes(r["usable_bytes"], unit).rsplit(" ", 1)[0],
-                 fmt_bytes(r["free_bytes"], unit).rsplit(" ", 1)[0], verdict, fmt_usd(r["monthly_usd"]),
-                 _rate(r)]
+        cards = str(r.count) if r.nodes == 1 else f"{r.count} ({r.nodes} nodes)"
+        verdict = verdict_text(r.verdict)
+        if r.verdict == "offload":
+            verdict += f" {r.gpu_layer_fraction or 0:.0%} GPU"
+        cells = [str(i), r.gpu, cards, fmt_bytes(r.usable_bytes, unit).rsplit(" ", 1)[0],
+                 fmt_bytes(r.free_bytes, unit).rsplit(" ", 1)[0], verdict, fmt_usd(r.monthly_usd), _rate(r)]
         if per_card_context:
-            cells.insert(3, fmt_tokens(r["context"]))
+            cells.insert(3, fmt_tokens(r.context))
         t.add_row(*cells)
     return t

@@ -26,7 +26,7 @@ from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
 from ..core.search import largest_true
 from ..errors import CardfitError, InputError
-from . import served
+from . import served, table
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .launch_line import launch_command
 
@@ -528,34 +528,85 @@ def command(inp: DeployInput, r: Result) -> str:
                           c.setting.kv_flag, c.setting.slots)
 
 
-def deployment_dict(inp: DeployInput, r: Result) -> dict[str, Any]:
+@record
+class DeploymentMemory(table.Result):
+    """One card of the deployment against its budget (the plan's sizing, with the need's error bar)."""
+
+    need_bytes: int
+    budget_bytes: int
+    free_bytes: int
+    margin_bytes: int
+    kv_pool_tokens: int
+
+
+@record
+class Deployment(table.Result):
+    """One deployment: the card set, its split and replicas, the runtime settings, its rent and its timing
+    at the load."""
+
+    gpu: str
+    count: int
+    nodes: int
+    cards_per_node: int
+    tp: int
+    pp: int
+    replicas: int
+    runtime: str
+    quant: str
+    kv_dtype: str
+    max_num_seqs: int
+    monthly_usd: float | None
+    cost_per_million_usd: float | None
+    ttft_ms: float | None  # None: infinite (the queue grows without end)
+    tpot_ms: float | None
+    aggregate_tokens_per_s: float
+    per_user_tokens_per_s: float
+    ttft_mean_ms: float | None
+    prefill_ms: float | None
+    batch_per_replica: float
+    utilization: float
+    meets_targets: bool
+    quality: str | None
+    memory: DeploymentMemory
+    command: str | None
+
+
+def deployment(inp: DeployInput, r: Result) -> Deployment:
     c, s = r.cand, r.served
-    rt = c.setting.ctx.runtime
-    return {
-        "gpu": c.gpu.name, "count": r.count, "nodes": c.nodes * r.replicas, "cards_per_node": c.per_node,
-        "tp": c.tp, "pp": c.pp, "replicas": r.replicas, "runtime": rt.id, "quant": c.setting.ctx.quant.name,
-        "kv_dtype": c.setting.mem.kv_dtype, "max_num_seqs": c.replica.max_seqs,
-        "monthly_usd": round(r.monthly_usd, 2) if r.monthly_usd is not None else None,
-        "cost_per_million_usd": (round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None
-                                 else None),
-        "ttft_ms": _ms(s.ttft_s), "tpot_ms": _ms(s.tpot_s),
-        "aggregate_tokens_per_s": round(r.served_tokens_per_s, 1),
-        "per_user_tokens_per_s": round(s.per_user_tokens_per_s, 2),
-        "ttft_mean_ms": _ms(s.ttft_mean_s), "prefill_ms": _ms(s.prefill_s),
-        "batch_per_replica": round(s.batch, 2), "utilization": round(s.utilization, 4),
-        "meets_targets": r.meets, "quality": c.setting.quality,
-        "memory": {"need_bytes": c.option.need_bytes, "budget_bytes": c.option.budget_bytes,
-                   "free_bytes": c.option.free_bytes, "margin_bytes": c.margin_bytes,
-                   "kv_pool_tokens": c.kv_tokens},
-        "command": command(inp, r),
-    }
+    return Deployment(
+        gpu=c.gpu.name, count=r.count, nodes=c.nodes * r.replicas, cards_per_node=c.per_node, tp=c.tp,
+        pp=c.pp, replicas=r.replicas, runtime=c.setting.ctx.runtime.id, quant=c.setting.ctx.quant.name,
+        kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
+        monthly_usd=round(r.monthly_usd, 2) if r.monthly_usd is not None else None,
+        cost_per_million_usd=(round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None
+                              else None),
+        ttft_ms=_ms(s.ttft_s), tpot_ms=_ms(s.tpot_s),
+        aggregate_tokens_per_s=round(r.served_tokens_per_s, 1),
+        per_user_tokens_per_s=round(s.per_user_tokens_per_s, 2),
+        ttft_mean_ms=_ms(s.ttft_mean_s), prefill_ms=_ms(s.prefill_s),
+        batch_per_replica=round(s.batch, 2), utilization=round(s.utilization, 4),
+        meets_targets=r.meets, quality=c.setting.quality,
+        memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
+                                c.margin_bytes, c.kv_tokens),
+        command=command(inp, r))
 
 
 def _ms(x: float) -> float | None:
     return round(x * 1e3, 1) if math.isfinite(x) else None
 
 
-def _apis(r: Result, inp: DeployInput) -> list[dict[str, Any]]:
+@record
+class ApiComparison(table.Result):
+    """The same traffic bought from one API tier, against the deployment's rent."""
+
+    name: str
+    price_per_million_usd: float  # output + input per output token
+    api_monthly_usd: float
+    breakeven_millions_per_month: float
+    rent_cheaper: bool
+
+
+def _apis(r: Result, inp: DeployInput) -> tuple[ApiComparison, ...]:
     """The same traffic bought from each API tier (the break-even guide's three), against this rent."""
     from ..catalog.apis import apis, breakeven_guide_tiers
 
@@ -564,88 +615,145 @@ def _apis(r: Result, inp: DeployInput) -> list[dict[str, Any]]:
     for a in breakeven_guide_tiers(apis(tuple(inp.catalog))):
         price = a.output_usd_per_m + a.input_usd_per_m * inp.input_tokens / inp.output_tokens
         bill = served_m * price
-        out.append({"name": a.name, "price_per_million_usd": round(price, 4),
-                    "api_monthly_usd": round(bill, 2),
-                    "breakeven_millions_per_month":
-                        round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
-                    "rent_cheaper": r.monthly_usd is not None and r.monthly_usd < bill})
-    return out
+        out.append(ApiComparison(a.name, round(price, 4), round(bill, 2),
+                                 round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
+                                 r.monthly_usd is not None and r.monthly_usd < bill))
+    return tuple(out)
 
 
-def _failing(r: Result, t: Targets) -> dict[str, Any]:
+@record
+class Failing(table.Result):
+    """What keeps the closest deployment from the targets: a target ("ttft_ms", "tpot_ms": the one missed
+    by the largest ratio, with the value reached and the limit), or "load" / "memory" (with a sentence)."""
+
+    target: str
+    achieved: float | None
+    limit: float | None
+    ratio: float | None
+    text: str | None = None  # absent from the JSON for a missed target
+
+    omit_none = ("text",)
+
+
+def _failing(r: Result, t: Targets) -> Failing:
     if not r.served.stable:
-        return {"target": "load", "achieved": None, "limit": None, "ratio": None,
-                "text": "the deployment cannot keep up with the arrivals (its queue grows without end)"}
+        return Failing("load", None, None, None,
+                       "the deployment cannot keep up with the arrivals (its queue grows without end)")
     name, ratio = max(r.misses.items(), key=lambda kv: kv[1])
     achieved = r.served.ttft_s * 1e3 if name == "ttft_ms" else r.served.tpot_s * 1e3
-    return {"target": name, "achieved": round(achieved, 1), "limit": t.given[name], "ratio": round(ratio, 3)}
+    return Failing(name, round(achieved, 1), t.given[name], round(ratio, 3))
 
 
-def deploy_report(inp: DeployInput) -> dict[str, Any]:
-    """The JSON of `cardfit deploy`."""
+@record
+class TargetsGiven(table.Result):
+    ttft_ms: bool
+    tpot_ms: bool
+
+
+@record
+class Workload(table.Result):
+    """The load deploy sized for, with the targets it held (given or the rule-of-thumb defaults)."""
+
+    users: float | None
+    requests_per_s: float | None
+    input_tokens: int
+    output_tokens: int
+    input_tokens_p90: int | None
+    output_tokens_p90: int | None
+    max_model_len: int
+    ttft_ms: float
+    tpot_ms: float
+    tokens_per_s_per_user: float
+    targets_given: TargetsGiven
+
+
+@record
+class Searched(table.Result):
+    settings: int  # runtime × quantization × KV cache settings that built
+    fitting_shapes: int  # card sets × splits that hold the model
+
+
+@record
+class DeployReport(table.Result):
+    """`cardfit deploy`: the cheapest deployment that meets the targets (`best`) and the Pareto front, or
+    the closest one and what it fails on."""
+
+    model: str
+    workload: Workload
+    meets_targets: bool
+    best: Deployment | None
+    pareto: tuple[Deployment, ...]
+    failing: Failing | None
+    closest: Deployment | None
+    headroom: float | None  # how many times the traffic the best deployment takes before a target breaks
+    apis: tuple[ApiComparison, ...]
+    searched: Searched
+    hours_per_month: float
+    notes: tuple[str, ...]
+    plot: str | None = None  # the chart written (absent from the JSON when none was asked for)
+
+    omit_none = ("plot",)
+
+
+def _asked(inp: DeployInput, t: Targets) -> Workload:
+    return Workload(inp.users, inp.requests_per_s, inp.input_tokens, inp.output_tokens, inp.input_tokens_p90,
+                    inp.output_tokens_p90, max_model_len(inp), t.given["ttft_ms"], t.given["tpot_ms"],
+                    round(1000 / t.given["tpot_ms"], 2),
+                    TargetsGiven(inp.ttft_ms is not None,
+                                 inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None))
+
+
+def deploy_report(inp: DeployInput) -> DeployReport:
+    """`cardfit deploy` for one input (and its chart when --plot asks for one)."""
     check(inp)
     t = targets(inp)
     sets, skipped = settings(inp)
     cands = candidates(inp, sets)
-    model = sets[0].ctx.model
-    workload = {"users": inp.users, "requests_per_s": inp.requests_per_s, "input_tokens": inp.input_tokens,
-                "output_tokens": inp.output_tokens, "input_tokens_p90": inp.input_tokens_p90,
-                "output_tokens_p90": inp.output_tokens_p90, "max_model_len": max_model_len(inp),
-                "ttft_ms": t.given["ttft_ms"], "tpot_ms": t.given["tpot_ms"],
-                "tokens_per_s_per_user": round(1000 / t.given["tpot_ms"], 2),
-                "targets_given": {"ttft_ms": inp.ttft_ms is not None,
-                                  "tpot_ms": (inp.tpot_ms is not None
-                                              or inp.tokens_per_s_per_user is not None)}}
-    report: dict[str, Any] = {"model": model.name, "workload": workload, "meets_targets": False, "best": None,
-                              "pareto": [], "failing": None, "closest": None, "headroom": None, "apis": [],
-                              "searched": {"settings": len(sets), "fitting_shapes": len(cands)},
-                              "hours_per_month": cost.HOURS_PER_MONTH,
-                              "notes": _notes(inp, skipped)}
+    report = DeployReport(model=sets[0].ctx.model.name, workload=_asked(inp, t), meets_targets=False,
+                          best=None, pareto=(), failing=None, closest=None, headroom=None, apis=(),
+                          searched=Searched(len(sets), len(cands)), hours_per_month=cost.HOURS_PER_MONTH,
+                          notes=_notes(inp, skipped))
     if not cands:
-        report["failing"] = {"target": "memory", "achieved": None, "limit": None, "ratio": None,
-                             "text": "no card set holds the model within the limits given"}
-        return report
+        return replace(report, failing=Failing("memory", None, None, None,
+                                               "no card set holds the model within the limits given"))
     found = search(inp, cands, t)
     if found:
         best = found[0]
-        report["meets_targets"] = True
-        report["best"] = deployment_dict(inp, best)
-        report["headroom"] = round(headroom(inp, best, t), 2)
-        report["apis"] = _apis(best, inp)
-        report["pareto"] = [deployment_dict(inp, r) for r in pareto(found)]
+        report = replace(report, meets_targets=True, best=deployment(inp, best),
+                         headroom=round(headroom(inp, best, t), 2), apis=_apis(best, inp),
+                         pareto=tuple(deployment(inp, r) for r in pareto(found)))
     else:
         near = closest(inp, cands, t)
         if near is not None:
-            report["closest"] = deployment_dict(inp, near)
-            report["failing"] = _failing(near, t)
-            report["pareto"] = [report["closest"]]
-    report["notes"] = _notes(inp, skipped, report["best"] or report["closest"])
+            closest_one = deployment(inp, near)
+            report = replace(report, closest=closest_one, failing=_failing(near, t), pareto=(closest_one,))
+    report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
     if inp.plot:
         from ..charts.deploy import write_chart
 
         write_chart(report, inp.plot)
-        report["plot"] = inp.plot
+        report = replace(report, plot=inp.plot)
     return report
 
 
-def _notes(inp: DeployInput, skipped: list[str], chosen: dict[str, Any] | None = None) -> list[str]:
+def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = None) -> tuple[str, ...]:
     notes = ["TTFT is the p90 (queueing by the Allen–Cunneen approximation + prefill); TPOT the steady-state "
              "mean; both from cardfit's speed model, not a measurement"]
     if inp.ttft_ms is None or (inp.tpot_ms is None and inp.tokens_per_s_per_user is None):
         notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT "
                      f"{DEFAULT_TPOT_MS:g} ms (rule of thumb: faster than people read)")
     notes += [f"left out: {s}" for s in skipped[:3]]
-    rt = default_runtimes().get(chosen["runtime"]) if chosen is not None else None
-    if rt is not None and (chosen or {}).get("max_num_seqs", 1) > 1 and not rt.paged_kv and \
+    rt = default_runtimes().get(chosen.runtime) if chosen is not None else None
+    if rt is not None and chosen is not None and chosen.max_num_seqs > 1 and not rt.paged_kv and \
             not rt.decode_overhead_us_per_sequence:
         notes.append(f"{rt.id}: the cost of each extra slot is not calibrated (no aggregate-throughput "
                      f"record); deploy charges it {served.uncalibrated_sequence_cost_s() * 1e6:g} µs per "
                      "sequence per step, the cost of engines that schedule on the CPU between steps "
                      "(vLLM before 0.6)")
-    return notes
+    return tuple(notes)
 
 
-__all__ = ["DeployInput", "deploy_report"]
+__all__ = ["DeployInput", "DeployReport", "deploy_report"]
 
 
 # --- validation: a published serving measurement, predicted through the same path ---------------------------

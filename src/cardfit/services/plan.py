@@ -29,6 +29,7 @@ from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
 from .inputs import PlanInput
 from .resolve import Resolved, resolve
+from .table import Result
 
 GIB = 2**30
 
@@ -255,8 +256,11 @@ class Plan:
     def first(self) -> CardPlan:
         return self.cards[0]
 
+    def view(self) -> PlanView:
+        return plan_view(self)
+
     def to_json(self) -> dict[str, Any]:
-        return plan_dict(self)
+        return plan_view(self).to_json()
 
 
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
@@ -380,32 +384,17 @@ def plan(inp: PlanInput) -> Plan:
 TASK_WORDS = {"embed": ("an embedding model", "embeds"), "rerank": ("a reranker", "scores")}
 
 
-def task_answer(ctx: Context, card: CardPlan) -> dict[str, Any] | None:
-    """An embedding model or reranker in its own terms: input tokens per second (the prefill rate, compute
-    bound: 2 x params per token plus attention over the input) and inputs per second at the plan's context."""
-    m, gpu = ctx.model, card.option.gpu
-    if m.generates:
-        return None
-    tokens = card.memory.context
-    tflops = gpu.tflops(speedmod.precision_of(ctx.quant, gpu)) or gpu.tflops("bf16")
-    # an encoder's tokens attend to the whole input (a causal prefill: half of it on average)
-    rate = speedmod.prefill_tokens_per_s(m, tflops, ctx.engine.speed().prefill_efficiency,
-                                         prompt_tokens=tokens * (2 if m.encoder_only else 1))
-    return {"task": m.task, "input_tokens": tokens, "tokens_per_s": rounded(rate, 0),
-            "inputs_per_s": rounded(rate / tokens, 1) if rate else None, "gpu": card.option.gpu.name}
-
-
 def task_notes(ctx: Context, card: CardPlan) -> list[str]:
     a = task_answer(ctx, card)
     if a is None:
         return []
-    what, verb = TASK_WORDS[a["task"]]
+    what, verb = TASK_WORDS[a.task]
     cache = "no KV cache" if ctx.model.encoder_only else "no cache kept between requests"
     head = f"{ctx.model.name} is {what}: {cache} and no generated tokens, so no decode speed"
-    if a["tokens_per_s"] is None:
-        return [f"{head}; throughput unknown ({a['gpu']} has no tensor TFLOPS in the catalog)"]
-    return [f"{head}; on {a['gpu']} it {verb} about {a['tokens_per_s']:,.0f} input tokens/s "
-            f"(≈{a['inputs_per_s']:,.1f} inputs/s of {a['input_tokens']:,} tokens; compute-bound, like a "
+    if a.tokens_per_s is None:
+        return [f"{head}; throughput unknown ({a.gpu} has no tensor TFLOPS in the catalog)"]
+    return [f"{head}; on {a.gpu} it {verb} about {a.tokens_per_s:,.0f} input tokens/s "
+            f"(≈{a.inputs_per_s or 0:,.1f} inputs/s of {a.input_tokens:,} tokens; compute-bound, like a "
             "prefill)"]
 
 
@@ -468,139 +457,307 @@ def kv_per_token(ctx: Context) -> int:
     return kv_bytes_per_token(ctx.model, ctx.kv_dtype)
 
 
-# Plain-data views of results (dicts of ints, floats and strings): the JSON the CLI prints with --json
-# and the web API returns. Keys are only ever added to, never renamed.
+# The answer as typed records (PlanView): what the text renderer shows, and, through to_json(), the JSON the
+# CLI prints with --json, the web API and the Python API return. Keys are only ever added to, never renamed.
 
 
+@record
+class ModelView(Result):
+    id: str
+    name: str
+    hf: str | None
+    params: float
+    active_params: float
+    layers: int
+    attention: str
+    max_context: int | None
+    origin: str  # how the name was resolved: catalog, config, gguf, shape …
+    source: str
+    ollama_tag: str | None
+    provenance: dict[str, str] | None  # figure → where it was read
 
-def model_dict(ctx: Context) -> dict[str, Any]:
+
+def model_view(ctx: Context) -> ModelView:
     m = ctx.model
-    return {"id": m.id, "name": m.name, "hf": m.hf or None, "params": m.params,
-            "active_params": m.active_params or m.params, "layers": m.layers, "attention": m.attention,
-            "max_context": m.max_context or None, "origin": ctx.resolved.origin, "source": m.source,
-            "ollama_tag": (ctx.inp.model if ctx.resolved.ollama else None) or
-            (ctx.resolved.tag.tag if ctx.resolved.tag else None),
-            "provenance": dict(m.provenance) or None}
+    return ModelView(m.id, m.name, m.hf or None, m.params, m.active_params or m.params, m.layers, m.attention,
+                     m.max_context or None, ctx.resolved.origin, m.source,
+                     (ctx.inp.model if ctx.resolved.ollama else None)
+                     or (ctx.resolved.tag.tag if ctx.resolved.tag else None),
+                     dict(m.provenance) or None)
 
 
-def inputs_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
+@record
+class InputsView(Result):
+    """The settings the plan used (given or the runtime's defaults)."""
+
+    quant: str
+    quant_kind: str
+    runtime: str
+    context: int
+    context_source: str
+    batch: int
+    kv_dtype: str
+    prefill_chunk: int
+    flash_attn: bool
+    gpu_memory_utilization: float | None
+    gpus: int | None
+    tp: int | None
+    gpu: str | None
+    headroom: float | None
+
+
+def inputs_view(ctx: Context, card: CardPlan) -> InputsView:
     q = ctx.quant
-    return {"quant": q.name, "quant_kind": q.kind, "runtime": ctx.runtime.id, "context": card.memory.context,
-            "context_source": card.context_note, "batch": ctx.sequences, "kv_dtype": ctx.kv_dtype,
-            "prefill_chunk": ctx.prefill_chunk, "flash_attn": ctx.flash_attn,
-            "gpu_memory_utilization": ctx.utilization if ctx.utilization is not None
-            else (ctx.runtime.gpu_memory_utilization or None),
-            "gpus": ctx.inp.gpus, "tp": ctx.inp.tp, "gpu": ctx.inp.gpu, "headroom": ctx.inp.headroom}
+    util = ctx.utilization if ctx.utilization is not None else (ctx.runtime.gpu_memory_utilization or None)
+    return InputsView(q.name, q.kind, ctx.runtime.id, card.memory.context, card.context_note, ctx.sequences,
+                      ctx.kv_dtype, ctx.prefill_chunk, ctx.flash_attn, util, ctx.inp.gpus, ctx.inp.tp,
+                      ctx.inp.gpu, ctx.inp.headroom)
 
 
-def memory_dict(ctx: Context, mem: Memory) -> dict[str, Any]:
-    q = ctx.quant
-    return {"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
-            "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes,
-            "total_bytes": mem.total_bytes, "bits_per_weight": rounded(mem.weights.bits_per_weight, 3),
-            "weights_method": mem.weights.method, "weights_by_type": dict(mem.weights.by_type),
-            "file_weights_bytes": mem.weights.total_bytes, "host_weights_bytes": mem.host_weights_bytes,
-            "unified_memory": mem.unified_memory,
-            "kv_bytes_per_token": kv_per_token(ctx), "context": mem.context, "sequences": mem.sequences,
-            "gguf_mix": q.name if isinstance(q, GgufMix) else None, **memory_range_keys(ctx, mem)}
+@record
+class MemoryView(Result):
+    """The need per card, term by term, with the likely range of each term (`*_range`: [low, high] bytes
+    from the validation errors, core/uncertainty.py and data/accuracy.toml; None: no band)."""
+
+    weights_bytes: int
+    kv_cache_bytes: int
+    overhead_bytes: int
+    activation_bytes: int
+    total_bytes: int
+    bits_per_weight: float | None
+    weights_method: str
+    weights_by_type: dict[str, int]
+    file_weights_bytes: int
+    host_weights_bytes: int
+    unified_memory: bool
+    kv_bytes_per_token: int
+    context: int
+    sequences: int
+    gguf_mix: str | None
+    weights_bytes_range: list[int] | None
+    kv_cache_bytes_range: list[int] | None
+    overhead_bytes_range: list[int] | None
+    activation_bytes_range: list[int] | None
+    total_bytes_range: list[int] | None
 
 
-def memory_range_keys(ctx: Context, mem: Memory) -> dict[str, Any]:
-    """`<figure>_range`: [low, high] bytes from the validation errors (core/uncertainty.py,
-    data/accuracy.toml)."""
+def memory_view(ctx: Context, mem: Memory) -> MemoryView:
     from ..core.uncertainty import memory_ranges
 
-    parts = {"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
-             "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes}
-    return {f"{k}_range": v for k, v in memory_ranges(parts, ctx.runtime.id).items()}
+    q = ctx.quant
+    r = memory_ranges({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
+                       "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
+                      ctx.runtime.id)
+    return MemoryView(mem.weights_bytes, mem.kv_cache_bytes, mem.overhead_bytes, mem.activation_bytes,
+                      mem.total_bytes, rounded(mem.weights.bits_per_weight, 3), mem.weights.method,
+                      dict(mem.weights.by_type), mem.weights.total_bytes, mem.host_weights_bytes,
+                      mem.unified_memory, kv_per_token(ctx), mem.context, mem.sequences,
+                      q.name if isinstance(q, GgufMix) else None, r["weights_bytes"], r["kv_cache_bytes"],
+                      r["overhead_bytes"], r["activation_bytes"], r["total_bytes"])
 
 
-def speed_range_keys(d: dict[str, Any], runtime: str) -> dict[str, Any]:
-    """Adds `<figure>_range` next to each realistic speed figure of a speed or GPU row."""
+def _speed_range(value: float | None, figure: str, runtime: str) -> list[float] | None:
+    """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band)."""
     from ..core.uncertainty import value_range
 
-    for key in ("decode_tokens_per_s", "prefill_tokens_per_s"):
-        if key in d:
-            r = value_range(d[key], key, runtime)
-            d[f"{key}_range"] = None if r is None else [round(r[0], 1), round(r[1], 1)]
-    return d
+    r = value_range(value, figure, runtime)
+    return None if r is None else [round(r[0], 1), round(r[1], 1)]
 
 
-def _cost(p: Plan, runtime: str) -> dict[str, Any]:
-    cost = cost_dict(p)
-    if not p.ctx.model.generates:
-        cost["tokens_per_s_basis"] = "none: the model generates no tokens (its throughput is under 'task')"
-        return cost
-    if p.first.speed is not None and p.first.speed.decode_tokens_per_s is None:
-        # no calibrated speed for this runtime (transformers, rule-of-thumb): the figures rest on the ceiling
-        cost["tokens_per_s_basis"] = "bandwidth ceiling per stream (no calibrated speed for this runtime)"
-        return cost
-    figure = "aggregate_tokens_per_s" if p.ctx.sequences > 1 else "decode_tokens_per_s"
-    return cost_range_keys(cost, runtime, figure)
+@record
+class LaunchLine(Result):
+    command: str | None  # None: the runtime has no launch line (transformers, TGI, the rule of thumb)
 
 
-def cost_range_keys(cost: dict[str, Any], runtime: str,
-                    figure: str = "decode_tokens_per_s") -> dict[str, Any]:
-    """Likely ranges of the cost figures, from the validation errors of the throughput they rest on
-    (`figure`: one stream's decode, or the aggregate of several)."""
-    from ..core.uncertainty import cost_range, value_range
+@record
+class GpuPlan(Result):
+    """One card (or set) of the ranking: the verdict, the split, and where it fits the command that starts
+    it (`command`, absent where it does not fit)."""
 
-    for row in cost.get("cards", []):
-        for key in ("cost_per_million_usd", "cost_per_million_full_duty_usd"):
-            if key in row:
-                row[f"{key}_range"] = cost_range(row[key], figure, runtime)
-        if "tokens_per_s" in row:
-            row["tokens_per_s_range"] = value_range(row["tokens_per_s"], figure, runtime)
-    return cost
+    gpu: str
+    gpu_id: str
+    count: int
+    nodes: int
+    context: int
+    usable_bytes: int
+    budget_bytes: int
+    need_bytes: int
+    free_bytes: int
+    verdict: fitting.Verdict
+    reason: str | None
+    monthly_usd: float | None
+    gpu_layer_fraction: float | None
+    decode_tokens_per_s: float | None
+    decode_ceiling_tokens_per_s: float | None
+    tp: int
+    pp: int
+    replicas: int
+    launch: LaunchLine | None  # where the set fits
+    decode_tokens_per_s_range: list[float] | None
+
+    flatten = ("launch",)
 
 
-def option_dict(o: Option, speed: Speed | None, mem: Memory) -> dict[str, Any]:
-    return {"gpu": o.gpu.name, "gpu_id": o.gpu.id, "count": o.count, "nodes": o.nodes, "context": mem.context,
-            "usable_bytes": o.usable_bytes, "budget_bytes": o.budget_bytes, "need_bytes": o.need_bytes,
-            "free_bytes": o.free_bytes, "verdict": o.verdict, "reason": o.reason or None,
-            "monthly_usd": rounded(o.monthly_usd), "gpu_layer_fraction": rounded(o.gpu_layer_fraction, 4),
-            "decode_tokens_per_s": rounded(speed.decode_tokens_per_s, 1) if speed else None,
-            "decode_ceiling_tokens_per_s": rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None}
-
-
-def split_dict(ctx: Context, card: CardPlan) -> dict[str, Any]:
-    """How a set runs the model: tensor parallel inside a node, pipeline stages across nodes (or layers split
-    over the cards for llama.cpp / Ollama), one replica; and, where it fits, the command that starts it
-    (services/deploy.py launch_command, the same line `cardfit deploy` prints)."""
+def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
+    """A set runs the model tensor parallel inside a node, pipeline stages across nodes (or layers split over
+    the cards for llama.cpp / Ollama), one replica; where it fits, the command that starts it (the same
+    launch line `cardfit deploy` prints: services/launch_line.py)."""
     from .launch_line import launch_command
 
-    o, rt = card.option, ctx.runtime
-    tp, pp = o.tp, o.pp
-    out: dict[str, Any] = {"tp": tp, "pp": pp, "replicas": 1}
+    o, speed, mem, rt = card.option, card.speed, card.memory, ctx.runtime
+    launch = None
     if o.fits:
-        kv = None if card.memory.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
+        kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
         slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
         seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
-        out["command"] = launch_command(ctx, tp, pp, card.memory.context, seqs, kv, slots)
-    return out
+        launch = LaunchLine(launch_command(ctx, o.tp, o.pp, mem.context, seqs, kv, slots))
+    decode = rounded(speed.decode_tokens_per_s, 1) if speed else None
+    return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
+                   o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
+                   rounded(o.gpu_layer_fraction, 4), decode,
+                   rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
+                   _speed_range(decode, "decode_tokens_per_s", rt.id))
 
 
-def speed_dict(card: CardPlan) -> dict[str, Any]:
-    s = card.speed
-    return {"gpu": card.option.gpu.name,
-            "decode_ceiling_tokens_per_s": rounded(s.decode_ceiling_tokens_per_s, 1) if s else None,
-            "decode_tokens_per_s": rounded(s.decode_tokens_per_s, 1) if s else None,
-            "prefill_tokens_per_s": rounded(s.prefill_tokens_per_s, 0) if s else None,
-            "bytes_per_token": s.bytes_per_token if s else None}
+@record
+class SpeedView(Result):
+    """Decode and prefill on the first card (or set) of the ranking."""
+
+    gpu: str
+    decode_ceiling_tokens_per_s: float | None
+    decode_tokens_per_s: float | None
+    prefill_tokens_per_s: float | None
+    bytes_per_token: int | None
+    decode_tokens_per_s_range: list[float] | None
+    prefill_tokens_per_s_range: list[float] | None
 
 
-def plan_dict(p: Plan) -> dict[str, Any]:
+def speed_view(ctx: Context, card: CardPlan) -> SpeedView:
+    s, rt = card.speed, ctx.runtime.id
+    decode = rounded(s.decode_tokens_per_s, 1) if s else None
+    prefill = rounded(s.prefill_tokens_per_s, 0) if s else None
+    return SpeedView(card.option.gpu.name, rounded(s.decode_ceiling_tokens_per_s, 1) if s else None, decode,
+                     prefill, s.bytes_per_token if s else None,
+                     _speed_range(decode, "decode_tokens_per_s", rt),
+                     _speed_range(prefill, "prefill_tokens_per_s", rt))
+
+
+@record
+class TaskAnswer(Result):
+    """An embedding model or reranker in its own terms."""
+
+    task: str
+    input_tokens: int
+    tokens_per_s: float | None
+    inputs_per_s: float | None
+    gpu: str
+
+
+def task_answer(ctx: Context, card: CardPlan) -> TaskAnswer | None:
+    """An embedding model or reranker in its own terms: input tokens per second (the prefill rate, compute
+    bound: 2 x params per token plus attention over the input) and inputs per second at the plan's context."""
+    m, gpu = ctx.model, card.option.gpu
+    if m.generates:
+        return None
+    tokens = card.memory.context
+    tflops = gpu.tflops(speedmod.precision_of(ctx.quant, gpu)) or gpu.tflops("bf16")
+    # an encoder's tokens attend to the whole input (a causal prefill: half of it on average)
+    rate = speedmod.prefill_tokens_per_s(m, tflops, ctx.engine.speed().prefill_efficiency,
+                                         prompt_tokens=tokens * (2 if m.encoder_only else 1))
+    return TaskAnswer(m.task, tokens, rounded(rate, 0), rounded(rate / tokens, 1) if rate else None,
+                      card.option.gpu.name)
+
+
+@record
+class Answers(Result):
+    """The short answers: the cheapest card that fits, the smallest one, the cheapest set when no single card
+    holds the plan, and the smallest card holding --headroom × the weights."""
+
+    smallest_card_by_headroom: str | None
+    cheapest_card: str | None
+    smallest_card: str | None
+    cheapest_set: str | None
+
+
+@record
+class ApiTier(Result):
+    id: str
+    name: str
+    price_per_million_usd: float
+    date: str | None
+
+
+@record
+class CardBreakeven(Result):
+    api: str
+    breakeven_millions_per_month: float | None
+    required_duty: float | None
+    breaks_even: bool
+
+
+@record
+class CostRanges(Result):
+    """Likely ranges of a card's cost figures, from the validation errors of the throughput they rest on."""
+
+    cost_per_million_usd_range: list[float] | None
+    cost_per_million_full_duty_usd_range: list[float] | None
+    tokens_per_s_range: list[float] | None
+
+
+@record
+class CardCost(Result):
+    gpu: str
+    count: int
+    monthly_usd: float | None
+    hourly_usd: float | None
+    tokens_per_s: float | None
+    capacity_millions_per_month: float | None
+    cost_per_million_full_duty_usd: float | None
+    cost_per_million_usd: float | None
+    breakeven: tuple[CardBreakeven, ...]
+    ranges: CostRanges | None = None  # where the throughput is a calibrated one
+
+    flatten = ("ranges",)
+
+
+@record
+class CostView(Result):
+    """The cost section of `cardfit plan`: rent, $/M at 100 % and at --duty, and the break-even volume
+    against --api (default the tiers of the break-even guide), for each fitting, priced card."""
+
+    monthly_usd: float | None
+    hours_per_month: float
+    hourly_usd: float | None
+    duty: float
+    apis: tuple[ApiTier, ...]
+    tokens_per_s_basis: str
+    cards: tuple[CardCost, ...]
+
+
+@record
+class PlanView(Result):
+    """`cardfit plan`: the model, the settings, the memory, every card ranked, speed, cost, the short answers,
+    an embedding model's task throughput, notes."""
+
+    model: ModelView
+    inputs: InputsView
+    memory: MemoryView
+    gpus: tuple[GpuPlan, ...]
+    speed: SpeedView
+    cost: CostView
+    answers: Answers
+    task: TaskAnswer | None
+    notes: tuple[str, ...]
+
+
+def plan_view(p: Plan) -> PlanView:
     first = p.first
-    rt = p.ctx.runtime.id
-    return {"model": model_dict(p.ctx), "inputs": inputs_dict(p.ctx, first),
-            "memory": memory_dict(p.ctx, first.memory),
-            "gpus": [speed_range_keys({**option_dict(c.option, c.speed, c.memory), **split_dict(p.ctx, c)},
-                                      rt) for c in p.cards],
-            "speed": speed_range_keys(speed_dict(first), rt), "cost": _cost(p, rt),
-            "answers": answers_dict(p), "task": task_answer(p.ctx, first), "notes": list(p.ctx.notes)}
+    return PlanView(model_view(p.ctx), inputs_view(p.ctx, first), memory_view(p.ctx, first.memory),
+                    tuple(gpu_plan(p.ctx, c) for c in p.cards), speed_view(p.ctx, first), plan_cost(p),
+                    answers(p), task_answer(p.ctx, first), tuple(p.ctx.notes))
 
 
-def answers_dict(p: Plan) -> dict[str, Any]:
+def answers(p: Plan) -> Answers:
     """The short answers: the cheapest card that fits, the smallest one, and the cheapest set when no
     single card holds the plan."""
     singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
@@ -617,35 +774,41 @@ def answers_dict(p: Plan) -> dict[str, Any]:
         card = smallest_by_headroom(p.first.memory.weights.total_bytes, [c.option.gpu for c in p.cards],
                                     p.ctx.inp.headroom)
         by_rule = card.name if card else "more than one card"
-    return {"smallest_card_by_headroom": by_rule,
-            "cheapest_card": name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
-            "smallest_card": name(min(singles, key=lambda o: o.usable_bytes, default=None)),
-            # in rank order: a set inside one node before whole nodes (GPU Rent Hub VRAM guide, section 05)
-            "cheapest_set": (None if singles
-                             else name(next((o for o in sets if o.monthly_usd is not None), None)))}
+    return Answers(by_rule, name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
+                   name(min(singles, key=lambda o: o.usable_bytes, default=None)),
+                   # in rank order: a set inside one node before whole nodes (GPU Rent Hub VRAM guide, 05)
+                   None if singles else name(next((o for o in sets if o.monthly_usd is not None), None)))
 
 
-def cost_dict(p: Plan) -> dict[str, Any]:
-    o = p.first.option
-    hours = cost.HOURS_PER_MONTH
-    return {"monthly_usd": rounded(o.monthly_usd), "hours_per_month": hours,
-            "hourly_usd": rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None,
-            **plan_cost(p)}
-
-
-def plan_cost(p: Any) -> dict[str, Any]:
-    """The cost section of `cardfit plan` for each fitting, priced card: rent, $/M at 100 % and at --duty,
-    and the break-even volume against --api (default the tiers of the break-even guide). Tokens/s is the
-    plan's one-stream
-    decode estimate, so $/M is an upper bound; `cardfit breakeven --model … --gpu …` uses the aggregate."""
+def plan_cost(p: Plan) -> CostView:
+    """The cost section for each fitting, priced card. Tokens/s is the plan's served throughput at its
+    concurrency (one stream: an upper bound of $/M; `cardfit breakeven --model … --gpu …` uses the
+    aggregate)."""
     inp, hours = p.ctx.inp, cost.HOURS_PER_MONTH
+    o = p.first.option
     duty = getattr(inp, "duty", None) or 1.0
     reg = apis(tuple(inp.catalog))
     chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else breakeven_guide_tiers(reg)
-    return {"duty": duty, "apis": [{"id": a.id, "name": a.name, "price_per_million_usd": a.output_usd_per_m,
-                                    "date": a.date or None} for a in chosen],
-            "tokens_per_s_basis": _basis(p.ctx.sequences, p.ctx.inp),
-            "cards": [row for c in p.cards if (row := _card_cost(c, hours, duty, chosen)) is not None]}
+    basis, figure = _cost_basis(p)
+    rt = p.ctx.runtime.id
+    cards = tuple(row for c in p.cards
+                  if (row := _card_cost(c, hours, duty, chosen, figure, rt)) is not None)
+    return CostView(rounded(o.monthly_usd), hours,
+                    rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, duty,
+                    tuple(ApiTier(a.id, a.name, a.output_usd_per_m, a.date or None) for a in chosen), basis,
+                    cards)
+
+
+def _cost_basis(p: Plan) -> tuple[str, str | None]:
+    """What the tokens/s of the cost rests on, and the figure whose validation errors give its ranges (None:
+    no calibrated throughput, no ranges)."""
+    if not p.ctx.model.generates:
+        return "none: the model generates no tokens (its throughput is under 'task')", None
+    if p.first.speed is not None and p.first.speed.decode_tokens_per_s is None:
+        # no calibrated speed for this runtime (transformers, rule-of-thumb): the figures rest on the ceiling
+        return "bandwidth ceiling per stream (no calibrated speed for this runtime)", None
+    figure = "aggregate_tokens_per_s" if p.ctx.sequences > 1 else "decode_tokens_per_s"
+    return _basis(p.ctx.sequences, p.ctx.inp), figure
 
 
 def _basis(sequences: int, inp: Any = None) -> str:
@@ -672,7 +835,10 @@ def _tokens_per_s(s: Speed | None) -> float | None:
     return s.decode_tokens_per_s or s.decode_ceiling_tokens_per_s
 
 
-def _card_cost(card: Any, hours: float, duty: float, chosen: list[ApiPrice]) -> dict[str, Any] | None:
+def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice], figure: str | None,
+               runtime: str) -> CardCost | None:
+    from ..core.uncertainty import cost_range, value_range
+
     o, s = card.option, card.speed
     tps = _tokens_per_s(s)
     if not o.fits or o.monthly_usd is None or not tps:
@@ -682,11 +848,14 @@ def _card_cost(card: Any, hours: float, duty: float, chosen: list[ApiPrice]) -> 
     rows = []
     for a in chosen:
         be = cost.breakeven_millions(o.monthly_usd, a.output_usd_per_m)
-        rows.append({"api": a.id, "breakeven_millions_per_month": rounded(be, 3),
-                     "required_duty": rounded(cost.required_duty(be, capacity), 4),
-                     "breaks_even": cost.required_duty(be, capacity) <= 1})
-    return {"gpu": o.gpu.name, "count": o.count, "monthly_usd": rounded(o.monthly_usd, 2),
-            "hourly_usd": rounded(hourly, 4), "tokens_per_s": rounded(tps, 1),
-            "capacity_millions_per_month": rounded(capacity, 3),
-            "cost_per_million_full_duty_usd": rounded(cost.cost_per_million(hourly, tps, 1.0), 4),
-            "cost_per_million_usd": rounded(cost.cost_per_million(hourly, tps, duty), 4), "breakeven": rows}
+        rows.append(CardBreakeven(a.id, rounded(be, 3), rounded(cost.required_duty(be, capacity), 4),
+                                  cost.required_duty(be, capacity) <= 1))
+    per_m = rounded(cost.cost_per_million(hourly, tps, duty), 4)
+    full = rounded(cost.cost_per_million(hourly, tps, 1.0), 4)
+    tokens = rounded(tps, 1)
+    ranges = None
+    if figure is not None:
+        ranges = CostRanges(cost_range(per_m, figure, runtime), cost_range(full, figure, runtime),
+                            value_range(tokens, figure, runtime))
+    return CardCost(o.gpu.name, o.count, rounded(o.monthly_usd, 2), rounded(hourly, 4), tokens,
+                    rounded(capacity, 3), full, per_m, tuple(rows), ranges)

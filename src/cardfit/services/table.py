@@ -54,16 +54,25 @@ class Result:
     """Base of a command's frozen result: `to_json()` is its fields in order, as plain data (nested results
     and tuples of them become dicts and lists; a dict's values are converted the same way) — the keys of
     `--json`, the web API and the Python API. A field named in the class's `omit_none` is left out while it is
-    None."""
+    None; one named in `flatten` (a Result or None) puts its own keys in its place, none while it is None
+    (a group of keys that is there or not as a whole)."""
 
     omit_none: tuple[str, ...] = ()
+    flatten: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import fields
 
-        skip = self.omit_none
-        return {f.name: _plain(v) for f in fields(self)  # type: ignore[arg-type]
-                if not ((v := getattr(self, f.name)) is None and f.name in skip)}
+        skip, inline = self.omit_none, self.flatten
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if f.name in inline:
+                if v is not None:
+                    out.update(v.to_json())
+            elif not (v is None and f.name in skip):
+                out[f.name] = _plain(v)
+        return out
 
 
 def _plain(value: Any) -> Any:

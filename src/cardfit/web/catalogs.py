@@ -11,28 +11,28 @@ from ..services import catalogs as views
 def gpus() -> dict[str, Any]:
     from ..catalog.gpus import default_gpus
 
-    return {"gpus": views.gpu_rows(default_gpus())}
+    return {"gpus": views.plain(views.gpu_rows(default_gpus()))}
 
 
 def models() -> dict[str, Any]:
     from ..catalog.models import default_models
 
-    return {"models": views.model_rows(default_models())}
+    return {"models": views.plain(views.model_rows(default_models()))}
 
 
 def quants() -> dict[str, Any]:
     from ..catalog.quants import default_quants
 
-    return views.quant_view(default_quants())
+    return views.quant_view(default_quants()).to_json()
 
 
 def runtimes() -> dict[str, Any]:
     from ..catalog.runtimes import default_runtimes
 
-    return {"runtimes": views.runtime_rows(default_runtimes())}
+    return {"runtimes": views.plain(views.runtime_rows(default_runtimes()))}
 
 
 def apis() -> dict[str, Any]:
     from ..catalog.apis import default_apis
 
-    return {"apis": views.api_rows(default_apis())}
+    return {"apis": views.plain(views.api_rows(default_apis()))}
