@@ -89,7 +89,7 @@ def test_families_differ_where_engines_do():
     assert adapter(rts.get("llama.cpp")).kv_copies(mla, 8) == 1.0  # layers split, never replicated
 
 
-_ID_BRANCH = re.compile(r"(runtime|rt)\.id\s*(==|!=|in|not in)\s*[\"(]|activation_model|TP_RUNTIMES"
+_ID_BRANCH = re.compile(r"(runtime|rt)\.(id|family)\s*(==|!=|in|not in)\s*[\"(]|activation_model|TP_RUNTIMES"
                         r"|SERVE_RUNTIMES|GGUF_SERVERS|\.get\(\"(vllm|llama\.cpp|ollama|sglang|tgi|trtllm|transformers)\"\)")
 
 

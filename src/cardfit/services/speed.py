@@ -689,7 +689,7 @@ def cublas_dequantizes(record: dict[str, Any], s: Setup) -> bool:
     builds before MMQ became the default (MMQ_DEFAULT), and Volta cards, which have FP16 but no int8 tensor
     cores (ggml-cuda mmq.cu ggml_cuda_should_use_mmq: `!fp16_mma_hardware_available(cc) || ne11 <
     MMQ_DP4A_MAX_BATCH_SIZE`)."""
-    if s.plan.ctx.runtime.family != "llamacpp_like" or not sp.is_quantized(s.plan.ctx.quant):
+    if not isinstance(s.plan.ctx.engine, LlamaCppLike) or not sp.is_quantized(s.plan.ctx.quant):
         return False
     gpu = s.plan.first.option.gpu
     if gpu.stack != "cuda":
