@@ -26,3 +26,17 @@ def smallest_true(ok: Callable[[int], bool], lo: int, hi: int) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+def largest_true_ratio(ok: Callable[[float], bool], lo: float, hi: float, steps: int) -> float:
+    """Largest x in [lo, hi] with ok(x) to within a factor (hi / lo) ** (1 / 2**steps), bisecting in log
+    space (a multiplier of the load, of the traffic); ok(lo) holds and ok is true then false."""
+    import math
+
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -24,7 +24,7 @@ from ..core import fit as fitting
 from ..core import serving as sv
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
-from ..core.search import largest_true
+from ..core.search import largest_true, largest_true_ratio, smallest_true
 from ..errors import CardfitError, InputError
 from . import served, table
 from .inputs import MAX_CONTEXT, ModelInput, opt
@@ -388,14 +388,13 @@ def _fewest_replicas(inp: DeployInput, c: Candidate, t: Targets, lo: int, most: 
         if not res.meets:
             return None
         hi = most
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        r = evaluate(inp, c, mid, t)
-        if r.meets:
-            hi, res = mid, r
-        else:
-            lo = mid
-    return res
+    timed = {hi: res}
+
+    def meets(n: int) -> bool:
+        timed[n] = evaluate(inp, c, n, t)
+        return timed[n].meets
+
+    return timed[smallest_true(meets, lo + 1, hi)]  # lo misses, hi meets
 
 
 def _within(inp: DeployInput, r: Result) -> bool:
@@ -507,16 +506,10 @@ def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> flo
     """How much more traffic (×) the deployment takes before a target breaks."""
     if not evaluate(inp, r.cand, r.replicas, t, 1.0).meets:
         return 0.0
-    lo, hi = 1.0, most
-    if evaluate(inp, r.cand, r.replicas, t, hi).meets:
-        return hi
-    for _ in range(14):
-        mid = math.sqrt(lo * hi)
-        if evaluate(inp, r.cand, r.replicas, t, mid).meets:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    if evaluate(inp, r.cand, r.replicas, t, most).meets:
+        return most
+    # 14 halvings of log(64): within 64 ** (1 / 16384) ≈ 1.0003× (the 2-decimal figure printed)
+    return largest_true_ratio(lambda x: evaluate(inp, r.cand, r.replicas, t, x).meets, 1.0, most, 14)
 
 
 # --- the answer ------------------------------------------------------------------------------------------

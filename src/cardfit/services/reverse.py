@@ -27,6 +27,8 @@ from .plan import (
 from .table import Result
 
 UPPER = 1 << 24
+# largest-model's context when none is given (its help says 8K): rule of thumb, a common chat context
+LARGEST_MODEL_CONTEXT = 8192
 
 
 @record
@@ -205,7 +207,7 @@ def largest_model(inp: PlanInput) -> LargestModels:
         try:
             ctx = build_context(inp.replace(model=m.id))
             gpu, count, budget = _set(ctx)
-            context = min(inp.context or 8192, m.max_context or 8192)
+            context = min(inp.context or LARGEST_MODEL_CONTEXT, m.max_context or LARGEST_MODEL_CONTEXT)
             need = _need(ctx, memory_for(ctx, context, gpu), count)
         except CardfitError:  # e.g. a quantization this model cannot take
             continue

@@ -25,6 +25,9 @@ from .table import Result
 # Gen4 drives reach about 7. Network volumes of rental clouds are often far slower: pass --disk-gbps.
 DEFAULT_DISK_GBPS = 3.5
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# A prefill record that states no prompt length is llama-bench's pp test: 512 tokens
+# (tools/llama-bench/llama-bench.cpp cmd_params_defaults n_prompt = {512}).
+LLAMA_BENCH_PROMPT = 512
 
 
 @record
@@ -328,7 +331,8 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
     filled = 0 if offload and not settings.get("ctx_window") else context
     values: dict[str, Any] = {"model": r["model"], "quant": r["quant"], "runtime": r["runtime"],
                               "gpu": _gpu_name(r["gpu"]), "context": max(window, 2048), "filled": filled,
-                              "allow_long_context": True, "prompt": int(r.get("prompt_tokens") or 512)}
+                              "allow_long_context": True,
+                              "prompt": int(r.get("prompt_tokens") or LLAMA_BENCH_PROMPT)}
     if int(r.get("gpus") or 1) > 1:
         values["gpus"] = int(r["gpus"])
     if settings.get("tp"):
@@ -475,7 +479,7 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     s = engine_generation(record, record_setup(record))
     rt = s.plan.ctx.runtime
     if kind == "prefill":
-        n = int(record.get("prompt_tokens") or 512)
+        n = int(record.get("prompt_tokens") or LLAMA_BENCH_PROMPT)
         eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
         rate = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp, attention_tflops(s),
                                        _depth(record))
@@ -705,7 +709,7 @@ def _dequantize_seconds(record: dict[str, Any], s: Setup, prompt: int) -> float:
     (core/speed.py dequantized_bytes), at the card's streaming bandwidth."""
     if not cublas_dequantizes(record, s):
         return 0.0
-    ubatch = int((record.get("settings") or {}).get("n_ubatch") or 512)
+    ubatch = int((record.get("settings") or {}).get("n_ubatch") or DEFAULT_UBATCH)
     bw = s.machine.bandwidth_gbps * 1e9 * s.machine.decode_efficiency
     return sp.dequantized_bytes(s.load, s.plan.ctx.model, prompt, ubatch) / max(s.machine.tp, 1) / bw
 
@@ -717,7 +721,7 @@ def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
         s = record_setup(record)
     except CardfitError:
         return None
-    n = int(record.get("prompt_tokens") or 512)
+    n = int(record.get("prompt_tokens") or LLAMA_BENCH_PROMPT)
     top = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, 1.0, n, s.machine.tp, attention_tflops(s),
                                   _depth(record))
     if not top:

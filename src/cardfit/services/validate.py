@@ -27,6 +27,7 @@ from ..core.weights import weights
 from ..errors import CardfitError, InputError
 from ..runtimes import adapter
 from ..runtimes.base import NotModelled
+from ..runtimes.llamacpp_like import DEFAULT_UBATCH
 from ..runtimes.vllm_like import VllmLike, v0_batched_tokens
 from ..units import rounded
 from .inputs import Input, opt
@@ -301,7 +302,7 @@ def _llamacpp_kv(r: dict[str, Any], m: ModelSpec, rt: RuntimeProfile) -> tuple[f
     s = _settings(r)
     ctx = _context(r, s)
     seqs = int(r.get("parallel") or 1)
-    ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or 512)
+    ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or DEFAULT_UBATCH)
     ms = MemorySettings(context=ctx, sequences=seqs, kv_dtype=_kv_dtype(r, m), prefill_chunk=ubatch)
     # Ollama and llama.cpp record the whole n_ctx (shared by the slots): context per sequence = ctx / seqs
     per_seq = MemorySettings(context=max(ctx // seqs, 1), sequences=seqs, kv_dtype=ms.kv_dtype,
@@ -488,7 +489,7 @@ def _compute_buffer(r: dict[str, Any]) -> tuple[float, str]:
     m, rt = _model(r), _runtime(r)
     s = _settings(r)
     ctx = padded_context(_context(r, s), rt)
-    ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or 512)
+    ubatch = int(s.get("n_ubatch") or rt.prefill_chunk or DEFAULT_UBATCH)
     fa = bool(s.get("flash_attn", rt.flash_attn))
     b = activations.llamacpp_compute_bytes(m, min(ubatch, ctx), ctx, fa)
     return b, f"n_ubatch {ubatch}, n_ctx {ctx:,}, flash_attn {fa}"
