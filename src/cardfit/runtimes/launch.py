@@ -133,6 +133,39 @@ def nodes_flags(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
         f"run the same command on {others}, HEAD_NODE_IP being this node's address"]
 
 
+@dataclass(frozen=True)
+class ServeFlags:
+    """The flag names of a vLLM-style server command line (vLLM, SGLang): one flag per planned setting."""
+
+    tp: str
+    pp: str
+    max_model_len: str
+    max_num_seqs: str
+    memory_fraction: str
+    kv_dtype: str
+    batched_tokens: str
+    nodes: tuple[str, str, str, str]  # node count, node rank, head address flag, head address
+
+
+def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
+               online: Mapping[str, str]) -> Launch:
+    """`program model --tp … [--pp …] --max-len … --max-seqs … [fraction] [kv] [batched] [quant] [nodes]`."""
+    argv = [*program, *model, f.tp, str(a.tp)]
+    if a.pp > 1:
+        argv += [f.pp, str(a.pp)]
+    argv += [f.max_model_len, str(a.max_model_len), f.max_num_seqs, str(a.max_num_seqs)]
+    if a.gpu_memory_utilization is not None:
+        argv += [f.memory_fraction, f"{a.gpu_memory_utilization:g}"]
+    if a.kv:
+        argv += [f.kv_dtype, a.kv]
+    if a.max_batched_tokens:
+        argv += [f.batched_tokens, str(a.max_batched_tokens)]
+    quant, notes = a.quant_flag(online)
+    nodes, more = nodes_flags(a.nodes, *f.nodes)
+    return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more),
+                  program_words=len(program))
+
+
 def _served(runtime: str) -> Runtime:
     """The adapter of a catalog runtime that has a launch line."""
     from ..catalog.runtimes import default_runtimes

@@ -5,8 +5,13 @@ tests/data/runtime_options/sglang.toml."""
 from __future__ import annotations
 
 from ..catalog.records import record
-from .launch import Launch, LaunchArgs, nodes_flags
+from .launch import Launch, LaunchArgs, ServeFlags, serve_line
 from .vllm_like import VllmLike
+
+FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-length",
+                   max_num_seqs="--max-running-requests", memory_fraction="--mem-fraction-static",
+                   kv_dtype="--kv-cache-dtype", batched_tokens="--chunked-prefill-size",
+                   nodes=("--nnodes", "--node-rank", "--dist-init-addr", "HEAD_NODE_IP:50000"))
 
 
 @record(slots=True)
@@ -15,20 +20,8 @@ class SGLang(VllmLike):
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
-        argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--tp-size", str(a.tp)]
-        if a.pp > 1:
-            argv += ["--pp-size", str(a.pp)]
-        argv += ["--context-length", str(a.max_model_len), "--max-running-requests", str(a.max_num_seqs)]
-        if a.gpu_memory_utilization is not None:
-            argv += ["--mem-fraction-static", f"{a.gpu_memory_utilization:g}"]
-        if a.kv:
-            argv += ["--kv-cache-dtype", a.kv]
-        if a.max_batched_tokens:
-            argv += ["--chunked-prefill-size", str(a.max_batched_tokens)]
-        quant, notes = a.quant_flag(self.ONLINE_QUANT)
-        nodes, more = nodes_flags(a.nodes, "--nnodes", "--node-rank", "--dist-init-addr",
-                                  "HEAD_NODE_IP:50000")
-        return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more), program_words=3)
+        return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
+                          self.ONLINE_QUANT)
 
 
 ADAPTER = SGLang

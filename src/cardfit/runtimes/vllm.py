@@ -4,8 +4,14 @@
 from __future__ import annotations
 
 from ..catalog.records import record
-from .launch import Launch, LaunchArgs, nodes_flags
+from .launch import Launch, LaunchArgs, ServeFlags, serve_line
 from .vllm_like import VllmLike
+
+FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
+                   max_model_len="--max-model-len", max_num_seqs="--max-num-seqs",
+                   memory_fraction="--gpu-memory-utilization", kv_dtype="--kv-cache-dtype",
+                   batched_tokens="--max-num-batched-tokens",
+                   nodes=("--nnodes", "--node-rank", "--master-addr", "HEAD_NODE_IP"))
 
 
 @record(slots=True)
@@ -14,19 +20,7 @@ class Vllm(VllmLike):
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QuantizationMethods)
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
-        argv = ["vllm", "serve", model, "--tensor-parallel-size", str(a.tp)]
-        if a.pp > 1:
-            argv += ["--pipeline-parallel-size", str(a.pp)]
-        argv += ["--max-model-len", str(a.max_model_len), "--max-num-seqs", str(a.max_num_seqs)]
-        if a.gpu_memory_utilization is not None:
-            argv += ["--gpu-memory-utilization", f"{a.gpu_memory_utilization:g}"]
-        if a.kv:
-            argv += ["--kv-cache-dtype", a.kv]
-        if a.max_batched_tokens:
-            argv += ["--max-num-batched-tokens", str(a.max_batched_tokens)]
-        quant, notes = a.quant_flag(self.ONLINE_QUANT)
-        nodes, more = nodes_flags(a.nodes, "--nnodes", "--node-rank", "--master-addr", "HEAD_NODE_IP")
-        return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more), program_words=2)
+        return serve_line(a, ("vllm", "serve"), [model], FLAGS, self.ONLINE_QUANT)
 
 
 ADAPTER = Vllm

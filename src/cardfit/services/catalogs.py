@@ -65,7 +65,9 @@ def gpu_rows(gpus: Iterable[Any]) -> list[GpuRow]:
 
 
 @record
-class ModelRow(Result):
+class ModelBasics(Result):
+    """What names and sizes a model: the first keys of a catalog row and of the plan's model."""
+
     id: str
     name: str
     hf: str | None
@@ -73,6 +75,10 @@ class ModelRow(Result):
     active_params: float
     layers: int
     attention: str
+
+
+@record
+class ModelRow(ModelBasics):
     kv_bytes_per_token: int
     max_context: int | None
     ollama: tuple[str, ...]  # the model's Ollama tags

@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..runtimes import Runtime, adapter
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
+from .catalogs import ModelBasics
 from .inputs import PlanInput
 from .resolve import Resolved, resolve
 from .table import Result
@@ -462,14 +463,7 @@ def kv_per_token(ctx: Context) -> int:
 
 
 @record
-class ModelView(Result):
-    id: str
-    name: str
-    hf: str | None
-    params: float
-    active_params: float
-    layers: int
-    attention: str
+class ModelView(ModelBasics):
     max_context: int | None
     origin: str  # how the name was resolved: catalog, config, gguf, shape …
     source: str

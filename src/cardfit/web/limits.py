@@ -71,9 +71,3 @@ def web_input(inp: Any) -> Any:
     if not isinstance(model, str):
         return inp
     return inp.replace(model=catalog_model(model))
-
-
-def as_dict(body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InputError("the request body must be a JSON object", field="body")
-    return body

@@ -7,9 +7,6 @@ from typing import Any
 
 from ..errors import InputError
 
-# The bare-shape inputs (inputs.ModelInput) the page fills from an uploaded config.json.
-SHAPE_FIELDS = ("params", "active_params", "layers", "kv_heads", "head_dim", "hidden", "vocab")
-
 
 def config_summary(raw: bytes) -> dict[str, Any]:
     """config.json bytes → the model as the readers see it, and the bare shape to plan with."""
