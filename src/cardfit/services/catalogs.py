@@ -164,10 +164,11 @@ class RuntimeRow(Result):
     name: str
     default_kv_dtype: str
     default_parallel: int
+    serves: bool  # `cardfit deploy` plans it (its adapter has a launch line)
 
 
 def runtime_rows(runtimes: Iterable[Any]) -> list[RuntimeRow]:
-    return [RuntimeRow(r.id, r.name, r.default_kv_dtype, r.default_parallel) for r in runtimes]
+    return [RuntimeRow(r.id, r.name, r.default_kv_dtype, r.default_parallel, r.serves) for r in runtimes]
 
 
 def plain(rows: Iterable[Result]) -> list[dict[str, Any]]:

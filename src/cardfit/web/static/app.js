@@ -464,6 +464,7 @@ async function init() {
   fillList("gpus-list", gpus.gpus.map((g) => g.name));
   fillList("quants-list", [...quants.gguf_mixes.map((q) => q.name), ...quants.types.filter((q) => q.scope !== "kv").map((q) => q.name)]);
   for (const r of runtimes.runtimes) $("runtime").append(new Option(r.name, r.id));
+  for (const r of runtimes.runtimes.filter((x) => x.serves)) $("d-runtime").append(new Option(r.name, r.id));
   if (endpoints.has("/api/apis")) {
     apiCatalog = (await api("/api/apis")).apis;
     for (const a of apiCatalog) $("api").append(new Option(`${a.name} ($${a.output_usd_per_m}/M)`, a.id));
