@@ -21,6 +21,18 @@ _FAMILY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 def adapter(profile: RuntimeProfile) -> Runtime:
     """The memory and speed model of the profile's family."""
+    hit = _ADAPTERS.get(profile)
+    if hit is None:
+        hit = _ADAPTERS[profile] = _adapter(profile)
+        if len(_ADAPTERS) > 512:  # validation builds a profile per record; keep the newest
+            del _ADAPTERS[next(iter(_ADAPTERS))]
+    return hit
+
+
+_ADAPTERS: dict[RuntimeProfile, Runtime] = {}
+
+
+def _adapter(profile: RuntimeProfile) -> Runtime:
     family = profile.family
     if not _FAMILY.match(family) or family in ("base", "launch"):
         raise CatalogError(f"runtime '{profile.id}': family '{family}' is not a module of cardfit/runtimes/")

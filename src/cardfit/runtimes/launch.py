@@ -25,7 +25,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import InputError
 
@@ -60,8 +60,7 @@ class Launch:
         return [a.split("=", 1)[0] for a in self.argv[self.program_words:] if a.startswith("-")]
 
 
-@dataclass(frozen=True)
-class LaunchArgs:
+class LaunchArgs(NamedTuple):
     """What a launch line states, checked (`build`): the split, the context, the batch, the KV cache in the
     engine's own name (None: 16-bit), the memory fraction, llama.cpp's layers and slots."""
 
@@ -166,8 +165,10 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
                   program_words=len(program))
 
 
-def _served(runtime: str) -> Runtime:
-    """The adapter of a catalog runtime that has a launch line."""
+def _served(runtime: str, engine: Runtime | None = None) -> Runtime:
+    """The adapter of a catalog runtime that has a launch line (`engine`: the caller's, already built)."""
+    if engine is not None and engine.profile.id == runtime and engine.profile.serves:
+        return engine
     from ..catalog.runtimes import default_runtimes
     from . import adapter
 
@@ -184,11 +185,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           max_model_len: int, max_num_seqs: int = 1, kv_dtype: str | None = None,
           gpu_memory_utilization: float | None = None, n_gpu_layers: int | None = None,
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
-          max_batched_tokens: int | None = None, checkpoint_quantized: bool = False) -> Launch:
+          max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
+          engine: Runtime | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
-    a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama)."""
-    engine = _served(runtime)
+    a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
+    runtime's adapter where the caller has it (a plan's), else found through the catalog row."""
+    engine = _served(runtime, engine)
     if not model or any(c in model for c in "\n\r\0"):
         raise InputError("the model to launch must be one line", field="model")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:

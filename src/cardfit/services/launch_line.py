@@ -17,15 +17,17 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
     if not rt.serves:
         return None
     util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
-    return launch.command(rt.id, model_ref(ctx), quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
+    engine = ctx.engine
+    return launch.command(rt.id, model_ref(ctx, engine), quant=ctx.quant.name,
+                          tp=tp if rt.tensor_parallel else 1,
                           pp=pp if rt.pipeline_parallel else 1, max_model_len=length, max_num_seqs=seqs,
                           kv_dtype=kv, gpu_memory_utilization=util,
                           n_gpu_layers=None if rt.tensor_parallel else 999, parallel=slots or None,
-                          flash_attn=True if kv else None)
+                          flash_attn=True if kv else None, engine=engine)
 
 
-def model_ref(ctx: Any) -> str:
+def model_ref(ctx: Any, engine: Any = None) -> str:
     """How the runtime's launch line names the model (its adapter's `model_ref`)."""
     r, m = ctx.resolved, ctx.model
-    return ctx.engine.model_ref(asked=ctx.inp.model, model_id=m.id, hf=m.hf,
+    return (engine or ctx.engine).model_ref(asked=ctx.inp.model, model_id=m.id, hf=m.hf,
                                 tag=r.tag.tag if r.tag is not None else None, quant=ctx.quant.name)

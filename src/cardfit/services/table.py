@@ -61,21 +61,35 @@ class Result:
     flatten: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        from dataclasses import fields
-
+        names = _NAMES.get(type(self)) or _names(type(self))
         skip, inline = self.omit_none, self.flatten
+        if not skip and not inline:
+            return {n: _plain(getattr(self, n)) for n in names}
         out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
-            if f.name in inline:
+        for n in names:
+            v = getattr(self, n)
+            if n in inline:
                 if v is not None:
                     out.update(v.to_json())
-            elif not (v is None and f.name in skip):
-                out[f.name] = _plain(v)
+            elif not (v is None and n in skip):
+                out[n] = _plain(v)
         return out
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    """A result class's field names, in order (found once per class)."""
+    from dataclasses import fields
+
+    _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return _NAMES[cls]
+
+
 def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float):
+        return value
     if isinstance(value, Result):
         return value.to_json()
     if isinstance(value, tuple | list):
