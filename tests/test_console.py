@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-import cardfit
 from cardfit.cli import console as light
 from cardfit.cli.plan_cmd import _print_plan
+from cardfit.services.table import BY_NAME
 
 QUESTIONS = [
     {"model": "llama3.1:8b", "gpu": "RTX 4090"},  # README
@@ -39,11 +39,12 @@ class _Terminal(io.StringIO):
 
 
 @pytest.fixture(scope="module")
-def plans() -> list[dict]:
-    return [cardfit.plan(**{k: v for k, v in q.items() if k != "top"}) for q in QUESTIONS]
+def plans() -> list:
+    """The typed answers `cardfit plan` renders (services/plan.py PlanView)."""
+    return [BY_NAME["plan"].call({k: v for k, v in q.items() if k != "top"}).view() for q in QUESTIONS]
 
 
-def _render(plan: dict, unit: str, top: int, env: dict[str, str], terminal: bool, through_rich: bool,
+def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bool, through_rich: bool,
             monkeypatch: pytest.MonkeyPatch) -> tuple[str, bool]:
     """The text `cardfit plan` prints for `plan`, and whether rich printed it."""
     used_rich = []
