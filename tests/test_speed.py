@@ -281,7 +281,7 @@ def test_llamacpp_slot_cost_is_fitted_with_a_prior():
     from cardfit.services.calibrate import FITS
 
     f = next(f for f in FITS if f.key == "llama.cpp.decode_overhead_us_per_sequence")
-    assert f.prior == "vllm.decode_overhead_us_per_sequence_v0" and "ollama" in f.copies
+    assert f.prior_key == "vllm.decode_overhead_us_per_sequence_v0" and "ollama" in f.copies
     assert default_runtimes().find("llama.cpp").decode_overhead_us_per_sequence > 0
 
 
