@@ -40,7 +40,9 @@ def test_decode_median_error_within_20_percent():
     rows = _scored("decode")
     assert len(rows) >= 60  # the records whose model, card and quantization are in the catalogs
     med, worst = _report("decode", rows)
-    assert med <= 0.20
+    # the records of speed.toml, in sample: 7.6 % on 81 with the low-bit unpacking cost and the Metal
+    # per-layer time of pre-graph builds (all decode records out of sample: tests/test_calibration.py)
+    assert med <= 0.085
     assert worst < 1.5  # the worst is vllm#20710, which its own author calls anomalous
 
 
@@ -64,3 +66,20 @@ def test_no_measurement_beats_its_bandwidth_ceiling():
         checked += 1
         assert r["measured"] <= top, f"{r['id']}: {r['measured']} tok/s above the ceiling {top:.1f}"
     assert checked >= 60
+
+
+def test_pre_graph_llamacpp_on_hbm_streams_its_fitted_share():
+    """XiongjieDai's A100/H100 PCIe runs (llama.cpp, May 2024 and before) reach about half of the HBM
+    bandwidth while GDDR cards of the same runs reach the usual share: those records are timed at
+    runtimes.toml's decode_efficiency_hbm_v0; a current build on the same card is not."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.speed import engine_generation, on_hbm, record_setup
+    from cardfit.services.validate import all_records
+
+    rt = default_runtimes().find("llama.cpp")
+    old = next(r for r in all_records() if r["id"] == "xd-a10080gb-llama2-13b-q40-mainevalspeed")
+    s = record_setup(old)
+    assert on_hbm(s)
+    assert engine_generation(old, s).machine.decode_efficiency == rt.decode_efficiency_hbm_v0 < 0.7
+    new = {**old, "date": "2025-01-01"}
+    assert engine_generation(new, record_setup(new)).machine.decode_efficiency == rt.decode_efficiency
