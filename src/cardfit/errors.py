@@ -34,7 +34,8 @@ class UnknownNameError(CardfitError, LookupError):
         self.kind, self.name, self.suggestions = kind, name, suggestions
         shown = name if len(name) <= 80 else name[:77] + "..."
         did_you_mean = f"; did you mean {' or '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {kind} '{shown}'{did_you_mean}", hint=f"`{listing}` lists them")
+        hint = listing if listing.startswith("one of ") else f"`{listing}` lists them"
+        super().__init__(f"unknown {kind} '{shown}'{did_you_mean}", hint=hint)
 
 
 class CatalogError(CardfitError, ValueError):

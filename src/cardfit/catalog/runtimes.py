@@ -200,8 +200,8 @@ def on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:
 @cache
 def default_runtimes() -> Registry[RuntimeProfile]:
     rows = builtin("runtimes.toml")["runtime"]
-    return Registry("runtime", "cardfit plan --help", [_from_row(r) for r in rows],
-                    lambda r: [r.id, r.name, *r.aliases])
+    listing = "one of " + ", ".join(str(r["id"]) for r in rows)  # an unknown name's hint
+    return Registry("runtime", listing, [_from_row(r) for r in rows], lambda r: [r.id, r.name, *r.aliases])
 
 
 def default_runtime(kind: str) -> RuntimeProfile:

@@ -67,8 +67,8 @@ class DeployInput(ModelInput):
                                               gt=0, le=100_000)
     gpu: tuple[str, ...] = opt((), "only these cards (repeatable); default: every card with a rental price",
                                max_length=64)
-    runtime: str | None = opt(None, "vllm sglang trtllm llama.cpp ollama; default: every runtime that serves "
-                              "the model", max_length=32)
+    runtime: str | None = opt(None, "a runtime that serves (vllm, sglang, llama.cpp, …: every catalog row "
+                              "with serves = true); default: every one that serves the model", max_length=32)
     quant: str | None = opt(None, "weights; default: search BF16, FP8 and INT4 (AWQ) for vLLM/SGLang/"
                             "TensorRT-LLM, Q4_K_M and Q8_0 for llama.cpp/Ollama", max_length=64)
     kv_dtype: str | None = opt(None, "KV cache type; default: search 16-bit and 8-bit", max_length=16)

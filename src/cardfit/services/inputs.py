@@ -116,8 +116,9 @@ class RuntimeInput(Input):
                               "VRAM; vLLM: the model's maximum)", ge=1, le=MAX_CONTEXT)
     batch: int | None = opt(None, "concurrent sequences, each with its own KV cache", ge=1, le=MAX_BATCH)
     kv_dtype: str | None = opt(None, "KV cache type: f16 bf16 fp8 q8_0 q4_0", max_length=16)
-    runtime: str | None = opt(None, "vllm llama.cpp ollama transformers sglang tgi; default: llama.cpp for "
-                              "GGUF types, ollama for Ollama tags, else vllm", max_length=32)
+    runtime: str | None = opt(None, "a runtime of the catalog (vllm, llama.cpp, ollama, transformers, …; "
+                              "an unknown name lists them); default: llama.cpp for GGUF types, ollama for "
+                              "Ollama tags, else vllm", max_length=32)
     prefill_chunk: int | None = opt(None, "tokens prefilled at once (vLLM max_num_batched_tokens, llama.cpp "
                                     "n_ubatch); default from the runtime", ge=1, le=MAX_CONTEXT)
     gpu_memory_utilization: float | None = opt(None, "vLLM: fraction of the card it may use", gt=0, le=1)
