@@ -4,13 +4,17 @@ Prefill is compute bound: about 2 × active parameters FLOPs per prompt token, p
 
 One decode step of `b` concurrent sequences on one card (or one tensor-parallel group) takes
 
-    step = max(bytes_read / (bandwidth × eff) + cpu_bytes / (ram_bandwidth × ram_eff),  b × flops / TFLOPS)
+    step = max(weight_bytes / read_rate + cpu_bytes / (ram_bandwidth × ram_eff),  b × flops / TFLOPS,
+               low_bit_params × unpack_ops / FP32_TFLOPS) + kv_bytes / read_rate
            + layers × per_layer_overhead + b × per_sequence_overhead + tensor-parallel all-reduces
 
-where bytes_read = the weights read once for the whole batch (for MoE: the experts the batch touches)
-plus each sequence's KV cache. `eff` (bandwidth fraction the weight kernels stream) and the per-layer
-overhead (kernel launches, synchronisation, sampling: a fixed cost per layer that makes small models on fast
-cards slower than their bandwidth share) are per runtime, calibrated on data/validation/speed.toml."""
+where the weights are read once for the whole batch (for MoE: the experts the batch touches) and each
+sequence reads its KV cache; read_rate = min(bandwidth × eff, the card's measured GPU read rate where it has
+one: Machine.read_bytes_per_s). `eff` (bandwidth fraction the weight kernels stream), the ALU operations a
+low-bit weight costs to unpack (dequant_seconds) and the per-layer overhead (kernel launches,
+synchronisation, sampling: a fixed cost per layer that makes small models on fast cards slower than their
+bandwidth share) are per runtime and engine generation, fitted on data/validation/*.toml
+(services/calibrate.py)."""
 
 from __future__ import annotations
 
