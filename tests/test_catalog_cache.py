@@ -125,7 +125,7 @@ def test_cli_survives_a_broken_cache(run_cli, tmp_path):
 
 
 def _note(root: Path) -> Path:
-    return root / "cardfit" / f"{NAME}.sha"
+    return Path(loader._note_path(str(root / "cardfit"), NAME))
 
 
 NOTES = {
@@ -140,8 +140,8 @@ NOTES = {
 
 @pytest.mark.parametrize("write", NOTES.values(), ids=NOTES.keys())
 def test_bad_digest_note_means_hashing_again(monkeypatch, tmp_path, good, write):
-    """`<name>.sha` remembers the file's SHA-256 while its size, times and inode stay put; any other note is
-    ignored (the file is read and hashed) and written again."""
+    """`<name>.<folder>.sha` remembers the file's SHA-256 while its size, times and inode stay put; any other
+    note is ignored (the file is read and hashed) and written again."""
     assert _fresh(monkeypatch, tmp_path) == good
     note = _note(tmp_path)
     stamp, sha = note.read_text().rsplit(" ", 1)
@@ -162,3 +162,11 @@ def test_a_changed_file_is_hashed_again(monkeypatch, tmp_path, good):
     stamp = note.read_text().split()
     note.write_text(" ".join([stamp[0], stamp[1], str(int(stamp[2]) + 1), *stamp[3:]]))  # as after a rewrite
     assert _fresh(monkeypatch, tmp_path) == good and calls == [1]
+
+
+def test_two_installs_keep_their_own_note(monkeypatch, tmp_path):
+    """Two data folders (two virtual environments or checkouts) sharing one cache each keep their note: they
+    no longer rewrite one note, and hash their files again, on every run."""
+    first = loader._note_path(str(tmp_path), NAME)
+    monkeypatch.setattr(loader, "DATA", str(tmp_path / "another" / "data"))
+    assert loader._note_path(str(tmp_path), NAME) != first

@@ -114,6 +114,14 @@ def _cache_limit(stamp: str) -> int:
     return CACHE_SIZE_FLOOR + CACHE_SIZE_FACTOR * int(stamp.split()[0])
 
 
+def _note_path(cache_dir: str, name: str) -> str:
+    """`<name>.<folder>.sha`: one note per installed data folder, so that two installs sharing a cache (two
+    virtual environments, two checkouts) do not rewrite each other's note, and hash again, on every run."""
+    import zlib
+
+    return os.path.join(cache_dir, f"{name}.{zlib.crc32(DATA.encode('utf-8', 'surrogatepass')):08x}.sha")
+
+
 def _known_sha(cache_dir: str, name: str, stamp: str) -> str | None:
     """The SHA-256 this file had when it was last hashed, if its stamp has not moved since (`<name>.sha`:
     one line, the stamp and the digest); None when anything about that note is off."""
@@ -121,7 +129,7 @@ def _known_sha(cache_dir: str, name: str, stamp: str) -> str | None:
     from ..readers.source import read_regular
 
     try:
-        line = read_regular(os.path.join(cache_dir, f"{name}.sha"), 256, "catalog cache").decode("ascii")
+        line = read_regular(_note_path(cache_dir, name), 256, "catalog cache").decode("ascii")
     except (CardfitError, ValueError):
         return None
     seen, _, sha = line.strip().rpartition(" ")
@@ -135,7 +143,7 @@ def _remember_sha(cache_dir: str, name: str, stamp: str, sha: str) -> None:
         tmp = os.path.join(cache_dir, f"{name}.{os.getpid()}.tmp")
         with open(tmp, "w", encoding="ascii") as f:
             f.write(f"{stamp} {sha}\n")
-        os.replace(tmp, os.path.join(cache_dir, f"{name}.sha"))
+        os.replace(tmp, _note_path(cache_dir, name))
     except OSError:
         pass
 
