@@ -29,7 +29,7 @@ test: install browser
 	$(BIN)/python -m pytest
 
 bench: install
-	$(BIN)/python benchmarks/bench_cli.py
+	$(BIN)/python benchmarks/bench_cli.py --against
 
 # `cardfit serve` under load on 127.0.0.1: kept-alive latency, 1/4/16/64 clients, memory (README "Performance")
 bench-web: install

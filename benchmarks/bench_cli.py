@@ -1,8 +1,9 @@
 """Speed benchmark (not a test): CLI cold start, a sweep over every catalog model × quantization × GPU × four
 contexts, and a full `cardfit deploy` search for one model over the whole catalog. Prints times and ratios;
-the targets are < 0.5 s for the CLI, < 1 s for the sweep and < 1 s (p50) for the deploy search.
+the targets are < 0.5 s for the CLI, < 1 s for the sweep and < 1 s (p50) for the deploy search. With
+`--against`, the `cardfit plan` question is also timed side by side with the previous release.
 
-    .venv/bin/python benchmarks/bench_cli.py
+    .venv/bin/python benchmarks/bench_cli.py [--against]
 """
 
 from __future__ import annotations
@@ -31,6 +32,61 @@ def cold_start_cpu(args: list[str], runs: int = 7) -> tuple[float, float]:
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     return statistics.median(times), statistics.median(cpu)
+
+
+# The previous release, timed side by side with this tree (`--against`): on a shared machine a fixed figure
+# from another day is no yardstick; runs of the two, interleaved, see the same load.
+PREVIOUS_RELEASE = ("0.3.0", "6a4494a")  # the commit that made 0.3.0 (CHANGELOG.md)
+PLAN_TEXT = ["plan", "llama3.1:8b", "--gpu", "RTX 4090"]
+
+
+def side_by_side(rev: str, runs: int = 15) -> list[str]:
+    """p50 wall and CPU of the `cardfit plan` question (text and --json) for this tree and for `rev` (its src/
+    from `git archive`, on this interpreter and packages), runs interleaved; a line per question and tree."""
+    import os
+    import resource
+    import shutil
+    import tarfile
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    tmp = tempfile.mkdtemp(prefix="cardfit-bench-")
+    try:
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "src"], capture_output=True)
+        if archive.returncode:
+            return [f"previous release {rev}: not in this checkout ({archive.stderr.decode().strip()})"]
+        with tarfile.open(fileobj=__import__("io").BytesIO(archive.stdout)) as tar:
+            try:
+                tar.extractall(tmp, filter="data")
+            except TypeError:  # Python before 3.11.4: no extraction filters (a tree of our own repository)
+                tar.extractall(tmp)  # noqa: S202
+        trees = {"this tree": str(root / "src"), f"{rev}": os.path.join(tmp, "src")}
+        for src in trees.values():
+            subprocess.run([sys.executable, "-m", "compileall", "-q", src], capture_output=True)
+        lines = []
+        for args in (PLAN_TEXT, [*PLAN_TEXT, "--json"]):
+            wall: dict[str, list[float]] = {k: [] for k in trees}
+            cpu: dict[str, list[float]] = {k: [] for k in trees}
+            for _ in range(runs):
+                for name, src in trees.items():
+                    env = {**os.environ, "PYTHONPATH": src}
+                    r0, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+                    subprocess.run([sys.executable, "-m", "cardfit", *args], capture_output=True, check=True,
+                                   env=env)
+                    wall[name].append(time.perf_counter() - t)
+                    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu[name].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+            w = {k: statistics.median(v) for k, v in wall.items()}
+            c = {k: statistics.median(v) for k, v in cpu.items()}
+            new, old = trees
+            lines.append(f"plan llama3.1:8b --gpu 'RTX 4090' {'--json' if '--json' in args else '(text)':6s} "
+                         f"side by side: this tree p50 "
+                         f"{w[new] * 1000:.0f} ms (CPU {c[new] * 1000:.0f}), {old} {w[old] * 1000:.0f} ms "
+                         f"(CPU {c[old] * 1000:.0f}): {w[new] / w[old]:.2f}x wall, "
+                         f"{c[new] / c[old]:.2f}x CPU")
+        return lines
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def versus(seconds: float) -> str:
@@ -132,6 +188,10 @@ def main() -> None:
           f"CPU {text_cpu * 1000:.0f} ms ({versus(text)})")
     print(f"cardfit plan llama3.1:8b    {plan * 1000:7.0f} ms  ({plan / 0.5:.2f} of the 0.5 s budget)")
     print(f"cardfit plan 70B fp8 vllm   {plan70 * 1000:7.0f} ms  ({plan70 / 0.5:.2f} of the 0.5 s budget)")
+    if "--against" in sys.argv:
+        name, rev = PREVIOUS_RELEASE
+        for line in side_by_side(rev):
+            print(line.replace(f"{rev} ", f"{name} ({rev}) ", 1))
     n, secs, verdicts = sweep()
     print(f"sweep: {n:,} model×quant×GPU×context fits in {secs * 1000:.0f} ms ({secs:.2f} of the 1 s "
           "budget): " + ", ".join(f"{c:,} {v}" for v, c in sorted(verdicts.items())))
