@@ -94,7 +94,7 @@ def versus(seconds: float) -> str:
             f"{seconds / LLMFIT_S:.2f}x llmfit's {LLMFIT_S * 1000:.0f} ms; goal {GOAL_S * 1000:.0f} ms")
 
 
-def sweep() -> tuple[int, float, dict[str, int]]:
+def sweep() -> tuple[int, float, float, dict[str, int]]:
     """Every catalog model × quantization (uniform types and GGUF mixes) × GPU × four contexts: the memory
     model once per model × quantization × context, then the single-card verdict on every GPU, a list in card
     order (core/fit.py classify_many over each runtime's CardBudgets; a card that cannot compute in the
@@ -108,7 +108,7 @@ def sweep() -> tuple[int, float, dict[str, int]]:
     from cardfit.core.memory import MemorySettings, estimate
     from cardfit.runtimes import adapter
 
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     qc, rts, rules = default_quants(), default_runtimes(), default_rental()
     gpus = list(default_gpus())
     quants = [q for q in (*qc.types, *qc.mixes) if not (getattr(q, "kind", "") == "gguf")]
@@ -130,10 +130,12 @@ def sweep() -> tuple[int, float, dict[str, int]]:
             for context in contexts:
                 mem = estimate(m, q, rt, settings[name, context])
                 answers = classify_many(need_on(mem, 1), cards, rules)
-                for v in verdicts:
-                    verdicts[v] += answers.count(v)
+                no, tight = answers.count(Verdict.NO), answers.count(Verdict.TIGHT)
+                verdicts[Verdict.NO] += no
+                verdicts[Verdict.TIGHT] += tight
+                verdicts[Verdict.FITS] += len(answers) - no - tight
                 n += len(answers)
-    return n, time.perf_counter() - t, {str(v): c for v, c in verdicts.items()}
+    return n, time.perf_counter() - t, time.process_time() - cpu, {str(v): c for v, c in verdicts.items()}
 
 
 # `cardfit plan llama3.1:8b --gpu "RTX 4090" --json` took 0.28 s (p50) with cardfit 0.1.0 on the project's
@@ -192,9 +194,10 @@ def main() -> None:
         name, rev = PREVIOUS_RELEASE
         for line in side_by_side(rev):
             print(line.replace(f"{rev} ", f"{name} ({rev}) ", 1))
-    n, secs, verdicts = sweep()
+    n, secs, cpu, verdicts = sweep()
     print(f"sweep: {n:,} model×quant×GPU×context fits in {secs * 1000:.0f} ms ({secs:.2f} of the 1 s "
-          "budget): " + ", ".join(f"{c:,} {v}" for v, c in sorted(verdicts.items())))
+          f"budget), {cpu * 1000:.0f} ms CPU: "
+          + ", ".join(f"{c:,} {v}" for v, c in sorted(verdicts.items())))
     p50, cpu, report = deploy_search()
     b = report["best"]
     print(f"deploy search, {DEPLOY_QUESTION['model']} at {DEPLOY_QUESTION['requests_per_s']:g} requests/s "

@@ -186,3 +186,27 @@ def test_card_budgets_classify_as_the_plain_list():
                 assert got == classify_many(need, budgets, rules, margin)
                 got.append("mutated")  # a copy: the next answer is not changed
         assert all(len(v) == len(budgets) for v in cards._lists.values())
+
+
+def test_fused_gguf_groups_are_the_search_they_replaced():
+    """Phi-3's fused GGUF tensors (attn_qkv, ffn_up of gate and up): the fused group replaces the first part
+    where it stood, as the list search did before it kept the place."""
+    for m in default_models():
+        if not has_shapes(m) or m.model_type != "phi3":
+            continue
+        out: list = []
+        pending: dict = {}
+        for g in tensor_groups(m):
+            fused = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv",
+                     "ffn_gate": "ffn_up", "ffn_up": "ffn_up"}.get(g.kind)
+            if fused is None:
+                out.append(g)
+                continue
+            prev = pending.get((g.layer, fused))
+            merged = type(g)(fused, g.layer, g.n_params + (prev.n_params if prev else 0), g.row)
+            if prev is None:
+                out.append(merged)
+            else:
+                out[out.index(prev)] = merged
+            pending[(g.layer, fused)] = merged
+        assert gguf_tensor_groups(m) == out, m.id

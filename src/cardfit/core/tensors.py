@@ -164,18 +164,19 @@ def gguf_tensor_groups(m: ModelSpec) -> list[TensorGroup]:
     if m.model_type not in _FUSED_QKV_GATE_UP:
         return groups
     out: list[TensorGroup] = []
-    pending: dict[tuple[int, str], TensorGroup] = {}
+    pending: dict[tuple[int, str], int] = {}  # (layer, fused kind) → where its tensor is in `out`
     for g in groups:
         fused = {"attn_q": "attn_qkv", "attn_k": "attn_qkv", "attn_v": "attn_qkv",
                  "ffn_gate": "ffn_up", "ffn_up": "ffn_up"}.get(g.kind)
         if fused is None:
             out.append(g)
             continue
-        prev = pending.get((g.layer, fused))
-        merged = TensorGroup(fused, g.layer, g.n_params + (prev.n_params if prev else 0), g.row)
-        if prev is None:
+        at = pending.get((g.layer, fused))
+        prev = 0 if at is None else out[at].n_params
+        merged = TensorGroup(fused, g.layer, g.n_params + prev, g.row)
+        if at is None:
+            pending[(g.layer, fused)] = len(out)
             out.append(merged)
         else:
-            out[out.index(prev)] = merged
-        pending[(g.layer, fused)] = merged
+            out[at] = merged
     return out

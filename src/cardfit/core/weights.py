@@ -130,6 +130,12 @@ def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[i
     return tuple((g, tuple(p)) for g, p in merged.values())
 
 
+@lru_cache(maxsize=_CACHE)
+def _shape_params(m: ModelSpec, gguf: bool) -> int:
+    """Parameters the shapes give (every copy of every bucket), once per model."""
+    return sum(g.n_params * len(p) for g, p in _buckets(m, gguf))
+
+
 def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ...], tied: bool,
                 mm: MixModel) -> tuple[tuple[QuantType, int], ...]:
     """Storage type → how many of these identical tensors get it under the mix. Not cached itself (its key
@@ -168,7 +174,7 @@ def _weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool) -> Weights:
     gguf = isinstance(q, GgufMix)
     buckets = _buckets(m, gguf)
     by_type: dict[str, float] = defaultdict(float)
-    total_params = sum(g.n_params * len(p) for g, p in buckets)
+    total_params = _shape_params(m, gguf)
     scale = m.params / total_params if m.params else 1.0  # shapes give proportions, the stated count the size
     vision = projector_bytes(m, q)
     if vision:
@@ -238,7 +244,7 @@ def embedding_bytes(m: ModelSpec, q: Quant | None = None) -> int:
     if embd is None:
         return 0
     g, positions = embd
-    total_params = sum(b.n_params * len(p) for b, p in buckets)
+    total_params = _shape_params(m, isinstance(q, GgufMix))
     scale = m.params / total_params if m.params else 1.0
     if isinstance(q, GgufMix):
         t = tensor_type(q, g.kind, *positions[0], g.row, quants, tied_output=False, mm=_mix_model(m))
