@@ -41,3 +41,8 @@ def rounded(x: float | None, digits: int = 2) -> float | None:
     if x is None or math.isnan(x) or math.isinf(x):
         return None
     return round(x, digits)
+
+
+def fmt_millions(x: float) -> str:
+    """Millions of tokens: '24.3 M', '1,250 M'."""
+    return f"{x:,.0f} M" if x >= 100 else f"{x:,.1f} M"

@@ -9,20 +9,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, need_extra
+from ..units import fmt_millions
 
 if TYPE_CHECKING:  # the charts draw a result; services/breakeven.py imports this module when asked to plot
-    from ..services.breakeven import Breakeven
+    from ..services.breakeven import Breakeven, DutyCrossing, VolumeCrossing
 
 FORMATS = (".png", ".svg")
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
-def _millions(x: float) -> str:
-    return f"{x:,.0f} M" if x >= 100 else f"{x:,.1f} M"
-
-
-def plot_breakeven(report: Breakeven, path: str) -> dict[str, Any]:
-    """Write the two charts side by side to `path`; return what was drawn (file, crossing points)."""
+def plot_breakeven(report: Breakeven, path: str, crossings: tuple[VolumeCrossing, ...],
+                   duty_crossings: tuple[DutyCrossing, ...]) -> str:
+    """Write the two charts side by side to `path`, the crossings marked; return the format written."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise InputError(f"--plot needs a .png or .svg file name (got '{path}')", field="plot")
@@ -35,37 +33,32 @@ def plot_breakeven(report: Breakeven, path: str) -> dict[str, Any]:
 
     fig = Figure(figsize=(13, 5.2), layout="constrained")
     left, right = fig.subplots(1, 2)
-    crossings = _volume_chart(left, report)
-    duty_crossings = _duty_chart(right, report)
+    _volume_chart(left, report, {c.api: c for c in crossings})
+    _duty_chart(right, report, {c.api: c for c in duty_crossings})
     fig.suptitle(f"Rent ${report.monthly_usd:,.0f}/month at {report.throughput.tokens_per_s:,.0f} tok/s "
                  f"vs per-token APIs", fontsize=13)
     try:
         fig.savefig(path, format=suffix[1:], dpi=130)
     except OSError as e:
         raise InputError(f"cannot write the chart '{path}': {e.strerror or e}", field="plot") from e
-    return {"path": path, "format": suffix[1:], "crossings": crossings, "duty_crossings": duty_crossings}
+    return suffix[1:]
 
 
-def _volume_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
+def _volume_chart(ax: Any, r: Breakeven, crossing: dict[str, VolumeCrossing]) -> None:
     monthly, capacity = r.monthly_usd, r.capacity_millions_per_month
     finite = [a.breakeven_millions_per_month for a in r.apis if a.breakeven_millions_per_month is not None]
     x_max = max([capacity * 1.05] + [b * 1.1 for b in finite if b <= capacity * 2])
     ax.axhline(monthly, color="black", lw=2.2, label=f"rent ${monthly:,.0f}/month")
     ax.axvline(capacity, color="grey", ls="--", lw=1)
-    ax.text(capacity, monthly * 0.08, f" card capacity\n {_millions(capacity)}/month", color="grey",
+    ax.text(capacity, monthly * 0.08, f" card capacity\n {fmt_millions(capacity)}/month", color="grey",
             fontsize=8, ha="right" if capacity > x_max * 0.8 else "left")
-    crossings = []
     for i, a in enumerate(r.apis):
         color, price = COLORS[i % len(COLORS)], a.price_per_million_usd
         ax.plot([0, x_max], [0, price * x_max], color=color, lw=1.6, label=f"{a.name} ${price:,.2f}/M")
-        be = a.breakeven_millions_per_month
-        if be is None:
+        c = crossing.get(a.name)
+        if c is None:
             continue
-        reachable = a.breaks_even
-        label = (f"{_millions(be)} ({a.required_duty:.1%} duty)" if reachable
-                 else f"{_millions(be)}: cannot break even even at full use")
-        crossings.append({"api": a.name, "millions_per_month": be, "usd": monthly, "label": label,
-                          "breaks_even": reachable})
+        be, reachable, label = c.millions_per_month, c.breaks_even, c.label
         if be <= x_max:
             ax.plot([be], [monthly], "o", ms=8, color=color, mfc=color if reachable else "white", mew=2,
                     zorder=5)
@@ -83,7 +76,6 @@ def _volume_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
     ax.set_title("Monthly cost vs volume: renting wins right of each dot")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    return crossings
 
 
 def _usd_formatter() -> Any:
@@ -92,20 +84,19 @@ def _usd_formatter() -> Any:
     return FuncFormatter(lambda y, _pos: f"${y:,.2f}" if y < 1 else f"${y:,.0f}")
 
 
-def _duty_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
+def _duty_chart(ax: Any, r: Breakeven, crossing: dict[str, DutyCrossing]) -> None:
     full = r.cost_per_million_full_duty_usd
     duties = [d / 1000 for d in range(5, 1001)]
     ax.plot([d * 100 for d in duties], [full / d for d in duties], color="black", lw=2.2, label="rented card")
-    out = []
     for i, a in enumerate(r.apis):
         color, price = COLORS[i % len(COLORS)], a.price_per_million_usd
         ax.axhline(price, color=color, lw=1.4, ls="-", label=f"{a.name} ${price:,.2f}/M")
-        need = a.required_duty
-        if need is not None and need <= 1:
+        c = crossing.get(a.name)
+        if c is not None:
+            need = c.duty
             ax.plot([need * 100], [price], "o", ms=8, color=color, zorder=5)
             ax.annotate(f"{need:.1%}", (need * 100, price), xytext=(6, 6), textcoords="offset points",
                         fontsize=9, color=color)
-            out.append({"api": a.name, "duty": need, "usd_per_million": price})
     d = r.duty
     ax.axvline(d * 100, color="grey", ls=":", lw=1)
     ax.plot([d * 100], [r.cost_per_million_usd], "s", ms=7, color="black", zorder=6)
@@ -121,4 +112,3 @@ def _duty_chart(ax: Any, r: Breakeven) -> list[dict[str, Any]]:
     ax.set_title("Cost per million vs duty cycle: renting wins right of each dot")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="upper right")
-    return out

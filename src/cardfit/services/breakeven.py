@@ -14,7 +14,7 @@ from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
 from ..catalog.records import record
 from ..core import cost
 from ..errors import InputError
-from ..units import rounded
+from ..units import fmt_millions, rounded
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, RuntimeInput, opt
 from .table import Result
 
@@ -331,13 +331,46 @@ class DutyRow(Result):
 
 
 @record
+class VolumeCrossing(Result):
+    """Where an API's bill line meets the flat rent on the volume chart."""
+
+    api: str
+    millions_per_month: float
+    usd: float
+    label: str
+    breaks_even: bool  # the card can serve that volume (else the dot is hollow)
+
+
+@record
+class DutyCrossing(Result):
+    """The duty cycle at which the card's cost per million meets an API's price (duty chart)."""
+
+    api: str
+    duty: float
+    usd_per_million: float
+
+
+@record
 class BreakevenCharts(Result):
     """What `--plot` drew."""
 
     path: str
     format: str
-    crossings: tuple[dict[str, Any], ...]
-    duty_crossings: tuple[dict[str, Any], ...]
+    crossings: tuple[VolumeCrossing, ...]
+    duty_crossings: tuple[DutyCrossing, ...]
+
+
+def crossings(r: Breakeven) -> tuple[tuple[VolumeCrossing, ...], tuple[DutyCrossing, ...]]:
+    """The points the charts mark: each API's break-even volume against the rent (all of them, reachable
+    or not) and the duty cycle where it meets the card's cost per million (those reachable at full use)."""
+    volume = tuple(
+        VolumeCrossing(a.name, be, r.monthly_usd,
+                       (f"{fmt_millions(be)} ({a.required_duty:.1%} duty)" if a.breaks_even
+                        else f"{fmt_millions(be)}: cannot break even even at full use"), a.breaks_even)
+        for a in r.apis if (be := a.breakeven_millions_per_month) is not None)
+    duty = tuple(DutyCrossing(a.name, need, a.price_per_million_usd) for a in r.apis
+                 if (need := a.required_duty) is not None and need <= 1)
+    return volume, duty
 
 
 @record
@@ -398,9 +431,9 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
 
         from ..charts.cost import plot_breakeven
 
-        drawn = plot_breakeven(out, inp.plot)
-        out = replace(out, plot=BreakevenCharts(drawn["path"], drawn["format"], tuple(drawn["crossings"]),
-                                                tuple(drawn["duty_crossings"])))
+        volume, duty = crossings(out)
+        fmt = plot_breakeven(out, inp.plot, volume, duty)
+        out = replace(out, plot=BreakevenCharts(inp.plot, fmt, volume, duty))
     return out
 
 
