@@ -151,7 +151,7 @@ HELD_LOO = {
     # PR 4406's Mixtral on an M2 Max (n 269, 231 out of sample) once Metal builds of that time have their own
     # per-layer time (162 us against CUDA's 86)
     "decode": (0.085, 0.19),
-    "prefill": (0.105, 0.16),
+    "prefill": (0.105, 0.155),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
     # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss
     # records at 4 and 10 sequences and the SGLang one at 1,010 are now over-predicted by 19-68 %

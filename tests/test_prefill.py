@@ -36,3 +36,19 @@ def test_prefill_slows_with_the_tokens_already_cached():
 def test_unfused_attention_traffic_grows_with_depth():
     m = default_models().get("llama-3.1-8b")
     assert sp.attention_score_bytes(m, 512, 512, depth=32768) == 65 * sp.attention_score_bytes(m, 512, 512)
+
+
+def test_moe_prefill_on_a_small_bus_is_bound_by_the_weights_each_ubatch_streams():
+    """gpt-oss-120b on a DGX Spark (273 GB/s): a 512-token ubatch routes to nearly every expert, so each
+    ubatch streams the whole 63 GB file: about 0.27 s, longer than its arithmetic (about 0.16 s). The
+    forum's llama-bench pp2048 is 1,937 tok/s; the floor alone allows 1,900."""
+    from cardfit.services.speed import _stream, predict_speed, record_setup
+    from cardfit.services.validate import all_records
+
+    r = {x["id"]: x for x in all_records()}["spark-gb10-gptoss120b-pp2048"]
+    s = record_setup(r)
+    assert s.load.shares.read_fraction(512) > 0.95  # every expert touched; all but the embedding lookup
+    assert 1 / _stream(s, 512, 2048) == pytest.approx(1905, rel=0.05)
+    assert predict_speed(r) == pytest.approx(1937.39, rel=0.05)
+    dense = default_models().get("llama-3.1-8b")
+    assert sp.weight_shares(dense).read_fraction(512) == 1.0

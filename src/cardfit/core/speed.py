@@ -343,15 +343,27 @@ def ceiling(load: Load, mc: Machine) -> float:
 
 
 def prefill_tokens_per_s(m: ModelSpec, tflops: float | None, efficiency: float, prompt_tokens: int = 512,
-                         tp: int = 1, attention_tflops: float | None = None, depth: int = 0) -> float | None:
+                         tp: int = 1, attention_tflops: float | None = None, depth: int = 0,
+                         stream_s_per_token: float = 0.0) -> float | None:
     """Compute bound: 2 × active params per token at `tflops`, plus causal attention over the `depth` tokens
-    already cached and on average half the prompt, at `attention_tflops` (default: the same rate)."""
+    already cached and on average half the prompt, at `attention_tflops` (default: the same rate); or bound
+    by the weights each ubatch streams (`stream_s_per_token`, ubatch_stream_seconds) where that is longer."""
     if not tflops or not efficiency:
         return None
     gemm = 2 * m.active
     attention = decode_flops_per_token(m, depth + prompt_tokens // 2) - gemm
-    seconds = gemm / tflops + attention / (attention_tflops or tflops)
-    return 1e12 * efficiency * max(tp, 1) / seconds
+    seconds = (gemm / tflops + attention / (attention_tflops or tflops)) / (1e12 * efficiency * max(tp, 1))
+    return 1 / max(seconds, stream_s_per_token)
+
+
+def ubatch_stream_seconds(load: Load, mc: Machine, ubatch: int) -> float:
+    """Per prompt token, the time a prefill ubatch of `ubatch` tokens takes to stream the weights it touches
+    once at the decode read rate: all of a dense model, and for an MoE every expert some token of the ubatch
+    routes to (nearly all of them at a few hundred tokens). It bounds prefill where the bandwidth is small for
+    the model (gpt-oss-120b on a 273 GB/s DGX Spark: 63 GB per 512-token ubatch)."""
+    b = max(ubatch, 1)
+    on_gpu = load.weights_bytes * load.shares.read_fraction(b) * (1 - load.cpu_weight_fraction)
+    return on_gpu / max(mc.tp, 1) / mc.read_bytes_per_s / b
 
 
 # Without flash attention llama.cpp materialises every layer's attention scores in f32:
@@ -422,7 +434,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              overhead_s_per_sequence: float = 0.0, cpu_weight_fraction: float = 0.0,
              ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
              bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False,
-             sequences: int = 1, dequant_ops_per_weight: float = 0.0) -> Speed:
+             sequences: int = 1, dequant_ops_per_weight: float = 0.0, prefill_ubatch: int = 512) -> Speed:
     """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
     concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan."""
     filled = mem.context if context_filled is None else context_filled
@@ -445,6 +457,10 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
                  stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
                  dequant_ops_per_weight=dequant_ops_per_weight)
+    if decode_efficiency:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens
+        stream = ubatch_stream_seconds(load, mc, min(prefill_ubatch, 512))
+        prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention,
+                                       stream_s_per_token=stream)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
     b = max(sequences, 1)
     aggregate = (

@@ -313,7 +313,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                              ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS),
                              ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
                              sequences=max(ctx.sequences, 1),
-                             dequant_ops_per_weight=rt.dequant_ops_per_weight)
+                             dequant_ops_per_weight=rt.dequant_ops_per_weight,
+                             prefill_ubatch=ctx.prefill_chunk or 512)
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:

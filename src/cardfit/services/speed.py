@@ -219,7 +219,8 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
     one = sp.step(s.load, s.machine, 1)
     most = sp.max_sequences(s.kv_budget_bytes, s.kv_bytes_per_sequence)
     prefill_eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
-    prefill = sp.prefill_tokens_per_s(m, s.tflops, prefill_eff, inp.prompt, s.machine.tp, attention_tflops(s))
+    prefill = sp.prefill_tokens_per_s(m, s.tflops, prefill_eff, inp.prompt, s.machine.tp, attention_tflops(s),
+                                      stream_s_per_token=_stream(s, ctx.prefill_chunk, inp.prompt))
     no_fit = [f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures assume it did"]
     report = SpeedReport(
         model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp, runtime=rt.id,
@@ -482,7 +483,7 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
         n = int(record.get("prompt_tokens") or LLAMA_BENCH_PROMPT)
         eff = s.machine.compute_efficiency if rt.prefill_efficiency else 0.0
         rate = sp.prefill_tokens_per_s(s.plan.ctx.model, s.tflops, eff, n, s.machine.tp, attention_tflops(s),
-                                       _depth(record))
+                                       _depth(record), _stream(s, _ubatch(record, s), n))
         extra = _unfused_attention_seconds(record, s, n) + _dequantize_seconds(record, s, n)
         return n / (n / rate + extra) if rate and extra else rate
     if not realistic:
@@ -683,6 +684,17 @@ def attention_tflops(s: Setup) -> float | None:
     return s.tflops * attention / full if s.tflops and full and attention else s.tflops
 
 
+def _stream(s: Setup, ubatch: int | None, prompt: int) -> float:
+    """Per token, the weights each prefill ubatch streams (core/speed.py ubatch_stream_seconds); a prompt
+    shorter than the ubatch is one ubatch of its own length."""
+    return sp.ubatch_stream_seconds(s.load, s.machine, min(ubatch or 512, max(prompt, 1)))
+
+
+def _ubatch(record: dict[str, Any], s: Setup) -> int:
+    """The record's ubatch: llama.cpp's n_ubatch, else the runtime's prefill chunk as the plan sets it."""
+    return int((record.get("settings") or {}).get("n_ubatch") or s.plan.ctx.prefill_chunk or 512)
+
+
 def _depth(record: dict[str, Any]) -> int:
     """Tokens already in the cache when the measured prompt starts (llama-bench -d: 'pp512 @ d32768')."""
     return int((record.get("settings") or {}).get("depth") or 0)
@@ -714,6 +726,11 @@ def _dequantize_seconds(record: dict[str, Any], s: Setup, prompt: int) -> float:
     return sp.dequantized_bytes(s.load, s.plan.ctx.model, prompt, ubatch) / max(s.machine.tp, 1) / bw
 
 
+# A prefill record whose time is within this factor of its ubatches' weight streaming measures bandwidth, not
+# the runtime's compute share: no efficiency is fitted on it (rule of thumb).
+STREAM_BOUND = 1.25
+
+
 def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
     """Calibration: measured prefill ÷ what the card's dense TFLOPS allow (2 × active params + attention),
     after the attention-score traffic of a prefill without flash attention."""
@@ -728,7 +745,9 @@ def implied_prefill_efficiency(record: dict[str, Any]) -> float | None:
         return None
     left = n / float(record["measured"]) - _unfused_attention_seconds(record, s, n) - _dequantize_seconds(
         record, s, n)
-    return (n / top) / left if left > 0 else None
+    if left <= 0 or left <= n * _stream(s, _ubatch(record, s), n) * STREAM_BOUND:
+        return None  # the weights each ubatch streams take (nearly) that long: bandwidth, not compute
+    return (n / top) / left
 
 
 def power_bound(r: dict[str, Any]) -> bool:
