@@ -51,13 +51,21 @@ def mxfp4_backend(gpu: Gpu | None) -> str:
     return "marlin"
 
 
+# V0's step budget without chunked prefill is max(max_model_len, 2048), and its chunk from v0.7 2048 tokens
+# (vllm/config.py SchedulerConfig: _DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048)
+V0_BATCHED_TOKENS = 2048
+# vLLM's max_model_len for a model whose config.json states no length (vllm/config.py _get_and_verify_max_len:
+# default_max_len = 2048)
+UNKNOWN_MAX_MODEL_LEN = 2048
+
+
 def v0_batched_tokens(version: tuple[int, int], max_model_len: int, chunked_above: int) -> tuple[int, bool]:
     """vLLM's V0 engine (before 0.8): (max_num_batched_tokens, chunked prefill on). The API server turns
     chunked prefill on for max_model_len above `chunked_above` (32K, EngineArgs v0.5-v0.7), with chunks of
     512 tokens before v0.7 and 2048 from it; otherwise a step holds max(max_model_len, 2048) tokens."""
     if max_model_len > chunked_above:
-        return (2048 if version >= (0, 7) else 512), True
-    return max(max_model_len, 2048), False
+        return (V0_BATCHED_TOKENS if version >= (0, 7) else 512), True
+    return max(max_model_len, V0_BATCHED_TOKENS), False
 
 
 @record(slots=True)

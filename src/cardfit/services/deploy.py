@@ -829,12 +829,12 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
         return int(given or 0), first
     from ..catalog.models import default_models
-    from ..runtimes.vllm_like import v0_batched_tokens
+    from ..runtimes.vllm_like import UNKNOWN_MAX_MODEL_LEN, V0_BATCHED_TOKENS, v0_batched_tokens
 
     m = default_models().find(r["model"])
-    ctx = int(st.get("max_model_len") or (m.max_context if m is not None else 0) or 2048)
+    ctx = int(st.get("max_model_len") or (m.max_context if m is not None else 0) or UNKNOWN_MAX_MODEL_LEN)
     if m is not None and m.attention == "mla" and engine_version(r) >= (0, 7):
-        return int(given or max(ctx, 2048)), True
+        return int(given or max(ctx, V0_BATCHED_TOKENS)), True
     budget, chunked = v0_batched_tokens(engine_version(r), ctx, rt.v0_chunked_prefill_above)
     return int(given or budget), not chunked
 

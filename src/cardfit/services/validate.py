@@ -28,7 +28,7 @@ from ..errors import CardfitError, InputError
 from ..runtimes import adapter
 from ..runtimes.base import NotModelled
 from ..runtimes.llamacpp_like import DEFAULT_UBATCH
-from ..runtimes.vllm_like import VllmLike, v0_batched_tokens
+from ..runtimes.vllm_like import UNKNOWN_MAX_MODEL_LEN, VllmLike, v0_batched_tokens
 from ..units import rounded
 from .inputs import Input, opt
 from .table import Result
@@ -355,7 +355,7 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
                       cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
                       non_torch_bytes=_non_torch(rt) + _v0_nvls(r, rt, gpu, tp),
                       mxfp4_backend=_mxfp4_backend(r, gpu))
-    context = int(r.get("context") or s.get("max_model_len") or m.max_context or 2048)  # vLLM: the model's
+    context = int(r.get("context") or s.get("max_model_len") or m.max_context or UNKNOWN_MAX_MODEL_LEN)
     try:
         split = tp if tp > 1 else None
         ctx = build_context(PlanInput(model=m.id, runtime=rt.id, context=context, kv_dtype=_kv_dtype(r, m),
@@ -450,7 +450,7 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
     if s.get("max_num_batched_tokens"):
         return int(s["max_num_batched_tokens"])
     if _vllm_v0(r):
-        ctx = int(r.get("context") or s.get("max_model_len") or 2048)
+        ctx = int(r.get("context") or s.get("max_model_len") or UNKNOWN_MAX_MODEL_LEN)
         return v0_batched_tokens(_vllm_version(r), ctx, rt.v0_chunked_prefill_above)[0]
     return _vllm_like(rt).serve_batched_tokens(gpu)
 
