@@ -561,8 +561,13 @@ def _plan_total(r: dict[str, Any], measure: str) -> tuple[float, str]:
         gpu = None
     mem = memory_for(ctx, context, gpu)
     overhead = mem.overhead_bytes if PLAN_MEASURES[measure] else 0
-    total = mem.weights_bytes + mem.kv_cache_bytes + mem.activation_bytes + overhead
-    return total, (f"plan: weights {mem.weights_bytes / MIB:,.0f} + KV {mem.kv_cache_bytes / MIB:,.0f} + "
+    weights = mem.weights_bytes
+    if s.get("mmproj") is False:  # a text-only load: llama.cpp keeps the vision tower in its --mmproj file
+        from ..core.weights import projector_bytes
+
+        weights -= projector_bytes(m, ctx.quant)
+    total = weights + mem.kv_cache_bytes + mem.activation_bytes + overhead
+    return total, (f"plan: weights {weights / MIB:,.0f} + KV {mem.kv_cache_bytes / MIB:,.0f} + "
                    f"workspace {mem.activation_bytes / MIB:,.0f}" + (f" + overhead {overhead / MIB:,.0f}"
                                                                       if overhead else "") + " MiB")
 
