@@ -170,7 +170,7 @@ HELD_LOO = {
     "max_context": (0.052, 0.70),
     "total_memory": (0.01, 0.01),
     "file_size": (0.002, 0.005),
-    "weights": (0.007, 0.01),
+    "weights": (0.007, 0.03),  # p90 over counts bytes predicted too few (services/validate.py optimism)
     "kv_cache": (0.005, 0.10),
     # serving (deploy's timing of the records' loads): 85.0 % / 397 % before the benchmark loads (closed loop,
     # burst, prefill-first rounds) and the unfitted per-sequence cost; 71.4 % / 240 % now. Issue 11 asks 20 %:
@@ -182,7 +182,9 @@ HELD_LOO = {
     # which the source does not state). 70.6 % / 238 % once the rounds of a benchmark are stepped through
     # the engine's slots (a prompt waits for a free one: vLLM V0's profile run for 163,840 tokens leaves
     # DeepSeek-R1 on 8x H200 a pool for 66 sequences, and its TTFT at 128 in flight is queueing)
-    "serving": (0.71, 2.40),
+    # p90 over 2.40 -> 10.4 once a latency predicted too short counts as the unsafe side (measured /
+    # predicted - 1, services/validate.py optimism): the dstack TTFTs predicted 87 % short are +700 %
+    "serving": (0.71, 10.4),
 }
 
 

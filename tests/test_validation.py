@@ -134,9 +134,12 @@ def test_issue_targets(report, kind):
 
 # Issue 12: the 90th percentile of the over-prediction, out of sample (each source left out of every fit), per
 # memory kind. Held at today's level with a little room, never above the issue's 20 %.
-HELD_LOO_P90_OVER = {"file_size": 0.01, "weights": 0.01, "kv_cache": 0.05, "compute_buffer": 0.01,
+# Bytes are on the unsafe side when predicted too few (services/validate.py optimism): weights and the
+# compute buffers 0.01 -> 0.03 (their few under-predictions now count; before, the over-predictions did),
+# overhead 0.50 -> 0.20 (its over-predictions are the safe side).
+HELD_LOO_P90_OVER = {"file_size": 0.01, "weights": 0.03, "kv_cache": 0.05, "compute_buffer": 0.03,
                      "activation": 0.20, "max_context": 0.06, "total_memory": 0.02,
-                     "overhead": 0.50}  # not the issue's 20 %: non_torch_memory is 0.16-0.30 GiB by card
+                     "overhead": 0.20}
 
 
 @pytest.mark.parametrize("kind", sorted(HELD_LOO_P90_OVER))

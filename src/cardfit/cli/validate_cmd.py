@@ -74,8 +74,9 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
     c.print(s)
     skipped = sum(1 for o in report.outcomes if o.skipped)
     c.print(f"{len(report.outcomes)} records, {skipped} skipped (`--all` lists them with the reason). "
-            "Error = predicted / measured − 1; 'p90 over': 90th percentile of the over-prediction. Out of "
-            "sample: every fitted constant (scripts/fit_constants.py) refitted without the record's source; "
+            "Error = predicted / measured − 1; 'p90 over': 90th percentile of the unsafe error (more speed, "
+            "room or tokens than measured, or fewer bytes or milliseconds). Out of sample: every fitted "
+            "constant (scripts/fit_constants.py) refitted without the record's source; "
             "n (k): k records have an out-of-sample figure (the others measure a constant no other source "
             "does)."
             + (f" Chart: {plot}" if plot else ""))

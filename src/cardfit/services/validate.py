@@ -658,6 +658,23 @@ def percentile(values: list[float], p: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+# Units in which a larger figure is more capacity or speed; in the others (bytes a model needs, milliseconds a
+# request waits) a smaller figure is the optimistic one. A vLLM-like kv_cache record is the KV pool: room.
+CAPACITY_UNITS = frozenset({"tokens_per_s", "requests_per_s", "tokens"})
+
+
+def optimism(o: Outcome) -> float:
+    """How far cardfit was on the unsafe side (saying it fits, holds or runs more than measured), ≥ 0:
+    predicted / measured − 1 for room and speed, measured / predicted − 1 for bytes needed and latency
+    (both read as 'the real thing is that much worse than we said'); 0 on the safe side."""
+    err = o.error
+    if err is None:
+        return 0.0
+    if o.unit in CAPACITY_UNITS or (o.kind == "kv_cache" and _pooled(o.runtime)):
+        return max(err, 0.0)
+    return max(1 / (1 + err) - 1, 0.0) if err > -1 else math.inf
+
+
 def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
               sources: dict[str, str] | None = None) -> dict[str, KindSummary]:
     """Per kind: the in-sample errors and, where `loso` is given, the leave-one-source-out ones (loo_*); with
@@ -670,7 +687,8 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
         out_of.setdefault(o.kind, []).append(o)
     out: dict[str, KindSummary] = {}
     for kind in [k for k in KINDS if k in by] + sorted(set(by) - set(KINDS)):
-        errs = [o.error for o in by[kind] if o.error is not None]
+        scored_in = [o for o in by[kind] if o.error is not None]
+        errs = [o.error for o in scored_in if o.error is not None]
         absd = [abs(e) for e in errs]
         k = KindSummary(n=len(errs), skipped=len(by[kind]) - len(errs),
                         median_abs_error=rounded(percentile(absd, 50), 5),
@@ -679,13 +697,14 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
                         median_error=rounded(percentile(errs, 50), 5),
                         p10_ratio=rounded(1 + percentile(errs, 10), 5),
                         p90_ratio=rounded(1 + percentile(errs, 90), 5),
-                        p90_over_error=rounded(percentile([max(e, 0.0) for e in errs], 90), 5))
+                        p90_over_error=rounded(percentile([optimism(o) for o in scored_in], 90), 5))
         if kind in out_of:
-            loo = [o.error for o in out_of[kind] if o.error is not None]
+            out_s = [o for o in out_of[kind] if o.error is not None]
+            loo = [o.error for o in out_s if o.error is not None]
             k = replace(k, loo_n=len(loo),
                         loo_median_abs_error=rounded(percentile([abs(e) for e in loo], 50), 5),
                         loo_p90_abs_error=rounded(percentile([abs(e) for e in loo], 90), 5),
-                        loo_p90_over_error=rounded(percentile([max(e, 0.0) for e in loo], 90), 5))
+                        loo_p90_over_error=rounded(percentile([optimism(o) for o in out_s], 90), 5))
         if sources is not None:
             per: dict[str, int] = {}
             for o in by[kind]:
