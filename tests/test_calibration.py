@@ -151,6 +151,9 @@ HELD_LOO = {
     # PR 4406's Mixtral on an M2 Max (n 269, 231 out of sample) once Metal builds of that time have their own
     # per-layer time (162 us against CUDA's 86)
     "decode": (0.085, 0.19),
+    # 17.9 % / 59.5 % (94 records, 7 sources) before old llama.cpp builds paid the FP16 copy of quantized
+    # weights, power-short cards their rate per watt, attention its flash-attention rate and MoE ubatches
+    # their weight streaming; 9.7 % / 14.6 % now (119 records, 16 sources, Apple M1/M2 included)
     "prefill": (0.105, 0.155),
     # 0.31 before the current engines' per-sequence cost stopped being fitted on serving TPOT records
     # (their steps carry prompt chunks, which the fit counted as per-sequence cost): the two gpt-oss
