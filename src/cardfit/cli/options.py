@@ -36,12 +36,6 @@ def unit_option() -> click.Option:
     return unit_display().to_click()  # type: ignore[no-any-return]
 
 
-def top_option(default: int) -> click.Option:
-    from .argv import top_display
-
-    return top_display(default).to_click()  # type: ignore[no-any-return]
-
-
 def add(option: click.Option) -> Callable[[Callable], Callable]:
     """Decorator: add a ready-made click.Option to a @click.command function."""
 
