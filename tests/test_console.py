@@ -174,3 +174,11 @@ def test_plan_on_a_pipe_does_not_load_rich(cli_home):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "HOME": str(cli_home), "COLUMNS": "120"})
     assert "Best: 1× RTX 4090" in proc.stdout and proc.stderr.strip() == "[]", proc.stderr
+
+
+def test_a_columns_that_is_no_number_is_ignored(run_cli):
+    """COLUMNS=abc used to end `cardfit plan` with an internal error (int('abc')); rich ignores such a value,
+    and so does the pipe's width: 120 columns."""
+    code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", env={"COLUMNS": "abc"})
+    assert code == 0 and not err
+    assert out == run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", env={"COLUMNS": "120"})[1]

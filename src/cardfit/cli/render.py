@@ -18,12 +18,15 @@ VERDICT_STYLE = {"fits": "green", "tight": "yellow", "offload": "magenta", "no":
 
 
 def width() -> int | None:
-    """A terminal's own width (None: rich finds it); 120 columns (or $COLUMNS) when the output goes to a pipe
-    or file."""
+    """A terminal's own width (None: rich finds it); 120 columns (or $COLUMNS, when it is a number) when the
+    output goes to a pipe or file."""
     import os
     import sys
 
-    return None if sys.stdout.isatty() else int(os.environ.get("COLUMNS") or 120)
+    if sys.stdout.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else 120  # as rich reads $COLUMNS: digits, else ignored
 
 
 def console() -> Console:
