@@ -102,8 +102,8 @@ HELD = {
     # 4 vLLM non_torch_memory lines scored like for like: 0.16 GiB (H100, eager) to 0.30 GiB (2x L40S); one
     # constant for all cards leaves p90 46 %
     "overhead": (0.15, 0.50),
-    # 6 scored: Ollama's own estimate (3 `ollama ps` SIZE lines) and three totals through the plan (two
-    # llama.cpp-family loads' device buffers, PyTorch's max_memory_allocated): median 0.2 %, p90 0.9 %
+    # 9 scored: Ollama's own estimate (3 `ollama ps` SIZE lines) and six totals through the plan (five
+    # llama.cpp-family loads' device buffers, PyTorch's max_memory_allocated): median 0.5 %, p90 1.1 %
     "total_memory": (0.01, 0.02),
     # 118 scored from 15 sources, in sample: median 7.7 %, p90 24.1 % (the 4x A100 SXM and A40 70B rows)
     "prefill": (0.085, 0.26),
