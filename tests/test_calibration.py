@@ -171,8 +171,8 @@ HELD_LOO = {
     # (94.2 -> 85.6 us), and the slot cost refits around it
     "aggregate_decode": (0.145, 0.31),
     "max_context": (0.052, 0.70),
-    # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the two
-    # RTX 3090 Ti loads (+0.9 % in the model buffer) being new evidence, not a change of the model
+    # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the
+    # two RTX 3090 Ti loads (+0.9 % in the model buffer) being new evidence, not a change of the model
     "total_memory": (0.01, 0.015),
     "file_size": (0.002, 0.005),
     "weights": (0.007, 0.03),  # p90 over counts bytes predicted too few (services/validate.py optimism)
