@@ -103,6 +103,8 @@ class RuntimeProfile:
     # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
     # decode-first engines schedule the running decodes first and fill the rest of the step's token budget
     # with prompt chunks
+    # share of the bandwidth routed-expert kernels stream (0 = decode_efficiency; fitted: runtimes.toml)
+    expert_efficiency: float = 0.0
     prefill_first: bool = False
     prefill_first_before: str = ""  # engine versions below this one schedule prefill first (vLLM V0: "0.8")
     scheduler_source: str = ""

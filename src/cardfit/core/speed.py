@@ -188,6 +188,9 @@ class Machine:
     fp32_tflops: float = 0.0  # non-tensor rate per card (gpus fp32_tflops); 0 = not published
     # the runtime's ALU operations per low-bit weight a decode step unpacks (runtimes.toml, fitted); 0 = none
     dequant_ops_per_weight: float = 0.0
+    # share of the bandwidth the routed-expert kernels stream (grouped GEMMs over many small experts);
+    # 0 = decode_efficiency, the dense GEMV's
+    expert_efficiency: float = 0.0
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -275,6 +278,9 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     gpu = weights - cpu + b * load.kv_bytes
     tp = max(mc.tp, 1)
     memory_s = gpu / tp / mc.read_bytes_per_s
+    if mc.expert_efficiency and expert_read:  # routed experts stream at their own kernels' share
+        on_gpu = expert_read * (1 - load.cpu_weight_fraction) * (1 - load.cpu_expert_fraction)
+        memory_s += on_gpu / tp / mc.read_bytes_per_s * (mc.decode_efficiency / mc.expert_efficiency - 1)
     if cpu:
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
     flops = b * load.flops_per_token
@@ -522,7 +528,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    compute_efficiency=compute,
                    ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
                    stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
-                   dequant_ops_per_weight=k("dequant_ops_per_weight"))
+                   dequant_ops_per_weight=k("dequant_ops_per_weight"),
+                   expert_efficiency=k("expert_efficiency"))
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their

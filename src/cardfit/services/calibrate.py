@@ -211,6 +211,63 @@ def _non_torch(r: Record) -> float | None:
     return float(r["measured"])
 
 
+# Engines from mid-2025 on (vLLM V1 with its fused-MoE kernels of that generation); records before it ran
+# other MoE kernels (scored with this value, never fitted on).
+EXPERT_KERNELS_FROM = "2025-06"
+
+
+def _moe_step(r: Record) -> bool:
+    """Records whose time per token is a MoE model's decode step on an engine of the current generation:
+    single-stream and aggregate decode, and served TPOT."""
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("offload"):
+        return False
+    if not (r.get("kind") in ("decode", "aggregate_decode")
+            or r.get("kind") == "serving" and r.get("metric") == "tpot_ms"):
+        return False
+    if str(r.get("date") or "9999") < EXPERT_KERNELS_FROM:
+        return False
+    from ..catalog.models import default_models
+
+    m = default_models().find(str(r.get("model", "")))
+    return m is not None and m.is_moe
+
+
+def _implied_expert_efficiency(r: Record) -> float | None:
+    """The expert streaming share a record implies, the rest of the model in place: the time per token is
+    linear in 1 / efficiency, so two predictions (at the dense share and at half of it) solve for it."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot, value
+    from ..errors import CardfitError
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    dense = value(rt.id, "decode_efficiency", rt.decode_efficiency) or 1.0
+    here = dict(snapshot())
+
+    def seconds(eff: float) -> float:
+        with constants({**here, f"{rt.id}.expert_efficiency": eff}):
+            if r["kind"] == "serving":
+                from .deploy import predict_serving
+
+                return predict_serving(dict(r))[0]
+            from .speed import predict_speed
+
+            v = predict_speed(dict(r))
+            return 1 / v if v else float("nan")
+
+    try:
+        y1, y2 = seconds(dense), seconds(dense / 2)
+    except CardfitError:
+        return None
+    measured = float(r["measured"]) if r["kind"] == "serving" else 1 / float(r["measured"])
+    slope = (y2 - y1) / (1 / dense)  # per unit of 1 / efficiency
+    if not slope > 1e-9 * abs(y1):
+        return None
+    x = 1 / dense + (measured - y1) / slope
+    return 1 / x if x > 0 else None
+
+
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -291,7 +348,17 @@ FITS: tuple[Fit, ...] = (
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),
     Fit(Vllm, "non_torch_bytes", _overhead, _non_torch, 0, None,
         "vLLM profiler 'non_torch_memory takes X GiB' lines"),
+    Fit(Vllm, "expert_efficiency", _moe_step, _implied_expert_efficiency, 3, VllmLike,
+        "share of the bandwidth the routed-expert kernels stream, from MoE decode, aggregate and served TPOT "
+        "records of engines from mid-2025 on, the dense share and the rest of the model in place",
+        prior="decode_efficiency"),
 )
+
+
+def _profile_value(runtime: str, field: str) -> float:
+    from ..catalog.runtimes import default_runtimes
+
+    return float(getattr(default_runtimes().get(runtime), field))
 
 
 def stored() -> Constants:
@@ -315,7 +382,12 @@ def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
     """Every constant of FITS in order: the median of what its records imply (the records of source
     `leave_out` excluded), each later fit using the earlier refit values."""
     values = stored()
+    borrowed = []
     for f in FITS:
+        if f.prior and f.prior_key not in values:  # a stored constant nobody fits (vllm.decode_efficiency)
+            rt, field = f.prior_key.split(".", 1)
+            values[f.prior_key] = _profile_value(rt, field)
+            borrowed.append(f.prior_key)
         implied = [v for r, src in _chosen(records, f) if leave_out is None or src != leave_out
                    if (v := _implied(f, r, values)) is not None]
         if not implied:
@@ -326,6 +398,8 @@ def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
         v = round(statistics.median(implied), f.digits)
         for rt in (f.runtime, *f.copies):
             values[f"{rt}.{f.field}"] = v
+    for k in borrowed:
+        del values[k]
     return values
 
 

@@ -102,6 +102,7 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
                                                    quantized, rt.prefill_efficiency_metal, gpu)
         v = value(rt.id, field, getattr(rt, field))
         out[attr] = v * scale if v or scale != 1.0 else 1.0  # an efficiency of 0 means "not calibrated"
+    out["expert_efficiency"] = value(rt.id, "expert_efficiency", rt.expert_efficiency)  # 0: the dense share
     if gpu is not None:
         out["compute_efficiency"] = sp.power_capped(out["compute_efficiency"], mc.tflops, gpu.tdp_w, value(
             rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt))
