@@ -194,7 +194,9 @@ HELD_LOO = {
     # 67.1 % / 897 % with the routed experts streamed at their own fitted share (vllm.expert_efficiency
     # 0.481, from vLLM's MoE records; the aiconfigurator gpt-oss TPOT records are over-predicted out of
     # sample, the safe side)
-    "serving": (0.68, 9.0),
+    # 67.1 % / 897 % -> 64.3 % / 743 % once an MI300X prefills at most at its max-achievable BF16 GEMM rate
+    # (AMD's own measurement, 708 of 1,307 TFLOPS) instead of the fitted 81 % of the datasheet peak
+    "serving": (0.65, 7.5),
 }
 
 
@@ -240,3 +242,18 @@ def test_a_card_short_of_power_for_its_peak_prefills_at_its_rate_per_watt():
     assert power_capped(0.5, 364.0, 300, 0.4) == pytest.approx(0.4 * 300 / 364)
     assert power_capped(0.5, 330.0, 450, 0.4) == 0.5  # enough power: the efficiency stands
     assert power_capped(0.5, 10.4, None, 0.4) == 0.5  # no board power stated (Apple): no cap
+
+
+def test_an_mi300x_prefills_at_most_at_its_max_achievable_gemm_rate():
+    """AMD measured an MI300X's dense BF16 GEMMs at 708 TFLOPS (hipBLASLt, the clock held near 1.2 GHz of
+    its 2.1 GHz boost) against a 1,307 TFLOPS datasheet peak: no runtime's prefill is faster than that share
+    (AMD ROCm blog 'Measuring Max-Achievable FLOPs - Part 2', table 1)."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.core.speed import power_capped
+
+    mi300x = default_gpus().get("MI300X")
+    assert mi300x.gemm_share == pytest.approx(708 / 1307.4)
+    assert power_capped(0.813, mi300x.bf16_tflops, mi300x.tdp_w, 0.0, mi300x.gemm_share) == \
+        pytest.approx(708 / 1307.4)
+    assert power_capped(0.3, mi300x.bf16_tflops, mi300x.tdp_w, 0.0, mi300x.gemm_share) == 0.3  # below it
+    assert default_gpus().get("H100 SXM").gemm_share == 0.0  # not measured: the runtime's share holds

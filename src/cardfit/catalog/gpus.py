@@ -49,6 +49,11 @@ class Gpu:
     fp8_tflops: float | None = None
     int8_tops: float | None = None
     fp4_tflops: float | None = None
+    # the dense BF16 GEMM rate the vendor's own library was measured to reach on the card (a chip that clocks
+    # down under dense matrix work: AMD "max-achievable FLOPs"); prefill reaches at most this share of the
+    # peak; None: no such measurement, the runtime's efficiency alone holds
+    gemm_bf16_tflops: float | None = None
+    gemm_source: str = ""
     fp8: bool = False
     bf16: bool = True
     fp4: bool = False
@@ -79,6 +84,13 @@ class Gpu:
         if self.hourly_usd is not None:
             return self.hourly_usd
         return None if self.monthly_usd is None else self.monthly_usd / hours_per_month
+
+    @property
+    def gemm_share(self) -> float:
+        """The share of the dense peak the vendor's GEMMs were measured to reach (gemm_bf16_tflops ÷ the BF16
+        peak); 0 where not measured."""
+        peak = self.bf16_tflops or self.fp16_tflops
+        return self.gemm_bf16_tflops / peak if self.gemm_bf16_tflops and peak else 0.0
 
     def tflops(self, precision: str) -> float | None:
         """Dense tensor TFLOPS for the compute precision ('bf16', 'fp16', 'fp8', 'int8', 'fp4')."""

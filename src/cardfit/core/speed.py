@@ -518,7 +518,7 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                                         quantized, rt.prefill_efficiency_metal, gpu)
     compute = k(field) if field != "prefill_efficiency" else 0.0
     compute = power_capped(compute or k("prefill_efficiency") or 1.0, tflops, gpu.tdp_w,
-                           k("prefill_tflops_per_watt"))
+                           k("prefill_tflops_per_watt"), gpu.gemm_share)
     return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
@@ -583,12 +583,17 @@ def prefill_efficiency(float_eff: float, quantized_eff: float, quant: Any, metal
 
 
 def power_capped(efficiency: float, peak_tflops: float | None, tdp_w: int | None,
-                 tflops_per_watt: float) -> float:
+                 tflops_per_watt: float, gemm_share: float = 0.0) -> float:
     """The share of the dense peak a card sustains in prefill: the runtime's efficiency, or less where the
     board power cannot feed it. A datasheet peak is at the boost clock; under a long run of tensor GEMMs a
     card whose power limit is small for its peak holds a lower clock (an RTX 6000 Ada, 300 W for 364 TFLOPS,
     prefills at a third of its peak where the RTX 4090, 450 W for 330, reaches a half). The runtime's
-    `prefill_tflops_per_watt` (fitted) is the rate its kernels reach per watt of board power (tdp_w)."""
+    `prefill_tflops_per_watt` (fitted) is the rate its kernels reach per watt of board power (tdp_w).
+    `gemm_share` (the card's Gpu.gemm_share, 0: none) is the share of the peak its vendor's own GEMM library
+    was measured to reach: no runtime's GEMMs beat it (an MI300X holds about 1.2 GHz of its 2.1 GHz boost
+    under dense BF16 GEMMs: 708 of 1,307 TFLOPS, data/gpus.toml)."""
+    if gemm_share and efficiency:
+        efficiency = min(efficiency, gemm_share)
     if not (efficiency and tflops_per_watt and tdp_w and peak_tflops):
         return efficiency
     return min(efficiency, tflops_per_watt * tdp_w / peak_tflops)

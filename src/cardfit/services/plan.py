@@ -303,7 +303,7 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                                  k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
                                  rt.prefill_efficiency_metal, opt.gpu), speedmod.prefill_peak_tflops(
                                  opt.gpu, ctx.quant, rt.fp16_accumulate), opt.gpu.tdp_w,
-                                 rt.prefill_tflops_per_watt),
+                                 rt.prefill_tflops_per_watt, opt.gpu.gemm_share),
                              fp16_accumulate=rt.fp16_accumulate,
                              precision=speedmod.precision_of(ctx.quant, opt.gpu),
                              tp=opt.tp,
