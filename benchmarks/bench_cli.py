@@ -121,20 +121,19 @@ def sweep() -> tuple[int, float, float, dict[str, int]]:
     contexts = (4096, 8192, 32768, 131072)
     settings = {(name, context): MemorySettings(context=context, prefill_chunk=rt.profile.prefill_chunk)
                 for name, rt in runtimes.items() for context in contexts}  # the same for every model
-    verdicts = dict.fromkeys((Verdict.FITS, Verdict.TIGHT, Verdict.NO), 0)
-    n = 0
+    per_runtime = {name: [settings[name, context] for context in contexts] for name in runtimes}
+    n = no = tight = 0
+    NO, TIGHT = Verdict.NO, Verdict.TIGHT
     for m in default_models():
         for q in quants:
             name = "llama.cpp" if isinstance(q, GgufMix) else "vllm"
             rt, cards = runtimes[name], budgets[name, getattr(q, "requires", None)]
-            for context in contexts:
-                mem = estimate(m, q, rt, settings[name, context])
-                answers = classify_many(need_on(mem, 1), cards, rules)
-                no, tight = answers.count(Verdict.NO), answers.count(Verdict.TIGHT)
-                verdicts[Verdict.NO] += no
-                verdicts[Verdict.TIGHT] += tight
-                verdicts[Verdict.FITS] += len(answers) - no - tight
+            for s in per_runtime[name]:
+                answers = classify_many(need_on(estimate(m, q, rt, s), 1), cards, rules)
+                no += answers.count(NO)
+                tight += answers.count(TIGHT)
                 n += len(answers)
+    verdicts = {Verdict.FITS: n - no - tight, Verdict.TIGHT: tight, Verdict.NO: no}
     return n, time.perf_counter() - t, time.process_time() - cpu, {str(v): c for v, c in verdicts.items()}
 
 

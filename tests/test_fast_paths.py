@@ -10,7 +10,7 @@ import copy
 import dataclasses
 import random
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -24,7 +24,16 @@ from cardfit.catalog.rental import default_rental
 from cardfit.core.fit import CardBudgets, classify, classify_many
 from cardfit.core.gguf_mix import tensor_type
 from cardfit.core.tensors import gguf_tensor_groups, has_shapes, shapes, tensor_groups
-from cardfit.core.weights import _buckets, _indices, _mix_counts, _mix_model, _position
+from cardfit.core.weights import (
+    _buckets,
+    _indices,
+    _mix_counts,
+    _mix_model,
+    _position,
+    _shape_params,
+    _weights_from_shapes,
+    projector_bytes,
+)
 from cardfit.names import norm
 
 
@@ -210,3 +219,31 @@ def test_fused_gguf_groups_are_the_search_they_replaced():
                 out[out.index(prev)] = merged
             pending[(g.layer, fused)] = merged
         assert gguf_tensor_groups(m) == out, m.id
+
+
+def test_mix_weights_typed_once_per_shape_are_the_mix_counts():
+    """Every catalog model with shapes, every GGUF mix (and the legacy attn_qkv rule): the weights with the
+    types kept per mix and model shape are the weights summed from _mix_counts bucket by bucket."""
+    quants = default_quants()
+    for m in default_models():
+        if not has_shapes(m):
+            continue
+        total = _shape_params(m, True)
+        for mix in quants.mixes:
+            for legacy in (False, True):
+                scale = m.params / total if m.params else 1.0
+                by: dict[str, float] = defaultdict(float)
+                vision = projector_bytes(m, mix)
+                if vision:
+                    scale = m.text_params / total
+                    by["F16"] += vision
+                mm = _mix_model(m, legacy)
+                for g, positions in _buckets(m, True):
+                    if g.matrix:
+                        for t, count in _mix_counts(mix, g, positions, m.tied_embeddings, mm):
+                            by[t.name] += t.nbytes(g.n_params) * count * scale
+                    else:
+                        f32 = quants.type("F32")
+                        by[f32.name] += f32.nbytes(g.n_params) * len(positions) * scale
+                want = sorted(((k, round(v)) for k, v in by.items()), key=lambda kv: -kv[1])
+                assert _weights_from_shapes(m, mix, legacy).by_type == tuple(want), (m.id, mix.name, legacy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from enum import StrEnum
 
@@ -117,8 +118,6 @@ class CardBudgets:
         self._lists: dict[tuple[int, int], list[Verdict]] = {}
 
     def verdicts(self, need: int, tight: int) -> list[Verdict]:
-        from bisect import bisect_left
-
         key = bisect_left(self._sorted, need), bisect_left(self._sorted, tight)
         found = self._lists.get(key)
         if found is None:

@@ -154,6 +154,19 @@ def _mix_counts(q: GgufMix, g: TensorGroup, positions: tuple[tuple[int, int], ..
     return tuple(counts.items())
 
 
+@lru_cache(maxsize=256)
+def _positional(q: GgufMix) -> dict[str, bool]:
+    """Per tensor kind, whether the mix types it by position (position_dependent), filled as kinds come."""
+    return {}
+
+
+@lru_cache(maxsize=_CACHE)
+def _types(q: GgufMix, mm: MixModel, tied: bool) -> dict[tuple[str, int, int, int], QuantType]:
+    """(kind, i, n, row) → the type the mix gives every copy of a kind it does not type by position, filled
+    as tensors come (one dict per mix and model shape, so a lookup hashes no record)."""
+    return {}
+
+
 def projector_bytes(m: ModelSpec, q: Quant | None) -> int:
     """llama.cpp / Ollama keep a multimodal model's vision tower and projector in their own F16 file
     (convert_hf_to_gguf.py --mmproj; Ollama's library pages list it as a separate 'projector' layer): the
@@ -181,10 +194,27 @@ def _weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool) -> Weights:
         scale = m.text_params / total_params
         by_type["F16"] += vision
     mm = _mix_model(m, legacy_qkv)
+    if gguf:
+        positional, types = _positional(q), _types(q, mm, m.tied_embeddings)
     for g, positions in buckets:
         if gguf and g.matrix:
-            for t, count in _mix_counts(q, g, positions, m.tied_embeddings, mm):  # type: ignore[arg-type]
-                by_type[t.name] += t.nbytes(g.n_params) * count * scale
+            kind = g.kind
+            moves = positional.get(kind)
+            if moves is None:
+                moves = positional[kind] = position_dependent(q, kind)  # type: ignore[arg-type]
+            if moves:
+                for t, count in _mix_counts(q, g, positions, m.tied_embeddings, mm):  # type: ignore[arg-type]
+                    by_type[t.name] += t.nbytes(g.n_params) * count * scale
+                continue
+            # one type for every copy (_mix_counts' first case), kept per mix and model shape: models of one
+            # width share it (tests/test_fast_paths.py holds it to _mix_counts)
+            i, n = positions[0]
+            key = (kind, i, n, g.row)
+            t = types.get(key)
+            if t is None:
+                t = types[key] = tensor_type(q, kind, i, n, g.row, quants,  # type: ignore[arg-type]
+                                             tied_output=m.tied_embeddings, mm=mm)
+            by_type[t.name] += t.nbytes(g.n_params) * len(positions) * scale
         elif getattr(q, "scope", "") == "ffn_inner" and g.matrix and g.kind.startswith("ffn_") \
                 and g.kind != "ffn_gate_inp":
             inner = sum(1 for layer, n in positions if 0 < layer < n - 1)  # not the first and last layers
