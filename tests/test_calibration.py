@@ -195,8 +195,11 @@ HELD_LOO = {
     # 0.481, from vLLM's MoE records; the aiconfigurator gpt-oss TPOT records are over-predicted out of
     # sample, the safe side)
     # 67.1 % / 897 % -> 64.3 % / 743 % once an MI300X prefills at most at its max-achievable BF16 GEMM rate
-    # (AMD's own measurement, 708 of 1,307 TFLOPS) instead of the fitted 81 % of the datasheet peak
-    "serving": (0.65, 7.5),
+    # (AMD's own measurement, 708 of 1,307 TFLOPS) instead of the fitted 81 % of the datasheet peak;
+    # -> 61.5 % / 686 % once RCCL's all-reduce over Infinity Fabric costs its measured 48 µs (not 15) and an
+    # MI300X streams at most BabelStream's 4.26 TB/s (Azure ND MI300X v5): the 405B TPOT at one request
+    # -23 % -> 0 % (TGI), -34 % -> -13 % (vLLM)
+    "serving": (0.62, 6.9),
 }
 
 

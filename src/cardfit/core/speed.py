@@ -38,7 +38,12 @@ DEFAULT_RAM_GBPS = 76.8
 # Tensor-parallel all-reduce: two per layer (after attention and after the MLP), each paying a fixed
 # latency plus 2 (tp-1)/tp × message bytes over the link (ring all-reduce). The latency is an assumption
 # of the order NCCL reports for small messages: ~10 µs over NVLink, ~25 µs over PCIe peer-to-peer.
-ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 15e-6, "pcie": 25e-6}
+# Infinity Fabric (8x MI300X, RCCL): measured, 45-51 µs for every message from 1 KB to 32 KB (rccl-tests
+# AllReduce bus bandwidth 0.04 GB/s at 1 KB ... 1.13 GB/s at 32 KB, time = bytes × 2 (8-1)/8 ÷ bus
+# bandwidth): Azure AI-benchmarking-guide, Azure_Results/ND_MI300X_v5_results.md "RCCL Bandwidth" (RCCL
+# 2.22.3, fork samuel-bohman/AI-benchmarking-guide@3de0c294); a decode step's message (hidden × 2 bytes per
+# sequence) is in that range.
+ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 48e-6, "pcie": 25e-6}
 ALLREDUCES_PER_LAYER = 2
 # A card whose catalog row gives no link bandwidth talks over PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130
 # encoding ≈ 31.5 GB/s each way (PCI-SIG, PCI Express Base Specification 4.0), rounded to 32.
