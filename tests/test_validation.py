@@ -102,9 +102,11 @@ HELD = {
     # 4 vLLM non_torch_memory lines scored like for like: 0.16 GiB (H100, eager) to 0.30 GiB (2x L40S); one
     # constant for all cards leaves p90 46 %
     "overhead": (0.15, 0.50),
-    # 9 scored: Ollama's own estimate (3 `ollama ps` SIZE lines) and six totals through the plan (five
-    # llama.cpp-family loads' device buffers, PyTorch's max_memory_allocated): median 0.5 %, p90 1.1 %
-    "total_memory": (0.01, 0.02),
+    # 20 scored: Ollama's own estimate (12 `ollama ps` SIZE lines) and eight totals through the plan (five
+    # llama.cpp-family loads' device buffers, three PyTorch max_memory_allocated peaks): median 0.7 %, p90
+    # 3.1 %. p90 0.02 -> 0.035: the bitsandbytes int8 (-3.1 %) and 4-bit (-10.4 %) peaks carry a
+    # quantize/dequantize transient the plan does not model (their notes say which)
+    "total_memory": (0.01, 0.035),
     # 118 scored from 15 sources, in sample: median 7.7 %, p90 24.1 % (the 4x A100 SXM and A40 70B rows)
     "prefill": (0.085, 0.26),
 }
@@ -138,7 +140,7 @@ def test_issue_targets(report, kind):
 # compute buffers 0.01 -> 0.03 (their few under-predictions now count; before, the over-predictions did),
 # overhead 0.50 -> 0.20 (its over-predictions are the safe side).
 HELD_LOO_P90_OVER = {"file_size": 0.01, "weights": 0.03, "kv_cache": 0.05, "compute_buffer": 0.03,
-                     "activation": 0.20, "max_context": 0.06, "total_memory": 0.02,
+                     "activation": 0.20, "max_context": 0.06, "total_memory": 0.035,
                      "overhead": 0.20}
 
 
@@ -153,6 +155,24 @@ def test_max_context_out_of_sample_median(report):
     """Issue 12: max_context ≤ 5 % leave-one-source-out on linked records."""
     k = report.kinds["max_context"]
     assert k.loo_median_abs_error <= 0.05, k
+
+
+def test_total_memory_out_of_sample_median(report):
+    """Issue 12: total runtime memory ≤ 5 % leave-one-source-out, with n ≥ 20."""
+    k = report.kinds["total_memory"]
+    assert k.n >= 20, k
+    assert k.loo_median_abs_error <= 0.05, k
+
+
+@pytest.mark.parametrize("rid, within", [
+    # tied embeddings: Ollama counts token_embd as the output layer (llm/memory.go); -14 % without it
+    ("ollamabashlib-llama32-1b-q8_0-ps-4k", 0.03),
+    # num_ctx 32768 clamped to the GGUF's trained 8192 (llm/server.go); +142 % without it
+    ("ollamabashlib-smollm2-17b-q8_0-ps-32k", 0.02),
+])
+def test_ollama_estimate_follows_its_source(report, rid, within):
+    o = next(o for o in report.outcomes if o.id == rid)
+    assert abs(o.error) <= within, o
 
 
 def test_llamacpp_kv_and_buffers_are_exact(report):

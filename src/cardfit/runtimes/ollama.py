@@ -2,7 +2,8 @@
 (envconfig/config.go, checked against tests/data/runtime_options/ollama.toml), and its own estimate of a
 loaded model, the SIZE `ollama ps` shows (llm/memory.go EstimateGPULayers; fs/ggml/ggml.go GraphSize): the
 minimum (the profile's context_bytes, 457 MiB) + one spare layer + the graph (partial when layers spill to
-the CPU) + every blk layer with its KV + the output layer; token_embd stays out."""
+the CPU) + every blk layer with its KV + the output layer (token_embd in its place when the embeddings are
+tied; otherwise token_embd stays out)."""
 
 from __future__ import annotations
 
@@ -43,13 +44,19 @@ class Ollama(LlamaCppLike):
         # Mistral 7B's GGUF is converted as general.architecture = "llama" (convert_hf_to_gguf MistralModel)
         if m.model_type not in ("llama", "mistral") or m.sliding_window or m.is_moe:
             raise NotModelled("Ollama's graph estimate is implemented for the llama architecture only")
-        cells = s.context * s.sequences
-        batch = min(s.context, self.ubatch(s))  # num_batch (default the profile's 512), at most num_ctx
+        # llm/server.go: num_ctx above the GGUF's trained context is clamped to it ("requested context size
+        # too large for model"), although `ollama ps` still shows the context asked for
+        ctx = min(s.context, m.max_context) if m.max_context else s.context
+        cells = ctx * s.sequences
+        batch = min(ctx, self.ubatch(s))  # num_batch (default the profile's 512), at most num_ctx
         tensors = tensor_bytes(m, q)
         kv_layer = kv_cache_bytes(m, cells, 1, s.kv_dtype) // m.layers
         layers = sum(b for k, i, b in tensors if i >= 0) + kv_layer * m.layers
         layer0 = sum(b for k, i, b in tensors if i == 0) + kv_layer
-        output = sum(b for k, i, b in tensors if k in ("output", "output_norm"))
+        # llm/memory.go: output_norm + output, or token_embd where the file has no output tensor (tied
+        # embeddings: Llama 3.2, SmolLM2)
+        out_kind = "output" if any(k == "output" for k, i, b in tensors) else "token_embd"
+        output = sum(b for k, i, b in tensors if k in (out_kind, "output_norm"))
         graph = graph_bytes(m, batch, cells, partial)
         total = self.profile.context_bytes + layer0 + graph + layers + output
         return total, (f"457 MiB + spare layer {layer0 / 1e6:.0f} MB + {'partial' if partial else 'full'} "
