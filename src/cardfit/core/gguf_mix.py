@@ -191,7 +191,25 @@ def tensor_type(mix: GgufMix, kind: str, i: int, n: int, row: int, quants: Quant
     kind's rule applies there, when the caller already knows; see applies_at)."""
     if kind == "token_embd" and tied_output:
         kind = "output"  # llama.cpp treats a tied embedding as the output tensor
-    qt = quants.type(_mixed_type(mix, kind, i, n, row, quants, mm, applies))
+    return stored_type(_mixed_type(mix, kind, i, n, row, quants, mm, applies), row, quants)
+
+
+def position_free_type(mix: GgufMix, kind: str, mm: MixModel, quants: QuantCatalog) -> str | None:
+    """The type name the mix gives every `kind` tensor wherever it stands and whatever its row length
+    (before stored_type's fallback), or None where the position or the row decides: the output tensor (and
+    the token embedding, which may stand in for it), and rules such as more_bits / first_n8."""
+    if kind in ("output", "token_embd"):
+        return None
+    found = _rule_of(mix, kind, mm)[1]
+    if found is not None and found[0] and found[1].strip().lower().startswith(_POSITION_RULES):
+        return None
+    return _mixed_type(mix, kind, 0, 0, 0, quants, mm)  # neither i, n nor row is read here
+
+
+def stored_type(name: str, row: int, quants: QuantCatalog) -> QuantType:
+    """The type a tensor of `row`-long rows is stored in when the mix asks for `name`: llama-quantize falls
+    back to another type where the rows do not divide into the type's blocks."""
+    qt = quants.type(name)
     table, second = fallback_table()
     if row % qt.block_weights:
         # llama-quantize refuses a type with no fallback entry; a calculator keeps going with F16

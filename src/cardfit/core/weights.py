@@ -9,7 +9,15 @@ from functools import cache, lru_cache
 from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantCatalog, QuantType, default_quants
 from ..catalog.records import record
-from .gguf_mix import _ATTN_V_KINDS, MixModel, applies_at, position_dependent, tensor_type
+from .gguf_mix import (
+    _ATTN_V_KINDS,
+    MixModel,
+    applies_at,
+    position_dependent,
+    position_free_type,
+    stored_type,
+    tensor_type,
+)
 from .tensors import TensorGroup, fused_in_gguf, gguf_tensor_groups, has_shapes, shapes
 
 # Cache sizes: a whole-catalog question (the plan of every card, largest-model, the benchmark's sweep) asks
@@ -161,9 +169,9 @@ def _positional(q: GgufMix) -> dict[str, bool]:
 
 
 @lru_cache(maxsize=_CACHE)
-def _types(q: GgufMix, mm: MixModel, tied: bool) -> dict[tuple[str, int, int, int], QuantType]:
-    """(kind, i, n, row) → the type the mix gives every copy of a kind it does not type by position, filled
-    as tensors come (one dict per mix and model shape, so a lookup hashes no record)."""
+def _names(q: GgufMix, mm: MixModel) -> dict[str, str | None]:
+    """Per tensor kind, position_free_type under this mix for models like mm, filled as kinds come (one dict
+    per mix and model shape, so a lookup hashes no record)."""
     return {}
 
 
@@ -195,7 +203,7 @@ def _weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool) -> Weights:
         by_type["F16"] += vision
     mm = _mix_model(m, legacy_qkv)
     if gguf:
-        positional, types = _positional(q), _types(q, mm, m.tied_embeddings)
+        positional, names = _positional(q), _names(q, mm)
     for g, positions in buckets:
         if gguf and g.matrix:
             kind = g.kind
@@ -206,14 +214,17 @@ def _weights_from_shapes(m: ModelSpec, q: Quant, legacy_qkv: bool) -> Weights:
                 for t, count in _mix_counts(q, g, positions, m.tied_embeddings, mm):  # type: ignore[arg-type]
                     by_type[t.name] += t.nbytes(g.n_params) * count * scale
                 continue
-            # one type for every copy (_mix_counts' first case), kept per mix and model shape: models of one
-            # width share it (tests/test_fast_paths.py holds it to _mix_counts)
-            i, n = positions[0]
-            key = (kind, i, n, g.row)
-            t = types.get(key)
-            if t is None:
-                t = types[key] = tensor_type(q, kind, i, n, g.row, quants,  # type: ignore[arg-type]
-                                             tied_output=m.tied_embeddings, mm=mm)
+            # one type for every copy (_mix_counts' first case): where neither the position nor the row
+            # decides, the name is kept per mix and model shape (tests/test_fast_paths.py holds it)
+            name = names.get(kind, "")
+            if name == "":
+                name = names[kind] = position_free_type(q, kind, mm, quants)  # type: ignore[arg-type]
+            if name is None:
+                i, n = positions[0]
+                t = tensor_type(q, kind, i, n, g.row, quants,  # type: ignore[arg-type]
+                                tied_output=m.tied_embeddings, mm=mm)
+            else:
+                t = stored_type(name, g.row, quants)
             by_type[t.name] += t.nbytes(g.n_params) * len(positions) * scale
         elif getattr(q, "scope", "") == "ffn_inner" and g.matrix and g.kind.startswith("ffn_") \
                 and g.kind != "ffn_gate_inp":
