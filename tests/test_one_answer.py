@@ -51,8 +51,12 @@ def readme_commands() -> list[tuple[list[str], str]]:
             cmd, _, comment = line.partition("#")
             claim = comment.strip() if comment.strip() in VERDICTS else ""
             out.append((shlex.split(cmd)[1:], claim))
+    from cardfit.services.table import BY_NAME
+
     for span in re.findall(r"`(cardfit [^`]+)`", README):  # inline examples, but not the usage templates
         argv = shlex.split(span)[1:]
+        if len(argv) == 1 and argv[0] in BY_NAME and BY_NAME[argv[0]].argument == "model":
+            continue  # "the `cardfit plan` question": the command's name, not a command line
         if argv[0] != "serve" and not re.search(r"\b[A-Z]{1,5}\b|\||…", span) and (argv, "") not in out:
             out.append((argv, ""))
     return out
