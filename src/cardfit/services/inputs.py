@@ -289,10 +289,13 @@ def _value(f: FieldInfo, v: Any) -> Any:
                 what = "whole numbers" if f.item == "int" else "numbers" if f.item == "float" else "values"
                 sep = ", separated by commas (e.g. 1,8,64)" if lim.split else ""
                 raise _Bad(f"takes {what}{sep}", item, f.name) from None
-        if lim.item_ge is not None and any(x < lim.item_ge for x in out):
-            raise _Bad(f"every value must be at least {lim.item_ge}", raw)
-        if lim.item_le is not None and any(x > lim.item_le for x in out):
-            raise _Bad(f"every value must be at most {lim.item_le:,}", raw)
+        # the message shows the first value out of bounds, not the whole tuple the user typed
+        low = [x for x in out if lim.item_ge is not None and x < lim.item_ge]
+        if low:
+            raise _Bad(f"every value must be at least {lim.item_ge}", low[0])
+        high = [x for x in out if lim.item_le is not None and x > lim.item_le]
+        if high:
+            raise _Bad(f"every value must be at most {lim.item_le:,}", high[0])
         if lim.max_length is not None and len(out) > lim.max_length:
             raise _Bad(f"Tuple should have at most {lim.max_length} items after validation, not {len(out)}",
                        raw)
