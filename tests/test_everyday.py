@@ -193,3 +193,13 @@ def test_every_cost_answer_names_the_month(run_cli, run_json, args, key):
     assert key(run_json(*args)) == HOURS_PER_MONTH == 720
     code, out, _ = run_cli(*args, env={"COLUMNS": "200"})
     assert code == 0 and "720 h" in out
+
+
+@pytest.mark.parametrize("model", ["bge-m3", "BAAI/bge-reranker-v2-m3"])
+def test_an_encoder_plan_says_it_has_no_kv_cache(run_cli, model):
+    """An embedding or reranker model is answered in its own terms: no "KV f16" in the header and no
+    "0 B/token × 4K × 1" line for a cache it never has."""
+    code, out, err = run_cli("plan", model, "--gpu", "T4", env={"COLUMNS": "200"})
+    assert code == 0, err
+    assert "· no KV cache" in out.splitlines()[0] and "KV f16" not in out and "B/token" not in out
+    assert "none: the model reads each input whole and keeps no cache between tokens" in out

@@ -41,7 +41,8 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
     tag = f" ({m.ollama_tag})" if m.ollama_tag else ""
     c.print(f"[bold]{m.name}[/]{tag} · {i.quant} · runtime {i.runtime} · context "
             f"{fmt_tokens(i.context)} ({i.context_source}) · {i.batch:,} "
-            f"sequence{'s' if i.batch != 1 else ''} · KV {i.kv_dtype}")
+            f"sequence{'s' if i.batch != 1 else ''} · "
+            + (f"KV {i.kv_dtype}" if r.task is None else "no KV cache"))
     c.print(memory_table(r.memory, unit))
     c.print()
     c.print(gpu_table(r.gpus, unit, top))

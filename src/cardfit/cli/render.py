@@ -81,6 +81,8 @@ def range_text(r: list | None, unit: str) -> str:
 
 
 def _kv_how(mem: MemoryView) -> str:
+    if not mem.kv_bytes_per_token and not mem.kv_cache_bytes:  # an encoder (embedding, reranker)
+        return "none: the model reads each input whole and keeps no cache between tokens"
     tokens = mem.context * mem.sequences
     how = f"{mem.kv_bytes_per_token:,} B/token × {fmt_tokens(mem.context)} × {mem.sequences}"
     if tokens and abs(mem.kv_bytes_per_token * tokens - mem.kv_cache_bytes) > 0.01 * mem.kv_cache_bytes:
