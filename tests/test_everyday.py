@@ -203,3 +203,13 @@ def test_an_encoder_plan_says_it_has_no_kv_cache(run_cli, model):
     assert code == 0, err
     assert "· no KV cache" in out.splitlines()[0] and "KV f16" not in out and "B/token" not in out
     assert "none: the model reads each input whole and keeps no cache between tokens" in out
+
+
+def test_largest_model_plans_every_model_at_its_own_quantization(run_json):
+    """Without --quant each model is planned at its checkpoint's own format: a catalog id that is also an
+    Ollama library name (command-r7b, deepseek-r1) was planned as the Q4_K_M Ollama build, so Command R7B
+    led a 16 GB card's list of BF16 models."""
+    rows = run_json("largest-model", "--gpu", "RTX 4060 Ti 16GB")["models"]
+    assert rows and {(r["quant"], r["runtime"]) for r in rows} == {("BF16", "vllm")}
+    rows = run_json("largest-model", "--gpu", "H200", "--gpus", "8")["models"]
+    assert {r["id"]: r["quant"] for r in rows}["deepseek-r1"] == "FP8 (E4M3)"  # its checkpoint, not Q4_K_M

@@ -205,7 +205,9 @@ def largest_model(inp: PlanInput) -> LargestModels:
         if m.id.startswith("shape-") or not m.generates:  # embedders and rerankers answer other questions
             continue
         try:
-            ctx = build_context(inp.replace(model=m.id))
+            # the checkpoint's name: an id that is also an Ollama library name ('command-r7b', 'deepseek-r1')
+            # would otherwise be planned as that Ollama build, not at the model's own quantization
+            ctx = build_context(inp.replace(model=m.hf or m.id))
             gpu, count, budget = _set(ctx)
             context = min(inp.context or LARGEST_MODEL_CONTEXT, m.max_context or LARGEST_MODEL_CONTEXT)
             need = _need(ctx, memory_for(ctx, context, gpu), count)
