@@ -213,3 +213,36 @@ def test_largest_model_plans_every_model_at_its_own_quantization(run_json):
     assert rows and {(r["quant"], r["runtime"]) for r in rows} == {("BF16", "vllm")}
     rows = run_json("largest-model", "--gpu", "H200", "--gpus", "8")["models"]
     assert {r["id"]: r["quant"] for r in rows}["deepseek-r1"] == "FP8 (E4M3)"  # its checkpoint, not Q4_K_M
+
+
+# ---- a format the runtime cannot load --------------------------------------------------------------------
+
+@pytest.mark.parametrize("quant", ["fp8", "awq", "gptq", "nf4", "int8"])
+def test_an_ollama_tag_at_a_checkpoint_format_is_planned_for_vllm(run_json, quant):
+    """GGUF (what Ollama and llama.cpp load) has no FP8, AWQ/GPTQ, NF4 or INT8 type (ggml.h enum ggml_type):
+    `llama3.1:8b --quant fp8` was planned as Ollama at FP8, with an embedding 'kept in system RAM'."""
+    out = run_json("plan", "llama3.1:8b", "--gpu", "H100", "--quant", quant)
+    assert out["inputs"]["runtime"] == "vllm"
+    assert any("checkpoint format that Ollama and llama.cpp do not load" in n for n in out["notes"])
+
+
+@pytest.mark.parametrize("quant", ["bf16", "fp16", "Q8_0", "mxfp4"])
+def test_an_ollama_tag_at_a_gguf_format_stays_on_ollama(run_json, quant):
+    assert run_json("plan", "llama3.1:8b", "--gpu", "H100", "--quant", quant)["inputs"]["runtime"] == "ollama"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--runtime", "ollama", "--gpu", "H100"),
+     "Error: Ollama loads GGUF files, which have no INT4 g128 (AWQ/GPTQ) weights; pick a GGUF type (Q4_K_M, "
+     "Q8_0, …) or bf16, or a runtime that loads checkpoints (--runtime vllm)\n"),
+    (("--gpu", "M3 Max 64GB"),
+     "Error: llama.cpp (llama-server / llama-cli) loads GGUF files, which have no INT4 g128 (AWQ/GPTQ) weights "
+     "(and the checkpoint runtimes do not run on Apple Metal); pick a GGUF type (Q4_K_M, Q8_0, …) or bf16\n"),
+], ids=["ollama", "apple"])
+def test_a_gguf_runtime_refuses_a_checkpoint_format(run_cli, args, message):
+    assert run_cli("plan", "llama3.1:8b", "--quant", "awq", *args) == (2, "", message)
+
+
+def test_deploy_serves_an_ollama_tag_at_fp8_on_a_checkpoint_runtime(run_json):
+    best = run_json("deploy", "llama3.1:8b", "--users", "20", "--quant", "fp8")["best"]
+    assert best["runtime"] not in ("ollama", "llama.cpp") and best["quant"] == "FP8 (E4M3)"

@@ -151,8 +151,20 @@ class QuantCatalog:
         for q in self.types:
             if q.ggml_type == ggml_type:
                 return q
-        return {0: self.type("fp32"), 1: self.type("fp16"), 30: self.type("bf16"), 39: self.type("mxfp4"),
-                40: self.type("nvfp4")}.get(ggml_type)
+        tid = GGML_FLOAT_TYPES.get(ggml_type)
+        return self.type(tid) if tid else None
+
+
+# the float formats a GGUF file can hold, by ggml type number (ggml/include/ggml.h enum ggml_type:
+# GGML_TYPE_F32 = 0, F16 = 1, BF16 = 30, MXFP4 = 39, NVFP4 = 40)
+GGML_FLOAT_TYPES = {0: "fp32", 1: "fp16", 30: "bf16", 39: "mxfp4", 40: "nvfp4"}
+
+
+def gguf_holds(q: QuantType | GgufMix) -> bool:
+    """Whether a GGUF file (what llama.cpp and Ollama load) can hold weights in this format: a llama.cpp file
+    type, a GGUF type, or a float format with a ggml type; FP8, INT8/INT4 (AWQ, GPTQ) and NF4 are
+    checkpoint formats the GGUF runtimes do not load."""
+    return isinstance(q, GgufMix) or q.kind == "gguf" or q.id in GGML_FLOAT_TYPES.values()
 
 
 QUANT_KEYS = keys_of(QuantType) - {"override"}

@@ -16,7 +16,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from ..catalog.gpus import Feature, Gpu
-from ..catalog.quants import GgufMix, Quant, QuantType
+from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
 from ..core import cost
@@ -163,7 +163,8 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
             raise InputError(f"deploy plans servers: {', '.join(r.id for r in servers())}; {rt.name} is "
                              "not one", field="runtime", hint="pick one of those or leave --runtime out")
         return [rt]
-    if resolved.gguf or resolved.tag is not None or resolved.ollama:
+    checkpoint_quant = inp.quant is not None and not gguf_holds(default_quants().get(inp.quant))
+    if (resolved.gguf or resolved.tag is not None or resolved.ollama) and not checkpoint_quant:
         return servers("gguf")
     return servers()
 
@@ -242,6 +243,8 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     skipped: list[str] = []
     for rt in _runtimes(inp, resolved, any_runtime):
         for qname in _quants(inp, rt, resolved):
+            if rt.weights_format == "gguf" and not gguf_holds(default_quants().get(qname)):
+                continue  # FP8, AWQ/GPTQ, NF4: checkpoint formats a GGUF runtime does not load
             for kvd in _kv_options(inp, rt):
                 slots = (0,) if rt.paged_kv else SLOTS  # llama-server -np / OLLAMA_NUM_PARALLEL
                 for n in slots:

@@ -10,7 +10,7 @@ from typing import Any
 from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
 from ..catalog.gpus import Feature, Gpu, default_gpus, load_gpus
 from ..catalog.models import ModelSpec
-from ..catalog.quants import GgufMix, Quant, QuantType, default_quants
+from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..catalog.rental import RentalRules, default_rental
@@ -106,10 +106,21 @@ def build_context(inp: PlanInput) -> Context:
         q = default_quants().get("bf16")
         notes.append("config.json says float32; runtimes load it in 16-bit (vLLM's 'auto' dtype), so this "
                      "plan uses BF16: pass --quant fp32 to plan float32")
+    if rt.weights_format == "gguf" and not gguf_holds(q) and not inp.runtime:
+        checkpoint = default_runtime("checkpoint")
+        notes.append(f"{q.name} is a checkpoint format that Ollama and llama.cpp do not load (GGUF has no "
+                     f"such type): planned for {checkpoint.name}")
+        rt = checkpoint
     gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     card = gpus.get(inp.gpu) if inp.gpu else None
     if card is not None and card.unified_memory:
         rt = _runtime_on_metal(rt, inp.runtime, card, notes)
+    if rt.weights_format == "gguf" and not gguf_holds(q):
+        metal = card is not None and card.unified_memory
+        raise InputError(f"{rt.name} loads GGUF files, which have no {q.name} weights"
+                         + (" (and the checkpoint runtimes do not run on Apple Metal)" if metal else ""),
+                         field="quant", hint="pick a GGUF type (Q4_K_M, Q8_0, …) or bf16"
+                         + ("" if metal else ", or a runtime that loads checkpoints (--runtime vllm)"))
     check_tp(inp, rt, r.model)
     # the whole fixed overhead per card, for every family (non-torch memory too)
     if inp.overhead_gb is not None:
