@@ -236,8 +236,9 @@ def test_an_ollama_tag_at_a_gguf_format_stays_on_ollama(run_json, quant):
      "Error: Ollama loads GGUF files, which have no INT4 g128 (AWQ/GPTQ) weights; pick a GGUF type (Q4_K_M, "
      "Q8_0, …) or bf16, or a runtime that loads checkpoints (--runtime vllm)\n"),
     (("--gpu", "M3 Max 64GB"),
-     "Error: llama.cpp (llama-server / llama-cli) loads GGUF files, which have no INT4 g128 (AWQ/GPTQ) weights "
-     "(and the checkpoint runtimes do not run on Apple Metal); pick a GGUF type (Q4_K_M, Q8_0, …) or bf16\n"),
+     "Error: llama.cpp (llama-server / llama-cli) loads GGUF files, which have no INT4 g128 (AWQ/GPTQ) "
+     "weights (and the checkpoint runtimes do not run on Apple Metal); pick a GGUF type (Q4_K_M, Q8_0, …) "
+     "or bf16\n"),
 ], ids=["ollama", "apple"])
 def test_a_gguf_runtime_refuses_a_checkpoint_format(run_cli, args, message):
     assert run_cli("plan", "llama3.1:8b", "--quant", "awq", *args) == (2, "", message)
@@ -246,3 +247,16 @@ def test_a_gguf_runtime_refuses_a_checkpoint_format(run_cli, args, message):
 def test_deploy_serves_an_ollama_tag_at_fp8_on_a_checkpoint_runtime(run_json):
     best = run_json("deploy", "llama3.1:8b", "--users", "20", "--quant", "fp8")["best"]
     assert best["runtime"] not in ("ollama", "llama.cpp") and best["quant"] == "FP8 (E4M3)"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[gpu]]\nid = "x"\nname = "X"\nusable_bytes = 25769803776\n', "gpu 'x': missing key 'vendor'"),
+    ('[[gpu]]\nid = "x"\nname = "X"\nvendor = "nvidia"\nusable_bytes = "lots"\n',
+     "gpu 'x': usable_bytes must be a positive integer"),
+], ids=["missing-key", "bad-bytes"])
+def test_a_bad_user_catalog_row_names_the_file_and_the_key(run_cli, tmp_path, text, message):
+    """Was "Error: gpu 'x': Gpu() missing required argument: 'vendor'", without the file."""
+    cat = tmp_path / "mine.toml"
+    cat.write_text(text)
+    code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "X", "--catalog", str(cat))
+    assert (code, out, err) == (2, "", f"Error: {cat}: {message}\n")

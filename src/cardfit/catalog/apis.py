@@ -12,7 +12,7 @@ from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .records import record
 from .registry import Registry
-from .schema import check_tables, keys_of
+from .schema import check_tables, keys_of, row_error
 
 # the comparison of the break-even guide, cheapest first
 BREAKEVEN_GUIDE_TIERS = ("open-8b", "small-commercial", "frontier")
@@ -55,7 +55,7 @@ def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:
     try:
         api = ApiPrice(**known, kind=kind)
     except TypeError as e:
-        raise CatalogError(f"api '{row.get('id', '?')}': {e}") from e
+        raise row_error("api", row, e) from e
     for name in ("output_usd_per_m", "input_usd_per_m"):
         value = getattr(api, name)
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:

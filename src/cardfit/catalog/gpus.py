@@ -12,7 +12,7 @@ from ..names import norm
 from .loader import builtin, merge_records, read_user_file
 from .records import record
 from .registry import Registry
-from .schema import keys_of
+from .schema import keys_of, row_error
 
 
 class Feature(StrEnum):
@@ -125,9 +125,9 @@ def gpu_from_row(row: dict[str, Any]) -> Gpu:
         known["aliases"] = tuple(row.get("aliases", ()))
         gpu = Gpu(**known)
     except TypeError as e:
-        raise CatalogError(f"gpu '{row.get('id', '?')}': {e}") from e
+        raise row_error("gpu", row, e) from e
     if not isinstance(gpu.usable_bytes, int) or gpu.usable_bytes <= 0:
-        raise CatalogError(f"gpu '{gpu.id}': usable_bytes must be a positive integer")
+        raise CatalogError(f"gpu '{gpu.id}': usable_bytes must be a positive integer", path=gpu.origin)
     return gpu
 
 

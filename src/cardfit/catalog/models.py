@@ -10,7 +10,7 @@ from ..errors import CatalogError
 from .loader import builtin, merge_records, read_user_file
 from .records import record
 from .registry import Registry
-from .schema import check_keys, keys_of
+from .schema import check_keys, keys_of, row_error
 
 # Hugging Face model_types of encoder-only transformers (transformers' BERT family and relatives used for
 # embeddings and reranking): no KV cache, no decoding.
@@ -162,7 +162,7 @@ def model_from_row(row: dict[str, Any]) -> ModelSpec:
         spec = ModelSpec(**known, aliases=tuple(row.get("aliases", ())), ollama=tags,
                          estimated=tuple(row.get("estimated", ())))
     except TypeError as e:
-        raise CatalogError(f"model '{row.get('id', '?')}': {e}") from e
+        raise row_error("model", row, e) from e
     if spec.task not in TASKS:
         raise CatalogError(f"model '{spec.id}': task must be one of {', '.join(TASKS)}")
     for name in ("params", "layers", "kv_heads", "head_dim"):

@@ -13,7 +13,7 @@ from ..names import closest, norm
 from .gpus import Feature
 from .loader import builtin, builtin_path
 from .records import record
-from .schema import check_keys, keys_of
+from .schema import check_keys, keys_of, row_error
 
 
 @record(slots=True)
@@ -187,7 +187,7 @@ def _type_from_row(row: dict[str, Any]) -> QuantType:
     try:
         return QuantType(**known)
     except TypeError as e:
-        raise CatalogError(f"quant '{row.get('id', '?')}': {e}") from e
+        raise row_error("quant", row, e) from e
 
 
 def _mix_from_row(row: dict[str, Any]) -> GgufMix:

@@ -39,6 +39,15 @@ def check_keys(row: Mapping[str, Any], allowed: frozenset[str], *, table: str, p
     raise CatalogError(f"{table} '{rid}': unknown key '{key}'{hint}", path=where)
 
 
+def row_error(table: str, row: Mapping[str, Any], e: TypeError) -> CatalogError:
+    """A row the record type refused, in the file's words: "gpu 'x': missing key 'vendor'" (not the record
+    constructor's "Gpu() missing required argument: 'vendor'"), naming the file."""
+    msg = str(e)
+    if "missing required argument: " in msg:
+        msg = "missing key " + msg.split("missing required argument: ", 1)[1]
+    return CatalogError(f"{table} '{row.get('id', '?')}': {msg}", path=str(row.get("origin") or ""))
+
+
 def check_tables(data: Mapping[str, Any], allowed: Iterable[str], *, path: str) -> None:
     """The top-level tables of a file: a misspelt `[[gpus]]` would otherwise load nothing, silently."""
     known = frozenset(allowed)
