@@ -260,3 +260,24 @@ def test_a_bad_user_catalog_row_names_the_file_and_the_key(run_cli, tmp_path, te
     cat.write_text(text)
     code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "X", "--catalog", str(cat))
     assert (code, out, err) == (2, "", f"Error: {cat}: {message}\n")
+
+
+@pytest.mark.parametrize(("model", "mmproj"), [("llama3.2-vision:11b", True), ("gemma3:12b", True),
+                                               ("Qwen/Qwen2.5-VL-7B-Instruct", False)])
+def test_a_vision_model_plan_names_its_vision_encoder(run_json, model, mmproj):
+    """The vision tower is counted in the weights; the plan says how much of them it is (for llama.cpp and
+    Ollama: the F16 projector file, which the weights by type show as F16)."""
+    from cardfit.catalog.models import default_models
+
+    out = run_json("plan", model, "--gpu", "H100")
+    m = default_models().get(out["model"]["id"])
+    note = next(n for n in out["notes"] if "vision encoder" in n)
+    assert f"({(m.params - m.text_params) / 1e9:,.2f}B parameters" in note
+    if mmproj:
+        mm = (m.params - m.text_params) * 2
+        assert f"{mm / 1e9:,.2f} GB as the F16 projector file" in note
+        assert out["memory"]["weights_by_type"]["F16"] >= mm
+
+
+def test_a_text_model_plan_has_no_vision_note(run_json):
+    assert not any("vision encoder" in n for n in run_json("plan", "llama3.1:8b", "--gpu", "H100")["notes"])

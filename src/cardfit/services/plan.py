@@ -452,6 +452,15 @@ def advice(ctx: Context, mem: Memory) -> list[str]:
         out.append(f"Ollama lists {tag.tag} as a {tag.download_gb:g} GB download; cardfit counts "
                    f"{mem.weights.total_bytes / 1e9:,.2f} GB of weights")
     q = ctx.quant
+    m = ctx.model
+    if 0 < m.text_params < m.params:  # a vision-language model: its vision encoder is part of the weights
+        from ..core.weights import projector_bytes
+
+        mmproj = projector_bytes(m, q)
+        vision = (m.params - m.text_params) / 1e9
+        out.append(f"the weights include {m.name}'s vision encoder ({vision:,.2f}B parameters"
+                   + (f", {mmproj / 1e9:,.2f} GB as the F16 projector file llama.cpp and Ollama load beside "
+                      "the model, --mmproj)" if mmproj else ")"))
     if getattr(q, "scope", "") == "experts" and not ctx.model.is_moe:
         out.append(f"{q.name} quantizes MoE experts only; {ctx.model.name} is dense, so its weights stay at "
                    f"{ctx.model.dtype.upper()}")
