@@ -69,6 +69,10 @@ def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
      "Error: --concurrency takes whole numbers, separated by commas (e.g. 1,8,64) (got 'abc')\n"),
     (("speed", "llama3.1:8b", "--gpu", "RTX 4090", "--concurrency", "1,0,-3"),
      "Error: --concurrency every value must be at least 1 (got 0)\n"),  # was "(got ('1,0,-3',))"
+    (("speed", "llama3.1:8b", "--gpu", "H100", "--concurrency", ",".join(["1"] * 300)),
+     "Error: --concurrency takes at most 64 values (got 300)\n"),  # was "Tuple should have at most 64 items…"
+    (("plan", "a" * 5000),  # was the whole 5,000 characters back, after "String should have at most"
+     "Error: MODEL must be at most 4,096 characters (got '" + "a" * 59 + "… 5,000 characters)\n"),
     (("plan", ""), "Error: MODEL is empty; give a value or leave it out\n"),
     (("max-context", "--gpu", "RTX 4090"),
      "Error: give a MODEL (a catalog name such as llama3.1:8b, an Ollama tag, a Hugging Face id, a "
@@ -76,7 +80,8 @@ def test_max_context_names_the_offload_plan_offers(run_cli, run_json):
      "--head-dim); `cardfit models` lists the built-in ones\n"),
     (("breakeven", "--hourly", "1", "--model", ""),
      "Error: --model is empty; give a value or leave it out\n"),
-], ids=["concurrency", "concurrency-zero", "empty-model", "no-model", "breakeven-option"])
+], ids=["concurrency", "concurrency-zero", "concurrency-count", "long-model", "empty-model", "no-model",
+        "breakeven-option"])
 def test_messages_name_what_the_user_typed(run_cli, args, message):
     code, out, err = run_cli(*args)
     assert (code, out, err) == (2, "", message)

@@ -297,8 +297,7 @@ def _value(f: FieldInfo, v: Any) -> Any:
         if high:
             raise _Bad(f"every value must be at most {lim.item_le:,}", high[0])
         if lim.max_length is not None and len(out) > lim.max_length:
-            raise _Bad(f"Tuple should have at most {lim.max_length} items after validation, not {len(out)}",
-                       raw)
+            raise _Bad(f"takes at most {lim.max_length} values", len(out))
         return tuple(out)
     if f.kind == "choice":
         if v not in f.choices:
@@ -308,7 +307,7 @@ def _value(f: FieldInfo, v: Any) -> Any:
         return v
     v = _scalar(f.kind, v)
     if f.kind == "str" and lim.max_length is not None and len(v) > lim.max_length:
-        raise _Bad(f"String should have at most {lim.max_length} characters", v)
+        raise _Bad(f"must be at most {lim.max_length:,} characters", v)
     if f.kind in ("int", "float"):
         _bounds(lim, v)
     return v
@@ -347,5 +346,8 @@ def parse(model: type, values: dict[str, Any]) -> Any:
                 raise _Bad("Extra inputs are not permitted", v, key)
     except _Bad as e:
         shown = f" (got {e.value!r})" if not isinstance(e.value, dict) else ""
+        if len(shown) > 90:  # a pasted file or a runaway value: the start of it and its length
+            shown = f" (got {shown[6:66]}… {len(e.value):,} characters)" if isinstance(e.value, str) \
+                else f" (got {shown[6:66]}…)"
         raise InputError(f"{shown_name(model, e.loc)} {e.msg}{shown}", field=e.loc) from None
     return model(**out)
