@@ -286,3 +286,18 @@ def test_a_vision_model_plan_names_its_vision_encoder(run_json, model, mmproj):
 
 def test_a_text_model_plan_has_no_vision_note(run_json):
     assert not any("vision encoder" in n for n in run_json("plan", "llama3.1:8b", "--gpu", "H100")["notes"])
+
+
+@pytest.mark.parametrize("args", [
+    ("speed", "nomic-embed-text", "--gpu", "T4"),
+    ("speed", "BAAI/bge-reranker-v2-m3", "--gpu", "T4"),
+    ("breakeven", "--model", "bge-m3", "--gpu", "L4"),
+    ("deploy", "nomic-embed-text", "--users", "10"),
+], ids=["speed-embed", "speed-rerank", "breakeven", "deploy"])
+def test_an_encoder_has_no_decode_speed_anywhere(run_cli, args):
+    """`speed` printed 'Decode: ceiling 1,170.2 tokens/s' and 'KV cache room: 0 sequences' for an embedding
+    model, breakeven priced its 'output tokens'; `cardfit plan` answers it in input tokens/s."""
+    code, out, err = run_cli(*args)
+    assert (code, out) == (2, "")
+    assert "it generates no tokens, so it has no decode speed and no output tokens to serve or price" in err
+    assert "`cardfit plan MODEL --gpu G` gives its throughput in input tokens/s" in err

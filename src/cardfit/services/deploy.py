@@ -230,10 +230,11 @@ def max_model_len(inp: DeployInput) -> int:
 
 def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting], list[str]]:
     """Every runtime × quant × KV type (× slots) the model can be served with, each sized once."""
-    from .plan import build_context, memory_for
+    from .plan import build_context, memory_for, needs_generator
     from .resolve import resolve
 
     resolved = resolve(inp)
+    needs_generator(resolved.model)
     length = max_model_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
         raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained "

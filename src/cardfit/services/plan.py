@@ -397,6 +397,15 @@ def plan(inp: PlanInput) -> Plan:
 TASK_WORDS = {"embed": ("an embedding model", "embeds"), "rerank": ("a reranker", "scores")}
 
 
+def needs_generator(m: ModelSpec) -> None:
+    """speed, breakeven and deploy answer for generated tokens: an embedding model or a reranker is one line
+    that points at `cardfit plan`, which answers it in its own terms (input tokens/s)."""
+    if not m.generates:
+        raise InputError(f"{m.name} is {TASK_WORDS[m.task][0]}: it generates no tokens, so it has no decode "
+                         "speed and no output tokens to serve or price", field="model",
+                         hint="`cardfit plan MODEL --gpu G` gives its throughput in input tokens/s")
+
+
 def task_notes(ctx: Context, card: CardPlan) -> list[str]:
     a = task_answer(ctx, card)
     if a is None:

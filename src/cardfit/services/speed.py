@@ -18,6 +18,7 @@ from ..errors import CardfitError, InputError, MissingFigureError
 from ..runtimes.llamacpp_like import DEFAULT_UBATCH, LlamaCppLike
 from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
+from .plan import needs_generator
 from .plan import plan as make_plan
 from .table import Result
 
@@ -113,6 +114,7 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
 def setup(inp: SpeedInput) -> Setup:
     p = make_plan(inp)
     card, ctx = p.first, p.ctx
+    needs_generator(ctx.model)
     m, mem, opt = ctx.model, card.memory, card.option
     if inp.filled is not None and (inp.input_tokens or inp.output_tokens):
         raise InputError("--filled times decoding alone; --input-tokens/--output-tokens a served request: "
