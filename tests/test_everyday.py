@@ -301,3 +301,14 @@ def test_an_encoder_has_no_decode_speed_anywhere(run_cli, args):
     assert (code, out) == (2, "")
     assert "it generates no tokens, so it has no decode speed and no output tokens to serve or price" in err
     assert "`cardfit plan MODEL --gpu G` gives its throughput in input tokens/s" in err
+
+
+def test_the_docs_never_say_seed():
+    """The README and docs/ cite the guides by title (the `seed_rule` JSON key keeps its 0.3.0 name)."""
+    import re
+
+    from .conftest import ROOT
+
+    for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        hits = re.findall(r"(?i).{0,30}\bseeds?\b.{0,30}", f.read_text())
+        assert not hits, (f.name, hits)
