@@ -360,6 +360,9 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values["concurrency"] = (int(r.get("concurrency") or 1),)
     if r.get("kind") == "aggregate_decode" and settings.get("n_ubatch"):  # llama-batched-bench states its -ub
         values["prefill_chunk"] = int(settings["n_ubatch"])
+    if r.get("kind") == "aggregate_decode" and r.get("input_tokens"):  # a served load: prompts ride along
+        values.update(input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]), filled=None,
+                      context=max(int(r["input_tokens"]) + int(r["output_tokens"]), 2048))
     values.update(_engine_batch_defaults(r, values["context"]))
     return SpeedInput(**values)
 
@@ -495,6 +498,11 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     if not rt.decode_efficiency:
         return None
     n = _running(record, s)
+    if kind == "aggregate_decode" and s.request is not None and s.request.input_tokens:
+        # output tokens/s of a served load (an end-to-end throughput: each stream's next request prefills
+        # its prompt in the decode steps), the figure `cardfit speed --input-tokens` and deploy report
+        r = served.replica(s.plan.ctx, s.load, s.machine, s.request, s.plan.first.option.pp, n)
+        return served.tokens_per_s(r, s.request, n)
     st = sp.step(s.load, s.machine, n)
     return st.aggregate_tokens_per_s if kind == "aggregate_decode" else st.per_user_tokens_per_s
 
