@@ -226,6 +226,8 @@ def _moe_step(r: Record) -> bool:
         return False
     if str(r.get("date") or "9999") < EXPERT_KERNELS_FROM:
         return False
+    if r.get("kind") == "aggregate_decode" and r.get("input_tokens"):
+        return False  # an end-to-end throughput whose client-side gaps the source does not state (Millstone)
     from ..catalog.models import default_models
 
     m = default_models().find(str(r.get("model", "")))
