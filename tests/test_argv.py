@@ -86,3 +86,25 @@ def test_the_readme_question_reads_without_click():
     assert read("plan", args) == _click_values("plan", args)
     assert read("plan", ["llama3.1:8b", "--gpu"]) is None  # click's "requires an argument"
     assert read("plan", ["--help"]) is None and read("plan", ["--top", "0"]) is None
+
+
+def test_version_without_click_is_clicks_answer(run_cli):
+    """`cardfit --version` answers on the plain path (no click, no package metadata) with click's line for
+    the version option, and that version is the installed package's (pyproject.toml reads __version__)."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    from click.testing import CliRunner
+
+    import cardfit
+    from cardfit.cli.app import cli
+
+    clicks = CliRunner().invoke(cli, ["--version"], prog_name="cardfit")
+    assert clicks.exit_code == 0
+    code, out, err = run_cli("--version")
+    assert (code, out, err) == (0, clicks.output, "")
+    assert out == f"cardfit, version {cardfit.__version__}\n" and cardfit.__version__ == version("cardfit")
+    probe = "import sys; from cardfit.cli import _run; _run(['--version']); print('click' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout == out + "False\n"  # answered without importing click

@@ -170,3 +170,38 @@ def test_two_installs_keep_their_own_note(monkeypatch, tmp_path):
     first = loader._note_path(str(tmp_path), NAME)
     monkeypatch.setattr(loader, "DATA", str(tmp_path / "another" / "data"))
     assert loader._note_path(str(tmp_path), NAME) != first
+
+
+def test_writing_a_record_prunes_this_catalogs_old_versions(monkeypatch, tmp_path, good):
+    """A new record removes the same catalog's records of other digests but the CACHE_KEEP newest (other
+    installs sharing the cache keep theirs); nothing else: other catalogs, names off the pattern, folders,
+    symbolic links (nor what they point to), in-progress temporary files."""
+    cache = tmp_path / "cardfit"
+    cache.mkdir()
+    stale = []
+    for i in range(loader.CACHE_KEEP + 4):
+        p = cache / f"{NAME}.{i:020x}.json"
+        p.write_text("{}")
+        os.utime(p, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))  # i: later is newer
+        stale.append(p)
+    outside = tmp_path / "outside.json"
+    outside.write_text("keep me")
+    link = cache / f"{NAME}.{'f' * 20}.json"
+    link.symlink_to(outside)
+    folder = cache / f"{NAME}.{'e' * 20}.json"
+    folder.mkdir()
+    others = [cache / f"gpus.toml.{0:020x}.json", cache / f"{NAME}.1234.tmp", cache / f"{NAME}.abc.json",
+              cache / f"{NAME}.{'A' * 20}.json", cache / f"x{NAME}.{0:020x}.json"]
+    for p in others:
+        p.write_text("{}")
+    assert _fresh(monkeypatch, tmp_path) == good
+    written = [p for p in cache.glob(f"{NAME}.*.json") if p not in (*stale, link, folder, *others)]
+    assert len(written) == 1 and _fresh(monkeypatch, tmp_path) == good  # the new record is read back
+    kept = stale[-loader.CACHE_KEEP:]
+    assert [p for p in stale if p.exists()] == kept
+    assert link.is_symlink() and outside.read_text() == "keep me" and folder.is_dir()
+    assert all(p.exists() for p in others)
+
+
+def test_pruning_ignores_an_unreadable_cache(tmp_path):
+    loader._prune(str(tmp_path / "missing"), NAME, str(tmp_path / "missing" / "x.json"))  # no error

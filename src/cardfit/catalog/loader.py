@@ -95,11 +95,45 @@ def builtin(name: str) -> dict[str, Any]:
     if cached is not None:
         _write_cache(cached, name, source_sha, data)
         _remember_sha(cache_dir, name, stamp, source_sha)  # type: ignore[arg-type]
+        _prune(cache_dir, name, cached)  # type: ignore[arg-type]
     return data
 
 
 def _record_path(cache_dir: str, name: str, source_sha: str) -> str:
     return os.path.join(cache_dir, f"{name}.{source_sha[:20]}.json")
+
+
+# Records of one catalog kept besides the one just written: other installs sharing the cache (two virtual
+# environments, two checkouts at different versions) keep theirs, older versions go (rule of thumb).
+CACHE_KEEP = 3
+
+
+def _prune(cache_dir: str, name: str, keep: str) -> None:
+    """Remove this catalog's records of other versions (`<name>.<20 hex digits>.json`, regular files only,
+    symbolic links never followed nor removed) but the CACHE_KEEP most recently written; any error leaves
+    the file where it is. Runs only when a record was written (a cache miss), never on the hot path."""
+    prefix, keep_name = f"{name}.", os.path.basename(keep)
+    found: list[tuple[int, str]] = []
+    try:
+        with os.scandir(cache_dir) as entries:
+            for e in entries:
+                digest = e.name[len(prefix):-len(".json")]
+                if (e.name == keep_name or not e.name.startswith(prefix) or not e.name.endswith(".json")
+                        or len(digest) != 20 or not all(c in "0123456789abcdef" for c in digest)):
+                    continue
+                try:
+                    if e.is_symlink() or not e.is_file(follow_symlinks=False):
+                        continue
+                    found.append((e.stat(follow_symlinks=False).st_mtime_ns, e.path))
+                except OSError:
+                    continue
+    except OSError:
+        return
+    for _, path in sorted(found, reverse=True)[CACHE_KEEP:]:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def _stamp(path: str) -> str:

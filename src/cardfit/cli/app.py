@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from .. import __version__
+from .argv import VERSION_MESSAGE
 from .commands import SPECS, Spec, modules, run
 
 EPILOG_TOP = """\b
@@ -38,7 +40,7 @@ class Group(click.Group):
 
 @click.group(cls=Group, epilog=EPILOG_TOP, context_settings={"help_option_names": ["-h", "--help"],
                                                                "max_content_width": 110})
-@click.version_option(package_name="cardfit")
+@click.version_option(__version__, message=VERSION_MESSAGE)
 def cli() -> None:
     """Does this LLM fit on that GPU? Memory, fit, speed and cost, with arithmetic you can check.
 

@@ -126,8 +126,18 @@ def read(name: str, args: list[str]) -> dict[str, Any] | None:
     return values
 
 
+# click's version_option message (cli/app.py passes it), also written here without click
+VERSION_MESSAGE = "%(prog)s, version %(version)s"
+
+
 def run_plain(args: list[str]) -> bool:
     """Run the command line without click when `read` takes it; False: click's to run."""
+    if args == ["--version"]:
+        from .. import __version__
+        from .commands import echo
+
+        echo(VERSION_MESSAGE % {"prog": "cardfit", "version": __version__})
+        return True
     if not args or args[0].startswith("-"):
         return False
     lazy = modules()

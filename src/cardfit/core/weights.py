@@ -111,31 +111,41 @@ def _buckets(m: ModelSpec, gguf: bool) -> tuple[tuple[TensorGroup, tuple[tuple[i
         rows = [(g.kind, g.layer, g.n_params, g.row, g.matrix) for g in gguf_tensor_groups(m)]
     else:
         rows = shapes(m)
-    count: dict[str, int] = defaultdict(int)
-    index: dict[tuple[str, int], int] = {}
+    n_layers, moe = m.layers, m.is_moe
+    # per key: the first row (its group) and the position of every copy
+    merged: dict[tuple[str, int, int, bool], tuple[int, list[tuple[int, int]]]] = {}
     if gguf:
+        counter = {kind: _counter(kind) for kind in {r[0] for r in rows}}
+        count: dict[str, int] = defaultdict(int)
+        index: dict[tuple[str, int], int] = {}
         for kind, layer, _, _, matrix in rows:
             if layer >= 0 and matrix:
-                c = _counter(kind)
+                c = counter[kind]
                 index[(kind, layer)] = count[c]
                 count[c] += 1
-    n_layers, moe = m.layers, m.is_moe
-    merged: dict[tuple[str, int, int, bool], tuple[TensorGroup, list[tuple[int, int]]]] = {}
-    for kind, layer, n, row, matrix in rows:
-        if gguf and matrix:
-            c = _counter(kind)
-            if c in ("ffn_down", "ffn_gate", "ffn_up"):
-                pos = (layer if moe else index.get((kind, layer), layer)), n_layers
+        for kind, layer, n, row, matrix in rows:
+            if matrix:
+                c = counter[kind]
+                if c in ("ffn_down", "ffn_gate", "ffn_up"):
+                    pos = (layer if moe else index.get((kind, layer), layer)), n_layers
+                else:
+                    pos = index.get((kind, layer), layer), count.get(c, n_layers)
             else:
-                pos = index.get((kind, layer), layer), count.get(c, n_layers)
-        else:
-            pos = (layer, n_layers)
-        found = merged.get((kind, n, row, matrix))
-        if found is None:
-            merged[kind, n, row, matrix] = (TensorGroup(kind, layer, n, row, matrix), [pos])
-        else:
-            found[1].append(pos)
-    return tuple((g, tuple(p)) for g, p in merged.values())
+                pos = (layer, n_layers)
+            found = merged.get((kind, n, row, matrix))
+            if found is None:
+                merged[kind, n, row, matrix] = (layer, [pos])
+            else:
+                found[1].append(pos)
+    else:
+        for kind, layer, n, row, matrix in rows:
+            found = merged.get((kind, n, row, matrix))
+            if found is None:
+                merged[kind, n, row, matrix] = (layer, [(layer, n_layers)])
+            else:
+                found[1].append((layer, n_layers))
+    return tuple((TensorGroup(kind, layer, n, row, matrix), tuple(p))
+                 for (kind, n, row, matrix), (layer, p) in merged.items())
 
 
 @lru_cache(maxsize=_CACHE)

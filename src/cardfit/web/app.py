@@ -370,9 +370,6 @@ def _validation(kind: str | None, runtime: str | None) -> bytes:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from .. import __version__
 
-    try:
-        return version("cardfit")
-    except PackageNotFoundError:
-        return "0"
+    return __version__
