@@ -312,3 +312,15 @@ def test_the_docs_never_say_seed():
     for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         hits = re.findall(r"(?i).{0,30}\bseeds?\b.{0,30}", f.read_text())
         assert not hits, (f.name, hits)
+
+
+def test_deploy_on_an_unpriced_card_takes_the_fewest_cards(run_cli, run_json):
+    """A card with no rental price has no cost to rank by: deploy printed 'Cheapest … 20× RTX PRO 6000
+    Blackwell Max-Q (20 replicas) · $0/month, $0.000 per M' (every count 'cost' $0, the fastest won)."""
+    args = ("deploy", "llama3.1:70b", "--users", "20", "--gpu", "RTX PRO 6000 Blackwell Server Edition")
+    r = run_json(*args)
+    assert r["best"]["monthly_usd"] is None
+    assert r["best"]["count"] == min(d["count"] for d in r["pareto"]) == 1
+    code, out, _ = run_cli(*args, env={"COLUMNS": "200"})
+    assert code == 0 and "Fewest cards that meet every target: 1× RTX PRO 6000 Blackwell Server" in out
+    assert "no rental price in the catalog" in out and "$0/month" not in out and "0.000" not in out

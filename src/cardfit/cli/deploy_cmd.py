@@ -56,9 +56,13 @@ def _print(r: DeployReport) -> None:
     c.print(f"[bold]{r.model}[/] · {_load(r.workload)}")
     b = r.best
     if b is not None:
-        c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
-                f"KV {b.kv_dtype} · [bold]${b.monthly_usd or 0:,.0f}/month[/] ({r.hours_per_month:g} h), "
-                f"${b.cost_per_million_usd or 0:,.3f} per M output tokens at this load")
+        if b.monthly_usd is None:  # a card the catalog has no rental price for: no cost to rank by
+            c.print(f"Fewest cards that meet every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
+                    f"KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} (--catalog adds one)")
+        else:
+            c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
+                    f"KV {b.kv_dtype} · [bold]${b.monthly_usd:,.0f}/month[/] ({r.hours_per_month:g} h), "
+                    f"${b.cost_per_million_usd or 0:,.3f} per M output tokens at this load")
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")
@@ -77,7 +81,7 @@ def _print(r: DeployReport) -> None:
         if near is not None:
             c.print(f"  Closest: {_shape(near)} · {near.runtime} · {near.quant} · TTFT p90 "
                     f"{_num(near.ttft_ms)} ms · TPOT {_num(near.tpot_ms)} ms · "
-                    f"${near.monthly_usd or 0:,.0f}/month")
+                    + ("no rental price" if near.monthly_usd is None else f"${near.monthly_usd:,.0f}/month"))
     if r.pareto and b is not None:
         t = Table(title="Pareto front: rent vs per-user speed vs TTFT", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)
@@ -87,7 +91,8 @@ def _print(r: DeployReport) -> None:
             t.add_column(col, justify=just)  # type: ignore[arg-type]
         for d in r.pareto:
             t.add_row(_shape(d), d.runtime, d.quant.split(" (")[0], d.kv_dtype,
-                      f"{d.monthly_usd or 0:,.0f}", f"{d.cost_per_million_usd or 0:,.3f}",
+                      "—" if d.monthly_usd is None else f"{d.monthly_usd:,.0f}",
+                      "—" if d.cost_per_million_usd is None else f"{d.cost_per_million_usd:,.3f}",
                       _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
     for note in r.notes:

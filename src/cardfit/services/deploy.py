@@ -408,7 +408,11 @@ def _within(inp: DeployInput, r: Result) -> bool:
 
 
 def _key(r: Result) -> tuple:
-    return (r.monthly_usd if r.monthly_usd is not None else math.inf, r.served.tpot_s, r.served.ttft_s)
+    # a card with no rental price ranks after every priced one, and among its kind by the cards it takes
+    # (else 20 one-slot replicas "cost" the same $0 as one card with 20 slots and win on speed)
+    unpriced = r.monthly_usd is None
+    return (math.inf if unpriced else r.monthly_usd, r.count if unpriced else 0, r.served.tpot_s,
+            r.served.ttft_s)
 
 
 def _solo(inp: DeployInput, c: Candidate) -> tuple[float, float]:
@@ -467,8 +471,7 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
     """Deployments no other beats on all three of cost, per-user speed and TTFT (a sweep in order of cost: a
     point is dominated if a cheaper-or-equal point on the front is at least as good). Cost is the rent for
     this load: at a given arrival rate it is proportional to the cost per million tokens."""
-    def k(r: Result) -> tuple[float, float, float]:
-        return (r.monthly_usd if r.monthly_usd is not None else math.inf, r.served.tpot_s, r.served.ttft_s)
+    k = _key
     front: list[Result] = []
     for r in sorted(results, key=k):
         kr = k(r)
