@@ -180,8 +180,9 @@ HELD_LOO = {
     "max_context": (0.052, 0.70),
     # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the
     # two RTX 3090 Ti loads (+0.9 % in the model buffer) being new evidence, not a change of the model
-    # 20 records (was 9): p90 over 1.1 % -> 3.2 %, the bitsandbytes int8 and 4-bit OctoCoder peaks (-3.1 %,
-    # -10.4 %) carrying a quantize/dequantize transient the plan does not model (their notes say which)
+    # 25 records from 13 sources (was 9 from 8): p90 over 1.1 % -> 2.9 %, the bitsandbytes int8 and 4-bit
+    # OctoCoder peaks (-3.1 %, -10.4 %) carrying a quantize/dequantize transient the plan does not model
+    # (their notes say which)
     "total_memory": (0.01, 0.035),
     "file_size": (0.002, 0.005),
     "weights": (0.007, 0.03),  # p90 over counts bytes predicted too few (services/validate.py optimism)

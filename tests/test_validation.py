@@ -102,9 +102,9 @@ HELD = {
     # 4 vLLM non_torch_memory lines scored like for like: 0.16 GiB (H100, eager) to 0.30 GiB (2x L40S); one
     # constant for all cards leaves p90 46 %
     "overhead": (0.15, 0.50),
-    # 20 scored: Ollama's own estimate (12 `ollama ps` SIZE lines) and eight totals through the plan (five
-    # llama.cpp-family loads' device buffers, three PyTorch max_memory_allocated peaks): median 0.7 %, p90
-    # 3.1 %. p90 0.02 -> 0.035: the bitsandbytes int8 (-3.1 %) and 4-bit (-10.4 %) peaks carry a
+    # 25 scored from 13 sources: Ollama's own estimate (12 `ollama ps` SIZE lines) and 13 totals through the
+    # plan (ten llama.cpp-family loads' buffers, three PyTorch max_memory_allocated peaks): median 0.5 %, p90
+    # 2.8 %. p90 0.02 -> 0.035: the bitsandbytes int8 (-3.1 %) and 4-bit (-10.4 %) peaks carry a
     # quantize/dequantize transient the plan does not model (their notes say which)
     "total_memory": (0.01, 0.035),
     # 118 scored from 15 sources, in sample: median 7.7 %, p90 24.1 % (the 4x A100 SXM and A40 70B rows)
