@@ -324,3 +324,14 @@ def test_deploy_on_an_unpriced_card_takes_the_fewest_cards(run_cli, run_json):
     code, out, _ = run_cli(*args, env={"COLUMNS": "200"})
     assert code == 0 and "Fewest cards that meet every target: 1× RTX PRO 6000 Blackwell Server" in out
     assert "no rental price in the catalog" in out and "$0/month" not in out and "0.000" not in out
+
+
+def test_a_deploy_chart_of_unpriced_cards_is_not_empty(run_json, tmp_path):
+    """With no rental price every point used to be dropped (an empty chart); the card count is drawn."""
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "deploy.svg"
+    run_json("deploy", "llama3.1:70b", "--users", "20", "--gpu", "RTX PRO 6000 Blackwell Server Edition",
+             "--plot", str(svg))
+    texts = _svg_texts(svg)
+    assert "cards (no rental price in the catalog)" in texts
+    assert any(t.startswith("1× RTX PRO 6000 Blackwell Server llama.cpp") for t in texts), texts

@@ -15,21 +15,23 @@ def write_chart(report: DeployReport, path: str) -> None:
     fmt = chart_format(path)
     plt = pyplot()
 
-    rows = [r for r in report.pareto if r.cost_per_million_usd is not None]
+    priced = [r for r in report.pareto if r.cost_per_million_usd is not None]
+    # cards with no rental price have no cost to draw: their card counts instead (was an empty chart)
+    rows = priced or list(report.pareto)
+    ys = [r.cost_per_million_usd if priced else r.count for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     if rows:
-        pts = ax.scatter([r.per_user_tokens_per_s for r in rows],
-                         [r.cost_per_million_usd for r in rows], c=[r.ttft_ms or 0 for r in rows],
+        pts = ax.scatter([r.per_user_tokens_per_s for r in rows], ys, c=[r.ttft_ms or 0 for r in rows],
                          cmap="viridis", s=40, zorder=3)
         fig.colorbar(pts, ax=ax, label="p90 time to first token, ms")
-        for r in rows:
-            ax.annotate(f"{r.count}× {r.gpu} {r.runtime} {r.quant}",
-                        (r.per_user_tokens_per_s, r.cost_per_million_usd), fontsize=6,
+        for r, y in zip(rows, ys, strict=True):
+            ax.annotate(f"{r.count}× {r.gpu} {r.runtime} {r.quant}", (r.per_user_tokens_per_s, y), fontsize=6,
                         xytext=(4, 3), textcoords="offset points")
     w = report.workload
     ax.axvline(w.tokens_per_s_per_user, color="grey", linestyle="--", linewidth=1, label="per-user target")
     ax.set_xlabel("tokens/s per user")
-    ax.set_ylabel("$ per million output tokens")
+    ax.set_ylabel("$ per million output tokens" if priced or not rows
+                  else "cards (no rental price in the catalog)")
     load = f"{w.users:g} users" if w.users is not None else f"{w.requests_per_s:g} requests/s"
     ax.set_title(f"{report.model} · {load} · {w.input_tokens:,} in / {w.output_tokens:,} out",
                  fontsize=9)
