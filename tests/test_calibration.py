@@ -211,7 +211,11 @@ HELD_LOO = {
     # on were Millstone's end-to-end served throughputs read as pure decode (implying experts at about half
     # the dense rate); they no longer fit it, and the share is 0.481 -> 0.606 (7 records, 2 sources), so the
     # MoE TPOTs of the aiconfigurator records are predicted faster
-    "serving": (0.66, 6.9),
+    # -> 50.7 % / 617 % with the per-layer time of MLA + MoE models on the engines before mid-2025
+    # (vllm.decode_overhead_us_per_layer_mla_v0, from the dstack and dzhsurf vLLM records, two sources); the
+    # dstack DeepSeek-R1 records 91 % -> 34 % out of sample, their TTFTs still predicted 80-97 % short (the
+    # prefill of that generation is not modelled)
+    "serving": (0.51, 6.2),
 }
 
 

@@ -105,6 +105,9 @@ class RuntimeProfile:
     # with prompt chunks
     # share of the bandwidth routed-expert kernels stream (0 = decode_efficiency; fitted: runtimes.toml)
     expert_efficiency: float = 0.0
+    # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
+    # (services/speed.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
+    decode_overhead_us_per_layer_mla_v0: float = 0.0
     prefill_first: bool = False
     prefill_first_before: str = ""  # engine versions below this one schedule prefill first (vLLM V0: "0.8")
     scheduler_source: str = ""

@@ -211,9 +211,6 @@ def _non_torch(r: Record) -> float | None:
     return float(r["measured"])
 
 
-# Engines from mid-2025 on (vLLM V1 with its fused-MoE kernels of that generation); records before it ran
-# other MoE kernels (scored with this value, never fitted on).
-EXPERT_KERNELS_FROM = "2025-06"
 
 
 def _moe_step(r: Record) -> bool:
@@ -224,6 +221,8 @@ def _moe_step(r: Record) -> bool:
     if not (r.get("kind") in ("decode", "aggregate_decode")
             or r.get("kind") == "serving" and r.get("metric") == "tpot_ms"):
         return False
+    from .speed import EXPERT_KERNELS_FROM
+
     if str(r.get("date") or "9999") < EXPERT_KERNELS_FROM:
         return False
     if r.get("kind") == "aggregate_decode" and r.get("input_tokens"):
@@ -268,6 +267,50 @@ def _implied_expert_efficiency(r: Record) -> float | None:
         return None
     x = 1 / dense + (measured - y1) / slope
     return 1 / x if x > 0 else None
+
+
+def _mla_v0_step(r: Record) -> bool:
+    """Served TPOT and output-throughput records of an MLA + MoE model on an engine before mid-2025
+    (services/speed.py mla_v0)."""
+    from .speed import mla_v0
+
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
+        return False
+    return r.get("metric") in ("tpot_ms", "output_tokens_per_s") and mla_v0(r)
+
+
+def _implied_mla_v0_per_layer(r: Record) -> float | None:
+    """The per-layer time a served record of that generation implies, the rest of the model in place: the
+    time per output token is close to linear in it, so a secant on two predictions, refined twice, solves
+    for it."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from ..errors import CardfitError
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+    per_token = r["metric"] == "output_tokens_per_s"  # throughput: its inverse is the time per token
+
+    def y(per_us: float) -> float:
+        with constants({**here, f"{rt.id}.decode_overhead_us_per_layer_mla_v0": per_us}):
+            v = predict_serving(dict(r))[0]
+        return 1 / v if per_token else v
+
+    target = 1 / float(r["measured"]) if per_token else float(r["measured"])
+    try:
+        a, b = 0.0, 1000.0
+        ya, yb = y(a), y(b)
+        for _ in range(2):
+            if not abs(yb - ya) > 1e-12 * abs(ya):
+                return None
+            x = b + (target - yb) * (b - a) / (yb - ya)
+            a, ya, b, yb = b, yb, x, y(max(x, 0.0))
+    except CardfitError:
+        return None
+    return b if b > 0 else None
 
 
 def _overhead(r: Record) -> bool:
@@ -354,6 +397,11 @@ FITS: tuple[Fit, ...] = (
         "share of the bandwidth the routed-expert kernels stream, from MoE decode, aggregate and served TPOT "
         "records of engines from mid-2025 on, the dense share and the rest of the model in place",
         prior="decode_efficiency"),
+    Fit(Vllm, "decode_overhead_us_per_layer_mla_v0", _mla_v0_step, _implied_mla_v0_per_layer, 1, VllmLike,
+        "time per layer of a decode step of an MLA + MoE model (DeepSeek-V3/R1) on the engines before "
+        "mid-2025, from vLLM's served TPOT and output-throughput records of it, the rest of the model in "
+        "place",
+        prior="decode_overhead_us_per_layer"),
 )
 
 

@@ -561,6 +561,27 @@ def on_metal(s: Setup) -> bool:
     return s.plan.first.option.gpu.stack == "metal"
 
 
+# Engines from mid-2025 on (vLLM V1 with its fused-MoE kernels of that generation); records before it ran
+# other MoE kernels (services/calibrate.py: scored with vllm.expert_efficiency, never fitted on; MLA models
+# pay decode_overhead_us_per_layer_mla_v0, mla_v0).
+EXPERT_KERNELS_FROM = "2025-06"
+
+
+def mla_v0(record: dict[str, Any]) -> bool:
+    """Whether a record ran an MLA + MoE model (DeepSeek-V2/V3/R1) on an engine before mid-2025
+    (EXPERT_KERNELS_FROM): MLA decode kernels before FlashMLA and the fused-MoE kernels
+    before DeepGEMM (both open-sourced by DeepSeek in February 2025, https://github.com/deepseek-ai/FlashMLA,
+    https://github.com/deepseek-ai/DeepGEMM, and taken up by the engines in the months after) ran a decode
+    step far from the bandwidth, a time per layer of their own (runtimes.toml
+    decode_overhead_us_per_layer_mla_v0)."""
+    from ..catalog.models import default_models
+
+    if str(record.get("date") or "9999") >= EXPERT_KERNELS_FROM:
+        return False
+    m = default_models().find(str(record.get("model", "")))
+    return m is not None and m.attention == "mla" and m.is_moe
+
+
 def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
     """A record of an older engine generation pays that generation's constants: vLLM before 0.6 its
     per-sequence CPU cost (runtimes.toml decode_overhead_us_per_sequence_v0), llama.cpp builds before mid-2024
@@ -580,6 +601,9 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
         if rt.decode_efficiency_hbm_v0 and on_hbm(s) and record.get("kind") in ("decode", "aggregate_decode"):
             eff = value(rt.id, "decode_efficiency_hbm_v0", rt.decode_efficiency_hbm_v0)
             s = replace(s, machine=replace(s.machine, decode_efficiency=eff))
+    if rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(record):
+        per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
+        s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
     if cublas_dequantizes(record, s):  # the FP16 GEMM of float weights, after the FP16 copy
         eff = sp.power_capped(value(rt.id, "prefill_efficiency", rt.prefill_efficiency), s.tflops,
                               s.plan.first.option.gpu.tdp_w,
