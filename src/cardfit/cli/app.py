@@ -3,14 +3,13 @@ line cli/argv.py leaves to click (help, errors, anything it does not read exactl
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import click
 
 from .. import __version__
 from .argv import VERSION_MESSAGE
-from .commands import SPECS, Spec, modules, run
+from .commands import Spec, modules, run, spec
 
 EPILOG_TOP = """\b
 Examples:
@@ -30,11 +29,9 @@ class Group(click.Group):
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands:
-            lazy = modules()
-            if name in lazy and name not in SPECS:
-                __import__(f"{__package__}.{lazy[name]}")
-            if name in SPECS:
-                self.add_command(build_command(SPECS[name]))
+            found = spec(name)
+            if found is not None:
+                self.add_command(build_command(found))
         return self.commands.get(name)
 
 
@@ -66,5 +63,5 @@ def build_command(spec: Spec) -> click.Command:
     def callback(**values: Any) -> None:
         run(spec.name, values, shown)  # type: ignore[arg-type]
 
-    return click.Command(spec.name, params=params, callback=callback, help=inspect.getdoc(spec.render),
+    return click.Command(spec.name, params=params, callback=callback, help=spec.help,
                          epilog=spec.epilog)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .commands import SPECS, modules, run
+from .commands import SPECS, run, spec
 
 
 class Display:
@@ -140,16 +140,12 @@ def run_plain(args: list[str]) -> bool:
         return True
     if not args or args[0].startswith("-"):
         return False
-    lazy = modules()
     name = args[0]
-    if name not in lazy:
-        return False
-    if name not in SPECS:
-        __import__(f"{__package__}.{lazy[name]}")
-    if name not in SPECS:  # a command click defines itself (catalogs, serve)
+    found = spec(name)
+    if found is None:  # unknown, or a command click defines itself (catalogs, serve)
         return False
     values = read(name, args[1:])
     if values is None:
         return False
-    run(name, values, [d.name for d in SPECS[name].display])
+    run(name, values, [d.name for d in found.display])
     return True

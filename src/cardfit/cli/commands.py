@@ -3,6 +3,7 @@ by the click command line (cli/app.py) and the plain reader (cli/argv.py)."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -13,11 +14,48 @@ OTHER = {"gpus": "catalog_cmds", "models": "catalog_cmds", "quants": "catalog_cm
 
 
 def modules() -> dict[str, str]:
-    """Command name → the cli module that defines it; a module is imported only when its command runs, so
-    `cardfit plan` never pays for the web app, the charts or the fine-tuning inputs."""
+    """Command name → the cli module that defines it ("" for a table row without a renderer); a module is
+    imported only when its command runs, so `cardfit plan` never pays for the web app, the charts or the
+    fine-tuning inputs."""
     from ..services.table import COMMANDS
 
     return {**{c.name: c.render for c in COMMANDS}, **OTHER}
+
+
+def spec(name: str) -> Spec | None:
+    """The `@command` row of NAME, importing its renderer module on first use; a table row without a renderer
+    gets the plain one. None for a command click defines itself (catalogs, serve) or an unknown name."""
+    lazy = modules()
+    if name not in SPECS and name in lazy:
+        if lazy[name]:
+            __import__(f"{__package__}.{lazy[name]}")
+        else:
+            from ..services.table import BY_NAME
+
+            row = BY_NAME[name]
+            SPECS[name] = Spec(name, plain_render, None, (), (), row.argument is not None, help=row.summary)
+    return SPECS.get(name)
+
+
+def plain_render(result: Any, inp: Any) -> None:
+    """The text of a command without its own renderer: the result's JSON keys as indented `key: value` lines
+    (lists as `- item`), the same data as --json."""
+    from ..services.table import to_json
+
+    lines: list[str] = []
+
+    def walk(value: Any, indent: str) -> None:
+        for k, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+            head = f"{indent}{k}:" if isinstance(value, dict) else f"{indent}-"
+            if isinstance(v, dict | list) and v:
+                lines.append(head)
+                walk(v, indent + "  ")
+            else:
+                lines.append(f"{head} {'none' if v is None else v}")
+
+    data = to_json(result)
+    walk(data if isinstance(data, dict | list) else {"result": data}, "")
+    echo("\n".join(lines))
 
 
 class Spec:
@@ -25,9 +63,10 @@ class Spec:
     display options (cli/argv.py `Display`, or click.Option) and whether it takes the positional argument."""
 
     def __init__(self, name: str, render: Callable[..., None], epilog: str | None, skip: tuple[str, ...],
-                 display: tuple[Any, ...], argument: bool) -> None:
+                 display: tuple[Any, ...], argument: bool, help: str | None = None) -> None:
         self.name, self.render, self.epilog = name, render, epilog
         self.skip, self.display, self.argument = skip, display, argument
+        self.help = help if help is not None else inspect.getdoc(render)
 
 
 # Every `@command` row, by name; cli/app.py builds the click command of the one that runs (a renderer module

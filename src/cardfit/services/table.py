@@ -2,9 +2,10 @@
 (POST /api/NAME) and the Python API (`cardfit.NAME(...)`) are all built from these rows.
 
 A command is one service module (cardfit/services/NAME.py: an input class described with `opt`, and a run
-function from that input to a frozen result with `to_json()`), one text renderer in cardfit/cli/ (a function
-decorated with `@command("NAME")` that also carries the help text), and one row here. Modules are named as
-strings and imported only when their command runs, so importing this table costs nothing."""
+function from that input to a frozen result with `to_json()`) and one row here; a text renderer in
+cardfit/cli/ (a function decorated with `@command("NAME")` that also carries the help text) is optional.
+Modules are named as strings and imported only when their command runs, so importing this table costs
+nothing."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ class Command:
     service: str  # module in cardfit.services holding the input class and the run function
     input: str  # the input class: each option described once
     run: str  # the function: input → result
-    render: str  # module in cardfit.cli whose `@command(NAME)` function prints the result as text
-    summary: str  # one line: the web endpoint's summary and the Python function's docstring
+    render: str  # module in cardfit.cli whose `@command(NAME)` function prints the result as text; "" for
+    # none: `cardfit NAME` prints the result's keys as indented lines (cli/commands.py plain_render)
+    summary: str  # one line: the web endpoint's summary, the Python function's docstring (and the CLI help
+    # of a command without a renderer)
     web: bool = True  # also POST /api/NAME
     argument: str | None = "model"  # the positional argument of the Python function (and of the CLI)
 
