@@ -163,48 +163,49 @@ def _llamacpp_generation(current: bool, change: str = "CUDA_GRAPHS") -> Callable
     return ok
 
 
-def _hbm(want: bool) -> Callable[[Record], bool]:
-    """Records on a card with HBM (services/speed.py on_hbm) or without."""
+def _speed_module() -> Any:
+    """services/speed.py, imported when a record is first sorted (it imports this module's table)."""
+    from . import speed
+
+    return speed
+
+
+def _setup_is(test: Callable[[Any], bool], want: bool,
+              only: Callable[[Any], bool] | None = None) -> Callable[[Record], bool]:
+    """Records whose setup (services/speed.py record_setup) passes `test` (want) or fails it (not want);
+    with `only`, a record whose setup fails `only` is in neither. A record that does not score is counted
+    with the records of the common case (not want)."""
     def ok(r: Record) -> bool:
-        from ..errors import CardfitError
-        from .speed import on_hbm, record_setup
-
-        try:
-            return on_hbm(record_setup(r)) is want
-        except CardfitError:  # not scored: counted with the records of the common case
-            return not want
-    return ok
-
-
-def _low_bit(want: bool, fp32: bool = False) -> Callable[[Record], bool]:
-    """Records whose weights are in a low-bit type (core/speed.py low_bit) or not; with fp32, only on cards
-    with a published FP32 rate (the records that measure the unpacking cost)."""
-    def ok(r: Record) -> bool:
-        from ..core.speed import low_bit
         from ..errors import CardfitError
         from .speed import record_setup
 
         try:
             s = record_setup(r)
-            if fp32 and not s.plan.first.option.gpu.fp32_tflops:
+            if only is not None and not only(s):
                 return False
-            return low_bit(s.plan.ctx.quant) is want
-        except CardfitError:  # not scored: counted with the records of the common case
+            return test(s) is want
+        except CardfitError:
             return not want
     return ok
+
+
+def _hbm(want: bool) -> Callable[[Record], bool]:
+    """Records on a card with HBM (services/speed.py on_hbm) or without."""
+    return _setup_is(lambda s: _speed_module().on_hbm(s), want)
+
+
+def _low_bit(want: bool, fp32: bool = False) -> Callable[[Record], bool]:
+    """Records whose weights are in a low-bit type (core/speed.py low_bit) or not; with fp32, only on cards
+    with a published FP32 rate (the records that measure the unpacking cost)."""
+    from ..core.speed import low_bit  # the core: no import cycle
+
+    return _setup_is(lambda s: low_bit(s.plan.ctx.quant), want,
+                     (lambda s: bool(s.plan.first.option.gpu.fp32_tflops)) if fp32 else None)
 
 
 def _metal(want: bool) -> Callable[[Record], bool]:
     """Records on an Apple silicon (Metal) card or not."""
-    def ok(r: Record) -> bool:
-        from ..errors import CardfitError
-        from .speed import on_metal, record_setup
-
-        try:
-            return on_metal(record_setup(r)) is want
-        except CardfitError:  # not scored: counted with the records of the common case
-            return not want
-    return ok
+    return _setup_is(lambda s: _speed_module().on_metal(s), want)
 
 
 def _non_torch(r: Record) -> float | None:
