@@ -99,15 +99,15 @@ class RuntimeProfile:
     graph_max_batch: int = 0
     # ALU operations per weight the decode kernels spend unpacking low-bit types (core/speed.py low_bit)
     dequant_ops_per_weight: float = 0.0
-    # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
-    # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
-    # decode-first engines schedule the running decodes first and fill the rest of the step's token budget
-    # with prompt chunks
     # share of the bandwidth routed-expert kernels stream (0 = decode_efficiency; fitted: runtimes.toml)
     expert_efficiency: float = 0.0
     # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
     # (services/speed.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
     decode_overhead_us_per_layer_mla_v0: float = 0.0
+    # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
+    # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
+    # decode-first engines schedule the running decodes first and fill the rest of the step's token budget
+    # with prompt chunks
     prefill_first: bool = False
     prefill_first_before: str = ""  # engine versions below this one schedule prefill first (vLLM V0: "0.8")
     scheduler_source: str = ""
