@@ -32,6 +32,11 @@ CASES = [
     (["max-context", "qwen3-next-80b-a3b", "--gpu", "H200", "--runtime", "vllm"], "leaves no room"),
     (["largest-model", "--quant", "Q4_K_M"], "largest-model needs --gpu"),
     (["plan", "llama3.1:8b", "--bogus"], "No such option '--bogus'"),
+    # click keeps the last of a repeated single-valued option: the first card would be ignored silently
+    (["plan", "llama3.1:8b", "--gpu", "RTX 4090", "--gpu", "RTX 3090"],
+     "'--gpu': given 2 times (RTX 4090, RTX 3090); give it once"),
+    (["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096", "--context", "8192"],
+     "'--context': given 2 times (4096, 8192); give it once"),
 ]
 
 

@@ -9,6 +9,22 @@ import click
 from ..services.inputs import FieldInfo, describe
 
 
+class Once(click.Option):
+    """A single-valued option that refuses to be given twice (click keeps the last value silently, so
+    `--gpu "RTX 4090" --gpu "RTX 3090"` would answer for the second card only)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs["multiple"] = True
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def process_value(self, ctx: click.Context, value: object) -> object:
+        given = super().process_value(ctx, value) or ()
+        if len(given) > 1:
+            shown = ", ".join(str(v) for v in given)
+            raise click.BadParameter(f"given {len(given)} times ({shown}); give it once", ctx, self)
+        return given[0] if given else None
+
+
 def field_option(f: FieldInfo) -> click.Option:
     """One click option for one described input."""
     if f.kind == "bool":
@@ -17,7 +33,7 @@ def field_option(f: FieldInfo) -> click.Option:
         item = click.FLOAT if f.item == "float" and not f.limits.split else click.STRING
         return click.Option([f.flag, f.name], multiple=True, type=item, help=f.help)
     ctype = {"int": click.INT, "float": click.FLOAT}.get(f.kind, click.STRING)
-    return click.Option([f.flag, f.name], type=ctype, default=None, help=f.help, show_default=False)
+    return Once([f.flag, f.name], type=ctype, default=None, help=f.help, show_default=False)
 
 
 def input_options(model: type, skip: tuple[str, ...] = ()) -> list[click.Option]:
