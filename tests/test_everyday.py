@@ -210,6 +210,24 @@ def test_an_encoder_plan_says_it_has_no_kv_cache(run_cli, model):
     assert "none: the model reads each input whole and keeps no cache between tokens" in out
 
 
+def test_a_decoder_embedding_model_keeps_its_kv_cache_in_the_header(run_cli):
+    """Qwen3 Embedding is a decoder: llama.cpp keeps a KV cache for it (the memory table counts it), so the
+    header names its type instead of saying there is none."""
+    code, out, err = run_cli("plan", "qwen3-embedding:8b", "--gpu", "RTX 4090", env={"COLUMNS": "200"})
+    assert code == 0, err
+    assert "· KV f16" in out.splitlines()[0] and "no KV cache" not in out.splitlines()[0]
+    assert "147,456 B/token" in out
+
+
+@pytest.mark.parametrize("command", ["max-context", "max-sequences"])
+def test_reverse_answers_of_an_encoder_say_it_has_no_kv_cache(run_cli, run_json, command):
+    code, out, err = run_cli(command, "nomic-embed-text", "--gpu", "RTX 4090")
+    assert code == 0, err
+    assert "no KV cache" in out and "KV f16" not in out
+    assert run_json(command, "nomic-embed-text", "--gpu", "RTX 4090")["kv_bytes_per_token"] == 0
+    assert run_json(command, "qwen3-embedding:8b", "--gpu", "RTX 4090")["kv_bytes_per_token"] == 147_456
+
+
 def test_largest_model_plans_every_model_at_its_own_quantization(run_json):
     """Without --quant each model is planned at its checkpoint's own format: a catalog id that is also an
     Ollama library name (command-r7b, deepseek-r1) was planned as the Q4_K_M Ollama build, so Command R7B

@@ -21,6 +21,12 @@ Examples:
 """
 
 
+def kv_words(kv_dtype: str, kv_bytes_per_token: int) -> str:
+    """The cache type, or that there is none (an encoder such as nomic-embed-text attends within one pass and
+    keeps no cache; a decoder-based embedding model such as Qwen3 Embedding does keep one)."""
+    return f"KV {kv_dtype}" if kv_bytes_per_token else "no KV cache"
+
+
 @command("plan", epilog=PLAN_EPILOG, display=(top_display(12), unit_display()))
 def plan(p: Any, inp: Any, unit: str, top: int) -> None:
     """Does MODEL fit, on which cards, how fast and at what cost.
@@ -42,7 +48,7 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
     c.print(f"[bold]{m.name}[/]{tag} · {i.quant} · runtime {i.runtime} · context "
             f"{fmt_tokens(i.context)} ({i.context_source}) · {i.batch:,} "
             f"sequence{'s' if i.batch != 1 else ''} · "
-            + (f"KV {i.kv_dtype}" if r.task is None else "no KV cache"))
+            + kv_words(i.kv_dtype, r.memory.kv_bytes_per_token))
     c.print(memory_table(r.memory, unit))
     c.print()
     c.print(gpu_table(r.gpus, unit, top))
@@ -114,9 +120,9 @@ def max_context(result: MaxContext, inp: Any) -> None:
     tail = "" if result.limited_by == "memory" else (" (capped by the model's "
                                                      f"{fmt_tokens(result.model_max_context)})")
     seqs = f"{result.batch:,} sequence{'' if result.batch == 1 else 's'}"
-    echo(f"{result.model} on {result.count}× {result.gpu} ({result.quant}, {result.runtime}, "
-               f"KV {result.kv_dtype}, {seqs}): up to {result.max_context_tokens:,} tokens per "
-               f"sequence{tail}.")
+    kv = kv_words(result.kv_dtype, result.kv_bytes_per_token)
+    echo(f"{result.model} on {result.count}× {result.gpu} ({result.quant}, {result.runtime}, {kv}, {seqs}): "
+         f"up to {result.max_context_tokens:,} tokens per sequence{tail}.")
 
 
 MAXSEQ_EPILOG = """\b
@@ -129,7 +135,8 @@ Examples:
 @command("max-sequences", epilog=MAXSEQ_EPILOG, skip=("batch", "parallel"))
 def max_sequences(r: MaxSequences, inp: Any) -> None:
     """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
-    echo(f"{r.model} on {r.count}× {r.gpu} ({r.quant}, {r.runtime}, KV {r.kv_dtype}): up to "
+    kv = kv_words(r.kv_dtype, r.kv_bytes_per_token)
+    echo(f"{r.model} on {r.count}× {r.gpu} ({r.quant}, {r.runtime}, {kv}): up to "
                f"{r.max_sequences:,} concurrent sequences of {r.context:,} tokens ({r.context_source}).")
 
 

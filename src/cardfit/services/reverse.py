@@ -20,6 +20,7 @@ from .plan import (
     cards_per_set,
     check_context,
     default_context,
+    kv_per_token,
     memory_for,
     placed,
     requires,
@@ -48,6 +49,7 @@ class MaxContext(Result):
     budget_bytes: int
     weights_bytes: int
     total_bytes_at_max: int | None
+    kv_bytes_per_token: int  # 0: the model keeps no KV cache (an encoder: BERT-style embedding models)
 
 
 @record
@@ -64,6 +66,7 @@ class MaxSequences(Result):
     context_source: str
     max_sequences: int
     budget_bytes: int
+    kv_bytes_per_token: int  # 0: the model keeps no KV cache (an encoder: BERT-style embedding models)
 
 
 @record
@@ -132,7 +135,8 @@ def max_context(inp: MaxContextInput) -> MaxContext:
                       kv_dtype=ctx.kv_dtype, batch=ctx.sequences, max_context_tokens=best, limited_by=limited,
                       model_max_context=m.max_context or None, budget_bytes=budget,
                       weights_bytes=mem.weights_bytes,
-                      total_bytes_at_max=_need(ctx, mem, count) if best else None)
+                      total_bytes_at_max=_need(ctx, mem, count) if best else None,
+                      kv_bytes_per_token=kv_per_token(ctx))
 
 
 def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None:
@@ -185,7 +189,7 @@ def max_sequences(inp: PlanInput) -> MaxSequences:
         _no_room(ctx, gpu, count, budget, f"one sequence of {context:,} tokens")
     return MaxSequences(model=ctx.model.name, gpu=gpu.name, count=count, quant=ctx.quant.name,
                         runtime=ctx.runtime.id, kv_dtype=ctx.kv_dtype, context=context, context_source=why,
-                        max_sequences=n, budget_bytes=budget)
+                        max_sequences=n, budget_bytes=budget, kv_bytes_per_token=kv_per_token(ctx))
 
 
 def largest_model(inp: PlanInput) -> LargestModels:
