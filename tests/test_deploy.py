@@ -92,10 +92,29 @@ def test_closed_loop_users_beyond_the_slots_wait():
 
 
 def test_pipeline_stages_add_bubbles_for_one_sequence():
-    """One request on 2 stages reads the same bytes as on one card, plus a network hop: never faster."""
+    """One request decoding on 2 stages reads the same bytes as on one card, plus a network hop: never
+    faster. (A step that carries another request's prompt is faster on two stages: its chunk's FLOPs run on
+    two cards.)"""
     one, two = _replica(1), _replica(2)
-    w = sv.Workload(1000, 300, users=1)
+    w = sv.Workload(0, 300, users=1)
     assert sv.tpot_s(two, w, 1) >= sv.tpot_s(one, w, 1)
+    assert sv.step_s(two, 1, 1000) < sv.step_s(one, 1, 1000)
+
+
+def test_steady_state_steps_carry_whole_prompt_chunks():
+    """1,000-token prompts, 300-token answers, 64 decoding: 213 prompt tokens a step on average, carried as
+    one whole prompt in 21 % of the steps (the rest decode alone). Their mean is longer than a step carrying
+    the average: the prompt's FLOPs do not hide under the weight reads."""
+    r = _replica()
+    w = sv.Workload(1000, 300)
+    share = 64 * 1000 / 300 / 1000
+    lumpy = (1 - share) * sv.step_s(r, 64, 0) + share * sv.step_s(r, 64, 1000)
+    assert sv.tpot_s(r, w, 64) == pytest.approx(lumpy)
+    assert sv.tpot_s(r, w, 64) > sv.step_s(r, 64, 64 * 1000 / 300) * 1.02
+    # more prompt tokens a step than a chunk: every step carries them
+    assert sv.tpot_s(r, sv.Workload(1000, 10), 64) == pytest.approx(sv.step_s(r, 64, 6400))
+    # no prompt: the decode step itself
+    assert sv.tpot_s(r, sv.Workload(0, 300), 64) == sv.step_s(r, 64, 0)
 
 
 def test_moe_steps_touch_more_experts_with_more_tokens():

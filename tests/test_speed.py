@@ -357,3 +357,62 @@ def test_engines_before_the_overlap_scheduler_pay_a_cost_per_sequence(runtime, r
     from cardfit.services.speed import serial_scheduler
 
     assert serial_scheduler(record, default_runtimes().find(runtime)) is serial
+
+
+# --- tensor-parallel all-reduce: engines' own kernels for small messages, NCCL's measured curve above ---
+
+def test_small_allreduce_is_latency_plus_the_link():
+    mc = sp.Machine(3350.0, 989.0, 4, link_gbps=900.0, interconnect="nvlink")
+    msg = 64 * 5120 * 2  # a decode step of 64 sequences, Qwen3-32B's width: 655 KB
+    assert sp.allreduce_seconds(msg, 4, mc) == pytest.approx(10e-6 + 1.5 * msg / 900e9)
+
+
+@pytest.mark.parametrize(("message", "busbw", "why"), [
+    (1 << 24, 234.45, "16 MiB: the measured point (Azure ND H100 v5 NCCL AllReduce table)"),
+    (1 << 33, 478.87, "8 GiB: the last point"),
+    (1 << 35, 478.87, "beyond the table: held at its end"),
+])
+def test_large_allreduce_runs_at_nccls_measured_bus_bandwidth(message, busbw, why):
+    mc = sp.Machine(3350.0, 989.0, 8, link_gbps=900.0, interconnect="nvlink")
+    assert sp.nccl_busbw_gbps(message) == pytest.approx(busbw), why
+    assert sp.allreduce_seconds(message, 8, mc) == pytest.approx(1.75 * message / (busbw * 1e9)), why
+
+
+def test_prompt_chunk_allreduce_is_slower_than_the_link_and_monotone():
+    """A 1,024-token chunk of Qwen3-32B (10 MiB) reaches ~190 GB/s, a fifth of the 900 GB/s link; time grows
+    with the message across the 8 MiB switch to NCCL; other links keep the latency + link model."""
+    mc = sp.Machine(3350.0, 989.0, 4, link_gbps=900.0, interconnect="nvlink")
+    sizes = [1 << 20, 4 << 20, 8 << 20, (8 << 20) + 1, 10 << 20, 1 << 26, 1 << 30]
+    times = [sp.allreduce_seconds(s, 4, mc) for s in sizes]
+    assert times == sorted(times)
+    chunk = 1024 * 5120 * 2
+    assert 1.5 * chunk / sp.allreduce_seconds(chunk, 4, mc) / 1e9 == pytest.approx(190, rel=0.05)
+    half_link = sp.Machine(3350.0, 989.0, 4, link_gbps=450.0, interconnect="nvlink")
+    assert sp.allreduce_seconds(chunk, 4, half_link) == pytest.approx(2 * sp.allreduce_seconds(chunk, 4, mc))
+    pcie = sp.Machine(3350.0, 989.0, 4, link_gbps=32.0, interconnect="pcie")
+    assert sp.allreduce_seconds(chunk, 4, pcie) == pytest.approx(25e-6 + 1.5 * chunk / 32e9)
+
+
+@pytest.mark.parametrize(("gpu", "precision", "share", "why"), [
+    ("H100 SXM", "fp8", 1382.2 / 1978.9, "cuBLASLt FP8 at 32,768^3 on ND H100 v5"),
+    ("H200 SXM", "fp8", 1366.3 / 1978.9, "cuBLASLt FP8 at 16,384^3 on ND H200 v5"),
+    ("H100 SXM", "bf16", 0.0, "no BF16 GEMM measurement in the catalog: no cap"),
+    ("MI300X", "bf16", 708.0 / 1307.4, "AMD's max-achievable BF16 (hipBLASLt)"),
+    ("B200", "fp8", 0.0, "not measured"),
+])
+def test_gemm_share_is_the_measured_rate_at_the_precision_run(gpu, precision, share, why):
+    from cardfit.catalog.gpus import default_gpus
+
+    g = default_gpus().find(gpu)
+    assert g.gemm_share_at(g.tflops(precision)) == pytest.approx(share, abs=1e-4), why
+
+
+def test_fp8_steps_on_h100_are_capped_at_the_measured_gemm_rate():
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.runtimes import default_runtimes
+
+    h100, rt = default_gpus().find("H100 SXM"), default_runtimes().get("vllm")
+    fp8 = sp.machine_for(rt, h100, 1, h100.tflops("fp8"))
+    bf16 = sp.machine_for(rt, h100, 1, h100.tflops("bf16"))
+    assert fp8.compute_efficiency == pytest.approx(min(rt.prefill_efficiency, 1382.2 / 1978.9))
+    assert bf16.compute_efficiency == pytest.approx(rt.prefill_efficiency)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from functools import cache
@@ -54,6 +55,8 @@ class Gpu:
     # peak; None: no such measurement, the runtime's efficiency alone holds
     gemm_bf16_tflops: float | None = None
     gemm_source: str = ""
+    gemm_fp8_tflops: float | None = None  # the same for dense FP8 GEMMs (its source in gemm_fp8_source)
+    gemm_fp8_source: str = ""
     fp8: bool = False
     bf16: bool = True
     fp4: bool = False
@@ -91,6 +94,15 @@ class Gpu:
         peak); 0 where not measured."""
         peak = self.bf16_tflops or self.fp16_tflops
         return self.gemm_bf16_tflops / peak if self.gemm_bf16_tflops and peak else 0.0
+
+    def gemm_share_at(self, peak_tflops: float | None) -> float:
+        """The share of `peak_tflops` (the card's dense peak at the precision a step runs) its vendor's GEMMs
+        were measured to reach: gemm_fp8_tflops ÷ the FP8 peak when that is the peak, else gemm_share; 0
+        where not measured."""
+        fp8 = self.tflops("fp8")
+        if self.gemm_fp8_tflops and fp8 and peak_tflops and math.isclose(peak_tflops, fp8, rel_tol=1e-9):
+            return self.gemm_fp8_tflops / fp8
+        return self.gemm_share
 
     def tflops(self, precision: str) -> float | None:
         """Dense tensor TFLOPS for the compute precision ('bf16', 'fp16', 'fp8', 'int8', 'fp4')."""

@@ -125,9 +125,23 @@ def _prompt_link_s(load: Load, mc: Machine, b: int, prompt_tokens: float) -> flo
 
 
 def tpot_s(r: Replica, w: Workload, batch: float) -> float:
-    """Steady state: B decodes per step plus the prompts of the requests that replace finished ones."""
+    """Steady state: B decodes per step plus the prompts of the requests that replace finished ones, B × I / O
+    prompt tokens a step on average. A prompt is scheduled whole (in chunks of what the budget leaves beside
+    the decodes), not spread thinly over every step: a share B × I / O ÷ chunk of the steps carries a chunk
+    and the rest decode alone. The mean of those steps is longer than one step carrying the average: a step
+    with a chunk is compute bound (its prompt FLOPs cannot hide under the weight reads the decode-only steps
+    are bound by). It is the mean a benchmark's TPOT takes: (end − first token) ÷ (O − 1) per request,
+    every step the request decodes in, those that carried another request's prompt too."""
     b = max(batch, 1.0)
-    return step_s(r, b, b * w.input_tokens / max(w.output_tokens, 1))
+    prompt = b * w.input_tokens / max(w.output_tokens, 1)
+    if prompt <= 0:
+        return step_s(r, b, 0.0)
+    free = max(r.chunk_tokens - math.ceil(b), min(r.chunk_tokens, 256))
+    chunk = w.input_tokens / math.ceil(w.input_tokens / free)  # a prompt's chunks, equal
+    if prompt >= chunk:  # every step carries prompt tokens
+        return step_s(r, b, prompt)
+    share = prompt / chunk
+    return (1 - share) * step_s(r, b, 0.0) + share * step_s(r, b, chunk)
 
 
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:

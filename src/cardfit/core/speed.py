@@ -45,6 +45,20 @@ DEFAULT_RAM_GBPS = 76.8
 # sequence) is in that range.
 ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 48e-6, "pcie": 25e-6}
 ALLREDUCES_PER_LAYER = 2
+# Engines all-reduce a small message (a decode step's) with their own NVLink kernels (the latency above plus
+# the bytes at the link rate) and hand a message above 8 MiB to NCCL: vLLM's CustomAllreduce(max_size=8192 *
+# 1024) (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang runs the same kernels). A prompt
+# chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes = 10 MiB).
+CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
+# NCCL AllReduce bus bandwidth (GB/s) by message size on 8x H100 SXM over NVLink 4 / NVSwitch (NVLS, in
+# place, NCCL 2.18.5): Azure AI-benchmarking-guide, Azure_Results/ND_H100_v5_results.md "NCCL Bandwidth"
+# (fork samuel-bohman/AI-benchmarking-guide@26d18e9458bb07bd43e3eda7aec8653aa592f2ec; ND H200 v5 within 6 %).
+# A mid-size message reaches a fraction of the link: 172 GB/s at 8 MiB, 234 at 16 MiB, 479 at 8 GiB.
+NCCL_NVLINK_BUSBW = ((1 << 23, 172.13), (1 << 24, 234.45), (1 << 25, 295.53), (1 << 26, 361.78),
+                     (1 << 27, 400.61), (1 << 28, 423.38), (1 << 29, 438.46), (1 << 30, 466.35),
+                     (1 << 31, 472.36), (1 << 32, 475.54), (1 << 33, 478.87))
+NCCL_NVLINK_GBPS = 900.0  # the measured cards' NVLink 4 (data/gpus.toml H100 SXM link_gbps): other NVLink
+# generations scale the curve by their link rate (rule of thumb)
 # A card whose catalog row gives no link bandwidth talks over PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130
 # encoding ≈ 31.5 GB/s each way (PCI-SIG, PCI Express Base Specification 4.0), rounded to 32.
 DEFAULT_LINK_GBPS = 32.0
@@ -339,10 +353,33 @@ def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
     tp = max(mc.tp, 1)
     if tp == 1:
         return 0.0
-    latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
     message = sequences * load.hidden * 2  # bf16 activations
-    transfer = 2 * (tp - 1) / tp * message / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
-    return ALLREDUCES_PER_LAYER * load.layers * (latency + transfer)
+    return ALLREDUCES_PER_LAYER * load.layers * allreduce_seconds(message, tp, mc)
+
+
+def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
+    """One ring all-reduce of `message` bytes over `tp` cards: 2 (tp − 1) / tp × message over the link, plus
+    the per-call latency; over NVLink a message above the engines' own kernels' limit goes through NCCL at
+    the bus bandwidth NCCL was measured to reach at that size (which includes its latency)."""
+    ring = 2 * (tp - 1) / tp * message
+    if mc.interconnect == "nvlink" and message > CUSTOM_ALLREDUCE_MAX_BYTES:
+        scale = (mc.link_gbps or NCCL_NVLINK_GBPS) / NCCL_NVLINK_GBPS
+        return ring / (nccl_busbw_gbps(message) * scale * 1e9)
+    latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
+    return latency + ring / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
+
+
+def nccl_busbw_gbps(message: float) -> float:
+    """NCCL_NVLINK_BUSBW at `message` bytes, interpolated on the logarithm of the size (held at the ends)."""
+    import math
+
+    pts = NCCL_NVLINK_BUSBW
+    if message <= pts[0][0]:
+        return pts[0][1]
+    for (s0, b0), (s1, b1) in zip(pts, pts[1:], strict=False):
+        if message <= s1:
+            return b0 + (b1 - b0) * math.log(message / s0) / math.log(s1 / s0)
+    return pts[-1][1]
 
 
 def ceiling(load: Load, mc: Machine) -> float:
@@ -523,7 +560,7 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                                         quantized, rt.prefill_efficiency_metal, gpu)
     compute = k(field) if field != "prefill_efficiency" else 0.0
     compute = power_capped(compute or k("prefill_efficiency") or 1.0, tflops, gpu.tdp_w,
-                           k("prefill_tflops_per_watt"), gpu.gemm_share)
+                           k("prefill_tflops_per_watt"), gpu.gemm_share_at(tflops))
     return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,

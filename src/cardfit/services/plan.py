@@ -309,12 +309,12 @@ def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
     rt, k = ctx.runtime, ctx.engine.speed()
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
+    peak = speedmod.prefill_peak_tflops(opt.gpu, ctx.quant, rt.fp16_accumulate)
     return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
                              prefill_efficiency=speedmod.power_capped(speedmod.prefill_efficiency(
                                  k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
-                                 rt.prefill_efficiency_metal, opt.gpu), speedmod.prefill_peak_tflops(
-                                 opt.gpu, ctx.quant, rt.fp16_accumulate), opt.gpu.tdp_w,
-                                 rt.prefill_tflops_per_watt, opt.gpu.gemm_share),
+                                 rt.prefill_efficiency_metal, opt.gpu), peak, opt.gpu.tdp_w,
+                                 rt.prefill_tflops_per_watt, opt.gpu.gemm_share_at(peak)),
                              fp16_accumulate=rt.fp16_accumulate,
                              precision=speedmod.precision_of(ctx.quant, opt.gpu),
                              tp=opt.tp,
