@@ -228,11 +228,12 @@ HELD_LOO = {
     # (vllm.decode_overhead_us_per_layer_mla_v0, from the dstack and dzhsurf vLLM records, two sources); the
     # dstack DeepSeek-R1 records 91 % -> 34 % out of sample, their TTFTs still predicted 80-97 % short (the
     # prefill of that generation is not modelled)
-    # -> 47.9 % / 560 %: a served step carries a whole prompt chunk or none (the chunk's FLOPs do not hide
+    # 41.1 % / 534 % with NVIDIA's TensorRT-LLM performance overview (48 offline-throughput records, n 218)
+    # -> 37.2 % / 495 %: a served step carries a whole prompt chunk or none (the chunk's FLOPs do not hide
     # under the weight reads), a prompt chunk's all-reduce above vLLM's 8 MiB custom-kernel limit goes
     # through NCCL at its measured bus bandwidth (172-234 GB/s at 8-16 MiB on H100, not the 900 GB/s link),
     # and FP8 steps on H100/H200 reach at most cuBLASLt's measured 1,382 of 1,979 TFLOPS
-    "serving": (0.49, 5.7),
+    "serving": (0.38, 5.0),
 }
 
 
