@@ -157,7 +157,9 @@ HELD_LOO = {
     # streams 0.65-0.91 of its 900 GB/s where the A100/H100 rows imply 0.40-0.79 (XiongjieDai's A100/H100
     # rows +5..+68 % out of sample), and it unpacks Q2_K/Q3_K at ~17 ALU operations a weight on its FP32
     # rate against 43-54 on the RTX 3090 and P40 (PR 4766's rows +82..+163 % out of sample)
-    "decode": (0.098, 0.255),
+    # -> 10.0 % / 27.2 % (n 282) with the run's other four quantizations (Q4_1, Q5_0, Q5_1, Q5_K_M): the
+    # V100 rows pull the HBM share to 0.582, so the XiongjieDai A100/H100 rows are over-predicted more
+    "decode": (0.101, 0.275),
     # 17.9 % / 59.5 % (94 records, 7 sources) before old llama.cpp builds paid the FP16 copy of quantized
     # weights, power-short cards their rate per watt, attention its flash-attention rate and MoE ubatches
     # their weight streaming; 9.7 % / 14.6 % now (119 records, 16 sources, Apple M1/M2 included)
