@@ -389,6 +389,9 @@ def test_prompt_chunk_allreduce_is_slower_than_the_link_and_monotone():
     assert 1.5 * chunk / sp.allreduce_seconds(chunk, 4, mc) / 1e9 == pytest.approx(190, rel=0.05)
     half_link = sp.Machine(3350.0, 989.0, 4, link_gbps=450.0, interconnect="nvlink")
     assert sp.allreduce_seconds(chunk, 4, half_link) == pytest.approx(2 * sp.allreduce_seconds(chunk, 4, mc))
+    # NVLink 5 (1,800 GB/s) takes GB200's own measured curve: 331 GB/s at 16 MiB, 1.4x H100's, not 2x
+    assert sp.nccl_busbw_gbps(1 << 24, 1800.0) == pytest.approx(331.09)
+    assert sp.nccl_busbw_gbps(1 << 24, 600.0) == pytest.approx(234.45 * 600 / 900)  # NVLink 3: scaled
     pcie = sp.Machine(3350.0, 989.0, 4, link_gbps=32.0, interconnect="pcie")
     assert sp.allreduce_seconds(chunk, 4, pcie) == pytest.approx(25e-6 + 1.5 * chunk / 32e9)
 
@@ -398,6 +401,7 @@ def test_prompt_chunk_allreduce_is_slower_than_the_link_and_monotone():
     ("H200 SXM", "fp8", 1366.3 / 1978.9, "cuBLASLt FP8 at 16,384^3 on ND H200 v5"),
     ("H100 SXM", "bf16", 0.0, "no BF16 GEMM measurement in the catalog: no cap"),
     ("MI300X", "bf16", 708.0 / 1307.4, "AMD's max-achievable BF16 (hipBLASLt)"),
+    ("GB200", "fp8", 2973.3 / 5000.0, "cuBLASLt FP8 at 32,768^3 on ND GB200 v6"),
     ("B200", "fp8", 0.0, "not measured"),
 ])
 def test_gemm_share_is_the_measured_rate_at_the_precision_run(gpu, precision, share, why):

@@ -50,15 +50,21 @@ ALLREDUCES_PER_LAYER = 2
 # 1024) (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang runs the same kernels). A prompt
 # chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes = 10 MiB).
 CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
-# NCCL AllReduce bus bandwidth (GB/s) by message size on 8x H100 SXM over NVLink 4 / NVSwitch (NVLS, in
-# place, NCCL 2.18.5): Azure AI-benchmarking-guide, Azure_Results/ND_H100_v5_results.md "NCCL Bandwidth"
-# (fork samuel-bohman/AI-benchmarking-guide@26d18e9458bb07bd43e3eda7aec8653aa592f2ec; ND H200 v5 within 6 %).
-# A mid-size message reaches a fraction of the link: 172 GB/s at 8 MiB, 234 at 16 MiB, 479 at 8 GiB.
-NCCL_NVLINK_BUSBW = ((1 << 23, 172.13), (1 << 24, 234.45), (1 << 25, 295.53), (1 << 26, 361.78),
-                     (1 << 27, 400.61), (1 << 28, 423.38), (1 << 29, 438.46), (1 << 30, 466.35),
-                     (1 << 31, 472.36), (1 << 32, 475.54), (1 << 33, 478.87))
-NCCL_NVLINK_GBPS = 900.0  # the measured cards' NVLink 4 (data/gpus.toml H100 SXM link_gbps): other NVLink
-# generations scale the curve by their link rate (rule of thumb)
+# NCCL AllReduce bus bandwidth (GB/s) by message size, per NVLink generation (the link rate of the measured
+# card, data/gpus*.toml link_gbps → table), from Azure AI-benchmarking-guide (fork
+# samuel-bohman/AI-benchmarking-guide), "NCCL Bandwidth", in place: 8x H100 SXM over NVLink 4 / NVSwitch
+# (NVLS, NCCL 2.18.5), Azure_Results/ND_H100_v5_results.md @26d18e9458bb07bd43e3eda7aec8653aa592f2ec
+# (ND H200 v5 within 6 %); GB200 over NVLink 5 (Ring, NCCL 2.25.1), Azure_Results/ND_GB200_v6_results.md
+# @154d35c0239faf7f354093705d571864179478a5. A mid-size message reaches a fraction of the link: 172 GB/s at
+# 8 MiB, 234 at 16 MiB, 479 at 8 GiB on H100.
+NCCL_NVLINK_BUSBW = {
+    900.0: ((1 << 23, 172.13), (1 << 24, 234.45), (1 << 25, 295.53), (1 << 26, 361.78), (1 << 27, 400.61),
+            (1 << 28, 423.38), (1 << 29, 438.46), (1 << 30, 466.35), (1 << 31, 472.36), (1 << 32, 475.54),
+            (1 << 33, 478.87)),
+    1800.0: ((1 << 23, 253.46), (1 << 24, 331.09), (1 << 25, 422.62), (1 << 26, 550.73), (1 << 27, 574.19),
+             (1 << 28, 593.53), (1 << 29, 618.74), (1 << 30, 646.87), (1 << 31, 666.63), (1 << 32, 673.06),
+             (1 << 33, 679.61)),
+}
 # A card whose catalog row gives no link bandwidth talks over PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130
 # encoding ≈ 31.5 GB/s each way (PCI-SIG, PCI Express Base Specification 4.0), rounded to 32.
 DEFAULT_LINK_GBPS = 32.0
@@ -363,17 +369,25 @@ def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
     the bus bandwidth NCCL was measured to reach at that size (which includes its latency)."""
     ring = 2 * (tp - 1) / tp * message
     if mc.interconnect == "nvlink" and message > CUSTOM_ALLREDUCE_MAX_BYTES:
-        scale = (mc.link_gbps or NCCL_NVLINK_GBPS) / NCCL_NVLINK_GBPS
-        return ring / (nccl_busbw_gbps(message) * scale * 1e9)
+        return ring / (nccl_busbw_gbps(message, mc.link_gbps or 0.0) * 1e9)
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
     return latency + ring / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
 
 
-def nccl_busbw_gbps(message: float) -> float:
-    """NCCL_NVLINK_BUSBW at `message` bytes, interpolated on the logarithm of the size (held at the ends)."""
+def nccl_busbw_gbps(message: float, link_gbps: float = 0.0) -> float:
+    """NCCL_NVLINK_BUSBW at `message` bytes over an NVLink of `link_gbps` (0: NVLink 4's 900), interpolated
+    on the logarithm of the size (held at the ends): the table of the nearest measured link generation,
+    scaled by the link rate where it differs (rule of thumb: another generation's card)."""
     import math
 
-    pts = NCCL_NVLINK_BUSBW
+    link = link_gbps or 900.0
+    ref = min(NCCL_NVLINK_BUSBW, key=lambda g: abs(math.log(g / link)))
+    return _interpolated(NCCL_NVLINK_BUSBW[ref], message) * link / ref
+
+
+def _interpolated(pts: tuple[tuple[int, float], ...], message: float) -> float:
+    import math
+
     if message <= pts[0][0]:
         return pts[0][1]
     for (s0, b0), (s1, b1) in zip(pts, pts[1:], strict=False):
