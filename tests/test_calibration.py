@@ -235,7 +235,13 @@ HELD_LOO = {
     # under the weight reads), a prompt chunk's all-reduce above vLLM's 8 MiB custom-kernel limit goes
     # through NCCL at its measured bus bandwidth (172-234 GB/s at 8-16 MiB on H100, not the 900 GB/s link),
     # and FP8 steps on H100/H200 reach at most cuBLASLt's measured 1,382 of 1,979 TFLOPS
-    "serving": (0.38, 5.0),
+    # -> 34.3 % / 399 % with the A100 (Dennis Lee) and FP8-KV blog records (278 records)
+    # -> 29.6 % / 344 % with NVIDIA's NIM benchmarking tables (350 records)
+    # -> 29.0 % / 199 % (355 records) with the prefill of MLA + MoE models on the engines before mid-2025 at
+    # its fitted share of the peak (vllm.prefill_efficiency_mla_v0 = 0.077, from the dstack and dzhsurf vLLM
+    # TTFT records, two sources that agree; five dzhsurf TTFT records join): the dstack DeepSeek-R1 TTFTs
+    # 87 % -> 56 % short out of sample, their c128 throughputs over-predicted less
+    "serving": (0.295, 2.0),
 }
 
 

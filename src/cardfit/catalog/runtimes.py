@@ -104,6 +104,9 @@ class RuntimeProfile:
     # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
     # (services/speed.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
     decode_overhead_us_per_layer_mla_v0: float = 0.0
+    # share of dense tensor TFLOPS the prefill of an MLA + MoE model reaches on those engines
+    # (services/speed.py mla_v0); 0 = prefill_efficiency (fitted: runtimes.toml)
+    prefill_efficiency_mla_v0: float = 0.0
     # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
     # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);
     # decode-first engines schedule the running decodes first and fill the rest of the step's token budget

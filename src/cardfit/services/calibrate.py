@@ -314,6 +314,47 @@ def _implied_mla_v0_per_layer(r: Record) -> float | None:
     return b if b > 0 else None
 
 
+def _mla_v0_ttft(r: Record) -> bool:
+    """Served TTFT records of an MLA + MoE model on an engine before mid-2025 (services/speed.py mla_v0)."""
+    from .speed import mla_v0
+
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
+        return False
+    return r.get("metric") == "ttft_ms" and mla_v0(r)
+
+
+def _implied_mla_v0_prefill(r: Record) -> float | None:
+    """The prefill efficiency a TTFT record of that generation implies, the rest of the model in place: the
+    prefill time is close to linear in 1 / efficiency (the prompt's FLOPs over efficiency × peak), so a secant
+    in 1 / efficiency on two predictions, refined twice, solves for it."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from ..errors import CardfitError
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+
+    def y(inverse: float) -> float:
+        with constants({**here, f"{rt.id}.prefill_efficiency_mla_v0": 1 / inverse}):
+            return predict_serving(dict(r))[0]
+
+    target = float(r["measured"])
+    try:
+        a, b = 1.0, 10.0
+        ya, yb = y(a), y(b)
+        for _ in range(2):
+            if not abs(yb - ya) > 1e-12 * abs(ya):
+                return None
+            x = b + (target - yb) * (b - a) / (yb - ya)
+            a, ya, b, yb = b, yb, x, y(max(x, 1.0))
+    except CardfitError:
+        return None
+    return 1 / b if b >= 1.0 else None
+
+
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -398,6 +439,10 @@ FITS: tuple[Fit, ...] = (
         "share of the bandwidth the routed-expert kernels stream, from MoE decode, aggregate and served TPOT "
         "records of engines from mid-2025 on, the dense share and the rest of the model in place",
         prior="decode_efficiency"),
+    Fit(Vllm, "prefill_efficiency_mla_v0", _mla_v0_ttft, _implied_mla_v0_prefill, 3, VllmLike,
+        "share of dense tensor TFLOPS the prefill of an MLA + MoE model (DeepSeek-V3/R1) reached on the "
+        "engines before mid-2025, from vLLM's served TTFT records of it, the rest of the model in place",
+        prior="prefill_efficiency"),
     Fit(Vllm, "decode_overhead_us_per_layer_mla_v0", _mla_v0_step, _implied_mla_v0_per_layer, 1, VllmLike,
         "time per layer of a decode step of an MLA + MoE model (DeepSeek-V3/R1) on the engines before "
         "mid-2025, from vLLM's served TPOT and output-throughput records of it, the rest of the model in "

@@ -784,14 +784,19 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     (`requests` requests, at most `concurrency` in flight, the next sent when one ends: `vllm bench serve
     --max-concurrency`, SGLang's bench_serving) or `load = "burst"` (`requests` prompts sent at once). Raises
     InputError (a CardfitError) for what cardfit cannot set up; the caller turns it into a skip. A record of
-    an older engine generation is timed with that generation's per-layer time (services/speed.py mla_v0)."""
+    an older engine generation is timed with that generation's per-layer time and prefill efficiency
+    (services/speed.py mla_v0)."""
     from ..core.constants import constants, snapshot, value
     from .speed import mla_v0
 
     rt = default_runtimes().find(str(r.get("runtime") or ""))
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
-        with constants({**dict(snapshot()), f"{rt.id}.decode_overhead_us_per_layer": per}):
+        older = {f"{rt.id}.decode_overhead_us_per_layer": per}
+        if rt.prefill_efficiency_mla_v0:
+            older[f"{rt.id}.prefill_efficiency"] = value(rt.id, "prefill_efficiency_mla_v0",
+                                                         rt.prefill_efficiency_mla_v0)
+        with constants({**dict(snapshot()), **older}):
             return _predict_serving(r)
     return _predict_serving(r)
 

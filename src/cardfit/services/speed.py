@@ -573,7 +573,8 @@ def mla_v0(record: dict[str, Any]) -> bool:
     before DeepGEMM (both open-sourced by DeepSeek in February 2025, https://github.com/deepseek-ai/FlashMLA,
     https://github.com/deepseek-ai/DeepGEMM, and taken up by the engines in the months after) ran a decode
     step far from the bandwidth, a time per layer of their own (runtimes.toml
-    decode_overhead_us_per_layer_mla_v0)."""
+    decode_overhead_us_per_layer_mla_v0), and a prefill at a small share of the dense peak
+    (prefill_efficiency_mla_v0)."""
     from ..catalog.models import default_models
 
     if str(record.get("date") or "9999") >= EXPERT_KERNELS_FROM:
