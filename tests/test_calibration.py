@@ -241,6 +241,10 @@ HELD_LOO = {
     # its fitted share of the peak (vllm.prefill_efficiency_mla_v0 = 0.077, from the dstack and dzhsurf vLLM
     # TTFT records, two sources that agree; five dzhsurf TTFT records join): the dstack DeepSeek-R1 TTFTs
     # 87 % -> 56 % short out of sample, their c128 throughputs over-predicted less
+    # -> the MI300X all-reduce at RCCL's measured time for its message (Azure ND MI300X v5: 317 GB/s bus
+    # bandwidth at most, 131.6 at 8 MB) and a prompt attending at its measured FlashAttention-2 rate
+    # (328.6 TFLOPS, under half its GEMMs' 708): the dstack 405B-on-MI300X records move toward their
+    # measurements (TGI 128K TTFT -51 % -> -25 %): XXX
     "serving": (0.295, 2.0),
 }
 
@@ -302,3 +306,53 @@ def test_an_mi300x_prefills_at_most_at_its_max_achievable_gemm_rate():
         pytest.approx(708 / 1307.4)
     assert power_capped(0.3, mi300x.bf16_tflops, mi300x.tdp_w, 0.0, mi300x.gemm_share) == 0.3  # below it
     assert default_gpus().get("H100 SXM").gemm_share == 0.0  # not measured: the runtime's share holds
+
+
+def test_an_mi300x_all_reduce_takes_the_measured_rccl_time_of_its_message():
+    """Azure measured RCCL's all-reduce on 8x MI300X (ND MI300X v5, rccl-tests): bus bandwidth 0.04 GB/s at
+    1 KB (45 µs a call), 131.57 at 8 MB, 316.82 at 8 GB, a third of the 896 GB/s of Infinity Fabric links the
+    ring formula assumed. A step's all-reduce takes the measured time of its message (busbw interpolated
+    log-log in the size); a group of 4 drives 3 of the 7 links each."""
+    from dataclasses import replace
+
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.core.speed import allreduce_seconds as one
+    from cardfit.core.speed import machine_for
+
+    mi300x = default_gpus().get("MI300X")
+    mc = machine_for(default_runtimes().get("tgi"), mi300x, 8, mi300x.bf16_tflops)
+
+    def allreduce_seconds(m, message):
+        return one(message, m.tp, m)
+
+    assert allreduce_seconds(mc, 8 * 2**20) == pytest.approx(8 * 2**20 * 2 * 7 / 8 / 131.57e9)
+    assert allreduce_seconds(mc, 1024) == pytest.approx(1024 * 2 * 7 / 8 / 0.04e9)  # 44.8 µs
+    assert allreduce_seconds(mc, 100) == allreduce_seconds(mc, 1024)  # the latency floor
+    assert allreduce_seconds(mc, 2**40) == pytest.approx(2**40 * 2 * 7 / 8 / 316.82e9)
+    mid = allreduce_seconds(mc, 12 * 2**20)  # between the 8 MB and 16 MB points
+    assert 12 * 2**20 * 1.75 / 171.46e9 < mid < 12 * 2**20 * 1.75 / 131.57e9
+    four = replace(mc, tp=4)
+    assert allreduce_seconds(four, 2**30) == pytest.approx(2**30 * 2 * 3 / 4 / (313.92e9 * 3 / 7))
+    assert default_gpus().get("H100 SXM").allreduce_busbw == ()  # not measured: latency + link bandwidth
+
+
+def test_an_mi300x_prompt_attends_at_its_measured_flash_attention_rate():
+    """Azure measured FlashAttention-2 on an MI300X at 328.6 TFLOPS (ND MI300X v5), under half the 708 its
+    BF16 GEMMs reach: a prompt token's attention FLOPs count 708 / 328.6 times in the GEMM time of a serving
+    step, its GEMM FLOPs once; a card without a measured attention rate keeps the plain FLOPs."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.models import default_models
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.core.speed import decode_flops_per_token, machine_for, prefill_flops
+
+    m = default_models().get("llama-3.1-405b")
+    tgi = default_runtimes().get("tgi")
+    mi300x, h100 = default_gpus().get("MI300X"), default_gpus().get("H100 SXM")
+    mc = machine_for(tgi, mi300x, 8, mi300x.bf16_tflops)
+    gemm_rate = mc.tflops * mc.compute_efficiency
+    assert gemm_rate == pytest.approx(708.0)
+    attention = decode_flops_per_token(m, 64000) - 2 * m.active
+    assert prefill_flops(m, 64000, mc) == pytest.approx(2 * m.active + attention * 708.0 / 328.6)
+    plain = machine_for(tgi, h100, 8, h100.bf16_tflops)
+    assert prefill_flops(m, 64000, plain) == decode_flops_per_token(m, 64000)

@@ -62,6 +62,17 @@ class Gpu:
     fp4: bool = False
     interconnect: str = "pcie"
     link_gbps: float | None = None
+    # all-reduce bus bandwidth measured by message size on the card's full node (rccl-tests / nccl-tests
+    # all_reduce_perf busbw: time = bytes × 2 (n-1)/n ÷ busbw), as (bytes, GB/s) pairs, and the ranks it was
+    # measured on; () = not measured: a fixed latency per call plus the link bandwidth (core/speed.py)
+    allreduce_busbw: tuple[tuple[int, float], ...] = ()
+    allreduce_ranks: int = 0
+    allreduce_source: str = ""
+    # the dense attention rate (TFLOPS, BF16/FP16) a FlashAttention forward kernel was measured to reach on
+    # the card, where below the GEMM rate: the attention FLOPs of a prefill run at it; None: the GEMM rate
+    # holds
+    attention_tflops: float | None = None
+    attention_source: str = ""
     pcie_gen: int | None = None
     tdp_w: int | None = None
     monthly_usd: float | None = None
@@ -135,6 +146,8 @@ def gpu_from_row(row: dict[str, Any]) -> Gpu:
     known = {k: v for k, v in row.items() if k != "override"}
     try:
         known["aliases"] = tuple(row.get("aliases", ()))
+        if "allreduce_busbw" in row:
+            known["allreduce_busbw"] = tuple((int(b), float(g)) for b, g in row["allreduce_busbw"])
         gpu = Gpu(**known)
     except TypeError as e:
         raise row_error("gpu", row, e) from e

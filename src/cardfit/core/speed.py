@@ -216,6 +216,13 @@ class Machine:
     # share of the bandwidth the routed-expert kernels stream (grouped GEMMs over many small experts);
     # 0 = decode_efficiency, the dense GEMV's
     expert_efficiency: float = 0.0
+    # the card's measured all-reduce bus bandwidth by message size and the ranks it was measured on (gpus
+    # allreduce_busbw, allreduce_ranks); () = a fixed latency per call plus the link bandwidth
+    allreduce_busbw: tuple[tuple[int, float], ...] = ()
+    allreduce_ranks: int = 0
+    # the attention rate a FlashAttention kernel was measured to reach per card (gpus attention_tflops);
+    # 0 = the GEMM rate (tflops × compute_efficiency) holds for attention too
+    attention_tflops: float = 0.0
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -280,6 +287,19 @@ class Load:
     cpu_weight_fraction: float = 0.0  # share of the weight bytes in system RAM (whole layers)
     cpu_expert_fraction: float = 0.0  # share of the routed experts in system RAM (-ot exps=CPU, --n-cpu-moe)
     low_bit_params: float = 0.0  # resident parameters stored in a low-bit type (low_bit): unpacked per read
+
+
+def prefill_flops(m: ModelSpec, context: int, mc: Machine) -> float:
+    """A prompt token's FLOPs (decode_flops_per_token at `context` cached tokens) in GEMM time: the attention
+    share weighted by how much slower than the GEMMs the card's measured attention kernel runs (an MI300X
+    reaches 708 TFLOPS in BF16 GEMMs and 328.6 in FlashAttention-2, data/gpus.toml), so a step that divides
+    its FLOPs by the GEMM rate times them right."""
+    total = decode_flops_per_token(m, context)
+    gemm_rate = (mc.tflops or 0.0) * mc.compute_efficiency
+    if not (mc.attention_tflops and gemm_rate > mc.attention_tflops):
+        return total
+    gemm = 2 * m.active
+    return gemm + (total - gemm) * gemm_rate / mc.attention_tflops
 
 
 def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
@@ -355,7 +375,9 @@ def per_layer_s(mc: Machine, sequences: int) -> float:
 
 
 def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
-    """Tensor parallel pays two all-reduces of the hidden state per layer over the card-to-card link."""
+    """Tensor parallel pays two all-reduces of the hidden state per layer over the card-to-card link: each
+    a fixed latency plus the ring transfer, or, on a card whose all-reduce was measured by message size, the
+    measured time of that message (allreduce_seconds)."""
     tp = max(mc.tp, 1)
     if tp == 1:
         return 0.0
@@ -366,7 +388,10 @@ def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
 def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
     """One ring all-reduce of `message` bytes over `tp` cards: 2 (tp − 1) / tp × message over the link, plus
     the per-call latency; over NVLink a message above the engines' own kernels' limit goes through NCCL at
-    the bus bandwidth NCCL was measured to reach at that size (which includes its latency)."""
+    the bus bandwidth NCCL was measured to reach at that size (which includes its latency); a card whose own
+    all-reduce was measured by message size (gpus allreduce_busbw) takes that measurement at every size."""
+    if mc.allreduce_busbw:  # the card's own all-reduce measured by message size
+        return measured_allreduce_seconds(mc, message, tp)
     ring = 2 * (tp - 1) / tp * message
     if mc.interconnect == "nvlink" and message > CUSTOM_ALLREDUCE_MAX_BYTES:
         return ring / (nccl_busbw_gbps(message, mc.link_gbps or 0.0) * 1e9)
@@ -394,6 +419,29 @@ def _interpolated(pts: tuple[tuple[int, float], ...], message: float) -> float:
         if message <= s1:
             return b0 + (b1 - b0) * math.log(message / s0) / math.log(s1 / s0)
     return pts[-1][1]
+
+
+def measured_allreduce_seconds(mc: Machine, message: float, tp: int) -> float:
+    """One all-reduce of `message` bytes over `tp` cards from the card's measured bus bandwidth curve
+    (rccl-tests/nccl-tests: time = bytes × 2 (n-1)/n ÷ busbw), interpolated log-log in the message size; below
+    the smallest message measured, that message's time (the latency floor); above the largest, its busbw.
+    On a fully connected node (8x MI300X: one Infinity Fabric link to each peer) a group of tp < n cards
+    drives tp - 1 of the n - 1 links each, so its bus bandwidth is the measured one × (tp - 1) / (n - 1)."""
+    import math
+
+    tp = max(tp, 1)
+    points = mc.allreduce_busbw
+    ranks = mc.allreduce_ranks or tp
+    size = max(message, points[0][0])
+    if size >= points[-1][0]:
+        busbw = points[-1][1]
+    else:
+        i = next(k for k in range(1, len(points)) if points[k][0] >= size)
+        (b0, g0), (b1, g1) = points[i - 1], points[i]
+        f = math.log(size / b0) / math.log(b1 / b0)
+        busbw = math.exp(math.log(g0) + f * (math.log(g1) - math.log(g0)))
+    busbw *= min(1.0, (tp - 1) / max(ranks - 1, 1))
+    return 2 * (tp - 1) / tp * size / (busbw * 1e9)
 
 
 def ceiling(load: Load, mc: Machine) -> float:
@@ -518,7 +566,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  compute_efficiency=prefill_efficiency or 1.0,
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
                  stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
-                 dequant_ops_per_weight=dequant_ops_per_weight)
+                 dequant_ops_per_weight=dequant_ops_per_weight,
+                 allreduce_busbw=gpu.allreduce_busbw, allreduce_ranks=gpu.allreduce_ranks)
     if decode_efficiency:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens
         stream = ubatch_stream_seconds(load, mc, min(prefill_ubatch, 512))
         prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention,
@@ -585,7 +634,9 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
                    stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
                    dequant_ops_per_weight=k("dequant_ops_per_weight"),
-                   expert_efficiency=k("expert_efficiency"))
+                   expert_efficiency=k("expert_efficiency"),
+                   allreduce_busbw=gpu.allreduce_busbw, allreduce_ranks=gpu.allreduce_ranks,
+                   attention_tflops=gpu.attention_tflops or 0.0)
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their

@@ -88,7 +88,7 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     timed as one stage) of `mc`, scheduling at most `seqs` sequences and `chunk_tokens` tokens a step
     (default: the plan's prefill chunk)."""
     stages = pp if ctx.runtime.pipeline_parallel else 1
-    return sv.Replica(sv.stage(whole, stages), mc, sp.decode_flops_per_token(ctx.model, w.input_tokens // 2),
+    return sv.Replica(sv.stage(whole, stages), mc, sp.prefill_flops(ctx.model, w.input_tokens // 2, mc),
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
                       NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0)
 
