@@ -159,7 +159,11 @@ HELD_LOO = {
     # rate against 43-54 on the RTX 3090 and P40 (PR 4766's rows +82..+163 % out of sample)
     # -> 10.0 % / 27.2 % (n 282) with the run's other four quantizations (Q4_1, Q5_0, Q5_1, Q5_K_M): the
     # V100 rows pull the HBM share to 0.582, so the XiongjieDai A100/H100 rows are over-predicted more
-    "decode": (0.101, 0.275),
+    # -> 8.3 % / 19.1 % (n 282, all out of sample) once those builds stream SMs x clock x a fitted 6.32 bytes
+    # per SM-cycle on HBM cards instead of a share of the bus (runtimes.toml decode_bytes_per_sm_cycle_hbm_v0:
+    # V100 5.9, H100 PCIe 6.3, A100 6.5-6.9 where the shares differ by a third); the V100 rows -35 % -> -13 %
+    # .. +13 % and the XiongjieDai A100/H100 rows +5 .. +77 % -> -19 .. +28 % out of sample
+    "decode": (0.085, 0.195),
     # 17.9 % / 59.5 % (94 records, 7 sources) before old llama.cpp builds paid the FP16 copy of quantized
     # weights, power-short cards their rate per watt, attention its flash-attention rate and MoE ubatches
     # their weight streaming; 9.7 % / 14.6 % now (119 records, 16 sources, Apple M1/M2 included)

@@ -45,6 +45,11 @@ class Gpu:
     stream_source: str = ""
     # the non-tensor FP32 rate of the CUDA cores / shader ALUs: what unpacking low-bit weights runs on
     fp32_tflops: float | None = None
+    # streaming multiprocessors and their boost clock (NVIDIA architecture whitepapers): what a kernel whose
+    # bytes in flight per SM are fixed streams at, whatever the bus (runtimes.toml
+    # decode_bytes_per_sm_cycle_hbm_v0); None: not recorded
+    sm_count: int | None = None
+    boost_mhz: float | None = None
     fp16_tflops: float | None = None
     bf16_tflops: float | None = None
     fp8_tflops: float | None = None

@@ -90,8 +90,10 @@ class RuntimeProfile:
     overlap_scheduler_date: str = ""
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
     decode_overhead_us_per_layer_v0: float = 0.0
-    # the share of an HBM card's bandwidth the weight kernels of those builds stream (0: decode_efficiency)
-    decode_efficiency_hbm_v0: float = 0.0
+    # bytes per SM per clock cycle the weight kernels of those builds stream on an HBM card: their bytes in
+    # flight per SM are fixed, so the rate is SMs x clock x this, not a share of the bus (0, or a card without
+    # sm_count/boost_mhz: decode_efficiency)
+    decode_bytes_per_sm_cycle_hbm_v0: float = 0.0
     # the per-layer time of those builds on Apple's Metal backend (0: decode_overhead_us_per_layer_v0)
     decode_overhead_us_per_layer_metal_v0: float = 0.0
     # the largest batch a decode step replays as a CUDA graph (0: every batch): larger batches launch every

@@ -377,11 +377,11 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_layer"), 1, LlamaCppLike,
         "the same on Apple's Metal backend (every kernel encoded on the CPU)",
         prior="decode_overhead_us_per_layer_v0"),
-    Fit(LlamaCpp, "decode_efficiency_hbm_v0",
-        _both(_both(_is("decode"), _llamacpp_generation(False)), _hbm(True)),
-        _speed("implied_decode_efficiency"), 3, LlamaCppLike,
-        "share of an HBM card's bandwidth the single-stream decode of those builds implies, after their "
-        "per-layer time"),
+    Fit(LlamaCpp, "decode_bytes_per_sm_cycle_hbm_v0",
+        _both(_both(_is("decode"), _llamacpp_generation(False)), _both(_hbm(True), _low_bit(False))),
+        _speed("implied_bytes_per_sm_cycle"), 2, LlamaCppLike,
+        "bytes per SM per clock cycle the single-stream decode of those builds implies on an HBM card, after "
+        "their per-layer time (weights of 4 bits and up: the low-bit ones are bound by their unpacking)"),
     Fit(LlamaCpp, "dequant_ops_per_weight", _both(_is("decode"), _low_bit(True, fp32=True)),
         _speed("implied_dequant_ops_per_weight"), 1, LlamaCppLike,
         "ALU operations per low-bit weight (K-quants below 4 bits, IQ types) the single-stream decode time "

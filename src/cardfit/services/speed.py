@@ -549,9 +549,18 @@ def llamacpp_old_build(record: dict[str, Any], change: tuple[int, str] = CUDA_GR
 
 def on_hbm(s: Setup) -> bool:
     """Whether the record's card has HBM (A100, H100 ...): llama.cpp's matrix-vector kernels of builds before
-    May 2024 stream a smaller share of its bandwidth than of a GDDR card's (runtimes.toml
-    decode_efficiency_hbm_v0, fitted on the records)."""
+    May 2024 stream less than the bus gives (their rate scales with SMs x clock: runtimes.toml
+    decode_bytes_per_sm_cycle_hbm_v0, fitted on the records)."""
     return s.plan.first.option.gpu.memory_type.upper().startswith("HBM")
+
+
+def sm_cycles(gpu: Any) -> float:
+    """SM-cycles per second of a card (SMs x boost clock), 0 where the catalog does not record them: what a
+    kernel with a fixed number of bytes in flight per SM scales with (runtimes.toml
+    decode_bytes_per_sm_cycle_hbm_v0)."""
+    if not (gpu.sm_count and gpu.boost_mhz and gpu.bandwidth_gbps):
+        return 0.0
+    return float(gpu.sm_count) * gpu.boost_mhz * 1e6
 
 
 def on_metal(s: Setup) -> bool:
@@ -599,8 +608,10 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
             field = "decode_overhead_us_per_layer_metal_v0"
         per = value(rt.id, field, getattr(rt, field))
         s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
-        if rt.decode_efficiency_hbm_v0 and on_hbm(s) and record.get("kind") in ("decode", "aggregate_decode"):
-            eff = value(rt.id, "decode_efficiency_hbm_v0", rt.decode_efficiency_hbm_v0)
+        gpu = s.plan.first.option.gpu
+        per = value(rt.id, "decode_bytes_per_sm_cycle_hbm_v0", rt.decode_bytes_per_sm_cycle_hbm_v0)
+        if per and on_hbm(s) and record.get("kind") in ("decode", "aggregate_decode") and sm_cycles(gpu):
+            eff = min(1.0, per * sm_cycles(gpu) / (gpu.bandwidth_gbps * 1e9))
             s = replace(s, machine=replace(s.machine, decode_efficiency=eff))
     if rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(record):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
@@ -667,7 +678,7 @@ def implied_overhead_us_per_layer(record: dict[str, Any]) -> float | None:
 
 def implied_decode_efficiency(record: dict[str, Any]) -> float | None:
     """Calibration: the share of the card's bandwidth a single-stream decode record implies for its VRAM
-    bytes, after the per-layer time of its engine generation (runtimes.toml decode_efficiency_hbm_v0)."""
+    bytes, after the per-layer time of its engine generation."""
     from dataclasses import replace
 
     try:
@@ -679,6 +690,17 @@ def implied_decode_efficiency(record: dict[str, Any]) -> float | None:
         return None
     rest = 1 / float(record["measured"]) - full.overhead_s - full.link_s
     return full.memory_s / rest if rest > 0 else None
+
+
+def implied_bytes_per_sm_cycle(record: dict[str, Any]) -> float | None:
+    """Calibration: the bytes per SM-cycle a single-stream decode record on an HBM card implies (its bandwidth
+    share x the bus / (SMs x boost clock); runtimes.toml decode_bytes_per_sm_cycle_hbm_v0)."""
+    share = implied_decode_efficiency(record)
+    if share is None:
+        return None
+    gpu = record_setup(record).plan.first.option.gpu
+    cycles = sm_cycles(gpu)
+    return share * gpu.bandwidth_gbps * 1e9 / cycles if cycles else None
 
 
 def implied_dequant_ops_per_weight(record: dict[str, Any]) -> float | None:
