@@ -106,3 +106,26 @@ def test_dzhsurf_ttft_records_are_one_source_with_its_throughput_records():
     of them out."""
     keys = {source_key(r) for k, r in RECORDS.items() if k.startswith("dzhsurf-")}
     assert len(keys) == 1
+
+
+def test_median_gap_between_tokens_is_the_decode_only_step():
+    """8 users, 20,000 in / 2,019 out (the vLLM blog's FP8 KV-cache throughput run): 79 prompt tokens a step
+    on average, one step in about a hundred carries a chunk, so the median gap is a step that decodes alone,
+    shorter than the mean (TPOT), which counts the chunk steps."""
+    r, w = _replica(moe=True), sv.Workload(20000, 2019)
+    assert sv.itl_median_s(r, w, 8) == pytest.approx(sv.step_s(r, 8, 0.0), rel=1e-12)
+    assert sv.itl_median_s(r, w, 8) < sv.tpot_s(r, w, 8)
+
+
+def test_median_gap_is_a_chunk_step_when_most_steps_carry_one():
+    r, w = _replica(moe=True, chunk=2048), sv.Workload(1000, 10)  # 64 users: 6,400 prompt tokens a step
+    assert sv.itl_median_s(r, w, 64) > 2 * sv.step_s(r, 64, 0.0)
+
+
+def test_median_itl_records_fit_the_expert_share():
+    """The vLLM blog's median ITL of gpt-oss-20b on one H100 (vLLM 0.19.1) is a decode step of a current
+    engine: a third source for vllm.expert_efficiency besides aiconfigurator's and Tenstorrent's."""
+    (f,) = [f for f in FITS if f.field == "expert_efficiency"]
+    chosen = {r["id"] for r, _ in _chosen(tuple(RECORDS.values()), f)}
+    assert "vllmblog-fp8kv-gpt-oss-20b-h100-bf16kv-20000x2019-c8-itl" in chosen
+    assert len({source_key(RECORDS[i]) for i in chosen}) >= 3

@@ -146,6 +146,19 @@ def tpot_s(r: Replica, w: Workload, batch: float) -> float:
     return (1 - share) * step_s(r, b, 0.0) + share * step_s(r, b, chunk)
 
 
+def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
+    """The median gap between two tokens of an answer in the steady state of `tpot_s`: the step that decodes
+    alone while fewer than half the steps carry a prompt chunk (the chunk steps are the long tail of the
+    gaps, not their middle), else the step that carries one."""
+    b = max(batch, 1.0)
+    prompt = b * w.input_tokens / max(w.output_tokens, 1)
+    free = max(r.chunk_tokens - math.ceil(b), min(r.chunk_tokens, 256))
+    chunk = w.input_tokens / math.ceil(w.input_tokens / free) if w.input_tokens else 0.0
+    if prompt <= 0 or prompt < chunk / 2:
+        return step_s(r, b, 0.0)
+    return step_s(r, b, min(chunk, prompt) if prompt < chunk else prompt)
+
+
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:
     """One prompt of I tokens, in chunks of what the step budget leaves beside B decodes."""
     free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))

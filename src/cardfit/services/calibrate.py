@@ -216,11 +216,12 @@ def _non_torch(r: Record) -> float | None:
 
 def _moe_step(r: Record) -> bool:
     """Records whose time per token is a MoE model's decode step on an engine of the current generation:
-    single-stream and aggregate decode, and served TPOT."""
+    single-stream and aggregate decode, served TPOT, and served median ITL (a step that decodes alone:
+    core/serving.py itl_median_s)."""
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("offload"):
         return False
-    if not (r.get("kind") in ("decode", "aggregate_decode")
-            or r.get("kind") == "serving" and r.get("metric") == "tpot_ms"):
+    step = r.get("metric") == "tpot_ms" or r.get("metric") == "itl_ms" and r.get("statistic") == "median"
+    if not (r.get("kind") in ("decode", "aggregate_decode") or r.get("kind") == "serving" and step):
         return False
     from .speed import EXPERT_KERNELS_FROM
 
@@ -436,8 +437,9 @@ FITS: tuple[Fit, ...] = (
     Fit(Vllm, "non_torch_bytes", _overhead, _non_torch, 0, None,
         "vLLM profiler 'non_torch_memory takes X GiB' lines"),
     Fit(Vllm, "expert_efficiency", _moe_step, _implied_expert_efficiency, 3, VllmLike,
-        "share of the bandwidth the routed-expert kernels stream, from MoE decode, aggregate and served TPOT "
-        "records of engines from mid-2025 on, the dense share and the rest of the model in place",
+        "share of the bandwidth the routed-expert kernels stream, from MoE decode, aggregate, served TPOT "
+        "and median ITL records of engines from mid-2025 on, the dense share and the rest of the model in "
+        "place",
         prior="decode_efficiency"),
     Fit(Vllm, "prefill_efficiency_mla_v0", _mla_v0_ttft, _implied_mla_v0_prefill, 3, VllmLike,
         "share of dense tensor TFLOPS the prefill of an MLA + MoE model (DeepSeek-V3/R1) reached on the "
