@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 from functools import cache
 
 import pytest
@@ -124,6 +125,82 @@ def test_moe_steps_touch_more_experts_with_more_tokens():
     r = sv.Replica(load, machine, 6e9, 8192, 256)
     times = [sv.step_s(r, b, 0) for b in (1, 4, 16, 64)]
     assert times == sorted(times) and times[-1] > 3 * times[0]
+
+
+def test_a_prompt_step_past_the_graph_size_pays_the_eager_launch_per_layer():
+    """vLLM V1 replays CUDA graphs up to min(2 x max_num_seqs, 512) tokens (vllm/config/vllm.py
+    _set_cudagraph_sizes); a larger step carrying a prompt launches its kernels from the CPU one by one:
+    0.8 ms per layer (aiconfigurator-core 0.12.0, sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms).
+    Decode steps (graphs) and small prompt steps do not pay it; a pipeline pays it on every stage."""
+    base = _replica()
+    mc = replace(base.machine, overhead_s_per_layer_prefill=800e-6, prefill_graph_tokens=512)
+    eager = replace(base, machine=mc)
+    assert sv.eager_s(eager, 8, 0) == 0.0  # a decode step: a graph
+    assert sv.eager_s(eager, 8, 200) == 0.0  # 208 tokens: inside the largest graph
+    assert sv.eager_s(eager, 8, 1000) == pytest.approx(32 * 800e-6)  # 32 layers x 0.8 ms
+    assert sv.prompt_step_s(eager, 8, 1000) == pytest.approx(sv.step_s(eager, 8, 1000) + 32 * 800e-6)
+    w = sv.Workload(1000, 300)
+    assert sv.prefill_s(eager, w, 8) - sv.prefill_s(base, w, 8) == pytest.approx(32 * 800e-6, rel=0.02)
+    two = sv.Replica(sv.stage(base.load, 2), eager.machine, base.prefill_flops_per_token, 8192, 256, 2)
+    assert sv.eager_s(two, 8, 1000) == pytest.approx(32 * 800e-6)  # 16 layers on each of 2 stages
+    # the average step of the steady state is timed on the GPU alone (eager_s docstring in tpot_s)
+    assert sv.tpot_s(eager, w, 8) == sv.tpot_s(base, w, 8)
+
+
+def test_the_engines_prompt_steps_are_eager_where_they_capture_decode_only():
+    """The runtime rows carry the eager launch time of a prompt step (data/runtimes.toml): vLLM past its
+    512-token graphs, SGLang and TensorRT-LLM for every prompt step (decode-only graphs)."""
+    from cardfit.catalog.runtimes import default_runtimes
+
+    rts = default_runtimes()
+    for rid, graph, ahead in (("vllm", 512, 0), ("sglang", 0, 1), ("trtllm", 0, 1)):
+        rt = rts.get(rid)
+        assert (rt.prefill_graph_tokens, rt.prefill_overhead_us_per_layer) == (graph, 800.0)
+        assert rt.schedule_ahead_steps == ahead  # vLLM V1 schedules after the step ends (no async scheduling)
+    assert rts.get("llama.cpp").prefill_overhead_us_per_layer == 0.0
+
+
+def test_an_overlap_scheduler_makes_a_new_request_wait_one_step_more():
+    """TensorRT-LLM's PyTorch backend and SGLang launch step n + 1 before they look at new requests
+    (TensorRT-LLM docs/source/torch/features/overlap_scheduler.md; SGLang event_loop_overlap): a request that
+    arrives while step n runs is prefilled in step n + 2, one step later than on vLLM V1; an idle engine
+    takes it at once."""
+    base = _replica(seqs=64)
+    ahead = replace(base, schedule_ahead=1)
+    w = sv.Workload(1000, 300, users=16)
+    now, later = sv.serve(base, w), sv.serve(ahead, w)
+    assert later.ttft_mean_s - now.ttft_mean_s == pytest.approx(now.tpot_s, rel=1e-9)
+    assert later.tpot_s == now.tpot_s
+    # a lone request meets an idle engine: no step to wait for
+    one = sv.Workload(1000, 300)
+    assert sv.rounds(ahead, one, 1, 1, False)[0] == sv.rounds(base, one, 1, 1, False)[0]
+    # 8 users prefilled two a step (a 2,048-token budget): their answers end in different steps, so the next
+    # requests arrive while the others decode, and wait one step more
+    small = replace(base, chunk_tokens=2048)
+    t0, _, _ = sv.rounds(small, one, 8, 40, False)
+    t1, _, _ = sv.rounds(replace(small, schedule_ahead=1), one, 8, 40, False)
+    assert t1[:8] == t0[:8]  # the first burst meets an idle engine
+    assert sum(t1[8:]) > sum(t0[8:]) + 32 * sv.step_s(small, 7, 0.0)
+
+
+def test_a_tensorrt_engine_record_pays_neither_python_dispatch_nor_the_overlap_step():
+    """NVIDIA NIM's TensorRT-LLM profiles are engines run by the C++ runtime: a prompt step launches no Python
+    kernels one by one and there is no overlap scheduler. NIM 1.8.0, Llama-3.1-8B FP8 on one H100, 500 prompt
+    tokens at one request: TTFT 13.84 ms (NVIDIA NIM LLM benchmarking guide, as transcribed in
+    zivbeker42/llm-guesstimator tested_benchmarks/nim_llama3.1_8b_v1.8.0_1xH100_80GB.csv)."""
+    from cardfit.services.deploy import predict_serving, tensorrt_engine
+
+    r = {"id": "nim-8b-c1", "kind": "serving", "model": "llama-3.1-8b", "quant": "fp8", "runtime": "trtllm",
+         "gpu": "H100 SXM", "gpus": 1, "input_tokens": 500, "output_tokens": 2000, "concurrency": 1,
+         "load": "closed", "requests": 10, "fixed_lengths": True, "metric": "ttft_ms", "statistic": "mean",
+         "measured": 13.84,
+         "settings": {"tp": 1, "pp": 1, "version": "NIM 1.8.0 (TensorRT-LLM profile fp8 TP1)"}}
+    pytorch = {**r, "settings": {"tp": 1, "pp": 1, "version": "1.0.0rc3"}}
+    assert tensorrt_engine(r) and not tensorrt_engine(pytorch)
+    assert tensorrt_engine({**pytorch, "settings": {"backend": "tensorrt"}})
+    engine, eager = predict_serving(r)[0], predict_serving(pytorch)[0]
+    assert engine == pytest.approx(13.84, rel=0.25)
+    assert eager - engine >= 32 * 0.8  # 32 layers of 0.8 ms of Python dispatch, and the overlap step
 
 
 # --- the deploy service -------------------------------------------------------------------------------------

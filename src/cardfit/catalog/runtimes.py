@@ -99,6 +99,15 @@ class RuntimeProfile:
     # the largest batch a decode step replays as a CUDA graph (0: every batch): larger batches launch every
     # kernel and pay the per-layer time of a build without graphs (decode_overhead_us_per_layer_v0)
     graph_max_batch: int = 0
+    # A step that carries prompt tokens runs without CUDA graphs past this many tokens (0: always): vLLM V1
+    # replays piecewise graphs up to its largest capture size; SGLang and TensorRT-LLM capture decode-only
+    # batches. Such a step pays this CPU time per layer for launching its kernels one by one (core/serving.py
+    # eager_s); 0 = none
+    prefill_graph_tokens: int = 0
+    prefill_overhead_us_per_layer: float = 0.0
+    # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
+    # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
+    schedule_ahead_steps: int = 0
     # ALU operations per weight the decode kernels spend unpacking low-bit types (core/speed.py low_bit)
     dequant_ops_per_weight: float = 0.0
     # share of the bandwidth routed-expert kernels stream (0 = decode_efficiency; fitted: runtimes.toml)

@@ -14,7 +14,10 @@ One replica is `pp` pipeline stages of `tp` tensor-parallel cards. Per replica, 
   1 / pp of the layers, weights and cache, so a token takes pp stage steps plus pp − 1 activation hops over
   the network (the pipeline bubble when B < pp: stages wait).
 - TTFT (p90) = waiting for a free sequence slot (M/G/c, c = max_num_seqs) + waiting for the prompt budget
-  (M/G/1) + the prefill itself, ceil(I / (chunk − B)) steps of chunk tokens beside the B decodes.
+  (M/G/1) + the prefill itself, ceil(I / (chunk − B)) steps of chunk tokens beside the B decodes, each
+  paying its eager kernel launches past the CUDA-graph sizes (eager_s); an overlap scheduler (TensorRT-LLM's
+  PyTorch backend, SGLang) has planned the next step when a request arrives: one step more
+  (Replica.schedule_ahead).
   The waits use the Allen–Cunneen approximation for GI/G/c queues: Wq ≈ Wq(M/M/c) × (Ca² + Cs²) / 2
   (A. O. Allen, "Probability, Statistics, and Queueing Theory", 2nd ed., Academic Press 1990, §6; the same
   formula as Kingman's for c = 1), with Erlang C for Wq(M/M/c); the p90 of a wait takes the M/M/c tail
@@ -60,6 +63,9 @@ class Replica:
     pp: int = 1
     hop_latency_s: float = 0.0  # one activation transfer between pipeline stages
     hop_gbps: float = 0.0
+    # steps planned ahead of the GPU (an overlap scheduler: 1): a request arriving during step n joins step
+    # n + 1 + this at the earliest
+    schedule_ahead: int = 0
 
 
 @record(slots=True)
@@ -124,6 +130,27 @@ def _prompt_link_s(load: Load, mc: Machine, b: int, prompt_tokens: float) -> flo
     return link_seconds(load, mc, b + math.ceil(prompt_tokens)) - link_seconds(load, mc, b)
 
 
+def eager_s(r: Replica, decode: float, prompt_tokens: float) -> float:
+    """CPU time of a step that carries prompt tokens and runs without CUDA graphs: the engines replay graphs
+    for decode batches (vLLM V1 also for steps up to its largest capture size), and launch a prefill step's
+    kernels one by one from Python, a time per layer the GPU work does not hide (aiconfigurator-core
+    0.12.0, sdk/backends/vllm_backend.py `_prefill_dispatch_overhead_ms`: "CPU-side dispatch overhead scales
+    with layer count and is not captured in silicon benchmarks"). Every stage of a pipeline pays it for its
+    layers."""
+    mc = r.machine
+    if prompt_tokens <= 0 or not mc.overhead_s_per_layer_prefill:
+        return 0.0
+    if decode + prompt_tokens <= mc.prefill_graph_tokens:
+        return 0.0
+    return r.load.layers * r.pp * mc.overhead_s_per_layer_prefill
+
+
+def prompt_step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
+    """One step that decodes `decode` sequences and carries `prompt_tokens` prompt tokens (a chunk of one or
+    more prompts): the GPU step and, past the graph size, its eager launch time."""
+    return step_s(r, decode, prompt_tokens) + eager_s(r, decode, prompt_tokens)
+
+
 def tpot_s(r: Replica, w: Workload, batch: float) -> float:
     """Steady state: B decodes per step plus the prompts of the requests that replace finished ones, B × I / O
     prompt tokens a step on average. A prompt is scheduled whole (in chunks of what the budget leaves beside
@@ -133,7 +160,10 @@ def tpot_s(r: Replica, w: Workload, batch: float) -> float:
     are bound by), and an MoE decode-only step reads the experts of its own few tokens, 1 − (1 − k/E)^B of
     them, not those of a prompt spread over it (gpt-oss-120b at 4 users, 1,024 in / 1,024 out: 12 % of its
     experts a step, not 22 %). It is the mean a benchmark's TPOT takes: (end − first token) ÷ (O − 1) per
-    request, every step the request decodes in, those that carried another request's prompt too."""
+    request, every step the request decodes in, those that carried another request's prompt too. Timed on
+    the GPU alone: the eager launch time of a step carrying a chunk (eager_s) is not charged here; charging
+    it is not borne out by the served TPOT records (the routed-expert share fitted on them would rise above
+    the dense GEMV's)."""
     b = max(batch, 1.0)
     prompt = b * w.input_tokens / max(w.output_tokens, 1)
     if prompt <= 0:
@@ -164,8 +194,8 @@ def prefill_s(r: Replica, w: Workload, batch: float) -> float:
     free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
     chunks = math.ceil(w.input_tokens / free)
     last = w.input_tokens - (chunks - 1) * free
-    full = step_s(r, batch, free) / r.pp if chunks > 1 else 0.0  # one stage's time: chunks pipeline
-    tail = step_s(r, batch, last)
+    full = prompt_step_s(r, batch, free) / r.pp if chunks > 1 else 0.0  # one stage's time: chunks pipeline
+    tail = prompt_step_s(r, batch, last)
     return (chunks - 1) * full + tail
 
 
@@ -208,13 +238,14 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     pre = prefill_s(r, w, batch)
     # the prompt budget as one server: a prompt occupies it for its chunks' share of the step budget
     free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
-    prompt_service = w.input_tokens / free * step_s(r, batch, free)
+    prompt_service = w.input_tokens / free * prompt_step_s(r, batch, free)
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
     stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
-    wait90 = slot_wait[1] + p_p90
+    ahead = r.schedule_ahead * t  # the steps already planned when the request arrives
+    wait90 = slot_wait[1] + p_p90 + ahead
     out = batch / t if t else 0.0
-    return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + pre, wait90, out, rho, stable)
+    return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + pre, wait90, out, rho, stable)
 
 
 def serve(r: Replica, w: Workload) -> Served:
@@ -361,7 +392,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
     def dt(decodes: int, prompt: float) -> float:
         key = (decodes, prompt)
         if key not in timed:
-            timed[key] = step_s(r, decodes, prompt)
+            timed[key] = prompt_step_s(r, decodes, prompt)
         return timed[key]
 
     arrival = [0.0] * c  # per request, in the order sent
@@ -370,6 +401,9 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
     first = [0.0] * n
     end = [0.0] * n
     t, sent, done = 0.0, c, 0
+    # an overlap scheduler plans step m + 1 as step m starts: a request that arrives after that waits for
+    # the step after (`planned`: when the step about to start was planned)
+    planned = 0.0
 
     def finish(k: int, at: float) -> None:
         nonlocal sent, done
@@ -384,13 +418,20 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
         slots = cap - len(running)
         started = [x for x in waiting if x[1] < i]  # prompts part-prefilled hold a slot too
         room = slots - len(started)
-        admissible = bool(waiting) and (started or room > 0) and arrival[waiting[0][0]] <= t
+        seen = planned if r.schedule_ahead else t
+        admissible = bool(waiting) and (started or room > 0) and arrival[waiting[0][0]] <= seen
         if not admissible:
-            if not running:  # idle until the next request arrives
-                t = min(arrival[x[0]] for x in waiting)
+            if not running:  # idle until the next request arrives: an idle engine plans at once
+                t = planned = min(arrival[x[0]] for x in waiting)
                 continue
-            k = min(x[1] for x in running)  # decode-only steps until the next answer ends
-            t += k * dt(len(running), 0.0)
+            step = dt(len(running), 0.0)
+            ready = bool(waiting) and bool(started or room > 0)
+            if ready and planned < arrival[waiting[0][0]] <= t:
+                k = 1  # it came after the running step was planned: one more step, then the plan sees it
+            else:
+                k = min(x[1] for x in running)  # decode-only steps until the next answer ends
+            planned = t + (k - 1) * step
+            t += k * step
             for x in running:
                 x[1] -= k
             for x in [x for x in running if x[1] <= 0]:
@@ -402,7 +443,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
         took = 0.0
         completed: list[int] = []
         for x in waiting:
-            if took >= budget or arrival[x[0]] > t:
+            if took >= budget or arrival[x[0]] > seen:
                 break
             if x[1] == i:  # a new prompt needs a free slot
                 if room <= 0:
@@ -414,6 +455,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
             if x[1] <= 0:
                 completed.append(x[0])
         waiting = [x for x in waiting if x[1] > 0]
+        planned = t
         t += dt(decodes, took)
         if decodes:
             for x in running:

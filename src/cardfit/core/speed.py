@@ -204,6 +204,10 @@ class Machine:
     overhead_s_per_sequence: float = 0.0  # scheduler, sampler and interleaved prefill, per sequence per step
     graph_max_batch: int = 0  # steps of more sequences run without CUDA graphs (0: all steps are graphs)
     overhead_s_per_layer_eager: float = 0.0  # the per-layer time of those steps (kernels launched one by one)
+    # a step carrying prompt tokens: CPU time per layer of its eager forward pass past the graph size
+    # (core/serving.py eager_s; runtimes.toml prefill_overhead_us_per_layer, prefill_graph_tokens)
+    overhead_s_per_layer_prefill: float = 0.0
+    prefill_graph_tokens: int = 0
     compute_efficiency: float = 1.0
     ram_bandwidth_gbps: float = 0.0
     ram_efficiency: float = 1.0
@@ -630,6 +634,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
                    graph_max_batch=rt.graph_max_batch if gpu.stack == "cuda" else 0,
                    overhead_s_per_layer_eager=k("decode_overhead_us_per_layer_v0") * 1e-6,
+                   overhead_s_per_layer_prefill=k("prefill_overhead_us_per_layer") * 1e-6,
+                   prefill_graph_tokens=rt.prefill_graph_tokens,
                    compute_efficiency=compute,
                    ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=k("ram_efficiency") or 1.0,
                    stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,

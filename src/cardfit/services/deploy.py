@@ -785,20 +785,36 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     --max-concurrency`, SGLang's bench_serving) or `load = "burst"` (`requests` prompts sent at once). Raises
     InputError (a CardfitError) for what cardfit cannot set up; the caller turns it into a skip. A record of
     an older engine generation is timed with that generation's per-layer time and prefill efficiency
-    (services/speed.py mla_v0)."""
+    (services/speed.py mla_v0); one that ran a TensorRT engine without the PyTorch backend's Python dispatch
+    and overlap scheduler (tensorrt_engine)."""
     from ..core.constants import constants, snapshot, value
     from .speed import mla_v0
 
     rt = default_runtimes().find(str(r.get("runtime") or ""))
+    older: dict[str, float] = {}
+    if rt is not None and tensorrt_engine(r):
+        older = {f"{rt.id}.prefill_overhead_us_per_layer": 0.0, f"{rt.id}.schedule_ahead_steps": 0.0}
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
-        older = {f"{rt.id}.decode_overhead_us_per_layer": per}
+        older[f"{rt.id}.decode_overhead_us_per_layer"] = per
         if rt.prefill_efficiency_mla_v0:
             older[f"{rt.id}.prefill_efficiency"] = value(rt.id, "prefill_efficiency_mla_v0",
                                                          rt.prefill_efficiency_mla_v0)
+    if older:
         with constants({**dict(snapshot()), **older}):
             return _predict_serving(r)
     return _predict_serving(r)
+
+
+def tensorrt_engine(r: dict[str, Any]) -> bool:
+    """Whether a TensorRT-LLM record ran a TensorRT engine (`trtllm-build`, the C++ runtime) rather than the
+    PyTorch backend the catalog row describes (trtllm-serve's default from 1.0): NVIDIA NIM's TensorRT-LLM
+    profiles are engines built ahead of time (NIM for LLMs docs, "Model Profiles"). An engine launches the
+    whole network from C++ (no per-layer Python dispatch of a prompt step) and has no overlap scheduler."""
+    st = r.get("settings") or {}
+    if str(st.get("backend") or "").lower() == "tensorrt":
+        return True
+    return str(r.get("runtime") or "").lower() == "trtllm" and str(st.get("version") or "").startswith("NIM")
 
 
 def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:

@@ -87,10 +87,13 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     """One copy: `pp` pipeline stages (runtimes that pipeline; a layer split runs one card at a time and is
     timed as one stage) of `mc`, scheduling at most `seqs` sequences and `chunk_tokens` tokens a step
     (default: the plan's prefill chunk)."""
+    from ..core.constants import value
+
     stages = pp if ctx.runtime.pipeline_parallel else 1
     return sv.Replica(sv.stage(whole, stages), mc, sp.prefill_flops(ctx.model, w.input_tokens // 2, mc),
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
-                      NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0)
+                      NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0,
+                      int(value(ctx.runtime.id, "schedule_ahead_steps", ctx.runtime.schedule_ahead_steps)))
 
 
 def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:
