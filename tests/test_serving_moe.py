@@ -119,7 +119,10 @@ def test_median_gap_between_tokens_is_the_decode_only_step():
 
 def test_median_gap_is_a_chunk_step_when_most_steps_carry_one():
     r, w = _replica(moe=True, chunk=2048), sv.Workload(1000, 10)  # 64 users: 6,400 prompt tokens a step
-    assert sv.itl_median_s(r, w, 64) > 2 * sv.step_s(r, 64, 0.0)
+    assert sv.itl_median_s(r, w, 64) == pytest.approx(sv.step_s(r, 64, 6400), rel=1e-12)
+    # 16 users, 1,000 in / 20 out: 800 prompt tokens a step, a 1,000-token chunk in 4 steps of 5
+    r, w = _replica(moe=True), sv.Workload(1000, 20)
+    assert sv.itl_median_s(r, w, 16) == pytest.approx(sv.step_s(r, 16, 1000), rel=1e-12)
 
 
 def test_median_itl_records_fit_the_expert_share():

@@ -186,7 +186,7 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
     chunk = w.input_tokens / math.ceil(w.input_tokens / free) if w.input_tokens else 0.0
     if prompt <= 0 or prompt < chunk / 2:
         return step_s(r, b, 0.0)
-    return step_s(r, b, min(chunk, prompt) if prompt < chunk else prompt)
+    return step_s(r, b, max(chunk, prompt))  # a chunk step; every step's budget full above one chunk
 
 
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:
