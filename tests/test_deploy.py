@@ -332,3 +332,24 @@ def test_plan_entries_carry_the_split_and_the_command(run_json):
             assert "command" not in g
     multi = [g for g in r["gpus"] if g["count"] > 8]
     assert all(g["tp"] <= 8 and g["pp"] >= 2 for g in multi)  # beyond a node: pipeline stages, not TP
+
+
+def test_a_record_states_the_share_of_the_card_its_engine_had():
+    """Dennis Lee's vLLM runs of Qwen2-7B on one A100 80GB at --gpu-memory-utilization 0.25 (the server log:
+    'Available KV cache memory: 5.01 GiB', about 94k tokens): the KV pool, and so the sequences that decode at
+    once, come from that share, not from vLLM's default 0.9 (a pool of a million tokens)."""
+    import re
+
+    from cardfit.services.deploy import predict_serving
+    from cardfit.services.validate import all_records
+
+    r = next(r for r in all_records() if r["id"] == "dennislee-qwen2-7b-a100-vllm-test4-n1000-1024x1024-tpot")
+    assert r["settings"]["gpu_memory_utilization"] == 0.25
+
+    def pool(rec: dict) -> int:
+        return int(re.search(r"KV pool ([\d,]+) tokens", predict_serving(rec)[1])[1].replace(",", ""))
+
+    stated = pool(r)
+    settings = {k: v for k, v in r["settings"].items() if k != "gpu_memory_utilization"}
+    default = pool({**r, "settings": settings})
+    assert 60_000 < stated < 100_000 < 1_000_000 < default

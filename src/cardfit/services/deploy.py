@@ -832,7 +832,9 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     v0 = first and bool(rt.prefill_first_before)
     # the TTFT, TPOT and throughput records of a run share one timing (per set of constants: validation refits
     # them without each source)
-    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(), budget, rt.max_num_seqs if v0 else 0)
+    # the share of the card the record's engine was given (vLLM --gpu-memory-utilization): its KV pool
+    util = float(st.get("gpu_memory_utilization") or 0.0)
+    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(), budget, rt.max_num_seqs if v0 else 0, util)
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
@@ -914,19 +916,21 @@ def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, fir
 @lru_cache(maxsize=256)
 def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
-           engine_seqs: int = 0) -> tuple[Result, str]:
+           engine_seqs: int = 0, utilization: float = 0.0) -> tuple[Result, str]:
     """One replica of the record's deployment, timed by deploy's model: memory sized on the record's cards
-    with the engine's own step budget (`chunk_tokens`) and sequence default (`engine_seqs`) where the record's
-    engine differs from the runtime's current defaults (0: those)."""
+    with the engine's own step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the
+    card (`utilization`, vLLM's gpu_memory_utilization) where the record's engine differs from the runtime's
+    current defaults (0: those)."""
     from .plan import build_context, engine_defaults, memory_for
 
     check(inp)
     rt = default_runtimes().get(inp.runtime or "")
     sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
     s = sets[0]
-    if chunk_tokens or engine_seqs:
+    if chunk_tokens or engine_seqs or utilization:
         s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
-                                                 max_num_seqs=engine_seqs or None)))
+                                                 max_num_seqs=engine_seqs or None,
+                                                 gpu_memory_utilization=utilization or None)))
     ctx, m = s.ctx, s.ctx.model
     gpu = ctx.gpus.get(gpu_name)
     s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the record's card, as the search does
