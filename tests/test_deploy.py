@@ -138,6 +138,8 @@ def test_a_prompt_step_past_the_graph_size_pays_the_eager_launch_per_layer():
     assert sv.eager_s(eager, 8, 0) == 0.0  # a decode step: a graph
     assert sv.eager_s(eager, 8, 200) == 0.0  # 208 tokens: inside the largest graph
     assert sv.eager_s(eager, 8, 1000) == pytest.approx(32 * 800e-6)  # 32 layers x 0.8 ms
+    few = replace(eager, max_seqs=4)  # vLLM captures at most 2 x max_num_seqs tokens: 8
+    assert sv.eager_s(few, 4, 100) == pytest.approx(32 * 800e-6)
     assert sv.prompt_step_s(eager, 8, 1000) == pytest.approx(sv.step_s(eager, 8, 1000) + 32 * 800e-6)
     w = sv.Workload(1000, 300)
     assert sv.prefill_s(eager, w, 8) - sv.prefill_s(base, w, 8) == pytest.approx(32 * 800e-6, rel=0.02)

@@ -136,11 +136,12 @@ def eager_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     kernels one by one from Python, a time per layer the GPU work does not hide (aiconfigurator-core
     0.12.0, sdk/backends/vllm_backend.py `_prefill_dispatch_overhead_ms`: "CPU-side dispatch overhead scales
     with layer count and is not captured in silicon benchmarks"). Every stage of a pipeline pays it for its
-    layers."""
+    layers. The largest graph is the runtime's capture size, at most twice the sequences it schedules (vLLM:
+    min(2 x max_num_seqs, 512), vllm/config/vllm.py _set_cudagraph_sizes)."""
     mc = r.machine
     if prompt_tokens <= 0 or not mc.overhead_s_per_layer_prefill:
         return 0.0
-    if decode + prompt_tokens <= mc.prefill_graph_tokens:
+    if decode + prompt_tokens <= min(mc.prefill_graph_tokens, 2 * r.max_seqs):
         return 0.0
     return r.load.layers * r.pp * mc.overhead_s_per_layer_prefill
 
