@@ -377,3 +377,14 @@ def test_an_mi300x_prompt_attends_at_its_measured_flash_attention_rate():
     assert prefill_flops(m, 64000, mc) == pytest.approx(2 * m.active + attention * 708.0 / 328.6)
     plain = machine_for(tgi, h100, 8, h100.bf16_tflops)
     assert prefill_flops(m, 64000, plain) == decode_flops_per_token(m, 64000)
+
+
+def test_an_mi300x_fp8_step_reaches_at_most_hipblaslt_measured_fp8_gemm_rate():
+    """Azure measured hipBLASLt's dense FP8 GEMMs on an MI300X (ND MI300X v5) at 1,159.5 TFLOPS at best
+    (6,144 x 12,288 x 12,288; 1,015-1,029 at 16,384^3 and 32,768^3) of its 2,614.9 datasheet peak: an FP8
+    step reaches at most that share, a BF16 one AMD's own 708 of 1,307."""
+    from cardfit.catalog.gpus import default_gpus
+
+    mi300x = default_gpus().get("MI300X")
+    assert mi300x.gemm_share_at(mi300x.tflops("fp8")) == pytest.approx(1159.5 / 2614.9)
+    assert mi300x.gemm_share_at(mi300x.tflops("bf16")) == pytest.approx(708 / 1307.4)
