@@ -99,6 +99,9 @@ class RuntimeProfile:
     # the largest batch a decode step replays as a CUDA graph (0: every batch): larger batches launch every
     # kernel and pay the per-layer time of a build without graphs (decode_overhead_us_per_layer_v0)
     graph_max_batch: int = 0
+    # the GPU stacks on which graph_max_batch holds (TGI replays HIP graphs on ROCm as CUDA graphs on CUDA);
+    # elsewhere no step is taken for a graph replay or an eager launch by batch size
+    graph_stacks: tuple[str, ...] = ("cuda",)
     # A step that carries prompt tokens runs without CUDA graphs past this many tokens (0: always): vLLM V1
     # replays piecewise graphs up to its largest capture size; SGLang and TensorRT-LLM capture decode-only
     # batches. Such a step pays this CPU time per layer for launching its kernels one by one (core/serving.py
@@ -183,7 +186,7 @@ class RuntimeProfile:
 KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
 _TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples",
-           "compute_buffer_examples")
+           "compute_buffer_examples", "graph_stacks")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:
