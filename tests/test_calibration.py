@@ -394,11 +394,11 @@ def test_an_mi300x_fp8_step_reaches_at_most_hipblaslt_measured_fp8_gemm_rate():
 
 
 def test_tgi_decodes_past_its_graph_sizes_eagerly_on_rocm_too():
-    """TGI replays decode steps as CUDA graphs (HIP graphs on ROCm) only for --cuda-graphs' default batch
-    sizes, up to 32 (launcher/src/main.rs); a step of more sequences launches its kernels one by one and pays the
-    eager per-layer time (0.8 ms, aiconfigurator-core 0.12.0 vllm_backend.py _prefill_dispatch_overhead_ms).
-    On 8x MI300X the dstack TGI run at 128 requests measured a TPOT of 133 ms where the graph-replay step
-    alone comes to about 66 ms."""
+    """TGI replays decode steps as CUDA graphs (HIP graphs on ROCm) only for --cuda-graphs'
+    default batch sizes, up to 32 (launcher/src/main.rs); a step of more sequences launches its kernels one
+    by one and pays the eager per-layer time (0.8 ms, aiconfigurator-core 0.12.0 vllm_backend.py
+    _prefill_dispatch_overhead_ms). On 8x MI300X the dstack TGI run at 128 requests measured a TPOT of 133 ms
+    where the graph-replay step alone comes to about 66 ms."""
     from cardfit.catalog.gpus import default_gpus
     from cardfit.catalog.runtimes import default_runtimes
     from cardfit.core.speed import machine_for, per_layer_s
