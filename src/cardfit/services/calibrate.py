@@ -287,7 +287,6 @@ def _implied_mla_v0_per_layer(r: Record) -> float | None:
     for it."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
-    from ..errors import CardfitError
     from .deploy import predict_serving
 
     rt = default_runtimes().find(_rt(r))
@@ -302,17 +301,26 @@ def _implied_mla_v0_per_layer(r: Record) -> float | None:
         return 1 / v if per_token else v
 
     target = 1 / float(r["measured"]) if per_token else float(r["measured"])
+    b = _secant(y, target, 0.0, 1000.0)
+    return b if b is not None and b > 0 else None
+
+
+def _secant(y: Callable[[float], float], target: float, a: float, b: float) -> float | None:
+    """Where y(x) = target, by the secant through y(a) and y(b) refined twice (x kept at or above a, the
+    lowest meaningful value); None when y does not move or the model cannot time the record."""
+    from ..errors import CardfitError
+
+    floor = a
     try:
-        a, b = 0.0, 1000.0
         ya, yb = y(a), y(b)
         for _ in range(2):
             if not abs(yb - ya) > 1e-12 * abs(ya):
                 return None
             x = b + (target - yb) * (b - a) / (yb - ya)
-            a, ya, b, yb = b, yb, x, y(max(x, 0.0))
+            a, ya, b, yb = b, yb, x, y(max(x, floor))
     except CardfitError:
         return None
-    return b if b > 0 else None
+    return b
 
 
 def _mla_v0_ttft(r: Record) -> bool:
@@ -330,7 +338,6 @@ def _implied_mla_v0_prefill(r: Record) -> float | None:
     in 1 / efficiency on two predictions, refined twice, solves for it."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
-    from ..errors import CardfitError
     from .deploy import predict_serving
 
     rt = default_runtimes().find(_rt(r))
@@ -342,18 +349,8 @@ def _implied_mla_v0_prefill(r: Record) -> float | None:
         with constants({**here, f"{rt.id}.prefill_efficiency_mla_v0": 1 / inverse}):
             return predict_serving(dict(r))[0]
 
-    target = float(r["measured"])
-    try:
-        a, b = 1.0, 10.0
-        ya, yb = y(a), y(b)
-        for _ in range(2):
-            if not abs(yb - ya) > 1e-12 * abs(ya):
-                return None
-            x = b + (target - yb) * (b - a) / (yb - ya)
-            a, ya, b, yb = b, yb, x, y(max(x, 1.0))
-    except CardfitError:
-        return None
-    return 1 / b if b >= 1.0 else None
+    b = _secant(y, float(r["measured"]), 1.0, 10.0)
+    return 1 / b if b is not None and b >= 1.0 else None
 
 
 def _overhead(r: Record) -> bool:
