@@ -19,7 +19,7 @@ from typing import Any
 from .errors import CardfitError
 from .services.table import COMMANDS, Command, to_json
 
-__version__ = "0.4.0"  # the one place the version is written (pyproject.toml reads it from here)
+__version__ = "0.5.0"  # the one place the version is written (pyproject.toml reads it from here)
 
 
 def _function(command: Command) -> Callable[..., Any]:
