@@ -358,7 +358,10 @@ def test_an_mi300x_all_reduce_takes_the_measured_rccl_time_of_its_message():
     assert 12 * 2**20 * 1.75 / 171.46e9 < mid < 12 * 2**20 * 1.75 / 131.57e9
     four = replace(mc, tp=4)
     assert allreduce_seconds(four, 2**30) == pytest.approx(2**30 * 2 * 3 / 4 / (313.92e9 * 3 / 7))
-    assert default_gpus().get("H100 SXM").allreduce_busbw == ()  # not measured: latency + link bandwidth
+    h100 = default_gpus().get("H100 SXM")  # measured from 8 MiB only: below it, latency + link bandwidth
+    small = 1 << 20
+    assert one(small, 8, machine_for(default_runtimes().get("tgi"), h100, 8, h100.bf16_tflops)) == \
+        pytest.approx(10e-6 + small * 2 * 7 / 8 / 900e9)
 
 
 def test_an_mi300x_prompt_attends_at_its_measured_flash_attention_rate():

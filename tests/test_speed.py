@@ -361,8 +361,20 @@ def test_engines_before_the_overlap_scheduler_pay_a_cost_per_sequence(runtime, r
 
 # --- tensor-parallel all-reduce: engines' own kernels for small messages, NCCL's measured curve above ---
 
+def nvlink_machine(tp: int, link_gbps: float) -> sp.Machine:
+    """`tp` cards over an NVLink of `link_gbps`, with no all-reduce curve of their own (an A100 SXM at that
+    link rate): the curve comes by the catalog's rule (nvlink_curve)."""
+    from dataclasses import replace
+
+    from cardfit.catalog.gpus import default_gpus
+
+    card = replace(default_gpus().get("A100 SXM 80GB"), link_gbps=link_gbps)
+    return sp.Machine(3350.0, 989.0, tp, link_gbps=link_gbps, interconnect="nvlink",
+                      **sp.allreduce_fields(card))
+
+
 def test_small_allreduce_is_latency_plus_the_link():
-    mc = sp.Machine(3350.0, 989.0, 4, link_gbps=900.0, interconnect="nvlink")
+    mc = nvlink_machine(4, 900.0)
     msg = 64 * 5120 * 2  # a decode step of 64 sequences, Qwen3-32B's width: 655 KB
     assert sp.allreduce_seconds(msg, 4, mc) == pytest.approx(10e-6 + 1.5 * msg / 900e9)
 
@@ -373,27 +385,43 @@ def test_small_allreduce_is_latency_plus_the_link():
     (1 << 35, 478.87, "beyond the table: held at its end"),
 ])
 def test_large_allreduce_runs_at_nccls_measured_bus_bandwidth(message, busbw, why):
-    mc = sp.Machine(3350.0, 989.0, 8, link_gbps=900.0, interconnect="nvlink")
-    assert sp.nccl_busbw_gbps(message) == pytest.approx(busbw), why
+    mc = nvlink_machine(8, 900.0)
+    assert sp.nccl_busbw_gbps(message, mc) == pytest.approx(busbw), why
     assert sp.allreduce_seconds(message, 8, mc) == pytest.approx(1.75 * message / (busbw * 1e9)), why
 
 
 def test_prompt_chunk_allreduce_is_slower_than_the_link_and_monotone():
     """A 1,024-token chunk of Qwen3-32B (10 MiB) reaches ~190 GB/s, a fifth of the 900 GB/s link; time grows
     with the message across the 8 MiB switch to NCCL; other links keep the latency + link model."""
-    mc = sp.Machine(3350.0, 989.0, 4, link_gbps=900.0, interconnect="nvlink")
+    mc = nvlink_machine(4, 900.0)
     sizes = [1 << 20, 4 << 20, 8 << 20, (8 << 20) + 1, 10 << 20, 1 << 26, 1 << 30]
     times = [sp.allreduce_seconds(s, 4, mc) for s in sizes]
     assert times == sorted(times)
     chunk = 1024 * 5120 * 2
     assert 1.5 * chunk / sp.allreduce_seconds(chunk, 4, mc) / 1e9 == pytest.approx(190, rel=0.05)
-    half_link = sp.Machine(3350.0, 989.0, 4, link_gbps=450.0, interconnect="nvlink")
+    half_link = nvlink_machine(4, 450.0)
     assert sp.allreduce_seconds(chunk, 4, half_link) == pytest.approx(2 * sp.allreduce_seconds(chunk, 4, mc))
     # NVLink 5 (1,800 GB/s) takes GB200's own measured curve: 331 GB/s at 16 MiB, 1.4x H100's, not 2x
-    assert sp.nccl_busbw_gbps(1 << 24, 1800.0) == pytest.approx(331.09)
-    assert sp.nccl_busbw_gbps(1 << 24, 600.0) == pytest.approx(234.45 * 600 / 900)  # NVLink 3: scaled
+    assert sp.nccl_busbw_gbps(1 << 24, nvlink_machine(4, 1800.0)) == pytest.approx(331.09)
+    nvlink3 = nvlink_machine(4, 600.0)
+    assert sp.nccl_busbw_gbps(1 << 24, nvlink3) == pytest.approx(234.45 * 600 / 900)  # NVLink 3: scaled
     pcie = sp.Machine(3350.0, 989.0, 4, link_gbps=32.0, interconnect="pcie")
     assert sp.allreduce_seconds(chunk, 4, pcie) == pytest.approx(25e-6 + 1.5 * chunk / 32e9)
+
+
+def test_the_measured_nvlink_curves_live_on_their_cards():
+    """The NCCL curves are the catalog rows of the cards they were measured on (H100 SXM, GB200); an NVLink
+    card without its own borrows the nearest generation's, a PCIe card none."""
+    from cardfit.catalog.gpus import default_gpus
+
+    gpus = default_gpus()
+    h100, gb200 = gpus.get("H100 SXM"), gpus.get("GB200")
+    assert h100.allreduce_busbw[:2] == ((1 << 23, 172.13), (1 << 24, 234.45)) and h100.allreduce_source
+    assert gb200.allreduce_busbw[-1] == (1 << 33, 679.61) and gb200.allreduce_source
+    assert sp.nvlink_curve(gpus.get("H200 SXM")) == (h100.allreduce_busbw, 8, 900.0)
+    assert sp.nvlink_curve(gpus.get("A100 SXM 80GB"))[0] == h100.allreduce_busbw
+    assert sp.nvlink_curve(gpus.get("B200"))[0] == gb200.allreduce_busbw
+    assert sp.nvlink_curve(gpus.get("L40S")) == ((), 0, 0.0)
 
 
 @pytest.mark.parametrize(("gpu", "precision", "share", "why"), [

@@ -170,6 +170,14 @@ def _builtin_rows() -> tuple[dict[str, Any], ...]:
     return tuple(row for name in BUILTIN_FILES for row in builtin(name)["gpu"])
 
 
+@cache
+def nvlink_allreduce_cards() -> tuple[Gpu, ...]:
+    """The built-in cards whose NCCL all-reduce was measured by message size over NVLink (allreduce_busbw),
+    in catalog order: the curves other NVLink cards borrow (core/speed.py nvlink_curve)."""
+    return tuple(gpu_from_row(r) for r in _builtin_rows()
+                 if r.get("interconnect") == "nvlink" and r.get("allreduce_busbw"))
+
+
 def load_gpus(user_files: tuple[str, ...] = ()) -> Registry[Gpu]:
     """Built-in cards are indexed by name and built when first asked for; a user's --catalog files are checked
     whole (every row built at once)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from ..catalog.gpus import Gpu
+from ..catalog.gpus import Gpu, nvlink_allreduce_cards
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
@@ -50,21 +50,11 @@ ALLREDUCES_PER_LAYER = 2
 # 1024) (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang runs the same kernels). A prompt
 # chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes = 10 MiB).
 CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
-# NCCL AllReduce bus bandwidth (GB/s) by message size, per NVLink generation (the link rate of the measured
-# card, data/gpus*.toml link_gbps → table), from Azure AI-benchmarking-guide (fork
-# samuel-bohman/AI-benchmarking-guide), "NCCL Bandwidth", in place: 8x H100 SXM over NVLink 4 / NVSwitch
-# (NVLS, NCCL 2.18.5), Azure_Results/ND_H100_v5_results.md @26d18e9458bb07bd43e3eda7aec8653aa592f2ec
-# (ND H200 v5 within 6 %); GB200 over NVLink 5 (Ring, NCCL 2.25.1), Azure_Results/ND_GB200_v6_results.md
-# @154d35c0239faf7f354093705d571864179478a5. A mid-size message reaches a fraction of the link: 172 GB/s at
-# 8 MiB, 234 at 16 MiB, 479 at 8 GiB on H100.
-NCCL_NVLINK_BUSBW = {
-    900.0: ((1 << 23, 172.13), (1 << 24, 234.45), (1 << 25, 295.53), (1 << 26, 361.78), (1 << 27, 400.61),
-            (1 << 28, 423.38), (1 << 29, 438.46), (1 << 30, 466.35), (1 << 31, 472.36), (1 << 32, 475.54),
-            (1 << 33, 478.87)),
-    1800.0: ((1 << 23, 253.46), (1 << 24, 331.09), (1 << 25, 422.62), (1 << 26, 550.73), (1 << 27, 574.19),
-             (1 << 28, 593.53), (1 << 29, 618.74), (1 << 30, 646.87), (1 << 31, 666.63), (1 << 32, 673.06),
-             (1 << 33, 679.61)),
-}
+# NCCL's all-reduce over NVLink was measured by message size on the cards of two link generations (catalog
+# gpus allreduce_busbw: H100 SXM, NVLink 4; GB200, NVLink 5); another NVLink card borrows the nearest one's
+# curve scaled by its link rate (nvlink_curve). A card whose NVLink rate is not in the catalog is taken at
+# NVLink 4's 900 GB/s (NVIDIA H100 Tensor Core GPU datasheet, SXM: NVLink 900 GB/s).
+NVLINK_DEFAULT_GBPS = 900.0
 # A card whose catalog row gives no link bandwidth talks over PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130
 # encoding ≈ 31.5 GB/s each way (PCI-SIG, PCI Express Base Specification 4.0), rounded to 32.
 DEFAULT_LINK_GBPS = 32.0
@@ -220,10 +210,12 @@ class Machine:
     # share of the bandwidth the routed-expert kernels stream (grouped GEMMs over many small experts);
     # 0 = decode_efficiency, the dense GEMV's
     expert_efficiency: float = 0.0
-    # the card's measured all-reduce bus bandwidth by message size and the ranks it was measured on (gpus
-    # allreduce_busbw, allreduce_ranks); () = a fixed latency per call plus the link bandwidth
+    # the all-reduce bus bandwidth measured by message size, the ranks and the link rate (GB/s) of the card it
+    # was measured on: the card's own (gpus allreduce_busbw, allreduce_ranks) or, over NVLink, the nearest
+    # generation's (nvlink_curve); () = a fixed latency per call plus the link bandwidth
     allreduce_busbw: tuple[tuple[int, float], ...] = ()
     allreduce_ranks: int = 0
+    allreduce_link_gbps: float = 0.0
     # the attention rate a FlashAttention kernel was measured to reach per card (gpus attention_tflops);
     # 0 = the GEMM rate (tflops × compute_efficiency) holds for attention too
     attention_tflops: float = 0.0
@@ -392,26 +384,44 @@ def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
 def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
     """One ring all-reduce of `message` bytes over `tp` cards: 2 (tp − 1) / tp × message over the link, plus
     the per-call latency; over NVLink a message above the engines' own kernels' limit goes through NCCL at
-    the bus bandwidth NCCL was measured to reach at that size (which includes its latency); a card whose own
-    all-reduce was measured by message size (gpus allreduce_busbw) takes that measurement at every size."""
-    if mc.allreduce_busbw:  # the card's own all-reduce measured by message size
-        return measured_allreduce_seconds(mc, message, tp)
+    the bus bandwidth NCCL was measured to reach at that size (which includes its latency: nccl_busbw_gbps);
+    another card whose all-reduce was measured by message size (gpus allreduce_busbw) takes that measurement
+    at every size."""
     ring = 2 * (tp - 1) / tp * message
-    if mc.interconnect == "nvlink" and message > CUSTOM_ALLREDUCE_MAX_BYTES:
-        return ring / (nccl_busbw_gbps(message, mc.link_gbps or 0.0) * 1e9)
+    if mc.interconnect == "nvlink":
+        if message > CUSTOM_ALLREDUCE_MAX_BYTES and mc.allreduce_busbw:
+            return ring / (nccl_busbw_gbps(message, mc) * 1e9)
+    elif mc.allreduce_busbw:  # the card's own all-reduce measured by message size
+        return measured_allreduce_seconds(mc, message, tp)
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
     return latency + ring / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
 
 
-def nccl_busbw_gbps(message: float, link_gbps: float = 0.0) -> float:
-    """NCCL_NVLINK_BUSBW at `message` bytes over an NVLink of `link_gbps` (0: NVLink 4's 900), interpolated
-    on the logarithm of the size (held at the ends): the table of the nearest measured link generation,
-    scaled by the link rate where it differs (rule of thumb: another generation's card)."""
+def nvlink_curve(gpu: Gpu) -> tuple[tuple[tuple[int, float], ...], int, float]:
+    """The all-reduce curve a card's tensor-parallel all-reduce is timed with, the ranks it was measured on
+    and the link rate (GB/s) of the card it was measured on: the card's own (gpus allreduce_busbw); over
+    NVLink without one, the curve of the built-in card measured on the NVLink generation nearest in link rate
+    (on the logarithm), which nccl_busbw_gbps scales by the link rate (rule of thumb: another generation's
+    card); ((), 0, 0.0) where none applies (a fixed latency per call plus the link bandwidth)."""
     import math
 
-    link = link_gbps or 900.0
-    ref = min(NCCL_NVLINK_BUSBW, key=lambda g: abs(math.log(g / link)))
-    return _interpolated(NCCL_NVLINK_BUSBW[ref], message) * link / ref
+    if gpu.allreduce_busbw:
+        return gpu.allreduce_busbw, gpu.allreduce_ranks, gpu.link_gbps or NVLINK_DEFAULT_GBPS
+    refs = nvlink_allreduce_cards() if gpu.interconnect == "nvlink" else ()
+    if not refs:
+        return (), 0, 0.0
+    link = gpu.link_gbps or NVLINK_DEFAULT_GBPS
+    ref = min(refs, key=lambda g: abs(math.log((g.link_gbps or NVLINK_DEFAULT_GBPS) / link)))
+    return ref.allreduce_busbw, ref.allreduce_ranks, ref.link_gbps or NVLINK_DEFAULT_GBPS
+
+
+def nccl_busbw_gbps(message: float, mc: Machine) -> float:
+    """The NVLink all-reduce curve of machine `mc` (nvlink_curve) at `message` bytes, interpolated on the
+    logarithm of the size (held at the ends), scaled by the card's link rate over the measured card's. Over
+    NVSwitch every card reaches the switch at its full link rate, so a group of fewer cards than measured
+    reaches the same bus bandwidth."""
+    link = mc.link_gbps or NVLINK_DEFAULT_GBPS
+    return _interpolated(mc.allreduce_busbw, message) * link / mc.allreduce_link_gbps
 
 
 def _interpolated(pts: tuple[tuple[int, float], ...], message: float) -> float:
@@ -571,7 +581,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
                  stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
                  dequant_ops_per_weight=dequant_ops_per_weight,
-                 allreduce_busbw=gpu.allreduce_busbw, allreduce_ranks=gpu.allreduce_ranks)
+                 **allreduce_fields(gpu))
     if decode_efficiency:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens
         stream = ubatch_stream_seconds(load, mc, min(prefill_ubatch, 512))
         prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention,
@@ -611,6 +621,12 @@ def precision_of(quant: Quant | None, gpu: Gpu) -> str:
     return "bf16"
 
 
+def allreduce_fields(gpu: Gpu) -> dict[str, Any]:
+    """The Machine fields of the card's all-reduce curve (nvlink_curve)."""
+    busbw, ranks, link = nvlink_curve(gpu)
+    return {"allreduce_busbw": busbw, "allreduce_ranks": ranks, "allreduce_link_gbps": link}
+
+
 def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                 ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None,
                 quantized: bool = False) -> Machine:
@@ -641,7 +657,7 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
                    dequant_ops_per_weight=k("dequant_ops_per_weight"),
                    expert_efficiency=k("expert_efficiency"),
-                   allreduce_busbw=gpu.allreduce_busbw, allreduce_ranks=gpu.allreduce_ranks,
+                   **allreduce_fields(gpu),
                    attention_tflops=gpu.attention_tflops or 0.0)
 
 
