@@ -152,6 +152,16 @@ def prompt_step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     return step_s(r, decode, prompt_tokens) + eager_s(r, decode, prompt_tokens)
 
 
+def free_tokens(r: Replica, batch: float) -> int:
+    """The prompt tokens a step's budget leaves beside `batch` decodes (at least 256, or the whole budget)."""
+    return max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
+
+
+def chunk_tokens(r: Replica, w: Workload, batch: float) -> float:
+    """One chunk of a prompt, the prompt cut into equal chunks of at most `free_tokens`."""
+    return w.input_tokens / math.ceil(w.input_tokens / free_tokens(r, batch))
+
+
 def tpot_s(r: Replica, w: Workload, batch: float) -> float:
     """Steady state: B decodes per step plus the prompts of the requests that replace finished ones, B × I / O
     prompt tokens a step on average. A prompt is scheduled whole (in chunks of what the budget leaves beside
@@ -169,8 +179,7 @@ def tpot_s(r: Replica, w: Workload, batch: float) -> float:
     prompt = b * w.input_tokens / max(w.output_tokens, 1)
     if prompt <= 0:
         return step_s(r, b, 0.0)
-    free = max(r.chunk_tokens - math.ceil(b), min(r.chunk_tokens, 256))
-    chunk = w.input_tokens / math.ceil(w.input_tokens / free)  # a prompt's chunks, equal
+    chunk = chunk_tokens(r, w, b)
     if prompt >= chunk:  # every step carries prompt tokens
         return step_s(r, b, prompt)
     share = prompt / chunk
@@ -183,8 +192,7 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
     gaps, not their middle), else the step that carries one."""
     b = max(batch, 1.0)
     prompt = b * w.input_tokens / max(w.output_tokens, 1)
-    free = max(r.chunk_tokens - math.ceil(b), min(r.chunk_tokens, 256))
-    chunk = w.input_tokens / math.ceil(w.input_tokens / free) if w.input_tokens else 0.0
+    chunk = chunk_tokens(r, w, b) if w.input_tokens else 0.0
     if prompt <= 0 or prompt < chunk / 2:
         return step_s(r, b, 0.0)
     return step_s(r, b, max(chunk, prompt))  # a chunk step; every step's budget full above one chunk
@@ -192,7 +200,7 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
 
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:
     """One prompt of I tokens, in chunks of what the step budget leaves beside B decodes."""
-    free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
+    free = free_tokens(r, batch)
     chunks = math.ceil(w.input_tokens / free)
     last = w.input_tokens - (chunks - 1) * free
     full = prompt_step_s(r, batch, free) / r.pp if chunks > 1 else 0.0  # one stage's time: chunks pipeline
@@ -238,7 +246,7 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     t = tpot_s(r, w, batch)
     pre = prefill_s(r, w, batch)
     # the prompt budget as one server: a prompt occupies it for its chunks' share of the step budget
-    free = max(r.chunk_tokens - math.ceil(batch), min(r.chunk_tokens, 256))
+    free = free_tokens(r, batch)
     prompt_service = w.input_tokens / free * prompt_step_s(r, batch, free)
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)

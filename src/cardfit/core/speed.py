@@ -18,6 +18,7 @@ bandwidth share) are per runtime and engine generation, fitted on data/validatio
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -403,8 +404,6 @@ def nvlink_curve(gpu: Gpu) -> tuple[tuple[tuple[int, float], ...], int, float]:
     NVLink without one, the curve of the built-in card measured on the NVLink generation nearest in link rate
     (on the logarithm), which nccl_busbw_gbps scales by the link rate (rule of thumb: another generation's
     card); ((), 0, 0.0) where none applies (a fixed latency per call plus the link bandwidth)."""
-    import math
-
     if gpu.allreduce_busbw:
         return gpu.allreduce_busbw, gpu.allreduce_ranks, gpu.link_gbps or NVLINK_DEFAULT_GBPS
     refs = nvlink_allreduce_cards() if gpu.interconnect == "nvlink" else ()
@@ -424,13 +423,18 @@ def nccl_busbw_gbps(message: float, mc: Machine) -> float:
     return _interpolated(mc.allreduce_busbw, message) * link / mc.allreduce_link_gbps
 
 
-def _interpolated(pts: tuple[tuple[int, float], ...], message: float) -> float:
-    import math
-
+def _interpolated(pts: tuple[tuple[int, float], ...], message: float, log_bw: bool = False) -> float:
+    """A bus-bandwidth curve at `message` bytes, held at its ends, interpolated on the logarithm of the size:
+    linearly in the bandwidth, or on its logarithm too (`log_bw`)."""
     if message <= pts[0][0]:
         return pts[0][1]
+    if log_bw and message >= pts[-1][0]:
+        return pts[-1][1]
     for (s0, b0), (s1, b1) in zip(pts, pts[1:], strict=False):
         if message <= s1:
+            if log_bw:
+                f = math.log(message / s0) / math.log(s1 / s0)
+                return math.exp(math.log(b0) + f * (math.log(b1) - math.log(b0)))
             return b0 + (b1 - b0) * math.log(message / s0) / math.log(s1 / s0)
     return pts[-1][1]
 
@@ -441,19 +445,11 @@ def measured_allreduce_seconds(mc: Machine, message: float, tp: int) -> float:
     the smallest message measured, that message's time (the latency floor); above the largest, its busbw.
     On a fully connected node (8x MI300X: one Infinity Fabric link to each peer) a group of tp < n cards
     drives tp - 1 of the n - 1 links each, so its bus bandwidth is the measured one × (tp - 1) / (n - 1)."""
-    import math
-
     tp = max(tp, 1)
     points = mc.allreduce_busbw
     ranks = mc.allreduce_ranks or tp
     size = max(message, points[0][0])
-    if size >= points[-1][0]:
-        busbw = points[-1][1]
-    else:
-        i = next(k for k in range(1, len(points)) if points[k][0] >= size)
-        (b0, g0), (b1, g1) = points[i - 1], points[i]
-        f = math.log(size / b0) / math.log(b1 / b0)
-        busbw = math.exp(math.log(g0) + f * (math.log(g1) - math.log(g0)))
+    busbw = _interpolated(points, size, log_bw=True)
     busbw *= min(1.0, (tp - 1) / max(ranks - 1, 1))
     return 2 * (tp - 1) / tp * size / (busbw * 1e9)
 
