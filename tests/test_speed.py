@@ -263,14 +263,14 @@ def test_llamacpp_batched_steps_run_without_cuda_graphs():
 
     rt = default_runtimes().find("llama.cpp")
     cuda, metal = default_gpus().find("RTX 4090"), default_gpus().find("Apple M2 Ultra 192GB")
-    mc = sp.machine_for(rt, cuda, 1, 100.0)
+    mc = sp.machine_for(rt, cuda, 1, 100.0, precision="bf16")
     assert mc.graph_max_batch == 1
     assert sp.per_layer_s(mc, 1) == pytest.approx(rt.decode_overhead_us_per_layer * 1e-6)
     assert sp.per_layer_s(mc, 2) == pytest.approx(rt.decode_overhead_us_per_layer_v0 * 1e-6)
     assert sp.per_layer_s(mc, 2) > sp.per_layer_s(mc, 1)
-    apple = sp.machine_for(rt, metal, 1, None)
+    apple = sp.machine_for(rt, metal, 1, None, precision="bf16")
     assert sp.per_layer_s(apple, 8) == sp.per_layer_s(apple, 1)
-    vllm = sp.machine_for(default_runtimes().find("vllm"), cuda, 1, 100.0)
+    vllm = sp.machine_for(default_runtimes().find("vllm"), cuda, 1, 100.0, precision="bf16")
     assert sp.per_layer_s(vllm, 64) == sp.per_layer_s(vllm, 1)  # vLLM captures graphs up to 512 sequences
 
 
@@ -431,12 +431,44 @@ def test_the_measured_nvlink_curves_live_on_their_cards():
     ("MI300X", "bf16", 708.0 / 1307.4, "AMD's max-achievable BF16 (hipBLASLt)"),
     ("GB200", "fp8", 2973.3 / 5000.0, "cuBLASLt FP8 at 32,768^3 on ND GB200 v6"),
     ("B200", "fp8", 0.0, "not measured"),
+    ("B200", "fp4", 5239.0 / 9000.0, "cuBLASLt FP4 x FP4 at 8,192^3 (DeepGEMM PR 348's cublasTest column)"),
+    ("GB200", "fp4", 2973.3 / 5000.0, "no FP4 GEMM measurement: the FP8 share, same tensor-core pipeline"),
+    ("RTX 5090", "fp4", 0.0, "neither FP4 nor FP8 GEMMs measured: no cap"),
 ])
 def test_gemm_share_is_the_measured_rate_at_the_precision_run(gpu, precision, share, why):
     from cardfit.catalog.gpus import default_gpus
 
     g = default_gpus().find(gpu)
-    assert g.gemm_share_at(g.tflops(precision)) == pytest.approx(share, abs=1e-4), why
+    assert g.gemm_share_at(precision) == pytest.approx(share, abs=1e-4), why
+
+
+@pytest.mark.parametrize(("quant", "gpu", "precision"), [
+    ("nvfp4", "B200", "fp4"),       # W4A4: FP4 x FP4 GEMMs on FP4 tensor cores
+    ("nvfp4", "H100 SXM", "bf16"),  # no FP4 tensor cores: dequantized to BF16
+    ("fp8", "B200", "fp8"),
+    ("mxfp4", "B200", "bf16"),      # weight-only (gpt-oss experts): BF16 activations
+    ("bf16", "RTX 5090", "bf16"),
+])
+def test_the_precision_a_step_runs_at_is_the_weights_format_the_card_computes_in(quant, gpu, precision):
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.quants import default_quants
+
+    assert sp.precision_of(default_quants().get(quant), default_gpus().find(gpu)) == precision
+
+
+def test_nvfp4_steps_on_b200_run_at_the_fp4_rate_capped_at_the_measured_fp4_gemm_and_attend_in_bf16():
+    """NVFP4 GEMMs on a B200 run at its 9,000 dense FP4 TFLOPS, capped at the 5,239 cuBLASLt reaches; the
+    attention of a prompt stays BF16 (2,250 dense, no BF16 cap measured: the runtime's efficiency)."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.runtimes import default_runtimes
+
+    b200, rt = default_gpus().find("B200"), default_runtimes().get("trtllm")
+    mc = sp.machine_for(rt, b200, 1, b200.tflops("fp4"), precision="fp4")
+    assert mc.precision == "fp4"
+    assert mc.tflops * mc.compute_efficiency == pytest.approx(5239.0)
+    assert mc.attention_tflops == pytest.approx(2250.0 * rt.prefill_efficiency)
+    bf16 = sp.machine_for(rt, b200, 1, b200.tflops("bf16"), precision="bf16")
+    assert bf16.attention_tflops == 0.0  # the GEMM rate holds for attention
 
 
 def test_fp8_steps_on_h100_are_capped_at_the_measured_gemm_rate():
@@ -444,7 +476,7 @@ def test_fp8_steps_on_h100_are_capped_at_the_measured_gemm_rate():
     from cardfit.catalog.runtimes import default_runtimes
 
     h100, rt = default_gpus().find("H100 SXM"), default_runtimes().get("vllm")
-    fp8 = sp.machine_for(rt, h100, 1, h100.tflops("fp8"))
-    bf16 = sp.machine_for(rt, h100, 1, h100.tflops("bf16"))
+    fp8 = sp.machine_for(rt, h100, 1, h100.tflops("fp8"), precision="fp8")
+    bf16 = sp.machine_for(rt, h100, 1, h100.tflops("bf16"), precision="bf16")
     assert fp8.compute_efficiency == pytest.approx(min(rt.prefill_efficiency, 1382.2 / 1978.9))
     assert bf16.compute_efficiency == pytest.approx(rt.prefill_efficiency)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from enum import StrEnum
 from functools import cache
@@ -62,6 +61,10 @@ class Gpu:
     gemm_source: str = ""
     gemm_fp8_tflops: float | None = None  # the same for dense FP8 GEMMs (its source in gemm_fp8_source)
     gemm_fp8_source: str = ""
+    # the same for dense block-scaled FP4 GEMMs, both operands FP4 (NVFP4/MXFP4 W4A4; its source in
+    # gemm_fp4_source)
+    gemm_fp4_tflops: float | None = None
+    gemm_fp4_source: str = ""
     fp8: bool = False
     bf16: bool = True
     fp4: bool = False
@@ -111,13 +114,20 @@ class Gpu:
         peak = self.bf16_tflops or self.fp16_tflops
         return self.gemm_bf16_tflops / peak if self.gemm_bf16_tflops and peak else 0.0
 
-    def gemm_share_at(self, peak_tflops: float | None) -> float:
-        """The share of `peak_tflops` (the card's dense peak at the precision a step runs) its vendor's GEMMs
-        were measured to reach: gemm_fp8_tflops ÷ the FP8 peak when that is the peak, else gemm_share; 0
-        where not measured."""
-        fp8 = self.tflops("fp8")
-        if self.gemm_fp8_tflops and fp8 and peak_tflops and math.isclose(peak_tflops, fp8, rel_tol=1e-9):
-            return self.gemm_fp8_tflops / fp8
+    def gemm_share_at(self, precision: str) -> float:
+        """The share of the card's dense peak at `precision` (the precision a step's GEMMs run in:
+        core/speed.py precision_of) its vendor's GEMMs were measured to reach: gemm_fp8_tflops ÷ the FP8
+        peak for FP8, gemm_fp4_tflops ÷ the FP4 peak for FP4 (where FP4 GEMMs were not measured, the FP8
+        share: the same tensor-core pipeline at twice the rate), else gemm_share; 0 where not measured."""
+        if precision == "fp4":
+            fp4 = self.tflops("fp4")
+            if self.gemm_fp4_tflops and fp4:
+                return self.gemm_fp4_tflops / fp4
+            precision = "fp8"
+        if precision == "fp8":
+            fp8 = self.tflops("fp8")
+            if self.gemm_fp8_tflops and fp8:
+                return self.gemm_fp8_tflops / fp8
         return self.gemm_share
 
     def tflops(self, precision: str) -> float | None:

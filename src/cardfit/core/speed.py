@@ -217,9 +217,11 @@ class Machine:
     allreduce_busbw: tuple[tuple[int, float], ...] = ()
     allreduce_ranks: int = 0
     allreduce_link_gbps: float = 0.0
-    # the attention rate a FlashAttention kernel was measured to reach per card (gpus attention_tflops);
+    # the attention rate a FlashAttention kernel was measured to reach per card (gpus attention_tflops), or
+    # the rate attention runs at where the GEMMs run in a format attention does not (FP4: machine_for);
     # 0 = the GEMM rate (tflops × compute_efficiency) holds for attention too
     attention_tflops: float = 0.0
+    precision: str = "bf16"  # the tensor-core precision of the GEMMs `tflops` is the peak of (precision_of)
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -577,6 +579,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
                  stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
                  dequant_ops_per_weight=dequant_ops_per_weight,
+                 precision=precision_of(quant, gpu) if quant is not None else precision,
                  **allreduce_fields(gpu))
     if decode_efficiency:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens
         stream = ubatch_stream_seconds(load, mc, min(prefill_ubatch, 512))
@@ -610,10 +613,16 @@ def tp_divides(model: ModelSpec, tp: int) -> bool:
 
 
 def precision_of(quant: Quant | None, gpu: Gpu) -> str:
-    """The tensor-core precision prefill runs at: FP8 where the weights are FP8 and the card supports it,
-    else BF16/FP16 (llama.cpp's quantized GGUF types too: see prefill_peak_tflops)."""
-    if getattr(quant, "requires", "") == "fp8" and gpu.tflops("fp8"):
-        return "fp8"
+    """The tensor-core precision a step's GEMMs run at, the one owner of that choice (machine_for, the
+    measured GEMM share of Gpu.gemm_share_at and the peak of prefill_peak_tflops all take it from here): FP8
+    where the weights are FP8 and the card computes in FP8; FP4 where they are a W4A4 format whose
+    activations are quantized too (NVFP4: ModelOpt checkpoints carry an activation `input_scale` per layer
+    and TensorRT-LLM, vLLM and SGLang run them as FP4 x FP4 block-scaled GEMMs on Blackwell) and the card
+    has FP4 tensor cores; else BF16/FP16 (weight-only formats dequantize to it; llama.cpp's quantized GGUF
+    types too: see prefill_peak_tflops)."""
+    requires = getattr(quant, "requires", "")
+    if requires in ("fp8", "fp4") and gpu.tflops(requires):
+        return requires
     return "bf16"
 
 
@@ -623,12 +632,14 @@ def allreduce_fields(gpu: Gpu) -> dict[str, Any]:
     return {"allreduce_busbw": busbw, "allreduce_ranks": ranks, "allreduce_link_gbps": link}
 
 
-def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
+def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, precision: str,
                 ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None,
                 quantized: bool = False) -> Machine:
-    """One stage of `tp` cards running runtime `rt`, with the runtime's calibrated constants (the compute
-    efficiency of its quantized kernels for integer-block weights where it has one). The constants are read
-    through core/constants.py, so validation's leave-one-source-out refits reach every caller."""
+    """One stage of `tp` cards running runtime `rt`, whose GEMMs run at `precision` (precision_of) with a
+    dense peak of `tflops` per card, with the runtime's calibrated constants (the compute efficiency of its
+    quantized kernels for integer-block weights where it has one), capped at the share of the peak the
+    card's vendor GEMMs were measured to reach at that precision. The constants are read through
+    core/constants.py, so validation's leave-one-source-out refits reach every caller."""
     from .constants import value
 
     def k(field: str) -> float:
@@ -637,9 +648,16 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
     bw = bandwidth_gbps or gpu.bandwidth_gbps or 0.0
     field, _ = prefill_efficiency_field(rt.prefill_efficiency, rt.prefill_efficiency_quantized,
                                         quantized, rt.prefill_efficiency_metal, gpu)
-    compute = k(field) if field != "prefill_efficiency" else 0.0
-    compute = power_capped(compute or k("prefill_efficiency") or 1.0, tflops, gpu.tdp_w,
-                           k("prefill_tflops_per_watt"), gpu.gemm_share_at(tflops))
+    efficiency = (k(field) if field != "prefill_efficiency" else 0.0) or k("prefill_efficiency") or 1.0
+    compute = power_capped(efficiency, tflops, gpu.tdp_w, k("prefill_tflops_per_watt"),
+                           gpu.gemm_share_at(precision))
+    attention = gpu.attention_tflops or 0.0
+    if not attention and precision == "fp4" and tflops:
+        # no runtime runs attention in FP4 (its Q·K and P·V products stay BF16): a prompt's attention FLOPs
+        # go at the card's BF16 rate with the same efficiency and measured cap
+        bf16 = gpu.tflops("bf16") or 0.0
+        attention = bf16 * power_capped(efficiency, bf16, gpu.tdp_w, k("prefill_tflops_per_watt"),
+                                        gpu.gemm_share_at("bf16"))
     return Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
@@ -654,7 +672,7 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *,
                    dequant_ops_per_weight=k("dequant_ops_per_weight"),
                    expert_efficiency=k("expert_efficiency"),
                    **allreduce_fields(gpu),
-                   attention_tflops=gpu.attention_tflops or 0.0)
+                   attention_tflops=attention, precision=precision)
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their
@@ -673,8 +691,9 @@ def prefill_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool = F
     accumulate in FP16 (llama.cpp: cuBLAS CUBLAS_COMPUTE_16F for F16 weights, int8 MMA for quantized types,
     ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_op_mul_mat_cublas) the full FP16-accumulate rate of GeForce
     cards, and on Hopper the mma.sync share."""
-    top = gpu.tflops(precision_of(quant, gpu)) or gpu.tflops("bf16")
-    if not top or not fp16_accumulate:
+    precision = precision_of(quant, gpu)
+    top = gpu.tflops(precision) or gpu.tflops("bf16")
+    if not top or not fp16_accumulate or precision == "fp4":  # FP16 accumulation is a float GEMM's choice
         return top
     if _geforce(gpu):
         top *= GEFORCE_FP16_ACCUMULATE_GAIN
@@ -693,6 +712,8 @@ def attention_peak_tflops(gpu: Gpu, quant: Quant | None, fp16_accumulate: bool =
     the softmax·V product in FP16 (ggml-cuda fattn-mma-f16.cuh: `tile_C_KQ = tile<16, 8, float>`,
     `tile_C_VKQ = tile<16, 4, half2>`): half its FLOPs run at the FP32-accumulate rate, which GeForce cards
     run at half the FP16 one, so attention goes at 2/3 of the rate the GEMMs reach there."""
+    if precision_of(quant, gpu) == "fp4":  # attention does not run in FP4 (machine_for)
+        return gpu.tflops("bf16")
     full = prefill_peak_tflops(gpu, quant, fp16_accumulate)
     if not full or not fp16_accumulate or not _geforce(gpu):
         return full

@@ -314,7 +314,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                              prefill_efficiency=speedmod.power_capped(speedmod.prefill_efficiency(
                                  k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
                                  rt.prefill_efficiency_metal, opt.gpu), peak, opt.gpu.tdp_w,
-                                 rt.prefill_tflops_per_watt, opt.gpu.gemm_share_at(peak)),
+                                 rt.prefill_tflops_per_watt,
+                                 opt.gpu.gemm_share_at(speedmod.precision_of(ctx.quant, opt.gpu))),
                              fp16_accumulate=rt.fp16_accumulate,
                              precision=speedmod.precision_of(ctx.quant, opt.gpu),
                              tp=opt.tp,

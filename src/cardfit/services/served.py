@@ -75,7 +75,8 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
     machine_for)."""
     rt = ctx.runtime
     tf = tflops or sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
-    mc = sp.machine_for(rt, gpu, tp, tf, ram_bandwidth_gbps=ram_bandwidth_gbps, bandwidth_gbps=bandwidth_gbps,
+    mc = sp.machine_for(rt, gpu, tp, tf, precision=sp.precision_of(ctx.quant, gpu),
+                        ram_bandwidth_gbps=ram_bandwidth_gbps, bandwidth_gbps=bandwidth_gbps,
                         quantized=sp.is_quantized(ctx.quant))
     if not mc.overhead_s_per_sequence and not rt.paged_kv:
         mc = replace(mc, overhead_s_per_sequence=uncalibrated_sequence_cost_s())

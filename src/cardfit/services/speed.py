@@ -106,7 +106,7 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
     out["expert_efficiency"] = value(rt.id, "expert_efficiency", rt.expert_efficiency)  # 0: the dense share
     if gpu is not None:
         out["compute_efficiency"] = sp.power_capped(out["compute_efficiency"], mc.tflops, gpu.tdp_w, value(
-            rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt), gpu.gemm_share_at(mc.tflops))
+            rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt), gpu.gemm_share_at(mc.precision))
     out["dequant_ops_per_weight"] = value(rt.id, "dequant_ops_per_weight", rt.dequant_ops_per_weight)
     return replace(mc, **out)
 
@@ -620,7 +620,7 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
         eff = sp.power_capped(value(rt.id, "prefill_efficiency", rt.prefill_efficiency), s.tflops,
                               s.plan.first.option.gpu.tdp_w,
                               value(rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt),
-                              s.plan.first.option.gpu.gemm_share_at(s.tflops))
+                              s.plan.first.option.gpu.gemm_share_at("bf16"))
         s = replace(s, machine=replace(s.machine, compute_efficiency=eff))
     if not rt.decode_overhead_us_per_sequence_v0 or not serial_scheduler(record, rt):
         return s
