@@ -433,7 +433,10 @@ def test_the_measured_nvlink_curves_live_on_their_cards():
     ("B200", "fp8", 0.0, "not measured"),
     ("B200", "fp4", 5239.0 / 9000.0, "cuBLASLt FP4 x FP4 at 8,192^3 (DeepGEMM PR 348's cublasTest column)"),
     ("GB200", "fp4", 2973.3 / 5000.0, "no FP4 GEMM measurement: the FP8 share, same tensor-core pipeline"),
-    ("RTX 5090", "fp4", 0.0, "neither FP4 nor FP8 GEMMs measured: no cap"),
+    ("RTX 5090", "fp4", 5239.0 / 9000.0, "neither FP4 nor FP8 GEMMs measured: the B200's FP4 share"),
+    ("B300", "fp4", 5239.0 / 9000.0, "neither FP4 nor FP8 GEMMs measured: the B200's FP4 share"),
+    ("RTX 5090", "fp8", 0.0, "not measured: no cap"),
+    ("H100 SXM", "fp4", 0.0, "no FP4 tensor cores"),
 ])
 def test_gemm_share_is_the_measured_rate_at_the_precision_run(gpu, precision, share, why):
     from cardfit.catalog.gpus import default_gpus

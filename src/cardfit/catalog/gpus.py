@@ -117,13 +117,18 @@ class Gpu:
     def gemm_share_at(self, precision: str) -> float:
         """The share of the card's dense peak at `precision` (the precision a step's GEMMs run in:
         core/speed.py precision_of) its vendor's GEMMs were measured to reach: gemm_fp8_tflops ÷ the FP8
-        peak for FP8, gemm_fp4_tflops ÷ the FP4 peak for FP4 (where FP4 GEMMs were not measured, the FP8
-        share: the same tensor-core pipeline at twice the rate), else gemm_share; 0 where not measured."""
-        if precision == "fp4":
-            fp4 = self.tflops("fp4")
-            if self.gemm_fp4_tflops and fp4:
+        peak for FP8; for FP4 gemm_fp4_tflops ÷ the FP4 peak, where FP4 GEMMs were not measured on the card
+        its FP8 share (the same tensor-core pipeline at twice the rate), else the FP4 share measured on a
+        card of its architecture (measured_fp4_share); else gemm_share; 0 where not measured."""
+        fp4 = self.tflops("fp4")
+        if precision == "fp4" and fp4:
+            if self.gemm_fp4_tflops:
                 return self.gemm_fp4_tflops / fp4
-            precision = "fp8"
+            fp8 = self.tflops("fp8")
+            if self.gemm_fp8_tflops and fp8:
+                return self.gemm_fp8_tflops / fp8
+            if measured_fp4_share(self.arch):
+                return measured_fp4_share(self.arch)
         if precision == "fp8":
             fp8 = self.tflops("fp8")
             if self.gemm_fp8_tflops and fp8:
@@ -186,6 +191,16 @@ def nvlink_allreduce_cards() -> tuple[Gpu, ...]:
     in catalog order: the curves other NVLink cards borrow (core/speed.py nvlink_curve)."""
     return tuple(gpu_from_row(r) for r in _builtin_rows()
                  if r.get("interconnect") == "nvlink" and r.get("allreduce_busbw"))
+
+
+@cache
+def measured_fp4_share(arch: str) -> float:
+    """The smallest share of its dense FP4 peak a built-in card of this architecture was measured to reach in
+    FP4 x FP4 GEMMs (gpus gemm_fp4_tflops; Blackwell: the B200's cuBLASLt 5,239 of 9,000): the cap of a
+    card of that architecture whose own FP4 and FP8 GEMMs were never measured. 0: none measured."""
+    shares = [float(r["gemm_fp4_tflops"]) / float(r["fp4_tflops"]) for r in _builtin_rows()
+              if r.get("arch") == arch and r.get("gemm_fp4_tflops") and r.get("fp4_tflops")]
+    return min(shares, default=0.0)
 
 
 def load_gpus(user_files: tuple[str, ...] = ()) -> Registry[Gpu]:
