@@ -205,6 +205,25 @@ def test_a_tensorrt_engine_record_pays_neither_python_dispatch_nor_the_overlap_s
     assert eager - engine >= 32 * 0.8  # 32 layers of 0.8 ms of Python dispatch, and the overlap step
 
 
+def test_a_vllm_v0_record_launches_every_prompt_step_eagerly():
+    """vLLM V0 replays a graph only for decode-only steps (vllm/worker/model_runner.py _use_captured_graph:
+    'decode_only and not ... enforce_eager and ...'), so even a prompt of 80 tokens, which V1 runs inside its
+    piecewise graphs (up to 512 tokens), pays the eager dispatch of all 126 layers of Llama 3.1 405B. dstack's
+    vLLM 0.6.3 on 8x MI300X, one request of ~80 prompt tokens: TTFT 314.58 ms (dstackai/benchmarks
+    amd/tgi_vs_vllm/vllm/data/result_vllm_short.csv)."""
+    from cardfit.services.deploy import older_release, predict_serving
+
+    assert older_release((0, 6), "0.8") and not older_release((0, 8), "0.8") and not older_release((0, 6), "x")
+    r = {"id": "dstack-405b-n1", "kind": "serving", "model": "llama-3.1-405b", "quant": "bf16", "runtime": "vllm",
+         "gpu": "MI300X", "gpus": 8, "input_tokens": 80, "output_tokens": 85, "request_rate": "inf",
+         "load": "burst", "requests": 1, "fixed_lengths": False, "metric": "ttft_ms", "statistic": "mean",
+         "measured": 314.58, "settings": {"tp": 8, "pp": 1, "version": "0.6.3.dev116+g151ef4ef"}}
+    v1 = {**r, "settings": {"tp": 8, "pp": 1, "version": "0.10.1"}}
+    v0_ttft, v1_ttft = predict_serving(r)[0], predict_serving(v1)[0]
+    assert v0_ttft - v1_ttft >= 126 * 0.8 * 0.99  # 126 layers of 0.8 ms eager dispatch
+    assert v0_ttft < 314.58  # still short of the measurement: the Triton prompt path of V0 on ROCm is not in it
+
+
 # --- the deploy service -------------------------------------------------------------------------------------
 
 def _check_deployment(d: dict, w: dict, meets: bool) -> None:

@@ -785,8 +785,9 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     --max-concurrency`, SGLang's bench_serving) or `load = "burst"` (`requests` prompts sent at once). Raises
     InputError (a CardfitError) for what cardfit cannot set up; the caller turns it into a skip. A record of
     an older engine generation is timed with that generation's per-layer time and prefill efficiency
-    (services/speed.py mla_v0); one that ran a TensorRT engine without the PyTorch backend's Python dispatch
-    and overlap scheduler (tensorrt_engine)."""
+    (services/speed.py mla_v0), and launches every prompt step eagerly where that generation replays no
+    graph for one (runtimes.toml prefill_graphs_from: vLLM V0); one that ran a TensorRT engine without the
+    PyTorch backend's Python dispatch and overlap scheduler (tensorrt_engine)."""
     from ..core.constants import constants, snapshot, value
     from .speed import mla_v0
 
@@ -794,6 +795,8 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     older: dict[str, float] = {}
     if rt is not None and tensorrt_engine(r):
         older = {f"{rt.id}.prefill_overhead_us_per_layer": 0.0, f"{rt.id}.schedule_ahead_steps": 0.0}
+    if rt is not None and rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from):
+        older[f"{rt.id}.prefill_graph_tokens"] = 0.0  # every prompt step eager (core/serving.py eager_s)
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
         older[f"{rt.id}.decode_overhead_us_per_layer"] = per
@@ -900,10 +903,17 @@ def prefill_first(rt: RuntimeProfile, version: Any = None) -> bool:
         import re
 
         have = re.match(r"~?v?(\d+)\.(\d+)", str(version))
-        want = re.match(r"(\d+)\.(\d+)", rt.prefill_first_before)
-        if have and want:
-            return (int(have[1]), int(have[2])) < (int(want[1]), int(want[2]))
+        if have:
+            return older_release((int(have[1]), int(have[2])), rt.prefill_first_before)
     return False
+
+
+def older_release(version: tuple[int, int], release: str) -> bool:
+    """Whether an engine (major, minor) came before `release` ("0.8"); a release not understood: False."""
+    import re
+
+    want = re.match(r"(\d+)\.(\d+)", release)
+    return bool(want) and version < (int(want[1]), int(want[2]))
 
 
 @lru_cache(maxsize=256)
