@@ -108,8 +108,8 @@ class RuntimeProfile:
     # eager_s); 0 = none
     prefill_graph_tokens: int = 0
     prefill_overhead_us_per_layer: float = 0.0
-    # the release from which a prompt-carrying step replays a graph at all (up to prefill_graph_tokens): records
-    # of the releases before run every such step eagerly, whatever its size ("": every release does)
+    # the release from which a prompt-carrying step replays a graph at all (up to prefill_graph_tokens):
+    # records of the releases before run every such step eagerly, whatever its size ("": every release does)
     prefill_graphs_from: str = ""
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
