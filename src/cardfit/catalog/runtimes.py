@@ -58,6 +58,9 @@ class RuntimeProfile:
     default_for: tuple[str, ...] = ()
     error_band: str = ""  # the runtime whose validation error band it shares (same engine code); "": its own
     kv_free_fraction: float = 0.0  # TensorRT-LLM: KV pool = this × memory free after weights and workspace
+    # admission reserves the KV blocks of a whole request (prompt + its maximum answer) before it starts
+    # (TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler); False: the tokens it holds (vLLM, SGLang)
+    kv_reserve_whole: bool = False
     # vLLM's MXFP4 MoE kernel, which pads the expert matrices (runtimes/vllm_like.py MXFP4_PAD): "" = the one
     # the current engine picks by card; validation sets an older engine's ("marlin" before triton_kernels)
     mxfp4_backend: str = ""
@@ -183,6 +186,7 @@ class RuntimeProfile:
     kv_cache_type_note: str = ""
     processor_rule: str = ""
     kv_free_fraction_source: str = ""
+    kv_reserve_source: str = ""
     memory_note: str = ""
 
 

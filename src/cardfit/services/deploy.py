@@ -224,6 +224,17 @@ def _in_flight(inp: DeployInput) -> int:
     return served.in_flight(request(inp))
 
 
+def kv_held(inp: DeployInput, rt: RuntimeProfile) -> int:
+    """The KV tokens one sequence takes from the pool, which sizes the sequences in flight: what it holds on
+    average (prompt and half the answer: vLLM and SGLang allocate blocks as tokens arrive and preempt when the
+    pool runs out), or the whole request (prompt and answer) for a runtime whose admission reserves it before
+    the request starts (TensorRT-LLM's GUARANTEED_NO_EVICT, `kv_reserve_whole`): a request beyond those waits
+    in the queue, however few tokens the running ones hold yet."""
+    if rt.kv_reserve_whole:
+        return inp.input_tokens + inp.output_tokens
+    return _in_flight(inp)
+
+
 def max_model_len(inp: DeployInput) -> int:
     return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
 
@@ -280,8 +291,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     for each in sets:
         ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
-        in_flight = _in_flight(inp)
-        per_seq = engine.kv_bytes(m, MemorySettings(context=in_flight, sequences=1,
+        per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                     kv_dtype=each.mem.kv_dtype))
         on_card: dict[tuple[int, int, bool], Setting] = {}
         for gpu in _gpus(inp, ctx):
@@ -950,7 +960,7 @@ def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
-        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=_in_flight(inp), sequences=1,
+        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                         kv_dtype=s.mem.kv_dtype))
         pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
         if pooled is not None:
