@@ -430,12 +430,14 @@ def test_the_measured_nvlink_curves_live_on_their_cards():
     ("H100 SXM", "bf16", 0.0, "no BF16 GEMM measurement in the catalog: no cap"),
     ("MI300X", "bf16", 708.0 / 1307.4, "AMD's max-achievable BF16 (hipBLASLt)"),
     ("GB200", "fp8", 2973.3 / 5000.0, "cuBLASLt FP8 at 32,768^3 on ND GB200 v6"),
-    ("B200", "fp8", 0.0, "not measured"),
+    ("B200", "fp8", 2973.3 / 5000.0, "not measured: the GB200's, the Blackwell card measured in FP8"),
+    ("H100 PCIe", "fp8", 1366.3 / 1978.9, "not measured: the smaller of the two Hopper FP8 shares (H200's)"),
+    ("L40S", "fp8", 0.0, "no Ada card measured: no cap"),
     ("B200", "fp4", 5239.0 / 9000.0, "cuBLASLt FP4 x FP4 at 8,192^3 (DeepGEMM PR 348's cublasTest column)"),
     ("GB200", "fp4", 2973.3 / 5000.0, "no FP4 GEMM measurement: the FP8 share, same tensor-core pipeline"),
     ("RTX 5090", "fp4", 5239.0 / 9000.0, "neither FP4 nor FP8 GEMMs measured: the B200's FP4 share"),
     ("B300", "fp4", 5239.0 / 9000.0, "neither FP4 nor FP8 GEMMs measured: the B200's FP4 share"),
-    ("RTX 5090", "fp8", 0.0, "not measured: no cap"),
+    ("RTX 5090", "fp8", 2973.3 / 5000.0, "not measured: the Blackwell FP8 share (GB200)"),
     ("H100 SXM", "fp4", 0.0, "no FP4 tensor cores"),
 ])
 def test_gemm_share_is_the_measured_rate_at_the_precision_run(gpu, precision, share, why):

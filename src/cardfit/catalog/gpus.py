@@ -116,24 +116,21 @@ class Gpu:
 
     def gemm_share_at(self, precision: str) -> float:
         """The share of the card's dense peak at `precision` (the precision a step's GEMMs run in:
-        core/speed.py precision_of) its vendor's GEMMs were measured to reach: gemm_fp8_tflops ÷ the FP8
-        peak for FP8; for FP4 gemm_fp4_tflops ÷ the FP4 peak, where FP4 GEMMs were not measured on the card
-        its FP8 share (the same tensor-core pipeline at twice the rate), else the FP4 share measured on a
-        card of its architecture (measured_fp4_share); else gemm_share; 0 where not measured."""
-        fp4 = self.tflops("fp4")
-        if precision == "fp4" and fp4:
-            if self.gemm_fp4_tflops:
-                return self.gemm_fp4_tflops / fp4
-            fp8 = self.tflops("fp8")
-            if self.gemm_fp8_tflops and fp8:
-                return self.gemm_fp8_tflops / fp8
-            if measured_fp4_share(self.arch):
-                return measured_fp4_share(self.arch)
-        if precision == "fp8":
-            fp8 = self.tflops("fp8")
-            if self.gemm_fp8_tflops and fp8:
-                return self.gemm_fp8_tflops / fp8
-        return self.gemm_share
+        core/speed.py precision_of) its vendor's GEMMs were measured to reach (own_gemm_share); where the
+        card was not measured at that precision: for FP4 its FP8 share (the same tensor-core pipeline at
+        twice the rate), else the smallest share measured at that precision on a card of its architecture
+        (measured_share); else gemm_share (BF16); 0 where nothing was measured."""
+        if precision in ("fp8", "fp4") and not self.tflops(precision):
+            return self.gemm_share
+        own = self.own_gemm_share(precision)
+        if not own and precision == "fp4":
+            own = self.own_gemm_share("fp8")
+        return own or measured_share(self.arch, precision) or self.gemm_share
+
+    def own_gemm_share(self, precision: str) -> float:
+        """gemm_{precision}_tflops ÷ the dense peak at that precision; 0 where not measured."""
+        return _share(self.gemm_fp4_tflops if precision == "fp4" else self.gemm_fp8_tflops
+                      if precision == "fp8" else self.gemm_bf16_tflops, self.tflops(precision))
 
     def tflops(self, precision: str) -> float | None:
         """Dense tensor TFLOPS for the compute precision ('bf16', 'fp16', 'fp8', 'int8', 'fp4')."""
@@ -193,14 +190,22 @@ def nvlink_allreduce_cards() -> tuple[Gpu, ...]:
                  if r.get("interconnect") == "nvlink" and r.get("allreduce_busbw"))
 
 
+def _share(measured: Any, peak: Any) -> float:
+    return float(measured) / float(peak) if measured and peak else 0.0
+
+
 @cache
-def measured_fp4_share(arch: str) -> float:
-    """The smallest share of its dense FP4 peak a built-in card of this architecture was measured to reach in
-    FP4 x FP4 GEMMs (gpus gemm_fp4_tflops; Blackwell: the B200's cuBLASLt 5,239 of 9,000): the cap of a
-    card of that architecture whose own FP4 and FP8 GEMMs were never measured. 0: none measured."""
-    shares = [float(r["gemm_fp4_tflops"]) / float(r["fp4_tflops"]) for r in _builtin_rows()
-              if r.get("arch") == arch and r.get("gemm_fp4_tflops") and r.get("fp4_tflops")]
-    return min(shares, default=0.0)
+def measured_share(arch: str, precision: str) -> float:
+    """The smallest share of its dense peak at `precision` a built-in card of this architecture was measured
+    to reach in that precision's GEMMs (gpus gemm_bf16/fp8/fp4_tflops: Hopper FP8 the H200's cuBLASLt 1,366
+    of 1,979, Blackwell FP8 the GB200's 2,973 of 5,000 and FP4 the B200's 5,239 of 9,000): the cap of a
+    card of that architecture whose own GEMMs were never measured at it. 0: none measured."""
+    peak = {"bf16": ("bf16_tflops", "fp16_tflops"), "fp8": ("fp8_tflops",), "fp4": ("fp4_tflops",)}
+    if not arch or precision not in peak:
+        return 0.0
+    shares = [_share(r.get(f"gemm_{precision}_tflops"), next((r[k] for k in peak[precision] if r.get(k)), 0))
+              for r in _builtin_rows() if r.get("arch") == arch]
+    return min((x for x in shares if x), default=0.0)
 
 
 def load_gpus(user_files: tuple[str, ...] = ()) -> Registry[Gpu]:
