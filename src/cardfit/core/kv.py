@@ -117,15 +117,20 @@ def max_tokens_in(m: ModelSpec, budget_bytes: int, sequences: int = 1, dtype: st
                         1 << 40)
 
 
-def kv_replication(m: ModelSpec, tp: int) -> float:
-    """Copies of the KV cache a tensor-parallel group of `tp` ranks holds, relative to an even split.
-    MLA caches one latent shared by all heads, so every rank keeps the whole cache (tp copies); with fewer
-    KV heads than ranks, each rank still keeps one whole head (tp / kv_heads copies) (vLLM: MLA backends
-    replicate the latent; `get_num_kv_heads` = max(1, kv_heads // tp))."""
-    if tp <= 1:
-        return 1.0
+def kv_split_ranks(m: ModelSpec) -> int:
+    """The most tensor-parallel ranks the KV cache splits over: MLA caches one latent shared by all heads
+    (1: every rank keeps and reads the whole cache), other attention its KV heads (a rank keeps at least one
+    whole head); 0 = not known (any group splits it) (vLLM: MLA backends replicate the latent;
+    `get_num_kv_heads` = max(1, kv_heads // tp))."""
     if m.attention == "mla":
-        return float(tp)
-    if m.kv_heads and m.kv_heads < tp:
-        return tp / m.kv_heads
-    return 1.0
+        return 1
+    return m.kv_heads or 0
+
+
+def kv_replication(m: ModelSpec, tp: int) -> float:
+    """Copies of the KV cache a tensor-parallel group of `tp` ranks holds, relative to an even split: tp
+    copies for MLA, tp / kv_heads with fewer KV heads than ranks (kv_split_ranks)."""
+    split = kv_split_ranks(m)
+    if tp <= 1 or not split or split >= tp:
+        return 1.0
+    return tp / split

@@ -66,6 +66,8 @@ class Replica:
     # steps planned ahead of the GPU (an overlap scheduler: 1): a request arriving during step n joins step
     # n + 1 + this at the earliest
     schedule_ahead: int = 0
+    prompt_tokens: int = 0  # one request's prompt: a step's prompt tokens come from that many requests
+    prefill_attention_flops_per_token: float = 0.0  # the attention share of prefill_flops_per_token
 
 
 @record(slots=True)
@@ -102,7 +104,7 @@ def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float) 
         sh = replace(sh, route=1 - (1 - sh.route) ** ((decode + prompt_tokens) / b))
     flops = (decode * load.flops_per_token + prompt_tokens * prefill_flops) / b
     return Load(load.weights_bytes, sh, load.kv_bytes * decode // b, flops, load.layers, load.hidden,
-                load.cpu_weight_fraction, load.cpu_expert_fraction), b
+                load.cpu_weight_fraction, load.cpu_expert_fraction, kv_split=load.kv_split), b
 
 
 def _hop_s(r: Replica, tokens: float) -> float:
@@ -116,9 +118,21 @@ def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
     micro_decode = math.ceil(decode / r.pp) if decode else 0
     micro_prompt = prompt_tokens / r.pp
-    load, b = _mixed(r.load, micro_decode, micro_prompt, r.prefill_flops_per_token / r.pp)
+    load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp)
     t = step(load, r.machine, b).seconds + _prompt_link_s(load, r.machine, b, micro_prompt)
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
+
+
+def prompt_flops(r: Replica, prompt_tokens: float) -> float:
+    """A prompt token's FLOPs as the step divides them over its tp ranks. With data-parallel attention
+    (Machine.attention_dp) a request's attention runs in the one group of tp / dp ranks it was sent to, so
+    the attention of a step's prompt tokens is spread over only as many groups as the step has requests
+    (the prompt tokens ÷ one request's prompt), at most dp: its share is charged dp / groups times."""
+    dp = max(r.machine.attention_dp, 1)
+    if dp <= 1 or prompt_tokens <= 0 or not r.prefill_attention_flops_per_token:
+        return r.prefill_flops_per_token
+    groups = min(dp, math.ceil(prompt_tokens / r.prompt_tokens) if r.prompt_tokens else 1)
+    return r.prefill_flops_per_token + r.prefill_attention_flops_per_token * (dp / groups - 1)
 
 
 def _prompt_link_s(load: Load, mc: Machine, b: int, prompt_tokens: float) -> float:

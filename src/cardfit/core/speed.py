@@ -27,7 +27,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
-from .kv import kv_cache_bytes
+from .kv import kv_cache_bytes, kv_split_ranks
 from .memory import Memory
 from .weights import projector_bytes
 
@@ -88,6 +88,7 @@ class Shares:
     embed: float  # untied input embedding: a lookup of one row, not a read of the matrix
     route: float  # experts_active / experts (1.0 for dense models)
     method: str  # "file" | "shapes" | "params"
+    attention: float = 0.0  # the attention projections, a part of `dense` (0: not known)
 
     def read_fraction(self, sequences: int = 1) -> float:
         """Share of the weight bytes one step reads for `sequences` tokens: with uniform routing a layer's
@@ -111,9 +112,12 @@ def weight_shares(m: ModelSpec, q: Quant | None = None) -> Shares:
     (each group at its own storage type), else from the parameter counts."""
     route = m.experts_active / m.experts if m.is_moe and m.experts_active else 1.0
     if m.tensors:
-        by = {"dense": 0, "experts": 0, "embed": 0}
+        by = {"dense": 0, "experts": 0, "embed": 0, "attention": 0}
         for t in m.tensors:
             by[_kind(t.name)] += t.nbytes
+            name = t.name.lower()
+            if ("attn_" in name or "self_attn" in name) and "norm" not in name and _kind(t.name) == "dense":
+                by["attention"] += t.nbytes
         return _shares(by, route, m.tied_embeddings, "file")
     from .tensors import has_shapes
 
@@ -144,23 +148,28 @@ def _group_bytes_cached(m: ModelSpec, q: Quant) -> tuple[tuple[str, int], ...]:
     for g in groups:
         pos = _position(g, m, layers_of, index_of) if mixed and g.matrix else (0, 0)
         same.setdefault((g.kind, g.n_params, g.row, g.matrix), (g, []))[1].append(pos)
-    by = {"dense": 0, "experts": 0, "embed": 0}
+    by = {"dense": 0, "experts": 0, "embed": 0, "attention": 0}
     for g, positions in same.values():
+        attention = g.kind.startswith("attn_") and g.matrix  # counted in dense too
         if mixed and g.matrix:
             for t, count in _mix_counts(q, g, tuple(positions), m.tied_embeddings, _mix_model(m)):
                 by[_kind(g.kind)] += t.nbytes(g.n_params) * count
+                by["attention"] += t.nbytes(g.n_params) * count if attention else 0
         else:
             t = _group_type(g, m, q, quants, layers_of, index_of)  # the same for every copy
             by[_kind(g.kind)] += t.nbytes(g.n_params) * len(positions)
+            by["attention"] += t.nbytes(g.n_params) * len(positions) if attention else 0
     return tuple(by.items())
 
 
 def _shares(by: dict[str, int], route: float, tied: bool, method: str) -> Shares:
+    by = dict(by)
+    attention = by.pop("attention", 0)
     if tied:  # the same matrix is the output head, read every step
         by = {**by, "dense": by["dense"] + by["embed"], "embed": 0}
     total = sum(by.values()) or 1
     return Shares(by["dense"] / total, by["experts"] / total, by["embed"] / total,
-                  route if by["experts"] else 1.0, method)
+                  route if by["experts"] else 1.0, method, attention / total)
 
 
 def active_weight_bytes(m: ModelSpec, mem: Memory, q: Quant | None = None, sequences: int = 1) -> int:
@@ -222,6 +231,11 @@ class Machine:
     # 0 = the GEMM rate (tflops × compute_efficiency) holds for attention too
     attention_tflops: float = 0.0
     precision: str = "bf16"  # the tensor-core precision of the GEMMs `tflops` is the peak of (precision_of)
+    # attention data parallel over `attention_dp` groups of the tp ranks (SGLang --enable-dp-attention,
+    # TensorRT-LLM enable_attention_dp): a request's attention runs in one group, which holds the attention
+    # projections whole (tp / attention_dp ranks share them) and only its own requests' cache; the MoE and
+    # MLP stay sharded over all tp ranks. 1 = tensor-parallel attention
+    attention_dp: int = 1
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -286,6 +300,16 @@ class Load:
     cpu_weight_fraction: float = 0.0  # share of the weight bytes in system RAM (whole layers)
     cpu_expert_fraction: float = 0.0  # share of the routed experts in system RAM (-ot exps=CPU, --n-cpu-moe)
     low_bit_params: float = 0.0  # resident parameters stored in a low-bit type (low_bit): unpacked per read
+    # the most tensor-parallel ranks the cache splits over (core/kv.py kv_split_ranks: 1 for MLA's shared
+    # latent, the KV heads otherwise); 0 = any
+    kv_split: int = 0
+
+    def kv_per_card(self, tp: int) -> float:
+        """The share of a sequence's cache read one of `tp` tensor-parallel ranks reads: 1 / tp split evenly,
+        the whole latent on every rank for MLA (each rank attends with its tp-th of the heads over every
+        cached token's latent), one whole KV head per rank where there are fewer heads than ranks."""
+        tp = max(tp, 1)
+        return 1 / min(tp, self.kv_split) if self.kv_split else 1 / tp
 
 
 def prefill_flops(m: ModelSpec, context: int, mc: Machine) -> float:
@@ -299,6 +323,16 @@ def prefill_flops(m: ModelSpec, context: int, mc: Machine) -> float:
         return total
     gemm = 2 * m.active
     return gemm + (total - gemm) * gemm_rate / mc.attention_tflops
+
+
+def prefill_attention_flops(m: ModelSpec, context: int, mc: Machine) -> float:
+    """The attention share of a prompt token's FLOPs (prefill_flops): its projections (2 × their
+    parameters) and the attention over `context` cached tokens; 0 where the model's shapes are not known."""
+    from .tensors import attention_params, has_shapes
+
+    if not has_shapes(m):
+        return 0.0
+    return 2 * attention_params(m) + prefill_flops(m, context, mc) - 2 * m.active
 
 
 def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
@@ -321,7 +355,12 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     )
     gpu = weights - cpu + b * load.kv_bytes
     tp = max(mc.tp, 1)
-    memory_s = gpu / tp / mc.read_bytes_per_s
+    dp = max(min(mc.attention_dp, tp), 1)
+    # one rank's cache reads: its group's b / dp sequences, split (or not) over the group's tp / dp ranks
+    kv_card = b * load.kv_bytes * load.kv_per_card(tp // dp) / dp
+    # data-parallel attention: a rank reads its group's share of the attention projections, not 1 / tp
+    attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
+    memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
     if mc.expert_efficiency and expert_read:  # routed experts stream at their own kernels' share
         on_gpu = expert_read * (1 - load.cpu_weight_fraction) * (1 - load.cpu_expert_fraction)
         memory_s += on_gpu / tp / mc.read_bytes_per_s * (mc.decode_efficiency / mc.expert_efficiency - 1)
@@ -329,7 +368,7 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
-    kv_s = b * load.kv_bytes / tp / mc.read_bytes_per_s
+    kv_s = kv_card / mc.read_bytes_per_s
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
                 load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence,
                 link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b))
@@ -566,7 +605,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
     load = Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
                 kv_read_bytes(m, mem, filled, window_cache),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
-                cpu_weight_fraction, low_bit_params=low_bit_params(m, quant))
+                cpu_weight_fraction, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
     attention = attention_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None
     prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention)

@@ -131,6 +131,12 @@ def shapes(m: ModelSpec) -> tuple[tuple[str, int, int, int, bool], ...]:
     return tuple(out)
 
 
+def attention_params(m: ModelSpec) -> int:
+    """Parameters of the attention projections (q, k, v or MLA's low-rank ones, and the output), every layer
+    of full attention: the weights a data-parallel attention rank holds whole (requires has_shapes)."""
+    return sum(n for kind, _, n, _, matrix in shapes(m) if kind.startswith("attn_") and matrix)
+
+
 def shape_params(m: ModelSpec) -> int:
     return sum(g.n_params for g in tensor_groups(m))
 

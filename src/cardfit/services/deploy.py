@@ -114,6 +114,7 @@ class Candidate:
     margin_bytes: int  # the need's error bar (data/accuracy.toml), kept free
     inp: DeployInput
     chunk_tokens: int = 0  # token budget of a step; 0: the runtime's default (the plan's prefill chunk)
+    attention_dp: int = 1  # data-parallel attention groups (core/speed.py Machine.attention_dp)
 
     @property
     def cards(self) -> int:
@@ -122,7 +123,8 @@ class Candidate:
     @cached_property
     def replica(self) -> sv.Replica:
         """Built when first timed: most candidates are never timed (search stops on price)."""
-        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs, self.chunk_tokens)
+        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs, self.chunk_tokens,
+                        self.attention_dp)
 
 
 @record
@@ -346,11 +348,14 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
-             chunk_tokens: int = 0) -> sv.Replica:
+             chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
     w = request(inp)
     whole = served.load(s.ctx, s.mem, w)
-    return served.replica(s.ctx, whole, served.machine(s.ctx, gpu, tp), w, pp, seqs, chunk_tokens)
+    mc = served.machine(s.ctx, gpu, tp)
+    if attention_dp > 1:
+        mc = replace(mc, attention_dp=attention_dp)
+    return served.replica(s.ctx, whole, mc, w, pp, seqs, chunk_tokens)
 
 
 # --- timing and choosing -----------------------------------------------------------------------------
@@ -862,7 +867,8 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # them without each source)
     # the share of the card the record's engine was given (vLLM --gpu-memory-utilization): its KV pool
     util = float(st.get("gpu_memory_utilization") or 0.0)
-    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(), budget, rt.max_num_seqs if v0 else 0, util)
+    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(), budget, rt.max_num_seqs if v0 else 0, util,
+                      attention_dp(st, tp))
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
@@ -948,10 +954,20 @@ def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, fir
     return sv.benchmark(replica, w, users, requests, first, fixed)
 
 
+def attention_dp(settings: dict[str, Any], tp: int) -> int:
+    """The data-parallel attention groups a record's engine ran (core/speed.py Machine.attention_dp): its
+    stated dp_size, else all tp ranks where it states SGLang's --enable-dp-attention (before SGLang PR #4390,
+    2025-03-13, that flag set dp_size = tp_size: https://github.com/sgl-project/sglang/pull/4390) or
+    TensorRT-LLM's enable_attention_dp; 1 otherwise."""
+    if not (settings.get("enable_dp_attention") or settings.get("enable_attention_dp")):
+        return 1
+    return max(1, min(int(settings.get("dp_size") or tp), tp))
+
+
 @lru_cache(maxsize=256)
 def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
-           engine_seqs: int = 0, utilization: float = 0.0) -> tuple[Result, str]:
+           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1) -> tuple[Result, str]:
     """One replica of the record's deployment, timed by deploy's model: memory sized on the record's cards
     with the engine's own step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the
     card (`utilization`, vLLM's gpu_memory_utilization) where the record's engine differs from the runtime's
@@ -981,10 +997,11 @@ def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, None,
-                  pooled[1] if pooled else 0, 0, inp, chunk_tokens)
+                  pooled[1] if pooled else 0, 0, inp, chunk_tokens, dp)
     res = evaluate(inp, c, 1, targets(inp))
     held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
-    how = (f"deploy timing: {cards}x {gpu.name} TP {tp} PP {pp}, {rt.id}, {ctx.quant.name}, "
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
+           f"{rt.id}, {ctx.quant.name}, "
            f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
            f"{'stable' if res.served.stable else 'overloaded'}")
     return res, how

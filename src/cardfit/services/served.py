@@ -17,6 +17,7 @@ from typing import Any
 from ..catalog.gpus import Gpu
 from ..core import serving as sv
 from ..core import speed as sp
+from ..core.kv import kv_split_ranks
 from ..core.memory import Memory
 from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS
 
@@ -54,7 +55,7 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
                                     ctx.engine.window_read_cells(m, ctx.prefill_chunk)),
                    sp.decode_flops_per_token(m, filled),
                    m.layers, sp.hidden_size(m), cpu_weight_fraction, cpu_expert_fraction,
-                   sp.low_bit_params(m, ctx.quant))
+                   sp.low_bit_params(m, ctx.quant), kv_split_ranks(m))
 
 
 def uncalibrated_sequence_cost_s() -> float:
@@ -91,10 +92,12 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     from ..core.constants import value
 
     stages = pp if ctx.runtime.pipeline_parallel else 1
+    attention = sp.prefill_attention_flops(ctx.model, w.input_tokens // 2, mc) if mc.attention_dp > 1 else 0.0
     return sv.Replica(sv.stage(whole, stages), mc, sp.prefill_flops(ctx.model, w.input_tokens // 2, mc),
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
                       NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0,
-                      int(value(ctx.runtime.id, "schedule_ahead_steps", ctx.runtime.schedule_ahead_steps)))
+                      int(value(ctx.runtime.id, "schedule_ahead_steps", ctx.runtime.schedule_ahead_steps)),
+                      w.input_tokens, attention)
 
 
 def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:
