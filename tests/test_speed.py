@@ -485,3 +485,13 @@ def test_fp8_steps_on_h100_are_capped_at_the_measured_gemm_rate():
     bf16 = sp.machine_for(rt, h100, 1, h100.tflops("bf16"), precision="bf16")
     assert fp8.compute_efficiency == pytest.approx(min(rt.prefill_efficiency, 1382.2 / 1978.9))
     assert bf16.compute_efficiency == pytest.approx(rt.prefill_efficiency)
+
+
+def test_nvfp4_weights_stream_four_and_a_half_bits_with_their_block_scales(run_json):
+    """An NVFP4 linear weight is 4 bits of E2M1 plus one E4M3 scale per 16 weights: 4.5 bits, the bytes a
+    decode step streams (Llama 3.3 70B: 68,451,041,280 linear weights; embeddings and lm_head stay BF16,
+    ModelOpt's exclude_modules; the two FP32 per-tensor scales of a layer, 8 bytes, are not counted)."""
+    d = run_json("plan", "llama-3.3-70b", "--quant", "nvfp4", "--gpu", "B200")["memory"]
+    linear = 70553706496 - 2 * 128256 * 8192 - (2 * 80 + 1) * 8192  # params - embed - lm_head - norms
+    assert d["weights_by_type"]["NVFP4"] * 8 == linear * 4.5
+    assert d["weights_by_type"]["BF16"] == 2 * (2 * 128256 * 8192 + (2 * 80 + 1) * 8192)
