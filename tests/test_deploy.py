@@ -376,3 +376,49 @@ def test_a_record_states_the_share_of_the_card_its_engine_had():
     settings = {k: v for k, v in r["settings"].items() if k != "gpu_memory_utilization"}
     default = pool({**r, "settings": settings})
     assert 60_000 < stated < 100_000 < 1_000_000 < default
+
+
+def test_tensorrt_llm_admits_a_request_by_its_whole_length():
+    """TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler (its default) starts a request only when the KV
+    blocks of its prompt and its whole answer are free; vLLM allocates blocks as tokens arrive, so its pool
+    holds requests by the prompt and half the answer on average. The NIM 1.8.0 Llama 3.3 70B tables bear the
+    first out: the sequences decoding at once (output tokens/s x ITL) at 500 + 2,000 tokens and 200 users and
+    at 20,000 + 2,000 and 250 users fill one pool only when each holds its whole length."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.deploy import kv_held
+    from cardfit.services.validate import all_records
+
+    rts = default_runtimes()
+    trt, vllm = rts.get("trtllm"), rts.get("vllm")
+    assert trt.kv_reserve_whole and "GUARANTEED_NO_EVICT" in trt.kv_reserve_source
+    assert not vllm.kv_reserve_whole
+    inp = DeployInput(model="llama3.1:8b", users=8, input_tokens=1000, output_tokens=2000)
+    assert kv_held(inp, trt) == 3000
+    assert kv_held(inp, vllm) == 2000
+    recs = {r["id"]: r for r in all_records()}
+
+    def decoding(run: str) -> float:  # Little's law: tokens/s x seconds per token
+        base = f"nim-llama-3.3-70b-h100-fp8-tp2-{run}"
+        return recs[base + "-output"]["measured"] * recs[base + "-itl"]["measured"] / 1000
+
+    short, long_ = decoding("500x2000-c200"), decoding("20000x2000-c250")
+    assert short * 2_500 == pytest.approx(long_ * 22_000, rel=0.02)  # whole lengths: one pool
+    assert short * 1_500 < 0.7 * long_ * 21_000  # prompt + half the answer: no one pool
+
+
+def test_nim_fp8_profiles_hold_an_fp8_kv_cache():
+    """A NIM 1.8.0 TensorRT-LLM fp8 record is timed with an FP8 KV cache (ModelOpt's default for its FP8
+    exports): Llama 3.1 8B at 20,000 + 2,000 tokens keeps 42 sequences decoding on one H100 (1,337.7 tokens/s
+    at 31.6 ms ITL), 924k tokens, which the 16-bit pool cardfit sizes on that card (about 0.5 M) cannot hold;
+    a record of another engine keeps the type it states (or the runtime's default)."""
+    import re
+
+    from cardfit.services.deploy import checkpoint_kv_dtype, predict_serving
+    from cardfit.services.validate import all_records
+
+    recs = {r["id"]: r for r in all_records()}
+    nim = recs["nim-llama-3.1-8b-h100-fp8-tp1-20000x2000-c250-itl"]
+    assert checkpoint_kv_dtype(nim) == "fp8"
+    assert checkpoint_kv_dtype(recs["aic-llama-3.1-8b-h100-trtllm-bf16-tp1-1024x512-c8-ttft"]) is None
+    pool = int(re.search(r"KV pool ([\d,]+) tokens", predict_serving(nim)[1])[1].replace(",", ""))
+    assert pool > 42 * 22_000
