@@ -4,6 +4,8 @@ scripts/fit_constants.py), data/runtimes.toml holds exactly those values, and th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cardfit.core.constants import constants, value
@@ -290,6 +292,10 @@ HELD_LOO = {
     # -> 21.3 % / 99 % (p90 over tightened 1.05 -> 1.0) with MLA's latent read whole by every
     # tensor-parallel rank and dstack's SGLang DeepSeek-R1 run timed with the data-parallel attention it
     # states: its first tokens 55-78 % -> 33-66 % short, its c128 throughput +33 % -> +12 %
+    # -> with vLLM's GEMMs on ROCm capped at the fitted share (0.438) of hipBLASLt's best (Azure ND MI300X v5
+    # and AMD's performance-results page, both offline runs of 1,000-3,200 sequences a step): Azure MI300X
+    # out of sample +48 % -> -14 %, AMD's page +68 % -> +16 %, dstack vLLM 405B output +106 % -> +68 %;
+    # nothing off ROCm moves
     "serving": (0.22, 1.0),
 }
 
@@ -415,6 +421,32 @@ def test_an_mi300x_fp8_step_reaches_at_most_hipblaslt_measured_fp8_gemm_rate():
     mi300x = default_gpus().get("MI300X")
     assert mi300x.gemm_share_at("fp8") == pytest.approx(1159.5 / 2614.9)
     assert mi300x.gemm_share_at("bf16") == pytest.approx(708 / 1307.4)
+
+
+def test_vllm_gemms_on_rocm_reach_the_fitted_share_of_hipblaslt_best():
+    """vLLM's offline-throughput runs on MI300X (Azure ND MI300X v5, vLLM late 2024; AMD's performance-results
+    page, vLLM 0.11.1) decode 1,000-3,200 sequences a step at about twice the time their GEMMs would take at
+    hipBLASLt's best FP8 rate: the fitted rocm_gemm_share caps vLLM's GEMMs on a ROCm card at that share of
+    the measured rate, for FP8 and BF16 alike; a rate below the cap (the MLA prefill of 2025's engines, 8 %
+    of the peak) and a CUDA card are untouched."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.core.speed import machine_for
+
+    vllm = default_runtimes().get("vllm")
+    share = vllm.rocm_gemm_share
+    assert 0.2 < share < 0.7
+    mi300x, h100 = default_gpus().get("MI300X"), default_gpus().get("H100 SXM")
+    fp8 = machine_for(vllm, mi300x, 8, mi300x.fp8_tflops, precision="fp8")
+    assert fp8.compute_efficiency == pytest.approx(1159.5 / 2614.9 * share)
+    bf16 = machine_for(vllm, mi300x, 8, mi300x.bf16_tflops, precision="bf16")
+    assert bf16.compute_efficiency == pytest.approx(708 / 1307.4 * share)
+    low = replace(vllm, prefill_efficiency=0.08)
+    assert machine_for(low, mi300x, 8, mi300x.fp8_tflops, precision="fp8").compute_efficiency == 0.08
+    cuda = machine_for(vllm, h100, 8, h100.fp8_tflops, precision="fp8")
+    assert cuda.compute_efficiency == pytest.approx(machine_for(replace(vllm, rocm_gemm_share=0.0), h100, 8,
+                                                                h100.fp8_tflops, precision="fp8")
+                                                    .compute_efficiency)
 
 
 def test_tgi_decodes_past_its_graph_sizes_eagerly_on_rocm_too():

@@ -114,6 +114,9 @@ class RuntimeProfile:
     # the release from which a prompt-carrying step replays a graph at all (up to prefill_graph_tokens):
     # records of the releases before run every such step eagerly, whatever its size ("": every release does)
     prefill_graphs_from: str = ""
+    # share of the card's measured GEMM rate (gpus gemm_*_tflops) the engine's GEMMs reach in the steps of a
+    # served load on a ROCm card (fitted: runtimes.toml); 0 = all of it
+    rocm_gemm_share: float = 0.0
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0

@@ -677,7 +677,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
     """One stage of `tp` cards running runtime `rt`, whose GEMMs run at `precision` (precision_of) with a
     dense peak of `tflops` per card, with the runtime's calibrated constants (the compute efficiency of its
     quantized kernels for integer-block weights where it has one), capped at the share of the peak the
-    card's vendor GEMMs were measured to reach at that precision. The constants are read through
+    card's vendor GEMMs were measured to reach at that precision (on a ROCm card, the runtime's fitted share
+    of that: rocm_gemm_share). The constants are read through
     core/constants.py, so validation's leave-one-source-out refits reach every caller."""
     from .constants import value
 
@@ -688,8 +689,10 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
     field, _ = prefill_efficiency_field(rt.prefill_efficiency, rt.prefill_efficiency_quantized,
                                         quantized, rt.prefill_efficiency_metal, gpu)
     efficiency = (k(field) if field != "prefill_efficiency" else 0.0) or k("prefill_efficiency") or 1.0
-    compute = power_capped(efficiency, tflops, gpu.tdp_w, k("prefill_tflops_per_watt"),
-                           gpu.gemm_share_at(precision))
+    cap = gpu.gemm_share_at(precision)
+    if gpu.stack == "rocm" and k("rocm_gemm_share"):  # the engine's GEMMs on ROCm: a share of that best
+        cap = (cap or efficiency) * k("rocm_gemm_share")
+    compute = power_capped(efficiency, tflops, gpu.tdp_w, k("prefill_tflops_per_watt"), cap)
     attention = gpu.attention_tflops or 0.0
     if not attention and precision == "fp4" and tflops:
         # no runtime runs attention in FP4 (its Q·K and P·V products stay BF16): a prompt's attention FLOPs

@@ -353,6 +353,42 @@ def _implied_mla_v0_prefill(r: Record) -> float | None:
     return 1 / b if b is not None and b >= 1.0 else None
 
 
+def _rocm_offline(r: Record) -> bool:
+    """Offline-throughput records on a ROCm card: every request of fixed lengths queued at once, output
+    tokens/s (vLLM's benchmark_throughput.py and the like). Their steps decode hundreds to thousands of
+    sequences and are bound by the GEMMs, the phenomenon the engine's GEMM share on ROCm measures."""
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
+        return False
+    if r.get("metric") != "output_tokens_per_s" or r.get("load") != "burst" or not r.get("fixed_lengths"):
+        return False
+    from ..catalog.gpus import default_gpus
+
+    g = default_gpus().find(str(r.get("gpu") or ""))
+    return g is not None and g.stack == "rocm"
+
+
+def _implied_rocm_gemm_share(r: Record) -> float | None:
+    """The GEMM share an offline-throughput record implies, the rest of the model in place: a GEMM-bound
+    step's time is close to linear in 1 / share, so a secant in 1 / share on two predictions of the time per
+    token, refined twice, solves for it. A record the full share already predicts too slow implies none
+    above 1 (the share only lowers the rate)."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+
+    def y(inverse: float) -> float:
+        with constants({**here, f"{rt.id}.rocm_gemm_share": 1 / inverse}):
+            return 1 / predict_serving(dict(r))[0]
+
+    b = _secant(y, 1 / float(r["measured"]), 1.0, 4.0)
+    return min(1 / b, 1.0) if b is not None and b > 0 else None
+
+
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -447,6 +483,10 @@ FITS: tuple[Fit, ...] = (
         "mid-2025, from vLLM's served TPOT and output-throughput records of it, the rest of the model in "
         "place",
         prior="decode_overhead_us_per_layer"),
+    Fit(Vllm, "rocm_gemm_share", _rocm_offline, _implied_rocm_gemm_share, 3, None,
+        "share of the card's measured GEMM rate (hipBLASLt's best, gpus gemm_*_tflops) vLLM's GEMMs reach in "
+        "the steps of a served load on ROCm, from its offline-throughput records on MI300X (thousands of "
+        "sequences a step: GEMM-bound), the rest of the model in place"),
 )
 
 
