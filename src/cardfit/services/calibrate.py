@@ -483,10 +483,11 @@ FITS: tuple[Fit, ...] = (
         "mid-2025, from vLLM's served TPOT and output-throughput records of it, the rest of the model in "
         "place",
         prior="decode_overhead_us_per_layer"),
-    Fit(Vllm, "rocm_gemm_share", _rocm_offline, _implied_rocm_gemm_share, 3, None,
+    Fit(Vllm, "rocm_gemm_share", _rocm_offline, _implied_rocm_gemm_share, 3, VllmLike,
         "share of the card's measured GEMM rate (hipBLASLt's best, gpus gemm_*_tflops) vLLM's GEMMs reach in "
         "the steps of a served load on ROCm, from its offline-throughput records on MI300X (thousands of "
-        "sequences a step: GEMM-bound), the rest of the model in place"),
+        "sequences a step: GEMM-bound), the rest of the model in place; TGI and SGLang on ROCm call the same "
+        "PyTorch/hipBLASLt GEMMs and take it (TGI's own MI300X records, not fitted, test it)"),
 )
 
 
