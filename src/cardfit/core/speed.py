@@ -671,6 +671,22 @@ def allreduce_fields(gpu: Gpu) -> dict[str, Any]:
     return {"allreduce_busbw": busbw, "allreduce_ranks": ranks, "allreduce_link_gbps": link}
 
 
+# The prefill of a DeepSeek-V3-architecture model (MLA + 256 fine-grained routed experts, FP8) reaches at
+# most this share of the cards' dense FP8 peak: LMSYS's SGLang deployment with prefill-decode disaggregation,
+# EP32 over DeepEP, DeepGEMM grouped GEMMs, EPLB and two-batch overlap prefilled 52.3k input tokens/s per node
+# of 8 H100 for 2,000-token inputs ("Deploying DeepSeek with PD Disaggregation and Large-scale Expert
+# Parallelism on 96 H100 GPUs", https://lmsys.org/blog/2025-05-05-large-scale-ep/, 2025-05-05): 6.5k tokens/s
+# a card × (2 × 37 B active + attention over ~1,000 cached tokens, 80 GFLOP a token) = 523 TFLOPS of 1,979.
+# The post reports vanilla tensor parallelism on the same cards up to 5x slower, so no TP deployment (the
+# ones cardfit plans) beats it.
+MLA_MOE_PREFILL_SHARE_MAX = 0.26
+
+
+def mla_moe(m: ModelSpec) -> bool:
+    """A DeepSeek-V3-architecture model: MLA attention and routed experts (MLA_MOE_PREFILL_SHARE_MAX)."""
+    return m.attention == "mla" and m.is_moe
+
+
 def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, precision: str,
                 ram_bandwidth_gbps: float = 0.0, bandwidth_gbps: float | None = None,
                 quantized: bool = False) -> Machine:
