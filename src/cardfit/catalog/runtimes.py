@@ -136,6 +136,14 @@ class RuntimeProfile:
     # with prompt chunks
     prefill_first: bool = False
     prefill_first_before: str = ""  # engine versions below this one schedule prefill first (vLLM V0: "0.8")
+    # When the paged KV pool runs out: "recompute" (vLLM: prompts are admitted by the blocks of their first
+    # chunk, with nothing kept for the answers to come, and a step that finds no free block preempts the
+    # newest running request, whose tokens are computed again when it is admitted back; core/serving.py Pool);
+    # "" (the sequences in flight are capped by the tokens the pool holds at the mean in flight)
+    kv_preemption: str = ""
+    # engine versions from this one keep freed KV blocks cached by default (vLLM V1: prefix caching), so a
+    # preempted request computes again only the blocks handed out meanwhile
+    prefix_caching_from: str = ""
     scheduler_source: str = ""
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)

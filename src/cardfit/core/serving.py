@@ -30,7 +30,9 @@ Everything is per replica; replicas split the traffic evenly (a load balancer in
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -68,6 +70,13 @@ class Replica:
     schedule_ahead: int = 0
     prompt_tokens: int = 0  # one request's prompt: a step's prompt tokens come from that many requests
     prefill_attention_flops_per_token: float = 0.0  # the attention share of prefill_flops_per_token
+    # a paged KV pool that admits prompts by their blocks and preempts when full (vLLM; rounds() steps it):
+    # its tokens (0: none, the sequences capped by max_seqs), tokens per block, the runtime's own sequence
+    # cap, and whether a preempted request finds its blocks still cached (prefix caching)
+    kv_tokens: int = 0
+    kv_block: int = 16
+    kv_seqs: int = 0
+    prefix_cache: bool = False
 
 
 @record(slots=True)
@@ -396,20 +405,25 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
     """Step the engine through `requests` requests, `concurrency` sent at once and the next each time an
     answer ends: (TTFT and TPOT per request, seconds until the last answer ends). As the engine schedules:
 
-    - at most `r.max_seqs` sequences hold a slot (the runtime's cap, or what its KV pool holds); a prompt
-      waits until one frees;
+    - at most `r.max_seqs` sequences hold a slot (the runtime's cap, or what its KV pool holds at the mean
+      tokens in flight); a prompt waits until one frees. With a paged pool that preempts (`r.kv_tokens`,
+      vLLM), the slots are the runtime's own cap (`r.kv_seqs`) and the pool is stepped block by block
+      (`Pool`);
     - decode-first engines (vLLM V1, TensorRT-LLM in-flight batching, vLLM V0 with chunked prefill) put every
-      running sequence in the step and fill the rest of its token budget (`chunk_tokens`) with prompt chunks;
+      running sequence in the step and fill the rest of its token budget (`chunk_tokens`) with prompt chunks
+      (the chunks of prompts already started first, as V1 schedules its running list before its waiting one);
     - prefill-first engines (SGLang's default scheduler, vLLM V0 without chunked prefill, TGI) run a prompt
       step, up to the budget, while an admissible prompt waits, and the decodes resume only then.
 
     A prompt's first token comes at the end of the step that finishes it; an answer of O tokens ends O − 1
     decode steps later. Stretches without an admissible prompt are decode steps of a fixed batch, jumped to
-    the next answer's end."""
+    the next answer's end (or to the step the pool runs out of blocks)."""
     n = max(int(requests), 1)
     c = max(1, min(int(concurrency), n))
     i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
-    chunk, cap = max(r.chunk_tokens, 1), max(r.max_seqs, 1)
+    chunk = max(r.chunk_tokens, 1)
+    pool = Pool(r, n) if r.kv_tokens else None
+    cap = max(r.kv_seqs or r.max_seqs, 1) if pool else max(r.max_seqs, 1)
     timed: dict[tuple[int, float], float] = {}
 
     def dt(decodes: int, prompt: float) -> float:
@@ -419,9 +433,15 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
         return timed[key]
 
     arrival = [0.0] * c  # per request, in the order sent
-    waiting: list[list[Any]] = [[k, float(i)] for k in range(c)]  # [request, prompt tokens left], FCFS
-    running: list[list[int]] = []  # [request, decode steps left]
-    first = [0.0] * n
+    queue: deque[list[Any]] = deque([k, float(i)] for k in range(c))  # [request, tokens to compute], FCFS
+    started: list[list[Any]] = []  # admitted prompts part-prefilled (they hold a slot), in admission order
+    # decoding requests: the decode step (of `clock`, the steps in which the running requests decode) at
+    # which each one's answer ends, and the same as a heap to find the next end
+    running: dict[int, int] = {}
+    ends: list[tuple[int, int]] = []
+    clock = 0
+    admitted: set[int] = set()  # requests holding a slot (running, or a prompt part-prefilled)
+    first = [math.nan] * n
     end = [0.0] * n
     t, sent, done = 0.0, c, 0
     # an overlap scheduler plans step m + 1 as step m starts: a request that arrives after that waits for
@@ -432,66 +452,293 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
         nonlocal sent, done
         end[k] = at
         done += 1
+        admitted.discard(k)
+        if pool:
+            pool.release(k)
         if sent < n:  # the client sends the next request as this answer ends
             arrival.append(at)
-            waiting.append([sent, float(i)])
+            queue.append([sent, float(i)])
             sent += 1
 
+    def next_end() -> int:
+        while running.get(ends[0][1]) != ends[0][0]:  # dropped: preempted since
+            heapq.heappop(ends)
+        return ends[0][0]
+
+    def ended(at: float) -> None:
+        """Every answer whose last decode step has run ends at `at`."""
+        while ends and ends[0][0] <= clock:
+            end, k = heapq.heappop(ends)
+            if running.get(k) == end:
+                del running[k]
+                finish(k, at)
+
+    def preempt() -> bool:
+        """Free blocks until the running requests' next tokens fit: the newest admitted request first, sent
+        back to the front of the queue to be computed again (vLLM's recompute preemption)."""
+        assert pool is not None
+        hit = False
+        while pool.free() < pool.growth(1) and admitted:
+            k = max(admitted, key=pool.stamp.__getitem__)
+            hit = True
+            admitted.discard(k)
+            if k in running:
+                pool.resume[k] = running.pop(k) - clock
+                left = pool.tokens(k) + 1  # every token so far, the last sampled one too
+            else:
+                x = next(x for x in started if x[0] == k)
+                started.remove(x)
+                left = pool.tokens(k) + x[1]
+            pool.evict(k)
+            queue.appendleft([k, float(left)])
+        return hit
+
     while done < n:
-        slots = cap - len(running)
-        started = [x for x in waiting if x[1] < i]  # prompts part-prefilled hold a slot too
-        room = slots - len(started)
+        room = cap - len(running) - len(started)
         seen = planned if r.schedule_ahead else t
-        admissible = bool(waiting) and (started or room > 0) and arrival[waiting[0][0]] <= seen
+        admissible = bool(started) or (bool(queue) and arrival[queue[0][0]] <= seen and room > 0
+                                       and (not pool or pool.admits(queue[0], chunk, pool.growth(1))))
         if not admissible:
             if not running:  # idle until the next request arrives: an idle engine plans at once
-                t = planned = min(arrival[x[0]] for x in waiting)
+                t = planned = min(arrival[x[0]] for x in queue)
                 continue
             step = dt(len(running), 0.0)
-            ready = bool(waiting) and bool(started or room > 0)
-            if ready and planned < arrival[waiting[0][0]] <= t:
+            if queue and room > 0 and planned < arrival[queue[0][0]] <= t:
                 k = 1  # it came after the running step was planned: one more step, then the plan sees it
             else:
-                k = min(x[1] for x in running)  # decode-only steps until the next answer ends
+                k = next_end() - clock  # decode-only steps until the next answer ends
+            if pool:
+                k = pool.steps_fitting(k)
+                if k == 0:  # the next decode step does not fit: preempt, then step the rest
+                    preempt()
+                    continue
+                pool.decode(k)
             planned = t + (k - 1) * step
             t += k * step
-            for x in running:
-                x[1] -= k
-            for x in [x for x in running if x[1] <= 0]:
-                running.remove(x)
-                finish(x[0], t)
+            clock += k
+            ended(t)
             continue
         decodes = 0 if prefill_first else len(running)
+        hit = False
+        if pool and decodes:
+            hit = preempt()
+            decodes = len(running)
+            pool.decode(decodes and 1)
         budget = max(chunk - decodes, min(chunk, 256))
         took = 0.0
         completed: list[int] = []
-        for x in waiting:
-            if took >= budget or arrival[x[0]] > seen:
+        for x in started:  # the prompts already admitted go on first
+            if took >= budget:
                 break
-            if x[1] == i:  # a new prompt needs a free slot
-                if room <= 0:
-                    break
-                room -= 1
             take = min(x[1], budget - took)
+            if pool:
+                take = min(take, pool.room_for(x[0]))
+                if take <= 0:
+                    break
+                pool.prefill(x[0], take)
             x[1] -= take
             took += take
             if x[1] <= 0:
                 completed.append(x[0])
-        waiting = [x for x in waiting if x[1] > 0]
+        room = cap - len(running) - len(started)
+        while queue and took < budget and not hit and room > 0:  # then new prompts, a slot each
+            x = queue[0]
+            if arrival[x[0]] > seen or (pool and not pool.admits(x, budget - took)):
+                break
+            queue.popleft()
+            room -= 1
+            admitted.add(x[0])
+            started.append(x)
+            if pool:
+                x[1] -= pool.admit(x[0], x[1])  # its blocks still cached: computed already
+            take = min(x[1], budget - took)
+            if pool:
+                pool.prefill(x[0], take)
+            x[1] -= take
+            took += take
+            if x[1] <= 0:
+                completed.append(x[0])
+        if completed:
+            started = [x for x in started if x[1] > 0]
         planned = t
         t += dt(decodes, took)
         if decodes:
-            for x in running:
-                x[1] -= 1
-            for x in [x for x in running if x[1] <= 0]:
-                running.remove(x)
-                finish(x[0], t)
+            clock += 1
+            ended(t)
         for k in completed:
-            first[k] = t
-            if o > 1:
-                running.append([k, o - 1])
+            if math.isnan(first[k]):
+                first[k] = t
+                left = o - 1
+            else:  # a preempted request computed again: its step samples the next token
+                left = pool.resume[k] - 1 if pool else 0
+            if left > 0:
+                running[k] = clock + left
+                heapq.heappush(ends, (clock + left, k))
+                if pool:
+                    pool.start(k)
             else:
                 finish(k, t)
     ttft = [first[k] - arrival[k] for k in range(n)]
     tpot = [(end[k] - first[k]) / (o - 1) for k in range(n)] if o > 1 else [0.0] * n
     return ttft, tpot, max(end)
+
+
+class Pool:
+    """A paged KV pool stepped as vLLM's scheduler and block pool hand it out (vllm/v1/core/sched/scheduler.py
+    Scheduler.schedule and vllm/v1/core/block_pool.py at v0.10.1.1,
+    https://github.com/vllm-project/vllm/blob/v0.10.1.1/vllm/v1/core/sched/scheduler.py):
+
+    - a request holds ceil(tokens / block) blocks of the tokens it has computed; a step first gives each
+      running request the blocks its new tokens need, and when none is free preempts the newest running
+      request ("self.running.pop()", RECOMPUTE: its blocks freed, its computed tokens reset to 0, put back at
+      the front of the waiting queue); a step that preempted admits no new request;
+    - a waiting request is admitted when the blocks of its first chunk are free (no reserve kept for the
+      answers to come: allocate_slots), so the pool fills with prompts and their answers then preempt;
+    - with prefix caching (V1's default), freed blocks stay cached in the free queue until they are handed
+      out again, least recently freed first (a request's last block first): a preempted request admitted
+      again computes only the blocks it lost meanwhile; without it (V0's default) it computes everything."""
+
+    __slots__ = ("blocks", "block", "held", "stamp", "resume", "queue", "segment", "cache", "_n", "used",
+                 "clock", "since", "hist", "decoding")
+
+    def __init__(self, r: Replica, n: int) -> None:
+        self.block = max(r.kv_block, 1)
+        self.blocks = max(r.kv_tokens // self.block, 1)
+        self.held = [0] * n  # tokens whose KV each request holds (a decoding one: when it started decoding)
+        self.stamp = [0] * n  # admission order: the newest is preempted first
+        self.resume = [0] * n  # decode steps left when preempted
+        self.cache = r.prefix_cache
+        self.queue: list[list[int]] = [[-1, self.blocks]]  # free blocks in eviction order: [owner, blocks]
+        self.segment: dict[int, list[int]] = {}  # a preempted request's cached blocks in the queue
+        self._n = 0
+        self.used = 0
+        # the decoding requests advance together: decode steps so far (clock), the clock when each started
+        # decoding, and how many sit at each place in their last block (the steps that need new blocks)
+        self.clock = 0
+        self.since = [0] * n
+        self.hist = [0] * self.block
+        self.decoding = [False] * n
+
+    def need(self, tokens: float) -> int:
+        return -(-int(tokens) // self.block)
+
+    def free(self) -> int:
+        return self.blocks - self.used
+
+    def tokens(self, k: int) -> int:
+        return self.held[k] + (self.clock - self.since[k] if self.decoding[k] else 0)
+
+    def _key(self, k: int) -> int:
+        return (self.held[k] - 1 - self.since[k]) % self.block
+
+    def start(self, k: int) -> None:
+        """Request k starts decoding (a token a step from now on)."""
+        self.since[k] = self.clock
+        self.decoding[k] = True
+        self.hist[self._key(k)] += 1
+
+    def _stop(self, k: int) -> None:
+        if self.decoding[k]:
+            self.hist[self._key(k)] -= 1
+            self.held[k] = self.tokens(k)
+            self.decoding[k] = False
+
+    def _take(self, count: int) -> None:
+        """Hand out `count` blocks from the head of the free queue (evicting what they cached)."""
+        self.used += count
+        q = self.queue
+        while count > 0 and q:
+            seg = q[0]
+            got = min(seg[1], count)
+            seg[1] -= got
+            count -= got
+            if seg[1] <= 0:
+                q.pop(0)
+
+    def _give(self, k: int) -> None:
+        """Free request k's blocks to the tail of the free queue, its last block first: only whole blocks
+        stay cached (a partly filled last block is evicted first)."""
+        self._stop(k)
+        blocks, whole = self.need(self.held[k]), self.held[k] // self.block
+        self.used -= blocks
+        self.held[k] = 0
+        if blocks > whole:
+            self.queue.append([-1, blocks - whole])
+        if whole:
+            seg = [k, whole]
+            self.queue.append(seg)
+            if self.cache:
+                self.segment[k] = seg
+
+    def release(self, k: int) -> None:
+        """A finished request's blocks go back to the free queue (cached, never asked for again)."""
+        self._give(k)
+        self.segment.pop(k, None)
+
+    def evict(self, k: int) -> None:
+        self._give(k)
+
+    def cached(self, k: int) -> int:
+        seg = self.segment.get(k)
+        return seg[1] if seg is not None else 0
+
+    def admits(self, x: list[Any], budget: float, reserve: int = 0) -> bool:
+        """Whether the first chunk of waiting request `x` finds its blocks free (`reserve`: the blocks this
+        step's decodes take first)."""
+        have = min(self.cached(x[0]) * self.block, int(x[1]) - 1)
+        take = min(x[1] - have, budget)
+        return self.need(have + take) <= self.free() - reserve
+
+    def admit(self, k: int, tokens: float) -> int:
+        """Admit request k: its blocks still cached are taken back (computed: at most all but its last
+        token, which is computed again to sample the next). Returns the tokens it need not compute."""
+        self._n += 1
+        self.stamp[k] = self._n
+        blocks = self.cached(k)
+        seg = self.segment.pop(k, None)
+        if seg is not None:
+            seg[1] = 0
+            self.queue = [s for s in self.queue if s[1] > 0]
+        hit = max(min(blocks * self.block, int(tokens) - 1), 0)
+        self.used += self.need(hit)
+        self.held[k] = hit
+        return hit
+
+    def room_for(self, k: int) -> int:
+        return self.free() * self.block + (self.need(self.held[k]) * self.block - self.held[k])
+
+    def prefill(self, k: int, tokens: float) -> None:
+        more = self.need(self.held[k] + tokens) - self.need(self.held[k])
+        self._take(more)
+        self.held[k] += int(tokens)
+
+    def growth(self, steps: int) -> int:
+        """New blocks the decoding requests take in the next `steps` steps: a request whose last token sits
+        at place p of its block (0-based) takes one more block each time p + steps passes a block end."""
+        if steps <= 0:
+            return 0
+        whole, part = divmod(steps, self.block)
+        n = sum(self.hist)
+        if not part:
+            return n * whole
+        edge = self.block - part  # places p from here on cross a block end within `part` steps
+        crossing = sum(c for key, c in enumerate(self.hist) if (key + self.clock) % self.block >= edge)
+        return n * whole + crossing
+
+    def decode(self, steps: int) -> None:
+        self._take(self.growth(steps))
+        self.clock += steps
+
+    def steps_fitting(self, most: int) -> int:
+        """The decode steps (at most `most`) whose new blocks the free ones hold."""
+        free = self.free()
+        if self.growth(most) <= free:
+            return most
+        lo, hi = 0, most  # growth(lo) fits, growth(hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.growth(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo

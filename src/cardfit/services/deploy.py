@@ -350,12 +350,17 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
              chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
+    from .plan import engine_defaults
+
     w = request(inp)
     whole = served.load(s.ctx, s.mem, w)
     mc = served.machine(s.ctx, gpu, tp)
     if attention_dp > 1:
         mc = replace(mc, attention_dp=attention_dp)
-    return served.replica(s.ctx, whole, mc, w, pp, seqs, chunk_tokens)
+    # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
+    # tokens on an A100 or a card under 70 GiB, 8192 on the others)
+    budget = chunk_tokens or engine_defaults(s.ctx, gpu)[0]
+    return served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
 
 
 # --- timing and choosing -----------------------------------------------------------------------------
@@ -872,8 +877,8 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
-        b = _bench(res.cand.replica, inp, users, requests, first, bool(r.get("fixed_lengths", True)),
-                   snapshot())
+        replica = _paged(res.cand, rt, cap or (rt.max_num_seqs if v0 else 0), st.get("version"))
+        b = _bench(replica, inp, users, requests, first, bool(r.get("fixed_lengths", True)))
         itl = b.tpot_mean_s
         if r.get("statistic") == "median":  # the middle gap between tokens: a decode-only step, mostly
             itl = sv.itl_median_s(res.cand.replica, sv.Workload(inp.input_tokens, inp.output_tokens),
@@ -891,6 +896,29 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if r.get("statistic") in ("p90",) and metric == "ttft_ms":
         value = sv_.ttft_s * 1e3
     return value, how
+
+
+def _paged(c: Candidate, rt: RuntimeProfile, seqs: int, version: Any) -> sv.Replica:
+    """The candidate's replica with its KV pool stepped block by block (core/serving.py Pool) where the
+    runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, else
+    its default on the card), not what the pool holds at the mean tokens in flight."""
+    r = c.replica
+    if rt.kv_preemption != "recompute" or not c.kv_tokens:
+        return r
+    from .plan import engine_defaults
+
+    cached = bool(rt.prefix_caching_from) and not _before(version, rt.prefix_caching_from)
+    return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
+                   kv_seqs=seqs or engine_defaults(c.setting.ctx, c.gpu)[1], prefix_cache=cached)
+
+
+def _before(version: Any, than: str) -> bool:
+    """Whether an engine version (as records state it: "0.10.1.1", "~0.6.4 (...)", "v0.7.3") is below
+    `than`; an unstated version is the current one."""
+    import re
+
+    have = re.match(r"~?v?(\d+)\.(\d+)", str(version or ""))
+    return bool(have) and older_release((int(have[1]), int(have[2])), than)
 
 
 def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
@@ -947,9 +975,11 @@ def older_release(version: tuple[int, int], release: str) -> bool:
     return bool(want) and version < (int(want[1]), int(want[2]))
 
 
-@lru_cache(maxsize=256)
-def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool, fixed: bool,
-           constants: tuple[tuple[str, float], ...] = ()) -> sv.Benchmark:
+@lru_cache(maxsize=2048)
+def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool,
+           fixed: bool) -> sv.Benchmark:
+    """The benchmark stepped on `replica`, which carries every constant its steps read (its Machine is built
+    with them): a leave-one-source-out fold whose refit leaves this replica as it was reuses the run."""
     w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
     return sv.benchmark(replica, w, users, requests, first, fixed)
 

@@ -1,0 +1,102 @@
+"""A full paged KV pool as vLLM schedules it (core/serving.py Pool): prompts admitted by the blocks of their
+first chunk, the newest running request preempted by recompute when a step finds no free block, its blocks
+still cached (prefix caching) when it is admitted back. Cases: Dennis Lee, 'vLLM Benchmarking' (vLLM 0.10.1.1,
+Qwen2-7B-Instruct on one A100 80GB, https://github.com/dennislee22/vLLM-benchmarking, data/validation/
+serving_dennislee_a100.toml)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+import pytest
+
+from cardfit.core import serving as sv
+from cardfit.core import speed as sp
+
+
+def _replica(seqs: int = 256, chunk: int = 2048) -> sv.Replica:
+    shares = sp.Shares(1.0, 0.0, 0.0, 1.0, "params")
+    load = sp.Load(15_000_000_000, shares, 1536 * 57344, 2 * 7.6e9, 28, 3584)
+    mc = sp.Machine(1935.0, 312.0, 1, decode_efficiency=0.873, overhead_s_per_layer=61.1e-6,
+                    compute_efficiency=0.8)
+    return sv.Replica(load, mc, 2 * 7.6e9, chunk, seqs)
+
+
+W = sv.Workload(1024, 1024)
+
+
+def _run(r: sv.Replica, n: int) -> tuple[float, float, float]:
+    ttft, tpot, seconds = sv.rounds(r, W, n, n, False)
+    return statistics.fmean(ttft), statistics.fmean(tpot), n * W.output_tokens / seconds
+
+
+def test_a_pool_that_holds_every_request_changes_nothing():
+    base = _replica(seqs=64)
+    roomy = replace(base, kv_tokens=64 * 2048 + 16, kv_seqs=64, prefix_cache=True)
+    assert sv.rounds(roomy, W, 64, 64, False) == sv.rounds(base, W, 64, 64, False)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_full_pool_preempts_the_newest_and_every_request_ends(cache):
+    """Test 4's pool (93,872 tokens: 45.8 requests of 2,048 tokens) and a burst of 100 prompts: more are
+    admitted than the pool holds at their full length, so the answers preempt; each request still gets all
+    its tokens, and the mean TPOT (the preempted wait, their first token already out) rises above the
+    same engine's with a pool that holds them all."""
+    pooled = replace(_replica(), kv_tokens=93_872, kv_seqs=256, prefix_cache=cache)
+    roomy = replace(pooled, kv_tokens=100 * 2048)
+    evicted: list[int] = []
+    evict = sv.Pool.evict
+
+    def spy(self, k):
+        evicted.append(k)
+        evict(self, k)
+
+    sv.Pool.evict = spy
+    try:
+        ttft, tpot, out = _run(pooled, 100)
+    finally:
+        sv.Pool.evict = evict
+    assert len(evicted) > 0
+    assert max(evicted) >= 45  # the newest admitted go first
+    ttft_r, tpot_r, out_r = _run(roomy, 100)
+    assert tpot > tpot_r * 1.15
+    assert out < out_r
+    assert ttft > 0
+
+
+def test_prefix_caching_spares_the_recompute():
+    """vLLM V1 keeps a preempted request's blocks cached until they are handed out again, so admitted back it
+    computes only what it lost; V0 (no prefix caching by default) computes every token again."""
+    r = replace(_replica(), kv_tokens=93_872, kv_seqs=256)
+    _, tpot_v0, out_v0 = _run(replace(r, prefix_cache=False), 300)
+    _, tpot_v1, out_v1 = _run(replace(r, prefix_cache=True), 300)
+    assert out_v1 >= out_v0
+    assert tpot_v1 <= tpot_v0
+
+
+def test_the_pool_caps_the_running_set_below_the_slot_cap():
+    """With 256 slots and a pool of 93,872 tokens the engine runs about as many requests as the pool holds:
+    output throughput at 1,000 prompts stays near that of 100 prompts (Dennis Lee's Test 4 measured 2,125
+    tokens/s at 100 prompts and 2,184 at 894 that succeeded of 1,000), far below the 256-slot engine's with a
+    pool that holds them all."""
+    pooled = replace(_replica(), kv_tokens=93_872, kv_seqs=256, prefix_cache=True)
+    _, _, at100 = _run(pooled, 100)
+    _, _, at500 = _run(pooled, 500)
+    _, _, roomy = _run(replace(pooled, kv_tokens=500 * 2048), 500)
+    assert at500 == pytest.approx(at100, rel=0.25)
+    assert roomy > 1.5 * at500
+
+
+def test_validation_steps_the_pool_of_the_engine_that_preempts():
+    """vLLM's records are stepped with their KV pool and the engine's own sequence cap (256 on an A100), and
+    prefix caching from V1 (0.8); SGLang keeps the cap by the mean tokens in flight."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.deploy import _before
+
+    rts = default_runtimes()
+    assert (rts.get("vllm").kv_preemption, rts.get("vllm").prefix_caching_from) == ("recompute", "0.8")
+    assert rts.get("sglang").kv_preemption == ""
+    assert _before("~0.6.4 (rocm/vllm-dev:20241121-tuned, V0 engine)", "0.8")
+    assert not _before("0.10.1.1", "0.8")
+    assert not _before(None, "0.8")
