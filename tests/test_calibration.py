@@ -303,14 +303,15 @@ HELD_LOO = {
     # to the best published share of the FP8 peak (LMSYS's large-scale-EP SGLang, 52.3k tokens/s per 8x H100
     # node: 26 %): the aiconfigurator R1 TTFTs at 4 in flight -48 % -> -37 % (SGLang H200), -28 % -> -10 %
     # (B200)
-    # -> XXX with vLLM's full KV pool stepped block by block (recompute preemption of the newest,
+    # -> 17.0 % / 64.2 % with vLLM's full KV pool stepped block by block (recompute preemption of the newest,
     # prompts admitted by their own blocks: core/serving.py Pool), the A100's 2,048-token step budget in the
     # timing (it sized the memory already), Dennis Lee's cards read as PCIe A100s and his 1000-prompt runs as
     # the 894 / 924 requests that succeeded: his source 25.5 % -> 14.0 % (output), 26.4 % -> 17.9 % (TPOT);
     # the ROCm GEMM share refits 0.438 -> 0.461 once the pool explains part of the MI300X bursts (Azure
-    # 18.6 % -> 18.1 %, AMD's page 16.1 % -> 15.7 %); dstack's R1 H200 c128 TPOT +10 % -> +26 % (cardfit's
-    # MLA pool for it may be small: it preempts where the measured TPOT shows no sign of it)
-    "serving": (XXX),
+    # 18.6 % -> 18.1 %, AMD's page 16.1 % -> 15.7 %, TGI's output sharing it 15.7 % -> 19.3 %); dstack's
+    # R1 H200 c128 TPOT +10 % -> +26 % (cardfit's MLA pool for it may be small: it preempts where the
+    # measured TPOT shows no sign of it)
+    "serving": (0.175, 0.66),
 }
 
 
