@@ -311,7 +311,12 @@ HELD_LOO = {
     # 18.6 % -> 18.1 %, AMD's page 16.1 % -> 15.7 %, TGI's output sharing it 15.7 % -> 19.3 %); dstack's
     # R1 H200 c128 TPOT +10 % -> +26 % (cardfit's MLA pool for it may be small: it preempts where the
     # measured TPOT shows no sign of it)
-    "serving": (0.175, 0.66),
+    # -> 16.1 % / 65.9 % (median 0.175 -> 0.165; p90 over 0.66 kept) with aiconfigurator's TensorRT-LLM
+    # runs given the settings its generator wrote for them (FP8 KV cache for the fp8 profile, max_num_tokens
+    # = batch + input + 1,500): the 16-bit pool cardfit had invented queued DeepSeek-R1 c128/c256 and
+    # 70B/Qwen3-32B c128 for minutes (+269..+14,495 %, safe side by accident); with the pool they ran, R1's
+    # TTFT at load shows as -61/-72 % (its 1.2.0rc6.post3 TPOTs, half the post2 ones, point at MTP)
+    "serving": (0.165, 0.66),
 }
 
 

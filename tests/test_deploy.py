@@ -439,6 +439,8 @@ def test_aiconfigurator_trtllm_fp8_runs_hold_an_fp8_kv_cache():
     recs = {r["id"]: r for r in all_records()}
     r1 = recs["aic-deepseek-r1-h200-trtllm-fp8-tp8-1024x8192-c128-ttft"]
     assert r1["settings"]["kv_cache_dtype"] == "fp8" and "module_bridge.py" in r1["note"]
+    # the generator's benchmark rule for the step budget: batch + input + 1,500, whole 32-token blocks
+    assert r1["settings"]["max_num_tokens"] == 2_656 == -(-(128 + 1_024 + 1_500) // 32) * 32
     assert "kv_cache_dtype" not in recs["aic-llama-3.1-8b-h100-trtllm-bf16-tp1-1024x512-c8-ttft"]["settings"]
 
     def pool(r: dict) -> int:
