@@ -35,6 +35,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from ..catalog.records import record
@@ -123,6 +124,7 @@ def _hop_s(r: Replica, tokens: float) -> float:
     return r.hop_latency_s + (hidden_bytes / (r.hop_gbps * 1e9) if r.hop_gbps else 0.0)
 
 
+@lru_cache(maxsize=1 << 16)  # pure in its (hashable, frozen) arguments: a search asks each many times
 def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
     micro_decode = math.ceil(decode / r.pp) if decode else 0

@@ -8,7 +8,7 @@ narrower than that of its least certain part."""
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 from ..catalog.loader import builtin
 from ..catalog.records import record
@@ -52,6 +52,7 @@ def bands() -> tuple[Band, ...]:
                       float(r.get("median_abs_error", 0.0))) for r in rows)
 
 
+@cache  # pure: bands() is read once; plan and deploy ask it for every card set
 def band(figure: str, runtime: str = "") -> Band | None:
     """The runtime's own band when the validation set has one, else the all-runtime band."""
     rt = band_group(runtime)
@@ -91,11 +92,21 @@ def need_margin_bytes(parts: dict[str, int], runtime: str, count: int = 1, kv_co
     """How much more than predicted the plan may really need (upper bound of the total minus the total), for
     a set of `count` cards holding `kv_copies` copies of the cache: the weights once, the cache per copy, the
     overhead and workspace on every card (core/fit.py need_on counts the need the same way)."""
+    return _need_margin(tuple(parts.get(k, 0) for k in MEMORY_PARTS), runtime, count, kv_copies)
+
+
+@lru_cache(maxsize=4096, typed=True)  # pure in its arguments; deploy asks it for every card set it sizes
+def _need_margin(parts: tuple[int, ...], runtime: str, count: int, kv_copies: float) -> int:
     scale = {"weights_bytes": 1.0, "kv_cache_bytes": kv_copies, "overhead_bytes": count,
              "activation_bytes": count}
-    scaled = {k: round(parts.get(k, 0) * scale[k]) for k in MEMORY_PARTS}
+    scaled = {k: round(v * scale[k]) for k, v in zip(MEMORY_PARTS, parts, strict=True)}
     r = memory_ranges(scaled, runtime)["total_bytes"]
     return max(r[1] - sum(scaled.values()), 0) if r else 0
+
+
+def clear_memos() -> None:
+    """Forget the memoized error bars of card sets (benchmarks time a question from cold)."""
+    _need_margin.cache_clear()
 
 
 def cost_range(cost: float | None, throughput_figure: str, runtime: str = "") -> list | None:

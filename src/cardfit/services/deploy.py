@@ -437,20 +437,43 @@ def _key(r: Result) -> tuple:
 
 def _solo(inp: DeployInput, c: Candidate) -> tuple[float, float]:
     """(TPOT, TTFT) of one request alone: the best this candidate reaches at any replica count."""
-    w = sv.Workload(inp.input_tokens, inp.output_tokens, users=1.0)
-    return sv.tpot_s(c.replica, w, 1.0), sv.prefill_s(c.replica, w, 0.0)
+    return _solo_of(c.replica, inp.input_tokens, inp.output_tokens)
+
+
+# Memoized on the replica (a frozen, hashable record: equal replicas time the same), not on the candidate: a
+# llama.cpp layer split over 1, 2, 4 or 8 cards, or llama.cpp and Ollama at the same slots, is one replica.
+@lru_cache(maxsize=4096)
+def _solo_of(r: sv.Replica, input_tokens: int, output_tokens: int) -> tuple[float, float]:
+    w = sv.Workload(input_tokens, output_tokens, users=1.0)
+    return sv.tpot_s(r, w, 1.0), sv.prefill_s(r, w, 0.0)
 
 
 def _fewest_by_throughput(inp: DeployInput, c: Candidate, t: Targets) -> int:
     """A lower bound on replicas: each holds at most B_t sequences with TPOT within the target, so it
     makes at most B_t / TPOT(B_t) tokens/s."""
-    w = sv.Workload(inp.input_tokens, inp.output_tokens, users=1.0)
-    hi = max(c.replica.max_seqs, 1)
-    lo = largest_true(lambda n: sv.tpot_s(c.replica, w, n) <= t.tpot_s, 1, hi)
-    if inp.users is not None:
-        return max(1, math.ceil(inp.users / lo - 1e-9))
-    rate = lo / sv.tpot_s(c.replica, w, lo) / inp.output_tokens  # requests/s one replica can finish
-    return max(1, math.ceil((inp.requests_per_s or 0) / rate - 1e-9))
+    return _fewest_of(c.replica, inp.input_tokens, inp.output_tokens, t.tpot_s, inp.users, inp.requests_per_s)
+
+
+@lru_cache(maxsize=4096)
+def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: float, users: float | None,
+               requests_per_s: float | None) -> int:
+    w = sv.Workload(input_tokens, output_tokens, users=1.0)
+    hi = max(r.max_seqs, 1)
+    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, hi)
+    if users is not None:
+        return max(1, math.ceil(users / lo - 1e-9))
+    rate = lo / sv.tpot_s(r, w, lo) / output_tokens  # requests/s one replica can finish
+    return max(1, math.ceil((requests_per_s or 0) / rate - 1e-9))
+
+
+def clear_memos() -> None:
+    """Forget the timings memoized across searches (core/serving.py step_s, _solo_of, _fewest_of, the error
+    bars of core/uncertainty.py): benchmarks/bench_cli.py times each search as a new question."""
+    from ..core.uncertainty import clear_memos as clear_bars
+
+    for memo in (sv.step_s, _solo_of, _fewest_of):
+        memo.cache_clear()
+    clear_bars()
 
 
 def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
