@@ -124,6 +124,9 @@ class RuntimeProfile:
     dequant_ops_per_weight: float = 0.0
     # share of the bandwidth routed-expert kernels stream (0 = decode_efficiency; fitted: runtimes.toml)
     expert_efficiency: float = 0.0
+    # fixed time per MoE layer per decode step on top of decode_overhead_us_per_layer (router GEMM, top-k,
+    # token permute / unpermute, the grouped-GEMM launches; fitted: runtimes.toml)
+    moe_overhead_us_per_layer: float = 0.0
     # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
     # (services/speed.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
     decode_overhead_us_per_layer_mla_v0: float = 0.0

@@ -220,6 +220,9 @@ class Machine:
     # share of the bandwidth the routed-expert kernels stream (grouped GEMMs over many small experts);
     # 0 = decode_efficiency, the dense GEMV's
     expert_efficiency: float = 0.0
+    # fixed time per MoE layer per step beyond overhead_s_per_layer: the router GEMM, top-k, permuting the
+    # tokens to their experts and back, and the grouped-GEMM launches over the experts a step touches
+    overhead_s_per_moe_layer: float = 0.0
     # the all-reduce bus bandwidth measured by message size, the ranks and the link rate (GB/s) of the card it
     # was measured on: the card's own (gpus allreduce_busbw, allreduce_ranks) or, over NVLink, the nearest
     # generation's (nvlink_curve); () = a fixed latency per call plus the link bandwidth
@@ -370,7 +373,8 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
     kv_s = kv_card / mc.read_bytes_per_s
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence,
+                load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence
+                + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
                 link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b))
 
 
@@ -729,6 +733,7 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
                    stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
                    dequant_ops_per_weight=k("dequant_ops_per_weight"),
                    expert_efficiency=k("expert_efficiency"),
+                   overhead_s_per_moe_layer=k("moe_overhead_us_per_layer") * 1e-6,
                    **allreduce_fields(gpu),
                    attention_tflops=attention, precision=precision)
 

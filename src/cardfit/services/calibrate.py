@@ -235,6 +235,63 @@ def _moe_step(r: Record) -> bool:
     return m is not None and m.is_moe
 
 
+# A decode step of B tokens touches 1 - (1 - k/E)^B of a layer's E routed experts (k routed per token).
+# Where a record's step touches at most this share of them, its time is mostly the step's fixed costs, not
+# the expert bytes: it measures the MoE layer's fixed time (moe_overhead_us_per_layer); above it, the
+# expert stream (expert_efficiency). Rule of thumb: half.
+EXPERT_BOUND_TOUCHED = 0.5
+
+
+def experts_touched(r: Record) -> float:
+    """The share of the routed experts a record's decode step touches (its concurrency, 1 for a
+    single-stream decode record); 1.0 where the model is not MoE."""
+    from ..catalog.models import default_models
+
+    m = default_models().find(str(r.get("model", "")))
+    if m is None or not (m.is_moe and m.experts and m.experts_active):
+        return 1.0
+    b = max(int(float(r.get("concurrency") or 1)), 1)
+    return 1 - (1 - m.experts_active / m.experts) ** b
+
+
+def _moe_fixed_step(r: Record) -> bool:
+    """MoE decode-step records whose step touches few of the experts (EXPERT_BOUND_TOUCHED)."""
+    return _moe_step(r) and experts_touched(r) <= EXPERT_BOUND_TOUCHED
+
+
+def _moe_stream_step(r: Record) -> bool:
+    """MoE decode-step records whose step touches most of the experts (EXPERT_BOUND_TOUCHED)."""
+    return _moe_step(r) and experts_touched(r) > EXPERT_BOUND_TOUCHED
+
+
+def _implied_moe_overhead(r: Record) -> float | None:
+    """The fixed time per MoE layer a record implies, the rest of the model in place (at least 0: an MoE
+    layer does all a dense one does): the time per token is linear in it, so a secant on two predictions,
+    refined twice, solves for it."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+
+    def y(per_us: float) -> float:
+        with constants({**here, f"{rt.id}.moe_overhead_us_per_layer": per_us}):
+            if r["kind"] == "serving":
+                from .deploy import predict_serving
+
+                return predict_serving(dict(r))[0]
+            from .speed import predict_speed
+
+            v = predict_speed(dict(r))
+            return 1 / v if v else float("nan")
+
+    target = float(r["measured"]) if r["kind"] == "serving" else 1 / float(r["measured"])
+    b = _secant(y, target, 0.0, 100.0)
+    return max(b, 0.0) if b is not None else None
+
+
 def _implied_expert_efficiency(r: Record) -> float | None:
     """The expert streaming share a record implies, the rest of the model in place: the time per token is
     linear in 1 / efficiency, so two predictions (at the dense share and at half of it) solve for it."""
@@ -469,11 +526,15 @@ FITS: tuple[Fit, ...] = (
         "measured prefill / (dense TFLOPS ÷ (2 × active params + attention))"),
     Fit(Vllm, "non_torch_bytes", _overhead, _non_torch, 0, None,
         "vLLM profiler 'non_torch_memory takes X GiB' lines"),
-    Fit(Vllm, "expert_efficiency", _moe_step, _implied_expert_efficiency, 3, VllmLike,
+    Fit(Vllm, "expert_efficiency", _moe_stream_step, _implied_expert_efficiency, 3, VllmLike,
         "share of the bandwidth the routed-expert kernels stream, from MoE decode, aggregate, served TPOT "
-        "and median ITL records of engines from mid-2025 on, the dense share and the rest of the model in "
-        "place",
+        "and median ITL records of engines from mid-2025 on whose step touches most of the routed experts, "
+        "the dense share and the rest of the model in place",
         prior="decode_efficiency"),
+    Fit(Vllm, "moe_overhead_us_per_layer", _moe_fixed_step, _implied_moe_overhead, 1, VllmLike,
+        "fixed time per MoE layer per decode step beyond the dense per-layer time, from MoE decode and "
+        "served TPOT / median ITL records of engines from mid-2025 on whose step touches at most half the "
+        "routed experts, the rest of the model in place"),
     Fit(Vllm, "prefill_efficiency_mla_v0", _mla_v0_ttft, _implied_mla_v0_prefill, 3, VllmLike,
         "share of dense tensor TFLOPS the prefill of an MLA + MoE model (DeepSeek-V3/R1) reached on the "
         "engines before mid-2025, from vLLM's served TTFT records of it, the rest of the model in place",

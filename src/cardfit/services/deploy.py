@@ -858,6 +858,7 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
         older[f"{rt.id}.decode_overhead_us_per_layer"] = per
+        older[f"{rt.id}.moe_overhead_us_per_layer"] = 0.0  # that generation's per-layer time: the whole layer
         if rt.prefill_efficiency_mla_v0:
             older[f"{rt.id}.prefill_efficiency"] = value(rt.id, "prefill_efficiency_mla_v0",
                                                          rt.prefill_efficiency_mla_v0)

@@ -104,6 +104,8 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
         v = value(rt.id, field, getattr(rt, field))
         out[attr] = v * scale if v or scale != 1.0 else 1.0  # an efficiency of 0 means "not calibrated"
     out["expert_efficiency"] = value(rt.id, "expert_efficiency", rt.expert_efficiency)  # 0: the dense share
+    out["overhead_s_per_moe_layer"] = 1e-6 * value(rt.id, "moe_overhead_us_per_layer",
+                                                   rt.moe_overhead_us_per_layer)
     if gpu is not None:
         out["compute_efficiency"] = sp.power_capped(out["compute_efficiency"], mc.tflops, gpu.tdp_w, value(
             rt.id, "prefill_tflops_per_watt", rt.prefill_tflops_per_watt), gpu.gemm_share_at(mc.precision))
@@ -615,7 +617,9 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
             s = replace(s, machine=replace(s.machine, decode_efficiency=eff))
     if rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(record):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
-        s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6))
+        # that generation's per-layer time is the whole layer's, its MoE part included
+        s = replace(s, machine=replace(s.machine, overhead_s_per_layer=per * 1e-6,
+                                       overhead_s_per_moe_layer=0.0))
     if cublas_dequantizes(record, s):  # the FP16 GEMM of float weights, after the FP16 copy
         eff = sp.power_capped(value(rt.id, "prefill_efficiency", rt.prefill_efficiency), s.tflops,
                               s.plan.first.option.gpu.tdp_w,
