@@ -279,7 +279,7 @@ def test_a_request_asked_again_gets_the_same_answer_and_headers():
 
 
 def test_a_fixed_size_computation_gets_its_own_budget():
-    """The validation report's work is fixed by the shipped records (about 2 s of CPU), not by the request:
+    """The validation report's work is fixed by the shipped records (about 20 s of CPU), not by the request:
     it runs under its own budget, while everything else keeps the per-request one."""
     import asyncio
 
@@ -299,4 +299,4 @@ def test_a_fixed_size_computation_gets_its_own_budget():
         return await budget.run(spin, 0.3, cpu_s=1.0)
 
     assert asyncio.run(both()) == "done"
-    assert VALIDATION_CPU_S > 2 * 2.0  # well above the ~2 s the report takes on a slow 2-core machine
+    assert VALIDATION_CPU_S >= 5 * 20.0  # well above the ~20 s the report takes on this 2-core machine
