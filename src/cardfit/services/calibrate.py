@@ -21,6 +21,7 @@ from ..core.constants import constants
 from ..runtimes.llamacpp import LlamaCpp
 from ..runtimes.llamacpp_like import LlamaCppLike
 from ..runtimes.sglang import SGLang
+from ..runtimes.trtllm import TrtLlm
 from ..runtimes.vllm import Vllm
 from ..runtimes.vllm_like import VllmLike
 
@@ -446,6 +447,37 @@ def _implied_rocm_gemm_share(r: Record) -> float | None:
     return min(1 / b, 1.0) if b is not None and b > 0 else None
 
 
+def _trt_engine_v0(r: Record) -> bool:
+    """Served output-throughput records of a TensorRT-LLM engine of a stated release before 1.0
+    (services/deploy.py tensorrt_engine_v0)."""
+    from .deploy import tensorrt_engine_v0
+
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
+        return False
+    return r.get("metric") == "output_tokens_per_s" and tensorrt_engine_v0(r)
+
+
+def _implied_trt_per_sequence(r: Record) -> float | None:
+    """The time per sequence per step a record of that engine generation implies, the rest of the model in
+    place (its batch limits, KV cache and roofline): the time per output token is close to linear in it, so
+    a secant on two predictions, refined twice, solves for it."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+
+    def y(per_us: float) -> float:
+        with constants({**here, f"{rt.id}.decode_overhead_us_per_sequence_v0": per_us}):
+            return 1 / predict_serving(dict(r))[0]
+
+    b = _secant(y, 1 / float(r["measured"]), 0.0, 50.0)
+    return b if b is not None and b > 0 else None
+
+
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -520,6 +552,11 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, LlamaCppLike,
         "batched decode time left per sequence per step after the roofline and the per-layer time of a step "
         "without CUDA graphs (llama-batched-bench S_TG, B > 1)",
+        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+    Fit(TrtLlm, "decode_overhead_us_per_sequence_v0", _trt_engine_v0, _implied_trt_per_sequence, 1, None,
+        "time per sequence per step of a TensorRT engine's C++ runtime before 1.0 (trtllm-bench 0.15 "
+        "offline throughput: Azure's AI-benchmarking-guide, NVIDIA's own 0.15.0 table), after the roofline, "
+        "the engine's batch limits and its FP8 KV cache",
         prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
     Fit(Vllm, "prefill_efficiency", _is("prefill", offload=None),
         _speed("implied_prefill_efficiency"), 3, VllmLike,

@@ -853,6 +853,9 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     older: dict[str, float] = {}
     if rt is not None and tensorrt_engine(r):
         older = {f"{rt.id}.prefill_overhead_us_per_layer": 0.0, f"{rt.id}.schedule_ahead_steps": 0.0}
+        if tensorrt_engine_v0(r):
+            older[f"{rt.id}.decode_overhead_us_per_sequence"] = value(
+                rt.id, "decode_overhead_us_per_sequence_v0", rt.decode_overhead_us_per_sequence_v0)
     if rt is not None and rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from):
         older[f"{rt.id}.prefill_graph_tokens"] = 0.0  # every prompt step eager (core/serving.py eager_s)
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
@@ -879,6 +882,14 @@ def tensorrt_engine(r: dict[str, Any]) -> bool:
     return str(r.get("runtime") or "").lower() == "trtllm" and str(st.get("version") or "").startswith("NIM")
 
 
+def tensorrt_engine_v0(r: dict[str, Any]) -> bool:
+    """A TensorRT engine record of a stated TensorRT-LLM release before 1.0 (the Azure AI-benchmarking-guide
+    and NVIDIA's own 0.15.0 tables): its C++ runtime pays a time per sequence per step that the roofline
+    does not hold (runtimes.toml decode_overhead_us_per_sequence_v0, fitted on those records). NIM's engines
+    state no release and are not charged."""
+    return tensorrt_engine(r) and older_release(engine_version(r), "1.0")
+
+
 def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     metric = r.get("metric")
     if metric not in SERVING_METRICS:
@@ -890,6 +901,8 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
 
     rt = default_runtimes().get(inp.runtime or "")
     budget, first = record_schedule(r, rt)
+    if st.get("trtllm_bench_dataset") and not (cap and budget):
+        cap, budget = trtllm_bench_limits(r, tp, pp)
     # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and the 256-sequence default
     v0 = first and bool(rt.prefill_first_before)
     # the TTFT, TPOT and throughput records of a run share one timing (per set of constants: validation refits
@@ -943,6 +956,26 @@ def _before(version: Any, than: str) -> bool:
 
     have = re.match(r"~?v?(\d+)\.(\d+)", str(version or ""))
     return bool(have) and older_release((int(have[1]), int(have[2])), than)
+
+
+def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) a `trtllm-bench` run chose itself (runtimes/trtllm_bench.py
+    bench_engine_settings) for the dataset the record's settings name (`trtllm_bench_dataset`, "ISLxOSL":
+    the one `trtllm-bench build --dataset` was given, which a harness may share between runs of other
+    lengths), with FP8 weights and KV cache where the record states them."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.models import default_models
+    from ..runtimes.trtllm_bench import bench_engine_settings
+
+    st = r.get("settings") or {}
+    m, gpu = default_models().find(r["model"]), default_gpus().find(r["gpu"])
+    if m is None or gpu is None:
+        raise InputError(f"no catalog model or card for '{r['model']}' on '{r['gpu']}'", field="settings")
+    isl, osl = (float(x) for x in str(st["trtllm_bench_dataset"]).lower().split("x"))
+    eight = {"fp8", "fp8_e4m3"}
+    return bench_engine_settings(m.params, m.layers, m.kv_heads, m.head_dim, gpu.usable_bytes, tp, pp, isl,
+                                 osl, weight_bytes=1.0 if str(r.get("quant")).lower() in eight else 2.0,
+                                 kv_bytes=1.0 if str(st.get("kv_cache_dtype")).lower() in eight else 2.0)
 
 
 def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
