@@ -249,3 +249,20 @@ def test_the_deploy_page_request_agrees_with_the_cli(run_json, client):
     body, argv = PAGE_REQUESTS["/api/deploy"]
     web = client.post("/api/deploy", json=body).json()["best"]
     assert web["aggregate_tokens_per_s"] == run_json(*argv)["best"]["aggregate_tokens_per_s"]
+
+
+# The single-stream decode `plan` prints (its Decode line and tok/s column) is the one `speed` prints for the
+# same card, context and runtime: dense and MoE models (a routed expert's share and per-MoE-layer step time
+# enter both, not only the served path).
+SINGLE = [("qwen3-30b-a3b", "vllm", "fp8", "H100 SXM", "MoE: expert share and per-MoE-layer time"),
+          ("gpt-oss-120b", "vllm", "mxfp4", "H100 SXM", "MoE, MXFP4 experts"),
+          ("meta-llama/Llama-3.1-8B-Instruct", "vllm", "bf16", "L40S", "dense")]
+
+
+@pytest.mark.parametrize(("model", "runtime", "quant", "gpu", "why"), SINGLE, ids=[s[0] for s in SINGLE])
+def test_plan_and_speed_report_the_same_single_stream_decode(run_json, model, runtime, quant, gpu, why):
+    args = [model, "--runtime", runtime, "--quant", quant, "--gpu", gpu]
+    plan = run_json("plan", *args)["speed"]
+    speed = run_json("speed", *args)
+    assert plan["decode_tokens_per_s"] == speed["decode_tokens_per_s"], why
+    assert plan["decode_ceiling_tokens_per_s"] == speed["decode_ceiling_tokens_per_s"], why

@@ -599,7 +599,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              overhead_s_per_sequence: float = 0.0, cpu_weight_fraction: float = 0.0,
              ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
              bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False,
-             sequences: int = 1, dequant_ops_per_weight: float = 0.0, prefill_ubatch: int = 512) -> Speed:
+             sequences: int = 1, dequant_ops_per_weight: float = 0.0, prefill_ubatch: int = 512,
+             expert_efficiency: float = 0.0, overhead_s_per_moe_layer: float = 0.0) -> Speed:
     """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
     concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan."""
     filled = mem.context if context_filled is None else context_filled
@@ -621,7 +622,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  compute_efficiency=prefill_efficiency or 1.0,
                  ram_bandwidth_gbps=ram_bandwidth_gbps or bw, ram_efficiency=ram_efficiency or 1.0,
                  stream_gbps=gpu.stream_gbps or 0.0, fp32_tflops=gpu.fp32_tflops or 0.0,
-                 dequant_ops_per_weight=dequant_ops_per_weight,
+                 dequant_ops_per_weight=dequant_ops_per_weight, expert_efficiency=expert_efficiency,
+                 overhead_s_per_moe_layer=overhead_s_per_moe_layer,
                  precision=precision_of(quant, gpu) if quant is not None else precision,
                  **allreduce_fields(gpu))
     if decode_efficiency:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens

@@ -36,6 +36,8 @@ class SpeedConstants:
     overhead_s_per_layer: float
     overhead_s_per_sequence: float
     ram_efficiency: float
+    expert_efficiency: float = 0.0          # routed experts' share of the stream rate (0: the dense share)
+    overhead_s_per_moe_layer: float = 0.0   # a fixed step time per MoE layer
 
 
 @record(slots=True)
@@ -112,7 +114,8 @@ class Runtime:
         rt = self.profile
         return SpeedConstants(rt.decode_efficiency, rt.prefill_efficiency,
                               rt.decode_overhead_us_per_layer * 1e-6,
-                              rt.decode_overhead_us_per_sequence * 1e-6, rt.ram_efficiency)
+                              rt.decode_overhead_us_per_sequence * 1e-6, rt.ram_efficiency,
+                              rt.expert_efficiency, rt.moe_overhead_us_per_layer * 1e-6)
 
     def reported_total(self, m: ModelSpec, q: Quant, s: MemorySettings, partial: bool) -> tuple[int, str]:
         """The total the runtime itself reports for a loaded model, and how it adds up (Ollama: `ollama ps`

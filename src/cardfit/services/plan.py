@@ -326,7 +326,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                              ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
                              sequences=max(ctx.sequences, 1),
                              dequant_ops_per_weight=rt.dequant_ops_per_weight,
-                             prefill_ubatch=ctx.prefill_chunk or 512)
+                             prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
+                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
