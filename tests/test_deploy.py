@@ -185,6 +185,27 @@ def test_an_overlap_scheduler_makes_a_new_request_wait_one_step_more():
     assert sum(t1[8:]) > sum(t0[8:]) + 32 * sv.step_s(small, 7, 0.0)
 
 
+def test_a_lockstep_engine_steps_every_round_of_an_equal_length_benchmark():
+    """TensorRT-LLM's PyTorch backend keeps an equal-length closed-loop benchmark in lockstep rounds
+    (runtimes.toml lockstep_rounds: aiconfigurator-core 0.12.0 models its TTFT as prompts that arrive
+    together, its vLLM TTFT as a steady state): every round is stepped as the first, so a later request meets
+    the prompts sent with it, not the steady state of `serve`. The benchmark is then `rounds` itself; answers
+    of unequal length (fixed_lengths False) spread out and keep the steady state."""
+    from cardfit.catalog.runtimes import default_runtimes
+
+    rts = default_runtimes()
+    assert rts.get("trtllm").lockstep_rounds and "_ttft_queuing_factor" in rts.get("trtllm").lockstep_source
+    assert not rts.get("vllm").lockstep_rounds and not rts.get("sglang").lockstep_rounds
+    r = replace(_replica(seqs=64), chunk_tokens=2560, schedule_ahead=1)
+    w = sv.Workload(1024, 512, users=8)
+    steady = sv.benchmark(r, w, 8, 80, False)
+    lock = sv.benchmark(r, w, 8, 80, False, lockstep=True)
+    ttfts, tpots, seconds = sv.rounds(r, w, 8, 80, False)
+    assert lock.ttft_mean_s == pytest.approx(sum(ttfts) / 80, rel=1e-12) and lock.seconds == seconds
+    assert lock.ttft_mean_s > steady.ttft_mean_s  # later rounds queue their prompts behind each other
+    assert sv.benchmark(r, w, 8, 80, False, fixed_lengths=False, lockstep=True) == steady
+
+
 def test_a_tensorrt_engine_record_pays_neither_python_dispatch_nor_the_overlap_step():
     """NVIDIA NIM's TensorRT-LLM profiles are engines run by the C++ runtime: a prompt step launches no Python
     kernels one by one and there is no overlap scheduler. NIM 1.8.0, Llama-3.1-8B FP8 on one H100, 500 prompt
@@ -202,7 +223,11 @@ def test_a_tensorrt_engine_record_pays_neither_python_dispatch_nor_the_overlap_s
     assert tensorrt_engine({**pytorch, "settings": {"backend": "tensorrt"}})
     engine, eager = predict_serving(r)[0], predict_serving(pytorch)[0]
     assert engine == pytest.approx(13.84, rel=0.25)
-    assert eager - engine >= 32 * 0.8  # 32 layers of 0.8 ms of Python dispatch, and the overlap step
+    # 32 layers of 0.8 ms of Python dispatch; the PyTorch backend's benchmark is stepped round by round
+    # (lockstep_rounds), where the next request of the one user meets an idle engine, while the engine's
+    # steady state has it wait for the step in flight (one decode step, its TPOT)
+    step = predict_serving({**r, "metric": "tpot_ms"})[0]
+    assert eager - engine >= 32 * 0.8 - step
 
 
 def test_a_vllm_v0_record_launches_every_prompt_step_eagerly():

@@ -147,6 +147,13 @@ class RuntimeProfile:
     # engine versions from this one keep freed KV blocks cached by default (vLLM V1: prefix caching), so a
     # preempted request computes again only the blocks handed out meanwhile
     prefix_caching_from: str = ""
+    # A closed-loop benchmark of equal prompt and answer lengths stays in lockstep rounds on this engine (a
+    # decode-first one; prefill-first engines always do): the requests whose first tokens came out of one
+    # step end in one step, their replacements arrive together and are scheduled together again, so every
+    # round queues its prompts as the first did (core/serving.py benchmark). False: the arrivals spread out
+    # after the first round and later requests meet the steady state
+    lockstep_rounds: bool = False
+    lockstep_source: str = ""
     scheduler_source: str = ""
     ram_efficiency: float = 0.0  # fraction of system RAM bandwidth reached by offloaded layers / experts
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)

@@ -367,13 +367,16 @@ class Benchmark:
 
 
 def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,
-              fixed_lengths: bool = True) -> Benchmark:
+              fixed_lengths: bool = True, lockstep: bool = False) -> Benchmark:
     """`requests` requests, at most `concurrency` in flight (a client sends the next one when one ends), all
     answers O tokens: the first `concurrency` arrive together (a burst round, stepped by `rounds`). After it:
     - prefill-first engine, equal lengths: the round's prompts are prefilled together and their answers end
       together, so the next `concurrency` requests arrive together again: every round is stepped the same
       way (the measured spread of such runs' TTFT is a few ms: dstackai/benchmarks DeepSeek-R1 online
       results, vLLM V0 on 8x H200 at 4 in flight, std_ttft_ms 10.9 of a 975.7 ms mean);
+    - a decode-first engine that stays in lockstep (`lockstep`, runtimes.toml lockstep_rounds: TensorRT-LLM's
+      PyTorch backend), equal lengths: the prompts prefilled in one step end in one step, and their
+      replacements arrive together and share a step again: every round is stepped, as above;
     - otherwise the answers end one after another (their first tokens were spread over the burst's steps, and
       a few ms of client and network jitter split what one step would batch), the requests that replace them
       arrive spread out, and each later request meets the steady state of `serve` with `concurrency` users
@@ -385,7 +388,7 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
     c = max(1, min(int(concurrency), int(requests)))
     n = max(int(requests), c)
     o = max(w.output_tokens, 1)
-    if n <= c or (prefill_first and fixed_lengths):
+    if n <= c or ((prefill_first or lockstep) and fixed_lengths):
         ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first)
         return Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots), seconds,
                          n * o / seconds, n / seconds)

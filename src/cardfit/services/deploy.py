@@ -915,7 +915,8 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
         replica = _paged(res.cand, rt, cap or (rt.max_num_seqs if v0 else 0), st.get("version"))
-        b = _bench(replica, inp, users, requests, first, bool(r.get("fixed_lengths", True)))
+        lockstep = rt.lockstep_rounds and not tensorrt_engine(r)
+        b = _bench(replica, inp, users, requests, first, bool(r.get("fixed_lengths", True)), lockstep)
         itl = b.tpot_mean_s
         if r.get("statistic") == "median":  # the middle gap between tokens: a decode-only step, mostly
             itl = sv.itl_median_s(res.cand.replica, sv.Workload(inp.input_tokens, inp.output_tokens),
@@ -1034,11 +1035,11 @@ def older_release(version: tuple[int, int], release: str) -> bool:
 
 @lru_cache(maxsize=2048)
 def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool,
-           fixed: bool) -> sv.Benchmark:
+           fixed: bool, lockstep: bool = False) -> sv.Benchmark:
     """The benchmark stepped on `replica`, which carries every constant its steps read (its Machine is built
     with them): a leave-one-source-out fold whose refit leaves this replica as it was reuses the run."""
     w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
-    return sv.benchmark(replica, w, users, requests, first, fixed)
+    return sv.benchmark(replica, w, users, requests, first, fixed, lockstep)
 
 
 def attention_dp(settings: dict[str, Any], tp: int) -> int:
