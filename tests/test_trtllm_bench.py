@@ -63,8 +63,12 @@ def test_pre_1_0_engines_pay_a_time_per_sequence():
     azure = _record("azure-llama-3.1-8b-h100-trtllm-fp8-tp1-128x128-output")
     assert tensorrt_engine_v0(azure)
     assert tensorrt_engine_v0(_record("trtllm015-llama-3.1-70b-h100-fp8-tp8-1000x1000-output"))
-    # NIM's engines state no release; the 1.0 table ran the PyTorch backend
-    assert not tensorrt_engine_v0(_record("nim-llama-3.1-8b-h100-fp8-tp1-1000x1000-c250-output"))
+    # NIM 1.x before 1.15 ran its TensorRT-LLM profiles as pre-compiled engines on the C++ executor; 1.15
+    # made the PyTorch backend the default; the 1.0 table ran the PyTorch backend
+    nim = _record("nim-llama-3.1-8b-h100-fp8-tp1-1000x1000-c250-output")
+    assert tensorrt_engine_v0(nim)
+    later = {**nim, "settings": {**nim["settings"], "version": "NIM 1.15.0"}}
+    assert not tensorrt_engine_v0(later)
     assert not tensorrt_engine_v0(_record("trtllm-perf-llama-3.1-8b-h100-fp8-tp1-1000x1000-output"))
     charged = predict_serving(azure)[0]
     with constants({**dict(snapshot()), "trtllm.decode_overhead_us_per_sequence_v0": 0.0}):

@@ -448,8 +448,8 @@ def _implied_rocm_gemm_share(r: Record) -> float | None:
 
 
 def _trt_engine_v0(r: Record) -> bool:
-    """Served output-throughput records of a TensorRT-LLM engine of a stated release before 1.0
-    (services/deploy.py tensorrt_engine_v0)."""
+    """Served output-throughput records of a TensorRT engine run by TensorRT-LLM's C++ executor (a stated
+    release before 1.0, or NIM before 1.15: services/deploy.py tensorrt_engine_v0)."""
     from .deploy import tensorrt_engine_v0
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
@@ -554,9 +554,9 @@ FITS: tuple[Fit, ...] = (
         "without CUDA graphs (llama-batched-bench S_TG, B > 1)",
         prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
     Fit(TrtLlm, "decode_overhead_us_per_sequence_v0", _trt_engine_v0, _implied_trt_per_sequence, 1, None,
-        "time per sequence per step of a TensorRT engine's C++ runtime before 1.0 (trtllm-bench 0.15 "
-        "offline throughput: Azure's AI-benchmarking-guide, NVIDIA's own 0.15.0 table), after the roofline, "
-        "the engine's batch limits and its FP8 KV cache",
+        "time per sequence per step of a TensorRT engine's C++ runtime (trtllm-bench 0.15 offline "
+        "throughput: Azure's AI-benchmarking-guide, NVIDIA's own 0.15.0 table; NIM 1.8.0's engines at a "
+        "concurrency), after the roofline, the engine's batch limits and its FP8 KV cache",
         prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
     Fit(Vllm, "prefill_efficiency", _is("prefill", offload=None),
         _speed("implied_prefill_efficiency"), 3, VllmLike,

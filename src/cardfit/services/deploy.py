@@ -883,11 +883,26 @@ def tensorrt_engine(r: dict[str, Any]) -> bool:
 
 
 def tensorrt_engine_v0(r: dict[str, Any]) -> bool:
-    """A TensorRT engine record of a stated TensorRT-LLM release before 1.0 (the Azure AI-benchmarking-guide
-    and NVIDIA's own 0.15.0 tables): its C++ runtime pays a time per sequence per step that the roofline
-    does not hold (runtimes.toml decode_overhead_us_per_sequence_v0, fitted on those records). NIM's engines
-    state no release and are not charged."""
-    return tensorrt_engine(r) and older_release(engine_version(r), "1.0")
+    """A TensorRT engine run by TensorRT-LLM's C++ executor (no overlap scheduler): a record of a stated
+    TensorRT-LLM release before 1.0 (the Azure AI-benchmarking-guide and NVIDIA's own 0.15.0 tables), or of
+    an NVIDIA NIM 1.x release before 1.15, whose optimized TensorRT-LLM profiles are pre-compiled TensorRT
+    engines ("LLM-specific NIMs download pre-compiled TensorRT-LLM engines for optimized profiles", NIM for
+    LLMs docs, Model Profiles, https://docs.nvidia.com/nim/large-language-models/latest/profiles.html; the
+    PyTorch backend became NIM's TensorRT-LLM default only in 1.15.0, "legacy TRT-LLM backend moved to
+    legacy": NIM for LLMs release notes, Release 1.15.0,
+    https://docs.nvidia.com/nim/large-language-models/latest/release-notes.html).
+    That runtime pays a time per sequence per step that the roofline does not hold
+    (runtimes.toml decode_overhead_us_per_sequence_v0, fitted on those records)."""
+    return tensorrt_engine(r) and (older_release(engine_version(r), "1.0") or nim_legacy_engine(r))
+
+
+def nim_legacy_engine(r: dict[str, Any]) -> bool:
+    """Whether a record states a NIM 1.x release before 1.15 ("NIM 1.8.0 (...)"): its TensorRT-LLM
+    profiles ran the legacy TensorRT engine backend (tensorrt_engine_v0)."""
+    import re
+
+    have = re.match(r"NIM\s+v?(\d+)\.(\d+)", str((r.get("settings") or {}).get("version") or ""))
+    return bool(have) and (int(have[1]), int(have[2])) < (1, 15)
 
 
 def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
