@@ -122,10 +122,12 @@ def test_norm_is_the_regular_expression_it_replaced():
     """norm() used to be re.sub(r"[\\s_\\-./:]+", "", name.strip().lower()); Unicode spaces included."""
     before = re.compile(r"[\s_\-./:]+")
     alphabet = "aZ09 \t\n_-./:+()\u00a0\u2009\u3000İßΣ"
+    ascii_only = "".join(map(chr, range(128)))  # the bytes path: every ASCII character, \x1c-\x1f spaces too
     rng = random.Random(13)
-    for _ in range(20000):
-        name = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
-        assert norm(name) == before.sub("", name.strip().lower()), repr(name)
+    for letters in (alphabet, ascii_only):
+        for _ in range(20000):
+            name = "".join(rng.choice(letters) for _ in range(rng.randint(0, 16)))
+            assert norm(name) == before.sub("", name.strip().lower()), repr(name)
 
 
 def test_classify_many_is_classify_per_card():
@@ -247,3 +249,42 @@ def test_mix_weights_typed_once_per_shape_are_the_mix_counts():
                         by[f32.name] += f32.nbytes(g.n_params) * len(positions) * scale
                 want = sorted(((k, round(v)) for k, v in by.items()), key=lambda kv: -kv[1])
                 assert _weights_from_shapes(m, mix, legacy).by_type == tuple(want), (m.id, mix.name, legacy)
+
+
+def test_plain_plan_does_not_import_inspect():
+    """`cardfit plan` runs without inspect (and ast, dis, tokenize: catalog/records.py imports dataclasses
+    without it, cli/commands.py reads a command's help only when asked); a @dataclass without a docstring,
+    the one thing dataclasses needs inspect for, still gets its signature, and `import inspect` afterwards
+    is the real module."""
+    import subprocess
+    import sys
+
+    probe = ("import io, sys, contextlib\n"
+             "from cardfit.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+             "    main(['plan', 'llama-3.1-8b', '--gpu', 'RTX 4090'])\n"
+             "print(sorted(m for m in ('inspect', 'ast', 'dis', 'tokenize', 'click') if m in sys.modules))\n"
+             "import dataclasses, inspect\n"
+             "@dataclasses.dataclass\n"
+             "class Point:\n"
+             "    x: int\n"
+             "print(Point.__doc__, inspect is sys.modules['inspect'], callable(inspect.signature))\n"
+             "print('Best:' in out.getvalue())\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "[]\nPoint(x: int) True True\nTrue\n", done.stderr
+
+
+def test_described_inputs_are_typing_s_hints():
+    """services/inputs.py describe() evaluates each distinct annotation text once per module: every field of
+    every command's input has the annotation typing.get_type_hints gives its class."""
+    import typing
+
+    from cardfit.services.inputs import _kind, describe
+    from cardfit.services.table import COMMANDS
+
+    for row in COMMANDS:
+        cls = row.input_type()
+        hints = typing.get_type_hints(cls)
+        for f in describe(cls):
+            assert f.annotation == hints[f.name], (cls.__name__, f.name)
+            assert (f.kind, f.item, f.choices) == _kind(hints[f.name])

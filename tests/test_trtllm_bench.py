@@ -5,11 +5,13 @@ its 2048/2048 dataset), and the per-sequence time of the pre-1.0 C++ runtime (fi
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cardfit.catalog.gpus import default_gpus
 from cardfit.catalog.models import default_models
-from cardfit.runtimes.trtllm_bench import bench_engine_settings
+from cardfit.runtimes.trtllm_bench import _round_up, bench_engine_settings
 
 
 def _settings(model: str, gpu: str, tp: int, isl: int, osl: int, kv_bytes: float = 1.0) -> tuple[int, int]:
@@ -31,6 +33,20 @@ def _settings(model: str, gpu: str, tp: int, isl: int, osl: int, kv_bytes: float
 ])
 def test_bench_engine_settings(model, gpu, tp, isl, osl, want):
     assert _settings(model, gpu, tp, isl, osl) == want
+
+
+BATCH = ((256, 32), (1024, 128), (math.inf, 256))  # tuning.py finetune_setting: the batch's ladder
+TOKENS = ((4096, 256), (8192, 512), (math.inf, 1024))  # and the token budget's
+
+
+@pytest.mark.parametrize("value, least, bands, want", [
+    (1, 64, BATCH, 64), (64.5, 64, BATCH, 96), (255.5, 64, BATCH, 256), (256, 64, BATCH, 256),
+    (257, 64, BATCH, 384), (1023, 64, BATCH, 1024), (1024, 64, BATCH, 1024), (1025, 64, BATCH, 1280),
+    (544, 2048, TOKENS, 2048), (3184, 2048, TOKENS, 3328), (4096, 2048, TOKENS, 4096),
+    (4097, 2048, TOKENS, 4608), (8192, 2048, TOKENS, 8192), (8193, 2048, TOKENS, 9216),
+])
+def test_round_up_to_the_step_of_the_band(value, least, bands, want):
+    assert _round_up(value, least, bands) == want
 
 
 def test_bench_settings_grow_with_memory_and_shrink_with_longer_requests():

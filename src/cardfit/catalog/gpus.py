@@ -230,15 +230,17 @@ def _registry(items: list[Gpu] | list[dict[str, Any]]) -> Registry[Gpu]:
     explicit = {n.lower() for name, gid, aliases in cards for n in (name, gid, *aliases)}
     taken: dict[str, str] = {}
     clash = set()
+    automatic = {name: _auto_aliases(name) for name, _, _ in cards}
     for name, gid, _ in cards:
-        for a in _auto_aliases(name):
+        for a in automatic[name]:
             if a.lower() in taken and taken[a.lower()] != gid:
                 clash.add(a.lower())
             taken[a.lower()] = gid
 
     def names(x: Gpu | dict[str, Any]) -> list[str]:
         name, gid, aliases = _card(x)
-        auto = [a for a in _auto_aliases(name) if a.lower() not in clash and a.lower() not in explicit]
+        auto = [a for a in (automatic[name] if name in automatic else _auto_aliases(name))
+                if a.lower() not in clash and a.lower() not in explicit]
         return [name, gid, *aliases, *auto]
 
     if items and not isinstance(items[0], Gpu):

@@ -12,11 +12,50 @@ per instance); compiling costs ~0.2 ms once, which a command that builds a few r
 
 from __future__ import annotations
 
-import dataclasses
 import operator
+import sys
 from collections.abc import Callable
-from dataclasses import MISSING, FrozenInstanceError
 from typing import Any, ClassVar, TypeVar
+
+
+def _import_dataclasses() -> Any:
+    """`import dataclasses` without importing `inspect` with it: on Python 3.11 inspect (with ast, dis and
+    tokenize) is ~35 M instructions, a quarter of the imports of `cardfit plan`, and dataclasses reads it only
+    to write the signature of a `@dataclass` without a docstring (dataclasses.py `_process_class`), which no
+    record is. While dataclasses is imported, `inspect` in sys.modules is a stand-in module that imports the
+    real one on its first attribute read; right after, the stand-in leaves sys.modules (every later `import
+    inspect` gets the real module) and stays only as dataclasses' own global, which forwards to the real
+    module when used. Where inspect (or dataclasses) is already imported, this is a plain import."""
+    if "dataclasses" in sys.modules or "inspect" in sys.modules:
+        import dataclasses
+
+        return dataclasses
+    import types
+
+    stand_in = types.ModuleType("inspect", "imports the real inspect module on first use")
+
+    def real(name: str) -> Any:
+        if sys.modules.get("inspect") is stand_in:
+            del sys.modules["inspect"]
+        import importlib
+
+        module = importlib.import_module("inspect")
+        stand_in.__dict__.update(module.__dict__)  # later reads find the attributes without this function
+        return getattr(module, name)
+
+    stand_in.__getattr__ = real  # type: ignore[method-assign]  # PEP 562: only for names not in __dict__
+    sys.modules["inspect"] = stand_in
+    try:
+        import dataclasses
+    finally:
+        if sys.modules.get("inspect") is stand_in:
+            del sys.modules["inspect"]
+    return dataclasses
+
+
+dataclasses = _import_dataclasses()
+MISSING = dataclasses.MISSING
+FrozenInstanceError = dataclasses.FrozenInstanceError
 
 T = TypeVar("T", bound=type)
 HOT = 64  # instances of one class before its __init__ is compiled

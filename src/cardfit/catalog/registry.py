@@ -36,18 +36,20 @@ class Registry(Generic[R]):
 
     def _setup(self, kind: str, listing: str, names: list[list[str]]) -> None:
         self.kind, self.listing = kind, listing
-        self._index: dict[str, int] = {}
-        self._display: dict[str, str] = {}
+        index: dict[str, int] = {}
+        display: dict[str, str] = {}
+        self._index, self._display = index, display
+        get = index.get  # every catalog name of every record passes here when a command starts
         for i, all_names in enumerate(names):
             for n in all_names:
                 k = norm(n)
                 if not k:
                     continue
-                other = self._index.get(k)
+                other = get(k)
                 if other is not None and other != i:
                     raise CatalogError(f"{kind} name '{n}' is used by two records")
-                self._index[k] = i
-                self._display[k] = all_names[0]
+                index[k] = i
+                display[k] = all_names[0]
 
     def _record(self, i: int) -> R:
         rec = self._records[i]

@@ -28,9 +28,9 @@ def keys_of(record_type: type, *, also: Iterable[str] = ()) -> frozenset[str]:
 def check_keys(row: Mapping[str, Any], allowed: frozenset[str], *, table: str, path: str = "",
                record: str = "") -> None:
     """CatalogError for the first key of `row` that `allowed` does not list (with the closest known key)."""
-    unknown = sorted(k for k in row if k not in allowed)
-    if not unknown:
+    if allowed.issuperset(row):  # every row of a good file: one set test, in C
         return
+    unknown = sorted(k for k in row if k not in allowed)
     key = unknown[0]
     rid = record or str(row.get("id") or row.get("name") or row.get("tag") or "?")
     near = closest(key, {k: k for k in allowed}, n=1)

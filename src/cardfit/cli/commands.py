@@ -3,7 +3,6 @@ by the click command line (cli/app.py) and the plain reader (cli/argv.py)."""
 
 from __future__ import annotations
 
-import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -66,7 +65,17 @@ class Spec:
                  display: tuple[Any, ...], argument: bool, help: str | None = None) -> None:
         self.name, self.render, self.epilog = name, render, epilog
         self.skip, self.display, self.argument = skip, display, argument
-        self.help = help if help is not None else inspect.getdoc(render)
+        self._help = help
+
+    @property
+    def help(self) -> str | None:
+        """The command's help: the renderer's docstring, cleaned as click shows it (inspect.getdoc), read
+        only when asked for (inspect costs ~5 ms of imports on a plain command line)."""
+        if self._help is None:
+            import inspect
+
+            self._help = inspect.getdoc(self.render)
+        return self._help
 
 
 # Every `@command` row, by name; cli/app.py builds the click command of the one that runs (a renderer module

@@ -22,11 +22,10 @@ What the flags mean where runtimes differ:
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+from ..catalog.records import record
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ _SIXTEEN = {"auto", "f16", "fp16", "float16", "bf16", "bfloat16"}
 _FLOAT = {"bf16", "fp16", "fp32", "f16", "f32", "auto"}
 
 
-@dataclass(frozen=True)
+@record
 class Launch:
     """A command line: the program and its arguments, the environment it needs, files it reads, and what to
     do on the other nodes."""
@@ -46,11 +45,13 @@ class Launch:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, str], ...] = ()  # (name, content) written before the command runs
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
     program_words: int = 1  # words of argv that name the program (`vllm serve`: 2)
 
     def shell(self) -> str:
         """One shell line (with the files it needs written first, as here-documents)."""
+        import shlex  # only for a line that is printed (its import compiles a regular expression)
+
         parts = [f"cat > {name} <<'EOF'\n{body.rstrip()}\nEOF\n" for name, body in self.files]
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
         return "".join(parts) + (env + " " if env else "") + shlex.join(self.argv)
@@ -60,7 +61,8 @@ class Launch:
         return [a.split("=", 1)[0] for a in self.argv[self.program_words:] if a.startswith("-")]
 
 
-class LaunchArgs(NamedTuple):
+@record(slots=True)
+class LaunchArgs:
     """What a launch line states, checked (`build`): the split, the context, the batch, the KV cache in the
     engine's own name (None: 16-bit), the memory fraction, llama.cpp's layers and slots."""
 
@@ -132,7 +134,7 @@ def nodes_flags(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
         f"run the same command on {others}, HEAD_NODE_IP being this node's address"]
 
 
-@dataclass(frozen=True)
+@record
 class ServeFlags:
     """The flag names of a vLLM-style server command line (vLLM, SGLang): one flag per planned setting."""
 

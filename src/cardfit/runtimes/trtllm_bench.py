@@ -27,16 +27,13 @@ def bench_engine_settings(params: int, layers: int, kv_heads: int, head_dim: int
     requests = memory * kv_fraction / per_token / (input_len + output_len)
     raw_bs = min(requests, 4096) / pp
     raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    bs = _round_up(raw_bs, 64, ((256, 32), (1024, 128), (math.inf, 256)))
+    tokens = _round_up(raw_tokens, 2048, ((4096, 256), (8192, 512), (math.inf, 1024)))
     return bs, tokens
+
+
+def _round_up(value: float, least: int, bands: tuple[tuple[float, int], ...]) -> int:
+    """`value` rounded up to the step of its band (`bands`: (upper bound, step), bounds rising, the last
+    one infinite), and at least `least` (tuning.py finetune_setting's ladders)."""
+    step = next(step for bound, step in bands if value < bound)
+    return max(least, step * math.ceil(value / step))

@@ -269,16 +269,27 @@ def _implied_moe_overhead(r: Record) -> float | None:
     """The fixed time per MoE layer a record implies, the rest of the model in place (at least 0: an MoE
     layer does all a dense one does): the time per token is linear in it, so a secant on two predictions,
     refined twice, solves for it."""
+    y = _predicted_with(r, "moe_overhead_us_per_layer")
+    if y is None:
+        return None
+    b = _secant(y, _measured_time(r), 0.0, 100.0)
+    return max(b, 0.0) if b is not None else None
+
+
+def _predicted_with(r: Record, field: str) -> Callable[[float], float] | None:
+    """y(x): what the model predicts for record r with its runtime's constant `field` at x and every other
+    constant as it is now: a served record's own metric, a speed record's seconds per token (the inverse of
+    its tokens/s; NaN where there is none). None where the record's runtime is not in the catalog."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
 
     rt = default_runtimes().find(_rt(r))
     if rt is None:
         return None
-    here = dict(snapshot())
+    here, key = dict(snapshot()), f"{rt.id}.{field}"
 
-    def y(per_us: float) -> float:
-        with constants({**here, f"{rt.id}.moe_overhead_us_per_layer": per_us}):
+    def y(x: float) -> float:
+        with constants({**here, key: x}):
             if r["kind"] == "serving":
                 from .deploy import predict_serving
 
@@ -288,40 +299,32 @@ def _implied_moe_overhead(r: Record) -> float | None:
             v = predict_speed(dict(r))
             return 1 / v if v else float("nan")
 
-    target = float(r["measured"]) if r["kind"] == "serving" else 1 / float(r["measured"])
-    b = _secant(y, target, 0.0, 100.0)
-    return max(b, 0.0) if b is not None else None
+    return y
+
+
+def _measured_time(r: Record) -> float:
+    """The measurement in _predicted_with's terms: a served record's metric, a speed record's seconds per
+    token."""
+    return float(r["measured"]) if r["kind"] == "serving" else 1 / float(r["measured"])
 
 
 def _implied_expert_efficiency(r: Record) -> float | None:
     """The expert streaming share a record implies, the rest of the model in place: the time per token is
     linear in 1 / efficiency, so two predictions (at the dense share and at half of it) solve for it."""
     from ..catalog.runtimes import default_runtimes
-    from ..core.constants import snapshot, value
+    from ..core.constants import value
     from ..errors import CardfitError
 
     rt = default_runtimes().find(_rt(r))
-    if rt is None:
+    seconds = _predicted_with(r, "expert_efficiency")
+    if rt is None or seconds is None:
         return None
     dense = value(rt.id, "decode_efficiency", rt.decode_efficiency) or 1.0
-    here = dict(snapshot())
-
-    def seconds(eff: float) -> float:
-        with constants({**here, f"{rt.id}.expert_efficiency": eff}):
-            if r["kind"] == "serving":
-                from .deploy import predict_serving
-
-                return predict_serving(dict(r))[0]
-            from .speed import predict_speed
-
-            v = predict_speed(dict(r))
-            return 1 / v if v else float("nan")
-
     try:
         y1, y2 = seconds(dense), seconds(dense / 2)
     except CardfitError:
         return None
-    measured = float(r["measured"]) if r["kind"] == "serving" else 1 / float(r["measured"])
+    measured = _measured_time(r)
     slope = (y2 - y1) / (1 / dense)  # per unit of 1 / efficiency
     if not slope > 1e-9 * abs(y1):
         return None
@@ -343,19 +346,13 @@ def _implied_mla_v0_per_layer(r: Record) -> float | None:
     """The per-layer time a served record of that generation implies, the rest of the model in place: the
     time per output token is close to linear in it, so a secant on two predictions, refined twice, solves
     for it."""
-    from ..catalog.runtimes import default_runtimes
-    from ..core.constants import snapshot
-    from .deploy import predict_serving
-
-    rt = default_runtimes().find(_rt(r))
-    if rt is None:
+    served = _predicted_with(r, "decode_overhead_us_per_layer_mla_v0")
+    if served is None:
         return None
-    here = dict(snapshot())
     per_token = r["metric"] == "output_tokens_per_s"  # throughput: its inverse is the time per token
 
     def y(per_us: float) -> float:
-        with constants({**here, f"{rt.id}.decode_overhead_us_per_layer_mla_v0": per_us}):
-            v = predict_serving(dict(r))[0]
+        v = served(per_us)
         return 1 / v if per_token else v
 
     target = 1 / float(r["measured"]) if per_token else float(r["measured"])
@@ -394,20 +391,10 @@ def _implied_mla_v0_prefill(r: Record) -> float | None:
     """The prefill efficiency a TTFT record of that generation implies, the rest of the model in place: the
     prefill time is close to linear in 1 / efficiency (the prompt's FLOPs over efficiency × peak), so a secant
     in 1 / efficiency on two predictions, refined twice, solves for it."""
-    from ..catalog.runtimes import default_runtimes
-    from ..core.constants import snapshot
-    from .deploy import predict_serving
-
-    rt = default_runtimes().find(_rt(r))
-    if rt is None:
+    served = _predicted_with(r, "prefill_efficiency_mla_v0")
+    if served is None:
         return None
-    here = dict(snapshot())
-
-    def y(inverse: float) -> float:
-        with constants({**here, f"{rt.id}.prefill_efficiency_mla_v0": 1 / inverse}):
-            return predict_serving(dict(r))[0]
-
-    b = _secant(y, float(r["measured"]), 1.0, 10.0)
+    b = _secant(lambda inverse: served(1 / inverse), float(r["measured"]), 1.0, 10.0)
     return 1 / b if b is not None and b >= 1.0 else None
 
 
@@ -430,20 +417,10 @@ def _implied_rocm_gemm_share(r: Record) -> float | None:
     step's time is close to linear in 1 / share, so a secant in 1 / share on two predictions of the time per
     token, refined twice, solves for it. A record the full share already predicts too slow implies none
     above 1 (the share only lowers the rate)."""
-    from ..catalog.runtimes import default_runtimes
-    from ..core.constants import snapshot
-    from .deploy import predict_serving
-
-    rt = default_runtimes().find(_rt(r))
-    if rt is None:
+    served = _predicted_with(r, "rocm_gemm_share")
+    if served is None:
         return None
-    here = dict(snapshot())
-
-    def y(inverse: float) -> float:
-        with constants({**here, f"{rt.id}.rocm_gemm_share": 1 / inverse}):
-            return 1 / predict_serving(dict(r))[0]
-
-    b = _secant(y, 1 / float(r["measured"]), 1.0, 4.0)
+    b = _secant(lambda inverse: 1 / served(1 / inverse), 1 / float(r["measured"]), 1.0, 4.0)
     return min(1 / b, 1.0) if b is not None and b > 0 else None
 
 
@@ -461,20 +438,10 @@ def _implied_trt_per_sequence(r: Record) -> float | None:
     """The time per sequence per step a record of that engine generation implies, the rest of the model in
     place (its batch limits, KV cache and roofline): the time per output token is close to linear in it, so
     a secant on two predictions, refined twice, solves for it."""
-    from ..catalog.runtimes import default_runtimes
-    from ..core.constants import snapshot
-    from .deploy import predict_serving
-
-    rt = default_runtimes().find(_rt(r))
-    if rt is None:
+    served = _predicted_with(r, "decode_overhead_us_per_sequence_v0")
+    if served is None:
         return None
-    here = dict(snapshot())
-
-    def y(per_us: float) -> float:
-        with constants({**here, f"{rt.id}.decode_overhead_us_per_sequence_v0": per_us}):
-            return 1 / predict_serving(dict(r))[0]
-
-    b = _secant(y, 1 / float(r["measured"]), 0.0, 50.0)
+    b = _secant(lambda per_us: 1 / served(per_us), 1 / float(r["measured"]), 0.0, 50.0)
     return b if b is not None and b > 0 else None
 
 

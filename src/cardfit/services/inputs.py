@@ -94,13 +94,28 @@ def _kind(annotation: Any) -> tuple[str, str, tuple[str, ...]]:
 @cache
 def describe(cls: type) -> tuple[FieldInfo, ...]:
     """The fields of an input class, in declaration order (bases first)."""
-    hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
-        kind, item, choices = _kind(hints[f.name])
-        out.append(FieldInfo(f.name, hints[f.name], kind, item, choices, f.default,
+        hint = _hint(cls, f.name)
+        kind, item, choices = _kind(hint)
+        out.append(FieldInfo(f.name, hint, kind, item, choices, f.default,
                              f.metadata.get("limits", Limits())))
     return tuple(out)
+
+
+def _hint(cls: type, name: str) -> Any:
+    """typing.get_type_hints(cls)[name]: the annotation of the class in the MRO that declares `name` last."""
+    owner = next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
+    text = owner.__dict__["__annotations__"][name]
+    return _evaluated(text, owner.__module__) if isinstance(text, str) else typing.get_type_hints(owner)[name]
+
+
+@cache
+def _evaluated(text: str, module: str) -> Any:
+    """An annotation's text evaluated in `module` by typing.get_type_hints, once per distinct text ('int |
+    None' is most of them): each evaluation compiles the text, and `cardfit plan` has 34 fields."""
+    holder = type("_Annotation", (), {"__annotations__": {"value": text}, "__module__": module})
+    return typing.get_type_hints(holder)["value"]
 
 
 # ------------------------------------------------------------------------------------ the shared inputs
