@@ -40,6 +40,23 @@ def test_leaving_a_source_out_changes_the_fit():
     assert fit(all_records(), leave_out=main)[key] != fit(all_records())[key]
 
 
+def test_a_refit_read_key_by_key_is_the_whole_fit():
+    """validate's folds refit only the constants their records read (calibrate.Refit): read whole, a fold's
+    refit is fit()'s, value for value and key for key; reading llama.cpp's constants refits no row of the
+    vLLM family's served-load fits."""
+    from cardfit.services.calibrate import Refit
+
+    main = "github.com/xiongjiedai/gpu-benchmarks-on-llm-inference/readme.md"
+    lazy = Refit(all_records(), leave_out=main)
+    lazy["llama.cpp.decode_overhead_us_per_layer_v0"]
+    refitted = {FITS[i].key for i in lazy._set}
+    assert "llama.cpp.decode_overhead_us_per_layer_v0" in refitted
+    assert not refitted & {"trtllm.decode_overhead_us_per_sequence_v0", "vllm.rocm_gemm_share",
+                           "vllm.moe_overhead_us_per_layer", "vllm.prefill_efficiency_mla_v0"}
+    assert list(lazy) == list(fit(all_records(), leave_out=main))
+    assert dict(lazy) == fit(all_records(), leave_out=main)
+
+
 def test_a_fold_without_records_of_a_constant_takes_its_prior_not_its_stored_value():
     """Without any record of old llama.cpp builds, their per-layer time is the current builds' fit, never the
     stored value (which was fitted on the records left out)."""

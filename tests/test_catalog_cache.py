@@ -55,16 +55,27 @@ def _corrupt_then_read(monkeypatch, tmp_path, good, write) -> Path:
     return path
 
 
+def _record(p: Path) -> tuple[dict, bytes]:
+    """A record's header (its first line, JSON) and its data (the rest: the catalog's JSON)."""
+    head, _, body = p.read_bytes().partition(b"\n")
+    return json.loads(head), body
+
+
+def _with_header(p: Path, **changes) -> None:
+    header, body = _record(p)
+    p.write_bytes(json.dumps({**header, **changes}).encode() + b"\n" + body)
+
+
 CORRUPTIONS = {
     "empty object": lambda p: p.write_text("{}"),
     "empty file": lambda p: p.write_bytes(b""),
     "a list": lambda p: p.write_text("[1, 2]"),
     "not JSON": lambda p: p.write_bytes(b"\xff\xfe garbage"),
-    "other data, same schema": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()),
-                                                                  "data": "{}"})),
+    "other data, same header": lambda p: p.write_bytes(p.read_bytes().partition(b"\n")[0] + b"\n{}"),
+    "no data": lambda p: p.write_bytes(p.read_bytes().partition(b"\n")[0]),
+    "an older format": lambda p: _with_header(p, format=2),
     "truncated": lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]),
-    "another source": lambda p: p.write_text(json.dumps({**json.loads(p.read_text()),
-                                                         "source_sha256": "0" * 64})),
+    "another source": lambda p: _with_header(p, source_sha256="0" * 64),
     "huge": lambda p: p.write_bytes(b" " * (64 * 2**20)),
 }
 
@@ -72,8 +83,8 @@ CORRUPTIONS = {
 @pytest.mark.parametrize("write", CORRUPTIONS.values(), ids=CORRUPTIONS.keys())
 def test_bad_record_is_rebuilt(monkeypatch, tmp_path, good, write):
     path = _corrupt_then_read(monkeypatch, tmp_path, good, write)
-    record = json.loads(path.read_text())  # rebuilt: a valid record again
-    assert record["source_sha256"] and json.loads(record["data"]) == good
+    header, body = _record(path)  # rebuilt: a valid record again
+    assert header["source_sha256"] and header["format"] == loader.CACHE_FORMAT and json.loads(body) == good
 
 
 def test_fifo_in_the_cache_does_not_hang(monkeypatch, tmp_path, good):
@@ -145,7 +156,7 @@ def test_bad_digest_note_means_hashing_again(monkeypatch, tmp_path, good, write)
     assert _fresh(monkeypatch, tmp_path) == good
     note = _note(tmp_path)
     stamp, sha = note.read_text().rsplit(" ", 1)
-    assert sha.strip() == json.loads(_cache_file(tmp_path).read_text())["source_sha256"]
+    assert sha.strip() == _record(_cache_file(tmp_path))[0]["source_sha256"]
     write(note)
     assert _timed(lambda: _fresh(monkeypatch, tmp_path)) == good
     assert note.read_text() == f"{stamp} {sha}"

@@ -28,7 +28,21 @@ def constants(values: Mapping[str, float]) -> Iterator[None]:
         _OVERRIDES.reset(token)
 
 
-def snapshot() -> tuple[tuple[str, float], ...]:
-    """The constants in place now, hashable (for caches whose answers depend on them); (): stored."""
+def snapshot(runtime_id: str | None = None) -> tuple[tuple[str, float], ...]:
+    """The constants in place now (of one runtime: those a prediction for it reads), hashable, for caches
+    whose answers depend on them; (): stored."""
     over = _OVERRIDES.get()
-    return tuple(sorted(over.items())) if over else ()
+    if not over:
+        return ()
+    if runtime_id is None:
+        return tuple(sorted(over.items()))
+    prefix = f"{runtime_id}."
+    return tuple(sorted((k, over[k]) for k in over if k.startswith(prefix)))
+
+
+def beside(values: Mapping[str, float]) -> Mapping[str, float]:
+    """The constants in place now with `values` in front (a refit is read key by key, not copied)."""
+    from collections import ChainMap
+
+    over = _OVERRIDES.get()
+    return ChainMap(dict(values), over) if over else dict(values)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -585,23 +585,111 @@ def fit(records: tuple[Record, ...], leave_out: str | None = None) -> Constants:
     values = stored()
     borrowed = []
     for f in FITS:
-        if f.prior and f.prior_key not in values:  # a stored constant nobody fits (vllm.decode_efficiency)
-            rt, field = f.prior_key.split(".", 1)
-            values[f.prior_key] = _profile_value(rt, field)
+        if _borrow(f, values):
             borrowed.append(f.prior_key)
-        implied = [v for r, src in _chosen(records, f) if leave_out is None or src != leave_out
-                   if (v := _implied(f, r, values)) is not None]
-        if not implied:
-            if f.prior and f.prior_key in values:  # no record left: the earlier fitted constant, not ours
-                for rt in (f.runtime, *f.copies):
-                    values[f"{rt}.{f.field}"] = values[f.prior_key]
-            continue  # no record left: the stored value stands (as for a runtime without records)
-        v = round(statistics.median(implied), f.digits)
-        for rt in (f.runtime, *f.copies):
-            values[f"{rt}.{f.field}"] = v
+        _fit_one(f, records, leave_out, values)
     for k in borrowed:
         del values[k]
     return values
+
+
+def _borrow(f: Fit, values: Constants) -> bool:
+    """Put f's prior in `values` where no row of FITS fits it (a stored constant: vllm.decode_efficiency);
+    whether it was put there (fit() takes it out again at the end)."""
+    if not f.prior or f.prior_key in values:
+        return False
+    rt, field = f.prior_key.split(".", 1)
+    values[f.prior_key] = _profile_value(rt, field)
+    return True
+
+
+def _fit_one(f: Fit, records: tuple[Record, ...], leave_out: str | None, values: Constants) -> None:
+    """Refit one row of FITS into `values`, the constants as the rows before it left them: the median of
+    what its records imply (those of source `leave_out` excluded)."""
+    implied = [v for r, src in _chosen(records, f) if leave_out is None or src != leave_out
+               if (v := _implied(f, r, values)) is not None]
+    if not implied:
+        if f.prior and f.prior_key in values:  # no record left: the earlier fitted constant, not ours
+            for rt in (f.runtime, *f.copies):
+                values[f"{rt}.{f.field}"] = values[f.prior_key]
+        return  # no record left: the stored value stands (as for a runtime without records)
+    v = round(statistics.median(implied), f.digits)
+    for rt in (f.runtime, *f.copies):
+        values[f"{rt}.{f.field}"] = v
+
+
+class Refit(Mapping[str, float]):
+    """fit(records, leave_out), each row of FITS refitted only when a constant it sets is first read: a
+    leave-one-source-out fold predicts its source's records, which read their own runtime's constants
+    (llama.cpp's records never the vLLM family's, vLLM's never TensorRT-LLM's time per sequence), so a fold
+    refits the rows that set those and the rows these depend on (`_needed`), not all of them. The values
+    are fit()'s: each row is refitted on the constants fit() would have in place before it (the rows before
+    it that set its runtime's constants or its prior, as _implied already assumes: what a record implies
+    depends on its own runtime's constants). The keys are fit()'s; iterating them refits nothing."""
+
+    def __init__(self, records: tuple[Record, ...], leave_out: str | None) -> None:
+        self._records, self._leave_out = records, leave_out
+        self._stored = stored()
+        self._set: dict[int, Constants] = {}  # row of FITS → the constants its refit set
+        self._values: Constants = dict(self._stored)  # the stored constants, with every refit so far
+        self._ready: set[str] = set()  # runtimes whose constants are all refitted
+
+    def _before(self, i: int) -> Constants:
+        """The constants fit() has in place when it reaches row i (its prior borrowed where it does so)."""
+        values = dict(self._stored)
+        for j in range(i):
+            if j in self._set:
+                _borrow(FITS[j], values)
+                values.update(self._set[j])
+        _borrow(FITS[i], values)
+        return values
+
+    def _ensure(self, runtime: str) -> None:
+        if runtime in self._ready:
+            return
+        for i in _needed(runtime):
+            if i not in self._set:
+                f = FITS[i]
+                values = self._before(i)
+                with constants({}):  # as fit() runs: from the stored constants, not from this refit's
+                    _fit_one(f, self._records, self._leave_out, values)
+                self._set[i] = {k: values[k] for rt in (f.runtime, *f.copies)
+                                if (k := f"{rt}.{f.field}") in values}
+        self._values = dict(self._stored)
+        for i in sorted(self._set):
+            self._values.update(self._set[i])
+        self._ready.add(runtime)
+
+    def __getitem__(self, key: str) -> float:
+        self._ensure(key.rpartition(".")[0])  # "llama.cpp.prefill_efficiency": the field has no dot
+        return self._values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._ensure(key.rpartition(".")[0])
+        return self._values.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._stored
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+
+@cache
+def _needed(runtime: str, before: int = -1) -> tuple[int, ...]:
+    """The rows of FITS (before row `before`; -1: all) whose refit a runtime's constants depend on: the rows
+    that set one of them, and what those rows read (their own runtime's constants and their prior, from
+    the rows before them)."""
+    rows: set[int] = set()
+    for i, f in enumerate(FITS[:before] if before >= 0 else FITS):
+        if runtime in (f.runtime, *f.copies):
+            rows |= {i, *_needed(f.runtime, i)}
+            if f.prior:
+                rows |= set(_needed(f.prior_key.rpartition(".")[0], i))
+    return tuple(sorted(rows))
 
 
 def only_measured_by(records: tuple[Record, ...], source: str) -> tuple[Fit, ...]:

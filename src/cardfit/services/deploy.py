@@ -846,7 +846,7 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     (services/speed.py mla_v0), and launches every prompt step eagerly where that generation replays no
     graph for one (runtimes.toml prefill_graphs_from: vLLM V0); one that ran a TensorRT engine without the
     PyTorch backend's Python dispatch and overlap scheduler (tensorrt_engine)."""
-    from ..core.constants import constants, snapshot, value
+    from ..core.constants import beside, constants, value
     from .speed import mla_v0
 
     rt = default_runtimes().find(str(r.get("runtime") or ""))
@@ -866,7 +866,7 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
             older[f"{rt.id}.prefill_efficiency"] = value(rt.id, "prefill_efficiency_mla_v0",
                                                          rt.prefill_efficiency_mla_v0)
     if older:
-        with constants({**dict(snapshot()), **older}):
+        with constants(beside(older)):
             return _predict_serving(r)
     return _predict_serving(r)
 
@@ -920,11 +920,11 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
         cap, budget = trtllm_bench_limits(r, tp, pp)
     # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and the 256-sequence default
     v0 = first and bool(rt.prefill_first_before)
-    # the TTFT, TPOT and throughput records of a run share one timing (per set of constants: validation refits
-    # them without each source)
+    # the TTFT, TPOT and throughput records of a run share one timing (per set of the runtime's constants, the
+    # ones its prediction reads: validation refits them without each source)
     # the share of the card the record's engine was given (vLLM --gpu-memory-utilization): its KV pool
     util = float(st.get("gpu_memory_utilization") or 0.0)
-    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(), budget, rt.max_num_seqs if v0 else 0, util,
+    res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(rt.id), budget, rt.max_num_seqs if v0 else 0, util,
                       attention_dp(st, tp))
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:

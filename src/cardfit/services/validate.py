@@ -731,7 +731,7 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
     whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
     from ..core.constants import constants
-    from .calibrate import fit, fitting_sources, only_measured_by, source_key
+    from .calibrate import Refit, fitting_sources, only_measured_by, source_key
 
     everything = all_records()
     fitted_on = fitting_sources(everything)
@@ -743,7 +743,7 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     for src, recs in groups.items():
         if src not in fitted_on:
             continue
-        with constants(fit(everything, leave_out=src)):
+        with constants(Refit(everything, leave_out=src)):
             out.update((r["id"], predict(r)) for r in recs)
         for f in only_measured_by(everything, src):  # nothing else measures it: no out-of-sample figure
             for r in recs:
