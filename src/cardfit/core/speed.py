@@ -686,6 +686,18 @@ def allreduce_fields(gpu: Gpu) -> dict[str, Any]:
 # The post reports vanilla tensor parallelism on the same cards up to 5x slower, so no TP deployment (the
 # ones cardfit plans) beats it.
 MLA_MOE_PREFILL_SHARE_MAX = 0.26
+# The same rate as a share of what the card's own FP8 GEMMs were measured to reach (an H100's cuBLASLt 1,382.2
+# TFLOPS, data/gpus.toml): 523 / 1,382.2. A card is held to that share of its measured GEMM rate (an MI300X,
+# whose GEMMs reach 44 % of its datasheet FP8 peak, to 17 % of the peak, not 26 %)
+MLA_MOE_PREFILL_GEMM_SHARE_MAX = 0.378
+
+
+def mla_moe_prefill_share_max(gpu: Gpu, precision: str) -> float:
+    """The most of the dense peak a DeepSeek-V3-architecture prefill reaches on this card: the best published
+    rate as a share of the card's measured GEMM rate at `precision` (at FP8 where that precision was not
+    measured on its architecture); the share of the peak where the card's GEMMs were never measured."""
+    share = gpu.gemm_share_at(precision) or gpu.gemm_share_at("fp8")
+    return MLA_MOE_PREFILL_GEMM_SHARE_MAX * share if share else MLA_MOE_PREFILL_SHARE_MAX
 
 
 def mla_moe(m: ModelSpec) -> bool:

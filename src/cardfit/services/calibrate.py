@@ -540,8 +540,9 @@ FITS: tuple[Fit, ...] = (
         "served TPOT / median ITL records of engines from mid-2025 on whose step touches at most half the "
         "routed experts, the rest of the model in place"),
     Fit(Vllm, "prefill_efficiency_mla_v0", _mla_v0_ttft, _implied_mla_v0_prefill, 3, VllmLike,
-        "share of dense tensor TFLOPS the prefill of an MLA + MoE model (DeepSeek-V3/R1) reached on the "
-        "engines before mid-2025, from vLLM's served TTFT records of it, the rest of the model in place",
+        "share of the card's measured GEMM rate (gpus gemm_*_tflops) the prefill of an MLA + MoE model "
+        "(DeepSeek-V3/R1) reached on the engines before mid-2025, from vLLM's served TTFT records of it, the "
+        "rest of the model in place",
         prior="prefill_efficiency"),
     Fit(Vllm, "decode_overhead_us_per_layer_mla_v0", _mla_v0_step, _implied_mla_v0_per_layer, 1, VllmLike,
         "time per layer of a decode step of an MLA + MoE model (DeepSeek-V3/R1) on the engines before "

@@ -862,13 +862,31 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
         older[f"{rt.id}.decode_overhead_us_per_layer"] = per
         older[f"{rt.id}.moe_overhead_us_per_layer"] = 0.0  # that generation's per-layer time: the whole layer
-        if rt.prefill_efficiency_mla_v0:
-            older[f"{rt.id}.prefill_efficiency"] = value(rt.id, "prefill_efficiency_mla_v0",
-                                                         rt.prefill_efficiency_mla_v0)
+        if rt.prefill_efficiency_mla_v0:  # a share of what the card's own GEMMs reach, not of its peak
+            share = value(rt.id, "prefill_efficiency_mla_v0", rt.prefill_efficiency_mla_v0)
+            older[f"{rt.id}.prefill_efficiency"] = share * measured_gemm_share(r)
     if older:
         with constants(beside(older)):
             return _predict_serving(r)
     return _predict_serving(r)
+
+
+def measured_gemm_share(r: dict[str, Any]) -> float:
+    """The share of its dense peak the record's card was measured to reach in its vendor's GEMMs at the
+    precision of the record's weights (Gpu.gemm_share_at: an H200 1,366 of 1,979 FP8 TFLOPS, an MI300X 1,160
+    of 2,615), at FP8 where that precision was not measured on its architecture (Hopper's BF16); 1 where
+    nothing was. The MLA + MoE prefill of the engines before mid-2025 (services/speed.py mla_v0) is a share
+    of that rate: its kernels (Triton fused-MoE GEMMs over block-FP8 or 4-bit experts, the MLA prefill) run
+    at the clock the card holds under tensor load, which on an MI300X is about 1.2 GHz of its 2.1 GHz boost
+    (AMD ROCm blog 'Measuring Max-Achievable FLOPs - Part 2', data/gpus.toml), not at the datasheet's."""
+    from ..catalog.gpus import default_gpus
+    from ..core import speed as sp
+
+    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    if gpu is None:
+        return 1.0
+    quant = default_quants().find(str(r.get("quant") or ""))
+    return gpu.gemm_share_at(sp.precision_of(quant, gpu)) or gpu.gemm_share_at("fp8") or 1.0
 
 
 def tensorrt_engine(r: dict[str, Any]) -> bool:

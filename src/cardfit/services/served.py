@@ -81,8 +81,10 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
                         quantized=sp.is_quantized(ctx.quant))
     if not mc.overhead_s_per_sequence and not rt.paged_kv:
         mc = replace(mc, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
-    if sp.mla_moe(ctx.model) and mc.compute_efficiency > sp.MLA_MOE_PREFILL_SHARE_MAX:
-        mc = replace(mc, compute_efficiency=sp.MLA_MOE_PREFILL_SHARE_MAX)
+    if sp.mla_moe(ctx.model):
+        cap = sp.mla_moe_prefill_share_max(gpu, mc.precision)
+        if mc.compute_efficiency > cap:
+            mc = replace(mc, compute_efficiency=cap)
     return mc
 
 
