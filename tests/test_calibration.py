@@ -351,7 +351,7 @@ HELD_LOO = {
     # output records: 28.2 us unchanged): NIM source 9.6 % -> 6.7 %, its records more than 20 % on the unsafe
     # side 21 -> 11, all records over 20 % unsafe 121 -> 111 (8B c250 output +44 % -> -4 %, 70B c200 +41 % ->
     # +19 %; 8B c250 ITL now +18..+24 %, slow)
-    # -> MEASURE (p90 over 0.55 -> 0.5) with DeepSeek-V3-architecture prefill a share of the card's
+    # -> 13.6 % / 48.2 % (p90 over 0.55 -> 0.5) with DeepSeek-V3-architecture prefill a share of the card's
     # measured GEMM rate, not of its datasheet peak (an MI300X's FP8 GEMMs reach 44 % of it, an H200's 69 %):
     # dstack's R1 on 8x MI300X TTFT vLLM c4 -36 % -> -10 %, SGLang c4 -56 % -> -39 %, c128 -49 % -> -30 %
     "serving": (0.145, 0.5),
