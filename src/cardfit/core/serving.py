@@ -130,7 +130,10 @@ def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     micro_decode = math.ceil(decode / r.pp) if decode else 0
     micro_prompt = prompt_tokens / r.pp
     load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp)
-    t = step(load, r.machine, b).seconds + _prompt_link_s(load, r.machine, b, micro_prompt)
+    mc = r.machine
+    if mc.serial_gemm and micro_prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
+        mc = replace(mc, serial_gemm=False)
+    t = step(load, mc, b).seconds + _prompt_link_s(load, mc, b, micro_prompt)
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
 
 

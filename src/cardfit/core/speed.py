@@ -239,6 +239,10 @@ class Machine:
     # projections whole (tp / attention_dp ranks share them) and only its own requests' cache; the MoE and
     # MLP stay sharded over all tp ranks. 1 = tensor-parallel attention
     attention_dp: int = 1
+    # a decode step's weight GEMMs take their bytes' time plus their FLOPs' time (Step.roofline_s), not the
+    # longer of the two: TensorRT engines on TensorRT-LLM's C++ executor (services/deploy.py
+    # tensorrt_engine_v0), whose FP8 GEMMs at decode batch sizes run below both ceilings
+    serial_gemm: bool = False
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -262,13 +266,25 @@ class Step:
     link_s: float
     kv_s: float = 0.0  # the KV-cache share of memory_s: attention kernels, run after the weight GEMMs
     dequant_s: float = 0.0  # unpacking low-bit weights on the CUDA cores, inside the same weight kernels
+    serial: bool = False  # the weight GEMMs' bytes and FLOPs do not overlap (Machine.serial_gemm)
 
     @property
     def roofline_s(self) -> float:
         """Per kernel class: the weight GEMMs take the longer of their bytes and all the FLOPs, the attention
         kernels then stream the KV cache (a roofline per operator, not one for the whole step: Yuan et al.,
         "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv:2402.16363, 2024, section 3).
-        With one sequence the FLOPs are far below the bytes and this is all bytes ÷ bandwidth."""
+        With one sequence the FLOPs are far below the bytes and this is all bytes ÷ bandwidth. A serial step
+        (Machine.serial_gemm) adds the GEMMs' FLOPs to their bytes instead: a skinny GEMM (M = the batch, tens
+        to a thousand rows) near the ridge point reaches neither ceiling. TensorRT-LLM's FP8 engines on H100
+        ran a batch-16 decode GEMM in cuBLASLt's 128x128x128 FP8 kernel slower than in the FP16 one
+        (NVIDIA/TensorRT-LLM issue #2013, https://github.com/NVIDIA/TensorRT-LLM/issues/2013), and per-tensor
+        FP8 GEMMs of Llama 70B's shapes reach 466 TFLOP/s at M = 128 and 873 at M = 256 where the unscaled
+        ones reach 655 and 1,238 (vllm-project/vllm PR #20071, https://github.com/vllm-project/vllm/pull/20071,
+        SM100 table, N = 8,192, K = 2,048): longer than their bytes and FLOPs together, so bytes + FLOPs is
+        the nearer of the two bounds. The records of those engines bear it out (services/deploy.py
+        tensorrt_engine_v0)."""
+        if self.serial:
+            return self.memory_s + max(self.compute_s, self.dequant_s)
         return max(self.memory_s - self.kv_s, self.compute_s, self.dequant_s) + self.kv_s
 
     @property
@@ -375,7 +391,7 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
                 load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence
                 + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
-                link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b))
+                link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
 
 
 def dequant_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:

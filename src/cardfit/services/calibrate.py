@@ -523,7 +523,8 @@ FITS: tuple[Fit, ...] = (
     Fit(TrtLlm, "decode_overhead_us_per_sequence_v0", _trt_engine_v0, _implied_trt_per_sequence, 1, None,
         "time per sequence per step of a TensorRT engine's C++ runtime (trtllm-bench 0.15 offline "
         "throughput: Azure's AI-benchmarking-guide, NVIDIA's own 0.15.0 table; NIM 1.8.0's engines at a "
-        "concurrency), after the roofline, the engine's batch limits and its FP8 KV cache",
+        "concurrency), after the roofline (decode GEMMs: bytes + FLOPs), the engine's batch limits and its "
+        "FP8 KV cache",
         prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
     Fit(Vllm, "prefill_efficiency", _is("prefill", offload=None),
         _speed("implied_prefill_efficiency"), 3, VllmLike,

@@ -856,6 +856,7 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
         if tensorrt_engine_v0(r):
             older[f"{rt.id}.decode_overhead_us_per_sequence"] = value(
                 rt.id, "decode_overhead_us_per_sequence_v0", rt.decode_overhead_us_per_sequence_v0)
+            older[f"{rt.id}.serial_gemm"] = 1.0  # decode GEMMs: bytes + FLOPs (core/speed.py Step.roofline_s)
     if rt is not None and rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from):
         older[f"{rt.id}.prefill_graph_tokens"] = 0.0  # every prompt step eager (core/serving.py eager_s)
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
@@ -910,7 +911,8 @@ def tensorrt_engine_v0(r: dict[str, Any]) -> bool:
     legacy": NIM for LLMs release notes, Release 1.15.0,
     https://docs.nvidia.com/nim/large-language-models/latest/release-notes.html).
     That runtime pays a time per sequence per step that the roofline does not hold
-    (runtimes.toml decode_overhead_us_per_sequence_v0, fitted on those records)."""
+    (runtimes.toml decode_overhead_us_per_sequence_v0, fitted on those records), and its decode steps' FP8
+    GEMMs take their bytes' time plus their FLOPs' time (core/speed.py Machine.serial_gemm)."""
     return tensorrt_engine(r) and (older_release(engine_version(r), "1.0") or nim_legacy_engine(r))
 
 

@@ -74,6 +74,8 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
             ram_bandwidth_gbps: float = 0.0) -> sp.Machine:
     """One pipeline stage of `tp` cards with the runtime's calibrated constants (core/speed.py
     machine_for)."""
+    from ..core.constants import value
+
     rt = ctx.runtime
     tf = tflops or sp.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
     mc = sp.machine_for(rt, gpu, tp, tf, precision=sp.precision_of(ctx.quant, gpu),
@@ -81,6 +83,8 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
                         quantized=sp.is_quantized(ctx.quant))
     if not mc.overhead_s_per_sequence and not rt.paged_kv:
         mc = replace(mc, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
+    if value(rt.id, "serial_gemm", 0.0):
+        mc = replace(mc, serial_gemm=True)
     if sp.mla_moe(ctx.model):
         cap = sp.mla_moe_prefill_share_max(gpu, mc.precision)
         if mc.compute_efficiency > cap:
