@@ -251,6 +251,36 @@ def test_a_vllm_v0_record_launches_every_prompt_step_eagerly():
     assert v0_ttft < 314.58  # still short of it: V0's Triton prompt path on ROCm is not in the model
 
 
+def test_a_vllm_v1_record_before_async_scheduling_pays_the_engine_loop_per_sequence():
+    """vLLM V1 ran schedule() -> execute_model() -> update_from_output() in one thread until 0.14.0 made async
+    scheduling the default (vllm/v1/engine/core.py EngineCore.step at v0.10.1.1; v0.14.0 release notes, PR
+    #27614): a step of B sequences pays the fitted time per sequence on top of the GPU step. Dennis Lee's
+    vLLM 0.10.1.1, Qwen2-7B on one A100 PCIe, 200 prompts of 1,024 + 1,024 tokens sent at once: mean TPOT
+    40.34 ms (github.com/dennislee22/vLLM-benchmarking README.md, Test 5)."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.deploy import predict_serving, synchronous_loop
+
+    vllm = default_runtimes().get("vllm")
+    r = {"id": "dennislee-n200", "kind": "serving", "model": "qwen2-7b", "quant": "bf16", "runtime": "vllm",
+         "gpu": "A100 PCIe 80GB", "gpus": 1, "input_tokens": 1024, "output_tokens": 1024,
+         "request_rate": "inf", "load": "burst", "requests": 200, "fixed_lengths": True, "metric": "tpot_ms",
+         "statistic": "mean", "measured": 40.34,
+         "settings": {"tp": 1, "pp": 1, "version": "0.10.1.1", "gpu_memory_utilization": 0.5}}
+    current = {**r, "settings": {**r["settings"], "version": "0.14.0"}}
+    opted = {**r, "settings": {**r["settings"], "async_scheduling": True}}
+    v0 = {**r, "settings": {**r["settings"], "version": "0.7.3"}}
+    unstated = {**r, "settings": {**r["settings"], "version": "not stated"}}
+    assert synchronous_loop(r, vllm)
+    assert not any(synchronous_loop(x, vllm) for x in (current, opted, v0, unstated))
+    sync, overlapped = predict_serving(r)[0], predict_serving(current)[0]
+    per = vllm.decode_overhead_us_per_sequence_sync
+    assert 20 <= per <= 200  # tens of microseconds of Python per request per step
+    assert sync - overlapped >= 0.5 * 200 * per / 1e3  # most of the 200 sequences decode in most steps
+    assert sync == pytest.approx(40.34, rel=0.2) and overlapped < 0.8 * 40.34
+    rocm = {**r, "model": "llama-3.1-8b", "gpu": "MI300X"}  # not charged where no record measures it
+    assert predict_serving(rocm)[0] == predict_serving({**rocm, "settings": current["settings"]})[0]
+
+
 # --- the deploy service -------------------------------------------------------------------------------------
 
 def _check_deployment(d: dict, w: dict, meets: bool) -> None:

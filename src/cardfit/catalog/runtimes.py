@@ -91,6 +91,13 @@ class RuntimeProfile:
     # overlaps the GPU step; records of the releases before pay decode_overhead_us_per_sequence_v0
     overlap_scheduler_from: str = ""
     overlap_scheduler_date: str = ""
+    # the release from which the engine schedules step n + 1 while the GPU runs step n by default (vLLM 0.14:
+    # async scheduling); its releases from the one that made the scheduler's CPU work serial again (vLLM V1,
+    # prefill_first_before) up to this one pay decode_overhead_us_per_sequence_sync in served steps
+    async_scheduling_from: str = ""
+    # per sequence per step of those releases: the engine loop's scheduling, input preparation and output
+    # handling between two GPU steps (fitted)
+    decode_overhead_us_per_sequence_sync: float = 0.0
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
     decode_overhead_us_per_layer_v0: float = 0.0
     # bytes per SM per clock cycle the weight kernels of those builds stream on an HBM card: their bytes in

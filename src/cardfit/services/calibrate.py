@@ -445,6 +445,56 @@ def _implied_trt_per_sequence(r: Record) -> float | None:
     return b if b is not None and b > 0 else None
 
 
+# Fewest sequences in flight for a served record to fit the synchronous engine loop's time per sequence: below
+# it the step's fixed time (the weights, the per-layer time) hides a per-sequence term of tens of microseconds
+# (rule of thumb: 32 sequences x 60 us is about 2 ms, a tenth of such a step)
+SYNC_FIT_MIN_SEQUENCES = 32
+
+
+def _sync_loop(r: Record) -> bool:
+    """Served TPOT and output-throughput records of a vLLM release whose engine loop ran its CPU work between
+    the GPU steps (services/deploy.py synchronous_loop: V1 before async scheduling became the default) on an
+    NVIDIA card (where it is charged), with at least SYNC_FIT_MIN_SEQUENCES in flight."""
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
+        return False
+    if r.get("metric") not in ("tpot_ms", "output_tokens_per_s"):
+        return False
+    from ..catalog.gpus import default_gpus
+    from ..catalog.runtimes import default_runtimes
+    from .deploy import synchronous_loop
+
+    rt, g = default_runtimes().find(_rt(r)), default_gpus().find(str(r.get("gpu") or ""))
+    if rt is None or g is None or g.stack != "cuda" or not synchronous_loop(r, rt):
+        return False
+    st = r.get("settings") or {}
+    in_flight = int(r.get("concurrency") or r.get("requests") or st.get("num_prompts") or 0)
+    return in_flight >= SYNC_FIT_MIN_SEQUENCES
+
+
+def _implied_sync_per_sequence(r: Record) -> float | None:
+    """The time per sequence per step of the synchronous engine loop a record implies, the rest of the model
+    in place (its KV pool, chunked prompts, roofline): TPOT and the time per output token are close to linear
+    in it, so a secant on two predictions, refined twice, solves for it (negative where the model without it
+    is already too slow)."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+    tpot = r.get("metric") == "tpot_ms"
+
+    def y(per_us: float) -> float:
+        with constants({**here, f"{rt.id}.decode_overhead_us_per_sequence_sync": per_us}):
+            p = predict_serving(dict(r))[0]
+        return p if tpot else 1 / p
+
+    target = float(r["measured"]) if tpot else 1 / float(r["measured"])
+    return _secant(y, target, 0.0, 50.0)
+
+
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -510,6 +560,10 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, None,
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6"),
+    Fit(Vllm, "decode_overhead_us_per_sequence_sync", _sync_loop, _implied_sync_per_sequence, 1, None,
+        "time per sequence per step of vLLM V1's synchronous engine loop (releases 0.8 to 0.13, no "
+        "--async-scheduling), from served TPOT and output-throughput records of those releases on NVIDIA "
+        "cards with at least 32 sequences in flight, the rest of the model in place"),
     Fit(SGLang, "decode_overhead_us_per_sequence_v0",
         _both(_is("aggregate_decode"), _generation(False)),
         _speed("implied_overhead_us_per_sequence"), 1, None,

@@ -859,6 +859,9 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
             older[f"{rt.id}.serial_gemm"] = 1.0  # decode GEMMs: bytes + FLOPs (core/speed.py Step.roofline_s)
     if rt is not None and rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from):
         older[f"{rt.id}.prefill_graph_tokens"] = 0.0  # every prompt step eager (core/serving.py eager_s)
+    if rt is not None and synchronous_loop(r, rt) and _stack(r) == "cuda":
+        older[f"{rt.id}.decode_overhead_us_per_sequence"] = value(
+            rt.id, "decode_overhead_us_per_sequence_sync", rt.decode_overhead_us_per_sequence_sync)
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
         older[f"{rt.id}.decode_overhead_us_per_layer"] = per
@@ -888,6 +891,30 @@ def measured_gemm_share(r: dict[str, Any]) -> float:
         return 1.0
     quant = default_quants().find(str(r.get("quant") or ""))
     return gpu.gemm_share_at(sp.precision_of(quant, gpu)) or gpu.gemm_share_at("fp8") or 1.0
+
+
+def _stack(r: dict[str, Any]) -> str:
+    """The software stack of a record's card (gpus stack: "cuda", "rocm", ...); "" for a card not in the
+    catalog."""
+    from ..catalog.gpus import default_gpus
+
+    g = default_gpus().find(str(r.get("gpu") or ""))
+    return g.stack if g is not None else ""
+
+
+def synchronous_loop(r: dict[str, Any], rt: RuntimeProfile) -> bool:
+    """Whether a record's engine ran the scheduler's CPU work between its GPU steps although a release before
+    it overlapped them: vLLM V1 (from prefill_first_before, 0.8) before async scheduling became its default
+    (async_scheduling_from, 0.14), unless the record states --async-scheduling (runtimes.toml
+    decode_overhead_us_per_sequence_sync). A record that states no version is taken as a current release."""
+    if not (rt.async_scheduling_from and rt.prefill_first_before):
+        return False
+    st = r.get("settings") or {}
+    if st.get("async_scheduling"):
+        return False
+    version = engine_version(r)
+    v1 = not older_release(version, rt.prefill_first_before)
+    return v1 and older_release(version, rt.async_scheduling_from)
 
 
 def tensorrt_engine(r: dict[str, Any]) -> bool:
