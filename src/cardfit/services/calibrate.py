@@ -449,6 +449,7 @@ def _implied_trt_per_sequence(r: Record) -> float | None:
 # it the step's fixed time (the weights, the per-layer time) hides a per-sequence term of tens of microseconds
 # (rule of thumb: 32 sequences x 60 us is about 2 ms, a tenth of such a step)
 SYNC_FIT_MIN_SEQUENCES = 32
+SYNC_FIT_PROBE_US = 100.0  # the second point of the line _implied_sync_per_sequence draws (the first: 0)
 
 
 def _sync_loop(r: Record) -> bool:
@@ -474,10 +475,13 @@ def _sync_loop(r: Record) -> bool:
 def _implied_sync_per_sequence(r: Record) -> float | None:
     """The time per sequence per step of the synchronous engine loop a record implies, the rest of the model
     in place (its KV pool, chunked prompts, roofline): TPOT and the time per output token are close to linear
-    in it, so a secant on two predictions, refined twice, solves for it (negative where the model without it
-    is already too slow)."""
+    in it (each decode step gains B x the value), so the line through two predictions, at 0 and 100 us,
+    solves for it (negative where the model without it is already too slow). Two predictions, not the
+    refined secant of the other fits: these records step bursts of up to 1,000 requests, and every
+    leave-one-source-out fold that moves a vLLM constant times them again."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
+    from ..errors import CardfitError
     from .deploy import predict_serving
 
     rt = default_runtimes().find(_rt(r))
@@ -492,7 +496,13 @@ def _implied_sync_per_sequence(r: Record) -> float | None:
         return p if tpot else 1 / p
 
     target = float(r["measured"]) if tpot else 1 / float(r["measured"])
-    return _secant(y, target, 0.0, 50.0)
+    try:
+        y0, y1 = y(0.0), y(SYNC_FIT_PROBE_US)
+    except CardfitError:
+        return None
+    if not abs(y1 - y0) > 1e-12 * abs(y0):
+        return None
+    return (target - y0) * SYNC_FIT_PROBE_US / (y1 - y0)
 
 
 def _overhead(r: Record) -> bool:
