@@ -363,6 +363,11 @@ HELD_LOO = {
     # fitted on Dennis Lee's 0.10.1.1 and aiconfigurator's 0.12.0 runs: Dennis Lee's records over 20 % unsafe
     # 20 -> 5, aiconfigurator's Qwen3-32B c128 TPOT -20 % -> +4 %; records over 20 % unsafe SERVING_OVER, none
     # moved to it
+    # -> SERVING_AFTER (median SERVING_HELD) with vLLM V1's synchronous engine loop (0.8-0.13, before
+    # async scheduling became the default in 0.14.0) charged 68.4 us per sequence per step on NVIDIA cards,
+    # fitted on Dennis Lee's 0.10.1.1 and aiconfigurator's 0.12.0 runs: Dennis Lee's records over 20 % unsafe
+    # 20 -> 5, aiconfigurator's Qwen3-32B c128 TPOT -20 % -> +4 %; records over 20 % unsafe SERVING_OVER, none
+    # moved to it
     "serving": (0.135, 0.5),
 }
 
