@@ -358,18 +358,12 @@ HELD_LOO = {
     # (core/speed.py Machine.serial_gemm; per-sequence time refit 28.2 -> 19.0 us): Azure H100 TensorRT-LLM
     # 9.2 % -> 7.8 %, H200 14.4 % -> 7.5 %, NVIDIA 0.15.0 12.6 % -> 8.5 %, NIM 6.7 % -> 5.9 %; Azure 405B
     # H100 output +31..+43 % -> about +10 %; none newly more than 20 % on the unsafe side
-    # -> SERVING_AFTER (median SERVING_HELD) with vLLM V1's synchronous engine loop (0.8-0.13, before
-    # -> SERVING_AFTER (median SERVING_HELD) with vLLM V1's synchronous engine loop (0.8-0.13, before
+    # -> 11.1 % / 48.2 % (median 0.135 -> 0.115) with vLLM V1's synchronous engine loop (0.8-0.13, before
     # async scheduling became the default in 0.14.0) charged 68.4 us per sequence per step on NVIDIA cards,
     # fitted on Dennis Lee's 0.10.1.1 and aiconfigurator's 0.12.0 runs: Dennis Lee's records over 20 % unsafe
-    # 20 -> 5, aiconfigurator's Qwen3-32B c128 TPOT -20 % -> +4 %; records over 20 % unsafe 107 -> 89, none
+    # 20 -> 5, aiconfigurator's Qwen3-32B c128 TPOT -20 % -> +4 %; records over 20 % unsafe 101 -> 83, none
     # moved to it
-    # -> SERVING_AFTER (median SERVING_HELD) with vLLM V1's synchronous engine loop (0.8-0.13, before
-    # async scheduling became the default in 0.14.0) charged 68.4 us per sequence per step on NVIDIA cards,
-    # fitted on Dennis Lee's 0.10.1.1 and aiconfigurator's 0.12.0 runs: Dennis Lee's records over 20 % unsafe
-    # 20 -> 5, aiconfigurator's Qwen3-32B c128 TPOT -20 % -> +4 %; records over 20 % unsafe SERVING_OVER, none
-    # moved to it
-    "serving": (0.135, 0.5),
+    "serving": (0.115, 0.5),
 }
 
 
