@@ -124,6 +124,26 @@ class RuntimeProfile:
     # share of the card's measured GEMM rate (gpus gemm_*_tflops) the engine's GEMMs reach in the steps of a
     # served load on a ROCm card (fitted: runtimes.toml); 0 = all of it
     rocm_gemm_share: float = 0.0
+    # Decode attention on ROCm: the engine's own paged-attention kernel reads each KV head once for the query
+    # heads it serves (the GQA group) up to this many tokens of context; past it the engine falls back to the
+    # generic paged_attention v1/v2 kernel, one thread block per query head, which reads the cache once per
+    # query head (core/speed.py Machine.kv_read_copies). 0 = no such fallback
+    rocm_paged_attention_max_context: int = 0
+    # the release from which that fallback no longer applies ("": every release)
+    rocm_paged_attention_before: str = ""
+    # V0 engines replay a decode graph only while the batch's longest sequence is at most this many tokens
+    # (vLLM max_seq_len_to_capture); a longer one runs the decode step eagerly (0: no such limit). It holds
+    # for records of the releases before prefill_graphs_from (the V0 engine)
+    decode_graph_max_context: int = 0
+    # the per-layer time of such an eager decode step (fitted: runtimes.toml); 0: decode_overhead_us_per_layer
+    decode_overhead_us_per_layer_eager_v0: float = 0.0
+    # the attention rate (TFLOPS per card) of the V0 engine's Triton prefix-prefill kernel on ROCm, which runs
+    # the attention of every prompt chunk when chunked prefill is on (fitted: runtimes.toml); 0 = none
+    prefix_prefill_tflops_rocm_v0: float = 0.0
+    # set only while a record of that engine is timed (services/deploy.py predict_serving): the attention rate
+    # of its prompt tokens, and the times each decoding sequence's cache is read (0: the card's own, once)
+    prompt_attention_tflops: float = 0.0
+    kv_read_copies: float = 0.0
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0

@@ -243,6 +243,11 @@ class Machine:
     # longer of the two: TensorRT engines on TensorRT-LLM's C++ executor (services/deploy.py
     # tensorrt_engine_v0), whose FP8 GEMMs at decode batch sizes run below both ceilings
     serial_gemm: bool = False
+    # times a decoding sequence's cache is read per step on a rank: 1 for kernels that read each KV head once
+    # for its whole group of query heads; the query heads per KV head on a rank for a kernel that runs one
+    # thread block per query head (the generic paged_attention v1/v2 kernel: vllm csrc/attention, grid
+    # (num_heads, num_seqs, partitions)), each reading the group's K and V for itself
+    kv_read_copies: float = 1.0
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -376,7 +381,7 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     tp = max(mc.tp, 1)
     dp = max(min(mc.attention_dp, tp), 1)
     # one rank's cache reads: its group's b / dp sequences, split (or not) over the group's tp / dp ranks
-    kv_card = b * load.kv_bytes * load.kv_per_card(tp // dp) / dp
+    kv_card = b * load.kv_bytes * load.kv_per_card(tp // dp) / dp * max(mc.kv_read_copies, 1.0)
     # data-parallel attention: a rank reads its group's share of the attention projections, not 1 / tp
     attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
@@ -743,7 +748,9 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
     if gpu.stack == "rocm" and k("rocm_gemm_share"):  # the engine's GEMMs on ROCm: a share of that best
         cap = (cap or efficiency) * k("rocm_gemm_share")
     compute = power_capped(efficiency, tflops, gpu.tdp_w, k("prefill_tflops_per_watt"), cap)
-    attention = gpu.attention_tflops or 0.0
+    # a record's engine whose prompt attention ran in a kernel of its own rate (services/deploy.py
+    # predict_serving sets it while it times that record; 0 otherwise): the card's measured rate otherwise
+    attention = k("prompt_attention_tflops") or gpu.attention_tflops or 0.0
     if not attention and precision == "fp4" and tflops:
         # no runtime runs attention in FP4 (its Q·K and P·V products stay BF16): a prompt's attention FLOPs
         # go at the card's BF16 rate with the same efficiency and measured cap
@@ -765,7 +772,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
                    expert_efficiency=k("expert_efficiency"),
                    overhead_s_per_moe_layer=k("moe_overhead_us_per_layer") * 1e-6,
                    **allreduce_fields(gpu),
-                   attention_tflops=attention, precision=precision)
+                   attention_tflops=attention, precision=precision,
+                   kv_read_copies=k("kv_read_copies") or 1.0)
 
 
 # NVIDIA GeForce cards publish their FP16/BF16 tensor rate with FP32 accumulation, which runs at half their

@@ -424,6 +424,87 @@ def _implied_rocm_gemm_share(r: Record) -> float | None:
     return min(1 / b, 1.0) if b is not None and b > 0 else None
 
 
+def _v0_decode_past_graphs(r: Record) -> bool:
+    """Served TPOT records of one request on a V0 engine whose decode context passes the longest one it
+    replays as a graph (runtimes.toml decode_graph_max_context: vLLM max_seq_len_to_capture): every decode
+    step of the run is eager, and no other request's prompt rides along."""
+    from ..catalog.runtimes import default_runtimes
+    from .deploy import engine_version, older_release
+
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "tpot_ms":
+        return False
+    rt = default_runtimes().find(_rt(r))
+    if rt is None or not rt.decode_graph_max_context or int(r.get("requests") or 0) != 1:
+        return False
+    if not (rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from)):
+        return False
+    context = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0) // 2
+    return context > rt.decode_graph_max_context
+
+
+def _implied_eager_decode(r: Record) -> float | None:
+    """The per-layer time of an eager decode step a record implies, the rest of the model in place: the
+    time per output token is linear in it, so a secant on two predictions solves for it."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+
+    def y(per_layer_us: float) -> float:
+        with constants({**here, f"{rt.id}.decode_overhead_us_per_layer_eager_v0": per_layer_us}):
+            return predict_serving(dict(r))[0]
+
+    x = _secant(y, float(r["measured"]), 1.0, 1000.0)
+    return x if x is not None and x > 1.0 else None
+
+
+def _rocm_v0_chunked_prompt(r: Record) -> bool:
+    """Served TTFT records of one prompt of several chunks on a V0 vLLM engine on a ROCm card with chunked
+    prefill on: the prompt's attention runs chunk after chunk in the Triton prefix-prefill kernel over the
+    context cached so far (services/deploy.py rocm_v0_kernels)."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.runtimes import default_runtimes
+    from .deploy import engine_version, older_release, record_schedule
+
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
+        return False
+    rt = default_runtimes().find(_rt(r))
+    g = default_gpus().find(str(r.get("gpu") or ""))
+    if rt is None or g is None or g.stack != "rocm" or int(r.get("requests") or 0) != 1:
+        return False
+    if not (rt.v0_chunked_prefill_above and rt.prefill_graphs_from
+            and older_release(engine_version(r), rt.prefill_graphs_from)):
+        return False
+    budget, first = record_schedule(r, rt)
+    return not first and bool(budget) and int(r.get("input_tokens") or 0) > budget
+
+
+def _implied_prefix_prefill_rate(r: Record) -> float | None:
+    """The attention rate (TFLOPS per card) a record's prompt implies, the rest of the model in place: the
+    prompt's time is close to linear in 1 / rate (its attention FLOPs over the rate), so a secant in
+    1 / rate on two predictions, refined twice, solves for it (at most 400 TFLOPS, above the cards'
+    measured FlashAttention rates)."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.constants import snapshot
+    from .deploy import predict_serving
+
+    rt = default_runtimes().find(_rt(r))
+    if rt is None:
+        return None
+    here = dict(snapshot())
+
+    def y(inverse: float) -> float:
+        with constants({**here, f"{rt.id}.prefix_prefill_tflops_rocm_v0": 1 / inverse}):
+            return predict_serving(dict(r))[0]
+
+    b = _secant(y, float(r["measured"]), 1 / 400, 1 / 10)
+    return 1 / b if b is not None and b > 1 / 400 else None
+
+
 def _trt_engine_v0(r: Record) -> bool:
     """Served output-throughput records of a TensorRT engine run by TensorRT-LLM's C++ executor (a stated
     release before 1.0, or NIM before 1.15: services/deploy.py tensorrt_engine_v0)."""
@@ -619,6 +700,15 @@ FITS: tuple[Fit, ...] = (
         "the steps of a served load on ROCm, from its offline-throughput records on MI300X (thousands of "
         "sequences a step: GEMM-bound), the rest of the model in place; TGI and SGLang on ROCm call the same "
         "PyTorch/hipBLASLt GEMMs and take it (TGI's own MI300X records, not fitted, test it)"),
+    Fit(Vllm, "decode_overhead_us_per_layer_eager_v0", _v0_decode_past_graphs, _implied_eager_decode, 1, None,
+        "per-layer time of a V0 decode step run eagerly because its context passes max_seq_len_to_capture, "
+        "from vLLM V0's served TPOT records of one request past it, the rest of the model in place (today "
+        "dstack's two 405B-on-MI300X CSVs: one server, two runs)"),
+    Fit(Vllm, "prefix_prefill_tflops_rocm_v0", _rocm_v0_chunked_prompt, _implied_prefix_prefill_rate, 2,
+        None,
+        "attention rate per card of vLLM V0's Triton prefix-prefill kernel on ROCm (chunked prefill on), "
+        "from its TTFT records of one prompt of several chunks on MI300X, the rest of the model in place "
+        "(today dstack's two 405B-on-MI300X CSVs: one server, two runs)"),
 )
 
 

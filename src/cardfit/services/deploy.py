@@ -862,6 +862,8 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if rt is not None and synchronous_loop(r, rt) and _stack(r) == "cuda":
         older[f"{rt.id}.decode_overhead_us_per_sequence"] = value(
             rt.id, "decode_overhead_us_per_sequence_sync", rt.decode_overhead_us_per_sequence_sync)
+    if rt is not None:
+        older.update(rocm_v0_kernels(r, rt))
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
         per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
         older[f"{rt.id}.decode_overhead_us_per_layer"] = per
@@ -915,6 +917,63 @@ def synchronous_loop(r: dict[str, Any], rt: RuntimeProfile) -> bool:
     version = engine_version(r)
     v1 = not older_release(version, rt.prefill_first_before)
     return v1 and older_release(version, rt.async_scheduling_from)
+
+
+def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
+    """The constants a record's engine takes from the kernels it ran, where they differ from the plan's:
+
+    - a V0 engine (before prefill_graphs_from) replays a decode graph only while the batch's longest
+      sequence is at most decode_graph_max_context tokens (vLLM max_seq_len_to_capture, default 8192:
+      vllm/worker/model_runner.py _use_captured_graph, "max_decode_seq_len <= self.runner.
+      max_seq_len_to_capture", v0.6.2-v0.6.3); past it every decode step runs eagerly, at that
+      generation's eager per-layer time (decode_overhead_us_per_layer_eager_v0, fitted);
+    - on ROCm, decode attention past rocm_paged_attention_max_context tokens runs the generic paged-attention
+      kernel, one thread block per query head, so each rank reads its KV head once per query head of the
+      group (kv_read_copies): vLLM V0's ROCm backend takes its own kernel only for "max_seq_len <= 32768"
+      (vllm/attention/backends/rocm_flash_attn.py _use_rocm_custom_paged_attention, v0.6.2-v0.6.3) and
+      falls back to PagedAttention.forward_decode (paged_attention_v1/v2) past it; TGI's ROCm layer has the
+      same rule (server/text_generation_server/layers/attention/rocm.py paged_attention, "max_s <= 32768")
+      and replays decode graphs captured at the longest sequence it serves (flash_causal_lm.py warmup:
+      "max_s = max_bt * BLOCK_SIZE", then cuda_graph_warmup(bs, max_s, max_bt)), so a server started with
+      max_total_tokens past the limit runs the fallback kernel for every decode of a graph-sized batch;
+    - vLLM V0 on ROCm with chunked prefill on runs the attention of every prompt chunk in its Triton
+      prefix-prefill kernel (PagedAttention.forward_prefix → context_attention_fwd: the ROCm flash-attention
+      kernel is "not getting called when chunked prefill is enabled", and the Triton kernel is "suboptimal",
+      https://github.com/vllm-project/vllm/pull/11146, which stopped turning chunked prefill on by default on
+      ROCm in Dec 2024): its prompt attention runs at that kernel's rate (prefix_prefill_tflops_rocm_v0,
+      fitted).
+
+    The context of a decode step is the prompt plus half the answer (the tokens in flight, as the step's
+    cache reads are sized)."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.models import default_models
+    from ..core.constants import value
+
+    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    m = default_models().find(str(r.get("model") or ""))
+    st = r.get("settings") or {}
+    out: dict[str, float] = {}
+    context = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0) // 2
+    v0 = bool(rt.prefill_graphs_from) and older_release(engine_version(r), rt.prefill_graphs_from)
+    if v0 and rt.decode_graph_max_context and context > rt.decode_graph_max_context:
+        field = "decode_overhead_us_per_layer_eager_v0"
+        eager = value(rt.id, field, rt.decode_overhead_us_per_layer_eager_v0)
+        if eager:
+            out[f"{rt.id}.decode_overhead_us_per_layer"] = eager
+    if gpu is None or gpu.stack != "rocm" or m is None:
+        return out
+    limit = rt.rocm_paged_attention_max_context
+    applies = not rt.rocm_paged_attention_before or older_release(engine_version(r),
+                                                                  rt.rocm_paged_attention_before)
+    graphs = int(st.get("max_total_tokens") or 0) if rt.graph_max_batch else 0  # TGI: graphs at its longest
+    if limit and applies and max(context, graphs) > limit and m.heads and m.kv_heads:
+        tp = int(st.get("tp") or r.get("gpus") or 1)
+        out[f"{rt.id}.kv_read_copies"] = min(m.heads / m.kv_heads, m.heads / max(tp, 1))
+    if v0 and rt.v0_chunked_prefill_above and not record_schedule(r, rt)[1]:
+        rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
+        if rate:
+            out[f"{rt.id}.prompt_attention_tflops"] = rate
+    return out
 
 
 def tensorrt_engine(r: dict[str, Any]) -> bool:
