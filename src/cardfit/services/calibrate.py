@@ -406,9 +406,9 @@ def _rocm_offline(r: Record) -> bool:
         return False
     if r.get("metric") != "output_tokens_per_s" or r.get("load") != "burst" or not r.get("fixed_lengths"):
         return False
-    from ..catalog.gpus import default_gpus
+    from .deploy import record_gpu
 
-    g = default_gpus().find(str(r.get("gpu") or ""))
+    g = record_gpu(r)
     return g is not None and g.stack == "rocm"
 
 
@@ -466,14 +466,13 @@ def _rocm_v0_chunked_prompt(r: Record) -> bool:
     """Served TTFT records of one prompt of several chunks on a V0 vLLM engine on a ROCm card with chunked
     prefill on: the prompt's attention runs chunk after chunk in the Triton prefix-prefill kernel over the
     context cached so far (services/deploy.py rocm_v0_kernels)."""
-    from ..catalog.gpus import default_gpus
     from ..catalog.runtimes import default_runtimes
-    from .deploy import engine_version, older_release, record_schedule
+    from .deploy import engine_version, older_release, record_gpu, record_schedule
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
         return False
     rt = default_runtimes().find(_rt(r))
-    g = default_gpus().find(str(r.get("gpu") or ""))
+    g = record_gpu(r)
     if rt is None or g is None or g.stack != "rocm" or int(r.get("requests") or 0) != 1:
         return False
     if not (rt.v0_chunked_prefill_above and rt.prefill_graphs_from
@@ -541,11 +540,10 @@ def _sync_loop(r: Record) -> bool:
         return False
     if r.get("metric") not in ("tpot_ms", "output_tokens_per_s"):
         return False
-    from ..catalog.gpus import default_gpus
     from ..catalog.runtimes import default_runtimes
-    from .deploy import synchronous_loop
+    from .deploy import record_gpu, synchronous_loop
 
-    rt, g = default_runtimes().find(_rt(r)), default_gpus().find(str(r.get("gpu") or ""))
+    rt, g = default_runtimes().find(_rt(r)), record_gpu(r)
     if rt is None or g is None or g.stack != "cuda" or not synchronous_loop(r, rt):
         return False
     st = r.get("settings") or {}

@@ -885,22 +885,26 @@ def measured_gemm_share(r: dict[str, Any]) -> float:
     of that rate: its kernels (Triton fused-MoE GEMMs over block-FP8 or 4-bit experts, the MLA prefill) run
     at the clock the card holds under tensor load, which on an MI300X is about 1.2 GHz of its 2.1 GHz boost
     (AMD ROCm blog 'Measuring Max-Achievable FLOPs - Part 2', data/gpus.toml), not at the datasheet's."""
-    from ..catalog.gpus import default_gpus
     from ..core import speed as sp
 
-    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    gpu = record_gpu(r)
     if gpu is None:
         return 1.0
     quant = default_quants().find(str(r.get("quant") or ""))
     return gpu.gemm_share_at(sp.precision_of(quant, gpu)) or gpu.gemm_share_at("fp8") or 1.0
 
 
+def record_gpu(r: dict[str, Any]) -> Gpu | None:
+    """The catalog card a validation record names (None for a card not in the catalog)."""
+    from ..catalog.gpus import default_gpus
+
+    return default_gpus().find(str(r.get("gpu") or ""))
+
+
 def _stack(r: dict[str, Any]) -> str:
     """The software stack of a record's card (gpus stack: "cuda", "rocm", ...); "" for a card not in the
     catalog."""
-    from ..catalog.gpus import default_gpus
-
-    g = default_gpus().find(str(r.get("gpu") or ""))
+    g = record_gpu(r)
     return g.stack if g is not None else ""
 
 
@@ -945,11 +949,10 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
 
     The context of a decode step is the prompt plus half the answer (the tokens in flight, as the step's
     cache reads are sized)."""
-    from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
     from ..core.constants import value
 
-    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    gpu = record_gpu(r)
     m = default_models().find(str(r.get("model") or ""))
     st = r.get("settings") or {}
     out: dict[str, float] = {}
