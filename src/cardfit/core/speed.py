@@ -717,8 +717,14 @@ def mla_moe_prefill_share_max(gpu: Gpu, precision: str) -> float:
     """The most of the dense peak a DeepSeek-V3-architecture prefill reaches on this card: the best published
     rate as a share of the card's measured GEMM rate at `precision` (at FP8 where that precision was not
     measured on its architecture); the share of the peak where the card's GEMMs were never measured."""
-    share = gpu.gemm_share_at(precision) or gpu.gemm_share_at("fp8")
+    share = measured_gemm_share(gpu, precision)
     return MLA_MOE_PREFILL_GEMM_SHARE_MAX * share if share else MLA_MOE_PREFILL_SHARE_MAX
+
+
+def measured_gemm_share(gpu: Gpu, precision: str) -> float:
+    """The share of its dense peak the card's vendor GEMMs were measured to reach at `precision`, at FP8
+    where that precision was not measured on its architecture (Hopper's BF16); 0 where nothing was."""
+    return gpu.gemm_share_at(precision) or gpu.gemm_share_at("fp8") or 0.0
 
 
 def mla_moe(m: ModelSpec) -> bool:

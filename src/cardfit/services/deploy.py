@@ -891,7 +891,7 @@ def measured_gemm_share(r: dict[str, Any]) -> float:
     if gpu is None:
         return 1.0
     quant = default_quants().find(str(r.get("quant") or ""))
-    return gpu.gemm_share_at(sp.precision_of(quant, gpu)) or gpu.gemm_share_at("fp8") or 1.0
+    return sp.measured_gemm_share(gpu, sp.precision_of(quant, gpu)) or 1.0
 
 
 def record_gpu(r: dict[str, Any]) -> Gpu | None:
