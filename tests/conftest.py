@@ -17,6 +17,14 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cardfit-test-cache-")
 
 
 @pytest.fixture(scope="session")
+def validation_report():
+    """`validate()` over the whole validation set, computed once per test run (it refits every fold)."""
+    from cardfit.services.validate import validate
+
+    return validate()
+
+
+@pytest.fixture(scope="session")
 def cli_home(tmp_path_factory) -> Path:
     """An empty home directory: no HF cache, no Ollama store, a private catalog cache."""
     return tmp_path_factory.mktemp("home")

@@ -10,7 +10,7 @@ import pytest
 
 from cardfit.core.constants import constants, value
 from cardfit.services.calibrate import FITS, fit, source_key, stored
-from cardfit.services.validate import all_records, validate
+from cardfit.services.validate import all_records
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +19,8 @@ def fitted():
 
 
 @pytest.fixture(scope="module")
-def report():
-    return validate()
+def report(validation_report):
+    return validation_report
 
 
 @pytest.mark.parametrize("f", FITS, ids=[f.key for f in FITS])

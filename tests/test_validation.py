@@ -11,7 +11,7 @@ from cardfit.catalog.models import default_models
 from cardfit.catalog.quants import default_quants
 from cardfit.core.gguf_mix import MixModel, fallback_table, moe8_bumps, tensor_type
 from cardfit.core.weights import weights
-from cardfit.services.validate import all_records, percentile, validate
+from cardfit.services.validate import all_records, percentile
 
 PUBLISHED = builtin("gguf_mixes.toml")["published"]
 
@@ -69,8 +69,8 @@ def test_percentile_is_linear_interpolation():
 
 
 @pytest.fixture(scope="module")
-def report():
-    return validate()
+def report(validation_report):
+    return validation_report
 
 
 def test_every_record_is_predicted_or_skipped_with_a_reason(report):
