@@ -140,6 +140,10 @@ class RuntimeProfile:
     # the attention rate (TFLOPS per card) of the V0 engine's Triton prefix-prefill kernel on ROCm, which runs
     # the attention of every prompt chunk when chunked prefill is on (fitted: runtimes.toml); 0 = none
     prefix_prefill_tflops_rocm_v0: float = 0.0
+    # records dated before this ("YYYY-MM") on a ROCm card ran every prompt's attention in a Triton prefill
+    # kernel of that same kind (SGLang before its AITER attention backend): prefix_prefill_tflops_rocm_v0;
+    # "" = none
+    rocm_triton_attention_before: str = ""
     # set only while a record of that engine is timed (services/deploy.py predict_serving): the attention rate
     # of its prompt tokens, and the times each decoding sequence's cache is read (0: the card's own, once)
     prompt_attention_tflops: float = 0.0

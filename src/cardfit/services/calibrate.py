@@ -703,7 +703,7 @@ FITS: tuple[Fit, ...] = (
         "from vLLM V0's served TPOT records of one request past it, the rest of the model in place (today "
         "dstack's two 405B-on-MI300X CSVs: one server, two runs)"),
     Fit(Vllm, "prefix_prefill_tflops_rocm_v0", _rocm_v0_chunked_prompt, _implied_prefix_prefill_rate, 2,
-        None,
+        VllmLike,
         "attention rate per card of vLLM V0's Triton prefix-prefill kernel on ROCm (chunked prefill on), "
         "from its TTFT records of one prompt of several chunks on MI300X, the rest of the model in place "
         "(today dstack's two 405B-on-MI300X CSVs: one server, two runs)"),

@@ -945,7 +945,13 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
       kernel is "not getting called when chunked prefill is enabled", and the Triton kernel is "suboptimal",
       https://github.com/vllm-project/vllm/pull/11146, which stopped turning chunked prefill on by default on
       ROCm in Dec 2024): its prompt attention runs at that kernel's rate (prefix_prefill_tflops_rocm_v0,
-      fitted).
+      fitted);
+    - SGLang on ROCm before its AITER attention backend (runtimes.toml rocm_triton_attention_before) runs
+      every prompt's attention in its Triton extend-attention kernel (sglang/srt/model_executor/
+      model_runner.py picks the "triton" backend for MLA models and where FlashInfer is missing, ROCm;
+      layers/attention/triton_ops/extend_attention.py, built on the same LightLLM-derived
+      context_attention_fwd tiling as vLLM's prefix-prefill kernel; sglang 0.4.2.post4 through 0.4.6): its
+      prompt attention runs at the rate fitted for vLLM V0's kernel on ROCm.
 
     The context of a decode step is the prompt plus half the answer (the tokens in flight, as the step's
     cache reads are sized)."""
@@ -972,7 +978,9 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
     if limit and applies and max(context, graphs) > limit and m.heads and m.kv_heads:
         tp = int(st.get("tp") or r.get("gpus") or 1)
         out[f"{rt.id}.kv_read_copies"] = min(m.heads / m.kv_heads, m.heads / max(tp, 1))
-    if v0 and rt.v0_chunked_prefill_above and not record_schedule(r, rt)[1]:
+    before = rt.rocm_triton_attention_before
+    triton = bool(before) and str(r.get("date") or "9999") < before
+    if triton or v0 and rt.v0_chunked_prefill_above and not record_schedule(r, rt)[1]:
         rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
         if rate:
             out[f"{rt.id}.prompt_attention_tflops"] = rate
