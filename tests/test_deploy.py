@@ -529,3 +529,31 @@ def test_aiconfigurator_vllm_runs_take_the_generators_step_budget():
     del default["settings"]["max_num_batched_tokens"]
     ran, engine_default = predict_serving(r)[0], predict_serving(default)[0]
     assert engine_default < 0.85 * r["measured"] and abs(ran / r["measured"] - 1) < 0.1
+
+
+def test_vllm_before_0_21_captures_its_graphs_outside_the_budget():
+    """vLLM profiles its CUDA-graph pool inside --gpu-memory-utilization only from 0.21 ('CUDA graph memory
+    profiling is enabled (default since v0.21.0)'); an older release captures its graphs after sizing the KV
+    cache, so its pool keeps those bytes. Dennis Lee's vLLM 0.10.1.1 at utilization 0.25 on an A100 logged
+    'GPU KV cache size: 93,872 tokens': the record's pool grows by the graph pool (0.36 GiB, 6,740 tokens of
+    Qwen2-7B at 57,344 bytes), towards the logged one; the same record read as 0.21 keeps cardfit's plan."""
+    import copy
+    import re
+
+    from cardfit.catalog.runtimes import default_runtimes, graphs_outside_budget
+    from cardfit.services.deploy import predict_serving
+    from cardfit.services.validate import all_records
+
+    rt = default_runtimes().get("vllm")
+    assert graphs_outside_budget(rt, (0, 10)) and not graphs_outside_budget(rt, (0, 21))
+    assert not graphs_outside_budget(default_runtimes().get("sglang"), (0, 1))
+    r = next(x for x in all_records() if x["id"] == "dennislee-qwen2-7b-a100-vllm-test4-n1000-1024x1024-tpot")
+    current = copy.deepcopy(r)
+    current["settings"]["version"] = "0.21.0"
+
+    def pool(x: dict) -> int:
+        return int(re.search(r"KV pool ([\d,]+) tokens", predict_serving(x)[1])[1].replace(",", ""))
+
+    grown = pool(r) - pool(current)
+    assert abs(grown - rt.cuda_graph_bytes / 57_344) < 100
+    assert pool(r) < 93_872

@@ -38,6 +38,9 @@ class RuntimeProfile:
     prefill_chunk: int = 0  # tokens prefilled at once by default (0: the whole prompt)
     max_num_seqs: int = 1  # sequences scheduled at once by default (vLLM 256): sizes sampler buffers
     cuda_graph_bytes: int = 0
+    # the engine release from which the CUDA-graph pool is profiled before the KV cache is sized, inside the
+    # memory budget (vLLM 0.21); a record of an older release captured its graphs after, outside it
+    cuda_graph_budget_from: str = ""
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
     # bytes live per (sequence x vocabulary entry) at the peak of the profile run's dummy sampler
     # (core/activations.py vllm_profile_bytes); 8 = fp32 logits + probabilities; _v0: vLLM's V0 engine
@@ -264,6 +267,15 @@ def _from_row(row: dict[str, Any]) -> RuntimeProfile:
 
 def runs_on(rt: RuntimeProfile, stack: str) -> bool:
     return not rt.stacks or stack in rt.stacks
+
+
+def graphs_outside_budget(rt: RuntimeProfile, version: tuple[int, int]) -> bool:
+    """Whether an engine release (major, minor) captured its CUDA graphs after sizing the KV cache, outside
+    its memory budget: one before the runtime's cuda_graph_budget_from (vLLM before 0.21)."""
+    if not rt.cuda_graph_budget_from:
+        return False
+    major, minor = rt.cuda_graph_budget_from.split(".")[:2]
+    return version < (int(major), int(minor))
 
 
 def on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:

@@ -18,7 +18,7 @@ from typing import Any
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
+from ..catalog.runtimes import RuntimeProfile, default_runtimes, graphs_outside_budget, servers
 from ..core import cost
 from ..core import fit as fitting
 from ..core import serving as sv
@@ -1041,8 +1041,10 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # ones its prediction reads: validation refits them without each source)
     # the share of the card the record's engine was given (vLLM --gpu-memory-utilization): its KV pool
     util = float(st.get("gpu_memory_utilization") or 0.0)
+    # an engine that captured its CUDA graphs after sizing its KV cache left their bytes to the pool
+    graphs = not graphs_outside_budget(rt, engine_version(r))
     res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(rt.id), budget, rt.max_num_seqs if v0 else 0, util,
-                      attention_dp(st, tp))
+                      attention_dp(st, tp), graphs)
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
@@ -1187,11 +1189,13 @@ def attention_dp(settings: dict[str, Any], tp: int) -> int:
 @lru_cache(maxsize=256)
 def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
-           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1) -> tuple[Result, str]:
+           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
+           graphs: bool = True) -> tuple[Result, str]:
     """One replica of the record's deployment, timed by deploy's model: memory sized on the record's cards
     with the engine's own step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the
     card (`utilization`, vLLM's gpu_memory_utilization) where the record's engine differs from the runtime's
-    current defaults (0: those)."""
+    current defaults (0: those); `graphs` False: its CUDA graphs were captured outside its memory budget
+    (catalog/runtimes.py graphs_outside_budget), so none of the budget is set aside for them."""
     from .plan import build_context, engine_defaults, memory_for
 
     check(inp)
@@ -1202,6 +1206,8 @@ def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
                                                  max_num_seqs=engine_seqs or None,
                                                  gpu_memory_utilization=utilization or None)))
+    if not graphs and s.ctx.runtime.cuda_graph_bytes:
+        s = replace(s, ctx=replace(s.ctx, runtime=replace(s.ctx.runtime, cuda_graph_bytes=0)))
     ctx, m = s.ctx, s.ctx.model
     gpu = ctx.gpus.get(gpu_name)
     s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the record's card, as the search does

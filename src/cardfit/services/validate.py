@@ -18,7 +18,7 @@ from ..catalog.loader import builtin
 from ..catalog.models import ModelSpec, default_models
 from ..catalog.quants import GgufMix, Quant, default_quants
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..catalog.runtimes import RuntimeProfile, default_runtimes, graphs_outside_budget
 from ..core import activations, kv
 from ..core.constants import value
 from ..core.memory import MemorySettings, padded_context
@@ -349,7 +349,8 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
         else rt.sampler_bytes_per_logit
     if s.get("rank") == "worker":
         per_logit = 0  # V0: a tensor-parallel worker other than the driver never samples (the log is its own)
-    graphs = rt.cuda_graph_bytes if _vllm_version(r) >= (0, 21) and not s.get("enforce_eager") else 0
+    eager = s.get("enforce_eager") or graphs_outside_budget(rt, _vllm_version(r))
+    graphs = 0 if eager else rt.cuda_graph_bytes
     # the record's engine: its max_num_seqs replaces the by-card serve defaults
     profile = replace(rt, max_num_seqs=seqs, max_num_seqs_big_card=0, max_num_seqs_other=0,
                       cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
