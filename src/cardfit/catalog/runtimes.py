@@ -161,6 +161,10 @@ class RuntimeProfile:
     # fixed time per MoE layer per decode step on top of decode_overhead_us_per_layer (router GEMM, top-k,
     # token permute / unpermute, the grouped-GEMM launches; fitted: runtimes.toml)
     moe_overhead_us_per_layer: float = 0.0
+    # share of the prompt GEMM rate the routed experts' GEMMs reach when they hold MXFP4 weights on a card
+    # without FP4 tensor cores (BF16 activations, the weights unpacked inside the MoE kernel:
+    # services/served.py machine); 0 = the dense GEMMs' rate (fitted: runtimes.toml)
+    mxfp4_expert_prefill_share: float = 0.0
     # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
     # (services/speed.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
     decode_overhead_us_per_layer_mla_v0: float = 0.0

@@ -248,6 +248,9 @@ class Machine:
     # thread block per query head (the generic paged_attention v1/v2 kernel: vllm csrc/attention, grid
     # (num_heads, num_seqs, partitions)), each reading the group's K and V for itself
     kv_read_copies: float = 1.0
+    # share of the prompt GEMM rate (tflops × compute_efficiency) the routed experts' GEMMs reach where their
+    # kernel differs from the dense GEMMs' (expert_prefill_flops); 0 = the same rate
+    expert_prefill_share: float = 0.0
 
     @property
     def read_bytes_per_s(self) -> float:
@@ -341,12 +344,28 @@ def prefill_flops(m: ModelSpec, context: int, mc: Machine) -> float:
     share weighted by how much slower than the GEMMs the card's measured attention kernel runs (an MI300X
     reaches 708 TFLOPS in BF16 GEMMs and 328.6 in FlashAttention-2, data/gpus.toml), so a step that divides
     its FLOPs by the GEMM rate times them right."""
-    total = decode_flops_per_token(m, context)
+    slower = expert_prefill_flops(m, mc)
+    total = decode_flops_per_token(m, context) + slower
     gemm_rate = (mc.tflops or 0.0) * mc.compute_efficiency
     if not (mc.attention_tflops and gemm_rate > mc.attention_tflops):
         return total
-    gemm = 2 * m.active
+    gemm = 2 * m.active + slower
     return gemm + (total - gemm) * gemm_rate / mc.attention_tflops
+
+
+def expert_prefill_flops(m: ModelSpec, mc: Machine) -> float:
+    """What a prompt token's routed-expert GEMMs cost beyond their FLOPs at the prompt GEMM rate, where they
+    reach only Machine.expert_prefill_share of it: 2 × the expert parameters a token goes through ×
+    (1 / share − 1), so that a step dividing its FLOPs by the GEMM rate times them at their own rate; 0 where
+    the share is not set or the model's shapes are not known."""
+    share = mc.expert_prefill_share
+    if not 0 < share < 1:
+        return 0.0
+    from .tensors import expert_active_params, has_shapes
+
+    if not has_shapes(m):
+        return 0.0
+    return 2 * expert_active_params(m) * (1 / share - 1)
 
 
 def prefill_attention_flops(m: ModelSpec, context: int, mc: Machine) -> float:
@@ -356,7 +375,8 @@ def prefill_attention_flops(m: ModelSpec, context: int, mc: Machine) -> float:
 
     if not has_shapes(m):
         return 0.0
-    return 2 * attention_params(m) + prefill_flops(m, context, mc) - 2 * m.active
+    gemm = 2 * m.active + expert_prefill_flops(m, mc)  # what prefill_flops counts at the GEMM rate
+    return 2 * attention_params(m) + prefill_flops(m, context, mc) - gemm
 
 
 def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:

@@ -153,6 +153,15 @@ def active_shape_params(m: ModelSpec) -> int:
     return total
 
 
+def expert_active_params(m: ModelSpec) -> int:
+    """Routed-expert parameters one token goes through (experts_active of the experts of every MoE layer;
+    requires has_shapes); 0 for a dense model."""
+    if not (m.is_moe and m.experts):
+        return 0
+    routed = sum(g.n_params for g in tensor_groups(m) if g.kind.endswith("_exps"))
+    return routed * m.experts_active // m.experts
+
+
 # Architectures whose checkpoints store fused projections, kept fused by llama.cpp's convert_hf_to_gguf.py:
 # Phi-3/Phi-4 ship qkv_proj and gate_up_proj (GGUF attn_qkv, and ffn_up with 2 × n_ff rows, no ffn_gate).
 _FUSED_QKV_GATE_UP = frozenset({"phi3"})

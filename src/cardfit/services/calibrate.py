@@ -378,6 +378,34 @@ def _secant(y: Callable[[float], float], target: float, a: float, b: float) -> f
     return b
 
 
+def _mxfp4_unpacked_ttft(r: Record) -> bool:
+    """Served TTFT records of an MoE model with MXFP4 experts on a card without FP4 tensor cores, where the
+    engine unpacks the expert weights inside its BF16 MoE GEMMs (services/served.py
+    mxfp4_experts_unpacked)."""
+    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
+        return False
+    from ..catalog.models import default_models
+    from ..catalog.quants import default_quants
+    from .deploy import record_gpu
+    from .served import mxfp4_experts_unpacked
+
+    g, m = record_gpu(r), default_models().find(str(r.get("model") or ""))
+    q = default_quants().find(str(r.get("quant") or ""))
+    return m is not None and g is not None and mxfp4_experts_unpacked(q, m, g)
+
+
+def _implied_mxfp4_expert_share(r: Record) -> float | None:
+    """The share of the prompt GEMM rate the MXFP4 experts' GEMMs reach that a TTFT record implies, the rest
+    of the model in place: a prompt's time is close to linear in 1 / share (the experts' FLOPs over their
+    rate), so a secant in 1 / share on two predictions, refined twice, solves for it (at most 1: the share
+    only slows the experts down)."""
+    served = _predicted_with(r, "mxfp4_expert_prefill_share")
+    if served is None:
+        return None
+    b = _secant(lambda inverse: served(1 / inverse), float(r["measured"]), 1.0, 4.0)
+    return min(1 / b, 1.0) if b is not None and b > 0 else None
+
+
 def _mla_v0_ttft(r: Record) -> bool:
     """Served TTFT records of an MLA + MoE model on an engine before mid-2025 (services/speed.py mla_v0)."""
     from .speed import mla_v0
@@ -683,6 +711,10 @@ FITS: tuple[Fit, ...] = (
         "fixed time per MoE layer per decode step beyond the dense per-layer time, from MoE decode and "
         "served TPOT / median ITL records of engines from mid-2025 on whose step touches at most half the "
         "routed experts, the rest of the model in place"),
+    Fit(Vllm, "mxfp4_expert_prefill_share", _mxfp4_unpacked_ttft, _implied_mxfp4_expert_share, 3, None,
+        "share of the prompt GEMM rate the routed experts' GEMMs reach with MXFP4 weights on a card without "
+        "FP4 tensor cores (BF16 activations, FP4 weights unpacked inside the MoE kernel), from vLLM's served "
+        "TTFT records of gpt-oss on Hopper, the rest of the model in place"),
     Fit(Vllm, "prefill_efficiency_mla_v0", _mla_v0_ttft, _implied_mla_v0_prefill, 3, VllmLike,
         "share of the card's measured GEMM rate (gpus gemm_*_tflops) the prefill of an MLA + MoE model "
         "(DeepSeek-V3/R1) reached on the engines before mid-2025, from vLLM's served TTFT records of it, the "

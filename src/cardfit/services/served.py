@@ -89,7 +89,19 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
         cap = sp.mla_moe_prefill_share_max(gpu, mc.precision)
         if mc.compute_efficiency > cap:
             mc = replace(mc, compute_efficiency=cap)
+    if mxfp4_experts_unpacked(ctx.quant, ctx.model, gpu):
+        mc = replace(mc, expert_prefill_share=value(rt.id, "mxfp4_expert_prefill_share",
+                                                    rt.mxfp4_expert_prefill_share))
     return mc
+
+
+def mxfp4_experts_unpacked(quant: Any, model: Any, gpu: Gpu) -> bool:
+    """Whether the plan's routed experts hold MXFP4 weights on a card without FP4 tensor cores, where the
+    engines run them as BF16 x FP4 GEMMs that unpack every weight tile inside the MoE kernel (vLLM on Hopper:
+    OpenAI's triton_kernels matmul_ogs or Marlin, runtimes.toml mxfp4_expert_prefill_share); on a card with
+    FP4 tensor cores they run native block-scaled kernels (Blackwell: FlashInfer's TensorRT-LLM MoE)."""
+    return (getattr(quant, "id", "") == "mxfp4" and bool(model.is_moe) and gpu.vendor == "nvidia"
+            and not gpu.tflops("fp4"))
 
 
 def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, seqs: int,
