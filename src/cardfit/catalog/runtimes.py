@@ -154,6 +154,8 @@ class RuntimeProfile:
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0
+    # a burst's first request is prefilled alone (core/serving.py Replica.burst_first_alone)
+    burst_first_alone: bool = False
     # ALU operations per weight the decode kernels spend unpacking low-bit types (core/speed.py low_bit)
     dequant_ops_per_weight: float = 0.0
     # share of the bandwidth routed-expert kernels stream (0 = decode_efficiency; fitted: runtimes.toml)

@@ -42,6 +42,9 @@ from ..catalog.records import record
 from .speed import Load, Machine, link_seconds, step
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
+# how much later than the first the rest of a burst reaches a router that prefills its first request alone
+# (any time shorter than a step: only the order matters)
+BURST_LAG_S = 1e-6
 
 
 @record(slots=True)
@@ -78,6 +81,9 @@ class Replica:
     kv_block: int = 16
     kv_seqs: int = 0
     prefix_cache: bool = False
+    # a burst's first request is prefilled alone: the router starts a prompt step as soon as one request is
+    # queued, while the rest of the burst is still being validated (TGI: runtimes.toml burst_first_alone)
+    burst_first_alone: bool = False
 
 
 @record(slots=True)
@@ -441,6 +447,8 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
         return timed[key]
 
     arrival = [0.0] * c  # per request, in the order sent
+    if r.burst_first_alone and c > 1:  # the others are queued just after the first one's step started
+        arrival[1:] = [BURST_LAG_S] * (c - 1)
     queue: deque[list[Any]] = deque([k, float(i)] for k in range(c))  # [request, tokens to compute], FCFS
     started: list[list[Any]] = []  # admitted prompts part-prefilled (they hold a slot), in admission order
     # decoding requests: the decode step (of `clock`, the steps in which the running requests decode) at

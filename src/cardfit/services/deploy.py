@@ -1035,8 +1035,10 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     budget, first = record_schedule(r, rt)
     if st.get("trtllm_bench_dataset") and not (cap and budget):
         cap, budget = trtllm_bench_limits(r, tp, pp)
-    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and the 256-sequence default
-    v0 = first and bool(rt.prefill_first_before)
+    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
+    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
+    # v0.6.3); V1's default on a big card is 1,024
+    v0 = bool(rt.prefill_first_before) and older_release(engine_version(r), rt.prefill_first_before)
     # the TTFT, TPOT and throughput records of a run share one timing (per set of the runtime's constants, the
     # ones its prediction reads: validation refits them without each source)
     # the share of the card the record's engine was given (vLLM --gpu-memory-utilization): its KV pool
@@ -1116,7 +1118,8 @@ def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
 def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     """(tokens a step may carry, whether waiting prompts run before the decodes) as the record's engine ran:
     the budget the record states (max_num_batched_tokens, TensorRT-LLM max_num_tokens, SGLang
-    chunked_prefill_size), else the engine's default; 0 = the runtime's default on the card.
+    chunked_prefill_size, TGI max_batch_prefill_tokens), else the engine's default; 0 = the runtime's default
+    on the card.
 
     vLLM's V0 engine (before 0.8, services/validate.py _vllm_batched_tokens) schedules waiting prompts first
     with a budget of max(max_model_len, 2048) tokens, unless it turns chunked prefill on (max_model_len above
@@ -1125,7 +1128,8 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     VllmConfig.__post_init__, v0.7.1-v0.7.3: 'MLA is enabled; forcing chunked prefill and prefix caching to
     be disabled', logged by vLLM 0.7.3 in https://github.com/vllm-project/vllm-ascend/issues/348)."""
     st = r.get("settings") or {}
-    given = st.get("max_num_batched_tokens") or st.get("max_num_tokens") or st.get("chunked_prefill_size")
+    given = (st.get("max_num_batched_tokens") or st.get("max_num_tokens") or st.get("chunked_prefill_size")
+             or st.get("max_batch_prefill_tokens"))
     first = prefill_first(rt, st.get("version"))
     if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
         return int(given or 0), first
