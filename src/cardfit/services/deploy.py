@@ -1035,6 +1035,7 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     budget, first = record_schedule(r, rt)
     if st.get("trtllm_bench_dataset") and not (cap and budget):
         cap, budget = trtllm_bench_limits(r, tp, pp)
+    step = prefill_batch_tokens(r, rt, budget)
     # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
     # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
     # v0.6.3); V1's default on a big card is 1,024
@@ -1046,7 +1047,7 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # an engine that captured its CUDA graphs after sizing its KV cache left their bytes to the pool
     graphs = not graphs_outside_budget(rt, engine_version(r))
     res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(rt.id), budget, rt.max_num_seqs if v0 else 0, util,
-                      attention_dp(st, tp), graphs)
+                      attention_dp(st, tp), graphs, step)
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
@@ -1144,6 +1145,21 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     return int(given or budget), not chunked
 
 
+def prefill_batch_tokens(r: dict[str, Any], rt: RuntimeProfile, budget: int) -> int:
+    """Tokens a prompt step may carry where the record's engine capped its prefill batch below its chunk
+    (SGLang --max-prefill-tokens, settings max_prefill_tokens: schedule_policy.py PrefillAdder stops adding
+    prompts once their input tokens pass it, the first one excepted), else 0 (the step budget). The chunk,
+    and so the memory the engine reserves for it, stays the record's or the card's default."""
+    cap = int((r.get("settings") or {}).get("max_prefill_tokens") or 0)
+    if not cap:
+        return 0
+    from ..runtimes import adapter
+
+    gpu = record_gpu(r)
+    chunk = budget or (adapter(rt).serve_batched_tokens(gpu) if gpu is not None else rt.prefill_chunk)
+    return min(int(chunk), cap)
+
+
 def engine_version(r: dict[str, Any]) -> tuple[int, int]:
     from .speed import engine_version as stated
 
@@ -1194,12 +1210,14 @@ def attention_dp(settings: dict[str, Any], tp: int) -> int:
 def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
            engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
-           graphs: bool = True) -> tuple[Result, str]:
+           graphs: bool = True, step_tokens: int = 0) -> tuple[Result, str]:
     """One replica of the record's deployment, timed by deploy's model: memory sized on the record's cards
     with the engine's own step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the
     card (`utilization`, vLLM's gpu_memory_utilization) where the record's engine differs from the runtime's
     current defaults (0: those); `graphs` False: its CUDA graphs were captured outside its memory budget
-    (catalog/runtimes.py graphs_outside_budget), so none of the budget is set aside for them."""
+    (catalog/runtimes.py graphs_outside_budget), so none of the budget is set aside for them; `step_tokens`:
+    the tokens a step carries where the engine caps its prompt batches below the chunk its memory was sized
+    for (prefill_batch_tokens; 0: the chunk)."""
     from .plan import build_context, engine_defaults, memory_for
 
     check(inp)
@@ -1227,7 +1245,7 @@ def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, None,
-                  pooled[1] if pooled else 0, 0, inp, chunk_tokens, dp)
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp)
     res = evaluate(inp, c, 1, targets(inp))
     held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
     how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
