@@ -143,10 +143,12 @@ class RuntimeProfile:
     # the attention rate (TFLOPS per card) of the V0 engine's Triton prefix-prefill kernel on ROCm, which runs
     # the attention of every prompt chunk when chunked prefill is on (fitted: runtimes.toml); 0 = none
     prefix_prefill_tflops_rocm_v0: float = 0.0
-    # records dated before this ("YYYY-MM") on a ROCm card ran every prompt's attention in a Triton prefill
-    # kernel of that same kind (SGLang before its AITER attention backend): prefix_prefill_tflops_rocm_v0;
-    # "" = none
-    rocm_triton_attention_before: str = ""
+    # records dated before this ("YYYY-MM") ran their prompts' attention in the engine's Triton prefill kernel
+    # (SGLang: every model on ROCm, at prefix_prefill_tflops_rocm_v0; MLA models on Hopper, at
+    # triton_mla_prefill_tflops_hopper): services/deploy.py rocm_v0_kernels; "" = none
+    triton_attention_before: str = ""
+    # that kernel's attention rate per card for an MLA model's prompt (128 heads, 192-dim Q·K) on Hopper
+    triton_mla_prefill_tflops_hopper: float = 0.0
     # set only while a record of that engine is timed (services/deploy.py predict_serving): the attention rate
     # of its prompt tokens, and the times each decoding sequence's cache is read (0: the card's own, once)
     prompt_attention_tflops: float = 0.0

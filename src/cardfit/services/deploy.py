@@ -946,12 +946,14 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
       https://github.com/vllm-project/vllm/pull/11146, which stopped turning chunked prefill on by default on
       ROCm in Dec 2024): its prompt attention runs at that kernel's rate (prefix_prefill_tflops_rocm_v0,
       fitted);
-    - SGLang on ROCm before its AITER attention backend (runtimes.toml rocm_triton_attention_before) runs
-      every prompt's attention in its Triton extend-attention kernel (sglang/srt/model_executor/
-      model_runner.py picks the "triton" backend for MLA models and where FlashInfer is missing, ROCm;
-      layers/attention/triton_ops/extend_attention.py, built on the same LightLLM-derived
-      context_attention_fwd tiling as vLLM's prefix-prefill kernel; sglang 0.4.2.post4 through 0.4.6): its
-      prompt attention runs at the rate fitted for vLLM V0's kernel on ROCm.
+    - SGLang before mid-2025 (runtimes.toml triton_attention_before) ran prompt attention in its Triton
+      extend-attention kernel (layers/attention/triton_ops/extend_attention.py, built on the same
+      LightLLM-derived context_attention_fwd tiling as vLLM's prefix-prefill kernel) for MLA models on
+      NVIDIA cards (sglang/srt/model_executor/model_runner.py: "MLA optimization is turned on. Use triton
+      backend", 0.4.2-0.4.5; 0.4.6 picks FA3 on Hopper) and for every model on ROCm, where FlashInfer is
+      missing (0.4.2.post4 through 0.4.6): on ROCm at the rate fitted for vLLM V0's kernel there, on Hopper at
+      the rate SGLang's own Triton-vs-FlashInfer MLA run implies (runtimes.toml
+      triton_mla_prefill_tflops_hopper).
 
     The context of a decode step is the prompt plus half the answer (the tokens in flight, as the step's
     cache reads are sized)."""
@@ -969,6 +971,16 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
         eager = value(rt.id, field, rt.decode_overhead_us_per_layer_eager_v0)
         if eager:
             out[f"{rt.id}.decode_overhead_us_per_layer"] = eager
+    before = rt.triton_attention_before
+    if before and gpu is not None and m is not None and str(r.get("date") or "9999") < before:
+        if gpu.stack == "rocm":
+            rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
+        elif gpu.arch == "hopper" and m.attention == "mla":
+            rate = rt.triton_mla_prefill_tflops_hopper
+        else:
+            rate = 0.0
+        if rate:
+            out[f"{rt.id}.prompt_attention_tflops"] = rate
     if gpu is None or gpu.stack != "rocm" or m is None:
         return out
     limit = rt.rocm_paged_attention_max_context
@@ -978,9 +990,7 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
     if limit and applies and max(context, graphs) > limit and m.heads and m.kv_heads:
         tp = int(st.get("tp") or r.get("gpus") or 1)
         out[f"{rt.id}.kv_read_copies"] = min(m.heads / m.kv_heads, m.heads / max(tp, 1))
-    before = rt.rocm_triton_attention_before
-    triton = bool(before) and str(r.get("date") or "9999") < before
-    if triton or v0 and rt.v0_chunked_prefill_above and not record_schedule(r, rt)[1]:
+    if v0 and rt.v0_chunked_prefill_above and not record_schedule(r, rt)[1]:
         rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
         if rate:
             out[f"{rt.id}.prompt_attention_tflops"] = rate
