@@ -227,3 +227,26 @@ def test_text_only_load_leaves_the_vision_tower_off_the_card(report):
     in its separate mmproj file; counting the tower would over-predict by 2.5 %."""
     o = next(o for o in report.outcomes if o.id == "ikllama-d334-gemma3-27b-qat-q4km-a6000-buffers")
     assert o.error is not None and abs(o.error) < 0.005, o
+
+
+def test_readme_accuracy_table_and_records_per_source_are_current(validation_report):
+    """Issue 12: the README shows both error columns and the records each source gives each kind, as
+    `python scripts/accuracy_table.py --readme` writes them from `cardfit validate` (rerun it when this
+    fails)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("accuracy_table", root / "scripts" / "accuracy_table.py")
+    assert spec and spec.loader
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    table = "\n".join(script.table(validation_report))
+    block = "\n".join(script.per_source(validation_report))
+    assert table in readme
+    assert block in readme
+    assert "out of sample: median" in table and "in sample: median" in table
+    for kind, k in validation_report.kinds.items():
+        if k.n:
+            assert f"- **{kind}**: " in block, kind
