@@ -277,13 +277,18 @@ def runs_on(rt: RuntimeProfile, stack: str) -> bool:
     return not rt.stacks or stack in rt.stacks
 
 
+def older_release(version: tuple[int, int], release: str) -> bool:
+    """Whether an engine (major, minor) came before `release` ("0.8"); a release not understood: False."""
+    import re
+
+    want = re.match(r"(\d+)\.(\d+)", release)
+    return bool(want) and version < (int(want[1]), int(want[2]))
+
+
 def graphs_outside_budget(rt: RuntimeProfile, version: tuple[int, int]) -> bool:
     """Whether an engine release (major, minor) captured its CUDA graphs after sizing the KV cache, outside
     its memory budget: one before the runtime's cuda_graph_budget_from (vLLM before 0.21)."""
-    if not rt.cuda_graph_budget_from:
-        return False
-    major, minor = rt.cuda_graph_budget_from.split(".")[:2]
-    return version < (int(major), int(minor))
+    return older_release(version, rt.cuda_graph_budget_from)
 
 
 def on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:

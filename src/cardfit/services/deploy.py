@@ -18,7 +18,7 @@ from typing import Any
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes, graphs_outside_budget, servers
+from ..catalog.runtimes import RuntimeProfile, default_runtimes, graphs_outside_budget, older_release, servers
 from ..core import cost
 from ..core import fit as fitting
 from ..core import serving as sv
@@ -1187,14 +1187,6 @@ def prefill_first(rt: RuntimeProfile, version: Any = None) -> bool:
         if have:
             return older_release((int(have[1]), int(have[2])), rt.prefill_first_before)
     return False
-
-
-def older_release(version: tuple[int, int], release: str) -> bool:
-    """Whether an engine (major, minor) came before `release` ("0.8"); a release not understood: False."""
-    import re
-
-    want = re.match(r"(\d+)\.(\d+)", release)
-    return bool(want) and version < (int(want[1]), int(want[2]))
 
 
 @lru_cache(maxsize=2048)
