@@ -196,7 +196,7 @@ def chunk_tokens(r: Replica, w: Workload, batch: float) -> float:
     return w.input_tokens / math.ceil(w.input_tokens / free_tokens(r, batch))
 
 
-def tpot_s(r: Replica, w: Workload, batch: float) -> float:
+def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
     """Steady state: B decodes per step plus the prompts of the requests that replace finished ones, B × I / O
     prompt tokens a step on average. A prompt is scheduled whole (in chunks of what the budget leaves beside
     the decodes), not spread thinly over every step: a share B × I / O ÷ chunk of the steps carries a chunk
@@ -208,9 +208,14 @@ def tpot_s(r: Replica, w: Workload, batch: float) -> float:
     request, every step the request decodes in, those that carried another request's prompt too. Timed on
     the GPU alone: the eager launch time of a step carrying a chunk (eager_s) is not charged here; charging
     it is not borne out by the served TPOT records (the routed-expert share fitted on them would rise above
-    the dense GEMV's)."""
+    the dense GEMV's).
+
+    `others`: the share of the prompt traffic that comes from other requests than the decoding ones. Open
+    arrivals are independent of the requests in service (1). In a closed loop of m users a request's own
+    prompt never rides along with its own decode steps: only the other m - 1 users' prompts do, (m - 1) / m
+    of the traffic (one user: none, its prompt and its answer alternate)."""
     b = max(batch, 1.0)
-    prompt = b * w.input_tokens / max(w.output_tokens, 1)
+    prompt = others * b * w.input_tokens / max(w.output_tokens, 1)
     if prompt <= 0:
         return step_s(r, b, 0.0)
     chunk = chunk_tokens(r, w, b)
@@ -233,7 +238,10 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
 
 
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:
-    """One prompt of I tokens, in chunks of what the step budget leaves beside B decodes."""
+    """One prompt of I tokens, in chunks of what the step budget leaves beside B decodes (no prompt: its
+    first token is a decode step)."""
+    if w.input_tokens <= 0:
+        return step_s(r, max(batch, 1.0), 0.0)
     free = free_tokens(r, batch)
     chunks = math.ceil(w.input_tokens / free)
     last = w.input_tokens - (chunks - 1) * free
@@ -296,12 +304,7 @@ def serve(r: Replica, w: Workload) -> Served:
     o = max(w.output_tokens, 1)
     cap = max(r.max_seqs, 1)
     if w.users is not None:
-        n = max(w.users, 0.0)
-        b = min(n, cap)
-        service = prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)
-        lam = b / service if service else 0.0
-        queued = max(n - cap, 0.0) * service / cap
-        return _finish(r, w, b, lam, (queued, queued))
+        return closed_loop(r, w, max(w.users, 0.0))
     lam = w.requests_per_s or 0.0
 
     def excess(b: float) -> float:  # Little's law: sequences in service = arrivals × time in service
@@ -315,6 +318,83 @@ def serve(r: Replica, w: Workload) -> Served:
     service = prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)
     slot = wait_s(cap, lam, service, w.output_cv2)
     return _finish(r, w, b, lam, slot)
+
+
+# Schweitzer's approximate mean-value analysis: fixed-point sweeps of the closed system (users, the prompt
+# budget, the decode steps) until the mean decoding batch moves less than this share
+CLOSED_LOOP_TOL = 1e-4
+CLOSED_LOOP_SWEEPS = 60
+
+
+def closed_loop(r: Replica, w: Workload, users: float) -> Served:
+    """`users` clients, each sending its next request when the previous answer ends (`vllm bench serve
+    --max-concurrency`), in steady state. A closed system, not an open queue: a user never waits behind
+    itself, and more users than the replica serves at once make the cycle longer, never an infinite queue.
+
+    m = min(users, slots) requests hold a slot; each cycles through the prompt budget (a queue: a prompt
+    waits for the prompts before it, then takes I / free of a step's budget, `prompt_step_s`), its prefill,
+    and O − 1 decode steps. With X requests/s ending, X (O − 1) TPOT sequences decode on average (Little's
+    law), and a decode step carries the other users' prompts ((m − 1) / m of the prompt traffic,
+    `tpot_s(others=…)`). The prompt budget's wait is Schweitzer's approximate mean-value analysis of a
+    closed queue with m customers (P. J. Schweitzer, "Approximate analysis of multiclass closed networks of
+    queues", Proc. Int. Conf. Stochastic Control and Optimization, 1979: an arrival sees (m − 1) / m of the
+    mean queue), with the residual service of the prompt in progress at (1 + Cs²) / 2 of a service (fixed
+    prompt lengths: Cs² = 0; Reiser's FCFS correction, M. Reiser, "Mean-value analysis and convolution method
+    for queue-dependent servers in closed queueing networks", Performance Evaluation 1(1), 1981). Users beyond
+    the slots wait their turn for one: (users − m) × the time in service ÷ m on average (mean-value analysis
+    of a closed system, Reiser & Lavenberg, J. ACM 27(2), 1980). The p90 wait takes the M/M/c tail shape with
+    the waiting probability an arrival sees (its queue's utilization with one customer fewer).
+    Throughput: users × O ÷ (TTFT + (O − 1) × TPOT), the cycle of one user."""
+    o = max(w.output_tokens, 1)
+    cap = float(max(r.max_seqs, 1))
+    m = min(users, cap)
+    if m <= 0:
+        t = tpot_s(r, w, 1.0, 0.0)
+        pre = prefill_s(r, w, 0.0)
+        return Served(0.0, t, pre, pre, pre, 0.0, 0.0, 0.0, True)
+    others = max(m - 1.0, 0.0) / m
+    ahead_steps = r.schedule_ahead
+    b = m * (o - 1) / o  # decoding, first guess: the prompt a short share of the cycle
+    q = 0.0  # mean prompts at the prompt budget (waiting or in service)
+    for _ in range(CLOSED_LOOP_SWEEPS):
+        t = tpot_s(r, w, b, others)
+        beside = b * others  # the other users' decodes a prompt's steps carry
+        pre = prefill_s(r, w, beside)
+        if w.input_tokens > 0:
+            free = free_tokens(r, beside)
+            s_p = w.input_tokens / free * prompt_step_s(r, beside, free)
+        else:
+            s_p = 0.0
+        arrive = others * step_s(r, max(b, 1.0), 0.0)  # the step running when the request arrives
+        z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive  # the rest of its time in service
+        seen_q = q * others  # what an arrival finds (Schweitzer)
+        u = 0.0
+        res = s_p
+        if s_p > 0:
+            x0 = m / (s_p * (1 + seen_q) + z)
+            u = min(x0 * s_p, 1.0)
+            seen_u = u * others
+            res = s_p + s_p * max(seen_q - seen_u, 0.0) + seen_u * s_p / 2  # residual: half a fixed prompt
+        x = m / (res + z)
+        q_new = x * res
+        b_new = min(x * (o - 1) * t, m)
+        moved = abs(b_new - b) / max(b, 1.0)
+        b, q = 0.5 * (b + b_new), 0.5 * (q + q_new)
+        if moved < CLOSED_LOOP_TOL:
+            b, q = b_new, q_new
+            break
+    wait = res - s_p
+    in_service = res + z  # one request's time holding its slot
+    slot_wait = max(users - m, 0.0) * in_service / m
+    seen_u = u * others
+    wait90 = wait / seen_u * math.log(seen_u / P90_TAIL) if seen_u > P90_TAIL and wait > 0 else 0.0
+    # the other users' decode step running when a request arrives (its predecessor's answer ended in the
+    # step before): the prompt joins the step after it; a lone user finds the engine idle
+    ahead = ahead_steps * t + others * step_s(r, max(b, 1.0), 0.0)
+    ttft_mean = slot_wait + wait + ahead + pre
+    ttft90 = slot_wait + wait90 + ahead + pre
+    out = m * o / in_service if in_service else 0.0
+    return Served(b, t, pre, ttft90, ttft_mean, slot_wait + wait90 + ahead, out, max(u, m / cap), True)
 
 
 def _unstable(r: Replica, w: Workload, cap: int, rho: float) -> Served:
@@ -403,8 +483,7 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
                          n * o / seconds, n / seconds)
     b_ttfts, b_tpots, b_seconds = rounds(r, w, c, c, prefill_first)
     s = serve(r, replace(w, users=float(c), requests_per_s=None))
-    wait = step_s(r, s.batch, 0.0)  # the request arrives as the step that ended its predecessor's answer runs
-    ttft = s.ttft_mean_s + wait
+    ttft = s.ttft_mean_s  # closed_loop: the step running as the request arrives included
     later = n - c
     per_request = ttft + (o - 1) * s.tpot_s  # one user's cycle in the steady state
     seconds = b_seconds + later * per_request / c
