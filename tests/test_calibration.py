@@ -35,7 +35,7 @@ def test_runtimes_toml_holds_what_the_script_fits(f, fitted):
 def test_leaving_a_source_out_changes_the_fit():
     """The per-layer overhead of llama.cpp builds before May 2024 is fitted mostly on one benchmark table:
     without it, it moves."""
-    main = "github.com/xiongjiedai/gpu-benchmarks-on-llm-inference/readme.md"
+    main = "github:xiongjiedai"  # a fold: the publisher (calibrate.publisher_key)
     key = "llama.cpp.decode_overhead_us_per_layer_v0"
     assert fit(all_records(), leave_out=main)[key] != fit(all_records())[key]
 
@@ -46,7 +46,7 @@ def test_a_refit_read_key_by_key_is_the_whole_fit():
     vLLM family's served-load fits."""
     from cardfit.services.calibrate import Refit
 
-    main = "github.com/xiongjiedai/gpu-benchmarks-on-llm-inference/readme.md"
+    main = "github:xiongjiedai"
     lazy = Refit(all_records(), leave_out=main)
     lazy["llama.cpp.decode_overhead_us_per_layer_v0"]
     refitted = {FITS[i].key for i in lazy._set}
@@ -88,21 +88,54 @@ def test_old_builds_prefill_quantized_weights_as_an_fp16_copy():
     assert ratio == pytest.approx(9382 / 7139, rel=0.1)
 
 
-def test_a_constant_only_its_own_source_measures_gives_no_out_of_sample_figure(report):
-    """vLLM-before-0.6's per-sequence cost comes from one source (Lambda's v0 benchmark): leaving it out
-    leaves nothing to fit it on, so those records have no out-of-sample figure, rather than the stored value
-    that was fitted on them."""
-    from cardfit.services.calibrate import only_measured_by
+def test_a_constant_only_its_own_publisher_measures_is_scored_with_the_prior(report):
+    """vLLM-before-0.6's per-sequence cost comes from one publisher (Lambda's v0 benchmark): leaving it out
+    leaves nothing to fit it on, so those records are scored with the prior (no per-sequence cost:
+    calibrate.NEUTRAL), not with the stored value that was fitted on them, and not dropped."""
+    from cardfit.services.calibrate import NEUTRAL, Refit, only_measured_by, publisher_key
 
-    lambda_v0 = "github.com/lambdalabsml/vllm-benchmark/benchmark_v0.md"
+    lambda_v0 = "github:lambdalabsml"
     assert [f.key for f in only_measured_by(all_records(), lambda_v0)] == [
         "vllm.decode_overhead_us_per_sequence_v0"]
+    assert Refit(all_records(), lambda_v0)["vllm.decode_overhead_us_per_sequence_v0"] == NEUTRAL
     loso = {o.id: o for o in report.loso}
-    theirs = [o for o in report.outcomes if report.sources.get(o.id) == lambda_v0]
-    assert theirs and all(o.error is not None for o in theirs)
-    assert all(loso[o.id].error is None and "only its own source" in loso[o.id].skipped for o in theirs)
+    recs = {r["id"]: r for r in all_records()}
+    theirs = [o for o in report.outcomes if publisher_key(recs[o.id]) == lambda_v0]
+    assert theirs and all(loso[o.id].error is not None and loso[o.id].prior for o in theirs)
+    assert all(loso[o.id].predicted != o.predicted for o in theirs)
     k = report.kinds["aggregate_decode"]
-    assert k.loo_n == k.n - len(theirs)
+    assert k.loo_n == k.n and k.scored_with_prior >= len(theirs)
+
+
+@pytest.mark.parametrize("source, publisher", [
+    ("https://github.com/dstackai/benchmarks/blob/abc/amd/tgi_vs_vllm/tgi/data/result_tgi_long.csv",
+     "github:dstackai"),
+    ("https://github.com/dstackai/benchmarks/blob/abc/deepseek-r1/raw_data/online_results.csv",
+     "github:dstackai"),
+    ("https://pypi.org/project/aiconfigurator-core/0.12.0/", "nvidia"),
+    ("https://github.com/NVIDIA/TensorRT-LLM/pull/2529", "nvidia"),
+    ("https://github.com/zivbeker42/llm-guesstimator/tree/841a/tested_benchmarks", "nvidia"),
+    ("https://github.com/samuel-bohman/AI-benchmarking-guide/blob/3de0/Azure_Results/ND_H100_v5_results.md",
+     "azure"),
+    ("https://github.com/vllm-project/vllm/issues/13061", "github.com/vllm-project/vllm/issues/13061"),
+    ("https://huggingface.co/bartowski/gemma-2-9b-it-GGUF/blob/main/x.gguf", "huggingface:bartowski"),
+    ("https://www.amd.com/ja/developer/resources/rocm-hub/dev-ai/performance-results.html", "amd"),
+])
+def test_publisher_groups_an_organisations_sources_and_keeps_threads_apart(source, publisher):
+    from cardfit.services.calibrate import publisher_key
+
+    assert publisher_key({"source": source}) == publisher
+
+
+def test_a_constant_typed_in_from_a_publisher_is_taken_out_of_its_fold():
+    """The 800 us per layer of prefill dispatch came from aiconfigurator (NVIDIA): NVIDIA's fold runs
+    without it; other folds keep it."""
+    from cardfit.services.calibrate import NEUTRAL, typed_from
+
+    nvidia = typed_from("nvidia")
+    assert nvidia and set(nvidia.values()) == {NEUTRAL}
+    assert "vllm.prefill_overhead_us_per_layer" in nvidia
+    assert typed_from("github:dstackai") == {}
 
 
 @pytest.mark.parametrize("settings, date, old", [
@@ -185,7 +218,9 @@ HELD_LOO = {
     # -> 8.4 % / 18.8 % (n 284) once an MoE layer's fixed time per step is fitted apart from the expert share
     # (vllm.moe_overhead_us_per_layer on steps touching at most half the experts): Tenstorrent's vLLM
     # Qwen3-30B-A3B single streams on an A100 +42/+48 % -> +34/+39 % out of sample (p90 over tightened)
-    "decode": (0.085, 0.19),
+    # 2026-12-06, leave one PUBLISHER out (calibrate.publisher_key: an organisation or harness, not a file):
+    # 8.4 % / 18.8 % -> 10.8 % / 16.3 % (the HBM-share and per-layer fits lose their sibling files)
+    "decode": (0.11, 0.17),
     # 17.9 % / 59.5 % (94 records, 7 sources) before old llama.cpp builds paid the FP16 copy of quantized
     # weights, power-short cards their rate per watt, attention its flash-attention rate and MoE ubatches
     # their weight streaming; 9.7 % / 14.6 % now (119 records, 16 sources, Apple M1/M2 included)
@@ -220,7 +255,10 @@ HELD_LOO = {
     # -> 0.120 / 0.149 once the vLLM blog's median ITLs of gpt-oss-20b on one H100 (vLLM 0.19.1) fit the
     # expert share too, as the decode-only steps they are (core/serving.py itl_median_s): 0.725 -> 0.455
     # (9 records, 3 sources); Millstone's five served loads -24..+8 % (median up 1.7 points, p90 over back)
-    "aggregate_decode": (0.12, 0.15),
+    # leave one publisher out: Lambda's 8 vLLM V0 records are scored with the prior (no other publisher
+    # measures V0's per-sequence cost: NEUTRAL, none) where they were dropped: their older-release row errs
+    # +812 % median; the all-records figure is held on the user path below (HELD_USER_PATH)
+    "aggregate_decode": (0.15, 9.0),
     "max_context": (0.052, 0.70),
     # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the
     # two RTX 3090 Ti loads (+0.9 % in the model buffer) being new evidence, not a change of the model
@@ -389,8 +427,37 @@ HELD_LOO = {
     # -> 10.2 % / 19.4 % (p90 over 0.21 -> 0.2) with an H100's / H200's prompt attention at the measured
     # FlashAttention-3 rate (616 TFLOPS, gpus.toml attention_tflops), not the FP8 GEMM rate: NIM 20,000-token
     # TTFT 8B c1 -20 % -> +5 %, 70B c1 -24 % -> -10 %; records over 20 % unsafe 49 -> 44, none moved to it
-    "serving": (0.105, 0.2),
+    # 2026-12-06: leave one PUBLISHER out (NVIDIA's aiconfigurator, NIM tables, TensorRT-LLM perf pages and
+    # pull request are one fold; its typed-in 800 us prefill dispatch time taken out of that fold), no record
+    # dropped (10 scored with the prior), and a closed loop whose users never queue behind themselves nor
+    # ride their prompt along with their own decode (core/serving.py closed_loop):
+    # 10.2 % / 19.4 % -> 12.0 % / 62.8 %
+    "serving": (0.12, 0.63),
 }
+
+
+# The headline: out of sample (leave one publisher out) on the path users get (services/validate.py path_of:
+# the current release, only the settings deploy/speed take), 2026-12-06.
+HELD_USER_PATH = {
+    "decode": (0.151, 0.31),  # 92 records
+    "prefill": (0.115, 0.32),  # 12 records
+    "aggregate_decode": (0.118, 0.15),  # 18 records
+    "serving": (0.164, 0.35),  # 52 records
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HELD_USER_PATH))
+def test_user_path_levels_are_held(report, kind):
+    k = report.kinds[kind].user_path
+    median, over = HELD_USER_PATH[kind]
+    assert k["median_abs_error"] <= median, k
+    assert k["p90_over"] <= over, k
+
+
+def test_every_serving_record_is_scored_out_of_sample(report):
+    """No record is dropped: one whose constant only its own publisher measures takes the prior."""
+    k = report.kinds["serving"]
+    assert k.loo_n == k.n and k.scored_with_prior is not None
 
 
 @pytest.mark.parametrize("kind", sorted(HELD_LOO))

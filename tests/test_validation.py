@@ -244,6 +244,9 @@ def test_readme_accuracy_table_and_records_per_source_are_current(validation_rep
     readme = (root / "README.md").read_text(encoding="utf-8")
     table = "\n".join(script.table(validation_report))
     block = "\n".join(script.per_source(validation_report))
+    paths = "\n".join(script.by_path(validation_report))
+    assert paths in readme and readme.index(paths) < readme.index(table), "the user path comes first"
+    assert "user path" in paths and "first contact" in paths
     assert table in readme
     assert block in readme
     assert "out of sample: median" in table and "in sample: median" in table

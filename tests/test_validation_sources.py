@@ -15,7 +15,7 @@ SERVING_METRICS = {"output_tokens_per_s", "ttft_ms", "tpot_ms", "itl_ms", "reque
 STATISTICS = {"mean", "median", "p90", "p99"}
 SERVING_KEYS = {"id", "kind", "model", "quant", "runtime", "gpu", "gpus", "input_tokens", "output_tokens",
                 "concurrency", "request_rate", "load", "requests", "fixed_lengths", "metric", "statistic",
-                "measured", "unit", "settings", "excerpt", "source", "date", "note", "file"}
+                "measured", "unit", "settings", "excerpt", "source", "date", "note", "file", "assumed"}
 
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])

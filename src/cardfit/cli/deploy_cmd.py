@@ -66,13 +66,21 @@ def _print(r: DeployReport) -> None:
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")
+        if b.likely:
+            c.print(f"  likely {_likely(b.likely)} (10th-90th percentile of cardfit's out-of-sample serving "
+                    "error; the targets hold at the pessimistic end)")
         c.print(f"  [bold]{b.command}[/]")
         apis = "; ".join(f"{a.name} ${a.api_monthly_usd:,.0f}/month"
                          + (" (rent wins)" if a.rent_cheaper else "") for a in r.apis)
         c.print(f"  The same traffic from an API: {apis}")
     else:
         f, near = r.failing, r.closest
-        if f is not None and f.target in ("ttft_ms", "tpot_ms"):
+        if f is not None and f.target in ("ttft_ms", "tpot_ms") and f.text:  # tight
+            what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
+            c.print(f"[red]Nothing meets the targets safely.[/] The closest is [bold]tight[/]: it meets them as "
+                    f"predicted, but its likely {what} reaches {f.achieved or 0:,.1f} ms against "
+                    f"{f.limit or 0:,g} ms ({f.ratio or 0:.2f}×)")
+        elif f is not None and f.target in ("ttft_ms", "tpot_ms"):
             what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
             c.print(f"[red]Nothing meets the targets.[/] {what} fails first: {f.achieved or 0:,.1f} ms "
                     f"against {f.limit or 0:,g} ms ({f.ratio or 0:.2f}×) on the closest deployment")
@@ -99,6 +107,16 @@ def _print(r: DeployReport) -> None:
         c.print(f"[dim]note: {note}[/]")
     if r.plot:
         c.print(f"Chart written to {r.plot}")
+
+
+def _likely(r: dict) -> str:
+    parts = []
+    for key, name, unit in (("ttft_ms", "TTFT p90", "ms"), ("tpot_ms", "TPOT", "ms"),
+                            ("aggregate_tokens_per_s", "served", "tok/s")):
+        lo_hi = r.get(key)
+        if lo_hi:
+            parts.append(f"{name} {_num(lo_hi[0])}–{_num(lo_hi[1])} {unit}")
+    return " · ".join(parts)
 
 
 def _num(x: float | None) -> str:

@@ -60,7 +60,7 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
                 c.print(f"[dim]skipped {o.id}: {o.skipped}[/]")
     c.print()
     s = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
-              title="error per kind: out of sample (each source left out of the fit) | in sample")
+              title="error per kind: out of sample (each publisher left out of the fit) | in sample")
     for col in ("kind", "n", "sources", "skipped", "median", "p90", "p90 over", "│", "median ", "p90 ",
                 "worst"):
         s.add_column(col, justify="left" if col in ("kind", "│") else "right")
@@ -72,11 +72,33 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
         sources = "" if k.sources is None else str(k.sources)
         s.add_row(kind, n, sources, str(k.skipped), *pct[:3], "│", *pct[3:])
     c.print(s)
+    _print_splits(c, report)
     skipped = sum(1 for o in report.outcomes if o.skipped)
     c.print(f"{len(report.outcomes)} records, {skipped} skipped (`--all` lists them with the reason). "
             "Error = predicted / measured − 1; 'p90 over': 90th percentile of the unsafe error (more speed, "
             "room or tokens than measured, or fewer bytes or milliseconds). Out of sample: every fitted "
-            "constant (scripts/fit_constants.py) refitted without the record's source; "
-            "n (k): k records have an out-of-sample figure (the others measure a constant no other source "
-            "does)."
+            "constant (scripts/fit_constants.py) refitted without the record's publisher (one organisation "
+            "or harness), and the constants typed in from it taken out; a constant no other publisher "
+            "measures takes its prior (n prior)."
             + (f" Chart: {plot}" if plot else ""))
+
+
+def _print_splits(c: Any, report: Report) -> None:
+    """Out of sample by where the records stand: the path users get first, then the older engine
+    generations, the first-contact figures and the figures without assumed settings."""
+    from rich.table import Table
+
+    if not any(k.user_path or k.older_releases or k.first_contact for k in report.kinds.values()):
+        return
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
+              title="out of sample by path: n · median · p90 over")
+    for col in ("kind", "user path", "older releases", "first contact", "without assumed", "n prior"):
+        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
+
+    def cell(b: dict[str, Any] | None) -> str:
+        return "—" if not b else f"{b['n']} · {b['median_abs_error']:.1%} · {b['p90_over']:.1%}"
+
+    for kind, k in report.kinds.items():
+        t.add_row(kind, cell(k.user_path), cell(k.older_releases), cell(k.first_contact),
+                  cell(k.without_assumed), "—" if k.scored_with_prior is None else str(k.scored_with_prior))
+    c.print(t)

@@ -39,6 +39,76 @@ def source_key(r: Record) -> str:
     return s.lower()
 
 
+# Sources that one organisation published, or that one organisation's harness measured, under another host
+# or account: one publisher. The record's own note names the organisation; each row says where it is stated.
+PUBLISHER_OF = (
+    # aiconfigurator is NVIDIA's (https://github.com/ai-dynamo/aiconfigurator, "NVIDIA AI Configurator")
+    ("pypi.org/project/aiconfigurator", "nvidia"),
+    ("github.com/ai-dynamo/", "nvidia"),
+    # the NVIDIA NIM LLM benchmarking guide's tables, transcribed (serving_nim_h100.toml notes)
+    ("github.com/zivbeker42/llm-guesstimator/tested_benchmarks", "nvidia"),
+    ("docs.nvidia.com/", "nvidia"),
+    ("developer.nvidia.com/", "nvidia"),
+    # a fork of Azure's own AI-benchmarking-guide (https://github.com/Azure/AI-benchmarking-guide)
+    ("github.com/samuel-bohman/ai-benchmarking-guide", "azure"),
+    ("amd.com/", "amd"),
+    ("rocm.blogs.amd.com/", "amd"),
+    ("github.com/vllm-project/vllm-project.github.io", "vllm-project"),
+    ("blog.vllm.ai/", "vllm-project"),
+)
+_THREAD = re.compile(r"^github\.com/[^/]+/[^/]+/(issues|pull|discussions)/\d+")
+
+
+def publisher_key(r: Record) -> str:
+    """The organisation or harness behind a record: the group a leave-one-publisher-out fold leaves out
+    whole, so that several files, runs or machines of one publisher never fit each other's constants
+    (dstack's seven CSVs from two machines are one publisher). A repository's own files are its owner's
+    (github.com/OWNER, huggingface.co/OWNER); an issue, pull request or discussion thread is its poster's, one
+    group per thread (the tracker's owner did not measure it), except where PUBLISHER_OF names the
+    organisation (NVIDIA's own TensorRT-LLM pull request of its 0.15.0 tables)."""
+    key = source_key(r)
+    for prefix, publisher in PUBLISHER_OF:
+        if key.startswith(prefix):
+            return publisher
+    if key.startswith("github.com/nvidia/"):
+        return "nvidia"
+    if _THREAD.match(key):
+        return key
+    host, _, rest = key.partition("/")
+    if host in ("github.com", "huggingface.co") and rest:
+        return "github:" + rest.split("/")[0] if host == "github.com" else "huggingface:" + rest.split("/")[0]
+    return host
+
+
+# The fold a record belongs to when validation scores it out of sample: its publisher.
+fold_key = publisher_key
+
+# A fitted constant's value where a fold leaves none of its records and it has no earlier constant to fall
+# back on (Fit.prior): the model without the effect. Every fitted field reads 0 as "not calibrated" (an
+# efficiency or share of 0 is the uncalibrated 1.0, an overhead of 0 none, a rate of 0 the card's own:
+# services/speed.py calibrated, core/speed.py, services/deploy.py rocm_v0_kernels).
+NEUTRAL = 0.0
+
+# Constants typed into data/runtimes.toml from a publisher whose measurements are also validation records:
+# a fold that leaves that publisher out scores its records without them (NEUTRAL), as if the number had
+# never been read. (runtime field, publisher, where it came from)
+TYPED_FROM = (
+    ("prefill_overhead_us_per_layer", "nvidia",
+     "aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms"),
+)
+
+
+def typed_from(publisher: str) -> dict[str, float]:
+    """The typed-in constants (every runtime's row that sets them) to take out of `publisher`'s fold."""
+    from ..catalog.runtimes import default_runtimes
+
+    out: dict[str, float] = {}
+    for field, who, _ in TYPED_FROM:
+        if who == publisher:
+            out.update({f"{rt.id}.{field}": NEUTRAL for rt in default_runtimes() if getattr(rt, field, 0.0)})
+    return out
+
+
 # ---------------------------------------------------------------- what is fitted, from which records
 
 # Records whose own source calls the number anomalous: scored and printed, never used to fit.
@@ -798,7 +868,10 @@ def _fit_one(f: Fit, records: tuple[Record, ...], leave_out: str | None, values:
         if f.prior and f.prior_key in values:  # no record left: the earlier fitted constant, not ours
             for rt in (f.runtime, *f.copies):
                 values[f"{rt}.{f.field}"] = values[f.prior_key]
-        return  # no record left: the stored value stands (as for a runtime without records)
+        elif leave_out is not None and _chosen(records, f):  # every record of it left out: the model
+            for rt in (f.runtime, *f.copies):  # without the effect (0: "not calibrated", NEUTRAL)
+                values[f"{rt}.{f.field}"] = NEUTRAL
+        return  # no record at all: the stored value stands (as for a runtime without records)
     v = round(statistics.median(implied), f.digits)
     for rt in (f.runtime, *f.copies):
         values[f"{rt}.{f.field}"] = v
@@ -879,10 +952,10 @@ def _needed(runtime: str, before: int = -1) -> tuple[int, ...]:
 
 
 def only_measured_by(records: tuple[Record, ...], source: str) -> tuple[Fit, ...]:
-    """The fitted constants that no record outside `source` measures and that have no prior: leaving that
-    source out leaves them nothing to be fitted on, so its records that measure them have no out-of-sample
-    prediction (the stored value was fitted on them)."""
-    return tuple(f for f in FITS if not f.prior and _chosen(records, f)
+    """The fitted constants that no record outside the fold `source` measures: leaving it out leaves them
+    nothing to be fitted on, so its records that measure them are scored with the prior (the earlier
+    constant Fit.prior names, else NEUTRAL), not with a value fitted on themselves."""
+    return tuple(f for f in FITS if _chosen(records, f)
                  and all(src == source for _, src in _chosen(records, f)))
 
 
@@ -896,7 +969,7 @@ def _chosen(records: tuple[Record, ...], f: Fit) -> list[tuple[Record, str]]:
     key = (id(records), f.key)
     hit = _CHOSEN.get(key)
     if hit is None or hit[0] is not records:
-        hit = (records, [(r, source_key(r)) for r in records if f.select(r)])
+        hit = (records, [(r, fold_key(r)) for r in records if f.select(r)])
         _CHOSEN[key] = hit
     return hit[1]
 
@@ -916,9 +989,8 @@ def _implied(f: Fit, r: Record, values: Constants) -> float | None:
 
 
 def fitting_sources(records: tuple[Record, ...]) -> set[str]:
-    """Sources with at least one record that some constant is fitted on."""
-    recs = records
-    return {source_key(r) for r in recs for f in FITS if f.select(r)}
+    """Folds (publishers) with at least one record that some constant is fitted on."""
+    return {fold_key(r) for r in records for f in FITS if f.select(r)}
 
 
 def report_rows(recs: tuple[Record, ...]) -> list[dict[str, Any]]:

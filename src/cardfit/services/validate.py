@@ -73,6 +73,7 @@ class Outcome:
     how: str = ""
     skipped: str = ""
     gpu: str = ""
+    prior: bool = False  # out of sample with a constant no other publisher measures: its prior
 
     @property
     def error(self) -> float | None:
@@ -90,6 +91,7 @@ class Outcome:
 
 _LOO = ("loo_n", "loo_median_abs_error", "loo_p90_abs_error", "loo_p90_over_error")
 _SOURCES = ("sources", "largest_source_records")
+_SPLITS = ("user_path", "older_releases", "first_contact", "without_assumed", "scored_with_prior")
 
 
 @record(slots=True)
@@ -113,10 +115,22 @@ class KindSummary(Result):
     loo_p90_over_error: float | None = None
     sources: int | None = None  # sources of the scored records (None: not counted; left out of the JSON)
     largest_source_records: int | None = None
+    # out of sample (leave one publisher out), split by where the record stands: `user_path` the current
+    # release with only the settings a user of deploy/speed states, `older_releases` an engine generation
+    # before the runtime's current one; `first_contact` the figures stored when each source was first scored
+    # (data/first_contact.toml); `without_assumed` the records that need no setting their source does not
+    # state; `scored_with_prior` how many records' out-of-sample figures took a constant's prior (no other
+    # publisher measures it). Each block: {n, median_abs_error, p90_over}. None: not scored (left out).
+    user_path: dict[str, Any] | None = None
+    older_releases: dict[str, Any] | None = None
+    first_contact: dict[str, Any] | None = None
+    without_assumed: dict[str, Any] | None = None
+    scored_with_prior: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = Result.to_json(self)  # (a slotted record is a new class: no zero-argument super())
         drop = (_LOO if self.loo_n is None else ()) + (_SOURCES if self.sources is None else ())
+        drop += tuple(k for k in _SPLITS if out.get(k) is None)
         return {k: v for k, v in out.items() if k not in drop}
 
 
@@ -126,6 +140,8 @@ class Report(Result):
     kinds: dict[str, KindSummary] = field(default_factory=dict)
     loso: list[Outcome] = field(default_factory=list)  # the same records, each predicted without its source
     sources: dict[str, str] = field(default_factory=dict)  # record id → source key
+    publishers: dict[str, str] = field(default_factory=dict)  # record id → publisher (its fold)
+    paths: dict[str, str] = field(default_factory=dict)  # record id → "user", "knobs" or "older"
 
     def to_json(self) -> dict[str, Any]:
         by_runtime: dict[str, dict[str, Any]] = {}
@@ -139,8 +155,12 @@ class Report(Result):
             row["loo_predicted"] = None if out is None else out.predicted
             row["loo_error"] = None if out is None or out.error is None else round(out.error, 5)
             row["source_key"] = self.sources.get(o.id)
+            row["publisher"] = self.publishers.get(o.id)
+            row["path"] = self.paths.get(o.id)
+            row["scored_with_prior"] = bool(out is not None and out.prior)
             records.append(row)
         return {
+            "groups": "publisher",  # the out-of-sample folds: one publisher (organisation or harness) each
             "kinds": {k: v.to_json() for k, v in self.kinds.items()},
             "by_runtime": {k: {rt: summarize(v)[k].to_json() for rt, v in d.items()}
                            for k, d in by_runtime.items()},
@@ -716,41 +736,139 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
     return out
 
 
+# ---------------------------------------------------------------- where a record stands
+
+# Settings a user of `deploy` or `speed` states: the card split, the engine release, the KV cache type, how
+# the checkpoint was quantized, the load. A serving record with any other setting ran a knob those commands
+# do not set (an engine's batch limits or memory share, a benchmark harness's own sizing, DP attention).
+USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtype", "num_prompts",
+                           "gemm_quant", "moe_quant"})
+
+
+def older_generation(r: dict[str, Any]) -> bool:
+    """Whether a record ran an engine generation before its runtime's current one, which the code models
+    apart: a stated release below one of the runtime row's release gates (runtimes.toml *_from / *_before:
+    vLLM V0 before 0.8, synchronous scheduling before 0.14, graphs outside the budget before 0.21, ...),
+    SGLang before its FlashInfer/FA3 prompt attention (triton_attention_before, a date), a TensorRT engine
+    (services/deploy.py tensorrt_engine: NIM before 1.15, TensorRT-LLM before 1.0), an MLA engine before
+    mid-2025 (services/speed.py mla_v0), a llama.cpp build before its CUDA graphs or MMQ kernels."""
+    from ..catalog.runtimes import older_release
+    from ..runtimes.llamacpp_like import LlamaCppLike
+    from .deploy import tensorrt_engine
+    from .speed import MMQ_DEFAULT, engine_version, llamacpp_old_build, mla_v0
+
+    rt = default_runtimes().find(str(r.get("runtime") or ""))
+    if rt is None:
+        return False
+    if isinstance(adapter(rt), LlamaCppLike):
+        return llamacpp_old_build(r) or llamacpp_old_build(r, MMQ_DEFAULT)
+    if r.get("kind") == "serving" and (tensorrt_engine(r) or mla_v0(r)):
+        return True
+    version = engine_version(r)
+    gates = (rt.cuda_graph_budget_from, rt.overlap_scheduler_from, rt.async_scheduling_from,
+             rt.prefill_first_before, rt.prefix_caching_from, rt.prefill_graphs_from,
+             rt.rocm_paged_attention_before)
+    if version is not None and any(g and older_release(version, g) for g in gates):
+        return True
+    before = rt.triton_attention_before
+    return r.get("kind") == "serving" and bool(before) and str(r.get("date") or "9999") < before
+
+
+def path_of(r: dict[str, Any]) -> str:
+    """Where a record stands: "older" (an engine generation before the current one), "knobs" (the current
+    release with a setting deploy/speed do not take), "user" (the path users get)."""
+    if older_generation(r):
+        return "older"
+    st = dict(r.get("settings") or {})
+    if str(st.get("backend") or "pytorch").lower() == "pytorch":
+        st.pop("backend", None)
+    if r.get("kind") == "serving" and set(st) - USER_SETTINGS:
+        return "knobs"
+    return "user"
+
+
+def assumed(r: dict[str, Any]) -> tuple[str, ...]:
+    """The settings a record's source does not state, filled in as its note says (record key `assumed`)."""
+    return tuple(r.get("assumed") or ())
+
+
+@cache
+def first_contact() -> dict[str, dict[str, Any]]:
+    """data/first_contact.toml: each record as the code before its source scored it
+    (scripts/first_contact.py)."""
+    return {row["id"]: row for row in builtin("first_contact.toml").get("score", [])}
+
+
+def _block(outs: list[Outcome]) -> dict[str, Any] | None:
+    scored = [o for o in outs if o.error is not None]
+    if not scored:
+        return None
+    absd = [abs(o.error) for o in scored if o.error is not None]
+    return {"n": len(scored), "median_abs_error": rounded(percentile(absd, 50), 5),
+            "p90_over": rounded(percentile([optimism(o) for o in scored], 90), 5)}
+
+
+def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Outcome],
+           kinds: dict[str, KindSummary]) -> dict[str, KindSummary]:
+    """Each kind's summary with its out-of-sample figures split by where the records stand (path_of), its
+    first-contact figures and its figures without the records that need an assumed setting."""
+    by_id = {r["id"]: r for r in records}
+    out_of = {o.id: o for o in (loso or outcomes)}
+    fc = first_contact()
+    out: dict[str, KindSummary] = {}
+    for kind, k in kinds.items():
+        mine = [out_of[o.id] for o in outcomes if o.kind == kind and o.id in out_of]
+        first = [replace(o, predicted=fc[o.id].get("predicted")) for o in outcomes
+                 if o.kind == kind and o.id in fc]
+        user = [o for o in mine if path_of(by_id[o.id]) == "user"]
+        older = [o for o in mine if path_of(by_id[o.id]) == "older"]
+        plain = [o for o in mine if not assumed(by_id[o.id])]
+        out[kind] = replace(k, user_path=_block(user), older_releases=_block(older),
+                            first_contact=_block(first), without_assumed=_block(plain),
+                            scored_with_prior=sum(1 for o in mine if o.prior) if loso else None)
+    return out
+
+
 def validate(kind: str | None = None, runtime: str | None = None, loso: bool = True) -> Report:
     """Score the records (of one kind / runtime); with `loso`, also each record predicted with every fitted
     constant refitted without its source's records (services/calibrate.py), the out-of-sample error."""
-    from .calibrate import source_key
+    from .calibrate import publisher_key, source_key
 
     records = load_records(kind, runtime)
     outcomes = [predict(r) for r in records]
     sources = {r["id"]: source_key(r) for r in records}
     out_of = leave_one_source_out(records, outcomes) if loso else []
-    return Report(outcomes, summarize(outcomes, out_of, sources), out_of, sources)
+    kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources))
+    return Report(outcomes, kinds, out_of, sources, {r["id"]: publisher_key(r) for r in records},
+                  {r["id"]: path_of(r) for r in records})
 
 
 def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
     """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
     whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
+    from collections import ChainMap
+
     from ..core.constants import constants
-    from .calibrate import Refit, fitting_sources, only_measured_by, source_key
+    from .calibrate import Refit, fitting_sources, fold_key, only_measured_by, typed_from
 
     everything = all_records()
     fitted_on = fitting_sources(everything)
     by_id = {o.id: o for o in outcomes}
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault(source_key(r), []).append(r)
+        groups.setdefault(fold_key(r), []).append(r)
     out: dict[str, Outcome] = {}
     for src, recs in groups.items():
-        if src not in fitted_on:
-            continue
-        with constants(Refit(everything, leave_out=src)):
+        typed = typed_from(src)
+        if src not in fitted_on and not typed:
+            continue  # nothing was fitted on or typed in from this publisher: its records are out of sample
+        refit = Refit(everything, leave_out=src)
+        with constants(ChainMap(typed, refit) if typed else refit):  # type: ignore[arg-type]
             out.update((r["id"], predict(r)) for r in recs)
-        for f in only_measured_by(everything, src):  # nothing else measures it: no out-of-sample figure
-            for r in recs:
-                if r["id"] in out and f.select(r):
-                    out[r["id"]] = replace(out[r["id"]], predicted=None,
-                                           skipped=f"only its own source measures {f.key}")
+        prior = only_measured_by(everything, src)  # nothing else measures it: scored with the prior
+        for r in recs:
+            if r["id"] in out and any(f.select(r) for f in prior):
+                out[r["id"]] = replace(out[r["id"]], prior=True)
     return [out.get(o.id, by_id[o.id]) for o in outcomes]
 
 
@@ -805,6 +923,12 @@ FIGURE_KINDS: dict[str, tuple[str, ...]] = {
     "prefill_tokens_per_s": ("prefill",),
     "aggregate_tokens_per_s": ("aggregate_decode",),
 }
+# Served-load figures `deploy` and `speed` print, and the serving metrics whose records give their band
+SERVING_FIGURES: dict[str, tuple[str, ...]] = {
+    "serving_ttft_ms": ("ttft_ms",),
+    "serving_tpot_ms": ("tpot_ms", "itl_ms"),
+    "serving_tokens_per_s": ("output_tokens_per_s", "request_throughput"),
+}
 # Figures whose records come from one runtime's own notion and must not be applied to others (none now:
 # the overhead records measure vLLM's non-torch memory, which is not cardfit's overhead figure, so they
 # are scored but give no band).
@@ -842,8 +966,12 @@ def accuracy_bands(report: Report) -> list[Band]:
     (each record predicted with the constants fitted without its source) when the report has those."""
     out: list[Band] = []
     outcomes = report.loso or report.outcomes
-    for figure, kinds in FIGURE_KINDS.items():
-        scored = [o for o in outcomes if o.kind in kinds and o.error is not None]
+    metric = {r["id"]: r.get("metric") for r in all_records() if r.get("kind") == "serving"}
+    figures = {**{f: (k, ()) for f, k in FIGURE_KINDS.items()},
+               **{f: (SERVING_KINDS, m) for f, m in SERVING_FIGURES.items()}}
+    for figure, (kinds, metrics) in figures.items():
+        scored = [o for o in outcomes if o.kind in kinds and o.error is not None
+                  and (not metrics or metric.get(o.id) in metrics)]
         if figure == "kv_cache_bytes":  # a vLLM-like record measures the pool, not the per-context cache
             scored = [o for o in scored if not _pooled(o.runtime)]
         if len(scored) < 3:
