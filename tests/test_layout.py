@@ -145,3 +145,16 @@ def test_graph_sees_relative_absolute_and_function_level_imports():
     assert "core.fit" in g["services.plan"] and "catalog.gpus" in g["core.fit"]
     assert "charts.validation" in g["services.validate"]  # imported inside the function that plots
     assert "services.validate" not in g["charts.validation"]  # TYPE_CHECKING only
+
+
+def test_cli_runs_import_the_tree_under_test(tmp_path):
+    """run_cli's bare environment puts this tree's src/ first: another installed cardfit is not what runs."""
+    import subprocess
+    import sys
+
+    from .conftest import cli_env
+
+    out = subprocess.run([sys.executable, "-c", "import cardfit; print(cardfit.__file__)"],
+                         capture_output=True, text=True, timeout=60, env=cli_env(tmp_path), cwd=tmp_path,
+                         check=True).stdout
+    assert Path(out.strip()) == PKG / "__init__.py"
