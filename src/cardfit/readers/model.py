@@ -191,12 +191,15 @@ def read_gguf(path: str, origin: str = "file", name: str = "") -> ModelSpec:
 
 # ---- safetensors / config.json ------------------------------------------------------------------
 
-def safetensors_tensors(files: list[str],
-                        read: Callable[[str], tuple[list[TensorInfo], Any]]) -> list[TensorInfo]:
+def safetensors_tensors(
+    files: list[str], read: Callable[[str, st.HeaderBudget], tuple[list[TensorInfo], Any]]
+) -> list[TensorInfo]:
+    """All shards' tensors, the shards' headers read within one budget (st.HeaderBudget)."""
     tensors: list[TensorInfo] = []
     seen: set[str] = set()
+    budget = st.HeaderBudget()
     for p in files:
-        _add_tensors(tensors, read(p)[0], p, seen)
+        _add_tensors(tensors, read(p, budget)[0], p, seen)
     return tensors
 
 
@@ -222,7 +225,7 @@ def read_folder(folder: str, origin: str = "file", name: str = "") -> ModelSpec:
         raise FileFormatError(folder, "no config.json, .safetensors or .gguf file here", hint=NO_MODEL_HINT)
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.lexists(index):  # read (and checked to be a regular file) when present at all
-        shards = st.shard_names(read_json_file(index, "safetensors index"), index)
+        shards = st.shard_names(read_json_file(index, "safetensors index", _source.index_values()), index)
     if len(shards) > MAX_SHARDS:
         raise FileFormatError(folder, f"{len(shards):,} safetensors files is over the limit",
                               hint=NO_MODEL_HINT)
