@@ -30,15 +30,20 @@ def cli_home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("home")
 
 
+def cli_env(home: Path) -> dict[str, str]:
+    """The environment of a CLI run: a bare one (no user settings), with this tree's src/ first on the path so
+    that `python -m cardfit` runs the code under test, not another installed copy of cardfit."""
+    return {"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(home), "LANG": "C.UTF-8",
+            "PYTHONPATH": str(ROOT / "src")}
+
+
 @pytest.fixture()
 def run_cli(cli_home):
     """Run the real `cardfit` entry point (`python -m cardfit`); returns (exit code, stdout, stderr)."""
 
     def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-        base = {"COLUMNS": "120", "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(cli_home),
-                "LANG": "C.UTF-8"}
         proc = subprocess.run([sys.executable, "-m", "cardfit", *args], capture_output=True, text=True,
-                              timeout=120, env={**base, **(env or {})})
+                              timeout=120, env={**cli_env(cli_home), **(env or {})})
         return proc.returncode, proc.stdout, proc.stderr
 
     return _run

@@ -1,6 +1,6 @@
-"""The package's map holds: no import cycle between modules (imports inside functions count: they only hide
-a cycle), each folder imports only the folders its row of docs/DEVELOPING.md allows, and the package root
-keeps only the public API, errors, units and names."""
+"""The package's map holds: no import cycle between modules (imports inside functions and under
+`if TYPE_CHECKING:` count: they only hide a cycle), each folder imports only the folders its row of
+docs/DEVELOPING.md allows, and the package root keeps only the public API, errors, units and names."""
 
 from __future__ import annotations
 
@@ -34,17 +34,12 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _runtime_imports(tree: ast.AST):
-    """Import nodes that run (an `if TYPE_CHECKING:` block is for the type checker only)."""
-    for node in ast.iter_child_nodes(tree):
-        if (
-            isinstance(node, ast.If)
-            and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
-        ):
-            continue
+def _imports(tree: ast.AST):
+    """Every import node: at module level, inside functions, and under `if TYPE_CHECKING:` (a type the module
+    names is a dependency too, and a cycle through it is still a cycle)."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        yield from _runtime_imports(node)
 
 
 def _graph() -> dict[str, set[str]]:
@@ -54,7 +49,7 @@ def _graph() -> dict[str, set[str]]:
         package = mod.split(".")[:-1] if path.name != "__init__.py" else mod.split(".")
         if mod == "__init__":
             package = []
-        for node in _runtime_imports(ast.parse(path.read_text())):
+        for node in _imports(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [a.name.removeprefix("cardfit.") for a in node.names if a.name.startswith("cardfit.")]
             elif node.level or (node.module or "").startswith("cardfit"):
@@ -144,4 +139,21 @@ def test_graph_sees_relative_absolute_and_function_level_imports():
     g = _graph()
     assert "core.fit" in g["services.plan"] and "catalog.gpus" in g["core.fit"]
     assert "charts.validation" in g["services.validate"]  # imported inside the function that plots
-    assert "services.validate" not in g["charts.validation"]  # TYPE_CHECKING only
+    assert "services.validate" not in g["charts.validation"]  # the chart reads plain data
+    src = ("from __future__ import annotations\nif TYPE_CHECKING:\n    from .a import b\n"
+           "def f():\n    import c\n")
+    assert [ast.unparse(n) for n in _imports(ast.parse(src))] == [
+        "from __future__ import annotations", "from .a import b", "import c"]
+
+
+def test_cli_runs_import_the_tree_under_test(tmp_path):
+    """run_cli's bare environment puts this tree's src/ first: another installed cardfit is not what runs."""
+    import subprocess
+    import sys
+
+    from .conftest import cli_env
+
+    out = subprocess.run([sys.executable, "-c", "import cardfit; print(cardfit.__file__)"],
+                         capture_output=True, text=True, timeout=60, env=cli_env(tmp_path), cwd=tmp_path,
+                         check=True).stdout
+    assert Path(out.strip()) == PKG / "__init__.py"

@@ -131,6 +131,74 @@ def test_safetensors_shards_together_are_capped(tmp_path, monkeypatch):
     assert "tensors" in _error(tmp_path)
 
 
+def _no_parse(monkeypatch) -> None:
+    """The parser must not run: what these files cost is refused from a count made before parsing."""
+    def parse(*a, **k):
+        raise AssertionError("json.loads ran on a file its counts should have refused")
+
+    monkeypatch.setattr(src_mod.json, "loads", parse)
+
+
+def test_safetensors_header_padded_with_metadata_fails_fast(tmp_path, monkeypatch):
+    """7.5 million __metadata__ entries (52 MB, under the 100 MB header cap) took 18 s and 1.5 GB to parse."""
+    entries = b'"k":"",' * 7_500_000
+    tensor = b'"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}'
+    raw = b'{"__metadata__":{' + entries + b'"format":"pt"},' + tensor + b"}"
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw)
+    write_json(tmp_path / "config.json", TINY_LLAMA)
+    _no_parse(monkeypatch)
+    msg = _error(tmp_path / "model.safetensors", seconds=2.0)
+    assert "up to 7,500,010 JSON values, over the 4,110 allowed for 1 tensor entries and __metadata__" in msg
+
+
+def test_config_json_of_5m_empty_objects_fails_fast(tmp_path, monkeypatch):
+    """5 million `{}` (15 MB, under the 16 MiB cap) took 10 s and 789 MB to parse before being refused as not
+    an object."""
+    (tmp_path / "config.json").write_bytes(b"[" + b"{}," * 5_000_000 + b"{}]")
+    _no_parse(monkeypatch)
+    msg = _error(tmp_path / "config.json", seconds=2.0)
+    assert f"over the {src_mod.MAX_JSON_VALUES:,} limit" in msg and "config.json holds up to 10,000,00" in msg
+
+
+def test_safetensors_index_holds_one_entry_per_tensor(tmp_path):
+    """The index's weight_map has an entry per tensor: it may hold as many values as the tensor cap."""
+    write_json(tmp_path / "config.json", TINY_LLAMA)
+    wm = {f"t{i}": "model-00001-of-00001.safetensors" for i in range(src_mod.MAX_JSON_VALUES + 10)}
+    write_json(tmp_path / "model.safetensors.index.json", {"metadata": {}, "weight_map": wm})
+    (tmp_path / "model-00001-of-00001.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")
+    assert "holds no weights" in _error(tmp_path)  # the index is read; the empty shard is what is refused
+
+
+def test_safetensors_shards_share_one_budget(tmp_path, monkeypatch):
+    """Each shard's metadata is under the per-file allowance; together they are over the model's."""
+    from cardfit.readers import safetensors as st_mod
+
+    monkeypatch.setattr(src_mod, "MAX_TENSORS", 4)  # budget: 4 x 14 + 4,096 values, 4 x 512 bytes
+    monkeypatch.setattr(st_mod, "HEADER_BYTES_PER_TENSOR", 1 << 20)  # bytes not the limit here
+    write_json(tmp_path / "config.json", TINY_LLAMA)
+    meta = {f"m{j}": "" for j in range(3000)}
+    empty = {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}
+    for k in range(2):
+        header = json.dumps({"__metadata__": meta, f"s{k}": empty})
+        (tmp_path / f"model-0000{k + 1}-of-00002.safetensors").write_bytes(struct.pack("<Q", len(header))
+                                                                            + header.encode())
+    st_mod.read_file(str(tmp_path / "model-00001-of-00002.safetensors"))  # one alone is within its caps
+    assert "headers together are over the limit" in _error(tmp_path)
+
+
+def test_safetensors_shards_header_bytes_are_capped_together(tmp_path, monkeypatch):
+    from cardfit.readers import safetensors as st_mod
+
+    monkeypatch.setattr(st_mod, "HEADER_BYTES_PER_TENSOR", 16)  # 262,144 x 16 bytes: 4 MiB for the model
+    write_json(tmp_path / "config.json", TINY_LLAMA)
+    for k in range(2):
+        header = json.dumps({"__metadata__": {"pad": "x" * 3_000_000},
+                             f"s{k}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}})
+        (tmp_path / f"model-0000{k + 1}-of-00002.safetensors").write_bytes(struct.pack("<Q", len(header))
+                                                                            + header.encode())
+    assert "headers together are over the limit" in _error(tmp_path)
+
+
 def test_gguf_array_of_30m_empty_strings_fails_fast(tmp_path):
     kv = [*ARCH, ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 30_000_000))]
     path = tmp_path / "m.gguf"

@@ -119,6 +119,30 @@ def test_safetensors_odd_headers(tmp_path, header):
     _read_only_cardfit_errors(p)
 
 
+def _values(o) -> int:
+    """Values in a parsed JSON document: every container and every scalar (object keys are not values)."""
+    if isinstance(o, dict):
+        return 1 + sum(_values(v) for v in o.values())
+    if isinstance(o, list):
+        return 1 + sum(_values(v) for v in o)
+    return 1
+
+
+@SETTINGS
+@given(obj=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                        lambda c: st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=4), c,
+                                                                            max_size=5),
+                        max_leaves=60),
+       compact=st.booleans())
+def test_json_values_bound_is_an_upper_bound(obj, compact):
+    """The count the readers refuse on before parsing never undercounts: a file under the cap is never
+    refused for values it does not hold, and one over it never reaches the parser."""
+    from cardfit.readers.source import json_values_bound
+
+    text = json.dumps(obj, separators=(",", ":") if compact else None).encode()
+    assert json_values_bound(text) >= _values(obj)
+
+
 @pytest.mark.parametrize("data", [b"[" * 200_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000, b"\xfe\xff{}",
                                   b"\x00" * 8])
 def test_deep_or_binary_json(tmp_path, data):

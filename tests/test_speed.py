@@ -130,7 +130,11 @@ def test_dense_model_slows_as_layers_leave_the_card():
                      concurrency=(1,)) for c in (32768, 131072)]
     assert speeds[0]["verdict"] in ("fits", "tight") and speeds[1]["verdict"] == "offload"
     assert speeds[1]["decode_tokens_per_s"] < 0.5 * speeds[0]["decode_tokens_per_s"]
-    assert speeds[1]["decode_tokens_per_s"] == pytest.approx(9.6, rel=1.2)
+    # Rost measured 9.6 tok/s at 128K. cardfit assumes DDR5-4800 dual channel (76.8 GB/s) for the RAM the
+    # spilled layers are read from; the author's RAM is not stated, and DDR4-3200 dual channel (51.2 GB/s)
+    # would read them 1.5x slower: the prediction may be fast by at most that ratio, never slow.
+    measured = 9.6
+    assert measured <= speeds[1]["decode_tokens_per_s"] <= measured * 76.8 / 51.2
 
 
 def test_moe_offload_costs_less_than_dense_offload():

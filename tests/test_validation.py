@@ -20,12 +20,51 @@ def _mix(name: str):
     return next(m for m in default_quants().mixes if m.name == name)
 
 
-@pytest.mark.parametrize("row", PUBLISHED, ids=[r["name"] for r in PUBLISHED])
+@pytest.mark.parametrize("row", [r for r in PUBLISHED if "bpw" in r],
+                         ids=[r["name"] for r in PUBLISHED if "bpw" in r])
 def test_llama31_8b_bits_per_weight_match_llamacpp_table(row):
-    """llama.cpp tools/quantize/README.md (Llama 3.1 8B) to 4 decimals; rows it lacks: computed_bpw."""
+    """llama.cpp tools/quantize/README.md (Llama 3.1 8B) to 4 decimals."""
     m = default_models().get("llama-3.1-8b")
     bpw = weights(m, _mix(row["name"])).bits_per_weight
-    assert round(bpw, 4) == row.get("bpw", row["computed_bpw"])
+    assert round(bpw, 4) == row["bpw"]
+
+
+# Llama 3.1 8B's tensors (config.json: 32 layers, hidden 4096, 8 KV heads of 128, intermediate 14336, vocab
+# 128256, untied): per layer q and o 4096², k and v 4096 x 1024, gate/up/down 3 x 4096 x 14336; two F32 norm
+# vectors per layer plus the final norm.
+_LAYER = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+_BODY = 32 * _LAYER  # every 2-D tensor of the blocks
+_EMBD = 128256 * 4096  # token_embd.weight, and output.weight the same size
+_NORMS = 32 * 2 * 4096 + 4096
+# Bits per weight of the legacy block types, ggml-common.h: block_q4_0 = fp16 d + 16 bytes (32 weights, 18
+# bytes), block_q4_1 = d, m + 16 bytes (20), block_q5_0 = d + 4-byte qh + 16 (22), block_q5_1 = d, m + qh + 16
+# (24); block_q6_k: 210 bytes per 256 weights.
+_LEGACY_BITS = {"Q4_0": 18 * 8 / 32, "Q4_1": 20 * 8 / 32, "Q5_0": 22 * 8 / 32, "Q5_1": 24 * 8 / 32}
+_Q6_K_BITS = 210 * 8 / 256
+
+
+@pytest.mark.parametrize("name", sorted(_LEGACY_BITS))
+def test_legacy_types_on_llama31_8b_match_a_hand_count(name):
+    """The README has no Q4_0/Q4_1/Q5_0/Q5_1 rows, so the bits are counted by hand from llama-quant.cpp's
+    rules for these ftypes (llama_tensor_get_type at 007dbbf3): every 2-D tensor, token_embd included, takes
+    the ftype's type; output.weight becomes Q6_K (bumped to Q6_K unless the type is Q8_0); norms stay F32."""
+    bits = (_BODY + _EMBD) * _LEGACY_BITS[name] + _EMBD * _Q6_K_BITS + _NORMS * 32
+    params = _BODY + 2 * _EMBD + _NORMS
+    m = default_models().get("llama-3.1-8b")
+    assert m.params == params  # the shapes above are the catalog's model
+    assert weights(m, _mix(name)).bits_per_weight == pytest.approx(bits / params, rel=1e-9)
+
+
+@pytest.mark.parametrize("row", [r for r in PUBLISHED if "bpw" not in r],
+                         ids=[r["name"] for r in PUBLISHED if "bpw" not in r])
+def test_rows_without_bpw_match_quantize_help_sizes(row):
+    """Rows the README lacks are held to the file size `llama-quantize --help` prints for Llama-3-8B (same
+    shapes as 3.1: QUANT_OPTIONS in tools/quantize/quantize.cpp, "3.74G" for Q3_K_M): the file is the weights
+    plus its metadata, which for Llama 3's 128,256-token vocabulary (tokens, types, 280,147 merges) is a few
+    MB, under 0.01 GiB, and the help rounds to 0.01."""
+    m = default_models().get("llama-3.1-8b")
+    size_gib = weights(m, _mix(row["name"])).total_bytes / 2**30
+    assert row["help_size_gib"] - 0.01 < size_gib <= row["help_size_gib"]
 
 
 def test_fallback_table_is_data_and_q2k_falls_back_to_q4_0():

@@ -148,6 +148,63 @@ class ModelSpec:
 KEYS = keys_of(ModelSpec)
 TAG_KEYS = keys_of(OllamaTag)
 
+# The config.json key (Hugging Face transformers' name) each checked field is read from, for the messages.
+CONFIG_KEYS = {
+    "heads": "num_attention_heads", "kv_heads": "num_key_value_heads", "layers": "num_hidden_layers",
+    "experts": "num_local_experts", "experts_active": "num_experts_per_tok",
+    "global_kv_heads": "num_global_key_value_heads", "dense_layers": "first_k_dense_replace",
+    "sliding_layers": "layer_types", "linear_layers": "layer_types",
+    "kv_shared_layers": "num_kv_shared_layers",
+    "linear_key_heads": "linear_num_key_heads", "linear_value_heads": "linear_num_value_heads",
+}
+_LINEAR_DIMS = ("linear_key_heads", "linear_key_head_dim", "linear_value_heads", "linear_value_head_dim")
+
+
+def _named(name: str) -> str:
+    return f"{name} ({CONFIG_KEYS[name]})" if name in CONFIG_KEYS else name
+
+
+def _heads_problem(m: ModelSpec) -> str | None:
+    # grouped-query attention: each KV head serves heads / kv_heads query heads (Ainslie et al. 2023, "GQA",
+    # https://arxiv.org/abs/2305.13245); MLA caches a latent instead of KV heads
+    for name in ("kv_heads", "global_kv_heads"):
+        kv = getattr(m, name)
+        if m.heads and kv and m.attention != "mla" and (kv > m.heads or m.heads % kv):
+            return (f"{_named(name)} {kv:,} must divide {_named('heads')} {m.heads:,} "
+                    "(each KV head serves a whole group of query heads)")
+    return None
+
+
+def _experts_problem(m: ModelSpec) -> str | None:
+    if m.experts_active and not m.experts:
+        return f"{_named('experts_active')} {m.experts_active:,} is set on a model without experts"
+    if m.experts_active > m.experts:
+        return (f"{_named('experts_active')} {m.experts_active:,} is more than the {m.experts:,} experts "
+                f"({CONFIG_KEYS['experts']}): a token is routed to at most every expert")
+    return None
+
+
+def _layers_problem(m: ModelSpec) -> str | None:
+    for name in ("dense_layers", "sliding_layers"):
+        if getattr(m, name) > m.layers:
+            return f"{_named(name)} {getattr(m, name):,} is more than the {m.layers:,} layers"
+    if m.sliding_layers and not m.sliding_window:
+        return f"{m.sliding_layers:,} sliding-window layers need a sliding_window"
+    if m.layers - m.linear_layers - m.kv_shared_layers < 1:
+        return (f"{m.linear_layers:,} linear-attention and {m.kv_shared_layers:,} KV-sharing layers leave "
+                f"none of the {m.layers:,} layers with attention of its own (at least one is needed)")
+    if m.linear_layers and (missing := [CONFIG_KEYS.get(k, k) for k in _LINEAR_DIMS if not getattr(m, k)]):
+        return (f"{m.linear_layers:,} linear-attention layers need their state's shape: no "
+                f"{', '.join(missing)} (ssm.* in a GGUF)")
+    return None
+
+
+def shape_problem(m: ModelSpec) -> str | None:
+    """What makes a model's shape impossible, in one line naming the field (and the config.json key it
+    comes from) and what is allowed; None when the shape holds together. Every model record goes through it:
+    the catalog rows (model_from_row) and what the readers build from a config.json or a header."""
+    return _heads_problem(m) or _experts_problem(m) or _layers_problem(m)
+
 
 def model_from_row(row: dict[str, Any]) -> ModelSpec:
     known = {k: v for k, v in row.items() if k not in ("ollama", "aliases", "estimated", "override")}
@@ -169,6 +226,8 @@ def model_from_row(row: dict[str, Any]) -> ModelSpec:
         value = getattr(spec, name)
         if not isinstance(value, int) or value <= 0:
             raise CatalogError(f"model '{spec.id}': {name} must be a positive integer")
+    if problem := shape_problem(spec):
+        raise CatalogError(f"model '{spec.id}': {problem}")
     return spec
 
 

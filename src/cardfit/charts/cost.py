@@ -5,14 +5,64 @@ only, and only when a chart is asked for."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import InputError, need_extra
 from ..units import fmt_millions
 
-if TYPE_CHECKING:  # the charts draw a result; services/breakeven.py imports this module when asked to plot
-    from ..services.breakeven import Breakeven, DutyCrossing, VolumeCrossing
+# What the charts read of a `cardfit breakeven` result (services/breakeven.py Breakeven and its crossings;
+# that module imports this one when asked to plot): the charts know the fields they draw, not the service.
+
+
+class ApiLine(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def price_per_million_usd(self) -> float: ...
+    @property
+    def breakeven_millions_per_month(self) -> float | None: ...
+
+
+class Rate(Protocol):
+    @property
+    def tokens_per_s(self) -> float: ...
+
+
+class Breakeven(Protocol):
+    @property
+    def monthly_usd(self) -> float: ...
+    @property
+    def capacity_millions_per_month(self) -> float: ...
+    @property
+    def cost_per_million_usd(self) -> float: ...
+    @property
+    def cost_per_million_full_duty_usd(self) -> float: ...
+    @property
+    def duty(self) -> float: ...
+    @property
+    def throughput(self) -> Rate: ...
+    @property
+    def apis(self) -> Sequence[ApiLine]: ...
+
+
+class VolumeCrossing(Protocol):
+    @property
+    def api(self) -> str: ...
+    @property
+    def millions_per_month(self) -> float: ...
+    @property
+    def breaks_even(self) -> bool: ...
+    @property
+    def label(self) -> str: ...
+
+
+class DutyCrossing(Protocol):
+    @property
+    def api(self) -> str: ...
+    @property
+    def duty(self) -> float: ...
 
 FORMATS = (".png", ".svg")
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")

@@ -3,15 +3,55 @@ user sees, the first-token time as the marker's colour (matplotlib, imported onl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from . import chart_format, pyplot
 
-if TYPE_CHECKING:
-    from ..services.deploy import DeployReport
+# What the chart reads of a `cardfit deploy` report (services/deploy.py DeployReport, which imports this
+# module when asked to plot): the chart knows the fields it draws, not the service.
 
 
-def write_chart(report: DeployReport, path: str) -> None:
+class DeployPoint(Protocol):
+    @property
+    def cost_per_million_usd(self) -> float | None: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def per_user_tokens_per_s(self) -> float: ...
+    @property
+    def ttft_ms(self) -> float | None: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def runtime(self) -> str: ...
+    @property
+    def quant(self) -> str: ...
+
+
+class DeployLoad(Protocol):
+    @property
+    def users(self) -> float | None: ...
+    @property
+    def requests_per_s(self) -> float | None: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def tokens_per_s_per_user(self) -> float: ...
+
+
+class DeployFront(Protocol):
+    @property
+    def model(self) -> str: ...
+    @property
+    def workload(self) -> DeployLoad: ...
+    @property
+    def pareto(self) -> Sequence[DeployPoint]: ...
+
+
+def write_chart(report: DeployFront, path: str) -> None:
     fmt = chart_format(path)
     plt = pyplot()
 

@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from ..errors import InputError
 from . import chart_format, pyplot
 
-if TYPE_CHECKING:  # the chart draws a report; services/speed.py imports this module when asked to plot
-    from ..services.speed import SpeedReport
+# What the chart reads of a `cardfit speed` report (services/speed.py SpeedReport, which imports this module
+# when asked to plot): the chart knows the fields it draws, not the service.
 
 
-def write_chart(report: SpeedReport, path: str) -> None:
+class SpeedPoint(Protocol):
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def aggregate_tokens_per_s(self) -> float: ...
+    @property
+    def per_user_tokens_per_s(self) -> float: ...
+
+
+class SpeedCurve(Protocol):
+    @property
+    def rows(self) -> Sequence[SpeedPoint]: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def quant(self) -> str: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def runtime(self) -> str: ...
+
+
+def write_chart(report: SpeedCurve, path: str) -> None:
     fmt = chart_format(path)
     plt = pyplot()
 

@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from ..errors import InputError, need_extra
 
-if TYPE_CHECKING:  # the chart draws a report; services/validate.py imports this module when asked to plot
-    from ..services.validate import Report
+# What the chart reads of a `cardfit validate` report (services/validate.py Report, which imports this module
+# when asked to plot): the chart knows the fields it draws, not the service.
 
 
-def write_plot(report: Report, path: str) -> None:
+class Scored(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def error(self) -> float | None: ...
+
+
+class KindErrors(Protocol):
+    @property
+    def n(self) -> int: ...
+    @property
+    def median_abs_error(self) -> float | None: ...
+
+
+class Scores(Protocol):
+    @property
+    def outcomes(self) -> Sequence[Scored]: ...
+    @property
+    def kinds(self) -> Mapping[str, KindErrors]: ...
+
+
+def write_plot(report: Scores, path: str) -> None:
     """One panel: predicted / measured per record, grouped by kind, with the ±2/3/5/20 % target bands."""
     need_extra("matplotlib", extra="plot", what="--plot")
     import matplotlib

@@ -86,8 +86,8 @@ def _windows(c: _Cfg, f: Fields, layers: int, mtype: str) -> None:
         names = [str(t) for t in types[:layers]]
         sliding = sum(t in ("sliding_attention", "sliding", "local") for t in names)
         linear = sum(t in ("linear_attention", "mamba", "linear") for t in names)
-    elif (interval := c.int("full_attention_interval")) and interval > 0:
-        linear = layers - layers // interval
+    elif (interval := c.int("full_attention_interval")) is not None:
+        linear = layers - layers // _interval(c, interval, layers)
     if not isinstance(types, list) and window:
         pattern = c.int("sliding_window_pattern", "_sliding_window_pattern")
         if pattern:
@@ -109,6 +109,19 @@ def _windows(c: _Cfg, f: Fields, layers: int, mtype: str) -> None:
         f.set("linear_key_head_dim", c.int("linear_key_head_dim"))
         f.set("linear_value_head_dim", c.int("linear_value_head_dim"))
         f.set("linear_conv_kernel", c.int("linear_conv_kernel_dim", "conv_kernel"))
+
+
+def _interval(c: _Cfg, interval: int, layers: int) -> int:
+    """full_attention_interval (Qwen3-Next, Qwen3.5: every Nth layer has full attention, the others linear
+    attention): 1..layers, and only in a hybrid config, one that gives the linear layers' shape."""
+    if not 1 <= interval <= layers:
+        raise FileFormatError(c.name, f"full_attention_interval {interval:,} must be 1..{layers:,} (one "
+                              "full-attention layer every that many)", hint=_HINT)
+    if interval > 1 and c.raw("linear_num_key_heads", "linear_key_head_dim") is None:
+        raise FileFormatError(c.name, "full_attention_interval is for hybrid models, but this config gives "
+                              "no linear-attention layers (no linear_num_key_heads or linear_key_head_dim)",
+                              hint=_HINT)
+    return interval
 
 
 def _moe(c: _Cfg, f: Fields, mtype: str) -> None:

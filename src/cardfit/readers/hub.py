@@ -11,7 +11,7 @@ from typing import Any
 
 from ..catalog.models import ModelSpec
 from ..errors import CardfitError, InputError, NetworkError
-from .source import MAX_SHARDS, read_json_file
+from .source import MAX_SHARDS, index_values, read_json_file
 
 _REPO = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96})(?:@(?P<rev>[\w.-]{1,64}))?"
                    r"(?:/(?P<file>[\w./-]{1,300}\.gguf))?$")
@@ -84,7 +84,7 @@ class Hub:
             self._files = [s.rfilename for s in info.siblings or [] if isinstance(s.rfilename, str)]
         return self._files
 
-    def json(self, path: str, what: str) -> Any:
+    def json(self, path: str, what: str, max_values: int | None = None) -> Any:
         """A small JSON file through hf_hub_download (cached), parsed by the same strict loader as a local
         one."""
         from huggingface_hub import hf_hub_download
@@ -93,7 +93,7 @@ class Hub:
             local = hf_hub_download(self.repo, path, revision=self.rev, endpoint=endpoint())
         except Exception as e:
             raise self._failed(e, what) from None
-        return read_json_file(local, what)
+        return read_json_file(local, what, max_values)
 
     def get(self, url: str, what: str, limit: int, headers: dict[str, str]) -> tuple[Any, bytes]:
         """At most `limit` bytes of a GET on huggingface_hub's session, with its auth and user-agent
@@ -183,12 +183,14 @@ def _read(hub: Hub, gguf_file: str | None) -> ModelSpec:
     f = fields_from_config(hub.json("config.json", "config.json"), config_url, "config.json (Hub)")
     if "model.safetensors.index.json" in files:
         index = hub.url("model.safetensors.index.json")
-        shards = st.shard_names(hub.json("model.safetensors.index.json", "safetensors index"), index)
+        shards = st.shard_names(hub.json("model.safetensors.index.json", "safetensors index", index_values()),
+                                index)
     else:
         shards = sorted(x for x in files if x.endswith(".safetensors") and "/" not in x)
     tensors = []
+    budget = st.HeaderBudget()  # the shards together, as a local folder's
     for s in shards:
-        tensors += st.read_header(RangeFile(hub, s))[0]
+        tensors += st.read_header(RangeFile(hub, s), budget)[0]
     return build(f, tensors if shards else None, name=hub.repo, source=source, origin="hub",
                  where="safetensors header (Hub)").with_(hf=hub.repo)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..catalog.limits import MAX_LAYERS as MAX_LAYERS  # re-exported: the readers' layer cap
 from ..catalog.limits import SHAPE_LIMITS
-from ..catalog.models import ModelSpec, TensorInfo
+from ..catalog.models import ModelSpec, TensorInfo, shape_problem
 from ..core.tensors import active_shape_params, encoder_params, has_shapes, shape_params
 from ..errors import FileFormatError
 from . import gguf as gguf_reader
@@ -113,9 +113,18 @@ def _require(f: Fields, source: str) -> None:
                                   hint="the file is damaged")
 
 
+def _check_shape(f: Fields, source: str) -> None:
+    """An impossible shape (more KV heads than heads, more experts per token than experts, no layer left
+    with attention) is refused before any arithmetic runs on it."""
+    probe = spec_from_fields(f, name="x", source=source, origin="file", params=1)
+    if problem := shape_problem(probe):
+        raise FileFormatError(source, problem, hint="the file is damaged or not a transformer's config")
+
+
 def build(f: Fields, tensors: list[TensorInfo] | None, *, name: str, source: str, origin: str,
           where: str = "") -> ModelSpec:
     _require(f, source)
+    _check_shape(f, source)
     if tensors is not None:
         params, f = _with_tensors(f, tensors, where)
     else:
@@ -182,12 +191,15 @@ def read_gguf(path: str, origin: str = "file", name: str = "") -> ModelSpec:
 
 # ---- safetensors / config.json ------------------------------------------------------------------
 
-def safetensors_tensors(files: list[str],
-                        read: Callable[[str], tuple[list[TensorInfo], Any]]) -> list[TensorInfo]:
+def safetensors_tensors(
+    files: list[str], read: Callable[[str, st.HeaderBudget], tuple[list[TensorInfo], Any]]
+) -> list[TensorInfo]:
+    """All shards' tensors, the shards' headers read within one budget (st.HeaderBudget)."""
     tensors: list[TensorInfo] = []
     seen: set[str] = set()
+    budget = st.HeaderBudget()
     for p in files:
-        _add_tensors(tensors, read(p)[0], p, seen)
+        _add_tensors(tensors, read(p, budget)[0], p, seen)
     return tensors
 
 
@@ -213,7 +225,7 @@ def read_folder(folder: str, origin: str = "file", name: str = "") -> ModelSpec:
         raise FileFormatError(folder, "no config.json, .safetensors or .gguf file here", hint=NO_MODEL_HINT)
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.lexists(index):  # read (and checked to be a regular file) when present at all
-        shards = st.shard_names(read_json_file(index, "safetensors index"), index)
+        shards = st.shard_names(read_json_file(index, "safetensors index", _source.index_values()), index)
     if len(shards) > MAX_SHARDS:
         raise FileFormatError(folder, f"{len(shards):,} safetensors files is over the limit",
                               hint=NO_MODEL_HINT)

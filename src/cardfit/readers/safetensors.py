@@ -18,6 +18,7 @@ from .source import (
     MAX_SHARDS,
     LocalFile,
     Source,
+    json_values_bound,
     parse_json,
     shown,
 )
@@ -27,6 +28,34 @@ DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0"
               "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
               "I64": 64, "U64": 64, "F64": 64, "C64": 64}
 _HINT = "the file is damaged or not a safetensors file; download it again"
+# JSON values (source.json_values_bound) one tensor's entry holds, "name": {"dtype": …, "shape": [d, …],
+# "data_offsets": [begin, end]}: ndim + 3 commas and 3 brackets, ndim at most MAX_DIMS
+VALUES_PER_TENSOR = MAX_DIMS + 6
+# __metadata__: the safetensors library writes {"format": "pt"}; transformers, MLX and quantizers add a
+# handful of keys. A header padded with 7.5 million entries (100 MB) took 18 s and 1.5 GB to parse.
+MAX_METADATA_VALUES = 4096
+# Header bytes of all the shards of one model together: 512 bytes per tensor at the tensor cap, 128 MiB (Kimi
+# K2's longest entry, "model.layers.60.mlp.experts.383.down_proj.weight_scale_inv" with its dtype, shape and
+# offsets, is 138 bytes); the per-file cap alone let MAX_SHARDS files of MAX_SAFETENSORS_HEADER add up.
+HEADER_BYTES_PER_TENSOR = 512
+
+
+class HeaderBudget:
+    """What the headers of one model's shards may cost together (bytes read, JSON values parsed): the
+    per-file caps alone let MAX_SHARDS files of legal size add up. One per model read."""
+
+    __slots__ = ("bytes_left", "values_left")
+
+    def __init__(self) -> None:
+        self.bytes_left = source.MAX_TENSORS * HEADER_BYTES_PER_TENSOR
+        self.values_left = source.MAX_TENSORS * VALUES_PER_TENSOR + MAX_METADATA_VALUES
+
+    def spend(self, name: str, n_bytes: int, values: int) -> None:
+        if n_bytes > self.bytes_left or values > self.values_left:
+            raise FileFormatError(name, "the model's safetensors headers together are over the limit for "
+                                  f"{source.MAX_TENSORS:,} tensors", hint="is this one model?")
+        self.bytes_left -= n_bytes
+        self.values_left -= values
 
 
 def header_length(first8: bytes, name: str, size: int | None) -> int:
@@ -72,13 +101,29 @@ def _tensor(key: str, v: Any, name: str) -> tuple[TensorInfo, int, int]:
     return TensorInfo(key, shape, dtype, nbytes), offs[0], offs[1]
 
 
-def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[TensorInfo], dict[str, str]]:
-    """Tensors and __metadata__ from the JSON header bytes; data_size = file size - 8 - header length."""
+def _values(header: bytes, name: str, budget: HeaderBudget | None) -> int:
+    """The JSON values the header may hold, checked before it is parsed: as many as the tensors it claims
+    need, plus __metadata__, and within what the model's other shards left."""
     claimed = header.count(b'"data_offsets"')  # every tensor has one: counted before parsing, in C
     if claimed > source.MAX_TENSORS:
         raise FileFormatError(name, f"{claimed:,} tensors is over the {source.MAX_TENSORS:,} limit",
                               hint=_HINT)
-    obj = parse_json(header, name, "safetensors header")
+    limit = claimed * VALUES_PER_TENSOR + MAX_METADATA_VALUES
+    values = json_values_bound(header)
+    if values > limit:
+        raise FileFormatError(name, f"safetensors header holds up to {values:,} JSON values, over the "
+                              f"{limit:,} allowed for {claimed:,} tensor entries and __metadata__",
+                              hint=_HINT)
+    if budget is not None:
+        budget.spend(name, 0, values)
+    return values
+
+
+def parse_header(header: bytes, name: str, data_size: int | None,
+                 budget: HeaderBudget | None = None) -> tuple[list[TensorInfo], dict[str, str]]:
+    """Tensors and __metadata__ from the JSON header bytes; data_size = file size - 8 - header length."""
+    values = _values(header, name, budget)
+    obj = parse_json(header, name, "safetensors header", max_values=values)
     if not isinstance(obj, dict):
         raise FileFormatError(name, "safetensors header is not a JSON object", hint=_HINT)
     meta = obj.pop("__metadata__", None) or {}
@@ -103,16 +148,19 @@ def parse_header(header: bytes, name: str, data_size: int | None) -> tuple[list[
     return tensors, meta
 
 
-def read_header(src: Source) -> tuple[list[TensorInfo], dict[str, str]]:
+def read_header(src: Source, budget: HeaderBudget | None = None) -> tuple[list[TensorInfo], dict[str, str]]:
+    """One file's header; `budget`: what the model's shards read so far left (a new one for a single file)."""
     n = header_length(src.read(0, 8), src.name, src.size)
+    budget = budget or HeaderBudget()
+    budget.spend(src.name, n, 0)  # before the header is read
     header = src.read(8, n)
     if len(header) < n:
         raise FileFormatError(src.name, "safetensors header is truncated", hint=_HINT)
-    return parse_header(header, src.name, None if src.size is None else src.size - 8 - n)
+    return parse_header(header, src.name, None if src.size is None else src.size - 8 - n, budget)
 
 
-def read_file(path: str) -> tuple[list[TensorInfo], dict[str, str]]:
-    return read_header(LocalFile(path))
+def read_file(path: str, budget: HeaderBudget | None = None) -> tuple[list[TensorInfo], dict[str, str]]:
+    return read_header(LocalFile(path), budget)
 
 
 def shard_names(index: Any, name: str) -> list[str]:

@@ -13,6 +13,11 @@ from ..errors import FileFormatError, InputError
 
 MAX_JSON_BYTES = 16 * 2**20  # config.json, index files, Ollama manifests: real ones are < 1 MB
 MAX_JSON_DEPTH = 64
+# JSON values in a config.json or an Ollama manifest (json_values_bound): real configs hold tens to a few
+# thousand (tests/test_readers.py's copies of Llama 3.1 8B's, DeepSeek V3's and gpt-oss-20b's: 35, 31, 50;
+# Qwen2-VL-7B's in tests/fixtures: 46; an FP8 checkpoint's quantization_config lists at most a few hundred
+# modules). Parsing costs about one Python object per value: 5 million `{}` in 15 MB took 10 s and 789 MB.
+MAX_JSON_VALUES = 2**16
 MAX_SAFETENSORS_HEADER = 100 * 2**20  # the safetensors library's own limit (100 MB)
 # Tensors in one model (all shards together). The most in a real checkpoint: Kimi K2 (moonshotai/Kimi-K2-
 # Instruct, config.json: 61 layers, the first dense, 384 routed experts, block-FP8 with a weight_scale_inv
@@ -146,8 +151,26 @@ def _depth_ok(obj: Any, limit: int) -> bool:
     return True
 
 
-def parse_json(data: bytes, name: str, what: str = "JSON") -> Any:
-    """Strict JSON from bytes: UTF-8, no NaN, bounded depth. Errors name the file."""
+def json_values_bound(data: bytes) -> int:
+    """An upper bound on the values a JSON text holds, counted in C before it is parsed: every value after the
+    first in an array or object follows a comma, and every array and object opens with a bracket (one inside a
+    string only raises the bound). Parsing makes about one object per value (two for an object member), so a
+    cap on this caps the parser's work and memory, not only the bytes."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+
+
+def index_values() -> int:
+    """Values a safetensors index may hold: one weight_map entry per tensor of the model, and its metadata."""
+    return MAX_TENSORS + MAX_JSON_VALUES
+
+
+def parse_json(data: bytes, name: str, what: str = "JSON", max_values: int | None = None) -> Any:
+    """Strict JSON from bytes: UTF-8, no NaN, bounded depth, at most `max_values` values (MAX_JSON_VALUES
+    unless given), refused before parsing. Errors name the file."""
+    limit = MAX_JSON_VALUES if max_values is None else max_values
+    if (values := json_values_bound(data)) > limit:
+        raise FileFormatError(name, f"{what} holds up to {values:,} JSON values, over the {limit:,} limit",
+                              hint="is this the right file?")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -170,9 +193,9 @@ def _no_constant(c: str) -> Any:
     raise ValueError(f"{c} is not allowed")
 
 
-def read_json_file(path: str, what: str = "JSON") -> Any:
+def read_json_file(path: str, what: str = "JSON", max_values: int | None = None) -> Any:
     _guard()
-    return parse_json(read_regular(path, MAX_JSON_BYTES, what), path, what)
+    return parse_json(read_regular(path, MAX_JSON_BYTES, what), path, what, max_values)
 
 
 def shown(s: object, limit: int = 80) -> str:

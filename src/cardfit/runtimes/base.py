@@ -6,7 +6,7 @@ profile's `family` names. The methods are core/memory.py's RuntimeModel protocol
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
@@ -16,9 +16,6 @@ from ..catalog.runtimes import RuntimeProfile
 from ..core.kv import kv_cache_bytes, kv_replication
 from ..core.memory import MemorySettings, padded_context
 from ..core.weights import embedding_bytes
-
-if TYPE_CHECKING:
-    from .launch import Launch, LaunchArgs
 
 GIB = 2**30
 
@@ -124,7 +121,8 @@ class Runtime:
         raise NotModelled(f"{self.profile.name} reports no total of its own that cardfit models "
                           "(total_memory is Ollama's `ollama ps` estimate)")
 
-    # ---- the launch line (a runtime with `serves = true` in data/runtimes.toml; runtimes/launch.py builds)
+    # ---- the launch line: a serving runtime's adapter (`serves = true` in data/runtimes.toml) adds its own
+    # `launch(model, LaunchArgs) -> Launch` (runtimes/launch.py `Serving`); what they share is here
 
     # cardfit's KV cache dtype → the engine's name for it (16-bit needs none)
     KV_NAMES: ClassVar[Mapping[str, str]] = {}
@@ -134,10 +132,6 @@ class Runtime:
         """How the launch line names the model: a Hugging Face repository (llama-server: a .gguf file,
         Ollama: a tag)."""
         return hf or asked or model_id
-
-    def launch(self, model: str, a: LaunchArgs) -> Launch:
-        """The command line that starts this runtime (only a serving runtime's adapter has one)."""
-        raise NotImplementedError(f"{self.profile.id} has no launch line")
 
 
 # A model whose config states no trained context: plan 4,096 tokens (llama-server's -c default,

@@ -23,13 +23,13 @@ What the flags mean where runtimes differ:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from ..catalog.records import record
-from ..errors import InputError
+from ..errors import CatalogError, InputError
 
 if TYPE_CHECKING:
-    from .base import Runtime
+    from ..catalog.runtimes import RuntimeProfile
 
 # 16-bit means "auto": the model's own dtype, the engines' default (no flag).
 _SIXTEEN = {"auto", "f16", "fp16", "float16", "bf16", "bfloat16"}
@@ -167,9 +167,22 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
                   program_words=len(program))
 
 
-def _served(runtime: str, engine: Runtime | None = None) -> Runtime:
+@runtime_checkable
+class Serving(Protocol):
+    """A serving runtime's adapter (runtimes/<runtime>.py, a `runtimes.base.Runtime` subclass): the adapter
+    that owns a launch line has `launch()`; one without it (transformers, TGI, the rule of thumb) starts
+    nothing cardfit plans. Named here, not on the base class, so that the base imports nothing of this
+    module."""
+
+    profile: RuntimeProfile
+    KV_NAMES: ClassVar[Mapping[str, str]]
+
+    def launch(self, model: str, a: LaunchArgs) -> Launch: ...
+
+
+def _served(runtime: str, engine: object | None = None) -> Serving:
     """The adapter of a catalog runtime that has a launch line (`engine`: the caller's, already built)."""
-    if engine is not None and engine.profile.id == runtime and engine.profile.serves:
+    if isinstance(engine, Serving) and engine.profile.id == runtime and engine.profile.serves:
         return engine
     from ..catalog.runtimes import default_runtimes
     from . import adapter
@@ -180,7 +193,11 @@ def _served(runtime: str, engine: Runtime | None = None) -> Runtime:
         served = ", ".join(r.id for r in rts if r.serves)
         raise InputError(f"cardfit has no launch command for {runtime}", field="runtime",
                          hint=f"launch commands exist for {served}")
-    return adapter(profile)
+    found = adapter(profile)
+    if not isinstance(found, Serving):
+        raise CatalogError(f"runtime '{profile.id}': serves = true but its adapter "
+                           f"(cardfit/runtimes/{profile.family}.py) has no launch()")
+    return found
 
 
 def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp: int = 1, nodes: int = 1,
@@ -188,7 +205,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           gpu_memory_utilization: float | None = None, n_gpu_layers: int | None = None,
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
-          engine: Runtime | None = None) -> Launch:
+          engine: object | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
