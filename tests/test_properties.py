@@ -56,3 +56,25 @@ def test_weights_grow_with_bits():
     for m in MODELS:
         sizes = [weights(m, qc.get(q)).total_bytes for q in order]
         assert sizes == sorted(sizes), m.id
+
+
+OFFLOADERS = [r for r in RUNTIMES if r.offload]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(MODELS), st.sampled_from(OFFLOADERS), st.integers(1, 131_072), st.integers(0, 10**12),
+       st.integers(0, 10**12))
+def test_offload_ram_is_what_spills_plus_what_stays_in_ram(m, rt, context, a, b):
+    """The system RAM an offload needs (the figure `plan` states and `--ram-gb` is checked against): the
+    runtime's host-resident weights plus whatever does not fit on the card; never less on a smaller card, and
+    exactly the shortfall plus the host weights when the card holds its fixed workspace."""
+    from cardfit.core.fit import offload_ram_bytes
+
+    mem = estimate(m, default_quants().get("Q4_K_M"), adapter(rt),
+                   MemorySettings(context=context, prefill_chunk=rt.prefill_chunk))
+    small, big = sorted((a, b))
+    assert offload_ram_bytes(mem, small) >= offload_ram_bytes(mem, big) >= mem.host_weights_bytes
+    if mem.per_card_fixed_bytes <= small < mem.total_bytes:
+        assert offload_ram_bytes(mem, small) == mem.total_bytes - small + mem.host_weights_bytes
+    if big >= mem.total_bytes:
+        assert offload_ram_bytes(mem, big) == mem.host_weights_bytes

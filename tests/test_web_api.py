@@ -151,6 +151,24 @@ def test_openapi_uses_the_cli_input_models(client):
     assert "Ollama / llama.cpp slots" in plan["properties"]["parallel"]["description"]
 
 
+def test_openapi_gives_the_defaults_deploy_applies(client):
+    """The page shows deploy's defaults from the schema (it said TPOT 50 ms where the CLI used 100): every
+    default published for a field is the value `deploy` reports in its workload when the field is left out,
+    the targets included (their input default is None only to tell "not given" apart)."""
+    spec = client.get("/openapi.json").json()
+    props = spec["components"]["schemas"]["DeployInput"]["properties"]
+    body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "users": 4, "gpu": ["L40S"], "runtime": "vllm"}
+    r = client.post("/api/deploy", json=body)
+    assert r.status_code == 200, r.text
+    w = r.json()["workload"]
+    assert w["targets_given"] == {"ttft_ms": False, "tpot_ms": False}
+    for key in ("input_tokens", "output_tokens", "ttft_ms", "tpot_ms"):
+        assert props[key]["default"] == w[key], key
+    assert (props["ttft_ms"]["default"], props["tpot_ms"]["default"]) == (2000, 100)  # deploy --help's words
+    given = client.post("/api/deploy", json={**body, "tpot_ms": 60}).json()
+    assert given["workload"]["tpot_ms"] == 60 and given["workload"]["targets_given"]["tpot_ms"] is True
+
+
 def test_page_and_static(client):
     r = client.get("/")
     assert r.status_code == 200 and "<title>cardfit" in r.text

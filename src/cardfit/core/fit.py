@@ -174,15 +174,26 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more", refusal=Refusal.MEMORY)
 
 
+def _on_gpu(mem: Memory, budget: int) -> tuple[int, int]:
+    """(layer bytes a card holds beside its fixed workspace, layer bytes: weights + KV cache)."""
+    return max(budget - mem.per_card_fixed_bytes, 0), mem.weights_bytes + mem.kv_cache_bytes
+
+
+def offload_ram_bytes(mem: Memory, budget: int) -> int:
+    """System RAM an offload needs on a card with `budget` bytes: the layers (weights and their KV cache)
+    that do not fit on the GPU, plus what the runtime keeps in RAM anyway (llama.cpp: token_embd)."""
+    on_gpu, layered = _on_gpu(mem, budget)
+    return max(layered - on_gpu, 0) + mem.host_weights_bytes
+
+
 def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
     """llama.cpp / Ollama put whole layers in system RAM: what stays on the GPU is what fits beside the
     fixed workspace."""
-    layered = mem.weights_bytes + mem.kv_cache_bytes
-    on_gpu = max(budget - mem.per_card_fixed_bytes, 0)
+    on_gpu, layered = _on_gpu(mem, budget)
     fraction = min(on_gpu / layered, 1.0) if layered else 0.0
-    spill = layered - on_gpu
-    if ram_bytes and spill > ram_bytes:
-        return Option(**base, verdict=NO, reason=f"offload needs {fmt_bytes(spill)} of system RAM; "
+    needed = offload_ram_bytes(mem, budget)
+    if ram_bytes and needed > ram_bytes:
+        return Option(**base, verdict=NO, reason=f"offload needs {fmt_bytes(needed)} of system RAM; "
                       f"{fmt_bytes(ram_bytes)} given", refusal=Refusal.HOST_RAM)
     return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction,
                   reason=f"{1 - fraction:.0%} of the layers in system RAM")

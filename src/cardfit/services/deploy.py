@@ -60,9 +60,9 @@ class DeployInput(ModelInput):
                                         "90th percentile answer length (sizes the context and the spread "
                                         "of service times)", ge=1, le=MAX_CONTEXT)
     ttft_ms: float | None = opt(None, f"target: p90 time to first token, ms (default {DEFAULT_TTFT_MS:g})",
-                                gt=0, le=3_600_000)
+                                gt=0, le=3_600_000, applied=DEFAULT_TTFT_MS)
     tpot_ms: float | None = opt(None, f"target: mean time per output token, ms (default {DEFAULT_TPOT_MS:g}, "
-                                "i.e. 10 tokens/s per user)", gt=0, le=600_000)
+                                "i.e. 10 tokens/s per user)", gt=0, le=600_000, applied=DEFAULT_TPOT_MS)
     tokens_per_s_per_user: float | None = opt(None, "target: tokens/s each user sees, instead of --tpot-ms",
                                               gt=0, le=100_000)
     gpu: tuple[str, ...] = opt((), "only these cards (repeatable); default: every card with a rental price",

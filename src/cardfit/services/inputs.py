@@ -35,6 +35,9 @@ class Limits:
     split: bool = False  # a tuple given as "1,8,64" (or repeated): split on commas and spaces
     item_ge: int | None = None  # every item of a split tuple at least this
     item_le: int | None = None  # and at most this
+    # what the command uses when the field is not given, where its default is None only to tell "not given"
+    # apart (deploy's targets): published as the default of the web API's schema (the page reads it there)
+    applied: Any = None
 
 
 def opt(default: Any = None, help: str = "", **limits: Any) -> Any:  # noqa: A002  (the help text)

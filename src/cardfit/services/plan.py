@@ -393,7 +393,34 @@ def plan(inp: PlanInput) -> Plan:
     ctx.notes.extend(advice(ctx, cards[0].memory))
     ctx.notes.extend(utilization_advice(ctx, cards[0]))
     ctx.notes.extend(task_notes(ctx, cards[0]))
+    ctx.notes.extend(offload_notes(ctx, cards[0]))
     return Plan(ctx, cards)
+
+
+def offload_notes(ctx: Context, card: CardPlan) -> list[str]:
+    """An offload on one card: the system RAM it needs, and the smallest set of the same card that holds the
+    model whole at the same context, with both decode speeds (one owner for the CLI and the page)."""
+    o, mem = card.option, card.memory
+    if o.verdict != fitting.OFFLOAD:
+        return []
+    ram = fitting.offload_ram_bytes(mem, o.budget_bytes)
+    host = f", {mem.host_weights_bytes / 1e9:,.1f} GB of it the token embedding (kept there in any case)" \
+        if mem.host_weights_bytes else ""
+    out = [f"the offload needs about {ram / 1e9:,.1f} GB of free system RAM{host}; --ram-gb checks it "
+           "against yours"]
+    whole = _smallest_set(ctx, mem, o.gpu)
+    slow = card.speed.decode_tokens_per_s if card.speed else None
+    fast = _speed(ctx, mem, whole) if whole is not None else None
+    if whole is None or fast is None or fast.decode_tokens_per_s is None or slow is None:
+        return out
+    n = whole.count
+    line = (f"{n}× {o.gpu.name} hold the whole model at the same context ({mem.context:,} tokens): about "
+            f"{fast.decode_tokens_per_s:,.1f} tokens/s per stream, against {slow:,.1f} with "
+            f"{1 - (o.gpu_layer_fraction or 0):.0%} of the layers in system RAM on one (--gpus {n})")
+    tier, _ = default_context(ctx, o.gpu, n)
+    if ctx.runtime.context_tiers and tier != mem.context:
+        line += f"; Ollama picks {tier:,} tokens on {n} cards: set OLLAMA_CONTEXT_LENGTH={mem.context}"
+    return out + [line]
 
 
 TASK_WORDS = {"embed": ("an embedding model", "embeds"), "rerank": ("a reranker", "scores")}

@@ -22,7 +22,10 @@ def web_model(cls: type) -> Any:
             k: getattr(lim, k) for k in ("gt", "ge", "lt", "le", "max_length") if getattr(lim, k) is not None
         }
         annotation = Annotated[f.annotation, BeforeValidator(split_values)] if lim.split else f.annotation
-        fields[f.name] = (annotation, Field(f.default, description=f.help or None, **limits))
+        # a default the command applies itself (None in the input only marks "not given") is the schema's
+        extra = {"default": lim.applied} if lim.applied is not None else None
+        fields[f.name] = (annotation, Field(f.default, description=f.help or None, json_schema_extra=extra,
+                                            **limits))
     doc = cls.__doc__ if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}(") else None
     return create_model(cls.__name__, __config__=ConfigDict(extra="forbid", frozen=True), __doc__=doc,
                         **fields)

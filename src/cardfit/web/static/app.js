@@ -2,18 +2,24 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "api", "tokens_per_s",
+const FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
   "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
-const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "api",
+const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api",
   "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
 const FLOATS = new Set(["params", "tokens_per_s"]);
-const INTS = new Set(["context", "batch", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
+const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
+// the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
+const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
+  "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime" };
+const TARGET_WORDS = { ttft_ms: "TTFT p90", tpot_ms: "TPOT" };  // deploy's `failing.target`, as the CLI says it
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOP = 12;  // cards in the chart and, until "show more", in the table
 let endpoints = new Set();
 let apiCatalog = [];
 let seq = 0;
 let uploaded = null;  // the parsed config.json of an upload: sent with each request until a model is typed
+let deploySeq = 0;
+let deployShownFor = null;  // the request body of the deployment on screen (null: none shown)
 
 // ---- formatting (the CLI's units: GB = 1e9 bytes) ------------------------------------------------------
 const gb = (b) => (b === null || b === undefined) ? "—" : (b / 1e9).toFixed(2).replace(/^-(0\.00)$/, "$1") + " GB";
@@ -52,10 +58,12 @@ function planBody(v) {
 
 // ---- URL hash <-> form ---------------------------------------------------------------------------------
 function toHash(v) { return "#" + new URLSearchParams(v).toString(); }
-function fromHash() {
+function fromHash() {  // every field from the link: one it does not name goes back to its default (empty)
   const p = new URLSearchParams(location.hash.slice(1));
-  for (const f of FIELDS) if (p.has(f)) $(f).value = p.get(f);
+  for (const f of FIELDS) $(f).value = p.get(f) ?? "";
   if (["params", "layers"].some((f) => p.has(f))) $("shape-box").open = true;
+  uploaded = null;
+  $("config-note").textContent = "";
 }
 
 // what is left on a card, in words: free bytes when it fits, the shortfall otherwise
@@ -87,6 +95,27 @@ function ticks(x, n = 4) {  // round steps (1, 2, 2.5, 5 × 10^k) from 0 to at l
   for (let v = 0; v < x + step * 1e-9; v += step) out.push(v);
   if (out.at(-1) < x) out.push(out.at(-1) + step);
   return out;
+}
+// Labels that must not collide: each takes the first of its candidate spots whose box (estimated from the
+// text at the charts' 11 px font) is clear of the labels already placed and inside the chart.
+function placer(W, H) {
+  const boxes = [];
+  const box = (x, y, text, anchor) => {
+    const w = 6.4 * text.length + 2, x0 = anchor === "end" ? x - w : anchor === "middle" ? x - w / 2 : x;
+    return { x0, x1: x0 + w, y0: y - 10, y1: y + 3 };
+  };
+  const clear = (b) => b.x0 >= 0 && b.x1 <= W && b.y0 >= 0 && b.y1 <= H &&
+    boxes.every((o) => b.x1 <= o.x0 || o.x1 <= b.x0 || b.y1 <= o.y0 || o.y1 <= b.y0);
+  return {
+    keep(x, y, text, anchor = "start") { boxes.push(box(x, y, text, anchor)); },
+    place(spots, text, anchor = "start") {  // spots: [[x, y], …]; null when none is clear
+      for (const [x, y] of spots) {
+        const b = box(x, y, text, anchor);
+        if (clear(b)) { boxes.push(b); return [x, y]; }
+      }
+      return null;
+    },
+  };
 }
 function td(text, cls) { const c = document.createElement("td"); c.textContent = text; if (cls) c.className = cls; return c; }
 
@@ -199,7 +228,7 @@ function speedLevels(r) {
 function drawSpeed(r) {
   const pts = speedLevels(r);
   if (!pts.length) { $("speed-section").hidden = true; return; }
-  const W = 760, H = 260, L = 60, R = 20, T = 12, B = 34;
+  const W = 760, H = 270, L = 60, R = 20, T = 26, B = 34;
   const maxC = Math.max(...pts.map((p) => p.concurrency)), maxY = niceMax(Math.max(...pts.map((p) => p.aggregate_tokens_per_s)));
   const lx = (c) => L + (W - L - R) * (maxC > 1 ? Math.log2(c) / Math.log2(maxC) : 0);
   const ly = (v) => H - B - (H - T - B) * v / maxY;
@@ -213,8 +242,12 @@ function drawSpeed(r) {
   const path = (k) => pts.map((p, i) => `${i ? "L" : "M"}${lx(p.concurrency).toFixed(1)},${ly(p[k]).toFixed(1)}`).join("");
   s.append(el("path", { d: path("aggregate_tokens_per_s"), class: "line-agg" }),
     el("path", { d: path("per_user_tokens_per_s"), class: "line-user" }),
-    el("text", { x: L + 8, y: T + 12, fill: "#3b6fd8" }, "aggregate tokens/s"),
-    el("text", { x: L + 8, y: T + 26, fill: "#e08a2c" }, "per user tokens/s"));
+    el("text", { x: L, y: 12, fill: "#3b6fd8" }, "aggregate tokens/s"),
+    el("text", { x: L + 150, y: 12, fill: "#e08a2c" }, "per user tokens/s"));
+  for (const p of pts) {  // a dot per level: one level alone is no line
+    s.append(el("circle", { cx: lx(p.concurrency), cy: ly(p.aggregate_tokens_per_s), r: 3, class: "pt-agg" }),
+      el("circle", { cx: lx(p.concurrency), cy: ly(p.per_user_tokens_per_s), r: 3, class: "pt-user" }));
+  }
   $("speed-chart").replaceChildren(s);
   $("speed-gpu").textContent = r.gpu ? `on ${r.gpu}` : "";
   $("speed-section").hidden = false;
@@ -253,33 +286,65 @@ function drawCost(b) {
   const near = apis.map(cross).filter((c) => c > 0 && isFinite(c) && c <= 3 * (cap || c));
   const xs = ticks(1.15 * Math.max(cap || 0, ...near)), maxX = xs.at(-1);
   const ys = ticks(rent * 2), maxY = ys.at(-1);
-  const W = 760, H = 280, L = 64, R = 20, T = 12, B = 34;
+  const L = Math.max(64, 14 + 6.4 * Math.max(...ys.map((v) => usd(v).length))), W = 696 + L, R = 20, B = 38;
+  // the legend has a band of its own above the plot, as many rows as the API names need
+  const items = apis.map((a, i) => ({ i, text: `${a.name} $${a.price_per_million_usd}/M` }));
+  const rows = [[]];
+  let at = 0;
+  for (const it of items) {
+    const w = 20 + 6.4 * it.text.length + 16;
+    if (at + w > W - L - R && rows.at(-1).length) { rows.push([]); at = 0; }
+    rows.at(-1).push({ ...it, x: L + at });
+    at += w;
+  }
+  const T = 12 + 15 * (items.length ? rows.length : 0), H = 272 + T;
   const x = (m) => L + (W - L - R) * m / maxX, y = (v) => H - B - (H - T - B) * Math.min(v, maxY) / maxY;
-  const s = svg(W, H);
+  const s = svg(W, H), labels = placer(W, H);
+  rows.forEach((row, r) => row.forEach((it) => {
+    s.append(el("rect", { x: it.x, y: 4 + 15 * r + 5, width: 14, height: 3, class: `swatch line-api${it.i % 4}` }),
+      el("text", { x: it.x + 20, y: 4 + 15 * r + 10 }, it.text));
+    labels.keep(it.x, 4 + 15 * r + 10, "xx" + it.text);
+  }));
   for (const v of ys) {
     s.append(el("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }),
       el("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", fill: "#6b7385" }, usd(v)));
+    labels.keep(L - 6, y(v) + 4, usd(v), "end");
   }
-  for (const m of xs) s.append(el("text", { x: x(m), y: H - B + 16, "text-anchor": "middle", fill: "#6b7385" }, num(m) + " M"));
+  for (const m of xs) {
+    s.append(el("text", { x: x(m), y: H - B + 18, "text-anchor": "middle", fill: "#6b7385" }, num(m) + " M"));
+    labels.keep(x(m), H - B + 18, num(m) + " M", "middle");
+  }
   s.append(el("text", { x: (L + W) / 2, y: H - 4, "text-anchor": "middle", fill: "#6b7385" }, "output tokens per month (millions)"));
+  const label = (spots, text, attrs = {}) => {  // spots: [x, y, anchor]; left out when none is clear
+    for (const [sx, sy, anchor] of spots) {
+      if (labels.place([[sx, sy]], text, anchor)) {
+        s.append(el("text", { x: sx, y: sy, "text-anchor": anchor, ...attrs }, text));
+        return;
+      }
+    }
+  };
   const rentEnd = cap ? Math.min(cap, maxX) : maxX;
-  s.append(el("path", { d: `M${x(0)},${y(rent)}L${x(rentEnd)},${y(rent)}`, class: "line-rent" }),
-    el("text", { x: x(rentEnd) - 4, y: y(rent) - 6, "text-anchor": "end" }, `rent ${usd(rent)}/month`));
+  s.append(el("path", { d: `M${x(0)},${y(rent)}L${x(rentEnd)},${y(rent)}`, class: "line-rent" }));
+  const rentText = `rent ${usd(rent)}/month`;
+  label([[x(rentEnd) - 4, y(rent) - 6, "end"], [x(0) + 6, y(rent) - 6, "start"], [x(rentEnd) - 4, y(rent) + 14, "end"],
+    [x(0) + 6, y(rent) + 14, "start"]], rentText);
   if (cap && cap <= maxX) {
-    s.append(el("line", { x1: x(cap), x2: x(cap), y1: T, y2: H - B, class: "axis", "stroke-dasharray": "2 3" }),
-      el("text", { x: x(cap) + 4, y: H - B - 6, fill: "#6b7385" }, `capacity ${num(cap)} M`));
+    s.append(el("line", { x1: x(cap), x2: x(cap), y1: T, y2: H - B, class: "axis", "stroke-dasharray": "2 3" }));
+    const capText = `capacity ${num(cap)} M`;
+    label([[x(cap) + 4, H - B - 6, "start"], [x(cap) - 4, H - B - 6, "end"], [x(cap) + 4, H - B - 22, "start"],
+      [x(cap) - 4, H - B - 22, "end"]], capText, { fill: "#6b7385" });
   }
-  let shown = 0;
   apis.forEach((a, i) => {
     const p = a.price_per_million_usd, endX = Math.min(maxX, maxY / p);
-    s.append(el("path", { d: `M${x(0)},${y(0)}L${x(endX)},${y(p * endX)}`, class: `line-api line-api${i % 4}` }),
-      el("rect", { x: W - R - 210, y: T + 4 + 15 * i, width: 14, height: 3, class: `swatch line-api${i % 4}` }),
-      el("text", { x: W - R - 190, y: T + 9 + 15 * i }, `${a.name} $${p}/M`));
+    s.append(el("path", { d: `M${x(0)},${y(0)}L${x(endX)},${y(p * endX)}`, class: `line-api line-api${i % 4}` }));
+  });
+  apis.forEach((a) => {  // the crossings last, over the lines; a label with no clear spot is in the table below
     const be = cross(a);
-    if (be <= maxX) {
-      s.append(el("circle", { cx: x(be), cy: y(rent), r: 4, class: "cross" }),
-        el("text", { x: x(be) + 6, y: y(rent) + (shown++ % 2 ? -8 : 16) }, `${num(be, 1)} M`));
-    }
+    if (!(be <= maxX)) return;
+    s.append(el("circle", { cx: x(be), cy: y(rent), r: 4, class: "cross" }));
+    const X = x(be), Y = y(rent), text = `${num(be, 1)} M`;
+    label([[X + 6, Y + 16, "start"], [X + 6, Y - 8, "start"], [X - 6, Y + 16, "end"], [X - 6, Y - 8, "end"],
+      [X + 6, Y + 30, "start"], [X + 6, Y - 22, "start"], [X - 6, Y + 30, "end"], [X - 6, Y - 22, "end"]], text);
   });
   $("cost-chart").replaceChildren(s);
   $("apis").tBodies[0].replaceChildren(...apis.map((a) => {
@@ -296,6 +361,7 @@ function drawCost(b) {
 async function update() {
   const v = values();
   history.replaceState(null, "", toHash(v));
+  staleDeploy();
   $("share-link").href = location.href;
   if (!v.model && !v.params) return;
   const mine = ++seq;
@@ -347,16 +413,44 @@ async function extras(v, plan, mine) {
 }
 
 // ---- serve a load: POST /api/deploy, the cheapest deployment meeting the targets --------------------------
+// A field left empty is not sent: `cardfit deploy` applies its own default, shown as the field's placeholder.
 function deployBody() {
   const body = planBody(values());
-  for (const f of ["quant", "context", "batch", "kv_dtype", "api", "runtime", "gpu"]) delete body[f];
+  for (const f of ["quant", "context", "batch", "kv_dtype", "api", "runtime", "gpu", "gpus"]) delete body[f];
   const n = (id) => $(id).value.trim() === "" ? undefined : Number($(id).value);
-  if (n("d-rate") !== undefined && n("d-rate") > 0) body.requests_per_s = n("d-rate"); else body.users = n("d-users");
-  body.input_tokens = Math.round(n("d-input")); body.output_tokens = Math.round(n("d-output"));
-  body.ttft_ms = n("d-ttft"); body.tpot_ms = n("d-tpot");
+  if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
+  for (const id of ["d-input", "d-output"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
+  for (const id of ["d-ttft", "d-tpot"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
   if ($("d-runtime").value) body.runtime = $("d-runtime").value;
   if ($("gpu").value.trim()) body.gpu = [$("gpu").value.trim()];
   return body;
+}
+
+function deployDefaults(spec) {  // placeholders: the defaults the API's schema publishes for `cardfit deploy`
+  const ref = ((((spec.paths["/api/deploy"] || {}).post || {}).requestBody || {}).content || {})["application/json"];
+  const name = ref && ref.schema && ref.schema.$ref ? ref.schema.$ref.split("/").at(-1) : null;
+  const props = name ? ((spec.components.schemas[name] || {}).properties || {}) : {};
+  for (const [id, key] of Object.entries(DEPLOY_FIELDS)) {
+    const d = (props[key] || {}).default;
+    if (d !== undefined && d !== null && $(id).tagName === "INPUT") $(id).placeholder = `default ${num(d)}`;
+  }
+}
+
+function clearDeploy() {  // no deployment on screen: a pasted link, or inputs that no longer match it
+  deploySeq++;
+  deployShownFor = null;
+  $("deploy-section").hidden = true;
+  for (const id of ["deploy-load", "deploy-status", "deploy-best", "deploy-command"]) $(id).textContent = "";
+  $("deploy-chart").replaceChildren();
+  $("deploy-pareto").tBodies[0].replaceChildren();
+}
+
+function staleDeploy() {
+  if (deployShownFor !== null && JSON.stringify(deployBody()) !== deployShownFor) clearDeploy();
+}
+
+function resetDeployForm() {
+  for (const id of Object.keys(DEPLOY_FIELDS)) $(id).value = "";
 }
 
 function shape(d) {
@@ -368,16 +462,18 @@ function shape(d) {
 }
 
 function drawPareto(rows, best) {
-  const W = 640, H = 240, L = 64, B = 36, T = 10, R = 16, box = $("deploy-chart");
-  const s = svg(W, H);
   const xs = rows.map((r) => r.per_user_tokens_per_s), ys = rows.map((r) => r.monthly_usd || 0);
   const xt = ticks(Math.max(...xs)), yt = ticks(Math.max(...ys));
+  // room on the left for the widest rent label ("$4,000,000"), never clipped
+  const L = Math.max(64, 14 + 6.4 * Math.max(...yt.map((v) => usd(v).length)));
+  const W = 576 + L, H = 256, B = 36, T = 26, R = 16, box = $("deploy-chart");
+  const s = svg(W, H);
   const X = (v) => L + (W - L - R) * v / xt.at(-1), Y = (v) => H - B - (H - B - T) * v / yt.at(-1);
   for (const v of yt) { s.append(el("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "grid" }));
     s.append(el("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end" }, usd(v))); }
   for (const v of xt) s.append(el("text", { x: X(v), y: H - B + 16, "text-anchor": "middle" }, num(v)));
   s.append(el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle" }, "tokens/s per user"));
-  s.append(el("text", { x: 12, y: T + 8 }, "$/month"));
+  s.append(el("text", { x: L, y: 12 }, "$/month"));  // above the plot, clear of the top tick
   for (const r of rows) {
     const c = el("circle", { cx: X(r.per_user_tokens_per_s), cy: Y(r.monthly_usd || 0), r: 5,
       class: "dot" + (best && r.command === best.command ? " best" : "") });
@@ -387,12 +483,22 @@ function drawPareto(rows, best) {
   box.replaceChildren(s);
 }
 
+function failingText(f) {  // why nothing meets the targets, in words (the CLI's line)
+  const what = TARGET_WORDS[f.target];
+  if (!what) return `Nothing meets the targets: ${f.text || f.target || ""}`;
+  return `Nothing meets the targets: ${what} fails first` +
+    (f.ratio ? ` (${num(f.achieved, 1)} ms against ${num(f.limit)} ms, ${num(f.ratio, 2)}×)` : "");
+}
+
 async function deploy() {
   const body = deployBody();
+  const mine = ++deploySeq;
+  deployShownFor = JSON.stringify(body);  // changed inputs clear it (staleDeploy), the answer too when it comes
   $("deploy-section").hidden = false;
   $("deploy-status").className = "status"; $("deploy-status").textContent = "Searching…";
   try {
     const r = await api("/api/deploy", body);
+    if (mine !== deploySeq) return;
     const w = r.workload, b = r.best;
     $("deploy-load").textContent = (w.users !== null ? `${num(w.users)} users` : `${w.requests_per_s} requests/s`) +
       ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms`;
@@ -402,9 +508,7 @@ async function deploy() {
         `KV ${b.kv_dtype} · ${usd(b.monthly_usd)}/month · $${num(b.cost_per_million_usd, 3)} per M tokens · ` +
         `TTFT ${num(b.ttft_ms)} ms · TPOT ${num(b.tpot_ms, 1)} ms · headroom ${num(r.headroom, 2)}×`;
     } else {
-      const f = r.failing || {};
-      $("deploy-best").textContent = `Nothing meets the targets: ${f.target} fails first` +
-        (f.ratio ? ` (${num(f.achieved, 1)} vs ${num(f.limit)}, ${num(f.ratio, 2)}×)` : "") +
+      $("deploy-best").textContent = failingText(r.failing || {}) +
         (d ? `; closest: ${shape(d)} · ${d.runtime} · ${d.quant}` : "");
     }
     $("deploy-command").textContent = d ? d.command : "";
@@ -420,6 +524,10 @@ async function deploy() {
     }));
     $("deploy-status").textContent = "";
   } catch (e) {
+    if (mine !== deploySeq) return;
+    for (const id of ["deploy-load", "deploy-best", "deploy-command"]) $(id).textContent = "";
+    $("deploy-chart").replaceChildren();
+    $("deploy-pareto").tBodies[0].replaceChildren();
     $("deploy-status").className = "status error"; $("deploy-status").textContent = "Error: " + e.message;
   }
 }
@@ -469,6 +577,7 @@ async function init() {
     apiCatalog = (await api("/api/apis")).apis;
     for (const a of apiCatalog) $("api").append(new Option(`${a.name} ($${a.output_usd_per_m}/M)`, a.id));
   }
+  deployDefaults(spec);
   $("config-label").hidden = !endpoints.has("/api/read/config");
   $("log-box").hidden = !endpoints.has("/api/read/log");
   fromHash();
@@ -481,7 +590,12 @@ async function init() {
   });
   $("inputs").addEventListener("submit", (e) => { e.preventDefault(); update(); });
   $("serve-form").addEventListener("submit", (e) => { e.preventDefault(); deploy(); });
-  window.addEventListener("hashchange", () => { fromHash(); update(); });
+  $("serve-form").addEventListener("input", staleDeploy);
+  $("serve-form").addEventListener("change", staleDeploy);
+  // a pasted link is a new question: every field from it (or its default), and no answer to the old one
+  window.addEventListener("hashchange", () => {
+    fromHash(); resetDeployForm(); $("log").value = ""; clearDeploy(); update();
+  });
   document.body.dataset.loaded = "1";
   update();
 }
