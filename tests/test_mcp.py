@@ -12,7 +12,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from cardfit.cli.mcp_server import call, field_schema, tool_schema, tools
+from cardfit.cli.mcp_server import call, field_schema, listing_schema, tool_schema, tools
+from cardfit.services.catalogs import LISTINGS
 from cardfit.services.inputs import describe
 from cardfit.services.table import BY_NAME, COMMANDS
 
@@ -32,6 +33,10 @@ BAD_CALLS = [
      "Error: give the load: --users N (concurrent) or --requests-per-s R, one of the two"),
     ("fit", {"model": "llama3.1:8b"},  # no such tool
      "Error: unknown tool 'fit'; the tools are plan, max-context"),
+    ("quants", {"catalog": ["mine.toml"]},  # the quantization catalog takes no extra files
+     "Error: --catalog Extra inputs are not permitted (got ['mine.toml'])"),
+    ("gpus", {"catalog": ["/no/such/cards.toml"]},  # a file that is not there: the loader's line
+     "Error: /no/such/cards.toml: cannot read catalog file"),
 ]
 
 
@@ -48,6 +53,7 @@ async def _session(cli_home) -> dict:
             out["tools"] = (await session.list_tools()).tools
             out["plan"] = await session.call_tool("plan", PLAN)
             out["deploy"] = await session.call_tool("deploy", DEPLOY)
+            out["gpus"] = await session.call_tool("gpus", {})
             out["bad"] = [await session.call_tool(name, args) for name, args, _ in BAD_CALLS]
             out["after"] = await session.call_tool("breakeven", {"hourly": 2, "tokens_per_s": 1000})
     return out
@@ -61,10 +67,14 @@ def session(cli_home) -> dict:
 def test_lists_one_tool_per_command_with_the_schema_of_its_options(session):
     assert session["server"] == "cardfit"
     listed = {t.name: t for t in session["tools"]}
-    assert list(listed) == [c.name for c in COMMANDS]
+    assert list(listed) == [c.name for c in COMMANDS] + list(LISTINGS)
     for c in COMMANDS:
         assert listed[c.name].description == c.summary
         assert listed[c.name].input_schema == tool_schema(c.input_type())
+    for name, (summary, takes_files) in LISTINGS.items():
+        assert listed[name].description == summary
+        assert listed[name].input_schema == listing_schema(name)
+        assert ("catalog" in listed[name].input_schema["properties"]) == takes_files
 
 
 def test_plan_answers_with_the_cli_json(session, run_json):
@@ -72,6 +82,12 @@ def test_plan_answers_with_the_cli_json(session, run_json):
     assert not r.is_error
     assert r.structured_content == run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090")
     assert json.loads(r.content[0].text) == r.structured_content
+
+
+def test_a_catalog_listing_answers_with_the_cli_json(session, run_json):
+    r = session["gpus"]
+    assert not r.is_error
+    assert r.structured_content == run_json("gpus")
 
 
 def test_deploy_answers_with_a_deployment_and_its_command(session):
@@ -119,7 +135,7 @@ def test_field_schema(command, name, expected):
 
 
 def test_every_input_is_a_property_and_nothing_else():
-    for t in tools():
+    for t in tools()[:len(COMMANDS)]:
         fields = describe(BY_NAME[t["name"]].input_type())
         schema = t["input_schema"]
         assert list(schema["properties"]) == [f.name for f in fields]
@@ -135,3 +151,20 @@ def test_a_split_list_is_an_array_of_bounded_numbers():
         "array", {"type": "integer", "minimum": f.limits.item_ge, "maximum": f.limits.item_le}, 64)
     rows = call("speed", {"model": "llama3.1:8b", "gpu": "RTX 4090", "concurrency": [1, 8]})[0]["rows"]
     assert [r["concurrency"] for r in rows] == [1, 8]
+
+
+def test_the_readme_example_is_real_output(cli_home):
+    """The README's MCP snippet, run as written (`cardfit` found on PATH beside this interpreter), prints the
+    text shown under it."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text().split("## From an agent (MCP)", 1)[1]
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = readme.split("```text\n", 1)[1].split("```", 1)[0]
+    env = {**os.environ, "HOME": str(cli_home),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == shown

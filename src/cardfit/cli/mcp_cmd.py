@@ -13,9 +13,9 @@ Examples:
 
 @cli.command(epilog=MCP_EPILOG)
 def mcp() -> None:
-    """Answer MCP clients (agents) over stdio: one tool per question command (plan, max-context, speed,
-    deploy, breakeven, …), its arguments the command's options and its result the command's --json object.
-    Needs pip install 'cardfit[mcp]'."""
+    """Answer MCP clients (agents) over stdio: one tool per command (plan, max-context, speed, deploy,
+    breakeven, …, and the catalogs gpus, models, quants, apis), its arguments the command's options and its
+    result the command's --json object. Needs pip install 'cardfit[mcp]'."""
     from ..errors import need_extra
 
     need_extra("mcp", extra="mcp", what="cardfit mcp")

@@ -1,8 +1,9 @@
 """`cardfit mcp`: the command table (services/table.py) as Model Context Protocol tools over stdio, one tool
-per row. A tool's input schema is built from the row's input descriptions (services/inputs.py `describe`:
-the same names, types, limits and help as the CLI options and the web API); its arguments go through the
-same `parse` as the CLI's, and its result is the command's `--json` object. A bad argument is a tool error
-carrying the CLI's one line (`Error: …`), never a crash of the server.
+per row, and the catalog listings (`gpus`, `models`, `quants`, `apis`: services/catalogs.py `listing`). A
+tool's input schema is built from the row's input descriptions (services/inputs.py `describe`: the same
+names, types, limits and help as the CLI options and the web API); its arguments go through the same `parse`
+as the CLI's, and its result is the command's `--json` object. A bad argument is a tool error carrying the
+CLI's one line (`Error: …`), never a crash of the server.
 
 The official MCP Python SDK (`pip install 'cardfit[mcp]'`) is imported only by `serve`; the schemas and the
 calls need nothing third-party (tests/test_mcp.py checks them in-process and through a real client)."""
@@ -14,8 +15,9 @@ import os
 from typing import Any
 
 from .. import __version__
-from ..errors import CardfitError
-from ..services.inputs import FieldInfo, describe
+from ..errors import CardfitError, InputError
+from ..services.catalogs import LISTINGS, listing
+from ..services.inputs import FieldInfo, ModelInput, describe, parse
 from ..services.table import BY_NAME, COMMANDS, to_json
 
 INSTRUCTIONS = ("cardfit plans whether an LLM fits on a GPU, how fast it runs and what it costs. Each tool "
@@ -63,18 +65,44 @@ def tool_schema(cls: type) -> dict[str, Any]:
             "additionalProperties": False}
 
 
+def _catalog_field() -> FieldInfo:
+    """The --catalog input (extra catalog files), as every command that reads them describes it."""
+    return next(f for f in describe(ModelInput) if f.name == "catalog")
+
+
+def listing_schema(name: str) -> dict[str, Any]:
+    """A catalog listing's input schema: its extra catalog files, where it reads them."""
+    takes_files = LISTINGS[name][1]
+    props = {"catalog": field_schema(_catalog_field())} if takes_files else {}
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
 def tools() -> list[dict[str, Any]]:
-    """Every command of the table as {name, description, input_schema}."""
-    return [{"name": c.name, "description": c.summary, "input_schema": tool_schema(c.input_type())}
-            for c in COMMANDS]
+    """Every command of the table, then the catalog listings, as {name, description, input_schema}."""
+    return [*({"name": c.name, "description": c.summary, "input_schema": tool_schema(c.input_type())}
+              for c in COMMANDS),
+            *({"name": n, "description": summary, "input_schema": listing_schema(n)}
+              for n, (summary, _) in LISTINGS.items())]
+
+
+def _listing(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    extra = [k for k in arguments if k not in listing_schema(name)["properties"]]
+    if extra:
+        # the line `parse` gives for an input a command does not take
+        raise InputError(f"--{extra[0].replace('_', '-')} Extra inputs are not permitted "
+                         f"(got {arguments[extra[0]]!r})", field=extra[0])
+    files = parse(ModelInput, {"catalog": arguments["catalog"]}).catalog if "catalog" in arguments else ()
+    return listing(name, files)
 
 
 def call(name: str, arguments: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
     """(the command's --json object, None), or (None, the one error line the CLI would print)."""
     row = BY_NAME.get(name)
-    if row is None:
-        return None, f"Error: unknown tool '{name}'; the tools are {', '.join(BY_NAME)}"
+    if row is None and name not in LISTINGS:
+        return None, f"Error: unknown tool '{name}'; the tools are {', '.join([*BY_NAME, *LISTINGS])}"
     try:
+        if row is None:
+            return _listing(name, dict(arguments or {})), None
         return to_json(row.call(dict(arguments or {}))), None
     except CardfitError as e:
         return None, f"Error: {e}"
