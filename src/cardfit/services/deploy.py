@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import cached_property, lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
@@ -27,9 +27,11 @@ from ..core.placement import shapes
 from ..core.search import largest_true, largest_true_ratio, smallest_true
 from ..errors import CardfitError, InputError
 from . import served, table
-from .emit import Emitted
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .launch_line import launch_command, launch_of
+
+if TYPE_CHECKING:
+    from .emit import Emitted
 
 HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
