@@ -39,6 +39,7 @@ def test_json_plan_imports_no_optional_package():
 
 @pytest.mark.parametrize(("args", "block", "extra"), [
     (["serve", "--port", "0"], ("fastapi", "uvicorn"), "web"),
+    (["mcp"], ("mcp",), "mcp"),
     (["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--plot", "speed.png"], ("matplotlib",), "plot"),
     (["validate", "--kind", "kv_cache", "--plot", "v.svg"], ("matplotlib",), "plot"),
 ])

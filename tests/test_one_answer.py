@@ -57,7 +57,8 @@ def readme_commands() -> list[tuple[list[str], str]]:
         argv = shlex.split(span)[1:]
         if len(argv) == 1 and argv[0] in BY_NAME and BY_NAME[argv[0]].argument == "model":
             continue  # "the `cardfit plan` question": the command's name, not a command line
-        if argv[0] != "serve" and not re.search(r"\b[A-Z]{1,5}\b|\||…", span) and (argv, "") not in out:
+        servers = ("serve", "mcp")  # they answer no question: nothing to compare
+        if argv[0] not in servers and not re.search(r"\b[A-Z]{1,5}\b|\||…", span) and (argv, "") not in out:
             out.append((argv, ""))
     return out
 

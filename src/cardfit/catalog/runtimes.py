@@ -54,6 +54,15 @@ class RuntimeProfile:
     paged_kv: bool = False
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
     serves: bool = False  # a server `cardfit deploy` plans and launches (its adapter's launch())
+    # the container image `cardfit deploy --emit` runs its launch line in (services/emit.py; "": none), the
+    # words of the line the image's ENTRYPOINT already runs (the manifest passes the rest as its arguments;
+    # empty: the whole line is the container's command), the arguments that make the server answer beyond
+    # the container's loopback (empty: it already does), the port it answers on, and where these are written
+    image: str = ""
+    image_entrypoint: tuple[str, ...] = ()
+    image_listen: tuple[str, ...] = ()
+    port: int = 0
+    image_source: str = ""
     weights_format: str = "checkpoint"  # what it loads: "gguf" files, or a "checkpoint" (safetensors)
     kv_cache_8bit: str = ""  # the 8-bit KV cache type deploy also tries ("": none)
     # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"
@@ -256,7 +265,7 @@ class RuntimeProfile:
 KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
 _TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples",
-           "compute_buffer_examples", "graph_stacks")
+           "compute_buffer_examples", "graph_stacks", "image_entrypoint", "image_listen")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:

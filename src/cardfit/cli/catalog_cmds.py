@@ -22,15 +22,15 @@ def _catalog_opt(f: Any) -> Any:
 @json_option
 def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
     """List the GPU catalog: usable memory, bandwidth, TFLOPS, FP8, link, price."""
-    from ..catalog.gpus import default_gpus, load_gpus
-
-    reg = load_gpus(catalog) if catalog else default_gpus()
-    from ..services.catalogs import gpu_rows, plain
-
-    rows = gpu_rows(reg)
     if as_json:
-        emit_json({"gpus": plain(rows)})
+        from ..services.catalogs import listing
+
+        emit_json(listing("gpus", catalog))
         return
+    from ..catalog.gpus import default_gpus, load_gpus
+    from ..services.catalogs import gpu_rows
+
+    rows = gpu_rows(load_gpus(catalog) if catalog else default_gpus())
     from rich.table import Table
 
     from ..units import fmt_bytes, fmt_usd
@@ -54,14 +54,15 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
 @json_option
 def models(as_json: bool, catalog: tuple[str, ...]) -> None:
     """List the model catalog: parameters, layers, attention, KV bytes per token, Ollama tags."""
-    from ..catalog.models import default_models, load_models
-    from ..services.catalogs import model_rows, plain
-
-    reg = load_models(catalog) if catalog else default_models()
-    rows = model_rows(reg)
     if as_json:
-        emit_json({"models": plain(rows)})
+        from ..services.catalogs import listing
+
+        emit_json(listing("models", catalog))
         return
+    from ..catalog.models import default_models, load_models
+    from ..services.catalogs import model_rows
+
+    rows = model_rows(load_models(catalog) if catalog else default_models())
     from rich.table import Table
 
     from .render import console
@@ -82,13 +83,15 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
 @json_option
 def quants(as_json: bool) -> None:
     """List quantization types (exact block geometry) and llama.cpp file-type mixes."""
+    if as_json:
+        from ..services.catalogs import listing
+
+        emit_json(listing("quants"))
+        return
     from ..catalog.quants import default_quants
     from ..services.catalogs import quant_view
 
     view = quant_view(default_quants())
-    if as_json:
-        emit_json(view.to_json())
-        return
     from rich.table import Table
 
     from .render import console

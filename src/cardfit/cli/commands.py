@@ -7,9 +7,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# The commands that are not questions in the command table (services/table.py): catalogs and the web server.
+# The commands that are not questions in the command table (services/table.py): catalogs, the web server and
+# the MCP server.
 OTHER = {"gpus": "catalog_cmds", "models": "catalog_cmds", "quants": "catalog_cmds", "apis": "cost_cmd",
-         "serve": "serve_cmd"}
+         "serve": "serve_cmd", "mcp": "mcp_cmd"}
 
 
 def modules() -> dict[str, str]:

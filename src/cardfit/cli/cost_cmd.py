@@ -95,13 +95,15 @@ def _duty_table(r: Breakeven) -> Any:
 def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
     """The API price catalog: the break-even guide's three tiers and named APIs, per million tokens, with
     dates and sources."""
+    if as_json:
+        from ..services.catalogs import listing
+
+        emit_json(listing("apis", catalog))
+        return
     from ..catalog.apis import apis
-    from ..services.catalogs import api_rows, plain
+    from ..services.catalogs import api_rows
 
     rows = api_rows(apis(tuple(catalog)))
-    if as_json:
-        emit_json({"apis": plain(rows)})
-        return
     from rich.table import Table
 
     from .render import console

@@ -16,6 +16,7 @@ Examples:
   cardfit deploy qwen3:30b-a3b --users 8 --gpu "RTX 4090" --gpu "RTX 5090" --runtime llama.cpp
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 200 --runtime vllm --budget-usd-month 2000 --json
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --requests-per-s 10 --plot pareto.png
+  cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 64 --runtime vllm --emit k8s > vllm.yaml
 """
 
 
@@ -27,7 +28,15 @@ def deploy(result: DeployReport, inp: Any) -> None:
 
     Every candidate is sized by the same memory model as `cardfit plan` (with its error bar), then timed:
     continuous batching with chunked prefill on cardfit's decode step, and queueing for the first token.
+
+    With --emit compose|k8s it prints that deployment as a compose.yaml or Kubernetes manifests instead,
+    running the same command.
     """
+    if result.emit is not None:
+        from . import echo
+
+        echo(result.emit.text.rstrip("\n"))
+        return
     _print(result)
 
 

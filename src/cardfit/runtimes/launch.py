@@ -47,6 +47,9 @@ class Launch:
     files: tuple[tuple[str, str], ...] = ()  # (name, content) written before the command runs
     notes: tuple[str, ...] = ()
     program_words: int = 1  # words of argv that name the program (`vllm serve`: 2)
+    # a multi-node line: the index in argv of this node's rank (0: the head); every other node runs the same
+    # line with its own rank there (and HEAD_NODE_IP the head's address). -1: a line for one node
+    node_rank: int = -1
 
     def shell(self) -> str:
         """One shell line (with the files it needs written first, as here-documents)."""
@@ -123,6 +126,9 @@ def _whole(name: str, value: int, low: int = 1) -> int:
     return value
 
 
+HEAD_NODE_IP = "HEAD_NODE_IP"  # the head node's address in a multi-node line (ServeFlags.nodes), to fill in
+
+
 def nodes_flags(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
                 addr: str) -> tuple[list[str], list[str]]:
     """(flags, notes) of a multi-node launch: the node count, this node's rank 0, the head's address."""
@@ -131,7 +137,7 @@ def nodes_flags(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
     others = "the second node with " + flag_rank + " 1" if nodes == 2 else \
         f"each of the other {nodes - 1} nodes with {flag_rank} 1 to {nodes - 1}"
     return [flag_nodes, str(nodes), flag_rank, "0", addr_flag, addr], [
-        f"run the same command on {others}, HEAD_NODE_IP being this node's address"]
+        f"run the same command on {others}, {HEAD_NODE_IP} being this node's address"]
 
 
 @record
@@ -163,8 +169,9 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
         argv += [f.batched_tokens, str(a.max_batched_tokens)]
     quant, notes = a.quant_flag(online)
     nodes, more = nodes_flags(a.nodes, *f.nodes)
+    rank = len(argv) + len(quant) + nodes.index(f.nodes[1]) + 1 if nodes else -1
     return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more),
-                  program_words=len(program))
+                  program_words=len(program), node_rank=rank)
 
 
 @runtime_checkable

@@ -174,3 +174,38 @@ def runtime_rows(runtimes: Iterable[Any]) -> list[RuntimeRow]:
 def plain(rows: Iterable[Result]) -> list[dict[str, Any]]:
     """The rows as JSON."""
     return [r.to_json() for r in rows]
+
+
+# The catalog commands (`cardfit NAME --json` and the MCP tools of the same names): name → (summary, whether
+# it reads extra catalog files given with --catalog).
+LISTINGS: dict[str, tuple[str, bool]] = {
+    "gpus": ("The GPU catalog: usable memory, bandwidth, TFLOPS, FP8, link, price (cardfit gpus)", True),
+    "models": ("The model catalog: parameters, layers, attention, KV bytes per token, Ollama tags "
+               "(cardfit models)", True),
+    "quants": ("Quantization types (exact block geometry) and llama.cpp file-type mixes (cardfit quants)",
+               False),
+    "apis": ("The API price catalog, per million tokens, with dates and sources (cardfit apis)", True),
+}
+
+
+def listing(name: str, catalog: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What `cardfit NAME --json` prints for a catalog command (NAME in LISTINGS), with the user's extra
+    catalog files where the command reads them."""
+    if name == "gpus":
+        from ..catalog.gpus import default_gpus, load_gpus
+
+        return {"gpus": plain(gpu_rows(load_gpus(catalog) if catalog else default_gpus()))}
+    if name == "models":
+        from ..catalog.models import default_models, load_models
+
+        return {"models": plain(model_rows(load_models(catalog) if catalog else default_models()))}
+    if name == "quants":
+        from ..catalog.quants import default_quants
+
+        return quant_view(default_quants()).to_json()
+    if name == "apis":
+        from ..catalog.apis import apis
+
+        return {"apis": plain(api_rows(apis(tuple(catalog))))}
+    raise KeyError(name)
+

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
@@ -28,7 +28,10 @@ from ..core.search import largest_true, largest_true_ratio, smallest_true
 from ..errors import CardfitError, InputError
 from . import served, table
 from .inputs import MAX_CONTEXT, ModelInput, opt
-from .launch_line import launch_command
+from .launch_line import launch_command, launch_of
+
+if TYPE_CHECKING:
+    from .emit import Emitted
 
 HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
@@ -76,6 +79,10 @@ class DeployInput(ModelInput):
     max_nodes: int = opt(4, "at most this many 8-card nodes per replica", ge=1, le=64)
     budget_usd_month: float | None = opt(None, "at most this rent per month, USD", gt=0, le=1e9)
     plot: str | None = opt(None, "write the Pareto chart (.png or .svg)", max_length=4096)
+    emit: Literal["compose", "k8s"] | None = opt(None, "print the cheapest deployment as a compose.yaml "
+                                                 "(compose) or Kubernetes manifests (k8s: Deployment + "
+                                                 "Service, a LeaderWorkerSet across nodes) instead of the "
+                                                 "report; with --json, the `emit` key")
 
 
 def check(inp: DeployInput) -> None:
@@ -597,7 +604,22 @@ def command(inp: DeployInput, r: Result) -> str:
     """The command line that starts one replica (runtimes/launch.py)."""
     c = r.cand
     return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots)
+                          c.setting.kv_flag, c.setting.slots, c.nodes)
+
+
+def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
+    """--emit: the manifest of the cheapest deployment, from the launch line its command prints
+    (services/emit.py)."""
+    from .emit import Served, emit
+
+    if r is None:
+        raise InputError("--emit: nothing meets the targets, so there is no deployment to write",
+                         field="emit", hint="run without --emit to see the closest one and what it misses")
+    c = r.cand
+    line = launch_of(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs, c.setting.kv_flag,
+                     c.setting.slots, c.nodes)
+    return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu, c.per_node,
+                                       c.nodes, r.replicas))
 
 
 @record
@@ -772,8 +794,9 @@ class DeployReport(table.Result):
     hours_per_month: float
     notes: tuple[str, ...]
     plot: str | None = None  # the chart written (absent from the JSON when none was asked for)
+    emit: Emitted | None = None  # --emit: the manifest (absent from the JSON when none was asked for)
 
-    omit_none = ("plot",)
+    omit_none = ("plot", "emit")
 
 
 def _asked(inp: DeployInput, t: Targets) -> Workload:
@@ -809,6 +832,8 @@ def deploy_report(inp: DeployInput) -> DeployReport:
             closest_one = deployment(inp, near)
             report = replace(report, closest=closest_one, failing=_failing(near, t), pareto=(closest_one,))
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
+    if inp.emit:
+        report = replace(report, emit=_emitted(inp, found[0] if found else None))
     if inp.plot:
         from ..charts.deploy import write_chart
 

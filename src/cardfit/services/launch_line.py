@@ -8,22 +8,40 @@ from typing import Any
 
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
-                   slots: int = 0) -> str | None:
+                   slots: int = 0, nodes: int = 1) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
-    runtime without one (transformers, TGI, the rule of thumb)."""
+    runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
+    pipeline stages across them)."""
     from ..runtimes import launch
 
-    rt = ctx.runtime
-    if not rt.serves:
+    if not ctx.runtime.serves:
         return None
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes)
+    return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
+
+
+def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
+              nodes: int = 1) -> Any:
+    """The `Launch` (argv, environment, files, notes) behind `launch_command`'s text, for what is written
+    from the same line (services/emit.py); None for a runtime without one."""
+    from ..runtimes import launch
+
+    if not ctx.runtime.serves:
+        return None
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes)
+    return launch.build(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
+
+
+def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int,
+             nodes: int) -> dict[str, Any]:
+    """The runtime's launch options for a planned split, context, batch and KV cache (runtimes/launch.py
+    build)."""
+    rt = ctx.runtime
     util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
-    engine = ctx.engine
-    return launch.command(rt.id, model_ref(ctx, engine), quant=ctx.quant.name,
-                          tp=tp if rt.tensor_parallel else 1,
-                          pp=pp if rt.pipeline_parallel else 1, max_model_len=length, max_num_seqs=seqs,
-                          kv_dtype=kv, gpu_memory_utilization=util,
-                          n_gpu_layers=None if rt.tensor_parallel else 999, parallel=slots or None,
-                          flash_attn=True if kv else None, engine=engine)
+    return dict(quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
+                pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
+                kv_dtype=kv, gpu_memory_utilization=util, n_gpu_layers=None if rt.tensor_parallel else 999,
+                parallel=slots or None, flash_attn=True if kv else None, engine=ctx.engine)
 
 
 def model_ref(ctx: Any, engine: Any = None) -> str:
