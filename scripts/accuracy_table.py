@@ -57,8 +57,8 @@ def by_path(rep: Report | None = None) -> list[str]:
 
 
 def tables(rep: Report) -> list[str]:
-    return [TABLES, *by_path(rep), "", "Every record (older releases included), out of sample and in sample:", "",
-            *table(rep), TABLES_END]
+    return [TABLES, *by_path(rep), "", "Every record (older releases included), out of sample and in sample:",
+            "", *table(rep), TABLES_END]
 
 
 def per_source(rep: Report | None = None) -> list[str]:

@@ -86,8 +86,8 @@ def _print(r: DeployReport) -> None:
         f, near = r.failing, r.closest
         if f is not None and f.target in ("ttft_ms", "tpot_ms") and f.text:  # tight
             what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
-            c.print(f"[red]Nothing meets the targets safely.[/] The closest is [bold]tight[/]: it meets them as "
-                    f"predicted, but its likely {what} reaches {f.achieved or 0:,.1f} ms against "
+            c.print(f"[red]Nothing meets the targets safely.[/] The closest is [bold]tight[/]: it meets them "
+                    f"as predicted, but its likely {what} reaches {f.achieved or 0:,.1f} ms against "
                     f"{f.limit or 0:,g} ms ({f.ratio or 0:.2f}×)")
         elif f is not None and f.target in ("ttft_ms", "tpot_ms"):
             what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"

@@ -66,13 +66,18 @@ def _print(r: SpeedReport) -> None:
         c.print(f"KV cache room: {r.max_concurrency:,} sequences of {r.context:,} tokens"
                 + (f"; compute bound from {r.compute_bound_from:,} sequences"
                    if r.compute_bound_from else ""))
-    t = Table(title="Decode vs concurrency")
-    for col in ("sequences", "aggregate tok/s", "per user tok/s", "step ms", "bound", "KV fits"):
+    ttft = any(row.ttft_ms is not None for row in r.rows)  # a served load: its time to first token too
+    t = Table(title="Served load vs concurrent users" if ttft else "Decode vs concurrency")
+    cols = ["sequences", "aggregate tok/s", "per user tok/s", "step ms"]
+    cols += ["TTFT ms", "TTFT p90 ms"] if ttft else []
+    for col in (*cols, "bound", "KV fits"):
         t.add_column(col, justify="right")
     for row in r.rows:
-        t.add_row(f"{row.concurrency:,}", f"{row.aggregate_tokens_per_s:,.1f}",
-                  f"{row.per_user_tokens_per_s:,.2f}", f"{row.step_ms:,.2f}", row.bound,
-                  "yes" if row.kv_fits else "no")
+        cells = [f"{row.concurrency:,}", f"{row.aggregate_tokens_per_s:,.1f}",
+                 f"{row.per_user_tokens_per_s:,.2f}", f"{row.step_ms:,.2f}"]
+        if ttft:
+            cells += [f"{row.ttft_ms or 0:,.1f}", f"{row.ttft_p90_ms or 0:,.1f}"]
+        t.add_row(*cells, row.bound, "yes" if row.kv_fits else "no")
     c.print(t)
     for note in r.notes:
         c.print(f"[dim]note: {note}[/]")

@@ -389,11 +389,14 @@ def likely(served: sv.Served, runtime: str, replicas: int = 1) -> dict[str, list
     the serving records (out of sample, data/accuracy.toml serving_*), per runtime where it has enough."""
     from ..core.uncertainty import value_range
 
-    ttft, tpot = _ms(served.ttft_s), _ms(served.tpot_s)
-    tokens = served.output_tokens_per_s * replicas
-    return {"ttft_ms": value_range(ttft, "serving_ttft_ms", runtime) if ttft is not None else None,
-            "tpot_ms": value_range(tpot, "serving_tpot_ms", runtime) if tpot is not None else None,
-            "aggregate_tokens_per_s": value_range(round(tokens, 1), "serving_tokens_per_s", runtime)}
+    def one(v: float | None, figure: str) -> list[float] | None:
+        r = value_range(v, figure, runtime) if v is not None else None
+        return [round(r[0], 1), round(r[1], 1)] if r else None
+
+    return {"ttft_ms": one(_ms(served.ttft_s), "serving_ttft_ms"),
+            "tpot_ms": one(_ms(served.tpot_s), "serving_tpot_ms"),
+            "aggregate_tokens_per_s": one(round(served.output_tokens_per_s * replicas, 1),
+                                          "serving_tokens_per_s")}
 
 
 def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, float]:

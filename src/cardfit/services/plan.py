@@ -302,7 +302,8 @@ def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     mc = served.machine(ctx, opt.gpu, opt.tp,
                         ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
-    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp, max(ctx.sequences, 1))
+    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp, max(ctx.sequences, 1),
+                       engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
 
 

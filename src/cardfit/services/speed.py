@@ -18,7 +18,7 @@ from ..errors import CardfitError, InputError, MissingFigureError
 from ..runtimes.llamacpp_like import DEFAULT_UBATCH, LlamaCppLike
 from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
-from .plan import needs_generator
+from .plan import engine_defaults, needs_generator
 from .plan import plan as make_plan
 from .table import Result
 
@@ -149,6 +149,10 @@ class SpeedRow(Result):
     step_ms: float
     bound: str  # "memory", "compute" or "link": what limits the decode step
     kv_fits: bool  # the KV cache holds this many sequences of the full context
+    # the served timing of this many closed-loop users (core/serving.py closed_loop, as `deploy --users`):
+    # mean and p90 time to first token; None where a request has no prompt (--input-tokens not given)
+    ttft_ms: float | None = None
+    ttft_p90_ms: float | None = None
 
 
 @record
@@ -204,15 +208,25 @@ class SpeedReport(Result):
     omit_none = ("plot",)
 
 
+def budget(s: Setup) -> int:
+    """The tokens a step carries: the engine's own default on the setup's card (services/plan.py
+    engine_defaults: vLLM V1 2,048 on an A100, 8,192 on an H100), the budget deploy times that card with."""
+    return engine_defaults(s.plan.ctx, s.plan.first.option.gpu)[0]
+
+
 def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
     most = s.card.memory.sequences if s.card.option.verdict == OFFLOAD else sp.max_sequences(
         s.kv_budget_bytes, s.kv_bytes_per_sequence)
     out = []
     ctx, opt = s.plan.ctx, s.card.option
     for n in levels(inp, most):
-        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp, n), s.request, n)
+        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp, n, budget(s)),
+                          s.request, n)
+        prompt = s.request.input_tokens > 0
         out.append(SpeedRow(n, round(r.output_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
-                            round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, n).bound, n <= most))
+                            round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, n).bound, n <= most,
+                            round(r.ttft_mean_s * 1e3, 1) if prompt else None,
+                            round(r.ttft_s * 1e3, 1) if prompt else None))
     return tuple(out)
 
 
@@ -503,7 +517,7 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     if kind == "aggregate_decode" and s.request is not None and s.request.input_tokens:
         # output tokens/s of a served load (an end-to-end throughput: each stream's next request prefills
         # its prompt in the decode steps), the figure `cardfit speed --input-tokens` and deploy report
-        r = served.replica(s.plan.ctx, s.load, s.machine, s.request, s.plan.first.option.pp, n)
+        r = served.replica(s.plan.ctx, s.load, s.machine, s.request, s.plan.first.option.pp, n, budget(s))
         return served.tokens_per_s(r, s.request, n)
     st = sp.step(s.load, s.machine, n)
     return st.aggregate_tokens_per_s if kind == "aggregate_decode" else st.per_user_tokens_per_s
