@@ -1,6 +1,6 @@
 """One timing path for a served load (issue 24): `speed` and `deploy` print the same closed-loop figures,
 a lone user never queues behind itself nor has its prompt ride along with its own decode, the steady state
-agrees with the step-by-step simulation for one user, and saturation degrades smoothly (no cliff to 0 tok/s)."""
+agrees with the step-by-step simulation for one user, and saturation degrades smoothly (no cliff)."""
 
 from __future__ import annotations
 
