@@ -89,7 +89,11 @@ def test_closed_loop_users_beyond_the_slots_wait():
     r = _replica(seqs=8)
     few = sv.serve(r, sv.Workload(1000, 300, users=8))
     many = sv.serve(r, sv.Workload(1000, 300, users=32))
-    assert few.wait_p90_s == 0 and many.wait_p90_s > 0 and many.batch == 8
+    # 24 users beyond the 8 slots: each waits 24 / 8 times a request's time in service (8 x 300 tokens at
+    # the served rate) for a slot (Little's law in the closed loop); the 8 in service are timed as before
+    in_service = 8 * 300 / few.output_tokens_per_s
+    assert many.ttft_mean_s - few.ttft_mean_s == pytest.approx(3 * in_service, rel=1e-6)
+    assert many.batch == few.batch and many.output_tokens_per_s == few.output_tokens_per_s
 
 
 def test_pipeline_stages_add_bubbles_for_one_sequence():
@@ -171,8 +175,9 @@ def test_an_overlap_scheduler_makes_a_new_request_wait_one_step_more():
     ahead = replace(base, schedule_ahead=1)
     w = sv.Workload(1000, 300, users=16)
     now, later = sv.serve(base, w), sv.serve(ahead, w)
-    assert later.ttft_mean_s - now.ttft_mean_s == pytest.approx(now.tpot_s, rel=1e-9)
-    assert later.tpot_s == now.tpot_s
+    # one step more (the closed loop's fixed point moves the batch a little with it)
+    assert later.ttft_mean_s - now.ttft_mean_s == pytest.approx(now.tpot_s, rel=0.01)
+    assert later.tpot_s == pytest.approx(now.tpot_s, rel=0.01)
     # a lone request meets an idle engine: no step to wait for
     one = sv.Workload(1000, 300)
     assert sv.rounds(ahead, one, 1, 1, False)[0] == sv.rounds(base, one, 1, 1, False)[0]
@@ -224,8 +229,8 @@ def test_a_tensorrt_engine_record_pays_neither_python_dispatch_nor_the_overlap_s
     engine, eager = predict_serving(r)[0], predict_serving(pytorch)[0]
     assert engine == pytest.approx(13.84, rel=0.25)
     # 32 layers of 0.8 ms of Python dispatch; the PyTorch backend's benchmark is stepped round by round
-    # (lockstep_rounds), where the next request of the one user meets an idle engine, while the engine's
-    # steady state has it wait for the step in flight (one decode step, its TPOT)
+    # (lockstep_rounds); both emit a token's response one decode step late (runtimes.toml response_lag_steps:
+    # TensorRT-LLM PR 14061), so the lone request's TTFT is its prefill plus one step (13.8 ms measured)
     step = predict_serving({**r, "metric": "tpot_ms"})[0]
     assert eager - engine >= 32 * 0.8 - step
 

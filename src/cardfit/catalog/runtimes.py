@@ -165,6 +165,10 @@ class RuntimeProfile:
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0
+    # steps after the one that computes a token before its response leaves the engine (core/serving.py
+    # Replica.response_lag): the first token of a request, and so each later one, reaches the client that
+    # many decode steps late, a lone request included
+    response_lag_steps: int = 0
     # a burst's first request is prefilled alone (core/serving.py Replica.burst_first_alone)
     burst_first_alone: bool = False
     # ALU operations per weight the decode kernels spend unpacking low-bit types (core/speed.py low_bit)

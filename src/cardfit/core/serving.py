@@ -84,6 +84,9 @@ class Replica:
     # a burst's first request is prefilled alone: the router starts a prompt step as soon as one request is
     # queued, while the rest of the burst is still being validated (TGI: runtimes.toml burst_first_alone)
     burst_first_alone: bool = False
+    # decode steps between the step that computes a token and its response leaving the engine (TensorRT-LLM's
+    # overlap scheduler: runtimes.toml response_lag_steps): every token, the first included, arrives late
+    response_lag: int = 0
 
 
 @record(slots=True)
@@ -293,7 +296,7 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
     stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
-    ahead = r.schedule_ahead * t  # the steps already planned when the request arrives
+    ahead = (r.schedule_ahead + r.response_lag) * t  # steps planned ahead; the response's lag
     wait90 = slot_wait[1] + p_p90 + ahead
     out = batch / t if t else 0.0
     return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + pre, wait90, out, rho, stable)
@@ -366,7 +369,8 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         else:
             s_p = 0.0
         arrive = others * step_s(r, max(b, 1.0), 0.0)  # the step running when the request arrives
-        z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive  # the rest of its time in service
+        lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
+        z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive + lag  # the rest of its cycle
         seen_q = q * others  # what an arrival finds (Schweitzer)
         u = 0.0
         res = s_p
@@ -390,7 +394,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     wait90 = wait / seen_u * math.log(seen_u / P90_TAIL) if seen_u > P90_TAIL and wait > 0 else 0.0
     # the other users' decode step running when a request arrives (its predecessor's answer ended in the
     # step before): the prompt joins the step after it; a lone user finds the engine idle
-    ahead = ahead_steps * t + others * step_s(r, max(b, 1.0), 0.0)
+    ahead = ahead_steps * t + others * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
     ttft_mean = slot_wait + wait + ahead + pre
     ttft90 = slot_wait + wait90 + ahead + pre
     out = m * o / in_service if in_service else 0.0
@@ -525,6 +529,10 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
             timed[key] = prompt_step_s(r, decodes, prompt)
         return timed[key]
 
+    def lag_s(at: float) -> float:
+        """The response lag: that many decode steps of the batch running now (Replica.response_lag)."""
+        return r.response_lag * dt(max(len(running), 1), 0.0) if r.response_lag else 0.0
+
     arrival = [0.0] * c  # per request, in the order sent
     if r.burst_first_alone and c > 1:  # the others are queued just after the first one's step started
         arrival[1:] = [BURST_LAG_S] * (c - 1)
@@ -545,6 +553,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
 
     def finish(k: int, at: float) -> None:
         nonlocal sent, done
+        at += lag_s(at)  # the last token reaches the client after the engine's response lag
         end[k] = at
         done += 1
         admitted.discard(k)
@@ -554,6 +563,10 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
             arrival.append(at)
             queue.append([sent, float(i)])
             sent += 1
+            if len(queue) > 1 and arrival[queue[-2][0]] > at:  # a shorter lag: it arrives first (FCFS)
+                ordered = sorted(queue, key=lambda x: arrival[x[0]])
+                queue.clear()
+                queue.extend(ordered)
 
     def next_end() -> int:
         while running.get(ends[0][1]) != ends[0][0]:  # dropped: preempted since
@@ -662,7 +675,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
             ended(t)
         for k in completed:
             if math.isnan(first[k]):
-                first[k] = t
+                first[k] = t + lag_s(t)
                 left = o - 1
             else:  # a preempted request computed again: its step samples the next token
                 left = pool.resume[k] - 1 if pool else 0

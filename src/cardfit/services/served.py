@@ -117,7 +117,9 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
                       NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0,
                       int(value(ctx.runtime.id, "schedule_ahead_steps", ctx.runtime.schedule_ahead_steps)),
-                      w.input_tokens, attention, burst_first_alone=ctx.runtime.burst_first_alone)
+                      w.input_tokens, attention, burst_first_alone=ctx.runtime.burst_first_alone,
+                      response_lag=int(value(ctx.runtime.id, "response_lag_steps",
+                                             ctx.runtime.response_lag_steps)))
 
 
 def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:
