@@ -300,3 +300,32 @@ def test_a_fixed_size_computation_gets_its_own_budget():
 
     assert asyncio.run(both()) == "done"
     assert VALIDATION_CPU_S >= 5 * 20.0  # well above the ~20 s the report takes on this 2-core machine
+
+
+# ---- cross-site requests (issue 25 item 10) --------------------------------------------------------------
+
+PLAN = json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4090"}).encode()
+
+
+@pytest.mark.parametrize(("method", "headers", "ok"), [
+    ("POST", {}, True),  # curl, scripts, the test client: no Origin
+    ("POST", {"origin": "http://testserver"}, True),  # the page itself (TestClient's Host is testserver)
+    ("POST", {"origin": "http://testserver:80", "sec-fetch-site": "same-origin"}, True),
+    ("POST", {"origin": "http://evil.example"}, False),
+    ("POST", {"origin": "http://testserver:8080"}, False),  # another port is another origin
+    ("POST", {"origin": "null"}, False),  # a sandboxed frame or a file:// page
+    ("POST", {"origin": "http://testserver.evil.example"}, False),
+    ("POST", {"sec-fetch-site": "cross-site"}, False),  # no Origin, but the browser says where it came from
+    ("GET", {"sec-fetch-site": "cross-site", "sec-fetch-mode": "cors"}, False),
+    ("GET", {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}, True),  # a link to the page
+    ("GET", {"sec-fetch-site": "none", "sec-fetch-mode": "navigate"}, True),  # typed in the address bar
+])
+def test_cross_site_requests_are_refused(client, method, headers, ok):
+    if method == "POST":
+        r = client.post("/api/plan", content=PLAN, headers={"content-type": "application/json", **headers})
+    else:
+        r = client.get("/api/gpus", headers=headers)
+    if ok:
+        assert r.status_code == 200, r.text[:300]
+    else:
+        assert r.status_code == 403 and "cross-site request refused" in one_line_error(r)

@@ -243,7 +243,7 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
                   docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
                   description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; "
                               "request bodies are the CLI's options (snake_case).")
-    from .server import HostCheck, WorkBudget
+    from .server import HostCheck, OriginCheck, WorkBudget
 
     budget = budget or WorkBudget()
     body_models = {}
@@ -290,6 +290,7 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     app.add_middleware(_Replay, paths=frozenset(c.path for c in COMMANDS if c.web),
                        gets=frozenset({"/", *(f"/api/{name}" for name in CATALOGS)}))
     app.add_middleware(BodyLimit)
+    app.add_middleware(OriginCheck)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=allowed_hosts)  # added last: runs first
     return app

@@ -6,6 +6,8 @@ each request, and a CPU budget for the work behind each request.
   and Nagle's algorithm with delayed ACKs then adds ~40 ms to every kept-alive request).
 - Host header: only the names the server was bound to (and IP literals, which DNS cannot rebind), so a page
   on another site cannot reach the loopback server through DNS rebinding; --allow-host adds names.
+- Origin: a request another site's page sent (an Origin that is not this server, or Sec-Fetch-Site
+  cross-site) is refused with 403, so a page the user visits cannot post work to the local server.
 - Receiving: a request's headers and body must arrive within `request_timeout_s` of the connection opening
   (or of the previous answer); idle and trickling connections are closed, and there is no cap on open
   connections that idle clients could fill.
@@ -140,6 +142,73 @@ class HostCheck:
                 shown = value.decode("ascii", "replace")[:60]
                 await send_json(send, 400, f"Host '{shown}' is not served here; start `cardfit serve` with "
                                             "--allow-host NAME to answer to that name")
+                return
+        await self.app(scope, receive, send)
+
+
+# ---- Origin: no cross-site requests -----------------------------------------------------------------
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(value: bytes) -> tuple[str, int | None] | None:
+    """(host, port) of an Origin header value; None for `null` or a malformed one."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.decode("ascii").strip())
+        host, port = parts.hostname, parts.port
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not host or parts.scheme not in _DEFAULT_PORTS:
+        return None
+    return host, port or _DEFAULT_PORTS[parts.scheme]
+
+
+def _host_port(value: bytes) -> int | None:
+    """The port in a Host header value (None when it names none: the scheme's default, 80 or 443 behind a
+    proxy)."""
+    text = value.decode("ascii", "replace").strip()
+    tail = text.rsplit("]", 1)[-1] if text.startswith("[") else text
+    _, colon, port = tail.rpartition(":")
+    return int(port) if colon and port.isdigit() else None
+
+
+def cross_site(headers: dict[bytes, bytes], method: str) -> str | None:
+    """Why a request comes from another site's page (None when it does not): its Origin is not this server
+    (the name and port of its Host header), or the browser marks it `Sec-Fetch-Site: cross-site`. A
+    top-level navigation (a link to the page) is allowed; requests with neither header (curl, scripts) are."""
+    site = headers.get(b"sec-fetch-site", b"").lower()
+    navigate = method in ("GET", "HEAD") and headers.get(b"sec-fetch-mode", b"").lower() == b"navigate"
+    if site == b"cross-site" and not navigate:
+        return "Sec-Fetch-Site is cross-site"
+    origin = headers.get(b"origin")
+    if origin is None:
+        return None
+    shown = origin.decode("ascii", "replace")[:80]
+    found, host = _origin(origin), headers.get(b"host", b"")
+    if found is None:
+        return f"Origin '{shown}' is not this server"
+    name, port = found
+    own_port = _host_port(host)
+    if name != _host_name(host) or port not in ((own_port,) if own_port else _DEFAULT_PORTS.values()):
+        return f"Origin '{shown}' is not this server"
+    return None
+
+
+class OriginCheck:
+    """ASGI middleware: 403 for a request another site's page sent (see `cross_site`), so a page the user
+    visits cannot make the server work (a simple cross-site POST needs no CORS preflight)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http":
+            why = cross_site(dict(scope["headers"]), scope["method"])
+            if why is not None:
+                await send_json(send, 403, f"cross-site request refused ({why}); open the page this server "
+                                           "serves, or call the API without a browser")
                 return
         await self.app(scope, receive, send)
 
