@@ -329,3 +329,49 @@ def test_cross_site_requests_are_refused(client, method, headers, ok):
         assert r.status_code == 200, r.text[:300]
     else:
         assert r.status_code == 403 and "cross-site request refused" in one_line_error(r)
+
+
+# ---- the budget's lock discipline (issue 25 item 23) -----------------------------------------------------
+
+def test_stopping_work_at_any_point_never_deadlocks_a_worker():
+    """With a tracer on (as under coverage) a DeadlineExceeded sent as a worker finished its work was raised
+    inside the budget's own `with lock:` before the release was armed, and the worker hung on that lock
+    for ever. Here 300 tasks of random length run where the limit falls anywhere in them (in the work, as
+    they leave, as they start), under a Python tracer: every one ends, answered or refused, and the workers
+    are free afterwards."""
+    import asyncio
+    import threading
+
+    rng = random.Random(23)
+    lengths = [rng.uniform(0.0, 0.04) for _ in range(300)]
+
+    def tracer(frame, event, arg):  # noqa: ARG001  (a do-nothing trace function: slows every line)
+        return tracer
+
+    def work(seconds: float) -> str:
+        t = time.monotonic()
+        while time.monotonic() - t < seconds:
+            pass
+        return "done"
+
+    threading.settrace(tracer)  # the budget's threads (made on first use) are traced
+    try:
+        budget = WorkBudget(cpu_s=0.02, wall_s=0.02, workers=2, heavy_workers=1, queue_s=60)
+
+        async def one(seconds: float, heavy: bool) -> str:
+            try:
+                return await budget.run(work, seconds, heavy=heavy)
+            except BudgetExceededError:
+                return "stopped"
+
+        async def everything() -> list[str]:
+            runs = asyncio.gather(*(one(s, i % 3 == 0) for i, s in enumerate(lengths)))
+            return await asyncio.wait_for(runs, 120)
+
+        outcomes = asyncio.run(everything())
+    finally:
+        threading.settrace(None)
+    assert set(outcomes) == {"done", "stopped"}, set(outcomes)
+    assert not budget._running
+    assert asyncio.run(budget.run(lambda: 42)) == 42
+    budget._pool.shutdown(wait=True)

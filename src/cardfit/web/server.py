@@ -36,7 +36,8 @@ KEEP_ALIVE_S = 5  # idle time before a kept-alive connection is closed (uvicorn'
 CPU_BUDGET_S = 2.0  # CPU seconds one request's computation may use
 WALL_LIMIT_S = 10.0  # and wall-clock seconds, when the CPU is shared with other requests
 QUEUE_WAIT_S = 10.0  # a request waits at most this long for a worker
-WORKERS = 2
+WORKERS = 2  # threads for request-sized work (plan, speed, catalogs' readers)
+HEAVY_WORKERS = 1  # and for the expensive commands (deploy, validate), so they cannot starve the rest
 
 
 class BudgetExceededError(CardfitError, TimeoutError):
@@ -264,41 +265,64 @@ def _thread_cpu_s(ident: int) -> float | None:
         return None
 
 
-def _raise_in(ident: int, exc: type[BaseException] | None) -> None:
-    """Raise `exc` in thread `ident` at its next bytecode (None clears one not yet raised)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
-                                               ctypes.py_object(exc) if exc is not None else None)
+def _raise_in(ident: int, exc: type[BaseException]) -> None:
+    """Raise `exc` in thread `ident` at its next check for one. Never cleared with NULL: that leaves the
+    interpreter's pending-exception flag set (only raising one unsets it), and under a tracer (coverage)
+    CPython 3.11 then spins at the next function entry for ever."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc))
 
 
 class _Task:
-    __slots__ = ("ident", "cpu0", "wall0", "stopped", "cpu_s", "wall_s")
+    __slots__ = ("ident", "cpu0", "wall0", "cpu_s", "wall_s", "injected", "raised", "left")
 
     def __init__(self, ident: int, cpu_s: float, wall_s: float) -> None:
-        self.ident, self.cpu0, self.wall0, self.stopped = ident, _thread_cpu_s(ident), time.monotonic(), False
+        self.ident, self.cpu0, self.wall0 = ident, _thread_cpu_s(ident), time.monotonic()
         self.cpu_s, self.wall_s = cpu_s, wall_s
+        # DeadlineExceeded sent to the thread; raised there; the worker has left
+        self.injected = self.raised = self.left = False
+
+    def over(self, now: float) -> bool:
+        cpu = _thread_cpu_s(self.ident)
+        return (cpu is not None and self.cpu0 is not None and cpu - self.cpu0 > self.cpu_s) \
+            or now - self.wall0 > self.wall_s
 
 
 class WorkBudget:
-    """Runs request computations on `workers` threads, each stopped when over `cpu_s` of its thread's CPU
-    time (or `wall_s` of wall time); a request that waits over `queue_s` for a worker is refused."""
+    """Runs request computations on worker threads, each stopped when over `cpu_s` of its thread's CPU
+    time (or `wall_s` of wall time); a request that waits over `queue_s` for a worker is refused.
+
+    Two lanes: `workers` threads for request-sized work and `heavy_workers` for the expensive commands
+    (deploy's search, the validation report), so a queue of expensive requests never starves a plan.
+
+    Lock discipline: DeadlineExceeded can be raised in a worker at any bytecode once sent, even inside a
+    `with lock:` before its release is armed, so a worker never holds a lock while one may be on its way.
+    The worker registers under the lock before its task can be stopped; the watchdog takes a task out of
+    `_running` (one atomic dict.pop) before stopping it, and a leaving worker takes its own out the same
+    way: whichever pop wins decides, and a worker that lost waits, holding nothing, until the exception is
+    sent and raised (`_leave`)."""
 
     def __init__(self, cpu_s: float = CPU_BUDGET_S, wall_s: float = WALL_LIMIT_S, workers: int = WORKERS,
-                 queue_s: float = QUEUE_WAIT_S) -> None:
+                 queue_s: float = QUEUE_WAIT_S, heavy_workers: int = HEAVY_WORKERS) -> None:
         self.cpu_s, self.wall_s, self.workers, self.queue_s = cpu_s, wall_s, workers, queue_s
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cardfit-work")
-        self._slots: asyncio.Semaphore | None = None
-        self._lock = threading.Lock()
-        self._running: dict[int, _Task] = {}
+        self.heavy_workers = heavy_workers
+        self._pool = ThreadPoolExecutor(max_workers=workers + heavy_workers,
+                                        thread_name_prefix="cardfit-work")
+        self._slots: dict[bool, asyncio.Semaphore] = {}
+        self._lock = threading.Lock()  # _watchdog, and adding to _running (never held by a stoppable task)
+        self._running: dict[_Task, bool] = {}
         self._wake = threading.Event()
         self._watchdog: threading.Thread | None = None
 
-    async def run(self, fn: Callable[..., Any], *args: Any, cpu_s: float | None = None) -> Any:
+    async def run(self, fn: Callable[..., Any], *args: Any, cpu_s: float | None = None,
+                  heavy: bool = False) -> Any:
         """`fn(*args)` on a worker thread within the budget; `cpu_s` replaces the per-request CPU budget for
-        work whose size the request cannot change (the validation report: fixed records, cached)."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.workers)
+        work whose size the request cannot change (the validation report: fixed records, cached); `heavy`
+        puts it in the lane of the expensive commands."""
+        slots = self._slots.get(heavy)
+        if slots is None:
+            slots = self._slots[heavy] = asyncio.Semaphore(self.heavy_workers if heavy else self.workers)
         try:
-            await asyncio.wait_for(self._slots.acquire(), self.queue_s)
+            await asyncio.wait_for(slots.acquire(), self.queue_s)
         except TimeoutError:
             raise BudgetExceededError("the server is busy with other requests",
                                       hint="try again shortly") from None
@@ -307,37 +331,52 @@ class WorkBudget:
             return await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._call, ctx, fn, args, self.cpu_s if cpu_s is None else cpu_s)
         finally:
-            self._slots.release()
+            slots.release()
 
     def _call(self, ctx: contextvars.Context, fn: Callable[..., Any], args: tuple, cpu_s: float) -> Any:
-        ident = threading.get_ident()
-        self._start_watchdog()
+        # a larger CPU budget brings the wall-clock limit up with it
+        task = _Task(threading.get_ident(), cpu_s, max(self.wall_s, cpu_s))
         try:
+            self._enter(task)
             try:
-                with self._lock:
-                    # a larger CPU budget brings the wall-clock limit up with it
-                    self._running[ident] = _Task(ident, cpu_s, max(self.wall_s, cpu_s))
-                self._wake.set()
                 return ctx.run(fn, *args)
             finally:
-                self._done(ident)
-        except DeadlineExceeded:
-            self._done(ident)
+                self._leave(task)
+        except DeadlineExceeded:  # raised in fn, or outside the first _leave (then this one finishes it)
+            task.raised = True
+            self._leave(task)
             raise BudgetExceededError(f"this request needs more than {cpu_s:g} s of work, the most one "
                                       "request may use", hint="ask for less (one card, a smaller model or "
                                       "context), or use the CLI") from None
 
-    def _done(self, ident: int) -> None:
+    def _enter(self, task: _Task) -> None:
+        """Make sure a watchdog runs, and register `task` last: nothing can stop it before it is in
+        `_running`, and an exception raised inside a `with` block still releases the lock."""
         with self._lock:
-            task = self._running.pop(ident, None)
-            if task is not None and task.stopped:
-                _raise_in(ident, None)  # injected but maybe not raised yet: never let it escape later
-
-    def _start_watchdog(self) -> None:
-        with self._lock:
+            self._wake.set()
             if self._watchdog is None:
                 self._watchdog = threading.Thread(target=self._watch, name="cardfit-budget", daemon=True)
                 self._watchdog.start()
+            self._running[task] = True
+
+    def _leave(self, task: _Task) -> None:
+        """Take `task` out of `_running`; on return no DeadlineExceeded for it is pending or can come. Holds
+        no lock, and may be re-entered after a DeadlineExceeded raised inside it."""
+        while not task.left:
+            try:
+                if self._running.pop(task, False):
+                    task.left = True  # taken before the watchdog: it never sends one
+                    return
+                while not task.injected:  # the watchdog took it and is sending one
+                    time.sleep(0.0005)
+                # let it be raised here (the loop checks for one at each turn) rather than later; fn may also
+                # have caught it, so wait a bounded time
+                until = time.monotonic() + 0.05
+                while not task.raised and time.monotonic() < until:
+                    time.sleep(0.0005)
+                task.left = True
+            except DeadlineExceeded:
+                task.raised = True
 
     def _watch(self) -> None:
         idle_since = time.monotonic()
@@ -354,14 +393,10 @@ class WorkBudget:
             idle_since = time.monotonic()
             time.sleep(0.02)
             now = time.monotonic()
-            with self._lock:
-                for task in self._running.values():
-                    cpu = _thread_cpu_s(task.ident)
-                    over = (cpu is not None and task.cpu0 is not None and cpu - task.cpu0 > task.cpu_s) \
-                        or now - task.wall0 > task.wall_s
-                    if over and not task.stopped:
-                        task.stopped = True
-                        _raise_in(task.ident, DeadlineExceeded)
+            for task in list(self._running):
+                if task.over(now) and self._running.pop(task, False):  # taken before its worker left
+                    _raise_in(task.ident, DeadlineExceeded)
+                    task.injected = True
 
 
 # ---- running ----------------------------------------------------------------------------------------
