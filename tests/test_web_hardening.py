@@ -375,3 +375,70 @@ def test_stopping_work_at_any_point_never_deadlocks_a_worker():
     assert not budget._running
     assert asyncio.run(budget.run(lambda: 42)) == 42
     budget._pool.shutdown(wait=True)
+
+
+# ---- cost classes (issue 25 item 12) ---------------------------------------------------------------------
+
+def test_expensive_requests_cannot_starve_a_cheap_one():
+    """Eight expensive requests queued ahead of a cheap one used to hold it until its 10 s queue wait ran
+    out (503): now they wait in their own lane, and the cheap one runs at once on its own worker."""
+    import asyncio
+
+    budget = WorkBudget(cpu_s=5, wall_s=10, workers=1, heavy_workers=1, queue_s=30)
+
+    def spin(cpu_s: float) -> str:
+        t = time.thread_time()
+        while time.thread_time() - t < cpu_s:
+            pass
+        return "done"
+
+    async def mixed() -> tuple[float, list[str]]:
+        heavy = [asyncio.ensure_future(budget.run(spin, 0.25, heavy=True)) for _ in range(8)]
+        await asyncio.sleep(0.05)  # the heavy ones hold their worker and queue
+        t = time.monotonic()
+        assert await budget.run(spin, 0.01) == "done"
+        took = time.monotonic() - t
+        return took, await asyncio.gather(*heavy)
+
+    took, heavy = asyncio.run(mixed())
+    assert heavy == ["done"] * 8
+    assert took < 1.0, took  # not behind 8 × 0.25 s of CPU (at least 1.75 s still queued)
+
+
+def test_deploy_and_the_validation_report_run_in_the_heavy_lane(monkeypatch):
+    from cardfit.web import app as web_app
+
+    lanes: list[tuple[str, bool]] = []
+
+    class Recording(WorkBudget):
+        async def run(self, fn, *args, cpu_s=None, heavy=False):
+            lanes.append((getattr(fn, "__name__", type(fn).__name__), heavy))
+            return await super().run(fn, *args, cpu_s=cpu_s, heavy=heavy)
+
+    monkeypatch.setattr(web_app, "_validation", lambda kind, runtime: b"{}")
+    c = TestClient(create_app(budget=Recording()), raise_server_exceptions=False)
+    assert c.post("/api/plan", json={"model": "llama3.1:8b", "gpu": "RTX 4090"}).status_code == 200
+    deploy = c.post("/api/deploy", json={"model": "llama3.1:8b", "users": 5, "gpu": ["RTX 4090"]})
+    assert deploy.status_code == 200, deploy.text[:300]
+    assert c.get("/api/validate", params={"kind": "kv_cache"}).status_code == 200
+    assert [heavy for _, heavy in lanes] == [False, True, True], lanes
+
+
+@pytest.mark.parametrize(("params", "status", "error"), [
+    ({"kind": "nonsense"}, 400, "unknown record kind 'nonsense'"),
+    ({"runtime": "x1"}, 400, "no record was measured on runtime 'x1'"),
+    ({"kind": "decode", "runtime": "junk"}, 400, "runtime 'junk'"),
+])
+def test_validate_refuses_junk_filters_before_any_work(monkeypatch, params, status, error):
+    """64 junk queries (each an empty report, cached) used to empty the 64-entry cache of 20 s reports: a
+    filter no record has is refused before the cache or the budget, and names are cached as the records
+    spell them (vLLM and vllm share an entry)."""
+    from cardfit.web import app as web_app
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(web_app, "_validation", lambda *key: calls.append(key) or b"{}")
+    c = TestClient(create_app(), raise_server_exceptions=False)
+    r = c.get("/api/validate", params=params)
+    assert r.status_code == status and error in one_line_error(r)
+    assert c.get("/api/validate", params={"kind": "decode", "runtime": "vLLM"}).status_code == 200
+    assert calls == [("decode", "vllm")]

@@ -196,6 +196,13 @@ class Answers:
         return body
 
 
+# Commands whose one request may use its whole CPU budget: deploy searches card × count × split × runtime ×
+# quantization (0.6-0.72 s for the whole catalog on the 2-core machine, README "Performance"); the others
+# answer in milliseconds. They run in the budget's heavy lane (web/server.py WorkBudget), with the validation
+# report, so a queue of them never holds up a plan, a catalog or the page.
+HEAVY_COMMANDS = frozenset({"deploy"})
+
+
 def _typed(command: Command, budget: Any) -> Callable[..., Any]:
     """POST endpoint for a command: its JSON body is the command's input (so OpenAPI shows the CLI's own input
     description), validated once more by `parse` for the CLI's exact rules. Remembered answers come straight
@@ -204,12 +211,13 @@ def _typed(command: Command, budget: Any) -> Callable[..., Any]:
 
     model = command.input_type()
     answer = Answers(lambda inp: to_json(command.execute(inp)))
+    heavy = command.name in HEAVY_COMMANDS
 
     async def endpoint(body: Any) -> Any:
         inp = web_input(parse(model, body.model_dump(exclude_unset=True)))
         data = answer.cached(inp)
         if data is None:
-            data = await budget.run(answer, inp)
+            data = await budget.run(answer, inp, heavy=heavy)
         return Response(data, media_type="application/json")
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -351,7 +359,8 @@ def _add_readers(app: Any, budget: Any) -> None:
     @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
     async def validate(kind: str | None = Query(None, max_length=64),
                        runtime: str | None = Query(None, max_length=32)) -> Any:
-        return Response(await budget.run(_validation, kind, runtime, cpu_s=VALIDATION_CPU_S),
+        key = _validation_key(kind, runtime)  # junk is refused here, so it never takes a cache entry
+        return Response(await budget.run(_validation, *key, cpu_s=VALIDATION_CPU_S, heavy=True),
                         media_type="application/json")
 
 
@@ -361,6 +370,24 @@ def _add_readers(app: Any, budget: Any) -> None:
 # re-solves the fitted constants through served-load simulations), so it gets a budget of its own instead of
 # the 2 s every request-sized computation gets, with room for a slower or busier machine.
 VALIDATION_CPU_S = 120.0
+
+
+def _validation_key(kind: str | None, runtime: str | None) -> tuple[str | None, str | None]:
+    """The report's filters as a cache key: a known kind, and the runtime as its records spell it (so
+    `vLLM` and `vllm` share an entry); InputError for a kind or runtime no record has."""
+    from ..services.validate import KINDS, _norm_rt, all_records  # how load_records compares runtimes
+
+    kind, runtime = (kind or "").strip() or None, (runtime or "").strip() or None
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"unknown record kind '{kind[:64]}'; one of {', '.join(KINDS)}", field="kind")
+    if runtime is None:
+        return kind, None
+    known = {_norm_rt(r["runtime"]): r["runtime"] for r in all_records()}
+    found = known.get(_norm_rt(runtime))
+    if found is None:
+        raise InputError(f"no record was measured on runtime '{runtime[:32]}'",
+                         field="runtime", hint=f"one of {', '.join(sorted(set(known.values())))}")
+    return kind, found
 
 
 @functools.lru_cache(maxsize=64)
