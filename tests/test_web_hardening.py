@@ -189,7 +189,7 @@ def test_a_file_in_the_servers_folder_is_not_read(monkeypatch, tmp_path, client)
 
 # ---- the fuzzed request set --------------------------------------------------------------------------
 
-JUNK = [None, True, False, 0, -1, 1.5, 1e308, -1e308, 10**30, -(10**30), 2**63, "", " ", "x" * 5000,
+JUNK = [None, True, False, 0, -1, 1.5, 1e308, -1e308, 5e-324, 10**30, -(10**30), 2**63, "", " ", "x" * 5000,
         "\x00\ud7ff",
         "../../etc/passwd", "/etc/passwd", "~/.ollama", "C:\\Windows", "%s%n", "qwen3:8b", "meta-llama/x",
         [], [None], [{}], [1e308], [10**30], {}, {"a": 1}, {"__proto__": 1}, "1,2,3", "NaN", "Infinity"]
@@ -442,3 +442,64 @@ def test_validate_refuses_junk_filters_before_any_work(monkeypatch, params, stat
     assert r.status_code == status and error in one_line_error(r)
     assert c.get("/api/validate", params={"kind": "decode", "runtime": "vLLM"}).status_code == 200
     assert calls == [("decode", "vllm")]
+
+
+# ---- tiny positive numbers, and a 500 that keeps the connection (issue 25 item 11) -----------------------
+
+def _positive_floats() -> list[tuple[type, str]]:
+    from cardfit.services.inputs import describe
+    from cardfit.services.table import COMMANDS
+
+    seen = {(c.input_type(), f.name) for c in COMMANDS for f in describe(c.input_type())
+            if f.kind == "float" and f.limits.gt == 0}
+    return sorted(seen, key=lambda t: (t[0].__name__, t[1]))
+
+
+POSITIVE_FLOATS = _positive_floats()
+
+
+def test_every_positive_float_is_found():
+    names = {name for _, name in POSITIVE_FLOATS}
+    assert {"users", "ttft_ms", "tpot_ms", "bandwidth", "duty", "hourly"} <= names, names
+
+
+@pytest.mark.parametrize(("model", "name"), POSITIVE_FLOATS,
+                         ids=[f"{m.__name__}.{n}" for m, n in POSITIVE_FLOATS])
+def test_a_denormal_is_not_a_positive_input(model, name):
+    """5e-324 passed `> 0` and its reciprocal overflowed (deploy --users 5e-324 --json printed Infinity):
+    below MIN_POSITIVE is refused with the CLI's one line; MIN_POSITIVE itself is taken."""
+    from cardfit.errors import InputError
+    from cardfit.services.inputs import MIN_POSITIVE, parse
+
+    base = {"model": "llama3.1:8b"} if "model" in model.__dataclass_fields__ else {}
+    for tiny in (5e-324, 1e-300, MIN_POSITIVE / 2):
+        with pytest.raises(InputError, match=f"must be at least {MIN_POSITIVE:g}"):
+            parse(model, {**base, name: tiny})
+    assert getattr(parse(model, {**base, name: MIN_POSITIVE}), name) == MIN_POSITIVE
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/api/deploy", {"model": "llama3.1:8b", "users": 5e-324}),
+    ("/api/deploy", {"model": "llama3.1:8b", "users": 4, "ttft_ms": 5e-324}),
+    ("/api/speed", {"model": "llama3.1:8b", "gpu": "RTX 4090", "bandwidth": 5e-324}),
+    ("/api/breakeven", {"gpu": "RTX 4090", "tokens_per_s": 100, "duty": 5e-324}),
+])
+def test_a_denormal_is_a_400_on_the_web(client, path, body):
+    assert "must be at least" in one_line_error(client.post(path, json=body))
+
+
+def test_an_unexpected_error_is_a_500_that_is_not_raised_again(monkeypatch):
+    """Starlette's last-resort handler answers 500 and then re-raises, and uvicorn closes the kept-alive
+    connection (and logs a traceback): the app answers it itself, so the test client, which raises what
+    the app raises, sees only the 500."""
+    from cardfit.web import uploads
+
+    def broken(raw: bytes) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(uploads, "log_summary", broken)
+    c = TestClient(create_app(), raise_server_exceptions=True)
+    r = c.post("/api/read/log", content=b"eval rate: 5 tokens/s")
+    assert r.status_code == 500
+    assert r.json() == {"error": "internal error (RuntimeError); please report it with the request body"}
+    assert c.get("/api/health").status_code == 200

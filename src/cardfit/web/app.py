@@ -272,10 +272,6 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
         return _error(exc.status_code, str(exc.detail))
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> Any:
-        return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
-
     for name in CATALOGS:
         app.get(f"/api/{name}",
                 summary=f"The {name} catalog ({'tiers and named APIs' if name == 'apis' else 'built-in'})",
@@ -298,10 +294,34 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     app.add_middleware(_Replay, paths=frozenset(c.path for c in COMMANDS if c.web),
                        gets=frozenset({"/", *(f"/api/{name}" for name in CATALOGS)}))
     app.add_middleware(BodyLimit)
+    app.add_middleware(Unexpected)
     app.add_middleware(OriginCheck)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=allowed_hosts)  # added last: runs first
     return app
+
+
+class Unexpected(_HttpMiddleware):
+    """A 500 with a one-line JSON error for an exception no handler knows, answered here rather than by
+    Starlette's ServerErrorMiddleware, which re-raises it after answering: uvicorn then logs a traceback
+    and drops the kept-alive connection. An answer already started cannot be replaced: that one is
+    re-raised."""
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        started = False
+
+        async def tracking(msg: dict) -> None:
+            nonlocal started
+            started = started or msg["type"] == "http.response.start"
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception as exc:
+            if started:
+                raise
+            await send_json(send, 500, f"internal error ({type(exc).__name__}); please report it with the "
+                                       "request body")
 
 
 class _Headers(_HttpMiddleware):
