@@ -503,3 +503,51 @@ def test_an_unexpected_error_is_a_500_that_is_not_raised_again(monkeypatch):
     assert r.status_code == 500
     assert r.json() == {"error": "internal error (RuntimeError); please report it with the request body"}
     assert c.get("/api/health").status_code == 200
+
+
+# ---- the replay cache counts what it holds (issue 25 item 14) --------------------------------------------
+
+def _held_bytes(obj, seen: set[int] | None = None) -> int:
+    """Memory an object graph of dicts, tuples, lists, str and bytes holds, each object once."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(_held_bytes(k, seen) + _held_bytes(v, seen) for k, v in obj.items())
+    elif isinstance(obj, tuple | list):
+        size += sum(_held_bytes(v, seen) for v in obj)
+    return size
+
+
+def _replay_of(app):
+    from cardfit.web.app import _Replay
+
+    node = app.middleware_stack
+    while not isinstance(node, _Replay):
+        node = node.app
+    return node
+
+
+def test_the_replay_cache_holds_no_more_than_its_cap(monkeypatch):
+    """Query strings and content types were not counted, nor an entry's own objects: the cache held ~15×
+    its cap. Long content types, junk query strings and distinct small bodies now fill it to its cap and
+    no further (the memory its entries hold, each object counted once)."""
+    from cardfit.web import app as web_app
+
+    cap = 256 * 1024
+    monkeypatch.setattr(web_app, "REPLAY_BYTES", cap)
+    c = TestClient(create_app(), raise_server_exceptions=False)
+    c.get("/api/health")  # builds the middleware stack
+    replay = _replay_of(c.app)
+    for i in range(120):
+        r = c.post("/api/plan", content=json.dumps({"model": "llama3.1:8b", "gpu": "RTX 4090",
+                                                    "context": 1024 + i}).encode(),
+                   headers={"content-type": "application/json; charset=utf-8; x=" + "a" * 6000})
+        assert r.status_code == 200, r.text[:200]
+        assert c.get("/api/runtimes", params={"junk": str(i) * 500}).status_code == 200
+    held = _held_bytes(replay._seen)
+    assert held <= cap, (held, len(replay._seen), replay._bytes)
+    assert held > cap // 2  # it is used: the cap, not the test, decides what is kept
+    assert sum(1 for k in replay._seen if k[0] == "GET /api/runtimes") == 1  # one entry for every query

@@ -72,13 +72,18 @@ class _NoServerFiles(_HttpMiddleware):
 
 CATALOGS = ("gpus", "models", "quants", "runtimes", "apis")
 REPLAY_BYTES = 32 * 2**20  # answers kept by request bytes: at most this much memory
+# What one kept answer costs beyond the bytes it holds: its OrderedDict slot, key tuple, two message dicts and
+# the header list (tracemalloc on CPython 3.11: about 1.6 KB an entry)
+REPLAY_ENTRY_BYTES = 2048
 
 
 class _Replay(_HttpMiddleware):
     """A POST to a command (or a GET of a catalog or the page) whose exact bytes were answered before gets
     the same answer again, without parsing: answers are pure functions of the request (requests read nothing
     on the server, and the catalogs do not change while it runs). Only complete 200 answers are kept, the
-    oldest dropped first."""
+    oldest dropped first, and every byte of an entry counts against REPLAY_BYTES: its key (path, content
+    type, body), its answer and headers, and REPLAY_ENTRY_BYTES. A GET is keyed by its path alone: the
+    page and the catalogs take no query, so junk query strings all share one entry."""
 
     def __init__(self, app: Any, paths: frozenset[str], gets: frozenset[str]) -> None:
         super().__init__(app)
@@ -93,7 +98,7 @@ class _Replay(_HttpMiddleware):
             return
         msg = await receive()  # BodyLimit has read the whole body into this one message
         body = msg.get("body", b"") if msg["type"] == "http.request" and not msg.get("more_body") else None
-        kind = dict(scope["headers"]).get(b"content-type", b"") if method == "POST" else scope["query_string"]
+        kind = dict(scope["headers"]).get(b"content-type", b"") if method == "POST" else b""
         key = (f"{method} {path}", kind, body) if body is not None else None
         hit = self._seen.get(key) if key is not None else None
         if hit is not None:
@@ -112,15 +117,20 @@ class _Replay(_HttpMiddleware):
                 and sent[0]["status"] == 200 and not sent[1].get("more_body")):
             self._keep(key, (sent[0], sent[1]))
 
+    @staticmethod
+    def _size(key: tuple[str, bytes, bytes], answer: tuple[dict, dict]) -> int:
+        headers = sum(len(k) + len(v) for k, v in answer[0].get("headers", ()))
+        return (REPLAY_ENTRY_BYTES + len(key[0]) + len(key[1]) + len(key[2]) + headers
+                + len(answer[1].get("body", b"")))
+
     def _keep(self, key: tuple[str, bytes, bytes], answer: tuple[dict, dict]) -> None:
-        size = len(key[2]) + len(answer[1].get("body", b""))
-        if size > REPLAY_BYTES // 16:
+        size = self._size(key, answer)
+        if size > REPLAY_BYTES // 16 or key in self._seen:  # (the same request answered twice at once)
             return
         self._seen[key] = answer
         self._bytes += size
         while self._bytes > REPLAY_BYTES:
-            (_, _, b), (_, old) = self._seen.popitem(last=False)
-            self._bytes -= len(b) + len(old.get("body", b""))
+            self._bytes -= self._size(*self._seen.popitem(last=False))
 
 
 class BodyLimit(_HttpMiddleware):
