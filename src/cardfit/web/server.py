@@ -9,8 +9,11 @@ each request, and a CPU budget for the work behind each request.
 - Origin: a request another site's page sent (an Origin that is not this server, or Sec-Fetch-Site
   cross-site) is refused with 403, so a page the user visits cannot post work to the local server.
 - Receiving: a request's headers and body must arrive within `request_timeout_s` of the connection opening
-  (or of the previous answer); idle and trickling connections are closed, and there is no cap on open
-  connections that idle clients could fill.
+  (or of the previous answer); idle and trickling connections are closed.
+- Answering: a client that stops reading its answer (the socket's buffers full) has `request_timeout_s` to
+  read some more, then the connection is dropped with what was not sent.
+- Connections: at most `max_connections()` open (512, fewer where the process may open fewer files), so
+  accepting never fails with EMFILE; over it, the oldest connection waiting for a request is closed.
 - Work: each computation runs in one of a few worker threads and is stopped when its thread has used
   `cpu_budget_s` of CPU (a DeadlineExceeded raised in the thread), so no request holds the server longer."""
 
@@ -36,6 +39,13 @@ KEEP_ALIVE_S = 5  # idle time before a kept-alive connection is closed (uvicorn'
 CPU_BUDGET_S = 2.0  # CPU seconds one request's computation may use
 WALL_LIMIT_S = 10.0  # and wall-clock seconds, when the CPU is shared with other requests
 QUEUE_WAIT_S = 10.0  # a request waits at most this long for a worker
+# open connections: a browser keeps at most 6 per host (Chromium's max sockets per group, Firefox's
+# network.http.max-persistent-connections-per-server), benchmarks/load_web.py at most 64 clients
+MAX_CONNECTIONS = 512
+FILE_MARGIN = 64  # files the process keeps open besides connections (its modules, logs, the listening socket)
+# connections asyncio accepts in one go, before any of them is seen (its accept loop takes up to the listen
+# backlog per wakeup: asyncio/selector_events.py _accept_connection); also the kernel's queue of them
+ACCEPT_BURST = 128
 WORKERS = 2  # threads for request-sized work (plan, speed, catalogs' readers)
 HEAVY_WORKERS = 1  # and for the expensive commands (deploy, validate), so they cannot starve the rest
 
@@ -63,7 +73,7 @@ def listen(host: str, port: int) -> socket.socket:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(addr)
-        sock.listen(1024)
+        sock.listen(ACCEPT_BURST)
     except OSError as e:
         sock.close()
         raise _listen_error(host, port, e) from None
@@ -216,24 +226,92 @@ class OriginCheck:
 
 # ---- receiving: a time limit per request -------------------------------------------------------------
 
-def protocol_class(request_timeout_s: float) -> type:
-    """uvicorn's h11 protocol with a time limit on receiving each whole request."""
+def max_connections() -> int:
+    """Open connections the server keeps: MAX_CONNECTIONS, or fewer where the process may open fewer files
+    (RLIMIT_NOFILE, less FILE_MARGIN for its own files and ACCEPT_BURST for connections accepted before the
+    oldest idle ones are closed), so accepting never fails with EMFILE."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    if soft == getattr(resource, "RLIM_INFINITY", -1) or soft < 0:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft - FILE_MARGIN - ACCEPT_BURST))
+
+
+def protocol_class(request_timeout_s: float, limit: int | None = None) -> type:
+    """uvicorn's h11 protocol with a time limit on receiving each whole request and on delivering each
+    answer, and at most `limit` open connections (default: max_connections())."""
+    from collections import OrderedDict
+
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    limit = max_connections() if limit is None else limit
+    opened: OrderedDict[Any, None] = OrderedDict()  # this server's connections, oldest first
 
     class TimedH11Protocol(H11Protocol):
         _read_timer: asyncio.TimerHandle | None = None
+        _write_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._arm()
+            opened[self] = None
+            if len(opened) > limit:
+                self._make_room()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def _make_room(self) -> None:
+            """Over the limit: close the oldest connection that is waiting for a request (idle, or sending
+            one), else refuse this one."""
+            for other in opened:
+                if other is not self and other._idle():
+                    other._close()
+                    return
+            self.transport.abort()
+
+        def _idle(self) -> bool:
+            cycle = self.cycle
+            return not self.transport.is_closing() and (cycle is None or cycle.response_complete)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
             self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            opened.pop(self, None)
             self._disarm()
+            self._cancel_write_timer()
             super().connection_lost(exc)
+
+        def pause_writing(self) -> None:
+            """The client is not reading its answer: it has `request_timeout_s` to take some of it."""
+            super().pause_writing()
+            self._cancel_write_timer()
+            self._write_timer = self.loop.call_later(request_timeout_s, self._close)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._cancel_write_timer()
+
+        def timeout_keep_alive_handler(self) -> None:
+            super().timeout_keep_alive_handler()
+            self._close()  # close() waits to deliver what is buffered; a client that never reads gets none
+
+        def _close(self) -> None:
+            """Close now: unsent answers are dropped (a transport's close() would wait for the client to read
+            them, for ever if it never does)."""
+            if self.transport.get_write_buffer_size():
+                self.transport.abort()
+            elif not self.transport.is_closing():
+                self.transport.close()
+
+        def _cancel_write_timer(self) -> None:
+            if self._write_timer is not None:
+                self._write_timer.cancel()
+                self._write_timer = None
 
         def _arm(self) -> None:
             self._disarm()
@@ -250,8 +328,7 @@ def protocol_class(request_timeout_s: float) -> type:
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete and not cycle.more_body:
                 return  # the whole request arrived: the app is answering (its work has its own budget)
-            if not self.transport.is_closing():
-                self.transport.close()
+            self._close()
 
     return TimedH11Protocol
 
@@ -407,5 +484,5 @@ def run(app: Any, sock: socket.socket, request_timeout_s: float = REQUEST_TIMEOU
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=KEEP_ALIVE_S,
                             server_header=False, http=protocol_class(request_timeout_s), ws="none",
-                            lifespan="off", h11_max_incomplete_event_size=16 * 1024)
+                            lifespan="off", h11_max_incomplete_event_size=16 * 1024, backlog=ACCEPT_BURST)
     uvicorn.Server(config).run(sockets=[sock])
