@@ -270,6 +270,8 @@ def test_clients_that_never_read_their_answers_are_dropped(server):
     3-10 s): once its socket's buffers are full it has --request-timeout to read, then it is dropped."""
     proc, base, port = server
     assert httpx.get(base + "/api/gpus", timeout=5).status_code == 200  # its thread pool's own sockets made
+    # the listening socket and the thread pool's two: the earlier tests' connections are gone
+    assert _wait_for(lambda: open_sockets(proc.pid) <= 3, REQUEST_TIMEOUT_S + 5), open_sockets(proc.pid)
     before = open_sockets(proc.pid)
     asks = b"GET /api/gpus HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 30  # 30 × 183 KB of answers
     stalled = []
