@@ -3,10 +3,12 @@ Several releases of each tool: the lines around the numbers change, the numbers 
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cardfit.errors import FileFormatError
@@ -110,3 +112,78 @@ def test_any_text_gives_a_number_or_a_file_format_error(text):
     except FileFormatError:
         return
     assert m.tokens_per_s > 0
+
+
+# ---- linear-time patterns (issue 25 item 10) --------------------------------------------------------------
+
+_OLD_FORMS = {  # the `\s*` forms these patterns replaced: quadratic on runs of newlines or tabs
+    "_OLLAMA_RATE": (r"(?<![\w ])\s*eval rate:\s*{n}\s*tokens?/s", re.I),
+    "_OLLAMA_COUNT": (r"^\s*eval count:\s*{n}", re.I | re.M),
+    "_OLLAMA_DURATION": (r"^\s*eval duration:\s*(\S+)", re.I | re.M),
+    "_BENCH_OUT": (r"^\s*Output token throughput \(tok/s\):\s*{n}", re.I | re.M),
+}
+_PIECES = ["eval rate: 12.5 tokens/s", "prompt ", "eval count: 7", "eval duration: 1.5s", " ", "\t", "\n",
+           "\x0b", "x", ":", "Output token throughput (tok/s): 9", "3", "\u2028"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=24))
+def test_linear_patterns_find_what_the_old_ones_found(pieces):
+    from cardfit.readers import logs
+
+    text = "".join(pieces)
+    for name, (form, flags) in _OLD_FORMS.items():
+        old = re.compile(form.replace("{n}", logs._NUM), flags)
+        assert getattr(logs, name).findall(text) == old.findall(text), (name, text)
+
+
+@pytest.mark.parametrize("text", [
+    "x" + "\n" * 2**20,  # the 60 KB '\n' paste held the web server for 51 s
+    "x" + "\t" * 2**20,
+    "\t\n \x0b" * 2**18,
+    "eval rate:" + "\n" * 2**20,
+    "eval duration: " + "1" * 2**20,
+    "eval rate: " + "1," * 2**19,
+    "INFO " * 2**18,
+    "\x1b[" * 2**19,
+])
+def test_a_pasted_megabyte_parses_in_linear_time(text):
+    """The web API takes pasted logs up to 1 MiB (web/limits.py); any of them reads in well under a second
+    (about 0.25 s on the 2-core test machine; the quadratic patterns took minutes)."""
+    t = time.process_time()
+    with pytest.raises(FileFormatError):
+        parse_log(text)
+    assert time.process_time() - t < 2.0
+
+
+@pytest.mark.parametrize(("name", "join"), [
+    *((c[0], "\n") for c in CASES if c[1] != "vllm-bench"),
+    # every record glued onto one line (records a logger prefix starts: the bare status line has none)
+    *((c[0], " ") for c in CASES if c[1] == "vllm-server" and "INFO " in (LOGS / c[0]).read_text()),
+])
+def test_a_log_longer_than_a_piece_reads_as_the_short_one(name, join):
+    """Logs are searched CHUNK_CHARS at a time: a real log repeated past many pieces (as lines, or glued
+    onto one long line) gives the short log's reading with every sample counted."""
+    from cardfit.readers.logs import CHUNK_CHARS
+
+    text = (LOGS / name).read_text()
+    if join == " ":
+        text = text.replace("\n", " ")
+    one = parse_log(text)
+    times = 3 * CHUNK_CHARS // len(text) + 1
+    many = parse_log(join.join([text] * times))
+    # Ollama runs: total eval count ÷ total eval duration, which the printed rate rounds
+    assert many.tokens_per_s == pytest.approx(one.tokens_per_s, rel=1e-3 if one.kind == "ollama" else 1e-9)
+    assert (many.samples, many.idle_samples) == (one.samples * times, one.idle_samples * times)
+
+
+@given(st.lists(st.sampled_from(["a", " ", "\n", "INFO 01-02 ", "9"]), max_size=300).map("".join))
+def test_pieces_cover_the_text_and_are_bounded(text):
+    from cardfit.readers import logs
+
+    size, logs.CHUNK_CHARS = logs.CHUNK_CHARS, 40  # small pieces, so random text needs many
+    try:
+        pieces = logs._chunks(text)
+    finally:
+        logs.CHUNK_CHARS = size
+    assert "".join(pieces) == text and all(0 < len(p) <= 40 for p in pieces)

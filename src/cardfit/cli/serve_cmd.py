@@ -29,8 +29,9 @@ Examples:
               help="also answer requests for this host name (repeatable); by default only the address "
                    "listened on, localhost and IP addresses, which protects against DNS rebinding")
 @click.option("--request-timeout", type=click.FloatRange(0.1, 3600), default=REQUEST_TIMEOUT_S,
-              show_default=True, help="seconds a client has to send a whole request; idle and slow "
-                                      "connections are closed after it")
+              show_default=True, help="seconds a client has to send a whole request, or to read more of "
+                                      "an answer it stopped reading; idle and slow connections are closed "
+                                      "after it")
 def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
           request_timeout: float) -> None:
     """Start the web page and JSON API (OpenAPI schema at /openapi.json); offline, loopback only by

@@ -20,6 +20,10 @@ MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
 MAX_PARAMS = 10**14  # 100 T parameters
 MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel, speed levels): far beyond any server's slots
 MAX_TOKENS_PER_S = 1e9  # output tokens/s of one deployment, given (--tokens-per-s) or read from a log
+# The least a float that must be above 0 may be: every such option is a count, rate, price, time, size or
+# fraction that nobody states finer than a millionth of its unit, and a smaller one (5e-324, a denormal) has a
+# reciprocal that overflows to inf (deploy --users 5e-324 printed Infinity; speed --bandwidth 5e-324, NaN).
+MIN_POSITIVE = 1e-6
 
 
 @record
@@ -294,6 +298,8 @@ def _bounds(lim: Limits, v: Any) -> None:
     # NaN fails every comparison, so it fails any bound
     if lim.gt is not None and not v > lim.gt:
         raise _Bad(f"must be greater than {_num(lim.gt)}", v)
+    if lim.gt == 0 and isinstance(v, float) and v < MIN_POSITIVE:
+        raise _Bad(f"must be at least {MIN_POSITIVE:g}", v)
     if lim.ge is not None and not v >= lim.ge:
         raise _Bad(f"must be greater than or equal to {_num(lim.ge)}", v)
     if lim.lt is not None and not v < lim.lt:

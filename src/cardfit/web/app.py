@@ -72,13 +72,18 @@ class _NoServerFiles(_HttpMiddleware):
 
 CATALOGS = ("gpus", "models", "quants", "runtimes", "apis")
 REPLAY_BYTES = 32 * 2**20  # answers kept by request bytes: at most this much memory
+# What one kept answer costs beyond the bytes it holds: its OrderedDict slot, key tuple, two message dicts and
+# the header list (tracemalloc on CPython 3.11: about 1.6 KB an entry)
+REPLAY_ENTRY_BYTES = 2048
 
 
 class _Replay(_HttpMiddleware):
     """A POST to a command (or a GET of a catalog or the page) whose exact bytes were answered before gets
     the same answer again, without parsing: answers are pure functions of the request (requests read nothing
     on the server, and the catalogs do not change while it runs). Only complete 200 answers are kept, the
-    oldest dropped first."""
+    oldest dropped first, and every byte of an entry counts against REPLAY_BYTES: its key (path, content
+    type, body), its answer and headers, and REPLAY_ENTRY_BYTES. A GET is keyed by its path alone: the
+    page and the catalogs take no query, so junk query strings all share one entry."""
 
     def __init__(self, app: Any, paths: frozenset[str], gets: frozenset[str]) -> None:
         super().__init__(app)
@@ -93,7 +98,7 @@ class _Replay(_HttpMiddleware):
             return
         msg = await receive()  # BodyLimit has read the whole body into this one message
         body = msg.get("body", b"") if msg["type"] == "http.request" and not msg.get("more_body") else None
-        kind = dict(scope["headers"]).get(b"content-type", b"") if method == "POST" else scope["query_string"]
+        kind = dict(scope["headers"]).get(b"content-type", b"") if method == "POST" else b""
         key = (f"{method} {path}", kind, body) if body is not None else None
         hit = self._seen.get(key) if key is not None else None
         if hit is not None:
@@ -112,15 +117,20 @@ class _Replay(_HttpMiddleware):
                 and sent[0]["status"] == 200 and not sent[1].get("more_body")):
             self._keep(key, (sent[0], sent[1]))
 
+    @staticmethod
+    def _size(key: tuple[str, bytes, bytes], answer: tuple[dict, dict]) -> int:
+        headers = sum(len(k) + len(v) for k, v in answer[0].get("headers", ()))
+        return (REPLAY_ENTRY_BYTES + len(key[0]) + len(key[1]) + len(key[2]) + headers
+                + len(answer[1].get("body", b"")))
+
     def _keep(self, key: tuple[str, bytes, bytes], answer: tuple[dict, dict]) -> None:
-        size = len(key[2]) + len(answer[1].get("body", b""))
-        if size > REPLAY_BYTES // 16:
+        size = self._size(key, answer)
+        if size > REPLAY_BYTES // 16 or key in self._seen:  # (the same request answered twice at once)
             return
         self._seen[key] = answer
         self._bytes += size
         while self._bytes > REPLAY_BYTES:
-            (_, _, b), (_, old) = self._seen.popitem(last=False)
-            self._bytes -= len(b) + len(old.get("body", b""))
+            self._bytes -= self._size(*self._seen.popitem(last=False))
 
 
 class BodyLimit(_HttpMiddleware):
@@ -196,6 +206,13 @@ class Answers:
         return body
 
 
+# Commands whose one request may use its whole CPU budget: deploy searches card × count × split × runtime ×
+# quantization (0.6-0.72 s for the whole catalog on the 2-core machine, README "Performance"); the others
+# answer in milliseconds. They run in the budget's heavy lane (web/server.py WorkBudget), with the validation
+# report, so a queue of them never holds up a plan, a catalog or the page.
+HEAVY_COMMANDS = frozenset({"deploy"})
+
+
 def _typed(command: Command, budget: Any) -> Callable[..., Any]:
     """POST endpoint for a command: its JSON body is the command's input (so OpenAPI shows the CLI's own input
     description), validated once more by `parse` for the CLI's exact rules. Remembered answers come straight
@@ -204,12 +221,13 @@ def _typed(command: Command, budget: Any) -> Callable[..., Any]:
 
     model = command.input_type()
     answer = Answers(lambda inp: to_json(command.execute(inp)))
+    heavy = command.name in HEAVY_COMMANDS
 
     async def endpoint(body: Any) -> Any:
         inp = web_input(parse(model, body.model_dump(exclude_unset=True)))
         data = answer.cached(inp)
         if data is None:
-            data = await budget.run(answer, inp)
+            data = await budget.run(answer, inp, heavy=heavy)
         return Response(data, media_type="application/json")
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -243,7 +261,7 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
                   docs_url=None, redoc_url=None,  # Swagger UI needs a CDN
                   description="Does this LLM fit on that GPU? The JSON API mirrors `cardfit … --json`; "
                               "request bodies are the CLI's options (snake_case).")
-    from .server import HostCheck, WorkBudget
+    from .server import HostCheck, OriginCheck, WorkBudget
 
     budget = budget or WorkBudget()
     body_models = {}
@@ -263,10 +281,6 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
         return _error(exc.status_code, str(exc.detail))
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> Any:
-        return _error(500, f"internal error ({type(exc).__name__}); please report it with the request body")
 
     for name in CATALOGS:
         app.get(f"/api/{name}",
@@ -290,9 +304,34 @@ def create_app(allowed_hosts: frozenset[str] | None = None, budget: Any = None) 
     app.add_middleware(_Replay, paths=frozenset(c.path for c in COMMANDS if c.web),
                        gets=frozenset({"/", *(f"/api/{name}" for name in CATALOGS)}))
     app.add_middleware(BodyLimit)
+    app.add_middleware(Unexpected)
+    app.add_middleware(OriginCheck)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, allowed=allowed_hosts)  # added last: runs first
     return app
+
+
+class Unexpected(_HttpMiddleware):
+    """A 500 with a one-line JSON error for an exception no handler knows, answered here rather than by
+    Starlette's ServerErrorMiddleware, which re-raises it after answering: uvicorn then logs a traceback
+    and drops the kept-alive connection. An answer already started cannot be replaced: that one is
+    re-raised."""
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        started = False
+
+        async def tracking(msg: dict) -> None:
+            nonlocal started
+            started = started or msg["type"] == "http.response.start"
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception as exc:
+            if started:
+                raise
+            await send_json(send, 500, f"internal error ({type(exc).__name__}); please report it with the "
+                                       "request body")
 
 
 class _Headers(_HttpMiddleware):
@@ -350,7 +389,8 @@ def _add_readers(app: Any, budget: Any) -> None:
     @app.get("/api/validate", summary="cardfit's predictions against real measurements (cardfit validate)")
     async def validate(kind: str | None = Query(None, max_length=64),
                        runtime: str | None = Query(None, max_length=32)) -> Any:
-        return Response(await budget.run(_validation, kind, runtime, cpu_s=VALIDATION_CPU_S),
+        key = _validation_key(kind, runtime)  # junk is refused here, so it never takes a cache entry
+        return Response(await budget.run(_validation, *key, cpu_s=VALIDATION_CPU_S, heavy=True),
                         media_type="application/json")
 
 
@@ -360,6 +400,24 @@ def _add_readers(app: Any, budget: Any) -> None:
 # re-solves the fitted constants through served-load simulations), so it gets a budget of its own instead of
 # the 2 s every request-sized computation gets, with room for a slower or busier machine.
 VALIDATION_CPU_S = 120.0
+
+
+def _validation_key(kind: str | None, runtime: str | None) -> tuple[str | None, str | None]:
+    """The report's filters as a cache key: a known kind, and the runtime as its records spell it (so
+    `vLLM` and `vllm` share an entry); InputError for a kind or runtime no record has."""
+    from ..services.validate import KINDS, _norm_rt, all_records  # how load_records compares runtimes
+
+    kind, runtime = (kind or "").strip() or None, (runtime or "").strip() or None
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"unknown record kind '{kind[:64]}'; one of {', '.join(KINDS)}", field="kind")
+    if runtime is None:
+        return kind, None
+    known = {_norm_rt(r["runtime"]): r["runtime"] for r in all_records()}
+    found = known.get(_norm_rt(runtime))
+    if found is None:
+        raise InputError(f"no record was measured on runtime '{runtime[:32]}'",
+                         field="runtime", hint=f"one of {', '.join(sorted(set(known.values())))}")
+    return kind, found
 
 
 @functools.lru_cache(maxsize=64)
