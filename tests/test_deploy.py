@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import shlex
 from dataclasses import replace
 from functools import cache
 
@@ -394,6 +396,30 @@ def test_cli_json_has_the_stable_keys(run_json):
                  "--gpu", "L40S")
     assert {"workload", "meets_targets", "best", "pareto", "failing"} <= set(r)
     _check_deployment(r["best"], r["workload"], True)
+
+
+@pytest.mark.parametrize(("args", "program"), [
+    (("meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--runtime", "vllm", "--gpu", "L40S"),
+     ["vllm", "serve"]),
+    (("meta-llama/Llama-3.1-405B-Instruct", "--requests-per-s", "1", "--runtime", "vllm", "--quant", "bf16",
+      "--gpu", "H100 SXM"), ["vllm", "serve"]),  # the longest line: PP over nodes, its head-node flags
+    (("qwen3:30b-a3b", "--users", "4", "--runtime", "ollama", "--gpu", "RTX 4090"), ["ollama", "serve"]),
+])
+def test_the_printed_command_pastes_as_one_command(run_cli, args, program):
+    """Issue 25.1: on a narrow terminal the command was broken at the width with real newlines, so a pasted
+    `vllm serve` ran without the flags after the break. The printed command, split as the shell splits it,
+    is the command of the JSON, whole (the argv of its one line: a newline in it would end the command)."""
+    code, out, err = run_cli("deploy", *args, env={"COLUMNS": "60"})
+    assert code == 0, err
+    code, js, err = run_cli("deploy", *args, "--json")
+    assert code == 0, err
+    command = json.loads(js)["best"]["command"]
+    assert "\n" not in command
+    argv = shlex.split(command, comments=True)
+    printed = [line for line in out.splitlines() if " ".join(program) in line]
+    assert len(printed) == 1, out
+    words = shlex.split(printed[0], comments=True)
+    assert words == argv and words[words.index(program[0]):][:2] == program
 
 
 def test_plan_entries_carry_the_split_and_the_command(run_json):

@@ -66,7 +66,8 @@ def _print(r: DeployReport) -> None:
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")
-        c.print(f"  [bold]{b.command}[/]")
+        if b.command:
+            _print_command(c, b.command)
         apis = "; ".join(f"{a.name} ${a.api_monthly_usd:,.0f}/month"
                          + (" (rent wins)" if a.rent_cheaper else "") for a in r.apis)
         c.print(f"  The same traffic from an API: {apis}")
@@ -99,6 +100,14 @@ def _print(r: DeployReport) -> None:
         c.print(f"[dim]note: {note}[/]")
     if r.plot:
         c.print(f"Chart written to {r.plot}")
+
+
+def _print_command(c: Any, command: str) -> None:
+    """The launch command as the shell reads it: each of its lines whole, never broken at the terminal's
+    width (a line break pasted into a shell ends the command: the flags after it would run as a second
+    one), and its text as written (no rich markup read into a model name or a flag)."""
+    for i, line in enumerate(command.split("\n")):
+        c.print(("  " if i == 0 else "") + line, style="bold", markup=False, soft_wrap=True)
 
 
 def _num(x: float | None) -> str:
