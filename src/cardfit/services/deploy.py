@@ -449,20 +449,33 @@ def _solo_of(r: sv.Replica, input_tokens: int, output_tokens: int) -> tuple[floa
 
 
 def _fewest_by_throughput(inp: DeployInput, c: Candidate, t: Targets) -> int:
-    """A lower bound on replicas: each holds at most B_t sequences with TPOT within the target, so it
-    makes at most B_t / TPOT(B_t) tokens/s."""
-    return _fewest_of(c.replica, inp.input_tokens, inp.output_tokens, t.tpot_s, inp.users, inp.requests_per_s)
+    """A lower bound on the replicas that meet the targets (the search starts there and prices its floor
+    there, so it must never be above the fewest that meet: tests/test_properties.py checks the search
+    against trying every count)."""
+    return _fewest_of(c.replica, inp.input_tokens, inp.output_tokens, t.tpot_s, t.ttft_s, inp.users,
+                      inp.requests_per_s)
 
 
 @lru_cache(maxsize=4096)
-def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: float, users: float | None,
-               requests_per_s: float | None) -> int:
+def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: float, ttft_s: float,
+               users: float | None, requests_per_s: float | None) -> int:
+    """As core/serving.py serve() times a replica: B_t, the most sequences decoding together within the TPOT
+    target, bounds what one replica takes.
+
+    - Users (closed loop): a replica's users all decode together up to its sequence cap, so fewer than
+      B_t + 1 of them (the load per replica is a fraction: TPOT(B) is timed between whole B); where B_t is the
+      whole cap, the users past it wait in the queue for a slot, (n − cap) × service ÷ cap each, which the
+      TTFT target bounds (a service takes at least (O − 1) steps of TPOT(B_t)).
+    - Arrivals: Little's law, B = λ × (prefill + (O − 1) × TPOT(B)), so λ < (B_t + 1) ÷ ((O − 1) × TPOT(B_t)).
+    B_t is found by bisection: TPOT grows with B."""
     w = sv.Workload(input_tokens, output_tokens, users=1.0)
-    hi = max(r.max_seqs, 1)
-    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, hi)
+    cap = max(r.max_seqs, 1)
+    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap)
+    steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
+    held = float(lo + 1) if lo < cap else cap * (1 + ttft_s / steps)
     if users is not None:
-        return max(1, math.ceil(users / lo - 1e-9))
-    rate = lo / sv.tpot_s(r, w, lo) / output_tokens  # requests/s one replica can finish
+        return max(1, math.ceil(users / held - 1e-9))
+    rate = (held if lo < cap else cap) / steps  # requests/s one replica can finish within the TPOT target
     return max(1, math.ceil((requests_per_s or 0) / rate - 1e-9))
 
 
