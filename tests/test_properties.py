@@ -59,7 +59,7 @@ def test_weights_grow_with_bits():
         assert sizes == sorted(sizes), m.id
 
 
-# --- the deploy search (services/deploy.py) against trying every replica count --------------------------------
+# --- the deploy search (services/deploy.py) against trying every replica count ----------------------------
 # Small catalogs (two cards, one runtime) keep the brute force short; the loads reach tens of replicas.
 
 DEPLOY_CARDS = ["A40", "RTX A5000", "L4", "L40S", "RTX 4090", "RTX 3090", "H100 SXM", "A100 80GB"]
@@ -97,8 +97,8 @@ def _check_cheapest(inp):
     assert (best is None) == (searched is None), (best, searched)
     if best is not None:
         assert searched.monthly_usd == pytest.approx(best.monthly_usd), (
-            f"search: {searched.count}x {searched.cand.gpu.name} ({searched.replicas} replicas); brute force: "
-            f"{best.count}x {best.cand.gpu.name} ({best.replicas} replicas)")
+            f"search: {searched.count}x {searched.cand.gpu.name} ({searched.replicas} replicas); "
+            f"brute force: {best.count}x {best.cand.gpu.name} ({best.replicas} replicas)")
         assert searched.meets
 
 
