@@ -349,6 +349,84 @@ def test_nothing_meets_names_the_target_and_the_closest():
     assert r["closest"]["tpot_ms"] > 1
 
 
+@pytest.mark.parametrize(("args", "target", "achieved", "limit", "words"), [
+    (("meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--budget-usd-month", "1"), "budget", 190.0, 1,
+     "Nothing within the budget: the cheapest set that holds the model, 1× RTX A5000"),
+    (("meta-llama/Llama-3.1-70B-Instruct", "--users", "32", "--quant", "bf16", "--gpu", "H100",
+      "--max-cards", "1"), "max_cards", 2, 1,
+     "Nothing within --max-cards: the smallest set that holds the model is 2× H100 SXM (BF16)"),
+    (("meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--gpu", "B200", "--max-cards", "1"), "max_cards",
+     2, 1, "(B200 rents in sets of at least 2), more than --max-cards 1"),
+    (("meta-llama/Llama-3.1-405B-Instruct", "--users", "2", "--gpu", "RTX 4090", "--max-nodes", "1"),
+     "memory", None, None, "Nothing holds the model: no set of the cards given holds Llama 3.1 405B"),
+])
+def test_no_answer_says_why_and_exits_3(run_cli, args, target, achieved, limit, words):
+    """Issue 25.4: with nothing within the budget or the card limit, deploy printed 'Nothing meets the
+    targets: ' with no reason and exited 0. The answer (text or JSON) says why, then one `Error:` line on
+    stderr, exit status 3 (bad input stays 2)."""
+    code, out, err = run_cli("deploy", *args, env={"COLUMNS": "300"})
+    assert code == 3 and words in out, out
+    assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1
+    code, js, err = run_cli("deploy", *args, "--json")
+    r = json.loads(js)
+    assert code == 3 and r["best"] is None and r["closest"] is None and not r["meets_targets"]
+    f = r["failing"]
+    assert (f["target"], f["achieved"], f["limit"]) == (target, achieved, limit) and f["text"] in err
+
+
+def test_an_answer_exits_0(run_cli):
+    code, _, err = run_cli("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "8", "--gpu", "L40S",
+                           "--runtime", "vllm", "--json")
+    assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize(("target", "value", "flag"), [
+    ("tpot_ms", 1, "--tpot-ms"),
+    ("ttft_ms", 10, "--ttft-ms"),
+])
+def test_a_target_out_of_reach_is_said_plainly(target, value, flag):
+    """Issue 25.5: with TTFT 10 ms for 200 users the closest was 16,384× B200 (TP 8 × PP 4 × 512 replicas,
+    $57M/month). A target no deployment reaches even for one request alone is named as such, with the best
+    one request reaches; the closest takes no more replicas than users and no nodes it does not need."""
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=200, gpu=("B200", "H100 SXM"),
+               **{target: value})
+    f, near = r["failing"], r["closest"]
+    assert r["best"] is None and f["target"] == target
+    assert "however many replicas: one request alone takes" in f["text"] and flag in f["text"]
+    assert near["replicas"] <= 200 and near["pp"] == 1 and near["nodes"] == near["replicas"]
+    assert near[target] > value
+
+
+def test_no_more_replicas_than_users():
+    """Issue 25.5: 104× RTX 3060 (TP 8 × 13 replicas) for a 70B: a closed loop of N users holds at most N
+    requests, so a replica past the N-th idles."""
+    for users, tpot_ms in ((2, 100), (5, 100), (3, 5)):  # TPOT 5 ms: out of reach, the closest is shown
+        r = report(model="meta-llama/Llama-3.1-70B-Instruct", users=users, gpu=("RTX 3060",), runtime="vllm",
+                   tpot_ms=tpot_ms)
+        assert r["pareto"]
+        for d in r["pareto"]:
+            assert d["replicas"] <= users, d
+
+
+@pytest.mark.parametrize("gpu", ["B200", "H100 SXM", "RTX 4090"])
+def test_no_pipeline_split_across_nodes_for_a_model_one_node_holds(gpu):
+    """A card and setting with a set inside one node that holds the model offers no set spanning nodes."""
+    from cardfit.services.deploy import candidates, settings
+
+    inp = DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=8, gpu=(gpu,))
+    one: set[tuple] = set()
+    cands = candidates(inp, settings(inp)[0])
+    for c in cands:
+        if c.nodes == 1:
+            one.add((id(c.setting.ctx), c.setting.mem.kv_dtype, c.setting.slots))
+    assert one
+    assert not [c for c in cands if c.nodes > 1 and (id(c.setting.ctx), c.setting.mem.kv_dtype,
+                                                    c.setting.slots) in one]
+    big = DeployInput(model="meta-llama/Llama-3.1-405B-Instruct", users=8, gpu=("H100 SXM",), quant="bf16",
+                      runtime="vllm")
+    assert any(c.nodes > 1 for c in candidates(big, settings(big)[0])), "a model one node cannot hold spans"
+
+
 @pytest.mark.parametrize(("model", "runtime", "start"), [
     ("meta-llama/Llama-3.1-8B-Instruct", "sglang", "python -m sglang.launch_server"),
     ("meta-llama/Llama-3.1-8B-Instruct", "trtllm", "trtllm-serve"),

@@ -100,6 +100,8 @@ def _check_cheapest(inp):
             f"search: {searched.count}x {searched.cand.gpu.name} ({searched.replicas} replicas); "
             f"brute force: {best.count}x {best.cand.gpu.name} ({best.replicas} replicas)")
         assert searched.meets
+        if inp.users is not None:  # a closed loop of N users keeps at most N replicas busy
+            assert searched.replicas <= inp.users + 1 - 1e-9
 
 
 @pytest.mark.parametrize(("runtime", "cards", "tpot_ms", "ttft_ms", "users", "rate", "why"), [

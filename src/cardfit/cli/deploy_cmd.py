@@ -27,6 +27,9 @@ def deploy(result: DeployReport, inp: Any) -> None:
 
     Every candidate is sized by the same memory model as `cardfit plan` (with its error bar), then timed:
     continuous batching with chunked prefill on cardfit's decode step, and queueing for the first token.
+
+    When nothing meets the targets within the limits, it says why (the target that fails first and the
+    closest deployment, a target out of reach, or the limit no set fits) and exits with status 3.
     """
     _print(result)
 
@@ -48,8 +51,10 @@ def _shape(d: Deployment) -> str:
 
 
 def _print(r: DeployReport) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
+    from ..services.deploy import NO_ANSWER
     from .render import console
 
     c = console()
@@ -77,8 +82,11 @@ def _print(r: DeployReport) -> None:
             what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
             c.print(f"[red]Nothing meets the targets.[/] {what} fails first: {f.achieved or 0:,.1f} ms "
                     f"against {f.limit or 0:,g} ms ({f.ratio or 0:.2f}×) on the closest deployment")
-        else:
-            c.print(f"[red]Nothing meets the targets:[/] {(f.text if f else None) or ''}")
+            if f.text:
+                c.print(f"  {escape(f.text)}")
+        elif f is not None:
+            head = NO_ANSWER.get(f.target, "nothing meets the targets")
+            c.print(f"[red]{head[0].upper()}{head[1:]}:[/] {escape(f.text or '')}")
         if near is not None:
             c.print(f"  Closest: {_shape(near)} · {near.runtime} · {near.quant} · TTFT p90 "
                     f"{_num(near.ttft_ms)} ms · TPOT {_num(near.tpot_ms)} ms · "

@@ -310,8 +310,11 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 and not gpu.supports(Feature.FP8)
             ):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
+            one_node = False  # a set inside one node holds it: no pipeline split across nodes is offered
             for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
                 per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
+                if nodes > 1 and one_node:
+                    break  # shapes come smallest first: the rest span nodes
                 copies = engine.kv_copies(m, tp)
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
                 margin = _margin(ctx, mem, count, copies)
@@ -330,6 +333,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     continue
                 out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs,
                                      fitting.set_price(gpu, count, ctx.rules), tokens, margin, inp))
+                one_node = one_node or nodes == 1
     return out
 
 
@@ -390,6 +394,8 @@ def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: f
 
 def _limit(inp: DeployInput, c: Candidate) -> int:
     most = MAX_REPLICAS
+    if inp.users is not None:  # a closed loop of N users has at most N requests in flight: replica N+1 idles
+        most = min(most, math.ceil(inp.users))
     if inp.max_cards:
         most = min(most, inp.max_cards // c.cards)
     if inp.budget_usd_month is not None and c.price:
@@ -543,22 +549,42 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
 
 
 def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
-    """When nothing meets the targets: each candidate at the most replicas allowed, the one that misses by
-    the least (its worst target ratio), cheaper first on ties."""
-    best: Result | None = None
+    """When nothing meets the targets: the least miss any deployment within the limits reaches (its worst
+    target ratio, each candidate at the most replicas allowed), then the cheapest deployment that comes
+    within CLOSE of it, at the fewest replicas that do: more replicas than that buy nothing."""
+    at_most: list[Result] = []
     for c in cands:
-        n = min(_limit(inp, c), MAX_REPLICAS)
+        n = _limit(inp, c)
         if n < 1:
             continue
         r = evaluate(inp, c, n, t)
         while n > 1 and not _within(inp, r):
             n -= 1
             r = evaluate(inp, c, n, t)
-        if not _within(inp, r):
-            continue
-        if best is None or (_worst(r), _key(r)) < (_worst(best), _key(best)):
-            best = r
-    return best
+        if _within(inp, r):
+            at_most.append(r)
+    if not at_most:
+        return None
+    least = min(_worst(r) for r in at_most)
+    if not math.isfinite(least):  # every one overloaded within the limits: the one that serves the most
+        return max(at_most, key=lambda r: (r.served_tokens_per_s, -(r.monthly_usd or 0)))
+    near = [_fewest_reaching(inp, r, t, least * CLOSE) for r in at_most if _worst(r) <= least * CLOSE]
+    return min(near, key=_key)
+
+
+# "As close": within 1 % of the least miss, the precision its ratio is printed at (0.01×)
+CLOSE = 1.01
+
+
+def _fewest_reaching(inp: DeployInput, r: Result, t: Targets, ratio: float) -> Result:
+    """`r`'s candidate at the fewest replicas whose worst target ratio is at most `ratio` (r's reaches it)."""
+    timed = {r.replicas: r}
+
+    def reaches(n: int) -> bool:
+        timed[n] = evaluate(inp, r.cand, n, t)
+        return _worst(timed[n]) <= ratio
+
+    return timed[smallest_true(reaches, 1, r.replicas)]
 
 
 def _worst(r: Result) -> float:
@@ -677,27 +703,75 @@ def _apis(r: Result, inp: DeployInput) -> tuple[ApiComparison, ...]:
     return tuple(out)
 
 
+# the words that open the answer when a limit, not a target, leaves none (by Failing.target)
+NO_ANSWER = {"memory": "nothing holds the model", "max_cards": "nothing within --max-cards",
+             "budget": "nothing within the budget"}
+
+
 @record
 class Failing(table.Result):
-    """What keeps the closest deployment from the targets: a target ("ttft_ms", "tpot_ms": the one missed
-    by the largest ratio, with the value reached and the limit), or "load" / "memory" (with a sentence)."""
+    """Why there is no answer: a target ("ttft_ms", "tpot_ms": the one the closest deployment misses by the
+    largest ratio, with the value reached and the limit; `text` when no deployment could reach it, however
+    many replicas), "load" (overloaded within the limits), a limit ("max_cards", "budget": the smallest or
+    cheapest set that holds the model, against the limit) or "memory" (no set holds it), with a sentence."""
 
     target: str
     achieved: float | None
     limit: float | None
     ratio: float | None
-    text: str | None = None  # absent from the JSON for a missed target
+    text: str | None = None  # absent from the JSON where the numbers say it all
 
     omit_none = ("text",)
 
 
-def _failing(r: Result, t: Targets) -> Failing:
+def _failing(r: Result, t: Targets, reach: dict[str, tuple[float, Candidate]]) -> Failing:
+    """What keeps the closest deployment `r` from the targets; `reach`: the best each target reaches with
+    one request alone, on the candidate that reaches it (out_of_reach)."""
     if not r.served.stable:
         return Failing("load", None, None, None,
                        "the deployment cannot keep up with the arrivals (its queue grows without end)")
-    name, ratio = max(r.misses.items(), key=lambda kv: kv[1])
+    out = [name for name in ("ttft_ms", "tpot_ms") if reach[name][0] > t.given[name] / 1e3]
+    name, ratio = max(((k, v) for k, v in r.misses.items() if not out or k in out), key=lambda kv: kv[1])
     achieved = r.served.ttft_s * 1e3 if name == "ttft_ms" else r.served.tpot_s * 1e3
-    return Failing(name, round(achieved, 1), t.given[name], round(ratio, 3))
+    text = None
+    if name in out:
+        best, c = reach[name]
+        what = ("to its first token (the prefill alone)" if name == "ttft_ms" else "per output token")
+        flag = "--ttft-ms" if name == "ttft_ms" else "--tpot-ms"
+        text = (f"no deployment reaches {'a TTFT p90' if name == 'ttft_ms' else 'a TPOT'} of "
+                f"{t.given[name]:,g} ms, however many replicas: one request alone takes {best * 1e3:,.1f} ms "
+                f"{what} on the fastest set searched ({c.cards}× {c.gpu.name}, {c.setting.ctx.runtime.id}, "
+                f"{c.setting.ctx.quant.name}); relax {flag}")
+    return Failing(name, round(achieved, 1), t.given[name], round(ratio, 3), text)
+
+
+def out_of_reach(inp: DeployInput, cands: list[Candidate]) -> dict[str, tuple[float, Candidate]]:
+    """The least TTFT and TPOT (s) one request alone reaches on any candidate, and that candidate: what no
+    replica count improves on."""
+    solo = [(_solo(inp, c), c) for c in cands]
+    tpot = min(solo, key=lambda x: x[0][0])
+    ttft = min(solo, key=lambda x: x[0][1])
+    return {"tpot_ms": (tpot[0][0], tpot[1]), "ttft_ms": (ttft[0][1], ttft[1])}
+
+
+def _limits_failing(inp: DeployInput, cands: list[Candidate]) -> Failing:
+    """No set that holds the model is within --max-cards or --budget-usd-month: the smallest (cheapest) one
+    against the limit."""
+    if inp.max_cards and all(c.cards > inp.max_cards for c in cands):
+        c = min(cands, key=lambda c: (c.cards, c.price if c.price is not None else math.inf))
+        sets = f" ({c.gpu.name} rents in sets of at least {c.gpu.min_count})" if c.gpu.min_count > 1 else ""
+        return Failing("max_cards", c.cards, inp.max_cards, round(c.cards / inp.max_cards, 3),
+                       f"the smallest set that holds the model is {c.cards}× {c.gpu.name} "
+                       f"({c.setting.ctx.quant.name}){sets}, more than --max-cards {inp.max_cards}")
+    allowed = [c for c in cands if c.price is not None and (not inp.max_cards or c.cards <= inp.max_cards)]
+    if inp.budget_usd_month is None or not allowed:
+        return Failing("memory", None, None, None, "no card set holds the model within the limits given")
+    c = min(allowed, key=lambda c: c.price or 0.0)
+    price = c.price or 0.0
+    return Failing("budget", round(price, 2), inp.budget_usd_month, round(price / inp.budget_usd_month, 3),
+                   f"the cheapest set that holds the model, {c.cards}× {c.gpu.name} "
+                   f"({c.setting.ctx.quant.name}), rents for ${price:,.0f}/month, more than "
+                   f"--budget-usd-month {inp.budget_usd_month:,g}")
 
 
 @record
@@ -750,6 +824,23 @@ class DeployReport(table.Result):
 
     omit_none = ("plot",)
 
+    @property
+    def no_answer(self) -> str | None:
+        """Why there is no `best`, in one line (None where there is one): the CLI prints it as its error and
+        exits 3 after the answer (cli/commands.py run)."""
+        if self.best is not None:
+            return None
+        f = self.failing
+        if f is None:
+            return "no deployment meets the targets"
+        if f.target in NO_ANSWER:
+            return f"{NO_ANSWER[f.target]}: {f.text}"
+        if f.text:
+            return f.text
+        what = {"ttft_ms": "TTFT p90", "tpot_ms": "TPOT"}.get(f.target, f.target)
+        return (f"no deployment meets the targets: {what} fails first ({f.achieved or 0:,.1f} ms against "
+                f"{f.limit or 0:,g} ms on the closest)")
+
 
 def _asked(inp: DeployInput, t: Targets) -> Workload:
     return Workload(inp.users, inp.requests_per_s, inp.input_tokens, inp.output_tokens, inp.input_tokens_p90,
@@ -770,8 +861,11 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                           searched=Searched(len(sets), len(cands)), hours_per_month=cost.HOURS_PER_MONTH,
                           notes=_notes(inp, skipped))
     if not cands:
-        return replace(report, failing=Failing("memory", None, None, None,
-                                               "no card set holds the model within the limits given"))
+        return replace(report, failing=Failing(
+            "memory", None, None, None,
+            f"no set of {'the cards given' if inp.gpu else 'the cards with a rental price'} holds "
+            f"{sets[0].ctx.model.name} with a whole request of {max_model_len(inp):,} tokens, within "
+            f"--max-nodes {inp.max_nodes} (nodes of {sets[0].ctx.rules.node_size})"))
     found = search(inp, cands, t)
     if found:
         best = found[0]
@@ -782,7 +876,10 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         near = closest(inp, cands, t)
         if near is not None:
             closest_one = deployment(inp, near)
-            report = replace(report, closest=closest_one, failing=_failing(near, t), pareto=(closest_one,))
+            report = replace(report, closest=closest_one, failing=_failing(near, t, out_of_reach(inp, cands)),
+                             pareto=(closest_one,))
+        else:
+            report = replace(report, failing=_limits_failing(inp, cands))
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
     if inp.plot:
         from ..charts.deploy import write_chart

@@ -405,7 +405,7 @@ async function deploy() {
       const f = r.failing || {};
       $("deploy-best").textContent = `Nothing meets the targets: ${f.target} fails first` +
         (f.ratio ? ` (${num(f.achieved, 1)} vs ${num(f.limit)}, ${num(f.ratio, 2)}×)` : "") +
-        (d ? `; closest: ${shape(d)} · ${d.runtime} · ${d.quant}` : "");
+        (f.text ? `: ${f.text}` : "") + (d ? `; closest: ${shape(d)} · ${d.runtime} · ${d.quant}` : "");
     }
     $("deploy-command").textContent = d ? d.command : "";
     const rows = r.pareto.filter((x) => x.monthly_usd !== null);
