@@ -427,6 +427,21 @@ def test_no_pipeline_split_across_nodes_for_a_model_one_node_holds(gpu):
     assert any(c.nodes > 1 for c in candidates(big, settings(big)[0])), "a model one node cannot hold spans"
 
 
+@pytest.mark.parametrize(("runtime", "users", "gpu", "started"), [
+    ("vllm", 1000, "L40S", "--data-parallel-size"),
+    ("llama.cpp", 200, "RTX 4090", None),
+])
+def test_the_command_starts_every_replica_or_says_how(runtime, users, gpu, started):
+    """Issue 25.6: the command of a deployment of several replicas started one. In one node vLLM serves them
+    all with --data-parallel-size; llama.cpp has no data parallelism: a note says to run one server each."""
+    b = report(model="meta-llama/Llama-3.1-8B-Instruct", users=users, runtime=runtime, gpu=(gpu,))["best"]
+    assert b["replicas"] > 1
+    if started:
+        assert f"{started} {b['replicas']} " in b["command"] + " "
+    else:
+        assert f"# {b['replicas']} replicas: run this command {b['replicas']} times" in b["command"]
+
+
 @pytest.mark.parametrize(("model", "runtime", "start"), [
     ("meta-llama/Llama-3.1-8B-Instruct", "sglang", "python -m sglang.launch_server"),
     ("meta-llama/Llama-3.1-8B-Instruct", "trtllm", "trtllm-serve"),

@@ -93,15 +93,21 @@ def _brute_cheapest(inp):
 
 
 def _check_cheapest(inp):
+    """The search's best costs no more than anything the brute force finds, and no less where it lies within
+    the brute force's counts (up to DEPLOY_MAX_REPLICAS)."""
     best, searched = _brute_cheapest(inp)
-    assert (best is None) == (searched is None), (best, searched)
+    assert best is None or searched is not None, best
+    if searched is None:
+        return
+    assert searched.meets
+    if inp.users is not None:  # a closed loop of N users keeps at most N replicas busy
+        assert searched.replicas <= inp.users + 1 - 1e-9
+    shown = (f"search: {searched.count}x {searched.cand.gpu.name} ({searched.replicas} replicas); "
+             f"brute force: {best.count}x {best.cand.gpu.name} ({best.replicas} replicas)" if best else "")
     if best is not None:
-        assert searched.monthly_usd == pytest.approx(best.monthly_usd), (
-            f"search: {searched.count}x {searched.cand.gpu.name} ({searched.replicas} replicas); "
-            f"brute force: {best.count}x {best.cand.gpu.name} ({best.replicas} replicas)")
-        assert searched.meets
-        if inp.users is not None:  # a closed loop of N users keeps at most N replicas busy
-            assert searched.replicas <= inp.users + 1 - 1e-9
+        assert searched.monthly_usd <= best.monthly_usd + 1e-6, shown
+    if searched.replicas <= DEPLOY_MAX_REPLICAS:
+        assert best is not None and best.monthly_usd <= searched.monthly_usd + 1e-6, shown
 
 
 @pytest.mark.parametrize(("runtime", "cards", "tpot_ms", "ttft_ms", "users", "rate", "why"), [

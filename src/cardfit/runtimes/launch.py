@@ -23,6 +23,7 @@ What the flags mean where runtimes differ:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..catalog.records import record
@@ -47,6 +48,7 @@ class Launch:
     files: tuple[tuple[str, str], ...] = ()  # (name, content) written before the command runs
     notes: tuple[str, ...] = ()
     program_words: int = 1  # words of argv that name the program (`vllm serve`: 2)
+    replicas: int = 1  # copies of the model this one command serves (vLLM --data-parallel-size)
 
     def shell(self) -> str:
         """One shell line (with the files it needs written first, as here-documents)."""
@@ -81,6 +83,8 @@ class LaunchArgs:
     cpu_moe_layers: int | None
     max_batched_tokens: int | None
     checkpoint_quantized: bool
+    replicas: int = 1  # copies of the model the deployment runs
+    data_parallel: int = 1  # of those, the ones this command starts (all of them where one node holds them)
 
     def quant_flag(self, online: Mapping[str, str]) -> tuple[list[str], list[str]]:
         """(flags, notes) for the quantization: `--quantization X` where the engine quantizes a 16-bit
@@ -146,6 +150,7 @@ class ServeFlags:
     kv_dtype: str
     batched_tokens: str
     nodes: tuple[str, str, str, str]  # node count, node rank, head address flag, head address
+    data_parallel: str = ""  # copies of the model in one server, each on its own cards ("": none)
 
 
 def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
@@ -161,10 +166,13 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
         argv += [f.kv_dtype, a.kv]
     if a.max_batched_tokens:
         argv += [f.batched_tokens, str(a.max_batched_tokens)]
+    copies = a.data_parallel if f.data_parallel else 1
+    if copies > 1:
+        argv += [f.data_parallel, str(copies)]
     quant, notes = a.quant_flag(online)
     nodes, more = nodes_flags(a.nodes, *f.nodes)
     return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more),
-                  program_words=len(program))
+                  program_words=len(program), replicas=copies)
 
 
 def _served(runtime: str, engine: Runtime | None = None) -> Runtime:
@@ -188,11 +196,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           gpu_memory_utilization: float | None = None, n_gpu_layers: int | None = None,
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
-          engine: Runtime | None = None) -> Launch:
+          replicas: int = 1, one_node: bool = False, engine: Runtime | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
-    runtime's adapter where the caller has it (a plan's), else found through the catalog row."""
+    runtime's adapter where the caller has it (a plan's), else found through the catalog row. `replicas`:
+    copies of the model the deployment runs; where `one_node` holds them all, an engine with data parallelism
+    starts them in one server, else a note says to start that many servers behind a load balancer."""
     engine = _served(runtime, engine)
     if not model or any(c in model for c in "\n\r\0"):
         raise InputError("the model to launch must be one line", field="model")
@@ -206,8 +216,21 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       n_gpu_layers=_int("n_gpu_layers", n_gpu_layers, 0), parallel=_int("parallel", parallel),
                       flash_attn=flash_attn, cpu_moe_layers=_int("cpu_moe_layers", cpu_moe_layers, 0),
                       max_batched_tokens=_int("max_batched_tokens", max_batched_tokens),
-                      checkpoint_quantized=checkpoint_quantized)
-    return engine.launch(model, args)
+                      checkpoint_quantized=checkpoint_quantized, replicas=_whole("replicas", replicas),
+                      data_parallel=replicas if one_node else 1)
+    launch = engine.launch(model, args)
+    if replicas > launch.replicas:
+        cards = tp * pp
+        launch = replace(launch, notes=(*launch.notes, replicas_note(replicas, cards)))
+    return launch
+
+
+def replicas_note(replicas: int, cards: int) -> str:
+    """How to start the replicas one command does not: that many servers, each on its own cards and port,
+    behind a load balancer that spreads the requests."""
+    each = "its own card" if cards == 1 else f"its own {cards} cards"
+    return (f"{replicas} replicas: run this command {replicas} times, each on {each} (CUDA_VISIBLE_DEVICES) "
+            "and its own port, behind a load balancer that spreads the requests over them")
 
 
 def command(runtime: str, model: str, **options: object) -> str:

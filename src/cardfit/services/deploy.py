@@ -604,10 +604,13 @@ def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> flo
 # --- the answer ------------------------------------------------------------------------------------------
 
 def command(inp: DeployInput, r: Result) -> str:
-    """The command line that starts one replica (runtimes/launch.py)."""
+    """The command line that starts the deployment (runtimes/launch.py): every replica in one server where
+    one node holds them all and the engine has data parallelism, else one replica, with a note to start the
+    others behind a load balancer."""
     c = r.cand
-    return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots)
+    one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
+    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
+                          c.setting.kv_flag, c.setting.slots, r.replicas, one_node)
 
 
 @record

@@ -8,9 +8,10 @@ from typing import Any
 
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
-                   slots: int = 0) -> str | None:
+                   slots: int = 0, replicas: int = 1, one_node: bool = False) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
-    runtime without one (transformers, TGI, the rule of thumb)."""
+    runtime without one (transformers, TGI, the rule of thumb). `replicas`: copies of the model the
+    deployment runs (`one_node`: all of them inside one node, which data parallelism serves in one server)."""
     from ..runtimes import launch
 
     rt = ctx.runtime
@@ -23,7 +24,8 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
                           pp=pp if rt.pipeline_parallel else 1, max_model_len=length, max_num_seqs=seqs,
                           kv_dtype=kv, gpu_memory_utilization=util,
                           n_gpu_layers=None if rt.tensor_parallel else 999, parallel=slots or None,
-                          flash_attn=True if kv else None, engine=engine)
+                          flash_attn=True if kv else None, replicas=replicas, one_node=one_node,
+                          engine=engine)
 
 
 def model_ref(ctx: Any, engine: Any = None) -> str:
