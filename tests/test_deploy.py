@@ -402,7 +402,7 @@ def test_no_more_replicas_than_users():
     requests, so a replica past the N-th idles."""
     for users, tpot_ms in ((2, 100), (5, 100), (3, 5)):  # TPOT 5 ms: out of reach, the closest is shown
         r = report(model="meta-llama/Llama-3.1-70B-Instruct", users=users, gpu=("RTX 3060",), runtime="vllm",
-                   tpot_ms=tpot_ms)
+                   quant="awq", tpot_ms=tpot_ms)
         assert r["pareto"]
         for d in r["pareto"]:
             assert d["replicas"] <= users, d
@@ -440,6 +440,48 @@ def test_the_command_starts_every_replica_or_says_how(runtime, users, gpu, start
         assert f"{started} {b['replicas']} " in b["command"] + " "
     else:
         assert f"# {b['replicas']} replicas: run this command {b['replicas']} times" in b["command"]
+
+
+@pytest.mark.parametrize(("mean", "p90", "sigma"), [
+    (1133, 1898, 0.5),  # mu = ln 1000: mean e^(mu + σ²/2) 1,133, p90 e^(mu + 1.2816 σ) 1,898, p99 3,200
+    (306, 430, 0.3),  # mu = ln 292.7 (answers): mean 306, p90 430, p99 588; a narrow spread
+    (1000, 3000, None),  # p90 far above the mean: σ at its cap (core/serving.py lognormal_cv2), still ≥ p90
+])
+def test_the_context_holds_the_99th_percentile(mean, p90, sigma):
+    """Issue 25.6: --max-model-len was the stated request (the mean, or the p90 with a spread), so every
+    longer request was refused. With a spread it is the log-normal's 99th percentile (z = 2.3263)."""
+    from cardfit.services.deploy import longest
+
+    n = longest(mean, p90)
+    assert n >= p90 and longest(mean, None) == mean
+    if sigma is not None:
+        mu = math.log(mean) - sigma ** 2 / 2
+        assert n == pytest.approx(math.exp(mu + 2.3263478740408408 * sigma), rel=0.01)
+
+
+def test_the_launched_context_is_the_sized_one_and_within_the_model():
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=2, runtime="vllm", gpu=("H100 SXM",),
+               input_tokens=60_000, input_tokens_p90=120_000, output_tokens=1000, output_tokens_p90=2000,
+               ttft_ms=600_000, tpot_ms=1000)
+    n = r["workload"]["max_model_len"]
+    assert n == 131_072  # the 99th percentile passes the trained maximum: held at it
+    assert f"--max-model-len {n} " in (r["best"] or r["closest"])["command"]
+
+
+def test_a_default_search_names_no_checkpoint_it_cannot_serve():
+    """Issue 25.6: INT4 (AWQ) and TensorRT-LLM FP8 picks named the BF16 repository (the 70B case runs out
+    of memory as printed). The default search keeps to what the line can serve from the checkpoint it
+    names: the model's own format, or one the engine quantizes to on load (--quantization fp8); the rest is
+    a note."""
+    r = report(model="meta-llama/Llama-3.1-70B-Instruct", users=32)
+    for d in r["pareto"]:
+        assert d["quant"] in ("BF16", "FP8 (E4M3)"), d
+        assert "16-bit checkpoint" not in d["command"]
+        if d["quant"] != "BF16":
+            assert d["runtime"] in ("vllm", "sglang") and "--quantization fp8" in d["command"]
+    assert any(n.startswith("left out: INT4 g128 (AWQ/GPTQ) on ") for n in r["notes"])
+    asked = report(model="meta-llama/Llama-3.1-70B-Instruct", users=32, quant="awq", runtime="vllm")["best"]
+    assert "serve a checkpoint quantized as INT4 g128 (AWQ/GPTQ) in its place" in asked["command"]
 
 
 @pytest.mark.parametrize(("model", "runtime", "start"), [

@@ -151,8 +151,9 @@ def test_command_carries_its_notes_as_comments() -> None:
     text = launch.command("vllm", "meta-llama/Llama-3.1-8B-Instruct", quant="INT4 g128 (AWQ/GPTQ)",
                           max_model_len=1300, max_num_seqs=100)
     assert text.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 ")
-    assert text.endswith("  # use a checkpoint quantized as INT4 g128 (AWQ/GPTQ): vllm reads the format from "
-                         "the checkpoint's quantization_config")
+    assert text.endswith("  # the model named is its 16-bit checkpoint, which need not fit: serve a "
+                         "checkpoint quantized as INT4 g128 (AWQ/GPTQ) in its place (vllm reads the format "
+                         "from the checkpoint's quantization_config)")
 
 
 @pytest.mark.parametrize(("runtime", "model", "replicas", "one_node", "flag", "note"), [

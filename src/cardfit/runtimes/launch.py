@@ -95,8 +95,9 @@ class LaunchArgs:
             return [], []
         if online.get(q):
             return ["--quantization", online[q]], []
-        return [], [f"use a checkpoint quantized as {self.quant}: {self.runtime} reads the format from the "
-                    f"checkpoint's quantization_config"]
+        return [], [f"the model named is its 16-bit checkpoint, which need not fit: serve a checkpoint "
+                    f"quantized as {self.quant} in its place ({self.runtime} reads the format from the "
+                    f"checkpoint's quantization_config)"]
 
 
 def kv_name(runtime: str, names: Mapping[str, str], kv_dtype: str | None) -> str | None:

@@ -30,7 +30,9 @@ from . import served, table
 from .inputs import MAX_CONTEXT, ModelInput, opt
 from .launch_line import launch_command
 
-HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
+# what a Hugging Face checkpoint ships or is commonly quantized to; the default search keeps those the launch
+# line can serve from the checkpoint it names (_servable)
+HF_QUANTS = ("bf16", "fp8", "int4_g128")
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
 GGUF_QUANTS = ("Q4_K_M", "Q8_0")
 SLOTS = (1, 2, 4, 8, 16, 32, 64)  # llama-server -np / OLLAMA_NUM_PARALLEL values searched
@@ -69,8 +71,8 @@ class DeployInput(ModelInput):
                                max_length=64)
     runtime: str | None = opt(None, "a runtime that serves (vllm, sglang, llama.cpp, …: every catalog row "
                               "with serves = true); default: every one that serves the model", max_length=32)
-    quant: str | None = opt(None, "weights; default: search BF16, FP8 and INT4 (AWQ) for vLLM/SGLang/"
-                            "TensorRT-LLM, Q4_K_M and Q8_0 for llama.cpp/Ollama", max_length=64)
+    quant: str | None = opt(None, "weights; default: the checkpoint's own and what the engine quantizes to "
+                            "on load (FP8 on vLLM/SGLang); Q4_K_M, Q8_0 for llama.cpp/Ollama", max_length=64)
     kv_dtype: str | None = opt(None, "KV cache type; default: search 16-bit and 8-bit", max_length=16)
     max_cards: int | None = opt(None, "at most this many cards in all", ge=1, le=100_000)
     max_nodes: int = opt(4, "at most this many 8-card nodes per replica", ge=1, le=64)
@@ -179,7 +181,36 @@ def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
     if rt.weights_format == "gguf":
         return list(GGUF_QUANTS)
     own = resolved.model.dtype if resolved.model.dtype in ("bf16", "fp16") else "bf16"
-    return [own, *[q for q in HF_QUANTS if q != own]]
+    return [own, *[q for q in HF_QUANTS if q != own and _servable(q, rt, resolved.model)]]
+
+
+def _servable(quant: str, rt: RuntimeProfile, m: Any) -> bool:
+    """Whether the launch line can serve the model in `quant` from the checkpoint it names (the model's
+    own): the checkpoint's own format, or one the engine quantizes to on load (its adapter's ONLINE_QUANT:
+    vLLM and SGLang `--quantization fp8`). Any other format needs a checkpoint quantized to it, which the
+    catalog does not name: the line would name the 16-bit one, which need not fit the plan."""
+    from ..runtimes import adapter
+
+    return quant == m.native_quant or quant in getattr(adapter(rt), "ONLINE_QUANT", {})
+
+
+def _unservable(inp: DeployInput, resolved: Any, rts: list[RuntimeProfile]) -> list[str]:
+    """The default search's formats left out for want of a checkpoint (_servable), as notes."""
+    if inp.quant or resolved.gguf or resolved.tag is not None or resolved.quant_hint:
+        return []
+    out: dict[str, list[str]] = {}
+    for rt in rts:
+        if rt.weights_format != "gguf":
+            for q in HF_QUANTS[1:]:
+                if not _servable(q, rt, resolved.model):
+                    out.setdefault(q, []).append(rt.id)
+    notes = []
+    for q, ids in out.items():
+        quant = default_quants().get(q)
+        notes.append(f"{quant.name} on {', '.join(ids)}: the catalog names no checkpoint of "
+                     f"{resolved.model.name} in it and the engine does not quantize to it on load (--quant "
+                     f"{(quant.aliases or (q,))[0]} plans one, to serve from such a checkpoint)")
+    return notes
 
 
 def _kv_options(inp: DeployInput, rt: RuntimeProfile) -> list[str | None]:
@@ -237,7 +268,31 @@ def kv_held(inp: DeployInput, rt: RuntimeProfile) -> int:
     return _in_flight(inp)
 
 
-def max_model_len(inp: DeployInput) -> int:
+# The standard normal's 0.99 quantile: with a spread given, the launch line admits the 99th percentile
+# prompt and answer of the log-normal through the stated mean and p90 (core/serving.py lognormal_cv2).
+Z99 = 2.3263478740408408
+
+
+def longest(mean: int, p90: int | None) -> int:
+    """The longest prompt (answer) the launch line admits: the stated length where no spread is given (every
+    request taken at it), else the 99th percentile of the log-normal with this mean and p90 (at least p90):
+    fewer than 1 request in 100 is longer, and the engine refuses those."""
+    if p90 is None or p90 <= mean:
+        return max(mean, p90 or 0)
+    sigma = math.sqrt(math.log1p(sv.lognormal_cv2(mean, p90)))
+    mu = math.log(mean) - sigma * sigma / 2
+    return max(p90, math.ceil(math.exp(mu + Z99 * sigma)))
+
+
+def max_model_len(inp: DeployInput, trained: int = 0) -> int:
+    """The context a replica is launched and sized for: the longest prompt plus the longest answer (longest),
+    at most the model's trained maximum (`trained`; 0: none known)."""
+    n = longest(inp.input_tokens, inp.input_tokens_p90) + longest(inp.output_tokens, inp.output_tokens_p90)
+    return min(n, trained) if trained else n
+
+
+def stated_len(inp: DeployInput) -> int:
+    """The request as stated (p90s where given): beyond the trained maximum it is an input error."""
     return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
 
 
@@ -248,14 +303,16 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
 
     resolved = resolve(inp)
     needs_generator(resolved.model)
-    length = max_model_len(inp)
+    length = stated_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
         raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained "
                          f"maximum of {resolved.model.max_context:,}", field="input_tokens",
                          hint="shorten the prompt or answer")
+    length = max_model_len(inp, resolved.model.max_context)
     out: list[Setting] = []
-    skipped: list[str] = []
-    for rt in _runtimes(inp, resolved, any_runtime):
+    rts = _runtimes(inp, resolved, any_runtime)
+    skipped: list[str] = _unservable(inp, resolved, rts)
+    for rt in rts:
         for qname in _quants(inp, rt, resolved):
             if rt.weights_format == "gguf" and not gguf_holds(default_quants().get(qname)):
                 continue  # FP8, AWQ/GPTQ, NF4: checkpoint formats a GGUF runtime does not load
@@ -441,6 +498,16 @@ def _key(r: Result) -> tuple:
             r.served.ttft_s)
 
 
+def _rank(r: Result) -> tuple:
+    """The order deployments are offered in: by rent (_key), and at the same rent, for a closed loop of
+    users, the one serving them the most tokens/s (the lowest $/M at this load: 4 llama.cpp slots on a card
+    before 1 slot that queues 3 of 4 users 7 s for the same rent); under arrivals every stable deployment
+    serves the offered load, so TPOT then TTFT decide."""
+    k = _key(r)
+    served = -r.served_tokens_per_s if r.cand.inp.users is not None else 0.0
+    return (*k[:2], served, *k[2:])
+
+
 def _solo(inp: DeployInput, c: Candidate) -> tuple[float, float]:
     """(TPOT, TTFT) of one request alone: the best this candidate reaches at any replica count."""
     return _solo_of(c.replica, inp.input_tokens, inp.output_tokens)
@@ -526,7 +593,7 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
                 front.append(res)  # what a later candidate must beat to be worth timing
             if res.monthly_usd is not None:
                 best = min(best, res.monthly_usd)
-    return sorted(found, key=_key)
+    return sorted(found, key=_rank)
 
 
 def pareto(results: list[Result], size: int = 8) -> list[Result]:
@@ -535,7 +602,7 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
     this load: at a given arrival rate it is proportional to the cost per million tokens."""
     k = _key
     front: list[Result] = []
-    for r in sorted(results, key=k):
+    for r in sorted(results, key=_rank):
         kr = k(r)
         if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
             continue
@@ -569,7 +636,7 @@ def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | No
     if not math.isfinite(least):  # every one overloaded within the limits: the one that serves the most
         return max(at_most, key=lambda r: (r.served_tokens_per_s, -(r.monthly_usd or 0)))
     near = [_fewest_reaching(inp, r, t, least * CLOSE) for r in at_most if _worst(r) <= least * CLOSE]
-    return min(near, key=_key)
+    return min(near, key=_rank)
 
 
 # "As close": within 1 % of the least miss, the precision its ratio is printed at (0.01×)
@@ -845,9 +912,9 @@ class DeployReport(table.Result):
                 f"{f.limit or 0:,g} ms on the closest)")
 
 
-def _asked(inp: DeployInput, t: Targets) -> Workload:
+def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
     return Workload(inp.users, inp.requests_per_s, inp.input_tokens, inp.output_tokens, inp.input_tokens_p90,
-                    inp.output_tokens_p90, max_model_len(inp), t.given["ttft_ms"], t.given["tpot_ms"],
+                    inp.output_tokens_p90, length, t.given["ttft_ms"], t.given["tpot_ms"],
                     round(1000 / t.given["tpot_ms"], 2),
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None))
@@ -859,7 +926,8 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     t = targets(inp)
     sets, skipped = settings(inp)
     cands = candidates(inp, sets)
-    report = DeployReport(model=sets[0].ctx.model.name, workload=_asked(inp, t), meets_targets=False,
+    report = DeployReport(model=sets[0].ctx.model.name, workload=_asked(inp, t, sets[0].mem.context),
+                          meets_targets=False,
                           best=None, pareto=(), failing=None, closest=None, headroom=None, apis=(),
                           searched=Searched(len(sets), len(cands)), hours_per_month=cost.HOURS_PER_MONTH,
                           notes=_notes(inp, skipped))
@@ -867,7 +935,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         return replace(report, failing=Failing(
             "memory", None, None, None,
             f"no set of {'the cards given' if inp.gpu else 'the cards with a rental price'} holds "
-            f"{sets[0].ctx.model.name} with a whole request of {max_model_len(inp):,} tokens, within "
+            f"{sets[0].ctx.model.name} with a whole request of {sets[0].mem.context:,} tokens, within "
             f"--max-nodes {inp.max_nodes} (nodes of {sets[0].ctx.rules.node_size})"))
     found = search(inp, cands, t)
     if found:
@@ -892,12 +960,23 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     return report
 
 
+def _length_note(inp: DeployInput) -> str:
+    """What the launch line's context (max_model_len) admits, and where it comes from."""
+    if inp.input_tokens_p90 is None and inp.output_tokens_p90 is None:
+        return (f"each request is taken at the {inp.input_tokens:,} + {inp.output_tokens:,} tokens stated, "
+                "and the server is started for no longer one; give --input-tokens-p90 / "
+                "--output-tokens-p90 for a spread (the context then holds their 99th percentile)")
+    return ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
+            "stated mean and p90 (fewer than 1 request in 100 is longer; the engine refuses those)")
+
+
 def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = None) -> tuple[str, ...]:
     notes = ["TTFT is the p90 (queueing by the Allen–Cunneen approximation + prefill); TPOT the steady-state "
              "mean; both from cardfit's speed model, not a measurement"]
     if inp.ttft_ms is None or (inp.tpot_ms is None and inp.tokens_per_s_per_user is None):
         notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT "
                      f"{DEFAULT_TPOT_MS:g} ms (rule of thumb: faster than people read)")
+    notes.append(_length_note(inp))
     notes += [f"left out: {s}" for s in skipped[:3]]
     rt = default_runtimes().get(chosen.runtime) if chosen is not None else None
     if rt is not None and chosen is not None and chosen.max_num_seqs > 1 and not rt.paged_kv and \
