@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import shlex
 from dataclasses import replace
 from functools import cache
 
@@ -352,6 +354,141 @@ def test_nothing_meets_names_the_target_and_the_closest():
     assert r["closest"]["tpot_ms"] > 1
 
 
+@pytest.mark.parametrize(("args", "target", "achieved", "limit", "words"), [
+    (("meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--budget-usd-month", "1"), "budget", 190.0, 1,
+     "Nothing within the budget: the cheapest set that holds the model, 1× RTX A5000"),
+    (("meta-llama/Llama-3.1-70B-Instruct", "--users", "32", "--quant", "bf16", "--gpu", "H100",
+      "--max-cards", "1"), "max_cards", 2, 1,
+     "Nothing within --max-cards: the smallest set that holds the model is 2× H100 SXM (BF16)"),
+    (("meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--gpu", "B200", "--max-cards", "1"), "max_cards",
+     2, 1, "(B200 rents in sets of at least 2), more than --max-cards 1"),
+    (("meta-llama/Llama-3.1-405B-Instruct", "--users", "2", "--gpu", "RTX 4090", "--max-nodes", "1"),
+     "memory", None, None, "Nothing holds the model: no set of the cards given holds Llama 3.1 405B"),
+])
+def test_no_answer_says_why_and_exits_3(run_cli, args, target, achieved, limit, words):
+    """Issue 25.4: with nothing within the budget or the card limit, deploy printed 'Nothing meets the
+    targets: ' with no reason and exited 0. The answer (text or JSON) says why, then one `Error:` line on
+    stderr, exit status 3 (bad input stays 2)."""
+    code, out, err = run_cli("deploy", *args, env={"COLUMNS": "300"})
+    assert code == 3 and words in out, out
+    assert err.startswith("Error: ") and len(err.strip().splitlines()) == 1
+    code, js, err = run_cli("deploy", *args, "--json")
+    r = json.loads(js)
+    assert code == 3 and r["best"] is None and r["closest"] is None and not r["meets_targets"]
+    f = r["failing"]
+    assert (f["target"], f["achieved"], f["limit"]) == (target, achieved, limit) and f["text"] in err
+
+
+def test_an_answer_exits_0(run_cli):
+    code, _, err = run_cli("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "8", "--gpu", "L40S",
+                           "--runtime", "vllm", "--json")
+    assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize(("target", "value", "flag"), [
+    ("tpot_ms", 1, "--tpot-ms"),
+    ("ttft_ms", 10, "--ttft-ms"),
+])
+def test_a_target_out_of_reach_is_said_plainly(target, value, flag):
+    """Issue 25.5: with TTFT 10 ms for 200 users the closest was 16,384× B200 (TP 8 × PP 4 × 512 replicas,
+    $57M/month). A target no deployment reaches even for one request alone is named as such, with the best
+    one request reaches; the closest takes no more replicas than users and no nodes it does not need."""
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=200, gpu=("B200", "H100 SXM"),
+               **{target: value})
+    f, near = r["failing"], r["closest"]
+    assert r["best"] is None and f["target"] == target
+    assert "however many replicas: one request alone takes" in f["text"] and flag in f["text"]
+    assert near["replicas"] <= 200 and near["pp"] == 1 and near["nodes"] == near["replicas"]
+    assert near[target] > value
+
+
+def test_no_more_replicas_than_users():
+    """Issue 25.5: 104× RTX 3060 (TP 8 × 13 replicas) for a 70B: a closed loop of N users holds at most N
+    requests, so a replica past the N-th idles."""
+    for users, tpot_ms in ((2, 100), (5, 100), (3, 5)):  # TPOT 5 ms: out of reach, the closest is shown
+        r = report(model="meta-llama/Llama-3.1-70B-Instruct", users=users, gpu=("RTX 3060",), runtime="vllm",
+                   quant="awq", tpot_ms=tpot_ms)
+        assert r["pareto"]
+        for d in r["pareto"]:
+            assert d["replicas"] <= users, d
+
+
+@pytest.mark.parametrize("gpu", ["B200", "H100 SXM", "RTX 4090"])
+def test_no_pipeline_split_across_nodes_for_a_model_one_node_holds(gpu):
+    """A card and setting with a set inside one node that holds the model offers no set spanning nodes."""
+    from cardfit.services.deploy import candidates, settings
+
+    inp = DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=8, gpu=(gpu,))
+    one: set[tuple] = set()
+    cands = candidates(inp, settings(inp)[0])
+    for c in cands:
+        if c.nodes == 1:
+            one.add((id(c.setting.ctx), c.setting.mem.kv_dtype, c.setting.slots))
+    assert one
+    assert not [c for c in cands if c.nodes > 1 and (id(c.setting.ctx), c.setting.mem.kv_dtype,
+                                                    c.setting.slots) in one]
+    big = DeployInput(model="meta-llama/Llama-3.1-405B-Instruct", users=8, gpu=("H100 SXM",), quant="bf16",
+                      runtime="vllm")
+    assert any(c.nodes > 1 for c in candidates(big, settings(big)[0])), "a model one node cannot hold spans"
+
+
+@pytest.mark.parametrize(("runtime", "users", "gpu", "started"), [
+    ("vllm", 1000, "L40S", "--data-parallel-size"),
+    ("llama.cpp", 200, "RTX 4090", None),
+])
+def test_the_command_starts_every_replica_or_says_how(runtime, users, gpu, started):
+    """Issue 25.6: the command of a deployment of several replicas started one. In one node vLLM serves them
+    all with --data-parallel-size; llama.cpp has no data parallelism: a note says to run one server each."""
+    b = report(model="meta-llama/Llama-3.1-8B-Instruct", users=users, runtime=runtime, gpu=(gpu,))["best"]
+    assert b["replicas"] > 1
+    if started:
+        assert f"{started} {b['replicas']} " in b["command"] + " "
+    else:
+        assert f"# {b['replicas']} replicas: run this command {b['replicas']} times" in b["command"]
+
+
+@pytest.mark.parametrize(("mean", "p90", "sigma"), [
+    (1133, 1898, 0.5),  # mu = ln 1000: mean e^(mu + σ²/2) 1,133, p90 e^(mu + 1.2816 σ) 1,898, p99 3,200
+    (306, 430, 0.3),  # mu = ln 292.7 (answers): mean 306, p90 430, p99 588; a narrow spread
+    (1000, 3000, None),  # p90 far above the mean: σ at its cap (core/serving.py lognormal_cv2), still ≥ p90
+])
+def test_the_context_holds_the_99th_percentile(mean, p90, sigma):
+    """Issue 25.6: --max-model-len was the stated request (the mean, or the p90 with a spread), so every
+    longer request was refused. With a spread it is the log-normal's 99th percentile (z = 2.3263)."""
+    from cardfit.services.deploy import longest
+
+    n = longest(mean, p90)
+    assert n >= p90 and longest(mean, None) == mean
+    if sigma is not None:
+        mu = math.log(mean) - sigma ** 2 / 2
+        assert n == pytest.approx(math.exp(mu + 2.3263478740408408 * sigma), rel=0.01)
+
+
+def test_the_launched_context_is_the_sized_one_and_within_the_model():
+    r = report(model="meta-llama/Llama-3.1-8B-Instruct", users=2, runtime="vllm", gpu=("H100 SXM",),
+               input_tokens=60_000, input_tokens_p90=120_000, output_tokens=1000, output_tokens_p90=2000,
+               ttft_ms=600_000, tpot_ms=1000)
+    n = r["workload"]["max_model_len"]
+    assert n == 131_072  # the 99th percentile passes the trained maximum: held at it
+    assert f"--max-model-len {n} " in (r["best"] or r["closest"])["command"]
+
+
+def test_a_default_search_names_no_checkpoint_it_cannot_serve():
+    """Issue 25.6: INT4 (AWQ) and TensorRT-LLM FP8 picks named the BF16 repository (the 70B case runs out
+    of memory as printed). The default search keeps to what the line can serve from the checkpoint it
+    names: the model's own format, or one the engine quantizes to on load (--quantization fp8); the rest is
+    a note."""
+    r = report(model="meta-llama/Llama-3.1-70B-Instruct", users=32)
+    for d in r["pareto"]:
+        assert d["quant"] in ("BF16", "FP8 (E4M3)"), d
+        assert "16-bit checkpoint" not in d["command"]
+        if d["quant"] != "BF16":
+            assert d["runtime"] in ("vllm", "sglang") and "--quantization fp8" in d["command"]
+    assert any(n.startswith("left out: INT4 g128 (AWQ/GPTQ) on ") for n in r["notes"])
+    asked = report(model="meta-llama/Llama-3.1-70B-Instruct", users=32, quant="awq", runtime="vllm")["best"]
+    assert "serve a checkpoint quantized as INT4 g128 (AWQ/GPTQ) in its place" in asked["command"]
+
+
 @pytest.mark.parametrize(("model", "runtime", "start"), [
     ("meta-llama/Llama-3.1-8B-Instruct", "sglang", "python -m sglang.launch_server"),
     ("meta-llama/Llama-3.1-8B-Instruct", "trtllm", "trtllm-serve"),
@@ -399,6 +536,30 @@ def test_cli_json_has_the_stable_keys(run_json):
                  "--gpu", "L40S")
     assert {"workload", "meets_targets", "best", "pareto", "failing"} <= set(r)
     _check_deployment(r["best"], r["workload"], True)
+
+
+@pytest.mark.parametrize(("args", "program"), [
+    (("meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--runtime", "vllm", "--gpu", "L40S"),
+     ["vllm", "serve"]),
+    (("meta-llama/Llama-3.1-405B-Instruct", "--requests-per-s", "1", "--runtime", "vllm", "--quant", "bf16",
+      "--gpu", "H100 SXM"), ["vllm", "serve"]),  # the longest line: PP over nodes, its head-node flags
+    (("qwen3:30b-a3b", "--users", "4", "--runtime", "ollama", "--gpu", "RTX 4090"), ["ollama", "serve"]),
+])
+def test_the_printed_command_pastes_as_one_command(run_cli, args, program):
+    """Issue 25.1: on a narrow terminal the command was broken at the width with real newlines, so a pasted
+    `vllm serve` ran without the flags after the break. The printed command, split as the shell splits it,
+    is the command of the JSON, whole (the argv of its one line: a newline in it would end the command)."""
+    code, out, err = run_cli("deploy", *args, env={"COLUMNS": "60"})
+    assert code == 0, err
+    code, js, err = run_cli("deploy", *args, "--json")
+    assert code == 0, err
+    command = json.loads(js)["best"]["command"]
+    assert "\n" not in command
+    argv = shlex.split(command, comments=True)
+    printed = [line for line in out.splitlines() if " ".join(program) in line]
+    assert len(printed) == 1, out
+    words = shlex.split(printed[0], comments=True)
+    assert words == argv and words[words.index(program[0]):][:2] == program
 
 
 def test_plan_entries_carry_the_split_and_the_command(run_json):

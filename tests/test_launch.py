@@ -52,6 +52,12 @@ CASES = [
      "experts of 24 layers in system RAM"),
     ("ollama", "qwen3:8b", dict(quant="Q4_K_M", max_model_len=32768, max_num_seqs=4, kv_dtype="q8_0"),
      "Ollama is configured through its environment"),
+    ("vllm", "meta-llama/Llama-3.1-8B-Instruct",
+     dict(quant="bf16", tp=2, max_model_len=8192, max_num_seqs=256, replicas=4, one_node=True),
+     "four TP-2 replicas in one node: one server with data parallelism"),
+    ("sglang", "meta-llama/Llama-3.1-8B-Instruct",
+     dict(quant="bf16", max_model_len=8192, max_num_seqs=256, replicas=8, one_node=True),
+     "SGLang's data parallelism is --dp-size"),
 ]
 
 
@@ -145,5 +151,30 @@ def test_command_carries_its_notes_as_comments() -> None:
     text = launch.command("vllm", "meta-llama/Llama-3.1-8B-Instruct", quant="INT4 g128 (AWQ/GPTQ)",
                           max_model_len=1300, max_num_seqs=100)
     assert text.startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 ")
-    assert text.endswith("  # use a checkpoint quantized as INT4 g128 (AWQ/GPTQ): vllm reads the format from "
-                         "the checkpoint's quantization_config")
+    assert text.endswith("  # the model named is its 16-bit checkpoint, which need not fit: serve a "
+                         "checkpoint quantized as INT4 g128 (AWQ/GPTQ) in its place (vllm reads the format "
+                         "from the checkpoint's quantization_config)")
+
+
+@pytest.mark.parametrize(("runtime", "model", "replicas", "one_node", "flag", "note"), [
+    ("vllm", "meta-llama/Llama-3.1-8B-Instruct", 4, True, ["--data-parallel-size", "4"], False),
+    ("sglang", "meta-llama/Llama-3.1-8B-Instruct", 3, True, ["--dp-size", "3"], False),
+    ("vllm", "meta-llama/Llama-3.1-8B-Instruct", 12, False, [], True),  # replicas beyond one node: servers
+    ("llama.cpp", "models/Llama-3.1-8B-Instruct-Q4_K_M.gguf", 3, True, [], True),  # no data parallelism
+    ("ollama", "qwen3:8b", 2, True, [], True),
+    ("vllm", "meta-llama/Llama-3.1-8B-Instruct", 1, True, [], False),
+])
+def test_replicas_are_started_or_said_how(runtime, model, replicas, one_node, flag, note):
+    """Issue 25.6: '2 replicas' said nothing of starting two servers. Where one node holds every replica an
+    engine with data parallelism starts them all; otherwise a note says to run that many servers behind a
+    load balancer."""
+    cmd = launch.build(runtime, model, max_model_len=8192, replicas=replicas, one_node=one_node)
+    argv = list(cmd.argv)
+    if flag:
+        assert argv[argv.index(flag[0]):argv.index(flag[0]) + 2] == flag and cmd.replicas == replicas
+    else:
+        assert "--data-parallel-size" not in argv and "--dp-size" not in argv and cmd.replicas == 1
+    said = [n for n in cmd.notes if "load balancer" in n]
+    assert bool(said) == note
+    if note:
+        assert said[0].startswith(f"{replicas} replicas: run this command {replicas} times")

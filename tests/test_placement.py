@@ -53,11 +53,12 @@ def test_the_issue_example_never_copies_the_cache_per_card():
 
 
 def test_plan_and_deploy_size_a_multi_node_set_alike():
-    """The same set (16 H100 SXM, TP 8 x PP 2) has the same need in plan and in deploy's search."""
+    """The same set (16 H100 SXM, TP 8 x PP 2) has the same need in plan and in deploy's search (405B: deploy
+    offers no set across nodes for a model one node holds)."""
     from cardfit.services.deploy import DeployInput, candidates, settings
 
-    inp = DeployInput(model=L70, users=16, input_tokens=7000, output_tokens=1192, runtime="vllm",
-                      quant="bf16", kv_dtype="bf16", gpu=("H100 SXM",), max_nodes=2)
+    inp = DeployInput(model="meta-llama/Llama-3.1-405B-Instruct", users=16, input_tokens=7000,
+                      output_tokens=1192, runtime="vllm", quant="bf16", kv_dtype="bf16", gpu=("H100 SXM",), max_nodes=2)
     sets, _ = settings(inp)
     cand = next(c for c in candidates(inp, sets) if c.cards == 16)
     d = plan(PlanInput(model=inp.model, quant="bf16", kv_dtype="bf16", context=8192, batch=1,

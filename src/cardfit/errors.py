@@ -66,6 +66,13 @@ class NetworkError(CardfitError, OSError):
     """Reading from the Hugging Face Hub failed."""
 
 
+class NoAnswerError(CardfitError, LookupError):
+    """The input was sound but has no answer (`cardfit deploy`: nothing meets the targets within the limits).
+    The CLI prints the result first (text or JSON), then `Error: …` on stderr, and exits 3 (bad input: 2)."""
+
+    exit_status = 3
+
+
 def need_extra(*modules: str, extra: str, what: str) -> None:
     """One line naming the extra to install when a feature's optional packages are missing (`pip install
     cardfit` is the CLI and library; the web server, charts, GGUF files and the Hub are extras)."""

@@ -78,7 +78,7 @@ def _run(args: list[str]) -> tuple[int, bool]:
         echo(f"Error: {e}", err=True)
         if os.environ.get("CARDFIT_DEBUG"):
             raise
-        return 2, plain
+        return getattr(e, "exit_status", 2), plain  # errors.NoAnswerError: 3
     except Exception as e:
         click = sys.modules.get("click")
         if click is not None and isinstance(e, click.exceptions.Abort):

@@ -138,7 +138,12 @@ def run(name: str, values: dict[str, Any], display: list[str]) -> None:
     result = row.execute(inp)
     if as_json:
         emit_json(to_json(result))
-        return
-    spec.render(result, inp, **options)
+    else:
+        spec.render(result, inp, **options)
+    why = getattr(result, "no_answer", None)  # a result that can be "no answer" says why (DeployReport)
+    if why:
+        from ..errors import NoAnswerError
+
+        raise NoAnswerError(why)
 
 

@@ -30,7 +30,9 @@ def deploy(result: DeployReport, inp: Any) -> None:
     continuous batching with chunked prefill on cardfit's decode step, and queueing for the first token.
 
     With --emit compose|k8s it prints that deployment as a compose.yaml or Kubernetes manifests instead,
-    running the same command.
+    running the same command. When nothing meets the targets within the limits, it says why (the target
+    that fails first and the closest deployment, a target out of reach, or the limit no set fits) and exits
+    with status 3.
     """
     if result.emit is not None:
         from . import echo
@@ -57,8 +59,10 @@ def _shape(d: Deployment) -> str:
 
 
 def _print(r: DeployReport) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
+    from ..services.deploy import NO_ANSWER
     from .render import console
 
     c = console()
@@ -78,13 +82,14 @@ def _print(r: DeployReport) -> None:
         if b.likely:
             c.print(f"  likely {_likely(b.likely)} (10th-90th percentile of cardfit's out-of-sample serving "
                     "error; the targets hold at the pessimistic end)")
-        c.print(f"  [bold]{b.command}[/]")
+        if b.command:
+            _print_command(c, b.command)
         apis = "; ".join(f"{a.name} ${a.api_monthly_usd:,.0f}/month"
                          + (" (rent wins)" if a.rent_cheaper else "") for a in r.apis)
         c.print(f"  The same traffic from an API: {apis}")
     else:
         f, near = r.failing, r.closest
-        if f is not None and f.target in ("ttft_ms", "tpot_ms") and f.text:  # tight
+        if f is not None and f.target in ("ttft_ms", "tpot_ms") and (f.text or "").startswith("tight"):
             what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
             c.print(f"[red]Nothing meets the targets safely.[/] The closest is [bold]tight[/]: it meets them "
                     f"as predicted, but its likely {what} reaches {f.achieved or 0:,.1f} ms against "
@@ -93,8 +98,11 @@ def _print(r: DeployReport) -> None:
             what = "TTFT p90" if f.target == "ttft_ms" else "TPOT"
             c.print(f"[red]Nothing meets the targets.[/] {what} fails first: {f.achieved or 0:,.1f} ms "
                     f"against {f.limit or 0:,g} ms ({f.ratio or 0:.2f}×) on the closest deployment")
-        else:
-            c.print(f"[red]Nothing meets the targets:[/] {(f.text if f else None) or ''}")
+            if f.text:
+                c.print(f"  {escape(f.text)}")
+        elif f is not None:
+            head = NO_ANSWER.get(f.target, "nothing meets the targets")
+            c.print(f"[red]{head[0].upper()}{head[1:]}:[/] {escape(f.text or '')}")
         if near is not None:
             c.print(f"  Closest: {_shape(near)} · {near.runtime} · {near.quant} · TTFT p90 "
                     f"{_num(near.ttft_ms)} ms · TPOT {_num(near.tpot_ms)} ms · "
@@ -126,6 +134,12 @@ def _likely(r: dict) -> str:
         if lo_hi:
             parts.append(f"{name} {_num(lo_hi[0])}–{_num(lo_hi[1])} {unit}")
     return " · ".join(parts)
+def _print_command(c: Any, command: str) -> None:
+    """The launch command as the shell reads it: each of its lines whole, never broken at the terminal's
+    width (a line break pasted into a shell ends the command: the flags after it would run as a second
+    one), and its text as written (no rich markup read into a model name or a flag)."""
+    for i, line in enumerate(command.split("\n")):
+        c.print(("  " if i == 0 else "") + line, style="bold", markup=False, soft_wrap=True)
 
 
 def _num(x: float | None) -> str:

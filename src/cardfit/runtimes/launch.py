@@ -23,6 +23,7 @@ What the flags mean where runtimes differ:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from ..catalog.records import record
@@ -50,6 +51,7 @@ class Launch:
     # a multi-node line: the index in argv of this node's rank (0: the head); every other node runs the same
     # line with its own rank there (and HEAD_NODE_IP the head's address). -1: a line for one node
     node_rank: int = -1
+    replicas: int = 1  # copies of the model this one command serves (vLLM --data-parallel-size)
 
     def shell(self) -> str:
         """One shell line (with the files it needs written first, as here-documents)."""
@@ -84,6 +86,8 @@ class LaunchArgs:
     cpu_moe_layers: int | None
     max_batched_tokens: int | None
     checkpoint_quantized: bool
+    replicas: int = 1  # copies of the model the deployment runs
+    data_parallel: int = 1  # of those, the ones this command starts (all of them where one node holds them)
 
     def quant_flag(self, online: Mapping[str, str]) -> tuple[list[str], list[str]]:
         """(flags, notes) for the quantization: `--quantization X` where the engine quantizes a 16-bit
@@ -94,8 +98,9 @@ class LaunchArgs:
             return [], []
         if online.get(q):
             return ["--quantization", online[q]], []
-        return [], [f"use a checkpoint quantized as {self.quant}: {self.runtime} reads the format from the "
-                    f"checkpoint's quantization_config"]
+        return [], [f"the model named is its 16-bit checkpoint, which need not fit: serve a checkpoint "
+                    f"quantized as {self.quant} in its place ({self.runtime} reads the format from the "
+                    f"checkpoint's quantization_config)"]
 
 
 def kv_name(runtime: str, names: Mapping[str, str], kv_dtype: str | None) -> str | None:
@@ -152,6 +157,7 @@ class ServeFlags:
     kv_dtype: str
     batched_tokens: str
     nodes: tuple[str, str, str, str]  # node count, node rank, head address flag, head address
+    data_parallel: str = ""  # copies of the model in one server, each on its own cards ("": none)
 
 
 def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
@@ -167,11 +173,14 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
         argv += [f.kv_dtype, a.kv]
     if a.max_batched_tokens:
         argv += [f.batched_tokens, str(a.max_batched_tokens)]
+    copies = a.data_parallel if f.data_parallel else 1
+    if copies > 1:
+        argv += [f.data_parallel, str(copies)]
     quant, notes = a.quant_flag(online)
     nodes, more = nodes_flags(a.nodes, *f.nodes)
     rank = len(argv) + len(quant) + nodes.index(f.nodes[1]) + 1 if nodes else -1
     return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more),
-                  program_words=len(program), node_rank=rank)
+                  program_words=len(program), node_rank=rank, replicas=copies)
 
 
 @runtime_checkable
@@ -212,11 +221,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           gpu_memory_utilization: float | None = None, n_gpu_layers: int | None = None,
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
-          engine: object | None = None) -> Launch:
+          replicas: int = 1, one_node: bool = False, engine: object | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
-    runtime's adapter where the caller has it (a plan's), else found through the catalog row."""
+    runtime's adapter where the caller has it (a plan's), else found through the catalog row. `replicas`:
+    copies of the model the deployment runs; where `one_node` holds them all, an engine with data parallelism
+    starts them in one server, else a note says to start that many servers behind a load balancer."""
     engine = _served(runtime, engine)
     if not model or any(c in model for c in "\n\r\0"):
         raise InputError("the model to launch must be one line", field="model")
@@ -230,8 +241,21 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       n_gpu_layers=_int("n_gpu_layers", n_gpu_layers, 0), parallel=_int("parallel", parallel),
                       flash_attn=flash_attn, cpu_moe_layers=_int("cpu_moe_layers", cpu_moe_layers, 0),
                       max_batched_tokens=_int("max_batched_tokens", max_batched_tokens),
-                      checkpoint_quantized=checkpoint_quantized)
-    return engine.launch(model, args)
+                      checkpoint_quantized=checkpoint_quantized, replicas=_whole("replicas", replicas),
+                      data_parallel=replicas if one_node else 1)
+    launch = engine.launch(model, args)
+    if replicas > launch.replicas:
+        cards = tp * pp
+        launch = replace(launch, notes=(*launch.notes, replicas_note(replicas, cards)))
+    return launch
+
+
+def replicas_note(replicas: int, cards: int) -> str:
+    """How to start the replicas one command does not: that many servers, each on its own cards and port,
+    behind a load balancer that spreads the requests."""
+    each = "its own card" if cards == 1 else f"its own {cards} cards"
+    return (f"{replicas} replicas: run this command {replicas} times, each on {each} (CUDA_VISIBLE_DEVICES) "
+            "and its own port, behind a load balancer that spreads the requests over them")
 
 
 def command(runtime: str, model: str, **options: object) -> str:

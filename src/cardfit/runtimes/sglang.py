@@ -11,7 +11,8 @@ from .vllm_like import VllmLike
 FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-length",
                    max_num_seqs="--max-running-requests", memory_fraction="--mem-fraction-static",
                    kv_dtype="--kv-cache-dtype", batched_tokens="--chunked-prefill-size",
-                   nodes=("--nnodes", "--node-rank", "--dist-init-addr", "HEAD_NODE_IP:50000"))
+                   nodes=("--nnodes", "--node-rank", "--dist-init-addr", "HEAD_NODE_IP:50000"),
+                   data_parallel="--dp-size")
 
 
 @record(slots=True)

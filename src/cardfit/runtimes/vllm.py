@@ -11,7 +11,8 @@ FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
                    max_model_len="--max-model-len", max_num_seqs="--max-num-seqs",
                    memory_fraction="--gpu-memory-utilization", kv_dtype="--kv-cache-dtype",
                    batched_tokens="--max-num-batched-tokens",
-                   nodes=("--nnodes", "--node-rank", "--master-addr", "HEAD_NODE_IP"))
+                   nodes=("--nnodes", "--node-rank", "--master-addr", "HEAD_NODE_IP"),
+                   data_parallel="--data-parallel-size")
 
 
 @record(slots=True)

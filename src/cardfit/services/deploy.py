@@ -33,7 +33,9 @@ from .launch_line import launch_command, launch_of
 if TYPE_CHECKING:
     from .emit import Emitted
 
-HF_QUANTS = ("bf16", "fp8", "int4_g128")  # what a Hugging Face checkpoint ships or is commonly quantized to
+# what a Hugging Face checkpoint ships or is commonly quantized to; the default search keeps those the launch
+# line can serve from the checkpoint it names (_servable)
+HF_QUANTS = ("bf16", "fp8", "int4_g128")
 # the builds Ollama and llama.cpp users pull (the Ollama VRAM guide's two columns)
 GGUF_QUANTS = ("Q4_K_M", "Q8_0")
 SLOTS = (1, 2, 4, 8, 16, 32, 64)  # llama-server -np / OLLAMA_NUM_PARALLEL values searched
@@ -72,8 +74,8 @@ class DeployInput(ModelInput):
                                max_length=64)
     runtime: str | None = opt(None, "a runtime that serves (vllm, sglang, llama.cpp, …: every catalog row "
                               "with serves = true); default: every one that serves the model", max_length=32)
-    quant: str | None = opt(None, "weights; default: search BF16, FP8 and INT4 (AWQ) for vLLM/SGLang/"
-                            "TensorRT-LLM, Q4_K_M and Q8_0 for llama.cpp/Ollama", max_length=64)
+    quant: str | None = opt(None, "weights; default: the checkpoint's own and what the engine quantizes to "
+                            "on load (FP8 on vLLM/SGLang); Q4_K_M, Q8_0 for llama.cpp/Ollama", max_length=64)
     kv_dtype: str | None = opt(None, "KV cache type; default: search 16-bit and 8-bit", max_length=16)
     max_cards: int | None = opt(None, "at most this many cards in all", ge=1, le=100_000)
     max_nodes: int = opt(4, "at most this many 8-card nodes per replica", ge=1, le=64)
@@ -187,7 +189,36 @@ def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
     if rt.weights_format == "gguf":
         return list(GGUF_QUANTS)
     own = resolved.model.dtype if resolved.model.dtype in ("bf16", "fp16") else "bf16"
-    return [own, *[q for q in HF_QUANTS if q != own]]
+    return [own, *[q for q in HF_QUANTS if q != own and _servable(q, rt, resolved.model)]]
+
+
+def _servable(quant: str, rt: RuntimeProfile, m: Any) -> bool:
+    """Whether the launch line can serve the model in `quant` from the checkpoint it names (the model's
+    own): the checkpoint's own format, or one the engine quantizes to on load (its adapter's ONLINE_QUANT:
+    vLLM and SGLang `--quantization fp8`). Any other format needs a checkpoint quantized to it, which the
+    catalog does not name: the line would name the 16-bit one, which need not fit the plan."""
+    from ..runtimes import adapter
+
+    return quant == m.native_quant or quant in getattr(adapter(rt), "ONLINE_QUANT", {})
+
+
+def _unservable(inp: DeployInput, resolved: Any, rts: list[RuntimeProfile]) -> list[str]:
+    """The default search's formats left out for want of a checkpoint (_servable), as notes."""
+    if inp.quant or resolved.gguf or resolved.tag is not None or resolved.quant_hint:
+        return []
+    out: dict[str, list[str]] = {}
+    for rt in rts:
+        if rt.weights_format != "gguf":
+            for q in HF_QUANTS[1:]:
+                if not _servable(q, rt, resolved.model):
+                    out.setdefault(q, []).append(rt.id)
+    notes = []
+    for q, ids in out.items():
+        quant = default_quants().get(q)
+        notes.append(f"{quant.name} on {', '.join(ids)}: the catalog names no checkpoint of "
+                     f"{resolved.model.name} in it and the engine does not quantize to it on load (--quant "
+                     f"{(quant.aliases or (q,))[0]} plans one, to serve from such a checkpoint)")
+    return notes
 
 
 def _kv_options(inp: DeployInput, rt: RuntimeProfile) -> list[str | None]:
@@ -245,7 +276,31 @@ def kv_held(inp: DeployInput, rt: RuntimeProfile) -> int:
     return _in_flight(inp)
 
 
-def max_model_len(inp: DeployInput) -> int:
+# The standard normal's 0.99 quantile: with a spread given, the launch line admits the 99th percentile
+# prompt and answer of the log-normal through the stated mean and p90 (core/serving.py lognormal_cv2).
+Z99 = 2.3263478740408408
+
+
+def longest(mean: int, p90: int | None) -> int:
+    """The longest prompt (answer) the launch line admits: the stated length where no spread is given (every
+    request taken at it), else the 99th percentile of the log-normal with this mean and p90 (at least p90):
+    fewer than 1 request in 100 is longer, and the engine refuses those."""
+    if p90 is None or p90 <= mean:
+        return max(mean, p90 or 0)
+    sigma = math.sqrt(math.log1p(sv.lognormal_cv2(mean, p90)))
+    mu = math.log(mean) - sigma * sigma / 2
+    return max(p90, math.ceil(math.exp(mu + Z99 * sigma)))
+
+
+def max_model_len(inp: DeployInput, trained: int = 0) -> int:
+    """The context a replica is launched and sized for: the longest prompt plus the longest answer (longest),
+    at most the model's trained maximum (`trained`; 0: none known)."""
+    n = longest(inp.input_tokens, inp.input_tokens_p90) + longest(inp.output_tokens, inp.output_tokens_p90)
+    return min(n, trained) if trained else n
+
+
+def stated_len(inp: DeployInput) -> int:
+    """The request as stated (p90s where given): beyond the trained maximum it is an input error."""
     return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
 
 
@@ -256,14 +311,16 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
 
     resolved = resolve(inp)
     needs_generator(resolved.model)
-    length = max_model_len(inp)
+    length = stated_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
         raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained "
                          f"maximum of {resolved.model.max_context:,}", field="input_tokens",
                          hint="shorten the prompt or answer")
+    length = max_model_len(inp, resolved.model.max_context)
     out: list[Setting] = []
-    skipped: list[str] = []
-    for rt in _runtimes(inp, resolved, any_runtime):
+    rts = _runtimes(inp, resolved, any_runtime)
+    skipped: list[str] = _unservable(inp, resolved, rts)
+    for rt in rts:
         for qname in _quants(inp, rt, resolved):
             if rt.weights_format == "gguf" and not gguf_holds(default_quants().get(qname)):
                 continue  # FP8, AWQ/GPTQ, NF4: checkpoint formats a GGUF runtime does not load
@@ -318,8 +375,11 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 and not gpu.supports(Feature.FP8)
             ):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
+            one_node = False  # a set inside one node holds it: no pipeline split across nodes is offered
             for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
                 per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
+                if nodes > 1 and one_node:
+                    break  # shapes come smallest first: the rest span nodes
                 copies = engine.kv_copies(m, tp)
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
                 margin = _margin(ctx, mem, count, copies)
@@ -338,6 +398,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     continue
                 out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs,
                                      fitting.set_price(gpu, count, ctx.rules), tokens, margin, inp))
+                one_node = one_node or nodes == 1
     return out
 
 
@@ -423,6 +484,8 @@ def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: f
 
 def _limit(inp: DeployInput, c: Candidate) -> int:
     most = MAX_REPLICAS
+    if inp.users is not None:  # a closed loop of N users has at most N requests in flight: replica N+1 idles
+        most = min(most, math.ceil(inp.users))
     if inp.max_cards:
         most = min(most, inp.max_cards // c.cards)
     if inp.budget_usd_month is not None and c.price:
@@ -468,6 +531,16 @@ def _key(r: Result) -> tuple:
             r.served.ttft_s)
 
 
+def _rank(r: Result) -> tuple:
+    """The order deployments are offered in: by rent (_key), and at the same rent, for a closed loop of
+    users, the one serving them the most tokens/s (the lowest $/M at this load: 4 llama.cpp slots on a card
+    before 1 slot that queues 3 of 4 users 7 s for the same rent); under arrivals every stable deployment
+    serves the offered load, so TPOT then TTFT decide."""
+    k = _key(r)
+    served = -r.served_tokens_per_s if r.cand.inp.users is not None else 0.0
+    return (*k[:2], served, *k[2:])
+
+
 def _solo(inp: DeployInput, c: Candidate) -> tuple[float, float]:
     """(TPOT, TTFT) of one request alone: the best this candidate reaches at any replica count."""
     return _solo_of(c.replica, inp.input_tokens, inp.output_tokens)
@@ -482,20 +555,33 @@ def _solo_of(r: sv.Replica, input_tokens: int, output_tokens: int) -> tuple[floa
 
 
 def _fewest_by_throughput(inp: DeployInput, c: Candidate, t: Targets) -> int:
-    """A lower bound on replicas: each holds at most B_t sequences with TPOT within the target, so it
-    makes at most B_t / TPOT(B_t) tokens/s."""
-    return _fewest_of(c.replica, inp.input_tokens, inp.output_tokens, t.tpot_s, inp.users, inp.requests_per_s)
+    """A lower bound on the replicas that meet the targets (the search starts there and prices its floor
+    there, so it must never be above the fewest that meet: tests/test_properties.py checks the search
+    against trying every count)."""
+    return _fewest_of(c.replica, inp.input_tokens, inp.output_tokens, t.tpot_s, t.ttft_s, inp.users,
+                      inp.requests_per_s)
 
 
 @lru_cache(maxsize=4096)
-def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: float, users: float | None,
-               requests_per_s: float | None) -> int:
+def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: float, ttft_s: float,
+               users: float | None, requests_per_s: float | None) -> int:
+    """As core/serving.py serve() times a replica: B_t, the most sequences decoding together within the TPOT
+    target, bounds what one replica takes.
+
+    - Users (closed loop): a replica's users all decode together up to its sequence cap, so fewer than
+      B_t + 1 of them (the load per replica is a fraction: TPOT(B) is timed between whole B); where B_t is the
+      whole cap, the users past it wait in the queue for a slot, (n − cap) × service ÷ cap each, which the
+      TTFT target bounds (a service takes at least (O − 1) steps of TPOT(B_t)).
+    - Arrivals: Little's law, B = λ × (prefill + (O − 1) × TPOT(B)), so λ < (B_t + 1) ÷ ((O − 1) × TPOT(B_t)).
+    B_t is found by bisection: TPOT grows with B."""
     w = sv.Workload(input_tokens, output_tokens, users=1.0)
-    hi = max(r.max_seqs, 1)
-    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, hi)
+    cap = max(r.max_seqs, 1)
+    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap)
+    steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
+    held = float(lo + 1) if lo < cap else cap * (1 + ttft_s / steps)
     if users is not None:
-        return max(1, math.ceil(users / lo - 1e-9))
-    rate = lo / sv.tpot_s(r, w, lo) / output_tokens  # requests/s one replica can finish
+        return max(1, math.ceil(users / held - 1e-9))
+    rate = (held if lo < cap else cap) / steps  # requests/s one replica can finish within the TPOT target
     return max(1, math.ceil((requests_per_s or 0) / rate - 1e-9))
 
 
@@ -540,7 +626,7 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
                 front.append(res)  # what a later candidate must beat to be worth timing
             if res.monthly_usd is not None:
                 best = min(best, res.monthly_usd)
-    return sorted(found, key=_key)
+    return sorted(found, key=_rank)
 
 
 def pareto(results: list[Result], size: int = 8) -> list[Result]:
@@ -549,7 +635,7 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
     this load: at a given arrival rate it is proportional to the cost per million tokens."""
     k = _key
     front: list[Result] = []
-    for r in sorted(results, key=k):
+    for r in sorted(results, key=_rank):
         kr = k(r)
         if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
             continue
@@ -563,22 +649,42 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
 
 
 def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
-    """When nothing meets the targets: each candidate at the most replicas allowed, the one that misses by
-    the least (its worst target ratio), cheaper first on ties."""
-    best: Result | None = None
+    """When nothing meets the targets: the least miss any deployment within the limits reaches (its worst
+    target ratio, each candidate at the most replicas allowed), then the cheapest deployment that comes
+    within CLOSE of it, at the fewest replicas that do: more replicas than that buy nothing."""
+    at_most: list[Result] = []
     for c in cands:
-        n = min(_limit(inp, c), MAX_REPLICAS)
+        n = _limit(inp, c)
         if n < 1:
             continue
         r = evaluate(inp, c, n, t)
         while n > 1 and not _within(inp, r):
             n -= 1
             r = evaluate(inp, c, n, t)
-        if not _within(inp, r):
-            continue
-        if best is None or (_worst(r), _key(r)) < (_worst(best), _key(best)):
-            best = r
-    return best
+        if _within(inp, r):
+            at_most.append(r)
+    if not at_most:
+        return None
+    least = min(_worst(r) for r in at_most)
+    if not math.isfinite(least):  # every one overloaded within the limits: the one that serves the most
+        return max(at_most, key=lambda r: (r.served_tokens_per_s, -(r.monthly_usd or 0)))
+    near = [_fewest_reaching(inp, r, t, least * CLOSE) for r in at_most if _worst(r) <= least * CLOSE]
+    return min(near, key=_rank)
+
+
+# "As close": within 1 % of the least miss, the precision its ratio is printed at (0.01×)
+CLOSE = 1.01
+
+
+def _fewest_reaching(inp: DeployInput, r: Result, t: Targets, ratio: float) -> Result:
+    """`r`'s candidate at the fewest replicas whose worst target ratio is at most `ratio` (r's reaches it)."""
+    timed = {r.replicas: r}
+
+    def reaches(n: int) -> bool:
+        timed[n] = evaluate(inp, r.cand, n, t)
+        return _worst(timed[n]) <= ratio
+
+    return timed[smallest_true(reaches, 1, r.replicas)]
 
 
 def _worst(r: Result) -> float:
@@ -604,25 +710,30 @@ def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> flo
 # --- the answer ------------------------------------------------------------------------------------------
 
 def command(inp: DeployInput, r: Result) -> str:
-    """The command line that starts one replica (runtimes/launch.py)."""
+    """The command line that starts the deployment (runtimes/launch.py): every replica in one server where
+    one node holds them all and the engine has data parallelism, else one replica, with a note to start the
+    others behind a load balancer."""
     c = r.cand
-    return launch_command(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots, c.nodes)
+    one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
+    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
+                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     """--emit: the manifest of the cheapest deployment, from the launch line its command prints
-    (services/emit.py)."""
+    (services/emit.py): the same replicas, one server per copy unless data parallelism serves them in one."""
     from .emit import Served, emit
 
     if r is None:
         raise InputError("--emit: nothing meets the targets, so there is no deployment to write",
                          field="emit", hint="run without --emit to see the closest one and what it misses")
     c = r.cand
-    line = launch_of(c.setting.ctx, c.tp, c.pp, max_model_len(inp), c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes)
-    return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu, c.per_node,
-                                       c.nodes, r.replicas))
+    one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
+    line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
+                     c.setting.slots, c.nodes, r.replicas, one_node)
+    served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
+    return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
+                                       c.per_node * served_by, c.nodes, r.replicas // served_by))
 
 
 @record
@@ -721,21 +832,30 @@ def _apis(r: Result, inp: DeployInput) -> tuple[ApiComparison, ...]:
     return tuple(out)
 
 
+# the words that open the answer when a limit, not a target, leaves none (by Failing.target)
+NO_ANSWER = {"memory": "nothing holds the model", "max_cards": "nothing within --max-cards",
+             "budget": "nothing within the budget"}
+
+
 @record
 class Failing(table.Result):
-    """What keeps the closest deployment from the targets: a target ("ttft_ms", "tpot_ms": the one missed
-    by the largest ratio, with the value reached and the limit), or "load" / "memory" (with a sentence)."""
+    """Why there is no answer: a target ("ttft_ms", "tpot_ms": the one the closest deployment misses by the
+    largest ratio, with the value reached and the limit; `text` when no deployment could reach it, however
+    many replicas), "load" (overloaded within the limits), a limit ("max_cards", "budget": the smallest or
+    cheapest set that holds the model, against the limit) or "memory" (no set holds it), with a sentence."""
 
     target: str
     achieved: float | None
     limit: float | None
     ratio: float | None
-    text: str | None = None  # absent from the JSON for a missed target
+    text: str | None = None  # absent from the JSON where the numbers say it all
 
     omit_none = ("text",)
 
 
-def _failing(r: Result, t: Targets) -> Failing:
+def _failing(r: Result, t: Targets, reach: dict[str, tuple[float, Candidate]]) -> Failing:
+    """What keeps the closest deployment `r` from the targets; `reach`: the best each target reaches with
+    one request alone, on the candidate that reaches it (out_of_reach)."""
     if not r.served.stable:
         return Failing("load", None, None, None,
                        "the deployment cannot keep up with the arrivals (its queue grows without end)")
@@ -745,9 +865,48 @@ def _failing(r: Result, t: Targets) -> Failing:
         return Failing(name, round(ratio * t.given[name], 1), t.given[name], round(ratio, 3),
                        "tight: the prediction meets the targets, the pessimistic end of its likely range "
                        "(cardfit's out-of-sample serving error) does not")
-    name, ratio = max(r.misses.items(), key=lambda kv: kv[1])
+    out = [name for name in ("ttft_ms", "tpot_ms") if reach[name][0] > t.given[name] / 1e3]
+    name, ratio = max(((k, v) for k, v in r.misses.items() if not out or k in out), key=lambda kv: kv[1])
     achieved = r.served.ttft_s * 1e3 if name == "ttft_ms" else r.served.tpot_s * 1e3
-    return Failing(name, round(achieved, 1), t.given[name], round(ratio, 3))
+    text = None
+    if name in out:
+        best, c = reach[name]
+        what = ("to its first token (the prefill alone)" if name == "ttft_ms" else "per output token")
+        flag = "--ttft-ms" if name == "ttft_ms" else "--tpot-ms"
+        text = (f"no deployment reaches {'a TTFT p90' if name == 'ttft_ms' else 'a TPOT'} of "
+                f"{t.given[name]:,g} ms, however many replicas: one request alone takes {best * 1e3:,.1f} ms "
+                f"{what} on the fastest set searched ({c.cards}× {c.gpu.name}, {c.setting.ctx.runtime.id}, "
+                f"{c.setting.ctx.quant.name}); relax {flag}")
+    return Failing(name, round(achieved, 1), t.given[name], round(ratio, 3), text)
+
+
+def out_of_reach(inp: DeployInput, cands: list[Candidate]) -> dict[str, tuple[float, Candidate]]:
+    """The least TTFT and TPOT (s) one request alone reaches on any candidate, and that candidate: what no
+    replica count improves on."""
+    solo = [(_solo(inp, c), c) for c in cands]
+    tpot = min(solo, key=lambda x: x[0][0])
+    ttft = min(solo, key=lambda x: x[0][1])
+    return {"tpot_ms": (tpot[0][0], tpot[1]), "ttft_ms": (ttft[0][1], ttft[1])}
+
+
+def _limits_failing(inp: DeployInput, cands: list[Candidate]) -> Failing:
+    """No set that holds the model is within --max-cards or --budget-usd-month: the smallest (cheapest) one
+    against the limit."""
+    if inp.max_cards and all(c.cards > inp.max_cards for c in cands):
+        c = min(cands, key=lambda c: (c.cards, c.price if c.price is not None else math.inf))
+        sets = f" ({c.gpu.name} rents in sets of at least {c.gpu.min_count})" if c.gpu.min_count > 1 else ""
+        return Failing("max_cards", c.cards, inp.max_cards, round(c.cards / inp.max_cards, 3),
+                       f"the smallest set that holds the model is {c.cards}× {c.gpu.name} "
+                       f"({c.setting.ctx.quant.name}){sets}, more than --max-cards {inp.max_cards}")
+    allowed = [c for c in cands if c.price is not None and (not inp.max_cards or c.cards <= inp.max_cards)]
+    if inp.budget_usd_month is None or not allowed:
+        return Failing("memory", None, None, None, "no card set holds the model within the limits given")
+    c = min(allowed, key=lambda c: c.price or 0.0)
+    price = c.price or 0.0
+    return Failing("budget", round(price, 2), inp.budget_usd_month, round(price / inp.budget_usd_month, 3),
+                   f"the cheapest set that holds the model, {c.cards}× {c.gpu.name} "
+                   f"({c.setting.ctx.quant.name}), rents for ${price:,.0f}/month, more than "
+                   f"--budget-usd-month {inp.budget_usd_month:,g}")
 
 
 @record
@@ -801,10 +960,27 @@ class DeployReport(table.Result):
 
     omit_none = ("plot", "emit")
 
+    @property
+    def no_answer(self) -> str | None:
+        """Why there is no `best`, in one line (None where there is one): the CLI prints it as its error and
+        exits 3 after the answer (cli/commands.py run)."""
+        if self.best is not None:
+            return None
+        f = self.failing
+        if f is None:
+            return "no deployment meets the targets"
+        if f.target in NO_ANSWER:
+            return f"{NO_ANSWER[f.target]}: {f.text}"
+        if f.text:
+            return f.text
+        what = {"ttft_ms": "TTFT p90", "tpot_ms": "TPOT"}.get(f.target, f.target)
+        return (f"no deployment meets the targets: {what} fails first ({f.achieved or 0:,.1f} ms against "
+                f"{f.limit or 0:,g} ms on the closest)")
 
-def _asked(inp: DeployInput, t: Targets) -> Workload:
+
+def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
     return Workload(inp.users, inp.requests_per_s, inp.input_tokens, inp.output_tokens, inp.input_tokens_p90,
-                    inp.output_tokens_p90, max_model_len(inp), t.given["ttft_ms"], t.given["tpot_ms"],
+                    inp.output_tokens_p90, length, t.given["ttft_ms"], t.given["tpot_ms"],
                     round(1000 / t.given["tpot_ms"], 2),
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None))
@@ -816,13 +992,17 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     t = targets(inp)
     sets, skipped = settings(inp)
     cands = candidates(inp, sets)
-    report = DeployReport(model=sets[0].ctx.model.name, workload=_asked(inp, t), meets_targets=False,
+    report = DeployReport(model=sets[0].ctx.model.name, workload=_asked(inp, t, sets[0].mem.context),
+                          meets_targets=False,
                           best=None, pareto=(), failing=None, closest=None, headroom=None, apis=(),
                           searched=Searched(len(sets), len(cands)), hours_per_month=cost.HOURS_PER_MONTH,
                           notes=_notes(inp, skipped))
     if not cands:
-        return replace(report, failing=Failing("memory", None, None, None,
-                                               "no card set holds the model within the limits given"))
+        return replace(report, failing=Failing(
+            "memory", None, None, None,
+            f"no set of {'the cards given' if inp.gpu else 'the cards with a rental price'} holds "
+            f"{sets[0].ctx.model.name} with a whole request of {sets[0].mem.context:,} tokens, within "
+            f"--max-nodes {inp.max_nodes} (nodes of {sets[0].ctx.rules.node_size})"))
     found = search(inp, cands, t)
     if found:
         best = found[0]
@@ -833,7 +1013,10 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         near = closest(inp, cands, t)
         if near is not None:
             closest_one = deployment(inp, near)
-            report = replace(report, closest=closest_one, failing=_failing(near, t), pareto=(closest_one,))
+            report = replace(report, closest=closest_one, failing=_failing(near, t, out_of_reach(inp, cands)),
+                             pareto=(closest_one,))
+        else:
+            report = replace(report, failing=_limits_failing(inp, cands))
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
     if inp.emit:
         report = replace(report, emit=_emitted(inp, found[0] if found else None))
@@ -845,6 +1028,16 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     return report
 
 
+def _length_note(inp: DeployInput) -> str:
+    """What the launch line's context (max_model_len) admits, and where it comes from."""
+    if inp.input_tokens_p90 is None and inp.output_tokens_p90 is None:
+        return (f"each request is taken at the {inp.input_tokens:,} + {inp.output_tokens:,} tokens stated, "
+                "and the server is started for no longer one; give --input-tokens-p90 / "
+                "--output-tokens-p90 for a spread (the context then holds their 99th percentile)")
+    return ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
+            "stated mean and p90 (fewer than 1 request in 100 is longer; the engine refuses those)")
+
+
 def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = None) -> tuple[str, ...]:
     notes = ["TTFT is the p90 (queueing: users by mean-value analysis of the closed loop, arrivals by the "
              "Allen–Cunneen approximation; + prefill); TPOT the steady-state mean; both from cardfit's speed "
@@ -852,6 +1045,7 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = Non
     if inp.ttft_ms is None or (inp.tpot_ms is None and inp.tokens_per_s_per_user is None):
         notes.append(f"targets not given default to TTFT {DEFAULT_TTFT_MS:g} ms and TPOT "
                      f"{DEFAULT_TPOT_MS:g} ms (rule of thumb: faster than people read)")
+    notes.append(_length_note(inp))
     notes += [f"left out: {s}" for s in skipped[:3]]
     rt = default_runtimes().get(chosen.runtime) if chosen is not None else None
     if rt is not None and chosen is not None and chosen.max_num_seqs > 1 and not rt.paged_kv and \

@@ -487,7 +487,8 @@ function failingText(f) {  // why nothing meets the targets, in words (the CLI's
   const what = TARGET_WORDS[f.target];
   if (!what) return `Nothing meets the targets: ${f.text || f.target || ""}`;
   return `Nothing meets the targets: ${what} fails first` +
-    (f.ratio ? ` (${num(f.achieved, 1)} ms against ${num(f.limit)} ms, ${num(f.ratio, 2)}×)` : "");
+    (f.ratio ? ` (${num(f.achieved, 1)} ms against ${num(f.limit)} ms, ${num(f.ratio, 2)}×)` : "") +
+    (f.text ? `: ${f.text}` : "");
 }
 
 async function deploy() {
