@@ -229,3 +229,36 @@ def test_required_duty_is_where_costs_meet(hourly, tps, price, hours):
 
 def test_zero_throughput_is_infinite_cost():
     assert math.isinf(cost.cost_per_million(1.0, 0, 1.0))
+
+
+# (card, model, quant, --gpus): the set the speed estimate times is the set the rent pays for
+@pytest.mark.parametrize("gpu, model, quant, gpus, cards", [
+    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", None, 2),  # 70 GB of FP8 weights: a pair
+    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", 4, 4),
+    ("RTX 4090", "llama3.1:8b", None, None, 1),
+    ("B200", "llama3.1:8b", None, None, 2),  # B200 rents in pairs
+])
+def test_model_estimate_pays_for_every_card_it_times(gpu, model, quant, gpus, cards):
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+
+    r = breakeven_report(BreakevenInput(gpu=gpu, model=model, quant=quant, gpus=gpus))
+    card = default_gpus().get(gpu)
+    assert r["rent"]["count"] == cards
+    assert f"{cards}× {card.name}" in r["notes"][0]  # the speed note names the same set
+    discount = default_rental().discount(cards)
+    assert r["rent"]["discount_fraction"] == discount
+    assert r["monthly_usd"] == pytest.approx(card.monthly_usd * cards * (1 - discount), abs=0.01)
+    # $/M at full duty = the rent of all `cards` over the tokens that set makes
+    per_card_hourly = card.monthly_usd * (1 - discount) / cost.HOURS_PER_MONTH
+    tps = r["throughput"]["tokens_per_s"]
+    assert r["cost_per_million_full_duty_usd"] == pytest.approx(
+        cards * per_card_hourly * 1e6 / (tps * 3600), rel=1e-3)
+
+
+@given(cards=st.integers(1, 64), monthly=st.floats(10, 50_000), tps=st.floats(1, 1e5))
+def test_cost_per_million_scales_with_the_card_count(cards, monthly, tps):
+    one = cost.cost_per_million(cost.hourly_from_monthly(monthly), tps, 1.0)
+    set_hourly = cost.hourly_from_monthly(cost.set_monthly_usd(monthly, cards, 0.0))
+    many = cost.cost_per_million(set_hourly, tps, 1.0)
+    assert many == pytest.approx(cards * one, rel=1e-9)

@@ -107,6 +107,7 @@ class Throughput:
     source: str
     log: LogReading | None = None
     notes: list[str] = field(default_factory=list)
+    cards: int | None = None  # the cards in the set the speed estimate timed (--model); None: not known
 
 
 @record
@@ -115,20 +116,23 @@ class Comparison:
     price_per_million_usd: float  # output + input per output token
 
 
-def _rent(inp: BreakevenInput) -> Rent:
+def _rent(inp: BreakevenInput, timed_cards: int | None = None) -> Rent:
+    """The rent: given, or the catalog price of the set the throughput was timed on (`timed_cards`, the
+    cards the --model speed estimate placed the model on) so that the rent and the tokens/s describe the
+    same cards."""
     if inp.hourly is not None and inp.monthly is not None:
         raise InputError("give --hourly or --monthly, not both", field="hourly")
     if inp.hourly is not None or inp.monthly is not None:
         hours = inp.hours_per_month or cost.HOURS_PER_MONTH
         hourly = inp.hourly if inp.hourly is not None else cost.hourly_from_monthly(inp.monthly or 0, hours)
-        return Rent(hourly, hours, hours, "given")
+        return Rent(hourly, hours, hours, "given", timed_cards or 1)
     if inp.gpu:
-        return _catalog_rent(inp)
+        return _catalog_rent(inp, timed_cards)
     raise InputError("give the rent: --hourly USD, --monthly USD, or --gpu NAME to price it from the catalog",
                      field="hourly")
 
 
-def _catalog_rent(inp: BreakevenInput) -> Rent:
+def _catalog_rent(inp: BreakevenInput, timed_cards: int | None = None) -> Rent:
     from ..catalog.gpus import default_gpus, load_gpus
     from ..catalog.rental import default_rental
 
@@ -137,7 +141,7 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
     if gpu.monthly_usd is None:
         raise InputError(f"the catalog has no rental price for {gpu.name}", field="gpu",
                          hint="give --hourly or --monthly")
-    count = inp.gpus or max(gpu.min_count, 1)
+    count = inp.gpus or timed_cards or max(gpu.min_count, 1)
     if count < gpu.min_count:
         raise InputError(f"{gpu.name} is rented in sets of at least {gpu.min_count}", field="gpus",
                          hint=f"use --gpus {gpu.min_count}")
@@ -151,7 +155,10 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
     return Rent(hourly, hours, billed, src, count, discount)
 
 
-def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, list[str]]:
+Raw = tuple[float, str, LogReading | None, list[str], int | None]  # rate, source, log, notes, cards timed
+
+
+def _raw_tokens(inp: BreakevenInput) -> Raw:
     given = [n for n, v in (("--tokens-per-s", inp.tokens_per_s), ("--from-log", inp.from_log),
                             ("--model", inp.model)) if v]
     if len(given) > 1:
@@ -161,7 +168,7 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, lis
         raise InputError(f"{flag} describes the model's runtime: it goes with --model M --gpu G",
                          field=flag[2:])
     if inp.tokens_per_s:
-        return inp.tokens_per_s, "given", None, []
+        return inp.tokens_per_s, "given", None, [], None
     if inp.from_log:
         return _from_log(inp.from_log)
     if inp.model:
@@ -170,7 +177,7 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, lis
                      field="tokens_per_s")
 
 
-def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
+def _from_log(path: str) -> Raw:
     from ..readers.logs import read_log
 
     m = bounded_measurement(read_log(path), path)
@@ -179,7 +186,7 @@ def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
     if m.busy_fraction is not None and m.busy_fraction < 1:
         notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log "
                      f"is a typical stretch, --duty {m.busy_fraction:.2f} prices it")
-    return m.tokens_per_s, f"log ({m.kind})", log, notes
+    return m.tokens_per_s, f"log ({m.kind})", log, notes, None
 
 
 # plan's model and runtime options (RuntimeInput) that only mean something with --model
@@ -198,7 +205,7 @@ def _runtime_options(inp: BreakevenInput) -> dict[str, Any]:
     return {k: getattr(inp, k) for k in _WITH_MODEL if getattr(inp, k) not in (None, False)}
 
 
-def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
+def _estimate(inp: BreakevenInput) -> Raw:
     if not inp.gpu:
         raise InputError("--model needs --gpu to estimate tokens/s", field="gpu")
     values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant,
@@ -219,18 +226,21 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
     note = (f"speed estimate for {report.count}× {report.gpu} at {n} concurrent sequences"
             f"{'' if n == want else f' (the most the KV cache holds; {want} asked)'}: "
             f"{row.aggregate_tokens_per_s:,.0f} tok/s in all, {row.per_user_tokens_per_s:,.1f} per user")
-    return row.aggregate_tokens_per_s, "estimate", None, [note]
+    notes = [note]
+    if report.count > 1 and (inp.hourly is not None or inp.monthly is not None):
+        notes.append(f"the rent given is taken as the rent of all {report.count} cards the estimate timed")
+    return row.aggregate_tokens_per_s, "estimate", None, notes, report.count
 
 
 def _throughput(inp: BreakevenInput) -> Throughput:
-    raw, source, log, notes = _raw_tokens(inp)
+    raw, source, log, notes, cards = _raw_tokens(inp)
     tps = cost.effective_tokens_per_s(raw, input_per_output=inp.input_per_output,
                                       prefill_tokens_per_s=inp.prefill_tokens_per_s,
                                       retry_multiplier=inp.retry_multiplier)
     if inp.retry_multiplier > 1:
         notes.append(f"quality gap: {inp.retry_multiplier:g} attempts per useful answer → {tps:,.1f} "
                      "useful tok/s")
-    return Throughput(tps, raw, source, log, notes)
+    return Throughput(tps, raw, source, log, notes, cards)
 
 
 def _comparisons(inp: BreakevenInput) -> list[Comparison]:
@@ -399,7 +409,8 @@ class Breakeven(Result):
 
 def breakeven_report(inp: BreakevenInput) -> Breakeven:
     """`cardfit breakeven` for one input (and its charts when --plot asks for them)."""
-    rent, tp, comps = _rent(inp), _throughput(inp), _comparisons(inp)
+    tp = _throughput(inp)
+    rent, comps = _rent(inp, tp.cards), _comparisons(inp)
     hidden = cost.HiddenCosts(inp.storage_gb, inp.storage_usd_per_gb_month, inp.cold_starts_per_month,
                               inp.cold_start_s, inp.extra_monthly_usd)
     hours = rent.hours_per_month
