@@ -26,9 +26,10 @@ def breakeven_report(inp: BreakevenInput) -> dict:
 
 @pytest.fixture(scope="module")
 def guide_report() -> dict:
+    # the guide prices output tokens only: --input-per-output 0
     return breakeven_report(BreakevenInput(hourly=GUIDE["hourly_usd"],
                                            tokens_per_s=GUIDE["tokens_per_second"],
-                                           hours_per_month=GUIDE["hours_per_month"]))
+                                           hours_per_month=GUIDE["hours_per_month"], input_per_output=0))
 
 
 def test_breakeven_guide_rent_and_capacity(guide_report):
@@ -141,8 +142,9 @@ def test_hidden_costs_add_to_the_month():
     h = r["hidden_costs"]
     assert h["storage_usd"] == 10.0 and h["cold_start_hours"] == 0.5 and h["cold_start_usd"] == 0.25
     assert r["monthly_usd"] == pytest.approx(365 + 10 + 0.25 + 3.6)
-    frontier = r["apis"][-1]
-    assert frontier["breakeven_millions_per_month"] == pytest.approx(378.85 / 15, abs=1e-3)
+    frontier = r["apis"][-1]  # $15 output + 3 prompt tokens at $3 (the default 3:1) = $24 per output M
+    assert frontier["price_per_million_usd"] == 24.0
+    assert frontier["breakeven_millions_per_month"] == pytest.approx(378.85 / 24, abs=1e-3)
 
 
 def test_catalog_rent_uses_720_hours_discounts_and_pairs():
@@ -262,3 +264,61 @@ def test_cost_per_million_scales_with_the_card_count(cards, monthly, tps):
     set_hourly = cost.hourly_from_monthly(cost.set_monthly_usd(monthly, cards, 0.0))
     many = cost.cost_per_million(set_hourly, tps, 1.0)
     assert many == pytest.approx(cards * one, rel=1e-9)
+
+
+# (tier, output $/M, input $/M): each tier's input price is a catalogued product's with its output price
+@pytest.mark.parametrize("tier, output, input_", [("open-8b", 0.20, 0.20), ("small-commercial", 5.0, 1.0),
+                                                  ("frontier", 15.0, 3.0)])
+def test_tiers_price_input_tokens_with_a_source(tier, output, input_):
+    from cardfit.catalog.apis import default_apis
+
+    reg = default_apis()
+    a = reg.get(tier)
+    assert (a.output_usd_per_m, a.input_usd_per_m) == (output, input_)
+    assert "https://" in a.input_source
+    # the product the input price is taken from is a catalogue row with the same prices
+    named = [b for b in reg if b.kind == "api" and b.id in a.input_source]
+    assert named and all((b.output_usd_per_m, b.input_usd_per_m) == (output, input_) for b in named)
+
+
+@pytest.mark.parametrize("kwargs, ratio, source", [
+    ({}, 3.0, "Artificial Analysis"),  # no request known: the 3:1 blend
+    ({"input_per_output": 0.0}, 0.0, "--input-per-output"),
+    ({"input_per_output": 10.0}, 10.0, "--input-per-output"),
+])
+def test_input_tokens_are_priced_by_default(kwargs, ratio, source):
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, **kwargs))
+    t = r["throughput"]
+    assert t["input_per_output"] == ratio and source in t["input_per_output_source"]
+    for a in r["apis"]:
+        want = a["output_usd_per_m"] + ratio * a["input_usd_per_m"]
+        assert a["price_per_million_usd"] == pytest.approx(want)
+    assert any(f"{ratio:g} prompt tokens billed per output token" in n for n in r["notes"]) is (ratio > 0)
+
+
+@given(ratio=st.floats(0, 1000), out=st.floats(0.01, 500), inp=st.floats(0, 500))
+def test_api_price_grows_with_the_input_ratio(ratio, out, inp):
+    got = cost.api_price_per_output_million(out, inp, ratio)
+    assert got >= out and got == pytest.approx(out + inp * ratio)
+
+
+def test_model_estimate_times_a_typical_request_not_the_whole_window():
+    # Llama 3.3 70B's window is 128K tokens: one such sequence per card set, "card too slow"; a typical
+    # request (deploy's 1,000 + 300 tokens) leaves room for the 16 concurrent requests asked
+    from cardfit.services.served import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+
+    llama = {"gpu": "H100 SXM", "model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8"}
+    r = breakeven_report(BreakevenInput(**llama))
+    assert "at 16 concurrent sequences" in r["notes"][0]
+    request = f"{DEFAULT_INPUT_TOKENS:,}-token prompts and {DEFAULT_OUTPUT_TOKENS:,}-token answers"
+    assert request in r["notes"][1]
+    assert r["throughput"]["input_per_output"] == round(DEFAULT_INPUT_TOKENS / DEFAULT_OUTPUT_TOKENS, 4)
+    assert "the request timed" in r["throughput"]["input_per_output_source"]
+    # --context alone asks for decoding at that context: no request, the default ratio
+    d = breakeven_report(BreakevenInput(**llama, context=131072))
+    assert "1 concurrent sequence " in d["notes"][0] and d["throughput"]["input_per_output"] == 3.0
+    assert d["throughput"]["tokens_per_s"] < r["throughput"]["tokens_per_s"]
+    # the request given is the one timed and priced
+    g = breakeven_report(BreakevenInput(**llama, input_tokens=4000, output_tokens=500))
+    assert "4,000-token prompts and 500-token answers (given)" in g["notes"][1]
+    assert g["throughput"]["input_per_output"] == 8.0

@@ -13,7 +13,9 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 
 def test_breakeven_json_of_the_breakeven_guide(run_json):
-    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730", "--tokens-per-s", "400")
+    # the guide prices output tokens only (--input-per-output 0)
+    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730", "--tokens-per-s", "400",
+                 "--input-per-output", "0")
     assert {"monthly_usd", "capacity_millions_per_month", "cost_per_million_usd", "apis"} <= r.keys()
     assert r["monthly_usd"] == 365 and round(r["capacity_millions_per_month"]) == 1051
     for a in r["apis"]:
@@ -48,8 +50,9 @@ def test_breakeven_from_speed_estimate(run_json):
 
 def test_breakeven_text_output(run_cli):
     code, out, err = run_cli("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
-                             "--tokens-per-s", "400")
+                             "--tokens-per-s", "400", "--input-per-output", "0")
     assert code == 0, err
+    assert "prices output tokens only" in out
     assert "$365.00/month" in out and "1,051.2 M" in out
     assert "174%" in out and "6.9%" in out and "2.3%" in out and "17.36" in out
 
@@ -73,7 +76,7 @@ def test_breakeven_errors_are_one_line(run_cli, args, message):
 def test_svg_chart_has_the_crossings(run_json, tmp_path):
     svg = tmp_path / "be.svg"
     r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
-                 "--tokens-per-s", "400", "--duty", "0.1", "--plot", str(svg))
+                 "--tokens-per-s", "400", "--duty", "0.1", "--input-per-output", "0", "--plot", str(svg))
     assert svg.exists() and svg.stat().st_size > 10_000
     crossings = {c["api"]: c for c in r["plot"]["crossings"]}
     assert crossings["Frontier model"]["millions_per_month"] == pytest.approx(24.333, abs=1e-3)
