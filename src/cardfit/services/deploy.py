@@ -166,7 +166,9 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
                              "not one", field="runtime", hint="pick one of those or leave --runtime out")
         return [rt]
     checkpoint_quant = inp.quant is not None and not gguf_holds(default_quants().get(inp.quant))
-    if (resolved.gguf or resolved.tag is not None or resolved.ollama) and not checkpoint_quant:
+    ollama_only = resolved.checkpoint is None  # 'deepseek-v3' is also the checkpoint's id: every runtime
+    if (resolved.gguf or resolved.tag is not None or resolved.ollama) and not checkpoint_quant \
+            and ollama_only:
         return servers("gguf")
     return servers()
 
@@ -174,6 +176,8 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
 def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
     if inp.quant:
         return [inp.quant]
+    if resolved.checkpoint is not None and rt.weights_format != "gguf":
+        resolved = resolved.checkpoint  # the checkpoint runtimes serve the checkpoint the name is the id of
     if resolved.gguf or resolved.tag is not None or resolved.quant_hint:
         return [resolved.quant_hint or "Q4_K_M"]
     if rt.weights_format == "gguf":
