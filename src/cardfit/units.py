@@ -29,6 +29,17 @@ def fmt_usd(usd: float | None, digits: int = 0) -> str:
     return "—" if usd is None else f"${usd:,.{digits}f}"
 
 
+def fmt_num(x: float, digits: int = 0) -> str:
+    """`x` with thousands separators, rounded as the web page's `num()` rounds it (Intl.NumberFormat: the
+    float's exact value, halves away from zero), not as Python's format does (halves to even): $190.50 is
+    '191' on both, not '190' here and '191' there."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if not math.isfinite(x):
+        return f"{x:,.{digits}f}"
+    return f"{Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):,.{digits}f}"
+
+
 def fmt_tokens(n: int) -> str:
     """8192 → '8K', 131072 → '128K', 1000 → '1,000'."""
     if n >= 1024 and n % 1024 == 0:

@@ -270,7 +270,10 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                         ctx = build_context(_plan_input(inp, runtime=rt.id, quant=qname, kv_dtype=kvd,
                                                         context=length, batch=max(n, 1)))
                     except CardfitError as e:
-                        if inp.quant or inp.kv_dtype or inp.runtime:
+                        # a --kv-dtype one of the searched runtimes does not take (Ollama: no bf16) leaves
+                        # that runtime out; the others still answer
+                        kv_refused = isinstance(e, InputError) and e.field == "kv_dtype" and not inp.runtime
+                        if (inp.quant or inp.kv_dtype or inp.runtime) and not kv_refused:
                             raise
                         skipped.append(f"{rt.id} {qname}: {e}")
                         break
