@@ -113,6 +113,9 @@ def _print_cost(c: Any, cost: CostView) -> None:
             f"({cost.tokens_per_s_basis.split(' (')[0]}) ${fmt_num(k.cost_per_million_usd or 0, 2)}"
             + _likely(rng, "${:,.2f}") + " per M at "
             f"{cost.duty:.0%} duty; " + "; ".join(parts) + ".")
+    if cost.input_per_output:
+        c.print(f"API $/M: output price + {cost.input_per_output:g} prompt tokens billed per output token "
+                f"({cost.input_per_output_source}).")
 
 
 MAXCTX_EPILOG = """\b

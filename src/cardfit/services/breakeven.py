@@ -21,11 +21,10 @@ from .table import Result
 MAX_USD = 10_000_000.0
 # the break-even guide: "400 output tokens per second with 16 concurrent requests"
 BREAKEVEN_GUIDE_CONCURRENCY = 16
-# Prompt tokens billed per output token when neither --input-per-output nor a timed request says: 3, the
-# weighting of Artificial Analysis's blended API price ("3:1 input to output";
-# https://artificialanalysis.ai/methodology, the ratio Epoch AI's LLM price data insight also uses).
-DEFAULT_INPUT_PER_OUTPUT = 3.0
-INPUT_PER_OUTPUT_SOURCE = "Artificial Analysis's blended-price ratio, 3 input : 1 output"
+# prompt tokens billed per output token when neither --input-per-output nor a timed request says
+# (core/cost.py)
+DEFAULT_INPUT_PER_OUTPUT = cost.DEFAULT_INPUT_PER_OUTPUT
+INPUT_PER_OUTPUT_SOURCE = cost.DEFAULT_INPUT_PER_OUTPUT_SOURCE
 
 
 @record
