@@ -86,3 +86,14 @@ def test_deploy_kv_dtype_leaves_out_the_runtimes_without_it(run_json, run_cli, m
     assert r["best"]["kv_dtype"] == "bf16" and r["best"]["runtime"] != "ollama"
     code, _, err = run_cli("deploy", model, "--users", "4", "--kv-dtype", "bf16", "--runtime", "ollama")
     assert code == 2 and "Ollama has no 'bf16' KV cache" in err  # asked for by name: still an error
+
+
+@pytest.mark.parametrize("model", ["gemma3:27b", "gpt-oss:20b", "llama3.1:8b"])
+def test_one_stream_has_one_speed_in_plan_speed_and_cost(run_json, model):
+    """Gemma 3 and gpt-oss on Ollama read llama.cpp's sliding-window ring (window + ubatch cells): plan's
+    decode line read the window alone, 39.8 tok/s against the 39.4 of its cost line and `cardfit speed`."""
+    plan = run_json("plan", model, "--gpu", "RTX 4090")
+    speed = run_json("speed", model, "--gpu", "RTX 4090", "--concurrency", "1")
+    decode = plan["speed"]["decode_tokens_per_s"]
+    assert decode == plan["cost"]["cards"][0]["tokens_per_s"] == speed["decode_tokens_per_s"]
+    assert decode == pytest.approx(speed["rows"][0]["aggregate_tokens_per_s"], abs=0.05)

@@ -327,7 +327,9 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                              sequences=max(ctx.sequences, 1),
                              dequant_ops_per_weight=rt.dequant_ops_per_weight,
                              prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
-                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
+                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
+                             # the cache read `cardfit speed`, the served figure and validate time
+                             window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
