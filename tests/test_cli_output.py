@@ -97,3 +97,16 @@ def test_one_stream_has_one_speed_in_plan_speed_and_cost(run_json, model):
     decode = plan["speed"]["decode_tokens_per_s"]
     assert decode == plan["cost"]["cards"][0]["tokens_per_s"] == speed["decode_tokens_per_s"]
     assert decode == pytest.approx(speed["rows"][0]["aggregate_tokens_per_s"], abs=0.05)
+
+
+def test_tables_and_deploy_print_dollars_as_the_page(run_json, run_cli):
+    """fmt_usd (the plan and gpus tables) and deploy's headline round as the page's usd()/num() do."""
+    from cardfit.units import fmt_usd
+
+    assert (fmt_usd(190.5), fmt_usd(None), fmt_usd(0.125, 2)) == ("$191", "—", "$0.13")
+    args = ("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "8")
+    r = run_json(*args)
+    code, out, _ = run_cli(*args, env={"COLUMNS": "400"})
+    b = r["best"]
+    assert code == 0 and f"${fmt_num(b['monthly_usd'])}/month" in out
+    assert f"${fmt_num(b['cost_per_million_usd'], 3)} per M output tokens" in out

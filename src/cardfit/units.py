@@ -26,7 +26,8 @@ def fmt_rate(tokens_per_s: float | None) -> str:
 
 
 def fmt_usd(usd: float | None, digits: int = 0) -> str:
-    return "—" if usd is None else f"${usd:,.{digits}f}"
+    """Dollars as the web page prints them (fmt_num: halves away from zero)."""
+    return "—" if usd is None else "$" + fmt_num(usd, digits)
 
 
 def fmt_num(x: float, digits: int = 0) -> str:
