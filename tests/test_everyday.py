@@ -373,6 +373,7 @@ OLLAMA_PULL = [
     ("gemma3:27b", "gemma-3-27b", "Q4_K_M"),
     ("qwen3:latest", "qwen3-8b", "Q4_K_M"),
     ("llama3.2:latest", "llama-3.2-3b", "Q4_K_M"),
+    ("deepseek-v3:latest", "deepseek-v3", "Q4_K_M"),
 ]
 
 
@@ -410,9 +411,10 @@ def test_a_name_that_is_also_the_checkpoint_id_deploys_on_every_runtime(run_json
     from cardfit.catalog.runtimes import servers
 
     gguf = {r.id for r in servers("gguf")}
-    bare, hub, tag = (run_json("deploy", name, "--users", "32")
-                      for name in ("deepseek-v3", "deepseek-ai/DeepSeek-V3", "deepseek-v3:671b"))
+    names = ("deepseek-v3", "deepseek-ai/DeepSeek-V3", "deepseek-v3:671b", "deepseek-v3:latest")
+    bare, hub, tag, latest = (run_json("deploy", name, "--users", "32") for name in names)
     assert {k: bare["best"][k] for k in ("gpu", "count", "runtime", "quant", "monthly_usd")} == \
         {k: hub["best"][k] for k in ("gpu", "count", "runtime", "quant", "monthly_usd")}
     assert bare["best"]["runtime"] not in gguf and bare["best"]["quant"] == "FP8 (E4M3)"
-    assert {p["runtime"] for p in tag["pareto"]} <= gguf and tag["best"]["quant"] == "Q4_K_M"
+    for t in (tag, latest):
+        assert {p["runtime"] for p in t["pareto"]} <= gguf and t["best"]["quant"] == "Q4_K_M"
