@@ -37,7 +37,7 @@ PLAN = [
     ["plan", "llama3.1:405b", "--quant", "fp8", "--context", "8192", "--gpu", "MI300X", "--gpus", "4",
      "--runtime", "vllm"],
     ["plan", "qwen3:30b", "--gpu", "RTX 3090"],
-    ["plan", "deepseek-r1", "--quant", "fp8"],
+    ["plan", "deepseek-r1-671b", "--quant", "fp8"],
     ["plan", "gpt-oss-20b", "--gpu", "RTX 4090", "--batch", "8", "--runtime", "vllm"],
     ["plan", "mixtral-8x7b", "--quant", "Q4_K_M", "--gpu", "RTX 4090", "--gpus", "1"],
     ["plan", "meta-llama/Llama-3.1-70B-Instruct", "--quant", "bf16", "--context", "131072", "--batch", "16",

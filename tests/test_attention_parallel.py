@@ -18,7 +18,7 @@ from cardfit.services.deploy import attention_dp, predict_serving
 from cardfit.services.validate import all_records
 
 RECORDS = {r["id"]: r for r in all_records()}
-R1 = default_models().find("deepseek-r1")
+R1 = default_models().find("deepseek-r1-671b")
 LLAMA70 = default_models().find("llama-3.1-70b")
 
 

@@ -26,9 +26,10 @@ def breakeven_report(inp: BreakevenInput) -> dict:
 
 @pytest.fixture(scope="module")
 def guide_report() -> dict:
+    # the guide prices output tokens only: --input-per-output 0
     return breakeven_report(BreakevenInput(hourly=GUIDE["hourly_usd"],
                                            tokens_per_s=GUIDE["tokens_per_second"],
-                                           hours_per_month=GUIDE["hours_per_month"]))
+                                           hours_per_month=GUIDE["hours_per_month"], input_per_output=0))
 
 
 def test_breakeven_guide_rent_and_capacity(guide_report):
@@ -141,8 +142,9 @@ def test_hidden_costs_add_to_the_month():
     h = r["hidden_costs"]
     assert h["storage_usd"] == 10.0 and h["cold_start_hours"] == 0.5 and h["cold_start_usd"] == 0.25
     assert r["monthly_usd"] == pytest.approx(365 + 10 + 0.25 + 3.6)
-    frontier = r["apis"][-1]
-    assert frontier["breakeven_millions_per_month"] == pytest.approx(378.85 / 15, abs=1e-3)
+    frontier = r["apis"][-1]  # $15 output + 3 prompt tokens at $3 (the default 3:1) = $24 per output M
+    assert frontier["price_per_million_usd"] == 24.0
+    assert frontier["breakeven_millions_per_month"] == pytest.approx(378.85 / 24, abs=1e-3)
 
 
 def test_catalog_rent_uses_720_hours_discounts_and_pairs():
@@ -229,3 +231,94 @@ def test_required_duty_is_where_costs_meet(hourly, tps, price, hours):
 
 def test_zero_throughput_is_infinite_cost():
     assert math.isinf(cost.cost_per_million(1.0, 0, 1.0))
+
+
+# (card, model, quant, --gpus): the set the speed estimate times is the set the rent pays for
+@pytest.mark.parametrize("gpu, model, quant, gpus, cards", [
+    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", None, 2),  # 70 GB of FP8 weights: a pair
+    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", 4, 4),
+    ("RTX 4090", "llama3.1:8b", None, None, 1),
+    ("B200", "llama3.1:8b", None, None, 2),  # B200 rents in pairs
+])
+def test_model_estimate_pays_for_every_card_it_times(gpu, model, quant, gpus, cards):
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+
+    r = breakeven_report(BreakevenInput(gpu=gpu, model=model, quant=quant, gpus=gpus))
+    card = default_gpus().get(gpu)
+    assert r["rent"]["count"] == cards
+    assert f"{cards}× {card.name}" in r["notes"][0]  # the speed note names the same set
+    discount = default_rental().discount(cards)
+    assert r["rent"]["discount_fraction"] == discount
+    assert r["monthly_usd"] == pytest.approx(card.monthly_usd * cards * (1 - discount), abs=0.01)
+    # $/M at full duty = the rent of all `cards` over the tokens that set makes
+    per_card_hourly = card.monthly_usd * (1 - discount) / cost.HOURS_PER_MONTH
+    tps = r["throughput"]["tokens_per_s"]
+    assert r["cost_per_million_full_duty_usd"] == pytest.approx(
+        cards * per_card_hourly * 1e6 / (tps * 3600), rel=1e-3)
+
+
+@given(cards=st.integers(1, 64), monthly=st.floats(10, 50_000), tps=st.floats(1, 1e5))
+def test_cost_per_million_scales_with_the_card_count(cards, monthly, tps):
+    one = cost.cost_per_million(cost.hourly_from_monthly(monthly), tps, 1.0)
+    set_hourly = cost.hourly_from_monthly(cost.set_monthly_usd(monthly, cards, 0.0))
+    many = cost.cost_per_million(set_hourly, tps, 1.0)
+    assert many == pytest.approx(cards * one, rel=1e-9)
+
+
+# (tier, output $/M, input $/M): each tier's input price is a catalogued product's with its output price
+@pytest.mark.parametrize("tier, output, input_", [("open-8b", 0.20, 0.20), ("small-commercial", 5.0, 1.0),
+                                                  ("frontier", 15.0, 3.0)])
+def test_tiers_price_input_tokens_with_a_source(tier, output, input_):
+    from cardfit.catalog.apis import default_apis
+
+    reg = default_apis()
+    a = reg.get(tier)
+    assert (a.output_usd_per_m, a.input_usd_per_m) == (output, input_)
+    assert "https://" in a.input_source
+    # the product the input price is taken from is a catalogue row with the same prices
+    named = [b for b in reg if b.kind == "api" and b.id in a.input_source]
+    assert named and all((b.output_usd_per_m, b.input_usd_per_m) == (output, input_) for b in named)
+
+
+@pytest.mark.parametrize("kwargs, ratio, source", [
+    ({}, 3.0, "Artificial Analysis"),  # no request known: the 3:1 blend
+    ({"input_per_output": 0.0}, 0.0, "--input-per-output"),
+    ({"input_per_output": 10.0}, 10.0, "--input-per-output"),
+])
+def test_input_tokens_are_priced_by_default(kwargs, ratio, source):
+    r = breakeven_report(BreakevenInput(hourly=0.5, tokens_per_s=400, **kwargs))
+    t = r["throughput"]
+    assert t["input_per_output"] == ratio and source in t["input_per_output_source"]
+    for a in r["apis"]:
+        want = a["output_usd_per_m"] + ratio * a["input_usd_per_m"]
+        assert a["price_per_million_usd"] == pytest.approx(want)
+    assert any(f"{ratio:g} prompt tokens billed per output token" in n for n in r["notes"]) is (ratio > 0)
+
+
+@given(ratio=st.floats(0, 1000), out=st.floats(0.01, 500), inp=st.floats(0, 500))
+def test_api_price_grows_with_the_input_ratio(ratio, out, inp):
+    got = cost.api_price_per_output_million(out, inp, ratio)
+    assert got >= out and got == pytest.approx(out + inp * ratio)
+
+
+def test_model_estimate_times_a_typical_request_not_the_whole_window():
+    # Llama 3.3 70B's window is 128K tokens: one such sequence per card set, "card too slow"; a typical
+    # request (deploy's 1,000 + 300 tokens) leaves room for the 16 concurrent requests asked
+    from cardfit.services.served import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+
+    llama = {"gpu": "H100 SXM", "model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8"}
+    r = breakeven_report(BreakevenInput(**llama))
+    assert "at 16 concurrent sequences" in r["notes"][0]
+    request = f"{DEFAULT_INPUT_TOKENS:,}-token prompts and {DEFAULT_OUTPUT_TOKENS:,}-token answers"
+    assert request in r["notes"][1]
+    assert r["throughput"]["input_per_output"] == round(DEFAULT_INPUT_TOKENS / DEFAULT_OUTPUT_TOKENS, 4)
+    assert "the request timed" in r["throughput"]["input_per_output_source"]
+    # --context alone asks for decoding at that context: no request, the default ratio
+    d = breakeven_report(BreakevenInput(**llama, context=131072))
+    assert "1 concurrent sequence " in d["notes"][0] and d["throughput"]["input_per_output"] == 3.0
+    assert d["throughput"]["tokens_per_s"] < r["throughput"]["tokens_per_s"]
+    # the request given is the one timed and priced
+    g = breakeven_report(BreakevenInput(**llama, input_tokens=4000, output_tokens=500))
+    assert "4,000-token prompts and 500-token answers (given)" in g["notes"][1]
+    assert g["throughput"]["input_per_output"] == 8.0

@@ -13,7 +13,9 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 
 
 def test_breakeven_json_of_the_breakeven_guide(run_json):
-    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730", "--tokens-per-s", "400")
+    # the guide prices output tokens only (--input-per-output 0)
+    r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730", "--tokens-per-s", "400",
+                 "--input-per-output", "0")
     assert {"monthly_usd", "capacity_millions_per_month", "cost_per_million_usd", "apis"} <= r.keys()
     assert r["monthly_usd"] == 365 and round(r["capacity_millions_per_month"]) == 1051
     for a in r["apis"]:
@@ -48,8 +50,9 @@ def test_breakeven_from_speed_estimate(run_json):
 
 def test_breakeven_text_output(run_cli):
     code, out, err = run_cli("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
-                             "--tokens-per-s", "400")
+                             "--tokens-per-s", "400", "--input-per-output", "0")
     assert code == 0, err
+    assert "prices output tokens only" in out
     assert "$365.00/month" in out and "1,051.2 M" in out
     assert "174%" in out and "6.9%" in out and "2.3%" in out and "17.36" in out
 
@@ -73,7 +76,7 @@ def test_breakeven_errors_are_one_line(run_cli, args, message):
 def test_svg_chart_has_the_crossings(run_json, tmp_path):
     svg = tmp_path / "be.svg"
     r = run_json("breakeven", "--hourly", "0.50", "--hours-per-month", "730",
-                 "--tokens-per-s", "400", "--duty", "0.1", "--plot", str(svg))
+                 "--tokens-per-s", "400", "--duty", "0.1", "--input-per-output", "0", "--plot", str(svg))
     assert svg.exists() and svg.stat().st_size > 10_000
     crossings = {c["api"]: c for c in r["plot"]["crossings"]}
     assert crossings["Frontier model"]["millions_per_month"] == pytest.approx(24.333, abs=1e-3)
@@ -115,10 +118,12 @@ def test_plan_cost_section(run_json):
     assert c["duty"] == 0.1 and [a["id"] for a in c["apis"]] == ["frontier"]
     card = c["cards"][0]
     assert card["gpu"] == "RTX 4090" and card["monthly_usd"] == r["gpus"][0]["monthly_usd"]
-    # $/M at 10 % duty is ten times $/M at 100 %; break-even = monthly ÷ $15
+    # $/M at 10 % duty is ten times $/M at 100 %; break-even = monthly ÷ ($15 output + 3 × $3 input)
     assert card["cost_per_million_usd"] == pytest.approx(10 * card["cost_per_million_full_duty_usd"],
                                                          rel=1e-3)
-    assert card["breakeven"][0]["breakeven_millions_per_month"] == pytest.approx(card["monthly_usd"] / 15,
+    assert c["input_per_output"] == 3.0 and "Artificial Analysis" in c["input_per_output_source"]
+    assert c["apis"][0]["price_per_million_usd"] == 24.0
+    assert card["breakeven"][0]["breakeven_millions_per_month"] == pytest.approx(card["monthly_usd"] / 24,
                                                                                  abs=1e-3)
     assert card["tokens_per_s"] == pytest.approx(r["gpus"][0]["decode_tokens_per_s"], abs=0.1)
 
@@ -129,3 +134,17 @@ def test_plan_cost_defaults_to_breakeven_guide_tiers_and_fitting_cards(run_json)
     assert c["duty"] == 1.0 and [a["id"] for a in c["apis"]] == ["open-8b", "small-commercial", "frontier"]
     fitting = {g["gpu"] for g in r["gpus"] if g["verdict"] in ("fits", "tight") and g["monthly_usd"]}
     assert {x["gpu"] for x in c["cards"]} <= fitting and c["cards"]
+
+
+def test_plan_and_breakeven_price_an_api_alike(run_json):
+    """The same card, tokens/s and API get the same API price and break-even in plan's cost section and in
+    `cardfit breakeven` (both bill the prompt tokens: the default 3:1, or the request given)."""
+    for extra in ((), ("--input-tokens", "4000", "--output-tokens", "500")):
+        plan = run_json("plan", "llama3.1:8b", "--gpu", "RTX 4090", "--api", "frontier", *extra)["cost"]
+        card = plan["cards"][0]
+        be = run_json("breakeven", "--gpu", "RTX 4090", "--tokens-per-s", str(card["tokens_per_s"]),
+                      "--api", "frontier", "--input-per-output", str(plan["input_per_output"]))
+        assert plan["apis"][0]["price_per_million_usd"] == be["apis"][0]["price_per_million_usd"]
+        assert card["breakeven"][0]["breakeven_millions_per_month"] == pytest.approx(
+            be["apis"][0]["breakeven_millions_per_month"], rel=1e-3)
+    assert plan["input_per_output"] == 8.0 and "4,000 prompt / 500 answer" in plan["input_per_output_source"]

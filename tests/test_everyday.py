@@ -235,7 +235,8 @@ def test_largest_model_plans_every_model_at_its_own_quantization(run_json):
     rows = run_json("largest-model", "--gpu", "RTX 4060 Ti 16GB")["models"]
     assert rows and {(r["quant"], r["runtime"]) for r in rows} == {("BF16", "vllm")}
     rows = run_json("largest-model", "--gpu", "H200", "--gpus", "8")["models"]
-    assert {r["id"]: r["quant"] for r in rows}["deepseek-r1"] == "FP8 (E4M3)"  # its checkpoint, not Q4_K_M
+    # its checkpoint, not Q4_K_M
+    assert {r["id"]: r["quant"] for r in rows}["deepseek-r1-671b"] == "FP8 (E4M3)"
 
 
 # ---- a format the runtime cannot load --------------------------------------------------------------------
@@ -353,3 +354,67 @@ def test_a_deploy_chart_of_unpriced_cards_is_not_empty(run_json, tmp_path):
     texts = _svg_texts(svg)
     assert "cards (no rental price in the catalog)" in texts
     assert any(t.startswith("1× RTX PRO 6000 Blackwell Server llama.cpp") for t in texts), texts
+
+
+# What `ollama pull NAME` fetches (https://ollama.com/library/<family>/tags): a bare name and NAME:latest are
+# the tag the library marks latest (deepseek-r1 = 8b, the R1-0528 Qwen3 distill, Q4_K_M; gpt-oss = 20b,
+# MXFP4); an -it-qat tag is Gemma 3's quantization-aware-trained Q4_0 build. Before, deepseek-r1 planned the
+# 671B model, gpt-oss:latest a Q4_K_M build and gemma3:27b-it-qat was unknown.
+OLLAMA_PULL = [
+    ("deepseek-r1", "deepseek-r1-0528-qwen3-8b", "Q4_K_M"),
+    ("deepseek-r1:latest", "deepseek-r1-0528-qwen3-8b", "Q4_K_M"),
+    ("deepseek-r1:8b", "deepseek-r1-0528-qwen3-8b", "Q4_K_M"),
+    ("deepseek-r1:671b", "deepseek-r1-671b", "Q4_K_M"),
+    ("gpt-oss", "gpt-oss-20b", "MXFP4"),
+    ("gpt-oss:latest", "gpt-oss-20b", "MXFP4"),
+    ("gpt-oss:120b", "gpt-oss-120b", "MXFP4"),
+    ("gemma3:27b-it-qat", "gemma-3-27b", "Q4_0_QAT"),
+    ("gemma3:4b-it-qat", "gemma-3-4b", "Q4_0_QAT"),
+    ("gemma3:27b", "gemma-3-27b", "Q4_K_M"),
+    ("qwen3:latest", "qwen3-8b", "Q4_K_M"),
+    ("llama3.2:latest", "llama-3.2-3b", "Q4_K_M"),
+    ("deepseek-v3:latest", "deepseek-v3", "Q4_K_M"),
+]
+
+
+@pytest.mark.parametrize(("name", "model_id", "quant"), OLLAMA_PULL, ids=[n for n, _, _ in OLLAMA_PULL])
+def test_an_ollama_name_plans_what_ollama_pull_fetches(run_json, name, model_id, quant):
+    r = run_json("plan", name, "--gpu", "RTX 4090")
+    assert r["model"]["id"] == model_id
+    assert (r["inputs"]["runtime"], r["inputs"]["quant"]) == ("ollama", quant)
+
+
+def test_the_671b_r1_keeps_its_checkpoint_names(run_json):
+    for name in ("deepseek-r1-671b", "deepseek-ai/DeepSeek-R1"):
+        r = run_json("plan", name, "--gpu", "H200", "--gpus", "8")
+        assert r["model"]["id"] == "deepseek-r1-671b"
+        assert (r["inputs"]["runtime"], r["inputs"]["quant"]) == ("vllm", "FP8 (E4M3)")
+
+
+def test_a_qat_build_counts_its_f16_embeddings(run_json):
+    """Google's QAT GGUF is Q4_0 with the token embeddings left at F16: the weights exceed llama.cpp's Q4_0
+    file type by exactly the embedding table's F16 - Q6_K difference (2 - 210/256 bytes per parameter: with
+    tied embeddings llama-quantize gives the table the output's Q6_K)."""
+    from cardfit.catalog.models import default_models
+
+    m = default_models().get("gemma-3-27b")
+    qat, q4 = (run_json("plan", "gemma3:27b-it-qat", "--quant", q, "--gpu", "RTX 4090")["memory"]
+               ["weights_bytes"] for q in ("Q4_0_QAT", "Q4_0"))
+    assert qat - q4 == pytest.approx(m.vocab * m.hidden * (2 - 210 / 256), rel=1e-3)
+    # Google's text GGUF is 17.2 GB; with the 0.85 GB F16 vision projector Ollama loads beside it
+    assert qat / 1e9 == pytest.approx(17.2 + 0.85, rel=0.02)
+
+
+def test_a_name_that_is_also_the_checkpoint_id_deploys_on_every_runtime(run_json):
+    """'deepseek-v3' is Ollama's library name and the catalog id of the checkpoint: deploy searches the
+    checkpoint runtimes too (as for the Hub id), not only llama.cpp/Ollama; an explicit tag stays GGUF."""
+    from cardfit.catalog.runtimes import servers
+
+    gguf = {r.id for r in servers("gguf")}
+    names = ("deepseek-v3", "deepseek-ai/DeepSeek-V3", "deepseek-v3:671b", "deepseek-v3:latest")
+    bare, hub, tag, latest = (run_json("deploy", name, "--users", "32") for name in names)
+    assert {k: bare["best"][k] for k in ("gpu", "count", "runtime", "quant", "monthly_usd")} == \
+        {k: hub["best"][k] for k in ("gpu", "count", "runtime", "quant", "monthly_usd")}
+    assert bare["best"]["runtime"] not in gguf and bare["best"]["quant"] == "FP8 (E4M3)"
+    for t in (tag, latest):
+        assert {p["runtime"] for p in t["pareto"]} <= gguf and t["best"]["quant"] == "Q4_K_M"

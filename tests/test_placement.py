@@ -58,7 +58,8 @@ def test_plan_and_deploy_size_a_multi_node_set_alike():
     from cardfit.services.deploy import DeployInput, candidates, settings
 
     inp = DeployInput(model="meta-llama/Llama-3.1-405B-Instruct", users=16, input_tokens=7000,
-                      output_tokens=1192, runtime="vllm", quant="bf16", kv_dtype="bf16", gpu=("H100 SXM",), max_nodes=2)
+                      output_tokens=1192, runtime="vllm", quant="bf16", kv_dtype="bf16", gpu=("H100 SXM",),
+                      max_nodes=2)
     sets, _ = settings(inp)
     cand = next(c for c in candidates(inp, sets) if c.cards == 16)
     d = plan(PlanInput(model=inp.model, quant="bf16", kv_dtype="bf16", context=8192, batch=1,

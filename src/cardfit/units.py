@@ -26,7 +26,19 @@ def fmt_rate(tokens_per_s: float | None) -> str:
 
 
 def fmt_usd(usd: float | None, digits: int = 0) -> str:
-    return "—" if usd is None else f"${usd:,.{digits}f}"
+    """Dollars as the web page prints them (fmt_num: halves away from zero)."""
+    return "—" if usd is None else "$" + fmt_num(usd, digits)
+
+
+def fmt_num(x: float, digits: int = 0) -> str:
+    """`x` with thousands separators, rounded as the web page's `num()` rounds it (Intl.NumberFormat: the
+    float's exact value, halves away from zero), not as Python's format does (halves to even): $190.50 is
+    '191' on both, not '190' here and '191' there."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    if not math.isfinite(x):
+        return f"{x:,.{digits}f}"
+    return f"{Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):,.{digits}f}"
 
 
 def fmt_tokens(n: int) -> str:

@@ -24,6 +24,7 @@ class ApiPrice:
     name: str
     output_usd_per_m: float
     input_usd_per_m: float = 0.0
+    input_source: str = ""  # where the input price comes from, when not from `source` (the guide's tiers)
     cached_input_usd_per_m: float | None = None
     kind: str = "api"  # "tier" (the illustrative tiers of the break-even guide) or "api" (a named product)
     provider: str = ""

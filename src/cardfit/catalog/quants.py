@@ -71,9 +71,11 @@ _RULE_KEYS = ("output", "token_embd", "attn_q", "attn_k", "attn_v", "attn_output
 
 
 class QuantCatalog:
-    def __init__(self, types: list[QuantType], mixes: list[GgufMix]) -> None:
+    def __init__(self, types: list[QuantType], mixes: list[GgufMix], variants: list[GgufMix] | None = None
+                 ) -> None:
         self.types = types
-        self.mixes = mixes
+        self.mixes = mixes  # llama.cpp's file types
+        self.variants = variants or []  # published builds laid out on a file type ([[variant]])
         self._index: dict[str, Quant] = {}
         self._display: dict[str, str] = {}
         self._types = self._index_types()
@@ -90,6 +92,8 @@ class QuantCatalog:
             if not keep_float:  # but "bf16"/"f16" stay the plain float formats
                 self._add(m.name, m, force=True)
             self._add(f"mostly_{m.name}", m, force=True)
+        for v in self.variants:
+            self._add(v.name, v)
 
     def _add(self, name: str, q: Quant, force: bool = False) -> None:
         k = norm(name)
@@ -203,11 +207,33 @@ def _mix_from_row(row: dict[str, Any]) -> GgufMix:
                    otherwise=otherwise)
 
 
+# a [[variant]] row: a published build with a layout of its own on a llama.cpp file type (`base`); the tensor
+# kinds it names replace the base's rules for those kinds
+VARIANT_KEYS = (MIX_KEYS - {"ftype"}) | {"base"}
+
+
+def _variant_from_row(row: dict[str, Any], mixes: list[GgufMix]) -> GgufMix:
+    check_keys(row, VARIANT_KEYS, table="variant", path=builtin_path("gguf_mixes.toml"))
+    base = next((m for m in mixes if m.name == row.get("base")), None)
+    if base is None or not row.get("source"):
+        raise CatalogError(f"variant '{row.get('name', '?')}': needs a `base` file type and a `source`",
+                           path=builtin_path("gguf_mixes.toml"))
+    given = {k for k in _RULE_KEYS if row.get(k)}
+    own = _mix_from_row({"name": row["name"], "ftype": base.ftype, "other": row.get("other", ""),
+                         "default": row.get("default", base.default), "source": row["source"],
+                         **{k: v for k, v in row.items() if k.split("_rule")[0].split("_else")[0] in given}})
+    return GgufMix(name=own.name, ftype=base.ftype, default=own.default,
+                   rules=tuple(r for r in base.rules if r[0] not in given) + own.rules, note=own.note,
+                   source=own.source, id=own.id,
+                   otherwise=tuple(o for o in base.otherwise if o[0] not in given) + own.otherwise)
+
+
 @cache
 def default_quants() -> QuantCatalog:
     types = [_type_from_row(r) for r in builtin("quants.toml")["quant"]]
     try:
-        mixes = [_mix_from_row(r) for r in builtin("gguf_mixes.toml")["mix"]]
+        data = builtin("gguf_mixes.toml")
     except FileNotFoundError:
-        mixes = []
-    return QuantCatalog(types, mixes)
+        data = {}
+    mixes = [_mix_from_row(r) for r in data.get("mix", ())]
+    return QuantCatalog(types, mixes, [_variant_from_row(r, mixes) for r in data.get("variant", ())])

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 BREAKEVEN_EPILOG = """\b
 Examples:
-  cardfit breakeven --hourly 0.50 --tokens-per-s 400 --hours-per-month 730   # the break-even page's example
+  cardfit breakeven --hourly 0.50 --tokens-per-s 400 --hours-per-month 730 --input-per-output 0
+      # the break-even page's example (it prices output tokens only)
   cardfit breakeven --monthly 365 --tokens-per-s 400 --duty 0.1 --api claude-sonnet-5 --api gpt-5.4-mini
   cardfit breakeven --hourly 0.50 --from-log vllm.log --api-price 2.00 --plot breakeven.svg
   cardfit breakeven --gpu "RTX 4090" --model llama3.1:8b --api frontier
@@ -60,7 +61,7 @@ def _print(r: Breakeven) -> None:
     at_full = "" if r.duty >= 1 else f" (${r.cost_per_million_full_duty_usd:,.2f} at 100%)"
     c.print(f"Cost per million at {_pct(r.duty)} duty: [bold]${r.cost_per_million_usd:,.2f}[/]{at_full}\n")
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col, just in (("API", "left"), ("$/M out", "right"), ("break-even M/month", "right"),
+    for col, just in (("API", "left"), ("$/M out+in", "right"), ("break-even M/month", "right"),
                       ("needs duty", "right"), ("verdict", "left")):
         tab.add_column(col, justify=just)  # type: ignore[arg-type]
     for a in r.apis:

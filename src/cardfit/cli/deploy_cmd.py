@@ -63,6 +63,7 @@ def _print(r: DeployReport) -> None:
     from rich.table import Table
 
     from ..services.deploy import NO_ANSWER
+    from ..units import fmt_num  # money as the page's num() rounds it (halves away from zero)
     from .render import console
 
     c = console()
@@ -74,8 +75,8 @@ def _print(r: DeployReport) -> None:
                     f"KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} (--catalog adds one)")
         else:
             c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
-                    f"KV {b.kv_dtype} · [bold]${b.monthly_usd:,.0f}/month[/] ({r.hours_per_month:g} h), "
-                    f"${b.cost_per_million_usd or 0:,.3f} per M output tokens at this load")
+                    f"KV {b.kv_dtype} · [bold]${fmt_num(b.monthly_usd)}/month[/] ({r.hours_per_month:g} h), "
+                    f"${fmt_num(b.cost_per_million_usd or 0, 3)} per M output tokens at this load")
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")

@@ -69,8 +69,7 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
                 f"{a.smallest_card_by_headroom}")
     s = r.speed
     if s.decode_ceiling_tokens_per_s and r.gpus[0].verdict != "no":
-        rng = s.decode_tokens_per_s_range
-        span = f" (likely {rng[0]:,.0f}–{rng[1]:,.0f})" if rng else ""
+        span = _likely(s.decode_tokens_per_s_range, "{:,.0f}")
         est = f", about {s.decode_tokens_per_s:,.0f} realistic{span}" if s.decode_tokens_per_s else ""
         c.print(f"Decode on {s.gpu}: ceiling {s.decode_ceiling_tokens_per_s:,.0f} tokens/s per "
                 f"stream{est}.")
@@ -82,7 +81,17 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
     c.flush()
 
 
+def _likely(rng: Any, fmt: str) -> str:
+    """' (likely LOW–HIGH)', or nothing where the two ends print alike ('likely 2–2' says nothing)."""
+    if not rng:
+        return ""
+    lo, hi = fmt.format(rng[0]), fmt.format(rng[1])
+    return "" if lo == hi else f" (likely {lo}–{hi.lstrip('$')})"
+
+
 def _print_cost(c: Any, cost: CostView) -> None:
+    from ..units import fmt_num
+
     if not cost.cards:
         return
     k = cost.cards[0]
@@ -97,11 +106,16 @@ def _print_cost(c: Any, cost: CostView) -> None:
         else:
             parts.append(f"never beats {label}")
     rng = k.ranges.cost_per_million_usd_range if k.ranges else None
-    c.print(f"Cost on {k.count}× {k.gpu}: ${k.monthly_usd or 0:,.0f}/month (${k.hourly_usd or 0:.2f}/h "
-            f"over {cost.hours_per_month:g} h); at {k.tokens_per_s or 0:,.1f} tokens/s "
-            f"({cost.tokens_per_s_basis.split(' (')[0]}) ${k.cost_per_million_usd or 0:,.2f}"
-            + (f" (likely ${rng[0]:,.2f}–{rng[1]:,.2f})" if rng else "") + " per M at "
+    # the page prints this line from the same figures (app.js costLine): fmt_num rounds as its num() does
+    c.print(f"Cost on {k.count}× {k.gpu}: ${fmt_num(k.monthly_usd or 0)}/month "
+            f"(${fmt_num(k.hourly_usd or 0, 2)}/h over {cost.hours_per_month:g} h); at "
+            f"{fmt_num(k.tokens_per_s or 0, 1)} tokens/s "
+            f"({cost.tokens_per_s_basis.split(' (')[0]}) ${fmt_num(k.cost_per_million_usd or 0, 2)}"
+            + _likely(rng, "${:,.2f}") + " per M at "
             f"{cost.duty:.0%} duty; " + "; ".join(parts) + ".")
+    if cost.input_per_output:
+        c.print(f"API $/M: output price + {cost.input_per_output:g} prompt tokens billed per output token "
+                f"({cost.input_per_output_source}).")
 
 
 MAXCTX_EPILOG = """\b
@@ -137,7 +151,8 @@ def max_sequences(r: MaxSequences, inp: Any) -> None:
     """The most concurrent sequences of --context tokens that fit MODEL on one card (or --gpus cards)."""
     kv = kv_words(r.kv_dtype, r.kv_bytes_per_token)
     echo(f"{r.model} on {r.count}× {r.gpu} ({r.quant}, {r.runtime}, {kv}): up to "
-               f"{r.max_sequences:,} concurrent sequences of {r.context:,} tokens ({r.context_source}).")
+               f"{r.max_sequences:,} concurrent sequence{'' if r.max_sequences == 1 else 's'} of "
+               f"{r.context:,} tokens ({r.context_source}).")
 
 
 LARGEST_EPILOG = """\b

@@ -63,7 +63,8 @@ def _print(r: SpeedReport) -> None:
                 f"{r.prompt_tokens:,}-token prompt after {r.time_to_first_token_s:.2f} s. Cold start: "
                 f"{r.cold_start_s:,.1f} s from disk.")
     if r.verdict != "offload":
-        c.print(f"KV cache room: {r.max_concurrency:,} sequences of {r.context:,} tokens"
+        c.print(f"KV cache room: {r.max_concurrency:,} sequence{'' if r.max_concurrency == 1 else 's'} of "
+                f"{r.context:,} tokens"
                 + (f"; compute bound from {r.compute_bound_from:,} sequences"
                    if r.compute_bound_from else ""))
     ttft = any(row.ttft_ms is not None for row in r.rows)  # a served load: its time to first token too

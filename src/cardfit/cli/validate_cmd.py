@@ -38,6 +38,21 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f} {unit.replace('tokens_per_s', 'tok/s')}"
 
 
+def _wide(c: Any, table: Any) -> Any:
+    """Output to a file or pipe has no edge: the console as wide as the table's longest row (record ids run
+    to 70 characters), so no column is cut to '…'; a terminal keeps its own width."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    from .render import width
+
+    if width() is None:
+        return c
+    probe = Console(width=100_000, highlight=False, emoji=False)
+    need = Measurement.get(probe, probe.options, table).maximum
+    return c if need <= c.width else Console(highlight=False, soft_wrap=False, width=need, emoji=False)
+
+
 def _print(report: Report, show_all: bool, plot: str | None) -> None:
     from rich.table import Table
 
@@ -53,6 +68,7 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
             continue
         err = "skipped" if o.skipped or o.error is None else f"{round(o.error, 5):+.1%}"
         t.add_row(o.kind, o.id, o.runtime, _fmt(o.measured, o.unit), _fmt(o.predicted, o.unit), err)
+    c = _wide(c, t)
     c.print(t)
     if show_all:
         for o in report.outcomes:

@@ -28,6 +28,12 @@ HOURS_PER_MONTH = 720
 BREAKEVEN_GUIDE_VOLUMES_MILLIONS = (5, 10, 25, 50, 100, 250, 500, 1000)
 BREAKEVEN_GUIDE_DUTIES = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
 
+# Prompt tokens an API bills per output token when no request says otherwise: 3, the weighting of
+# Artificial Analysis's blended API price ("3:1 input to output"; https://artificialanalysis.ai/methodology,
+# the ratio Epoch AI's LLM price data insight also uses).
+DEFAULT_INPUT_PER_OUTPUT = 3.0
+DEFAULT_INPUT_PER_OUTPUT_SOURCE = "Artificial Analysis's blended-price ratio, 3 input : 1 output"
+
 
 # ---- the four formulas -------------------------------------------------------------------------------
 

@@ -641,15 +641,18 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
              bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False,
              sequences: int = 1, dequant_ops_per_weight: float = 0.0, prefill_ubatch: int = 512,
-             expert_efficiency: float = 0.0, overhead_s_per_moe_layer: float = 0.0) -> Speed:
+             expert_efficiency: float = 0.0, overhead_s_per_moe_layer: float = 0.0,
+             window_cells: int = 0) -> Speed:
     """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
-    concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan."""
+    concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan; `window_cells`: what
+    a sliding-window layer reads once wrapped (the runtime adapter's window_read_cells, as services/served.py
+    loads it)."""
     filled = mem.context if context_filled is None else context_filled
     bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = (prefill_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None) \
         or gpu.tflops(precision) or gpu.tflops("bf16")
     load = Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
-                kv_read_bytes(m, mem, filled, window_cache),
+                kv_read_bytes(m, mem, filled, window_cache, window_cells),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
                 cpu_weight_fraction, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes

@@ -21,6 +21,10 @@ from .table import Result
 MAX_USD = 10_000_000.0
 # the break-even guide: "400 output tokens per second with 16 concurrent requests"
 BREAKEVEN_GUIDE_CONCURRENCY = 16
+# prompt tokens billed per output token when neither --input-per-output nor a timed request says
+# (core/cost.py)
+DEFAULT_INPUT_PER_OUTPUT = cost.DEFAULT_INPUT_PER_OUTPUT
+INPUT_PER_OUTPUT_SOURCE = cost.DEFAULT_INPUT_PER_OUTPUT_SOURCE
 
 
 @record
@@ -43,15 +47,18 @@ class BreakevenInput(RuntimeInput):
     quant: str | None = opt(None, "with --model: weights quantization", max_length=64)
     runtime: str | None = opt(None, "with --model: vllm llama.cpp ollama …", max_length=32)
     concurrency: int | None = opt(None, "with --model: concurrent requests the server runs (default 16, the "
-                                  "break-even guide's example; capped by the KV cache)", ge=1, le=65_536)
+                                  "break-even guide's example; capped by the KV cache), each a request of "
+                                  "--input-tokens + --output-tokens (default 1000 + 300)", ge=1, le=65_536)
     api_price: tuple[float, ...] = opt((), "API price per million OUTPUT tokens, USD (repeatable)",
                                        max_length=64)
     api: tuple[str, ...] = opt((), "API by catalog name (repeatable; `cardfit apis` lists them); default: "
                                "the break-even guide's three tiers", max_length=64)
     api_input_price: float | None = opt(None, "API price per million INPUT tokens for --api-price entries "
                                         "(catalog APIs carry their own)", ge=0, le=MAX_USD)
-    input_per_output: float = opt(0.0, "prompt tokens sent per output token (adds the API's input price; "
-                                  "with --prefill-tokens-per-s, prefill time on the card)", ge=0, le=100_000)
+    input_per_output: float | None = opt(None, "prompt tokens sent per output token (adds the API's input "
+                                         "price; with --prefill-tokens-per-s, prefill time on the card); "
+                                         "default: the request --model timed, else 3 (Artificial "
+                                         "Analysis's 3:1 blend); 0 prices output only", ge=0, le=100_000)
     prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
                                              "measured without real prompts", gt=0, le=10 * MAX_TOKENS_PER_S)
     duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
@@ -107,6 +114,9 @@ class Throughput:
     source: str
     log: LogReading | None = None
     notes: list[str] = field(default_factory=list)
+    cards: int | None = None  # the cards in the set the speed estimate timed (--model); None: not known
+    input_per_output: float = DEFAULT_INPUT_PER_OUTPUT  # prompt tokens priced per output token
+    input_per_output_source: str = INPUT_PER_OUTPUT_SOURCE
 
 
 @record
@@ -115,20 +125,23 @@ class Comparison:
     price_per_million_usd: float  # output + input per output token
 
 
-def _rent(inp: BreakevenInput) -> Rent:
+def _rent(inp: BreakevenInput, timed_cards: int | None = None) -> Rent:
+    """The rent: given, or the catalog price of the set the throughput was timed on (`timed_cards`, the
+    cards the --model speed estimate placed the model on) so that the rent and the tokens/s describe the
+    same cards."""
     if inp.hourly is not None and inp.monthly is not None:
         raise InputError("give --hourly or --monthly, not both", field="hourly")
     if inp.hourly is not None or inp.monthly is not None:
         hours = inp.hours_per_month or cost.HOURS_PER_MONTH
         hourly = inp.hourly if inp.hourly is not None else cost.hourly_from_monthly(inp.monthly or 0, hours)
-        return Rent(hourly, hours, hours, "given")
+        return Rent(hourly, hours, hours, "given", timed_cards or 1)
     if inp.gpu:
-        return _catalog_rent(inp)
+        return _catalog_rent(inp, timed_cards)
     raise InputError("give the rent: --hourly USD, --monthly USD, or --gpu NAME to price it from the catalog",
                      field="hourly")
 
 
-def _catalog_rent(inp: BreakevenInput) -> Rent:
+def _catalog_rent(inp: BreakevenInput, timed_cards: int | None = None) -> Rent:
     from ..catalog.gpus import default_gpus, load_gpus
     from ..catalog.rental import default_rental
 
@@ -137,7 +150,7 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
     if gpu.monthly_usd is None:
         raise InputError(f"the catalog has no rental price for {gpu.name}", field="gpu",
                          hint="give --hourly or --monthly")
-    count = inp.gpus or max(gpu.min_count, 1)
+    count = inp.gpus or timed_cards or max(gpu.min_count, 1)
     if count < gpu.min_count:
         raise InputError(f"{gpu.name} is rented in sets of at least {gpu.min_count}", field="gpus",
                          hint=f"use --gpus {gpu.min_count}")
@@ -151,7 +164,11 @@ def _catalog_rent(inp: BreakevenInput) -> Rent:
     return Rent(hourly, hours, billed, src, count, discount)
 
 
-def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, list[str]]:
+# rate, source, log, notes, the cards timed and the request (prompt, answer tokens) timed (--model)
+Raw = tuple[float, str, LogReading | None, list[str], int | None, tuple[int, int] | None]
+
+
+def _raw_tokens(inp: BreakevenInput) -> Raw:
     given = [n for n, v in (("--tokens-per-s", inp.tokens_per_s), ("--from-log", inp.from_log),
                             ("--model", inp.model)) if v]
     if len(given) > 1:
@@ -161,7 +178,7 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, lis
         raise InputError(f"{flag} describes the model's runtime: it goes with --model M --gpu G",
                          field=flag[2:])
     if inp.tokens_per_s:
-        return inp.tokens_per_s, "given", None, []
+        return inp.tokens_per_s, "given", None, [], None, None
     if inp.from_log:
         return _from_log(inp.from_log)
     if inp.model:
@@ -170,7 +187,7 @@ def _raw_tokens(inp: BreakevenInput) -> tuple[float, str, LogReading | None, lis
                      field="tokens_per_s")
 
 
-def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
+def _from_log(path: str) -> Raw:
     from ..readers.logs import read_log
 
     m = bounded_measurement(read_log(path), path)
@@ -179,7 +196,7 @@ def _from_log(path: str) -> tuple[float, str, LogReading, list[str]]:
     if m.busy_fraction is not None and m.busy_fraction < 1:
         notes.append(f"the server was busy in {m.busy_fraction:.0%} of the logged intervals; if that log "
                      f"is a typical stretch, --duty {m.busy_fraction:.2f} prices it")
-    return m.tokens_per_s, f"log ({m.kind})", log, notes
+    return m.tokens_per_s, f"log ({m.kind})", log, notes, None, None
 
 
 # plan's model and runtime options (RuntimeInput) that only mean something with --model
@@ -198,7 +215,7 @@ def _runtime_options(inp: BreakevenInput) -> dict[str, Any]:
     return {k: getattr(inp, k) for k in _WITH_MODEL if getattr(inp, k) not in (None, False)}
 
 
-def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
+def _estimate(inp: BreakevenInput) -> Raw:
     if not inp.gpu:
         raise InputError("--model needs --gpu to estimate tokens/s", field="gpu")
     values = {"model": inp.model, "gpu": inp.gpu, "gpus": inp.gpus, "quant": inp.quant,
@@ -210,30 +227,69 @@ def _estimate(inp: BreakevenInput) -> tuple[float, str, None, list[str]]:
         raise InputError("--batch and --concurrency both set the concurrent sequences; give one",
                          field="concurrency")
     values.pop("batch", None)
+    request = _request(inp)
+    if request is not None:
+        values.update(input_tokens=request[0], output_tokens=request[1])
     want = inp.concurrency or inp.batch or BREAKEVEN_GUIDE_CONCURRENCY
     report = speed_report(SpeedInput(**values, concurrency=(want,)))
     n = min(want, report.max_concurrency or 1)
     if n != want:
         report = speed_report(SpeedInput(**values, concurrency=(n,)))
     row = report.rows[0]
-    note = (f"speed estimate for {report.count}× {report.gpu} at {n} concurrent sequences"
+    note = (f"speed estimate for {report.count}× {report.gpu} at {n} concurrent "
+            f"sequence{'' if n == 1 else 's'}"
             f"{'' if n == want else f' (the most the KV cache holds; {want} asked)'}: "
             f"{row.aggregate_tokens_per_s:,.0f} tok/s in all, {row.per_user_tokens_per_s:,.1f} per user")
-    return row.aggregate_tokens_per_s, "estimate", None, [note]
+    notes = [note, _request_note(inp, request, report.context)]
+    if report.count > 1 and (inp.hourly is not None or inp.monthly is not None):
+        notes.append(f"the rent given is taken as the rent of all {report.count} cards the estimate timed")
+    return row.aggregate_tokens_per_s, "estimate", None, notes, report.count, request
+
+
+def _request(inp: BreakevenInput) -> tuple[int, int] | None:
+    """The request each sequence of the --model estimate serves: the one given, else a typical chat turn
+    (deploy's default, services/served.py: 1,000 prompt + 300 answer tokens), so that the context is one
+    request's and not the model's whole window; None when --context asks for decoding alone."""
+    from .served import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+
+    if inp.input_tokens or inp.output_tokens or not inp.context:
+        return inp.input_tokens or DEFAULT_INPUT_TOKENS, inp.output_tokens or DEFAULT_OUTPUT_TOKENS
+    return None
+
+
+def _request_note(inp: BreakevenInput, request: tuple[int, int] | None, context: int) -> str:
+    if request is None:
+        return (f"each sequence decodes with half its {context:,}-token context filled (--context given, no "
+                "--input-tokens): no prompts are timed")
+    given = "given" if inp.input_tokens or inp.output_tokens else ("a typical request, deploy's default; "
+                                                                  "--input-tokens/--output-tokens change it")
+    return (f"each sequence serves {request[0]:,}-token prompts and {request[1]:,}-token answers ({given}); "
+            f"context {context:,} tokens")
 
 
 def _throughput(inp: BreakevenInput) -> Throughput:
-    raw, source, log, notes = _raw_tokens(inp)
-    tps = cost.effective_tokens_per_s(raw, input_per_output=inp.input_per_output,
+    raw, source, log, notes, cards, request = _raw_tokens(inp)
+    ratio, why = _input_per_output(inp, request)
+    tps = cost.effective_tokens_per_s(raw, input_per_output=ratio,
                                       prefill_tokens_per_s=inp.prefill_tokens_per_s,
                                       retry_multiplier=inp.retry_multiplier)
     if inp.retry_multiplier > 1:
         notes.append(f"quality gap: {inp.retry_multiplier:g} attempts per useful answer → {tps:,.1f} "
                      "useful tok/s")
-    return Throughput(tps, raw, source, log, notes)
+    return Throughput(tps, raw, source, log, notes, cards, ratio, why)
 
 
-def _comparisons(inp: BreakevenInput) -> list[Comparison]:
+def _input_per_output(inp: BreakevenInput, request: tuple[int, int] | None) -> tuple[float, str]:
+    """Prompt tokens the API bills with each output token, and where the figure comes from."""
+    if inp.input_per_output is not None:
+        return inp.input_per_output, "--input-per-output"
+    if request is not None:
+        return request[0] / request[1], (f"the request timed: {request[0]:,} prompt / {request[1]:,} answer "
+                                         "tokens")
+    return DEFAULT_INPUT_PER_OUTPUT, INPUT_PER_OUTPUT_SOURCE
+
+
+def _comparisons(inp: BreakevenInput, input_per_output: float) -> list[Comparison]:
     reg = apis(inp.catalog)
     chosen: list[ApiPrice] = [reg.get(n) for n in inp.api]
     input_price = inp.api_input_price or 0.0
@@ -245,9 +301,7 @@ def _comparisons(inp: BreakevenInput) -> list[Comparison]:
     if not chosen:
         chosen = breakeven_guide_tiers(reg)
     return [Comparison(a, cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m,
-                                                            inp.input_per_output)) for a in chosen]
-
-
+                                                            input_per_output)) for a in chosen]
 
 @record
 class Crossing(Result):
@@ -292,10 +346,11 @@ class ThroughputUsed(Result):
     tokens_per_s: float  # useful output tokens/s after prefill and retries
     measured_tokens_per_s: float
     source: str  # "given", "estimate" or "log (KIND)"
-    input_per_output: float
+    input_per_output: float  # prompt tokens priced per output token
     prefill_tokens_per_s: float | None
     retry_multiplier: float
     log: LogReading | None
+    input_per_output_source: str  # "--input-per-output", the request timed, or the default's source
 
 
 @record
@@ -399,7 +454,8 @@ class Breakeven(Result):
 
 def breakeven_report(inp: BreakevenInput) -> Breakeven:
     """`cardfit breakeven` for one input (and its charts when --plot asks for them)."""
-    rent, tp, comps = _rent(inp), _throughput(inp), _comparisons(inp)
+    tp = _throughput(inp)
+    rent, comps = _rent(inp, tp.cards), _comparisons(inp, tp.input_per_output)
     hidden = cost.HiddenCosts(inp.storage_gb, inp.storage_usd_per_gb_month, inp.cold_starts_per_month,
                               inp.cold_start_s, inp.extra_monthly_usd)
     hours = rent.hours_per_month
@@ -419,12 +475,12 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
         rent=RentTerms(rounded(rent.hourly_usd, 4), rent.hours_per_month, rent.billed_hours,
                        rounded(rent.monthly_usd, 2), rent.count, rent.discount_fraction, rent.source),
         throughput=ThroughputUsed(rounded(tp.tokens_per_s, 2), rounded(tp.raw_tokens_per_s, 2), tp.source,
-                                  inp.input_per_output, inp.prefill_tokens_per_s, inp.retry_multiplier,
-                                  tp.log),
+                                  rounded(tp.input_per_output, 4), inp.prefill_tokens_per_s,
+                                  inp.retry_multiplier, tp.log, tp.input_per_output_source),
         hidden_costs=_hidden(hidden, rent, inp.duty),
         by_volume=by_volume(monthly, capacity, comps),
         by_duty=by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
-        notes=tuple(tp.notes + _notes(comps, capacity)),
+        notes=tuple(tp.notes + _notes(comps, capacity, tp)),
     )
     if inp.plot:
         from dataclasses import replace
@@ -477,13 +533,19 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
                          {c.api.id: rounded(c.price_per_million_usd, 4) for c in comps}) for d in all_duties)
 
 
-def _notes(comps: list[Comparison], capacity: float) -> list[str]:
+def _notes(comps: list[Comparison], capacity: float, tp: Throughput) -> list[str]:
     dated = sorted({c.api.date for c in comps if c.api.date})
-    return (
-        [f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows sources)"]
-        if dated
-        else []
-    )
+    out = []
+    if not tp.input_per_output:
+        out.append("API $/M prices output tokens only (--input-per-output 0)")
+    elif any(c.api.input_usd_per_m for c in comps):
+        out.append(f"API $/M = output price + {tp.input_per_output:g} × input price: "
+                   f"{tp.input_per_output:g} prompt tokens billed per output token "
+                   f"({tp.input_per_output_source}; --input-per-output 0 prices output only)")
+    if dated:
+        out.append(f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows "
+                   "sources)")
+    return out
 
 
 def bounded_measurement(m: Any, path: str) -> Any:

@@ -176,7 +176,9 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
                              "not one", field="runtime", hint="pick one of those or leave --runtime out")
         return [rt]
     checkpoint_quant = inp.quant is not None and not gguf_holds(default_quants().get(inp.quant))
-    if (resolved.gguf or resolved.tag is not None or resolved.ollama) and not checkpoint_quant:
+    ollama_only = resolved.checkpoint is None  # 'deepseek-v3' is also the checkpoint's id: every runtime
+    if (resolved.gguf or resolved.tag is not None or resolved.ollama) and not checkpoint_quant \
+            and ollama_only:
         return servers("gguf")
     return servers()
 
@@ -184,6 +186,8 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
 def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
     if inp.quant:
         return [inp.quant]
+    if resolved.checkpoint is not None and rt.weights_format != "gguf":
+        resolved = resolved.checkpoint  # the checkpoint runtimes serve the checkpoint the name is the id of
     if resolved.gguf or resolved.tag is not None or resolved.quant_hint:
         return [resolved.quant_hint or "Q4_K_M"]
     if rt.weights_format == "gguf":
@@ -331,7 +335,10 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                         ctx = build_context(_plan_input(inp, runtime=rt.id, quant=qname, kv_dtype=kvd,
                                                         context=length, batch=max(n, 1)))
                     except CardfitError as e:
-                        if inp.quant or inp.kv_dtype or inp.runtime:
+                        # a --kv-dtype one of the searched runtimes does not take (Ollama: no bf16) leaves
+                        # that runtime out; the others still answer
+                        kv_refused = isinstance(e, InputError) and e.field == "kv_dtype" and not inp.runtime
+                        if (inp.quant or inp.kv_dtype or inp.runtime) and not kv_refused:
                             raise
                         skipped.append(f"{rt.id} {qname}: {e}")
                         break

@@ -328,7 +328,9 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                              sequences=max(ctx.sequences, 1),
                              dequant_ops_per_weight=rt.dequant_ops_per_weight,
                              prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
-                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
+                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
+                             # the cache read `cardfit speed`, the served figure and validate time
+                             window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
@@ -786,6 +788,8 @@ class CostView(Result):
     apis: tuple[ApiTier, ...]
     tokens_per_s_basis: str
     cards: tuple[CardCost, ...]
+    input_per_output: float  # prompt tokens each API bills per output token (in price_per_million_usd)
+    input_per_output_source: str
 
 
 @record
@@ -845,12 +849,28 @@ def plan_cost(p: Plan) -> CostView:
     chosen = [reg.get(inp.api)] if getattr(inp, "api", None) else breakeven_guide_tiers(reg)
     basis, figure = _cost_basis(p)
     rt = p.ctx.runtime.id
+    ratio, why = _input_per_output(inp)
+    # an API bills the prompt tokens sent with each output token too, as `cardfit breakeven` prices it
+    prices = {a.id: cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m, ratio)
+              for a in chosen}
     cards = tuple(row for c in p.cards
-                  if (row := _card_cost(c, hours, duty, chosen, figure, rt)) is not None)
+                  if (row := _card_cost(c, hours, duty, chosen, figure, rt, prices)) is not None)
     return CostView(rounded(o.monthly_usd), hours,
                     rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, duty,
-                    tuple(ApiTier(a.id, a.name, a.output_usd_per_m, a.date or None) for a in chosen), basis,
-                    cards)
+                    tuple(ApiTier(a.id, a.name, rounded(prices[a.id], 4), a.date or None) for a in chosen),
+                    basis, cards, rounded(ratio, 4), why)
+
+
+def _input_per_output(inp: Any) -> tuple[float, str]:
+    """Prompt tokens per output token the APIs bill: the plan's request (--input-tokens/--output-tokens),
+    else the default blend (core/cost.py)."""
+    if getattr(inp, "input_tokens", None) or getattr(inp, "output_tokens", None):
+        from .served import workload
+
+        w = workload(inp.input_tokens, inp.output_tokens, 0)
+        return w.input_tokens / w.output_tokens, (f"the request: {w.input_tokens:,} prompt / "
+                                                  f"{w.output_tokens:,} answer tokens")
+    return cost.DEFAULT_INPUT_PER_OUTPUT, cost.DEFAULT_INPUT_PER_OUTPUT_SOURCE
 
 
 def _cost_basis(p: Plan) -> tuple[str, str | None]:
@@ -890,7 +910,7 @@ def _tokens_per_s(s: Speed | None) -> float | None:
 
 
 def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice], figure: str | None,
-               runtime: str) -> CardCost | None:
+               runtime: str, prices: dict[str, float]) -> CardCost | None:
     from ..core.uncertainty import cost_range, value_range
 
     o, s = card.option, card.speed
@@ -901,7 +921,7 @@ def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice]
     capacity = cost.capacity_millions(tps, hours)
     rows = []
     for a in chosen:
-        be = cost.breakeven_millions(o.monthly_usd, a.output_usd_per_m)
+        be = cost.breakeven_millions(o.monthly_usd, prices[a.id])
         rows.append(CardBreakeven(a.id, rounded(be, 3), rounded(cost.required_duty(be, capacity), 4),
                                   cost.required_duty(be, capacity) <= 1))
     per_m = rounded(cost.cost_per_million(hourly, tps, duty), 4)

@@ -25,6 +25,9 @@ class Resolved:
     quant_hint: str = ""  # quantization implied by the name or file
     origin: str = "catalog"  # catalog | shape | file | hub | ollama-store | hf-cache
     ollama: bool = False  # the name was an Ollama tag (plan for Ollama, its Q4_K_M build by default)
+    # the name is also the model's own catalog id or Hugging Face id ('deepseek-v3': Ollama's library name
+    # and the checkpoint's id): the checkpoint as that id names it, for the runtimes that serve checkpoints
+    checkpoint: Resolved | None = None
 
     @property
     def gguf(self) -> bool:
@@ -108,14 +111,16 @@ def resolve(inp: ModelInput) -> Resolved:
             OllamaTag(name, local.file_quant, source=local.source) if local.origin == "ollama-store" else None
         )
         return Resolved(local, pulled, quant_hint=local.file_quant, origin=local.origin)
+    latest = name.lower().endswith(":latest") and ":" not in name[:-7]
+    if latest:
+        name = name[:-7]  # Ollama pulls NAME:latest for a bare NAME: the same tag
     m = _TAG_QUANT.match(name)
     found = models.find(name)
     if found is None:
-        base = m["base"] if m else name[:-7] if name.lower().endswith(":latest") else ""
-        found = models.find(base) if base else None
+        found = models.find(m["base"]) if m else None
         if found is None:
             found = _get_or_hint(models, name)
-    return _from_catalog(found, name, m["base"] if m else name, m["q"] if m else "")
+    return _from_catalog(found, name, m["base"] if m else name, m["q"] if m else "", latest)
 
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, as on huggingface.co
@@ -142,8 +147,9 @@ def is_ollama_name(model: ModelSpec, name: str) -> bool:
     return any(t.lower().split(":")[0] == key for t in tags)
 
 
-def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str) -> Resolved:
-    ollama = is_ollama_name(found, name)
+def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str,
+                  latest: bool = False) -> Resolved:
+    ollama = latest or is_ollama_name(found, name)  # NAME:latest is a tag, whatever NAME is
     tag = find_tag(found, base) or find_tag(found, name)
     if tag is None and ollama and found.ollama and ":" not in name:
         # the bare library name: its ':latest', the model's first tag of that family (the catalog puts the
@@ -155,4 +161,8 @@ def _from_catalog(found: ModelSpec, name: str, base: str, suffix_quant: str) -> 
         hint = tag.quant
     if not hint and ollama:
         hint = "Q4_K_M"  # Ollama's plain tags are the Q4_K_M build
-    return Resolved(found, tag, quant_hint=hint or found.native_quant, origin="catalog", ollama=ollama)
+    key = name.strip().lower()
+    own = ollama and not latest and ":" not in key and key in (found.id.lower(), found.hf.lower())
+    checkpoint = Resolved(found, quant_hint=found.native_quant, origin="catalog") if own else None
+    return Resolved(found, tag, quant_hint=hint or found.native_quant, origin="catalog", ollama=ollama,
+                    checkpoint=checkpoint)

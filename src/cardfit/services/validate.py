@@ -191,6 +191,14 @@ def load_records(kind: str | None = None, runtime: str | None = None) -> list[di
             raise InputError(f"unknown record kind '{kind}'; one of {', '.join(KINDS)}", field="kind")
         recs = [r for r in recs if r["kind"] == kind]
     if runtime:
+        known = {_norm_rt(r["runtime"]): r["runtime"] for r in all_records()}
+        if _norm_rt(runtime) not in known:  # a typo ('vlm') is an error, not an empty table
+            from ..names import closest, norm
+
+            near = closest(runtime, {norm(k): v for k, v in known.items()})
+            raise InputError(f"no records measured on runtime '{runtime}'"
+                             + (f"; did you mean {' or '.join(near)}?" if near else ""), field="runtime",
+                             hint=f"runtimes with records: {', '.join(sorted(set(known.values())))}")
         recs = [r for r in recs if _norm_rt(r["runtime"]) == _norm_rt(runtime)]
     return recs
 
