@@ -29,7 +29,7 @@ def validate(report: Report, inp: Any, show_all: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
     if inp.source:
-        _print_sample(report, inp.source, show_all)
+        _print_sample(report, inp.source, show_all, inp.plot)
         return
     _print(report, show_all, inp.plot)
 
@@ -108,7 +108,7 @@ def _print_splits(c: Any, report: Report) -> None:
     c.print(t)
 
 
-def _print_sample(report: Report, source: str, show_all: bool) -> None:
+def _print_sample(report: Report, source: str, show_all: bool, plot: str | None) -> None:
     """A whole sample (`--source`): its error per metric and overall, then per runtime; the records are in
     `--json` (thousands of rows)."""
     from rich.table import Table
@@ -144,4 +144,5 @@ def _print_sample(report: Report, source: str, show_all: bool) -> None:
     c.print(f"{len(report.outcomes)} records ({source} rows × TTFT and TPOT), {len(skipped)} skipped. "
             "Error = predicted / measured − 1; 'p90 over': 90th percentile of the unsafe error (fewer "
             "milliseconds than measured). In sample: constants are fitted on records of the same publisher; "
-            "the first contact is the code before the sample was scored. `--json` lists every record.")
+            "the first contact is the code before the sample was scored. `--json` lists every record."
+            + (f" Chart: {plot}" if plot else ""))
