@@ -4,6 +4,8 @@ that figure (src/cardfit/data/first_contact.toml) beside the record, never edite
     python scripts/first_contact.py --added COMMIT FILE  # FILE's records as COMMIT added them, scored by
                                                          # the code of COMMIT's parent (a source of the past)
     python scripts/first_contact.py --new FILE           # a new source not committed yet, scored by HEAD
+    python scripts/first_contact.py --aiconfigurator COMMIT  # the whole eligible aiconfigurator sample
+                                                         # (services/aic_sample.py), scored by COMMIT's code
 
 Both append rows for records not in first_contact.toml yet; rows already there are never rewritten. Each row
 names the code that scored it (`code_at`, a commit) and when. The scoring runs the old tree's own
@@ -30,7 +32,10 @@ VALIDATION = "src/cardfit/data/validation"
 _SCORE = """
 import json, sys, tomllib
 from cardfit.services.validate import predict
-rows = tomllib.load(open(sys.argv[1], "rb")).get("record", [])
+if sys.argv[1].endswith(".json"):  # records built by today's tree (a sample kept as CSV, not as TOML)
+    rows = json.load(open(sys.argv[1], encoding="utf-8"))
+else:
+    rows = tomllib.load(open(sys.argv[1], "rb")).get("record", [])
 for r in rows:
     try:
         o = predict(r)
@@ -45,13 +50,14 @@ def git(*args: str) -> str:
                           text=True).stdout.strip()
 
 
-def score_at(commit: str, toml_text: str) -> list[dict]:
-    """The records of `toml_text` predicted by the tree at `commit`."""
+def score_at(commit: str, toml_text: str, suffix: str = ".toml") -> list[dict]:
+    """The records of `toml_text` (a JSON list of records with suffix ".json") predicted by the tree at
+    `commit`."""
     with tempfile.TemporaryDirectory(prefix="cardfit-first-contact-") as tmp:
         tree = Path(tmp) / "tree"
         git("worktree", "add", "--detach", "-q", str(tree), commit)
         try:
-            records = Path(tmp) / "records.toml"
+            records = Path(tmp) / f"records{suffix}"
             records.write_text(toml_text, encoding="utf-8")
             env = {**os.environ, "PYTHONPATH": str(tree / "src"), "XDG_CACHE_HOME": str(Path(tmp) / "cache")}
             out = subprocess.run([sys.executable, "-c", _SCORE, str(records)], capture_output=True, text=True,
@@ -108,12 +114,39 @@ def rows_for(file: str, toml_text: str, code_at: str, added_in: str | None, date
     return out
 
 
+def sample_rows(code_at: str, date: str) -> list[dict]:
+    """The aiconfigurator sample's records, built by this tree (services/aic_sample.py), scored by the code
+    of `code_at`: the figures before any change the sample prompts."""
+    from cardfit.services.aic_sample import DATA, records
+
+    recs = {r["id"]: r for r in records()}
+    out = []
+    for s in score_at(code_at, json.dumps(list(recs.values())), ".json"):
+        r = recs[s["id"]]
+        out.append({"id": s["id"], "file": Path(DATA).name, "kind": r["kind"],
+                    "measured": float(r["measured"]),
+                    "predicted": s["predicted"], "skipped": s["skipped"], "code_at": code_at, "date": date})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--added", metavar="COMMIT", help="the commit that added FILE (history)")
     ap.add_argument("--new", action="store_true", help="FILE is a new source: score it with HEAD's code")
-    ap.add_argument("file", help="a validation TOML file (its path in the repository)")
+    ap.add_argument("--aiconfigurator", metavar="COMMIT",
+                    help="score the whole eligible aiconfigurator sample with COMMIT's code")
+    ap.add_argument("file", nargs="?", help="a validation TOML file (its path in the repository)")
     a = ap.parse_args(argv)
+    if a.aiconfigurator:
+        date = subprocess.run(["date", "-u", "+%F"], capture_output=True, text=True).stdout.strip()
+        rows = sample_rows(git("rev-parse", a.aiconfigurator), date)
+        n = append(rows)
+        scored = [r for r in rows if r["predicted"] is not None]
+        print(f"aiconfigurator sample: {len(rows)} records, {len(scored)} scored at first contact, {n} rows "
+              "appended")
+        return 0
+    if not a.file:
+        ap.error("name FILE")
     rel = str(Path(a.file)) if not Path(a.file).is_absolute() else str(Path(a.file).relative_to(ROOT))
     if a.added:
         added = git("rev-parse", a.added)

@@ -18,6 +18,7 @@ Examples:
   cardfit validate --runtime vllm --json
   cardfit validate --plot accuracy.png  # predicted vs measured chart (needs matplotlib)
   cardfit validate --write-accuracy src/cardfit/data/accuracy.toml   # regenerate the error bars
+  cardfit validate --source aiconfigurator   # aiconfigurator's whole silicon sample, its own mode
 """
 
 
@@ -27,6 +28,9 @@ Examples:
 def validate(report: Report, inp: Any, show_all: bool) -> None:
     """Score cardfit against published measurements: predicted vs measured per record, and the
     median, 90th-percentile and worst relative error per kind (error = predicted / measured − 1)."""
+    if inp.source:
+        _print_sample(report, inp.source, show_all, inp.plot)
+        return
     _print(report, show_all, inp.plot)
 
 
@@ -118,3 +122,43 @@ def _print_splits(c: Any, report: Report) -> None:
         t.add_row(kind, cell(k.user_path), cell(k.older_releases), cell(k.first_contact),
                   cell(k.without_assumed), "—" if k.scored_with_prior is None else str(k.scored_with_prior))
     c.print(t)
+
+
+def _print_sample(report: Report, source: str, show_all: bool, plot: str | None) -> None:
+    """A whole sample (`--source`): its error per metric and overall, then per runtime; the records are in
+    `--json` (thousands of rows)."""
+    from rich.table import Table
+
+    from .render import console
+
+    c = console()
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
+              title=f"{source} sample: error per metric, in sample | first contact (n · median · p90 over)")
+    for col in ("metric", "runtime", "n", "skipped", "median", "p90 over", "median error", "│",
+                "first contact"):
+        t.add_column(col, justify="left" if col in ("metric", "runtime", "│") else "right", no_wrap=True)
+
+    def pct(v: float | None, signed: bool = False) -> str:
+        return "—" if v is None else (f"{v:+.1%}" if signed else f"{v:.1%}")
+
+    def cell(b: dict[str, Any] | None) -> str:
+        return "—" if not b else f"{b['n']} · {b['median_abs_error']:.1%} · {b['p90_over']:.1%}"
+
+    for kind, k in report.kinds.items():
+        t.add_row(kind, "all", str(k.n), str(k.skipped), pct(k.median_abs_error), pct(k.p90_over_error),
+                  pct(k.median_error, True), "│", cell(k.first_contact))
+    per = report.to_json()["by_runtime"]
+    for kind in report.kinds:
+        for rt, k in sorted(per.get(kind, {}).items()):
+            t.add_row(kind, rt, str(k["n"]), str(k["skipped"]), pct(k["median_abs_error"]),
+                      pct(k["p90_over_error"]), pct(k["median_error"], True), "│", "")
+    c.print(t)
+    skipped = [o for o in report.outcomes if o.skipped]
+    if show_all:
+        for o in skipped:
+            c.print(f"[dim]skipped {o.id}: {o.skipped}[/]")
+    c.print(f"{len(report.outcomes)} records ({source} rows × TTFT and TPOT), {len(skipped)} skipped. "
+            "Error = predicted / measured − 1; 'p90 over': 90th percentile of the unsafe error (fewer "
+            "milliseconds than measured). In sample: constants are fitted on records of the same publisher; "
+            "the first contact is the code before the sample was scored. `--json` lists every record."
+            + (f" Chart: {plot}" if plot else ""))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import field, replace
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from ..catalog.gpus import Gpu, default_gpus
 from ..catalog.loader import builtin
@@ -851,6 +851,37 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
                   {r["id"]: path_of(r) for r in records})
 
 
+# The kinds of a sample's report (validate --source): one per metric, then all of them together
+SAMPLE_METRICS = ("ttft_ms", "tpot_ms")
+
+
+def validate_sample(source: str, runtime: str | None = None) -> Report:
+    """`validate --source aiconfigurator`: every record built from the whole eligible sample
+    (services/aic_sample.py) predicted as `cardfit validate` predicts a serving record, summarised per metric
+    (kinds `aiconfigurator_ttft_ms`, `aiconfigurator_tpot_ms`) and overall (`aiconfigurator`), each beside its
+    first-contact figures (data/first_contact.toml). In sample only: the sample's publisher (NVIDIA) also
+    published records that constants are fitted on, so its first contact is the figure to trust."""
+    from .aic_sample import records as sample_records
+    from .calibrate import publisher_key, source_key
+
+    if source != "aiconfigurator":
+        raise InputError(f"unknown sample '{source}'; one of: aiconfigurator", field="source")
+    records = [r for r in sample_records() if not runtime or _norm_rt(r["runtime"]) == _norm_rt(runtime)]
+    if not records:
+        raise InputError(f"the {source} sample has no run on runtime '{runtime}'; it has vllm, sglang and "
+                         "trtllm", field="runtime")
+    outcomes = [replace(predict(r), kind=f"{source}_{r['metric']}") for r in records]
+    fc = first_contact()
+    kinds: dict[str, KindSummary] = {}
+    groups = [(f"{source}_{m}", [o for o in outcomes if o.kind == f"{source}_{m}"]) for m in SAMPLE_METRICS]
+    for name, outs in groups + [(source, outcomes)]:
+        k = summarize([replace(o, kind=name) for o in outs])[name]
+        first = [replace(o, predicted=fc[o.id].get("predicted")) for o in outs if o.id in fc]
+        kinds[name] = replace(k, first_contact=_block(first))
+    return Report(outcomes, kinds, [], {r["id"]: source_key(r) for r in records},
+                  {r["id"]: publisher_key(r) for r in records}, {r["id"]: path_of(r) for r in records})
+
+
 def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
     """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
     whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
@@ -891,11 +922,21 @@ class ValidateInput(Input):
     write_accuracy: str | None = opt(None,
                                      "regenerate the error-bar data (src/cardfit/data/accuracy.toml) from "
                                      "all records", max_length=4096)
+    source: Literal["aiconfigurator"] | None = opt(
+        None, "score a whole published sample in its own mode, not the records: aiconfigurator = every "
+        "eligible row of aiconfigurator-core 0.12.0's silicon_sample.csv (TTFT and TPOT, in sample, beside "
+        "its first-contact figures)")
 
 
 def validate_report(inp: ValidateInput) -> Report:
     """`cardfit validate`: the report, and the chart and error-bar file when asked for."""
-    report = validate(inp.kind, inp.runtime)
+    if inp.source:
+        if inp.kind or inp.write_accuracy:
+            raise InputError("--source scores a sample of serving runs on its own; drop --kind and "
+                             "--write-accuracy", field="source")
+        report = validate_sample(inp.source, inp.runtime)
+    else:
+        report = validate(inp.kind, inp.runtime)
     if inp.write_accuracy:
         _write_accuracy(inp.write_accuracy, inp.kind, inp.runtime)
     if inp.plot:
