@@ -121,7 +121,7 @@ def _print_splits(c: Any, report: Report) -> None:
     for kind, k in report.kinds.items():
         t.add_row(kind, cell(k.user_path), cell(k.older_releases), cell(k.first_contact),
                   cell(k.without_assumed), "—" if k.scored_with_prior is None else str(k.scored_with_prior))
-    c.print(t)
+    _wide(c, t).print(t)
 
 
 def _print_sample(report: Report, source: str, show_all: bool, plot: str | None) -> None:
