@@ -358,35 +358,32 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     others = max(m - 1.0, 0.0) / m
     ahead_steps = r.schedule_ahead
     b = m * (o - 1) / o  # decoding, first guess: the prompt a short share of the cycle
-    q = 0.0  # mean prompts at the prompt budget (waiting or in service)
+    u = 0.0  # the prompt budget's utilization (the residual correction reads the last sweep's)
+    damping, last = 1.0, math.inf  # full steps while the sweeps contract; halved when one does not
     for _ in range(CLOSED_LOOP_SWEEPS):
         t = tpot_s(r, w, b, others)
         beside = b * others  # the other users' decodes a prompt's steps carry
         pre = prefill_s(r, w, beside)
-        if w.input_tokens > 0:
-            free = free_tokens(r, beside)
-            s_p = w.input_tokens / free * prompt_step_s(r, beside, free)
-        else:
-            s_p = 0.0
+        # the prompt budget as one server: a prompt takes I / free of a step's budget, and the steps run at
+        # the mean step time (TPOT, its riding prompts included); a prompt longer than the budget takes its
+        # whole steps (a prompt waits only for the budget others' prompts hold, not for a full-chunk step
+        # that does not run: with 8,192 tokens a step, eight 1,000-token prompts share one)
+        s_p = w.input_tokens / free_tokens(r, beside) * t if w.input_tokens > 0 else 0.0
         arrive = others * step_s(r, max(b, 1.0), 0.0)  # the step running when the request arrives
         lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
         z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive + lag  # the rest of its cycle
-        seen_q = q * others  # what an arrival finds (Schweitzer)
-        u = 0.0
-        res = s_p
-        if s_p > 0:
-            x0 = m / (s_p * (1 + seen_q) + z)
-            u = min(x0 * s_p, 1.0)
-            seen_u = u * others
-            res = s_p + s_p * max(seen_q - seen_u, 0.0) + seen_u * s_p / 2  # residual: half a fixed prompt
+        res = _prompt_residence(s_p, z, m, others, u)
         x = m / (res + z)
-        q_new = x * res
+        u = min(x * s_p, 1.0)
         b_new = min(x * (o - 1) * t, m)
         moved = abs(b_new - b) / max(b, 1.0)
-        b, q = 0.5 * (b + b_new), 0.5 * (q + q_new)
         if moved < CLOSED_LOOP_TOL:
-            b, q = b_new, q_new
+            b = b_new
             break
+        if moved >= last:
+            damping /= 2
+        last = moved
+        b += damping * (b_new - b)
     wait = res - s_p
     in_service = res + z  # one request's time holding its slot
     slot_wait = max(users - m, 0.0) * in_service / m
@@ -399,6 +396,30 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     ttft90 = slot_wait + wait90 + ahead + pre
     out = m * o / in_service if in_service else 0.0
     return Served(b, t, pre, ttft90, ttft_mean, slot_wait + wait90 + ahead, out, max(u, m / cap), True)
+
+
+def _prompt_residence(s_p: float, z: float, m: float, others: float, u: float) -> float:
+    """A prompt's time at the prompt budget (its wait and its own share of the steps) in a closed loop of m
+    users who spend `z` elsewhere per cycle: Schweitzer's fixed point q = X R, X = m / (R + z), with an
+    arrival finding (m - 1) / m of the mean queue and the prompt in progress half done (fixed lengths: its
+    residual s_p / 2, at the utilization `u`). q is the one root of m R(q) / (R(q) + z) - q on [0, m]
+    (the left side falls from positive to negative), found by bisection."""
+    if s_p <= 0:
+        return 0.0
+    seen_u = u * others
+
+    def residence(q: float) -> float:
+        return s_p + s_p * max(q * others - seen_u, 0.0) + seen_u * s_p / 2
+
+    lo, hi = 0.0, m
+    for _ in range(48):
+        mid = (lo + hi) / 2
+        rr = residence(mid)
+        if m * rr / (rr + z) > mid:
+            lo = mid
+        else:
+            hi = mid
+    return residence((lo + hi) / 2)
 
 
 def _unstable(r: Replica, w: Workload, cap: int, rho: float) -> Served:

@@ -128,9 +128,7 @@ def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:
 
 
 def tokens_per_s(r: sv.Replica, w: sv.Workload, sequences: float) -> float:
-    """Output tokens/s of the replica with `sequences` in flight: the one served throughput. It is
-    `served(...).output_tokens_per_s` (the B sequences the slots admit, each getting one token per step of
-    B decodes and the prompts riding along), computed from that one step, without the queueing figures
-    (plan times every card of the catalog; tests/test_one_answer.py holds the two equal)."""
-    b = min(max(sequences, 1.0), float(max(r.max_seqs, 1)))
-    return b / sv.tpot_s(r, w, b)
+    """Output tokens/s of the replica with `sequences` users in a closed loop: the one served throughput,
+    `served(...).output_tokens_per_s` (core/serving.py closed_loop: each user's cycle is its prompt's wait and
+    prefill, then its answer's decode steps; tests/test_one_answer.py holds every command to it)."""
+    return served(r, w, sequences).output_tokens_per_s
