@@ -3,8 +3,13 @@
     scripts/catalog_sources/gpus.toml   -> src/cardfit/data/gpus_more.toml
     scripts/catalog_sources/models.toml -> src/cardfit/data/models_more.toml
 
-Run `python scripts/build_catalog.py` after editing an input table; `--check` exits 1 when a generated file
-is stale (the test suite runs it). The input tables hold the facts a primary source gives (a vendor sheet, a
+and the snapshot of every built-in catalog, `src/cardfit/data/snapshot/<name>.json` (its parsed form as JSON,
+which cardfit reads in place of the TOML while it was made from the same bytes: catalog/loader.py).
+
+Run `python scripts/build_catalog.py` after editing an input table or a built-in catalog; `--check` exits 1
+when a generated file or a snapshot is stale (the test suite runs it).
+
+The input tables hold the facts a primary source gives (a vendor sheet, a
 Hugging Face config.json, an Ollama library page), each with its URL; this script only applies the documented
 rules (usable-memory estimates, the Apple wired limit, parameter counts from config shapes)."""
 
@@ -244,6 +249,46 @@ def build_models() -> str:
 TARGETS = {"gpus_more.toml": build_gpus, "models_more.toml": build_models}
 
 
+SNAPSHOT = DATA / "snapshot"
+
+
+def snapshots() -> dict[Path, bytes | None]:
+    """Every built-in catalog's snapshot file and its bytes (None: data JSON cannot hold, no snapshot), from
+    the TOML now in the data folder, parsed here with tomllib."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from cardfit.catalog.loader import snapshot_record
+
+    out: dict[Path, bytes | None] = {}
+    for toml in sorted(DATA.rglob("*.toml")):
+        name = toml.relative_to(DATA).as_posix()
+        raw = toml.read_bytes()
+        try:
+            out[SNAPSHOT / (name + ".json")] = snapshot_record(name, raw, tomllib.loads(raw.decode("utf-8")))
+        except TypeError:
+            out[SNAPSHOT / (name + ".json")] = None
+    return out
+
+
+def sync_snapshots(check: bool) -> list[str]:
+    """Write (or, with check, compare) the snapshots; remove those of catalogs that are gone. The stale
+    ones' names."""
+    want = snapshots()
+    stale = []
+    present = set(SNAPSHOT.rglob("*.json")) if SNAPSHOT.exists() else set()
+    for path in sorted(present - {p for p, b in want.items() if b is not None}):
+        stale.append(path.relative_to(DATA).as_posix())
+        if not check:
+            path.unlink()
+    for path, record in want.items():
+        if record is None or (path.exists() and path.read_bytes() == record):
+            continue
+        stale.append(path.relative_to(DATA).as_posix())
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(record)
+    return stale
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if a generated file is out of date")
@@ -256,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                 stale.append(name)
         else:
             path.write_text(text, encoding="utf-8")
-    if stale:
+    stale += sync_snapshots(args.check)
+    if stale and args.check:
         print(f"stale: {', '.join(stale)}; run python scripts/build_catalog.py", file=sys.stderr)
         return 1
     return 0

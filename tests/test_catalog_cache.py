@@ -19,6 +19,13 @@ from .helpers import within
 NAME = "rental.toml"  # the smallest built-in catalog
 
 
+@pytest.fixture(autouse=True)
+def _no_snapshot(monkeypatch, tmp_path):
+    """These tests are about the user's cache: the snapshot built with the package (which the loader reads
+    first, tests/test_catalog_snapshot.py) is out of the way."""
+    monkeypatch.setattr(loader, "snapshot_path", lambda name: str(tmp_path / "no-snapshot" / name))
+
+
 def _fresh(monkeypatch, cache_home: Path | str | None, home: Path | str | None = None) -> dict:
     monkeypatch.delenv("CARDFIT_NO_CACHE", raising=False)
     if cache_home is None:

@@ -251,25 +251,24 @@ def test_mix_weights_typed_once_per_shape_are_the_mix_counts():
                 assert _weights_from_shapes(m, mix, legacy).by_type == tuple(want), (m.id, mix.name, legacy)
 
 
-def test_plain_plan_does_not_import_inspect():
-    """`cardfit plan` runs without inspect (and ast, dis, tokenize: catalog/records.py imports dataclasses
-    without it, cli/commands.py reads a command's help only when asked); a @dataclass without a docstring,
-    the one thing dataclasses needs inspect for, still gets its signature, and `import inspect` afterwards
-    is the real module."""
+def test_library_plan_does_not_import_inspect():
+    """The library's plan (`cardfit.plan`, what the web page and the CLI run) needs no inspect (and no ast,
+    dis, tokenize: catalog/records.py imports dataclasses without it) and no click; a @dataclass without a
+    docstring, the one thing dataclasses needs inspect for, still gets its signature, and `import inspect`
+    afterwards is the real module. (The command line imports click, which imports inspect.)"""
     import subprocess
     import sys
 
-    probe = ("import io, sys, contextlib\n"
-             "from cardfit.cli import main\n"
-             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
-             "    main(['plan', 'llama-3.1-8b', '--gpu', 'RTX 4090'])\n"
+    probe = ("import sys\n"
+             "import cardfit\n"
+             "out = cardfit.plan('llama-3.1-8b', gpu='RTX 4090')\n"
              "print(sorted(m for m in ('inspect', 'ast', 'dis', 'tokenize', 'click') if m in sys.modules))\n"
              "import dataclasses, inspect\n"
              "@dataclasses.dataclass\n"
              "class Point:\n"
              "    x: int\n"
              "print(Point.__doc__, inspect is sys.modules['inspect'], callable(inspect.signature))\n"
-             "print('Best:' in out.getvalue())\n")
+             "print(out['gpus'][0]['gpu'] == 'RTX 4090')\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.stdout == "[]\nPoint(x: int) True True\nTrue\n", done.stderr
 

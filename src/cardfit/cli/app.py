@@ -1,5 +1,5 @@
-"""The click command line: `cardfit --help`, `--version`, the catalog commands, `serve`, and every command
-line cli/argv.py leaves to click (help, errors, anything it does not read exactly as click would)."""
+"""The click command line: every `cardfit` command line (the question commands are built from the command
+table, services/table.py + services/inputs.py; the catalog commands, `serve` and `mcp` are click's own)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from .. import __version__
-from .argv import VERSION_MESSAGE
 from .commands import Spec, modules, run, spec
 
 EPILOG_TOP = """\b
@@ -37,7 +36,7 @@ class Group(click.Group):
 
 @click.group(cls=Group, epilog=EPILOG_TOP, context_settings={"help_option_names": ["-h", "--help"],
                                                                "max_content_width": 110})
-@click.version_option(__version__, message=VERSION_MESSAGE)
+@click.version_option(__version__, message="%(prog)s, version %(version)s")
 def cli() -> None:
     """Does this LLM fit on that GPU? Memory, fit, speed and cost, with arithmetic you can check.
 
@@ -53,7 +52,7 @@ def build_command(spec: Spec) -> click.Command:
     row = BY_NAME[spec.name]
     model = row.input_type()
     positional = row.argument if spec.argument else None
-    display = [d if isinstance(d, click.Parameter) else d.to_click() for d in spec.display]
+    display = list(spec.display)
     params: list[click.Parameter] = [click.Argument([positional], required=False)] if positional else []
     params += input_options(model, skip=(*spec.skip, *(() if positional is None else (positional,))))
     params += [*display, click.Option(["--json", "as_json"], is_flag=True,

@@ -1,5 +1,5 @@
 """The command rows the CLI runs: `@command` registrations (Spec), the command → module map, and `run`, shared
-by the click command line (cli/app.py) and the plain reader (cli/argv.py)."""
+by the click command line (cli/app.py)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def plain_render(result: Any, inp: Any) -> None:
 
 class Spec:
     """One `@command` row: its renderer, help epilog, the inputs it does not take as options (`skip`), its
-    display options (cli/argv.py `Display`, or click.Option) and whether it takes the positional argument."""
+    display options (click.Option) and whether it takes the positional argument."""
 
     def __init__(self, name: str, render: Callable[..., None], epilog: str | None, skip: tuple[str, ...],
                  display: tuple[Any, ...], argument: bool, help: str | None = None) -> None:
@@ -114,7 +114,7 @@ def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (),
             display: tuple[Any, ...] = (),
             argument: bool = True) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register `cardfit NAME` from its row in the command table: the positional argument, one option per
-    described input (except `skip`), the display options (cli/argv.py Display or click.Option: --unit,
+    described input (except `skip`), the display options (click.Option: --unit,
     --top …) and --json. The decorated function prints the result as text: render(result, inp, **display
     values); its docstring is the command's help."""
 
@@ -126,7 +126,7 @@ def command(name: str, *, epilog: str | None = None, skip: tuple[str, ...] = (),
 
 
 def run(name: str, values: dict[str, Any], display: list[str]) -> None:
-    """Run command NAME on the values its options gave (click's or cli/argv.py's): parse the input, run the
+    """Run command NAME on the values its options gave (click's): parse the input, run the
     service, print JSON or the renderer's text."""
     from ..services.inputs import parse
     from ..services.table import BY_NAME, to_json

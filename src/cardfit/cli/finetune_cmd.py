@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import command
-from .argv import top_display, unit_display
+from .options import top_option, unit_option
 
 if TYPE_CHECKING:
     from ..services.finetune import Finetune
@@ -21,7 +21,7 @@ Examples:
 """
 
 
-@command("finetune", epilog=FINETUNE_EPILOG, display=(top_display(10), unit_display()))
+@command("finetune", epilog=FINETUNE_EPILOG, display=(top_option(10), unit_option()))
 def finetune(result: Finetune, inp: Any, unit: str, top: int) -> None:
     """How much memory fine-tuning MODEL needs (full, LoRA or QLoRA) and which cards or nodes hold it.
 

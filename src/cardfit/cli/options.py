@@ -46,10 +46,16 @@ def json_option(f: Callable) -> Callable:
                         help="print one JSON object on stdout, nothing else")(f)
 
 
-def unit_option() -> click.Option:
-    from .argv import unit_display
+def top_option(default: int) -> click.Option:
+    """--top: how many cards the table shows."""
+    return click.Option(["--top"], type=click.IntRange(1, 1000), default=default, show_default=True,
+                        help="cards to show in the table")
 
-    return unit_display().to_click()  # type: ignore[no-any-return]
+
+def unit_option() -> click.Option:
+    """--unit: the display unit of sizes (JSON is always bytes)."""
+    return click.Option(["--unit"], type=click.Choice(["GB", "GiB"]), default="GB", show_default=True,
+                        help="display unit: GB = 10^9 bytes, GiB = 2^30 bytes (JSON is always bytes)")
 
 
 def add(option: click.Option) -> Callable[[Callable], Callable]:

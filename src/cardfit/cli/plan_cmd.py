@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import command, echo
-from .argv import top_display, unit_display
+from .options import top_option, unit_option
 
 if TYPE_CHECKING:
     from ..services.plan import CostView, PlanView
@@ -27,7 +27,7 @@ def kv_words(kv_dtype: str, kv_bytes_per_token: int) -> str:
     return f"KV {kv_dtype}" if kv_bytes_per_token else "no KV cache"
 
 
-@command("plan", epilog=PLAN_EPILOG, display=(top_display(12), unit_display()))
+@command("plan", epilog=PLAN_EPILOG, display=(top_option(12), unit_option()))
 def plan(p: Any, inp: Any, unit: str, top: int) -> None:
     """Does MODEL fit, on which cards, how fast and at what cost.
 
