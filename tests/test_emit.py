@@ -58,6 +58,14 @@ K8S_CASES = [
 ]
 
 
+def data_parallel(argv: list[str]) -> int:
+    """The copies of the model the printed command's one server runs (its data-parallel flag, else 1)."""
+    for flag in ("--data-parallel-size", "--dp-size"):
+        if flag in argv:
+            return int(argv[argv.index(flag) + 1])
+    return 1
+
+
 @pytest.mark.parametrize(("runtime", "gpus", "load", "why"), K8S_CASES,
                          ids=[f"{c[0]}-{c[1][0]}-{next(iter(c[2].values()))}" for c in K8S_CASES])
 def test_k8s_runs_the_printed_command(runtime, gpus, load, why):
@@ -68,13 +76,14 @@ def test_k8s_runs_the_printed_command(runtime, gpus, load, why):
     kinds = [d["kind"] for d in docs]
     assert kinds == (["ConfigMap"] if r.best.runtime == "trtllm" else []) + ["Deployment", "Service"], why
     dep, svc = docs[-2], docs[-1]
-    assert dep["spec"]["replicas"] == best.replicas
+    dp = data_parallel(argv)  # copies one server runs (vLLM --data-parallel-size, SGLang --dp-size)
+    assert dep["spec"]["replicas"] * dp == best.replicas
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"] == row.image
     assert container_words(c, row) == argv + list(row.image_listen), why
     assert {e["name"]: e["value"] for e in c.get("env", [])} == env
-    assert c["resources"]["limits"] == {"nvidia.com/gpu": best.cards_per_node}
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": best.cards_per_node * dp}
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     assert svc["spec"]["ports"][0]["port"] == c["ports"][0]["containerPort"] == row.port
     if kinds[0] == "ConfigMap":  # the file the line names, where the container starts
@@ -84,7 +93,7 @@ def test_k8s_runs_the_printed_command(runtime, gpus, load, why):
 
 
 @pytest.mark.parametrize(("runtime", "gpus", "load"), [
-    ("vllm", ["L40S"], dict(users=2000)),  # 8 replicas of one card: eight services, eight cards
+    ("vllm", ["L40S"], dict(users=2000)),  # 8 replicas of one card in one node: one data-parallel server
     ("vllm", ["RTX 4090"], dict(users=64, max_cards=4, quant="bf16")),  # TP over the cards of one replica
     ("ollama", ["H100"], dict(users=16)),
     ("trtllm", ["H100"], dict(users=64)),
@@ -95,14 +104,15 @@ def test_compose_gives_each_replica_its_own_cards(runtime, gpus, load):
     env, argv = printed(best.command)
     doc = yaml.safe_load(r.emit.text)
     services = list(doc["services"].values())
-    assert len(services) == best.replicas
+    dp = data_parallel(argv)
+    assert len(services) * dp == best.replicas
     cards, ports = [], []
     for svc in services:
         words = svc.get("entrypoint") or [*row.image_entrypoint, *svc["command"]]
         assert words == argv + list(row.image_listen)
         assert svc.get("environment", {}) == env
         (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
-        assert device["driver"] == "nvidia" and len(device["device_ids"]) == best.cards_per_node
+        assert device["driver"] == "nvidia" and len(device["device_ids"]) == best.cards_per_node * dp
         cards += device["device_ids"]
         ports.append(svc["ports"][0])
     assert cards == [str(i) for i in range(best.count)]  # no two replicas share a card
