@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,8 +73,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("search", D, "if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):",
            "if any(any(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):",
            "pareto: dominated when beaten on any one axis, not all"),
-    Mutant("search", D, "held = float(lo + 1) if lo < cap", "held = float(lo + 2) if lo < cap",
-           "throughput floor above the fewest replicas that meet"),
+    Mutant("search", D, "held = float(lo + 1) if lo < cap", "held = float(lo) if lo < cap",
+           "throughput floor above the fewest replicas that meet (a replica takes up to B_t + 1 users)"),
     # ---- the memory model ----------------------------------------------------------------------------
     Mutant("memory", KV, "        elems = 2 * m.kv_heads * m.head_dim\n",
            "        elems = m.kv_heads * m.head_dim\n",
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"#{i:<3} {mu.area:8} {mu.path:22} {mu.why}")
         return 0
     survivors = 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: the temporary tree is still removed
     with tempfile.TemporaryDirectory(prefix="cardfit-mutate-") as tmp:
         tree = Path(tmp)
         copy_tree(tree)
