@@ -4,6 +4,7 @@ test from the inputs or from a source's own figure, never copied from the code's
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from types import SimpleNamespace as NS
 
@@ -76,6 +77,24 @@ class TestSearch:
             want = max(need, lo) if max(need, lo) <= most else None
             assert (got.n if got else None) == want, (need, lo, most, asked)
             assert all(n <= most for n in asked)
+
+    def test_throughput_floor_of_the_replicas(self):
+        # B_t, the most sequences decoding within the TPOT target: 25 (the target between TPOT(25) and
+        # TPOT(26)); a closed loop puts fewer than B_t + 1 = 26 users on a replica, arrivals at most
+        # (B_t + 1) ÷ ((O − 1) × TPOT(B_t)) requests/s (Little's law: services/deploy.py _fewest_of)
+        r, w = replica(), sv.Workload(1024, 256)
+        target = sv.tpot_s(r, w, 25.5)
+        assert sv.tpot_s(r, w, 25) <= target < sv.tpot_s(r, w, 26)
+        for users, fewest in [(584.0, 23), (26.0, 1), (27.0, 2), (1.0, 1)]:
+            assert deploy._fewest_of(r, 1024, 256, target, 2.0, users, None) == fewest == -(-users // 26)
+        rate = 26 / (255 * sv.tpot_s(r, w, 25))
+        assert deploy._fewest_of(r, 1024, 256, target, 2.0, None, 30.0) == math.ceil(30.0 / rate)
+        # every slot within the target (8 of 8): users past the slots queue, within the 2 s TTFT target, for
+        # (n − 8) × service ÷ 8, a service of 255 steps of TPOT(8): 8 × (1 + 2 s ÷ service) users a replica
+        small = replica(seqs=8)
+        service = 255 * sv.tpot_s(small, w, 8)
+        held = 8 * (1 + 2.0 / service)
+        assert deploy._fewest_of(small, 1024, 256, 1.0, 2.0, 100.0, None) == math.ceil(100 / held)
 
     @pytest.mark.parametrize(("users", "max_cards", "budget", "cards", "price", "most"), [
         (None, 0, None, 1, 100.0, deploy.MAX_REPLICAS),
