@@ -86,6 +86,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("memory", KV, '"q8_0": 34,', '"q8_0": 32,', "q8_0 block scale forgotten (34 bytes per 32 values)"),
     Mutant("memory", KV, "    return tp / split\n", "    return float(tp)\n",
            "KV replication: a full copy per rank even when ranks split the heads"),
+    Mutant("memory", KV, "STATE_BYTES = 4", "STATE_BYTES = 2",
+           "linear-attention state kept in bf16, not fp32"),
+    Mutant("memory", KV, "conv = max(m.linear_conv_kernel - 1, 0) * (2 * kdim + vdim) * 2",
+           "conv = m.linear_conv_kernel * (2 * kdim + vdim) * 2", "conv state one column too wide"),
+    Mutant("memory", KV, "return sequences * min(n_ctx // sequences, -(-(window + n_ubatch) // pad) * pad)",
+           "return sequences * min(n_ctx // sequences, (window + n_ubatch) // pad * pad)",
+           "llama.cpp sliding-window cells padded down"),
     Mutant("memory", MEM, "return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes + "
            "self.activation_bytes", "return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes",
            "total forgets the activations"),

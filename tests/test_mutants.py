@@ -170,6 +170,27 @@ class TestMemory:
         m = replace(model("llama3.1:8b"), kv_shared_layers=8)
         assert kv.kv_bytes_per_token(m) == 2 * (32 - 8) * L8_KV_HEADS * L8_HEAD * 2
 
+    def test_linear_attention_layers_hold_a_fixed_state(self):
+        # Qwen3-Next-80B-A3B (config.json): 48 layers, 36 of them Gated DeltaNet with 32 value heads of 128
+        # over 16 key heads of 128 and a 4-wide causal conv; 12 full-attention layers, 2 KV heads of 256.
+        # State per linear layer: 32 × 128 × 128 fp32 (vLLM mamba_ssm_cache_dtype) + 3 conv columns of
+        # (2 × 16 × 128 + 32 × 128) bf16
+        q = model("qwen3-next")
+        state = 32 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 32 * 128) * 2
+        per_token = 2 * 12 * 2 * 256 * 2
+        assert kv.kv_bytes_per_token(q) == per_token == 24_576
+        assert kv.kv_cache_bytes(q, 1000, 2) == 2 * (1000 * per_token + 36 * state)
+
+    def test_llamacpp_sliding_window_cells(self):
+        # ollama#16480: gpt-oss-120b at 2 × 131072 with n_ubatch 1024 → 2 streams of
+        # GGML_PAD(128 + 1024, 256) = 1280 cells, 90 MiB over its 18 sliding layers of 8 KV heads × 64
+        cells = kv.llamacpp_swa_cells(128, 2, 1024, 2 * 131072)
+        assert cells == 2 * 1280
+        assert cells * 18 * 2 * 8 * 64 * 2 == 90 * 2**20
+        g = model("gpt-oss-120b")
+        full = 18 * 2 * 8 * 64 * 2 * 131072  # the other 18 layers: full attention, per sequence
+        assert kv.kv_cache_bytes(g, 131072, 2, window_cells=cells) == 2 * full + 90 * 2**20
+
     @pytest.mark.parametrize(("tp", "copies"), [(1, 1.0), (4, 1.0), (8, 1.0), (16, 2.0), (32, 4.0)])
     def test_kv_copies_past_the_kv_heads(self, tp, copies):
         # 8 KV heads: up to 8 ranks split them; 16 ranks hold each head twice (vLLM get_num_kv_heads)
