@@ -82,3 +82,29 @@ def test_readme_plan_memory_lines_by_hand():
     assert int(m.group(2).replace(",", "")) == per_token == 131_072
     assert float(m.group(1)) == round(per_token * context / 1e9, 1)
     assert f"cardfit counts {weights / 1e9:.2f} GB of weights" in block
+
+
+def _readme_kind_rows() -> dict[str, list[str]]:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("| kind | records | sources (largest) | out of sample: median")
+    rows = text[start:text.index("<!-- end of accuracy tables -->", start)].splitlines()[2:]
+    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows if r.startswith("|")]
+    return {c[0]: c[1:] for c in cells}
+
+
+def test_readme_accuracy_table_medians_and_p90s_recomputed(validation_report):
+    """The README's 'every record' table: per kind, the records scored and the median and 90th percentile of
+    |predicted / measured - 1|, out of sample and in sample, recomputed here with the statistics module."""
+    rows = _readme_kind_rows()
+    assert rows
+    for kind, cells in rows.items():
+        ins = [abs(o.predicted / o.measured - 1) for o in validation_report.outcomes
+               if o.kind == kind and o.predicted is not None and o.measured]
+        out = [abs(o.predicted / o.measured - 1) for o in validation_report.loso
+               if o.kind == kind and o.predicted is not None and o.measured]
+        assert cells[0] == str(len(ins)), kind
+        for got, errs in ((cells[2:4], out), (cells[5:7], ins)):
+            p90 = statistics.quantiles(errs, n=10, method="inclusive")[-1]
+            # printed to 0.1 %: within half a unit of the last digit (and the report's own 4-digit rounding)
+            shown = [float(c.rstrip("%")) / 100 for c in got]
+            assert shown == pytest.approx([statistics.median(errs), p90], abs=0.0006), kind
