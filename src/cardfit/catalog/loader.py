@@ -108,6 +108,11 @@ def _read_snapshot(name: str, raw: bytes) -> dict[str, Any] | None:
             and header.get("source_crc32") == zlib.crc32(raw)
             and header.get("data_crc32") == zlib.crc32(body)):
         return None
+    return _json_object(body)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """A checked record's data: a JSON object, else None (the TOML is parsed instead)."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
@@ -268,11 +273,7 @@ def _read_cache(path: str, name: str, source_sha: str, limit: int) -> dict[str, 
         return None
     if _data_check(body) != header["data_crc32"]:
         return None
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
+    return _json_object(body)
 
 
 def _write_cache(path: str, name: str, source_sha: str, data: dict[str, Any]) -> None:
