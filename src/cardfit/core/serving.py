@@ -287,12 +287,19 @@ def wait_s(servers: int, arrival_per_s: float, service_s: float, cs2: float,
     return mean, p90
 
 
+def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
+    """A prompt's service at the prompt budget, seen as one server: the share I / free of a step's budget it
+    takes, at the mean step time `step` (TPOT, its riding prompts included); a prompt longer than the budget
+    takes whole steps. A prompt waits only for the budget other prompts hold, not for a full-chunk step
+    that does not run (with 8,192 tokens a step, eight 1,000-token prompts share one). Closed loops and open
+    arrivals both queue on it."""
+    return w.input_tokens / free_tokens(r, batch) * step if w.input_tokens > 0 else 0.0
+
+
 def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float]) -> Served:
     t = tpot_s(r, w, batch)
     pre = prefill_s(r, w, batch)
-    # the prompt budget as one server: a prompt occupies it for its chunks' share of the step budget
-    free = free_tokens(r, batch)
-    prompt_service = w.input_tokens / free * prompt_step_s(r, batch, free)
+    prompt_service = prompt_share_s(r, w, batch, t)
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
     stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
@@ -364,11 +371,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         t = tpot_s(r, w, b, others)
         beside = b * others  # the other users' decodes a prompt's steps carry
         pre = prefill_s(r, w, beside)
-        # the prompt budget as one server: a prompt takes I / free of a step's budget, and the steps run at
-        # the mean step time (TPOT, its riding prompts included); a prompt longer than the budget takes its
-        # whole steps (a prompt waits only for the budget others' prompts hold, not for a full-chunk step
-        # that does not run: with 8,192 tokens a step, eight 1,000-token prompts share one)
-        s_p = w.input_tokens / free_tokens(r, beside) * t if w.input_tokens > 0 else 0.0
+        s_p = prompt_share_s(r, w, beside, t)
         arrive = others * step_s(r, max(b, 1.0), 0.0)  # the step running when the request arrives
         lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
         z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive + lag  # the rest of its cycle
