@@ -405,24 +405,18 @@ def _prompt_residence(s_p: float, z: float, m: float, others: float, u: float) -
     """A prompt's time at the prompt budget (its wait and its own share of the steps) in a closed loop of m
     users who spend `z` elsewhere per cycle: Schweitzer's fixed point q = X R, X = m / (R + z), with an
     arrival finding (m - 1) / m of the mean queue and the prompt in progress half done (fixed lengths: its
-    residual s_p / 2, at the utilization `u`). q is the one root of m R(q) / (R(q) + z) - q on [0, m]
-    (the left side falls from positive to negative), found by bisection."""
+    residual s_p / 2, at the utilization `u`). R is linear in q past the prompts in progress, so q is the
+    positive root of a quadratic: B q^2 + (A + z - m B) q - m A = 0 with R = A + B q."""
     if s_p <= 0:
         return 0.0
     seen_u = u * others
-
-    def residence(q: float) -> float:
-        return s_p + s_p * max(q * others - seen_u, 0.0) + seen_u * s_p / 2
-
-    lo, hi = 0.0, m
-    for _ in range(48):
-        mid = (lo + hi) / 2
-        rr = residence(mid)
-        if m * rr / (rr + z) > mid:
-            lo = mid
-        else:
-            hi = mid
-    return residence((lo + hi) / 2)
+    flat = s_p * (1 + seen_u / 2)  # an arrival that finds no more prompts than those in progress
+    if m * flat / (flat + z) * others <= seen_u:
+        return flat
+    a, b = s_p * (1 - seen_u / 2), s_p * others
+    c1 = a + z - m * b
+    q = (-c1 + math.sqrt(c1 * c1 + 4 * b * m * a)) / (2 * b)
+    return a + b * q
 
 
 def _unstable(r: Replica, w: Workload, cap: int, rho: float) -> Served:
