@@ -342,7 +342,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     itself, and more users than the replica serves at once make the cycle longer, never an infinite queue.
 
     m = min(users, slots) requests hold a slot; each cycles through the prompt budget (a queue: a prompt
-    waits for the prompts before it, then takes I / free of a step's budget, `prompt_step_s`), its prefill,
+    waits for the prompts before it, then takes I / free of a step's budget, `prompt_share_s`), its prefill,
     and O − 1 decode steps. With X requests/s ending, X (O − 1) TPOT sequences decode on average (Little's
     law), and a decode step carries the other users' prompts ((m − 1) / m of the prompt traffic,
     `tpot_s(others=…)`). The prompt budget's wait is Schweitzer's approximate mean-value analysis of a
