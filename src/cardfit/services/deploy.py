@@ -25,6 +25,7 @@ from ..core import serving as sv
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
 from ..core.search import largest_true, largest_true_ratio, smallest_true
+from ..core.uncertainty import value_range
 from ..errors import CardfitError, InputError
 from . import served, table
 from .inputs import MAX_CONTEXT, ModelInput, opt
@@ -455,8 +456,6 @@ def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
 def likely(served: sv.Served, runtime: str, replicas: int = 1) -> dict[str, list[float] | None]:
     """The range each served figure may really take: the 10th-90th percentile of predicted / measured on
     the serving records (out of sample, data/accuracy.toml serving_*), per runtime where it has enough."""
-    from ..core.uncertainty import value_range
-
     def one(v: float | None, figure: str) -> list[float] | None:
         r = value_range(v, figure, runtime) if v is not None else None
         return [round(r[0], 1), round(r[1], 1)] if r else None

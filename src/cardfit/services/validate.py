@@ -817,9 +817,10 @@ def _block(outs: list[Outcome]) -> dict[str, Any] | None:
 
 
 def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Outcome],
-           kinds: dict[str, KindSummary]) -> dict[str, KindSummary]:
-    """Each kind's summary with its out-of-sample figures split by where the records stand (path_of), its
-    first-contact figures and its figures without the records that need an assumed setting."""
+           kinds: dict[str, KindSummary], paths: dict[str, str]) -> dict[str, KindSummary]:
+    """Each kind's summary with its out-of-sample figures split by where the records stand (`paths`:
+    record id -> path_of), its first-contact figures and its figures without the records that need an
+    assumed setting."""
     by_id = {r["id"]: r for r in records}
     out_of = {o.id: o for o in (loso or outcomes)}
     fc = first_contact()
@@ -828,8 +829,8 @@ def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Ou
         mine = [out_of[o.id] for o in outcomes if o.kind == kind and o.id in out_of]
         first = [replace(o, predicted=fc[o.id].get("predicted")) for o in outcomes
                  if o.kind == kind and o.id in fc]
-        user = [o for o in mine if path_of(by_id[o.id]) == "user"]
-        older = [o for o in mine if path_of(by_id[o.id]) == "older"]
+        user = [o for o in mine if paths[o.id] == "user"]
+        older = [o for o in mine if paths[o.id] == "older"]
         plain = [o for o in mine if not assumed(by_id[o.id])]
         out[kind] = replace(k, user_path=_block(user), older_releases=_block(older),
                             first_contact=_block(first), without_assumed=_block(plain),
@@ -839,16 +840,17 @@ def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Ou
 
 def validate(kind: str | None = None, runtime: str | None = None, loso: bool = True) -> Report:
     """Score the records (of one kind / runtime); with `loso`, also each record predicted with every fitted
-    constant refitted without its source's records (services/calibrate.py), the out-of-sample error."""
+    constant refitted without its publisher's records (services/calibrate.py fold_key), the out-of-sample
+    error."""
     from .calibrate import publisher_key, source_key
 
     records = load_records(kind, runtime)
     outcomes = [predict(r) for r in records]
     sources = {r["id"]: source_key(r) for r in records}
+    paths = {r["id"]: path_of(r) for r in records}
     out_of = leave_one_source_out(records, outcomes) if loso else []
-    kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources))
-    return Report(outcomes, kinds, out_of, sources, {r["id"]: publisher_key(r) for r in records},
-                  {r["id"]: path_of(r) for r in records})
+    kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources), paths)
+    return Report(outcomes, kinds, out_of, sources, {r["id"]: publisher_key(r) for r in records}, paths)
 
 
 # The kinds of a sample's report (validate --source): one per metric, then all of them together
@@ -883,8 +885,9 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
 
 
 def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
-    """Each record predicted with the constants refitted on every other source (calibrate.fit). A record
-    whose source no constant is fitted on keeps its in-sample prediction: its constants do not change."""
+    """Each record predicted with the constants refitted on every other publisher (calibrate.fit; the name
+    keeps the fold's older unit, a source). A record whose publisher no constant is fitted on, and typed no
+    constant in, keeps its in-sample prediction: its constants do not change."""
     from collections import ChainMap
 
     from ..core.constants import constants
