@@ -28,6 +28,8 @@ class MemoryTier:
 
 @record(slots=True)
 class RuntimeProfile:
+    """A runtime at its current release (data/runtimes.toml), or at an older one (catalog/releases.py)."""
+
     id: str
     name: str
     context_bytes: int  # CUDA context + framework + allocator before any tensor
@@ -149,6 +151,9 @@ class RuntimeProfile:
     decode_graph_max_context: int = 0
     # the per-layer time of such an eager decode step (fitted: runtimes.toml); 0: decode_overhead_us_per_layer
     decode_overhead_us_per_layer_eager_v0: float = 0.0
+    # the per-layer time an eager decode step pays at the profile's release (data/releases.toml reads it from
+    # decode_overhead_us_per_layer_eager_v0 for vLLM V0); 0: no such step
+    decode_overhead_us_per_layer_eager: float = 0.0
     # the attention rate (TFLOPS per card) of the V0 engine's Triton prefix-prefill kernel on ROCm, which runs
     # the attention of every prompt chunk when chunked prefill is on (fitted: runtimes.toml); 0 = none
     prefix_prefill_tflops_rocm_v0: float = 0.0
@@ -202,6 +207,11 @@ class RuntimeProfile:
     # engine versions from this one keep freed KV blocks cached by default (vLLM V1: prefix caching), so a
     # preempted request computes again only the blocks handed out meanwhile
     prefix_caching_from: str = ""
+    # freed KV blocks stay cached by default (vLLM V1); data/releases.toml turns it off for releases before
+    prefix_caching: bool = False
+    # decode-step GEMMs take their bytes' time plus their FLOPs' time (core/speed.py Machine.serial_gemm): a
+    # TensorRT engine run by TensorRT-LLM's C++ executor (data/releases.toml trtllm overlap_executor)
+    serial_gemm: bool = False
     # A closed-loop benchmark of equal prompt and answer lengths stays in lockstep rounds on this engine (a
     # decode-first one; prefill-first engines always do): the requests whose first tokens came out of one
     # step end in one step, their replacements arrive together and are scheduled together again, so every
@@ -214,6 +224,12 @@ class RuntimeProfile:
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     unified_memory: bool = False  # set by on_card() for Apple silicon, never read from the data file
     aliases: tuple[str, ...] = ()
+    # the engine release the profile is at (catalog/releases.py profile_at; None: the current one, every
+    # feature of data/releases.toml on) and the fitted constants it reads in place of a field at that release
+    # (field, ((stack or "*", constant), ...)): core/constants.py fitted
+    release: Any = None
+    reads: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    pinned: frozenset[str] = frozenset()  # fields its release sets outright (data/releases.toml `without`)
     # Defaults that depend on the card (vLLM V1 `vllm serve`, EngineArgs.get_batch_defaults): a "big" card has
     # at least big_card_min_gib and a name without big_card_excludes; 0 = not applicable
     big_card_min_gib: float = 0.0
@@ -264,6 +280,15 @@ class RuntimeProfile:
     kv_free_fraction_source: str = ""
     kv_reserve_source: str = ""
     memory_note: str = ""
+
+    @property
+    def named(self) -> str:
+        """How --runtime names the profile: "vllm@0.6.3" at a release asked for, else its id."""
+        return f"{self.id}@{self.release.name}" if self.release is not None and self.release.name else self.id
+
+    def has(self, feature: str) -> bool:
+        """Whether the profile's release has a feature of data/releases.toml (the current one has all)."""
+        return self.release is None or self.release.has(feature)
 
 
 KEYS = keys_of(RuntimeProfile)
@@ -316,11 +341,27 @@ def on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:
                    embeddings_on_host=False, unified_memory=True)
 
 
+class Runtimes(Registry[RuntimeProfile]):
+    """The runtimes by name; a name may carry a release, "vllm@0.10.1" (catalog/releases.py runtime_named):
+    the profile at that release."""
+
+    def find(self, name: str) -> RuntimeProfile | None:
+        if "@" not in str(name):
+            return super().find(name)
+        from .releases import runtime_named
+
+        return runtime_named(name, super().find)
+
+    def get(self, name: str) -> RuntimeProfile:
+        rec = self.find(name)
+        return rec if rec is not None else super().get(str(name).partition("@")[0])
+
+
 @cache
-def default_runtimes() -> Registry[RuntimeProfile]:
+def default_runtimes() -> Runtimes:
     rows = builtin("runtimes.toml")["runtime"]
     listing = "one of " + ", ".join(str(r["id"]) for r in rows)  # an unknown name's hint
-    return Registry("runtime", listing, [_from_row(r) for r in rows], lambda r: [r.id, r.name, *r.aliases])
+    return Runtimes("runtime", listing, [_from_row(r) for r in rows], lambda r: [r.id, r.name, *r.aliases])
 
 
 def default_runtime(kind: str) -> RuntimeProfile:

@@ -45,7 +45,8 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
     c = plan_console()
     m, i = r.model, r.inputs
     tag = f" ({m.ollama_tag})" if m.ollama_tag else ""
-    c.print(f"[bold]{m.name}[/]{tag} · {i.quant} · runtime {i.runtime} · context "
+    release = f" {i.release}" if i.release else ""
+    c.print(f"[bold]{m.name}[/]{tag} · {i.quant} · runtime {i.runtime}{release} · context "
             f"{fmt_tokens(i.context)} ({i.context_source}) · {i.batch:,} "
             f"sequence{'s' if i.batch != 1 else ''} · "
             + kv_words(i.kv_dtype, r.memory.kv_bytes_per_token))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 _OVERRIDES: ContextVar[Mapping[str, float] | None] = ContextVar("cardfit_constants", default=None)
 
@@ -16,6 +17,23 @@ def value(runtime_id: str, field: str, stored: float) -> float:
     if over is None:
         return stored
     return over.get(f"{runtime_id}.{field}", stored)
+
+
+def fitted(rt: Any, field: str, stack: str = "") -> float:
+    """A runtime profile's constant at its release (catalog/releases.py profile_at): the fitted constant its
+    release reads in place of `field` on a card of this GPU stack (vLLM before 0.6 reads
+    decode_overhead_us_per_sequence_v0 for decode_overhead_us_per_sequence), else the field's own; either
+    through `value`, so validation's refits reach it. A field the release sets outright (data/releases.toml
+    `without`) is that value."""
+    name = field
+    for f, by_stack in rt.reads:
+        if f == field:
+            names = dict(by_stack)
+            name = names.get(stack) or names.get("*") or field
+            break
+    if name == field and field in rt.pinned:
+        return float(getattr(rt, field))
+    return value(rt.id, name, float(getattr(rt, name)))
 
 
 @contextmanager

@@ -764,10 +764,10 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
     card's vendor GEMMs were measured to reach at that precision (on a ROCm card, the runtime's fitted share
     of that: rocm_gemm_share). The constants are read through
     core/constants.py, so validation's leave-one-source-out refits reach every caller."""
-    from .constants import value
+    from .constants import fitted
 
     def k(field: str) -> float:
-        return value(rt.id, field, getattr(rt, field))
+        return fitted(rt, field, gpu.stack)
 
     bw = bandwidth_gbps or gpu.bandwidth_gbps or 0.0
     field, _ = prefill_efficiency_field(rt.prefill_efficiency, rt.prefill_efficiency_quantized,

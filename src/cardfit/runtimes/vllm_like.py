@@ -59,12 +59,13 @@ V0_BATCHED_TOKENS = 2048
 UNKNOWN_MAX_MODEL_LEN = 2048
 
 
-def v0_batched_tokens(version: tuple[int, int], max_model_len: int, chunked_above: int) -> tuple[int, bool]:
+def v0_batched_tokens(chunks_2048: bool, max_model_len: int, chunked_above: int) -> tuple[int, bool]:
     """vLLM's V0 engine (before 0.8): (max_num_batched_tokens, chunked prefill on). The API server turns
     chunked prefill on for max_model_len above `chunked_above` (32K, EngineArgs v0.5-v0.7), with chunks of
-    512 tokens before v0.7 and 2048 from it; otherwise a step holds max(max_model_len, 2048) tokens."""
+    512 tokens before v0.7 and 2048 from it (`chunks_2048`: data/releases.toml v0_chunks_2048); otherwise a
+    step holds max(max_model_len, 2048) tokens."""
     if max_model_len > chunked_above:
-        return (V0_BATCHED_TOKENS if version >= (0, 7) else 512), True
+        return (V0_BATCHED_TOKENS if chunks_2048 else 512), True
     return max(max_model_len, V0_BATCHED_TOKENS), False
 
 
@@ -111,9 +112,14 @@ class VllmLike(Runtime):
     # with chunked prefill (always in V1) max_num_batched_tokens is the card's default whatever the
     # context, and max_num_seqs = min(the card's default, max_num_batched_tokens).
 
-    def serve_batched_tokens(self, gpu: Gpu | None) -> int:
-        """max_num_batched_tokens of `vllm serve` (V1) on this card: the profile run's token count."""
+    def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
+        """max_num_batched_tokens of `vllm serve` on this card: the profile run's token count. V1: the card's
+        default; V0 (a release before data/releases.toml v1_engine): max(max_model_len, 2048), or its chunk
+        where it turns chunked prefill on (v0_batched_tokens)."""
         rt = self.profile
+        if not rt.has("v1_engine") and rt.v0_chunked_prefill_above:
+            return v0_batched_tokens(rt.has("v0_chunks_2048"), max_model_len or UNKNOWN_MAX_MODEL_LEN,
+                                     rt.v0_chunked_prefill_above)[0]
         return (rt.prefill_chunk_big_card_serve if self.big_card(gpu) else rt.prefill_chunk_other_serve) \
             or rt.prefill_chunk
 

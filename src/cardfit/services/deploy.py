@@ -333,7 +333,7 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                 slots = (0,) if rt.paged_kv else SLOTS  # llama-server -np / OLLAMA_NUM_PARALLEL
                 for n in slots:
                     try:
-                        ctx = build_context(_plan_input(inp, runtime=rt.id, quant=qname, kv_dtype=kvd,
+                        ctx = build_context(_plan_input(inp, runtime=rt.named, quant=qname, kv_dtype=kvd,
                                                         context=length, batch=max(n, 1)))
                     except CardfitError as e:
                         # a --kv-dtype one of the searched runtimes does not take (Ollama: no bf16) leaves
@@ -792,7 +792,7 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
     c, s = r.cand, r.served
     return Deployment(
         gpu=c.gpu.name, count=r.count, nodes=c.nodes * r.replicas, cards_per_node=c.per_node, tp=c.tp,
-        pp=c.pp, replicas=r.replicas, runtime=c.setting.ctx.runtime.id, quant=c.setting.ctx.quant.name,
+        pp=c.pp, replicas=r.replicas, runtime=c.setting.ctx.runtime.named, quant=c.setting.ctx.quant.name,
         kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
         monthly_usd=round(r.monthly_usd, 2) if r.monthly_usd is not None else None,
         cost_per_million_usd=(round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None
@@ -1418,7 +1418,7 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     ctx = int(st.get("max_model_len") or (m.max_context if m is not None else 0) or UNKNOWN_MAX_MODEL_LEN)
     if m is not None and m.attention == "mla" and engine_version(r) >= (0, 7):
         return int(given or max(ctx, V0_BATCHED_TOKENS)), True
-    budget, chunked = v0_batched_tokens(engine_version(r), ctx, rt.v0_chunked_prefill_above)
+    budget, chunked = v0_batched_tokens(engine_version(r) >= (0, 7), ctx, rt.v0_chunked_prefill_above)
     return int(given or budget), not chunked
 
 

@@ -203,7 +203,13 @@ def engine_defaults(ctx: Context, gpu: Gpu | None) -> tuple[int, int]:
     if gpu is None:
         return ctx.prefill_chunk, max(asked or ctx.runtime.max_num_seqs, ctx.sequences)
     engine = adapter(_runtime_for(ctx, gpu))
-    return (ctx.inp.prefill_chunk or engine.serve_batched_tokens(gpu),
+    if ctx.inp.prefill_chunk:
+        chunk = ctx.inp.prefill_chunk
+    elif isinstance(engine, VllmLike):  # V0's budget is its max_model_len (the plan's context)
+        chunk = engine.serve_batched_tokens(gpu, ctx.inp.context or ctx.model.max_context or 0)
+    else:
+        chunk = engine.serve_batched_tokens(gpu)
+    return (chunk,
             max(asked or engine.serve_max_num_seqs(gpu), ctx.sequences))
 
 
@@ -552,6 +558,9 @@ class InputsView(Result):
     context: int
     context_source: str
     batch: int
+    # the engine release planned (--runtime NAME@RELEASE; else the current one, data/releases.toml); None: a
+    # runtime whose releases cardfit does not know
+    release: str | None
     kv_dtype: str
     prefill_chunk: int
     flash_attn: bool
@@ -565,9 +574,11 @@ class InputsView(Result):
 def inputs_view(ctx: Context, card: CardPlan) -> InputsView:
     q = ctx.quant
     util = ctx.utilization if ctx.utilization is not None else (ctx.runtime.gpu_memory_utilization or None)
+    from ..catalog.releases import release_name
+
     return InputsView(q.name, q.kind, ctx.runtime.id, card.memory.context, card.context_note, ctx.sequences,
-                      ctx.kv_dtype, ctx.prefill_chunk, ctx.flash_attn, util, ctx.inp.gpus, ctx.inp.tp,
-                      ctx.inp.gpu, ctx.inp.headroom)
+                      release_name(ctx.runtime), ctx.kv_dtype, ctx.prefill_chunk, ctx.flash_attn, util,
+                      ctx.inp.gpus, ctx.inp.tp, ctx.inp.gpu, ctx.inp.headroom)
 
 
 @record

@@ -131,7 +131,8 @@ def max_context(inp: MaxContextInput) -> MaxContext:
         _no_room(ctx, gpu, count, budget, "even one token of context")
     limited = "model" if best == cap and cap != UPPER else "memory"
     mem = memory_for(ctx, max(best, 1), gpu)
-    return MaxContext(model=m.name, gpu=gpu.name, count=count, quant=ctx.quant.name, runtime=ctx.runtime.id,
+    return MaxContext(model=m.name, gpu=gpu.name, count=count, quant=ctx.quant.name,
+                      runtime=ctx.runtime.named,
                       kv_dtype=ctx.kv_dtype, batch=ctx.sequences, max_context_tokens=best, limited_by=limited,
                       model_max_context=m.max_context or None, budget_bytes=budget,
                       weights_bytes=mem.weights_bytes,
@@ -188,7 +189,7 @@ def max_sequences(inp: PlanInput) -> MaxSequences:
     if n == 0:
         _no_room(ctx, gpu, count, budget, f"one sequence of {context:,} tokens")
     return MaxSequences(model=ctx.model.name, gpu=gpu.name, count=count, quant=ctx.quant.name,
-                        runtime=ctx.runtime.id, kv_dtype=ctx.kv_dtype, context=context, context_source=why,
+                        runtime=ctx.runtime.named, kv_dtype=ctx.kv_dtype, context=context, context_source=why,
                         max_sequences=n, budget_bytes=budget, kv_bytes_per_token=kv_per_token(ctx))
 
 
@@ -219,7 +220,7 @@ def largest_model(inp: PlanInput) -> LargestModels:
             continue
         if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):
             fits.append(ModelFit(model=m.name, id=m.id, params=m.params, quant=ctx.quant.name,
-                                 runtime=ctx.runtime.id, context=context, need_bytes=need,
+                                 runtime=ctx.runtime.named, context=context, need_bytes=need,
                                  free_bytes=budget - need))
     fits.sort(key=lambda f: -f.params)
     gpu = default_gpus().get(inp.gpu) if inp.gpu else None

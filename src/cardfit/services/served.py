@@ -83,7 +83,7 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
                         quantized=sp.is_quantized(ctx.quant))
     if not mc.overhead_s_per_sequence and not rt.paged_kv:
         mc = replace(mc, overhead_s_per_sequence=uncalibrated_sequence_cost_s())
-    if value(rt.id, "serial_gemm", 0.0):
+    if rt.serial_gemm or value(rt.id, "serial_gemm", 0.0):
         mc = replace(mc, serial_gemm=True)
     if sp.mla_moe(ctx.model):
         cap = sp.mla_moe_prefill_share_max(gpu, mc.precision)
@@ -109,17 +109,16 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     """One copy: `pp` pipeline stages (runtimes that pipeline; a layer split runs one card at a time and is
     timed as one stage) of `mc`, scheduling at most `seqs` sequences and `chunk_tokens` tokens a step
     (default: the plan's prefill chunk)."""
-    from ..core.constants import value
+    from ..core.constants import fitted
 
     stages = pp if ctx.runtime.pipeline_parallel else 1
     attention = sp.prefill_attention_flops(ctx.model, w.input_tokens // 2, mc) if mc.attention_dp > 1 else 0.0
     return sv.Replica(sv.stage(whole, stages), mc, sp.prefill_flops(ctx.model, w.input_tokens // 2, mc),
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,
                       NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0,
-                      int(value(ctx.runtime.id, "schedule_ahead_steps", ctx.runtime.schedule_ahead_steps)),
+                      int(fitted(ctx.runtime, "schedule_ahead_steps")),
                       w.input_tokens, attention, burst_first_alone=ctx.runtime.burst_first_alone,
-                      response_lag=int(value(ctx.runtime.id, "response_lag_steps",
-                                             ctx.runtime.response_lag_steps)))
+                      response_lag=int(fitted(ctx.runtime, "response_lag_steps")))
 
 
 def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:

@@ -94,14 +94,14 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
     (core/speed.py prefill_efficiency_field)."""
     from dataclasses import replace
 
-    from ..core.constants import value
+    from ..core.constants import fitted, value
 
     out = {}
     for attr, (field, scale) in CALIBRATED.items():
         if field == "prefill_efficiency":
             field, _ = sp.prefill_efficiency_field(rt.prefill_efficiency, rt.prefill_efficiency_quantized,
                                                    quantized, rt.prefill_efficiency_metal, gpu)
-        v = value(rt.id, field, getattr(rt, field))
+        v = fitted(rt, field, gpu.stack if gpu is not None else "")
         out[attr] = v * scale if v or scale != 1.0 else 1.0  # an efficiency of 0 means "not calibrated"
     out["expert_efficiency"] = value(rt.id, "expert_efficiency", rt.expert_efficiency)  # 0: the dense share
     out["overhead_s_per_moe_layer"] = 1e-6 * value(rt.id, "moe_overhead_us_per_layer",
@@ -242,7 +242,7 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
                                       stream_s_per_token=_stream(s, ctx.prefill_chunk, inp.prompt))
     no_fit = [f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures assume it did"]
     report = SpeedReport(
-        model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp, runtime=rt.id,
+        model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp, runtime=rt.named,
         quant=ctx.quant.name, context=mem.context, filled=s.filled, kv_dtype=mem.kv_dtype,
         verdict=opt.verdict, gpu_layer_fraction=round(opt.gpu_layer_fraction, 4),
         processor=processor(opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 1.0),

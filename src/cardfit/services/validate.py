@@ -480,7 +480,7 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
         return int(s["max_num_batched_tokens"])
     if _vllm_v0(r):
         ctx = int(r.get("context") or s.get("max_model_len") or UNKNOWN_MAX_MODEL_LEN)
-        return v0_batched_tokens(_vllm_version(r), ctx, rt.v0_chunked_prefill_above)[0]
+        return v0_batched_tokens(_vllm_version(r) >= (0, 7), ctx, rt.v0_chunked_prefill_above)[0]
     return _vllm_like(rt).serve_batched_tokens(gpu)
 
 

@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
+const FIELDS = ["model", "quant", "context", "batch", "runtime", "release", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
   "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
 const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api",
   "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
@@ -50,6 +50,7 @@ function values() {
 function planBody(v) {
   const body = {};
   for (const f of PLAN_FIELDS) if (v[f] !== undefined) body[f] = v[f];
+  if (body.runtime && v.release) body.runtime += "@" + v.release;  // --runtime NAME@RELEASE
   const shape = ["params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
   if (body.model) { uploaded = null; for (const f of shape) delete body[f]; }
   else if (uploaded) { body.config_json = uploaded; for (const f of shape) delete body[f]; }
@@ -421,7 +422,8 @@ function deployBody() {
   if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
   for (const id of ["d-input", "d-output"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
   for (const id of ["d-ttft", "d-tpot"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
-  if ($("d-runtime").value) body.runtime = $("d-runtime").value;
+  const release = $("d-release").value.trim();
+  if ($("d-runtime").value) body.runtime = $("d-runtime").value + (release ? "@" + release : "");
   if ($("gpu").value.trim()) body.gpu = [$("gpu").value.trim()];
   return body;
 }

@@ -1,0 +1,235 @@
+"""Engine releases as data (data/releases.toml): which features a runtime's release has, read by one
+`profile_at(profile, release)`. `--runtime NAME@RELEASE` names one (`runtime_named`); a validation record is
+timed at the release its source states, or, where it states none, at the release current at its date."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+from ..errors import CatalogError, InputError
+from .loader import builtin, builtin_path
+from .records import record
+from .schema import check_keys, keys_of
+
+# catalog/runtimes.py imports this module (a runtime named with '@'), so profiles are typed Any here
+RuntimeProfile = Any
+
+# one parser for every way a release is written: "0.10.1.1", "v0.7.3", "~0.6.4 (rocm/vllm ...)",
+# "1.0.0rc3", "1.2.0rc6.post3", "NIM 1.8.0 (TensorRT-LLM ...)", "b3622", "build: 93bc3839 (3622)"
+_NIM = re.compile(r"^\s*NIM\s+v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
+_SEMVER = re.compile(r"^\s*~?v?(\d+)\.(\d+)(?:\.(\d+))?")
+_BUILD = re.compile(r"^\s*b(\d{3,5})\b|(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
+_ENGINE = re.compile(r"\b(V0|V1)\b")
+_DATE = re.compile(r"^\d{4}-\d{2}(?:-\d{2})?$")  # "vllm@2024-08": the release current at that date
+
+
+@record(slots=True)
+class Feature:
+    id: str
+    what: str
+    source: str
+    from_: str = ""  # the first release that has it ("from" in the file)
+    from_nim: str = ""  # the first NVIDIA NIM release that has it (TensorRT-LLM's NIM line)
+    date: str = ""  # "YYYY-MM[-DD]": the first release's date, for records that state no release
+    when: str = ""  # its `without` / `reads` apply only while this other feature is on
+    without: tuple[tuple[str, Any], ...] = ()
+    # field -> ((stack or "*", constant), ...)
+    reads: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+
+@record(slots=True)
+class Release:
+    """A runtime at one release: its name as given ("" = the current release), the parsed number, the line
+    it belongs to ("" or "nim"), whether it was stated, and the features it has."""
+
+    runtime: str
+    name: str
+    number: tuple[int, ...] = ()
+    line: str = ""
+    features: frozenset[str] = frozenset()
+    stated: bool = True  # False: a record's source named none (its date chose it), or the current one
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    @property
+    def label(self) -> str:
+        return f"{self.runtime}@{self.name}" if self.name else self.runtime
+
+
+@record(slots=True)
+class RuntimeReleases:
+    id: str
+    current: str
+    source: str
+    features: tuple[Feature, ...]
+
+
+_KEYS = {"id", "current", "source", "feature"}
+_FEATURE_KEYS = keys_of(Feature) - {"from_"} | {"from"}
+
+
+def _feature(row: dict[str, Any], runtime: str) -> Feature:
+    path = builtin_path("releases.toml")
+    check_keys(row, _FEATURE_KEYS, table=f"release feature of '{runtime}'", path=path)
+    reads = []
+    for field, how in (row.get("reads") or {}).items():
+        by_stack = how if isinstance(how, dict) else {"*": how}
+        reads.append((field, tuple(sorted((str(k), str(v)) for k, v in by_stack.items()))))
+    return Feature(id=row["id"], what=row["what"], source=row["source"], from_=str(row.get("from", "")),
+                   from_nim=str(row.get("from_nim", "")), date=str(row.get("date", "")),
+                   when=str(row.get("when", "")), without=tuple(sorted((row.get("without") or {}).items())),
+                   reads=tuple(reads))
+
+
+@cache
+def release_table() -> dict[str, RuntimeReleases]:
+    path = builtin_path("releases.toml")
+    out = {}
+    for row in builtin("releases.toml")["runtime"]:
+        check_keys(row, _KEYS, table="releases runtime", path=path)
+        feats = tuple(_feature(f, row["id"]) for f in row.get("feature", ()))
+        out[row["id"]] = RuntimeReleases(row["id"], str(row.get("current", "")), row["source"], feats)
+    return out
+
+
+def parse_release(runtime: str, text: str) -> tuple[tuple[int, ...], str] | None:
+    """(number, line) of a release as written ("0.10.1.1" -> ((0, 10, 1), ""), "NIM 1.8.0" -> ((1, 8, 0),
+    "nim"), "b3622" -> ((3622,), "")); None when the text names no release number."""
+    text = str(text or "")
+    if runtime in ("llama.cpp", "ollama") and (m := _BUILD.search(text)) and not _SEMVER.match(text):
+        return (int(m[1] or m[2]),), ""
+    if m := _NIM.match(text):
+        return tuple(int(x) for x in m.groups() if x is not None), "nim"
+    if m := _SEMVER.match(text):
+        return tuple(int(x) for x in m.groups() if x is not None), ""
+    return None
+
+
+def _before(number: tuple[int, ...], first: str, runtime: str) -> bool:
+    parsed = parse_release(runtime, first)
+    return parsed is not None and number < parsed[0]
+
+
+def _has(f: Feature, number: tuple[int, ...] | None, line: str, date: str, runtime: str) -> bool:
+    if number is None:  # not stated: the release of the record's date (none: the current one)
+        return not (date and f.date and date[:len(f.date)] < f.date)
+    first = f.from_nim if line == "nim" else f.from_
+    if not first:  # a feature with no release number of this line: the line has always had it
+        return True
+    return not _before(number, first, runtime)
+
+
+def release(runtime: str, stated: str | None = None, date: str | None = None) -> Release:
+    """The release a runtime runs at: `stated` as a source or a user writes it ("0.10.1.1", "NIM 1.8.0",
+    "b3622", "0.8.2 (V0 engine)", or a date "2024-08": the release current then); not stated, the release
+    current at `date` ("YYYY-MM[-DD]"); neither, the
+    current release. Raises InputError for a stated release that names no number."""
+    table = release_table().get(runtime)
+    stated = str(stated or "").strip()
+    if _DATE.match(stated):
+        date, stated = stated, ""
+        rel = release(runtime, None, date)
+        return replace(rel, name=date, stated=True)
+    parsed = parse_release(runtime, stated) if stated else None
+    if stated and parsed is None:
+        raise InputError(f"'{stated}' is not a {runtime} release: write it as the engine numbers it "
+                         f"(e.g. {_example(runtime)})", field="runtime")
+    if table is None:
+        return Release(runtime, stated, parsed[0] if parsed else (), "", frozenset(), bool(stated))
+    number, line = parsed if parsed else (None, "")
+    feats = {f.id for f in table.features if _has(f, number, line, str(date or ""), runtime)}
+    engine = _ENGINE.search(stated)  # vLLM: the engine a release ran (VLLM_USE_V1), stated beside it
+    if engine and runtime == "vllm":
+        feats = feats | {"v1_engine"} if engine[1] == "V1" else feats - {"v1_engine", "async_scheduling"}
+    name = stated if stated else ""
+    return Release(runtime, name, number or (), line, frozenset(feats), bool(stated))
+
+
+def _example(runtime: str) -> str:
+    return {"llama.cpp": "llama.cpp@b3622", "trtllm": "trtllm@1.0.0 or trtllm@NIM 1.8.0"}.get(
+        runtime, f"{runtime}@0.10.1")
+
+
+def current_release(runtime: str) -> str:
+    table = release_table().get(runtime)
+    return table.current if table is not None else ""
+
+
+def release_name(rt: RuntimeProfile) -> str | None:
+    """The release a profile is at, as output names it: the one asked for ("0.6.3", "2024-08"), else the
+    current one of data/releases.toml; None for a runtime cardfit knows no releases of."""
+    if rt.release is not None and rt.release.name:
+        return str(rt.release.name)
+    return current_release(rt.id) or None
+
+
+def profile_at(rt: RuntimeProfile, rel: Release) -> RuntimeProfile:
+    """The runtime profile at a release: every feature the release lacks sets its `without` fields and
+    reads its `reads` constants (Release and `reads` travel with the profile: core/constants.py fitted)."""
+    table = release_table().get(rt.id)
+    fields: dict[str, Any] = {}
+    reads: dict[str, tuple[tuple[str, str], ...]] = {}
+    for f in table.features if table is not None else ():
+        if rel.has(f.id) or (f.when and not rel.has(f.when)):
+            continue
+        fields.update(dict(f.without))
+        reads.update(dict(f.reads))
+    for field, by_stack in reads.items():  # a constant read in place of the field: its stored value too
+        anywhere = dict(by_stack).get("*")
+        if anywhere:
+            fields[field] = getattr(rt, anywhere)
+    pinned = frozenset(k for f in (table.features if table else ()) if not rel.has(f.id)
+                       and not (f.when and not rel.has(f.when)) for k, _ in f.without)
+    return replace(rt, **fields, release=rel, reads=tuple(sorted(reads.items())), pinned=pinned)
+
+
+def runtime_named(text: str, find: Any) -> RuntimeProfile | None:
+    """The runtime a user names, at the release after '@' ("vllm@0.10.1"); `find` looks the name up (a
+    Registry's find). None when the name is unknown; InputError for a release that cannot be read or a
+    runtime whose releases cardfit does not know."""
+    name, at, rel = str(text).partition("@")
+    rt = find(name.strip())
+    if rt is None or not at:
+        return rt if rt is None else at_release(rt, "")
+    rel = rel.strip()
+    if not rel:
+        raise InputError(f"'{text}': name a release after '@' (e.g. {_example(rt.id)}), or drop the '@'",
+                         field="runtime")
+    table = release_table().get(rt.id)
+    if table is None or not (table.current or (_DATE.match(rel) and table.features)):
+        known = ", ".join(sorted(k for k, v in release_table().items() if v.current))
+        raise InputError(f"cardfit knows no releases of {rt.name}: drop '@{rel}' (releases are known for "
+                         f"{known})", field="runtime")
+    return at_release(rt, rel)
+
+
+def at_release(rt: RuntimeProfile, stated: str, date: str | None = None) -> RuntimeProfile:
+    """`profile_at` for a release as written (release(); "" and no date: the current one)."""
+    if rt.release is not None:
+        return rt
+    return _at(rt, stated, date or "")
+
+
+@cache
+def _at(rt: RuntimeProfile, stated: str, date: str) -> RuntimeProfile:
+    return profile_at(rt, release(rt.id, stated, date))
+
+
+def check_table(runtime_ids: set[str], fields: set[str]) -> None:
+    """Every runtime the table names is in runtimes.toml (`runtime_ids`), every feature's `without` field is
+    a profile field (`fields`: catalog/runtimes.py KEYS) and every constant it reads is one
+    (tests/test_releases.py)."""
+    path = builtin_path("releases.toml")
+    for rid, rr in release_table().items():
+        if rid not in runtime_ids:
+            raise CatalogError(f"releases.toml: runtime '{rid}' is not in runtimes.toml", path=path)
+        for f in rr.features:
+            for field in [k for k, _ in f.without] + [k for k, _ in f.reads] + \
+                         [c for _, by in f.reads for _, c in by]:
+                if field not in fields:
+                    raise CatalogError(f"releases.toml: {rid} feature '{f.id}' names '{field}', not a "
+                                       "runtime profile field", path=path)

@@ -1,0 +1,151 @@
+"""Engine releases as data (data/releases.toml, catalog/releases.py): one parser, one meaning of "release not
+stated", one profile_at, and `--runtime NAME@RELEASE` in every command and in the web API."""
+
+from __future__ import annotations
+
+import pytest
+
+from cardfit.catalog.releases import check_table, parse_release, release, release_table
+from cardfit.catalog.runtimes import KEYS, default_runtimes
+from cardfit.core.constants import constants, fitted
+from cardfit.errors import InputError
+
+# (runtime, as a source or a user writes it, (number, line)): strings of data/validation's records
+PARSED = [
+    ("vllm", "0.10.1.1", ((0, 10, 1), "")),
+    ("vllm", "v0.7.3", ((0, 7, 3), "")),
+    ("vllm", "~0.6.4 (rocm/vllm-dev)", ((0, 6, 4), "")),
+    ("vllm", "0.8.2 (V0 engine)", ((0, 8, 2), "")),
+    ("vllm", "0.6.3.dev116+g151ef4ef", ((0, 6, 3), "")),
+    ("trtllm", "1.0.0rc3", ((1, 0, 0), "")),
+    ("trtllm", "1.2.0rc6.post3", ((1, 2, 0), "")),
+    ("trtllm", "NIM 1.8.0 (TensorRT-LLM engine)", ((1, 8, 0), "nim")),
+    ("sglang", "0.5.6.post2", ((0, 5, 6), "")),
+    ("llama.cpp", "b3622", ((3622,), "")),
+    ("llama.cpp", "93bc3839 (3622)", ((3622,), "")),
+    ("vllm", "main, Jan 2025", None),
+    ("vllm", "not stated", None),
+]
+
+
+@pytest.mark.parametrize("runtime,text,want", PARSED)
+def test_one_parser_reads_every_way_a_release_is_written(runtime: str, text: str, want: object) -> None:
+    assert parse_release(runtime, text) == want
+
+
+# (runtime, release, date, features on, features off)
+FEATURES = [
+    ("vllm", "0.5.3", None, set(), {"overlap_scheduler", "v1_engine"}),
+    ("vllm", "0.6.3", None, {"overlap_scheduler"}, {"v1_engine", "async_scheduling"}),
+    ("vllm", "0.10.1.1", None, {"v1_engine", "overlap_scheduler"}, {"async_scheduling", "graphs_in_budget"}),
+    ("vllm", "0.14.1", None, {"async_scheduling"}, {"graphs_in_budget"}),
+    ("vllm", "0.24.0", None, {"graphs_in_budget", "async_scheduling", "v1_engine"}, set()),
+    ("vllm", "0.8.2 (V0 engine)", None, {"overlap_scheduler"}, {"v1_engine"}),
+    ("vllm", "0.7.3 (V1)", None, {"v1_engine"}, set()),
+    # not stated: the release current at the record's date; neither: the current release
+    ("vllm", None, "2024-08-15", set(), {"overlap_scheduler"}),
+    ("vllm", None, "2025-04", {"v1_engine"}, {"async_scheduling"}),
+    ("vllm", None, None, {"graphs_in_budget", "async_scheduling"}, set()),
+    ("vllm", "2024-08", None, set(), {"overlap_scheduler"}),
+    ("trtllm", "NIM 1.8.0", None, set(), {"pytorch_backend", "overlap_executor"}),
+    ("trtllm", "0.15.0", None, set(), {"pytorch_backend"}),
+    ("trtllm", "1.0.0rc3", None, {"pytorch_backend", "overlap_executor"}, set()),
+    ("llama.cpp", "b2000", None, set(), {"cuda_graphs", "mmq"}),
+    ("llama.cpp", "b3100", None, {"cuda_graphs"}, {"mmq"}),
+    ("sglang", "0.3.6", None, set(), {"overlap_scheduler"}),
+]
+
+
+@pytest.mark.parametrize("runtime,stated,date,on,off", FEATURES)
+def test_a_release_has_the_features_of_the_table(runtime: str, stated: str | None, date: str | None,
+                                                  on: set[str], off: set[str]) -> None:
+    rel = release(runtime, stated, date)
+    assert on <= rel.features
+    assert not (off & rel.features)
+
+
+def test_the_table_names_runtime_fields_and_runtimes() -> None:
+    check_table({r.id for r in default_runtimes()}, set(KEYS))
+    for rr in release_table().values():
+        assert rr.source.startswith("https://")
+        for f in rr.features:
+            assert f.source and f.what and f.date
+
+
+def test_profile_at_sets_the_older_engines_fields_and_reads_its_constants() -> None:
+    runtimes = default_runtimes()
+    now, v0, v1_sync = runtimes.get("vllm"), runtimes.get("vllm@0.5.3"), runtimes.get("vllm@0.10.1")
+    assert now.release is None and not now.prefill_first and now.prefix_caching
+    assert v0.prefill_first and not v0.prefix_caching and v0.prefill_graph_tokens == 0
+    assert v0.sampler_bytes_per_logit == now.sampler_bytes_per_logit_v0
+    assert v0.cuda_graph_bytes == 0  # captured outside the budget before 0.21
+    per_seq = "decode_overhead_us_per_sequence"
+    assert fitted(v0, per_seq, "cuda") == now.decode_overhead_us_per_sequence_v0
+    # V1 before async scheduling pays its synchronous loop on CUDA cards only
+    assert fitted(v1_sync, per_seq, "cuda") == now.decode_overhead_us_per_sequence_sync
+    assert fitted(v1_sync, per_seq, "rocm") == now.decode_overhead_us_per_sequence
+    # a validation fold's refit of the renamed constant reaches the release that reads it
+    with constants({"vllm.decode_overhead_us_per_sequence_sync": 12.5}):
+        assert fitted(v1_sync, per_seq, "cuda") == 12.5
+    trt = runtimes.get("trtllm@NIM 1.8.0")
+    assert trt.serial_gemm and trt.prefill_overhead_us_per_layer == 0 and trt.schedule_ahead_steps == 0
+    with constants({"trtllm.prefill_overhead_us_per_layer": 800.0}):  # set outright, not refit
+        assert fitted(trt, "prefill_overhead_us_per_layer") == 0
+
+
+@pytest.mark.parametrize("name,message", [
+    ("vllm@", "name a release after '@'"),
+    ("vllm@banana", "is not a vllm release"),
+    ("ollama@0.5.7", "knows no releases of Ollama"),
+    ("transformers@4.45", "knows no releases"),
+])
+def test_a_release_that_cannot_be_read_is_a_clear_error(name: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        default_runtimes().get(name)
+
+
+def test_plan_names_the_release_it_planned(run_cli, run_json) -> None:
+    code, old, _ = run_cli("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm@0.6.3")
+    assert code == 0 and "runtime vllm 0.6.3 ·" in old
+    code, now, _ = run_cli("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm")
+    assert code == 0 and "runtime vllm 0.24.0 ·" in now
+    js = run_json("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm@0.6.3")
+    assert js["inputs"]["release"] == "0.6.3"
+
+
+def test_v0_profiles_a_whole_max_model_len_prefill(run_json) -> None:
+    """vLLM V0 without chunked prefill (max_model_len <= 32K) profiles max(max_model_len, 2048) tokens
+    (item 6): a 29,000-token context takes a larger activation peak than V1's card-sized budget."""
+    args = ["plan", "llama-3.1-8b", "--gpu", "RTX 4090", "--quant", "fp8", "--context", "29000"]
+    old = run_json(*args, "--runtime", "vllm@0.6.3")["memory"]["activation_bytes"]
+    now = run_json(*args, "--runtime", "vllm")["memory"]["activation_bytes"]
+    assert old > 2.5 * now
+
+
+def test_every_serving_command_takes_a_release(run_cli, run_json) -> None:
+    load = ["--input-tokens", "1000", "--output-tokens", "200"]
+    speed = {r: run_json("speed", "llama-3.1-8b", "--gpu", "H100", "--runtime", r, *load)
+             for r in ("vllm@0.5.3", "vllm")}
+    assert speed["vllm@0.5.3"]["runtime"] == "vllm@0.5.3"
+    slow, fast = (max(row["aggregate_tokens_per_s"] for row in speed[r]["rows"])
+                  for r in ("vllm@0.5.3", "vllm"))
+    assert slow < fast  # vLLM before 0.6 ran its scheduler between GPU steps
+    deploy = run_json("deploy", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm@0.5.3", "--users", "32")
+    assert deploy["best"]["runtime"] == "vllm@0.5.3"
+    for args in (["max-context", "llama-3.1-8b", "--gpu", "H100"],
+                 ["max-sequences", "llama-3.1-8b", "--gpu", "H100", "--context", "8192"]):
+        assert run_json(*args, "--runtime", "vllm@0.6.3")["runtime"] == "vllm@0.6.3"
+    code, out, err = run_cli("plan", "llama-3.1-8b", "--runtime", "vllm@x")
+    assert code != 0 and "Traceback" not in err and "not a vllm release" in err
+
+
+def test_the_web_api_takes_a_release() -> None:
+    from fastapi.testclient import TestClient
+
+    from cardfit.web.app import create_app
+
+    client = TestClient(create_app())
+    r = client.post("/api/plan", json={"model": "llama-3.1-8b", "gpu": "H100", "runtime": "vllm@0.6.3"})
+    assert r.status_code == 200 and r.json()["inputs"]["release"] == "0.6.3"
+    bad = client.post("/api/plan", json={"model": "llama-3.1-8b", "runtime": "vllm@zz"})
+    assert bad.status_code == 400 and "not a vllm release" in bad.json()["error"]
