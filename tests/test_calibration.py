@@ -431,17 +431,24 @@ HELD_LOO = {
     # pull request are one fold; its typed-in 800 us prefill dispatch time taken out of that fold), no record
     # dropped (10 scored with the prior), and a closed loop whose users never queue behind themselves nor
     # ride their prompt along with their own decode (core/serving.py closed_loop):
-    # 10.2 % / 19.4 % -> 12.0 % / 62.8 %
-    "serving": (0.12, 0.63),
+    # 10.2 % / 19.4 % -> 12.0 % / 62.8 %; -> 11.1 % / 54.2 % with TensorRT-LLM's response lag
+    # -> 12.7 % / 54.2 % (loosened, not a change of the model): a record that states no release is timed at
+    # the release current at its date (data/releases.toml). aiconfigurator's vLLM rows measured 2025-10-29
+    # (no version: 0.11, before async scheduling) now pay the synchronous loop's time per sequence, and
+    # with Dennis Lee's runs left out that constant is fitted on them alone (its 70B TP4/TP8 rows imply far
+    # more than his single-card runs): those runs err 5-15 points more out of sample
+    "serving": (0.128, 0.55),
 }
 
 
 # The headline: out of sample (leave one publisher out) on the path users get (services/validate.py path_of:
 # the current release, only the settings deploy/speed take), 2026-12-06.
+# Records that state no release are on it only where the release current at their date is
+# (data/releases.toml).
 HELD_USER_PATH = {
-    "decode": (0.151, 0.31),  # 92 records
-    "prefill": (0.115, 0.32),  # 12 records
-    "aggregate_decode": (0.118, 0.15),  # 18 records
+    "decode": (0.151, 0.28),  # 88 records
+    "prefill": (0.099, 0.15),  # 10 records
+    "aggregate_decode": (0.098, 0.16),  # 12 records
     "serving": (0.164, 0.35),  # 52 records
 }
 

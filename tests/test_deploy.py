@@ -243,10 +243,11 @@ def test_a_vllm_v0_record_launches_every_prompt_step_eagerly():
     piecewise graphs (up to 512 tokens), pays the eager dispatch of all 126 layers of Llama 3.1 405B. dstack's
     vLLM 0.6.3 on 8x MI300X, one request of ~80 prompt tokens: TTFT 314.58 ms (dstackai/benchmarks
     amd/tgi_vs_vllm/vllm/data/result_vllm_short.csv)."""
-    from cardfit.services.deploy import older_release, predict_serving
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.deploy import predict_serving
 
-    assert older_release((0, 6), "0.8") and not older_release((0, 8), "0.8")
-    assert not older_release((0, 6), "x")
+    assert default_runtimes().get("vllm@0.6.3").prefill_graph_tokens == 0
+    assert default_runtimes().get("vllm@0.8").prefill_graph_tokens == 512
     r = {"id": "dstack-405b-n1", "kind": "serving", "model": "llama-3.1-405b", "quant": "bf16",
          "runtime": "vllm", "gpu": "MI300X", "gpus": 8, "input_tokens": 80, "output_tokens": 85,
          "request_rate": "inf",
@@ -277,8 +278,8 @@ def test_a_vllm_v1_record_before_async_scheduling_pays_the_engine_loop_per_seque
     opted = {**r, "settings": {**r["settings"], "async_scheduling": True}}
     v0 = {**r, "settings": {**r["settings"], "version": "0.7.3"}}
     unstated = {**r, "settings": {**r["settings"], "version": "not stated"}}
-    assert synchronous_loop(r, vllm)
-    assert not any(synchronous_loop(x, vllm) for x in (current, opted, v0, unstated))
+    assert synchronous_loop(r)
+    assert not any(synchronous_loop(x) for x in (current, opted, v0, unstated))
     sync, overlapped = predict_serving(r)[0], predict_serving(current)[0]
     per = vllm.decode_overhead_us_per_sequence_sync
     assert 20 <= per <= 200  # tens of microseconds of Python per request per step
@@ -706,13 +707,14 @@ def test_vllm_before_0_21_captures_its_graphs_outside_the_budget():
     import copy
     import re
 
-    from cardfit.catalog.runtimes import default_runtimes, graphs_outside_budget
+    from cardfit.catalog.runtimes import default_runtimes
     from cardfit.services.deploy import predict_serving
     from cardfit.services.validate import all_records
 
-    rt = default_runtimes().get("vllm")
-    assert graphs_outside_budget(rt, (0, 10)) and not graphs_outside_budget(rt, (0, 21))
-    assert not graphs_outside_budget(default_runtimes().get("sglang"), (0, 1))
+    rts = default_runtimes()
+    assert not rts.get("vllm@0.10").has("graphs_in_budget") and rts.get("vllm@0.21").has("graphs_in_budget")
+    assert rts.get("vllm@0.10").cuda_graph_bytes == 0 < rts.get("vllm").cuda_graph_bytes
+    assert rts.get("sglang@0.1").has("graphs_in_budget")  # not a feature of SGLang's table
     r = next(x for x in all_records() if x["id"] == "dennislee-qwen2-7b-a100-vllm-test4-n1000-1024x1024-tpot")
     current = copy.deepcopy(r)
     current["settings"]["version"] = "0.21.0"
@@ -721,7 +723,7 @@ def test_vllm_before_0_21_captures_its_graphs_outside_the_budget():
         return int(re.search(r"KV pool ([\d,]+) tokens", predict_serving(x)[1])[1].replace(",", ""))
 
     grown = pool(r) - pool(current)
-    assert abs(grown - rt.cuda_graph_bytes / 57_344) < 100
+    assert abs(grown - rts.get("vllm").cuda_graph_bytes / 57_344) < 100
     assert pool(r) < 93_872
 
 

@@ -92,11 +92,9 @@ def test_validation_steps_the_pool_of_the_engine_that_preempts():
     """vLLM's records are stepped with their KV pool and the engine's own sequence cap (256 on an A100), and
     prefix caching from V1 (0.8); SGLang keeps the cap by the mean tokens in flight."""
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.deploy import _before
 
     rts = default_runtimes()
-    assert (rts.get("vllm").kv_preemption, rts.get("vllm").prefix_caching_from) == ("recompute", "0.8")
+    assert (rts.get("vllm").kv_preemption, rts.get("vllm").prefix_caching) == ("recompute", True)
     assert rts.get("sglang").kv_preemption == ""
-    assert _before("~0.6.4 (rocm/vllm-dev:20241121-tuned, V0 engine)", "0.8")
-    assert not _before("0.10.1.1", "0.8")
-    assert not _before(None, "0.8")
+    assert not rts.get("vllm@~0.6.4 (rocm/vllm-dev:20241121-tuned, V0 engine)").prefix_caching
+    assert rts.get("vllm@0.10.1.1").prefix_caching

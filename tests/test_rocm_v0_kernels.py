@@ -14,7 +14,7 @@ import pytest
 
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core import speed as sp
-from cardfit.services.deploy import predict_serving, rocm_v0_kernels
+from cardfit.services.deploy import predict_serving, record_runtime, rocm_v0_kernels
 
 
 @cache
@@ -25,7 +25,7 @@ def _records() -> dict[str, dict]:
 
 def _kernels(record_id: str, **changes) -> dict[str, float]:
     r = {**_records()[record_id], **changes}
-    return rocm_v0_kernels(r, default_runtimes().get(r["runtime"]))
+    return rocm_v0_kernels(r, record_runtime(r))  # the profile at the record's release
 
 
 VLLM = default_runtimes().get("vllm")

@@ -92,12 +92,13 @@ def test_mla_v0_prefill_share_is_fitted_on_two_sources_that_agree():
 
 def test_mla_v0_ttft_pays_that_generations_prefill():
     """The dstack vLLM run on 8x H200 at 4 in flight: 975.7 ms mean TTFT for 4 x 3,200-token prompts
-    prefilled together (vLLM 0.7 schedules MLA prompts first). The same record dated after mid-2025 is timed
-    with the current kernels' share (at most the best published DeepSeek prefill, 26 % of the peak:
-    core/speed.py MLA_MOE_PREFILL_SHARE_MAX), over twice as fast."""
+    prefilled together (vLLM 0.7 schedules MLA prompts first). The same run on a release with the mid-2025
+    kernels (data/releases.toml mla_moe_kernels, vLLM 0.9.1) is timed with the current kernels' share (at most
+    the best published DeepSeek prefill, 26 % of the peak: core/speed.py MLA_MOE_PREFILL_SHARE_MAX), over
+    twice as fast."""
     r = RECORDS["dstack-r1-h200-vllm-3200x800-c4-ttft"]
     then, _ = predict_serving(dict(r))
-    now, _ = predict_serving({**r, "date": "2025-08-01"})
+    now, _ = predict_serving({**r, "date": "2025-08-01", "settings": {**r["settings"], "version": "0.9.1"}})
     assert then == pytest.approx(float(r["measured"]), rel=0.35)
     assert now < then / 2
 

@@ -22,8 +22,8 @@ RuntimeProfile = Any
 _NIM = re.compile(r"^\s*NIM\s+v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
 _SEMVER = re.compile(r"^\s*~?v?(\d+)\.(\d+)(?:\.(\d+))?")
 _BUILD = re.compile(r"^\s*b(\d{3,5})\b|(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
-_ENGINE = re.compile(r"\b(V0|V1)\b")
-_DATE = re.compile(r"^\d{4}-\d{2}(?:-\d{2})?$")  # "vllm@2024-08": the release current at that date
+# "vllm@2024-08": the release current at that date (words may follow: _SWITCHES)
+_DATE = re.compile(r"^(\d{4}-\d{2}(?:-\d{2})?)(?:$|\s)")
 
 
 @record(slots=True)
@@ -49,11 +49,13 @@ class Release:
     name: str
     number: tuple[int, ...] = ()
     line: str = ""
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset()  # the features of the runtime's table it has
+    lacks: frozenset[str] = frozenset()  # the features of the runtime's table it does not have
     stated: bool = True  # False: a record's source named none (its date chose it), or the current one
 
     def has(self, feature: str) -> bool:
-        return feature in self.features
+        """Whether the release has a feature; one its runtime's table does not list it always has."""
+        return feature not in self.lacks
 
     @property
     def label(self) -> str:
@@ -123,35 +125,75 @@ def _has(f: Feature, number: tuple[int, ...] | None, line: str, date: str, runti
     return not _before(number, first, runtime)
 
 
+# Words a stated release may carry beside its number, naming the engine a source ran where the release's
+# default differs: vLLM's engine (VLLM_USE_V1: "0.8.2 (V0 engine)") and --async-scheduling, TensorRT-LLM's
+# backend ("0.17 (pytorch backend)": the PyTorch backend was opt-in before 1.0; "tensorrt": an engine built
+# by trtllm-build). Each: (pattern, features it turns on, features it turns off).
+_SWITCHES: dict[str, tuple[tuple[re.Pattern[str], frozenset[str], frozenset[str]], ...]] = {
+    "vllm": ((re.compile(r"\bV1\b"), frozenset({"v1_engine"}), frozenset()),
+             (re.compile(r"\bV0\b"), frozenset(), frozenset({"v1_engine", "async_scheduling"})),
+             (re.compile(r"\basync[-_ ]scheduling\b", re.I), frozenset({"async_scheduling"}), frozenset())),
+    "trtllm": ((re.compile(r"\bpytorch\b", re.I), frozenset({"pytorch_backend", "overlap_executor"}),
+                frozenset()),
+               (re.compile(r"\btensorrt\b(?!-llm)", re.I), frozenset(),
+                frozenset({"pytorch_backend", "overlap_executor"}))),
+}
+
+
 def release(runtime: str, stated: str | None = None, date: str | None = None) -> Release:
     """The release a runtime runs at: `stated` as a source or a user writes it ("0.10.1.1", "NIM 1.8.0",
-    "b3622", "0.8.2 (V0 engine)", or a date "2024-08": the release current then); not stated, the release
-    current at `date` ("YYYY-MM[-DD]"); neither, the
-    current release. Raises InputError for a stated release that names no number."""
+    "b3622", "0.8.2 (V0 engine)", "0.17 (pytorch backend)", or a date "2024-08": the release current then);
+    not stated, the release current at `date` ("YYYY-MM[-DD]"); neither, the current release. Raises
+    InputError for a stated release that names no number."""
     table = release_table().get(runtime)
     stated = str(stated or "").strip()
-    if _DATE.match(stated):
-        date, stated = stated, ""
-        rel = release(runtime, None, date)
-        return replace(rel, name=date, stated=True)
+    if m := _DATE.match(stated):  # a date, perhaps with switches after it
+        rel = _switched(release(runtime, None, m[1]), stated[m.end(1):], table)
+        return replace(rel, name=stated, stated=True)
     parsed = parse_release(runtime, stated) if stated else None
     if stated and parsed is None:
         raise InputError(f"'{stated}' is not a {runtime} release: write it as the engine numbers it "
                          f"(e.g. {_example(runtime)})", field="runtime")
     if table is None:
-        return Release(runtime, stated, parsed[0] if parsed else (), "", frozenset(), bool(stated))
+        return Release(runtime, stated, parsed[0] if parsed else (), stated=bool(stated))
     number, line = parsed if parsed else (None, "")
-    feats = {f.id for f in table.features if _has(f, number, line, str(date or ""), runtime)}
-    engine = _ENGINE.search(stated)  # vLLM: the engine a release ran (VLLM_USE_V1), stated beside it
-    if engine and runtime == "vllm":
-        feats = feats | {"v1_engine"} if engine[1] == "V1" else feats - {"v1_engine", "async_scheduling"}
-    name = stated if stated else ""
-    return Release(runtime, name, number or (), line, frozenset(feats), bool(stated))
+    feats = frozenset(f.id for f in table.features if _has(f, number, line, str(date or ""), runtime))
+    rel = Release(runtime, stated, number or (), line, feats, frozenset(f.id for f in table.features) - feats,
+                  bool(stated))
+    return _switched(rel, stated, table)
+
+
+def _switched(rel: Release, text: str, table: RuntimeReleases | None) -> Release:
+    """The release with the features the words of `text` turn on or off (_SWITCHES)."""
+    feats = set(rel.features)
+    for pattern, on, off in _SWITCHES.get(rel.runtime, ()):
+        if pattern.search(text):
+            feats = (feats | on) - off
+    known = frozenset(f.id for f in table.features) if table is not None else frozenset()
+    return replace(rel, features=frozenset(feats), lacks=known - feats)
 
 
 def _example(runtime: str) -> str:
     return {"llama.cpp": "llama.cpp@b3622", "trtllm": "trtllm@1.0.0 or trtllm@NIM 1.8.0"}.get(
         runtime, f"{runtime}@0.10.1")
+
+
+def question_runtime(runtime: str, stated: str | None, date: str | None) -> str:
+    """The --runtime a user would pass for the engine a source states: "vllm@0.10.1.1" for a release it
+    names, "vllm@2024-08-15" for one it does not (the release current at its date; the words of _SWITCHES
+    kept), else the bare name (a runtime cardfit knows no releases of)."""
+    table = release_table().get(runtime)
+    stated = str(stated or "").strip()
+    if table is None:
+        return runtime
+    if stated and table.current and parse_release(runtime, stated) is not None:
+        return f"{runtime}@{stated}"
+    switched = any(p.search(stated) for p, _, _ in _SWITCHES.get(runtime, ()))
+    if date and _DATE.match(str(date)) and table.features:
+        return f"{runtime}@{date}" + (f" ({stated})" if switched else "")
+    if switched and table.current:  # the current release, run with the engine the words name
+        return f"{runtime}@{table.current} ({stated})"
+    return runtime
 
 
 def current_release(runtime: str) -> str:

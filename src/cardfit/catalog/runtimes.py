@@ -39,10 +39,9 @@ class RuntimeProfile:
     ctx_pad: int = 1  # context rounded up to a multiple of this (llama.cpp pads n_ctx to 256)
     prefill_chunk: int = 0  # tokens prefilled at once by default (0: the whole prompt)
     max_num_seqs: int = 1  # sequences scheduled at once by default (vLLM 256): sizes sampler buffers
+    # the CUDA-graph pool inside the memory budget (vLLM from 0.21; data/releases.toml graphs_in_budget sets
+    # 0 for the releases before, which captured their graphs after sizing the KV cache, outside it)
     cuda_graph_bytes: int = 0
-    # the engine release from which the CUDA-graph pool is profiled before the KV cache is sized, inside the
-    # memory budget (vLLM 0.21); a record of an older release captured its graphs after, outside it
-    cuda_graph_budget_from: str = ""
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
     # bytes live per (sequence x vocabulary entry) at the peak of the profile run's dummy sampler
     # (core/activations.py vllm_profile_bytes); 8 = fp32 logits + probabilities; _v0: vLLM's V0 engine
@@ -101,15 +100,9 @@ class RuntimeProfile:
     decode_overhead_us_per_sequence: float = 0.0
     # the same for engine generations whose CPU work ran serially with the GPU step (vLLM before 0.6)
     decode_overhead_us_per_sequence_v0: float = 0.0
-    # the release (and its date, for records that state no version) from which the scheduler's CPU work
-    # overlaps the GPU step; records of the releases before pay decode_overhead_us_per_sequence_v0
-    overlap_scheduler_from: str = ""
-    overlap_scheduler_date: str = ""
-    # the release from which the engine schedules step n + 1 while the GPU runs step n by default (vLLM 0.14:
-    # async scheduling); its releases from the one that made the scheduler's CPU work serial again (vLLM V1,
-    # prefill_first_before) up to this one pay decode_overhead_us_per_sequence_sync in served steps
-    async_scheduling_from: str = ""
-    # per sequence per step of those releases: the engine loop's scheduling, input preparation and output
+    # (data/releases.toml overlap_scheduler reads it for the releases before the scheduler's CPU work
+    # overlapped the GPU step). Per sequence per step of the vLLM V1 releases before async scheduling (0.8 to
+    # 0.14, data/releases.toml async_scheduling): the engine loop's scheduling, input preparation and output
     # handling between two GPU steps (fitted)
     decode_overhead_us_per_sequence_sync: float = 0.0
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
@@ -132,9 +125,8 @@ class RuntimeProfile:
     # eager_s); 0 = none
     prefill_graph_tokens: int = 0
     prefill_overhead_us_per_layer: float = 0.0
-    # the release from which a prompt-carrying step replays a graph at all (up to prefill_graph_tokens):
-    # records of the releases before run every such step eagerly, whatever its size ("": every release does)
-    prefill_graphs_from: str = ""
+    # (a release whose prompt steps replay no graph at all, vLLM V0, sets prefill_graph_tokens = 0:
+    # data/releases.toml v1_engine)
     # share of the card's measured GEMM rate (gpus gemm_*_tflops) the engine's GEMMs reach in the steps of a
     # served load on a ROCm card (fitted: runtimes.toml); 0 = all of it
     rocm_gemm_share: float = 0.0
@@ -143,11 +135,10 @@ class RuntimeProfile:
     # generic paged_attention v1/v2 kernel, one thread block per query head, which reads the cache once per
     # query head (core/speed.py Machine.kv_read_copies). 0 = no such fallback
     rocm_paged_attention_max_context: int = 0
-    # the release from which that fallback no longer applies ("": every release)
-    rocm_paged_attention_before: str = ""
+    # (vLLM: V0 only, data/releases.toml v1_engine)
     # V0 engines replay a decode graph only while the batch's longest sequence is at most this many tokens
-    # (vLLM max_seq_len_to_capture); a longer one runs the decode step eagerly (0: no such limit). It holds
-    # for records of the releases before prefill_graphs_from (the V0 engine)
+    # (vLLM max_seq_len_to_capture); a longer one runs the decode step eagerly (0: no such limit); vLLM V0
+    # only (data/releases.toml v1_engine)
     decode_graph_max_context: int = 0
     # the per-layer time of such an eager decode step (fitted: runtimes.toml); 0: decode_overhead_us_per_layer
     decode_overhead_us_per_layer_eager_v0: float = 0.0
@@ -160,7 +151,6 @@ class RuntimeProfile:
     # records dated before this ("YYYY-MM") ran their prompts' attention in the engine's Triton prefill kernel
     # (SGLang: every model on ROCm, at prefix_prefill_tflops_rocm_v0; MLA models on Hopper, at
     # triton_mla_prefill_tflops_hopper): services/deploy.py rocm_v0_kernels; "" = none
-    triton_attention_before: str = ""
     # that kernel's attention rate per card for an MLA model's prompt (128 heads, 192-dim Q·K) on Hopper
     triton_mla_prefill_tflops_hopper: float = 0.0
     # set only while a record of that engine is timed (services/deploy.py predict_serving): the attention rate
@@ -198,16 +188,13 @@ class RuntimeProfile:
     # decode-first engines schedule the running decodes first and fill the rest of the step's token budget
     # with prompt chunks
     prefill_first: bool = False
-    prefill_first_before: str = ""  # engine versions below this one schedule prefill first (vLLM V0: "0.8")
     # When the paged KV pool runs out: "recompute" (vLLM: prompts are admitted by the blocks of their first
     # chunk, with nothing kept for the answers to come, and a step that finds no free block preempts the
     # newest running request, whose tokens are computed again when it is admitted back; core/serving.py Pool);
     # "" (the sequences in flight are capped by the tokens the pool holds at the mean in flight)
     kv_preemption: str = ""
-    # engine versions from this one keep freed KV blocks cached by default (vLLM V1: prefix caching), so a
-    # preempted request computes again only the blocks handed out meanwhile
-    prefix_caching_from: str = ""
-    # freed KV blocks stay cached by default (vLLM V1); data/releases.toml turns it off for releases before
+    # freed KV blocks stay cached by default (vLLM V1: prefix caching), so a preempted request computes again
+    # only the blocks handed out meanwhile; data/releases.toml v1_engine turns it off for the releases before
     prefix_caching: bool = False
     # decode-step GEMMs take their bytes' time plus their FLOPs' time (core/speed.py Machine.serial_gemm): a
     # TensorRT engine run by TensorRT-LLM's C++ executor (data/releases.toml trtllm overlap_executor)
@@ -313,20 +300,6 @@ def _from_row(row: dict[str, Any]) -> RuntimeProfile:
 
 def runs_on(rt: RuntimeProfile, stack: str) -> bool:
     return not rt.stacks or stack in rt.stacks
-
-
-def older_release(version: tuple[int, int], release: str) -> bool:
-    """Whether an engine (major, minor) came before `release` ("0.8"); a release not understood: False."""
-    import re
-
-    want = re.match(r"(\d+)\.(\d+)", release)
-    return bool(want) and version < (int(want[1]), int(want[2]))
-
-
-def graphs_outside_budget(rt: RuntimeProfile, version: tuple[int, int]) -> bool:
-    """Whether an engine release (major, minor) captured its CUDA graphs after sizing the KV cache, outside
-    its memory budget: one before the runtime's cuda_graph_budget_from (vLLM before 0.21)."""
-    return older_release(version, rt.cuda_graph_budget_from)
 
 
 def on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:

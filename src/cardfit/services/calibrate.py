@@ -526,15 +526,12 @@ def _v0_decode_past_graphs(r: Record) -> bool:
     """Served TPOT records of one request on a V0 engine whose decode context passes the longest one it
     replays as a graph (runtimes.toml decode_graph_max_context: vLLM max_seq_len_to_capture): every decode
     step of the run is eager, and no other request's prompt rides along."""
-    from ..catalog.runtimes import default_runtimes
-    from .deploy import engine_version, older_release
+    from .deploy import record_runtime
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "tpot_ms":
         return False
-    rt = default_runtimes().find(_rt(r))
+    rt = record_runtime(r)  # at the record's release: a V0 engine's decode_graph_max_context (releases.toml)
     if rt is None or not rt.decode_graph_max_context or int(r.get("requests") or 0) != 1:
-        return False
-    if not (rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from)):
         return False
     context = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0) // 2
     return context > rt.decode_graph_max_context
@@ -564,17 +561,15 @@ def _rocm_v0_chunked_prompt(r: Record) -> bool:
     """Served TTFT records of one prompt of several chunks on a V0 vLLM engine on a ROCm card with chunked
     prefill on: the prompt's attention runs chunk after chunk in the Triton prefix-prefill kernel over the
     context cached so far (services/deploy.py rocm_v0_kernels)."""
-    from ..catalog.runtimes import default_runtimes
-    from .deploy import engine_version, older_release, record_gpu, record_schedule
+    from .deploy import record_gpu, record_runtime, record_schedule
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
         return False
-    rt = default_runtimes().find(_rt(r))
+    rt = record_runtime(r)
     g = record_gpu(r)
     if rt is None or g is None or g.stack != "rocm" or int(r.get("requests") or 0) != 1:
         return False
-    if not (rt.v0_chunked_prefill_above and rt.prefill_graphs_from
-            and older_release(engine_version(r), rt.prefill_graphs_from)):
+    if not (rt.v0_chunked_prefill_above and not rt.has("v1_engine")):
         return False
     budget, first = record_schedule(r, rt)
     return not first and bool(budget) and int(r.get("input_tokens") or 0) > budget
@@ -638,11 +633,10 @@ def _sync_loop(r: Record) -> bool:
         return False
     if r.get("metric") not in ("tpot_ms", "output_tokens_per_s"):
         return False
-    from ..catalog.runtimes import default_runtimes
     from .deploy import record_gpu, synchronous_loop
 
-    rt, g = default_runtimes().find(_rt(r)), record_gpu(r)
-    if rt is None or g is None or g.stack != "cuda" or not synchronous_loop(r, rt):
+    g = record_gpu(r)
+    if g is None or g.stack != "cuda" or not synchronous_loop(r):
         return False
     st = r.get("settings") or {}
     in_flight = int(r.get("concurrency") or r.get("requests") or st.get("num_prompts") or 0)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes, graphs_outside_budget, older_release, servers
+from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
 from ..core import cost
 from ..core import fit as fitting
 from ..core import serving as sv
@@ -1082,10 +1082,24 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     if users is None and (rate in (None, "inf", float("inf"))):
         users = r.get("requests") or st.get("num_prompts")  # all prompts sent at once: that many in flight
     kw: dict[str, Any] = {"users": float(users)} if users is not None else {"requests_per_s": float(rate)}
-    inp = DeployInput(model=r["model"], runtime=r["runtime"], quant=r.get("quant"), gpu=(r["gpu"],),
+    inp = DeployInput(model=r["model"], runtime=record_runtime_name(r), quant=r.get("quant"), gpu=(r["gpu"],),
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
                       kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), **kw)
     return inp, tp, pp
+
+
+def record_runtime_name(r: dict[str, Any]) -> str:
+    """The --runtime a user would pass for the record's engine (services/speed.py record_runtime_name)."""
+    from .speed import record_runtime_name as named
+
+    return named(r)
+
+
+def record_runtime(r: dict[str, Any]) -> RuntimeProfile | None:
+    """The record's runtime profile at its release (services/speed.py record_runtime)."""
+    from .speed import record_runtime as at_release
+
+    return at_release(r)  # type: ignore[no-any-return]
 
 
 def checkpoint_kv_dtype(r: dict[str, Any]) -> str | None:
@@ -1111,24 +1125,13 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     InputError (a CardfitError) for what cardfit cannot set up; the caller turns it into a skip. A record of
     an older engine generation is timed with that generation's per-layer time and prefill efficiency
     (services/speed.py mla_v0), and launches every prompt step eagerly where that generation replays no
-    graph for one (runtimes.toml prefill_graphs_from: vLLM V0); one that ran a TensorRT engine without the
-    PyTorch backend's Python dispatch and overlap scheduler (tensorrt_engine)."""
+    graph for one (vLLM V0: its profile at that release, data/releases.toml v1_engine); one that ran a
+    TensorRT engine without the PyTorch backend's Python dispatch and overlap scheduler (tensorrt_engine)."""
     from ..core.constants import beside, constants, value
     from .speed import mla_v0
 
-    rt = default_runtimes().find(str(r.get("runtime") or ""))
+    rt = record_runtime(r)  # at its release, with the engine it states (backend, --async-scheduling)
     older: dict[str, float] = {}
-    if rt is not None and tensorrt_engine(r):
-        older = {f"{rt.id}.prefill_overhead_us_per_layer": 0.0, f"{rt.id}.schedule_ahead_steps": 0.0}
-        if tensorrt_engine_v0(r):
-            older[f"{rt.id}.decode_overhead_us_per_sequence"] = value(
-                rt.id, "decode_overhead_us_per_sequence_v0", rt.decode_overhead_us_per_sequence_v0)
-            older[f"{rt.id}.serial_gemm"] = 1.0  # decode GEMMs: bytes + FLOPs (core/speed.py Step.roofline_s)
-    if rt is not None and rt.prefill_graphs_from and older_release(engine_version(r), rt.prefill_graphs_from):
-        older[f"{rt.id}.prefill_graph_tokens"] = 0.0  # every prompt step eager (core/serving.py eager_s)
-    if rt is not None and synchronous_loop(r, rt) and _stack(r) == "cuda":
-        older[f"{rt.id}.decode_overhead_us_per_sequence"] = value(
-            rt.id, "decode_overhead_us_per_sequence_sync", rt.decode_overhead_us_per_sequence_sync)
     if rt is not None:
         older.update(rocm_v0_kernels(r, rt))
     if rt is not None and rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(r):
@@ -1175,25 +1178,19 @@ def _stack(r: dict[str, Any]) -> str:
     return g.stack if g is not None else ""
 
 
-def synchronous_loop(r: dict[str, Any], rt: RuntimeProfile) -> bool:
+def synchronous_loop(r: dict[str, Any]) -> bool:
     """Whether a record's engine ran the scheduler's CPU work between its GPU steps although a release before
-    it overlapped them: vLLM V1 (from prefill_first_before, 0.8) before async scheduling became its default
-    (async_scheduling_from, 0.14), unless the record states --async-scheduling (runtimes.toml
-    decode_overhead_us_per_sequence_sync). A record that states no version is taken as a current release."""
-    if not (rt.async_scheduling_from and rt.prefill_first_before):
-        return False
-    st = r.get("settings") or {}
-    if st.get("async_scheduling"):
-        return False
-    version = engine_version(r)
-    v1 = not older_release(version, rt.prefill_first_before)
-    return v1 and older_release(version, rt.async_scheduling_from)
+    it overlapped them: vLLM V1 before async scheduling became its default (data/releases.toml
+    async_scheduling, whose `reads` charge decode_overhead_us_per_sequence_sync), unless the record states
+    --async-scheduling."""
+    rt = record_runtime(r)  # --async-scheduling stated: the release has it (services/speed.py)
+    return rt is not None and rt.has("v1_engine") and not rt.has("async_scheduling")
 
 
 def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
     """The constants a record's engine takes from the kernels it ran, where they differ from the plan's:
 
-    - a V0 engine (before prefill_graphs_from) replays a decode graph only while the batch's longest
+    - a V0 engine (data/releases.toml v1_engine) replays a decode graph only while the batch's longest
       sequence is at most decode_graph_max_context tokens (vLLM max_seq_len_to_capture, default 8192:
       vllm/worker/model_runner.py _use_captured_graph, "max_decode_seq_len <= self.runner.
       max_seq_len_to_capture", v0.6.2-v0.6.3); past it every decode step runs eagerly, at that
@@ -1213,7 +1210,7 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
       https://github.com/vllm-project/vllm/pull/11146, which stopped turning chunked prefill on by default on
       ROCm in Dec 2024): its prompt attention runs at that kernel's rate (prefix_prefill_tflops_rocm_v0,
       fitted);
-    - SGLang before mid-2025 (runtimes.toml triton_attention_before) ran prompt attention in its Triton
+    - SGLang before mid-2025 (data/releases.toml flash_prompt_attention) ran prompt attention in its Triton
       extend-attention kernel (layers/attention/triton_ops/extend_attention.py, built on the same
       LightLLM-derived context_attention_fwd tiling as vLLM's prefix-prefill kernel) for MLA models on
       NVIDIA cards (sglang/srt/model_executor/model_runner.py: "MLA optimization is turned on. Use triton
@@ -1225,21 +1222,19 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
     The context of a decode step is the prompt plus half the answer (the tokens in flight, as the step's
     cache reads are sized)."""
     from ..catalog.models import default_models
-    from ..core.constants import value
+    from ..core.constants import fitted, value
 
     gpu = record_gpu(r)
     m = default_models().find(str(r.get("model") or ""))
     st = r.get("settings") or {}
     out: dict[str, float] = {}
     context = int(r.get("input_tokens") or 0) + int(r.get("output_tokens") or 0) // 2
-    v0 = bool(rt.prefill_graphs_from) and older_release(engine_version(r), rt.prefill_graphs_from)
-    if v0 and rt.decode_graph_max_context and context > rt.decode_graph_max_context:
-        field = "decode_overhead_us_per_layer_eager_v0"
-        eager = value(rt.id, field, rt.decode_overhead_us_per_layer_eager_v0)
+    v0 = not rt.has("v1_engine")
+    if rt.decode_graph_max_context and context > rt.decode_graph_max_context:
+        eager = fitted(rt, "decode_overhead_us_per_layer_eager")
         if eager:
             out[f"{rt.id}.decode_overhead_us_per_layer"] = eager
-    before = rt.triton_attention_before
-    if before and gpu is not None and m is not None and str(r.get("date") or "9999") < before:
+    if not rt.has("flash_prompt_attention") and gpu is not None and m is not None:
         if gpu.stack == "rocm":
             rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
         elif gpu.arch == "hopper" and m.attention == "mla":
@@ -1251,10 +1246,8 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
     if gpu is None or gpu.stack != "rocm" or m is None:
         return out
     limit = rt.rocm_paged_attention_max_context
-    applies = not rt.rocm_paged_attention_before or older_release(engine_version(r),
-                                                                  rt.rocm_paged_attention_before)
     graphs = int(st.get("max_total_tokens") or 0) if rt.graph_max_batch else 0  # TGI: graphs at its longest
-    if limit and applies and max(context, graphs) > limit and m.heads and m.kv_heads:
+    if limit and max(context, graphs) > limit and m.heads and m.kv_heads:
         tp = int(st.get("tp") or r.get("gpus") or 1)
         out[f"{rt.id}.kv_read_copies"] = min(m.heads / m.kv_heads, m.heads / max(tp, 1))
     if v0 and rt.v0_chunked_prefill_above and not record_schedule(r, rt)[1]:
@@ -1269,34 +1262,17 @@ def tensorrt_engine(r: dict[str, Any]) -> bool:
     PyTorch backend the catalog row describes (trtllm-serve's default from 1.0): NVIDIA NIM's TensorRT-LLM
     profiles are engines built ahead of time (NIM for LLMs docs, "Model Profiles"). An engine launches the
     whole network from C++ (no per-layer Python dispatch of a prompt step) and has no overlap scheduler."""
-    st = r.get("settings") or {}
-    if str(st.get("backend") or "").lower() == "tensorrt":
-        return True
-    return str(r.get("runtime") or "").lower() == "trtllm" and str(st.get("version") or "").startswith("NIM")
+    rt = record_runtime(r)
+    return rt is not None and not rt.has("pytorch_backend")
 
 
 def tensorrt_engine_v0(r: dict[str, Any]) -> bool:
-    """A TensorRT engine run by TensorRT-LLM's C++ executor (no overlap scheduler): a record of a stated
-    TensorRT-LLM release before 1.0 (the Azure AI-benchmarking-guide and NVIDIA's own 0.15.0 tables), or of
-    an NVIDIA NIM 1.x release before 1.15, whose optimized TensorRT-LLM profiles are pre-compiled TensorRT
-    engines ("LLM-specific NIMs download pre-compiled TensorRT-LLM engines for optimized profiles", NIM for
-    LLMs docs, Model Profiles, https://docs.nvidia.com/nim/large-language-models/latest/profiles.html; the
-    PyTorch backend became NIM's TensorRT-LLM default only in 1.15.0, "legacy TRT-LLM backend moved to
-    legacy": NIM for LLMs release notes, Release 1.15.0,
-    https://docs.nvidia.com/nim/large-language-models/latest/release-notes.html).
-    That runtime pays a time per sequence per step that the roofline does not hold
-    (runtimes.toml decode_overhead_us_per_sequence_v0, fitted on those records), and its decode steps' FP8
-    GEMMs take their bytes' time plus their FLOPs' time (core/speed.py Machine.serial_gemm)."""
-    return tensorrt_engine(r) and (older_release(engine_version(r), "1.0") or nim_legacy_engine(r))
-
-
-def nim_legacy_engine(r: dict[str, Any]) -> bool:
-    """Whether a record states a NIM 1.x release before 1.15 ("NIM 1.8.0 (...)"): its TensorRT-LLM
-    profiles ran the legacy TensorRT engine backend (tensorrt_engine_v0)."""
-    import re
-
-    have = re.match(r"NIM\s+v?(\d+)\.(\d+)", str((r.get("settings") or {}).get("version") or ""))
-    return bool(have) and (int(have[1]), int(have[2])) < (1, 15)
+    """A TensorRT engine run by TensorRT-LLM's C++ executor (no overlap scheduler): a record of a release
+    without data/releases.toml's overlap_executor (TensorRT-LLM before 1.0: the Azure AI-benchmarking-guide
+    and NVIDIA's own 0.15.0 tables; NVIDIA NIM before 1.15, whose optimized TensorRT-LLM profiles are
+    pre-compiled TensorRT engines). Its profile pays decode_overhead_us_per_sequence_v0 and serial GEMMs."""
+    rt = record_runtime(r)
+    return tensorrt_engine(r) and rt is not None and not rt.has("overlap_executor")
 
 
 def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
@@ -1316,19 +1292,20 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
     # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
     # v0.6.3); V1's default on a big card is 1,024
-    v0 = bool(rt.prefill_first_before) and older_release(engine_version(r), rt.prefill_first_before)
+    v0 = not rt.has("v1_engine")
     # the TTFT, TPOT and throughput records of a run share one timing (per set of the runtime's constants, the
     # ones its prediction reads: validation refits them without each source)
     # the share of the card the record's engine was given (vLLM --gpu-memory-utilization): its KV pool
     util = float(st.get("gpu_memory_utilization") or 0.0)
-    # an engine that captured its CUDA graphs after sizing its KV cache left their bytes to the pool
-    graphs = not graphs_outside_budget(rt, engine_version(r))
+    # an engine that captured its CUDA graphs after sizing its KV cache left their bytes to the pool (its
+    # profile at that release has none: data/releases.toml graphs_in_budget)
+    graphs = True
     res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(rt.id), budget, rt.max_num_seqs if v0 else 0, util,
                       attention_dp(st, tp), graphs, step)
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
-        replica = _paged(res.cand, rt, cap or (rt.max_num_seqs if v0 else 0), st.get("version"))
+        replica = _paged(res.cand, rt, cap or (rt.max_num_seqs if v0 else 0))
         lockstep = rt.lockstep_rounds and not tensorrt_engine(r)
         b = _bench(replica, inp, users, requests, first, bool(r.get("fixed_lengths", True)), lockstep)
         itl = b.tpot_mean_s
@@ -1350,7 +1327,7 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     return value, how
 
 
-def _paged(c: Candidate, rt: RuntimeProfile, seqs: int, version: Any) -> sv.Replica:
+def _paged(c: Candidate, rt: RuntimeProfile, seqs: int) -> sv.Replica:
     """The candidate's replica with its KV pool stepped block by block (core/serving.py Pool) where the
     runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, else
     its default on the card), not what the pool holds at the mean tokens in flight."""
@@ -1359,18 +1336,8 @@ def _paged(c: Candidate, rt: RuntimeProfile, seqs: int, version: Any) -> sv.Repl
         return r
     from .plan import engine_defaults
 
-    cached = bool(rt.prefix_caching_from) and not _before(version, rt.prefix_caching_from)
     return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
-                   kv_seqs=seqs or engine_defaults(c.setting.ctx, c.gpu)[1], prefix_cache=cached)
-
-
-def _before(version: Any, than: str) -> bool:
-    """Whether an engine version (as records state it: "0.10.1.1", "~0.6.4 (...)", "v0.7.3") is below
-    `than`; an unstated version is the current one."""
-    import re
-
-    have = re.match(r"~?v?(\d+)\.(\d+)", str(version or ""))
-    return bool(have) and older_release((int(have[1]), int(have[2])), than)
+                   kv_seqs=seqs or engine_defaults(c.setting.ctx, c.gpu)[1], prefix_cache=rt.prefix_caching)
 
 
 def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
@@ -1408,7 +1375,7 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     st = r.get("settings") or {}
     given = (st.get("max_num_batched_tokens") or st.get("max_num_tokens") or st.get("chunked_prefill_size")
              or st.get("max_batch_prefill_tokens"))
-    first = prefill_first(rt, st.get("version"))
+    first = rt.prefill_first
     if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
         return int(given or 0), first
     from ..catalog.models import default_models
@@ -1416,9 +1383,9 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
 
     m = default_models().find(r["model"])
     ctx = int(st.get("max_model_len") or (m.max_context if m is not None else 0) or UNKNOWN_MAX_MODEL_LEN)
-    if m is not None and m.attention == "mla" and engine_version(r) >= (0, 7):
+    if m is not None and m.attention == "mla" and rt.has("v0_mla_unchunked"):
         return int(given or max(ctx, V0_BATCHED_TOKENS)), True
-    budget, chunked = v0_batched_tokens(engine_version(r) >= (0, 7), ctx, rt.v0_chunked_prefill_above)
+    budget, chunked = v0_batched_tokens(rt.has("v0_chunks_2048"), ctx, rt.v0_chunked_prefill_above)
     return int(given or budget), not chunked
 
 
@@ -1435,25 +1402,6 @@ def prefill_batch_tokens(r: dict[str, Any], rt: RuntimeProfile, budget: int) -> 
     gpu = record_gpu(r)
     chunk = budget or (adapter(rt).serve_batched_tokens(gpu) if gpu is not None else rt.prefill_chunk)
     return min(int(chunk), cap)
-
-
-def engine_version(r: dict[str, Any]) -> tuple[int, int]:
-    from .speed import engine_version as stated
-
-    return stated(r) or (99, 0)
-
-
-def prefill_first(rt: RuntimeProfile, version: Any = None) -> bool:
-    """Whether the runtime (at this engine version) runs waiting prompts before the running decodes."""
-    if rt.prefill_first:
-        return True
-    if rt.prefill_first_before and version:
-        import re
-
-        have = re.match(r"~?v?(\d+)\.(\d+)", str(version))
-        if have:
-            return older_release((int(have[1]), int(have[2])), rt.prefill_first_before)
-    return False
 
 
 @lru_cache(maxsize=2048)

@@ -349,7 +349,7 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
     if not window:
         window = context if offload else context + 1024  # offload records state the configured window
     filled = 0 if offload and not settings.get("ctx_window") else context
-    values: dict[str, Any] = {"model": r["model"], "quant": r["quant"], "runtime": r["runtime"],
+    values: dict[str, Any] = {"model": r["model"], "quant": r["quant"], "runtime": record_runtime_name(r),
                               "gpu": _gpu_name(r["gpu"]), "context": max(window, 2048), "filled": filled,
                               "allow_long_context": True,
                               "prompt": int(r.get("prompt_tokens") or LLAMA_BENCH_PROMPT)}
@@ -394,20 +394,37 @@ def _core_scaled_tflops(gpu_name: str, cores: int) -> float | None:
     return gpu.fp16_tflops * cores / gpu.gpu_cores
 
 
-# vLLM picks its batch defaults by card from the V1 engine on (0.8, the default engine from March 2025:
-# vllm/engine/arg_utils.py get_batch_defaults); the V0 engine ran 256 sequences whatever the card and,
-# without chunked prefill, max(max_model_len, 2048) batched tokens (SchedulerConfig).
-BY_CARD_DEFAULTS_FROM = (0, 8)
+def record_runtime_name(r: dict[str, Any]) -> str:
+    """The --runtime a user would pass for a record's engine: at the release its source states (settings
+    version, vllm_version or build), else at the release current at its date (catalog/releases.py
+    question_runtime)."""
+    from ..catalog.releases import question_runtime
+
+    st = r.get("settings") or {}
+    stated = str(st.get("version") or st.get("vllm_version") or st.get("build") or "")
+    if st.get("backend"):  # TensorRT-LLM's backend where the source names it (data/releases.toml)
+        stated = f"{stated} ({st['backend']} backend)"
+    if st.get("async_scheduling"):  # vLLM --async-scheduling before it was the default
+        stated = f"{stated} (async-scheduling)"
+    return question_runtime(str(r.get("runtime") or ""), stated.strip(), str(r.get("date") or ""))
+
+
+def record_runtime(r: dict[str, Any]) -> Any:
+    """The record's runtime profile at its release (record_runtime_name); None for one not in the catalog."""
+    from ..catalog.runtimes import default_runtimes
+
+    return default_runtimes().find(record_runtime_name(r))
 
 
 def _engine_batch_defaults(r: dict[str, Any], context: int) -> dict[str, int]:
-    """A record of an engine from before the by-card batch defaults states that engine's: the profile's
+    """A record of an engine from before the by-card batch defaults (vLLM V0: data/releases.toml v1_engine;
+    vllm/engine/arg_utils.py get_batch_defaults came with V1) states that engine's: the profile's
     max_num_seqs and one context's worth of batched tokens (`context`: max(max_model_len, 2048))."""
     from ..catalog.runtimes import default_runtimes
 
-    rt = next((x for x in default_runtimes() if x.id == r["runtime"]), None)
-    v = engine_version(r)
-    if rt is None or not rt.max_num_seqs_big_card or v is None or v >= BY_CARD_DEFAULTS_FROM:
+    base = default_runtimes().find(str(r.get("runtime") or ""))
+    rt = record_runtime(r)
+    if base is None or rt is None or not base.max_num_seqs_big_card or rt.has("v1_engine"):
         return {}
     return {"max_num_seqs": rt.max_num_seqs, "prefill_chunk": context}
 
@@ -533,34 +550,26 @@ def serving_as_decode(r: dict[str, Any]) -> dict[str, Any] | None:
             float(r["measured"])}
 
 
-def engine_version(record: dict[str, Any]) -> tuple[int, int] | None:
-    """(major, minor) of the engine a record states (settings version / vllm_version), else None."""
-    st = record.get("settings") or {}
-    m = re.match(r"~?v?(\d+)\.(\d+)", str(st.get("vllm_version") or st.get("version") or ""))
-    return (int(m[1]), int(m[2])) if m else None
+# llama.cpp's engine generations (data/releases.toml llama.cpp): from 2024-05-08 (b3000) a decode step is
+# replayed as one CUDA graph ("Introduction of CUDA Graphs to LLama.cpp",
+# https://github.com/ggml-org/llama.cpp/pull/6766), which sets the per-layer time; from 2024-06-23 (b3200)
+# quantized weights are prefilled by int8 tensor-core MMQ kernels instead of being dequantized for an FP16
+# cuBLAS GEMM ("CUDA: use MMQ instead of cuBLAS by default", https://github.com/ggml-org/llama.cpp/pull/8075).
+# A record states its build number ("build: 93bc3839 (3622)") or only its date; the older generation's
+# per-layer time is runtimes.toml's decode_overhead_us_per_layer_v0; its quantized prefill is the FP16 GEMM
+# after an FP16 copy of the weights (cublas_dequantizes). The features of that table:
+CUDA_GRAPHS = "cuda_graphs"
+MMQ_DEFAULT = "mmq"
 
 
-# llama.cpp's engine generations, each dated by the change that moved the constant: from 2024-05-08 a decode
-# step is replayed as one CUDA graph ("Introduction of CUDA Graphs to LLama.cpp",
-# https://github.com/ggml-org/llama.cpp/pull/6766), which sets the per-layer time (b3000, late May 2024, is
-# past it); from 2024-06-23 quantized weights are prefilled by int8 tensor-core MMQ kernels instead of being
-# dequantized for an FP16 cuBLAS GEMM ("CUDA: use MMQ instead of cuBLAS by default",
-# https://github.com/ggml-org/llama.cpp/pull/8075; about b3200: seven builds a day back from b3622, which a
-# record dates 2024-08-26). A record states its build number ("build: 93bc3839 (3622)") or only its date; the
-# older generation's per-layer time is runtimes.toml's decode_overhead_us_per_layer_v0; its quantized prefill
-# is the FP16 GEMM after an FP16 copy of the weights (cublas_dequantizes).
-CUDA_GRAPHS = (3000, "2024-05-08")
-MMQ_DEFAULT = (3200, "2024-06-23")
-_BUILD = re.compile(r"(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
+def llamacpp_old_build(record: dict[str, Any], change: str = CUDA_GRAPHS) -> bool:
+    """Whether a llama.cpp-family record ran a build without a feature of llama.cpp's release table (its
+    stated build, else the build current at its date)."""
+    from ..catalog.releases import parse_release, release
 
-
-def llamacpp_old_build(record: dict[str, Any], change: tuple[int, str] = CUDA_GRAPHS) -> bool:
-    """Whether a llama.cpp-family record ran a build from before `change` (build number, date)."""
     build = str((record.get("settings") or {}).get("build") or "")
-    m = _BUILD.search(build)
-    if m:
-        return int(m[1]) < change[0]
-    return str(record.get("date") or "9999") < change[1]
+    stated = build if parse_release("llama.cpp", build) is not None else ""
+    return not release("llama.cpp", stated, str(record.get("date") or "")).has(change)
 
 
 def on_hbm(s: Setup) -> bool:
@@ -586,23 +595,25 @@ def on_metal(s: Setup) -> bool:
     return s.plan.first.option.gpu.stack == "metal"
 
 
-# Engines from mid-2025 on (vLLM V1 with its fused-MoE kernels of that generation); records before it ran
-# other MoE kernels (services/calibrate.py: scored with vllm.expert_efficiency, never fitted on; MLA models
-# pay decode_overhead_us_per_layer_mla_v0, mla_v0).
+# Engines from mid-2025 on (vLLM V1 with its fused-MoE kernels of that generation, data/releases.toml
+# mla_moe_kernels); records dated before it ran other MoE kernels, so services/calibrate.py _moe_step fits
+# expert_efficiency on the later ones only (the earlier are scored with it, never fitted on; MLA models pay
+# decode_overhead_us_per_layer_mla_v0, mla_v0).
 EXPERT_KERNELS_FROM = "2025-06"
 
 
 def mla_v0(record: dict[str, Any]) -> bool:
-    """Whether a record ran an MLA + MoE model (DeepSeek-V2/V3/R1) on an engine before mid-2025
-    (EXPERT_KERNELS_FROM): MLA decode kernels before FlashMLA and the fused-MoE kernels
-    before DeepGEMM (both open-sourced by DeepSeek in February 2025, https://github.com/deepseek-ai/FlashMLA,
+    """Whether a record ran an MLA + MoE model (DeepSeek-V2/V3/R1) on an engine release without
+    data/releases.toml's mla_moe_kernels (mid-2025): MLA decode kernels before FlashMLA and the fused-MoE
+    kernels before DeepGEMM (both open-sourced by DeepSeek in February 2025, https://github.com/deepseek-ai/FlashMLA,
     https://github.com/deepseek-ai/DeepGEMM, and taken up by the engines in the months after) ran a decode
     step far from the bandwidth, a time per layer of their own (runtimes.toml
     decode_overhead_us_per_layer_mla_v0), and a prefill at a small share of the dense peak
     (prefill_efficiency_mla_v0)."""
     from ..catalog.models import default_models
 
-    if str(record.get("date") or "9999") >= EXPERT_KERNELS_FROM:
+    rt = record_runtime(record)
+    if rt is None or rt.has("mla_moe_kernels"):
         return False
     m = default_models().find(str(record.get("model", "")))
     return m is not None and m.attention == "mla" and m.is_moe
@@ -647,14 +658,15 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
 
 
 def serial_scheduler(record: dict[str, Any], rt: Any) -> bool:
-    """Whether a record's engine ran its scheduler between GPU steps: a release before the runtime's
-    overlap_scheduler_from (vLLM 0.6, SGLang 0.4), or, with no version stated, a record dated before it."""
-    if not rt.overlap_scheduler_from:
-        return False
-    v = engine_version(record)
-    if v is not None:
-        return v < tuple(int(x) for x in rt.overlap_scheduler_from.split(".")[:2])
-    return str(record.get("date") or "9999") < rt.overlap_scheduler_date
+    """Whether a record's engine (runtime `rt`) ran its scheduler between GPU steps: a release without
+    data/releases.toml's overlap_scheduler (vLLM before 0.6, SGLang before 0.4), stated or of its date."""
+    from ..catalog.releases import question_runtime
+    from ..catalog.runtimes import default_runtimes
+
+    st = record.get("settings") or {}
+    stated = st.get("version") or st.get("vllm_version") or st.get("build")
+    at = default_runtimes().find(question_runtime(rt.id, str(stated or ""), str(record.get("date") or "")))
+    return at is not None and not at.has("overlap_scheduler")
 
 
 def _running(record: dict[str, Any], s: Setup) -> int:

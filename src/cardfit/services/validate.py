@@ -18,7 +18,7 @@ from ..catalog.loader import builtin
 from ..catalog.models import ModelSpec, default_models
 from ..catalog.quants import GgufMix, Quant, default_quants
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes, graphs_outside_budget
+from ..catalog.runtimes import RuntimeProfile, default_runtimes
 from ..core import activations, kv
 from ..core.constants import value
 from ..core.memory import MemorySettings, padded_context
@@ -377,7 +377,7 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
         else rt.sampler_bytes_per_logit
     if s.get("rank") == "worker":
         per_logit = 0  # V0: a tensor-parallel worker other than the driver never samples (the log is its own)
-    eager = s.get("enforce_eager") or graphs_outside_budget(rt, _vllm_version(r))
+    eager = s.get("enforce_eager") or not _release(r).has("graphs_in_budget")
     graphs = 0 if eager else rt.cuda_graph_bytes
     # the record's engine: its max_num_seqs replaces the by-card serve defaults
     profile = replace(rt, max_num_seqs=seqs, max_num_seqs_big_card=0, max_num_seqs_other=0,
@@ -431,7 +431,7 @@ def _mxfp4_backend(r: dict[str, Any], gpu: Gpu | None) -> str:
     given = str(_settings(r).get("mxfp4_backend") or "")
     if given:
         return given
-    if gpu is not None and gpu.arch == "hopper" and _vllm_version(r) < (0, 12):
+    if gpu is not None and gpu.arch == "hopper" and not _release(r).has("triton_kernels_mxfp4"):
         return "marlin"
     return ""
 
@@ -450,25 +450,17 @@ def _cuda_total(r: dict[str, Any], gpu: Gpu, engine: VllmLike) -> int:
     return engine.cuda_total(gpu)
 
 
-def _vllm_version(r: dict[str, Any]) -> tuple[int, int]:
-    """(major, minor) from the record's vllm_version; unknown: estimated from the date (V1 from 0.8,
-    2025-03)."""
-    s = _settings(r)
-    v = str(s.get("vllm_version", "")).lstrip("~").split(" ")[0]
-    parts = v.split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (ValueError, IndexError):
-        pass
-    date = str(r.get("date", ""))
-    return (0, 6) if date and date < "2025-01" else (0, 7) if date and date < "2025-03" else (0, 9)
+def _release(r: dict[str, Any]) -> RuntimeProfile:
+    """The record's runtime at its release: the vllm_version it states, else the release current at its
+    date (catalog/releases.py; a record that states neither: the current release)."""
+    from .speed import record_runtime
+
+    rt = record_runtime(r)
+    return rt if rt is not None else _runtime(r)
 
 
 def _vllm_v0(r: dict[str, Any]) -> bool:
-    version = str(_settings(r).get("vllm_version", ""))
-    if "V1" in version:
-        return False
-    return "V0" in version or _vllm_version(r) < (0, 8)
+    return not _release(r).has("v1_engine")
 
 
 def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None) -> int:
@@ -480,7 +472,7 @@ def _vllm_batched_tokens(r: dict[str, Any], rt: RuntimeProfile, gpu: Gpu | None)
         return int(s["max_num_batched_tokens"])
     if _vllm_v0(r):
         ctx = int(r.get("context") or s.get("max_model_len") or UNKNOWN_MAX_MODEL_LEN)
-        return v0_batched_tokens(_vllm_version(r) >= (0, 7), ctx, rt.v0_chunked_prefill_above)[0]
+        return v0_batched_tokens(_release(r).has("v0_chunks_2048"), ctx, rt.v0_chunked_prefill_above)[0]
     return _vllm_like(rt).serve_batched_tokens(gpu)
 
 
@@ -753,33 +745,29 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
                            "gemm_quant", "moe_quant"})
 
 
-def older_generation(r: dict[str, Any]) -> bool:
-    """Whether a record ran an engine generation before its runtime's current one, which the code models
-    apart: a stated release below one of the runtime row's release gates (runtimes.toml *_from / *_before:
-    vLLM V0 before 0.8, synchronous scheduling before 0.14, graphs outside the budget before 0.21, ...),
-    SGLang before its FlashInfer/FA3 prompt attention (triton_attention_before, a date), a TensorRT engine
-    (services/deploy.py tensorrt_engine: NIM before 1.15, TensorRT-LLM before 1.0), an MLA engine before
-    mid-2025 (services/speed.py mla_v0), a llama.cpp build before its CUDA graphs or MMQ kernels."""
-    from ..catalog.runtimes import older_release
-    from ..runtimes.llamacpp_like import LlamaCppLike
-    from .deploy import tensorrt_engine
-    from .speed import MMQ_DEFAULT, engine_version, llamacpp_old_build, mla_v0
+# Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
+# experts on Hopper, V0's chunk sizes): a record lacking only these is on the current generation unless the
+# change applies to it (services/speed.py mla_v0)
+_NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
+                              "v0_mla_unchunked"})
 
-    rt = default_runtimes().find(str(r.get("runtime") or ""))
+
+def older_generation(r: dict[str, Any]) -> bool:
+    """Whether a record ran an engine release before its runtime's current one in a way the code models
+    apart: its release (stated, else the one current at its date: catalog/releases.py) lacks a feature of
+    data/releases.toml (vLLM V0 before 0.8, synchronous scheduling before 0.14, graphs outside the budget
+    before 0.21, SGLang before its FA3 prompt attention, a TensorRT engine before TensorRT-LLM 1.0 or NIM
+    1.15, a llama.cpp build before its CUDA graphs or MMQ kernels), it ran a TensorRT engine (settings
+    backend), or an MLA + MoE model on an engine before mid-2025 (services/speed.py mla_v0)."""
+    from .deploy import tensorrt_engine
+    from .speed import mla_v0, record_runtime
+
+    rt = record_runtime(r)
     if rt is None:
         return False
-    if isinstance(adapter(rt), LlamaCppLike):
-        return llamacpp_old_build(r) or llamacpp_old_build(r, MMQ_DEFAULT)
     if r.get("kind") == "serving" and (tensorrt_engine(r) or mla_v0(r)):
         return True
-    version = engine_version(r)
-    gates = (rt.cuda_graph_budget_from, rt.overlap_scheduler_from, rt.async_scheduling_from,
-             rt.prefill_first_before, rt.prefix_caching_from, rt.prefill_graphs_from,
-             rt.rocm_paged_attention_before)
-    if version is not None and any(g and older_release(version, g) for g in gates):
-        return True
-    before = rt.triton_attention_before
-    return r.get("kind") == "serving" and bool(before) and str(r.get("date") or "9999") < before
+    return rt.release is not None and bool(rt.release.lacks - _NARROW_FEATURES)
 
 
 def path_of(r: dict[str, Any]) -> str:
