@@ -139,9 +139,11 @@ def strip_markup(markup: str) -> str:
             raise Unhandled(f"markup [{tag}{sep}")
         out.append(rest)
     text = "".join(out)
-    if not (text.isascii() and text.replace("\n", "").isprintable()):
-        for ch in text:
-            if ch != "\n" and not one_cell(ch):
+    if not text.replace("\n", "").isprintable():
+        raise Unhandled("a control character or a space other than ' '")
+    if not text.isascii():
+        for ch in set(text):
+            if not ch.isascii() and not one_cell(ch):
                 raise Unhandled(f"character {ch!r}")
     return text
 
@@ -158,8 +160,8 @@ def one_cell(ch: str) -> bool:
 def wrap(line: str, width: int) -> list[str]:
     """`line` word-wrapped at `width`: a word (with the spaces after it) goes on the current line while its
     letters fit, else it starts the next; spaces past the width are dropped."""
-    if line[:1].isspace() or any(ch.isspace() and ch != " " for ch in line):
-        raise Unhandled("leading spaces or other white space")
+    if line[:1] == " " or not line.isprintable():  # printable: the only white space is ' '
+        raise Unhandled("leading spaces, a control character or other white space")
     import re
 
     lines: list[str] = []
