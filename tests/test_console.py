@@ -107,7 +107,7 @@ def test_terminals_and_colour_requests_go_to_rich(plans, env, terminal, monkeypa
 
 
 WORDS = ["a", "bb", "note:", "≈1.5", "×", "—", "tokens/s", "x" * 45, "(30%", "duty);", "Ωµ", "é", "[green]",
-         "[/]", "[bold red]", "[dim]", "1,234.5", "$0.54/h"]
+         "[/]", "[bold red]", "[dim]", "1,234.5", "$0.54/h", "a]", "]"]
 
 
 @st.composite
