@@ -1,17 +1,19 @@
-"""`cardfit plan` prints through cli/console.py, which writes the bytes rich writes without importing rich.
-These tests render real plans (the README's questions and others that reach every line and column kind:
-offload, no fit, per-card context, sets, Apple cards, an embedding model) through both, at many widths, to a
-pipe and to a terminal (styles on, NO_COLOR, TERM=dumb, FORCE_COLOR), and compare byte for byte; and they
-hold the pieces (markup, word wrapping, cell widths) against rich on random input."""
+"""`cardfit plan` prints through cli/console.py: plain text of its own format where rich would write no escape
+codes and the format holds the output, rich itself everywhere else. These tests render real plans (the
+README's questions and others that reach every line and column kind: offload, no fit, per-card context, sets,
+Apple cards, an embedding model) both ways at many widths and compare the bytes; they hold the plain format
+against rich on random text and tables (hypothesis), and check where rich is and is not imported."""
 
 from __future__ import annotations
 
 import io
 import os
-import random
+import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cardfit.cli import console as light
 from cardfit.cli.plan_cmd import _print_plan
@@ -20,8 +22,7 @@ from cardfit.services.table import BY_NAME
 QUESTIONS = [
     {"model": "llama3.1:8b", "gpu": "RTX 4090"},  # README
     {"model": "llama3.1:8b"},  # README: Ollama's context per card (a context column)
-    {"model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8", "context": 32768, "runtime": "vllm",
-     "top": None},  # README
+    {"model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8", "context": 32768, "runtime": "vllm"},
     {"model": "llama-3.1-405b", "quant": "int4", "context": 8192},  # sets of cards, several nodes
     {"model": "deepseek-r1:70b", "gpu": "RTX 4090"},  # offload (magenta verdict) and its reason line
     {"model": "qwen2.5:14b", "gpu": "RTX 4060 Ti", "context": 16384},
@@ -31,6 +32,7 @@ QUESTIONS = [
     {"model": "llama-3.1-8b", "batch": 8, "runtime": "vllm"},
     {"model": "llama-3.1-70b", "gpu": "H100", "gpus": 2, "runtime": "vllm", "headroom": 1.2},
 ]
+ENV_KEYS = ("COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLORTERM")
 
 
 class _Terminal(io.StringIO):
@@ -41,12 +43,13 @@ class _Terminal(io.StringIO):
 @pytest.fixture(scope="module")
 def plans() -> list:
     """The typed answers `cardfit plan` renders (services/plan.py PlanView)."""
-    return [BY_NAME["plan"].call({k: v for k, v in q.items() if k != "top"}).view() for q in QUESTIONS]
+    return [BY_NAME["plan"].call(q).view() for q in QUESTIONS]
 
 
 def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bool, through_rich: bool,
             monkeypatch: pytest.MonkeyPatch) -> tuple[str, bool]:
-    """The text `cardfit plan` prints for `plan`, and whether rich printed it."""
+    """The text `cardfit plan` prints for `plan` (as cli/render.py's `plan_console` sets the width), and
+    whether rich printed it; `through_rich` sends it to rich whatever the plain writer could do."""
     used_rich = []
     original = light.Console._rich
 
@@ -55,7 +58,7 @@ def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bo
         original(self, items)
 
     with monkeypatch.context() as m:
-        for key in ("COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLORTERM"):
+        for key in ENV_KEYS:
             m.delenv(key, raising=False)
         for key, value in env.items():
             m.setenv(key, value)
@@ -63,117 +66,150 @@ def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bo
         m.setattr(sys, "stdout", out)
         m.setattr(light.Console, "_rich", rich)
         if through_rich:
-            def unhandled(self: object, items: list) -> str:
-                raise light.Unhandled("rich asked for")
-
-            m.setattr(light._Writer, "render", unhandled)
+            m.setattr(light, "plain_width", lambda asked: None)
         _print_plan(plan, unit, top)
     return out.getvalue(), bool(used_rich)
 
 
-SETTINGS = [
-    ({"COLUMNS": "100"}, False),  # the README's examples
-    ({}, False),  # a pipe: 120 columns
-    ({"COLUMNS": "80", "TERM": "xterm-256color"}, True),
-    ({"COLUMNS": "60", "TERM": "xterm"}, True),  # tables collapse and wrap
-    ({"COLUMNS": "41", "TERM": "xterm", "NO_COLOR": "1"}, True),
-    ({"COLUMNS": "150", "FORCE_COLOR": "1"}, False),
-    ({"COLUMNS": "33", "FORCE_COLOR": "1", "COLORTERM": "truecolor"}, False),
-    ({"TERM": "dumb"}, True),  # rich: 80 columns, no styles
-    ({"COLUMNS": "100", "LINES": "30", "TERM": "dumb"}, True),
-    ({"COLUMNS": "90", "TTY_COMPATIBLE": "0"}, True),
-    ({"COLUMNS": "12"}, False),  # narrower than the tables' padding: rich prints it
-]
+PIPES = [{"COLUMNS": "100"}, {}, {"COLUMNS": "150"}, {"COLUMNS": "80"}, {"COLUMNS": "60"}, {"COLUMNS": "41"},
+         {"COLUMNS": "12"}, {"COLUMNS": "0"}, {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}]
 
 
-@pytest.mark.parametrize(("env", "terminal"), SETTINGS, ids=lambda v: str(v))
-def test_plan_text_is_the_bytes_rich_writes(plans, env, terminal, monkeypatch):
+@pytest.mark.parametrize("env", PIPES, ids=str)
+def test_plan_on_a_pipe_is_the_text_rich_writes(plans, env, monkeypatch):
+    plain = []
     for plan, q in zip(plans, QUESTIONS, strict=True):
         for unit, top in (("GB", 12), ("GiB", 3)):
-            ours, fell_back = _render(plan, unit, top, env, terminal, False, monkeypatch)
-            theirs, _ = _render(plan, unit, top, env, terminal, True, monkeypatch)
-            assert ours == theirs, (q, unit, env, terminal)
-            assert fell_back == (env.get("COLUMNS") == "12"), (q, env)  # rich only where it must
+            ours, fell_back = _render(plan, unit, top, env, False, False, monkeypatch)
+            theirs, _ = _render(plan, unit, top, env, False, True, monkeypatch)
+            assert ours == theirs, (q, unit, env)
+            if not fell_back:
+                plain.append(q)
+    width = env.get("COLUMNS", "120")
+    if width == "120":  # a pipe's width: the tables fit but the Apple card's memory notes (rich wraps them)
+        assert len(plain) == 2 * (len(QUESTIONS) - 1) and QUESTIONS[7] not in plain, plain
+    if width == "150":
+        assert len(plain) == 2 * len(QUESTIONS)
+    if width in ("12", "0"):
+        assert not plain  # narrower than the tables: rich wraps them
 
 
-def test_styles_reach_a_terminal(plans, monkeypatch):
-    """The comparison above covers styled output: the fits verdict is green, the notes dim, headers bold."""
-    out, _ = _render(plans[0], "GB", 12, {"COLUMNS": "120", "TERM": "xterm"}, True, False, monkeypatch)
-    assert "\x1b[32mfits\x1b[0m" in out and "\x1b[2mnote: " in out and "\x1b[1mmemory" in out
-    plain, _ = _render(plans[0], "GB", 12, {"COLUMNS": "120", "TERM": "xterm", "NO_COLOR": "1"}, True, False,
-                       monkeypatch)
-    assert "\x1b[32m" not in plain and "\x1b[1mmemory" in plain  # NO_COLOR keeps bold and dim, as rich does
+@pytest.mark.parametrize(("env", "terminal"), [
+    ({"COLUMNS": "100", "TERM": "xterm"}, True), ({"COLUMNS": "100", "FORCE_COLOR": "1"}, False),
+    ({"COLUMNS": "100", "TTY_COMPATIBLE": "1"}, False), ({"COLUMNS": "100", "TTY_COMPATIBLE": "0"}, False),
+    ({"TERM": "dumb"}, True)], ids=str)
+def test_terminals_and_colour_requests_go_to_rich(plans, env, terminal, monkeypatch):
+    """Where rich may write escape codes (a terminal, FORCE_COLOR, TTY_COMPATIBLE) rich prints, with them."""
+    out, fell_back = _render(plans[0], "GB", 12, env, terminal, False, monkeypatch)
+    assert fell_back
+    styled = env.get("TERM") == "xterm" or env.get("FORCE_COLOR") or env.get("TTY_COMPATIBLE") == "1"
+    assert ("\x1b[32mfits\x1b[0m" in out) == bool(styled), env
 
 
-def test_wrapping_matches_rich_on_random_text(monkeypatch):
-    """Lines of random words (long ones, runs of spaces, styled spans across the breaks) at random widths."""
+WORDS = ["a", "bb", "note:", "≈1.5", "×", "—", "tokens/s", "x" * 45, "(30%", "duty);", "Ωµ", "é", "[green]",
+         "[/]", "[bold red]", "[dim]", "1,234.5", "$0.54/h", "a]", "]"]
+
+
+@st.composite
+def markup_lines(draw: st.DrawFn) -> str:
+    separators = st.sampled_from([" ", " ", "  ", "   ", "\n", ""])
+    parts = draw(st.lists(st.tuples(st.sampled_from(WORDS), separators), max_size=30))
+    return "".join(w + sep for w, sep in parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(markup_lines(), st.integers(1, 90))
+def test_plain_text_is_rich_text(text, width):
+    """A markup line at any width: where the plain writer prints it, rich prints the same."""
     from rich.console import Console as Rich
 
-    rng = random.Random(13)
-    words = ["a", "bb", "note:", "≈1.5", "×", "—", "tokens/s", "supercalifragilistic" * 3, "(30%", "duty);"]
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    compared = 0
-    for _ in range(400):
-        text = "".join(rng.choice(words) + rng.choice([" ", " ", "  ", "\n", ""])
-                       for _ in range(rng.randint(0, 40)))
-        if rng.random() < 0.5 and "[" not in text:
-            a, b = sorted(rng.sample(range(len(text) + 1), 2)) if len(text) > 1 else (0, len(text))
-            text = f"{text[:a]}[{rng.choice(['bold', 'dim', 'green', 'bold red'])}]{text[a:b]}[/]{text[b:]}"
-        width = rng.randint(1, 70)
-        ours, theirs = _Terminal(), _Terminal()
-        monkeypatch.setattr(sys, "stdout", ours)
-        try:
-            lines = light._Writer(width).render([text])
-        except light.Unhandled:
-            continue
-        monkeypatch.setattr(sys, "stdout", theirs)
-        monkeypatch.setenv("TERM", "xterm")
-        Rich(highlight=False, soft_wrap=False, width=width, emoji=False).print(text)
-        assert lines == theirs.getvalue(), (text, width)
-        compared += 1
-    assert compared > 300
+    try:
+        ours = light.render_plain([text], width)
+    except light.Unhandled:
+        return
+    theirs = io.StringIO()
+    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
+         color_system=None).print(text)
+    assert ours == theirs.getvalue()
 
 
-def test_markup_reads_as_rich_reads_it():
-    """Random strings with brackets, slashes and backslashes: the plain text and spans rich's markup gives,
-    or Unhandled (then rich prints it)."""
-    from rich.markup import render
+CELLS = ["", "7", "24.0", "fits", "[green]fits[/]", "[magenta]offload[/] 40% GPU", "RTX 4090", "1 (2 nodes)",
+         "[bold]total[/]", "4.5 bits/weight (GGUF mix)", "—", "≤12.3", "$1,690", "a b c", "Ω"]
 
-    rng = random.Random(7)
-    alphabet = ["[", "]", "/", "\\", "bold", "dim", "green", "x", " ", "[/]", "[bold]", "[dim]", "[/bold]",
-                "[red]", "1", "=", "@", "#"]
-    handled = 0
-    for _ in range(3000):
-        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
-        try:
-            plain, spans = light._markup(s)
-        except light.Unhandled:
-            continue
-        handled += 1
-        text = render(s)
-        assert plain == text.plain, s
-        assert [(a, b) for a, b, _ in spans] == [(sp.start, sp.end) for sp in text.spans], s
-        assert [light._style(str(sp.style)) for sp in text.spans] == [st for _, _, st in spans], s
-    assert handled > 1000
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["memory", "GB", "#", "likely range", "x"]),
+                          st.sampled_from(["left", "right"]), st.sampled_from(["", "dim"])),
+                min_size=1, max_size=6),
+       st.lists(st.lists(st.sampled_from(CELLS), min_size=6, max_size=6), max_size=5), st.integers(1, 110))
+def test_plain_tables_are_rich_tables(columns, rows, width):
+    """A borderless table at any width: where the plain writer prints it (it fits), rich prints the same."""
+    from rich.console import Console as Rich
+
+    t = light.Table()
+    for header, justify, style in columns:
+        t.add_column(header, justify, style)
+    for row in rows:
+        t.add_row(*row[:len(columns)])
+    try:
+        ours = light.render_plain([t], width)
+    except light.Unhandled:
+        return
+    theirs = io.StringIO()
+    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
+         color_system=None).print(t.to_rich())
+    assert ours == theirs.getvalue()
+
+
+@pytest.mark.parametrize(("markup", "why"), [
+    ("[link=x]a[/]", "a tag that is no cardfit style"), ("[/]a", "a close with nothing open"),
+    ("a \\[b]", "a backslash"), ("[1] a", "a bracket rich may read"), ("模型", "two cells a character"),
+    ("e\u0301", "a combining accent"), ("a\tb", "a tab"), ("a\u00a0b", "a no-break space")])
+def test_what_the_plain_writer_leaves_to_rich(markup, why):
+    with pytest.raises(light.Unhandled):
+        light.render_plain([markup], 80)
+
+
+@pytest.mark.parametrize(("items", "width", "expected"), [
+    (["[bold]Llama 3.1 8B[/] · Q4_K_M"], 80, "Llama 3.1 8B · Q4_K_M\n"),
+    (["one two three"], 6, "one \ntwo \nthree\n"),  # a line keeps the space after its last word
+    (["one  two"], 4, "one \ntwo\n"),  # spaces past the width are dropped
+    (["", "a\n\nb"], 5, "\na\n\nb\n"),
+])
+def test_plain_lines_by_hand(items, width, expected):
+    assert light.render_plain(items, width) == expected
+
+
+def test_a_plain_table_by_hand():
+    t = light.Table()
+    t.add_column("GPU")
+    t.add_column("tok/s", justify="right")
+    t.add_row("RTX 4090", "[green]101[/]")
+    t.add_row("H100", "≤9")
+    assert light.render_plain([t], 15) == "GPU       tok/s\nRTX 4090    101\nH100         ≤9\n"
+    with pytest.raises(light.Unhandled):
+        light.render_plain([t], 14)  # 15 columns do not fit 14: rich narrows and wraps them
 
 
 def test_the_characters_taken_as_one_cell_are_one_cell():
     from rich.cells import cell_len
 
-    chars = [chr(c) for c in range(0x20, 0x7F)] + [chr(c) for c in range(0xA0, 0x300) if c != 0xAD]
-    assert all(cell_len(ch) == 1 for ch in [*chars, *light.NARROW])
-    with pytest.raises(light.Unhandled):
-        light._markup("模型")  # two cells each: rich measures it
+    chars = [chr(c) for lo, hi in light.ONE_CELL_RANGES for c in range(lo, hi) if light.one_cell(chr(c))]
+    assert len(chars) > 3000 and all(cell_len(ch) == 1 for ch in chars)
+    assert all(light.one_cell(ch) for ch in "·×–—…≈≤≥−‘’“”•→←µΩé")
 
 
 def test_plan_on_a_pipe_does_not_load_rich(cli_home):
-    import subprocess
-
+    """The README's question to a pipe: plain text, rich never imported; with FORCE_COLOR rich prints it."""
     code = ("import sys; from cardfit.cli import main; main(['plan', 'llama3.1:8b', '--gpu', 'RTX 4090']); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'), file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HOME": str(cli_home), "COLUMNS": "120"})
+                          env={**env, "HOME": str(cli_home), "COLUMNS": "120"})
     assert "Best: 1× RTX 4090" in proc.stdout and proc.stderr.strip() == "[]", proc.stderr
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**env, "HOME": str(cli_home), "COLUMNS": "120", "FORCE_COLOR": "1"})
+    assert "\x1b[32mfits\x1b[0m" in proc.stdout and "'rich.console'" in proc.stderr, proc.stderr
 
 
 def test_a_columns_that_is_no_number_is_ignored(run_cli):

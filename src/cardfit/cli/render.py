@@ -1,5 +1,5 @@
-"""Text rendering for people. Only imported when a table is printed; rich is imported only by the commands
-that print through it (`cardfit plan` prints through cli/console.py, which writes rich's bytes without it)."""
+"""Text rendering for people. Only imported when a table is printed; rich is imported only where it prints
+(`cardfit plan` prints through cli/console.py, whose plain writer answers a pipe without rich)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def console() -> Console:
 
 
 def plan_console() -> PlanConsole:
-    """The console `cardfit plan` prints to: rich's bytes at `width()` (cli/console.py); call flush()."""
+    """The console `cardfit plan` prints to at `width()`: plain or rich (cli/console.py); call flush()."""
     return PlanConsole(width())
 
 
