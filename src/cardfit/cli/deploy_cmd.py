@@ -49,6 +49,11 @@ def _load(w: Workload) -> str:
             "tok/s per user)")
 
 
+def _runtime(d: Any) -> str:
+    """The runtime with the release planned: "vllm 0.24.0" (the current one), "vllm@0.6.3" (as asked)."""
+    return d.runtime if "@" in d.runtime or not d.release else f"{d.runtime} {d.release}"
+
+
 def _shape(d: Deployment) -> str:
     parts = [f"TP {d.tp}"] if d.tp > 1 else []
     if d.pp > 1:
@@ -71,10 +76,10 @@ def _print(r: DeployReport) -> None:
     b = r.best
     if b is not None:
         if b.monthly_usd is None:  # a card the catalog has no rental price for: no cost to rank by
-            c.print(f"Fewest cards that meet every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
-                    f"KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} (--catalog adds one)")
+            c.print(f"Fewest cards that meet every target: [bold]{_shape(b)}[/] · {_runtime(b)} · "
+                    f"{b.quant} · KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} (--catalog adds one)")
         else:
-            c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {b.runtime} · {b.quant} · "
+            c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {_runtime(b)} · {b.quant} · "
                     f"KV {b.kv_dtype} · [bold]${fmt_num(b.monthly_usd)}/month[/] ({r.hours_per_month:g} h), "
                     f"${fmt_num(b.cost_per_million_usd or 0, 3)} per M output tokens at this load")
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
@@ -105,7 +110,7 @@ def _print(r: DeployReport) -> None:
             head = NO_ANSWER.get(f.target, "nothing meets the targets")
             c.print(f"[red]{head[0].upper()}{head[1:]}:[/] {escape(f.text or '')}")
         if near is not None:
-            c.print(f"  Closest: {_shape(near)} · {near.runtime} · {near.quant} · TTFT p90 "
+            c.print(f"  Closest: {_shape(near)} · {_runtime(near)} · {near.quant} · TTFT p90 "
                     f"{_num(near.ttft_ms)} ms · TPOT {_num(near.tpot_ms)} ms · "
                     + ("no rental price" if near.monthly_usd is None else f"${near.monthly_usd:,.0f}/month"))
     if r.pareto and b is not None:

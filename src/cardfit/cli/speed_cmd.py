@@ -38,7 +38,8 @@ def _print(r: SpeedReport) -> None:
 
     c = console()
     tp_note = f" (tensor parallel {r.tp})" if r.tp > 1 else ""
-    c.print(f"[bold]{r.model}[/] · {r.quant} · {r.runtime} · {r.count}× {r.gpu}"
+    runtime = r.runtime if "@" in r.runtime or not r.release else f"{r.runtime} {r.release}"
+    c.print(f"[bold]{r.model}[/] · {r.quant} · {runtime} · {r.count}× {r.gpu}"
             f"{tp_note} · context {r.context:,}"
             f" · {r.filled:,} tokens filled · KV {r.kv_dtype}")
     if r.verdict == "offload":

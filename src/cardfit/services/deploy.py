@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..catalog.gpus import Feature, Gpu
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
+from ..catalog.releases import release_name
 from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
 from ..core import cost
 from ..core import fit as fitting
@@ -786,6 +787,9 @@ class Deployment(table.Result):
     # the range each figure may really take (validation's out-of-sample serving errors), [low, high]
     likely: dict[str, list[float] | None] | None = None
     tight: bool = False  # meets the targets as predicted, not at the pessimistic end of `likely`
+    # the engine release planned (--runtime NAME@RELEASE, else the current one: data/releases.toml); None for
+    # a runtime cardfit knows no releases of
+    release: str | None = None
 
 
 def deployment(inp: DeployInput, r: Result) -> Deployment:
@@ -805,7 +809,8 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         meets_targets=r.meets, quality=c.setting.quality,
         memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
                                 c.margin_bytes, c.kv_tokens),
-        command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight)
+        command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
+        release=release_name(c.setting.ctx.runtime))
 
 
 def _ms(x: float) -> float | None:

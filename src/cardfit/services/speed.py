@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from ..catalog.records import record
+from ..catalog.releases import release_name
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD, Verdict, kv_room
 from ..core.memory import MemorySettings
@@ -204,6 +205,9 @@ class SpeedReport(Result):
     rows: tuple[SpeedRow, ...]
     notes: tuple[str, ...]
     plot: str | None = None  # the chart written (absent from the JSON when none was asked for)
+    # the engine release timed (--runtime NAME@RELEASE, else the current one: data/releases.toml); None for a
+    # runtime cardfit knows no releases of
+    release: str | None = None
 
     omit_none = ("plot",)
 
@@ -242,7 +246,8 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
                                       stream_s_per_token=_stream(s, ctx.prefill_chunk, inp.prompt))
     no_fit = [f"does not fit on {opt.count}× {opt.gpu.name}: {opt.reason}; the figures assume it did"]
     report = SpeedReport(
-        model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp, runtime=rt.named,
+        release=release_name(rt), model=m.name, gpu=opt.gpu.name, count=opt.count, tp=s.machine.tp,
+        runtime=rt.named,
         quant=ctx.quant.name, context=mem.context, filled=s.filled, kv_dtype=mem.kv_dtype,
         verdict=opt.verdict, gpu_layer_fraction=round(opt.gpu_layer_fraction, 4),
         processor=processor(opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 1.0),
