@@ -77,7 +77,8 @@ def _print(r: DeployReport) -> None:
     if b is not None:
         if b.monthly_usd is None:  # a card the catalog has no rental price for: no cost to rank by
             c.print(f"Fewest cards that meet every target: [bold]{_shape(b)}[/] · {_runtime(b)} · "
-                    f"{b.quant} · KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} (--catalog adds one)")
+                    f"{b.quant} · KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} "
+                    "(--catalog adds one)")
         else:
             c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {_runtime(b)} · {b.quant} · "
                     f"KV {b.kv_dtype} · [bold]${fmt_num(b.monthly_usd)}/month[/] ({r.hours_per_month:g} h), "
