@@ -1,5 +1,5 @@
 """Write src/cardfit/data/aiconfigurator/silicon_sample_eligible.csv from aiconfigurator-core's own
-silicon_sample.csv: every row cardfit can express (services/aic_sample.py why_not), only the columns cardfit
+silicon_sample.csv: every row cardfit can express (validation/aic_sample.py why_not), only the columns cardfit
 reads, and print why the other rows are left out.
 
     pip download --no-deps -d /tmp/aic aiconfigurator-core==0.12.0 && unzip -q /tmp/aic/*.whl -d /tmp/aic/w
@@ -13,7 +13,7 @@ import csv
 import sys
 from pathlib import Path
 
-from cardfit.services.aic_sample import COLUMNS, DATA, eligibility, read_rows
+from cardfit.validation.aic_sample import COLUMNS, DATA, eligibility, read_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "cardfit" / "data" / DATA

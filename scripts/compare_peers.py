@@ -47,7 +47,7 @@ def _peer_dtype(quant: str) -> str | None:
 
 def build_inputs() -> list[dict]:
     """Every weights / file_size / kv_cache record with cardfit's own prediction and the model's shape."""
-    from cardfit.services.validate import _model, load_records, predict
+    from cardfit.validation.validate import _model, load_records, predict
 
     rows = []
     for r in load_records():

@@ -5,11 +5,12 @@ that figure (src/cardfit/data/first_contact.toml) beside the record, never edite
                                                          # the code of COMMIT's parent (a source of the past)
     python scripts/first_contact.py --new FILE           # a new source not committed yet, scored by HEAD
     python scripts/first_contact.py --aiconfigurator COMMIT  # the whole eligible aiconfigurator sample
-                                                         # (services/aic_sample.py), scored by COMMIT's code
+                                                         # (validation/aic_sample.py), scored by COMMIT's code
 
 Both append rows for records not in first_contact.toml yet; rows already there are never rewritten. Each row
 names the code that scored it (`code_at`, a commit) and when. The scoring runs the old tree's own
-`cardfit.services.validate.predict` in a subprocess (a git worktree of that commit, its own catalog cache), so
+`cardfit.validation.validate.predict` in a subprocess (a git worktree of that commit, its own catalog cache),
+so
 nothing of today's model leaks into the figure. `cardfit validate` reports these rows per kind as its
 first-contact column."""
 
@@ -31,7 +32,7 @@ VALIDATION = "src/cardfit/data/validation"
 # run inside the old tree: predict every record of one TOML file with that tree's own code
 _SCORE = """
 import json, sys, tomllib
-from cardfit.services.validate import predict
+from cardfit.validation.validate import predict
 if sys.argv[1].endswith(".json"):  # records built by today's tree (a sample kept as CSV, not as TOML)
     rows = json.load(open(sys.argv[1], encoding="utf-8"))
 else:
@@ -115,9 +116,9 @@ def rows_for(file: str, toml_text: str, code_at: str, added_in: str | None, date
 
 
 def sample_rows(code_at: str, date: str) -> list[dict]:
-    """The aiconfigurator sample's records, built by this tree (services/aic_sample.py), scored by the code
+    """The aiconfigurator sample's records, built by this tree (validation/aic_sample.py), scored by the code
     of `code_at`: the figures before any change the sample prompts."""
-    from cardfit.services.aic_sample import DATA, records
+    from cardfit.validation.aic_sample import DATA, records
 
     recs = {r["id"]: r for r in records()}
     out = []

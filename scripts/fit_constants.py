@@ -5,7 +5,7 @@
     python scripts/fit_constants.py --check    # exit 1 when runtimes.toml differs from the fit
     python scripts/fit_constants.py --write    # rewrite the fitted lines of runtimes.toml
 
-The fit itself lives in cardfit.services.calibrate (`cardfit validate` refits it per left-out source)."""
+The fit itself lives in cardfit.validation.calibrate (`cardfit validate` refits it per left-out source)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from cardfit.services.calibrate import fit, report_rows, rewrite_runtimes, stored
-from cardfit.services.validate import all_records
+from cardfit.validation.calibrate import fit, report_rows, rewrite_runtimes, stored
+from cardfit.validation.validate import all_records
 
 RUNTIMES = Path(__file__).resolve().parents[1] / "src" / "cardfit" / "data" / "runtimes.toml"
 

@@ -43,7 +43,7 @@ def _pct(x: float | None) -> str:
 
 
 def render() -> str:
-    from cardfit.services.validate import KINDS, all_records, validate
+    from cardfit.validation.validate import KINDS, all_records, validate
 
     records = all_records()
     report = validate()

@@ -19,7 +19,7 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="cardfit-test-cache-")
 @pytest.fixture(scope="session")
 def validation_report():
     """`validate()` over the whole validation set, computed once per test run (it refits every fold)."""
-    from cardfit.services.validate import validate
+    from cardfit.validation.validate import validate
 
     return validate()
 

@@ -1,4 +1,4 @@
-"""The whole aiconfigurator silicon sample (services/aic_sample.py, `cardfit validate --source
+"""The whole aiconfigurator silicon sample (validation/aic_sample.py, `cardfit validate --source
 aiconfigurator`): its rows become records with the conventions of the hand-made aic-* records, every row
 left out is counted with its reason, and the mode reports its own error rows."""
 
@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cardfit.errors import InputError
-from cardfit.services import aic_sample
-from cardfit.services.aic_sample import COLUMNS, build, eligibility, read_rows, records, why_not
-from cardfit.services.validate import all_records, first_contact
+from cardfit.validation import aic_sample
+from cardfit.validation.aic_sample import COLUMNS, build, eligibility, read_rows, records, why_not
+from cardfit.validation.validate import all_records, first_contact
 
 HAND_MADE = {r["id"]: r for r in all_records() if r["id"].startswith("aic-") and r["kind"] == "serving"}
 KEYS = ("model", "quant", "runtime", "gpu", "gpus", "input_tokens", "output_tokens", "concurrency", "load",

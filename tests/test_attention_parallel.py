@@ -14,8 +14,8 @@ from cardfit.core import kv
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
 from cardfit.core.tensors import attention_params
-from cardfit.services.deploy import attention_dp, predict_serving
-from cardfit.services.validate import all_records
+from cardfit.validation.serving import attention_dp, predict_serving
+from cardfit.validation.validate import all_records
 
 RECORDS = {r["id"]: r for r in all_records()}
 R1 = default_models().find("deepseek-r1-671b")
@@ -120,7 +120,7 @@ def test_deepseek_prefill_is_held_to_the_best_published_share():
     r = RECORDS["aic-deepseek-r1-h200-sglang-fp8-tp8-1024x1024-c4-ttft"]
     from cardfit.catalog.runtimes import default_runtimes
     from cardfit.core.constants import snapshot
-    from cardfit.services.deploy import _timed, record_input, record_schedule
+    from cardfit.validation.serving import _timed, record_input, record_schedule
 
     inp, tp, pp = record_input(r)
     budget, _ = record_schedule(r, default_runtimes().get("sglang"))

@@ -1,4 +1,4 @@
-"""Every fitted constant is computed from the validation records (cardfit.services.calibrate, run by
+"""Every fitted constant is computed from the validation records (cardfit.validation.calibrate, run by
 scripts/fit_constants.py), data/runtimes.toml holds exactly those values, and the out-of-sample
 (leave-one-source-out) error levels of `cardfit validate` are held."""
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from cardfit.core.constants import constants, value
-from cardfit.services.calibrate import FITS, fit, source_key, stored
-from cardfit.services.validate import all_records
+from cardfit.validation.calibrate import FITS, fit, source_key, stored
+from cardfit.validation.validate import all_records
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_a_refit_read_key_by_key_is_the_whole_fit():
     """validate's folds refit only the constants their records read (calibrate.Refit): read whole, a fold's
     refit is fit()'s, value for value and key for key; reading llama.cpp's constants refits no row of the
     vLLM family's served-load fits."""
-    from cardfit.services.calibrate import Refit
+    from cardfit.validation.calibrate import Refit
 
     main = "github:xiongjiedai"
     lazy = Refit(all_records(), leave_out=main)
@@ -60,7 +60,7 @@ def test_a_refit_read_key_by_key_is_the_whole_fit():
 def test_a_fold_without_records_of_a_constant_takes_its_prior_not_its_stored_value():
     """Without any record of old llama.cpp builds, their per-layer time is the current builds' fit, never the
     stored value (which was fitted on the records left out)."""
-    from cardfit.services.speed import llamacpp_old_build
+    from cardfit.validation.single import llamacpp_old_build
 
     recs = tuple(r for r in all_records() if not (r.get("runtime") == "llama.cpp" and llamacpp_old_build(r)))
     got = fit(recs)
@@ -74,7 +74,7 @@ def test_old_builds_prefill_quantized_weights_as_an_fp16_copy():
     """Before MMQ by default, a Q4_K_M prefill is the FP16 GEMM of an F16 file plus one pass per ubatch that
     reads the quantized matrices and writes their FP16 copy: no constant of its own. XiongjieDai's RTX 4090
     row (May 2024): Q4_K_M 7,139 tok/s vs F16 9,382; the copy's bytes at the card's bandwidth explain it."""
-    from cardfit.services.speed import _dequantize_seconds, predict_speed, record_setup
+    from cardfit.validation.single import _dequantize_seconds, predict_speed, record_setup
 
     recs = {r["id"]: r for r in all_records()}
     q, f = recs["xd-4090-llama3-8b-q4km-pp512"], recs["xd-4090-llama3-8b-f16-pp512"]
@@ -92,7 +92,7 @@ def test_a_constant_only_its_own_publisher_measures_is_scored_with_the_prior(rep
     """vLLM-before-0.6's per-sequence cost comes from one publisher (Lambda's v0 benchmark): leaving it out
     leaves nothing to fit it on, so those records are scored with the prior (no per-sequence cost:
     calibrate.NEUTRAL), not with the stored value that was fitted on them, and not dropped."""
-    from cardfit.services.calibrate import NEUTRAL, Refit, only_measured_by, publisher_key
+    from cardfit.validation.calibrate import NEUTRAL, Refit, only_measured_by, publisher_key
 
     lambda_v0 = "github:lambdalabsml"
     assert [f.key for f in only_measured_by(all_records(), lambda_v0)] == [
@@ -122,7 +122,7 @@ def test_a_constant_only_its_own_publisher_measures_is_scored_with_the_prior(rep
     ("https://www.amd.com/ja/developer/resources/rocm-hub/dev-ai/performance-results.html", "amd"),
 ])
 def test_publisher_groups_an_organisations_sources_and_keeps_threads_apart(source, publisher):
-    from cardfit.services.calibrate import publisher_key
+    from cardfit.validation.calibrate import publisher_key
 
     assert publisher_key({"source": source}) == publisher
 
@@ -130,7 +130,7 @@ def test_publisher_groups_an_organisations_sources_and_keeps_threads_apart(sourc
 def test_a_constant_typed_in_from_a_publisher_is_taken_out_of_its_fold():
     """The 800 us per layer of prefill dispatch came from aiconfigurator (NVIDIA): NVIDIA's fold runs
     without it; other folds keep it."""
-    from cardfit.services.calibrate import NEUTRAL, typed_from
+    from cardfit.validation.calibrate import NEUTRAL, typed_from
 
     nvidia = typed_from("nvidia")
     assert nvidia and set(nvidia.values()) == {NEUTRAL}
@@ -148,14 +148,14 @@ def test_a_constant_typed_in_from_a_publisher_is_taken_out_of_its_fold():
     ({}, None, False),  # neither: the current generation
 ])
 def test_llamacpp_generation_from_build_or_date(settings, date, old):
-    from cardfit.services.speed import llamacpp_old_build
+    from cardfit.validation.single import llamacpp_old_build
 
     assert llamacpp_old_build({"settings": settings, "date": date}) is old
 
 
 def test_quantized_prefill_generation_is_dated_by_mmq_by_default():
     """CUDA graphs (2024-05-08) set the decode generation, MMQ by default (2024-06-23) the prefill one."""
-    from cardfit.services.speed import CUDA_GRAPHS, MMQ_DEFAULT, llamacpp_old_build
+    from cardfit.validation.single import CUDA_GRAPHS, MMQ_DEFAULT, llamacpp_old_build
 
     june = {"settings": {}, "date": "2024-06-01"}
     assert not llamacpp_old_build(june, CUDA_GRAPHS) and llamacpp_old_build(june, MMQ_DEFAULT)
@@ -267,7 +267,7 @@ HELD_LOO = {
     # (their notes say which)
     "total_memory": (0.01, 0.035),
     "file_size": (0.002, 0.005),
-    "weights": (0.007, 0.03),  # p90 over counts bytes predicted too few (services/validate.py optimism)
+    "weights": (0.007, 0.03),  # p90 over counts bytes predicted too few (validation/validate.py optimism)
     "kv_cache": (0.005, 0.10),
     # serving (deploy's timing of the records' loads): 85.0 % / 397 % before the benchmark loads (closed loop,
     # burst, prefill-first rounds) and the unfitted per-sequence cost; 71.4 % / 240 % now. Issue 11 asks 20 %:
@@ -280,7 +280,7 @@ HELD_LOO = {
     # the engine's slots (a prompt waits for a free one: vLLM V0's profile run for 163,840 tokens leaves
     # DeepSeek-R1 on 8x H200 a pool for 66 sequences, and its TTFT at 128 in flight is queueing)
     # p90 over 2.40 -> 10.4 once a latency predicted too short counts as the unsafe side (measured /
-    # predicted - 1, services/validate.py optimism): the dstack TTFTs predicted 87 % short are +700 %
+    # predicted - 1, validation/validate.py optimism): the dstack TTFTs predicted 87 % short are +700 %
     # 67.1 % / 897 % with the routed experts streamed at their own fitted share (vllm.expert_efficiency
     # 0.481, from vLLM's MoE records; the aiconfigurator gpt-oss TPOT records are over-predicted out of
     # sample, the safe side)
@@ -402,7 +402,7 @@ HELD_LOO = {
     # 20 -> 5, aiconfigurator's Qwen3-32B c128 TPOT -20 % -> +4 %; records over 20 % unsafe 101 -> 83, none
     # moved to it
     # -> 10.4 % / 33.1 % (median 0.115 -> 0.11, p90 over 0.5 -> 0.35) with the kernels dstack's
-    # 405B-on-MI300X engines ran (services/deploy.py rocm_v0_kernels): vLLM V0's eager decode past
+    # 405B-on-MI300X engines ran (validation/serving.py rocm_v0_kernels): vLLM V0's eager decode past
     # max_seq_len_to_capture (8,192) and the generic paged-attention kernel past 32,768 tokens on ROCm
     # (one read of the cache per query head; TGI too, its graphs captured at --max-total-tokens 130000),
     # and V0's Triton prefix-prefill kernel for every prompt chunk on ROCm (two constants fitted on
@@ -441,7 +441,7 @@ HELD_LOO = {
 }
 
 
-# The headline: out of sample (leave one publisher out) on the path users get (services/validate.py path_of:
+# The headline: out of sample (leave one publisher out) on the path users get (validation/validate.py path_of:
 # the current release, only the settings deploy/speed take), 2026-12-06.
 # Records that state no release are on it only where the release current at their date is
 # (data/releases.toml).
@@ -486,7 +486,7 @@ def test_apple_prefill_runs_at_the_shader_rate_of_the_gpu_size_measured():
     """Apple GPUs have no tensor cores: prefill is the FP16 = FP32 shader rate times llama.cpp's Metal share.
     XiongjieDai's M2 Ultra is the 76-core GPU; the catalog row counts the 60-core one, so the record's rate is
     scaled per core, and its prefill uses the Metal constant, not the CUDA ones."""
-    from cardfit.services.speed import record_prefill_field, record_setup
+    from cardfit.validation.single import record_prefill_field, record_setup
 
     r = {x["id"]: x for x in all_records()}["xd-m2ultra76coregpu192gb-llama3.1-8b-f16-pp512"]
     s = record_setup(r)
@@ -500,7 +500,7 @@ def test_a_card_short_of_power_for_its_peak_prefills_at_its_rate_per_watt():
     XiongjieDai measured it 29 % slower on the same 8B F16 prefill. The per-watt cap predicts that, the peak
     alone the opposite."""
     from cardfit.core.speed import power_capped
-    from cardfit.services.speed import power_bound, predict_speed
+    from cardfit.validation.single import power_bound, predict_speed
 
     recs = {r["id"]: r for r in all_records()}
     ada6000, rtx4090 = recs["xd-rtx6000ada48gb-llama3.1-8b-f16-pp512"], recs["xd-4090-llama3-8b-f16-pp512"]

@@ -218,7 +218,7 @@ def test_a_tensorrt_engine_record_pays_neither_python_dispatch_nor_the_overlap_s
     kernels one by one and there is no overlap scheduler. NIM 1.8.0, Llama-3.1-8B FP8 on one H100, 500 prompt
     tokens at one request: TTFT 13.84 ms (NVIDIA NIM LLM benchmarking guide, as transcribed in
     zivbeker42/llm-guesstimator tested_benchmarks/nim_llama3.1_8b_v1.8.0_1xH100_80GB.csv)."""
-    from cardfit.services.deploy import predict_serving, tensorrt_engine
+    from cardfit.validation.serving import predict_serving, tensorrt_engine
 
     r = {"id": "nim-8b-c1", "kind": "serving", "model": "llama-3.1-8b", "quant": "fp8", "runtime": "trtllm",
          "gpu": "H100 SXM", "gpus": 1, "input_tokens": 500, "output_tokens": 2000, "concurrency": 1,
@@ -244,7 +244,7 @@ def test_a_vllm_v0_record_launches_every_prompt_step_eagerly():
     vLLM 0.6.3 on 8x MI300X, one request of ~80 prompt tokens: TTFT 314.58 ms (dstackai/benchmarks
     amd/tgi_vs_vllm/vllm/data/result_vllm_short.csv)."""
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.deploy import predict_serving
+    from cardfit.validation.serving import predict_serving
 
     assert default_runtimes().get("vllm@0.6.3").prefill_graph_tokens == 0
     assert default_runtimes().get("vllm@0.8").prefill_graph_tokens == 512
@@ -266,7 +266,7 @@ def test_a_vllm_v1_record_before_async_scheduling_pays_the_engine_loop_per_seque
     vLLM 0.10.1.1, Qwen2-7B on one A100 PCIe, 200 prompts of 1,024 + 1,024 tokens sent at once: mean TPOT
     40.34 ms (github.com/dennislee22/vLLM-benchmarking README.md, Test 5)."""
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.deploy import predict_serving, synchronous_loop
+    from cardfit.validation.serving import predict_serving, synchronous_loop
 
     vllm = default_runtimes().get("vllm")
     r = {"id": "dennislee-n200", "kind": "serving", "model": "qwen2-7b", "quant": "bf16", "runtime": "vllm",
@@ -585,8 +585,8 @@ def test_a_record_states_the_share_of_the_card_its_engine_had():
     once, come from that share, not from vLLM's default 0.9 (a pool of a million tokens)."""
     import re
 
-    from cardfit.services.deploy import predict_serving
-    from cardfit.services.validate import all_records
+    from cardfit.validation.serving import predict_serving
+    from cardfit.validation.validate import all_records
 
     r = next(r for r in all_records() if r["id"] == "dennislee-qwen2-7b-a100-vllm-test4-n1000-1024x1024-tpot")
     assert r["settings"]["gpu_memory_utilization"] == 0.25
@@ -608,7 +608,7 @@ def test_tensorrt_llm_admits_a_request_by_its_whole_length():
     at 20,000 + 2,000 and 250 users fill one pool only when each holds its whole length."""
     from cardfit.catalog.runtimes import default_runtimes
     from cardfit.services.deploy import kv_held
-    from cardfit.services.validate import all_records
+    from cardfit.validation.validate import all_records
 
     rts = default_runtimes()
     trt, vllm = rts.get("trtllm"), rts.get("vllm")
@@ -635,8 +635,8 @@ def test_nim_fp8_profiles_hold_an_fp8_kv_cache():
     a record of another engine keeps the type it states (or the runtime's default)."""
     import re
 
-    from cardfit.services.deploy import checkpoint_kv_dtype, predict_serving
-    from cardfit.services.validate import all_records
+    from cardfit.validation.serving import checkpoint_kv_dtype, predict_serving
+    from cardfit.validation.validate import all_records
 
     recs = {r["id"]: r for r in all_records()}
     nim = recs["nim-llama-3.1-8b-h100-fp8-tp1-20000x2000-c250-itl"]
@@ -655,8 +655,8 @@ def test_aiconfigurator_trtllm_fp8_runs_hold_an_fp8_kv_cache():
     import copy
     import re
 
-    from cardfit.services.deploy import predict_serving
-    from cardfit.services.validate import all_records
+    from cardfit.validation.serving import predict_serving
+    from cardfit.validation.validate import all_records
 
     recs = {r["id"]: r for r in all_records()}
     r1 = recs["aic-deepseek-r1-h200-trtllm-fp8-tp8-1024x8192-c128-ttft"]
@@ -682,8 +682,8 @@ def test_aiconfigurator_vllm_runs_take_the_generators_step_budget():
     (Qwen3-32B on 2x H100, measured 652 ms: 520 ms with the default budget, within 10 % with the run's)."""
     import copy
 
-    from cardfit.services.deploy import predict_serving
-    from cardfit.services.validate import all_records
+    from cardfit.validation.serving import predict_serving
+    from cardfit.validation.validate import all_records
 
     recs = [r for r in all_records() if r["id"].startswith("aic-") and r["runtime"] == "vllm"]
     assert len(recs) == 26
@@ -708,8 +708,8 @@ def test_vllm_before_0_21_captures_its_graphs_outside_the_budget():
     import re
 
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.deploy import predict_serving
-    from cardfit.services.validate import all_records
+    from cardfit.validation.serving import predict_serving
+    from cardfit.validation.validate import all_records
 
     rts = default_runtimes()
     assert not rts.get("vllm@0.10").has("graphs_in_budget") and rts.get("vllm@0.21").has("graphs_in_budget")
@@ -737,8 +737,8 @@ def test_aiconfigurator_sglang_runs_take_the_generators_prefill_batch():
     import copy
 
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.deploy import predict_serving, prefill_batch_tokens
-    from cardfit.services.validate import all_records
+    from cardfit.validation.serving import predict_serving, prefill_batch_tokens
+    from cardfit.validation.validate import all_records
 
     recs = [r for r in all_records() if r["id"].startswith("aic-") and r["runtime"] == "sglang"]
     assert len(recs) == 14

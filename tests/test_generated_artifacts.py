@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from cardfit.core.uncertainty import band_group
-from cardfit.services.validate import all_records
+from cardfit.validation.validate import all_records
 
 from .test_mutants import L8_EMBD, L8_HEAD, L8_KV_HEADS, L8_LAYERS, Q4_K, llama8b_q4_k_m
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "src" / "cardfit" / "data"
 # the figures of accuracy.toml that are speeds and served-load times, and the validation records behind each
-# (a record's kind, and for a served record its metric: services/validate.py FIGURE_KINDS, SERVING_FIGURES)
+# (a record's kind, and for a served record its metric: validation/validate.py FIGURE_KINDS, SERVING_FIGURES)
 SPEED_FIGURES = {"decode_tokens_per_s": ("decode", ()), "prefill_tokens_per_s": ("prefill", ()),
                  "aggregate_tokens_per_s": ("aggregate_decode", ()),
                  "serving_ttft_ms": ("serving", ("ttft_ms",)),

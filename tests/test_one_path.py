@@ -11,6 +11,7 @@ import pytest
 import cardfit
 from cardfit.core import serving as sv
 from cardfit.services import deploy as dp
+from cardfit.validation import serving
 
 # (model, quant, kv, card, users, prompt, answer): the cases (Qwen3-14B AWQ on an A100 at 16,000 /
 # 200 tokens; an 8B on one H100 with a 16,000-token prompt; the 8B FP8 at 256 users). Within the KV pool:
@@ -45,7 +46,7 @@ def test_speed_and_deploy_print_the_same_served_figures(model, quant, kv, gpu, u
 def _replica_of(model, quant, kv, gpu, users, prompt, answer) -> sv.Replica:
     inp = dp.DeployInput(model=model, runtime="vllm", quant=quant, gpu=(gpu,), input_tokens=prompt,
                          output_tokens=answer, kv_dtype=kv, users=float(users))
-    res, _ = dp._timed(inp, gpu, 1, 1, 0)  # the deployment a record of it is timed on: one card, one replica
+    res, _ = serving._timed(inp, gpu, 1, 1, 0)  # a record of it: one card, one replica
     return res.cand.replica
 
 

@@ -42,8 +42,9 @@ def test_moe_prefill_on_a_small_bus_is_bound_by_the_weights_each_ubatch_streams(
     """gpt-oss-120b on a DGX Spark (273 GB/s): a 512-token ubatch routes to nearly every expert, so each
     ubatch streams the whole 63 GB file: about 0.27 s, longer than its arithmetic (about 0.16 s). The
     forum's llama-bench pp2048 is 1,937 tok/s; the floor alone allows 1,900."""
-    from cardfit.services.speed import _stream, predict_speed, record_setup
-    from cardfit.services.validate import all_records
+    from cardfit.services.speed import _stream
+    from cardfit.validation.single import predict_speed, record_setup
+    from cardfit.validation.validate import all_records
 
     r = {x["id"]: x for x in all_records()}["spark-gb10-gptoss120b-pp2048"]
     s = record_setup(r)

@@ -1,4 +1,5 @@
-"""The kernels a record's engine ran where they differ from the plan's (services/deploy.py rocm_v0_kernels):
+"""The kernels a record's engine ran where they differ from the plan's (validation/serving.py
+rocm_v0_kernels):
 vLLM V0's eager decode past max_seq_len_to_capture, the generic paged-attention fallback on ROCm past
 32,768 tokens (vLLM V0 and TGI), and vLLM V0's Triton prefix-prefill kernel on ROCm with chunked prefill on.
 Cases are the dstack Llama 3.1 405B on 8x MI300X runs (data/validation/serving.toml)."""
@@ -14,7 +15,7 @@ import pytest
 
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core import speed as sp
-from cardfit.services.deploy import predict_serving, record_runtime, rocm_v0_kernels
+from cardfit.validation.serving import predict_serving, record_runtime, rocm_v0_kernels
 
 
 @cache

@@ -149,7 +149,7 @@ def test_tp_sizes_a_vllm_ranks_workspace():
 def test_validation_sizes_vllm_pools_through_the_plan():
     """validate scores a vLLM record's KV pool, max_context and activation with the plan's own memory
     (services/plan.py memory_for, option_for and core/fit.py kv_room), not a formula of its own."""
-    text = (SRC / "services" / "validate.py").read_text()
+    text = (SRC / "validation" / "validate.py").read_text()
     assert "memory_for(ctx" in text and "kv_room(" in text
     assert "vllm_profile_bytes" not in text
 

@@ -9,9 +9,9 @@ import pytest
 
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
-from cardfit.services.calibrate import FITS, _chosen, _implied, experts_touched, fit, source_key
-from cardfit.services.deploy import predict_serving
-from cardfit.services.validate import all_records
+from cardfit.validation.calibrate import FITS, _chosen, _implied, experts_touched, fit, source_key
+from cardfit.validation.serving import predict_serving
+from cardfit.validation.validate import all_records
 
 RECORDS = {r["id"]: r for r in all_records()}
 
@@ -179,7 +179,7 @@ def test_mla_v0_prefill_is_a_share_of_the_cards_measured_gemm_rate():
     hipBLASLt), the H200's 1,366.3 of 1,978.9 (cuBLASLt): the same kernels of that generation prefill
     DeepSeek-R1 at that share of each card's peak. dstack's vLLM runs at 4 in flight measured 1,259 ms on
     8x MI300X and 976 ms on 8x H200 though the MI300X's peak is a third higher."""
-    from cardfit.services.deploy import measured_gemm_share
+    from cardfit.validation.serving import measured_gemm_share
 
     h200 = RECORDS["dstack-r1-h200-vllm-3200x800-c4-ttft"]
     mi300x = RECORDS["dstack-r1-mi300x-vllm-3200x800-c4-ttft"]

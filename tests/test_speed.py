@@ -249,8 +249,8 @@ def test_unfused_attention_scores_grow_with_the_prompt():
 def test_old_llamacpp_prefill_slows_with_the_prompt_as_measured():
     """XiongjieDai's RTX 4090 Q4_K_M rows (May 2024 build, no flash attention): pp 512 7139, pp 4096 5266,
     pp 8192 4040 tokens/s. The unfused attention traffic carries most of that fall."""
-    from cardfit.services.speed import predict_speed
-    from cardfit.services.validate import all_records
+    from cardfit.validation.single import predict_speed
+    from cardfit.validation.validate import all_records
 
     recs = {r["id"]: r for r in all_records()}
     ids = ("xd-4090-llama3-8b-q4km-pp512", "xd-4090-llama3-8b-q4km-pp8192")
@@ -282,7 +282,7 @@ def test_llamacpp_slot_cost_is_fitted_with_a_prior():
     """llama.cpp's per-sequence cost is fitted on its aggregate records; a fold that leaves them all out
     falls back to the stand-in it replaced (vLLM v0's), never to its own stored value."""
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.calibrate import FITS
+    from cardfit.validation.calibrate import FITS
 
     f = next(f for f in FITS if f.key == "llama.cpp.decode_overhead_us_per_sequence")
     assert f.prior_key == "vllm.decode_overhead_us_per_sequence_v0" and "ollama" in f.copies
@@ -358,7 +358,7 @@ def test_m1_max_decode_streams_at_its_measured_gpu_read_rate():
 ])
 def test_engines_before_the_overlap_scheduler_pay_a_cost_per_sequence(runtime, record, serial):
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.speed import serial_scheduler
+    from cardfit.validation.single import serial_scheduler
 
     assert serial_scheduler(record, default_runtimes().find(runtime)) is serial
 

@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from cardfit.services.speed import predict_ceiling, predict_speed
+from cardfit.validation.single import predict_ceiling, predict_speed
 
 
 @cache
@@ -75,8 +75,8 @@ def test_pre_graph_llamacpp_on_hbm_streams_at_its_sm_rate():
     SMs x clock x runtimes.toml's decode_bytes_per_sm_cycle_hbm_v0, not a share of the bus: about half of an
     A100's 1.9 TB/s, most of a V100's 0.9; a current build on the same card streams the usual share."""
     from cardfit.catalog.runtimes import default_runtimes
-    from cardfit.services.speed import engine_generation, on_hbm, record_setup, sm_cycles
-    from cardfit.services.validate import all_records
+    from cardfit.validation.single import engine_generation, on_hbm, record_setup, sm_cycles
+    from cardfit.validation.validate import all_records
 
     rt = default_runtimes().find("llama.cpp")
     recs = {r["id"]: r for r in all_records()}

@@ -13,7 +13,7 @@ from importlib import resources
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
-from cardfit.services.deploy import record_schedule
+from cardfit.validation.serving import record_schedule
 
 
 def _replica(chunk: int = 125_050) -> sv.Replica:

@@ -58,7 +58,7 @@ def test_bench_settings_grow_with_memory_and_shrink_with_longer_requests():
 
 
 def _record(rid: str) -> dict:
-    from cardfit.services.validate import load_records
+    from cardfit.validation.validate import load_records
 
     return next(r for r in load_records() if r["id"] == rid)
 
@@ -66,7 +66,7 @@ def _record(rid: str) -> dict:
 def test_azure_runs_on_the_engine_built_for_its_largest_dataset():
     """Benchmarks/NVIDIA/LLMBenchmark.py builds one engine per model for the 2048/2048 dataset and runs the
     128/128 pair on it: 384 sequences and 2,048 tokens a step, not trtllm-serve's 2,048 and 8,192."""
-    from cardfit.services.deploy import predict_serving
+    from cardfit.validation.serving import predict_serving
 
     _, how = predict_serving(_record("azure-llama-3.1-8b-h100-trtllm-fp8-tp1-128x128-output"))
     assert "at most 384" in how and "2,048 tokens a step" in how, how
@@ -74,7 +74,7 @@ def test_azure_runs_on_the_engine_built_for_its_largest_dataset():
 
 def test_pre_1_0_engines_pay_a_time_per_sequence():
     from cardfit.core.constants import constants, snapshot
-    from cardfit.services.deploy import predict_serving, tensorrt_engine_v0
+    from cardfit.validation.serving import predict_serving, tensorrt_engine_v0
 
     azure = _record("azure-llama-3.1-8b-h100-trtllm-fp8-tp1-128x128-output")
     assert tensorrt_engine_v0(azure)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cardfit.services.validate import KINDS, all_records
+from cardfit.validation.validate import KINDS, all_records
 
 RECORDS = all_records()
 SERVING_METRICS = {"output_tokens_per_s", "ttft_ms", "tpot_ms", "itl_ms", "request_throughput"}
@@ -73,3 +73,18 @@ def test_serving_record_states_its_load(r):
     s = r["settings"]
     assert int(s["tp"]) >= 1 and int(s.get("pp", 1)) >= 1 and s.get("version")
     assert int(r["gpus"]) == int(s["tp"]) * int(s.get("pp", 1)) * int(s.get("dp", 1)), r["id"]
+
+
+def test_settings_keys_are_strict():
+    """A record's settings are the options a user passes, its engine release, or an engine or harness
+    setting validation/records.py lists; a typo is an error naming the file, the record and the key."""
+    from cardfit.errors import CatalogError
+    from cardfit.validation.records import SETTINGS, check_settings
+
+    for r in RECORDS:
+        check_settings(r, "x.toml")
+    with pytest.raises(CatalogError, match="unknown settings key 'max_num_seq'"):
+        check_settings({"id": "r", "settings": {"max_num_seq": 8}}, "x.toml")
+    with pytest.raises(CatalogError, match="assumed 'lenght'"):
+        check_settings({"id": "r", "settings": {}, "assumed": ["lenght"]}, "x.toml")
+    assert {"tp", "version", "max_num_seqs", "kv_cache_dtype"} <= set(SETTINGS)

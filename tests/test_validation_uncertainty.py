@@ -7,7 +7,7 @@ import pytest
 
 from cardfit.catalog.loader import builtin
 from cardfit.core import uncertainty
-from cardfit.services.validate import accuracy_bands
+from cardfit.validation.validate import accuracy_bands
 
 MEMORY_FIGURES = ("weights_bytes", "kv_cache_bytes", "activation_bytes", "max_context_tokens")
 

@@ -294,7 +294,7 @@ def test_apis_catalog_equals_cli(client, run_json):
 
 
 def test_validate_equals_cli(client, run_json):
-    _module("cardfit.services.validate")
+    _module("cardfit.validation.validate")
     r = client.get("/api/validate", params={"kind": "kv_cache"})
     assert r.status_code == 200
     assert r.json() == run_json("validate", "--kind", "kv_cache")

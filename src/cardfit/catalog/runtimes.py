@@ -150,10 +150,11 @@ class RuntimeProfile:
     prefix_prefill_tflops_rocm_v0: float = 0.0
     # records dated before this ("YYYY-MM") ran their prompts' attention in the engine's Triton prefill kernel
     # (SGLang: every model on ROCm, at prefix_prefill_tflops_rocm_v0; MLA models on Hopper, at
-    # triton_mla_prefill_tflops_hopper): services/deploy.py rocm_v0_kernels; "" = none
+    # triton_mla_prefill_tflops_hopper): validation/serving.py rocm_v0_kernels; "" = none
     # that kernel's attention rate per card for an MLA model's prompt (128 heads, 192-dim Q·K) on Hopper
     triton_mla_prefill_tflops_hopper: float = 0.0
-    # set only while a record of that engine is timed (services/deploy.py predict_serving): the attention rate
+    # set only while a record of that engine is timed (validation/serving.py predict_serving): the attention
+    # rate
     # of its prompt tokens, and the times each decoding sequence's cache is read (0: the card's own, once)
     prompt_attention_tflops: float = 0.0
     kv_read_copies: float = 0.0
@@ -178,10 +179,10 @@ class RuntimeProfile:
     # services/served.py machine); 0 = the dense GEMMs' rate (fitted: runtimes.toml)
     mxfp4_expert_prefill_share: float = 0.0
     # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
-    # (services/speed.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
+    # (validation/single.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
     decode_overhead_us_per_layer_mla_v0: float = 0.0
     # share of dense tensor TFLOPS the prefill of an MLA + MoE model reaches on those engines
-    # (services/speed.py mla_v0); 0 = prefill_efficiency (fitted: runtimes.toml)
+    # (validation/single.py mla_v0); 0 = prefill_efficiency (fitted: runtimes.toml)
     prefill_efficiency_mla_v0: float = 0.0
     # Scheduling of waiting prompts against running decodes: prefill-first engines run a prompt step before
     # any decode while prompts wait (a burst of prompts stalls every answer until all are prefilled);

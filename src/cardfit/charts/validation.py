@@ -7,7 +7,8 @@ from typing import Protocol
 
 from ..errors import InputError, need_extra
 
-# What the chart reads of a `cardfit validate` report (services/validate.py Report, which imports this module
+# What the chart reads of a `cardfit validate` report (validation/validate.py Report, which imports this
+# module
 # when asked to plot): the chart knows the fields it draws, not the service.
 
 

@@ -9,7 +9,7 @@ import click
 from . import command
 
 if TYPE_CHECKING:
-    from ..services.validate import Report
+    from ..validation.validate import Report
 
 VALIDATE_EPILOG = """\b
 Examples:

@@ -1,5 +1,5 @@
 """Which values of the runtimes' fitted constants a prediction uses: the stored ones (data/runtimes.toml), or
-a refit put in place while validation scores a source out of sample (services/calibrate.py)."""
+a refit put in place while validation scores a source out of sample (validation/calibrate.py)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ one: Machine.read_bytes_per_s). `eff` (bandwidth fraction the weight kernels str
 low-bit weight costs to unpack (dequant_seconds) and the per-layer overhead (kernel launches,
 synchronisation, sampling: a fixed cost per layer that makes small models on fast cards slower than their
 bandwidth share) are per runtime and engine generation, fitted on data/validation/*.toml
-(services/calibrate.py)."""
+(validation/calibrate.py)."""
 
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ class Step:
         FP8 GEMMs of Llama 70B's shapes reach 466 TFLOP/s at M = 128 and 873 at M = 256 where the unscaled
         ones reach 655 and 1,238 (vllm-project/vllm PR #20071, https://github.com/vllm-project/vllm/pull/20071,
         SM100 table, N = 8,192, K = 2,048): longer than their bytes and FLOPs together, so bytes + FLOPs is
-        the nearer of the two bounds. The records of those engines bear it out (services/deploy.py
+        the nearer of the two bounds. The records of those engines bear it out (validation/serving.py
         tensorrt_engine_v0)."""
         if self.serial:
             return self.memory_s + max(self.compute_s, self.dequant_s)

@@ -16,7 +16,7 @@ from ..catalog.records import record
 # Runtimes that share an engine share an error band (the same code computes their memory and speed): a
 # catalog runtime names it in its `error_band` (Ollama: llama.cpp's ggml graph; SGLang: vLLM's decode
 # loop). Validation records also name two labels that are no catalog runtime: ik_llama.cpp (a llama.cpp
-# fork) and "file" (GGUF file sizes, no runtime). The bands are written (services/validate.py) and read
+# fork) and "file" (GGUF file sizes, no runtime). The bands are written (validation/validate.py) and read
 # (here) with this one grouping.
 _RECORD_LABELS = {"ik_llama.cpp": "llama.cpp", "file": ""}
 

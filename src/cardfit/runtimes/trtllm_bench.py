@@ -1,6 +1,7 @@
 """The batch limits `trtllm-bench` picks for itself when a run states none: TensorRT-LLM's benchmark tool
 sizes an engine (`trtllm-bench build --dataset`) or a PyTorch-backend run (`trtllm-bench throughput`) from the
-dataset's lengths and the card's memory. Validation times trtllm-bench records with them (services/deploy.py
+dataset's lengths and the card's memory. Validation times trtllm-bench records with them
+(validation/serving.py
 trtllm_bench_limits)."""
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ from ..catalog.records import record
 @record
 class Command:
     name: str  # `cardfit NAME`; the Python function is NAME with dashes as underscores
-    service: str  # module in cardfit.services holding the input class and the run function
+    # module holding the input class and the run function: in cardfit.services, or a dotted path from the
+    # package root ("validation.validate": validation calls the services, never the other way)
+    service: str
     input: str  # the input class: each option described once
     run: str  # the function: input → result
     render: str  # module in cardfit.cli whose `@command(NAME)` function prints the result as text; "" for
@@ -37,6 +39,8 @@ class Command:
         return f"/api/{self.name}"
 
     def _module(self) -> Any:
+        if "." in self.service:
+            return import_module(f"{__package__.rpartition('.')[0]}.{self.service}")
         return import_module(f"{__package__}.{self.service}")
 
     def input_type(self) -> type:
@@ -124,7 +128,7 @@ COMMANDS = (
             "Fine-tuning memory and cards"),
     Command("breakeven", "breakeven", "BreakevenInput", "breakeven_report", "cost_cmd",
             "Rent vs API break-even", argument=None),
-    Command("validate", "validate", "ValidateInput", "validate_report", "validate_cmd",
+    Command("validate", "validation.validate", "ValidateInput", "validate_report", "validate_cmd",
             "cardfit's predictions against real measurements, error per kind (cardfit validate)", web=False,
             argument="kind"),
 )

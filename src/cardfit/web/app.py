@@ -405,7 +405,7 @@ VALIDATION_CPU_S = 120.0
 def _validation_key(kind: str | None, runtime: str | None) -> tuple[str | None, str | None]:
     """The report's filters as a cache key: a known kind, and the runtime as its records spell it (so
     `vLLM` and `vllm` share an entry); InputError for a kind or runtime no record has."""
-    from ..services.validate import KINDS, _norm_rt, all_records  # how load_records compares runtimes
+    from ..validation.validate import KINDS, _norm_rt, all_records  # how load_records compares runtimes
 
     kind, runtime = (kind or "").strip() or None, (runtime or "").strip() or None
     if kind is not None and kind not in KINDS:
@@ -423,7 +423,7 @@ def _validation_key(kind: str | None, runtime: str | None) -> tuple[str | None, 
 @functools.lru_cache(maxsize=64)
 def _validation(kind: str | None, runtime: str | None) -> bytes:
     """The validation report (fixed work: the records ship with the package; computed once per filter)."""
-    from ..services.validate import validate
+    from ..validation.validate import validate
 
     return json.dumps(validate(kind, runtime).to_json(), ensure_ascii=False).encode()
 

@@ -86,7 +86,7 @@ fold_key = publisher_key
 # A fitted constant's value where a fold leaves none of its records and it has no earlier constant to fall
 # back on (Fit.prior): the model without the effect. Every fitted field reads 0 as "not calibrated" (an
 # efficiency or share of 0 is the uncalibrated 1.0, an overhead of 0 none, a rate of 0 the card's own:
-# services/speed.py calibrated, core/speed.py, services/deploy.py rocm_v0_kernels).
+# services/speed.py calibrated, core/speed.py, validation/serving.py rocm_v0_kernels).
 NEUTRAL = 0.0
 
 # Constants typed into data/runtimes.toml from a publisher whose measurements are also validation records:
@@ -187,7 +187,7 @@ def _is(kind: str, *, offload: bool | None = False) -> Callable[[Record], bool]:
 
 def _speed(name: str) -> Callable[[Record], float | None]:
     def implied(r: Record) -> float | None:
-        from . import speed as speed_service
+        from . import single as speed_service
 
         return getattr(speed_service, name)(r)  # type: ignore[no-any-return]
     return implied
@@ -199,7 +199,7 @@ def _both(a: Callable[[Record], bool], b: Callable[[Record], bool]) -> Callable[
 
 def _prefill_field(field: str, power_bound: bool | None = None) -> Callable[[Record], bool]:
     def ok(r: Record) -> bool:
-        from . import speed
+        from . import single as speed
 
         if speed.record_prefill_field(r) != field:
             return False
@@ -208,17 +208,17 @@ def _prefill_field(field: str, power_bound: bool | None = None) -> Callable[[Rec
 
 
 def _power_bound(r: Record) -> bool:
-    from .speed import power_bound
+    from .single import power_bound
 
     return power_bound(r)
 
 
 def _generation(current: bool) -> Callable[[Record], bool]:
     """Engines whose scheduler overlaps the GPU step (vLLM 0.6, SGLang 0.4 and later, or a record stating
-    no version dated after the release) vs the engines before (services/speed.py serial_scheduler)."""
+    no version dated after the release) vs the engines before (validation/single.py serial_scheduler)."""
     def ok(r: Record) -> bool:
         from ..catalog.runtimes import default_runtimes
-        from .speed import serial_scheduler
+        from .single import serial_scheduler
 
         rt = default_runtimes().find(_rt(r))
         return rt is not None and serial_scheduler(r, rt) is not current
@@ -226,29 +226,30 @@ def _generation(current: bool) -> Callable[[Record], bool]:
 
 
 def _llamacpp_generation(current: bool, change: str = "CUDA_GRAPHS") -> Callable[[Record], bool]:
-    """llama.cpp builds from a change on (services/speed.py CUDA_GRAPHS, MMQ_DEFAULT) vs the builds before."""
+    """llama.cpp builds from a change on (validation/single.py CUDA_GRAPHS, MMQ_DEFAULT) vs the builds
+    before."""
     def ok(r: Record) -> bool:
-        from . import speed
+        from . import single as speed
 
         return speed.llamacpp_old_build(r, getattr(speed, change)) is not current
     return ok
 
 
 def _speed_module() -> Any:
-    """services/speed.py, imported when a record is first sorted (it imports this module's table)."""
-    from . import speed
+    """validation/single.py, imported when a record is first sorted (it imports this module's table)."""
+    from . import single as speed
 
     return speed
 
 
 def _setup_is(test: Callable[[Any], bool], want: bool,
               only: Callable[[Any], bool] | None = None) -> Callable[[Record], bool]:
-    """Records whose setup (services/speed.py record_setup) passes `test` (want) or fails it (not want);
+    """Records whose setup (validation/single.py record_setup) passes `test` (want) or fails it (not want);
     with `only`, a record whose setup fails `only` is in neither. A record that does not score is counted
     with the records of the common case (not want)."""
     def ok(r: Record) -> bool:
         from ..errors import CardfitError
-        from .speed import record_setup
+        from .single import record_setup
 
         try:
             s = record_setup(r)
@@ -261,7 +262,7 @@ def _setup_is(test: Callable[[Any], bool], want: bool,
 
 
 def _hbm(want: bool) -> Callable[[Record], bool]:
-    """Records on a card with HBM (services/speed.py on_hbm) or without."""
+    """Records on a card with HBM (validation/single.py on_hbm) or without."""
     return _setup_is(lambda s: _speed_module().on_hbm(s), want)
 
 
@@ -294,7 +295,7 @@ def _moe_step(r: Record) -> bool:
     step = r.get("metric") == "tpot_ms" or r.get("metric") == "itl_ms" and r.get("statistic") == "median"
     if not (r.get("kind") in ("decode", "aggregate_decode") or r.get("kind") == "serving" and step):
         return False
-    from .speed import EXPERT_KERNELS_FROM
+    from .single import EXPERT_KERNELS_FROM
 
     if str(r.get("date") or "9999") < EXPERT_KERNELS_FROM:
         return False
@@ -361,10 +362,10 @@ def _predicted_with(r: Record, field: str) -> Callable[[float], float] | None:
     def y(x: float) -> float:
         with constants({**here, key: x}):
             if r["kind"] == "serving":
-                from .deploy import predict_serving
+                from .serving import predict_serving
 
                 return predict_serving(dict(r))[0]
-            from .speed import predict_speed
+            from .single import predict_speed
 
             v = predict_speed(dict(r))
             return 1 / v if v else float("nan")
@@ -404,8 +405,8 @@ def _implied_expert_efficiency(r: Record) -> float | None:
 
 def _mla_v0_step(r: Record) -> bool:
     """Served TPOT and output-throughput records of an MLA + MoE model on an engine before mid-2025
-    (services/speed.py mla_v0)."""
-    from .speed import mla_v0
+    (validation/single.py mla_v0)."""
+    from .single import mla_v0
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
         return False
@@ -456,8 +457,8 @@ def _mxfp4_unpacked_ttft(r: Record) -> bool:
         return False
     from ..catalog.models import default_models
     from ..catalog.quants import default_quants
-    from .deploy import record_gpu
-    from .served import mxfp4_experts_unpacked
+    from ..services.served import mxfp4_experts_unpacked
+    from .serving import record_gpu
 
     g, m = record_gpu(r), default_models().find(str(r.get("model") or ""))
     q = default_quants().find(str(r.get("quant") or ""))
@@ -477,8 +478,9 @@ def _implied_mxfp4_expert_share(r: Record) -> float | None:
 
 
 def _mla_v0_ttft(r: Record) -> bool:
-    """Served TTFT records of an MLA + MoE model on an engine before mid-2025 (services/speed.py mla_v0)."""
-    from .speed import mla_v0
+    """Served TTFT records of an MLA + MoE model on an engine before mid-2025 (validation/single.py
+    mla_v0)."""
+    from .single import mla_v0
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
         return False
@@ -504,7 +506,7 @@ def _rocm_offline(r: Record) -> bool:
         return False
     if r.get("metric") != "output_tokens_per_s" or r.get("load") != "burst" or not r.get("fixed_lengths"):
         return False
-    from .deploy import record_gpu
+    from .serving import record_gpu
 
     g = record_gpu(r)
     return g is not None and g.stack == "rocm"
@@ -526,7 +528,7 @@ def _v0_decode_past_graphs(r: Record) -> bool:
     """Served TPOT records of one request on a V0 engine whose decode context passes the longest one it
     replays as a graph (runtimes.toml decode_graph_max_context: vLLM max_seq_len_to_capture): every decode
     step of the run is eager, and no other request's prompt rides along."""
-    from .deploy import record_runtime
+    from .serving import record_runtime
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "tpot_ms":
         return False
@@ -542,7 +544,7 @@ def _implied_eager_decode(r: Record) -> float | None:
     time per output token is linear in it, so a secant on two predictions solves for it."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
-    from .deploy import predict_serving
+    from .serving import predict_serving
 
     rt = default_runtimes().find(_rt(r))
     if rt is None:
@@ -560,8 +562,8 @@ def _implied_eager_decode(r: Record) -> float | None:
 def _rocm_v0_chunked_prompt(r: Record) -> bool:
     """Served TTFT records of one prompt of several chunks on a V0 vLLM engine on a ROCm card with chunked
     prefill on: the prompt's attention runs chunk after chunk in the Triton prefix-prefill kernel over the
-    context cached so far (services/deploy.py rocm_v0_kernels)."""
-    from .deploy import record_gpu, record_runtime, record_schedule
+    context cached so far (validation/serving.py rocm_v0_kernels)."""
+    from .serving import record_gpu, record_runtime, record_schedule
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
         return False
@@ -582,7 +584,7 @@ def _implied_prefix_prefill_rate(r: Record) -> float | None:
     measured FlashAttention rates)."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
-    from .deploy import predict_serving
+    from .serving import predict_serving
 
     rt = default_runtimes().find(_rt(r))
     if rt is None:
@@ -599,8 +601,8 @@ def _implied_prefix_prefill_rate(r: Record) -> float | None:
 
 def _trt_engine_v0(r: Record) -> bool:
     """Served output-throughput records of a TensorRT engine run by TensorRT-LLM's C++ executor (a stated
-    release before 1.0, or NIM before 1.15: services/deploy.py tensorrt_engine_v0)."""
-    from .deploy import tensorrt_engine_v0
+    release before 1.0, or NIM before 1.15: validation/serving.py tensorrt_engine_v0)."""
+    from .serving import tensorrt_engine_v0
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
         return False
@@ -627,13 +629,14 @@ SYNC_FIT_PROBE_US = 100.0  # the second point of the line _implied_sync_per_sequ
 
 def _sync_loop(r: Record) -> bool:
     """Served TPOT and output-throughput records of a vLLM release whose engine loop ran its CPU work between
-    the GPU steps (services/deploy.py synchronous_loop: V1 before async scheduling became the default) on an
+    the GPU steps (validation/serving.py synchronous_loop: V1 before async scheduling became the default) on
+    an
     NVIDIA card (where it is charged), with at least SYNC_FIT_MIN_SEQUENCES in flight."""
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
         return False
     if r.get("metric") not in ("tpot_ms", "output_tokens_per_s"):
         return False
-    from .deploy import record_gpu, synchronous_loop
+    from .serving import record_gpu, synchronous_loop
 
     g = record_gpu(r)
     if g is None or g.stack != "cuda" or not synchronous_loop(r):
@@ -653,7 +656,7 @@ def _implied_sync_per_sequence(r: Record) -> float | None:
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import snapshot
     from ..errors import CardfitError
-    from .deploy import predict_serving
+    from .serving import predict_serving
 
     rt = default_runtimes().find(_rt(r))
     if rt is None:

@@ -29,9 +29,9 @@ from ..runtimes import adapter
 from ..runtimes.base import NotModelled
 from ..runtimes.llamacpp_like import DEFAULT_UBATCH
 from ..runtimes.vllm_like import UNKNOWN_MAX_MODEL_LEN, VllmLike, v0_batched_tokens
+from ..services.inputs import Input, opt
+from ..services.table import Result
 from ..units import rounded
-from .inputs import Input, opt
-from .table import Result
 
 
 def _files() -> tuple[str, ...]:
@@ -174,12 +174,17 @@ class Report(Result):
 
 @cache
 def all_records() -> tuple[dict[str, Any], ...]:
+    """Every record of data/validation/, its `settings` keys checked (validation/records.py SETTINGS)."""
+    from .records import check_settings
+
     out: list[dict[str, Any]] = []
     for name in _files():
         try:
             rows = builtin(f"validation/{name}").get("record", [])
         except FileNotFoundError:
             continue
+        for r in rows:
+            check_settings(r, name)
         out += [dict(r, file=name) for r in rows]
     return tuple(out)
 
@@ -358,8 +363,8 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     from dataclasses import replace
 
     from ..core.fit import kv_room
-    from .inputs import PlanInput
-    from .plan import build_context, memory_for, option_for
+    from ..services.inputs import PlanInput
+    from ..services.plan import build_context, memory_for, option_for
 
     m, rt = _model(r), _runtime(r)
     engine = _vllm_like(rt)
@@ -453,7 +458,7 @@ def _cuda_total(r: dict[str, Any], gpu: Gpu, engine: VllmLike) -> int:
 def _release(r: dict[str, Any]) -> RuntimeProfile:
     """The record's runtime at its release: the vllm_version it states, else the release current at its
     date (catalog/releases.py; a record that states neither: the current release)."""
-    from .speed import record_runtime
+    from .single import record_runtime
 
     rt = record_runtime(r)
     return rt if rt is not None else _runtime(r)
@@ -553,8 +558,8 @@ def _plan_total(r: dict[str, Any], measure: str) -> tuple[float, str]:
     --flash-attn)."""
     from dataclasses import replace
 
-    from .inputs import PlanInput
-    from .plan import build_context, memory_for
+    from ..services.inputs import PlanInput
+    from ..services.plan import build_context, memory_for
 
     m, rt = _model(r), _runtime(r)
     s = _settings(r)
@@ -618,7 +623,7 @@ def _reported_total(r: dict[str, Any]) -> tuple[float, str]:
 
 
 def _speed(r: dict[str, Any]) -> tuple[float, str]:
-    from .speed import predict_speed
+    from .single import predict_speed
 
     try:
         v = predict_speed(dict(r))
@@ -632,8 +637,8 @@ def _speed(r: dict[str, Any]) -> tuple[float, str]:
 
 
 def _serving(r: dict[str, Any]) -> tuple[float, str]:
-    """The served-load model behind `cardfit deploy` (services/deploy.py predict_serving)."""
-    from .deploy import predict_serving
+    """The served-load model behind `cardfit deploy` (validation/serving.py predict_serving)."""
+    from .serving import predict_serving
 
     try:
         return predict_serving(dict(r))
@@ -747,7 +752,7 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
 # experts on Hopper, V0's chunk sizes): a record lacking only these is on the current generation unless the
-# change applies to it (services/speed.py mla_v0)
+# change applies to it (validation/single.py mla_v0)
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
                               "v0_mla_unchunked"})
 
@@ -758,9 +763,9 @@ def older_generation(r: dict[str, Any]) -> bool:
     data/releases.toml (vLLM V0 before 0.8, synchronous scheduling before 0.14, graphs outside the budget
     before 0.21, SGLang before its FA3 prompt attention, a TensorRT engine before TensorRT-LLM 1.0 or NIM
     1.15, a llama.cpp build before its CUDA graphs or MMQ kernels), it ran a TensorRT engine (settings
-    backend), or an MLA + MoE model on an engine before mid-2025 (services/speed.py mla_v0)."""
-    from .deploy import tensorrt_engine
-    from .speed import mla_v0, record_runtime
+    backend), or an MLA + MoE model on an engine before mid-2025 (validation/single.py mla_v0)."""
+    from .serving import tensorrt_engine
+    from .single import mla_v0, record_runtime
 
     rt = record_runtime(r)
     if rt is None:
