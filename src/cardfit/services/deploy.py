@@ -108,6 +108,12 @@ class Setting:
     quality: str | None
     kv_flag: str | None  # the cache type as the runtime spells it (None: its default)
 
+    @cached_property
+    def built(self) -> dict[tuple, Any]:
+        """What _replica built on this setting (its plan context and memory never change), by the rest of
+        its arguments: a search builds the replica of a card × split × sequences once, not once a shape."""
+        return {}
+
 
 @record
 class Candidate:
@@ -133,8 +139,16 @@ class Candidate:
     @cached_property
     def replica(self) -> sv.Replica:
         """Built when first timed: most candidates are never timed (search stops on price)."""
-        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs, self.chunk_tokens,
-                        self.attention_dp)
+        # a runtime that does not pipeline runs a layer split one card at a time, as one stage
+        # (services/served.py replica): over 1, 2, 4 or 8 cards it is one replica
+        stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
+        key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
+               self.seqs, self.chunk_tokens, self.attention_dp)
+        built = self.setting.built
+        if key not in built:
+            built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
+                                  self.chunk_tokens, self.attention_dp)
+        return built[key]  # type: ignore[no-any-return]
 
 
 @record
@@ -430,14 +444,26 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
     from .plan import engine_defaults
 
     w = request(inp)
-    whole = served.load(s.ctx, s.mem, w)
-    mc = served.machine(s.ctx, gpu, tp)
+    built = s.built  # the parts other replicas on this setting share: its load, its card × tp machine
+    if (w, "load") not in built:
+        built[w, "load"] = served.load(s.ctx, s.mem, w)
+    if (gpu, tp, "machine") not in built:
+        built[gpu, tp, "machine"] = served.machine(s.ctx, gpu, tp)
+    whole, mc = built[w, "load"], built[gpu, tp, "machine"]
     if attention_dp > 1:
         mc = replace(mc, attention_dp=attention_dp)
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
     # tokens on an A100 or a card under 70 GiB, 8192 on the others)
     budget = chunk_tokens or engine_defaults(s.ctx, gpu)[0]
-    return served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
+    return _interned(served.replica(s.ctx, whole, mc, w, pp, seqs, budget))
+
+
+# Equal replicas are one object: the memos of core/serving.py (step_s) and of this module (_solo_of,
+# _fewest_of) then find a replica by identity, not by comparing its records field by field (a llama.cpp
+# layer split over 1, 2, 4 or 8 cards, or llama.cpp and Ollama at the same slots, is one replica).
+@lru_cache(maxsize=4096)
+def _interned(r: sv.Replica) -> sv.Replica:
+    return r
 
 
 # --- timing and choosing -----------------------------------------------------------------------------
@@ -596,7 +622,7 @@ def clear_memos() -> None:
     bars of core/uncertainty.py): benchmarks/bench_cli.py times each search as a new question."""
     from ..core.uncertainty import clear_memos as clear_bars
 
-    for memo in (sv.step_s, _solo_of, _fewest_of):
+    for memo in (sv.step_s, _solo_of, _fewest_of, _interned):
         memo.cache_clear()
     clear_bars()
 
