@@ -136,7 +136,38 @@ def _hop_s(r: Replica, tokens: float) -> float:
 @lru_cache(maxsize=1 << 16)  # pure in its (hashable, frozen) arguments: a search asks each many times
 def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
-    micro_decode = math.ceil(decode / r.pp) if decode else 0
+    # a step decodes whole sequences (ceil(decode / pp) a micro-batch, and ceil(ceil(x) / n) = ceil(x / n)):
+    # the fractional batches of a fixed point or a root search time the step of the next whole one
+    return _step_s(_stepping(r), math.ceil(decode), prompt_tokens)
+
+
+@lru_cache(maxsize=4096)
+def _stepping(r: Replica) -> Replica:
+    """`r` as far as one step's time goes: its work, machine, stages and links, and the prompt a step's
+    tokens come from (what _step_s reads); its scheduling (sequence cap, token budget, KV pool, the steps it
+    plans ahead) set to the defaults. Replicas that differ only there (a KV pool of another size on another
+    set of the same card) time their steps once (as one interned object)."""
+    return _one_stepping(Replica(r.load, r.machine, r.prefill_flops_per_token, 0, 0, r.pp, r.hop_latency_s,
+                                 r.hop_gbps, prompt_tokens=r.prompt_tokens,
+                                 prefill_attention_flops_per_token=r.prefill_attention_flops_per_token))
+
+
+@lru_cache(maxsize=4096)
+def _one_stepping(r: Replica) -> Replica:
+    return r
+
+
+def clear_memos() -> None:
+    """Forget the step times memoized (benchmarks time each search as a new question)."""
+    for memo in (step_s, _step_s, _stepping, _one_stepping):
+        memo.cache_clear()
+
+
+@lru_cache(maxsize=1 << 16)
+def _step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
+    """step_s of a replica as _stepping keeps it: read nothing here (nor in what this calls) that _stepping
+    leaves out (tests/test_serving_model.py holds the two equal)."""
+    micro_decode = math.ceil(decode / r.pp) if decode else 0  # nothing below reads `decode` but this
     micro_prompt = prompt_tokens / r.pp
     load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp)
     mc = r.machine

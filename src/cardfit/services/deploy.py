@@ -622,8 +622,9 @@ def clear_memos() -> None:
     bars of core/uncertainty.py): benchmarks/bench_cli.py times each search as a new question."""
     from ..core.uncertainty import clear_memos as clear_bars
 
-    for memo in (sv.step_s, _solo_of, _fewest_of, _interned):
+    for memo in (_solo_of, _fewest_of, _interned):
         memo.cache_clear()
+    sv.clear_memos()
     clear_bars()
 
 
