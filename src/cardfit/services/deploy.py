@@ -501,7 +501,7 @@ def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, floa
 
 
 def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: float = 1.0) -> Result:
-    served = sv.serve(c.replica, _workload(inp, replicas, scale))
+    served = _served(c.replica, _workload(inp, replicas, scale))
     misses = _misses(served, t)
     predicted = served.stable and all(v <= 1 for v in misses.values())
     rt = c.setting.ctx.runtime.id
@@ -512,6 +512,14 @@ def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: f
     if price is not None and total > 0:
         per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
     return Result(c, replicas, served, price, per_m, total, meets, misses, predicted and not meets)
+
+
+# Memoized on the replica and the load on it (frozen, hashable): the candidates that share a replica (a layer
+# split over 1-8 cards, llama.cpp and Ollama at the same slots) are timed at the same replica counts, about
+# half of a search's served loads.
+@lru_cache(maxsize=4096)
+def _served(r: sv.Replica, w: sv.Workload) -> sv.Served:
+    return sv.serve(r, w)
 
 
 def _limit(inp: DeployInput, c: Candidate) -> int:
@@ -618,11 +626,12 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
 
 
 def clear_memos() -> None:
-    """Forget the timings memoized across searches (core/serving.py step_s, _solo_of, _fewest_of, the error
-    bars of core/uncertainty.py): benchmarks/bench_cli.py times each search as a new question."""
+    """Forget the timings memoized across searches (core/serving.py's step times, the interned replicas,
+    _served, _solo_of, _fewest_of, the error bars of core/uncertainty.py): benchmarks/bench_cli.py times each
+    search as a new question."""
     from ..core.uncertainty import clear_memos as clear_bars
 
-    for memo in (_solo_of, _fewest_of, _interned):
+    for memo in (_solo_of, _fewest_of, _interned, _served):
         memo.cache_clear()
     sv.clear_memos()
     clear_bars()
