@@ -35,16 +35,16 @@ def _replica(pp: int, tp: int, dp_groups: int, seqs: int, chunk: int, kv_tokens:
 def test_step_s_is_the_step_of_the_replica_itself(pp, tp, dp_attention, seqs, chunk, kv_tokens, ahead, prompt,
                                                   experts, decode, prompt_tokens):
     """step_s memoizes on the replica reduced to what a step reads (serving._stepping) and on the whole
-    sequences decoded: the same seconds, to the bit, as the step of the replica as given at the batch as
-    given (the unmemoized function)."""
+    sequences each micro-batch decodes: the same seconds, to the bit, as the unmemoized step of the replica as
+    given."""
     dp_groups = tp if dp_attention else 1  # data-parallel attention: a group per rank (DeepSeek on SGLang)
     r = _replica(pp, tp, dp_groups, seqs, chunk, kv_tokens, ahead, prompt, experts)
-    raw = sv._step_s.__wrapped__(r, decode, prompt_tokens)
+    raw = sv._step_s.__wrapped__(r, math.ceil(decode / pp) if decode else 0, prompt_tokens)
     assert sv.step_s(r, decode, prompt_tokens) == raw
     # another scheduling of the same work: one memo entry, the same answer
     other = _replica(pp, tp, dp_groups, seqs + 1, chunk * 2, kv_tokens + 1, 1 - ahead, prompt, experts)
     assert sv.step_s(other, decode, prompt_tokens) == raw
-    assert sv.step_s(other, math.ceil(decode), prompt_tokens) == raw
+    assert sv.step_s(other, math.ceil(decode / pp) * pp, prompt_tokens) == raw
 
 
 @pytest.mark.parametrize("kw", [

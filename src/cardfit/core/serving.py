@@ -136,9 +136,9 @@ def _hop_s(r: Replica, tokens: float) -> float:
 @lru_cache(maxsize=1 << 16)  # pure in its (hashable, frozen) arguments: a search asks each many times
 def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
-    # a step decodes whole sequences (ceil(decode / pp) a micro-batch, and ceil(ceil(x) / n) = ceil(x / n)):
-    # the fractional batches of a fixed point or a root search time the step of the next whole one
-    return _step_s(_stepping(r), math.ceil(decode), prompt_tokens)
+    # a micro-batch decodes whole sequences: the fractional batches of a fixed point or a root search time
+    # the step of the next whole one
+    return _step_s(_stepping(r), math.ceil(decode / r.pp) if decode else 0, prompt_tokens)
 
 
 @lru_cache(maxsize=4096)
@@ -164,10 +164,10 @@ def clear_memos() -> None:
 
 
 @lru_cache(maxsize=1 << 16)
-def _step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
-    """step_s of a replica as _stepping keeps it: read nothing here (nor in what this calls) that _stepping
-    leaves out (tests/test_serving_model.py holds the two equal)."""
-    micro_decode = math.ceil(decode / r.pp) if decode else 0  # nothing below reads `decode` but this
+def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
+    """step_s of a replica as _stepping keeps it, `micro_decode` sequences decoding in each of its pp
+    micro-batches: read nothing here (nor in what this calls) that _stepping leaves out
+    (tests/test_search_memos.py holds the two equal)."""
     micro_prompt = prompt_tokens / r.pp
     load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp)
     mc = r.machine
