@@ -68,3 +68,22 @@ def test_every_candidates_replica_is_the_one_built_for_it(kw):
         seen.setdefault(fresh, c.replica)
         assert c.replica is seen[fresh]  # equal replicas are one object
     assert len(seen) < len(cands)  # shapes do share replicas (else the memo is keyed wrong or useless)
+
+
+def test_the_plans_machines_are_keyed_on_the_constants_in_place():
+    """services/plan.py keeps each card's machine across plans: the one served.machine builds, and another one
+    while validation puts a refit constant in place (core/constants.py), never the stored one's."""
+    from cardfit.core.constants import constants
+    from cardfit.services import plan, served
+    from cardfit.services.inputs import PlanInput
+
+    ctx = plan.build_context(PlanInput(model="llama3.1:8b", runtime="vllm"))
+    gpu = ctx.gpus.get("H100")
+    stored = plan._machine(ctx, gpu, 1, 0.0)
+    assert stored == served.machine(ctx, gpu, 1, ram_bandwidth_gbps=0.0)
+    assert plan._machine(ctx, gpu, 1, 0.0) is stored  # asked again: kept
+    with constants({"vllm.decode_efficiency": 0.5}):
+        refit = plan._machine(ctx, gpu, 1, 0.0)
+        assert refit == served.machine(ctx, gpu, 1, ram_bandwidth_gbps=0.0)
+    assert refit.decode_efficiency == 0.5 != stored.decode_efficiency
+    assert plan._machine(ctx, gpu, 2, 0.0) == served.machine(ctx, gpu, 2, ram_bandwidth_gbps=0.0)
