@@ -441,15 +441,14 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
              chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
-    from .plan import engine_defaults
+    from .plan import _machine, engine_defaults
 
     w = request(inp)
-    built = s.built  # the parts other replicas on this setting share: its load, its card × tp machine
+    built = s.built  # the load other replicas on this setting share
     if (w, "load") not in built:
         built[w, "load"] = served.load(s.ctx, s.mem, w)
-    if (gpu, tp, "machine") not in built:
-        built[gpu, tp, "machine"] = served.machine(s.ctx, gpu, tp)
-    whole, mc = built[w, "load"], built[gpu, tp, "machine"]
+    # the card × tp machine, which every setting of this runtime and quantization shares (plan's memo)
+    whole, mc = built[w, "load"], _machine(s.ctx, gpu, tp, 0.0)
     if attention_dp > 1:
         mc = replace(mc, attention_dp=attention_dp)
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
