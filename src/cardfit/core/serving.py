@@ -327,9 +327,9 @@ def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
     return w.input_tokens / free_tokens(r, batch) * step if w.input_tokens > 0 else 0.0
 
 
-def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float]) -> Served:
-    t = tpot_s(r, w, batch)
-    pre = prefill_s(r, w, batch)
+def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float],
+            timed: tuple[float, float] | None = None) -> Served:
+    pre, t = timed or (prefill_s(r, w, batch), tpot_s(r, w, batch))
     prompt_service = prompt_share_s(r, w, batch, t)
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
@@ -347,18 +347,28 @@ def serve(r: Replica, w: Workload) -> Served:
     if w.users is not None:
         return closed_loop(r, w, max(w.users, 0.0))
     lam = w.requests_per_s or 0.0
+    timed: dict[float, tuple[float, float]] = {}  # (prefill, TPOT) at each batch tried: the root search
+    # asks the bracket's ends again, and the answer's batch is timed once more for its figures
+
+    def at(b: float) -> tuple[float, float]:
+        if b not in timed:
+            timed[b] = (prefill_s(r, w, b), tpot_s(r, w, b))
+        return timed[b]
 
     def excess(b: float) -> float:  # Little's law: sequences in service = arrivals × time in service
-        return lam * (prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)) - b
+        pre, t = at(b)
+        return lam * (pre + (o - 1) * t) - b
 
     if excess(cap) > 0:
-        service = prefill_s(r, w, cap) + (o - 1) * tpot_s(r, w, cap)
+        pre, t = at(cap)
+        service = pre + (o - 1) * t
         return _unstable(r, w, cap, lam * service / cap)
     hi = _root(excess, float(cap))
     b = hi
-    service = prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)
+    pre, t = at(b)
+    service = pre + (o - 1) * t
     slot = wait_s(cap, lam, service, w.output_cv2)
-    return _finish(r, w, b, lam, slot)
+    return _finish(r, w, b, lam, slot, (pre, t))
 
 
 # Schweitzer's approximate mean-value analysis: fixed-point sweeps of the closed system (users, the prompt
