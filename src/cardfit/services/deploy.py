@@ -377,13 +377,18 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     from .plan import _margin, engine_defaults, memory_for, requires
 
     out = []
+    # what the settings of one runtime share: the cards searched (one catalog), each card's shapes
+    cards: dict[int, list[Gpu]] = {}
+    shaped: dict[tuple[RuntimeProfile, Gpu], list] = {}
     for each in sets:
         ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
         per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                     kv_dtype=each.mem.kv_dtype))
         on_card: dict[tuple[int, int, bool], Setting] = {}
-        for gpu in _gpus(inp, ctx):
+        if id(ctx.gpus) not in cards:
+            cards[id(ctx.gpus)] = _gpus(inp, ctx)
+        for gpu in cards[id(ctx.gpus)]:
             # the memory as the plan sizes it on this card (vLLM's profile-run defaults depend on the card)
             key = (*engine_defaults(ctx, gpu), gpu.unified_memory)
             if key not in on_card:
@@ -398,7 +403,9 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
             ):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
             one_node = False  # a set inside one node holds it: no pipeline split across nodes is offered
-            for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
+            if (rt, gpu) not in shaped:  # the model is the same in every setting
+                shaped[rt, gpu] = shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes)
+            for shp in shaped[rt, gpu]:
                 per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
                 if nodes > 1 and one_node:
                     break  # shapes come smallest first: the rest span nodes
@@ -418,8 +425,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     seqs, tokens = s.slots, mem.context * s.slots
                 if seqs < 1 or gpu.bandwidth_gbps is None:
                     continue
-                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs,
-                                     fitting.set_price(gpu, count, ctx.rules), tokens, margin, inp))
+                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs, opt.monthly_usd, tokens,
+                                     margin, inp))  # the option's price: fitting.set_price of the set
                 one_node = one_node or nodes == 1
     return out
 
