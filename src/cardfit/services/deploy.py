@@ -633,14 +633,16 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
 
 def clear_memos() -> None:
     """Forget the timings memoized across searches (core/serving.py's step times, the interned replicas,
-    _served, _solo_of, _fewest_of, the error bars of core/uncertainty.py): benchmarks/bench_cli.py times each
-    search as a new question."""
+    _served, _solo_of, _fewest_of, the error bars of core/uncertainty.py, plan's machines):
+    benchmarks/bench_cli.py times each search as a new question."""
     from ..core.uncertainty import clear_memos as clear_bars
+    from .plan import clear_memos as clear_machines
 
     for memo in (_solo_of, _fewest_of, _interned, _served):
         memo.cache_clear()
     sv.clear_memos()
     clear_bars()
+    clear_machines()
 
 
 def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:

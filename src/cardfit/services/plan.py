@@ -334,6 +334,12 @@ MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every ru
 _MACHINES: dict[tuple, speedmod.Machine] = {}
 
 
+def clear_memos() -> None:
+    """Forget the machines and card profiles kept across plans (benchmarks time a question from cold)."""
+    _MACHINES.clear()
+    _on_card.cache_clear()
+
+
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
     rt, k = ctx.runtime, ctx.engine.speed()
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
