@@ -386,6 +386,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                     kv_dtype=each.mem.kv_dtype))
         on_card: dict[tuple[int, int, bool], Setting] = {}
+        margin_of: dict[tuple[int, int, bool], dict[tuple[int, float], int]] = {}
         if id(ctx.gpus) not in cards:
             cards[id(ctx.gpus)] = _gpus(inp, ctx)
         for gpu in cards[id(ctx.gpus)]:
@@ -393,7 +394,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
             key = (*engine_defaults(ctx, gpu), gpu.unified_memory)
             if key not in on_card:
                 on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
-            s = on_card[key]
+                margin_of[key] = {}
+            s, margins = on_card[key], margin_of[key]
             mem = s.mem
             if (
                 rt.stacks
@@ -411,7 +413,10 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     break  # shapes come smallest first: the rest span nodes
                 copies = engine.kv_copies(m, tp)
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
-                margin = _margin(ctx, mem, count, copies)
+                # (the same for every card of this memory at this count and copies)
+                if (count, copies) not in margins:
+                    margins[count, copies] = _margin(ctx, mem, count, copies)
+                margin = margins[count, copies]
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp)
                 if not opt.fits or opt.free_bytes < margin:
