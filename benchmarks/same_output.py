@@ -52,6 +52,18 @@ OTHERS = [
      "--runtime", "vllm"],
     ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--requests-per-s", "5", "--input-tokens", "1000",
      "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50"],
+    # the deploy search's memos (issue 25 item 19): a MoE closed loop over every runtime, a 70B under
+    # arrivals, a spread of lengths, named cards with llama.cpp slots, limits, a launch manifest
+    ["deploy", "Qwen/Qwen3-30B-A3B", "--users", "32", "--ttft-ms", "1500", "--tpot-ms", "50"],
+    ["deploy", "meta-llama/Llama-3.3-70B-Instruct", "--requests-per-s", "5", "--input-tokens", "1000",
+     "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50"],
+    ["deploy", "Qwen/Qwen3-30B-A3B", "--requests-per-s", "3", "--input-tokens", "4000", "--output-tokens",
+     "800", "--input-tokens-p90", "8000", "--output-tokens-p90", "2000"],
+    ["deploy", "qwen3:30b-a3b", "--users", "8", "--gpu", "RTX 4090", "--gpu", "RTX 5090", "--runtime",
+     "llama.cpp"],
+    ["deploy", "meta-llama/Llama-3.3-70B-Instruct", "--users", "64", "--gpu", "H100", "--gpu", "H200",
+     "--gpu", "A100", "--max-cards", "8"],
+    ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "64", "--runtime", "vllm", "--emit", "k8s"],
     ["max-context", "qwen2.5:14b", "--gpu", "RTX 4060 Ti"],
     ["max-sequences", "llama-3.1-8b", "--gpu", "H100", "--context", "8192", "--runtime", "vllm"],
     ["largest-model", "--gpu", "RTX 4090", "--quant", "Q4_K_M"],

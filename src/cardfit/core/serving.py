@@ -136,7 +136,38 @@ def _hop_s(r: Replica, tokens: float) -> float:
 @lru_cache(maxsize=1 << 16)  # pure in its (hashable, frozen) arguments: a search asks each many times
 def step_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     """Time for each decoding sequence to get one token while `prompt_tokens` prompt tokens ride along."""
-    micro_decode = math.ceil(decode / r.pp) if decode else 0
+    # a micro-batch decodes whole sequences: the fractional batches of a fixed point or a root search time
+    # the step of the next whole one
+    return _step_s(_stepping(r), math.ceil(decode / r.pp) if decode else 0, prompt_tokens)
+
+
+@lru_cache(maxsize=4096)
+def _stepping(r: Replica) -> Replica:
+    """`r` as far as one step's time goes: its work, machine, stages and links, and the prompt a step's
+    tokens come from (what _step_s reads); its scheduling (sequence cap, token budget, KV pool, the steps it
+    plans ahead) set to the defaults. Replicas that differ only there (a KV pool of another size on another
+    set of the same card) time their steps once (as one interned object)."""
+    return _one_stepping(Replica(r.load, r.machine, r.prefill_flops_per_token, 0, 0, r.pp, r.hop_latency_s,
+                                 r.hop_gbps, prompt_tokens=r.prompt_tokens,
+                                 prefill_attention_flops_per_token=r.prefill_attention_flops_per_token))
+
+
+@lru_cache(maxsize=4096)
+def _one_stepping(r: Replica) -> Replica:
+    return r
+
+
+def clear_memos() -> None:
+    """Forget the step times memoized (benchmarks time each search as a new question)."""
+    for memo in (step_s, _step_s, _stepping, _one_stepping):
+        memo.cache_clear()
+
+
+@lru_cache(maxsize=1 << 16)
+def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
+    """step_s of a replica as _stepping keeps it, `micro_decode` sequences decoding in each of its pp
+    micro-batches: read nothing here (nor in what this calls) that _stepping leaves out
+    (tests/test_search_memos.py holds the two equal)."""
     micro_prompt = prompt_tokens / r.pp
     load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp)
     mc = r.machine
@@ -296,9 +327,9 @@ def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
     return w.input_tokens / free_tokens(r, batch) * step if w.input_tokens > 0 else 0.0
 
 
-def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float]) -> Served:
-    t = tpot_s(r, w, batch)
-    pre = prefill_s(r, w, batch)
+def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float],
+            timed: tuple[float, float] | None = None) -> Served:
+    pre, t = timed or (prefill_s(r, w, batch), tpot_s(r, w, batch))
     prompt_service = prompt_share_s(r, w, batch, t)
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
@@ -316,18 +347,28 @@ def serve(r: Replica, w: Workload) -> Served:
     if w.users is not None:
         return closed_loop(r, w, max(w.users, 0.0))
     lam = w.requests_per_s or 0.0
+    timed: dict[float, tuple[float, float]] = {}  # (prefill, TPOT) at each batch tried: the root search
+    # asks the bracket's ends again, and the answer's batch is timed once more for its figures
+
+    def at(b: float) -> tuple[float, float]:
+        if b not in timed:
+            timed[b] = (prefill_s(r, w, b), tpot_s(r, w, b))
+        return timed[b]
 
     def excess(b: float) -> float:  # Little's law: sequences in service = arrivals × time in service
-        return lam * (prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)) - b
+        pre, t = at(b)
+        return lam * (pre + (o - 1) * t) - b
 
     if excess(cap) > 0:
-        service = prefill_s(r, w, cap) + (o - 1) * tpot_s(r, w, cap)
+        pre, t = at(cap)
+        service = pre + (o - 1) * t
         return _unstable(r, w, cap, lam * service / cap)
     hi = _root(excess, float(cap))
     b = hi
-    service = prefill_s(r, w, b) + (o - 1) * tpot_s(r, w, b)
+    pre, t = at(b)
+    service = pre + (o - 1) * t
     slot = wait_s(cap, lam, service, w.output_cv2)
-    return _finish(r, w, b, lam, slot)
+    return _finish(r, w, b, lam, slot, (pre, t))
 
 
 # Schweitzer's approximate mean-value analysis: fixed-point sweeps of the closed system (users, the prompt

@@ -109,6 +109,12 @@ class Setting:
     quality: str | None
     kv_flag: str | None  # the cache type as the runtime spells it (None: its default)
 
+    @cached_property
+    def built(self) -> dict[tuple, Any]:
+        """What _replica built on this setting (its plan context and memory never change), by the rest of
+        its arguments: a search builds the replica of a card × split × sequences once, not once a shape."""
+        return {}
+
 
 @record
 class Candidate:
@@ -134,8 +140,16 @@ class Candidate:
     @cached_property
     def replica(self) -> sv.Replica:
         """Built when first timed: most candidates are never timed (search stops on price)."""
-        return _replica(self.inp, self.setting, self.gpu, self.tp, self.pp, self.seqs, self.chunk_tokens,
-                        self.attention_dp)
+        # a runtime that does not pipeline runs a layer split one card at a time, as one stage
+        # (services/served.py replica): over 1, 2, 4 or 8 cards it is one replica
+        stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
+        key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
+               self.seqs, self.chunk_tokens, self.attention_dp)
+        built = self.setting.built
+        if key not in built:
+            built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
+                                  self.chunk_tokens, self.attention_dp)
+        return built[key]  # type: ignore[no-any-return]
 
 
 @record
@@ -364,18 +378,25 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     from .plan import _margin, engine_defaults, memory_for, requires
 
     out = []
+    # what the settings of one runtime share: the cards searched (one catalog), each card's shapes
+    cards: dict[int, list[Gpu]] = {}
+    shaped: dict[tuple[RuntimeProfile, Gpu], list] = {}
     for each in sets:
         ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
         per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                     kv_dtype=each.mem.kv_dtype))
         on_card: dict[tuple[int, int, bool], Setting] = {}
-        for gpu in _gpus(inp, ctx):
+        margin_of: dict[tuple[int, int, bool], dict[tuple[int, float], int]] = {}
+        if id(ctx.gpus) not in cards:
+            cards[id(ctx.gpus)] = _gpus(inp, ctx)
+        for gpu in cards[id(ctx.gpus)]:
             # the memory as the plan sizes it on this card (vLLM's profile-run defaults depend on the card)
             key = (*engine_defaults(ctx, gpu), gpu.unified_memory)
             if key not in on_card:
                 on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
-            s = on_card[key]
+                margin_of[key] = {}
+            s, margins = on_card[key], margin_of[key]
             mem = s.mem
             if (
                 rt.stacks
@@ -385,13 +406,18 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
             ):
                 continue  # TensorRT-LLM is NVIDIA-only; an FP8 cache only where the card has FP8
             one_node = False  # a set inside one node holds it: no pipeline split across nodes is offered
-            for shp in shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes):
+            if (rt, gpu) not in shaped:  # the model is the same in every setting
+                shaped[rt, gpu] = shapes(rt, gpu, m, ctx.rules.set_sizes, ctx.rules.node_size, inp.max_nodes)
+            for shp in shaped[rt, gpu]:
                 per_node, nodes, tp, pp, count = shp.per_node, shp.nodes, shp.tp, shp.pp, shp.cards
                 if nodes > 1 and one_node:
                     break  # shapes come smallest first: the rest span nodes
                 copies = engine.kv_copies(m, tp)
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
-                margin = _margin(ctx, mem, count, copies)
+                # (the same for every card of this memory at this count and copies)
+                if (count, copies) not in margins:
+                    margins[count, copies] = _margin(ctx, mem, count, copies)
+                margin = margins[count, copies]
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp)
                 if not opt.fits or opt.free_bytes < margin:
@@ -405,8 +431,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     seqs, tokens = s.slots, mem.context * s.slots
                 if seqs < 1 or gpu.bandwidth_gbps is None:
                     continue
-                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs,
-                                     fitting.set_price(gpu, count, ctx.rules), tokens, margin, inp))
+                out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs, opt.monthly_usd, tokens,
+                                     margin, inp))  # the option's price: fitting.set_price of the set
                 one_node = one_node or nodes == 1
     return out
 
@@ -428,17 +454,28 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
              chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
-    from .plan import engine_defaults
+    from .plan import _machine, engine_defaults
 
     w = request(inp)
-    whole = served.load(s.ctx, s.mem, w)
-    mc = served.machine(s.ctx, gpu, tp)
+    built = s.built  # the load other replicas on this setting share
+    if (w, "load") not in built:
+        built[w, "load"] = served.load(s.ctx, s.mem, w)
+    # the card × tp machine, which every setting of this runtime and quantization shares (plan's memo)
+    whole, mc = built[w, "load"], _machine(s.ctx, gpu, tp, 0.0)
     if attention_dp > 1:
         mc = replace(mc, attention_dp=attention_dp)
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
     # tokens on an A100 or a card under 70 GiB, 8192 on the others)
     budget = chunk_tokens or engine_defaults(s.ctx, gpu)[0]
-    return served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
+    return _interned(served.replica(s.ctx, whole, mc, w, pp, seqs, budget))
+
+
+# Equal replicas are one object: the memos of core/serving.py (step_s) and of this module (_solo_of,
+# _fewest_of) then find a replica by identity, not by comparing its records field by field (a llama.cpp
+# layer split over 1, 2, 4 or 8 cards, or llama.cpp and Ollama at the same slots, is one replica).
+@lru_cache(maxsize=4096)
+def _interned(r: sv.Replica) -> sv.Replica:
+    return r
 
 
 # --- timing and choosing -----------------------------------------------------------------------------
@@ -476,7 +513,7 @@ def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, floa
 
 
 def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: float = 1.0) -> Result:
-    served = sv.serve(c.replica, _workload(inp, replicas, scale))
+    served = _served(c.replica, _workload(inp, replicas, scale))
     misses = _misses(served, t)
     predicted = served.stable and all(v <= 1 for v in misses.values())
     rt = c.setting.ctx.runtime.id
@@ -487,6 +524,14 @@ def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: f
     if price is not None and total > 0:
         per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
     return Result(c, replicas, served, price, per_m, total, meets, misses, predicted and not meets)
+
+
+# Memoized on the replica and the load on it (frozen, hashable): the candidates that share a replica (a layer
+# split over 1-8 cards, llama.cpp and Ollama at the same slots) are timed at the same replica counts, about
+# half of a search's served loads.
+@lru_cache(maxsize=4096)
+def _served(r: sv.Replica, w: sv.Workload) -> sv.Served:
+    return sv.serve(r, w)
 
 
 def _limit(inp: DeployInput, c: Candidate) -> int:
@@ -593,13 +638,17 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
 
 
 def clear_memos() -> None:
-    """Forget the timings memoized across searches (core/serving.py step_s, _solo_of, _fewest_of, the error
-    bars of core/uncertainty.py): benchmarks/bench_cli.py times each search as a new question."""
+    """Forget the timings memoized across searches (core/serving.py's step times, the interned replicas,
+    _served, _solo_of, _fewest_of, the error bars of core/uncertainty.py, plan's machines):
+    benchmarks/bench_cli.py times each search as a new question."""
     from ..core.uncertainty import clear_memos as clear_bars
+    from .plan import clear_memos as clear_machines
 
-    for memo in (sv.step_s, _solo_of, _fewest_of):
+    for memo in (_solo_of, _fewest_of, _interned, _served):
         memo.cache_clear()
+    sv.clear_memos()
     clear_bars()
+    clear_machines()
 
 
 def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import field, replace
+from functools import lru_cache
 from typing import Any
 
 from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
@@ -152,7 +153,14 @@ def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: l
 def _runtime_for(ctx: Context, gpu: Gpu | None) -> RuntimeProfile:
     if gpu is None or ctx.inp.overhead_gb is not None:
         return ctx.runtime
-    return on_card(ctx.runtime, gpu.unified_memory)
+    return _on_card(ctx.runtime, gpu.unified_memory)
+
+
+# on_card is pure in a frozen profile: the every-card plan asks it twice for each of the catalog's Apple
+# cards, and one profile object per (runtime, card kind) lets runtimes.adapter find its adapter by identity
+@lru_cache(maxsize=256)
+def _on_card(rt: RuntimeProfile, unified_memory: bool) -> RuntimeProfile:
+    return on_card(rt, unified_memory)
 
 
 def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> tuple[int, str]:
@@ -306,11 +314,36 @@ def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float
 
     w = request(ctx, mem.context)
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
-    mc = served.machine(ctx, opt.gpu, opt.tp,
-                        ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
     r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp, max(ctx.sequences, 1),
                        engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
+
+
+def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.Machine:
+    """services/served.py machine(), kept: what it reads of the plan (its runtime, quantization and model),
+    the card, the split and the runtime's constants in place (core/constants.py: validation's refits) are the
+    key, so the page's every-card plans, asked again at another context, build each card's machine once."""
+    from ..core.constants import snapshot
+    from . import served
+
+    key = (ctx.runtime, ctx.quant, ctx.model, gpu, tp, ram_bandwidth_gbps, snapshot(ctx.runtime.id))
+    hit = _MACHINES.get(key)
+    if hit is None:
+        if len(_MACHINES) >= MACHINES_KEPT:
+            _MACHINES.clear()  # one atomic step (the web app's workers share it and take no lock)
+        hit = _MACHINES[key] = served.machine(ctx, gpu, tp, ram_bandwidth_gbps=ram_bandwidth_gbps)
+    return hit
+
+
+MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
+_MACHINES: dict[tuple, speedmod.Machine] = {}
+
+
+def clear_memos() -> None:
+    """Forget the machines and card profiles kept across plans (benchmarks time a question from cold)."""
+    _MACHINES.clear()
+    _on_card.cache_clear()
 
 
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:

@@ -207,9 +207,9 @@ class Answers:
 
 
 # Commands whose one request may use its whole CPU budget: deploy searches card × count × split × runtime ×
-# quantization (0.6-0.72 s for the whole catalog on the 2-core machine, README "Performance"); the others
-# answer in milliseconds. They run in the budget's heavy lane (web/server.py WorkBudget), with the validation
-# report, so a queue of them never holds up a plan, a catalog or the page.
+# quantization (0.41-0.47 s of CPU for the whole catalog on the 2-core machine, README "Performance"); the
+# others answer in milliseconds. They run in the budget's heavy lane (web/server.py WorkBudget), with the
+# validation report, so a queue of them never holds up a plan, a catalog or the page.
 HEAVY_COMMANDS = frozenset({"deploy"})
 
 

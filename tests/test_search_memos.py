@@ -1,0 +1,89 @@
+"""The deploy search's memos (issue 25 item 19) answer what the functions they stand for compute: a memo
+keyed on less than its function reads would hand one replica's timing to another. Speed itself is
+measured by `make bench`, not here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cardfit.core import serving as sv
+from cardfit.core import speed as sp
+from cardfit.services import deploy as dp
+
+
+def _replica(pp: int, tp: int, dp_groups: int, seqs: int, chunk: int, kv_tokens: int, ahead: int,
+             prompt: int, experts: float) -> sv.Replica:
+    shares = sp.Shares(1.0 - experts, experts, 0.0, 8 / 128 if experts else 1.0, "params", attention=0.05)
+    load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 32, 4096)
+    machine = sp.Machine(3350.0, 989.0, tp, link_gbps=450.0, decode_efficiency=0.873,
+                         overhead_s_per_layer=55.4e-6, overhead_s_per_sequence=456e-6,
+                         compute_efficiency=0.81, attention_dp=dp_groups, serial_gemm=experts > 0.5)
+    return sv.Replica(sv.stage(load, pp), machine, 1.7e10, chunk, seqs, pp, 20e-6 if pp > 1 else 0.0,
+                      50.0 if pp > 1 else 0.0, ahead, prompt, 2e9 if dp_groups > 1 else 0.0,
+                      kv_tokens=kv_tokens, response_lag=ahead)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pp=st.sampled_from([1, 2, 4]), tp=st.sampled_from([1, 2, 8]), dp_attention=st.booleans(),
+       seqs=st.integers(1, 1024), chunk=st.sampled_from([512, 2048, 8192]), kv_tokens=st.integers(0, 10**6),
+       ahead=st.integers(0, 1), prompt=st.integers(0, 8000), experts=st.sampled_from([0.0, 0.9]),
+       decode=st.floats(0.0, 1024.0), prompt_tokens=st.just(0.0) | st.floats(1.0, 20_000.0))
+def test_step_s_is_the_step_of_the_replica_itself(pp, tp, dp_attention, seqs, chunk, kv_tokens, ahead, prompt,
+                                                  experts, decode, prompt_tokens):
+    """step_s memoizes on the replica reduced to what a step reads (serving._stepping) and on the whole
+    sequences each micro-batch decodes: the same seconds, to the bit, as the unmemoized step of the replica as
+    given."""
+    dp_groups = tp if dp_attention else 1  # data-parallel attention: a group per rank (DeepSeek on SGLang)
+    r = _replica(pp, tp, dp_groups, seqs, chunk, kv_tokens, ahead, prompt, experts)
+    raw = sv._step_s.__wrapped__(r, math.ceil(decode / pp) if decode else 0, prompt_tokens)
+    assert sv.step_s(r, decode, prompt_tokens) == raw
+    # another scheduling of the same work: one memo entry, the same answer
+    other = _replica(pp, tp, dp_groups, seqs + 1, chunk * 2, kv_tokens + 1, 1 - ahead, prompt, experts)
+    assert sv.step_s(other, decode, prompt_tokens) == raw
+    assert sv.step_s(other, math.ceil(decode / pp) * pp, prompt_tokens) == raw
+
+
+@pytest.mark.parametrize("kw", [
+    # a MoE closed loop over every runtime: llama.cpp / Ollama layer splits over 1-8 cards share replicas
+    {"model": "Qwen/Qwen3-30B-A3B", "users": 32, "ttft_ms": 1500, "tpot_ms": 50},
+    # a 70B under open arrivals: tensor and pipeline splits, KV pools of every size
+    {"model": "meta-llama/Llama-3.3-70B-Instruct", "requests_per_s": 5, "ttft_ms": 2000, "tpot_ms": 50},
+    # a 405B on H100s: pipeline stages across nodes (vLLM, SGLang, TensorRT-LLM) beside layer splits
+    {"model": "meta-llama/Llama-3.1-405B-Instruct", "users": 8, "gpu": ("H100",)},
+])
+def test_every_candidates_replica_is_the_one_built_for_it(kw):
+    """A candidate's replica comes from its setting's memo (keyed on a layer split's one stage): equal to the
+    replica built afresh from the candidate's own card, split and sequences."""
+    inp = dp.DeployInput(**kw)
+    sets, _ = dp.settings(inp)
+    cands = dp.candidates(inp, sets)
+    seen = {}
+    for c in cands:
+        fresh = dp._replica(inp, c.setting, c.gpu, c.tp, c.pp, c.seqs, c.chunk_tokens, c.attention_dp)
+        assert c.replica == fresh
+        seen.setdefault(fresh, c.replica)
+        assert c.replica is seen[fresh]  # equal replicas are one object
+    assert len(seen) < len(cands)  # shapes do share replicas (else the memo is keyed wrong or useless)
+
+
+def test_the_plans_machines_are_keyed_on_the_constants_in_place():
+    """services/plan.py keeps each card's machine across plans: the one served.machine builds, and another one
+    while validation puts a refit constant in place (core/constants.py), never the stored one's."""
+    from cardfit.core.constants import constants
+    from cardfit.services import plan, served
+    from cardfit.services.inputs import PlanInput
+
+    ctx = plan.build_context(PlanInput(model="llama3.1:8b", runtime="vllm"))
+    gpu = ctx.gpus.get("H100")
+    stored = plan._machine(ctx, gpu, 1, 0.0)
+    assert stored == served.machine(ctx, gpu, 1, ram_bandwidth_gbps=0.0)
+    assert plan._machine(ctx, gpu, 1, 0.0) is stored  # asked again: kept
+    with constants({"vllm.decode_efficiency": 0.5}):
+        refit = plan._machine(ctx, gpu, 1, 0.0)
+        assert refit == served.machine(ctx, gpu, 1, ram_bandwidth_gbps=0.0)
+    assert refit.decode_efficiency == 0.5 != stored.decode_efficiency
+    assert plan._machine(ctx, gpu, 2, 0.0) == served.machine(ctx, gpu, 2, ram_bandwidth_gbps=0.0)
