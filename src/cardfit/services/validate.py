@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field, replace
 from functools import cache
 from typing import Any, Literal
@@ -891,27 +891,42 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     from collections import ChainMap
 
     from ..core.constants import constants
-    from .calibrate import Refit, fitting_sources, fold_key, only_measured_by, typed_from
+    from .calibrate import fold_key, typed_from
 
-    everything = all_records()
-    fitted_on = fitting_sources(everything)
     by_id = {o.id: o for o in outcomes}
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault(fold_key(r), []).append(r)
+    folds = _folds(set(groups))
     out: dict[str, Outcome] = {}
     for src, recs in groups.items():
-        typed = typed_from(src)
-        if src not in fitted_on and not typed:
+        if src not in folds:
             continue  # nothing was fitted on or typed in from this publisher: its records are out of sample
-        refit = Refit(everything, leave_out=src)
+        refit, prior = folds[src]
+        typed = typed_from(src)
         with constants(ChainMap(typed, refit) if typed else refit):  # type: ignore[arg-type]
             out.update((r["id"], predict(r)) for r in recs)
-        prior = only_measured_by(everything, src)  # nothing else measures it: scored with the prior
-        for r in recs:
+        for r in recs:  # a constant nothing else measures: scored with the prior
             if r["id"] in out and any(f.select(r) for f in prior):
                 out[r["id"]] = replace(out[r["id"]], prior=True)
     return [out.get(o.id, by_id[o.id]) for o in outcomes]
+
+
+def _folds(publishers: set[str]) -> dict[str, tuple[Mapping[str, float], tuple[Any, ...]]]:
+    """Each of these publishers' folds that validate refits (a publisher some constant is fitted on, or that
+    typed one in): its constants and the rows of calibrate.FITS only it measures. From the prebuilt folds
+    (calibrate.prebuilt_folds) while they are fresh, else refitted here (calibrate.Refit)."""
+    from .calibrate import FITS, Refit, fitting_sources, only_measured_by, prebuilt_folds, stored, typed_from
+
+    built = prebuilt_folds()
+    if built is not None:
+        rows, have = {f.key: f for f in FITS}, stored()
+        return {src: ({**have, **fold.changed}, tuple(rows[k] for k in fold.prior))
+                for src, fold in built.items() if src in publishers}
+    everything = all_records()
+    fitted_on = fitting_sources(everything)
+    return {src: (Refit(everything, leave_out=src), only_measured_by(everything, src))
+            for src in publishers if src in fitted_on or typed_from(src)}
 
 
 @record
