@@ -275,7 +275,7 @@ def sync_snapshots(check: bool) -> list[str]:
     want = snapshots()
     stale = []
     present = set(SNAPSHOT.rglob("*.json")) if SNAPSHOT.exists() else set()
-    present.discard(SNAPSHOT / "validation_folds.json")  # validate's prebuilt folds: sync_folds
+    present -= {SNAPSHOT / "validation_folds.json", SNAPSHOT / "validation_runs.json"}  # sync_folds
     for path in sorted(present - {p for p, b in want.items() if b is not None}):
         stale.append(path.relative_to(DATA).as_posix())
         if not check:
@@ -293,8 +293,9 @@ def sync_snapshots(check: bool) -> list[str]:
 FOLDS_SCRIPT = """import sys
 sys.path.insert(0, sys.argv[1])
 from cardfit.services.calibrate import build_folds, folds_path, folds_text
-from cardfit.services.validate import all_records
+from cardfit.services.validate import all_records, build_runs, runs_path
 folds_path().write_text(folds_text(build_folds(all_records())), encoding="utf-8")
+runs_path().write_text(folds_text(build_runs()), encoding="utf-8")
 """
 
 
@@ -305,10 +306,11 @@ def sync_folds(check: bool) -> list[str]:
     records, a catalog or the code the refit runs)."""
     sys.path.insert(0, str(ROOT / "src"))
     from cardfit.services.calibrate import folds_path, prebuilt_folds
+    from cardfit.services.validate import prebuilt_runs, runs_path
 
-    path = folds_path()
     if check:
-        return [] if prebuilt_folds() is not None else [path.relative_to(DATA).as_posix()]
+        return ([] if prebuilt_folds() is not None else [folds_path().relative_to(DATA).as_posix()]) + (
+            [] if prebuilt_runs() is not None else [runs_path().relative_to(DATA).as_posix()])
     import subprocess
 
     subprocess.run([sys.executable, "-c", FOLDS_SCRIPT, str(ROOT / "src")], check=True)

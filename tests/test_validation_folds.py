@@ -127,3 +127,96 @@ def test_validate_refits_where_the_folds_are_stale_and_reports_the_same(monkeypa
     monkeypatch.setattr(calibrate, "Refit", Spy)
     assert validate.validate(kind, runtime).to_json() == fresh
     assert refits  # it did refit
+
+
+# ---------------------------------------------------------------- prebuilt benchmark runs
+
+
+def test_the_shipped_runs_are_fresh():
+    """Rebuild with `python scripts/build_catalog.py` after changing core/ or catalog/ code."""
+    assert validate.prebuilt_runs() is not None
+
+
+def _served(runtime: str, n: int) -> list[dict]:
+    return [r for r in validate.load_records("serving", runtime)][:n]
+
+
+@pytest.mark.parametrize("runtime,n", [("sglang", 36), ("tgi", 24), ("vllm", 12), ("trtllm", 12)])
+def test_a_prebuilt_run_is_what_the_benchmark_steps(monkeypatch, runtime, n):
+    """Each run a record's prediction steps, stepped here (core/serving.py benchmark), is the file's, field
+    for field; every run it steps is in the file."""
+    from cardfit.services import deploy
+
+    live: dict = {}
+    deploy._bench.cache_clear()
+    token = deploy.BENCH_RUNS.set(live)
+    try:
+        for r in _served(runtime, n):
+            validate.predict(r)
+    finally:
+        deploy.BENCH_RUNS.reset(token)
+        deploy._bench.cache_clear()
+    built = validate.prebuilt_runs()
+    assert live and built is not None
+    for key, run in live.items():
+        assert built[key] == run, key
+
+
+@pytest.mark.parametrize("edit,stale", [
+    ("core/serving.py", True),  # the code a run executes
+    ("core/speed.py", True),
+    ("catalog/records.py", True),
+    ("services/deploy.py", False),  # builds the replica: its fields are the run's key
+    ("data/validation/serving.toml", False),  # the same
+    ("data/gpus.toml", False),
+])
+def test_an_edit_to_the_code_a_run_executes_makes_the_runs_stale(package_copy, edit, stale):
+    path = package_copy / edit
+    path.write_bytes(path.read_bytes() + b"\n# edited\n")
+    assert (validate.prebuilt_runs() is None) is stale
+
+
+def _edit_runs(root: Path, change) -> None:  # type: ignore[no-untyped-def]
+    path = root / "data" / "snapshot" / validate.RUNS_FILE
+    content = json.loads(path.read_text(encoding="utf-8"))
+    change(content)
+    path.write_text(json.dumps(content), encoding="utf-8")
+
+
+def _a_run(content):  # type: ignore[no-untyped-def]
+    return next(iter(content["runs"]))
+
+
+@pytest.mark.parametrize("change", [
+    lambda c: c.update(schema=2),
+    lambda c: c.update(modules_sha256="0" * 64),
+    lambda c: c.update(runs=[]),
+    lambda c: c["runs"].update({_a_run(c): [1.0] * 5}),
+    lambda c: c["runs"].update({_a_run(c): [1.0] * 5 + ["1.0"]}),
+    lambda c: c["runs"].update({_a_run(c): [1.0] * 5 + [1]}),
+], ids=["schema", "digest", "runs-not-a-table", "short", "text-value", "int-value"])
+def test_a_malformed_runs_file_is_not_read(package_copy, change):
+    _edit_runs(package_copy, change)
+    assert validate.prebuilt_runs() is None
+
+
+@pytest.mark.parametrize("body", [b"", b"{", b"\xff\xfe", b"[]", b"{}"])
+def test_a_runs_file_that_is_not_its_json_is_not_read(package_copy, body):
+    (package_copy / "data" / "snapshot" / validate.RUNS_FILE).write_bytes(body)
+    assert validate.prebuilt_runs() is None
+
+
+@pytest.mark.parametrize("runtime", ["sglang", "tgi"])
+def test_validate_steps_the_runs_where_they_are_stale_and_reports_the_same(monkeypatch, runtime):
+    from cardfit.core import serving
+
+    fresh = validate.validate("serving", runtime).to_json()
+    stepped = []
+    real = serving.benchmark
+    monkeypatch.setattr(validate, "prebuilt_runs", lambda: None)
+    monkeypatch.setattr(serving, "benchmark", lambda *a, **k: stepped.append(1) or real(*a, **k))
+    from cardfit.services import deploy
+
+    deploy._bench.cache_clear()
+    assert validate.validate("serving", runtime).to_json() == fresh
+    assert stepped  # it did step them

@@ -1052,13 +1052,19 @@ def inputs_digest(modules: tuple[str, ...]) -> str:
     copy of a TOML file counted here, data/snapshot) and the given modules (paths in the package: those
     loaded while the folds were computed; a module they did not load can change the refit only through a
     change to one they did, or to a data file naming it)."""
-    import hashlib
-
     root = _package()
     data = sorted(p.relative_to(root).as_posix() for p in (root / "data").rglob("*")
                   if p.is_file() and "snapshot" not in p.relative_to(root / "data").parts[:1])
+    return files_digest((*data, *modules))
+
+
+def files_digest(paths: tuple[str, ...]) -> str:
+    """SHA-256 over these files of the package (paths in it) and their SHA-256 each ("missing" where gone)."""
+    import hashlib
+
+    root = _package()
     h = hashlib.sha256()
-    for rel in sorted({*data, *modules}):
+    for rel in sorted(set(paths)):
         h.update(f"{rel}\0{_file_sha(root / rel)}\n".encode())
     return h.hexdigest()
 

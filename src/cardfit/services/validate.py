@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import field, replace
 from functools import cache
 from typing import Any, Literal
@@ -845,10 +846,11 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
     from .calibrate import publisher_key, source_key
 
     records = load_records(kind, runtime)
-    outcomes = [predict(r) for r in records]
+    with _runs():
+        outcomes = [predict(r) for r in records]
+        out_of = leave_one_source_out(records, outcomes) if loso else []
     sources = {r["id"]: source_key(r) for r in records}
     paths = {r["id"]: path_of(r) for r in records}
-    out_of = leave_one_source_out(records, outcomes) if loso else []
     kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources), paths)
     return Report(outcomes, kinds, out_of, sources, {r["id"]: publisher_key(r) for r in records}, paths)
 
@@ -872,7 +874,8 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
     if not records:
         raise InputError(f"the {source} sample has no run on runtime '{runtime}'; it has vllm, sglang and "
                          "trtllm", field="runtime")
-    outcomes = [replace(predict(r), kind=f"{source}_{r['metric']}") for r in records]
+    with _runs():
+        outcomes = [replace(predict(r), kind=f"{source}_{r['metric']}") for r in records]
     fc = first_contact()
     kinds: dict[str, KindSummary] = {}
     groups = [(f"{source}_{m}", [o for o in outcomes if o.kind == f"{source}_{m}"]) for m in SAMPLE_METRICS]
@@ -882,6 +885,107 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
         kinds[name] = replace(k, first_contact=_block(first))
     return Report(outcomes, kinds, [], {r["id"]: source_key(r) for r in records},
                   {r["id"]: publisher_key(r) for r in records}, {r["id"]: path_of(r) for r in records})
+
+
+# data/snapshot/validation_runs.json, written by scripts/build_catalog.py: every served benchmark run that
+# validate and `validate --source aiconfigurator` step (core/serving.py benchmark, ~90% of their CPU once the
+# folds are prebuilt), by the SHA-256 of its arguments (services/deploy.py bench_key: the replica with every
+# constant and setting its steps read, the workload, the flags), with the digest of the code a run executes:
+# core/ and what it may import (catalog/, the package's root modules; tests/test_layout.py). A run is a pure
+# function of those, so validate takes a run from the file while that digest holds, steps any other itself,
+# and steps every run where the file is stale.
+RUNS_FILE = "validation_runs.json"  # in data/snapshot/
+RUNS_SCHEMA = 1
+RUNS_MAX_BYTES = 1 << 23  # ~0.3 MB today
+_RUN_FIELDS = ("ttft_mean_s", "ttft_median_s", "tpot_mean_s", "seconds", "output_tokens_per_s",
+               "requests_per_s")
+
+
+def runs_path() -> Any:
+    from .calibrate import folds_path
+
+    return folds_path().with_name(RUNS_FILE)
+
+
+def runs_modules() -> tuple[str, ...]:
+    """The modules a benchmark run can execute, as paths in the package."""
+    from .calibrate import _package
+
+    root = _package()
+    return tuple(sorted(p.relative_to(root).as_posix() for folder in ("core", "catalog", ".")
+                        for p in (root / folder).glob("*.py")))
+
+
+def build_runs() -> dict[str, Any]:
+    """The content of data/snapshot/validation_runs.json: every run of `validate` and `validate --source
+    aiconfigurator`, stepped here."""
+    from .calibrate import files_digest
+    from .deploy import BENCH_RUNS, _bench
+
+    runs: dict[str, Any] = {}
+    _bench.cache_clear()  # every run stepped with the memo in place, none answered from before
+    token = BENCH_RUNS.set(runs)
+    try:
+        validate()
+        validate_sample("aiconfigurator")
+    finally:
+        BENCH_RUNS.reset(token)
+    modules = runs_modules()
+    return {"schema": RUNS_SCHEMA, "generated_by": "scripts/build_catalog.py", "modules": list(modules),
+            "modules_sha256": files_digest(modules),
+            "runs": {k: [getattr(b, f) for f in _RUN_FIELDS] for k, b in sorted(runs.items())}}
+
+
+def prebuilt_runs() -> dict[str, Any] | None:
+    """The runs of data/snapshot/validation_runs.json while the code they ran is as it is now; None where
+    the file is missing, malformed, of another schema or stale."""
+    import json
+
+    from .calibrate import files_digest
+
+    try:
+        with open(runs_path(), "rb") as f:
+            raw = f.read(RUNS_MAX_BYTES + 1)
+        content = json.loads(raw) if len(raw) <= RUNS_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    runs = _parse_runs(content)
+    if runs is None or files_digest(runs_modules()) != content["modules_sha256"]:
+        return None
+    return runs
+
+
+def _parse_runs(content: Any) -> dict[str, Any] | None:
+    from ..core.serving import Benchmark
+
+    if not isinstance(content, dict) or content.get("schema") != RUNS_SCHEMA:
+        return None
+    runs = content.get("runs")
+    if not isinstance(content.get("modules_sha256"), str) or not isinstance(runs, dict):
+        return None
+    out = {}
+    for key, v in runs.items():
+        if not (isinstance(v, list) and len(v) == len(_RUN_FIELDS) and all(type(x) is float for x in v)):
+            return None
+        out[key] = Benchmark(*v)
+    return out
+
+
+@contextmanager
+def _runs() -> Iterator[None]:
+    """Predictions inside take their benchmark runs from the prebuilt ones while those are fresh (unless a
+    caller set runs already: build_runs)."""
+    from .deploy import BENCH_RUNS
+
+    runs = prebuilt_runs() if BENCH_RUNS.get() is None else None
+    if runs is None:
+        yield
+        return
+    token = BENCH_RUNS.set(runs)
+    try:
+        yield
+    finally:
+        BENCH_RUNS.reset(token)
 
 
 def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
