@@ -252,13 +252,16 @@ def web_every_card() -> tuple[float, int, int]:
 
 
 def validate_folds() -> str:
-    """Whether validate read its prebuilt folds (data/snapshot/validation_folds.json) or refitted them: a
-    stale file costs it most of its time."""
+    """Whether validate read its prebuilt folds and runs (data/snapshot/validation_folds.json,
+    validation_runs.json) or refitted and stepped them: a stale file costs it most of its time."""
     from cardfit.services.calibrate import prebuilt_folds
+    from cardfit.services.validate import prebuilt_runs
 
-    if prebuilt_folds() is not None:
-        return "prebuilt folds"
-    return "folds STALE, refitted: run scripts/build_catalog.py"
+    files = (("folds", prebuilt_folds()), ("runs", prebuilt_runs()))
+    stale = [name for name, fresh in files if fresh is None]
+    if not stale:
+        return "prebuilt folds and runs"
+    return f"{' and '.join(stale)} STALE, computed: run scripts/build_catalog.py"
 
 
 def goals(plan_cpu: float) -> list[str]:
