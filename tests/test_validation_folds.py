@@ -166,9 +166,9 @@ def test_a_prebuilt_run_is_what_the_benchmark_steps(monkeypatch, runtime, n):
     ("core/serving.py", True),  # the code a run executes
     ("core/speed.py", True),
     ("catalog/records.py", True),
+    ("data/gpus.toml", True),  # a catalog core/ may read
     ("services/deploy.py", False),  # builds the replica: its fields are the run's key
-    ("data/validation/serving.toml", False),  # the same
-    ("data/gpus.toml", False),
+    ("data/validation/serving.toml", False),  # read by services only
 ])
 def test_an_edit_to_the_code_a_run_executes_makes_the_runs_stale(package_copy, edit, stale):
     path = package_copy / edit

@@ -890,10 +890,11 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
 # data/snapshot/validation_runs.json, written by scripts/build_catalog.py: every served benchmark run that
 # validate and `validate --source aiconfigurator` step (core/serving.py benchmark, ~90% of their CPU once the
 # folds are prebuilt), by the SHA-256 of its arguments (services/deploy.py bench_key: the replica with every
-# constant and setting its steps read, the workload, the flags), with the digest of the code a run executes:
-# core/ and what it may import (catalog/, the package's root modules; tests/test_layout.py). A run is a pure
-# function of those, so validate takes a run from the file while that digest holds, steps any other itself,
-# and steps every run where the file is stale.
+# constant and setting its steps read, the workload, the flags), with the digest of all a run can reach:
+# core/ and what it may import (catalog/, the package's root modules; tests/test_layout.py) and the catalogs
+# (data/*.toml; a validation record is read by services only). A run is a function of those and its
+# arguments, so validate takes a run from the file while that digest holds, steps any other itself, and steps
+# every run where the file is stale.
 RUNS_FILE = "validation_runs.json"  # in data/snapshot/
 RUNS_SCHEMA = 1
 RUNS_MAX_BYTES = 1 << 23  # ~0.3 MB today
@@ -908,12 +909,12 @@ def runs_path() -> Any:
 
 
 def runs_modules() -> tuple[str, ...]:
-    """The modules a benchmark run can execute, as paths in the package."""
+    """The modules a benchmark run can execute and the catalogs they can read, as paths in the package."""
     from .calibrate import _package
 
     root = _package()
-    return tuple(sorted(p.relative_to(root).as_posix() for folder in ("core", "catalog", ".")
-                        for p in (root / folder).glob("*.py")))
+    found = [p for folder in ("core", "catalog", ".") for p in (root / folder).glob("*.py")]
+    return tuple(sorted(p.relative_to(root).as_posix() for p in found + list((root / "data").glob("*.toml"))))
 
 
 def build_runs() -> dict[str, Any]:
