@@ -1457,11 +1457,6 @@ def prefill_first(rt: RuntimeProfile, version: Any = None) -> bool:
     return False
 
 
-# Benchmark runs by their inputs (bench_key), read and filled by _bench while set: validation sets the runs it
-# prebuilt (services/validate.py prebuilt_runs), the one caller that steps thousands of requests a record
-BENCH_RUNS: ContextVar[dict[str, sv.Benchmark] | None] = ContextVar("cardfit_bench_runs", default=None)
-
-
 @lru_cache(maxsize=2048)
 def _bench(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool,
            fixed: bool, lockstep: bool = False) -> sv.Benchmark:
@@ -1485,6 +1480,11 @@ def bench_key(*args: Any) -> str:
 
     flat = tuple(dataclasses.astuple(a) if dataclasses.is_dataclass(a) else a for a in args)
     return hashlib.sha256(repr(flat).encode()).hexdigest()
+
+
+# Benchmark runs by their inputs (bench_key), read and filled by _bench while set: validation sets the runs it
+# prebuilt (services/validate.py prebuilt_runs), the one caller that steps thousands of requests a record
+BENCH_RUNS: ContextVar[dict[str, sv.Benchmark] | None] = ContextVar("cardfit_bench_runs", default=None)
 
 
 def attention_dp(settings: dict[str, Any], tp: int) -> int:
