@@ -275,6 +275,7 @@ def sync_snapshots(check: bool) -> list[str]:
     want = snapshots()
     stale = []
     present = set(SNAPSHOT.rglob("*.json")) if SNAPSHOT.exists() else set()
+    present -= {SNAPSHOT / "validation_folds.json", SNAPSHOT / "validation_runs.json"}  # sync_folds
     for path in sorted(present - {p for p, b in want.items() if b is not None}):
         stale.append(path.relative_to(DATA).as_posix())
         if not check:
@@ -287,6 +288,33 @@ def sync_snapshots(check: bool) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(record)
     return stale
+
+
+FOLDS_SCRIPT = """import sys
+sys.path.insert(0, sys.argv[1])
+from cardfit.validation.calibrate import build_folds, folds_path, folds_text
+from cardfit.validation.validate import all_records, build_runs, runs_path
+folds_path().write_text(folds_text(build_folds(all_records())), encoding="utf-8")
+runs_path().write_text(folds_text(build_runs()), encoding="utf-8")
+"""
+
+
+def sync_folds(check: bool) -> list[str]:
+    """`cardfit validate`'s prebuilt folds (data/snapshot/validation_folds.json, validation/calibrate.py
+    build_folds): written in a new process, once the catalogs above are (a minute of CPU: every fold
+    refitted); with check, stale where the digest it holds is not that of the files now (a change to the
+    records, a catalog or the code the refit runs)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from cardfit.validation.calibrate import folds_path, prebuilt_folds
+    from cardfit.validation.validate import prebuilt_runs, runs_path
+
+    if check:
+        return ([] if prebuilt_folds() is not None else [folds_path().relative_to(DATA).as_posix()]) + (
+            [] if prebuilt_runs() is not None else [runs_path().relative_to(DATA).as_posix()])
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", FOLDS_SCRIPT, str(ROOT / "src")], check=True)
+    return []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(text, encoding="utf-8")
     stale += sync_snapshots(args.check)
+    stale += sync_folds(args.check)
     if stale and args.check:
         print(f"stale: {', '.join(stale)}; run python scripts/build_catalog.py", file=sys.stderr)
         return 1

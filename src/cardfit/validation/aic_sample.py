@@ -195,7 +195,7 @@ def build(row: Mapping[str, str], header: str = ",".join(COLUMNS)) -> list[dict[
             "statistic": "mean", "assumed": assumed, "settings": settings, "excerpt": excerpt,
             "source": SOURCE, "date": measured.group(1) if measured else WHEEL_DATE,
             "note": f"aiconfigurator-core 0.12.0 silicon_sample.csv row {row['id']}, built by "
-                    "services/aic_sample.py with the conventions of the aic-* records of serving.toml."}
+                    "validation/aic_sample.py with the conventions of the aic-* records of serving.toml."}
     return [{"id": f"aic-row-{row['id']}-{short}", **base, "metric": metric,
              "measured": round(float(row[column]), 3), "unit": "ms"} for short, metric, column in METRICS]
 

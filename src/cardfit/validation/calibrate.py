@@ -1003,6 +1003,149 @@ def report_rows(recs: tuple[Record, ...]) -> list[dict[str, Any]]:
     return rows
 
 
+# ---------------------------------------------------------------- every fold's refit, prebuilt
+
+# data/snapshot/validation_folds.json, written by scripts/build_catalog.py: for each fold (publisher) that
+# validate refits, the constants whose refit differs from the stored value and the rows of FITS only that
+# fold measures (only_measured_by), stamped with the digest of the files they were computed from. A fold's
+# refit is a function of the records, the catalogs and the code alone, and refitting is ~85% of what
+# `cardfit validate` costs (a secant search per record per constant, each step re-timing a served run), so
+# validate reads the file while its digest is the digest of those files now, and refits otherwise.
+FOLDS_FILE = "validation_folds.json"  # in data/snapshot/
+FOLDS_SCHEMA = 1
+FOLDS_MAX_BYTES = 1 << 22  # the file is ~10 KB; anything near 4 MiB is not one this code wrote
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One fold's refit: the constants that differ from the stored ones, and the rows of FITS (keys) that
+    no other publisher measures (its records that measure them are scored with the prior)."""
+
+    changed: dict[str, float]
+    prior: tuple[str, ...]
+
+
+def _package() -> Any:
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1]
+
+
+def folds_path() -> Any:
+    return _package() / "data" / "snapshot" / FOLDS_FILE
+
+
+def _file_sha(path: Any) -> str:
+    import hashlib
+
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def inputs_digest(modules: tuple[str, ...]) -> str:
+    """SHA-256 over what a fold's refit is computed from: every data file (the snapshots aside: each is a
+    copy of a TOML file counted here, data/snapshot) and the given modules (paths in the package: those
+    loaded while the folds were computed; a module they did not load can change the refit only through a
+    change to one they did, or to a data file naming it)."""
+    root = _package()
+    data = sorted(p.relative_to(root).as_posix() for p in (root / "data").rglob("*")
+                  if p.is_file() and "snapshot" not in p.relative_to(root / "data").parts[:1])
+    return files_digest((*data, *modules))
+
+
+def files_digest(paths: tuple[str, ...]) -> str:
+    """SHA-256 over these files of the package (paths in it) and their SHA-256 each ("missing" where gone)."""
+    import hashlib
+
+    root = _package()
+    h = hashlib.sha256()
+    for rel in sorted(set(paths)):
+        h.update(f"{rel}\0{_file_sha(root / rel)}\n".encode())
+    return h.hexdigest()
+
+
+def loaded_modules() -> tuple[str, ...]:
+    """The package's modules loaded in this process, as paths in the package."""
+    import sys
+    from pathlib import Path
+
+    root = _package()
+    out = set()
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if (name == "cardfit" or name.startswith("cardfit.")) and f:
+            path = Path(f).resolve()
+            if path.is_relative_to(root):
+                out.add(path.relative_to(root).as_posix())
+    return tuple(sorted(out))
+
+
+def build_folds(records: tuple[Record, ...]) -> dict[str, Any]:
+    """The content of data/snapshot/validation_folds.json: every fold validate refits (a publisher some
+    constant is fitted on, or typed a constant in: validate.leave_one_source_out) with fit()'s values that
+    differ from the stored ones, then the digest of the modules that took and the data."""
+    have = stored()
+    folds = {}
+    for src in sorted(fitting_sources(records) | {who for _, who, _ in TYPED_FROM}):
+        values = fit(records, leave_out=src)
+        folds[src] = {"changed": {k: v for k, v in sorted(values.items()) if not _same(v, have[k])},
+                      "prior": sorted(f.key for f in only_measured_by(records, src))}
+    modules = loaded_modules()
+    return {"schema": FOLDS_SCHEMA, "generated_by": "scripts/build_catalog.py", "modules": list(modules),
+            "inputs_sha256": inputs_digest(modules), "folds": folds}
+
+
+def _same(a: float, b: float) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def folds_text(content: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(content, indent=1, sort_keys=False) + "\n"
+
+
+def prebuilt_folds() -> dict[str, Fold] | None:
+    """The folds of data/snapshot/validation_folds.json while it was computed from the files as they are
+    now; None (refit them) where it is missing, of another schema, malformed or stale."""
+    import json
+
+    path = folds_path()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(FOLDS_MAX_BYTES + 1)
+        content = json.loads(raw) if len(raw) <= FOLDS_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    folds = _parse_folds(content)
+    if folds is None or inputs_digest(tuple(content["modules"])) != content["inputs_sha256"]:
+        return None
+    return folds
+
+
+def _parse_folds(content: Any) -> dict[str, Fold] | None:
+    """The folds of the file's parsed JSON, each value checked for its type; None where one is not as
+    build_folds writes it."""
+    if not isinstance(content, dict) or content.get("schema") != FOLDS_SCHEMA:
+        return None
+    modules, digest, folds = content.get("modules"), content.get("inputs_sha256"), content.get("folds")
+    if not (isinstance(modules, list) and all(isinstance(m, str) and ".." not in m for m in modules)
+            and isinstance(digest, str) and isinstance(folds, dict)):
+        return None
+    have, rows = stored(), {f.key for f in FITS}
+    out = {}
+    for src, fold in folds.items():
+        changed, prior = (fold.get("changed"), fold.get("prior")) if isinstance(fold, dict) else (None, None)
+        if not (isinstance(changed, dict) and isinstance(prior, list)
+                and all(k in have and type(v) is float for k, v in changed.items())
+                and all(k in rows for k in prior)):
+            return None
+        out[src] = Fold(dict(changed), tuple(prior))
+    return out
+
+
 # ---------------------------------------------------------------- data/runtimes.toml
 
 def _fmt(v: float, digits: int) -> str:

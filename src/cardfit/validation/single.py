@@ -296,7 +296,7 @@ def on_metal(s: Setup) -> bool:
 
 
 # Engines from mid-2025 on (vLLM V1 with its fused-MoE kernels of that generation, data/releases.toml
-# mla_moe_kernels); records dated before it ran other MoE kernels, so services/calibrate.py _moe_step fits
+# mla_moe_kernels); records dated before it ran other MoE kernels, so validation/calibrate.py _moe_step fits
 # expert_efficiency on the later ones only (the earlier are scored with it, never fitted on; MLA models pay
 # decode_overhead_us_per_layer_mla_v0, mla_v0).
 EXPERT_KERNELS_FROM = "2025-06"

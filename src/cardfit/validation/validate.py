@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import field, replace
 from functools import cache
 from typing import Any, Literal
@@ -833,15 +834,16 @@ def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Ou
 
 def validate(kind: str | None = None, runtime: str | None = None, loso: bool = True) -> Report:
     """Score the records (of one kind / runtime); with `loso`, also each record predicted with every fitted
-    constant refitted without its publisher's records (services/calibrate.py fold_key), the out-of-sample
+    constant refitted without its publisher's records (validation/calibrate.py fold_key), the out-of-sample
     error."""
     from .calibrate import publisher_key, source_key
 
     records = load_records(kind, runtime)
-    outcomes = [predict(r) for r in records]
+    with _runs():
+        outcomes = [predict(r) for r in records]
+        out_of = leave_one_source_out(records, outcomes) if loso else []
     sources = {r["id"]: source_key(r) for r in records}
     paths = {r["id"]: path_of(r) for r in records}
-    out_of = leave_one_source_out(records, outcomes) if loso else []
     kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources), paths)
     return Report(outcomes, kinds, out_of, sources, {r["id"]: publisher_key(r) for r in records}, paths)
 
@@ -852,7 +854,8 @@ SAMPLE_METRICS = ("ttft_ms", "tpot_ms")
 
 def validate_sample(source: str, runtime: str | None = None) -> Report:
     """`validate --source aiconfigurator`: every record built from the whole eligible sample
-    (services/aic_sample.py) predicted as `cardfit validate` predicts a serving record, summarised per metric
+    (validation/aic_sample.py) predicted as `cardfit validate` predicts a serving record, summarised per
+    metric
     (kinds `aiconfigurator_ttft_ms`, `aiconfigurator_tpot_ms`) and overall (`aiconfigurator`), each beside its
     first-contact figures (data/first_contact.toml). In sample only: the sample's publisher (NVIDIA) also
     published records that constants are fitted on, so its first contact is the figure to trust."""
@@ -865,7 +868,8 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
     if not records:
         raise InputError(f"the {source} sample has no run on runtime '{runtime}'; it has vllm, sglang and "
                          "trtllm", field="runtime")
-    outcomes = [replace(predict(r), kind=f"{source}_{r['metric']}") for r in records]
+    with _runs():
+        outcomes = [replace(predict(r), kind=f"{source}_{r['metric']}") for r in records]
     fc = first_contact()
     kinds: dict[str, KindSummary] = {}
     groups = [(f"{source}_{m}", [o for o in outcomes if o.kind == f"{source}_{m}"]) for m in SAMPLE_METRICS]
@@ -877,6 +881,109 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
                   {r["id"]: publisher_key(r) for r in records}, {r["id"]: path_of(r) for r in records})
 
 
+# data/snapshot/validation_runs.json, written by scripts/build_catalog.py: every served benchmark run that
+# validate and `validate --source aiconfigurator` step (core/serving.py benchmark, ~90% of their CPU once the
+# folds are prebuilt), by the SHA-256 of its arguments (validation/serving.py bench_key: the replica with
+# every
+# constant and setting its steps read, the workload, the flags), with the digest of all a run can reach:
+# core/ and what it may import (catalog/, the package's root modules; tests/test_layout.py) and the catalogs
+# (data/*.toml; a validation record is read by services only). A run is a function of those and its
+# arguments, so validate takes a run from the file while that digest holds, steps any other itself, and steps
+# every run where the file is stale.
+RUNS_FILE = "validation_runs.json"  # in data/snapshot/
+RUNS_SCHEMA = 1
+RUNS_MAX_BYTES = 1 << 23  # ~0.3 MB today
+_RUN_FIELDS = ("ttft_mean_s", "ttft_median_s", "tpot_mean_s", "seconds", "output_tokens_per_s",
+               "requests_per_s")
+
+
+def runs_path() -> Any:
+    from .calibrate import folds_path
+
+    return folds_path().with_name(RUNS_FILE)
+
+
+def runs_modules() -> tuple[str, ...]:
+    """The modules a benchmark run can execute and the catalogs they can read, as paths in the package."""
+    from .calibrate import _package
+
+    root = _package()
+    found = [p for folder in ("core", "catalog", ".") for p in (root / folder).glob("*.py")]
+    return tuple(sorted(p.relative_to(root).as_posix() for p in found + list((root / "data").glob("*.toml"))))
+
+
+def build_runs() -> dict[str, Any]:
+    """The content of data/snapshot/validation_runs.json: every run of `validate` and `validate --source
+    aiconfigurator`, stepped here."""
+    from .calibrate import files_digest
+    from .serving import BENCH_RUNS, _bench
+
+    runs: dict[str, Any] = {}
+    _bench.cache_clear()  # every run stepped with the memo in place, none answered from before
+    token = BENCH_RUNS.set(runs)
+    try:
+        validate()
+        validate_sample("aiconfigurator")
+    finally:
+        BENCH_RUNS.reset(token)
+    modules = runs_modules()
+    return {"schema": RUNS_SCHEMA, "generated_by": "scripts/build_catalog.py", "modules": list(modules),
+            "modules_sha256": files_digest(modules),
+            "runs": {k: [getattr(b, f) for f in _RUN_FIELDS] for k, b in sorted(runs.items())}}
+
+
+def prebuilt_runs() -> dict[str, Any] | None:
+    """The runs of data/snapshot/validation_runs.json while the code they ran is as it is now; None where
+    the file is missing, malformed, of another schema or stale."""
+    import json
+
+    from .calibrate import files_digest
+
+    try:
+        with open(runs_path(), "rb") as f:
+            raw = f.read(RUNS_MAX_BYTES + 1)
+        content = json.loads(raw) if len(raw) <= RUNS_MAX_BYTES else None
+    except (OSError, ValueError):
+        return None
+    runs = _parse_runs(content)
+    if runs is None or files_digest(runs_modules()) != content["modules_sha256"]:
+        return None
+    return runs
+
+
+def _parse_runs(content: Any) -> dict[str, Any] | None:
+    from ..core.serving import Benchmark
+
+    if not isinstance(content, dict) or content.get("schema") != RUNS_SCHEMA:
+        return None
+    runs = content.get("runs")
+    if not isinstance(content.get("modules_sha256"), str) or not isinstance(runs, dict):
+        return None
+    out = {}
+    for key, v in runs.items():
+        if not (isinstance(v, list) and len(v) == len(_RUN_FIELDS) and all(type(x) is float for x in v)):
+            return None
+        out[key] = Benchmark(*v)
+    return out
+
+
+@contextmanager
+def _runs() -> Iterator[None]:
+    """Predictions inside take their benchmark runs from the prebuilt ones while those are fresh (unless a
+    caller set runs already: build_runs)."""
+    from .serving import BENCH_RUNS
+
+    runs = prebuilt_runs() if BENCH_RUNS.get() is None else None
+    if runs is None:
+        yield
+        return
+    token = BENCH_RUNS.set(runs)
+    try:
+        yield
+    finally:
+        BENCH_RUNS.reset(token)
+
+
 def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome]) -> list[Outcome]:
     """Each record predicted with the constants refitted on every other publisher (calibrate.fit; the name
     keeps the fold's older unit, a source). A record whose publisher no constant is fitted on, and typed no
@@ -884,27 +991,42 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
     from collections import ChainMap
 
     from ..core.constants import constants
-    from .calibrate import Refit, fitting_sources, fold_key, only_measured_by, typed_from
+    from .calibrate import fold_key, typed_from
 
-    everything = all_records()
-    fitted_on = fitting_sources(everything)
     by_id = {o.id: o for o in outcomes}
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault(fold_key(r), []).append(r)
+    folds = _folds(set(groups))
     out: dict[str, Outcome] = {}
     for src, recs in groups.items():
-        typed = typed_from(src)
-        if src not in fitted_on and not typed:
+        if src not in folds:
             continue  # nothing was fitted on or typed in from this publisher: its records are out of sample
-        refit = Refit(everything, leave_out=src)
+        refit, prior = folds[src]
+        typed = typed_from(src)
         with constants(ChainMap(typed, refit) if typed else refit):  # type: ignore[arg-type]
             out.update((r["id"], predict(r)) for r in recs)
-        prior = only_measured_by(everything, src)  # nothing else measures it: scored with the prior
-        for r in recs:
+        for r in recs:  # a constant nothing else measures: scored with the prior
             if r["id"] in out and any(f.select(r) for f in prior):
                 out[r["id"]] = replace(out[r["id"]], prior=True)
     return [out.get(o.id, by_id[o.id]) for o in outcomes]
+
+
+def _folds(publishers: set[str]) -> dict[str, tuple[Mapping[str, float], tuple[Any, ...]]]:
+    """Each of these publishers' folds that validate refits (a publisher some constant is fitted on, or that
+    typed one in): its constants and the rows of calibrate.FITS only it measures. From the prebuilt folds
+    (calibrate.prebuilt_folds) while they are fresh, else refitted here (calibrate.Refit)."""
+    from .calibrate import FITS, Refit, fitting_sources, only_measured_by, prebuilt_folds, stored, typed_from
+
+    built = prebuilt_folds()
+    if built is not None:
+        rows, have = {f.key: f for f in FITS}, stored()
+        return {src: ({**have, **fold.changed}, tuple(rows[k] for k in fold.prior))
+                for src, fold in built.items() if src in publishers}
+    everything = all_records()
+    fitted_on = fitting_sources(everything)
+    return {src: (Refit(everything, leave_out=src), only_measured_by(everything, src))
+            for src in publishers if src in fitted_on or typed_from(src)}
 
 
 @record
