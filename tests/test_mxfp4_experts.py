@@ -15,6 +15,8 @@ from cardfit.catalog.quants import default_quants
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core import speed as sp
 from cardfit.core.tensors import expert_active_params
+from cardfit.services import served
+from cardfit.services.plan import PlanInput, build_context
 from cardfit.services.served import mxfp4_experts_unpacked
 
 GPT_OSS_20B = default_models().get("gpt-oss-20b")
@@ -33,6 +35,11 @@ def test_expert_parameters_a_token_goes_through():
     ("H100 SXM", "mxfp4", True),   # Hopper: no FP4 tensor cores, BF16 x FP4 in the MoE kernel
     ("H200 SXM", "mxfp4", True),
     ("B200", "mxfp4", False),      # Blackwell: native block-scaled FP4 MoE kernels
+    # CDNA3 has no FP4 matrix cores: vLLM on ROCm runs MXFP4 MoE in the same triton_kernels backend
+    # (vllm/model_executor/layers/quantization/mxfp4.py get_mxfp4_backend: "elif current_platform.is_rocm()
+    # and has_triton_kernels(): ... return Mxfp4Backend.TRITON")
+    ("MI300X", "mxfp4", True),
+    ("MI325X", "mxfp4", True),
     ("H100 SXM", "bf16", False),   # the BF16 checkpoint: ordinary grouped GEMMs
 ])
 def test_which_setups_unpack_the_experts(gpu, quant, unpacked):
@@ -56,3 +63,22 @@ def test_the_experts_prompt_flops_count_at_their_own_rate():
     # a share of 0 (not set) or 1 changes nothing
     assert sp.prefill_flops(GPT_OSS_20B, 10_000, replace(mc, expert_prefill_share=1.0)) == \
         sp.prefill_flops(GPT_OSS_20B, 10_000, mc)
+
+
+@pytest.mark.parametrize(("gpu", "unpacked"), [("MI300X", True), ("H100 SXM", True), ("B200", False)])
+def test_the_decode_tokens_experts_pay_the_same_kernel(gpu, unpacked):
+    """A served step's decode tokens go through the same MoE kernel as its prompt tokens: where it unpacks
+    MXFP4 tiles, a decode token's expert FLOPs carry the same surcharge as a prompt token's."""
+    ctx = build_context(PlanInput(model="gpt-oss-20b", quant="mxfp4", runtime="vllm", gpu=gpu, context=4096))
+    g = default_gpus().get(gpu)
+    w = served.workload(1000, 1000, 4096)
+    whole = sp.Load(10**9, sp.weight_shares(GPT_OSS_20B, MXFP4), 0, 4e9, GPT_OSS_20B.layers, 2880)
+    mc = served.machine(ctx, g, 1)
+    r = served.replica(ctx, whole, mc, w, 1, 64)
+    extra = r.load.flops_per_token - whole.flops_per_token
+    if unpacked:
+        share = mc.expert_prefill_share
+        assert 0 < share < 1
+        assert extra == pytest.approx(2 * expert_active_params(GPT_OSS_20B) * (1 / share - 1))
+    else:
+        assert extra == 0.0

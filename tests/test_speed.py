@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cardfit.core import speed as sp
 from cardfit.services.speed import SpeedInput, speed_report
@@ -377,10 +379,36 @@ def nvlink_machine(tp: int, link_gbps: float) -> sp.Machine:
                       **sp.allreduce_fields(card))
 
 
-def test_small_allreduce_is_latency_plus_the_link():
-    mc = nvlink_machine(4, 900.0)
-    msg = 64 * 5120 * 2  # a decode step of 64 sequences, Qwen3-32B's width: 655 KB
-    assert sp.allreduce_seconds(msg, 4, mc) == pytest.approx(10e-6 + 1.5 * msg / 900e9)
+@pytest.mark.parametrize(("message", "tp", "us", "why"), [
+    (4096, 4, 3.7, "a decode step of two sequences of a 1,024-wide model: the measured 4 KiB point"),
+    (16384, 4, 3.7 + (4.8 - 3.7) * 2 / 3, "one sequence of a 70B model (16 KiB): 4-32 KiB, on log size"),
+    (100, 8, 5.9, "below the smallest message measured: its time (the kernel's launch and handshake)"),
+    (1 << 20, 2, 19.9, "64 sequences of a 70B model at TP 2: the 1 MiB point, 5x the small-message time"),
+    (3, 4, 4.8, "any size below 512 B at TP 4"),
+])
+def test_small_allreduce_takes_the_measured_custom_kernel_time(message, tp, us, why):
+    """Messages up to 8 MiB go through the engines' own NVLink kernel, timed from its measured curve on
+    H100 (sgl-project/sglang PR #2904: CUSTOM_ALLREDUCE_US), not a fixed latency plus the bytes at the link
+    rate."""
+    mc = nvlink_machine(tp, 900.0)
+    assert sp.allreduce_seconds(message, tp, mc) == pytest.approx(us * 1e-6, rel=1e-9), why
+
+
+def test_the_custom_kernel_curve_between_group_sizes_links_and_past_its_last_point():
+    assert sp.custom_allreduce_seconds(32768, 3, 900.0) == sp.custom_allreduce_seconds(32768, 4, 900.0)
+    assert sp.custom_allreduce_seconds(32768, 16, 900.0) == sp.custom_allreduce_seconds(32768, 8, 900.0)
+    # past 1 MiB: the 1 MiB time plus the ring transfer of the further bytes at the link rate
+    assert sp.custom_allreduce_seconds(3 << 20, 4, 900.0) == pytest.approx(31.1e-6 + 1.5 * (2 << 20) / 900e9)
+    # NVLink 5 (1,800 GB/s): the part above the small-message floor (3.7 us at TP 4) goes twice as fast
+    assert sp.custom_allreduce_seconds(1 << 20, 4, 1800.0) == pytest.approx((3.7 + (31.1 - 3.7) / 2) * 1e-6)
+
+
+@given(st.integers(1, 8 << 20), st.integers(1, 8 << 20), st.sampled_from([2, 3, 4, 8]))
+def test_the_custom_kernel_time_grows_with_the_message_past_4_kib(a, b, tp):
+    """Monotone in the message size from 4 KiB on (below it the measured times dip by 0.1-1.1 us: noise of
+    the measurement, which the curve keeps as measured)."""
+    lo, hi = sorted((max(a, 4096), max(b, 4096)))
+    assert sp.custom_allreduce_seconds(lo, tp, 900.0) <= sp.custom_allreduce_seconds(hi, tp, 900.0)
 
 
 @pytest.mark.parametrize(("message", "busbw", "why"), [

@@ -38,7 +38,8 @@ DEFAULT_RAM_GBPS = 76.8
 
 # Tensor-parallel all-reduce: two per layer (after attention and after the MLP), each paying a fixed
 # latency plus 2 (tp-1)/tp × message bytes over the link (ring all-reduce). The latency is an assumption
-# of the order NCCL reports for small messages: ~10 µs over NVLink, ~25 µs over PCIe peer-to-peer.
+# of the order NCCL reports for small messages: ~10 µs over NVLink (past 8 MiB on a card without a measured
+# NCCL curve; below it the engines' own kernel, CUSTOM_ALLREDUCE_US), ~25 µs over PCIe peer-to-peer.
 # Infinity Fabric (8x MI300X, RCCL): measured, 45-51 µs for every message from 1 KB to 32 KB (rccl-tests
 # AllReduce bus bandwidth 0.04 GB/s at 1 KB ... 1.13 GB/s at 32 KB, time = bytes × 2 (8-1)/8 ÷ bus
 # bandwidth): Azure AI-benchmarking-guide, Azure_Results/ND_MI300X_v5_results.md "RCCL Bandwidth" (RCCL
@@ -46,11 +47,28 @@ DEFAULT_RAM_GBPS = 76.8
 # sequence) is in that range.
 ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 48e-6, "pcie": 25e-6}
 ALLREDUCES_PER_LAYER = 2
-# Engines all-reduce a small message (a decode step's) with their own NVLink kernels (the latency above plus
-# the bytes at the link rate) and hand a message above 8 MiB to NCCL: vLLM's CustomAllreduce(max_size=8192 *
-# 1024) (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang runs the same kernels). A prompt
-# chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes = 10 MiB).
+# Engines all-reduce a small message (a decode step's) with their own NVLink kernels (timed from their
+# measured curve: CUSTOM_ALLREDUCE_US below) and hand a message above 8 MiB to NCCL: vLLM's
+# CustomAllreduce(max_size=8192 * 1024) (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang
+# runs the same kernels). A prompt chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes =
+# 10 MiB).
 CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
+# That kernel's time by message size on H100 SXM (NVLink 4), per call at tensor parallel 2 / 4 / 8, reading
+# its input in place (sgl-project/sglang pull request #2904, "unit test performance in H100", the "custom
+# allreduce" table, copy-input mode: "adapt vllm register cuda graph buffer to save a data copy from input
+# tensor to ipc buffer", which is what vLLM's kernel does inside a CUDA graph, where decode steps run; latency
+# in ms converted to us: 512 B 3.7 / 4.8 / 5.9, 4 KiB 3.9 / 3.7 / 5.7, 32 KiB 4.5 / 4.8 / 7.8, 256 KiB
+# 7.9 / 13.9 / 16.7, 512 KiB 12.5 / 20.2 / 22.1, 1 MiB 19.9 / 31.1 / 33.8; vLLM's kernel outside a graph, with
+# its copy: 9.5 / 9.1 / 10.1 us at 512 B ... 26.6 / 40.2 / 45.0 at 1 MiB,
+# https://github.com/sgl-project/sglang/pull/2904). A decode step's message is the batch x hidden x 2 bytes:
+# one sequence of a 70B model 16 KiB (the flat part), 64 of them 1 MiB, where the one-shot/two-shot kernel
+# takes six times its small-message time, not the ring's bytes at the link rate.
+CUSTOM_ALLREDUCE_US: dict[int, tuple[tuple[int, float], ...]] = {
+    2: ((512, 3.7), (4096, 3.9), (32768, 4.5), (262144, 7.9), (524288, 12.5), (1048576, 19.9)),
+    4: ((512, 4.8), (4096, 3.7), (32768, 4.8), (262144, 13.9), (524288, 20.2), (1048576, 31.1)),
+    8: ((512, 5.9), (4096, 5.7), (32768, 7.8), (262144, 16.7), (524288, 22.1), (1048576, 33.8)),
+}
+CUSTOM_ALLREDUCE_LINK_GBPS = 900.0  # the H100 SXM's NVLink 4 (NVIDIA H100 datasheet), the curve's card
 # NCCL's all-reduce over NVLink was measured by message size on the cards of two link generations (catalog
 # gpus allreduce_busbw: H100 SXM, NVLink 4; GB200, NVLink 5); another NVLink card borrows the nearest one's
 # curve scaled by its link rate (nvlink_curve). A card whose NVLink rate is not in the catalog is taken at
@@ -478,10 +496,27 @@ def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
     if mc.interconnect == "nvlink":
         if message > CUSTOM_ALLREDUCE_MAX_BYTES and mc.allreduce_busbw:
             return ring / (nccl_busbw_gbps(message, mc) * 1e9)
+        if message <= CUSTOM_ALLREDUCE_MAX_BYTES:
+            return custom_allreduce_seconds(message, tp, mc.link_gbps or NVLINK_DEFAULT_GBPS)
     elif mc.allreduce_busbw:  # the card's own all-reduce measured by message size
         return measured_allreduce_seconds(mc, message, tp)
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
     return latency + ring / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
+
+
+def custom_allreduce_seconds(message: float, tp: int, link_gbps: float) -> float:
+    """One call of the engines' own NVLink all-reduce kernel on `tp` cards (CUSTOM_ALLREDUCE_US, measured on
+    H100): the curve of the nearest measured group size at or above `tp` (8 beyond), interpolated on the
+    logarithm of the message size, flat below the smallest message; past the largest, its time plus the ring
+    transfer of the further bytes at the link rate; on another NVLink generation the part above the
+    small-message time scales with the link rate (the fixed part is the kernel's launch and synchronisation,
+    not the link's)."""
+    pts = CUSTOM_ALLREDUCE_US[min((n for n in CUSTOM_ALLREDUCE_US if n >= tp), default=8)]
+    largest = pts[-1][0]
+    us = _interpolated(pts, min(message, largest))
+    floor = min(t for _, t in pts)
+    beyond = 2 * (tp - 1) / tp * max(message - largest, 0.0) / (link_gbps * 1e9)
+    return (floor + max(us - floor, 0.0) * CUSTOM_ALLREDUCE_LINK_GBPS / link_gbps) * 1e-6 + beyond
 
 
 def nvlink_curve(gpu: Gpu) -> tuple[tuple[tuple[int, float], ...], int, float]:

@@ -98,9 +98,12 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
 def mxfp4_experts_unpacked(quant: Any, model: Any, gpu: Gpu) -> bool:
     """Whether the plan's routed experts hold MXFP4 weights on a card without FP4 tensor cores, where the
     engines run them as BF16 x FP4 GEMMs that unpack every weight tile inside the MoE kernel (vLLM on Hopper:
-    OpenAI's triton_kernels matmul_ogs or Marlin, runtimes.toml mxfp4_expert_prefill_share); on a card with
-    FP4 tensor cores they run native block-scaled kernels (Blackwell: FlashInfer's TensorRT-LLM MoE)."""
-    return (getattr(quant, "id", "") == "mxfp4" and bool(model.is_moe) and gpu.vendor == "nvidia"
+    OpenAI's triton_kernels matmul_ogs or Marlin, runtimes.toml mxfp4_expert_prefill_share; on ROCm the same
+    triton_kernels backend, CDNA3 having no FP4 matrix cores: vllm/model_executor/layers/quantization/mxfp4.py
+    get_mxfp4_backend, "elif current_platform.is_rocm() and has_triton_kernels(): ... return
+    Mxfp4Backend.TRITON"); on a card with FP4 tensor cores they run native block-scaled kernels (Blackwell:
+    FlashInfer's TensorRT-LLM MoE). The decode tokens of a step go through the same kernel (replica)."""
+    return (getattr(quant, "id", "") == "mxfp4" and bool(model.is_moe) and gpu.stack in ("cuda", "rocm")
             and not gpu.tflops("fp4"))
 
 
@@ -112,6 +115,10 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     from ..core.constants import fitted
 
     stages = pp if ctx.runtime.pipeline_parallel else 1
+    # the decode tokens' routed experts go through the same MoE kernel as the prompt's
+    # (mxfp4_experts_unpacked): their GEMMs pay the same unpacking, charged as the FLOPs that kernel's rate
+    # share adds (0 elsewhere)
+    whole = replace(whole, flops_per_token=whole.flops_per_token + sp.expert_prefill_flops(ctx.model, mc))
     attention = sp.prefill_attention_flops(ctx.model, w.input_tokens // 2, mc) if mc.attention_dp > 1 else 0.0
     return sv.Replica(sv.stage(whole, stages), mc, sp.prefill_flops(ctx.model, w.input_tokens // 2, mc),
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,

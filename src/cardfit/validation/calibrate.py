@@ -235,6 +235,17 @@ def _llamacpp_generation(current: bool, change: str = "CUDA_GRAPHS") -> Callable
     return ok
 
 
+def _dense(r: Record) -> bool:
+    """Records of a dense model. A single-stream decode of an MoE model leaves, per layer, the dense layer's
+    fixed time and the MoE layer's own (router, top-k, token permutation, grouped-GEMM launches:
+    moe_overhead_us_per_layer, fitted on those records with the dense time in place), so only dense models
+    measure the dense time alone."""
+    from ..catalog.models import default_models
+
+    m = default_models().find(str(r.get("model", "")))
+    return m is not None and not m.is_moe
+
+
 def _speed_module() -> Any:
     """validation/single.py, imported when a record is first sorted (it imports this module's table)."""
     from . import single as speed
@@ -736,9 +747,10 @@ FITS: tuple[Fit, ...] = (
     Fit(LlamaCpp, "ram_efficiency", _is("decode", offload=True),
         _speed("implied_ram_efficiency"), 2, LlamaCppLike,
         "share of the system RAM bandwidth the offloaded bytes imply"),
-    Fit(Vllm, "decode_overhead_us_per_layer", _is("decode"),
+    Fit(Vllm, "decode_overhead_us_per_layer", _both(_is("decode"), _dense),
         _speed("implied_overhead_us_per_layer"), 1, VllmLike,
-        "single-stream decode time left per layer after the bytes are streamed at decode_efficiency"),
+        "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, dense "
+        "models (an MoE layer's own fixed time is moe_overhead_us_per_layer)"),
     Fit(Vllm, "decode_overhead_us_per_sequence_v0",
         _both(_is("aggregate_decode"), _generation(False)),
         _speed("implied_overhead_us_per_sequence"), 1, None,
