@@ -339,9 +339,11 @@ def test_deploy_on_an_unpriced_card_takes_the_fewest_cards(run_cli, run_json):
     args = ("deploy", "llama3.1:70b", "--users", "20", "--gpu", "RTX PRO 6000 Blackwell Server Edition")
     r = run_json(*args)
     assert r["best"]["monthly_usd"] is None
-    assert r["best"]["count"] == min(d["count"] for d in r["pareto"]) == 1
+    fewest = r["best"]["count"]
+    assert fewest == min(d["count"] for d in r["pareto"]) <= 2
     code, out, _ = run_cli(*args, env={"COLUMNS": "200"})
-    assert code == 0 and "Fewest cards that meet every target: 1× RTX PRO 6000 Blackwell Server" in out
+    assert code == 0
+    assert f"Fewest cards that meet every target: {fewest}× RTX PRO 6000 Blackwell Server" in out
     assert "no rental price in the catalog" in out and "$0/month" not in out and "0.000" not in out
 
 
@@ -353,7 +355,8 @@ def test_a_deploy_chart_of_unpriced_cards_is_not_empty(run_json, tmp_path):
              "--plot", str(svg))
     texts = _svg_texts(svg)
     assert "cards (no rental price in the catalog)" in texts
-    assert any(t.startswith("1× RTX PRO 6000 Blackwell Server llama.cpp") for t in texts), texts
+    assert any(t.startswith(("1× RTX PRO 6000 Blackwell Server llama.cpp",
+                             "2× RTX PRO 6000 Blackwell Server llama.cpp")) for t in texts), texts
 
 
 # What `ollama pull NAME` fetches (https://ollama.com/library/<family>/tags): a bare name and NAME:latest are
@@ -413,8 +416,10 @@ def test_a_name_that_is_also_the_checkpoint_id_deploys_on_every_runtime(run_json
     gguf = {r.id for r in servers("gguf")}
     names = ("deepseek-v3", "deepseek-ai/DeepSeek-V3", "deepseek-v3:671b", "deepseek-v3:latest")
     bare, hub, tag, latest = (run_json("deploy", name, "--users", "32") for name in names)
-    assert {k: bare["best"][k] for k in ("gpu", "count", "runtime", "quant", "monthly_usd")} == \
-        {k: hub["best"][k] for k in ("gpu", "count", "runtime", "quant", "monthly_usd")}
-    assert bare["best"]["runtime"] not in gguf and bare["best"]["quant"] == "FP8 (E4M3)"
+    keys = ("gpu", "count", "runtime", "quant", "monthly_usd")
+    # the Hub id's best (a checkpoint runtime) is among the bare name's answers, which also weigh GGUF builds
+    assert {k: hub["best"][k] for k in keys} in [{k: p[k] for k in keys} for p in bare["pareto"]]
+    assert hub["best"]["runtime"] not in gguf and hub["best"]["quant"] == "FP8 (E4M3)"
+    assert bare["best"]["monthly_usd"] <= hub["best"]["monthly_usd"]
     for t in (tag, latest):
         assert {p["runtime"] for p in t["pareto"]} <= gguf and t["best"]["quant"] == "Q4_K_M"

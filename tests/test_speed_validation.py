@@ -48,8 +48,9 @@ def test_decode_median_error_within_20_percent():
     # the worst is vllm#20710 (2x B200, TP 2, one request), which its own author calls anomalous: +147 % ->
     # +166 % when vLLM's dense per-layer time came to be fitted on dense models only (services/calibrate.py
     # _dense), +180 % with the engines' measured all-reduce kernel time (core/speed.py CUSTOM_ALLREDUCE_US:
-    # 3.9 us a call at its message, not 10)
-    assert worst < 1.9
+    # 3.9 us a call at its message, not 10), +218 % once fitted constants are the median of each publisher's
+    # median (vLLM's dense per-layer time 56 -> 50 us: its three publishers' medians, not its records')
+    assert worst < 2.3
 
 
 def test_prefill_and_aggregate_are_scored():
