@@ -218,3 +218,21 @@ def test_a_columns_that_is_no_number_is_ignored(run_cli):
     code, out, err = run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", env={"COLUMNS": "abc"})
     assert code == 0 and not err
     assert out == run_cli("plan", "llama3.1:8b", "--gpu", "RTX 4090", env={"COLUMNS": "120"})[1]
+
+
+@pytest.mark.parametrize("name", ["a[red]b", "x[/]y", "plain", "c:\\m\\[x]", "[bold]"])
+def test_a_name_is_printed_as_it_is_on_both_paths(name, monkeypatch, capsys):
+    """A model or card name read from a file or a catalog goes into markup escaped (console.escape): its
+    brackets are printed, never read as a style or a closing tag, by the plain writer and by rich."""
+    from cardfit.cli.console import Console, escape
+
+    for width, env in ((120, {}), (120, {"FORCE_COLOR": "1"})):
+        for k in ("FORCE_COLOR",):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        c = Console(width)
+        c.print(f"[bold]{escape(name)}[/] · plan")
+        c.flush()
+        out = capsys.readouterr().out
+        assert name + " · plan" in out.replace("\x1b[1m", "").replace("\x1b[0m", ""), (env, out)

@@ -72,7 +72,7 @@ def _print(r: DeployReport) -> None:
     from .render import console
 
     c = console()
-    c.print(f"[bold]{r.model}[/] · {_load(r.workload)}")
+    c.print(f"[bold]{escape(r.model)}[/] · {_load(r.workload)}")
     b = r.best
     if b is not None:
         if b.monthly_usd is None:  # a card the catalog has no rental price for: no cost to rank by

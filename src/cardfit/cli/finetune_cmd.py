@@ -37,6 +37,7 @@ def _print(r: Finetune, unit: str, top: int) -> None:
     from rich.table import Table
 
     from ..units import fmt_bytes, fmt_usd
+    from .console import escape
     from .render import console, verdict_text
 
     def gb(n: int) -> str:
@@ -44,7 +45,7 @@ def _print(r: Finetune, unit: str, top: int) -> None:
 
     c = console()
     m, i, mem = r.model, r.inputs, r.memory
-    c.print(f"[bold]{m.name}[/] · {i.method} · {i.optimizer} · seq {i.seq:,} × micro-batch {i.batch}"
+    c.print(f"[bold]{escape(m.name)}[/] · {i.method} · {i.optimizer} · seq {i.seq:,} × micro-batch {i.batch}"
             f" · checkpointing {'on' if i.checkpointing else 'off'}"
             + (f" · LoRA r{i.rank} on {i.targets}" if i.method != "full" else ""))
     t = Table(box=None, header_style="bold", pad_edge=False)

@@ -40,13 +40,14 @@ def plan(p: Any, inp: Any, unit: str, top: int) -> None:
 
 def _print_plan(r: PlanView, unit: str, top: int) -> None:
     from ..units import fmt_bytes, fmt_tokens
+    from .console import escape
     from .render import gpu_table, memory_table, plan_console
 
     c = plan_console()
     m, i = r.model, r.inputs
     tag = f" ({m.ollama_tag})" if m.ollama_tag else ""
     release = f" {i.release}" if i.release else ""
-    c.print(f"[bold]{m.name}[/]{tag} · {i.quant} · runtime {i.runtime}{release} · context "
+    c.print(f"[bold]{escape(m.name)}[/]{tag} · {i.quant} · runtime {i.runtime}{release} · context "
             f"{fmt_tokens(i.context)} ({i.context_source}) · {i.batch:,} "
             f"sequence{'s' if i.batch != 1 else ''} · "
             + kv_words(i.kv_dtype, r.memory.kv_bytes_per_token))
