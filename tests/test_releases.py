@@ -149,3 +149,18 @@ def test_the_web_api_takes_a_release() -> None:
     assert r.status_code == 200 and r.json()["inputs"]["release"] == "0.6.3"
     bad = client.post("/api/plan", json={"model": "llama-3.1-8b", "runtime": "vllm@zz"})
     assert bad.status_code == 400 and "not a vllm release" in bad.json()["error"]
+
+
+@pytest.mark.parametrize("runtime,stated,date,want", [
+    ("vllm", "0.10.1.1", "2025-09-01", "vllm@0.10.1.1"),  # a stated release wins over the date
+    ("vllm", "not stated", "2025-10-29", "vllm@2025-10-29"),  # not stated: the release of its date
+    ("vllm", "", "", "vllm"),  # neither: the current release
+    ("trtllm", "0.17.post1.dev (pytorch backend)", "2025-03-18", "trtllm@0.17.post1.dev (pytorch backend)"),
+    ("trtllm", "(tensorrt backend)", "", "trtllm@1.2.0 ((tensorrt backend))"),  # words on the current one
+    ("tgi", "2.3.1", "2024-10-01", "tgi"),  # a runtime whose releases cardfit does not know
+])
+def test_a_record_is_the_runtime_a_user_would_name(runtime, stated, date, want):
+    from cardfit.catalog.releases import question_runtime
+
+    assert question_runtime(runtime, stated, date) == want
+    assert default_runtimes().get(want).id == runtime
