@@ -45,7 +45,8 @@ class BreakevenInput(RuntimeInput):
                           max_length=128)
     gpus: int | None = opt(None, "cards in the rented set (volume discount applies)", ge=1, le=4096)
     quant: str | None = opt(None, "with --model: weights quantization", max_length=64)
-    runtime: str | None = opt(None, "with --model: vllm llama.cpp ollama …", max_length=32)
+    runtime: str | None = opt(None, "with --model: vllm llama.cpp ollama … (NAME@RELEASE: an engine release)",
+                              max_length=64)
     concurrency: int | None = opt(None, "with --model: concurrent requests the server runs (default 16, the "
                                   "break-even guide's example; capped by the KV cache), each a request of "
                                   "--input-tokens + --output-tokens (default 1000 + 300)", ge=1, le=65_536)

@@ -75,7 +75,8 @@ class DeployInput(ModelInput):
     gpu: tuple[str, ...] = opt((), "only these cards (repeatable); default: every card with a rental price",
                                max_length=64)
     runtime: str | None = opt(None, "a runtime that serves (vllm, sglang, llama.cpp, …: every catalog row "
-                              "with serves = true); default: every one that serves the model", max_length=32)
+                              "with serves = true), at an engine release after '@' (vllm@0.10.1; default: "
+                              "the current one); default: every one that serves the model", max_length=64)
     quant: str | None = opt(None, "weights; default: the checkpoint's own and what the engine quantizes to "
                             "on load (FP8 on vLLM/SGLang); Q4_K_M, Q8_0 for llama.cpp/Ollama", max_length=64)
     kv_dtype: str | None = opt(None, "KV cache type; default: search 16-bit and 8-bit", max_length=16)

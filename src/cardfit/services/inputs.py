@@ -162,8 +162,9 @@ class RuntimeInput(Input):
     batch: int | None = opt(None, "concurrent sequences, each with its own KV cache", ge=1, le=MAX_BATCH)
     kv_dtype: str | None = opt(None, "KV cache type: f16 bf16 fp8 q8_0 q4_0", max_length=16)
     runtime: str | None = opt(None, "a runtime of the catalog (vllm, llama.cpp, ollama, transformers, …; "
-                              "an unknown name lists them); default: llama.cpp for GGUF types, ollama for "
-                              "Ollama tags, else vllm", max_length=32)
+                              "an unknown name lists them), at an engine release after '@' (vllm@0.10.1, "
+                              "llama.cpp@b3622, vllm@2024-08; default: the current one); default: llama.cpp "
+                              "for GGUF types, ollama for Ollama tags, else vllm", max_length=64)
     prefill_chunk: int | None = opt(None, "tokens prefilled at once (vLLM max_num_batched_tokens, llama.cpp "
                                     "n_ubatch); default from the runtime", ge=1, le=MAX_CONTEXT)
     gpu_memory_utilization: float | None = opt(None, "vLLM: fraction of the card it may use", gt=0, le=1)
