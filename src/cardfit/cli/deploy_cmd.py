@@ -51,7 +51,9 @@ def _load(w: Workload) -> str:
 
 def _runtime(d: Any) -> str:
     """The runtime with the release planned: "vllm 0.24.0" (the current one), "vllm@0.6.3" (as asked)."""
-    return d.runtime if "@" in d.runtime or not d.release else f"{d.runtime} {d.release}"
+    from .render import runtime_label
+
+    return runtime_label(d.runtime, d.release)
 
 
 def _shape(d: Deployment) -> str:

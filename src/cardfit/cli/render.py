@@ -122,3 +122,9 @@ def gpu_table(rows: tuple[GpuPlan, ...], unit: str, limit: int) -> Table:
             cells.insert(3, fmt_tokens(r.context))
         t.add_row(*cells)
     return t
+
+
+def runtime_label(runtime: str, release: str | None) -> str:
+    """A runtime as the text output names it: with the release timed ("vllm 0.24.0", the current one), or as
+    asked ("vllm@0.6.3", which carries its release)."""
+    return runtime if "@" in runtime or not release else f"{runtime} {release}"

@@ -35,11 +35,11 @@ def _print(r: SpeedReport) -> None:
     from rich.table import Table
 
     from .console import escape
-    from .render import console
+    from .render import console, runtime_label
 
     c = console()
     tp_note = f" (tensor parallel {r.tp})" if r.tp > 1 else ""
-    runtime = r.runtime if "@" in r.runtime or not r.release else f"{r.runtime} {r.release}"
+    runtime = runtime_label(r.runtime, r.release)
     c.print(f"[bold]{escape(r.model)}[/] · {r.quant} · {runtime} · {r.count}× {escape(r.gpu)}"
             f"{tp_note} · context {r.context:,}"
             f" · {r.filled:,} tokens filled · KV {r.kv_dtype}")

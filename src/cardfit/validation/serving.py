@@ -27,6 +27,7 @@ from ..services.deploy import (
     settings,
     targets,
 )
+from .single import record_runtime, record_runtime_name  # one owner: the record's --runtime NAME@RELEASE
 
 SERVING_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s", "request_throughput")
 
@@ -46,20 +47,6 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
                       kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), **kw)
     return inp, tp, pp
-
-
-def record_runtime_name(r: dict[str, Any]) -> str:
-    """The --runtime a user would pass for the record's engine (validation/single.py record_runtime_name)."""
-    from .single import record_runtime_name as named
-
-    return named(r)
-
-
-def record_runtime(r: dict[str, Any]) -> RuntimeProfile | None:
-    """The record's runtime profile at its release (validation/single.py record_runtime)."""
-    from .single import record_runtime as at_release
-
-    return at_release(r)  # type: ignore[no-any-return]
 
 
 def checkpoint_kv_dtype(r: dict[str, Any]) -> str | None:

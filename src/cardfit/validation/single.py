@@ -360,12 +360,9 @@ def engine_generation(record: dict[str, Any], s: Setup) -> Setup:
 def serial_scheduler(record: dict[str, Any], rt: Any) -> bool:
     """Whether a record's engine (runtime `rt`) ran its scheduler between GPU steps: a release without
     data/releases.toml's overlap_scheduler (vLLM before 0.6, SGLang before 0.4), stated or of its date."""
-    from ..catalog.releases import question_runtime
     from ..catalog.runtimes import default_runtimes
 
-    st = record.get("settings") or {}
-    stated = st.get("version") or st.get("vllm_version") or st.get("build")
-    at = default_runtimes().find(question_runtime(rt.id, str(stated or ""), str(record.get("date") or "")))
+    at = default_runtimes().find(record_runtime_name({**record, "runtime": rt.id}))
     return at is not None and not at.has("overlap_scheduler")
 
 
