@@ -88,6 +88,33 @@ class DeployInput(ModelInput):
                                                  "(compose) or Kubernetes manifests (k8s: Deployment + "
                                                  "Service, a LeaderWorkerSet across nodes) instead of the "
                                                  "report; with --json, the `emit` key")
+    # one deployment pinned (services/pinned.py): its layout, the engine settings it is launched with and the
+    # benchmark run that measures it; the path `cardfit validate` scores serving records through
+    tp: int | None = opt(None, "pin one deployment: tensor-parallel size of one replica on one --gpu and "
+                         "--runtime (timed alone, no search)", ge=1, le=1024)
+    pp: int | None = opt(None, "pin one deployment: pipeline stages of one replica (with --tp)", ge=1, le=256)
+    requests: int | None = opt(None, "time a benchmark run of this many requests (`vllm bench serve "
+                               "--num-prompts`): the --users' first round is sent at once; default: the "
+                               "steady state", ge=1, le=1_000_000)
+    random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
+                               "or random dataset), not all the same")
+    max_num_seqs: int | None = opt(None, "engine: sequences scheduled at once (vLLM --max-num-seqs, "
+                                   "TensorRT-LLM max_batch_size); default: the engine's on the card",
+                                   ge=1, le=1_000_000)
+    max_num_batched_tokens: int | None = opt(None, "engine: tokens a step may carry (vLLM "
+                                             "--max-num-batched-tokens, SGLang --chunked-prefill-size, "
+                                             "TensorRT-LLM max_num_tokens)", ge=1, le=MAX_CONTEXT)
+    gpu_memory_utilization: float | None = opt(None, "engine: share of the card it may use (vLLM "
+                                               "--gpu-memory-utilization, SGLang --mem-fraction-static)",
+                                               gt=0, le=1)
+    max_prefill_tokens: int | None = opt(None, "engine: prompt tokens a prefill batch may carry (SGLang "
+                                         "--max-prefill-tokens)", ge=1, le=MAX_CONTEXT)
+    attention_dp: int | None = opt(None, "engine: data-parallel attention groups of a pinned replica (SGLang "
+                                   "--enable-dp-attention --dp-size, TensorRT-LLM enable_attention_dp)",
+                                   ge=1, le=1024)
+    max_model_len: int | None = opt(None, "engine: the context it is started with (vLLM --max-model-len, TGI "
+                                    "--max-total-tokens); default: the longest request (a pinned vLLM V0: "
+                                    "the model's trained context, its own default)", ge=1, le=MAX_CONTEXT)
 
 
 def check(inp: DeployInput) -> None:
@@ -96,6 +123,18 @@ def check(inp: DeployInput) -> None:
                          field="users")
     if inp.tpot_ms is not None and inp.tokens_per_s_per_user is not None:
         raise InputError("give --tpot-ms or --tokens-per-s-per-user, not both", field="tpot_ms")
+    if inp.tp is None and inp.pp is None:
+        given = [f for f in PINNED_ONLY if getattr(inp, f) not in (None, False)]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InputError(f"{flag} applies to one pinned deployment: add --tp (and one --gpu and "
+                             "--runtime)", field=given[0],
+                             hint="e.g. --gpu 'H100 SXM' --runtime vllm --tp 1 " + flag)
+
+
+# the options that describe one pinned deployment (services/pinned.py), not a search
+PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
+               "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "max_model_len")
 
 
 # --- what is searched ------------------------------------------------------------------------------------
@@ -805,6 +844,22 @@ class DeploymentMemory(table.Result):
 
 
 @record
+class BenchmarkRun(table.Result):
+    """What a benchmark harness reports for a pinned deployment (--requests N at --users C: `vllm bench serve
+    --num-prompts N --max-concurrency C`): means over every request, the first round's burst included."""
+
+    requests: int
+    ttft_mean_ms: float | None
+    ttft_median_ms: float | None
+    tpot_mean_ms: float | None
+    itl_median_ms: float | None
+    output_tokens_per_s: float
+    requests_per_s: float
+    seconds: float
+    scheduler: str  # "prefill-first" or "decode-first"
+
+
+@record
 class Deployment(table.Result):
     """One deployment: the card set, its split and replicas, the runtime settings, its rent and its timing
     at the load."""
@@ -840,6 +895,10 @@ class Deployment(table.Result):
     # the engine release planned (--runtime NAME@RELEASE, else the current one: data/releases.toml); None for
     # a runtime cardfit knows no releases of
     release: str | None = None
+    # a pinned deployment's benchmark run (--requests; absent from the JSON otherwise)
+    benchmark: BenchmarkRun | None = None
+
+    omit_none = ("benchmark",)
 
 
 def deployment(inp: DeployInput, r: Result) -> Deployment:
@@ -1047,9 +1106,43 @@ def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None))
 
 
+def pinned_report(inp: DeployInput) -> DeployReport:
+    """`cardfit deploy --tp N …`: the one deployment the question pins, timed (services/pinned.py), as `best`
+    when it meets the targets, else as `closest` with what fails."""
+    from . import pinned
+
+    t = targets(inp)
+    p = pinned.answer(inp)
+    r = p.result
+    one = deployment(inp, r)
+    if p.bench is not None:
+        b = p.bench
+        one = replace(one, ttft_mean_ms=_ms(b.ttft_mean_s), tpot_ms=_ms(b.tpot_mean_s),
+                      aggregate_tokens_per_s=round(b.output_tokens_per_s, 1),
+                      per_user_tokens_per_s=round(1 / b.tpot_mean_s, 2) if b.tpot_mean_s > 0 else 0.0,
+                      benchmark=BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
+                                             _ms(b.tpot_mean_s), _ms(p.itl_median_s),
+                                             round(b.output_tokens_per_s, 1), round(b.requests_per_s, 3),
+                                             round(b.seconds, 2),
+                                             "prefill-first" if p.prefill_first else "decode-first"))
+    report = DeployReport(model=r.cand.setting.ctx.model.name,
+                          workload=_asked(inp, t, r.cand.setting.mem.context),
+                          meets_targets=r.meets, best=one if r.meets else None, pareto=(one,),
+                          failing=None if r.meets else _failing(r, t, out_of_reach(inp, [r.cand])),
+                          closest=None if r.meets else one,
+                          headroom=round(headroom(inp, r, t), 2) if r.meets else None,
+                          apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
+                          hours_per_month=cost.HOURS_PER_MONTH, notes=(p.how,))
+    return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+
+
 def deploy_report(inp: DeployInput) -> DeployReport:
     """`cardfit deploy` for one input (and its chart when --plot asks for one)."""
     check(inp)
+    from .pinned import pins
+
+    if pins(inp):
+        return pinned_report(inp)
     t = targets(inp)
     sets, skipped = settings(inp)
     cands = candidates(inp, sets)

@@ -1,0 +1,345 @@
+"""One deployment, pinned: `cardfit deploy --gpu CARD --runtime NAME@RELEASE --tp N [--pp M]` times that
+card set (one replica) with the engine settings a user launches it with (--max-num-seqs,
+--max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len)
+and, with --requests N, the finite benchmark run a user measures it with (`vllm bench serve --num-prompts N
+--max-concurrency C`, SGLang's bench_serving): its first round of C prompts sent at once.
+
+This is the path `cardfit validate` scores serving records through (validation/serving.py turns a record
+into this question and reads its answer), so what a pinned deploy prints is what validation scores. What an
+engine release changes (its step budget and scheduling order, its V0 sequence default, its older kernels'
+constants) is read from the release's profile (data/releases.toml via catalog/releases.py), never from a
+record."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import replace
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from ..catalog.gpus import Gpu
+from ..catalog.records import record
+from ..catalog.runtimes import RuntimeProfile, default_runtimes
+from ..core import fit as fitting
+from ..core import serving as sv
+from ..core.memory import MemorySettings
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .deploy import DeployInput, Result
+
+
+def pins(inp: DeployInput) -> bool:
+    """Whether the question pins one deployment (--tp or --pp) rather than asking deploy to search."""
+    return inp.tp is not None or inp.pp is not None
+
+
+def check_pinned(inp: DeployInput) -> None:
+    """A pinned question names the one card, the one runtime and the load (deploy.check does the load)."""
+    if len(inp.gpu) != 1 or not inp.runtime:
+        raise InputError("--tp / --pp pin one deployment: give one --gpu and one --runtime with them",
+                         field="tp", hint="e.g. --gpu 'H100 SXM' --runtime vllm --tp 2")
+    if inp.requests is not None and inp.users is None:
+        raise InputError("--requests times a benchmark run of closed-loop users: give --users with it",
+                         field="requests")
+
+
+# --- what an engine release schedules with -------------------------------------------------------------
+
+def schedule(inp: DeployInput, rt: RuntimeProfile, model: Any) -> tuple[int, bool]:
+    """(tokens a step may carry, whether waiting prompts run before the decodes) as the engine at its
+    release runs: --max-num-batched-tokens when given (vLLM max_num_batched_tokens, TensorRT-LLM
+    max_num_tokens, SGLang chunked_prefill_size, TGI max_batch_prefill_tokens), else the engine's default;
+    0 = the runtime's default on the card.
+
+    vLLM's V0 engine (before 0.8) schedules waiting prompts first with a budget of max(max_model_len, 2048)
+    tokens, unless it turns chunked prefill on (max_model_len above 32K), which schedules the running decodes
+    first and fills the budget (512 tokens before 0.7, 2048 from it) with prompt chunks; models with MLA
+    attention ran V0 with chunked prefill forced off (vllm/config.py, VllmConfig.__post_init__, v0.7.1-v0.7.3:
+    'MLA is enabled; forcing chunked prefill and prefix caching to be disabled', logged by vLLM 0.7.3 in
+    https://github.com/vllm-project/vllm-ascend/issues/348). V0's max_model_len defaults to the model's
+    trained context (--max-model-len when given)."""
+    given = inp.max_num_batched_tokens
+    first = rt.prefill_first
+    if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
+        return int(given or 0), first
+    from ..runtimes.vllm_like import UNKNOWN_MAX_MODEL_LEN, V0_BATCHED_TOKENS, v0_batched_tokens
+
+    ctx = int(inp.max_model_len or (model.max_context if model is not None else 0) or UNKNOWN_MAX_MODEL_LEN)
+    if model is not None and model.attention == "mla" and rt.has("v0_mla_unchunked"):
+        return int(given or max(ctx, V0_BATCHED_TOKENS)), True
+    budget, chunked = v0_batched_tokens(rt.has("v0_chunks_2048"), ctx, rt.v0_chunked_prefill_above)
+    return int(given or budget), not chunked
+
+
+def prefill_batch_tokens(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu | None, budget: int) -> int:
+    """Tokens a prompt step may carry where the engine caps its prefill batch below its chunk (SGLang
+    --max-prefill-tokens: schedule_policy.py PrefillAdder stops adding prompts once their input tokens pass
+    it, the first one excepted), else 0 (the step budget). The chunk, and so the memory the engine reserves
+    for it, stays the given or the card's default."""
+    cap = int(inp.max_prefill_tokens or 0)
+    if not cap:
+        return 0
+    from ..runtimes import adapter
+
+    chunk = budget or (adapter(rt).serve_batched_tokens(gpu) if gpu is not None else rt.prefill_chunk)
+    return min(int(chunk), cap)
+
+
+def measured_gemm_share(gpu: Gpu | None, quant_name: str) -> float:
+    """The share of its dense peak the card was measured to reach in its vendor's GEMMs at the precision of
+    the weights (Gpu.gemm_share_at: an H200 1,366 of 1,979 FP8 TFLOPS, an MI300X 1,160 of 2,615), at FP8
+    where that precision was not measured on its architecture (Hopper's BF16); 1 where nothing was. The MLA +
+    MoE prefill of the engines before mid-2025 (mla_v0) is a share of that rate: its kernels (Triton fused-MoE
+    GEMMs over block-FP8 or 4-bit experts, the MLA prefill) run at the clock the card holds under tensor load,
+    which on an MI300X is about 1.2 GHz of its 2.1 GHz boost (AMD ROCm blog 'Measuring Max-Achievable FLOPs -
+    Part 2', data/gpus.toml), not at the datasheet's."""
+    from ..catalog.quants import default_quants
+    from ..core import speed as sp
+
+    if gpu is None:
+        return 1.0
+    quant = default_quants().find(quant_name)
+    return sp.measured_gemm_share(gpu, sp.precision_of(quant, gpu)) or 1.0
+
+
+def mla_v0(rt: RuntimeProfile, model: Any) -> bool:
+    """Whether an MLA + MoE model (DeepSeek-V2/V3/R1) runs on an engine release without data/releases.toml's
+    mla_moe_kernels (mid-2025): MLA decode kernels before FlashMLA and the fused-MoE kernels before DeepGEMM
+    (both open-sourced by DeepSeek in February 2025, https://github.com/deepseek-ai/FlashMLA,
+    https://github.com/deepseek-ai/DeepGEMM, and taken up by the engines in the months after) ran a decode
+    step far from the bandwidth, a time per layer of their own (runtimes.toml
+    decode_overhead_us_per_layer_mla_v0), and a prefill at a small share of the dense peak
+    (prefill_efficiency_mla_v0)."""
+    return (not rt.has("mla_moe_kernels") and model is not None and model.attention == "mla"
+            and bool(model.is_moe))
+
+
+def older_kernels(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu | None, model: Any, tp: int,
+                  chunked: bool) -> dict[str, float]:
+    """The constants an engine release takes from the kernels it ran, where they differ from the current
+    release's (`chunked`: its scheduler runs prompt chunks beside the decodes, schedule):
+
+    - an MLA + MoE model on a release before mid-2025 (mla_v0) decodes at that generation's per-layer time
+      and prefills at its share of the card's measured GEMM rate;
+    - a V0 engine (data/releases.toml v1_engine) replays a decode graph only while the batch's longest
+      sequence is at most decode_graph_max_context tokens (vLLM max_seq_len_to_capture, default 8192:
+      vllm/worker/model_runner.py _use_captured_graph, "max_decode_seq_len <= self.runner.
+      max_seq_len_to_capture", v0.6.2-v0.6.3); past it every decode step runs eagerly, at that
+      generation's eager per-layer time (decode_overhead_us_per_layer_eager_v0, fitted);
+    - on ROCm, decode attention past rocm_paged_attention_max_context tokens runs the generic paged-attention
+      kernel, one thread block per query head, so each rank reads its KV head once per query head of the
+      group (kv_read_copies): vLLM V0's ROCm backend takes its own kernel only for "max_seq_len <= 32768"
+      (vllm/attention/backends/rocm_flash_attn.py _use_rocm_custom_paged_attention, v0.6.2-v0.6.3) and
+      falls back to PagedAttention.forward_decode (paged_attention_v1/v2) past it; TGI's ROCm layer has the
+      same rule (server/text_generation_server/layers/attention/rocm.py paged_attention, "max_s <= 32768")
+      and replays decode graphs captured at the longest sequence it serves (flash_causal_lm.py warmup:
+      "max_s = max_bt * BLOCK_SIZE", then cuda_graph_warmup(bs, max_s, max_bt)), so a server started with
+      --max-total-tokens (here --max-model-len) past the limit runs the fallback kernel for every decode of a
+      graph-sized batch;
+    - vLLM V0 on ROCm with chunked prefill on runs the attention of every prompt chunk in its Triton
+      prefix-prefill kernel (PagedAttention.forward_prefix → context_attention_fwd: the ROCm flash-attention
+      kernel is "not getting called when chunked prefill is enabled", and the Triton kernel is "suboptimal",
+      https://github.com/vllm-project/vllm/pull/11146, which stopped turning chunked prefill on by default on
+      ROCm in Dec 2024): its prompt attention runs at that kernel's rate (prefix_prefill_tflops_rocm_v0,
+      fitted);
+    - SGLang before mid-2025 (data/releases.toml flash_prompt_attention) ran prompt attention in its Triton
+      extend-attention kernel (layers/attention/triton_ops/extend_attention.py, built on the same
+      LightLLM-derived context_attention_fwd tiling as vLLM's prefix-prefill kernel) for MLA models on
+      NVIDIA cards (sglang/srt/model_executor/model_runner.py: "MLA optimization is turned on. Use triton
+      backend", 0.4.2-0.4.5; 0.4.6 picks FA3 on Hopper) and for every model on ROCm, where FlashInfer is
+      missing (0.4.2.post4 through 0.4.6): on ROCm at the rate fitted for vLLM V0's kernel there, on Hopper at
+      the rate SGLang's own Triton-vs-FlashInfer MLA run implies (runtimes.toml
+      triton_mla_prefill_tflops_hopper).
+
+    The context of a decode step is the prompt plus half the answer (the tokens in flight, as the step's
+    cache reads are sized)."""
+    from ..core.constants import fitted, value
+
+    out: dict[str, float] = {}
+    if rt.decode_overhead_us_per_layer_mla_v0 and mla_v0(rt, model):
+        per = value(rt.id, "decode_overhead_us_per_layer_mla_v0", rt.decode_overhead_us_per_layer_mla_v0)
+        out[f"{rt.id}.decode_overhead_us_per_layer"] = per
+        out[f"{rt.id}.moe_overhead_us_per_layer"] = 0.0  # that generation's per-layer time: the whole layer
+        if rt.prefill_efficiency_mla_v0:  # a share of what the card's own GEMMs reach, not of its peak
+            share = value(rt.id, "prefill_efficiency_mla_v0", rt.prefill_efficiency_mla_v0)
+            out[f"{rt.id}.prefill_efficiency"] = share * measured_gemm_share(gpu, str(inp.quant or ""))
+    context = inp.input_tokens + inp.output_tokens // 2
+    v0 = not rt.has("v1_engine")
+    if rt.decode_graph_max_context and context > rt.decode_graph_max_context:
+        eager = fitted(rt, "decode_overhead_us_per_layer_eager")
+        if eager:
+            out[f"{rt.id}.decode_overhead_us_per_layer"] = eager
+    if not rt.has("flash_prompt_attention") and gpu is not None and model is not None:
+        if gpu.stack == "rocm":
+            rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
+        elif gpu.arch == "hopper" and model.attention == "mla":
+            rate = rt.triton_mla_prefill_tflops_hopper
+        else:
+            rate = 0.0
+        if rate:
+            out[f"{rt.id}.prompt_attention_tflops"] = rate
+    if gpu is None or gpu.stack != "rocm" or model is None:
+        return out
+    limit = rt.rocm_paged_attention_max_context
+    graphs = int(inp.max_model_len or 0) if rt.graph_max_batch else 0  # TGI: graphs at its longest
+    if limit and max(context, graphs) > limit and model.heads and model.kv_heads:
+        out[f"{rt.id}.kv_read_copies"] = min(model.heads / model.kv_heads, model.heads / max(tp, 1))
+    if v0 and rt.v0_chunked_prefill_above and chunked:
+        rate = value(rt.id, "prefix_prefill_tflops_rocm_v0", rt.prefix_prefill_tflops_rocm_v0)
+        if rate:
+            out[f"{rt.id}.prompt_attention_tflops"] = rate
+    return out
+
+
+# --- the answer ----------------------------------------------------------------------------------------
+
+@record
+class Pinned:
+    """A pinned deployment timed: deploy's Result for its steady state, the benchmark run where --requests
+    asks for one, and how it was set up (one line)."""
+
+    result: Any  # services.deploy.Result
+    bench: sv.Benchmark | None
+    itl_median_s: float  # the middle gap between tokens: a decode-only step at the load, mostly
+    prefill_first: bool
+    how: str
+
+
+def answer(inp: DeployInput) -> Pinned:
+    """The pinned deployment `inp` names, timed (with its release's older-kernel constants in place)."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.models import default_models
+    from ..core.constants import beside, constants, snapshot
+    from .resolve import resolve
+
+    check_pinned(inp)
+    rt = default_runtimes().get(inp.runtime or "")
+    gpu = default_gpus().get(inp.gpu[0])
+    model = default_models().find(inp.model) if inp.model else None
+    if model is None:
+        model = resolve(inp).model
+    tp, pp = int(inp.tp or 1), int(inp.pp or 1)
+    budget, first = schedule(inp, rt, model)
+    older = older_kernels(inp, rt, gpu, model, tp, not first)
+    if older:
+        with constants(beside(older)):
+            return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
+    return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
+
+
+def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
+            consts: tuple[tuple[str, float], ...]) -> Pinned:
+    v0 = not rt.has("v1_engine")
+    step = prefill_batch_tokens(inp, rt, gpu, budget)
+    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
+    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
+    # v0.6.3); V1's default on a big card is 1,024
+    res, how = timed(inp, gpu.name, tp, pp, int(inp.max_num_seqs or 0), consts, budget,
+                     rt.max_num_seqs if v0 else 0, float(inp.gpu_memory_utilization or 0.0),
+                     int(inp.attention_dp or 1), step)
+    replica = res.cand.replica
+    users = int(inp.users or 1)
+    itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
+                          min(users, replica.max_seqs))
+    bench = None
+    if inp.requests:
+        paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
+        # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
+        # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not
+        lockstep = bool(rt.lockstep_rounds) and rt.has("pytorch_backend")
+        bench = bench_run(paged, inp, users, int(inp.requests), first, not inp.random_lengths, lockstep)
+        order = "prefill-first" if first else "decode-first"
+        how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
+               f"{replica.chunk_tokens:,} tokens a step")
+    return Pinned(res, bench, itl, first, how)
+
+
+def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
+    """The candidate's replica with its KV pool stepped block by block (core/serving.py Pool) where the
+    runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, else
+    its default on the card), not what the pool holds at the mean tokens in flight."""
+    r = c.replica
+    if rt.kv_preemption != "recompute" or not c.kv_tokens:
+        return r
+    from .plan import engine_defaults
+
+    return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
+                   kv_seqs=seqs or engine_defaults(c.setting.ctx, c.gpu)[1], prefix_cache=rt.prefix_caching)
+
+
+@lru_cache(maxsize=2048)
+def bench_run(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool,
+              fixed: bool, lockstep: bool = False) -> sv.Benchmark:
+    """The benchmark stepped on `replica`, which carries every constant its steps read (its Machine is built
+    with them): a leave-one-source-out fold whose refit leaves this replica as it was reuses the run."""
+    w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
+    runs = BENCH_RUNS.get()
+    if runs is None:
+        return sv.benchmark(replica, w, users, requests, first, fixed, lockstep)
+    key = bench_key(replica, w, users, requests, first, fixed, lockstep)
+    if key not in runs:
+        runs[key] = sv.benchmark(replica, w, users, requests, first, fixed, lockstep)
+    return runs[key]
+
+
+def bench_key(*args: Any) -> str:
+    """A benchmark run's arguments as one SHA-256: every field of its records (dataclasses.astuple: numbers,
+    text, flags, nested records) by repr, which writes a float exactly."""
+    import dataclasses
+    import hashlib
+
+    flat = tuple(dataclasses.astuple(a) if dataclasses.is_dataclass(a) else a for a in args)
+    return hashlib.sha256(repr(flat).encode()).hexdigest()
+
+
+# Benchmark runs by their inputs (bench_key), read and filled by bench_run while set: validation sets the runs
+# it prebuilt (validation/validate.py prebuilt_runs), the one caller that steps thousands of requests a record
+BENCH_RUNS: ContextVar[dict[str, sv.Benchmark] | None] = ContextVar("cardfit_bench_runs", default=None)
+
+
+@lru_cache(maxsize=256)
+def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
+          constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
+          engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
+          step_tokens: int = 0) -> tuple[Result, str]:
+    """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
+    step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the card (`utilization`,
+    vLLM's gpu_memory_utilization) where they differ from the runtime's current defaults (0: those);
+    `step_tokens`: the tokens a step carries where the engine caps its prompt batches below the chunk its
+    memory was sized for (prefill_batch_tokens; 0: the chunk). `constants`: the runtime's constants in place
+    (core/constants.py snapshot), which key the memo."""
+    from .deploy import Candidate, check, evaluate, kv_held, kv_pool, settings, targets
+    from .plan import build_context, engine_defaults, memory_for
+
+    check(inp)
+    rt = default_runtimes().get(inp.runtime or "")
+    sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
+    s = sets[0]
+    if chunk_tokens or engine_seqs or utilization:
+        s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
+                                                 max_num_seqs=engine_seqs or None,
+                                                 gpu_memory_utilization=utilization or None)))
+    ctx, m = s.ctx, s.ctx.model
+    gpu = ctx.gpus.get(gpu_name)
+    s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the card, as the search does
+    cards = tp * pp
+    opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
+                        tp=tp, pp=pp)
+    seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
+    pooled = None
+    if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
+        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
+                                                        kv_dtype=s.mem.kv_dtype))
+        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
+        if pooled is not None:
+            seqs = max(1, min(seqs, pooled[0]))
+    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp)
+    res = evaluate(inp, c, 1, targets(inp))
+    held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
+           f"{rt.id}, {ctx.quant.name}, "
+           f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
+           f"{'stable' if res.served.stable else 'overloaded'}")
+    return res, how
