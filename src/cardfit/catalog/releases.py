@@ -186,9 +186,15 @@ def question_runtime(runtime: str, stated: str | None, date: str | None) -> str:
     stated = str(stated or "").strip()
     if table is None:
         return runtime
-    if stated and table.current and parse_release(runtime, stated) is not None:
-        return f"{runtime}@{stated}"
     switched = any(p.search(stated) for p, _, _ in _SWITCHES.get(runtime, ()))
+    if stated and table.current and parse_release(runtime, stated) is not None:
+        # the release and the engine words (_SWITCHES) a user passes; what else a source writes beside the
+        # number (a container image: "1.2.0rc6 (nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)") is not
+        # part of the question
+        def kept(m: re.Match[str]) -> str:
+            return m[0] if any(p.search(m[0]) for p, _, _ in _SWITCHES.get(runtime, ())) else ""
+
+        return f"{runtime}@" + " ".join(re.sub(r"\([^()]*\)", kept, stated).split())
     if date and _DATE.match(str(date)) and table.features:
         return f"{runtime}@{date}" + (f" ({stated})" if switched else "")
     if switched and table.current:  # the current release, run with the engine the words name

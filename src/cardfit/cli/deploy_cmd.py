@@ -116,6 +116,13 @@ def _print(r: DeployReport) -> None:
             c.print(f"  Closest: {_shape(near)} · {_runtime(near)} · {near.quant} · TTFT p90 "
                     f"{_num(near.ttft_ms)} ms · TPOT {_num(near.tpot_ms)} ms · "
                     + ("no rental price" if near.monthly_usd is None else f"${near.monthly_usd:,.0f}/month"))
+    one = b or r.closest
+    if one is not None and one.benchmark is not None:
+        x = one.benchmark
+        c.print(f"  Benchmark of {x.requests:,} requests ({x.scheduler} scheduler, the first round sent at "
+                f"once): TTFT mean {_num(x.ttft_mean_ms)} ms (median {_num(x.ttft_median_ms)}) · TPOT mean "
+                f"{_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · "
+                f"{x.output_tokens_per_s:,.0f} tok/s · {x.requests_per_s:,.2f} req/s · {x.seconds:,.1f} s")
     if r.pareto and b is not None:
         t = Table(title="Pareto front: rent vs per-user speed vs TTFT", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)

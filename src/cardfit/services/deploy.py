@@ -811,7 +811,8 @@ def command(inp: DeployInput, r: Result) -> str:
     others behind a load balancer."""
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
-    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
+    length = inp.max_model_len or c.setting.mem.context  # a pinned deployment's own --max-model-len
+    return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node)
 
 
@@ -1106,25 +1107,135 @@ def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None))
 
 
+# --- one deployment pinned (services/pinned.py: what an engine release schedules with) ---------------------
+
+@record
+class Pinned:
+    """A pinned deployment timed: deploy's Result for its steady state, the benchmark run where --requests
+    asks for one, and how it was set up (one line)."""
+
+    result: Any  # services.deploy.Result
+    bench: sv.Benchmark | None
+    itl_median_s: float  # the middle gap between tokens: a decode-only step at the load, mostly
+    prefill_first: bool
+    how: str
+
+
+def pinned_answer(inp: DeployInput) -> Pinned:
+    """The pinned deployment `inp` names, timed (with its release's older-kernel constants in place)."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.models import default_models
+    from ..core.constants import beside, constants, snapshot
+    from .pinned import check_pinned, older_kernels, schedule
+    from .resolve import resolve
+
+    check_pinned(inp)
+    rt = default_runtimes().get(inp.runtime or "")
+    gpu = default_gpus().get(inp.gpu[0])
+    model = default_models().find(inp.model) if inp.model else None
+    if model is None:
+        model = resolve(inp).model
+    tp, pp = int(inp.tp or 1), int(inp.pp or 1)
+    budget, first = schedule(inp, rt, model)
+    older = older_kernels(inp, rt, gpu, model, tp, not first)
+    if older:
+        with constants(beside(older)):
+            return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
+    return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
+
+
+def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
+            consts: tuple[tuple[str, float], ...]) -> Pinned:
+    from .pinned import _paged, bench_run, prefill_batch_tokens
+
+    v0 = not rt.has("v1_engine")
+    step = prefill_batch_tokens(inp, rt, gpu, budget)
+    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
+    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
+    # v0.6.3); V1's default on a big card is 1,024
+    res, how = timed(inp, gpu.name, tp, pp, int(inp.max_num_seqs or 0), consts, budget,
+                     rt.max_num_seqs if v0 else 0, float(inp.gpu_memory_utilization or 0.0),
+                     int(inp.attention_dp or 1), step)
+    replica = res.cand.replica
+    users = int(inp.users or 1)
+    itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
+                          min(users, replica.max_seqs))
+    bench = None
+    if inp.requests:
+        paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
+        # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
+        # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not
+        lockstep = bool(rt.lockstep_rounds) and rt.has("pytorch_backend")
+        bench = bench_run(paged, inp, users, int(inp.requests), first, not inp.random_lengths, lockstep)
+        order = "prefill-first" if first else "decode-first"
+        how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
+               f"{replica.chunk_tokens:,} tokens a step")
+    return Pinned(res, bench, itl, first, how)
+
+
+
+@lru_cache(maxsize=256)
+def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
+          constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
+          engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
+          step_tokens: int = 0) -> tuple[Result, str]:
+    """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
+    step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the card (`utilization`,
+    vLLM's gpu_memory_utilization) where they differ from the runtime's current defaults (0: those);
+    `step_tokens`: the tokens a step carries where the engine caps its prompt batches below the chunk its
+    memory was sized for (prefill_batch_tokens; 0: the chunk). `constants`: the runtime's constants in place
+    (core/constants.py snapshot), which key the memo."""
+    from .plan import build_context, engine_defaults, memory_for
+
+    check(inp)
+    rt = default_runtimes().get(inp.runtime or "")
+    sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
+    s = sets[0]
+    if chunk_tokens or engine_seqs or utilization:
+        s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
+                                                 max_num_seqs=engine_seqs or None,
+                                                 gpu_memory_utilization=utilization or None)))
+    ctx, m = s.ctx, s.ctx.model
+    gpu = ctx.gpus.get(gpu_name)
+    s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the card, as the search does
+    cards = tp * pp
+    opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
+                        tp=tp, pp=pp)
+    seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
+    pooled = None
+    if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
+        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
+                                                        kv_dtype=s.mem.kv_dtype))
+        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
+        if pooled is not None:
+            seqs = max(1, min(seqs, pooled[0]))
+    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp)
+    res = evaluate(inp, c, 1, targets(inp))
+    held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
+           f"{rt.id}, {ctx.quant.name}, "
+           f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
+           f"{'stable' if res.served.stable else 'overloaded'}")
+    return res, how
+
+
 def pinned_report(inp: DeployInput) -> DeployReport:
     """`cardfit deploy --tp N …`: the one deployment the question pins, timed (services/pinned.py), as `best`
     when it meets the targets, else as `closest` with what fails."""
-    from . import pinned
-
     t = targets(inp)
-    p = pinned.answer(inp)
+    p = pinned_answer(inp)
     r = p.result
     one = deployment(inp, r)
     if p.bench is not None:
         b = p.bench
-        one = replace(one, ttft_mean_ms=_ms(b.ttft_mean_s), tpot_ms=_ms(b.tpot_mean_s),
-                      aggregate_tokens_per_s=round(b.output_tokens_per_s, 1),
-                      per_user_tokens_per_s=round(1 / b.tpot_mean_s, 2) if b.tpot_mean_s > 0 else 0.0,
-                      benchmark=BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
-                                             _ms(b.tpot_mean_s), _ms(p.itl_median_s),
-                                             round(b.output_tokens_per_s, 1), round(b.requests_per_s, 3),
-                                             round(b.seconds, 2),
-                                             "prefill-first" if p.prefill_first else "decode-first"))
+        # the steady state (what a server under this load settles to) stays the deployment's figures; the
+        # run a benchmark harness reports, its first round's burst included, is beside them
+        run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
+                           _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
+                           round(b.requests_per_s, 3), round(b.seconds, 2),
+                           "prefill-first" if p.prefill_first else "decode-first")
+        one = replace(one, benchmark=run)
     report = DeployReport(model=r.cand.setting.ctx.model.name,
                           workload=_asked(inp, t, r.cand.setting.mem.context),
                           meets_targets=r.meets, best=one if r.meets else None, pareto=(one,),
@@ -1132,7 +1243,7 @@ def pinned_report(inp: DeployInput) -> DeployReport:
                           closest=None if r.meets else one,
                           headroom=round(headroom(inp, r, t), 2) if r.meets else None,
                           apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
-                          hours_per_month=cost.HOURS_PER_MONTH, notes=(p.how,))
+                          hours_per_month=cost.HOURS_PER_MONTH, notes=())
     return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
 
 

@@ -43,7 +43,14 @@ def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                 pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
                 kv_dtype=kv, gpu_memory_utilization=util, n_gpu_layers=None if rt.tensor_parallel else 999,
                 parallel=slots or None, flash_attn=True if kv else None, replicas=replicas,
-                one_node=one_node, engine=ctx.engine)
+                one_node=one_node, engine=ctx.engine, **_batched(ctx))
+
+
+def _batched(ctx: Any) -> dict[str, int]:
+    """The step budget where the question sets one (plan --prefill-chunk, a pinned deploy's
+    --max-num-batched-tokens) on an engine whose launch line takes it; nothing otherwise (its default)."""
+    chunk = getattr(ctx.inp, "prefill_chunk", None)
+    return {"max_batched_tokens": int(chunk)} if chunk and ctx.runtime.paged_kv else {}
 
 
 def model_ref(ctx: Any, engine: Any = None) -> str:

@@ -4,29 +4,26 @@ card set (one replica) with the engine settings a user launches it with (--max-n
 and, with --requests N, the finite benchmark run a user measures it with (`vllm bench serve --num-prompts N
 --max-concurrency C`, SGLang's bench_serving): its first round of C prompts sent at once.
 
-This is the path `cardfit validate` scores serving records through (validation/serving.py turns a record
-into this question and reads its answer), so what a pinned deploy prints is what validation scores. What an
-engine release changes (its step budget and scheduling order, its V0 sequence default, its older kernels'
-constants) is read from the release's profile (data/releases.toml via catalog/releases.py), never from a
-record."""
+This module holds what an engine release schedules and runs a pinned deployment with (its step budget and
+scheduling order, its older kernels' constants) and the benchmark run; services/deploy.py pinned_answer
+times it. That is the path `cardfit validate` scores serving records through (validation/serving.py turns a
+record into this question and reads its answer), so what a pinned deploy prints is what validation scores.
+What differs between releases is read from the release's profile (data/releases.toml via
+catalog/releases.py), never from a record."""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..catalog.gpus import Gpu
-from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile, default_runtimes
-from ..core import fit as fitting
+from ..catalog.runtimes import RuntimeProfile
 from ..core import serving as sv
-from ..core.memory import MemorySettings
 from ..errors import InputError
 
-if TYPE_CHECKING:
-    from .deploy import DeployInput, Result
+DeployInput = Any  # services.deploy.DeployInput (deploy calls this module, never the other way)
 
 
 def pins(inp: DeployInput) -> bool:
@@ -192,69 +189,6 @@ def older_kernels(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu | None, model: 
     return out
 
 
-# --- the answer ----------------------------------------------------------------------------------------
-
-@record
-class Pinned:
-    """A pinned deployment timed: deploy's Result for its steady state, the benchmark run where --requests
-    asks for one, and how it was set up (one line)."""
-
-    result: Any  # services.deploy.Result
-    bench: sv.Benchmark | None
-    itl_median_s: float  # the middle gap between tokens: a decode-only step at the load, mostly
-    prefill_first: bool
-    how: str
-
-
-def answer(inp: DeployInput) -> Pinned:
-    """The pinned deployment `inp` names, timed (with its release's older-kernel constants in place)."""
-    from ..catalog.gpus import default_gpus
-    from ..catalog.models import default_models
-    from ..core.constants import beside, constants, snapshot
-    from .resolve import resolve
-
-    check_pinned(inp)
-    rt = default_runtimes().get(inp.runtime or "")
-    gpu = default_gpus().get(inp.gpu[0])
-    model = default_models().find(inp.model) if inp.model else None
-    if model is None:
-        model = resolve(inp).model
-    tp, pp = int(inp.tp or 1), int(inp.pp or 1)
-    budget, first = schedule(inp, rt, model)
-    older = older_kernels(inp, rt, gpu, model, tp, not first)
-    if older:
-        with constants(beside(older)):
-            return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
-    return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
-
-
-def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
-            consts: tuple[tuple[str, float], ...]) -> Pinned:
-    v0 = not rt.has("v1_engine")
-    step = prefill_batch_tokens(inp, rt, gpu, budget)
-    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
-    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
-    # v0.6.3); V1's default on a big card is 1,024
-    res, how = timed(inp, gpu.name, tp, pp, int(inp.max_num_seqs or 0), consts, budget,
-                     rt.max_num_seqs if v0 else 0, float(inp.gpu_memory_utilization or 0.0),
-                     int(inp.attention_dp or 1), step)
-    replica = res.cand.replica
-    users = int(inp.users or 1)
-    itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
-                          min(users, replica.max_seqs))
-    bench = None
-    if inp.requests:
-        paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
-        # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
-        # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not
-        lockstep = bool(rt.lockstep_rounds) and rt.has("pytorch_backend")
-        bench = bench_run(paged, inp, users, int(inp.requests), first, not inp.random_lengths, lockstep)
-        order = "prefill-first" if first else "decode-first"
-        how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
-               f"{replica.chunk_tokens:,} tokens a step")
-    return Pinned(res, bench, itl, first, how)
-
-
 def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
     """The candidate's replica with its KV pool stepped block by block (core/serving.py Pool) where the
     runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, else
@@ -296,50 +230,3 @@ def bench_key(*args: Any) -> str:
 # Benchmark runs by their inputs (bench_key), read and filled by bench_run while set: validation sets the runs
 # it prebuilt (validation/validate.py prebuilt_runs), the one caller that steps thousands of requests a record
 BENCH_RUNS: ContextVar[dict[str, sv.Benchmark] | None] = ContextVar("cardfit_bench_runs", default=None)
-
-
-@lru_cache(maxsize=256)
-def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
-          constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
-          engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
-          step_tokens: int = 0) -> tuple[Result, str]:
-    """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
-    step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the card (`utilization`,
-    vLLM's gpu_memory_utilization) where they differ from the runtime's current defaults (0: those);
-    `step_tokens`: the tokens a step carries where the engine caps its prompt batches below the chunk its
-    memory was sized for (prefill_batch_tokens; 0: the chunk). `constants`: the runtime's constants in place
-    (core/constants.py snapshot), which key the memo."""
-    from .deploy import Candidate, check, evaluate, kv_held, kv_pool, settings, targets
-    from .plan import build_context, engine_defaults, memory_for
-
-    check(inp)
-    rt = default_runtimes().get(inp.runtime or "")
-    sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
-    s = sets[0]
-    if chunk_tokens or engine_seqs or utilization:
-        s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
-                                                 max_num_seqs=engine_seqs or None,
-                                                 gpu_memory_utilization=utilization or None)))
-    ctx, m = s.ctx, s.ctx.model
-    gpu = ctx.gpus.get(gpu_name)
-    s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the card, as the search does
-    cards = tp * pp
-    opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
-                        tp=tp, pp=pp)
-    seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
-    pooled = None
-    if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
-        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
-                                                        kv_dtype=s.mem.kv_dtype))
-        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
-        if pooled is not None:
-            seqs = max(1, min(seqs, pooled[0]))
-    c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
-                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp)
-    res = evaluate(inp, c, 1, targets(inp))
-    held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
-    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
-           f"{rt.id}, {ctx.quant.name}, "
-           f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
-           f"{'stable' if res.served.stable else 'overloaded'}")
-    return res, how

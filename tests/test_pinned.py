@@ -1,0 +1,88 @@
+"""One path (issue 24): every serving record is the question a user asks `cardfit deploy`, pinned to the
+record's deployment (--gpu, --runtime NAME@RELEASE, --tp/--pp, the engine settings it states and, for a
+finite run, --requests); what `deploy` prints for that question is what `cardfit validate` scores."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import cardfit
+from cardfit.errors import CardfitError
+from cardfit.services.deploy import DeployInput
+from cardfit.validation import validate as vd
+from cardfit.validation.serving import record_input
+
+
+def _options(inp: DeployInput) -> dict:
+    """The question as the options a user passes (the defaults left out)."""
+    return {f.name: getattr(inp, f.name) for f in dataclasses.fields(inp)
+            if getattr(inp, f.name) != f.default}
+
+
+def _printed(d: dict, metric: str, statistic: str) -> float | None:
+    """The figure a record reports, read off deploy's JSON: the benchmark run's where the question asks for
+    one, the deployment's steady state otherwise."""
+    one = d["best"] or d["closest"]
+    b = one.get("benchmark")
+    if b is not None:
+        median = statistic == "median"
+        return {"ttft_ms": b["ttft_median_ms"] if median else b["ttft_mean_ms"],
+                "tpot_ms": b["tpot_mean_ms"], "itl_ms": b["itl_median_ms"] if median else b["tpot_mean_ms"],
+                "output_tokens_per_s": b["output_tokens_per_s"],
+                "request_throughput": b["requests_per_s"]}[metric]
+    ttft = one["ttft_ms"] if statistic == "p90" else one["ttft_mean_ms"]
+    return {"ttft_ms": ttft, "tpot_ms": one["tpot_ms"], "itl_ms": one["tpot_ms"],
+            "output_tokens_per_s": one["aggregate_tokens_per_s"],
+            "request_throughput": one["aggregate_tokens_per_s"] / d["workload"]["output_tokens"]}[metric]
+
+
+@pytest.fixture(scope="module")
+def scored() -> list[tuple[dict, float]]:
+    """Every serving record validate scores, with its prediction (the stored constants: in sample)."""
+    with vd._runs():  # the prebuilt benchmark runs, as validate reads them
+        outcomes = [(r, vd.predict(r)) for r in vd.load_records("serving")]
+    return [(r, o.predicted) for r, o in outcomes if o.predicted is not None]
+
+
+def test_every_serving_record_is_what_a_pinned_deploy_prints(scored):
+    """For the deployment of every serving record, `deploy` pinned to it prints the figure validate scores
+    (within 2 %, and the 0.1 ms / 0.1 tok/s deploy rounds to)."""
+    assert len(scored) > 1000
+    off = []
+    with vd._runs():  # the prebuilt benchmark runs, as validate reads them
+        for r, predicted in scored:
+            inp, _, _ = record_input(r)
+            try:
+                d = cardfit.deploy(**_options(inp))
+            except CardfitError as e:  # validate scored it: the same question must answer
+                off.append((r["id"], f"deploy refused: {e}"))
+                continue
+            got = _printed(d, r["metric"], str(r.get("statistic") or ""))
+            if got is None or abs(got - predicted) > max(0.02 * abs(predicted), 0.1):
+                off.append((r["id"], predicted, got))
+    assert not off, off[:10]
+
+
+def test_pinned_options_need_a_pin():
+    """Engine settings and a benchmark run describe one deployment: without --tp they are refused, with a
+    line that says what to add."""
+    with pytest.raises(CardfitError, match="pinned deployment: add --tp"):
+        cardfit.deploy("llama-3.1-8b", users=8, requests=80)
+    with pytest.raises(CardfitError, match="one --gpu and one --runtime"):
+        cardfit.deploy("llama-3.1-8b", users=8, tp=1)
+
+
+def test_a_benchmark_converges_to_the_steady_state():
+    """The longer the benchmark, the less its first round's burst weighs: at 100 rounds its TPOT and
+    throughput are the steady state's within 2 % (Llama-3.1-8B FP8 on an H100, vLLM, 64 users, 1,000 /
+    100 tokens), at one round it is the burst alone."""
+    kw = dict(gpu=("H100 SXM",), runtime="vllm", tp=1, quant="fp8", users=64, input_tokens=1000,
+              output_tokens=100)
+    steady = cardfit.deploy("llama-3.1-8b", **kw)["best"]
+    long = cardfit.deploy("llama-3.1-8b", requests=6400, **kw)["best"]["benchmark"]
+    burst = cardfit.deploy("llama-3.1-8b", requests=64, **kw)["best"]["benchmark"]
+    assert long["tpot_mean_ms"] == pytest.approx(steady["tpot_ms"], rel=0.02)
+    assert long["output_tokens_per_s"] == pytest.approx(steady["aggregate_tokens_per_s"], rel=0.02)
+    assert burst["ttft_mean_ms"] > long["ttft_mean_ms"] > steady["ttft_mean_ms"] * 0.98
