@@ -194,7 +194,9 @@ def question_runtime(runtime: str, stated: str | None, date: str | None) -> str:
         def kept(m: re.Match[str]) -> str:
             return m[0] if any(p.search(m[0]) for p, _, _ in _SWITCHES.get(runtime, ())) else ""
 
-        return f"{runtime}@" + " ".join(re.sub(r"\([^()]*\)", kept, stated).split())
+        short = " ".join(re.sub(r"\([^()]*\)", kept, stated).split())
+        # a build numbered only in its parentheses ("93bc3839 (3622)") keeps them
+        return f"{runtime}@" + (short if parse_release(runtime, short) is not None else stated)
     if date and _DATE.match(str(date)) and table.features:
         return f"{runtime}@{date}" + (f" ({stated})" if switched else "")
     if switched and table.current:  # the current release, run with the engine the words name

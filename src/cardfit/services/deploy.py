@@ -493,7 +493,33 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
              chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
-    """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
+    """One replica, built as plan, speed and breakeven build theirs (services/served.py), with the constants
+    of the kernels its engine release ran where they differ from the current release's (older_kernels)."""
+    older = older_kernels(inp, s, gpu, tp)
+    if older:
+        from ..core.constants import beside, constants
+
+        with constants(beside(older)):
+            return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp)
+    return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp)
+
+
+def older_kernels(inp: DeployInput, s: Setting, gpu: Gpu, tp: int) -> dict[str, float]:
+    """The constants of the kernels the setting's engine release ran (services/pinned.py older_kernels), for
+    this load: its scheduling (V0 chunks its prompts or not by the context it is started with: a pinned
+    deployment's --max-model-len, else V0's own default; the launch line's in a search)."""
+    from . import pinned
+
+    rt, m = s.ctx.runtime, s.ctx.model
+    started = inp.max_model_len or (None if pinned.pins(inp) else s.mem.context)
+    _, first = pinned.schedule(rt, m, inp.max_num_batched_tokens, started)
+    return pinned.older_kernels(rt, gpu, m, str(inp.quant or s.ctx.quant.id),
+                                inp.input_tokens + inp.output_tokens // 2, tp, not first,
+                                inp.max_model_len or 0)
+
+
+def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
+                   chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
     from .plan import _machine, engine_defaults
 
     w = request(inp)
@@ -1122,11 +1148,12 @@ class Pinned:
 
 
 def pinned_answer(inp: DeployInput) -> Pinned:
-    """The pinned deployment `inp` names, timed (with its release's older-kernel constants in place)."""
+    """The pinned deployment `inp` names, timed (its replica built with its release's older-kernel constants:
+    _replica)."""
     from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
-    from ..core.constants import beside, constants, snapshot
-    from .pinned import check_pinned, older_kernels, schedule
+    from ..core.constants import snapshot
+    from .pinned import check_pinned, schedule
     from .resolve import resolve
 
     check_pinned(inp)
@@ -1136,11 +1163,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     if model is None:
         model = resolve(inp).model
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
-    budget, first = schedule(inp, rt, model)
-    older = older_kernels(inp, rt, gpu, model, tp, not first)
-    if older:
-        with constants(beside(older)):
-            return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
+    budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len)
     return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
 
 

@@ -43,9 +43,10 @@ def check_pinned(inp: DeployInput) -> None:
 
 # --- what an engine release schedules with -------------------------------------------------------------
 
-def schedule(inp: DeployInput, rt: RuntimeProfile, model: Any) -> tuple[int, bool]:
+def schedule(rt: RuntimeProfile, model: Any, given: int | None,
+             max_model_len: int | None) -> tuple[int, bool]:
     """(tokens a step may carry, whether waiting prompts run before the decodes) as the engine at its
-    release runs: --max-num-batched-tokens when given (vLLM max_num_batched_tokens, TensorRT-LLM
+    release runs: `given` (--max-num-batched-tokens: vLLM max_num_batched_tokens, TensorRT-LLM
     max_num_tokens, SGLang chunked_prefill_size, TGI max_batch_prefill_tokens), else the engine's default;
     0 = the runtime's default on the card.
 
@@ -56,13 +57,12 @@ def schedule(inp: DeployInput, rt: RuntimeProfile, model: Any) -> tuple[int, boo
     'MLA is enabled; forcing chunked prefill and prefix caching to be disabled', logged by vLLM 0.7.3 in
     https://github.com/vllm-project/vllm-ascend/issues/348). V0's max_model_len defaults to the model's
     trained context (--max-model-len when given)."""
-    given = inp.max_num_batched_tokens
     first = rt.prefill_first
     if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
         return int(given or 0), first
     from ..runtimes.vllm_like import UNKNOWN_MAX_MODEL_LEN, V0_BATCHED_TOKENS, v0_batched_tokens
 
-    ctx = int(inp.max_model_len or (model.max_context if model is not None else 0) or UNKNOWN_MAX_MODEL_LEN)
+    ctx = int(max_model_len or (model.max_context if model is not None else 0) or UNKNOWN_MAX_MODEL_LEN)
     if model is not None and model.attention == "mla" and rt.has("v0_mla_unchunked"):
         return int(given or max(ctx, V0_BATCHED_TOKENS)), True
     budget, chunked = v0_batched_tokens(rt.has("v0_chunks_2048"), ctx, rt.v0_chunked_prefill_above)
@@ -112,10 +112,12 @@ def mla_v0(rt: RuntimeProfile, model: Any) -> bool:
             and bool(model.is_moe))
 
 
-def older_kernels(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu | None, model: Any, tp: int,
-                  chunked: bool) -> dict[str, float]:
+def older_kernels(rt: RuntimeProfile, gpu: Gpu | None, model: Any, quant_name: str, context: int, tp: int,
+                  chunked: bool, max_model_len: int = 0) -> dict[str, float]:
     """The constants an engine release takes from the kernels it ran, where they differ from the current
-    release's (`chunked`: its scheduler runs prompt chunks beside the decodes, schedule):
+    release's (`context`: the tokens a sequence holds as it decodes, its prompt and half its answer;
+    `chunked`: its scheduler runs prompt chunks beside the decodes, schedule; `max_model_len`: the context
+    the server is started with, 0 where not given):
 
     - an MLA + MoE model on a release before mid-2025 (mla_v0) decodes at that generation's per-layer time
       and prefills at its share of the card's measured GEMM rate;
@@ -160,8 +162,7 @@ def older_kernels(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu | None, model: 
         out[f"{rt.id}.moe_overhead_us_per_layer"] = 0.0  # that generation's per-layer time: the whole layer
         if rt.prefill_efficiency_mla_v0:  # a share of what the card's own GEMMs reach, not of its peak
             share = value(rt.id, "prefill_efficiency_mla_v0", rt.prefill_efficiency_mla_v0)
-            out[f"{rt.id}.prefill_efficiency"] = share * measured_gemm_share(gpu, str(inp.quant or ""))
-    context = inp.input_tokens + inp.output_tokens // 2
+            out[f"{rt.id}.prefill_efficiency"] = share * measured_gemm_share(gpu, quant_name)
     v0 = not rt.has("v1_engine")
     if rt.decode_graph_max_context and context > rt.decode_graph_max_context:
         eager = fitted(rt, "decode_overhead_us_per_layer_eager")
@@ -179,7 +180,7 @@ def older_kernels(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu | None, model: 
     if gpu is None or gpu.stack != "rocm" or model is None:
         return out
     limit = rt.rocm_paged_attention_max_context
-    graphs = int(inp.max_model_len or 0) if rt.graph_max_batch else 0  # TGI: graphs at its longest
+    graphs = int(max_model_len or 0) if rt.graph_max_batch else 0  # TGI: graphs at its longest
     if limit and max(context, graphs) > limit and model.heads and model.kv_heads:
         out[f"{rt.id}.kv_read_copies"] = min(model.heads / model.kv_heads, model.heads / max(tp, 1))
     if v0 and rt.v0_chunked_prefill_above and chunked:

@@ -307,6 +307,16 @@ def request(ctx: Context, context: int) -> Any:
     return workload(ctx.inp.input_tokens, ctx.inp.output_tokens, context)
 
 
+def scheduled(ctx: Context, gpu: Gpu, sequences: int) -> int:
+    """The sequences the engine may schedule at once while `sequences` streams run: a paged engine's own cap
+    (--max-num-seqs, else its default on the card: engine_defaults), never fewer than the streams (they all
+    decode); a slot runtime's slots. The engine captures its CUDA graphs for that cap (core/serving.py
+    eager_s: vLLM min(2 x max_num_seqs, 512) tokens), not for the streams a question asks about, as deploy
+    times it."""
+    n = max(int(sequences), 1)
+    return max(n, engine_defaults(ctx, gpu)[1]) if ctx.runtime.paged_kv else n
+
+
 def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float:
     """Output tokens/s of the set with the plan's --batch streams: the served throughput `cardfit speed`,
     `breakeven --model` and `deploy` report for the same question (services/served.py)."""
@@ -315,7 +325,8 @@ def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float
     w = request(ctx, mem.context)
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
-    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp, max(ctx.sequences, 1),
+    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp,
+                       scheduled(ctx, opt.gpu, ctx.sequences),
                        engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
 

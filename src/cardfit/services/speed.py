@@ -16,7 +16,7 @@ from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import InputError, MissingFigureError
 from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
-from .plan import engine_defaults, needs_generator
+from .plan import engine_defaults, needs_generator, scheduled
 from .plan import plan as make_plan
 from .table import Result
 
@@ -221,8 +221,8 @@ def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
     out = []
     ctx, opt = s.plan.ctx, s.card.option
     for n in levels(inp, most):
-        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp, n, budget(s)),
-                          s.request, n)
+        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp,
+                                         scheduled(ctx, opt.gpu, n), budget(s)), s.request, n)
         prompt = s.request.input_tokens > 0
         out.append(SpeedRow(n, round(r.output_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
                             round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, n).bound, n <= most,
@@ -232,8 +232,31 @@ def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
 
 
 def speed_report(inp: SpeedInput) -> SpeedReport:
-    """`cardfit speed` for one input (and its chart when --plot asks for one)."""
+    """`cardfit speed` for one input (and its chart when --plot asks for one), with the constants of the
+    kernels an older engine release ran (--runtime NAME@RELEASE: services/pinned.py older_kernels) in place,
+    as deploy times that release."""
     s = setup(inp)
+    older = older_kernels(inp, s)
+    if older:
+        from ..core.constants import beside, constants
+
+        with constants(beside(older)):
+            return _report(inp, setup(inp))
+    return _report(inp, s)
+
+
+def older_kernels(inp: SpeedInput, s: Setup) -> dict[str, float]:
+    """The older-kernel constants of the setup's release for its request (prompt and half the answer in
+    flight) and the context the server is started with (--context)."""
+    from . import pinned
+
+    ctx = s.plan.ctx
+    _, first = pinned.schedule(ctx.runtime, ctx.model, inp.prefill_chunk, inp.context)
+    return pinned.older_kernels(ctx.runtime, s.card.option.gpu, ctx.model, ctx.quant.id,
+                                served.in_flight(s.request), s.machine.tp, not first, inp.context or 0)
+
+
+def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
     ctx, card = s.plan.ctx, s.card
     m, mem, opt, rt = ctx.model, card.memory, card.option, ctx.runtime
     one = sp.step(s.load, s.machine, 1)

@@ -140,7 +140,9 @@ def rocm_v0_kernels(r: dict[str, Any], rt: RuntimeProfile) -> dict[str, float]:
 
     inp, tp, _ = record_input(r)
     m = default_models().find(str(r.get("model") or ""))
-    return pinned.older_kernels(inp, rt, record_gpu(r), m, tp, not record_schedule(r, rt)[1])
+    return pinned.older_kernels(rt, record_gpu(r), m, str(inp.quant or ""),
+                                inp.input_tokens + inp.output_tokens // 2, tp, not record_schedule(r, rt)[1],
+                                inp.max_model_len or 0)
 
 
 def tensorrt_engine(r: dict[str, Any]) -> bool:
@@ -186,7 +188,9 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
     (services/pinned.py schedule)."""
     from ..catalog.models import default_models
 
-    return pinned.schedule(record_input(r)[0], rt, default_models().find(r["model"]))
+    inp = record_input(r)[0]
+    return pinned.schedule(rt, default_models().find(r["model"]), inp.max_num_batched_tokens,
+                           inp.max_model_len)
 
 
 def prefill_batch_tokens(r: dict[str, Any], rt: RuntimeProfile, budget: int) -> int:
