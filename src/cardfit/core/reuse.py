@@ -29,6 +29,8 @@ link instead of being computed again."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from ..catalog.records import record
 
 # One direction of a ×16 PCIe link, GB/s (PCI-SIG base specifications: 8, 16, 32, 64 GT/s per lane, 128b/130b
@@ -122,3 +124,43 @@ def host_link_gbps(pcie_gen: int | None, interconnect: str, link_gbps: float | N
 def host_load_s(tokens: float, kv_bytes_per_token: float, link_gbps: float) -> float:
     """Seconds to copy `tokens` tokens of KV cache from host RAM over a link of `link_gbps` GB/s."""
     return tokens * kv_bytes_per_token / (link_gbps * 1e9) if link_gbps > 0 else 0.0
+
+
+class OffloadReason(StrEnum):
+    """Whether a host KV tier helps a workload on a replica, and why (offload_reason)."""
+
+    HELPS = "helps"  # it serves reused tokens the GPU pool lost, faster than computing them again
+    NO_REUSE = "no_reuse"  # the workload reuses no prompt tokens (no shared prefix, one turn)
+    GPU_HOLDS = "gpu_holds"  # the GPU pool already keeps every reused token
+    NOT_LARGER = "not_larger"  # the host tier is not larger than the GPU pool's room: an inclusive copy adds
+    # no hit
+    SLOWER = "slower"  # copying a token over the host link takes longer than computing it again
+
+
+def offload_reason(h: Hits, gpu_only: Hits, copy_s_per_token: float, recompute_s_per_token: float
+                   ) -> OffloadReason:
+    """Whether the host tier helps: `h` the hits with it, `gpu_only` without it; a hit from the host costs
+    `copy_s_per_token` where computing the token costs `recompute_s_per_token`."""
+    if gpu_only.reusable_tokens <= 0:
+        return OffloadReason.NO_REUSE
+    if gpu_only.gpu_tokens >= gpu_only.reusable_tokens * (1 - 1e-9):
+        return OffloadReason.GPU_HOLDS
+    if h.host_tokens <= 0:
+        return OffloadReason.NOT_LARGER
+    if copy_s_per_token >= recompute_s_per_token:
+        return OffloadReason.SLOWER
+    return OffloadReason.HELPS
+
+
+OFFLOAD_WHY = {
+    OffloadReason.HELPS: "it keeps session histories the GPU pool has no room for, and copying them back "
+                         "over the host link is faster than computing them again",
+    OffloadReason.NO_REUSE: "the workload reuses no prompt tokens (give --shared-prefix-tokens or "
+                            "--turns): there is nothing to keep",
+    OffloadReason.GPU_HOLDS: "the GPU's KV pool already keeps every reused token",
+    OffloadReason.NOT_LARGER: "the host tier is not larger than the GPU pool's room for cached tokens: it "
+                              "holds copies of what the GPU holds and adds no hit (LMCache: only a host "
+                              "cache larger than the GPU's helps)",
+    OffloadReason.SLOWER: "copying a token's KV cache over the host link takes longer than computing it "
+                          "again",
+}

@@ -73,6 +73,13 @@ class DeployInput(ModelInput):
     turns: int = opt(1, "requests per session (multi-turn chat, agents): each turn's prompt is the history "
                      "so far (prompts and answers) plus --input-tokens new ones; with prefix caching only "
                      "the new tokens are prefilled while the history stays cached", ge=1, le=1000)
+    sessions: float | None = opt(None, "with --turns: conversations open at once, each keeping its history "
+                                 "cached between turns (default: --users, or the requests in flight under "
+                                 "--requests-per-s: no time between turns)", gt=0, le=100_000_000)
+    kv_offload_gb: float | None = opt(None, "a host-RAM KV tier per replica, GB (vLLM native CPU offload, "
+                                      "SGLang HiCache): used where it keeps reused tokens the GPU pool "
+                                      "cannot and copying them back beats computing them again", gt=0,
+                                      le=1_000_000)
     ttft_ms: float | None = opt(None, f"target: p90 time to first token, ms (default {DEFAULT_TTFT_MS:g})",
                                 gt=0, le=3_600_000, applied=DEFAULT_TTFT_MS)
     tpot_ms: float | None = opt(None, f"target: mean time per output token, ms (default {DEFAULT_TPOT_MS:g}, "
@@ -103,6 +110,9 @@ def check(inp: DeployInput) -> None:
                          field="users")
     if inp.tpot_ms is not None and inp.tokens_per_s_per_user is not None:
         raise InputError("give --tpot-ms or --tokens-per-s-per-user, not both", field="tpot_ms")
+    if inp.sessions is not None and inp.turns == 1:
+        raise InputError("--sessions counts conversations of several turns: give --turns too",
+                         field="sessions")
     if inp.shared_prefix_tokens > inp.input_tokens:
         raise InputError(f"--shared-prefix-tokens {inp.shared_prefix_tokens:,} is longer than the prompt "
                          f"(--input-tokens {inp.input_tokens:,}); the shared prefix is part of it",
@@ -551,20 +561,69 @@ def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, floa
     return {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
 
 
-def hits(inp: DeployInput, c: Candidate, w: sv.Workload) -> ru.Hits | None:
+def _gpu_hits(inp: DeployInput, c: Candidate, w: sv.Workload, host_tokens: float = 0.0) -> ru.Hits | None:
     """The prefix-cache hits of a replica of `c` serving `w` (None: nothing reused, or a runtime without
-    prefix caching). A closed loop's sessions are its users, all but those decoding waiting for their next
-    turn; under arrivals the sessions in flight are those decoding (no time between turns is given)."""
+    prefix caching). The sessions are --sessions (this replica's share), else a closed loop's users, all but
+    those decoding waiting for their next turn; under arrivals the sessions in flight are those decoding (no
+    time between turns is given)."""
     if not c.setting.ctx.runtime.prefix_caching or (inp.shared_prefix_tokens == 0 and inp.turns == 1):
         return None
-    sessions = w.users if w.users is not None else float(c.seqs)
+    running = min(w.users, c.seqs) if w.users is not None else float(c.seqs)
+    sessions = max(_share(inp, w) * inp.sessions, running) if inp.sessions else (w.users or running)
     return ru.hits(inp.input_tokens, inp.output_tokens, reuse_of(inp), pool_tokens=c.kv_tokens,
-                   running=min(sessions, c.seqs), sessions=sessions)
+                   running=min(running, sessions), sessions=sessions, host_tokens=host_tokens)
+
+
+def _share(inp: DeployInput, w: sv.Workload) -> float:
+    """The share of the whole load one replica's workload `w` carries."""
+    if w.users is not None and inp.users:
+        return w.users / inp.users
+    return (w.requests_per_s or 0.0) / inp.requests_per_s if inp.requests_per_s else 1.0
+
+
+def _kv_bytes_per_token(c: Candidate) -> float:
+    return c.setting.mem.kv_cache_bytes / max(c.setting.mem.context, 1)
+
+
+def _copy_s_per_token(c: Candidate) -> float:
+    """Copying one token's KV cache from host RAM: every card of the replica copies its share over its own
+    host link (core/reuse.py host_link_gbps); inf where the catalog gives no link."""
+    g = c.gpu
+    link = ru.host_link_gbps(g.pcie_gen, g.interconnect, g.link_gbps)
+    return ru.host_load_s(1.0, _kv_bytes_per_token(c), link * c.tp * c.pp) if link else math.inf
+
+
+def _recompute_s_per_token(inp: DeployInput, c: Candidate) -> float:
+    """Computing one prompt token again: the prefill of a lone request's whole prompt, per token."""
+    n = prompt_tokens(inp)
+    return sv.prefill_s(c.replica, sv.Workload(n, inp.output_tokens), 0.0) / max(n, 1)
+
+
+def offload(inp: DeployInput, c: Candidate, w: sv.Workload) -> tuple[ru.Hits | None, ru.OffloadReason | None]:
+    """The hits of a replica of `c` with the host tier where it helps (core/reuse.py offload_reason), and
+    that verdict (None: no --kv-offload-gb, or a runtime without a host tier or prefix caching)."""
+    base = _gpu_hits(inp, c, w)
+    rt = c.setting.ctx.runtime
+    if not inp.kv_offload_gb or not rt.host_kv_cache or not rt.prefix_caching:
+        return base, None
+    host = inp.kv_offload_gb * 1e9 / max(_kv_bytes_per_token(c), 1.0)
+    with_host = _gpu_hits(inp, c, w, host)
+    if base is None or with_host is None:
+        return base, ru.OffloadReason.NO_REUSE
+    reason = ru.offload_reason(with_host, base, _copy_s_per_token(c), _recompute_s_per_token(inp, c))
+    return (with_host if reason is ru.OffloadReason.HELPS else base), reason
+
+
+def hits(inp: DeployInput, c: Candidate, w: sv.Workload) -> ru.Hits | None:
+    return offload(inp, c, w)[0]
 
 
 def _reused(inp: DeployInput, c: Candidate, w: sv.Workload) -> sv.Workload:
     h = hits(inp, c, w)
-    return replace(w, cached_tokens=h.cached_tokens) if h is not None and h.cached_tokens else w
+    if h is None or not h.cached_tokens:
+        return w
+    load = h.host_tokens * _copy_s_per_token(c) if h.host_tokens else 0.0
+    return replace(w, cached_tokens=h.cached_tokens, load_s=load)
 
 
 def _best_cached(inp: DeployInput, c: Candidate) -> float:
@@ -836,7 +895,8 @@ def command(inp: DeployInput, r: Result) -> str:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node)
+                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
+                          _offload_gb(inp, r))
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -850,7 +910,7 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes, r.replicas, one_node)
+                     c.setting.slots, c.nodes, r.replicas, one_node, _offload_gb(inp, r))
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -914,6 +974,12 @@ def _hit_rate(inp: DeployInput, r: Result) -> float:
     return round(h.cached_tokens / prompt_tokens(inp), 4) if h is not None else 0.0
 
 
+def _offload_gb(inp: DeployInput, r: Result) -> float:
+    """The host tier the deployment runs with: --kv-offload-gb where it helps there, else 0."""
+    h = hits(inp, r.cand, _workload(inp, r.replicas))
+    return float(inp.kv_offload_gb or 0.0) if h is not None and h.host_tokens > 0 else 0.0
+
+
 def deployment(inp: DeployInput, r: Result) -> Deployment:
     c, s = r.cand, r.served
     return Deployment(
@@ -932,7 +998,8 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
-        release=release_name(c.setting.ctx.runtime), prefix_hit_rate=_hit_rate(inp, r))
+        release=release_name(c.setting.ctx.runtime), prefix_hit_rate=_hit_rate(inp, r),
+        kv_offload_gb=_offload_gb(inp, r))
 
 
 def _ms(x: float) -> float | None:
@@ -1154,7 +1221,8 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
-    report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
+    report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
+                     + _offload_note(inp, found[0] if found else near))
     if inp.emit:
         report = replace(report, emit=_emitted(inp, found[0] if found else None))
     if inp.plot:
@@ -1163,6 +1231,25 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         write_chart(report, inp.plot)
         report = replace(report, plot=inp.plot)
     return report
+
+
+def _offload_note(inp: DeployInput, r: Result | None) -> tuple[str, ...]:
+    """--kv-offload-gb: whether the host tier helps the deployment shown, and why (core/reuse.py)."""
+    if not inp.kv_offload_gb or r is None:
+        return ()
+    c, gb = r.cand, f"{inp.kv_offload_gb:g} GB"
+    rt = c.setting.ctx.runtime
+    if not rt.host_kv_cache or not rt.prefix_caching:
+        return (f"KV offload ({gb}): not planned on {rt.name}, which has no host KV tier cardfit launches "
+                "(vLLM and SGLang have one)",)
+    h, reason = offload(inp, c, _workload(inp, r.replicas))
+    why = ru.OFFLOAD_WHY[reason] if reason is not None else ""
+    if reason is ru.OffloadReason.HELPS and h is not None:
+        return (f"KV offload ({gb} of host RAM per replica, pinned): used, {why}; "
+                f"{h.host_tokens / max(prompt_tokens(inp), 1):.0%} of the prompt tokens come from the host "
+                f"tier at {_copy_s_per_token(c) * 1e6:.3g} µs a token against "
+                f"{_recompute_s_per_token(inp, c) * 1e6:.3g} µs to compute it",)
+    return (f"KV offload ({gb}): not used, {why}",)
 
 
 def _length_note(inp: DeployInput) -> str:
