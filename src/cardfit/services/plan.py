@@ -436,7 +436,47 @@ def plan(inp: PlanInput) -> Plan:
     ctx.notes.extend(utilization_advice(ctx, cards[0]))
     ctx.notes.extend(task_notes(ctx, cards[0]))
     ctx.notes.extend(offload_notes(ctx, cards[0]))
+    ctx.notes.extend(kv_offload_notes(ctx, cards[0]))
     return Plan(ctx, cards)
+
+
+def kv_offload_notes(ctx: Context, card: CardPlan) -> list[str]:
+    """--kv-offload-gb: the host RAM the tier takes and whether it helps on the card (core/reuse.py): only
+    a tier larger than the GPU's KV pool adds hits (it holds copies), and only where copying a token back
+    over the host link beats computing it again (the plan's prefill rate)."""
+    from ..core import reuse as ru
+
+    gb = getattr(ctx.inp, "kv_offload_gb", None)
+    if not gb:
+        return []
+    rt, o, mem = ctx.runtime, card.option, card.memory
+    if not rt.host_kv_cache or not rt.prefix_caching:
+        return [f"--kv-offload-gb: {rt.name} has no host KV tier cardfit plans (vLLM's native CPU offload "
+                "and SGLang HiCache have one)"]
+    ram = fitting.offload_ram_bytes(mem, o.budget_bytes) if o.verdict == fitting.OFFLOAD else 0
+    if ctx.inp.ram_gb and gb * 1e9 + ram > ctx.inp.ram_gb * 1e9:
+        raise InputError(f"--kv-offload-gb {gb:g} needs {(gb * 1e9 + ram) / 1e9:,.1f} GB of system RAM with "
+                         f"what else the plan keeps there; --ram-gb gives {ctx.inp.ram_gb:g}",
+                         field="kv_offload_gb", hint="a smaller host tier, or more RAM")
+    per_token = mem.kv_cache_bytes / max(mem.context * max(mem.sequences, 1), 1)
+    pool = max(fitting.kv_room(mem, o.budget_bytes, o.count), 0) / max(per_token, 1.0)
+    host = gb * 1e9 / max(per_token, 1.0)
+    head = (f"KV offload: {gb:g} GB of pinned host RAM hold {host:,.0f} tokens of KV cache against "
+            f"{pool:,.0f} in the GPU pool")
+    if host <= pool:
+        return [f"{head}: does not help here, {ru.OFFLOAD_WHY[ru.OffloadReason.NOT_LARGER]}"]
+    link = ru.host_link_gbps(o.gpu.pcie_gen, o.gpu.interconnect, o.gpu.link_gbps)
+    prefill = card.speed.prefill_tokens_per_s if card.speed else None
+    if not link or not prefill:
+        return [f"{head}; the copy time is unknown (no host link or prefill rate for {o.gpu.name})"]
+    copy, recompute = ru.host_load_s(1.0, per_token, link * o.count), 1 / prefill
+    if copy >= recompute:
+        return [f"{head}: does not help here, {ru.OFFLOAD_WHY[ru.OffloadReason.SLOWER]} ({copy * 1e6:.3g} "
+                f"against {recompute * 1e6:.3g} µs)"]
+    return [f"{head}: helps where the workload reuses more prompt tokens (shared prefixes, chat histories) "
+            f"than the GPU pool keeps, copying a token back in {copy * 1e6:.3g} µs against "
+            f"{recompute * 1e6:.3g} µs to compute it (`cardfit deploy --turns T --sessions S "
+            f"--kv-offload-gb {gb:g}` times it on a load)"]
 
 
 def offload_notes(ctx: Context, card: CardPlan) -> list[str]:

@@ -17,7 +17,7 @@ from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import InputError, MissingFigureError
 from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
-from .plan import engine_defaults, needs_generator
+from .plan import engine_defaults, kv_offload_notes, needs_generator
 from .plan import plan as make_plan
 from .table import Result
 
@@ -56,6 +56,9 @@ class SpeedInput(PlanInput):
     turns: int = opt(1, "with --input-tokens: requests per session; each turn's prompt is the history so far "
                      "plus the new tokens, only those prefilled where the runtime caches prefixes", ge=1,
                      le=1000)
+    sessions: int | None = opt(None, "with --turns: conversations open at once, each keeping its history "
+                               "cached between turns (default: the streams of each row)", ge=1,
+                               le=100_000_000)
 
 
 @record
@@ -122,6 +125,9 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
 
 def _reuse_checked(inp: SpeedInput) -> ru.Reuse:
     reuse = ru.Reuse(inp.shared_prefix_tokens, inp.turns)
+    if inp.sessions is not None and inp.turns == 1:
+        raise InputError("--sessions counts conversations of several turns: give --turns too",
+                         field="sessions")
     if reuse == ru.Reuse():
         return reuse
     if not (inp.input_tokens or inp.output_tokens):
@@ -277,9 +283,32 @@ def reused(s: Setup, users: int) -> tuple[Any, float]:
     w = s.request
     if s.reuse == ru.Reuse() or not s.plan.ctx.runtime.prefix_caching or not w.input_tokens:
         return w, 0.0
+    copy = host_copy_s_per_token(s)
+    host = s.plan.ctx.inp.kv_offload_gb * 1e9 / max(_kv_per_token(s), 1.0) if copy is not None else 0.0
+    sessions = max(s.plan.ctx.inp.sessions or 0, users)
     h = ru.hits(s.new_tokens, w.output_tokens, s.reuse, pool_tokens=pool_tokens(s), running=users,
-                sessions=users)
-    return replace(w, cached_tokens=h.cached_tokens), round(h.cached_tokens / w.input_tokens, 4)
+                sessions=sessions, host_tokens=host)
+    load = h.host_tokens * copy if copy is not None else 0.0
+    return replace(w, cached_tokens=h.cached_tokens, load_s=load), round(h.cached_tokens / w.input_tokens, 4)
+
+
+def _kv_per_token(s: Setup) -> float:
+    return s.kv_bytes_per_sequence / max(s.card.memory.context, 1)
+
+
+def host_copy_s_per_token(s: Setup) -> float | None:
+    """Copying a token's KV cache back from a --kv-offload-gb host tier over the set's host links, where the
+    runtime has such a tier and the copy beats computing the token again (the plan's prefill rate); None
+    where the tier is not used (services/plan.py kv_offload_notes says why)."""
+    ctx, o = s.plan.ctx, s.card.option
+    if not ctx.inp.kv_offload_gb or not ctx.runtime.host_kv_cache:
+        return None
+    link = ru.host_link_gbps(o.gpu.pcie_gen, o.gpu.interconnect, o.gpu.link_gbps)
+    prefill = s.card.speed.prefill_tokens_per_s if s.card.speed else None
+    if not link or not prefill:
+        return None
+    copy = ru.host_load_s(1.0, _kv_per_token(s), link * o.count)
+    return copy if copy < 1 / prefill else None
 
 
 def speed_report(inp: SpeedInput) -> SpeedReport:
@@ -359,6 +388,7 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
                    f"throughput record); charged {served.uncalibrated_sequence_cost_s() * 1e6:g} µs, the "
                    "cost of engines that schedule on the CPU between steps (vLLM before 0.6), as `cardfit "
                    "deploy` does")
+    out += kv_offload_notes(s.plan.ctx, s.card)
     if s.request is not None and s.request.input_tokens:
         out.append(f"each stream serves {s.request.input_tokens:,}-token prompts and "
                    f"{s.request.output_tokens:,}-token answers: the prompts share the decode steps (chunked "
