@@ -109,16 +109,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "ffn_inner scope quantizes the first layer too"),
     # ---- the served-load model -----------------------------------------------------------------------
     Mutant("serving", SV,
-           "prompt = others * b * w.input_tokens / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
+           "prompt = others * b * prefilled(w) / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
            "        return step_s(r, b, 0.0)",
-           "prompt = b * w.input_tokens / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
+           "prompt = b * prefilled(w) / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
            "        return step_s(r, b, 0.0)",
            "a request's own prompt rides its decode steps"),
     Mutant("serving", SV, "return (1 - share) * step_s(r, b, 0.0) + share * step_s(r, b, chunk)",
            "return step_s(r, b, prompt)", "prompt spread thinly over every step"),
     Mutant("serving", SV, "full = prompt_step_s(r, batch, free) / r.pp if chunks > 1",
            "full = prompt_step_s(r, batch, free) if chunks > 1", "pipeline stages do not overlap the chunks"),
-    Mutant("serving", SV, "last = w.input_tokens - (chunks - 1) * free", "last = free",
+    Mutant("serving", SV, "last = new - (chunks - 1) * free", "last = free",
            "the last chunk timed as a full one"),
     Mutant("serving", SV, "slot_wait = max(users - m, 0.0) * in_service / m",
            "slot_wait = max(users - m, 0.0) * in_service", "users past the slots wait a whole service each"),
