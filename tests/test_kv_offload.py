@@ -126,3 +126,61 @@ def test_deploy_says_why_a_host_tier_is_not_used():
 def test_sessions_need_turns(run_cli):
     code, _, err = run_cli("deploy", "llama3.1:8b", "--users", "2", "--sessions", "100")
     assert code == 2 and "give --turns too" in err and "Traceback" not in err
+
+
+def _plan_notes(**kw):
+    from cardfit.services.inputs import PlanInput
+    from cardfit.services.plan import plan
+
+    base = dict(model="meta-llama/Llama-3.1-70B-Instruct", gpu="H100 SXM", gpus=2, quant="fp8", context=32768)
+    return [n for n in plan(PlanInput(**{**base, **kw})).ctx.notes if "offload" in n.lower()]
+
+
+def test_plan_says_whether_the_tier_helps_on_the_card():
+    """Two H100s hold about 218K tokens of the 70B's 16-bit cache (327,680 B a token) beside the weights:
+    400 GB of host RAM hold 1.22 M tokens (more: it helps), 20 GB 61 K (fewer: it cannot)."""
+    big = _plan_notes(kv_offload_gb=400)
+    assert len(big) == 1 and "hold 1,220," in big[0] and "helps where the workload reuses" in big[0]
+    assert "2.6 µs" in big[0]  # 327,680 B over 2 x 63 GB/s
+    small = _plan_notes(kv_offload_gb=20)
+    assert len(small) == 1 and "does not help here, the host tier is not larger" in small[0]
+    assert _plan_notes(kv_offload_gb=400, runtime="llama.cpp", quant="Q4_K_M", model="llama3.1:8b")[0] \
+        .startswith("--kv-offload-gb: llama.cpp")
+    assert _plan_notes() == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("plan", "llama-3.1-70b", "--gpu", "H100 SXM", "--gpus", "2", "--quant", "fp8", "--kv-offload-gb", "400",
+      "--ram-gb", "256"), "--ram-gb gives 256"),
+    (("max-context", "llama3.1:8b", "--gpu", "RTX 4090", "--kv-offload-gb", "8"), "does not change what"),
+    (("plan", "llama3.1:8b", "--kv-offload-gb", "-1"), "kv-offload-gb"),
+])
+def test_bad_offload_input_is_one_line(run_cli, args, message):
+    code, _, err = run_cli(*args)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_speed_takes_host_hits_for_the_sessions_the_gpu_cannot_keep():
+    from cardfit.services.speed import SpeedInput, speed_report
+
+    kw = dict(model="llama-3.1-70b", quant="fp8", gpu="H100 SXM", gpus=2, runtime="vllm", input_tokens=2000,
+              output_tokens=500, turns=10, sessions=100, concurrency=(8,))
+    gpu_only = speed_report(SpeedInput(**kw)).rows[0]
+    tiered = speed_report(SpeedInput(**kw, kv_offload_gb=400)).rows[0]
+    assert gpu_only.prefix_hit_rate < 0.2 < 0.8 < tiered.prefix_hit_rate
+    assert tiered.ttft_ms < gpu_only.ttft_ms
+
+
+def test_the_web_api_takes_reuse_and_offload():
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from cardfit.web.app import create_app
+
+    body = {k: v for k, v in LONG_CHATS.items() if k != "gpu"} | {"gpu": ["H100 SXM"], "kv_offload_gb": 1000}
+    r = TestClient(create_app()).post("/api/deploy", json=body)
+    assert r.status_code == 200, r.text
+    best = r.json()["best"]
+    assert best["kv_offload_gb"] == 1000.0 and best["prefix_hit_rate"] > 0.5
+    bad = TestClient(create_app()).post("/api/deploy", json={**body, "shared_prefix_tokens": 5000})
+    assert bad.status_code == 400 and "longer than the prompt" in bad.text

@@ -1,6 +1,6 @@
-"""Reuse in the workload (issue 26 item 5): a shared prompt prefix and multi-turn sessions, what a prefix cache
-keeps of them (core/reuse.py), and the served load timed on the tokens actually prefilled (core/serving.py
-Workload.cached_tokens) in `deploy` and `speed`."""
+"""Reuse in the workload (issue 26 item 5): a shared prompt prefix and multi-turn sessions, what a prefix
+cache keeps of them (core/reuse.py), and the served load timed on the tokens actually prefilled
+(core/serving.py Workload.cached_tokens) in `deploy` and `speed`."""
 
 from __future__ import annotations
 
