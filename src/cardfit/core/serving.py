@@ -26,6 +26,10 @@ One replica is `pp` pipeline stages of `tp` tensor-parallel cards. Per replica, 
   serve --max-concurrency` does): B = min(users, slots); users beyond the slots wait (users − slots) ×
   S / slots on average (mean-value analysis of a closed system, Reiser & Lavenberg, J. ACM 27(2), 1980).
 
+- Prefix reuse (core/reuse.py): I is the prompt a request sends; the tokens a prefix cache already holds
+  (Workload.cached_tokens) are not prefilled, so the prefill, its chunks and the prompt budget count only
+  I − cached (`prefilled`), and a host tier's hits add their copy time to the prefill (Workload.load_s).
+
 Everything is per replica; replicas split the traffic evenly (a load balancer in front)."""
 
 from __future__ import annotations
