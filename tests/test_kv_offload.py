@@ -184,3 +184,15 @@ def test_the_web_api_takes_reuse_and_offload():
     assert best["kv_offload_gb"] == 1000.0 and best["prefix_hit_rate"] > 0.5
     bad = TestClient(create_app()).post("/api/deploy", json={**body, "shared_prefix_tokens": 5000})
     assert bad.status_code == 400 and "longer than the prompt" in bad.text
+
+
+def test_plan_gpus_entries_carry_the_tier_where_it_can_help(run_json):
+    args = ("plan", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100 SXM", "--gpus", "2", "--quant", "fp8",
+            "--context", "32768", "--runtime", "vllm")
+    plain = run_json(*args)["gpus"][0]
+    big = run_json(*args, "--kv-offload-gb", "400")["gpus"][0]
+    small = run_json(*args, "--kv-offload-gb", "20")["gpus"][0]
+    assert plain["kv_offload_gb"] == 0.0 and "--kv-offloading" not in plain["command"]
+    assert big["kv_offload_gb"] == 400.0
+    assert big["command"].endswith("--kv-offloading-backend native --kv-offloading-size 372.52")
+    assert small["kv_offload_gb"] == 0.0 and "--kv-offloading" not in small["command"]
