@@ -36,6 +36,8 @@ from ..catalog.records import record
 # One direction of a ×16 PCIe link, GB/s (PCI-SIG base specifications: 8, 16, 32, 64 GT/s per lane, 128b/130b
 # encoding for Gen3-5 (×16: 15.75, 31.5, 63.0 GB/s); Gen6 64 GT/s PAM4 with FLIT encoding, 121 GB/s),
 # the host link of a card whose catalog row gives its PCIe generation but no PCIe link figure of its own.
+# A ceiling: vLLM's offloading connector measured "up to about 50GB/s" one way on an H100's PCIe 5.0 x16
+# (vLLM blog 2025-12-29, "Inside vLLM's New Offloading Connector"), so host copies are timed ~25 % fast.
 PCIE_X16_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 
 
