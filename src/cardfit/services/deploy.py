@@ -377,9 +377,11 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     needs_generator(resolved.model)
     length = stated_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
-        raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained "
+        what = "a session's last turn" if inp.turns > 1 else "a request"
+        raise InputError(f"{what} of {length:,} tokens is beyond {resolved.model.name}'s trained "
                          f"maximum of {resolved.model.max_context:,}", field="input_tokens",
-                         hint="shorten the prompt or answer")
+                         hint="shorten the prompt or answer" + (", or take fewer --turns" if inp.turns > 1
+                                                                else ""))
     length = max_model_len(inp, resolved.model.max_context)
     out: list[Setting] = []
     rts = _runtimes(inp, resolved, any_runtime)
