@@ -168,3 +168,15 @@ def test_speed_rows_carry_the_hit_rate():
 def test_bad_reuse_input_is_one_line(run_cli, args, message):
     code, out, err = run_cli(*args)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@settings(max_examples=12, deadline=None)
+@given(a=st.integers(0, 999), b=st.integers(0, 999), users=st.integers(1, 64), turns=st.integers(1, 4))
+def test_speed_more_shared_prefix_is_never_a_slower_first_token(a, b, users, turns):
+    lo, hi = sorted((a, b))
+    kw = dict(model="llama3.1:8b", gpu="H100 SXM", runtime="vllm", input_tokens=1000, output_tokens=300,
+              concurrency=(users,), turns=turns)
+    less = speed_report(SpeedInput(**kw, shared_prefix_tokens=lo)).rows[0]
+    more = speed_report(SpeedInput(**kw, shared_prefix_tokens=hi)).rows[0]
+    assert more.ttft_ms <= less.ttft_ms + 0.05  # rounded to 0.1 ms
+    assert more.prefix_hit_rate >= less.prefix_hit_rate
