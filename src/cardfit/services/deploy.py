@@ -1135,6 +1135,8 @@ class Workload(table.Result):
     shared_prefix_tokens: int = 0
     turns: int = 1
     prompt_tokens_mean: int = 0  # a request's mean prompt: --input-tokens and, over --turns, the history
+    sessions: float | None = None  # --sessions (None: the users, or the requests in flight)
+    kv_offload_gb: float | None = None  # --kv-offload-gb asked (each deployment says whether it uses it)
 
 
 @record
@@ -1189,7 +1191,7 @@ def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
                     round(1000 / t.given["tpot_ms"], 2),
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None),
-                    inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp))
+                    inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb)
 
 
 def deploy_report(inp: DeployInput) -> DeployReport:
