@@ -196,3 +196,10 @@ def test_plan_gpus_entries_carry_the_tier_where_it_can_help(run_json):
     assert big["kv_offload_gb"] == 400.0
     assert big["command"].endswith("--kv-offloading-backend native --kv-offloading-size 372.52")
     assert small["kv_offload_gb"] == 0.0 and "--kv-offloading" not in small["command"]
+
+
+def test_deploy_on_sglang_launches_hicache_per_rank():
+    best, _ = _best(runtime="sglang", kv_offload_gb=1000)
+    assert best["kv_offload_gb"] == 1000.0
+    # HiCache's --hicache-size is each rank's pool: the replica's 1,000 GB over its TP ranks
+    assert f"--enable-hierarchical-cache --hicache-size {1000 // best['tp']}" in best["command"]
