@@ -41,12 +41,14 @@ class Mutant:
 TESTS = {
     "search": ["tests/test_mutants.py::TestSearch", "tests/test_deploy.py", "tests/test_properties.py"],
     "memory": ["tests/test_mutants.py::TestMemory", "tests/test_kv_pool.py", "tests/test_properties.py"],
-    "serving": ["tests/test_mutants.py::TestServing", "tests/test_properties.py"],
+    "serving": ["tests/test_mutants.py::TestServing", "tests/test_properties.py",
+                "tests/test_prefix_reuse.py"],
     "cost": ["tests/test_mutants.py::TestCost", "tests/test_cost.py"],
 }
 
 D, SV, KV, MEM, W, CO, BE = ("services/deploy.py", "core/serving.py", "core/kv.py", "core/memory.py",
                              "core/weights.py", "core/cost.py", "services/breakeven.py")
+RU = "core/reuse.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # ---- the deployment search -----------------------------------------------------------------------
@@ -109,16 +111,16 @@ MUTANTS: tuple[Mutant, ...] = (
            "ffn_inner scope quantizes the first layer too"),
     # ---- the served-load model -----------------------------------------------------------------------
     Mutant("serving", SV,
-           "prompt = others * b * w.input_tokens / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
+           "prompt = others * b * prefilled(w) / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
            "        return step_s(r, b, 0.0)",
-           "prompt = b * w.input_tokens / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
+           "prompt = b * prefilled(w) / max(w.output_tokens, 1)\n    if prompt <= 0:\n"
            "        return step_s(r, b, 0.0)",
            "a request's own prompt rides its decode steps"),
     Mutant("serving", SV, "return (1 - share) * step_s(r, b, 0.0) + share * step_s(r, b, chunk)",
            "return step_s(r, b, prompt)", "prompt spread thinly over every step"),
     Mutant("serving", SV, "full = prompt_step_s(r, batch, free) / r.pp if chunks > 1",
            "full = prompt_step_s(r, batch, free) if chunks > 1", "pipeline stages do not overlap the chunks"),
-    Mutant("serving", SV, "last = w.input_tokens - (chunks - 1) * free", "last = free",
+    Mutant("serving", SV, "last = new - (chunks - 1) * free", "last = free",
            "the last chunk timed as a full one"),
     Mutant("serving", SV, "slot_wait = max(users - m, 0.0) * in_service / m",
            "slot_wait = max(users - m, 0.0) * in_service", "users past the slots wait a whole service each"),
@@ -131,6 +133,15 @@ MUTANTS: tuple[Mutant, ...] = (
            "rounds: more requests in flight than sent"),
     Mutant("serving", SV, "budget = max(chunk - decodes, min(chunk, 256))", "budget = chunk",
            "rounds: decodes take no room in the step's token budget"),
+    Mutant("serving", SV, "return max(w.input_tokens - w.cached_tokens, 1.0) if w.input_tokens else 0.0",
+           "return w.input_tokens", "prefix reuse: the cached tokens are prefilled anyway"),
+    Mutant("serving", RU, "return min(reuse.shared_prefix_tokens, i) / reuse.turns + ",
+           "return min(reuse.shared_prefix_tokens, i) + ", "prefix reuse: the shared prefix hits every turn"),
+    Mutant("serving", RU, "return min(max(capacity, 0.0) / working_set, 1.0)", "return 1.0",
+           "prefix reuse: the cache never runs out of room"),
+    Mutant("serving", RU, "host_share = max(lru_hit_share(host_tokens, waiting) - gpu_share, 0.0)",
+           "host_share = lru_hit_share(host_tokens, waiting)",
+           "KV offload: the host tier's copies counted beside the GPU's own hits"),
     # ---- the cost arithmetic -------------------------------------------------------------------------
     Mutant("cost", CO, "return hourly_usd * MILLION / (tokens_per_s * SECONDS_PER_HOUR * duty)",
            "return hourly_usd * MILLION / (tokens_per_s * SECONDS_PER_HOUR)", "$/M ignores idle hours"),

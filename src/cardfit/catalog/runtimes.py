@@ -84,6 +84,9 @@ class RuntimeProfile:
     window_cache: bool = True  # sliding-window layers keep only the window
     flash_attn: bool = True  # flash attention on by default
     offload: bool = False  # can place whole layers in system RAM
+    # a host-RAM tier behind the GPU's prefix cache that its launch line sets (--kv-offload-gb: vLLM's native
+    # CPU offload, SGLang HiCache); runtimes/<runtime>.py launch() names its flags
+    host_kv_cache: bool = False
     default_parallel: int = 1
     decode_efficiency: float = 0.0  # realistic fraction of the bandwidth ceiling (calibrated; see validation)
     prefill_efficiency: float = 0.0  # realistic fraction of dense tensor TFLOPS

@@ -17,6 +17,9 @@ Examples:
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 200 --runtime vllm --budget-usd-month 2000 --json
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --requests-per-s 10 --plot pareto.png
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 64 --runtime vllm --emit k8s > vllm.yaml
+  cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 32 --shared-prefix-tokens 800
+  cardfit deploy meta-llama/Llama-3.1-70B-Instruct --requests-per-s 5 --turns 10 --sessions 3000 \
+    --input-tokens 2000 --output-tokens 500 --runtime vllm --kv-offload-gb 1000
 """
 
 
@@ -44,8 +47,11 @@ def deploy(result: DeployReport, inp: Any) -> None:
 
 def _load(w: Workload) -> str:
     load = f"{w.users:,g} users" if w.users is not None else f"{w.requests_per_s:,g} requests/s"
-    return (f"{load} · {w.input_tokens:,} prompt + {w.output_tokens:,} answer tokens · targets: TTFT "
-            f"p90 ≤ {w.ttft_ms:,g} ms, TPOT ≤ {w.tpot_ms:,g} ms ({w.tokens_per_s_per_user:,g} "
+    reuse = f" ({w.shared_prefix_tokens:,} shared)" if w.shared_prefix_tokens else ""
+    if w.turns > 1:
+        reuse += f" a turn, {w.turns} turns a session (mean prompt {w.prompt_tokens_mean:,} with the history)"
+    return (f"{load} · {w.input_tokens:,} prompt{reuse} + {w.output_tokens:,} answer tokens · targets: "
+            f"TTFT p90 ≤ {w.ttft_ms:,g} ms, TPOT ≤ {w.tpot_ms:,g} ms ({w.tokens_per_s_per_user:,g} "
             "tok/s per user)")
 
 
@@ -88,6 +94,10 @@ def _print(r: DeployReport) -> None:
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")
+        if b.prefix_hit_rate or b.kv_offload_gb:
+            tier = f", with a {b.kv_offload_gb:,g} GB host KV tier per replica" if b.kv_offload_gb else ""
+            c.print(f"  prefix cache: {b.prefix_hit_rate:.0%} of the prompt tokens found cached, not "
+                    f"prefilled{tier}")
         if b.likely:
             c.print(f"  likely {_likely(b.likely)} (10th-90th percentile of cardfit's out-of-sample serving "
                     "error; the targets hold at the pessimistic end)")

@@ -17,6 +17,8 @@ Examples:
   cardfit speed shape-7b --quant bf16 --gpu A40 --filled 0          # the rental guide: ceiling 49.7 tokens/s
   cardfit speed qwen3.5:27b --gpu "RTX 4080" --context 131072 --ram-bandwidth 51.2   # CPU offload
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --plot speed.png --json
+  cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --runtime vllm --input-tokens 2000 \
+--output-tokens 500 --turns 10 --sessions 100 --kv-offload-gb 400   # chat histories, a host KV tier
 """
 
 
@@ -73,6 +75,8 @@ def _print(r: SpeedReport) -> None:
     t = Table(title="Served load vs concurrent users" if ttft else "Decode vs concurrency")
     cols = ["sequences", "aggregate tok/s", "per user tok/s", "step ms"]
     cols += ["TTFT ms", "TTFT p90 ms"] if ttft else []
+    reused = any(row.prefix_hit_rate for row in r.rows)  # --shared-prefix-tokens / --turns
+    cols += ["prompt cached"] if reused else []
     for col in (*cols, "bound", "KV fits"):
         t.add_column(col, justify="right")
     for row in r.rows:
@@ -80,6 +84,8 @@ def _print(r: SpeedReport) -> None:
                  f"{row.per_user_tokens_per_s:,.2f}", f"{row.step_ms:,.2f}"]
         if ttft:
             cells += [f"{row.ttft_ms or 0:,.1f}", f"{row.ttft_p90_ms or 0:,.1f}"]
+        if reused:
+            cells.append(f"{row.prefix_hit_rate:.0%}")
         t.add_row(*cells, row.bound, "yes" if row.kv_fits else "no")
     c.print(t)
     for note in r.notes:

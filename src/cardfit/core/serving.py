@@ -26,6 +26,10 @@ One replica is `pp` pipeline stages of `tp` tensor-parallel cards. Per replica, 
   serve --max-concurrency` does): B = min(users, slots); users beyond the slots wait (users − slots) ×
   S / slots on average (mean-value analysis of a closed system, Reiser & Lavenberg, J. ACM 27(2), 1980).
 
+- Prefix reuse (core/reuse.py): I is the prompt a request sends; the tokens a prefix cache already holds
+  (Workload.cached_tokens) are not prefilled, so the prefill, its chunks and the prompt budget count only
+  I − cached (`prefilled`), and a host tier's hits add their copy time to the prefill (Workload.load_s).
+
 Everything is per replica; replicas split the traffic evenly (a load balancer in front)."""
 
 from __future__ import annotations
@@ -55,6 +59,19 @@ class Workload:
     requests_per_s: float | None = None  # open loop: Poisson arrivals per replica
     # squared coefficient of variation of the answer length (0: every answer O tokens)
     output_cv2: float = 0.0
+    # prompt tokens per request found in a prefix cache (core/reuse.py hits): not prefilled, so neither timed
+    # nor queued at the prompt budget; and the seconds per request copying the host tier's hits to the card
+    cached_tokens: float = 0.0
+    load_s: float = 0.0
+
+
+def prefilled(w: Workload) -> float:
+    """The prompt tokens a request computes: its prompt less what the prefix cache holds (at least its last
+    token, which is computed again to sample the first answer token: vLLM's prefix-cache hit stops one token
+    short of the prompt)."""
+    if not w.cached_tokens:
+        return w.input_tokens
+    return max(w.input_tokens - w.cached_tokens, 1.0) if w.input_tokens else 0.0
 
 
 @record(slots=True)
@@ -227,7 +244,8 @@ def free_tokens(r: Replica, batch: float) -> int:
 
 def chunk_tokens(r: Replica, w: Workload, batch: float) -> float:
     """One chunk of a prompt, the prompt cut into equal chunks of at most `free_tokens`."""
-    return w.input_tokens / math.ceil(w.input_tokens / free_tokens(r, batch))
+    new = prefilled(w)
+    return new / math.ceil(new / free_tokens(r, batch))
 
 
 def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
@@ -249,7 +267,7 @@ def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
     prompt never rides along with its own decode steps: only the other m - 1 users' prompts do, (m - 1) / m
     of the traffic (one user: none, its prompt and its answer alternate)."""
     b = max(batch, 1.0)
-    prompt = others * b * w.input_tokens / max(w.output_tokens, 1)
+    prompt = others * b * prefilled(w) / max(w.output_tokens, 1)
     if prompt <= 0:
         return step_s(r, b, 0.0)
     chunk = chunk_tokens(r, w, b)
@@ -264,7 +282,7 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
     alone while fewer than half the steps carry a prompt chunk (the chunk steps are the long tail of the
     gaps, not their middle), else the step that carries one."""
     b = max(batch, 1.0)
-    prompt = b * w.input_tokens / max(w.output_tokens, 1)
+    prompt = b * prefilled(w) / max(w.output_tokens, 1)
     chunk = chunk_tokens(r, w, b) if w.input_tokens else 0.0
     if prompt <= 0 or prompt < chunk / 2:
         return step_s(r, b, 0.0)
@@ -273,15 +291,17 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
 
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:
     """One prompt of I tokens, in chunks of what the step budget leaves beside B decodes (no prompt: its
-    first token is a decode step)."""
+    first token is a decode step). Only the tokens not found in the prefix cache are computed (`prefilled`);
+    the host tier's hits are copied in first (`Workload.load_s`)."""
     if w.input_tokens <= 0:
         return step_s(r, max(batch, 1.0), 0.0)
     free = free_tokens(r, batch)
-    chunks = math.ceil(w.input_tokens / free)
-    last = w.input_tokens - (chunks - 1) * free
+    new = prefilled(w)
+    chunks = math.ceil(new / free)
+    last = new - (chunks - 1) * free
     full = prompt_step_s(r, batch, free) / r.pp if chunks > 1 else 0.0  # one stage's time: chunks pipeline
     tail = prompt_step_s(r, batch, last)
-    return (chunks - 1) * full + tail
+    return (chunks - 1) * full + tail + w.load_s
 
 
 def erlang_c(servers: int, offered: float) -> float:
@@ -324,7 +344,7 @@ def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
     takes whole steps. A prompt waits only for the budget other prompts hold, not for a full-chunk step
     that does not run (with 8,192 tokens a step, eight 1,000-token prompts share one). Closed loops and open
     arrivals both queue on it."""
-    return w.input_tokens / free_tokens(r, batch) * step if w.input_tokens > 0 else 0.0
+    return prefilled(w) / free_tokens(r, batch) * step if w.input_tokens > 0 else 0.0
 
 
 def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float],

@@ -88,6 +88,7 @@ class LaunchArgs:
     checkpoint_quantized: bool
     replicas: int = 1  # copies of the model the deployment runs
     data_parallel: int = 1  # of those, the ones this command starts (all of them where one node holds them)
+    kv_offload_gb: float = 0.0  # a host-RAM KV tier per copy, GB (10^9 bytes; 0: none)
 
     def quant_flag(self, online: Mapping[str, str]) -> tuple[list[str], list[str]]:
         """(flags, notes) for the quantization: `--quantization X` where the engine quantizes a 16-bit
@@ -228,14 +229,18 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           gpu_memory_utilization: float | None = None, n_gpu_layers: int | None = None,
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
-          replicas: int = 1, one_node: bool = False, engine: object | None = None) -> Launch:
+          replicas: int = 1, one_node: bool = False, engine: object | None = None,
+          kv_offload_gb: float = 0.0) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
     runtime's adapter where the caller has it (a plan's), else found through the catalog row. `replicas`:
     copies of the model the deployment runs; where `one_node` holds them all, an engine with data parallelism
-    starts them in one server, else a note says to start that many servers behind a load balancer."""
+    starts them in one server, else a note says to start that many servers behind a load balancer.
+    `kv_offload_gb`: a host-RAM KV tier per copy (the adapter's `kv_offload_flags`)."""
     engine = _served(runtime, engine)
+    if not 0 <= kv_offload_gb <= 1e6:
+        raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
     if not model or any(c in model for c in "\n\r\0"):
         raise InputError("the model to launch must be one line", field="model")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
@@ -249,8 +254,14 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       flash_attn=flash_attn, cpu_moe_layers=_int("cpu_moe_layers", cpu_moe_layers, 0),
                       max_batched_tokens=_int("max_batched_tokens", max_batched_tokens),
                       checkpoint_quantized=checkpoint_quantized, replicas=_whole("replicas", replicas),
-                      data_parallel=replicas if one_node else 1)
+                      data_parallel=replicas if one_node else 1, kv_offload_gb=kv_offload_gb)
     launch = engine.launch(model, args)
+    if kv_offload_gb:
+        flags = getattr(engine, "kv_offload_flags", None)
+        if flags is None:
+            raise InputError(f"{runtime} has no host KV tier cardfit launches", field="kv_offload_gb",
+                             hint="vLLM and SGLang have one")
+        launch = replace(launch, argv=(*launch.argv, *flags(args)))
     if replicas > launch.replicas:
         cards = tp * pp
         launch = replace(launch, notes=(*launch.notes, replicas_note(replicas, cards)))

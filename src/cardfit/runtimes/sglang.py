@@ -4,6 +4,8 @@ tests/data/runtime_options/sglang.toml."""
 
 from __future__ import annotations
 
+import math
+
 from ..catalog.records import record
 from .launch import Launch, LaunchArgs, ServeFlags, serve_line
 from .vllm_like import VllmLike
@@ -23,6 +25,13 @@ class SGLang(VllmLike):
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
                           self.ONLINE_QUANT)
+
+    def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
+        """HiCache's host tier (L2): --hicache-size GB for each rank's own host pool
+        (python/sglang/srt/mem_cache/memory_pool_host.py HostKVCache: size = host_size * 1e9 //
+        size_per_token, the rank's share of a token), so the copy's GB over its tp x pp ranks."""
+        per_rank = max(math.floor(a.kv_offload_gb / (a.tp * a.pp)), 1)
+        return ["--enable-hierarchical-cache", "--hicache-size", str(per_rank)]
 
 
 ADAPTER = SGLang

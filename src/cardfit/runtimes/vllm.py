@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..catalog.records import record
 from .launch import Launch, LaunchArgs, ServeFlags, serve_line
 from .vllm_like import VllmLike
@@ -22,6 +24,13 @@ class Vllm(VllmLike):
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("vllm", "serve"), [model], FLAGS, self.ONLINE_QUANT)
+
+    def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
+        """vLLM's native CPU offload (OffloadingConnector): --kv-offloading-size in GiB, the whole buffer
+        summed over the tensor- and pipeline-parallel ranks (vllm/config/cache.py CacheConfig
+        kv_offloading_size; tests/v1/kv_connector: 8 GiB at TP 2 x PP 2 is 2 GiB per rank)."""
+        gib = math.floor(a.kv_offload_gb * 1e9 / 2**30 * 100) / 100
+        return ["--kv-offloading-backend", "native", "--kv-offloading-size", f"{gib:g}"]
 
 
 ADAPTER = Vllm

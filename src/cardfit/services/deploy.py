@@ -22,6 +22,7 @@ from ..catalog.releases import release_name
 from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
 from ..core import cost
 from ..core import fit as fitting
+from ..core import reuse as ru
 from ..core import serving as sv
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
@@ -66,6 +67,19 @@ class DeployInput(ModelInput):
     output_tokens_p90: int | None = opt(None,
                                         "90th percentile answer length (sizes the context and the spread "
                                         "of service times)", ge=1, le=MAX_CONTEXT)
+    shared_prefix_tokens: int = opt(0, "prompt tokens every session begins with, the same for all (a system "
+                                    "prompt; part of --input-tokens): a runtime with prefix caching "
+                                    "computes them once and holds their KV cache once", ge=0, le=MAX_CONTEXT)
+    turns: int = opt(1, "requests per session (multi-turn chat, agents): each turn's prompt is the history "
+                     "so far (prompts and answers) plus --input-tokens new ones; with prefix caching only "
+                     "the new tokens are prefilled while the history stays cached", ge=1, le=1000)
+    sessions: float | None = opt(None, "with --turns: conversations open at once, each keeping its history "
+                                 "cached between turns (default: --users, or the requests in flight under "
+                                 "--requests-per-s: no time between turns)", gt=0, le=100_000_000)
+    kv_offload_gb: float | None = opt(None, "a host-RAM KV tier per replica, GB (vLLM native CPU offload, "
+                                      "SGLang HiCache): used where it keeps reused tokens the GPU pool "
+                                      "cannot and copying them back beats computing them again", gt=0,
+                                      le=1_000_000)
     ttft_ms: float | None = opt(None, f"target: p90 time to first token, ms (default {DEFAULT_TTFT_MS:g})",
                                 gt=0, le=3_600_000, applied=DEFAULT_TTFT_MS)
     tpot_ms: float | None = opt(None, f"target: mean time per output token, ms (default {DEFAULT_TPOT_MS:g}, "
@@ -123,6 +137,13 @@ def check(inp: DeployInput) -> None:
                          field="users")
     if inp.tpot_ms is not None and inp.tokens_per_s_per_user is not None:
         raise InputError("give --tpot-ms or --tokens-per-s-per-user, not both", field="tpot_ms")
+    if inp.sessions is not None and inp.turns == 1:
+        raise InputError("--sessions counts conversations of several turns: give --turns too",
+                         field="sessions")
+    if inp.shared_prefix_tokens > inp.input_tokens:
+        raise InputError(f"--shared-prefix-tokens {inp.shared_prefix_tokens:,} is longer than the prompt "
+                         f"(--input-tokens {inp.input_tokens:,}); the shared prefix is part of it",
+                         field="shared_prefix_tokens")
     if inp.tp is None and inp.pp is None:
         given = [f for f in PINNED_ONLY if getattr(inp, f) not in (None, False)]
         if given:
@@ -315,9 +336,24 @@ def _plan_input(inp: DeployInput, **kw: Any) -> Any:
     return PlanInput(**base, allow_long_context=True, **kw)
 
 
+def reuse_of(inp: DeployInput) -> ru.Reuse:
+    return ru.Reuse(inp.shared_prefix_tokens, inp.turns)
+
+
+def prompt_tokens(inp: DeployInput) -> int:
+    """The mean prompt a request sends: --input-tokens, and over a session of --turns its history so far."""
+    return round(ru.prompt_tokens(inp.input_tokens, inp.output_tokens, reuse_of(inp)))
+
+
 def request(inp: DeployInput) -> sv.Workload:
     """One request of the workload (means), as services/served.py takes it."""
-    return sv.Workload(inp.input_tokens, inp.output_tokens)
+    return sv.Workload(prompt_tokens(inp), inp.output_tokens)
+
+
+def shared_tokens(inp: DeployInput, rt: RuntimeProfile) -> int:
+    """The prompt tokens the KV pool holds once for every sequence: the shared prefix, where the runtime
+    caches prefixes (core/reuse.py)."""
+    return inp.shared_prefix_tokens if rt.prefix_caching else 0
 
 
 def _in_flight(inp: DeployInput) -> int:
@@ -332,8 +368,8 @@ def kv_held(inp: DeployInput, rt: RuntimeProfile) -> int:
     the request starts (TensorRT-LLM's GUARANTEED_NO_EVICT, `kv_reserve_whole`): a request beyond those waits
     in the queue, however few tokens the running ones hold yet."""
     if rt.kv_reserve_whole:
-        return inp.input_tokens + inp.output_tokens
-    return _in_flight(inp)
+        return prompt_tokens(inp) + inp.output_tokens - shared_tokens(inp, rt)
+    return _in_flight(inp) - shared_tokens(inp, rt)
 
 
 # The standard normal's 0.99 quantile: with a spread given, the launch line admits the 99th percentile
@@ -356,12 +392,19 @@ def max_model_len(inp: DeployInput, trained: int = 0) -> int:
     """The context a replica is launched and sized for: the longest prompt plus the longest answer (longest),
     at most the model's trained maximum (`trained`; 0: none known)."""
     n = longest(inp.input_tokens, inp.input_tokens_p90) + longest(inp.output_tokens, inp.output_tokens_p90)
+    n += _history(inp)
     return min(n, trained) if trained else n
+
+
+def _history(inp: DeployInput) -> int:
+    """The history the last turn of a session sends before its new tokens (--turns)."""
+    return (inp.turns - 1) * (inp.input_tokens + inp.output_tokens)
 
 
 def stated_len(inp: DeployInput) -> int:
     """The request as stated (p90s where given): beyond the trained maximum it is an input error."""
-    return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens)
+    return (inp.input_tokens_p90 or inp.input_tokens) + (inp.output_tokens_p90 or inp.output_tokens) + \
+        _history(inp)
 
 
 def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting], list[str]]:
@@ -373,9 +416,11 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     needs_generator(resolved.model)
     length = stated_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
-        raise InputError(f"a request of {length:,} tokens is beyond {resolved.model.name}'s trained "
+        what = "a session's last turn" if inp.turns > 1 else "a request"
+        raise InputError(f"{what} of {length:,} tokens is beyond {resolved.model.name}'s trained "
                          f"maximum of {resolved.model.max_context:,}", field="input_tokens",
-                         hint="shorten the prompt or answer")
+                         hint="shorten the prompt or answer" + (", or take fewer --turns" if inp.turns > 1
+                                                                else ""))
     length = max_model_len(inp, resolved.model.max_context)
     out: list[Setting] = []
     rts = _runtimes(inp, resolved, any_runtime)
@@ -426,6 +471,9 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         engine = ctx.engine
         per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                     kv_dtype=each.mem.kv_dtype))
+        shared = shared_tokens(inp, rt)  # held once in the pool
+        shared_bytes = engine.kv_bytes(m, MemorySettings(context=shared, sequences=1,
+                                                         kv_dtype=each.mem.kv_dtype)) if shared else 0
         on_card: dict[tuple[int, int, bool], Setting] = {}
         margin_of: dict[tuple[int, int, bool], dict[tuple[int, float], int]] = {}
         if id(ctx.gpus) not in cards:
@@ -463,7 +511,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
-                    pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin)
+                    pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin, shared_bytes)
                     if pooled is None:  # one whole request must fit
                         continue
                     seqs, tokens = min(rt.max_num_seqs, pooled[0]), pooled[1]
@@ -478,16 +526,18 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
 
 
 def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile, per_seq: int,
-            margin: int = 0) -> tuple[int, int] | None:
+            margin: int = 0, shared_bytes: int = 0) -> tuple[int, int] | None:
     """A paged runtime's KV pool on a set, once the weights, every card's fixed bytes and `margin` (the need's
     error bar; 0 for the point estimate) are in: (sequences whose tokens in flight fit, tokens per copy), or
-    None when not even one whole request of `mem.context` tokens fits (the engine refuses to start)."""
+    None when not even one whole request of `mem.context` tokens fits (the engine refuses to start).
+    `shared_bytes`: a prompt prefix every sequence shares, held once (prefix caching) beside their own
+    `per_seq`."""
     pool = fitting.kv_room(mem, opt.budget_bytes, count) - margin
     if rt.kv_free_fraction:
         pool = int(pool * rt.kv_free_fraction)
     if pool < mem.kv_cache_bytes * copies:
         return None
-    return (int(pool // max(per_seq * copies, 1)),
+    return (int(max(pool - shared_bytes * copies, 0) // max(per_seq * copies, 1)),
             int(pool / copies / max(mem.kv_cache_bytes / max(mem.context, 1), 1)))
 
 
@@ -550,7 +600,7 @@ def _workload(inp: DeployInput, replicas: int, scale: float = 1.0) -> sv.Workloa
     cv2 = sv.lognormal_cv2(inp.output_tokens, inp.output_tokens_p90) if inp.output_tokens_p90 else 0.0
     users = inp.users * scale / replicas if inp.users is not None else None
     rate = inp.requests_per_s * scale / replicas if inp.requests_per_s is not None else None
-    return sv.Workload(inp.input_tokens, inp.output_tokens, users, rate, cv2)
+    return sv.Workload(prompt_tokens(inp), inp.output_tokens, users, rate, cv2)
 
 
 def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
@@ -578,8 +628,81 @@ def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, floa
     return {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
 
 
+def _gpu_hits(inp: DeployInput, c: Candidate, w: sv.Workload, host_tokens: float = 0.0) -> ru.Hits | None:
+    """The prefix-cache hits of a replica of `c` serving `w` (None: nothing reused, or a runtime without
+    prefix caching). The sessions are --sessions (this replica's share), else a closed loop's users, all but
+    those decoding waiting for their next turn; under arrivals the sessions in flight are those decoding (no
+    time between turns is given)."""
+    if not c.setting.ctx.runtime.prefix_caching or (inp.shared_prefix_tokens == 0 and inp.turns == 1):
+        return None
+    running = min(w.users, c.seqs) if w.users is not None else float(c.seqs)
+    sessions = max(_share(inp, w) * inp.sessions, running) if inp.sessions else (w.users or running)
+    return ru.hits(inp.input_tokens, inp.output_tokens, reuse_of(inp), pool_tokens=c.kv_tokens,
+                   running=min(running, sessions), sessions=sessions, host_tokens=host_tokens)
+
+
+def _share(inp: DeployInput, w: sv.Workload) -> float:
+    """The share of the whole load one replica's workload `w` carries."""
+    if w.users is not None and inp.users:
+        return w.users / inp.users
+    return (w.requests_per_s or 0.0) / inp.requests_per_s if inp.requests_per_s else 1.0
+
+
+def _kv_bytes_per_token(c: Candidate) -> float:
+    return c.setting.mem.kv_cache_bytes / max(c.setting.mem.context, 1)
+
+
+def _copy_s_per_token(c: Candidate) -> float:
+    """Copying one token's KV cache from host RAM: every card of the replica copies its share over its own
+    host link (core/reuse.py host_link_gbps); inf where the catalog gives no link."""
+    g = c.gpu
+    link = ru.host_link_gbps(g.pcie_gen, g.interconnect, g.link_gbps)
+    return ru.host_load_s(1.0, _kv_bytes_per_token(c), link * c.tp * c.pp) if link else math.inf
+
+
+def _recompute_s_per_token(inp: DeployInput, c: Candidate) -> float:
+    """Computing one prompt token again: the prefill of a lone request's whole prompt, per token."""
+    n = prompt_tokens(inp)
+    return sv.prefill_s(c.replica, sv.Workload(n, inp.output_tokens), 0.0) / max(n, 1)
+
+
+def offload(inp: DeployInput, c: Candidate, w: sv.Workload) -> tuple[ru.Hits | None, ru.OffloadReason | None]:
+    """The hits of a replica of `c` with the host tier where it helps (core/reuse.py offload_reason), and
+    that verdict (None: no --kv-offload-gb, or a runtime without a host tier or prefix caching)."""
+    base = _gpu_hits(inp, c, w)
+    rt = c.setting.ctx.runtime
+    if not inp.kv_offload_gb or not rt.host_kv_cache or not rt.prefix_caching:
+        return base, None
+    host = inp.kv_offload_gb * 1e9 / max(_kv_bytes_per_token(c), 1.0)
+    with_host = _gpu_hits(inp, c, w, host)
+    if base is None or with_host is None:
+        return base, ru.OffloadReason.NO_REUSE
+    reason = ru.offload_reason(with_host, base, _copy_s_per_token(c), _recompute_s_per_token(inp, c))
+    return (with_host if reason is ru.OffloadReason.HELPS else base), reason
+
+
+def hits(inp: DeployInput, c: Candidate, w: sv.Workload) -> ru.Hits | None:
+    return offload(inp, c, w)[0]
+
+
+def _reused(inp: DeployInput, c: Candidate, w: sv.Workload) -> sv.Workload:
+    h = hits(inp, c, w)
+    if h is None or not h.cached_tokens:
+        return w
+    load = h.host_tokens * _copy_s_per_token(c) if h.host_tokens else 0.0
+    return replace(w, cached_tokens=h.cached_tokens, load_s=load)
+
+
+def _best_cached(inp: DeployInput, c: Candidate) -> float:
+    """The most a request can find cached on `c` (every reusable token): what the bounds of the search
+    (_solo, _fewest_by_throughput) take, so that they stay bounds."""
+    if not c.setting.ctx.runtime.prefix_caching:
+        return 0.0
+    return ru.reusable_tokens(inp.input_tokens, inp.output_tokens, reuse_of(inp))
+
+
 def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: float = 1.0) -> Result:
-    served = _served(c.replica, _workload(inp, replicas, scale))
+    served = _served(c.replica, _reused(inp, c, _workload(inp, replicas, scale)))
     misses = _misses(served, t)
     predicted = served.stable and all(v <= 1 for v in misses.values())
     rt = c.setting.ctx.runtime.id
@@ -661,14 +784,15 @@ def _rank(r: Result) -> tuple:
 
 def _solo(inp: DeployInput, c: Candidate) -> tuple[float, float]:
     """(TPOT, TTFT) of one request alone: the best this candidate reaches at any replica count."""
-    return _solo_of(c.replica, inp.input_tokens, inp.output_tokens)
+    return _solo_of(c.replica, prompt_tokens(inp), inp.output_tokens, _best_cached(inp, c))
 
 
 # Memoized on the replica (a frozen, hashable record: equal replicas time the same), not on the candidate: a
 # llama.cpp layer split over 1, 2, 4 or 8 cards, or llama.cpp and Ollama at the same slots, is one replica.
 @lru_cache(maxsize=4096)
-def _solo_of(r: sv.Replica, input_tokens: int, output_tokens: int) -> tuple[float, float]:
-    w = sv.Workload(input_tokens, output_tokens, users=1.0)
+def _solo_of(r: sv.Replica, input_tokens: int, output_tokens: int,
+             cached: float = 0.0) -> tuple[float, float]:
+    w = sv.Workload(input_tokens, output_tokens, users=1.0, cached_tokens=cached)
     return sv.tpot_s(r, w, 1.0), sv.prefill_s(r, w, 0.0)
 
 
@@ -676,13 +800,13 @@ def _fewest_by_throughput(inp: DeployInput, c: Candidate, t: Targets) -> int:
     """A lower bound on the replicas that meet the targets (the search starts there and prices its floor
     there, so it must never be above the fewest that meet: tests/test_properties.py checks the search
     against trying every count)."""
-    return _fewest_of(c.replica, inp.input_tokens, inp.output_tokens, t.tpot_s, t.ttft_s, inp.users,
-                      inp.requests_per_s)
+    return _fewest_of(c.replica, prompt_tokens(inp), inp.output_tokens, t.tpot_s, t.ttft_s, inp.users,
+                      inp.requests_per_s, _best_cached(inp, c))
 
 
 @lru_cache(maxsize=4096)
 def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: float, ttft_s: float,
-               users: float | None, requests_per_s: float | None) -> int:
+               users: float | None, requests_per_s: float | None, cached: float = 0.0) -> int:
     """As core/serving.py serve() times a replica: B_t, the most sequences decoding together within the TPOT
     target, bounds what one replica takes.
 
@@ -691,8 +815,8 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
       whole cap, the users past it wait in the queue for a slot, (n − cap) × service ÷ cap each, which the
       TTFT target bounds (a service takes at least (O − 1) steps of TPOT(B_t)).
     - Arrivals: Little's law, B = λ × (prefill + (O − 1) × TPOT(B)), so λ < (B_t + 1) ÷ ((O − 1) × TPOT(B_t)).
-    B_t is found by bisection: TPOT grows with B."""
-    w = sv.Workload(input_tokens, output_tokens, users=1.0)
+    B_t is found by bisection: TPOT grows with B. `cached`: the most prompt tokens a request finds cached."""
+    w = sv.Workload(input_tokens, output_tokens, users=1.0, cached_tokens=cached)
     cap = max(r.max_seqs, 1)
     lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap)
     steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
@@ -839,7 +963,8 @@ def command(inp: DeployInput, r: Result) -> str:
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     length = inp.max_model_len or c.setting.mem.context  # a pinned deployment's own --max-model-len
     return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node)
+                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
+                          _offload_gb(inp, r))
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -853,7 +978,7 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes, r.replicas, one_node)
+                     c.setting.slots, c.nodes, r.replicas, one_node, _offload_gb(inp, r))
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -924,8 +1049,23 @@ class Deployment(table.Result):
     release: str | None = None
     # a pinned deployment's benchmark run (--requests; absent from the JSON otherwise)
     benchmark: BenchmarkRun | None = None
+    # the share of the prompt tokens sent that the prefix cache serves (--shared-prefix-tokens, --turns; 0:
+    # nothing reused or no prefix caching), and the host-RAM KV tier planned per replica, GB (0: none)
+    prefix_hit_rate: float = 0.0
+    kv_offload_gb: float = 0.0
 
     omit_none = ("benchmark",)
+
+
+def _hit_rate(inp: DeployInput, r: Result) -> float:
+    h = hits(inp, r.cand, _workload(inp, r.replicas))
+    return round(h.cached_tokens / prompt_tokens(inp), 4) if h is not None else 0.0
+
+
+def _offload_gb(inp: DeployInput, r: Result) -> float:
+    """The host tier the deployment runs with: --kv-offload-gb where it helps there, else 0."""
+    h = hits(inp, r.cand, _workload(inp, r.replicas))
+    return float(inp.kv_offload_gb or 0.0) if h is not None and h.host_tokens > 0 else 0.0
 
 
 def deployment(inp: DeployInput, r: Result) -> Deployment:
@@ -946,7 +1086,8 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
-        release=release_name(c.setting.ctx.runtime))
+        release=release_name(c.setting.ctx.runtime), prefix_hit_rate=_hit_rate(inp, r),
+        kv_offload_gb=_offload_gb(inp, r))
 
 
 def _ms(x: float) -> float | None:
@@ -1077,6 +1218,11 @@ class Workload(table.Result):
     tpot_ms: float
     tokens_per_s_per_user: float
     targets_given: TargetsGiven
+    shared_prefix_tokens: int = 0
+    turns: int = 1
+    prompt_tokens_mean: int = 0  # a request's mean prompt: --input-tokens and, over --turns, the history
+    sessions: float | None = None  # --sessions (None: the users, or the requests in flight)
+    kv_offload_gb: float | None = None  # --kv-offload-gb asked (each deployment says whether it uses it)
 
 
 @record
@@ -1130,7 +1276,8 @@ def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
                     inp.output_tokens_p90, length, t.given["ttft_ms"], t.given["tpot_ms"],
                     round(1000 / t.given["tpot_ms"], 2),
                     TargetsGiven(inp.ttft_ms is not None,
-                                 inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None))
+                                 inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None),
+                    inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb)
 
 
 # --- one deployment pinned (services/pinned.py: what an engine release schedules with) ---------------------
@@ -1305,7 +1452,8 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
-    report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
+    report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
+                     + _offload_note(inp, found[0] if found else near))
     if inp.emit:
         report = replace(report, emit=_emitted(inp, found[0] if found else None))
     if inp.plot:
@@ -1314,6 +1462,25 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         write_chart(report, inp.plot)
         report = replace(report, plot=inp.plot)
     return report
+
+
+def _offload_note(inp: DeployInput, r: Result | None) -> tuple[str, ...]:
+    """--kv-offload-gb: whether the host tier helps the deployment shown, and why (core/reuse.py)."""
+    if not inp.kv_offload_gb or r is None:
+        return ()
+    c, gb = r.cand, f"{inp.kv_offload_gb:g} GB"
+    rt = c.setting.ctx.runtime
+    if not rt.host_kv_cache or not rt.prefix_caching:
+        return (f"KV offload ({gb}): not planned on {rt.name}, which has no host KV tier cardfit launches "
+                "(vLLM and SGLang have one)",)
+    h, reason = offload(inp, c, _workload(inp, r.replicas))
+    why = ru.OFFLOAD_WHY[reason] if reason is not None else ""
+    if reason is ru.OffloadReason.HELPS and h is not None:
+        return (f"KV offload ({gb} of host RAM per replica, pinned): used, {why}; "
+                f"{h.host_tokens / max(prompt_tokens(inp), 1):.0%} of the prompt tokens come from the host "
+                f"tier at {_copy_s_per_token(c) * 1e6:.3g} µs a token against "
+                f"{_recompute_s_per_token(inp, c) * 1e6:.3g} µs to compute it",)
+    return (f"KV offload ({gb}): not used, {why}",)
 
 
 def _length_note(inp: DeployInput) -> str:

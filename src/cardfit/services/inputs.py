@@ -224,6 +224,9 @@ class PlanInput(ModelInput, RuntimeInput):
                              gt=0, le=1)
     api: str | None = opt(None, "cost section: API to break even against (`cardfit apis`); default: the "
                           "break-even guide's three tiers", max_length=128)
+    kv_offload_gb: float | None = opt(None, "a host-RAM KV tier, GB (vLLM native CPU offload, SGLang "
+                                      "HiCache): the RAM it needs (checked against --ram-gb), and whether "
+                                      "it helps on the plan's card", gt=0, le=1_000_000)
 
 
 @record

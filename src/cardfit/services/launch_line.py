@@ -8,7 +8,8 @@ from typing import Any
 
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
-                   slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False) -> str | None:
+                   slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False,
+                   kv_offload_gb: float = 0.0) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
@@ -18,11 +19,13 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
     if not ctx.runtime.serves:
         return None
     options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node)
+    if kv_offload_gb:
+        options["kv_offload_gb"] = kv_offload_gb
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
 def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
-              nodes: int = 1, replicas: int = 1, one_node: bool = False) -> Any:
+              nodes: int = 1, replicas: int = 1, one_node: bool = False, kv_offload_gb: float = 0.0) -> Any:
     """The `Launch` (argv, environment, files, notes) behind `launch_command`'s text, for what is written
     from the same line (services/emit.py); None for a runtime without one."""
     from ..runtimes import launch
@@ -30,6 +33,8 @@ def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None
     if not ctx.runtime.serves:
         return None
     options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node)
+    if kv_offload_gb:
+        options["kv_offload_gb"] = kv_offload_gb
     return launch.build(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 

@@ -447,7 +447,58 @@ def plan(inp: PlanInput) -> Plan:
     ctx.notes.extend(utilization_advice(ctx, cards[0]))
     ctx.notes.extend(task_notes(ctx, cards[0]))
     ctx.notes.extend(offload_notes(ctx, cards[0]))
+    ctx.notes.extend(kv_offload_notes(ctx, cards[0]))
     return Plan(ctx, cards)
+
+
+def kv_offload_notes(ctx: Context, card: CardPlan) -> list[str]:
+    """--kv-offload-gb: the host RAM the tier takes (against --ram-gb) and whether it helps on the card
+    (kv_offload_check)."""
+    gb = getattr(ctx.inp, "kv_offload_gb", None)
+    if not gb:
+        return []
+    o, mem = card.option, card.memory
+    ram = fitting.offload_ram_bytes(mem, o.budget_bytes) if o.verdict == fitting.OFFLOAD else 0
+    if ctx.inp.ram_gb and gb * 1e9 + ram > ctx.inp.ram_gb * 1e9:
+        raise InputError(f"--kv-offload-gb {gb:g} needs {(gb * 1e9 + ram) / 1e9:,.1f} GB of system RAM with "
+                         f"what else the plan keeps there; --ram-gb gives {ctx.inp.ram_gb:g}",
+                         field="kv_offload_gb", hint="a smaller host tier, or more RAM")
+    return [kv_offload_check(ctx, card)[1]]
+
+
+def kv_offload_check(ctx: Context, card: CardPlan) -> tuple[Any, str]:
+    """Whether a --kv-offload-gb host tier can help on the card (core/reuse.py OffloadReason: HELPS,
+    NOT_LARGER, SLOWER; None where the runtime has no such tier or the copy time is unknown) and the note
+    that says so: only a tier larger than the GPU's KV pool adds hits (it holds copies), and only where
+    copying a token back over the host link beats computing it again (the plan's prefill rate)."""
+    from ..core import reuse as ru
+
+    gb = float(getattr(ctx.inp, "kv_offload_gb", None) or 0.0)
+    rt, o, mem = ctx.runtime, card.option, card.memory
+    if not rt.host_kv_cache or not rt.prefix_caching:
+        return None, (f"--kv-offload-gb: {rt.name} has no host KV tier cardfit plans (vLLM's native CPU "
+                      "offload and SGLang HiCache have one)")
+    per_token = mem.kv_cache_bytes / max(mem.context * max(mem.sequences, 1), 1)
+    pool = max(fitting.kv_room(mem, o.budget_bytes, o.count), 0) / max(per_token, 1.0)
+    host = gb * 1e9 / max(per_token, 1.0)
+    head = (f"KV offload: {gb:g} GB of pinned host RAM hold {host:,.0f} tokens of KV cache against "
+            f"{pool:,.0f} in the GPU pool")
+    if host <= pool:
+        return ru.OffloadReason.NOT_LARGER, \
+            f"{head}: does not help here, {ru.OFFLOAD_WHY[ru.OffloadReason.NOT_LARGER]}"
+    link = ru.host_link_gbps(o.gpu.pcie_gen, o.gpu.interconnect, o.gpu.link_gbps)
+    prefill = card.speed.prefill_tokens_per_s if card.speed else None
+    if not link or not prefill:
+        return None, f"{head}; the copy time is unknown (no host link or prefill rate for {o.gpu.name})"
+    copy, recompute = ru.host_load_s(1.0, per_token, link * o.count), 1 / prefill
+    if copy >= recompute:
+        return ru.OffloadReason.SLOWER, (f"{head}: does not help here, "
+                                         f"{ru.OFFLOAD_WHY[ru.OffloadReason.SLOWER]} ({copy * 1e6:.3g} "
+                                         f"against {recompute * 1e6:.3g} µs)")
+    return ru.OffloadReason.HELPS, (
+        f"{head}: helps where the workload reuses more prompt tokens (shared prefixes, chat histories) than "
+        f"the GPU pool keeps, copying a token back in {copy * 1e6:.3g} µs against {recompute * 1e6:.3g} µs "
+        f"to compute it (`cardfit deploy --turns T --sessions S --kv-offload-gb {gb:g}` times it on a load)")
 
 
 def offload_notes(ctx: Context, card: CardPlan) -> list[str]:
@@ -705,6 +756,9 @@ class GpuPlan(Result):
     replicas: int
     launch: LaunchLine | None  # where the set fits
     decode_tokens_per_s_range: list[float] | None
+    # the host-RAM KV tier in its launch line, GB: --kv-offload-gb where it can help on the set
+    # (kv_offload_check), else 0
+    kv_offload_gb: float = 0.0
 
     flatten = ("launch",)
 
@@ -717,17 +771,23 @@ def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
 
     o, speed, mem, rt = card.option, card.speed, card.memory, ctx.runtime
     launch = None
+    tier = 0.0
+    if getattr(ctx.inp, "kv_offload_gb", None):
+        from ..core.reuse import OffloadReason
+
+        if kv_offload_check(ctx, card)[0] is OffloadReason.HELPS:
+            tier = float(ctx.inp.kv_offload_gb)
     if o.fits:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
         slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
         seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
-        launch = LaunchLine(launch_command(ctx, o.tp, o.pp, mem.context, seqs, kv, slots))
+        launch = LaunchLine(launch_command(ctx, o.tp, o.pp, mem.context, seqs, kv, slots, kv_offload_gb=tier))
     decode = rounded(speed.decode_tokens_per_s, 1) if speed else None
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
-                   _speed_range(decode, "decode_tokens_per_s", rt.id))
+                   _speed_range(decode, "decode_tokens_per_s", rt.id), tier)
 
 
 @record

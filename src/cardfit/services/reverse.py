@@ -115,7 +115,15 @@ def _bisect(ok: Any, hi: int) -> int:
     return largest_true(ok, 1, hi) if ok(1) else 0
 
 
+def _no_host_tier(inp: PlanInput) -> None:
+    """The reverse questions size the GPU's own KV cache: a host tier (--kv-offload-gb) changes none."""
+    if getattr(inp, "kv_offload_gb", None):
+        raise InputError("--kv-offload-gb is a host tier for reused prompts; it does not change what the "
+                         "card holds: ask `cardfit plan` or `cardfit speed` with it", field="kv_offload_gb")
+
+
 def max_context(inp: MaxContextInput) -> MaxContext:
+    _no_host_tier(inp)
     ctx = build_context(inp)
     gpu, count, budget = _set(ctx)
     why = requires(ctx.quant)
@@ -177,6 +185,7 @@ def _offload_line(ctx: Context) -> str:
 def max_sequences(inp: PlanInput) -> MaxSequences:
     """Most concurrent sequences of `context` tokens each (the runtime's default when not given) whose
     caches fit on the card beside the weights."""
+    _no_host_tier(inp)
     ctx = build_context(inp)
     gpu, count, budget = _set(ctx)
     context, why = default_context(ctx, gpu)
@@ -196,6 +205,7 @@ def max_sequences(inp: PlanInput) -> MaxSequences:
 def largest_model(inp: PlanInput) -> LargestModels:
     """The catalog models (largest first, by parameters) that fit the card at the quantization, at the given
     context (else 8,192 tokens or the model's maximum if smaller), with the runtime's accounting."""
+    _no_host_tier(inp)
     if not inp.gpu:
         raise InputError("largest-model needs --gpu (the card to answer for)", field="gpu",
                          hint="`cardfit gpus` lists the cards")

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..catalog.records import record
 from ..catalog.releases import release_name
+from ..core import reuse as ru
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD, Verdict, kv_room
 from ..core.memory import MemorySettings
@@ -16,7 +17,7 @@ from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import InputError, MissingFigureError
 from . import served
 from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
-from .plan import engine_defaults, needs_generator, scheduled
+from .plan import engine_defaults, kv_offload_notes, needs_generator, scheduled
 from .plan import plan as make_plan
 from .table import Result
 
@@ -49,6 +50,15 @@ class SpeedInput(PlanInput):
     cpu_moe: int | None = opt(None, "llama.cpp --n-cpu-moe: layers whose experts stay in system RAM",
                               ge=0, le=100_000)
     plot: str | None = opt(None, "write a chart of speed vs concurrency (.png or .svg)", max_length=4096)
+    shared_prefix_tokens: int = opt(0, "with --input-tokens: prompt tokens every session begins with, the "
+                                    "same for all (a system prompt, part of the prompt): a runtime with "
+                                    "prefix caching computes them once", ge=0, le=MAX_CONTEXT)
+    turns: int = opt(1, "with --input-tokens: requests per session; each turn's prompt is the history so far "
+                     "plus the new tokens, only those prefilled where the runtime caches prefixes", ge=1,
+                     le=1000)
+    sessions: int | None = opt(None, "with --turns: conversations open at once, each keeping its history "
+                               "cached between turns (default: the streams of each row)", ge=1,
+                               le=100_000_000)
 
 
 @record
@@ -63,6 +73,8 @@ class Setup:
     filled: int
     tflops: float | None
     request: Any = None  # core.serving.Workload: the request each stream serves (services/served.py)
+    reuse: ru.Reuse = ru.Reuse()  # --shared-prefix-tokens, --turns
+    new_tokens: int = 0  # a turn's new prompt tokens (--input-tokens, or deploy's default)
 
     @property
     def card(self) -> Any:
@@ -111,7 +123,29 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
     return replace(mc, **out)
 
 
+def _reuse_checked(inp: SpeedInput) -> ru.Reuse:
+    reuse = ru.Reuse(inp.shared_prefix_tokens, inp.turns)
+    if inp.sessions is not None and inp.turns == 1:
+        raise InputError("--sessions counts conversations of several turns: give --turns too",
+                         field="sessions")
+    if reuse == ru.Reuse():
+        return reuse
+    if not (inp.input_tokens or inp.output_tokens):
+        raise InputError("--shared-prefix-tokens and --turns describe a served request: give --input-tokens "
+                         "(and --output-tokens) too", field="shared_prefix_tokens")
+    if inp.shared_prefix_tokens > (inp.input_tokens or served.DEFAULT_INPUT_TOKENS):
+        raise InputError(f"--shared-prefix-tokens {inp.shared_prefix_tokens:,} is longer than the prompt; "
+                         "the shared prefix is part of --input-tokens", field="shared_prefix_tokens")
+    return reuse
+
+
 def setup(inp: SpeedInput) -> Setup:
+    from dataclasses import replace
+
+    reuse = _reuse_checked(inp)
+    one_turn = served.workload(inp.input_tokens, inp.output_tokens, 0)
+    if reuse.turns > 1 and not inp.context:  # the context holds a session's last turn
+        inp = replace(inp, context=reuse.turns * (one_turn.input_tokens + one_turn.output_tokens))
     p = make_plan(inp)
     card, ctx = p.first, p.ctx
     needs_generator(ctx.model)
@@ -120,6 +154,8 @@ def setup(inp: SpeedInput) -> Setup:
         raise InputError("--filled times decoding alone; --input-tokens/--output-tokens a served request: "
                          "give one", field="filled")
     w = served.workload(inp.input_tokens, inp.output_tokens, mem.context, inp.filled)
+    if reuse.turns > 1:  # a request's mean prompt: the new tokens and the session's history so far
+        w = replace(w, input_tokens=round(ru.prompt_tokens(w.input_tokens, w.output_tokens, reuse)))
     tflops = inp.tflops or sp.prefill_peak_tflops(opt.gpu, ctx.quant, ctx.runtime.fp16_accumulate)
     cpu_frac = 1 - opt.gpu_layer_fraction if opt.verdict == OFFLOAD else 0.0
     cpu_moe = min(inp.cpu_moe, m.layers) / m.layers if inp.cpu_moe and m.is_moe else 0.0
@@ -127,7 +163,7 @@ def setup(inp: SpeedInput) -> Setup:
     one = ctx.engine.kv_bytes(m, MemorySettings(context=mem.context, sequences=1, kv_dtype=mem.kv_dtype))
     budget = kv_room(mem, opt.budget_bytes, opt.count)
     return Setup(p, load, _machine(inp, ctx, opt.gpu, opt.tp, tflops), budget, one,
-                 min(served.in_flight(w), mem.context), tflops, w)
+                 min(served.in_flight(w), mem.context), tflops, w, reuse, one_turn.input_tokens)
 
 
 def levels(inp: SpeedInput, most: int) -> list[int]:
@@ -151,6 +187,8 @@ class SpeedRow(Result):
     # mean and p90 time to first token; None where a request has no prompt (--input-tokens not given)
     ttft_ms: float | None = None
     ttft_p90_ms: float | None = None
+    # the share of the prompt tokens sent that the prefix cache serves (--shared-prefix-tokens, --turns)
+    prefix_hit_rate: float = 0.0
 
 
 @record
@@ -221,14 +259,57 @@ def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
     out = []
     ctx, opt = s.plan.ctx, s.card.option
     for n in levels(inp, most):
+        w, rate = reused(s, n)
         r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp,
-                                         scheduled(ctx, opt.gpu, n), budget(s)), s.request, n)
+                                         scheduled(ctx, opt.gpu, n), budget(s)), w, n)
         prompt = s.request.input_tokens > 0
         out.append(SpeedRow(n, round(r.output_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
                             round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, n).bound, n <= most,
                             round(r.ttft_mean_s * 1e3, 1) if prompt else None,
-                            round(r.ttft_s * 1e3, 1) if prompt else None))
+                            round(r.ttft_s * 1e3, 1) if prompt else None, rate))
     return tuple(out)
+
+
+def pool_tokens(s: Setup) -> float:
+    """The tokens the plan's KV room holds (one copy: per token, what a full-context sequence takes)."""
+    per_token = s.kv_bytes_per_sequence / max(s.card.memory.context, 1)
+    return s.kv_budget_bytes / per_token if per_token else 0.0
+
+
+def reused(s: Setup, users: int) -> tuple[Any, float]:
+    """The request of `users` closed-loop streams with what the prefix cache serves of it (core/reuse.py;
+    nothing on a runtime without prefix caching), and that share of the prompt."""
+    from dataclasses import replace
+
+    w = s.request
+    if s.reuse == ru.Reuse() or not s.plan.ctx.runtime.prefix_caching or not w.input_tokens:
+        return w, 0.0
+    copy = host_copy_s_per_token(s)
+    host = s.plan.ctx.inp.kv_offload_gb * 1e9 / max(_kv_per_token(s), 1.0) if copy is not None else 0.0
+    sessions = max(s.plan.ctx.inp.sessions or 0, users)
+    h = ru.hits(s.new_tokens, w.output_tokens, s.reuse, pool_tokens=pool_tokens(s), running=users,
+                sessions=sessions, host_tokens=host)
+    load = h.host_tokens * copy if copy is not None else 0.0
+    return replace(w, cached_tokens=h.cached_tokens, load_s=load), round(h.cached_tokens / w.input_tokens, 4)
+
+
+def _kv_per_token(s: Setup) -> float:
+    return s.kv_bytes_per_sequence / max(s.card.memory.context, 1)
+
+
+def host_copy_s_per_token(s: Setup) -> float | None:
+    """Copying a token's KV cache back from a --kv-offload-gb host tier over the set's host links, where the
+    runtime has such a tier and the copy beats computing the token again (the plan's prefill rate); None
+    where the tier is not used (services/plan.py kv_offload_notes says why)."""
+    ctx, o = s.plan.ctx, s.card.option
+    if not ctx.inp.kv_offload_gb or not ctx.runtime.host_kv_cache:
+        return None
+    link = ru.host_link_gbps(o.gpu.pcie_gen, o.gpu.interconnect, o.gpu.link_gbps)
+    prefill = s.card.speed.prefill_tokens_per_s if s.card.speed else None
+    if not link or not prefill:
+        return None
+    copy = ru.host_load_s(1.0, _kv_per_token(s), link * o.count)
+    return copy if copy < 1 / prefill else None
 
 
 def speed_report(inp: SpeedInput) -> SpeedReport:
@@ -331,6 +412,7 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
                    f"throughput record); charged {served.uncalibrated_sequence_cost_s() * 1e6:g} µs, the "
                    "cost of engines that schedule on the CPU between steps (vLLM before 0.6), as `cardfit "
                    "deploy` does")
+    out += kv_offload_notes(s.plan.ctx, s.card)
     if s.request is not None and s.request.input_tokens:
         out.append(f"each stream serves {s.request.input_tokens:,}-token prompts and "
                    f"{s.request.output_tokens:,}-token answers: the prompts share the decode steps (chunked "

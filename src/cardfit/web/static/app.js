@@ -10,7 +10,8 @@ const FLOATS = new Set(["params", "tokens_per_s"]);
 const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
 const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
-  "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime" };
+  "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime",
+  "d-prefix": "shared_prefix_tokens", "d-turns": "turns" };
 const TARGET_WORDS = { ttft_ms: "TTFT p90", tpot_ms: "TPOT" };  // deploy's `failing.target`, as the CLI says it
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOP = 12;  // cards in the chart and, until "show more", in the table
@@ -420,7 +421,7 @@ function deployBody() {
   for (const f of ["quant", "context", "batch", "kv_dtype", "api", "runtime", "gpu", "gpus"]) delete body[f];
   const n = (id) => $(id).value.trim() === "" ? undefined : Number($(id).value);
   if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
-  for (const id of ["d-input", "d-output"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
+  for (const id of ["d-input", "d-output", "d-prefix", "d-turns"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
   for (const id of ["d-ttft", "d-tpot"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
   const release = $("d-release").value.trim();
   if ($("d-runtime").value) body.runtime = $("d-runtime").value + (release ? "@" + release : "");
@@ -504,12 +505,16 @@ async function deploy() {
     if (mine !== deploySeq) return;
     const w = r.workload, b = r.best;
     $("deploy-load").textContent = (w.users !== null ? `${num(w.users)} users` : `${w.requests_per_s} requests/s`) +
-      ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms`;
+      ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms` +
+      (w.turns > 1 ? ` · ${num(w.turns)} turns (mean prompt ${num(w.prompt_tokens_mean)})` : "") +
+      (w.shared_prefix_tokens ? ` · ${num(w.shared_prefix_tokens)} shared prefix tokens` : "");
     const d = b || r.closest;
     if (b) {
       $("deploy-best").textContent = `Cheapest that meets every target: ${shape(b)} · ${b.runtime} · ${b.quant} · ` +
         `KV ${b.kv_dtype} · ${usd(b.monthly_usd)}/month · $${num(b.cost_per_million_usd, 3)} per M tokens · ` +
-        `TTFT ${num(b.ttft_ms)} ms · TPOT ${num(b.tpot_ms, 1)} ms · headroom ${num(r.headroom, 2)}×`;
+        `TTFT ${num(b.ttft_ms)} ms · TPOT ${num(b.tpot_ms, 1)} ms · headroom ${num(r.headroom, 2)}×` +
+        (b.prefix_hit_rate ? ` · prefix cache ${num(b.prefix_hit_rate * 100)}% of the prompt` : "") +
+        (b.kv_offload_gb ? ` · ${num(b.kv_offload_gb)} GB host KV tier` : "");
     } else {
       $("deploy-best").textContent = failingText(r.failing || {}) +
         (d ? `; closest: ${shape(d)} · ${d.runtime} · ${d.quant}` : "");
