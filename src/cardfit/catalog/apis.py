@@ -61,6 +61,9 @@ def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:
         value = getattr(api, name)
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             raise CatalogError(f"api '{api.id}': {name} must be a number ≥ 0", path=api.origin)
+    cached = api.cached_input_usd_per_m
+    if cached is not None and (not isinstance(cached, int | float) or isinstance(cached, bool) or cached < 0):
+        raise CatalogError(f"api '{api.id}': cached_input_usd_per_m must be a number ≥ 0", path=api.origin)
     if api.output_usd_per_m <= 0:
         raise CatalogError(f"api '{api.id}': output_usd_per_m must be above 0", path=api.origin)
     return api

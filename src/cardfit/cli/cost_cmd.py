@@ -110,10 +110,11 @@ def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
     from .render import console
 
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col, just in (("id", "left"), ("name", "left"), ("$/M in", "right"), ("$/M out", "right"),
-                      ("date", "left"), ("evidence", "left")):
+    for col, just in (("id", "left"), ("name", "left"), ("$/M in", "right"), ("$/M cached", "right"),
+                      ("$/M out", "right"), ("date", "left"), ("evidence", "left")):
         tab.add_column(col, justify=just)  # type: ignore[arg-type]
     for a in rows:
-        tab.add_row(a.id, a.name, f"{a.input_usd_per_m:,.2f}", f"{a.output_usd_per_m:,.2f}", a.date or "—",
-                    a.evidence or "—")
+        cached = "—" if a.cached_input_usd_per_m is None else f"{a.cached_input_usd_per_m:,.4g}"
+        tab.add_row(a.id, a.name, f"{a.input_usd_per_m:,.2f}", cached, f"{a.output_usd_per_m:,.2f}",
+                    a.date or "—", a.evidence or "—")
     console().print(tab)

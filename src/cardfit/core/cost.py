@@ -75,10 +75,15 @@ def required_duty(breakeven: float, capacity: float) -> float:
 # ---- adjustments to the inputs -----------------------------------------------------------------------
 
 def api_price_per_output_million(output_usd_per_m: float, input_usd_per_m: float = 0.0,
-                                 input_per_output: float = 0.0) -> float:
+                                 input_per_output: float = 0.0, cached_fraction: float = 0.0,
+                                 cached_input_usd_per_m: float | None = None) -> float:
     """What the API charges per million OUTPUT tokens once the prompt tokens sent with them are billed
-    too (the break-even guide: "on the API side, input is a separate line on the invoice")."""
-    return output_usd_per_m + input_usd_per_m * input_per_output
+    too (the break-even guide: "on the API side, input is a separate line on the invoice"): the blended
+    $/M of a workload whose prompts repeat a cached prefix for `cached_fraction` of their tokens, billed at
+    the provider's cached-input rate (a provider without one bills them as plain input)."""
+    cached = input_usd_per_m if cached_input_usd_per_m is None else cached_input_usd_per_m
+    per_input = (1 - cached_fraction) * input_usd_per_m + cached_fraction * cached
+    return output_usd_per_m + per_input * input_per_output
 
 
 def effective_tokens_per_s(decode_tokens_per_s: float, *, input_per_output: float = 0.0,

@@ -60,6 +60,9 @@ class BreakevenInput(RuntimeInput):
                                          "price; with --prefill-tokens-per-s, prefill time on the card); "
                                          "default: the request --model timed, else 3 (Artificial "
                                          "Analysis's 3:1 blend); 0 prices output only", ge=0, le=100_000)
+    cached_fraction: float = opt(0.0, "share of the prompt tokens an API serves from its prompt cache (a "
+                                 "repeated system prompt or context), billed at its cached-input rate "
+                                 "(0-1; an API without one bills them as input)", ge=0, le=1)
     prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
                                              "measured without real prompts", gt=0, le=10 * MAX_TOKENS_PER_S)
     duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
@@ -301,8 +304,10 @@ def _comparisons(inp: BreakevenInput, input_per_output: float) -> list[Compariso
                                input_usd_per_m=input_price, kind="given", source="--api-price"))
     if not chosen:
         chosen = breakeven_guide_tiers(reg)
-    return [Comparison(a, cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m,
-                                                            input_per_output)) for a in chosen]
+    return [Comparison(a, cost.api_price_per_output_million(
+        a.output_usd_per_m, a.input_usd_per_m, input_per_output, inp.cached_fraction,
+        a.cached_input_usd_per_m)) for a in chosen]
+
 
 @record
 class Crossing(Result):
@@ -319,9 +324,10 @@ class ApiBreakeven(Result):
     name: str
     id: str
     kind: str
-    price_per_million_usd: float  # output + input per output token
+    price_per_million_usd: float  # output + input per output token (cached share at the cached rate)
     output_usd_per_m: float
     input_usd_per_m: float
+    cached_input_usd_per_m: float | None
     breakeven_millions_per_month: float | None
     required_duty: float | None
     breaks_even: bool
@@ -481,7 +487,7 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
         hidden_costs=_hidden(hidden, rent, inp.duty),
         by_volume=by_volume(monthly, capacity, comps),
         by_duty=by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
-        notes=tuple(tp.notes + _notes(comps, capacity, tp)),
+        notes=tuple(tp.notes + _notes(comps, capacity, tp, inp.cached_fraction)),
     )
     if inp.plot:
         from dataclasses import replace
@@ -501,7 +507,8 @@ def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly
     own = cost.cost_per_million(hourly, tps, duty)
     a = c.api
     return ApiBreakeven(a.name, a.id, a.kind, rounded(c.price_per_million_usd, 4), a.output_usd_per_m,
-                        a.input_usd_per_m, rounded(be, 3), rounded(need, 4), need <= 1,
+                        a.input_usd_per_m, a.cached_input_usd_per_m, rounded(be, 3), rounded(need, 4),
+                        need <= 1,
                         Crossing(rounded(be, 3), rounded(monthly, 2)),
                         "rent" if own < c.price_per_million_usd else "api", a.date or None, a.source or None)
 
@@ -534,7 +541,8 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
                          {c.api.id: rounded(c.price_per_million_usd, 4) for c in comps}) for d in all_duties)
 
 
-def _notes(comps: list[Comparison], capacity: float, tp: Throughput) -> list[str]:
+def _notes(comps: list[Comparison], capacity: float, tp: Throughput,
+           cached_fraction: float = 0.0) -> list[str]:
     dated = sorted({c.api.date for c in comps if c.api.date})
     out = []
     if not tp.input_per_output:
@@ -543,6 +551,9 @@ def _notes(comps: list[Comparison], capacity: float, tp: Throughput) -> list[str
         out.append(f"API $/M = output price + {tp.input_per_output:g} × input price: "
                    f"{tp.input_per_output:g} prompt tokens billed per output token "
                    f"({tp.input_per_output_source}; --input-per-output 0 prices output only)")
+        if cached_fraction:
+            out.append(f"{cached_fraction:.0%} of those prompt tokens are billed at each API's cached-input "
+                       "rate (--cached-fraction; plain input where an API has none)")
     if dated:
         out.append(f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows "
                    "sources)")

@@ -147,6 +147,7 @@ class ApiRow(Result):
     provider: str | None
     output_usd_per_m: float
     input_usd_per_m: float
+    cached_input_usd_per_m: float | None  # prompt-cache hits; None: the provider lists no cached rate
     date: str | None
     evidence: str | None
     source: str | None
@@ -155,7 +156,8 @@ class ApiRow(Result):
 
 def api_rows(apis: Iterable[Any]) -> list[ApiRow]:
     return [ApiRow(a.id, a.name, a.kind, a.provider or None, a.output_usd_per_m, a.input_usd_per_m,
-                   a.date or None, a.evidence or None, a.source or None, a.origin) for a in apis]
+                   a.cached_input_usd_per_m, a.date or None, a.evidence or None, a.source or None, a.origin)
+            for a in apis]
 
 
 @record
