@@ -60,6 +60,8 @@ def _print(r: Breakeven) -> None:
         c.print(f"Idle: {h.idle_hours:,.0f} paid hours a month make nothing (${h.idle_usd:,.2f})")
     at_full = "" if r.duty >= 1 else f" (${r.cost_per_million_full_duty_usd:,.2f} at 100%)"
     c.print(f"Cost per million at {_pct(r.duty)} duty: [bold]${r.cost_per_million_usd:,.2f}[/]{at_full}\n")
+    if r.buy is not None and r.buy_terms is not None:
+        _print_buy(r)
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col, just in (("API", "left"), ("$/M out+in", "right"), ("break-even M/month", "right"),
                       ("needs duty", "right"), ("verdict", "left")):
@@ -75,6 +77,34 @@ def _print(r: Breakeven) -> None:
         c.print(f"\nCharts written to {r.plot.path}")
     for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
+
+
+def _months(m: float | None) -> str:
+    return "never" if m is None else f"after {m:,.1f} months"
+
+
+def _print_buy(r: Breakeven) -> None:
+    """The bought set, each figure from the inputs printed beside it (README's worked example)."""
+    from .render import console
+
+    b, t = r.buy, r.buy_terms
+    assert b is not None and t is not None
+    c = console()
+    what = f"{t.count}× {t.gpu}" if t.gpu else f"{t.count} card{'s' if t.count > 1 else ''}"
+    when = f"price of {t.date}" if t.date else "price given"
+    c.print(f"Buy {what} at ${t.card_usd:,.2f} each with its host ({when})")
+    c.print(f"  price ${b.capex_usd:,.2f} ÷ {t.amortize_months:g} months = "
+            f"${t.amortized_usd_month:,.2f}/month")
+    c.print(f"  power ({t.card_w:g} W card + {t.host_w:g} W host) × {t.count} × {_pct(t.utilization)} busy = "
+            f"{b.power_w:,.1f} W")
+    c.print(f"  × PUE {t.pue:g} × {r.hours_per_month:g} h = {t.energy_kwh_month:,.1f} kWh × "
+            f"${t.power_usd_kwh:g}/kWh = ${t.power_usd_month:,.2f}/month")
+    c.print(f"  colocation {t.provisioned_w:,.0f} W × ${t.colo_usd_kw_month:g}/kW-month = "
+            f"${t.colo_usd_month:,.2f}/month; ops ${t.ops_usd_month:,.2f}/month")
+    c.print(f"  → [bold]${b.monthly_usd:,.2f}/month[/], ${b.cost_per_million_usd:,.4g}/M at "
+            f"{_pct(r.duty)} duty")
+    api = f"; {t.api} {_months(b.beats_api_after_months)}" if t.api else ""
+    c.print(f"  beats the rent {_months(b.beats_rent_after_months)}{api}\n")
 
 
 def _duty_table(r: Breakeven) -> Any:

@@ -7,6 +7,7 @@ core/cost.py; `breakeven_report` returns the typed `Breakeven` (its `to_json()` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import field
 from typing import Any
 
@@ -77,6 +78,25 @@ class BreakevenInput(RuntimeInput):
     cold_start_s: float = opt(0.0, "seconds to load the weights after each start", ge=0, le=86_400)
     extra_monthly_usd: float = opt(0.0, "other monthly charges (reserved IP, stopped-instance storage …)",
                                    ge=0, le=MAX_USD)
+    buy: bool = opt(False, "also price buying the cards (data/purchase.toml's dated price snapshot, or "
+                    "--purchase-usd): amortized price, electricity at the load, colocation, ops")
+    purchase_usd: float | None = opt(None, "with --buy: price of one card with its share of the host, USD "
+                                     "(default: the purchase snapshot's card + host)", gt=0, le=MAX_USD)
+    card_w: float | None = opt(None, "with --buy: the card's rated board power, W (default: the snapshot's "
+                               "TDP)", gt=0, le=10_000)
+    host_w: float | None = opt(None, "with --buy: the rest of the machine's power per card at full load, W "
+                               "(default: the snapshot's)", ge=0, le=100_000)
+    power_usd_kwh: float | None = opt(None, "with --buy: electricity price, USD per kWh (default: the EIA "
+                                      "US commercial average in data/purchase.toml)", ge=0, le=100)
+    pue: float | None = opt(None, "with --buy: the site's power usage effectiveness (default: Uptime "
+                            "Institute's 2023 industry average 1.58; 1 at home)", ge=1, le=5)
+    colo_usd_kw_month: float | None = opt(None, "with --buy: colocation price per provisioned kW-month, USD "
+                                          "(default: CBRE's 2023 North America average; 0 at home)",
+                                          ge=0, le=100_000)
+    amortize_months: float | None = opt(None, "with --buy: months the price is spread over (default 60: "
+                                        "IRS 5-year property)", gt=0, le=600)
+    ops_usd_month: float = opt(0.0, "with --buy: other monthly costs of owning (support, spares, staff)",
+                               ge=0, le=MAX_USD)
     catalog: tuple[str, ...] = opt((), "extra catalog file(s) with your own GPUs or API prices ([[gpu]], "
                                    "[[api]], [[tier]])", max_length=16)
     plot: str | None = opt(None, "also draw the charts to FILE (.png or .svg)", max_length=4096)
@@ -436,6 +456,45 @@ def crossings(r: Breakeven) -> tuple[tuple[VolumeCrossing, ...], tuple[DutyCross
 
 
 @record
+class Buy(Result):
+    """`breakeven --buy`: the bought set beside the rent and the APIs (the stable keys)."""
+
+    capex_usd: float
+    monthly_usd: float  # amortized price + electricity + colocation + ops
+    power_w: float  # cards and hosts at the load, before the PUE
+    cost_per_million_usd: float  # at the duty
+    beats_rent_after_months: float | None  # None: never (the rent is below the running costs)
+    beats_api_after_months: float | None  # against the cheapest API compared (buy_terms.api)
+
+
+@record
+class BuyTerms(Result):
+    """Where each figure of `buy` comes from."""
+
+    gpu: str | None
+    count: int
+    card_usd: float  # per card, with its share of the host
+    card_w: float
+    host_w: float
+    utilization: float  # the duty: the share of hours the cards are busy (load-scaled TDP)
+    provisioned_w: float
+    pue: float
+    power_usd_kwh: float
+    colo_usd_kw_month: float
+    amortize_months: float
+    ops_usd_month: float
+    amortized_usd_month: float
+    energy_kwh_month: float
+    power_usd_month: float
+    colo_usd_month: float
+    api: str | None  # the API beats_api_after_months is counted against (the cheapest compared)
+    api_monthly_usd: float | None  # that API's bill for the volume the cards serve at the duty
+    date: str | None  # the purchase snapshot's date (None: --purchase-usd given)
+    source: str
+    power_model: str
+
+
+@record
 class Breakeven(Result):
     """`cardfit breakeven`: the stable keys first, then the break-even guide's tables and the hidden costs."""
 
@@ -455,8 +514,10 @@ class Breakeven(Result):
     by_duty: tuple[DutyRow, ...]
     notes: tuple[str, ...]
     plot: BreakevenCharts | None = None  # absent from the JSON when no chart was asked for
+    buy: Buy | None = None  # with --buy
+    buy_terms: BuyTerms | None = None
 
-    omit_none = ("plot",)
+    omit_none = ("plot", "buy", "buy_terms")
 
 
 def breakeven_report(inp: BreakevenInput) -> Breakeven:
@@ -489,6 +550,13 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
         by_duty=by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
         notes=tuple(tp.notes + _notes(comps, capacity, tp, inp.cached_fraction)),
     )
+    if inp.buy:
+        from dataclasses import replace
+
+        out = replace(out, **_buy(inp, rent, monthly, capacity, comps))
+    elif _buy_options(inp):
+        flag = "--" + _buy_options(inp)[0].replace("_", "-")
+        raise InputError(f"{flag} prices buying the cards: it goes with --buy", field=flag[2:])
     if inp.plot:
         from dataclasses import replace
 
@@ -498,6 +566,77 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
         fmt = plot_breakeven(out, inp.plot, volume, duty)
         out = replace(out, plot=BreakevenCharts(inp.plot, fmt, volume, duty))
     return out
+
+
+_BUY_OPTIONS = ("purchase_usd", "card_w", "host_w", "power_usd_kwh", "pue", "colo_usd_kw_month",
+                "amortize_months", "ops_usd_month")
+
+
+def _buy_options(inp: BreakevenInput) -> list[str]:
+    return [k for k in _BUY_OPTIONS if getattr(inp, k)]
+
+
+def _purchase_row(inp: BreakevenInput) -> Any:
+    """The snapshot's row of the --gpu card, None when the price and power are all given."""
+    from ..catalog.purchase import default_purchases
+
+    given = inp.purchase_usd is not None and inp.card_w is not None
+    if not inp.gpu:
+        if given:
+            return None
+        raise InputError("--buy needs the card: --gpu NAME (priced from the purchase snapshot), or "
+                         "--purchase-usd USD and --card-w W", field="gpu")
+    from ..catalog.gpus import default_gpus, load_gpus
+
+    gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
+    gpu = gpus.get(inp.gpu)
+    row = default_purchases().find(gpu.id, gpus.get)
+    if row is None and not given:
+        known = ", ".join(p.gpu for p in default_purchases().rows)
+        raise InputError(f"the purchase snapshot has no price for {gpu.name}", field="purchase_usd",
+                         hint=f"give --purchase-usd USD and --card-w W (it has {known})")
+    return row
+
+
+def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
+         comps: list[Comparison]) -> dict[str, Any]:
+    """`buy` and `buy_terms`: the rented set bought instead, run at the same duty."""
+    from ..catalog.purchase import default_purchases
+
+    d = default_purchases().defaults
+    row = _purchase_row(inp)
+    n = rent.count
+    per_card = inp.purchase_usd if inp.purchase_usd is not None else row.card_usd + row.host_usd
+    card_w = inp.card_w if inp.card_w is not None else row.card_w
+    host_w = inp.host_w if inp.host_w is not None else (row.host_w if row is not None else 0.0)
+    rated = (card_w + host_w) * n
+    own = cost.Ownership(
+        capex_usd=per_card * n, amortize_months=inp.amortize_months or d.amortize_months,
+        power_w=cost.board_power_w(rated, inp.duty), provisioned_w=rated,
+        pue=inp.pue if inp.pue is not None else d.pue,
+        power_usd_kwh=inp.power_usd_kwh if inp.power_usd_kwh is not None else d.power_usd_kwh,
+        colo_usd_kw_month=inp.colo_usd_kw_month if inp.colo_usd_kw_month is not None else d.colo_usd_kw_month,
+        hours_per_month=rent.hours_per_month, ops_usd_month=inp.ops_usd_month)
+    volume = capacity * inp.duty
+    cheapest = min(comps, key=lambda c: c.price_per_million_usd) if comps else None
+    api_bill = volume * cheapest.price_per_million_usd if cheapest else None
+    buy = Buy(rounded(own.capex_usd, 2), rounded(own.monthly_usd(), 2), rounded(own.power_w, 1),
+              rounded(own.monthly_usd() / volume if volume else math.inf, 4),
+              _months(own, monthly), _months(own, api_bill) if api_bill is not None else None)
+    source = (row.source if row is not None and inp.purchase_usd is None else "--purchase-usd")
+    terms = BuyTerms(
+        row.gpu if row is not None else inp.gpu, n, per_card, card_w, host_w, inp.duty, rated, own.pue,
+        own.power_usd_kwh, own.colo_usd_kw_month, own.amortize_months, own.ops_usd_month,
+        rounded(own.amortized_usd(), 2), rounded(own.energy_kwh(), 1), rounded(own.power_usd(), 2),
+        rounded(own.colo_usd(), 2), cheapest.api.id if cheapest else None, rounded(api_bill, 2),
+        row.date if row is not None and inp.purchase_usd is None else None, source,
+        "load-scaled TDP: (card + host rated W) × cards × duty (WattGPU, arXiv 2607.02391's baseline)")
+    return {"buy": buy, "buy_terms": terms}
+
+
+def _months(own: cost.Ownership, other_usd_month: float) -> float | None:
+    m = cost.months_to_overtake(own.capex_usd, own.running_usd(), other_usd_month)
+    return None if math.isinf(m) else round(m, 1)
 
 
 def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly: float,
