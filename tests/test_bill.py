@@ -66,3 +66,150 @@ def test_a_user_row_with_a_negative_cached_rate_is_refused(tmp_path):
     f.write_text('[[api]]\nid = "x"\nname = "X"\noutput_usd_per_m = 1.0\ncached_input_usd_per_m = -1\n')
     with pytest.raises(CardfitError, match="cached_input_usd_per_m"):
         apis((str(f),))
+
+
+# --- buying the cards ------------------------------------------------------------------------------------
+
+README_BUY = ('cardfit breakeven --gpu "RTX 4090" --tokens-per-s 400 --duty 0.5 --buy --power-usd-kwh 0.15 '
+              '--pue 1 --colo-usd-kw-month 0 --api gpt-5.4-mini')
+
+
+def _num(pattern: str, text: str) -> float:
+    import re
+
+    m = re.search(pattern, text)
+    assert m, pattern
+    return float(m.group(1).replace(",", ""))
+
+
+def test_readme_buy_example_is_real_output_and_its_arithmetic_holds(run_cli):
+    """The README's worked example: the block is what the CLI prints, and every figure of its buy lines is
+    recomputed here from the inputs printed beside it."""
+    import re
+    import shlex
+
+    from .conftest import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```text\n\$ " + re.escape(README_BUY) + r"\n(.*?)```", text, re.S)
+    assert block, "README lost its buy example"
+    code, out, err = run_cli(*shlex.split(README_BUY)[1:], env={"COLUMNS": "100"})
+    assert code == 0, err
+    assert [x.rstrip() for x in block.group(1).rstrip("\n").split("\n")] == \
+        [x.rstrip() for x in out.rstrip("\n").split("\n")]
+    rent = _num(r"Rent \$([\d,.]+)/month", out)
+    capacity = _num(r"capacity ([\d,.]+) M", out)
+    price = _num(r"price \$([\d,.]+) ÷", out)
+    months = _num(r"÷ ([\d.]+) months", out)
+    card_w, host_w = _num(r"\(([\d.]+) W card", out), _num(r"\+ ([\d.]+) W host", out)
+    cards, busy = _num(r"host\) × (\d+) ×", out), _num(r"× (\d+)% busy", out) / 100
+    pue, hours = _num(r"× PUE ([\d.]+)", out), _num(r"PUE [\d.]+ × ([\d.]+) h", out)
+    kwh_price = _num(r"kWh × \$([\d.]+)/kWh", out)
+    api_price = _num(r"OpenAI GPT-5.4 mini\s+([\d.]+)", out)
+    # the hand computation, in the order the README explains it
+    amortized = price / months
+    watts = (card_w + host_w) * cards * busy
+    kwh = watts * pue * hours / 1000
+    power_usd = kwh * kwh_price
+    monthly = amortized + power_usd
+    assert (round(amortized, 2), watts, kwh, round(power_usd, 2)) == (26.65, 425.0, 306.0, 45.90)
+    assert _num(r"= \$([\d.]+)/month\n  power", out) == round(amortized, 2)
+    assert _num(r"busy = ([\d.]+) W", out) == watts
+    assert _num(r"= ([\d.]+) kWh", out) == kwh
+    assert _num(r"→ \$([\d.]+)/month", out) == pytest.approx(monthly, abs=0.005)
+    assert _num(r"/month, \$([\d.]+)/M", out) == pytest.approx(monthly / (capacity * busy), abs=5e-5)
+    assert _num(r"rent after ([\d.]+) months", out) == round(price / (rent - power_usd), 1)
+    assert _num(r"gpt-5.4-mini after ([\d.]+) months", out) == round(
+        price / (api_price * capacity * busy - power_usd), 1)
+
+
+def _buy(**kw):
+    return breakeven_report(BreakevenInput(buy=True, **kw))
+
+
+def test_buy_json_keys_are_exactly_the_stable_ones(run_json):
+    r = run_json("breakeven", "--gpu", "H100 SXM", "--tokens-per-s", "3000", "--buy")
+    assert set(r["buy"]) == {"capex_usd", "monthly_usd", "power_w", "cost_per_million_usd",
+                             "beats_rent_after_months", "beats_api_after_months"}
+    assert "buy" not in run_json("breakeven", "--gpu", "H100 SXM", "--tokens-per-s", "3000")
+
+
+@pytest.mark.parametrize(("kw", "capex", "power_w", "monthly"), [
+    # H100 SXM at the snapshot's defaults: $27,500 card + $6,250 host share; (700 + 575) W at full duty;
+    # 1,275 W × 1.58 × 720 h = 1,450.44 kWh × $0.1107 = $160.56; colocation 1.275 kW × $163.44 = $208.39;
+    # $33,750 ÷ 60 = $562.50
+    ({"gpu": "H100 SXM", "tokens_per_s": 3000}, 33_750, 1275.0,
+     33_750 / 60 + 1275 * 1.58 * 720 / 1000 * 0.1107 + 1.275 * 163.44),
+    # two RTX 5090s busy a quarter of the time at home, $0.30/kWh, a 36-month write-off, $20 of ops
+    ({"gpu": "RTX 5090", "gpus": 2, "tokens_per_s": 900, "duty": 0.25, "power_usd_kwh": 0.30, "pue": 1.0,
+      "colo_usd_kw_month": 0.0, "amortize_months": 36, "ops_usd_month": 20.0}, 3998, 500.0,
+     3998 / 36 + 500 * 720 / 1000 * 0.30 + 20),
+    # a card the snapshot lacks, priced by hand; no host watts given
+    ({"gpu": "L4", "tokens_per_s": 300, "purchase_usd": 2500, "card_w": 72, "pue": 1.2,
+      "colo_usd_kw_month": 100.0}, 2500, 72.0, 2500 / 60 + 72 * 1.2 * 720 / 1000 * 0.1107 + 0.072 * 100),
+])
+def test_buy_month_by_hand(kw, capex, power_w, monthly):
+    r = _buy(**kw)
+    b = r.buy
+    assert b.capex_usd == capex and b.power_w == power_w
+    assert b.monthly_usd == pytest.approx(monthly, abs=0.01)
+    assert b.cost_per_million_usd == pytest.approx(monthly / r.volume_at_duty_millions_per_month, rel=1e-3)
+    running = monthly - capex / r.buy_terms.amortize_months
+    assert b.beats_rent_after_months == pytest.approx(capex / (r.monthly_usd - running), abs=0.05)
+
+
+def test_buy_never_beats_a_rent_below_its_running_costs():
+    r = _buy(hourly=0.01, tokens_per_s=400, purchase_usd=1000, card_w=450, power_usd_kwh=1.0, pue=1.0,
+             colo_usd_kw_month=0.0)
+    assert r.buy.beats_rent_after_months is None  # $7.20 of rent against $324 of power
+
+
+def test_beats_api_counts_against_the_cheapest_api_compared():
+    r = _buy(gpu="RTX 4090", tokens_per_s=400, api=("gpt-5.4-mini", "open-8b"), colo_usd_kw_month=0.0)
+    assert r.buy_terms.api == "open-8b"
+    bill = r.volume_at_duty_millions_per_month * 0.80  # $0.20 out + 3 × $0.20 in
+    running = r.buy.monthly_usd - 1599 / 60
+    assert r.buy.beats_api_after_months == pytest.approx(1599 / (bill - running), abs=0.05)
+
+
+@given(capex=st.floats(1, 1e6), running=st.floats(0, 1e4), gain=st.floats(-1e4, 1e5))
+def test_after_the_crossing_month_owning_is_cheaper(capex, running, gain):
+    other = max(running + gain, 0.0)
+    m = cost.months_to_overtake(capex, running, other)
+    if other <= running:
+        assert m == float("inf")
+    elif gain >= 0.01:
+        assert capex + m * running == pytest.approx(m * other, rel=1e-9)
+        assert capex + (m + 1) * running < (m + 1) * other  # a month later the other option costs more
+
+
+@given(rated=st.floats(1, 5000), u1=st.floats(0, 1), u2=st.floats(0, 1))
+def test_board_power_grows_with_the_load(rated, u1, u2):
+    lo, hi = sorted((u1, u2))
+    assert cost.board_power_w(rated, lo) <= cost.board_power_w(rated, hi) <= rated
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--hourly", "1", "--tokens-per-s", "400", "--buy"), "--buy needs the card"),
+    (("--gpu", "L4", "--tokens-per-s", "400", "--buy"), "no price for L4"),
+    (("--gpu", "RTX 4090", "--tokens-per-s", "400", "--pue", "1.2"), "--pue prices buying"),
+    (("--gpu", "RTX 4090", "--tokens-per-s", "400", "--buy", "--pue", "0.9"), "--pue"),
+    (("--gpu", "RTX 4090", "--tokens-per-s", "400", "--buy", "--amortize-months", "0"), "--amortize-months"),
+])
+def test_buy_input_errors_are_one_line(run_cli, args, message):
+    code, out, err = run_cli("breakeven", *args)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("Error:") and message in err
+
+
+def test_purchase_snapshot_rows_are_dated_sourced_and_known_cards():
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.purchase import default_purchases
+
+    cat = default_purchases()
+    d = cat.defaults
+    assert d.date and all((d.pue_source, d.colo_source, d.power_usd_kwh_source, d.amortize_source))
+    for p in cat.rows:
+        assert p.date and "http" in p.source and p.card_usd > 0 and p.card_w > 0
+        default_gpus().get(p.gpu)  # a name the GPU catalog knows
+        assert p.host_source or (p.host_usd == 0 and p.host_w == 0)
