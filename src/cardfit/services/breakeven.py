@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..units import fmt_millions, rounded
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, RuntimeInput, opt
 from .table import Result
+from .traffic import Traffic
 
 MAX_USD = 10_000_000.0
 # the break-even guide: "400 output tokens per second with 16 concurrent requests"
@@ -97,6 +98,17 @@ class BreakevenInput(RuntimeInput):
                                         "IRS 5-year property)", gt=0, le=600)
     ops_usd_month: float = opt(0.0, "with --buy: other monthly costs of owning (support, spares, staff)",
                                ge=0, le=MAX_USD)
+    traffic: str | None = opt(None, "with --model and --gpu: a day (or week) of traffic priced hour by hour: "
+                              "a CSV FILE of `hour,requests_per_s` rows or a shape (business-hours, global, "
+                              "batch-night) with --peak-requests-per-s; replicas per hour from deploy's "
+                              "search", max_length=4096)
+    peak_requests_per_s: float | None = opt(None, "with a --traffic shape: the requests/s at its busiest "
+                                            "hour", gt=0, le=1_000_000)
+    min_replicas: int = opt(1, "with --traffic: replicas kept up at every hour (Kubernetes HPA's default 1)",
+                            ge=0, le=512)
+    scale_up_lag_min: float | None = opt(None, "with --traffic: minutes a new replica is paid before it "
+                                         "serves (default: its weights read from disk at 3.5 GB/s)",
+                                         ge=0, le=60)
     catalog: tuple[str, ...] = opt((), "extra catalog file(s) with your own GPUs or API prices ([[gpu]], "
                                    "[[api]], [[tier]])", max_length=16)
     plot: str | None = opt(None, "also draw the charts to FILE (.png or .svg)", max_length=4096)
@@ -516,8 +528,9 @@ class Breakeven(Result):
     plot: BreakevenCharts | None = None  # absent from the JSON when no chart was asked for
     buy: Buy | None = None  # with --buy
     buy_terms: BuyTerms | None = None
+    traffic: Traffic | None = None  # with --traffic
 
-    omit_none = ("plot", "buy", "buy_terms")
+    omit_none = ("plot", "buy", "buy_terms", "traffic")
 
 
 def breakeven_report(inp: BreakevenInput) -> Breakeven:
@@ -557,6 +570,13 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
     elif _buy_options(inp):
         flag = "--" + _buy_options(inp)[0].replace("_", "-")
         raise InputError(f"{flag} prices buying the cards: it goes with --buy", field=flag[2:])
+    if inp.traffic:
+        from dataclasses import replace
+
+        out = replace(out, traffic=_traffic(inp, rent, comps))
+    elif inp.peak_requests_per_s or inp.scale_up_lag_min is not None or inp.min_replicas != 1:
+        raise InputError("--peak-requests-per-s, --min-replicas and --scale-up-lag-min go with --traffic",
+                         field="traffic")
     if inp.plot:
         from dataclasses import replace
 
@@ -598,25 +618,33 @@ def _purchase_row(inp: BreakevenInput) -> Any:
     return row
 
 
-def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
-         comps: list[Comparison]) -> dict[str, Any]:
-    """`buy` and `buy_terms`: the rented set bought instead, run at the same duty."""
+def _ownership(inp: BreakevenInput, count: int, utilization: float, hours: float,
+               row: Any) -> cost.Ownership:
+    """`count` cards bought (the snapshot's `row`, or the prices given), busy `utilization` of the time."""
     from ..catalog.purchase import default_purchases
 
     d = default_purchases().defaults
-    row = _purchase_row(inp)
-    n = rent.count
     per_card = inp.purchase_usd if inp.purchase_usd is not None else row.card_usd + row.host_usd
     card_w = inp.card_w if inp.card_w is not None else row.card_w
     host_w = inp.host_w if inp.host_w is not None else (row.host_w if row is not None else 0.0)
-    rated = (card_w + host_w) * n
-    own = cost.Ownership(
-        capex_usd=per_card * n, amortize_months=inp.amortize_months or d.amortize_months,
-        power_w=cost.board_power_w(rated, inp.duty), provisioned_w=rated,
+    rated = (card_w + host_w) * count
+    return cost.Ownership(
+        capex_usd=per_card * count, amortize_months=inp.amortize_months or d.amortize_months,
+        power_w=cost.board_power_w(rated, utilization), provisioned_w=rated,
         pue=inp.pue if inp.pue is not None else d.pue,
         power_usd_kwh=inp.power_usd_kwh if inp.power_usd_kwh is not None else d.power_usd_kwh,
         colo_usd_kw_month=inp.colo_usd_kw_month if inp.colo_usd_kw_month is not None else d.colo_usd_kw_month,
-        hours_per_month=rent.hours_per_month, ops_usd_month=inp.ops_usd_month)
+        hours_per_month=hours, ops_usd_month=inp.ops_usd_month)
+
+
+def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
+         comps: list[Comparison]) -> dict[str, Any]:
+    """`buy` and `buy_terms`: the rented set bought instead, run at the same duty."""
+    row = _purchase_row(inp)
+    n = rent.count
+    own = _ownership(inp, n, inp.duty, rent.hours_per_month, row)
+    card_w = own.provisioned_w / n - (inp.host_w if inp.host_w is not None else
+                                      (row.host_w if row is not None else 0.0))
     volume = capacity * inp.duty
     cheapest = min(comps, key=lambda c: c.price_per_million_usd) if comps else None
     api_bill = volume * cheapest.price_per_million_usd if cheapest else None
@@ -625,13 +653,65 @@ def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
               _months(own, monthly), _months(own, api_bill) if api_bill is not None else None)
     source = (row.source if row is not None and inp.purchase_usd is None else "--purchase-usd")
     terms = BuyTerms(
-        row.gpu if row is not None else inp.gpu, n, per_card, card_w, host_w, inp.duty, rated, own.pue,
-        own.power_usd_kwh, own.colo_usd_kw_month, own.amortize_months, own.ops_usd_month,
-        rounded(own.amortized_usd(), 2), rounded(own.energy_kwh(), 1), rounded(own.power_usd(), 2),
-        rounded(own.colo_usd(), 2), cheapest.api.id if cheapest else None, rounded(api_bill, 2),
-        row.date if row is not None and inp.purchase_usd is None else None, source,
+        row.gpu if row is not None else inp.gpu, n, own.capex_usd / n, card_w, own.provisioned_w / n - card_w,
+        inp.duty, own.provisioned_w, own.pue, own.power_usd_kwh, own.colo_usd_kw_month, own.amortize_months,
+        own.ops_usd_month, rounded(own.amortized_usd(), 2), rounded(own.energy_kwh(), 1),
+        rounded(own.power_usd(), 2), rounded(own.colo_usd(), 2), cheapest.api.id if cheapest else None,
+        rounded(api_bill, 2), row.date if row is not None and inp.purchase_usd is None else None, source,
         "load-scaled TDP: (card + host rated W) × cards × duty (WattGPU, arXiv 2607.02391's baseline)")
     return {"buy": buy, "buy_terms": terms}
+
+
+def _traffic(inp: BreakevenInput, rent: Rent, comps: list[Comparison]) -> Traffic:
+    """`--traffic`: deploy's best shape for the model on the card at the curve's peak, scaled hour by hour."""
+    from . import deploy as dp
+    from . import traffic as tr
+    from .speed import DEFAULT_DISK_GBPS
+
+    if not (inp.model and inp.gpu):
+        raise InputError("--traffic needs --model M and --gpu G: deploy's search sizes the replicas each "
+                         "hour", field="traffic")
+    rates = tr.curve(inp.traffic or "", inp.peak_requests_per_s)
+    peak = max(rates)
+    if peak <= 0:
+        raise InputError("the traffic curve has no requests", field="traffic")
+    request = _request(inp) or (0, 0)
+    dinp = dp.DeployInput(model=inp.model, gpu=(inp.gpu,), runtime=inp.runtime, quant=inp.quant,
+                          requests_per_s=peak, catalog=inp.catalog,
+                          **({"input_tokens": request[0], "output_tokens": request[1]} if request[0] else {}))
+    dp.check(dinp)
+    t = dp.targets(dinp)
+    found = dp.search(dinp, dp.candidates(dinp, dp.settings(dinp)[0]), t)
+    if not found or found[0].monthly_usd is None:
+        raise InputError(f"no rented deployment of {inp.model} on {inp.gpu} meets deploy's targets at the "
+                         f"curve's peak of {peak:g} requests/s", field="traffic",
+                         hint="`cardfit deploy` shows what fails")
+    c = found[0].cand
+
+    def replicas(rate: float) -> int:
+        res = dp.replicas_at(dinp, c, t, rate)
+        if res is None:
+            raise InputError(f"no number of replicas meets deploy's targets at {rate:g} requests/s",
+                             field="traffic")
+        return res.replicas
+
+    def month(k: int) -> float:
+        return dp.fitting.set_price(c.gpu, c.cards * k, c.setting.ctx.rules) or 0.0
+
+    row = _purchase_row(inp) if inp.purchase_usd is None or inp.card_w is None else None
+
+    def own(cards: int, utilization: float) -> float | None:
+        if row is None and (inp.purchase_usd is None or inp.card_w is None):
+            return None
+        return _ownership(inp, cards, utilization, rent.hours_per_month, row).monthly_usd()
+
+    load_min = c.setting.mem.weights.total_bytes / (DEFAULT_DISK_GBPS * 1e9) / 60
+    fleet = tr.Fleet(replicas, month, c.gpu.name, c.cards, c.tp, c.setting.ctx.runtime.named,
+                     c.setting.ctx.quant.name, load_min)
+    cheapest = min(comps, key=lambda x: x.price_per_million_usd) if comps else None
+    per_request = (dinp.output_tokens * cheapest.price_per_million_usd / cost.MILLION) if cheapest else None
+    return tr.bill(rates, fleet, inp.min_replicas, inp.scale_up_lag_min, own, per_request,
+                   cheapest.api.id if cheapest else None)
 
 
 def _months(own: cost.Ownership, other_usd_month: float) -> float | None:
