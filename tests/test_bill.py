@@ -213,3 +213,118 @@ def test_purchase_snapshot_rows_are_dated_sourced_and_known_cards():
         assert p.date and "http" in p.source and p.card_usd > 0 and p.card_w > 0
         default_gpus().get(p.gpu)  # a name the GPU catalog knows
         assert p.host_source or (p.host_usd == 0 and p.host_w == 0)
+
+
+# --- a day of traffic -------------------------------------------------------------------------------------
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _curve_file(tmp_path, rates):
+    f = tmp_path / "traffic.csv"
+    f.write_text("hour,requests_per_s\n" + "".join(f"{h},{r}\n" for h, r in enumerate(rates)))
+    return str(f)
+
+
+def _traffic(tmp_path, rates, **kw):
+    return breakeven_report(BreakevenInput(model=LLAMA, gpu="RTX 4090", runtime="vllm",
+                                           traffic=_curve_file(tmp_path, rates), **kw)).traffic
+
+
+def test_step_curve_replicas_are_deploys_answer_at_each_level(tmp_path):
+    """Three steps of eight hours: at each level the replicas are those `cardfit deploy --requests-per-s
+    LEVEL` picks for the same card and runtime (one replica's shape is the same at every level)."""
+    from cardfit.services.deploy import DeployInput, deploy_report
+
+    levels = [0.5, 12.0, 30.0]
+    t = _traffic(tmp_path, [levels[h // 8] for h in range(24)], min_replicas=0)
+    assert [h.requests_per_s for h in t.hours] == [levels[h // 8] for h in range(24)]
+    for level in levels:
+        best = deploy_report(DeployInput(model=LLAMA, gpu=("RTX 4090",), runtime="vllm",
+                                         requests_per_s=level)).best
+        assert (best.count // best.replicas, best.tp, best.quant) == (t.cards_per_replica, t.tp, t.quant)
+        assert {h.replicas for h in t.hours if h.requests_per_s == level} == {best.replicas}, level
+    assert len({h.replicas for h in t.hours}) == 3  # the three steps need three different fleets
+
+
+def test_traffic_month_by_hand(tmp_path):
+    """An RTX 4090 rents at $390 a month (720 h); the curve's hours priced one by one, the replicas started
+    for the next hour paid `lag` minutes early, the day repeated 30 times."""
+    rates = [0.0] * 6 + [30.0] * 12 + [12.0] * 6
+    t = _traffic(tmp_path, rates, min_replicas=1, scale_up_lag_min=6.0, api=("gpt-5.4-mini",))
+    need = [h.replicas for h in t.hours]
+    assert need[0] == 1 and max(need) == t.peak_replicas  # the floor holds in the empty hours
+    def fleet(k):  # $390 a card, less the volume discount from 2 cards (5 %), 4 (8 %), 8 (10 %)
+        return 390.0 * k * (1 - (0.10 if k >= 8 else 0.08 if k >= 4 else 0.05 if k >= 2 else 0.0))
+
+    for h in range(24):
+        up = need[(h + 1) % 24]
+        early = max(up - need[h], 0) * 0.1 * fleet(up) / up
+        assert t.hours[h].usd == pytest.approx((fleet(need[h]) + early) / 720, abs=1e-4)
+    assert t.monthly_usd.autoscaled == pytest.approx(30 * sum(h.usd for h in t.hours), abs=0.05)
+    assert t.monthly_usd.always_on == pytest.approx(fleet(t.peak_replicas), abs=0.01)
+    assert t.monthly_usd.autoscaled < t.monthly_usd.always_on
+    # the API bills every request: 1,000 prompt tokens ($0.75/M) + 300 answer tokens ($4.50/M)
+    per_request = (1000 * 0.75 + 300 * 4.50) / 1e6
+    assert t.monthly_usd.api == pytest.approx(sum(rates) * 3600 * 30 * per_request, abs=0.05)
+    assert t.gpu_hours_per_day == sum(need)
+
+
+@pytest.mark.parametrize(("shape", "busy"), [
+    ("business-hours", set(range(9, 17))),
+    ("batch-night", set(range(0, 6))),
+    ("global", set(range(1, 22))),
+])
+def test_named_shapes_put_the_peak_where_their_names_say(shape, busy):
+    from cardfit.services.traffic import curve
+
+    rates = curve(shape, 10.0)
+    assert len(rates) == 24 and max(rates) == 10.0
+    assert {h for h, r in enumerate(rates) if r > 0} == busy
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "has no rows"),
+    ("hour,requests_per_s\n0,1\n0,2\n", "hour 0 is given twice"),
+    ("0,1\n2,1\n", "hour 1 is missing"),
+    ("0,1,2\n", "expected 2 fields"),
+    ("0,lots\n", "is not an hour and a rate"),
+    ("0,nan\n", "outside 0..1,000,000"),
+    ("0,-1\n", "outside 0..1,000,000"),
+    ("168,1\n", "outside 0..167"),
+    ("\xff\xfe", "is not UTF-8"),
+])
+def test_bad_traffic_files_are_one_line_errors(tmp_path, run_cli, text, message):
+    f = tmp_path / "t.csv"
+    f.write_bytes(text.encode("latin-1"))
+    code, out, err = run_cli("breakeven", "--model", LLAMA, "--gpu", "RTX 4090", "--traffic", str(f))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("Error:") and message in err
+
+
+def test_traffic_file_size_is_bounded(tmp_path):
+    from cardfit.services.traffic import MAX_TRAFFIC_BYTES, curve
+
+    f = tmp_path / "big.csv"
+    f.write_text("0,1\n" + "#" * MAX_TRAFFIC_BYTES)
+    with pytest.raises(CardfitError, match="limit"):
+        curve(str(f), None)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--hourly", "1", "--tokens-per-s", "400", "--traffic", "global"), "--traffic needs --model"),
+    (("--model", LLAMA, "--gpu", "RTX 4090", "--traffic", "global"), "needs its peak"),
+    (("--model", LLAMA, "--gpu", "RTX 4090", "--traffic", "lunchtime"), "a CSV file or one of"),
+    (("--hourly", "1", "--tokens-per-s", "400", "--min-replicas", "2"), "go with --traffic"),
+])
+def test_traffic_input_errors(run_cli, args, message):
+    code, out, err = run_cli("breakeven", *args)
+    assert code == 2 and out == "" and err.startswith("Error:") and message in err
+
+
+def test_traffic_json_keys(run_json):
+    r = run_json("breakeven", "--model", LLAMA, "--gpu", "RTX 4090", "--runtime", "vllm", "--traffic",
+                 "batch-night", "--peak-requests-per-s", "20")
+    t = r["traffic"]
+    assert set(t["monthly_usd"]) == {"autoscaled", "always_on", "buy", "api"}
+    assert len(t["hours"]) == 24 and set(t["hours"][0]) == {"hour", "requests_per_s", "replicas", "usd"}

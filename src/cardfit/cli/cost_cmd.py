@@ -62,6 +62,8 @@ def _print(r: Breakeven) -> None:
     c.print(f"Cost per million at {_pct(r.duty)} duty: [bold]${r.cost_per_million_usd:,.2f}[/]{at_full}\n")
     if r.buy is not None and r.buy_terms is not None:
         _print_buy(r)
+    if r.traffic is not None:
+        _print_traffic(r)
     tab = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for col, just in (("API", "left"), ("$/M out+in", "right"), ("break-even M/month", "right"),
                       ("needs duty", "right"), ("verdict", "left")):
@@ -105,6 +107,34 @@ def _print_buy(r: Breakeven) -> None:
             f"{_pct(r.duty)} duty")
     api = f"; {t.api} {_months(b.beats_api_after_months)}" if t.api else ""
     c.print(f"  beats the rent {_months(b.beats_rent_after_months)}{api}\n")
+
+
+def _print_traffic(r: Breakeven) -> None:
+    """The day of traffic: replicas and rent per hour (runs of hours that print the same on one line), then
+    the month."""
+    from .render import console
+
+    t = r.traffic
+    assert t is not None
+    c = console()
+    c.print(f"Traffic: replicas of {t.cards_per_replica}× {t.gpu} (tp {t.tp}, {t.runtime}, {t.quant}) sized "
+            f"by deploy each hour")
+    c.print(f"  at least {t.min_replicas}; a new one paid {t.scale_up_lag_min:g} min before its hour")
+    rows = [(h.hour, f"{h.requests_per_s:>9,.2f} req/s  {h.replicas:>4} "
+                     f"replica{' ' if h.replicas == 1 else 's'}  ${h.usd:,.2f}/h") for h in t.hours]
+    start = 0
+    for i, (hour, line) in enumerate(rows):
+        if i + 1 < len(rows) and rows[i + 1][1] == line:
+            continue
+        span = f"{start:02d}-{hour:02d}" if hour > start else f"{hour:02d}   "
+        c.print(f"  hour {span}  {line}")
+        start = hour + 1
+    m = t.monthly_usd
+    buy = "—" if m.buy is None else f"${m.buy:,.2f}"
+    api = "—" if m.api is None else f"${m.api:,.2f} ({t.api})"
+    c.print(f"  a month ({t.days_per_month:g} days): autoscaled [bold]${m.autoscaled:,.2f}[/]; always on "
+            f"(peak {t.peak_replicas}) ${m.always_on:,.2f}")
+    c.print(f"  bought {buy}; API {api}\n")
 
 
 def _duty_table(r: Breakeven) -> Any:
