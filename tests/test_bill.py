@@ -328,3 +328,20 @@ def test_traffic_json_keys(run_json):
     t = r["traffic"]
     assert set(t["monthly_usd"]) == {"autoscaled", "always_on", "buy", "api"}
     assert len(t["hours"]) == 24 and set(t["hours"][0]) == {"hour", "requests_per_s", "replicas", "usd"}
+
+
+def test_readme_traffic_example_is_real_output(run_cli):
+    import re
+    import shlex
+
+    from .conftest import ROOT
+
+    cmd = (f'cardfit breakeven --model {LLAMA} --gpu "RTX 4090" --runtime vllm --traffic business-hours '
+           '--peak-requests-per-s 30 --api gpt-5.4-mini')
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```text\n\$ " + re.escape(cmd) + r"\n(.*?)```", text, re.S)
+    assert block, "README lost its traffic example"
+    code, out, err = run_cli(*shlex.split(cmd)[1:], env={"COLUMNS": "100"})
+    assert code == 0, err
+    assert [x.rstrip() for x in block.group(1).rstrip("\n").split("\n")] == \
+        [x.rstrip() for x in out.rstrip("\n").split("\n")]
