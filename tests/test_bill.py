@@ -345,3 +345,70 @@ def test_readme_traffic_example_is_real_output(run_cli):
     assert code == 0, err
     assert [x.rstrip() for x in block.group(1).rstrip("\n").split("\n")] == \
         [x.rstrip() for x in out.rstrip("\n").split("\n")]
+
+
+# --- price snapshots ---------------------------------------------------------------------------------------
+
+SNAPSHOT = """[[api]]
+id = "gpt-5.4-mini"
+override = true
+output_usd_per_m = 4.00
+date = "2026-12-01"
+source = "https://developers.openai.com/api/docs/pricing (read 2026-12-01)"
+
+[[api]]
+id = "my-contract"
+name = "Our contract"
+output_usd_per_m = 1.10
+input_usd_per_m = 0.30
+cached_input_usd_per_m = 0.03
+date = "2026-11-20"
+source = "invoice 2026-11"
+"""
+
+
+def test_prices_update_installs_a_snapshot_every_command_reads(run_cli, run_json, tmp_path):
+    f = tmp_path / "newer.toml"
+    f.write_text(SNAPSHOT)
+    try:
+        r = run_json("prices", "--update", str(f))
+        assert r["installed"]["date"] == "2026-12-01" and r["installed"]["rows"] == 2
+        names = {s["name"]: s for s in r["snapshots"]}
+        assert names["API prices installed"]["date"] == "2026-12-01"
+        rows = {a["id"]: a for a in run_json("apis")["apis"]}
+        assert rows["gpt-5.4-mini"]["output_usd_per_m"] == 4.0  # the override, the rest kept
+        assert rows["gpt-5.4-mini"]["input_usd_per_m"] == 0.75 and rows["my-contract"]["date"] == "2026-11-20"
+        be = run_json("breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--api", "my-contract",
+                      "--input-per-output", "0")
+        assert be["apis"][0]["price_per_million_usd"] == 1.1
+        assert any("2026-11-20" in n and "prices --update" in n for n in be["notes"])  # names its date
+        code, out, _ = run_cli("prices")
+        assert code == 0 and "API prices installed: 2 rows dated 2026-11-20 to 2026-12-01" in out
+    finally:
+        run_json("prices", "--remove")
+    assert "my-contract" not in {a["id"] for a in run_json("apis")["apis"]}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[api]]\nid = "x"\nname = "X"\noutput_usd_per_m = 1.0\nsource = "s"\n',
+     "needs its `date` and `source`"),
+    ('[[gpu]]\nid = "x"\n', "[[api]] and [[tier]] rows only"),
+    ('[[api]]\nid = "gpt-5.4"\nname = "dup"\noutput_usd_per_m = 1\ndate = "2026"\nsource = "s"\n',
+     "gpt-5.4"),  # an id the catalog has, without override = true
+    ('[[api]]\nid = "x"\nname = "X"\noutput_usd_per_m = 0\ndate = "2026"\nsource = "s"\n', "above 0"),
+    ("not toml [", "not valid TOML"),
+])
+def test_prices_update_refuses_a_bad_snapshot_in_one_line(run_cli, tmp_path, text, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    code, out, err = run_cli("prices", "--update", str(f))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("Error:") and message in err
+    code, out, _ = run_cli("prices")
+    assert code == 0 and "installed" not in out  # nothing was installed
+
+
+def test_prices_names_every_snapshot_date(run_json):
+    snaps = {s["name"]: s for s in run_json("prices")["snapshots"]}
+    assert set(snaps) == {"API prices", "rental prices", "purchase prices"}
+    assert all(s["date"] and s["rows"] > 0 for s in snaps.values())

@@ -1,4 +1,5 @@
-"""`cardfit breakeven` (rent vs API) and `cardfit apis` (the API price catalog)."""
+"""`cardfit breakeven` (rent vs API), `cardfit apis` (the API price catalog) and `cardfit prices` (the price
+snapshots in use, and `--update FILE` to install a newer one)."""
 
 from __future__ import annotations
 
@@ -178,3 +179,45 @@ def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
         tab.add_row(a.id, a.name, f"{a.input_usd_per_m:,.2f}", cached, f"{a.output_usd_per_m:,.2f}",
                     a.date or "—", a.evidence or "—")
     console().print(tab)
+
+
+PRICES_EPILOG = """\b
+Examples:
+  cardfit prices
+  cardfit prices --update my-prices.toml     # [[api]] / [[tier]] rows, each with date and source
+  cardfit prices --remove
+"""
+
+
+@cli.command("prices", epilog=PRICES_EPILOG)
+@click.option("--update", "update", type=click.Path(), default=None,
+              help="install FILE (TOML/JSON [[api]]/[[tier]] rows, each dated and sourced) as the API price "
+                   "snapshot every command reads, replacing the one installed")
+@click.option("--remove", is_flag=True, help="remove the installed snapshot: back to the built-in prices")
+@json_option
+def prices_cmd(as_json: bool, update: str | None, remove: bool) -> None:
+    """The price snapshots cardfit answers with (API, rental and purchase prices) and their dates."""
+    from ..errors import InputError
+
+    if update and remove:
+        raise InputError("give --update FILE or --remove, not both", field="update")
+    from ..services.catalogs import install_prices, price_snapshots, remove_prices
+
+    out = install_prices(update) if update else remove_prices() if remove else {}
+    out = {**out, "snapshots": price_snapshots()}
+    if as_json:
+        emit_json(out)
+        return
+    from .render import console
+
+    c = console()
+    if "installed" in out:
+        i = out["installed"]
+        c.print(f"Installed the price snapshot of {i['date']} ({i['rows']} rows) from {i['from']} as "
+                f"{i['path']}")
+    if out.get("removed"):
+        c.print(f"Removed {out['removed']}: back to the built-in prices")
+    for snap in out["snapshots"]:
+        span = (snap["date"] if snap["oldest_date"] == snap["date"]
+                else f"{snap['oldest_date']} to {snap['date']}")
+        c.print(f"{snap['name']}: {snap['rows']} rows dated {span} ({snap['source']})")

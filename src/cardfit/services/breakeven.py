@@ -776,6 +776,13 @@ def _notes(comps: list[Comparison], capacity: float, tp: Throughput,
     if dated:
         out.append(f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows "
                    "sources)")
+    from ..catalog.apis import installed_files
+
+    installed = set(installed_files())
+    if any(c.api.origin in installed for c in comps):
+        snap = max(c.api.date for c in comps if c.api.origin in installed)
+        out.append(f"prices from the snapshot installed with `cardfit prices --update` ({snap}; "
+                   "`cardfit prices --remove` goes back to the built-in ones)")
     return out
 
 
