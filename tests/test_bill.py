@@ -412,3 +412,20 @@ def test_prices_names_every_snapshot_date(run_json):
     snaps = {s["name"]: s for s in run_json("prices")["snapshots"]}
     assert set(snaps) == {"API prices", "rental prices", "purchase prices"}
     assert all(s["date"] and s["rows"] > 0 for s in snaps.values())
+
+
+# --- charts ---------------------------------------------------------------------------------------------
+
+
+def test_plot_adds_the_36_month_and_the_day_charts(run_json, tmp_path):
+    svg = tmp_path / "bill.svg"
+    r = run_json("breakeven", "--model", LLAMA, "--gpu", "RTX 4090", "--runtime", "vllm", "--traffic",
+                 "business-hours", "--peak-requests-per-s", "30", "--buy", "--plot", str(svg))
+    text = svg.read_text()
+    assert r["plot"]["format"] == "svg"
+    for label in ("Rent, buy or API over 36 months", "A day of traffic: replicas and rent per hour",
+                  f"buy ${r['buy']['capex_usd']:,.0f}", "Monthly cost vs volume"):
+        assert label in text, label
+    plain = tmp_path / "plain.svg"
+    run_json("breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--plot", str(plain))
+    assert "over 36 months" not in plain.read_text()  # the second row only with --buy / --traffic
