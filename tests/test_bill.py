@@ -429,3 +429,19 @@ def test_plot_adds_the_36_month_and_the_day_charts(run_json, tmp_path):
     plain = tmp_path / "plain.svg"
     run_json("breakeven", "--hourly", "0.5", "--tokens-per-s", "400", "--plot", str(plain))
     assert "over 36 months" not in plain.read_text()  # the second row only with --buy / --traffic
+
+
+def test_the_web_api_takes_traffic_shapes_never_files(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from cardfit.web.app import create_app
+
+    client = TestClient(create_app())
+    body = {"model": LLAMA, "gpu": "RTX 4090", "runtime": "vllm"}
+    f = _curve_file(tmp_path, [1.0] * 24)
+    r = client.post("/api/breakeven", json={**body, "traffic": f})
+    assert r.status_code == 400 and "does not read traffic files" in r.json()["error"]
+    r = client.post("/api/breakeven", json={**body, "traffic": "batch-night", "peak_requests_per_s": 10,
+                                            "buy": True})
+    assert r.status_code == 200 and set(r.json()["traffic"]["monthly_usd"]) == {"autoscaled", "always_on",
+                                                                                "buy", "api"}

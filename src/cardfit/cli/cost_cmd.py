@@ -22,6 +22,11 @@ Examples:
   cardfit breakeven --gpu "RTX 4090" --model llama3.1:8b --api frontier
   cardfit breakeven --hourly 0.50 --tokens-per-s 400 --retry-multiplier 3 --storage-gb 50 \\
       --storage-usd-per-gb-month 0.10 --cold-starts-per-month 60 --cold-start-s 40
+  cardfit breakeven --gpu "RTX 4090" --tokens-per-s 400 --duty 0.5 --buy --power-usd-kwh 0.15 \\
+      --pue 1 --colo-usd-kw-month 0      # buy vs rent vs API, with power
+  cardfit breakeven --model meta-llama/Llama-3.1-8B-Instruct --gpu "RTX 4090" --runtime vllm \\
+      --traffic business-hours --peak-requests-per-s 30 --buy --plot bill.svg
+  cardfit breakeven --hourly 0.50 --tokens-per-s 400 --api gpt-5.4 --cached-fraction 0.6
 """
 
 
@@ -31,6 +36,7 @@ def breakeven(result: Breakeven, inp: Any) -> None:
 
     Give the rent (--hourly or --monthly, or --gpu to use the catalog price), the throughput
     (--tokens-per-s, --from-log, or --model with --gpu) and what to compare with (--api-price, --api).
+    --buy adds owning the cards (price, power, colocation); --traffic prices a day of traffic hour by hour.
     """
     _print(result)
 
