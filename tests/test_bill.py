@@ -445,3 +445,9 @@ def test_the_web_api_takes_traffic_shapes_never_files(tmp_path):
                                             "buy": True})
     assert r.status_code == 200 and set(r.json()["traffic"]["monthly_usd"]) == {"autoscaled", "always_on",
                                                                                 "buy", "api"}
+
+
+def test_traffic_on_a_card_without_a_purchase_price_leaves_buy_empty():
+    r = breakeven_report(BreakevenInput(model=LLAMA, gpu="L40S", runtime="vllm", traffic="business-hours",
+                                        peak_requests_per_s=5))
+    assert r.traffic.monthly_usd.buy is None and r.traffic.monthly_usd.always_on > 0

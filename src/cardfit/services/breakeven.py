@@ -596,13 +596,14 @@ def _buy_options(inp: BreakevenInput) -> list[str]:
     return [k for k in _BUY_OPTIONS if getattr(inp, k)]
 
 
-def _purchase_row(inp: BreakevenInput) -> Any:
-    """The snapshot's row of the --gpu card, None when the price and power are all given."""
+def _purchase_row(inp: BreakevenInput, required: bool = True) -> Any:
+    """The snapshot's row of the --gpu card; None when the price and power are all given, or (`required`
+    False) when the snapshot has no row for the card."""
     from ..catalog.purchase import default_purchases
 
     given = inp.purchase_usd is not None and inp.card_w is not None
     if not inp.gpu:
-        if given:
+        if given or not required:
             return None
         raise InputError("--buy needs the card: --gpu NAME (priced from the purchase snapshot), or "
                          "--purchase-usd USD and --card-w W", field="gpu")
@@ -611,26 +612,42 @@ def _purchase_row(inp: BreakevenInput) -> Any:
     gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     gpu = gpus.get(inp.gpu)
     row = default_purchases().find(gpu.id, gpus.get)
-    if row is None and not given:
+    if row is None and not given and required:
         known = ", ".join(p.gpu for p in default_purchases().rows)
         raise InputError(f"the purchase snapshot has no price for {gpu.name}", field="purchase_usd",
                          hint=f"give --purchase-usd USD and --card-w W (it has {known})")
     return row
 
 
+@record
+class Rated:
+    """One bought card: its price with its share of the host, and the rated power of the card and host."""
+
+    usd: float
+    card_w: float
+    host_w: float
+
+
+def _rated(inp: BreakevenInput, row: Any) -> Rated | None:
+    """The options given, else the snapshot's row; None when neither prices the card."""
+    if row is None and (inp.purchase_usd is None or inp.card_w is None):
+        return None
+    usd = inp.purchase_usd if inp.purchase_usd is not None else row.card_usd + row.host_usd
+    card_w = inp.card_w if inp.card_w is not None else row.card_w
+    host_w = inp.host_w if inp.host_w is not None else (row.host_w if row is not None else 0.0)
+    return Rated(usd, card_w, host_w)
+
+
 def _ownership(inp: BreakevenInput, count: int, utilization: float, hours: float,
-               row: Any) -> cost.Ownership:
-    """`count` cards bought (the snapshot's `row`, or the prices given), busy `utilization` of the time."""
+               rated: Rated) -> cost.Ownership:
+    """`count` cards bought, busy `utilization` of the time; the defaults from data/purchase.toml."""
     from ..catalog.purchase import default_purchases
 
     d = default_purchases().defaults
-    per_card = inp.purchase_usd if inp.purchase_usd is not None else row.card_usd + row.host_usd
-    card_w = inp.card_w if inp.card_w is not None else row.card_w
-    host_w = inp.host_w if inp.host_w is not None else (row.host_w if row is not None else 0.0)
-    rated = (card_w + host_w) * count
+    watts = (rated.card_w + rated.host_w) * count
     return cost.Ownership(
-        capex_usd=per_card * count, amortize_months=inp.amortize_months or d.amortize_months,
-        power_w=cost.board_power_w(rated, utilization), provisioned_w=rated,
+        capex_usd=rated.usd * count, amortize_months=inp.amortize_months or d.amortize_months,
+        power_w=cost.board_power_w(watts, utilization), provisioned_w=watts,
         pue=inp.pue if inp.pue is not None else d.pue,
         power_usd_kwh=inp.power_usd_kwh if inp.power_usd_kwh is not None else d.power_usd_kwh,
         colo_usd_kw_month=inp.colo_usd_kw_month if inp.colo_usd_kw_month is not None else d.colo_usd_kw_month,
@@ -641,23 +658,23 @@ def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
          comps: list[Comparison]) -> dict[str, Any]:
     """`buy` and `buy_terms`: the rented set bought instead, run at the same duty."""
     row = _purchase_row(inp)
+    rated = _rated(inp, row)
+    assert rated is not None  # _purchase_row refused a card that neither the snapshot nor the options price
     n = rent.count
-    own = _ownership(inp, n, inp.duty, rent.hours_per_month, row)
-    card_w = own.provisioned_w / n - (inp.host_w if inp.host_w is not None else
-                                      (row.host_w if row is not None else 0.0))
+    own = _ownership(inp, n, inp.duty, rent.hours_per_month, rated)
     volume = capacity * inp.duty
     cheapest = min(comps, key=lambda c: c.price_per_million_usd) if comps else None
     api_bill = volume * cheapest.price_per_million_usd if cheapest else None
     buy = Buy(rounded(own.capex_usd, 2), rounded(own.monthly_usd(), 2), rounded(own.power_w, 1),
               rounded(own.monthly_usd() / volume if volume else math.inf, 4),
               _months(own, monthly), _months(own, api_bill) if api_bill is not None else None)
-    source = (row.source if row is not None and inp.purchase_usd is None else "--purchase-usd")
+    from_row = row is not None and inp.purchase_usd is None
     terms = BuyTerms(
-        row.gpu if row is not None else inp.gpu, n, own.capex_usd / n, card_w, own.provisioned_w / n - card_w,
-        inp.duty, own.provisioned_w, own.pue, own.power_usd_kwh, own.colo_usd_kw_month, own.amortize_months,
+        row.gpu if row is not None else inp.gpu, n, rated.usd, rated.card_w, rated.host_w, inp.duty,
+        own.provisioned_w, own.pue, own.power_usd_kwh, own.colo_usd_kw_month, own.amortize_months,
         own.ops_usd_month, rounded(own.amortized_usd(), 2), rounded(own.energy_kwh(), 1),
         rounded(own.power_usd(), 2), rounded(own.colo_usd(), 2), cheapest.api.id if cheapest else None,
-        rounded(api_bill, 2), row.date if row is not None and inp.purchase_usd is None else None, source,
+        rounded(api_bill, 2), row.date if from_row else None, row.source if from_row else "--purchase-usd",
         "load-scaled TDP: (card + host rated W) × cards × duty (WattGPU, arXiv 2607.02391's baseline)")
     return {"buy": buy, "buy_terms": terms}
 
@@ -698,12 +715,11 @@ def _traffic(inp: BreakevenInput, rent: Rent, comps: list[Comparison]) -> Traffi
     def month(k: int) -> float:
         return dp.fitting.set_price(c.gpu, c.cards * k, c.setting.ctx.rules) or 0.0
 
-    row = _purchase_row(inp) if inp.purchase_usd is None or inp.card_w is None else None
+    rated = _rated(inp, _purchase_row(inp, required=False))
 
     def own(cards: int, utilization: float) -> float | None:
-        if row is None and (inp.purchase_usd is None or inp.card_w is None):
-            return None
-        return _ownership(inp, cards, utilization, rent.hours_per_month, row).monthly_usd()
+        return (None if rated is None
+                else _ownership(inp, cards, utilization, rent.hours_per_month, rated).monthly_usd())
 
     load_min = c.setting.mem.weights.total_bytes / (DEFAULT_DISK_GBPS * 1e9) / 60
     fleet = tr.Fleet(replicas, month, c.gpu.name, c.cards, c.tp, c.setting.ctx.runtime.named,
