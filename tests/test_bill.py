@@ -144,8 +144,8 @@ def test_buy_json_keys_are_exactly_the_stable_ones(run_json):
     ({"gpu": "RTX 5090", "gpus": 2, "tokens_per_s": 900, "duty": 0.25, "power_usd_kwh": 0.30, "pue": 1.0,
       "colo_usd_kw_month": 0.0, "amortize_months": 36, "ops_usd_month": 20.0}, 3998, 500.0,
      3998 / 36 + 500 * 720 / 1000 * 0.30 + 20),
-    # a card the snapshot lacks, priced by hand; no host watts given
-    ({"gpu": "L4", "tokens_per_s": 300, "purchase_usd": 2500, "card_w": 72, "pue": 1.2,
+    # a card the snapshot lacks, priced by hand; its 72 W from the GPU catalog; no host watts given
+    ({"gpu": "L4", "tokens_per_s": 300, "purchase_usd": 2500, "pue": 1.2,
       "colo_usd_kw_month": 100.0}, 2500, 72.0, 2500 / 60 + 72 * 1.2 * 720 / 1000 * 0.1107 + 0.072 * 100),
 ])
 def test_buy_month_by_hand(kw, capex, power_w, monthly):
@@ -192,6 +192,8 @@ def test_board_power_grows_with_the_load(rated, u1, u2):
 @pytest.mark.parametrize(("args", "message"), [
     (("--hourly", "1", "--tokens-per-s", "400", "--buy"), "--buy needs the card"),
     (("--gpu", "L4", "--tokens-per-s", "400", "--buy"), "no price for L4"),
+    (("--gpu", "Apple M1 16GB", "--hourly", "1", "--tokens-per-s", "40", "--buy", "--purchase-usd", "900"),
+     "no board power"),
     (("--gpu", "RTX 4090", "--tokens-per-s", "400", "--pue", "1.2"), "--pue prices buying"),
     (("--gpu", "RTX 4090", "--tokens-per-s", "400", "--buy", "--pue", "0.9"), "--pue"),
     (("--gpu", "RTX 4090", "--tokens-per-s", "400", "--buy", "--amortize-months", "0"), "--amortize-months"),
@@ -210,8 +212,8 @@ def test_purchase_snapshot_rows_are_dated_sourced_and_known_cards():
     d = cat.defaults
     assert d.date and all((d.pue_source, d.colo_source, d.power_usd_kwh_source, d.amortize_source))
     for p in cat.rows:
-        assert p.date and "http" in p.source and p.card_usd > 0 and p.card_w > 0
-        default_gpus().get(p.gpu)  # a name the GPU catalog knows
+        assert p.date and "http" in p.source and p.card_usd > 0
+        assert default_gpus().get(p.gpu).tdp_w  # a card the GPU catalog knows, with its board power
         assert p.host_source or (p.host_usd == 0 and p.host_w == 0)
 
 

@@ -1,6 +1,6 @@
-"""Buying a card (data/purchase.toml): the purchase-price snapshot per card (price, board power, the host's
-share of a server, each dated and sourced) and the running-cost defaults (electricity, PUE, colocation,
-amortization), read by `cardfit breakeven --buy`."""
+"""Buying a card (data/purchase.toml): the purchase-price snapshot per card (price, the host's share of a
+server and its power, each dated and sourced; the card's own rated power is the GPU catalog's `tdp_w`) and
+the running-cost defaults (electricity, PUE, colocation, amortization), read by `cardfit breakeven --buy`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ class Purchase:
 
     gpu: str  # a GPU catalog name
     card_usd: float
-    card_w: float  # the vendor's board power (TDP / total graphics power)
     date: str
     source: str
     host_usd: float = 0.0  # the card's share of the server it needs (0: a machine already owned)
@@ -52,7 +51,7 @@ class PurchaseCatalog:
         return next((p for p in self.rows if resolve(p.gpu).id == gpu_id), None)
 
 
-_NUMBERS = ("card_usd", "card_w", "host_usd", "host_w")
+_NUMBERS = ("card_usd", "host_usd", "host_w")
 
 
 def _purchase(row: dict[str, Any], path: str) -> Purchase:

@@ -83,8 +83,8 @@ class BreakevenInput(RuntimeInput):
                     "--purchase-usd): amortized price, electricity at the load, colocation, ops")
     purchase_usd: float | None = opt(None, "with --buy: price of one card with its share of the host, USD "
                                      "(default: the purchase snapshot's card + host)", gt=0, le=MAX_USD)
-    card_w: float | None = opt(None, "with --buy: the card's rated board power, W (default: the snapshot's "
-                               "TDP)", gt=0, le=10_000)
+    card_w: float | None = opt(None, "with --buy: the card's rated board power, W (default: the GPU "
+                               "catalog's TDP)", gt=0, le=10_000)
     host_w: float | None = opt(None, "with --buy: the rest of the machine's power per card at full load, W "
                                "(default: the snapshot's)", ge=0, le=100_000)
     power_usd_kwh: float | None = opt(None, "with --buy: electricity price, USD per kWh (default: the EIA "
@@ -596,15 +596,14 @@ def _buy_options(inp: BreakevenInput) -> list[str]:
     return [k for k in _BUY_OPTIONS if getattr(inp, k)]
 
 
-def _purchase_row(inp: BreakevenInput, required: bool = True) -> Any:
-    """The snapshot's row of the --gpu card; None when the price and power are all given, or (`required`
-    False) when the snapshot has no row for the card."""
+def _purchase_row(inp: BreakevenInput, required: bool = True) -> tuple[Any, float | None]:
+    """The snapshot's row of the --gpu card (None when --purchase-usd prices it, or, `required` False, when
+    the snapshot has none) and the card's rated power from the GPU catalog (its `tdp_w`)."""
     from ..catalog.purchase import default_purchases
 
-    given = inp.purchase_usd is not None and inp.card_w is not None
     if not inp.gpu:
-        if given or not required:
-            return None
+        if (inp.purchase_usd is not None and inp.card_w is not None) or not required:
+            return None, None
         raise InputError("--buy needs the card: --gpu NAME (priced from the purchase snapshot), or "
                          "--purchase-usd USD and --card-w W", field="gpu")
     from ..catalog.gpus import default_gpus, load_gpus
@@ -612,11 +611,14 @@ def _purchase_row(inp: BreakevenInput, required: bool = True) -> Any:
     gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
     gpu = gpus.get(inp.gpu)
     row = default_purchases().find(gpu.id, gpus.get)
-    if row is None and not given and required:
+    if required and row is None and inp.purchase_usd is None:
         known = ", ".join(p.gpu for p in default_purchases().rows)
         raise InputError(f"the purchase snapshot has no price for {gpu.name}", field="purchase_usd",
-                         hint=f"give --purchase-usd USD and --card-w W (it has {known})")
-    return row
+                         hint=f"give --purchase-usd USD (it has {known})")
+    if required and inp.card_w is None and not gpu.tdp_w:
+        raise InputError(f"the GPU catalog has no board power for {gpu.name}", field="card_w",
+                         hint="give --card-w W")
+    return row, gpu.tdp_w
 
 
 @record
@@ -628,12 +630,14 @@ class Rated:
     host_w: float
 
 
-def _rated(inp: BreakevenInput, row: Any) -> Rated | None:
-    """The options given, else the snapshot's row; None when neither prices the card."""
-    if row is None and (inp.purchase_usd is None or inp.card_w is None):
+def _rated(inp: BreakevenInput, row: Any, tdp_w: float | None) -> Rated | None:
+    """The options given, else the snapshot's row and the GPU catalog's TDP; None when they do not price
+    the card."""
+    usd = inp.purchase_usd if inp.purchase_usd is not None else (
+        row.card_usd + row.host_usd if row is not None else None)
+    card_w = inp.card_w if inp.card_w is not None else tdp_w
+    if usd is None or not card_w:
         return None
-    usd = inp.purchase_usd if inp.purchase_usd is not None else row.card_usd + row.host_usd
-    card_w = inp.card_w if inp.card_w is not None else row.card_w
     host_w = inp.host_w if inp.host_w is not None else (row.host_w if row is not None else 0.0)
     return Rated(usd, card_w, host_w)
 
@@ -657,8 +661,8 @@ def _ownership(inp: BreakevenInput, count: int, utilization: float, hours: float
 def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
          comps: list[Comparison]) -> dict[str, Any]:
     """`buy` and `buy_terms`: the rented set bought instead, run at the same duty."""
-    row = _purchase_row(inp)
-    rated = _rated(inp, row)
+    row, tdp_w = _purchase_row(inp)
+    rated = _rated(inp, row, tdp_w)
     assert rated is not None  # _purchase_row refused a card that neither the snapshot nor the options price
     n = rent.count
     own = _ownership(inp, n, inp.duty, rent.hours_per_month, rated)
@@ -715,7 +719,7 @@ def _traffic(inp: BreakevenInput, rent: Rent, comps: list[Comparison]) -> Traffi
     def month(k: int) -> float:
         return dp.fitting.set_price(c.gpu, c.cards * k, c.setting.ctx.rules) or 0.0
 
-    rated = _rated(inp, _purchase_row(inp, required=False))
+    rated = _rated(inp, *_purchase_row(inp, required=False))
 
     def own(cards: int, utilization: float) -> float | None:
         return (None if rated is None
