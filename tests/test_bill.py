@@ -453,3 +453,32 @@ def test_traffic_on_a_card_without_a_purchase_price_leaves_buy_empty():
     r = breakeven_report(BreakevenInput(model=LLAMA, gpu="L40S", runtime="vllm", traffic="business-hours",
                                         peak_requests_per_s=5))
     assert r.traffic.monthly_usd.buy is None and r.traffic.monthly_usd.always_on > 0
+
+
+def test_cheapest_mix_is_no_dearer_than_all_rented_or_all_bought(tmp_path):
+    """Base 0 is the autoscaled rent and base = peak is the bought fleet: the cheapest base is at most
+    either, and its owned and rented parts add up."""
+    rates = [0.0] * 4 + [12.0] * 6 + [30.0] * 4 + [12.0] * 6 + [0.0] * 4
+    t = _traffic(tmp_path, rates, min_replicas=1)
+    m, x = t.monthly_usd, t.cheapest_mix
+    assert x is not None and 0 <= x.owned_replicas <= t.peak_replicas
+    assert x.monthly_usd <= min(m.autoscaled, m.buy) + 0.01
+    assert x.monthly_usd == pytest.approx(x.owned_usd + x.rented_usd, abs=0.01)
+    if x.owned_replicas == 0:
+        assert x.rented_usd == pytest.approx(m.autoscaled, abs=0.01)
+
+
+@given(need=st.lists(st.integers(0, 6), min_size=1, max_size=48), lag=st.floats(0, 60),
+       price=st.floats(10, 5000), own_base=st.floats(0, 5000))
+def test_mix_search_finds_the_minimum(need, lag, price, own_base):
+    from cardfit.services.traffic import Fleet, _rented, cheapest_mix
+
+    fleet = Fleet(lambda r: 1, lambda k: price * k, "X", 1, 1, "vllm", "bf16", 0.0)
+
+    def own(cards, busy):
+        return own_base * cards * (0.5 + busy)
+
+    mix = cheapest_mix(need, fleet, lag, own, 30.0)
+    costs = [(own(b, sum(min(k, b) for k in need) / (b * len(need))) if b else 0.0)
+             + 30 * sum(_rented([max(k - b, 0) for k in need], fleet, lag)) for b in range(max(need) + 1)]
+    assert mix.monthly_usd == pytest.approx(min(costs), abs=0.01)

@@ -141,7 +141,13 @@ def _print_traffic(r: Breakeven) -> None:
     api = "—" if m.api is None else f"${m.api:,.2f} ({t.api})"
     c.print(f"  a month ({t.days_per_month:g} days): autoscaled [bold]${m.autoscaled:,.2f}[/]; always on "
             f"(peak {t.peak_replicas}) ${m.always_on:,.2f}")
-    c.print(f"  bought {buy}; API {api}\n")
+    c.print(f"  bought {buy}; API {api}")
+    if t.cheapest_mix is not None:
+        x = t.cheapest_mix
+        c.print(f"  cheapest mix: {x.owned_replicas} bought replica{'' if x.owned_replicas == 1 else 's'} "
+                f"${x.owned_usd:,.2f} + the rest rented ${x.rented_usd:,.2f} = "
+                f"[bold]${x.monthly_usd:,.2f}[/]")
+    c.print()
 
 
 def _duty_table(r: Breakeven) -> Any:

@@ -139,6 +139,7 @@ class Traffic(Result):
     days_per_month: float
     api: str | None
     replicas_source: str
+    cheapest_mix: Mix | None  # None: no purchase price for the card
 
 
 @record
@@ -155,11 +156,48 @@ class Fleet:
     load_minutes: float  # the replica's weights read from disk (the scale-up lag's default)
 
 
+def _rented(need: list[int], fleet: Fleet, lag: float) -> list[float]:
+    """Rent per hour of `need` replicas: a replica started `lag` minutes before the hour it is needed is
+    paid from then on, at that fleet's rate (the curve repeats: the last hour leads into the first)."""
+    n = len(need)
+    out = []
+    for h, k in enumerate(need):
+        up = need[(h + 1) % n]
+        early = max(up - k, 0) * lag / 60 * fleet.monthly_usd(up) / max(up, 1)
+        out.append((fleet.monthly_usd(k) + early) / cost.HOURS_PER_MONTH)
+    return out
+
+
+@record
+class Mix(Result):
+    """The cheapest split of the day between a base of bought replicas and rented ones above it."""
+
+    owned_replicas: int
+    owned_usd: float  # a month of the bought base (price spread over the amortization, power, colocation)
+    rented_usd: float  # a month of the replicas rented above the base, hour by hour
+    monthly_usd: float
+
+
+def cheapest_mix(need: list[int], fleet: Fleet, lag: float, own: Callable[[int, float], float | None],
+                 repeats: float) -> Mix | None:
+    """Every base of 0 … peak bought replicas, each busy the hours it is needed, the rest rented."""
+    best: Mix | None = None
+    for base in range(max(need) + 1):
+        busy = sum(min(k, base) for k in need) / (base * len(need)) if base else 0.0
+        owned = own(base * fleet.cards_per_replica, busy) if base else 0.0
+        if owned is None:
+            return None
+        rented = sum(_rented([max(k - base, 0) for k in need], fleet, lag)) * repeats
+        if best is None or owned + rented < best.monthly_usd:
+            best = Mix(base, round(owned, 2), round(rented, 2), round(owned + rented, 2))
+    return best
+
+
 def bill(rates: tuple[float, ...], fleet: Fleet, min_replicas: int, lag_min: float | None,
          own: Callable[[int, float], float | None], api_usd_per_request: float | None,
          api: str | None) -> Traffic:
-    """Replicas each hour, their rent (a replica started `lag` minutes before the hour it is needed is paid
-    from then on), and the month four ways (`own(cards, utilization)`: the bought cards' month)."""
+    """Replicas each hour, their rent, and the month four ways (`own(cards, utilization)`: the bought
+    cards' month), with the cheapest mix of bought and rented replicas."""
     per_level: dict[float, int] = {}
     need = []
     for r in rates:
@@ -168,28 +206,23 @@ def bill(rates: tuple[float, ...], fleet: Fleet, min_replicas: int, lag_min: flo
         need.append(max(per_level[r], min_replicas))
     lag = fleet.load_minutes if lag_min is None else lag_min
     n = len(rates)
-    hours, paid = [], 0.0
-    for h, (r, k) in enumerate(zip(rates, need, strict=True)):
-        up = need[(h + 1) % n]  # the curve repeats: the last hour leads into the first
-        # the replicas started for the next hour, paid `lag` minutes early at that fleet's rate
-        usd = (fleet.monthly_usd(k) + max(up - k, 0) * lag / 60 * fleet.monthly_usd(up) / max(up, 1)
-               ) / cost.HOURS_PER_MONTH
-        paid += usd
-        hours.append(TrafficHour(h, r, k, round(usd, 4)))
+    usd = _rented(need, fleet, lag)
+    hours = tuple(TrafficHour(h, r, k, round(u, 4)) for h, (r, k, u) in enumerate(zip(rates, need, usd,
+                                                                                          strict=True)))
     repeats = cost.HOURS_PER_MONTH / n
     peak = max(need)
     utilization = sum(need) / (peak * n) if peak else 0.0
     owned = own(peak * fleet.cards_per_replica, utilization) if peak else 0.0
     api_month = (sum(rates) * 3600 * api_usd_per_request * repeats if api_usd_per_request is not None
                  else None)
-    monthly = TrafficMonthly(round(paid * repeats, 2),
+    monthly = TrafficMonthly(round(sum(usd) * repeats, 2),
                              round(fleet.monthly_usd(peak), 2) if peak else 0.0,
                              None if owned is None else round(owned, 2),
                              None if api_month is None else round(api_month, 2))
     lag_source = ("--scale-up-lag-min" if lag_min is not None else
                   "the replica's weights read from disk at 3.5 GB/s (speed's cold start)")
-    return Traffic(tuple(hours), monthly, fleet.gpu, fleet.cards_per_replica, fleet.tp, fleet.runtime,
+    return Traffic(hours, monthly, fleet.gpu, fleet.cards_per_replica, fleet.tp, fleet.runtime,
                    fleet.quant, peak, min_replicas, round(lag, 2), lag_source,
                    round(sum(need) * fleet.cards_per_replica * 24 / n, 2), DAYS_PER_MONTH, api,
-                   "deploy's search at each hour's requests/s (the TTFT/TPOT targets of `cardfit deploy`)")
-
+                   "deploy's search at each hour's requests/s (the TTFT/TPOT targets of `cardfit deploy`)",
+                   cheapest_mix(need, fleet, lag, own, repeats))
