@@ -4,6 +4,7 @@ sourced. User files passed with --catalog add `[[tier]]` or `[[api]]` records th
 
 from __future__ import annotations
 
+import os
 from dataclasses import field
 from functools import cache
 from typing import Any
@@ -61,15 +62,48 @@ def api_from_row(row: dict[str, Any], kind: str) -> ApiPrice:
         value = getattr(api, name)
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             raise CatalogError(f"api '{api.id}': {name} must be a number ≥ 0", path=api.origin)
+    cached = api.cached_input_usd_per_m
+    if cached is not None and (not isinstance(cached, int | float) or isinstance(cached, bool) or cached < 0):
+        raise CatalogError(f"api '{api.id}': cached_input_usd_per_m must be a number ≥ 0", path=api.origin)
     if api.output_usd_per_m <= 0:
         raise CatalogError(f"api '{api.id}': output_usd_per_m must be above 0", path=api.origin)
     return api
 
 
+def installed_dir() -> str | None:
+    """Where `cardfit prices --update FILE` keeps the user's newer price snapshot: $XDG_DATA_HOME/cardfit
+    when XDG_DATA_HOME is absolute, else ~/.local/share/cardfit (the XDG Base Directory spec's default data
+    home, https://specifications.freedesktop.org/basedir-spec/latest/); None without a home."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "cardfit")
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home) or not os.path.isdir(home):
+        return None
+    return os.path.join(home, ".local", "share", "cardfit")
+
+
+# the installed snapshot keeps the format it came in (the loader reads a file by its suffix)
+INSTALLED_NAMES = ("prices.toml", "prices.json")
+
+
+def installed_files() -> tuple[str, ...]:
+    """The installed price snapshot, when there is one: read before the files given with --catalog."""
+    folder = installed_dir()
+    if folder is None:
+        return ()
+    return tuple(p for n in INSTALLED_NAMES if os.path.isfile(p := os.path.join(folder, n)))
+
+
 def load_apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
+    user = [(str(p), read_user_file(p)) for p in (*installed_files(), *user_files)]
+    return Registry("API", "cardfit apis", _records(user), lambda a: a.names)
+
+
+def _records(user: list[tuple[str, dict[str, Any]]]) -> list[ApiPrice]:
+    """The built-in tiers and APIs with the user's files (origin, parsed) merged over them, in order."""
     data = builtin("apis.toml")
     check_tables(data, FILE_TABLES, path="cardfit/data/apis.toml")
-    user = [(str(p), read_user_file(p)) for p in user_files]
     records: list[ApiPrice] = []
     seen: set[str] = set()
     for table, kind in (("tier", "tier"), ("api", "api")):
@@ -81,7 +115,7 @@ def load_apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
                                    path=row.get("origin", ""))
             seen.add(row["id"])
             records.append(api_from_row(row, kind))
-    return Registry("API", "cardfit apis", records, lambda a: a.names)
+    return records
 
 
 @cache
@@ -91,6 +125,23 @@ def default_apis() -> Registry[ApiPrice]:
 
 def apis(user_files: tuple[str, ...] = ()) -> Registry[ApiPrice]:
     return load_apis(tuple(user_files)) if user_files else default_apis()
+
+
+def check_snapshot(path: str) -> tuple[str, int]:
+    """A price snapshot a user brings (`cardfit prices --update FILE`): a catalog file of `[[api]]` and
+    `[[tier]]` rows, each dated and sourced, that loads over the built-in catalog (and the snapshot installed
+    now, which it replaces). Returns its date (the newest row's) and its row count."""
+    data = read_user_file(path)
+    rows = [r for t in ("tier", "api") for r in data.get(t, [])]
+    if not rows or set(data) - {"schema", "tier", "api"}:
+        raise CatalogError("a price snapshot holds [[api]] and [[tier]] rows only (and at least one)",
+                           path=path)
+    for r in rows:
+        if not isinstance(r, dict) or not all(isinstance(r.get(k), str) and r[k] for k in ("date", "source")):
+            rid = r.get("id", "?") if isinstance(r, dict) else "?"
+            raise CatalogError(f"api '{rid}': a snapshot row needs its `date` and `source`", path=path)
+    _records([(path, data)])  # over the built-in rows alone: it replaces the snapshot installed now
+    return max(str(r["date"]) for r in rows), len(rows)
 
 
 def breakeven_guide_tiers(registry: Registry[ApiPrice]) -> list[ApiPrice]:

@@ -64,7 +64,53 @@ class DutyCrossing(Protocol):
     @property
     def duty(self) -> float: ...
 
+class Buy(Protocol):
+    @property
+    def capex_usd(self) -> float: ...
+    @property
+    def monthly_usd(self) -> float: ...
+
+
+class BuyTerms(Protocol):
+    @property
+    def amortized_usd_month(self) -> float: ...
+    @property
+    def api(self) -> str | None: ...
+    @property
+    def api_monthly_usd(self) -> float | None: ...
+
+
+class Hour(Protocol):
+    @property
+    def hour(self) -> int: ...
+    @property
+    def replicas(self) -> int: ...
+    @property
+    def usd(self) -> float: ...
+
+
+class Traffic(Protocol):
+    @property
+    def hours(self) -> Sequence[Hour]: ...
+    @property
+    def gpu(self) -> str: ...
+
+
+class Bill(Protocol):
+    """The optional parts of a `cardfit breakeven` result the second row of charts draws."""
+
+    @property
+    def monthly_usd(self) -> float: ...
+    @property
+    def buy(self) -> Buy | None: ...
+    @property
+    def buy_terms(self) -> BuyTerms | None: ...
+    @property
+    def traffic(self) -> Traffic | None: ...
+
+
 FORMATS = (".png", ".svg")
+MONTHS_DRAWN = 36  # the issue's horizon: three years of rent, ownership and API bills
 COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -81,10 +127,17 @@ def plot_breakeven(report: Breakeven, path: str, crossings: tuple[VolumeCrossing
     matplotlib.rcParams["text.parse_math"] = False  # "$2.00/M" is money, not mathtext
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 5.2), layout="constrained")
-    left, right = fig.subplots(1, 2)
-    _volume_chart(left, report, {c.api: c for c in crossings})
-    _duty_chart(right, report, {c.api: c for c in duty_crossings})
+    bill: Any = report
+    extra = [f for f in (_months_chart if bill.buy is not None else None,
+                         _traffic_chart if bill.traffic is not None else None) if f is not None]
+    fig = Figure(figsize=(13, 5.2 * (2 if extra else 1)), layout="constrained")
+    axes = fig.subplots(2 if extra else 1, 2, squeeze=False)
+    _volume_chart(axes[0][0], report, {c.api: c for c in crossings})
+    _duty_chart(axes[0][1], report, {c.api: c for c in duty_crossings})
+    for ax, draw in zip(axes[1] if extra else (), extra, strict=False):
+        draw(ax, bill)
+    if len(extra) == 1:
+        axes[1][1].set_visible(False)
     fig.suptitle(f"Rent ${report.monthly_usd:,.0f}/month at {report.throughput.tokens_per_s:,.0f} tok/s "
                  f"vs per-token APIs", fontsize=13)
     try:
@@ -162,3 +215,48 @@ def _duty_chart(ax: Any, r: Breakeven, crossing: dict[str, DutyCrossing]) -> Non
     ax.set_title("Cost per million vs duty cycle: renting wins right of each dot")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8, loc="upper right")
+
+
+def _months_chart(ax: Any, r: Bill) -> None:
+    """What has been paid after each month: rent and the API grow from zero, buying starts at its price and
+    grows by its running costs (power, colocation, ops); buying wins after the month its line crosses."""
+    b, t = r.buy, r.buy_terms
+    assert b is not None and t is not None
+    months = list(range(MONTHS_DRAWN + 1))
+    running = b.monthly_usd - t.amortized_usd_month
+    ax.plot(months, [m * r.monthly_usd for m in months], color="black", lw=2.2,
+            label=f"rent ${r.monthly_usd:,.0f}/month")
+    ax.plot(months, [b.capex_usd + m * running for m in months], color=COLORS[1], lw=2.2,
+            label=f"buy ${b.capex_usd:,.0f} + ${running:,.0f}/month")
+    if t.api is not None and t.api_monthly_usd is not None:
+        ax.plot(months, [m * t.api_monthly_usd for m in months], color=COLORS[0], lw=1.6,
+                label=f"API {t.api} ${t.api_monthly_usd:,.0f}/month")
+    ax.set_xlim(0, MONTHS_DRAWN)
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(_usd_formatter())
+    ax.set_xlabel("months")
+    ax.set_ylabel("USD paid so far")
+    ax.set_title(f"Rent, buy or API over {MONTHS_DRAWN} months: buying wins after its line crosses")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+
+
+def _traffic_chart(ax: Any, r: Bill) -> None:
+    """Replicas up each hour (bars) and their rent per hour (line, right axis)."""
+    t = r.traffic
+    assert t is not None
+    hours = [h.hour for h in t.hours]
+    ax.bar(hours, [h.replicas for h in t.hours], color=COLORS[1], alpha=0.6, label="replicas")
+    ax.set_xlabel("hour")
+    ax.set_ylabel(f"replicas ({t.gpu})")
+    usd = ax.twinx()
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    usd.plot(hours, [h.usd for h in t.hours], color="black", lw=1.8, drawstyle="steps-mid",
+             label="rent per hour")
+    usd.set_ylim(bottom=0)
+    usd.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"${y:,.2f}"))
+    usd.set_ylabel("USD per hour")
+    ax.set_title("A day of traffic: replicas and rent per hour")
+    ax.grid(alpha=0.3)

@@ -10,6 +10,7 @@ from typing import Any
 # The commands that are not questions in the command table (services/table.py): catalogs, the web server and
 # the MCP server.
 OTHER = {"gpus": "catalog_cmds", "models": "catalog_cmds", "quants": "catalog_cmds", "apis": "cost_cmd",
+         "prices": "cost_cmd",
          "serve": "serve_cmd", "mcp": "mcp_cmd"}
 
 

@@ -75,10 +75,15 @@ def required_duty(breakeven: float, capacity: float) -> float:
 # ---- adjustments to the inputs -----------------------------------------------------------------------
 
 def api_price_per_output_million(output_usd_per_m: float, input_usd_per_m: float = 0.0,
-                                 input_per_output: float = 0.0) -> float:
+                                 input_per_output: float = 0.0, cached_fraction: float = 0.0,
+                                 cached_input_usd_per_m: float | None = None) -> float:
     """What the API charges per million OUTPUT tokens once the prompt tokens sent with them are billed
-    too (the break-even guide: "on the API side, input is a separate line on the invoice")."""
-    return output_usd_per_m + input_usd_per_m * input_per_output
+    too (the break-even guide: "on the API side, input is a separate line on the invoice"): the blended
+    $/M of a workload whose prompts repeat a cached prefix for `cached_fraction` of their tokens, billed at
+    the provider's cached-input rate (a provider without one bills them as plain input)."""
+    cached = input_usd_per_m if cached_input_usd_per_m is None else cached_input_usd_per_m
+    per_input = (1 - cached_fraction) * input_usd_per_m + cached_fraction * cached
+    return output_usd_per_m + per_input * input_per_output
 
 
 def effective_tokens_per_s(decode_tokens_per_s: float, *, input_per_output: float = 0.0,
@@ -134,3 +139,56 @@ def set_monthly_usd(unit_monthly_usd: float, count: int, discount_fraction: floa
     """A set of `count` cards after the volume discount (GPU Rent Hub VRAM guide, section 05: 5 % from two,
     8 % from four …)."""
     return unit_monthly_usd * count * (1 - discount_fraction)
+
+
+# ---- buying instead of renting -----------------------------------------------------------------------
+
+def board_power_w(rated_w: float, utilization: float) -> float:
+    """Average power of a card (or its host) busy `utilization` of the time: the load-scaled TDP, rated power
+    × utilization (the physically grounded baseline of WattGPU, 'Predicting Inference Power and Latency on
+    Unseen GPUs and LLMs', arXiv 2607.02391). It leaves out the idle draw, so a card busy a small share of
+    the hours costs a little more than this."""
+    return rated_w * min(max(utilization, 0.0), 1.0)
+
+
+@record(slots=True)
+class Ownership:
+    """A bought set of cards run for a month: the price spread over the amortization period, electricity
+    for the power drawn at the load (× the site's PUE), colocation for the power provisioned, and ops."""
+
+    capex_usd: float
+    amortize_months: float
+    power_w: float  # cards and hosts at the load (IT power, before the PUE)
+    provisioned_w: float  # cards and hosts at their rated power: what a colocation contract bills per kW
+    pue: float
+    power_usd_kwh: float
+    colo_usd_kw_month: float
+    hours_per_month: float = HOURS_PER_MONTH
+    ops_usd_month: float = 0.0
+
+    def amortized_usd(self) -> float:
+        return self.capex_usd / self.amortize_months
+
+    def energy_kwh(self) -> float:
+        """kWh the site draws in a month: IT power × PUE × hours."""
+        return self.power_w * self.pue * self.hours_per_month / 1000
+
+    def power_usd(self) -> float:
+        return self.energy_kwh() * self.power_usd_kwh
+
+    def colo_usd(self) -> float:
+        return self.provisioned_w / 1000 * self.colo_usd_kw_month
+
+    def running_usd(self) -> float:
+        """What the month costs beside the price paid: electricity, colocation and ops."""
+        return self.power_usd() + self.colo_usd() + self.ops_usd_month
+
+    def monthly_usd(self) -> float:
+        return self.amortized_usd() + self.running_usd()
+
+
+def months_to_overtake(capex_usd: float, running_usd_month: float, other_usd_month: float) -> float:
+    """Months after which the price paid plus the running costs falls below another option's monthly bill
+    (capex + m × running = m × other); inf when the other option costs no more than running the card."""
+    gain = other_usd_month - running_usd_month
+    return math.inf if gain <= 0 else capex_usd / gain

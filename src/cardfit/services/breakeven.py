@@ -7,6 +7,7 @@ core/cost.py; `breakeven_report` returns the typed `Breakeven` (its `to_json()` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import field
 from typing import Any
 
@@ -17,6 +18,7 @@ from ..errors import InputError
 from ..units import fmt_millions, rounded
 from .inputs import MAX_BATCH, MAX_TOKENS_PER_S, RuntimeInput, opt
 from .table import Result
+from .traffic import Traffic
 
 MAX_USD = 10_000_000.0
 # the break-even guide: "400 output tokens per second with 16 concurrent requests"
@@ -60,6 +62,9 @@ class BreakevenInput(RuntimeInput):
                                          "price; with --prefill-tokens-per-s, prefill time on the card); "
                                          "default: the request --model timed, else 3 (Artificial "
                                          "Analysis's 3:1 blend); 0 prices output only", ge=0, le=100_000)
+    cached_fraction: float = opt(0.0, "share of the prompt tokens an API serves from its prompt cache (a "
+                                 "repeated system prompt or context), billed at its cached-input rate "
+                                 "(0-1; an API without one bills them as input)", ge=0, le=1)
     prefill_tokens_per_s: float | None = opt(None, "the card's prefill rate; only if your tokens/s was "
                                              "measured without real prompts", gt=0, le=10 * MAX_TOKENS_PER_S)
     duty: float = opt(1.0, "share of the paid hours the card is busy generating (0-1]", gt=0, le=1)
@@ -74,6 +79,36 @@ class BreakevenInput(RuntimeInput):
     cold_start_s: float = opt(0.0, "seconds to load the weights after each start", ge=0, le=86_400)
     extra_monthly_usd: float = opt(0.0, "other monthly charges (reserved IP, stopped-instance storage …)",
                                    ge=0, le=MAX_USD)
+    buy: bool = opt(False, "also price buying the cards (data/purchase.toml's dated price snapshot, or "
+                    "--purchase-usd): amortized price, electricity at the load, colocation, ops")
+    purchase_usd: float | None = opt(None, "with --buy: price of one card with its share of the host, USD "
+                                     "(default: the purchase snapshot's card + host)", gt=0, le=MAX_USD)
+    card_w: float | None = opt(None, "with --buy: the card's rated board power, W (default: the GPU "
+                               "catalog's TDP)", gt=0, le=10_000)
+    host_w: float | None = opt(None, "with --buy: the rest of the machine's power per card at full load, W "
+                               "(default: the snapshot's)", ge=0, le=100_000)
+    power_usd_kwh: float | None = opt(None, "with --buy: electricity price, USD per kWh (default: the EIA "
+                                      "US commercial average in data/purchase.toml)", ge=0, le=100)
+    pue: float | None = opt(None, "with --buy: the site's power usage effectiveness (default: Uptime "
+                            "Institute's 2023 industry average 1.58; 1 at home)", ge=1, le=5)
+    colo_usd_kw_month: float | None = opt(None, "with --buy: colocation price per provisioned kW-month, USD "
+                                          "(default: CBRE's 2023 North America average; 0 at home)",
+                                          ge=0, le=100_000)
+    amortize_months: float | None = opt(None, "with --buy: months the price is spread over (default 60: "
+                                        "IRS 5-year property)", gt=0, le=600)
+    ops_usd_month: float = opt(0.0, "with --buy: other monthly costs of owning (support, spares, staff)",
+                               ge=0, le=MAX_USD)
+    traffic: str | None = opt(None, "with --model and --gpu: a day (or week) of traffic priced hour by hour: "
+                              "a CSV FILE of `hour,requests_per_s` rows or a shape (business-hours, global, "
+                              "batch-night) with --peak-requests-per-s; replicas per hour from deploy's "
+                              "search", max_length=4096)
+    peak_requests_per_s: float | None = opt(None, "with a --traffic shape: the requests/s at its busiest "
+                                            "hour", gt=0, le=1_000_000)
+    min_replicas: int = opt(1, "with --traffic: replicas kept up at every hour (Kubernetes HPA's default 1)",
+                            ge=0, le=512)
+    scale_up_lag_min: float | None = opt(None, "with --traffic: minutes a new replica is paid before it "
+                                         "serves (default: its weights read from disk at 3.5 GB/s)",
+                                         ge=0, le=60)
     catalog: tuple[str, ...] = opt((), "extra catalog file(s) with your own GPUs or API prices ([[gpu]], "
                                    "[[api]], [[tier]])", max_length=16)
     plot: str | None = opt(None, "also draw the charts to FILE (.png or .svg)", max_length=4096)
@@ -301,8 +336,10 @@ def _comparisons(inp: BreakevenInput, input_per_output: float) -> list[Compariso
                                input_usd_per_m=input_price, kind="given", source="--api-price"))
     if not chosen:
         chosen = breakeven_guide_tiers(reg)
-    return [Comparison(a, cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m,
-                                                            input_per_output)) for a in chosen]
+    return [Comparison(a, cost.api_price_per_output_million(
+        a.output_usd_per_m, a.input_usd_per_m, input_per_output, inp.cached_fraction,
+        a.cached_input_usd_per_m)) for a in chosen]
+
 
 @record
 class Crossing(Result):
@@ -319,9 +356,10 @@ class ApiBreakeven(Result):
     name: str
     id: str
     kind: str
-    price_per_million_usd: float  # output + input per output token
+    price_per_million_usd: float  # output + input per output token (cached share at the cached rate)
     output_usd_per_m: float
     input_usd_per_m: float
+    cached_input_usd_per_m: float | None
     breakeven_millions_per_month: float | None
     required_duty: float | None
     breaks_even: bool
@@ -430,6 +468,45 @@ def crossings(r: Breakeven) -> tuple[tuple[VolumeCrossing, ...], tuple[DutyCross
 
 
 @record
+class Buy(Result):
+    """`breakeven --buy`: the bought set beside the rent and the APIs (the stable keys)."""
+
+    capex_usd: float
+    monthly_usd: float  # amortized price + electricity + colocation + ops
+    power_w: float  # cards and hosts at the load, before the PUE
+    cost_per_million_usd: float  # at the duty
+    beats_rent_after_months: float | None  # None: never (the rent is below the running costs)
+    beats_api_after_months: float | None  # against the cheapest API compared (buy_terms.api)
+
+
+@record
+class BuyTerms(Result):
+    """Where each figure of `buy` comes from."""
+
+    gpu: str | None
+    count: int
+    card_usd: float  # per card, with its share of the host
+    card_w: float
+    host_w: float
+    utilization: float  # the duty: the share of hours the cards are busy (load-scaled TDP)
+    provisioned_w: float
+    pue: float
+    power_usd_kwh: float
+    colo_usd_kw_month: float
+    amortize_months: float
+    ops_usd_month: float
+    amortized_usd_month: float
+    energy_kwh_month: float
+    power_usd_month: float
+    colo_usd_month: float
+    api: str | None  # the API beats_api_after_months is counted against (the cheapest compared)
+    api_monthly_usd: float | None  # that API's bill for the volume the cards serve at the duty
+    date: str | None  # the purchase snapshot's date (None: --purchase-usd given)
+    source: str
+    power_model: str
+
+
+@record
 class Breakeven(Result):
     """`cardfit breakeven`: the stable keys first, then the break-even guide's tables and the hidden costs."""
 
@@ -449,8 +526,11 @@ class Breakeven(Result):
     by_duty: tuple[DutyRow, ...]
     notes: tuple[str, ...]
     plot: BreakevenCharts | None = None  # absent from the JSON when no chart was asked for
+    buy: Buy | None = None  # with --buy
+    buy_terms: BuyTerms | None = None
+    traffic: Traffic | None = None  # with --traffic
 
-    omit_none = ("plot",)
+    omit_none = ("plot", "buy", "buy_terms", "traffic")
 
 
 def breakeven_report(inp: BreakevenInput) -> Breakeven:
@@ -481,8 +561,22 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
         hidden_costs=_hidden(hidden, rent, inp.duty),
         by_volume=by_volume(monthly, capacity, comps),
         by_duty=by_duty(hourly_all_in, tp.tokens_per_s, comps, inp.duty),
-        notes=tuple(tp.notes + _notes(comps, capacity, tp)),
+        notes=tuple(tp.notes + _notes(comps, capacity, tp, inp.cached_fraction)),
     )
+    if inp.buy:
+        from dataclasses import replace
+
+        out = replace(out, **_buy(inp, rent, monthly, capacity, comps))
+    elif _buy_options(inp):
+        flag = "--" + _buy_options(inp)[0].replace("_", "-")
+        raise InputError(f"{flag} prices buying the cards: it goes with --buy", field=flag[2:])
+    if inp.traffic:
+        from dataclasses import replace
+
+        out = replace(out, traffic=_traffic(inp, rent, comps))
+    elif inp.peak_requests_per_s or inp.scale_up_lag_min is not None or inp.min_replicas != 1:
+        raise InputError("--peak-requests-per-s, --min-replicas and --scale-up-lag-min go with --traffic",
+                         field="traffic")
     if inp.plot:
         from dataclasses import replace
 
@@ -494,6 +588,157 @@ def breakeven_report(inp: BreakevenInput) -> Breakeven:
     return out
 
 
+_BUY_OPTIONS = ("purchase_usd", "card_w", "host_w", "power_usd_kwh", "pue", "colo_usd_kw_month",
+                "amortize_months", "ops_usd_month")
+
+
+def _buy_options(inp: BreakevenInput) -> list[str]:
+    return [k for k in _BUY_OPTIONS if getattr(inp, k)]
+
+
+def _purchase_row(inp: BreakevenInput, required: bool = True) -> tuple[Any, float | None]:
+    """The snapshot's row of the --gpu card (None when --purchase-usd prices it, or, `required` False, when
+    the snapshot has none) and the card's rated power from the GPU catalog (its `tdp_w`)."""
+    from ..catalog.purchase import default_purchases
+
+    if not inp.gpu:
+        if (inp.purchase_usd is not None and inp.card_w is not None) or not required:
+            return None, None
+        raise InputError("--buy needs the card: --gpu NAME (priced from the purchase snapshot), or "
+                         "--purchase-usd USD and --card-w W", field="gpu")
+    from ..catalog.gpus import default_gpus, load_gpus
+
+    gpus = load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
+    gpu = gpus.get(inp.gpu)
+    row = default_purchases().find(gpu.id, gpus.get)
+    if required and row is None and inp.purchase_usd is None:
+        known = ", ".join(p.gpu for p in default_purchases().rows)
+        raise InputError(f"the purchase snapshot has no price for {gpu.name}", field="purchase_usd",
+                         hint=f"give --purchase-usd USD (it has {known})")
+    if required and inp.card_w is None and not gpu.tdp_w:
+        raise InputError(f"the GPU catalog has no board power for {gpu.name}", field="card_w",
+                         hint="give --card-w W")
+    return row, gpu.tdp_w
+
+
+@record
+class Rated:
+    """One bought card: its price with its share of the host, and the rated power of the card and host."""
+
+    usd: float
+    card_w: float
+    host_w: float
+
+
+def _rated(inp: BreakevenInput, row: Any, tdp_w: float | None) -> Rated | None:
+    """The options given, else the snapshot's row and the GPU catalog's TDP; None when they do not price
+    the card."""
+    usd = inp.purchase_usd if inp.purchase_usd is not None else (
+        row.card_usd + row.host_usd if row is not None else None)
+    card_w = inp.card_w if inp.card_w is not None else tdp_w
+    if usd is None or not card_w:
+        return None
+    host_w = inp.host_w if inp.host_w is not None else (row.host_w if row is not None else 0.0)
+    return Rated(usd, card_w, host_w)
+
+
+def _ownership(inp: BreakevenInput, count: int, utilization: float, hours: float,
+               rated: Rated) -> cost.Ownership:
+    """`count` cards bought, busy `utilization` of the time; the defaults from data/purchase.toml."""
+    from ..catalog.purchase import default_purchases
+
+    d = default_purchases().defaults
+    watts = (rated.card_w + rated.host_w) * count
+    return cost.Ownership(
+        capex_usd=rated.usd * count, amortize_months=inp.amortize_months or d.amortize_months,
+        power_w=cost.board_power_w(watts, utilization), provisioned_w=watts,
+        pue=inp.pue if inp.pue is not None else d.pue,
+        power_usd_kwh=inp.power_usd_kwh if inp.power_usd_kwh is not None else d.power_usd_kwh,
+        colo_usd_kw_month=inp.colo_usd_kw_month if inp.colo_usd_kw_month is not None else d.colo_usd_kw_month,
+        hours_per_month=hours, ops_usd_month=inp.ops_usd_month)
+
+
+def _buy(inp: BreakevenInput, rent: Rent, monthly: float, capacity: float,
+         comps: list[Comparison]) -> dict[str, Any]:
+    """`buy` and `buy_terms`: the rented set bought instead, run at the same duty."""
+    row, tdp_w = _purchase_row(inp)
+    rated = _rated(inp, row, tdp_w)
+    assert rated is not None  # _purchase_row refused a card that neither the snapshot nor the options price
+    n = rent.count
+    own = _ownership(inp, n, inp.duty, rent.hours_per_month, rated)
+    volume = capacity * inp.duty
+    cheapest = min(comps, key=lambda c: c.price_per_million_usd) if comps else None
+    api_bill = volume * cheapest.price_per_million_usd if cheapest else None
+    buy = Buy(rounded(own.capex_usd, 2), rounded(own.monthly_usd(), 2), rounded(own.power_w, 1),
+              rounded(own.monthly_usd() / volume if volume else math.inf, 4),
+              _months(own, monthly), _months(own, api_bill) if api_bill is not None else None)
+    from_row = row is not None and inp.purchase_usd is None
+    terms = BuyTerms(
+        row.gpu if row is not None else inp.gpu, n, rated.usd, rated.card_w, rated.host_w, inp.duty,
+        own.provisioned_w, own.pue, own.power_usd_kwh, own.colo_usd_kw_month, own.amortize_months,
+        own.ops_usd_month, rounded(own.amortized_usd(), 2), rounded(own.energy_kwh(), 1),
+        rounded(own.power_usd(), 2), rounded(own.colo_usd(), 2), cheapest.api.id if cheapest else None,
+        rounded(api_bill, 2), row.date if from_row else None, row.source if from_row else "--purchase-usd",
+        "load-scaled TDP: (card + host rated W) × cards × duty (WattGPU, arXiv 2607.02391's baseline)")
+    return {"buy": buy, "buy_terms": terms}
+
+
+def _traffic(inp: BreakevenInput, rent: Rent, comps: list[Comparison]) -> Traffic:
+    """`--traffic`: deploy's best shape for the model on the card at the curve's peak, scaled hour by hour."""
+    from . import deploy as dp
+    from . import traffic as tr
+    from .speed import DEFAULT_DISK_GBPS
+
+    if not (inp.model and inp.gpu):
+        raise InputError("--traffic needs --model M and --gpu G: deploy's search sizes the replicas each "
+                         "hour", field="traffic")
+    rates = tr.curve(inp.traffic or "", inp.peak_requests_per_s)
+    peak = max(rates)
+    if peak <= 0:
+        raise InputError("the traffic curve has no requests", field="traffic")
+    request = _request(inp) or (0, 0)
+    dinp = dp.DeployInput(model=inp.model, gpu=(inp.gpu,), runtime=inp.runtime, quant=inp.quant,
+                          requests_per_s=peak, catalog=inp.catalog,
+                          **({"input_tokens": request[0], "output_tokens": request[1]} if request[0] else {}))
+    dp.check(dinp)
+    t = dp.targets(dinp)
+    found = dp.search(dinp, dp.candidates(dinp, dp.settings(dinp)[0]), t)
+    if not found or found[0].monthly_usd is None:
+        raise InputError(f"no rented deployment of {inp.model} on {inp.gpu} meets deploy's targets at the "
+                         f"curve's peak of {peak:g} requests/s", field="traffic",
+                         hint="`cardfit deploy` shows what fails")
+    c = found[0].cand
+
+    def replicas(rate: float) -> int:
+        res = dp.replicas_at(dinp, c, t, rate)
+        if res is None:
+            raise InputError(f"no number of replicas meets deploy's targets at {rate:g} requests/s",
+                             field="traffic")
+        return res.replicas
+
+    def month(k: int) -> float:
+        return dp.fitting.set_price(c.gpu, c.cards * k, c.setting.ctx.rules) or 0.0
+
+    rated = _rated(inp, *_purchase_row(inp, required=False))
+
+    def own(cards: int, utilization: float) -> float | None:
+        return (None if rated is None
+                else _ownership(inp, cards, utilization, rent.hours_per_month, rated).monthly_usd())
+
+    load_min = c.setting.mem.weights.total_bytes / (DEFAULT_DISK_GBPS * 1e9) / 60
+    fleet = tr.Fleet(replicas, month, c.gpu.name, c.cards, c.tp, c.setting.ctx.runtime.named,
+                     c.setting.ctx.quant.name, load_min)
+    cheapest = min(comps, key=lambda x: x.price_per_million_usd) if comps else None
+    per_request = (dinp.output_tokens * cheapest.price_per_million_usd / cost.MILLION) if cheapest else None
+    return tr.bill(rates, fleet, inp.min_replicas, inp.scale_up_lag_min, own, per_request,
+                   cheapest.api.id if cheapest else None)
+
+
+def _months(own: cost.Ownership, other_usd_month: float) -> float | None:
+    m = cost.months_to_overtake(own.capex_usd, own.running_usd(), other_usd_month)
+    return None if math.isinf(m) else round(m, 1)
+
+
 def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly: float,
              tps: float) -> ApiBreakeven:
     be = cost.breakeven_millions(monthly, c.price_per_million_usd)
@@ -501,7 +746,8 @@ def _api_row(c: Comparison, monthly: float, capacity: float, duty: float, hourly
     own = cost.cost_per_million(hourly, tps, duty)
     a = c.api
     return ApiBreakeven(a.name, a.id, a.kind, rounded(c.price_per_million_usd, 4), a.output_usd_per_m,
-                        a.input_usd_per_m, rounded(be, 3), rounded(need, 4), need <= 1,
+                        a.input_usd_per_m, a.cached_input_usd_per_m, rounded(be, 3), rounded(need, 4),
+                        need <= 1,
                         Crossing(rounded(be, 3), rounded(monthly, 2)),
                         "rent" if own < c.price_per_million_usd else "api", a.date or None, a.source or None)
 
@@ -534,7 +780,8 @@ def by_duty(hourly: float, tps: float, comps: list[Comparison], duty: float,
                          {c.api.id: rounded(c.price_per_million_usd, 4) for c in comps}) for d in all_duties)
 
 
-def _notes(comps: list[Comparison], capacity: float, tp: Throughput) -> list[str]:
+def _notes(comps: list[Comparison], capacity: float, tp: Throughput,
+           cached_fraction: float = 0.0) -> list[str]:
     dated = sorted({c.api.date for c in comps if c.api.date})
     out = []
     if not tp.input_per_output:
@@ -543,9 +790,19 @@ def _notes(comps: list[Comparison], capacity: float, tp: Throughput) -> list[str
         out.append(f"API $/M = output price + {tp.input_per_output:g} × input price: "
                    f"{tp.input_per_output:g} prompt tokens billed per output token "
                    f"({tp.input_per_output_source}; --input-per-output 0 prices output only)")
+        if cached_fraction:
+            out.append(f"{cached_fraction:.0%} of those prompt tokens are billed at each API's cached-input "
+                       "rate (--cached-fraction; plain input where an API has none)")
     if dated:
         out.append(f"API prices as of {', '.join(dated)}; check today's price page (`cardfit apis` shows "
                    "sources)")
+    from ..catalog.apis import installed_files
+
+    installed = set(installed_files())
+    if any(c.api.origin in installed for c in comps):
+        snap = max(c.api.date for c in comps if c.api.origin in installed)
+        out.append(f"prices from the snapshot installed with `cardfit prices --update` ({snap}; "
+                   "`cardfit prices --remove` goes back to the built-in ones)")
     return out
 
 

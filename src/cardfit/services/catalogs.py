@@ -147,6 +147,7 @@ class ApiRow(Result):
     provider: str | None
     output_usd_per_m: float
     input_usd_per_m: float
+    cached_input_usd_per_m: float | None  # prompt-cache hits; None: the provider lists no cached rate
     date: str | None
     evidence: str | None
     source: str | None
@@ -155,7 +156,8 @@ class ApiRow(Result):
 
 def api_rows(apis: Iterable[Any]) -> list[ApiRow]:
     return [ApiRow(a.id, a.name, a.kind, a.provider or None, a.output_usd_per_m, a.input_usd_per_m,
-                   a.date or None, a.evidence or None, a.source or None, a.origin) for a in apis]
+                   a.cached_input_usd_per_m, a.date or None, a.evidence or None, a.source or None, a.origin)
+            for a in apis]
 
 
 @record
@@ -209,3 +211,68 @@ def listing(name: str, catalog: tuple[str, ...] = ()) -> dict[str, Any]:
         return {"apis": plain(api_rows(apis(tuple(catalog))))}
     raise KeyError(name)
 
+
+# --- price snapshots (`cardfit prices`) ---------------------------------------------------------------
+
+def install_prices(path: str) -> dict[str, Any]:
+    """`cardfit prices --update FILE`: the file checked as a price snapshot (parsed, bounded, every row dated
+    and sourced, loading over the built-in catalog) and kept where every later command reads it."""
+    import os
+
+    from ..catalog.apis import INSTALLED_NAMES, check_snapshot, installed_dir
+    from ..errors import InputError
+
+    date, rows = check_snapshot(path)
+    folder = installed_dir()
+    if folder is None:
+        raise InputError("no home folder to keep the snapshot in; pass it with --catalog FILE instead",
+                         field="update")
+    name = INSTALLED_NAMES[1] if path.lower().endswith(".json") else INSTALLED_NAMES[0]
+    os.makedirs(folder, exist_ok=True)
+    target = os.path.join(folder, name)
+    from ..catalog.loader import MAX_USER_FILE_BYTES
+    from ..readers.source import read_regular
+
+    data = read_regular(path, MAX_USER_FILE_BYTES, "catalog file")
+    tmp = target + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, target)
+    for other in INSTALLED_NAMES:
+        if other != name and os.path.isfile(os.path.join(folder, other)):
+            os.remove(os.path.join(folder, other))
+    return {"installed": {"path": target, "date": date, "rows": rows, "from": path}}
+
+
+def remove_prices() -> dict[str, Any]:
+    """`cardfit prices --remove`: back to the built-in API prices."""
+    import os
+
+    from ..catalog.apis import installed_files
+
+    gone = installed_files()
+    for p in gone:
+        os.remove(p)
+    return {"removed": gone[0] if gone else None}
+
+
+def price_snapshots() -> list[dict[str, Any]]:
+    """Each price table in use: its rows' newest and oldest dates and where it comes from."""
+    from ..catalog.apis import default_apis, installed_files
+    from ..catalog.gpus import default_gpus
+    from ..catalog.purchase import default_purchases
+
+    def snap(name: str, dates: list[str], source: str) -> dict[str, Any]:
+        dated = sorted(d for d in dates if d)
+        return {"name": name, "date": dated[-1] if dated else None,
+                "oldest_date": dated[0] if dated else None, "rows": len(dates), "source": source}
+
+    api_rows = list(default_apis())
+    out = [snap("API prices", [a.date for a in api_rows if a.origin == "built-in"], "built-in, cardfit apis")]
+    for path in installed_files():
+        out.append(snap("API prices installed", [a.date for a in api_rows if a.origin == path], path))
+    priced = [g.price_date for g in default_gpus() if g.monthly_usd is not None]
+    out.append(snap("rental prices", priced, "the GPU catalog, cardfit gpus"))
+    p = default_purchases()
+    out.append(snap("purchase prices", [r.date for r in p.rows], "cardfit/data/purchase.toml"))
+    return out

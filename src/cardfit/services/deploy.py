@@ -758,6 +758,14 @@ def _fewest_replicas(inp: DeployInput, c: Candidate, t: Targets, lo: int, most: 
     return timed[smallest_true(meets, lo + 1, hi)]  # lo misses, hi meets
 
 
+def replicas_at(inp: DeployInput, c: Candidate, t: Targets, requests_per_s: float) -> Result | None:
+    """Candidate `c` (one replica's card set and settings) at the fewest replicas meeting the targets under
+    `requests_per_s` arrivals, by the same search deploy runs (`breakeven --traffic`: one deployment shape
+    scaled hour by hour); None when no count up to MAX_REPLICAS does."""
+    at = replace(inp, users=None, requests_per_s=requests_per_s)
+    return _fewest_replicas(at, c, t, min(_fewest_by_throughput(at, c, t), MAX_REPLICAS), MAX_REPLICAS)
+
+
 def _within(inp: DeployInput, r: Result) -> bool:
     if inp.max_cards and r.count > inp.max_cards:
         return False

@@ -64,6 +64,13 @@ def web_input(inp: Any) -> Any:
         if getattr(inp, name, None):
             raise InputError(f"--{name.replace('_', '-')}: the web API does not read or write {what}",
                              field=name, hint="use the CLI for files on this machine")
+    traffic = getattr(inp, "traffic", None)
+    if traffic:
+        from ..services.traffic import SHAPES
+
+        if traffic not in SHAPES:
+            raise InputError("--traffic: the web API does not read traffic files; name a shape "
+                             f"({', '.join(SHAPES)})", field="traffic", hint="use the CLI for a CSV file")
     if getattr(inp, "hub", False):
         raise InputError("the web API does not read from the Hugging Face Hub", field="hub",
                          hint="upload the model's config.json instead")
