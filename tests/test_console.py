@@ -236,3 +236,37 @@ def test_a_name_is_printed_as_it_is_on_both_paths(name, monkeypatch, capsys):
         c.flush()
         out = capsys.readouterr().out
         assert name + " · plan" in out.replace("\x1b[1m", "").replace("\x1b[0m", ""), (env, out)
+
+
+MARKUP_CARD = """[[gpu]]
+id = "markup-card"
+name = "Fake[red]Card[/]"
+vendor = "nvidia"
+stack = "cuda"
+arch = "ada"
+tier = "consumer"
+memory_gb = 24.0
+usable_bytes = 25000000000
+usable_measured = false
+usable_source = "a user's own card"
+memory_type = "GDDR6X"
+interconnect = "pcie"
+bandwidth_gbps = 1000.0
+bf16_tflops = 100.0
+fp16_tflops = 100.0
+fp8 = false
+bf16 = true
+fp4 = false
+"""
+
+
+@pytest.mark.parametrize("args", [("gpus",), ("plan", "llama-3.1-8b", "--gpu", "markup-card")])
+def test_a_catalog_name_with_brackets_prints_as_written_in_tables_and_lines(args, run_cli, tmp_path):
+    """A card from a user's --catalog named `Fake[red]Card[/]` is printed as written in table cells, the
+    `Best:` line, the decode line and the notes: never read as a style (it printed `FakeCard` before)."""
+    path = tmp_path / "cards.toml"
+    path.write_text(MARKUP_CARD)
+    code, out, err = run_cli(*args, "--catalog", str(path), env={"COLUMNS": "150"})
+    assert code == 0, err
+    assert "Fake[red]Card[/]" in out
+    assert "FakeCard" not in out

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from . import cli, emit_json
+from .console import escape
 from .options import add, json_option, unit_option
 
 
@@ -41,7 +42,7 @@ def gpus(as_json: bool, unit: str, catalog: tuple[str, ...]) -> None:
         t.add_column(col, justify="left" if col in ("GPU", "vendor", "link", "FP8") else "right",
                      no_wrap=col == "GPU")  # the name users type is never cut
     for r in rows:
-        t.add_row(r.name, r.vendor, fmt_bytes(r.usable_bytes, unit).rsplit(" ", 1)[0],
+        t.add_row(escape(r.name), escape(r.vendor), fmt_bytes(r.usable_bytes, unit).rsplit(" ", 1)[0],
                   f"{r.bandwidth_gbps:,.0f}" if r.bandwidth_gbps else "—",
                   f"{r.bf16_tflops:,.0f}" if r.bf16_tflops else "—", "yes" if r.fp8 else "no",
                   r.interconnect, fmt_usd(r.monthly_usd),
@@ -73,7 +74,7 @@ def models(as_json: bool, catalog: tuple[str, ...]) -> None:
         t.add_column(col, justify="right" if right else "left",
                      no_wrap=col != "Ollama tags", overflow="fold")  # ids and numbers are never cut
     for r in rows:
-        t.add_row(r.id, f"{r.params / 1e9:,.1f}B", f"{r.active_params / 1e9:,.1f}B", str(r.layers),
+        t.add_row(escape(r.id), f"{r.params / 1e9:,.1f}B", f"{r.active_params / 1e9:,.1f}B", str(r.layers),
                   r.attention, f"{r.kv_bytes_per_token:,}", f"{r.max_context:,}" if r.max_context else "—",
                   ", ".join(r.ollama))
     console().print(t)
@@ -100,7 +101,7 @@ def quants(as_json: bool) -> None:
     for col in ("name", "kind", "bits/weight", "block", "scope", "needs"):
         t.add_column(col)
     for q in view.types:
-        t.add_row(q.name, q.kind, f"{q.bits_per_weight:.4g}", f"{q.block_bytes} B / {q.block_weights}",
-                  q.scope, q.requires or "")
+        t.add_row(escape(q.name), q.kind, f"{q.bits_per_weight:.4g}",
+                  f"{q.block_bytes} B / {q.block_weights}", q.scope, q.requires or "")
     console().print(t)
     console().print("GGUF file types (per-tensor mixes): " + ", ".join(m.name for m in view.gguf_mixes))

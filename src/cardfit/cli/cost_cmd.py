@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import cli, command, emit_json
+from .console import escape
 from .options import json_option
 
 if TYPE_CHECKING:
@@ -77,15 +78,15 @@ def _print(r: Breakeven) -> None:
         tab.add_column(col, justify=just)  # type: ignore[arg-type]
     for a in r.apis:
         verdict = "[green]rent wins above it[/]" if a.breaks_even else "[red]never: card too slow[/]"
-        tab.add_row(a.name, f"{a.price_per_million_usd:,.2f}", f"{a.breakeven_millions_per_month:,.1f}",
-                    _pct(a.required_duty), verdict)
+        tab.add_row(escape(a.name), f"{a.price_per_million_usd:,.2f}",
+                    f"{a.breakeven_millions_per_month:,.1f}", _pct(a.required_duty), verdict)
     c.print(tab)
     c.print()
     c.print(_duty_table(r))
     if r.plot:
         c.print(f"\nCharts written to {r.plot.path}")
     for note in r.notes:
-        c.print(f"[dim]note: {note}[/]")
+        c.print(f"[dim]note: {escape(note)}[/]")
 
 
 def _months(m: float | None) -> str:
@@ -99,7 +100,7 @@ def _print_buy(r: Breakeven) -> None:
     b, t = r.buy, r.buy_terms
     assert b is not None and t is not None
     c = console()
-    what = f"{t.count}× {t.gpu}" if t.gpu else f"{t.count} card{'s' if t.count > 1 else ''}"
+    what = f"{t.count}× {escape(t.gpu)}" if t.gpu else f"{t.count} card{'s' if t.count > 1 else ''}"
     when = f"price of {t.date}" if t.date else "price given"
     c.print(f"Buy {what} at ${t.card_usd:,.2f} each with its host ({when})")
     c.print(f"  price ${b.capex_usd:,.2f} ÷ {t.amortize_months:g} months = "
@@ -124,8 +125,8 @@ def _print_traffic(r: Breakeven) -> None:
     t = r.traffic
     assert t is not None
     c = console()
-    c.print(f"Traffic: replicas of {t.cards_per_replica}× {t.gpu} (tp {t.tp}, {t.runtime}, {t.quant}) sized "
-            f"by deploy each hour")
+    c.print(f"Traffic: replicas of {t.cards_per_replica}× {escape(t.gpu)} (tp {t.tp}, {t.runtime}, "
+            f"{t.quant}) sized by deploy each hour")
     c.print(f"  at least {t.min_replicas}; a new one paid {t.scale_up_lag_min:g} min before its hour")
     rows = [(h.hour, f"{h.requests_per_s:>9,.2f} req/s  {h.replicas:>4} "
                      f"replica{' ' if h.replicas == 1 else 's'}  ${h.usd:,.2f}/h") for h in t.hours]
@@ -188,8 +189,8 @@ def apis_cmd(as_json: bool, catalog: tuple[str, ...]) -> None:
         tab.add_column(col, justify=just)  # type: ignore[arg-type]
     for a in rows:
         cached = "—" if a.cached_input_usd_per_m is None else f"{a.cached_input_usd_per_m:,.4g}"
-        tab.add_row(a.id, a.name, f"{a.input_usd_per_m:,.2f}", cached, f"{a.output_usd_per_m:,.2f}",
-                    a.date or "—", a.evidence or "—")
+        tab.add_row(escape(a.id), escape(a.name), f"{a.input_usd_per_m:,.2f}", cached,
+                    f"{a.output_usd_per_m:,.2f}", a.date or "—", a.evidence or "—")
     console().print(tab)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import command
+from .console import escape
 
 if TYPE_CHECKING:
     from ..services.deploy import Deployment, DeployReport, Workload
@@ -68,11 +69,10 @@ def _shape(d: Deployment) -> str:
         parts.append(f"PP {d.pp}" if d.tp > 1 or d.nodes > d.replicas else f"layers over {d.pp}")
     if d.replicas > 1:
         parts.append(f"{d.replicas} replicas")
-    return f"{d.count}× {d.gpu}" + (f" ({' × '.join(parts)})" if parts else "")
+    return f"{d.count}× {escape(d.gpu)}" + (f" ({' × '.join(parts)})" if parts else "")
 
 
 def _print(r: DeployReport) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     from ..services.deploy import NO_ANSWER
@@ -85,7 +85,7 @@ def _print(r: DeployReport) -> None:
     if b is not None:
         if b.monthly_usd is None:  # a card the catalog has no rental price for: no cost to rank by
             c.print(f"Fewest cards that meet every target: [bold]{_shape(b)}[/] · {_runtime(b)} · "
-                    f"{b.quant} · KV {b.kv_dtype} · no rental price in the catalog for {b.gpu} "
+                    f"{b.quant} · KV {b.kv_dtype} · no rental price in the catalog for {escape(b.gpu)} "
                     "(--catalog adds one)")
         else:
             c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {_runtime(b)} · {b.quant} · "
@@ -147,7 +147,7 @@ def _print(r: DeployReport) -> None:
                       _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
     for note in r.notes:
-        c.print(f"[dim]note: {note}[/]")
+        c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:
         c.print(f"Chart written to {r.plot}")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import command
+from .console import escape
 from .options import top_option, unit_option
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ def _print(r: Finetune, unit: str, top: int) -> None:
     from rich.table import Table
 
     from ..units import fmt_bytes, fmt_usd
-    from .console import escape
     from .render import console, verdict_text
 
     def gb(n: int) -> str:
@@ -80,10 +80,10 @@ def _print(r: Finetune, unit: str, top: int) -> None:
     for n, o in enumerate(r.gpus[:top], 1):
         cards = str(o.count) if o.nodes == 1 else f"{o.count} ({o.nodes} nodes)"
         verdict = verdict_text(o.verdict) + (f" [dim]{o.reason}[/]" if o.reason and o.verdict == "no" else "")
-        g.add_row(str(n), o.gpu, cards, gb(o.per_card_bytes), gb(o.free_bytes), gb(o.host_ram_bytes),
+        g.add_row(str(n), escape(o.gpu), cards, gb(o.per_card_bytes), gb(o.free_bytes), gb(o.host_ram_bytes),
                   verdict, fmt_usd(o.monthly_usd))
     c.print(g)
     for note in r.notes:
-        c.print(f"[dim]note: {note}[/]")
+        c.print(f"[dim]note: {escape(note)}[/]")
     c.print(f"[dim]Sizes in {unit}; cards by usable bytes as the driver reports them; ZeRO stage 3 on "
             "several cards unless --zero is given.[/]")

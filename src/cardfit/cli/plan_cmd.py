@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import command, echo
+from .console import escape
 from .options import top_option, unit_option
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ def plan(p: Any, inp: Any, unit: str, top: int) -> None:
 
 def _print_plan(r: PlanView, unit: str, top: int) -> None:
     from ..units import fmt_bytes, fmt_tokens
-    from .console import escape
     from .render import gpu_table, memory_table, plan_console
 
     c = plan_console()
@@ -57,10 +57,11 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
     if len(r.gpus) == 1 or r.gpus[0].verdict == "no":
         for g in r.gpus[:3]:
             if g.verdict in ("no", "offload") and g.reason:
-                c.print(f"{g.gpu}: {g.reason}")
+                c.print(f"{escape(g.gpu)}: {escape(g.reason)}")
     best = r.gpus[0]
     if best.verdict in ("fits", "tight"):
-        c.print(f"\nBest: {best.count}× {best.gpu} — {best.verdict}, {fmt_bytes(best.free_bytes, unit)} free")
+        c.print(f"\nBest: {best.count}× {escape(best.gpu)} — {best.verdict}, "
+                f"{fmt_bytes(best.free_bytes, unit)} free")
     a = r.answers
     if len(r.gpus) > 1 and (a.smallest_card or a.cheapest_set):
         c.print("; ".join(x for x in (a.cheapest_card and f"cheapest card that fits: {a.cheapest_card}",
@@ -73,11 +74,11 @@ def _print_plan(r: PlanView, unit: str, top: int) -> None:
     if s.decode_ceiling_tokens_per_s and r.gpus[0].verdict != "no":
         span = _likely(s.decode_tokens_per_s_range, "{:,.0f}")
         est = f", about {s.decode_tokens_per_s:,.0f} realistic{span}" if s.decode_tokens_per_s else ""
-        c.print(f"Decode on {s.gpu}: ceiling {s.decode_ceiling_tokens_per_s:,.0f} tokens/s per "
+        c.print(f"Decode on {escape(s.gpu)}: ceiling {s.decode_ceiling_tokens_per_s:,.0f} tokens/s per "
                 f"stream{est}.")
     _print_cost(c, r.cost)
     for note in r.notes:
-        c.print(f"[dim]note: {note}[/]")
+        c.print(f"[dim]note: {escape(note)}[/]")
     c.print(f"[dim]Sizes in {unit} ({'10^9' if unit == 'GB' else '2^30'} bytes); cards by usable bytes as "
             "the driver reports them.[/]")
     c.flush()
@@ -109,7 +110,7 @@ def _print_cost(c: Any, cost: CostView) -> None:
             parts.append(f"never beats {label}")
     rng = k.ranges.cost_per_million_usd_range if k.ranges else None
     # the page prints this line from the same figures (app.js costLine): fmt_num rounds as its num() does
-    c.print(f"Cost on {k.count}× {k.gpu}: ${fmt_num(k.monthly_usd or 0)}/month "
+    c.print(f"Cost on {k.count}× {escape(k.gpu)}: ${fmt_num(k.monthly_usd or 0)}/month "
             f"(${fmt_num(k.hourly_usd or 0, 2)}/h over {cost.hours_per_month:g} h); at "
             f"{fmt_num(k.tokens_per_s or 0, 1)} tokens/s "
             f"({cost.tokens_per_s_basis.split(' (')[0]}) ${fmt_num(k.cost_per_million_usd or 0, 2)}"

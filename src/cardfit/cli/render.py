@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..units import fmt_bytes, fmt_rate, fmt_tokens, fmt_usd
 from .console import Console as PlanConsole
-from .console import Table
+from .console import Table, escape
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -116,7 +116,7 @@ def gpu_table(rows: tuple[GpuPlan, ...], unit: str, limit: int) -> Table:
         verdict = verdict_text(r.verdict)
         if r.verdict == "offload":
             verdict += f" {r.gpu_layer_fraction or 0:.0%} GPU"
-        cells = [str(i), r.gpu, cards, fmt_bytes(r.usable_bytes, unit).rsplit(" ", 1)[0],
+        cells = [str(i), escape(r.gpu), cards, fmt_bytes(r.usable_bytes, unit).rsplit(" ", 1)[0],
                  fmt_bytes(r.free_bytes, unit).rsplit(" ", 1)[0], verdict, fmt_usd(r.monthly_usd), _rate(r)]
         if per_card_context:
             cells.insert(3, fmt_tokens(r.context))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import command
+from .console import escape
 
 if TYPE_CHECKING:
     from ..services.speed import SpeedReport
@@ -36,7 +37,6 @@ def speed(result: SpeedReport, inp: Any) -> None:
 def _print(r: SpeedReport) -> None:
     from rich.table import Table
 
-    from .console import escape
     from .render import console, runtime_label
 
     c = console()
@@ -89,6 +89,6 @@ def _print(r: SpeedReport) -> None:
         t.add_row(*cells, row.bound, "yes" if row.kv_fits else "no")
     c.print(t)
     for note in r.notes:
-        c.print(f"[dim]note: {note}[/]")
+        c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:
         c.print(f"Chart written to {r.plot}")
