@@ -819,7 +819,7 @@ def find_changes(spec: Spec, catalog: tuple[str, ...]) -> list[Change]:
         if sized.ctx.runtime.id == "ollama" and e.resident:
             if _fits(_with(spec, e, resident=False), catalog):
                 found.append(Change("swap", e.model, "resident = false (Ollama loads it when asked)", 0.0))
-        for q in _smaller_quants(sized.ctx):
+        for q in _smaller_quants(sized):
             if _fits(_with(spec, e, quant=q), catalog):
                 found.append(Change("quant", e.model, f"quant {sized.ctx.quant.name} → {q}", 0.0))
                 break
@@ -846,14 +846,18 @@ def _fits(spec: Spec, catalog: tuple[str, ...]) -> bool:
     return not machine.unplaced
 
 
-def _smaller_quants(ctx: Any) -> list[str]:
-    """The quantizations below the entry's on its format's ladder (GGUF types or checkpoint formats)."""
-    bits = ctx.quant.bits_per_weight
-    ladder = GGUF_LADDER if ctx.runtime.weights_format == "gguf" else CHECKPOINT_LADDER
+def _smaller_quants(sized: Sized) -> list[str]:
+    """The quantizations of the entry's format (GGUF types or checkpoint formats) whose weights of this model
+    are smaller than its own, largest first."""
     from ..catalog.quants import default_quants
+    from ..core.weights import weights
 
+    ctx = sized.ctx
+    ladder = GGUF_LADDER if ctx.runtime.weights_format == "gguf" else CHECKPOINT_LADDER
     quants = default_quants()
-    return [q for q in ladder if quants.get(q).bits_per_weight < bits - 0.01]
+    now = sized.memory.weights.total_bytes
+    sizes = [(weights(ctx.model, quants.get(q)).total_bytes, q) for q in ladder]
+    return [q for b, q in sorted(sizes, reverse=True) if b < now]
 
 
 # ------------------------------------------------------------------------------------ the bundle
