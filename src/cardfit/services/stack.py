@@ -193,8 +193,24 @@ def read_spec(inp: StackInput) -> Spec:
                          hint="list each model as a [[model]] table")
     if len(models) > MAX_ENTRIES:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
-    entries = [_entry(i, m) for i, m in enumerate(models)]
+    entries = [_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog)) for i, m in enumerate(models)]
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
+
+
+def _default_runtime(e: Entry, gpu: Gpu, catalog: tuple[str, ...]) -> Entry:
+    """An entry without a runtime gets the one `cardfit plan` picks for it on the machine's first card
+    (Ollama for an Ollama tag, llama.cpp for a GGUF type, vLLM for a checkpoint; llama.cpp on Apple
+    silicon), so that placement and the bundle know which server it is."""
+    if e.runtime is not None or e.role in ("draft", "adapter"):
+        return e
+    from . import plan as planning
+
+    try:
+        rt = planning.build_context(PlanInput(model=e.model, quant=e.quant, gpu=gpu.name,
+                                              catalog=catalog)).runtime.id
+    except CardfitError as err:
+        raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
+    return replace(e, runtime=rt if rt in SERVERS else "vllm")
 
 
 _COUNT = re.compile(r"^\s*(\d{1,3})\s*[x×]\s+(.+)$", re.IGNORECASE)
@@ -353,9 +369,6 @@ class Sizer:
 
         try:
             ctx = planning.build_context(_plan_input(e, gpu, count, self.catalog, self.users(e)))
-            if e.runtime is None and ctx.runtime.id not in SERVERS:
-                ctx = planning.build_context(_plan_input(replace(e, runtime="vllm"), gpu, count, self.catalog,
-                                                         self.users(e)))
             _check_role(e, ctx)
             context = planning.default_context(ctx, gpu, count)[0]
             planning.check_context(ctx, context)
@@ -965,7 +978,8 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in _ollama_cards(machine))
                 words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                 lines += ["", f"# Ollama: every model below on port {port}",
-                          f"{words} {shlex.join(launch.argv)} &", "sleep 5"]
+                          f"{words} {shlex.join(launch.argv)} &",
+                          f"until curl -s http://127.0.0.1:{port}/ >/dev/null; do sleep 1; done"]
                 ollama_done = True
             keep: int | str = -1 if e.resident else "5m"
             body = json.dumps({"model": _ollama_name(p), "keep_alive": keep,
@@ -976,6 +990,9 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                           f"  # load {e.model} and keep it (keep_alive -1)"]
             else:
                 lines += [f"# {e.model} loads on demand: requests pass {shlex.quote(body)}"]
+            if e.resident:
+                lines += [f"# requests to {_ollama_name(p)} pass \"options\": {{\"num_ctx\": "
+                          f"{p.sized.memory.context}}} (another num_ctx reloads it)"]
             continue
         launch = server_launch(p, port)
         prefix = "" if unified else f"CUDA_VISIBLE_DEVICES={_visible(p)} "
