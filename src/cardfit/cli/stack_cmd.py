@@ -36,6 +36,8 @@ def stack(result: Stack, inp: Any, unit: str) -> None:
 
 
 def _print(r: Stack, unit: str) -> None:
+    from rich.table import Table
+
     from ..units import fmt_bytes
     from .console import escape
     from .render import console
@@ -49,13 +51,18 @@ def _print(r: Stack, unit: str) -> None:
     for i, d in enumerate(r.devices):
         c.print(f"\n[bold]card {i}: {escape(d.gpu)}[/] · {gb(d.usable_bytes)} usable · "
                 f"{gb(d.free_bytes)} free · {d.verdict}")
+        if not d.entries:
+            continue
+        t = Table(box=None, header_style="bold", pad_edge=False)
+        for col, just in (("model", "left"), ("role", "left"), ("runtime", "left"), ("quant", "left"),
+                          ("context", "right"), (unit, "right"), ("tok/s", "right"), ("port", "right")):
+            t.add_column(col, justify=just)  # type: ignore[arg-type]
         for e in d.entries:
-            speed = "" if e.tokens_per_s is None else (
-                f" · {e.tokens_per_s:,.1f} tok/s" + (" read" if e.role in ("embed", "rerank") else ""))
-            where = f" · port {e.port}" if e.port else ""
-            keep = "" if e.resident else " · swapped"
-            c.print(f"  {escape(e.model)} ({e.role}, {e.runtime}, {escape(e.quant)}, ctx {e.context:,})"
-                    f" {gb(e.bytes)}{speed}{where}{keep}")
+            speed = "" if e.tokens_per_s is None else f"{e.tokens_per_s:,.0f}" + (
+                " read" if e.role in ("embed", "rerank") else "")
+            t.add_row(escape(e.model), e.role + ("" if e.resident else " (swap)"), e.runtime, escape(e.quant),
+                      f"{e.context:,}", gb(e.bytes).rsplit(" ", 1)[0], speed, str(e.port or ""))
+        c.print(t)
     for u in r.unplaced:
         c.print(f"\n[bold]not placed:[/] {escape(u.model)} ({u.role}, {u.runtime}) {gb(u.bytes)}: "
                 f"{escape(u.reason)}")
