@@ -74,6 +74,8 @@ def _body(argv: list[str]) -> tuple[str, dict[str, Any]]:
     rest = argv[1:]
     if rest and not rest[0].startswith("--") and cmd.argument:
         body[cmd.argument] = rest.pop(0)
+    if cmd.name == "stack":  # the web API reads no files: the page sends the stack file's text
+        body["text"] = (ROOT / body.pop("file")).read_text()
     while rest:
         key = rest.pop(0)[2:].replace("-", "_")
         if kinds[key] == "bool":
