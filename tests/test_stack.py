@@ -229,11 +229,13 @@ def test_a_set_that_does_not_fit_gets_changes_that_each_make_it_fit(tmp_path):
                  '[[model]]\nmodel = "gemma3:12b"\nrole = "vision"\nruntime = "ollama"\ncontext = 32768\n')
     r = cardfit.stack(str(f))
     assert r["verdict"] == "no" and r["unplaced"][0]["model"] == "gemma3:12b"
-    kinds = [c["kind"] for c in r["changes"]]
+    fitting = [c for c in r["changes"] if c["fits"]]
+    kinds = [c["kind"] for c in fitting]
     assert kinds == sorted(kinds, key=lambda k: stk.CHANGE_ORDER[k])  # settings before a card
-    assert kinds[-1] == "card" and r["changes"][-1]["monthly_usd"] > 0
+    assert kinds[-3:] == ["card", "drop", "drop"] and fitting[-3]["monthly_usd"] > 0
+    assert r["changes"][:len(fitting)] == fitting  # what makes it fit before what only helps
     spec = stk.read_spec(stk.StackInput(file=str(f)))
-    for c in r["changes"]:
+    for c in fitting:
         if c["kind"] == "card":
             changed = spec.__class__(spec.gpus * 2, spec.ram_gb, spec.entries)
         else:
@@ -242,6 +244,8 @@ def test_a_set_that_does_not_fit_gets_changes_that_each_make_it_fit(tmp_path):
                 changed = stk._with(spec, e, context=int(c["change"].split("→")[1].replace(",", "")))
             elif c["kind"] == "quant":
                 changed = stk._with(spec, e, quant=c["change"].split("→")[1].strip())
+            elif c["kind"] == "drop":
+                changed = spec.__class__(spec.gpus, spec.ram_gb, tuple(x for x in spec.entries if x is not e))
             else:
                 changed = stk._with(spec, e, resident=False)
         machine, _ = stk.solve(changed, ())

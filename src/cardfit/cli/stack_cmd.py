@@ -71,7 +71,8 @@ def _print(r: Stack, unit: str) -> None:
         for ch in r.changes:
             rent = f" (+${ch.monthly_usd:,.0f}/month)" if ch.monthly_usd else ""
             who = f"{escape(ch.model)}: " if ch.model else ""
-            c.print(f"  {who}{escape(ch.change)}{rent}")
+            alone = "" if ch.fits else " [dim](helps; not enough alone)[/]"
+            c.print(f"  {who}{escape(ch.change)}{rent}{alone}")
     for n in r.notes:
         c.print(f"[dim]note: {escape(n)}[/]")
     c.print(f"\n[bold]Launch bundle[/] ({r.bundle.format}):")

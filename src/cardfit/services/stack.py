@@ -65,10 +65,10 @@ DRAFT_TOKENS = 5
 # each one's free memory (src/llama-model.cpp, "default split, by free memory")
 LLAMA_SPLIT_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-model.cpp"
 TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's heads over inside one machine
-# the cheapest change first where several make the set fit at no rent: a shorter context loses only long
-# prompts, swapping costs a reload when the other model is asked, a smaller quantization costs quality on
-# every answer; a card costs its rent
-CHANGE_ORDER = {"context": 0, "swap": 1, "quant": 2, "card": 3}
+# the cheapest change first: a shorter context loses only long prompts, swapping costs a reload when the
+# other model is asked, a smaller quantization costs quality on every answer, a card costs its rent, and
+# leaving a model out loses what it does
+CHANGE_ORDER = {"context": 0, "swap": 1, "quant": 2, "card": 3, "drop": 4}
 GGUF_LADDER = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K")  # SPEC §2's GGUF types
 CHECKPOINT_LADDER = ("bf16", "fp8", "int4")
 MIN_CONTEXT = 2048  # the shortest context a change proposes (vLLM's max_model_len fallback, 2,048)
@@ -678,10 +678,11 @@ class Unplaced(Result):
 
 @record
 class Change(Result):
-    kind: str  # context | swap | quant | card
+    kind: str  # context | swap | quant | card | drop
     model: str | None
     change: str
-    monthly_usd: float | None  # extra rent per month (0: a setting)
+    monthly_usd: float | None  # extra rent per month (0: a setting; None: a card without a rental price)
+    fits: bool  # the whole set fits with this change alone (else it only places more of it)
 
 
 @record
@@ -816,47 +817,80 @@ def _notes(machine: Machine) -> list[str]:
 
 
 def find_changes(spec: Spec, catalog: tuple[str, ...]) -> list[Change]:
-    """Single changes that make the whole set fit, cheapest first (CHANGE_ORDER, then the rent)."""
+    """Single changes that make the whole set fit (`fits`), or, where none of a kind does, that place more of
+    it: each lever at its mildest value that fits (else its strongest that helps), cheapest first
+    (`_rank`)."""
+    now = _left(spec, catalog)
     found: list[Change] = []
+
+    def tried(kind: str, model: str | None, text: str, changed: Spec, rent: float | None = 0.0) -> bool:
+        left = _left(changed, catalog)
+        if left is not None and left < now:
+            found.append(Change(kind, model, text, rent, left == 0))
+        return left == 0
+
     for e in spec.entries:
         if e.role in ("draft", "adapter"):
             continue
         sized = Sizer(spec, catalog).size(e, spec.gpus[0], 1)
         context = sized.memory.context
-        c = context // 2
-        while c >= MIN_CONTEXT:
-            if _fits(_with(spec, e, context=c), catalog):
-                found.append(Change("context", e.model, f"context {context:,} → {c:,}", 0.0))
-                break
-            c //= 2
+        shorter = [c for c in (context // 2**k for k in range(1, 8)) if c >= MIN_CONTEXT]
+        _mildest(shorter, lambda c, e=e, context=context: tried(
+            "context", e.model, f"context {context:,} → {c:,}", _with(spec, e, context=c)))
         if sized.ctx.runtime.id == "ollama" and e.resident:
-            if _fits(_with(spec, e, resident=False), catalog):
-                found.append(Change("swap", e.model, "resident = false (Ollama loads it when asked)", 0.0))
-        for q in _smaller_quants(sized):
-            if _fits(_with(spec, e, quant=q), catalog):
-                found.append(Change("quant", e.model, f"quant {sized.ctx.quant.name} → {q}", 0.0))
-                break
-    seen = set()
-    for g in spec.gpus:
-        if g.id in seen or len(spec.gpus) >= MAX_DEVICES:
-            continue
-        seen.add(g.id)
-        if _fits(replace(spec, gpus=(*spec.gpus, g)), catalog):
-            found.append(Change("card", None, f"one more {g.name}", g.monthly_usd))
-    return sorted(found, key=lambda c: (c.monthly_usd if c.monthly_usd is not None else math.inf,
-                                        CHANGE_ORDER[c.kind]))
+            tried("swap", e.model, "resident = false (Ollama loads it when asked)",
+                  _with(spec, e, resident=False))
+        _mildest(_smaller_quants(sized), lambda q, e=e, sized=sized: tried(
+            "quant", e.model, f"quant {sized.ctx.quant.name} → {q}", _with(spec, e, quant=q)))
+        riders = {r.index for r in spec.entries if r.target == e.index}
+        tried("drop", e.model, "leave it out" + (" (with its draft and adapters)" if riders else ""),
+              replace(spec, entries=tuple(x for x in spec.entries if x is not e and x.index not in riders)))
+    for g in dict.fromkeys(spec.gpus):
+        counts = [n for n in range(1, MORE_CARDS + 1) if len(spec.gpus) + n <= MAX_DEVICES]
+        _mildest(counts, lambda n, g=g: tried(
+            "card", None, f"{'one' if n == 1 else n} more {g.name}",
+            replace(spec, gpus=(*spec.gpus, *[g] * n)), None if g.monthly_usd is None else n * g.monthly_usd))
+    return _rank(found)
+
+
+MORE_CARDS = 4  # the most cards of one kind a change adds
+
+
+def _mildest(values: list[Any], attempt: Any) -> None:
+    """Try each value, mildest first, until one makes the set fit; `attempt` records what helps. Only the
+    last helpful one is kept where none fits (the strongest), else the fitting one."""
+    for v in values:
+        if attempt(v):
+            return
+
+
+def _rank(found: list[Change]) -> list[Change]:
+    """What makes the set fit before what only helps; then settings (a shorter context, swapping, a smaller
+    quantization: CHANGE_ORDER), then cards by their rent, then leaving a model out; of a lever tried at
+    several values, the mildest that fits, else the strongest that helps."""
+    kept: dict[tuple[str, str | None, str], Change] = {}
+    for c in found:
+        key = (c.kind, c.model, c.change.split(" more ")[-1] if c.kind == "card" else "")
+        old = kept.get(key)
+        if old is None or not old.fits:  # values come mildest first and stop at the first that fits
+            kept[key] = c
+    return sorted(kept.values(), key=lambda c: (not c.fits, CHANGE_ORDER[c.kind],
+                                                 c.monthly_usd if c.monthly_usd is not None else math.inf))
 
 
 def _with(spec: Spec, e: Entry, **changes: Any) -> Spec:
     return replace(spec, entries=tuple(replace(x, **changes) if x is e else x for x in spec.entries))
 
 
-def _fits(spec: Spec, catalog: tuple[str, ...]) -> bool:
+def _left(spec: Spec, catalog: tuple[str, ...]) -> int | None:
+    """Servers the set leaves unplaced (None: the change is not a valid set)."""
+    if not spec.entries:
+        return None
     try:
         machine, _ = solve(spec, catalog)
     except CardfitError:
-        return False
-    return not machine.unplaced
+        return None
+    return len(machine.unplaced)
 
 
 def _smaller_quants(sized: Sized) -> list[str]:
@@ -925,7 +959,7 @@ def server_launch(p: Placed, port: int) -> Any:
         argv += ["--embeddings"]
     if rt.id == "llama.cpp" and e.role == "rerank":
         argv += ["--reranking"]
-    if p.split:
+    if p.split and rt.id == "llama.cpp":
         argv += ["--tensor-split", ",".join(f"{x:g}" for x in p.split)]
     for r in p.server.riders:
         if r.role == "adapter":
