@@ -166,6 +166,8 @@ PAGE_REQUESTS = {
                     ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "16", "--input-tokens", "1000",
                      "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50", "--runtime", "vllm",
                      "--gpu", "L40S"]),
+    "/api/stack": ({"text": (ROOT / "examples" / "stacks" / "rag-4090.toml").read_text(), "bundle": "script"},
+                   ["stack", "examples/stacks/rag-4090.toml", "--bundle", "script"]),
     **{f"/api/{name}": (None, [name]) for name in (*CATALOGS, "runtimes")},
 }
 PAGE_ONLY = {"/openapi.json": "the endpoint list", "/api/read/config": "parses an upload (test_web_e2e)",

@@ -353,3 +353,13 @@ def test_bad_paths_get_one_line(tmp_path, run_cli, args, message):
         args = (str(tmp_path / "stack.yaml"),)
     code, _, err = run_cli("stack", *args)
     assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_the_page_starts_from_the_rag_example():
+    """The page's stack panel opens on examples/stacks/rag-4090.toml, as it is."""
+    import html
+    import re
+
+    page = (ROOT / "src" / "cardfit" / "web" / "static" / "index.html").read_text()
+    shown = re.search(r'<textarea id="stack-text"[^>]*>(.*?)</textarea>', page, re.S)
+    assert shown and html.unescape(shown.group(1)) == (EXAMPLES / "rag-4090.toml").read_text()
