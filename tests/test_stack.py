@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cardfit
@@ -363,3 +363,42 @@ def test_the_page_starts_from_the_rag_example():
     page = (ROOT / "src" / "cardfit" / "web" / "static" / "index.html").read_text()
     shown = re.search(r'<textarea id="stack-text"[^>]*>(.*?)</textarea>', page, re.S)
     assert shown and html.unescape(shown.group(1)) == (EXAMPLES / "rag-4090.toml").read_text()
+
+
+_MODELS = [("qwen3:8b", "chat"), ("llama3.1:70b", "chat"), ("bge-m3", "embed"), ("gemma3:12b", "vision"),
+           ("bge-reranker-v2-m3", "rerank"), ("qwen2.5:32b", "chat"),
+           ("meta-llama/Llama-3.1-8B-Instruct", "chat")]
+_ENTRY = st.fixed_dictionaries(
+    {"pick": st.sampled_from(_MODELS)},
+    optional={"runtime": st.sampled_from(["vllm", "llama.cpp", "ollama"]),
+              "context": st.sampled_from([2048, 8192]), "users": st.sampled_from([1, 4, 16]),
+              "resident": st.booleans(), "quant": st.sampled_from(["fp8", "Q4_K_M", "Q8_0"])})
+_MACHINES = [["RTX 4090"], ["2x H100 SXM"], ["RTX 3090", "RTX 3060 12GB"], ["M1 Max 64GB"], ["2x L40S"]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(machine=st.sampled_from(_MACHINES), entries=st.lists(_ENTRY, min_size=1, max_size=4))
+def test_any_stack_is_an_answer_or_one_error_and_every_card_adds_up(machine, entries):
+    import json
+
+    from cardfit.errors import CardfitError
+
+    text = f"[machine]\ngpu = {json.dumps(machine)}\n"
+    for e in entries:
+        (model, role), rest = e["pick"], {k: v for k, v in e.items() if k != "pick"}
+        text += "[[model]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in
+                                        {"model": model, "role": role, **rest}.items())
+    try:
+        r = cardfit.stack(text=text)
+    except CardfitError:
+        return
+    assert (r["verdict"] == "no") == bool(r["unplaced"])
+    for d in r["devices"]:
+        resident = sum(e["bytes"] for e in d["entries"] if e["resident"])
+        swapped = max((e["bytes"] for e in d["entries"] if not e["resident"]), default=0)
+        assert d["free_bytes"] == d["usable_bytes"] - d["reserved_bytes"] - resident - swapped
+        assert d["free_bytes"] >= 0
+    servers = {e["port"] for d in r["devices"] for e in d["entries"]
+               if e["port"] and e["runtime"] != "ollama"}
+    lines = [ln for ln in r["bundle"]["text"].splitlines() if " --port " in ln]
+    assert len(lines) == len(servers)
