@@ -402,3 +402,26 @@ def test_any_stack_is_an_answer_or_one_error_and_every_card_adds_up(machine, ent
                if e["port"] and e["runtime"] != "ollama"}
     lines = [ln for ln in r["bundle"]["text"].splitlines() if " --port " in ln]
     assert len(lines) == len(servers)
+
+
+def test_rent_names_the_cheapest_set_that_holds_the_stack():
+    """--rent: no cheaper priced set of 1, 2, 4 or 8 cards of one kind holds the set (checked by placing the
+    set on every one of them), and the one named does."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+    from cardfit.core.fit import set_price
+
+    r = _stack("70b-draft-lora-2xh100.toml", rent=True)
+    best = r["cheapest"]
+    assert best is not None and _stack("70b-draft-lora-2xh100.toml")["cheapest"] is None
+    spec = stk.read_spec(stk.StackInput(file=str(EXAMPLES / "70b-draft-lora-2xh100.toml")))
+    rules = default_rental()
+    for g in default_gpus():
+        if not g.monthly_usd:
+            continue
+        for n in stk.RENT_COUNTS:
+            price = set_price(g, n, rules)
+            if price < best["monthly_usd"]:
+                assert stk._left(spec.__class__((g,) * n, None, spec.entries), ()) != 0, (g.name, n)
+    g = default_gpus().get(best["gpu"])
+    assert stk._left(spec.__class__((g,) * best["count"], None, spec.entries), ()) == 0

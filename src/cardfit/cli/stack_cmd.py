@@ -15,6 +15,7 @@ STACK_EPILOG = """\b
 Examples:
   cardfit stack examples/stacks/rag-4090.toml
   cardfit stack examples/stacks/70b-draft-lora-2xh100.toml --json
+  cardfit stack examples/stacks/rag-4090.toml --rent
   cardfit stack examples/stacks/llamacpp-3090-3060.toml --bundle compose
   cardfit stack examples/stacks/vision-chat-mac.toml --gpu "M4 Max 128GB"
 """
@@ -32,10 +33,10 @@ def stack(result: Stack, inp: Any, unit: str) -> None:
     Prints the bytes of every model per card, what to change when the set does not fit (cheapest first)
     and one launch bundle (a shell script, or --bundle compose).
     """
-    _print(result, unit)
+    _print(result, unit, bool(getattr(inp, "rent", False)))
 
 
-def _print(r: Stack, unit: str) -> None:
+def _print(r: Stack, unit: str, rent: bool = False) -> None:
     from rich.table import Table
 
     from ..units import fmt_bytes
@@ -73,6 +74,11 @@ def _print(r: Stack, unit: str) -> None:
             who = f"{escape(ch.model)}: " if ch.model else ""
             alone = "" if ch.fits else " [dim](helps; not enough alone)[/]"
             c.print(f"  {who}{escape(ch.change)}{rent}{alone}")
+    if r.cheapest is not None:
+        c.print(f"\n[bold]Cheapest rented machine that holds the set:[/] {r.cheapest.count}× "
+                f"{escape(r.cheapest.gpu)}, ${r.cheapest.monthly_usd:,.0f}/month")
+    elif rent:
+        c.print("\n[bold]No rented machine of 1–8 priced cards of one kind holds the set.[/]")
     for n in r.notes:
         c.print(f"[dim]note: {escape(n)}[/]")
     c.print(f"\n[bold]Launch bundle[/] ({r.bundle.format}):")

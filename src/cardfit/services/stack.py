@@ -88,6 +88,8 @@ class StackInput(Input):
                                "counts two)", max_length=MAX_DEVICES)
     bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
                                                "compose.yaml (CUDA cards)")
+    rent: bool = opt(False, "also find the cheapest rented machine that holds the whole set (the catalog's "
+                     "priced cards, 1, 2, 4 or 8 of one kind)")
     catalog: tuple[str, ...] = opt((), "extra catalog file(s) (TOML/JSON) with your own GPUs or models",
                                    max_length=16)
 
@@ -233,7 +235,7 @@ def _cards(inp: StackInput, names: list[str]) -> list[Gpu]:
 
 
 def _registry(inp: StackInput) -> Registry[Gpu]:
-    return load_gpus(tuple(inp.catalog)) if inp.catalog else default_gpus()
+    return _catalog_gpus(tuple(inp.catalog))
 
 
 def _entry(i: int, raw: Any) -> Entry:
@@ -692,6 +694,13 @@ class Bundle(Result):
 
 
 @record
+class Rental(Result):
+    gpu: str
+    count: int
+    monthly_usd: float  # the set's rent, after the rental rules' volume discount
+
+
+@record
 class Stack(Result):
     verdict: str
     devices: tuple[StackDevice, ...]
@@ -699,6 +708,7 @@ class Stack(Result):
     changes: tuple[Change, ...]
     bundle: Bundle
     notes: tuple[str, ...]
+    cheapest: Rental | None  # with --rent: the cheapest rented machine that holds the set (None: none does)
 
 
 def solve(spec: Spec, catalog: tuple[str, ...]) -> tuple[Machine, Sizer]:
@@ -750,7 +760,32 @@ def stack(inp: StackInput) -> Stack:
     verdict = _overall(machine)
     changes = tuple(find_changes(spec, tuple(inp.catalog))) if verdict == fitting.NO.value else ()
     bundle = make_bundle(machine, ports, inp.bundle)
-    return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(_notes(machine)))
+    cheapest = cheapest_machine(spec, tuple(inp.catalog)) if inp.rent else None
+    return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(_notes(machine)), cheapest)
+
+
+RENT_COUNTS = (1, 2, 4, 8)  # the sets of one node the rental seed prices (docs: SPEC §3, 2/4/8 per node)
+
+
+def cheapest_machine(spec: Spec, catalog: tuple[str, ...]) -> Rental | None:
+    """The cheapest set of one priced card kind (1, 2, 4 or 8 cards, with the rental rules' volume discount)
+    on which every server of the set is placed."""
+    rules = default_rental()
+    priced = sorted((g for g in _catalog_gpus(catalog) if g.monthly_usd), key=lambda g: (g.monthly_usd, g.id))
+    best: Rental | None = None
+    for g in priced:
+        for n in RENT_COUNTS:
+            price = fitting.set_price(g, n, rules)
+            if price is None or (best is not None and price >= best.monthly_usd):
+                break
+            if _left(replace(spec, gpus=(g,) * n), catalog) == 0:
+                best = Rental(g.name, n, round(price, 2))
+                break
+    return best
+
+
+def _catalog_gpus(catalog: tuple[str, ...]) -> Registry[Gpu]:
+    return load_gpus(catalog) if catalog else default_gpus()
 
 
 def _runtime_id(machine: Machine, e: Entry) -> str:
