@@ -327,6 +327,8 @@ BAD = [
      'role = "vision"\n', "no vision tower"),
     ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ngpus = 2\n',
      "the machine has 1 cards"),
+    ("rerank on ollama", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-reranker-v2-m3"\n'
+     'role = "rerank"\nruntime = "ollama"\n', "Ollama serves no rerankers"),
     ("long context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\nrole = "embed"\n'
      'context = 32768\n', "beyond BGE-M3's trained maximum"),
 ]
@@ -425,3 +427,24 @@ def test_rent_names_the_cheapest_set_that_holds_the_stack():
                 assert stk._left(spec.__class__((g,) * n, None, spec.entries), ()) != 0, (g.name, n)
     g = default_gpus().get(best["gpu"])
     assert stk._left(spec.__class__((g,) * best["count"], None, spec.entries), ()) == 0
+
+
+def test_models_on_the_command_line_are_a_stack_file(run_json):
+    """--model [ROLE=]NAME repeated, with --gpu, --runtime, --context and --users for every model, is the
+    same set as the file that lists them."""
+    cli = run_json("stack", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--model", "embed=bge-m3",
+                   "--gpu", "RTX 4090", "--runtime", "vllm", "--context", "8192", "--users", "4")
+    text = ('[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\n'
+            'runtime = "vllm"\ncontext = 8192\nusers = 4\n[[model]]\nmodel = "bge-m3"\nrole = "embed"\n'
+            'runtime = "vllm"\ncontext = 8192\nusers = 4\n')
+    assert cli == cardfit.stack(text=text)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--model", "qwen3:8b"), "name the machine's cards"),
+    (("--model", "qwen3:8b", "--gpu", "RTX 4090", "--text", "[machine]"), "not both"),
+    ((str(EXAMPLES / "rag-4090.toml"), "--context", "4096"), "go with --model"),
+])
+def test_model_options_refused_one_line(run_cli, args, message):
+    code, _, err = run_cli("stack", *args)
+    assert code == 2 and err.count("\n") == 1 and message in err, err

@@ -88,6 +88,14 @@ class StackInput(Input):
                                "counts two)", max_length=MAX_DEVICES)
     bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
                                                "compose.yaml (CUDA cards)")
+    model: tuple[str, ...] = opt((), "instead of FILE: a model of the set, repeated, as [ROLE=]NAME "
+                                 "(chat=llama3.1:8b, embed=bge-m3, draft=llama3.2:1b); the cards from --gpu",
+                                 max_length=MAX_ENTRIES)
+    runtime: str | None = opt(None, "with --model: the runtime of every model (vllm, sglang, llama.cpp, "
+                              "ollama); default: plan's for each", max_length=64)
+    context: int | None = opt(None, "with --model: tokens of context per sequence of every model", ge=1,
+                              le=MAX_CONTEXT)
+    users: int | None = opt(None, "with --model: concurrent sequences of every model", ge=1, le=MAX_BATCH)
     rent: bool = opt(False, "also find the cheapest rented machine that holds the whole set (the catalog's "
                      "priced cards, 1, 2, 4 or 8 of one kind)")
     catalog: tuple[str, ...] = opt((), "extra catalog file(s) (TOML/JSON) with your own GPUs or models",
@@ -146,23 +154,21 @@ def _text(where: str, key: str, v: Any, limit: int = 256) -> str:
 
 def read_spec(inp: StackInput) -> Spec:
     """The stack file parsed (never executed) and checked: one InputError line for the first problem."""
-    if (inp.file is None) == (inp.text is None):
+    if inp.model:
+        if inp.file is not None or inp.text is not None:
+            raise InputError("give the stack file or --model, not both", field="model")
+        raw, name = _from_options(inp).encode(), "--model"
+    elif (inp.file is None) == (inp.text is None):
         raise InputError("give the stack file (cardfit stack FILE) or its text (text=…), one of them",
-                         field="file", hint="see examples/stacks/ for the format")
-    if inp.file is not None:
-        from ..readers.source import local_files_allowed, read_regular
-
-        if not local_files_allowed():
-            raise InputError("the web API reads no files on the server", field="file",
-                             hint="send the stack file's text as `text`")
-
-        raw = read_regular(inp.file, MAX_STACK_BYTES, "the stack file")
-        name = inp.file
+                         field="file", hint="see examples/stacks/ for the format, or name the models with "
+                         "--model ROLE=NAME and the cards with --gpu")
+    elif inp.runtime or inp.context or inp.users:
+        raise InputError("--runtime, --context and --users go with --model; a stack file sets them per "
+                         "[[model]]", field="runtime")
+    elif inp.file is not None:
+        raw, name = _read_file(inp.file), inp.file
     else:
         raw, name = inp.text.encode(), "the stack text"  # type: ignore[union-attr]
-    if inp.file is not None and inp.file.lower().endswith((".yaml", ".yml")):
-        raise InputError(f"{name}: cardfit reads stack files in TOML (no YAML parser is a dependency)",
-                         field="file", hint="write the same keys as TOML: see examples/stacks/")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
@@ -213,6 +219,37 @@ def _default_runtime(e: Entry, gpu: Gpu, catalog: tuple[str, ...]) -> Entry:
     except CardfitError as err:
         raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
     return replace(e, runtime=rt if rt in SERVERS else "vllm")
+
+
+def _read_file(path: str) -> bytes:
+    from ..readers.source import local_files_allowed, read_regular
+
+    if not local_files_allowed():
+        raise InputError("the web API reads no files on the server", field="file",
+                         hint="send the stack file's text as `text`")
+    if path.lower().endswith((".yaml", ".yml")):
+        raise InputError(f"{path}: cardfit reads stack files in TOML (no YAML parser is a dependency)",
+                         field="file", hint="write the same keys as TOML: see examples/stacks/")
+    return read_regular(path, MAX_STACK_BYTES, "the stack file")
+
+
+def _from_options(inp: StackInput) -> str:
+    """The stack file that --model [ROLE=]NAME …, --runtime, --context and --users describe (its [machine]
+    comes from --gpu)."""
+    out = []
+    for item in inp.model:
+        role, sep, name = item.partition("=")
+        if not sep or role.strip() not in ROLES:
+            role, name = "chat", item
+        entry = {"model": name.strip(), "role": role.strip()}
+        if inp.runtime and role.strip() not in ("draft", "adapter"):
+            entry["runtime"] = inp.runtime
+        if inp.context and role.strip() not in ("draft", "adapter"):
+            entry["context"] = inp.context
+        if inp.users and role.strip() not in ("draft", "adapter"):
+            entry["users"] = inp.users
+        out.append("[[model]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in entry.items()))
+    return "".join(out)
 
 
 _COUNT = re.compile(r"^\s*(\d{1,3})\s*[x×]\s+(.+)$", re.IGNORECASE)
@@ -421,6 +458,10 @@ def _check_role(e: Entry, ctx: Any) -> None:
                          "model", field="file", hint="set its role to match the model")
     if e.role in ("chat", "vision") and not m.generates:
         raise InputError(f"{m.name} is a {m.task} model", field="file", hint=f"set role = \"{m.task}\"")
+    if e.role == "rerank" and ctx.runtime.id == "ollama":
+        # Ollama's API has /api/embed but no reranking endpoint (docs/api.md)
+        raise InputError("Ollama serves no rerankers", field="file",
+                         hint="run the reranker on llama.cpp (llama-server --reranking) or vLLM")
     if e.role == "vision" and not m.text_params:
         raise InputError(f"{m.name} has no vision tower in the catalog", field="file",
                          hint="pick a multimodal model (gemma3:12b, qwen2.5-vl-7b, …) or role = \"chat\"")
