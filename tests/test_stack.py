@@ -448,3 +448,18 @@ def test_models_on_the_command_line_are_a_stack_file(run_json):
 def test_model_options_refused_one_line(run_cli, args, message):
     code, _, err = run_cli("stack", *args)
     assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_target_names_the_served_model_by_its_number():
+    """A draft below two chat models goes to the one `target` names ([[model]] numbers start at 1), else to
+    the nearest chat model above it."""
+    head = ('[machine]\ngpu = ["H100 SXM"]\n'
+            '[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
+            '[[model]]\nmodel = "Qwen/Qwen2.5-7B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
+            '[[model]]\nmodel = "meta-llama/Llama-3.2-1B-Instruct"\nrole = "draft"\n')
+    for extra, host in (("target = 1\n", 0), ("", 1)):
+        spec = stk.read_spec(stk.StackInput(text=head + extra))
+        assert spec.entries[2].target == host
+        machine, _ = stk.solve(spec, ())
+        (server,) = [p for p in machine.placed if p.server.riders]
+        assert server.server.entry.index == host

@@ -120,7 +120,7 @@ class Entry:
     resident: bool
     kv_dtype: str | None
     gpus: int | None
-    target: int | None  # index of the served entry a draft or adapter set belongs to
+    target: int | None  # the served entry a draft or adapter set belongs to (−N: [[model]] N, unresolved)
     adapters: int
     lora_rank: int
     max_loras: int | None
@@ -309,7 +309,8 @@ def _entry(i: int, raw: Any) -> Entry:
         requests_per_s=float(rps) if rps is not None else None, resident=resident,
         kv_dtype=_text(where, "kv_dtype", raw["kv_dtype"], 16) if "kv_dtype" in raw else None,
         gpus=_int(where, "gpus", raw["gpus"], 1, MAX_DEVICES) if "gpus" in raw else None,
-        target=None if target is None else -1 - _int(where, "target", target, 1, MAX_ENTRIES),
+        # kept negative (−N) until _attach resolves it to the target's index
+        target=None if target is None else -_int(where, "target", target, 1, MAX_ENTRIES),
         adapters=_int(where, "adapters", raw.get("adapters", 1), 1, 100_000),
         lora_rank=_int(where, "lora_rank", raw.get("lora_rank", LORA_RANK_DEFAULT), 1, 512),
         max_loras=_int(where, "max_loras", raw["max_loras"], 1, 100_000) if "max_loras" in raw else None,
@@ -318,7 +319,7 @@ def _entry(i: int, raw: Any) -> Entry:
 
 def _attach(entries: list[Entry]) -> list[Entry]:
     """Each draft and adapter set belongs to a served chat or vision entry: `target` (its 1-based [[model]]
-    number, kept negative until resolved here) or the nearest chat/vision entry above it."""
+    number N, kept as −N until resolved here) or the nearest chat/vision entry above it."""
     out = []
     for e in entries:
         if e.role not in ("draft", "adapter"):
@@ -328,7 +329,7 @@ def _attach(entries: list[Entry]) -> list[Entry]:
             out.append(e)
             continue
         if e.target is not None:
-            t = -1 - e.target
+            t = -e.target - 1
             if t >= len(entries) or entries[t].role not in ("chat", "vision"):
                 raise InputError(f"{_where(e.index, e.model)}: target {t + 1} is not a chat or vision "
                                  "[[model]]", field="file")
