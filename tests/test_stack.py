@@ -327,6 +327,8 @@ BAD = [
      'role = "vision"\n', "no vision tower"),
     ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ngpus = 2\n',
      "the machine has 1 cards"),
+    ("swap a vllm model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
+     'resident = false\n', "resident = false is for Ollama models"),
     ("rerank on ollama", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-reranker-v2-m3"\n'
      'role = "rerank"\nruntime = "ollama"\n', "Ollama serves no rerankers"),
     ("long context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\nrole = "embed"\n'

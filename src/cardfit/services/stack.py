@@ -201,7 +201,8 @@ def read_spec(inp: StackInput) -> Spec:
                          hint="list each model as a [[model]] table")
     if len(models) > MAX_ENTRIES:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
-    entries = [_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog)) for i, m in enumerate(models)]
+    entries = [_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog)))
+               for i, m in enumerate(models)]
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
 
 
@@ -219,6 +220,14 @@ def _default_runtime(e: Entry, gpu: Gpu, catalog: tuple[str, ...]) -> Entry:
     except CardfitError as err:
         raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
     return replace(e, runtime=rt if rt in SERVERS else "vllm")
+
+
+def _check_resident(e: Entry) -> Entry:
+    if not e.resident and (e.runtime or "").split("@")[0] != "ollama":
+        raise InputError(f"{_where(e.index, e.model)}: resident = false is for Ollama models (its scheduler "
+                         f"loads and unloads them); a {e.runtime} server holds its model while it runs",
+                         field="file", hint="set runtime = \"ollama\" or drop resident = false")
+    return e
 
 
 def _read_file(path: str) -> bytes:
@@ -883,7 +892,11 @@ def _notes(machine: Machine) -> list[str]:
             if r.role == "adapter":
                 slots = r.max_loras or min(r.adapters, e.users)
                 notes.append(f"{e.model}: {slots} LoRA slots of rank {r.lora_rank} on the GPU (--max-loras), "
-                             f"{r.adapters} adapters in host RAM (--max-cpu-loras)")
+                             f"{r.adapters} adapters in host RAM (--max-cpu-loras); its tokens/s leave out "
+                             "the adapters' per-step cost")
+            else:
+                notes.append(f"{e.model}: its tokens/s leave out the speed-up of drafting with {r.model} "
+                             "(not modelled yet)")
     if any(len([q for q in machine.placed if d in q.devices]) > 1 for d in range(len(machine.gpus))):
         notes.append("tokens/s on a shared card: each server keeps the time the others leave (all taken as "
                      "busy, an embedder or reranker by its requests_per_s), at least an equal slice")
