@@ -1147,7 +1147,9 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
                          f"{', '.join(sorted({g.name for g in machine.gpus if g.stack not in DEVICES}))}",
                          field="bundle", hint="use --bundle script")
     q = json.dumps
-    out = ["# cardfit stack --bundle compose", "services:"]
+    out = ["services:"]
+    notes: list[str] = []
+    names: set[str] = set()
     done_ollama = False
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
         e, rt = p.server.entry, p.sized.ctx.runtime
@@ -1162,7 +1164,18 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         argv += list(rt.image_listen)
         entry = list(rt.image_entrypoint)
         args = argv[len(entry):] if entry and argv[:len(entry)] == entry else argv
-        name = re.sub(r"[^a-z0-9]+", "-", f"{e.model}-{rt.id}".lower()).strip("-")[:40]
+        name = re.sub(r"[^a-z0-9]+", "-", f"{e.model}-{rt.id}".lower()).strip("-")[:40] or "server"
+        name = name if name not in names else f"{name}-{e.index + 1}"
+        names.add(name)
+        notes += [f"{name}: {n}" for n in launch.notes if rt.id != "ollama"]  # Ollama's: the pulls below
+        notes += [f"{name}: the line reads {a}: mount it into the container's working directory"
+                  for a in argv if a.lower().endswith(".gguf")]
+        if rt.id == "ollama":
+            notes += [f"then `docker compose exec {name} ollama pull {_ollama_name(x)}`; requests to it pass "
+                      f"\"keep_alive\": {-1 if x.server.entry.resident else q('5m')} and \"options\": "
+                      f"{{\"num_ctx\": {x.sized.memory.context}}}"
+                      for x in sorted(machine.placed, key=lambda x: x.server.entry.index)
+                      if x.sized.ctx.runtime.id == "ollama"]
         devices = _ollama_cards(machine) if rt.id == "ollama" else list(p.devices)
         env = dict(launch.env)
         env.pop("OLLAMA_HOST", None)
@@ -1178,4 +1191,5 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
                 '            - driver: "nvidia"',
                 f"              device_ids: [{', '.join(q(str(d)) for d in devices)}]",
                 '              capabilities: ["gpu"]']
-    return "\n".join(out) + "\n"
+    head = ["# cardfit stack --bundle compose", *(f"# note: {' '.join(n.split())}" for n in notes)]
+    return "\n".join(head + out) + "\n"
