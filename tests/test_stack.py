@@ -171,18 +171,28 @@ def test_json_keys_are_the_issues(run_json):
     assert all(isinstance(e["bytes"], int) for e in d["entries"])
 
 
-def test_compose_bundle_has_a_service_per_server(run_json):
+@pytest.mark.parametrize("name,servers", [("rag-4090.toml", 3), ("70b-draft-lora-2xh100.toml", 1),
+                                          ("llamacpp-3090-3060.toml", 1)])
+def test_compose_bundle_has_a_service_per_server(run_json, name, servers):
     import yaml
 
-    r = run_json("stack", str(EXAMPLES / "rag-4090.toml"), "--bundle", "compose")
+    r = run_json("stack", str(EXAMPLES / name), "--bundle", "compose")
     assert r["bundle"]["format"] == "compose"
-    doc = yaml.safe_load(r["bundle"]["text"])
-    services = doc["services"]
-    assert len(services) == 3
+    services = yaml.safe_load(r["bundle"]["text"])["services"]
+    assert len(services) == servers
     hosts = [s["ports"][0].split(":")[0] for s in services.values()]
-    assert len(set(hosts)) == 3
+    assert len(set(hosts)) == servers
+    cards = {d["gpu"] for d in r["devices"] for _ in d["entries"]}
     for s in services.values():
-        assert s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["0"]
+        ids = s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+        assert ids and len(ids) <= len(r["devices"]) and cards
+        words = s.get("entrypoint") or s.get("command")
+        assert "--port" in words and words[words.index("--port") + 1] == s["ports"][0].split(":")[1]
+
+
+def test_compose_is_for_cuda_cards(run_cli):
+    code, _, err = run_cli("stack", str(EXAMPLES / "vision-chat-mac.toml"), "--bundle", "compose")
+    assert code == 2 and "--bundle compose writes NVIDIA (CUDA) services" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.toml")))
