@@ -812,7 +812,24 @@ def stack(inp: StackInput) -> Stack:
     changes = tuple(find_changes(spec, tuple(inp.catalog))) if verdict == fitting.NO.value else ()
     bundle = make_bundle(machine, ports, inp.bundle)
     cheapest = cheapest_machine(spec, tuple(inp.catalog)) if inp.rent else None
-    return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(_notes(machine)), cheapest)
+    notes = _notes(machine) + _ram_notes(spec, devices)
+    return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(notes), cheapest)
+
+
+def _ram_notes(spec: Spec, devices: list[StackDevice]) -> list[str]:
+    """What the set keeps in system RAM (vLLM's CPU LoRA cache, llama.cpp's token embeddings), against
+    [machine] ram_gb where given."""
+    host = sum(e.host_bytes for d in devices for e in d.entries)
+    if not host:
+        return []
+    from ..units import fmt_bytes
+
+    line = f"system RAM: the servers keep {fmt_bytes(host)} there"
+    if spec.ram_gb is None:
+        return [line]
+    ram = int(spec.ram_gb * 1e9)
+    return [line + (f", more than the machine's {fmt_bytes(ram)}: lower --max-cpu-loras or add RAM"
+                    if host > ram else f" of the machine's {fmt_bytes(ram)}")]
 
 
 RENT_COUNTS = (1, 2, 4, 8)  # the sets of one node the rental seed prices (docs: SPEC §3, 2/4/8 per node)
