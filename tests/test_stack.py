@@ -475,3 +475,17 @@ def test_target_names_the_served_model_by_its_number():
         machine, _ = stk.solve(spec, ())
         (server,) = [p for p in machine.placed if p.server.riders]
         assert server.server.entry.index == host
+
+
+@pytest.mark.parametrize("ram_gb,says", [(None, "keep 8.3 GB there"), (4, "more than the machine's 4.0 GB"),
+                                         (64, "of the machine's 64.0 GB")])
+def test_system_ram_the_lora_cache_takes(ram_gb, says):
+    text = (EXAMPLES / "70b-draft-lora-2xh100.toml").read_text()
+    if ram_gb:
+        text = text.replace('gpu = ["2x H100 SXM"]', f'gpu = ["2x H100 SXM"]\nram_gb = {ram_gb}')
+    r = cardfit.stack(text=text)
+    (line,) = [n for n in r["notes"] if n.startswith("system RAM")]
+    assert says in line
+    # once per server, not per card
+    host = sum(e["host_bytes"] for d in r["devices"] for e in d["entries"])
+    assert host == 20 * lora_params(default_models().get("llama-3.1-70b"), 16, "all") * 2
