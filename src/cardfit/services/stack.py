@@ -6,7 +6,9 @@ what is new here is what a shared machine adds:
   (`--gpu-memory-utilization`, a fraction of the card's total that each process checks is free when it
   starts: vllm/v1/worker/gpu_worker.py, "Free memory on device ... is less than desired GPU memory
   utilization"), and its CUDA context sits outside that share (data/runtimes.toml vllm `non_torch_source`),
-  so the shares of the processes on a card sum under 1;
+  so the shares of the processes on a card sum under 1 (the per-instance meaning of current releases, which
+  vLLM's tests hold; older ones read the option as a global limit that counted memory already used by other
+  processes: its help text in vllm-project/vllm#10017, Nov 2024);
 - roles: chat and vision models, embedders and rerankers (encoders: weights and workspace, no cache kept
   between requests; core/kv.py), a draft model inside its target's server (its weights and its own KV cache
   beside the target's), LoRA adapters inside their base model's server (vLLM preallocates `max_loras` slots of
