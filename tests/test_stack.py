@@ -77,6 +77,9 @@ def test_rag_on_one_4090_is_three_vllm_shares_that_sum_under_one():
         words = shlex.split(ln)
         assert words[words.index("--gpu-memory-utilization") + 1] == f"{util:g}"
     assert "--runner" in servers[1] and "--runner" in servers[2] and "--runner" not in servers[0]
+    for ln, port in zip(servers, ports, strict=True):  # each waits for the one before to answer
+        assert lines[lines.index(ln) + 1] == f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; " \
+            "do sleep 2; done"
 
 
 def test_70b_with_draft_and_20_adapters_on_two_h100():
@@ -183,7 +186,11 @@ def test_compose_bundle_has_a_service_per_server(run_json, name, servers):
     hosts = [s["ports"][0].split(":")[0] for s in services.values()]
     assert len(set(hosts)) == servers
     cards = {d["gpu"] for d in r["devices"] for _ in d["entries"]}
+    names = list(services)
+    for before, after in zip(names, names[1:], strict=False):  # one server at a time (STARTUP_SOURCE)
+        assert services[after]["depends_on"] == {before: {"condition": "service_healthy"}}
     for s in services.values():
+        assert s["healthcheck"]["test"][0] == "CMD"
         ids = s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
         assert ids and len(ids) <= len(r["devices"]) and cards
         words = s.get("entrypoint") or s.get("command")

@@ -73,6 +73,10 @@ TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's head
 CHANGE_ORDER = {"context": 0, "swap": 1, "quant": 2, "card": 3, "drop": 4}
 GGUF_LADDER = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K")  # SPEC §2's GGUF types
 CHECKPOINT_LADDER = ("bf16", "fp8", "int4")
+# vLLM sizes its KV pool from whole-card free-memory deltas, so two instances started at once on one card
+# charge each other's loading to themselves (KV pool shrunk or "No available memory for the cache blocks"):
+# the bundle starts each server once the one before answers /health (vLLM, SGLang and llama-server serve it)
+STARTUP_SOURCE = "https://github.com/vllm-project/vllm/issues/55827"
 MIN_CONTEXT = 2048  # the shortest context a change proposes (vLLM's max_model_len fallback, 2,048)
 
 
@@ -1105,7 +1109,8 @@ def _ollama_env(machine: Machine) -> list[tuple[str, str]]:
 def _script(machine: Machine, ports: dict[int, int]) -> str:
     import shlex
 
-    lines = ["#!/bin/sh", "# cardfit stack: one server per line, each on its cards and port", "set -e"]
+    lines = ["#!/bin/sh", "# cardfit stack: one server per line, each on its cards and port, started one",
+             "# after another (each once the one before answers)", "set -e"]
     ollama_done = False
     unified = any(g.unified_memory for g in machine.gpus)
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
@@ -1141,7 +1146,10 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
         prefix = "" if unified else f"CUDA_VISIBLE_DEVICES={_visible(p)} "
         lines += ["", f"# {e.model} ({e.role}) on {', '.join(machine.gpus[d].name for d in p.devices)}",
                   *(f"# note: {n}" for n in launch.notes),
-                  prefix + launch.shell() + " &"]
+                  prefix + launch.shell() + " &",
+                  # one server at a time: a vLLM instance profiling while another loads on the same card
+                  # counts the other's memory as its own (STARTUP_SOURCE)
+                  f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; do sleep 2; done"]
     lines += ["", "wait"]
     return "\n".join(lines) + "\n"
 
@@ -1154,6 +1162,17 @@ def _ollama_name(p: Placed) -> str:
     from .launch_line import model_ref
 
     return model_ref(p.sized.ctx)
+
+
+def _health(runtime: str, port: int) -> list[str]:
+    """A container's health test: the server's /health through what its image has (python3 in vLLM's and
+    SGLang's, curl in llama.cpp's server image, whose own HEALTHCHECK uses it; the ollama CLI in Ollama's)."""
+    if runtime == "ollama":
+        return ["CMD", "ollama", "list"]
+    if runtime == "llama.cpp":
+        return ["CMD", "curl", "-f", f"http://localhost:{port}/health"]
+    check = f"import urllib.request; urllib.request.urlopen('http://localhost:{port}/health')"
+    return ["CMD", "python3", "-c", check]
 
 
 def _compose(machine: Machine, ports: dict[int, int]) -> str:
@@ -1169,6 +1188,7 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
     out = ["services:"]
     notes: list[str] = []
     names: set[str] = set()
+    previous = ""
     done_ollama = False
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
         e, rt = p.server.entry, p.sized.ctx.runtime
@@ -1205,6 +1225,11 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         out += [f"    {'command' if entry else 'entrypoint'}: [{', '.join(q(a) for a in args)}]"]
         if env:
             out += ["    environment:"] + [f"      {k}: {q(v)}" for k, v in env.items()]
+        out += ["    healthcheck:", f"      test: [{', '.join(q(a) for a in _health(rt.id, rt.port))}]",
+                '      interval: "10s"', "      retries: 90"]
+        if previous:  # one server at a time (STARTUP_SOURCE)
+            out += ["    depends_on:", f"      {previous}:", '        condition: "service_healthy"']
+        previous = name
         out += ["    ports:", f"      - {q(f'{port}:{rt.port}')}", '    ipc: "host"',
                 "    deploy:", "      resources:", "        reservations:", "          devices:",
                 '            - driver: "nvidia"',
