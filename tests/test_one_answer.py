@@ -74,6 +74,8 @@ def _body(argv: list[str]) -> tuple[str, dict[str, Any]]:
     rest = argv[1:]
     if rest and not rest[0].startswith("--") and cmd.argument:
         body[cmd.argument] = rest.pop(0)
+    if cmd.name == "stack":  # the web API reads no files: the page sends the stack file's text
+        body["text"] = (ROOT / body.pop("file")).read_text()
     while rest:
         key = rest.pop(0)[2:].replace("-", "_")
         if kinds[key] == "bool":
@@ -164,6 +166,8 @@ PAGE_REQUESTS = {
                     ["deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "16", "--input-tokens", "1000",
                      "--output-tokens", "300", "--ttft-ms", "2000", "--tpot-ms", "50", "--runtime", "vllm",
                      "--gpu", "L40S"]),
+    "/api/stack": ({"text": (ROOT / "examples" / "stacks" / "rag-4090.toml").read_text(), "bundle": "script"},
+                   ["stack", "examples/stacks/rag-4090.toml", "--bundle", "script"]),
     **{f"/api/{name}": (None, [name]) for name in (*CATALOGS, "runtimes")},
 }
 PAGE_ONLY = {"/openapi.json": "the endpoint list", "/api/read/config": "parses an upload (test_web_e2e)",

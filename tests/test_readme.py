@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from .conftest import ROOT
 
 
@@ -32,6 +34,23 @@ def test_readme_deploy_block_is_real_output(run_cli):
     block = re.search(r"```text\n\$ " + re.escape(cmd) + r"\n(.*?)```", text, re.S)
     assert block, "README lost its deploy example"
     code, out, err = run_cli(*cmd.split()[1:], env={"COLUMNS": "100"})
+    assert code == 0, err
+    shown = [line.rstrip() for line in block.group(1).rstrip("\n").split("\n")]
+    assert shown == [line.rstrip() for line in out.rstrip("\n").split("\n")]
+
+
+STACKS = ["rag-4090", "70b-draft-lora-2xh100", "vision-chat-mac", "llamacpp-3090-3060"]
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_readme_stack_blocks_are_real_output(run_cli, name):
+    """The four example stacks of issue 27, as `cardfit stack` prints them today (100 columns)."""
+    text = (ROOT / "README.md").read_text()
+    cmd = f"cardfit stack examples/stacks/{name}.toml"
+    block = re.search(r"```text\n\$ " + re.escape(cmd) + r"\n(.*?)```", text, re.S)
+    assert block, f"README lost its {name} stack"
+    code, out, err = run_cli("stack", str(ROOT / "examples" / "stacks" / f"{name}.toml"),
+                             env={"COLUMNS": "100"})
     assert code == 0, err
     shown = [line.rstrip() for line in block.group(1).rstrip("\n").split("\n")]
     assert shown == [line.rstrip() for line in out.rstrip("\n").split("\n")]

@@ -484,3 +484,22 @@ def test_chart_labels_do_not_collide(server, browser, link):
     _wait(browser, lambda d: d.find_element("id", "cost-section").is_displayed())
     for name, c in browser.execute_script(OVERLAPS).items():
         assert c["overlaps"] == [] and c["outside"] == [], name
+
+
+def test_stack_panel_equals_the_cli(server, browser, run_json):
+    """The "Several models on one machine" panel: the RAG example it opens with, planned, shows the bytes of
+    every model per card and the bundle of `cardfit stack examples/stacks/rag-4090.toml --json`."""
+    _load(browser, server + "/")
+    _by_id(browser, "stack-go").click()
+    _wait(browser, lambda d: d.find_element("id", "stack-bundle").text.strip() != "", timeout=60)
+    cli = run_json("stack", str(ROOT / "examples" / "stacks" / "rag-4090.toml"))
+    rows = browser.execute_script("""
+        return [...document.querySelectorAll('#stack-cards tbody tr')].map(
+          tr => [...tr.cells].map(c => c.textContent));""")
+    expected = [e for d in cli["devices"] for e in d["entries"]]
+    assert [r[0] for r in rows] == [e["model"] for e in expected]
+    assert [r[5] for r in rows] == [_gb(e["bytes"]) for e in expected]
+    assert _by_id(browser, "stack-verdict").text == cli["verdict"]
+    assert _by_id(browser, "stack-bundle").get_attribute("textContent") == cli["bundle"]["text"]
+    assert browser.execute_script("return document.scrollingElement.scrollWidth") <= \
+        browser.execute_script("return innerWidth")

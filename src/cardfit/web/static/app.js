@@ -540,6 +540,52 @@ async function deploy() {
   }
 }
 
+// ---- several models on one machine (cardfit stack): the file's text, placed card by card ------------------
+let stackSeq = 0;
+function html(name, attrs = {}, text) {  // an HTML element (el() makes SVG ones)
+  const e = document.createElement(name);
+  for (const [k, val] of Object.entries(attrs)) e.setAttribute(k, val);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+async function planStack() {
+  const mine = ++stackSeq;
+  $("stack-section").hidden = false;
+  $("stack-status").className = "status"; $("stack-status").textContent = "Placing…";
+  try {
+    const r = await api("/api/stack", { text: $("stack-text").value, bundle: $("stack-bundle-format").value });
+    if (mine !== stackSeq) return;
+    $("stack-verdict").textContent = r.verdict;
+    $("stack-cards").replaceChildren(...r.devices.map((d, i) => {
+      const box = html("div");
+      box.append(html("p", {}, `card ${i}: ${d.gpu} · ${gb(d.usable_bytes)} usable · ${gb(d.free_bytes)} free · ${d.verdict}`));
+      const t = html("table", { class: "numbers" });
+      const head = html("tr");
+      for (const h of ["model", "role", "runtime", "quant", "context", "GB", "tokens/s", "port"]) head.append(html("th", {}, h));
+      t.createTHead().append(head); t.createTBody();
+      for (const e of d.entries) {
+        const tr = document.createElement("tr");
+        tr.append(td(e.model), td(e.role + (e.resident ? "" : " (swap)")), td(e.runtime), td(e.quant), td(num(e.context)),
+          td(gb(e.bytes)), td(e.tokens_per_s === null ? "" : num(e.tokens_per_s) + (["embed", "rerank"].includes(e.role) ? " read" : "")),
+          td(e.port === null ? "" : String(e.port)));
+        t.tBodies[0].append(tr);
+      }
+      box.append(t);
+      return box;
+    }), ...r.unplaced.map((u) => html("p", { class: "status error" }, `not placed: ${u.model} (${u.role}, ${u.runtime}) ${gb(u.bytes)}: ${u.reason}`)));
+    $("stack-changes").replaceChildren(...r.changes.map((c) => html("li", {},
+      (c.model ? c.model + ": " : "") + c.change + (c.monthly_usd ? ` (+${usd(c.monthly_usd)}/month)` : "") +
+      (c.fits ? "" : " (helps; not enough alone)"))));
+    $("stack-bundle").textContent = r.bundle.text;
+    $("stack-status").textContent = r.notes.join(" · ");
+  } catch (e) {
+    if (mine !== stackSeq) return;
+    for (const id of ["stack-cards", "stack-changes"]) $(id).replaceChildren();
+    $("stack-verdict").textContent = ""; $("stack-bundle").textContent = "";
+    $("stack-status").className = "status error"; $("stack-status").textContent = "Error: " + e.message;
+  }
+}
+
 let timer = null;
 function soon() { clearTimeout(timer); timer = setTimeout(update, 250); }
 
@@ -600,6 +646,8 @@ async function init() {
   $("serve-form").addEventListener("submit", (e) => { e.preventDefault(); deploy(); });
   $("serve-form").addEventListener("input", staleDeploy);
   $("serve-form").addEventListener("change", staleDeploy);
+  $("stack-form").hidden = !endpoints.has("/api/stack");
+  $("stack-form").addEventListener("submit", (e) => { e.preventDefault(); planStack(); });
   // a pasted link is a new question: every field from it (or its default), and no answer to the old one
   window.addEventListener("hashchange", () => {
     fromHash(); resetDeployForm(); $("log").value = ""; clearDeploy(); update();

@@ -1,0 +1,1239 @@
+"""`cardfit stack FILE`: several models on one machine (issue 27). Each entry is sized by the single-model
+plan (services/plan.py `build_context` and `memory_for`: the same weights, KV cache, overhead and workspace);
+what is new here is what a shared machine adds:
+
+- one process per server, each with its own CUDA context: a vLLM-like process reserves a share of the card
+  (`--gpu-memory-utilization`, a fraction of the card's total that each process checks is free when it
+  starts: vllm/v1/worker/gpu_worker.py, "Free memory on device ... is less than desired GPU memory
+  utilization"), and its CUDA context sits outside that share (data/runtimes.toml vllm `non_torch_source`),
+  so the shares of the processes on a card sum under 1 (the per-instance meaning of current releases, which
+  vLLM's tests hold; older ones read the option as a global limit that counted memory already used by other
+  processes: its help text in vllm-project/vllm#10017, Nov 2024);
+- roles: chat and vision models, embedders and rerankers (encoders: weights and workspace, no cache kept
+  between requests; core/kv.py), a draft model inside its target's server (its weights and its own KV cache
+  beside the target's), LoRA adapters inside their base model's server (vLLM preallocates `max_loras` slots of
+  `max_lora_rank` A/B matrices per targeted linear layer: LORA_SOURCE);
+- placement: first-fit decreasing over the cards; a server that no card holds alone is split: vLLM/SGLang
+  tensor parallel over 2, 4 or 8 cards of one kind, llama.cpp/Ollama layers over every card in proportion
+  to its free memory (llama.cpp's `--tensor-split` default: LLAMA_SPLIT_SOURCE);
+- Ollama models that need not stay resident share one slot per card (the largest of them): the scheduler
+  loads them on demand and unloads the idle one whose keep-alive ends first;
+- what to change when the set does not fit, cheapest first, and one launch bundle (a shell script or a
+  compose.yaml) whose server lines are the runtimes' own launch lines (runtimes/launch.py via
+  services/launch_line.py) with a port each."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
+
+from ..catalog.gpus import Gpu, default_gpus, load_gpus
+from ..catalog.records import record
+from ..catalog.registry import Registry
+from ..catalog.rental import default_rental
+from ..core import fit as fitting
+from ..core.tensors import tensor_groups
+from ..errors import CardfitError, InputError
+from .inputs import MAX_BATCH, MAX_CONTEXT, Input, PlanInput, opt
+from .table import Result
+
+MAX_STACK_BYTES = 256 * 1024  # a stack file lists a handful of models: real ones are under 2 KB
+MAX_ENTRIES = 32  # models in one stack
+MAX_DEVICES = 64  # cards in one machine
+ROLES = ("chat", "vision", "embed", "rerank", "draft", "adapter")
+SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server processes a stack plans
+MACHINE_KEYS = ("gpu", "ram_gb")
+ENTRY_KEYS = ("model", "role", "runtime", "quant", "context", "users", "requests_per_s", "resident",
+              "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "port")
+
+# vLLM allocates, in every LoRA-wrapped linear layer, `max_loras` slots of A (max_lora_rank × input) and B
+# (output × max_lora_rank) per packed slice in the LoRA dtype (default: the model's 16-bit dtype); under
+# tensor parallelism a column-parallel layer keeps A whole and B's output sharded, a row-parallel layer A's
+# input sharded and B whole (BaseLinearLayerWithLoRA.create_lora_weights, without fully_sharded_loras).
+LORA_SOURCE = ("https://github.com/vllm-project/vllm/blob/1ace43ed7b3c79daba3b4828fdaf30dcb4094adb/"
+               "vllm/lora/layers/base_linear.py")
+LORA_BYTES = 2  # lora_dtype "auto": the model's 16-bit dtype (vllm/config/lora.py LoRAConfig.lora_dtype)
+LORA_RANK_DEFAULT = 16  # vLLM --max-lora-rank default (LoRAConfig.max_lora_rank = 16)
+COLUMN_PARALLEL = frozenset({"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})  # qkv_proj, gate_up_proj
+ROW_PARALLEL = frozenset({"attn_output", "ffn_down"})  # o_proj, down_proj
+# vLLM's documented draft-model example speculates 5 tokens per step ("num_speculative_tokens": 5,
+# https://docs.vllm.ai/en/latest/features/spec_decode.html, "Speculating with a draft model")
+DRAFT_TOKENS = 5
+# llama.cpp: with no --tensor-split, llama_model_load splits the layers over the devices in proportion to
+# each one's free memory (src/llama-model.cpp, "default split, by free memory")
+LLAMA_SPLIT_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-model.cpp"
+TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's heads over inside one machine
+# the cheapest change first: a shorter context loses only long prompts, swapping costs a reload when the
+# other model is asked, a smaller quantization costs quality on every answer, a card costs its rent, and
+# leaving a model out loses what it does
+CHANGE_ORDER = {"context": 0, "swap": 1, "quant": 2, "card": 3, "drop": 4}
+GGUF_LADDER = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K")  # SPEC §2's GGUF types
+CHECKPOINT_LADDER = ("bf16", "fp8", "int4")
+# vLLM sizes its KV pool from whole-card free-memory deltas, so two instances started at once on one card
+# charge each other's loading to themselves (KV pool shrunk or "No available memory for the cache blocks"):
+# the bundle starts each server once the one before answers /health (vLLM, SGLang and llama-server serve it)
+STARTUP_SOURCE = "https://github.com/vllm-project/vllm/issues/55827"
+MIN_CONTEXT = 2048  # the shortest context a change proposes (vLLM's max_model_len fallback, 2,048)
+
+
+@record
+class StackInput(Input):
+    """A set of models on one machine, from a TOML file (or its text)."""
+
+    POSITIONAL: ClassVar[str] = "file"
+    file: str | None = opt(None, "the stack file (TOML): [machine] gpu = [card, …], ram_gb; one [[model]] "
+                           "table per model (model, role, runtime, quant, context, users, requests_per_s, "
+                           "resident)", max_length=4096)
+    text: str | None = opt(None, "the stack file's text instead of a path (web and Python API)",
+                           max_length=MAX_STACK_BYTES)
+    gpu: tuple[str, ...] = opt((), "the machine's cards, repeated (overrides [machine] gpu; '2x RTX 3090' "
+                               "counts two)", max_length=MAX_DEVICES)
+    bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
+                                               "compose.yaml (CUDA cards)")
+    model: tuple[str, ...] = opt((), "instead of FILE: a model of the set, repeated, as [ROLE=]NAME "
+                                 "(chat=llama3.1:8b, embed=bge-m3, draft=llama3.2:1b); the cards from --gpu",
+                                 max_length=MAX_ENTRIES)
+    runtime: str | None = opt(None, "with --model: the runtime of every model (vllm, sglang, llama.cpp, "
+                              "ollama); default: plan's for each", max_length=64)
+    context: int | None = opt(None, "with --model: tokens of context per sequence of every model", ge=1,
+                              le=MAX_CONTEXT)
+    users: int | None = opt(None, "with --model: concurrent sequences of every model", ge=1, le=MAX_BATCH)
+    rent: bool = opt(False, "also find the cheapest rented machine that holds the whole set (the catalog's "
+                     "priced cards, 1, 2, 4 or 8 of one kind)")
+    catalog: tuple[str, ...] = opt((), "extra catalog file(s) (TOML/JSON) with your own GPUs or models",
+                                   max_length=16)
+
+
+# ------------------------------------------------------------------------------------ the file
+
+
+@record
+class Entry:
+    """One [[model]] table, checked."""
+
+    index: int
+    model: str
+    role: str
+    runtime: str | None
+    quant: str | None
+    context: int | None
+    users: int
+    requests_per_s: float | None
+    resident: bool
+    kv_dtype: str | None
+    gpus: int | None
+    target: int | None  # the served entry a draft or adapter set belongs to (−N: [[model]] N, unresolved)
+    adapters: int
+    lora_rank: int
+    max_loras: int | None
+    port: int | None
+
+
+@record
+class Spec:
+    gpus: tuple[Gpu, ...]
+    ram_gb: float | None
+    entries: tuple[Entry, ...]
+
+
+def _where(i: int, model: str = "") -> str:
+    return f"[[model]] {i + 1}" + (f" ({model})" if model else "")
+
+
+def _int(where: str, key: str, v: Any, low: int, high: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise InputError(f"{where}: {key} must be a whole number from {low:,} to {high:,} (got {v!r})",
+                         field="file")
+    return v
+
+
+def _text(where: str, key: str, v: Any, limit: int = 256) -> str:
+    if not isinstance(v, str) or not v.strip() or len(v) > limit or any(c in v for c in "\n\r\0"):
+        raise InputError(f"{where}: {key} must be a one-line name of at most {limit} characters",
+                         field="file")
+    return v.strip()
+
+
+def read_spec(inp: StackInput) -> Spec:
+    """The stack file parsed (never executed) and checked: one InputError line for the first problem."""
+    if inp.model:
+        if inp.file is not None or inp.text is not None:
+            raise InputError("give the stack file or --model, not both", field="model")
+        raw, name = _from_options(inp).encode(), "--model"
+    elif (inp.file is None) == (inp.text is None):
+        raise InputError("give the stack file (cardfit stack FILE) or its text (text=…), one of them",
+                         field="file", hint="see examples/stacks/ for the format, or name the models with "
+                         "--model ROLE=NAME and the cards with --gpu")
+    elif inp.runtime or inp.context or inp.users:
+        raise InputError("--runtime, --context and --users go with --model; a stack file sets them per "
+                         "[[model]]", field="runtime")
+    elif inp.file is not None:
+        raw, name = _read_file(inp.file), inp.file
+    else:
+        raw, name = inp.text.encode(), "the stack text"  # type: ignore[union-attr]
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise InputError(f"{name} is not valid TOML ({str(e).splitlines()[0]})", field="file",
+                         hint="see examples/stacks/ for the format") from None
+    extra = sorted(set(data) - {"machine", "model"})
+    if extra:
+        raise InputError(f"{name}: unknown table '{extra[0]}'", field="file",
+                         hint="a stack file has [machine] and [[model]] tables")
+    machine = data.get("machine", {})
+    if not isinstance(machine, dict):
+        raise InputError(f"{name}: [machine] must be a table", field="file")
+    bad = sorted(set(machine) - set(MACHINE_KEYS))
+    if bad:
+        raise InputError(f"{name}: unknown [machine] key '{bad[0]}'", field="file",
+                         hint=f"[machine] takes {', '.join(MACHINE_KEYS)}")
+    cards = inp.gpu or machine.get("gpu", ())
+    if isinstance(cards, str):
+        cards = (cards,)
+    if not isinstance(cards, list | tuple) or not cards:
+        raise InputError(f"{name}: name the machine's cards ([machine] gpu = [\"RTX 4090\"] or --gpu)",
+                         field="gpu")
+    gpus = _cards(inp, [_text("[machine]", "gpu", c, 128) for c in cards])
+    ram = machine.get("ram_gb")
+    if ram is not None and (isinstance(ram, bool) or not isinstance(ram, int | float) or not 0 < ram <= 1e6):
+        raise InputError(f"{name}: [machine] ram_gb must be a number of GB above 0", field="file")
+    models = data.get("model")
+    if not isinstance(models, list) or not models:
+        raise InputError(f"{name}: no [[model]] table", field="file",
+                         hint="list each model as a [[model]] table")
+    if len(models) > MAX_ENTRIES:
+        raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
+    entries = [_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog)))
+               for i, m in enumerate(models)]
+    return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
+
+
+def _default_runtime(e: Entry, gpu: Gpu, catalog: tuple[str, ...]) -> Entry:
+    """An entry without a runtime gets the one `cardfit plan` picks for it on the machine's first card
+    (Ollama for an Ollama tag, llama.cpp for a GGUF type, vLLM for a checkpoint; llama.cpp on Apple
+    silicon), so that placement and the bundle know which server it is."""
+    if e.runtime is not None or e.role in ("draft", "adapter"):
+        return e
+    from . import plan as planning
+
+    try:
+        rt = planning.build_context(PlanInput(model=e.model, quant=e.quant, gpu=gpu.name,
+                                              catalog=catalog)).runtime.id
+    except CardfitError as err:
+        raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
+    return replace(e, runtime=rt if rt in SERVERS else "vllm")
+
+
+def _check_resident(e: Entry) -> Entry:
+    if not e.resident and (e.runtime or "").split("@")[0] != "ollama":
+        raise InputError(f"{_where(e.index, e.model)}: resident = false is for Ollama models (its scheduler "
+                         f"loads and unloads them); a {e.runtime} server holds its model while it runs",
+                         field="file", hint="set runtime = \"ollama\" or drop resident = false")
+    return e
+
+
+def _read_file(path: str) -> bytes:
+    from ..readers.source import local_files_allowed, read_regular
+
+    if not local_files_allowed():
+        raise InputError("the web API reads no files on the server", field="file",
+                         hint="send the stack file's text as `text`")
+    if path.lower().endswith((".yaml", ".yml")):
+        raise InputError(f"{path}: cardfit reads stack files in TOML (no YAML parser is a dependency)",
+                         field="file", hint="write the same keys as TOML: see examples/stacks/")
+    return read_regular(path, MAX_STACK_BYTES, "the stack file")
+
+
+def _from_options(inp: StackInput) -> str:
+    """The stack file that --model [ROLE=]NAME …, --runtime, --context and --users describe (its [machine]
+    comes from --gpu)."""
+    out = []
+    for item in inp.model:
+        role, sep, name = item.partition("=")
+        if not sep or role.strip() not in ROLES:
+            role, name = "chat", item
+        entry = {"model": name.strip(), "role": role.strip()}
+        if inp.runtime and role.strip() not in ("draft", "adapter"):
+            entry["runtime"] = inp.runtime
+        if inp.context and role.strip() not in ("draft", "adapter"):
+            entry["context"] = inp.context
+        if inp.users and role.strip() not in ("draft", "adapter"):
+            entry["users"] = inp.users
+        out.append("[[model]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in entry.items()))
+    return "".join(out)
+
+
+_COUNT = re.compile(r"^\s*(\d{1,3})\s*[x×]\s+(.+)$", re.IGNORECASE)
+
+
+def _cards(inp: StackInput, names: list[str]) -> list[Gpu]:
+    """The machine's cards in order: '2x RTX 3090' is two of them."""
+    reg = _registry(inp)
+    out: list[Gpu] = []
+    for n in names:
+        found = _COUNT.match(n)
+        count, name = (int(found.group(1)), found.group(2)) if found else (1, n)
+        if name.strip().lower() == "local":
+            raise InputError("a stack names its cards: 'local' is not read here", field="gpu",
+                             hint="run `cardfit gpus --gpu local` and write the names")
+        if count < 1 or len(out) + count > MAX_DEVICES:
+            raise InputError(f"a stack machine has 1 to {MAX_DEVICES} cards", field="gpu")
+        out += [reg.get(name)] * count
+    return out
+
+
+def _registry(inp: StackInput) -> Registry[Gpu]:
+    return _catalog_gpus(tuple(inp.catalog))
+
+
+def _entry(i: int, raw: Any) -> Entry:
+    where = _where(i)
+    if not isinstance(raw, dict):
+        raise InputError(f"{where} must be a table", field="file")
+    bad = sorted(set(raw) - set(ENTRY_KEYS))
+    if bad:
+        raise InputError(f"{where}: unknown key '{bad[0]}'", field="file",
+                         hint=f"a [[model]] takes {', '.join(ENTRY_KEYS)}")
+    if "model" not in raw:
+        raise InputError(f"{where}: no model (a catalog name such as llama3.1:8b)", field="file")
+    model = _text(where, "model", raw["model"], 4096)
+    where = _where(i, model)
+    role = raw.get("role", "chat")
+    if role not in ROLES:
+        raise InputError(f"{where}: role must be one of {', '.join(ROLES)} (got {role!r})", field="file")
+    runtime = _text(where, "runtime", raw["runtime"], 64) if "runtime" in raw else None
+    if runtime is not None and runtime.split("@")[0].lower() not in SERVERS:
+        raise InputError(f"{where}: cardfit stack plans {', '.join(SERVERS)} servers (got {runtime!r})",
+                         field="file")
+    rps = raw.get("requests_per_s")
+    if rps is not None and (isinstance(rps, bool) or not isinstance(rps, int | float) or not 0 < rps <= 1e6):
+        raise InputError(f"{where}: requests_per_s must be a number above 0", field="file")
+    resident = raw.get("resident", True)
+    if not isinstance(resident, bool):
+        raise InputError(f"{where}: resident must be true or false", field="file")
+    target = raw.get("target")
+    return Entry(
+        index=i, model=model, role=role, runtime=runtime,
+        quant=_text(where, "quant", raw["quant"], 64) if "quant" in raw else None,
+        context=_int(where, "context", raw["context"], 1, MAX_CONTEXT) if "context" in raw else None,
+        users=_int(where, "users", raw.get("users", 1), 1, MAX_BATCH),
+        requests_per_s=float(rps) if rps is not None else None, resident=resident,
+        kv_dtype=_text(where, "kv_dtype", raw["kv_dtype"], 16) if "kv_dtype" in raw else None,
+        gpus=_int(where, "gpus", raw["gpus"], 1, MAX_DEVICES) if "gpus" in raw else None,
+        # kept negative (−N) until _attach resolves it to the target's index
+        target=None if target is None else -_int(where, "target", target, 1, MAX_ENTRIES),
+        adapters=_int(where, "adapters", raw.get("adapters", 1), 1, 100_000),
+        lora_rank=_int(where, "lora_rank", raw.get("lora_rank", LORA_RANK_DEFAULT), 1, 512),
+        max_loras=_int(where, "max_loras", raw["max_loras"], 1, 100_000) if "max_loras" in raw else None,
+        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None)
+
+
+def _attach(entries: list[Entry]) -> list[Entry]:
+    """Each draft and adapter set belongs to a served chat or vision entry: `target` (its 1-based [[model]]
+    number N, kept as −N until resolved here) or the nearest chat/vision entry above it."""
+    out = []
+    for e in entries:
+        if e.role not in ("draft", "adapter"):
+            if e.target is not None:
+                raise InputError(f"{_where(e.index, e.model)}: target is for a draft or adapter entry",
+                                 field="file")
+            out.append(e)
+            continue
+        if e.target is not None:
+            t = -e.target - 1
+            if t >= len(entries) or entries[t].role not in ("chat", "vision"):
+                raise InputError(f"{_where(e.index, e.model)}: target {t + 1} is not a chat or vision "
+                                 "[[model]]", field="file")
+        else:
+            above = [x.index for x in entries[:e.index] if x.role in ("chat", "vision")]
+            if not above:
+                raise InputError(f"{_where(e.index, e.model)}: a {e.role} entry needs a chat or vision model "
+                                 "above it (or target = its [[model]] number)", field="file")
+            t = above[-1]
+        host = entries[t]
+        runtime = e.runtime or host.runtime
+        if (host.runtime or "vllm").split("@")[0] != "vllm" or (runtime or "vllm").split("@")[0] != "vllm":
+            raise InputError(f"{_where(e.index, e.model)}: cardfit plans {e.role} models inside a vLLM "
+                             f"server (its target {host.model} runs on "
+                             f"{host.runtime or 'the default runtime'})",
+                             field="file", hint=f"set runtime = \"vllm\" on [[model]] {t + 1}")
+        if host.runtime is None:
+            raise InputError(f"{_where(e.index, e.model)}: give its target [[model]] {t + 1} "
+                             "runtime = \"vllm\"", field="file")
+        out.append(replace(e, target=t, runtime=host.runtime))
+    return out
+
+
+# ------------------------------------------------------------------------------------ one server, sized
+
+
+@record
+class Sized:
+    """One entry's plan on a set of `count` cards of one kind: its context, the bytes per card of its own
+    process (or, for a draft or adapter set, of what it adds to its target's), its host bytes and its speed
+    alone on that set."""
+
+    ctx: Any  # services.plan.Context
+    memory: Any  # core.memory.Memory
+    count: int
+    per_card: int  # bytes on each card of the set (the server's own, without its draft and adapters)
+    host_bytes: int
+    alone_tokens_per_s: float | None
+    margin: int  # error bar of the need per card (core/uncertainty.py)
+
+
+def _plan_input(e: Entry, gpu: Gpu, count: int, catalog: tuple[str, ...], users: int,
+                context: int | None = None, quant: str | None = None) -> PlanInput:
+    tp = count if count > 1 else None
+    return PlanInput(model=e.model, quant=quant or e.quant, context=context or e.context, batch=users,
+                     kv_dtype=e.kv_dtype, runtime=e.runtime, gpu=gpu.name, gpus=count if count > 1 else None,
+                     tp=tp if _vllm_like(e.runtime) else None, catalog=catalog)
+
+
+def _vllm_like(runtime: str | None) -> bool:
+    return (runtime or "vllm").split("@")[0].lower() in ("vllm", "sglang")
+
+
+class Sizer:
+    """Sizes entries on sets of cards, each (entry, card, count, change) once."""
+
+    def __init__(self, spec: Spec, catalog: tuple[str, ...]) -> None:
+        self.spec, self.catalog = spec, catalog
+        self.rules = default_rental()
+        self._memo: dict[tuple, Sized] = {}
+        # Ollama's OLLAMA_NUM_PARALLEL is one setting for every model it loads (envconfig NumParallel)
+        ollama = [e.users for e in spec.entries if (e.runtime or "").startswith("ollama")]
+        self.ollama_parallel = max(ollama, default=1)
+
+    def users(self, e: Entry) -> int:
+        return self.ollama_parallel if (e.runtime or "").startswith("ollama") else e.users
+
+    def size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
+        key = (e, gpu.id, count)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._size(e, gpu, count)
+        return hit
+
+    def _size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
+        from . import plan as planning
+
+        try:
+            ctx = planning.build_context(_plan_input(e, gpu, count, self.catalog, self.users(e)))
+            _check_role(e, ctx)
+            context = planning.default_context(ctx, gpu, count)[0]
+            planning.check_context(ctx, context)
+            mem = planning.memory_for(ctx, context, gpu)
+        except CardfitError as err:
+            raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
+        engine = ctx.engine
+        copies = engine.kv_copies(ctx.model, count)
+        need = fitting.need_on(mem, count, copies)
+        per_card = -(-need // count)
+        host = mem.host_weights_bytes
+        margin = -(-planning._margin(ctx, mem, count, copies) // count)
+        opt_ = planning.option_for(ctx, mem, gpu, count)
+        speed = planning._speed(ctx, mem, opt_)
+        tps = None
+        if speed is not None:
+            tps = speed.aggregate_tokens_per_s if ctx.model.generates else speed.prefill_tokens_per_s
+        return Sized(ctx, mem, count, per_card, host, tps, margin)
+
+    def extra(self, e: Entry, host: Entry, gpu: Gpu, count: int) -> tuple[int, int, str]:
+        """(bytes per card, host bytes, what it is) a draft or an adapter set adds to its target's server."""
+        target = self.size(host, gpu, count)
+        if e.role == "adapter":
+            slots = e.max_loras or min(e.adapters, host.users)
+            per_card = slots * lora_slot_bytes(target.ctx.model, e.lora_rank, count)
+            one = lora_slot_bytes(target.ctx.model, e.lora_rank, 1)
+            # --max-cpu-loras: every adapter kept in host RAM
+            return per_card, e.adapters * one, f"{e.adapters} × LoRA r{e.lora_rank}"
+        from . import plan as planning
+
+        try:
+            pinp = _plan_input(e, gpu, count, self.catalog, host.users, context=target.memory.context)
+            ctx = planning.build_context(pinp)
+            if not ctx.model.generates:
+                raise InputError(f"{ctx.model.name} generates no tokens: it cannot draft")
+            mem = planning.memory_for(ctx, target.memory.context, gpu)
+        except CardfitError as err:
+            raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
+        # the draft's weights and its own KV cache (its layers' cells for the target's sequences), split like
+        # its target's (vLLM runs the draft at the target's tensor-parallel size)
+        return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name
+
+
+def _check_role(e: Entry, ctx: Any) -> None:
+    m = ctx.model
+    if e.role in ("embed", "rerank") and m.task != e.role:
+        raise InputError(f"{m.name} is a {'generating' if m.generates else m.task} model, not a {e.role} "
+                         "model", field="file", hint="set its role to match the model")
+    if e.role in ("chat", "vision") and not m.generates:
+        raise InputError(f"{m.name} is a {m.task} model", field="file", hint=f"set role = \"{m.task}\"")
+    if e.role == "rerank" and ctx.runtime.id == "ollama":
+        # Ollama's API has /api/embed but no reranking endpoint (docs/api.md)
+        raise InputError("Ollama serves no rerankers", field="file",
+                         hint="run the reranker on llama.cpp (llama-server --reranking) or vLLM")
+    if e.role == "vision" and not m.text_params:
+        raise InputError(f"{m.name} has no vision tower in the catalog", field="file",
+                         hint="pick a multimodal model (gemma3:12b, qwen2.5-vl-7b, …) or role = \"chat\"")
+
+
+def lora_slot_bytes(m: Any, rank: int, tp: int) -> int:
+    """One vLLM LoRA slot of rank `rank` on each card of a `tp`-way set: A and B beside every attention and
+    MLP projection (LORA_SOURCE), in the LoRA dtype. Experts of MoE layers are not counted."""
+    params = 0
+    for g in tensor_groups(m):
+        if not g.matrix or g.kind not in COLUMN_PARALLEL | ROW_PARALLEL:
+            continue
+        inp, out = g.row, g.n_params // g.row
+        if g.kind in COLUMN_PARALLEL:
+            params += rank * inp + rank * -(-out // tp)
+        else:
+            params += rank * -(-inp // tp) + rank * out
+    return params * LORA_BYTES
+
+
+# ------------------------------------------------------------------------------------ placement
+
+
+@record
+class Server:
+    """One process: a served entry with the drafts and adapter sets inside it."""
+
+    entry: Entry
+    riders: tuple[Entry, ...]
+
+
+@record
+class Piece:
+    """What one server puts on one card."""
+
+    entry: Entry
+    bytes: int
+    tokens_per_s: float | None
+    host_bytes: int = 0
+    resident: bool = True
+    what: str = ""  # a rider's quantization or adapter set
+
+
+@record
+class Placed:
+    server: Server
+    devices: tuple[int, ...]
+    sized: Sized
+    pieces: tuple[tuple[Piece, ...], ...]  # per device of `devices`: the server's entry, then its riders
+    utilization: float | None  # vLLM/SGLang: the share of each card it reserves
+    split: tuple[float, ...] = ()  # llama.cpp's --tensor-split over unequal cards
+
+
+def servers_of(spec: Spec) -> list[Server]:
+    riders: dict[int, list[Entry]] = {}
+    for e in spec.entries:
+        if e.role in ("draft", "adapter"):
+            riders.setdefault(e.target, []).append(e)  # type: ignore[arg-type]
+    return [Server(e, tuple(riders.get(e.index, ()))) for e in spec.entries
+            if e.role not in ("draft", "adapter")]
+
+
+class Machine:
+    """The cards and what is on them, filled server by server."""
+
+    def __init__(self, gpus: tuple[Gpu, ...], sizer: Sizer) -> None:
+        self.gpus, self.sizer = gpus, sizer
+        self.used = [0] * len(gpus)
+        self.swap = [0] * len(gpus)  # the largest non-resident Ollama model on each card
+        self.reserved = [0] * len(gpus)  # memory the driver keeps that CUDA does not report (vLLM's reading)
+        self.placed: list[Placed] = []
+        self.unplaced: list[tuple[Server, int, str]] = []
+
+    def free(self, d: int) -> int:
+        return self.gpus[d].usable_bytes - self.reserved[d] - self.used[d] - self.swap[d]
+
+    def place(self, s: Server) -> None:
+        e = s.entry
+        single = [d for d in range(len(self.gpus))]
+        if e.gpus and e.gpus > len(self.gpus):
+            raise InputError(f"{_where(e.index, e.model)}: gpus = {e.gpus}, but the machine has "
+                             f"{len(self.gpus)} cards", field="file")
+        if not e.gpus or e.gpus == 1:
+            for d in single:
+                got = self._on(s, (d,))
+                if got is not None and self._fits(got):
+                    return self._put(got)
+            if e.gpus == 1:
+                return self._refuse(s, "no card holds it alone")
+        if not e.resident:
+            return self._refuse(s, "a model Ollama swaps in loads on one card")
+        for devices in self._sets(s):
+            got = self._on(s, devices)
+            if got is not None and self._fits(got):
+                return self._put(got)
+        self._refuse(s, "no card or set of cards has room for it")
+
+    def _refuse(self, s: Server, why: str) -> None:
+        d = max(range(len(self.gpus)), key=lambda i: (self.gpus[i].usable_bytes, -i))
+        sized = self.sizer.size(s.entry, self.gpus[d], 1)
+        self.unplaced.append((s, sized.per_card, why))
+
+    def _sets(self, s: Server) -> list[tuple[int, ...]]:
+        n = len(self.gpus)
+        if _vllm_like(s.entry.runtime) or s.entry.runtime is None:
+            sizes = [s.entry.gpus] if s.entry.gpus else [k for k in TP_SIZES if k <= n]
+            out = []
+            for k in sizes:
+                for kind in dict.fromkeys(g.id for g in self.gpus):
+                    same = [d for d in range(n) if self.gpus[d].id == kind]
+                    if len(same) >= k:  # the k cards of that kind with the most room
+                        out.append(tuple(sorted(sorted(same, key=lambda d: (-self.free(d), d))[:k])))
+            return out
+        k = s.entry.gpus or n  # llama.cpp and Ollama split over every card they see
+        return [tuple(sorted(sorted(range(n), key=lambda d: (-self.free(d), d))[:k]))] if k > 1 else []
+
+    def _on(self, s: Server, devices: tuple[int, ...]) -> Placed | None:
+        """The server's bytes on these cards, or None where a card cannot run it (FP8 on a card without)."""
+        from . import plan as planning
+
+        e, gpus = s.entry, [self.gpus[d] for d in devices]
+        if len({g.id for g in gpus}) > 1 and _vllm_like(e.runtime):
+            return None  # tensor parallel needs one kind of card
+        count = len(devices)
+        sized = self.sizer.size(e, gpus[0], count)
+        ctx = sized.ctx
+        if fitting.unsupported(gpus[0], planning.requires(ctx.quant), ctx.runtime, count):
+            return None
+        extras = [self.sizer.extra(r, e, gpus[0], count) for r in s.riders]
+        rider_bytes = sum(x[0] for x in extras)
+        split: tuple[float, ...] = ()
+        util = None
+        if ctx.runtime.id in ("vllm", "sglang"):
+            total = ctx.engine.cuda_total(gpus[0])
+            context = ctx.runtime.context_bytes
+            if ctx.runtime.id == "vllm":
+                # vLLM's share covers weights, workspace, non-torch memory, CUDA graphs and the KV cache (and
+                # the draft and LoRA slots inside the server); the CUDA context is outside it
+                util = math.ceil((sized.per_card + rider_bytes) * 100 / total) / 100
+                own = int(total * util) - rider_bytes + context
+            else:
+                # SGLang's --mem-fraction-static is weights + KV pool only; its workspace and graphs come on
+                # top (runtimes/launch.py)
+                static = sized.per_card - sized.memory.per_card_fixed_bytes + rider_bytes
+                util = math.ceil(static * 100 / total) / 100
+                own = int(total * util) - rider_bytes + sized.memory.per_card_fixed_bytes + context
+            mains = [own] * count
+        elif count > 1:
+            fixed = sized.memory.per_card_fixed_bytes
+            layered = sized.memory.weights_bytes + sized.memory.kv_cache_bytes
+            frees = [max(self.free(d) - fixed, 0) for d in devices]
+            if not sum(frees):
+                return None
+            split = tuple(round(f / sum(frees), 3) for f in frees)
+            mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, frees)]
+        else:
+            mains = [sized.per_card]
+        tps = sized.alone_tokens_per_s
+        if split and tps is not None:
+            tps *= _split_speed([self.gpus[d] for d in devices], mains, sized.memory.per_card_fixed_bytes)
+        pieces = []
+        for i in range(count):
+            row = [Piece(e, mains[i], tps, sized.host_bytes if i == 0 else 0, e.resident)]
+            row += [Piece(r, b, None, h if i == 0 else 0, True, what)
+                    for r, (b, h, what) in zip(s.riders, extras, strict=True)]
+            pieces.append(tuple(row))
+        return Placed(s, devices, sized, tuple(pieces), util, split)
+
+    def _fits(self, p: Placed) -> bool:
+        for d, row in zip(p.devices, p.pieces, strict=True):
+            need = sum(x.bytes for x in row)
+            reserve = max(self.reserved[d], p.sized.ctx.runtime.cuda_total_shortfall_bytes)
+            room = self.gpus[d].usable_bytes - reserve - self.used[d]
+            if p.server.entry.resident:
+                room -= self.swap[d]
+            else:
+                need = max(need, self.swap[d])
+            if need > room:
+                return False
+        return True
+
+    def _put(self, p: Placed) -> None:
+        for d, row in zip(p.devices, p.pieces, strict=True):
+            self.reserved[d] = max(self.reserved[d], p.sized.ctx.runtime.cuda_total_shortfall_bytes)
+            need = sum(x.bytes for x in row)
+            if p.server.entry.resident:
+                self.used[d] += need
+            else:
+                self.swap[d] = max(self.swap[d], need)
+        self.placed.append(p)
+
+
+def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
+    """A layer split reads each card's layers at that card's bandwidth, one after the other: the time per
+    token against the same bytes on cards like the first one (which the single-model speed assumed)."""
+    layered = [max(b - fixed, 0) for b in on_card]
+    first = gpus[0].bandwidth_gbps
+    if not first or not all(g.bandwidth_gbps for g in gpus) or not sum(layered):
+        return 1.0
+    mixed = sum(b / g.bandwidth_gbps for b, g in zip(layered, gpus, strict=True))  # type: ignore[operator]
+    return sum(layered) / first / mixed
+
+
+def _layer_split(layered: int, layers: int, frees: list[int]) -> list[int]:
+    """Weights and cache over the cards by whole layers, in proportion to each card's free memory
+    (LLAMA_SPLIT_SOURCE: the cumulative split decides where each layer goes)."""
+    layers = max(layers, 1)
+    total = sum(frees)
+    edges = [0]
+    acc = 0
+    for f in frees:
+        acc += f
+        edges.append(round(layers * acc / total))
+    counts = [b - a for a, b in zip(edges, edges[1:], strict=False)]
+    per_layer = layered / layers
+    out = [round(n * per_layer) for n in counts]
+    out[-1] += layered - sum(out)  # the rounding stays on the last card (it also holds the output layer)
+    return out
+
+
+# ------------------------------------------------------------------------------------ the answer
+
+
+@record
+class StackEntry(Result):
+    model: str
+    role: str
+    runtime: str
+    bytes: int  # on this card
+    tokens_per_s: float | None  # generated (chat, vision) or read (embed, rerank) per second; None: a rider
+    quant: str
+    context: int
+    users: int
+    resident: bool
+    host_bytes: int  # system RAM it also holds (llama.cpp's token_embd, vLLM's CPU LoRA cache)
+    port: int | None
+
+
+@record
+class StackDevice(Result):
+    gpu: str
+    usable_bytes: int
+    free_bytes: int
+    verdict: str
+    entries: tuple[StackEntry, ...]
+    reserved_bytes: int  # the driver's own memory that CUDA does not hand out (vLLM reads total without it)
+
+
+@record
+class Unplaced(Result):
+    model: str
+    role: str
+    runtime: str
+    bytes: int
+    reason: str
+
+
+@record
+class Change(Result):
+    kind: str  # context | swap | quant | card | drop
+    model: str | None
+    change: str
+    monthly_usd: float | None  # extra rent per month (0: a setting; None: a card without a rental price)
+    fits: bool  # the whole set fits with this change alone (else it only places more of it)
+
+
+@record
+class Bundle(Result):
+    format: str
+    text: str
+
+
+@record
+class Rental(Result):
+    gpu: str
+    count: int
+    monthly_usd: float  # the set's rent, after the rental rules' volume discount
+
+
+@record
+class Stack(Result):
+    verdict: str
+    devices: tuple[StackDevice, ...]
+    unplaced: tuple[Unplaced, ...]
+    changes: tuple[Change, ...]
+    bundle: Bundle
+    notes: tuple[str, ...]
+    cheapest: Rental | None  # with --rent: the cheapest rented machine that holds the set (None: none does)
+
+
+def solve(spec: Spec, catalog: tuple[str, ...]) -> tuple[Machine, Sizer]:
+    sizer = Sizer(spec, catalog)
+    machine = Machine(spec.gpus, sizer)
+    servers = servers_of(spec)
+    # first-fit decreasing: the largest server first (its bytes alone on the first card), ties in file order
+    weight = {s.entry.index: sizer.size(s.entry, spec.gpus[0], 1).per_card for s in servers}
+    for s in sorted(servers, key=lambda s: (not s.entry.resident, -weight[s.entry.index], s.entry.index)):
+        machine.place(s)
+    return machine, sizer
+
+
+def _verdicts(machine: Machine) -> list[fitting.Verdict]:
+    rules = machine.sizer.rules
+    out = []
+    for d in range(len(machine.gpus)):
+        margin = sum(p.sized.margin for p in machine.placed if d in p.devices)
+        here = [p for p in machine.placed if d in p.devices]
+        out.append(fitting.classify(machine.free(d), 1, rules, margin) if here else fitting.FITS)
+    return out
+
+
+def _overall(machine: Machine) -> str:
+    if machine.unplaced:
+        return fitting.NO.value
+    vs = _verdicts(machine)
+    return fitting.TIGHT.value if fitting.TIGHT in vs else fitting.FITS.value
+
+
+def stack(inp: StackInput) -> Stack:
+    spec = read_spec(inp)
+    machine, sizer = solve(spec, tuple(inp.catalog))
+    ports = assign_ports(machine)
+    verdicts = _verdicts(machine)
+    devices = []
+    for d, gpu in enumerate(machine.gpus):
+        rows = []
+        for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+            if d not in p.devices:
+                continue
+            k = p.devices.index(d)
+            for piece in p.pieces[k]:
+                rows.append(_entry_view(piece, p, ports.get(p.server.entry.index), _share(machine, p)))
+        devices.append(StackDevice(gpu.name, gpu.usable_bytes, machine.free(d), verdicts[d].value,
+                                   tuple(rows), machine.reserved[d]))
+    unplaced = tuple(Unplaced(s.entry.model, s.entry.role, _runtime_id(machine, s.entry), b, why)
+                     for s, b, why in machine.unplaced)
+    verdict = _overall(machine)
+    changes = tuple(find_changes(spec, tuple(inp.catalog))) if verdict == fitting.NO.value else ()
+    bundle = make_bundle(machine, ports, inp.bundle)
+    cheapest = cheapest_machine(spec, tuple(inp.catalog)) if inp.rent else None
+    notes = _notes(machine) + _ram_notes(spec, devices)
+    return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(notes), cheapest)
+
+
+def _ram_notes(spec: Spec, devices: list[StackDevice]) -> list[str]:
+    """What the set keeps in system RAM (vLLM's CPU LoRA cache, llama.cpp's token embeddings), against
+    [machine] ram_gb where given."""
+    host = sum(e.host_bytes for d in devices for e in d.entries)
+    if not host:
+        return []
+    from ..units import fmt_bytes
+
+    line = f"system RAM: the servers keep {fmt_bytes(host)} there"
+    if spec.ram_gb is None:
+        return [line]
+    ram = int(spec.ram_gb * 1e9)
+    return [line + (f", more than the machine's {fmt_bytes(ram)}: lower --max-cpu-loras or add RAM"
+                    if host > ram else f" of the machine's {fmt_bytes(ram)}")]
+
+
+RENT_COUNTS = (1, 2, 4, 8)  # the sets of one node the rental seed prices (docs: SPEC §3, 2/4/8 per node)
+
+
+def cheapest_machine(spec: Spec, catalog: tuple[str, ...]) -> Rental | None:
+    """The cheapest set of one priced card kind (1, 2, 4 or 8 cards, with the rental rules' volume discount)
+    on which every server of the set is placed."""
+    rules = default_rental()
+    priced = sorted((g for g in _catalog_gpus(catalog) if g.monthly_usd), key=lambda g: (g.monthly_usd, g.id))
+    best: Rental | None = None
+    for g in priced:
+        for n in RENT_COUNTS:
+            price = fitting.set_price(g, n, rules)
+            if price is None or (best is not None and price >= best.monthly_usd):
+                break
+            if _left(replace(spec, gpus=(g,) * n), catalog) == 0:
+                best = Rental(g.name, n, round(price, 2))
+                break
+    return best
+
+
+def _catalog_gpus(catalog: tuple[str, ...]) -> Registry[Gpu]:
+    return load_gpus(catalog) if catalog else default_gpus()
+
+
+def _runtime_id(machine: Machine, e: Entry) -> str:
+    return machine.sizer.size(e, machine.gpus[0], 1).ctx.runtime.id
+
+
+def _share(machine: Machine, p: Placed) -> float:
+    """The share of its cards' time a server keeps when the others on them are busy: CUDA time-slices the
+    processes of a card (without MPS), so each keeps what the others leave, at least an equal slice. An
+    embedder or reranker with `requests_per_s` is busy for the tokens it reads at its own speed; every other
+    server is taken as busy all the time (the worst case)."""
+    keep = 1.0
+    for d in p.devices:
+        others = [q for q in machine.placed if q is not p and d in q.devices]
+        if not others:
+            continue
+        busy = sum(_busy(q) for q in others)
+        keep = min(keep, max(1 - busy, 1 / (len(others) + 1)))
+    return keep
+
+
+def _busy(q: Placed) -> float:
+    e, s = q.server.entry, q.sized
+    if e.requests_per_s is None or s.alone_tokens_per_s is None or s.ctx.model.generates:
+        return 1.0
+    return min(1.0, e.requests_per_s * s.memory.context / s.alone_tokens_per_s)
+
+
+def _entry_view(piece: Piece, p: Placed, port: int | None, share: float) -> StackEntry:
+    e = piece.entry
+    main = e is p.server.entry
+    ctx = p.sized.ctx
+    tps = None if piece.tokens_per_s is None else round(piece.tokens_per_s * share, 1)
+    quant = ctx.quant.name if main else piece.what
+    users = e.users if main else p.server.entry.users
+    return StackEntry(e.model, e.role, ctx.runtime.id, piece.bytes, tps, quant, p.sized.memory.context,
+                      users, piece.resident, piece.host_bytes, port if main else None)
+
+
+def _notes(machine: Machine) -> list[str]:
+    notes = []
+    for p in machine.placed:
+        e = p.server.entry
+        if p.utilization is not None:
+            notes.append(f"{e.model}: --gpu-memory-utilization {p.utilization:g} of each card's CUDA total"
+                         if p.sized.ctx.runtime.id == "vllm" else
+                         f"{e.model}: --mem-fraction-static {p.utilization:g}")
+        if p.split:
+            notes.append(f"{e.model}: layers split {' / '.join(f'{x:.0%}' for x in p.split)} over "
+                         f"{', '.join(machine.gpus[d].name for d in p.devices)} (in proportion to free "
+                         "memory)")
+        for r in p.server.riders:
+            if r.role == "adapter":
+                slots = r.max_loras or min(r.adapters, e.users)
+                notes.append(f"{e.model}: {slots} LoRA slots of rank {r.lora_rank} on the GPU (--max-loras), "
+                             f"{r.adapters} adapters in host RAM (--max-cpu-loras); its tokens/s leave out "
+                             "the adapters' per-step cost")
+            else:
+                notes.append(f"{e.model}: its tokens/s leave out the speed-up of drafting with {r.model} "
+                             "(not modelled yet)")
+    if any(len([q for q in machine.placed if d in q.devices]) > 1 for d in range(len(machine.gpus))):
+        notes.append("tokens/s on a shared card: each server keeps the time the others leave (all taken as "
+                     "busy, an embedder or reranker by its requests_per_s), at least an equal slice")
+    return notes
+
+
+# ------------------------------------------------------------------------------------ changes
+
+
+def find_changes(spec: Spec, catalog: tuple[str, ...]) -> list[Change]:
+    """Single changes that make the whole set fit (`fits`), or, where none of a kind does, that place more of
+    it: each lever at its mildest value that fits (else its strongest that helps), cheapest first
+    (`_rank`)."""
+    now = _left(spec, catalog)
+    found: list[Change] = []
+
+    def tried(kind: str, model: str | None, text: str, changed: Spec, rent: float | None = 0.0) -> bool:
+        left = _left(changed, catalog)
+        if left is not None and left < now:
+            found.append(Change(kind, model, text, rent, left == 0))
+        return left == 0
+
+    for e in spec.entries:
+        if e.role in ("draft", "adapter"):
+            continue
+        sized = Sizer(spec, catalog).size(e, spec.gpus[0], 1)
+        context = sized.memory.context
+        shorter = [c for c in (context // 2**k for k in range(1, 8)) if c >= MIN_CONTEXT]
+        _mildest(shorter, lambda c, e=e, context=context: tried(
+            "context", e.model, f"context {context:,} → {c:,}", _with(spec, e, context=c)))
+        if sized.ctx.runtime.id == "ollama" and e.resident:
+            tried("swap", e.model, "resident = false (Ollama loads it when asked)",
+                  _with(spec, e, resident=False))
+        _mildest(_smaller_quants(sized), lambda q, e=e, sized=sized: tried(
+            "quant", e.model, f"quant {sized.ctx.quant.name} → {q}", _with(spec, e, quant=q)))
+        riders = {r.index for r in spec.entries if r.target == e.index}
+        tried("drop", e.model, "leave it out" + (" (with its draft and adapters)" if riders else ""),
+              replace(spec, entries=tuple(x for x in spec.entries if x is not e and x.index not in riders)))
+    for g in dict.fromkeys(spec.gpus):
+        counts = [n for n in range(1, MORE_CARDS + 1) if len(spec.gpus) + n <= MAX_DEVICES]
+        _mildest(counts, lambda n, g=g: tried(
+            "card", None, f"{'one' if n == 1 else n} more {g.name}",
+            replace(spec, gpus=(*spec.gpus, *[g] * n)), None if g.monthly_usd is None else n * g.monthly_usd))
+    return _rank(found)
+
+
+MORE_CARDS = 4  # the most cards of one kind a change adds
+
+
+def _mildest(values: list[Any], attempt: Any) -> None:
+    """Try each value, mildest first, until one makes the set fit; `attempt` records what helps. Only the
+    last helpful one is kept where none fits (the strongest), else the fitting one."""
+    for v in values:
+        if attempt(v):
+            return
+
+
+def _rank(found: list[Change]) -> list[Change]:
+    """What makes the set fit before what only helps; then settings (a shorter context, swapping, a smaller
+    quantization: CHANGE_ORDER), then cards by their rent, then leaving a model out; of a lever tried at
+    several values, the mildest that fits, else the strongest that helps."""
+    kept: dict[tuple[str, str | None, str], Change] = {}
+    for c in found:
+        key = (c.kind, c.model, c.change.split(" more ")[-1] if c.kind == "card" else "")
+        old = kept.get(key)
+        if old is None or not old.fits:  # values come mildest first and stop at the first that fits
+            kept[key] = c
+    return sorted(kept.values(), key=lambda c: (not c.fits, CHANGE_ORDER[c.kind],
+                                                 c.monthly_usd if c.monthly_usd is not None else math.inf))
+
+
+def _with(spec: Spec, e: Entry, **changes: Any) -> Spec:
+    return replace(spec, entries=tuple(replace(x, **changes) if x is e else x for x in spec.entries))
+
+
+def _left(spec: Spec, catalog: tuple[str, ...]) -> int | None:
+    """Servers the set leaves unplaced (None: the change is not a valid set)."""
+    if not spec.entries:
+        return None
+    try:
+        machine, _ = solve(spec, catalog)
+    except CardfitError:
+        return None
+    return len(machine.unplaced)
+
+
+def _smaller_quants(sized: Sized) -> list[str]:
+    """The quantizations of the entry's format (GGUF types or checkpoint formats) whose weights of this model
+    are smaller than its own, largest first."""
+    from ..catalog.quants import default_quants
+    from ..core.weights import weights
+
+    ctx = sized.ctx
+    ladder = GGUF_LADDER if ctx.runtime.weights_format == "gguf" else CHECKPOINT_LADDER
+    quants = default_quants()
+    now = sized.memory.weights.total_bytes
+    sizes = [(weights(ctx.model, quants.get(q)).total_bytes, q) for q in ladder]
+    return [q for b, q in sorted(sizes, reverse=True) if b < now]
+
+
+# ------------------------------------------------------------------------------------ the bundle
+
+
+def assign_ports(machine: Machine) -> dict[int, int]:
+    """A port per server: the file's, else the runtime's default, then the next free one; Ollama's models
+    share one `ollama serve`."""
+    taken = {p.server.entry.port for p in machine.placed if p.server.entry.port}
+    out: dict[int, int] = {}
+    ollama: int | None = None
+    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+        e, rt = p.server.entry, p.sized.ctx.runtime
+        if rt.id == "ollama" and ollama is not None:
+            out[e.index] = ollama
+            continue
+        port = e.port
+        if port is None:
+            port = rt.port or 8000
+            while port in taken:
+                port += 1
+            taken.add(port)
+        out[e.index] = port
+        if rt.id == "ollama":
+            ollama = port
+    return out
+
+
+def server_launch(p: Placed, port: int) -> Any:
+    """The runtime's own launch line for this server (services/launch_line.py launch_of), with the flags a
+    shared machine adds: its port, its memory share, its role, its draft and its adapters."""
+    from .launch_line import launch_of
+
+    e, s = p.server.entry, p.sized
+    ctx = s.ctx
+    if p.utilization is not None:
+        ctx = replace(ctx, utilization=p.utilization)
+    kv = None if s.memory.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
+    rt = ctx.runtime
+    slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences
+    tp = len(p.devices) if rt.tensor_parallel else 1
+    launch = launch_of(ctx, tp, 1, s.memory.context, max(ctx.sequences, 1), kv, slots)
+    argv = list(launch.argv)
+    env = list(launch.env)
+    if rt.id in ("vllm", "sglang", "llama.cpp"):
+        argv += ["--port", str(port)]
+    else:
+        env.append(("OLLAMA_HOST", f"127.0.0.1:{port}"))
+    if rt.id == "vllm" and e.role in ("embed", "rerank"):
+        argv += ["--runner", "pooling"]
+    if rt.id == "llama.cpp" and e.role == "embed":
+        argv += ["--embeddings"]
+    if rt.id == "llama.cpp" and e.role == "rerank":
+        argv += ["--reranking"]
+    if p.split and rt.id == "llama.cpp":
+        argv += ["--tensor-split", ",".join(f"{x:g}" for x in p.split)]
+    for r in p.server.riders:
+        if r.role == "adapter":
+            slots_ = r.max_loras or min(r.adapters, e.users)
+            argv += ["--enable-lora", "--max-loras", str(slots_), "--max-lora-rank", str(r.lora_rank),
+                     "--max-cpu-loras", str(max(r.adapters, slots_))]
+        else:
+            from .resolve import resolve
+
+            draft = resolve(PlanInput(model=r.model, catalog=ctx.inp.catalog)).model
+            spec = {"model": draft.hf or r.model, "num_speculative_tokens": DRAFT_TOKENS}
+            argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return replace(launch, argv=tuple(argv), env=tuple(env))
+
+
+def make_bundle(machine: Machine, ports: dict[int, int], fmt: str) -> Bundle:
+    if fmt == "compose":
+        return Bundle("compose", _compose(machine, ports))
+    return Bundle("script", _script(machine, ports))
+
+
+def _visible(p: Placed) -> str:
+    return ",".join(str(d) for d in p.devices)
+
+
+def _ollama_env(machine: Machine) -> list[tuple[str, str]]:
+    """What the one `ollama serve` needs for its models: how many stay loaded, how long."""
+    ollama = [p for p in machine.placed if p.sized.ctx.runtime.id == "ollama"]
+    resident = [p for p in ollama if p.server.entry.resident]
+    loaded = len(resident) + (1 if len(resident) < len(ollama) else 0)
+    return [("OLLAMA_MAX_LOADED_MODELS", str(max(loaded, 1)))]
+
+
+def _script(machine: Machine, ports: dict[int, int]) -> str:
+    import shlex
+
+    lines = ["#!/bin/sh", "# cardfit stack: one server per line, each on its cards and port, started one",
+             "# after another (each once the one before answers)", "set -e"]
+    ollama_done = False
+    unified = any(g.unified_memory for g in machine.gpus)
+    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+        e = p.server.entry
+        rt = p.sized.ctx.runtime.id
+        port = ports[e.index]
+        if rt == "ollama":
+            if not ollama_done:
+                launch = server_launch(p, port)
+                env = dict(launch.env)
+                env.update(_ollama_env(machine))
+                if not unified:
+                    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in _ollama_cards(machine))
+                words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                lines += ["", f"# Ollama: every model below on port {port}",
+                          f"{words} {shlex.join(launch.argv)} &",
+                          f"until curl -s http://127.0.0.1:{port}/ >/dev/null; do sleep 1; done"]
+                ollama_done = True
+            keep: int | str = -1 if e.resident else "5m"
+            body = json.dumps({"model": _ollama_name(p), "keep_alive": keep,
+                               "options": {"num_ctx": p.sized.memory.context}}, separators=(",", ":"))
+            lines += [f"OLLAMA_HOST=127.0.0.1:{port} ollama pull {shlex.quote(_ollama_name(p))}"]
+            if e.resident:
+                lines += [f"curl -s http://127.0.0.1:{port}/api/generate -d {shlex.quote(body)} >/dev/null"
+                          f"  # load {e.model} and keep it (keep_alive -1)"]
+            else:
+                lines += [f"# {e.model} loads on demand: requests pass {shlex.quote(body)}"]
+            if e.resident:
+                lines += [f"# requests to {_ollama_name(p)} pass \"options\": {{\"num_ctx\": "
+                          f"{p.sized.memory.context}}} (another num_ctx reloads it)"]
+            continue
+        launch = server_launch(p, port)
+        prefix = "" if unified else f"CUDA_VISIBLE_DEVICES={_visible(p)} "
+        lines += ["", f"# {e.model} ({e.role}) on {', '.join(machine.gpus[d].name for d in p.devices)}",
+                  *(f"# note: {n}" for n in launch.notes),
+                  prefix + launch.shell() + " &",
+                  # one server at a time: a vLLM instance profiling while another loads on the same card
+                  # counts the other's memory as its own (STARTUP_SOURCE)
+                  f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; do sleep 2; done"]
+    lines += ["", "wait"]
+    return "\n".join(lines) + "\n"
+
+
+def _ollama_cards(machine: Machine) -> list[int]:
+    return sorted({d for q in machine.placed if q.sized.ctx.runtime.id == "ollama" for d in q.devices})
+
+
+def _ollama_name(p: Placed) -> str:
+    from .launch_line import model_ref
+
+    return model_ref(p.sized.ctx)
+
+
+def _health(runtime: str, port: int) -> list[str]:
+    """A container's health test: the server's /health through what its image has (python3 in vLLM's and
+    SGLang's, curl in llama.cpp's server image, whose own HEALTHCHECK uses it; the ollama CLI in Ollama's)."""
+    if runtime == "ollama":
+        return ["CMD", "ollama", "list"]
+    if runtime == "llama.cpp":
+        return ["CMD", "curl", "-f", f"http://localhost:{port}/health"]
+    check = f"import urllib.request; urllib.request.urlopen('http://localhost:{port}/health')"
+    return ["CMD", "python3", "-c", check]
+
+
+def _compose(machine: Machine, ports: dict[int, int]) -> str:
+    """compose.yaml: one service per server, its cards as device_ids and its port mapped (services/emit.py's
+    conventions: every string a JSON string)."""
+    from .emit import DEVICES
+
+    if any(g.stack not in DEVICES for g in machine.gpus):
+        raise InputError("--bundle compose writes NVIDIA (CUDA) services; this machine has "
+                         f"{', '.join(sorted({g.name for g in machine.gpus if g.stack not in DEVICES}))}",
+                         field="bundle", hint="use --bundle script")
+    q = json.dumps
+    out = ["services:"]
+    notes: list[str] = []
+    names: set[str] = set()
+    previous = ""
+    done_ollama = False
+    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+        e, rt = p.server.entry, p.sized.ctx.runtime
+        if rt.id == "ollama" and done_ollama:
+            continue
+        port = ports[e.index]
+        launch = server_launch(p, rt.port or port)
+        argv = [a for a in launch.argv]
+        if rt.id in ("vllm", "sglang", "llama.cpp"):
+            at = argv.index("--port")
+            argv[at + 1] = str(rt.port)
+        argv += list(rt.image_listen)
+        entry = list(rt.image_entrypoint)
+        args = argv[len(entry):] if entry and argv[:len(entry)] == entry else argv
+        name = re.sub(r"[^a-z0-9]+", "-", f"{e.model}-{rt.id}".lower()).strip("-")[:40] or "server"
+        name = name if name not in names else f"{name}-{e.index + 1}"
+        names.add(name)
+        notes += [f"{name}: {n}" for n in launch.notes if rt.id != "ollama"]  # Ollama's: the pulls below
+        notes += [f"{name}: the line reads {a}: mount it into the container's working directory"
+                  for a in argv if a.lower().endswith(".gguf")]
+        if rt.id == "ollama":
+            notes += [f"then `docker compose exec {name} ollama pull {_ollama_name(x)}`; requests to it pass "
+                      f"\"keep_alive\": {-1 if x.server.entry.resident else q('5m')} and \"options\": "
+                      f"{{\"num_ctx\": {x.sized.memory.context}}}"
+                      for x in sorted(machine.placed, key=lambda x: x.server.entry.index)
+                      if x.sized.ctx.runtime.id == "ollama"]
+        devices = _ollama_cards(machine) if rt.id == "ollama" else list(p.devices)
+        env = dict(launch.env)
+        env.pop("OLLAMA_HOST", None)
+        if rt.id == "ollama":
+            env.update(_ollama_env(machine))
+            done_ollama = True
+        out += [f"  {name}:", f"    image: {q(rt.image)}"]
+        out += [f"    {'command' if entry else 'entrypoint'}: [{', '.join(q(a) for a in args)}]"]
+        if env:
+            out += ["    environment:"] + [f"      {k}: {q(v)}" for k, v in env.items()]
+        out += ["    healthcheck:", f"      test: [{', '.join(q(a) for a in _health(rt.id, rt.port))}]",
+                '      interval: "10s"', "      retries: 90"]
+        if previous:  # one server at a time (STARTUP_SOURCE)
+            out += ["    depends_on:", f"      {previous}:", '        condition: "service_healthy"']
+        previous = name
+        out += ["    ports:", f"      - {q(f'{port}:{rt.port}')}", '    ipc: "host"',
+                "    deploy:", "      resources:", "        reservations:", "          devices:",
+                '            - driver: "nvidia"',
+                f"              device_ids: [{', '.join(q(str(d)) for d in devices)}]",
+                '              capabilities: ["gpu"]']
+    head = ["# cardfit stack --bundle compose", *(f"# note: {' '.join(n.split())}" for n in notes)]
+    return "\n".join(head + out) + "\n"

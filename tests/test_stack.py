@@ -1,0 +1,498 @@
+"""`cardfit stack FILE` (issue 27): every card's bytes are the single-model plans' plus what a shared machine
+adds (a CUDA context per server, vLLM's share rounded up to a hundredth, a draft's weights and cache, LoRA
+slots), the bundle's flags are the runtimes' own, and bad input is one line."""
+
+from __future__ import annotations
+
+import math
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cardfit
+from cardfit.catalog.models import default_models
+from cardfit.catalog.runtimes import default_runtimes
+from cardfit.core.training import lora_params
+from cardfit.services import stack as stk
+
+from .conftest import ROOT
+
+EXAMPLES = ROOT / "examples" / "stacks"
+OPTIONS = Path(__file__).parent / "data" / "runtime_options"
+TOOL_FILE = {"vllm": "vllm", "sglang": "sglang", "llama.cpp": "llama-server", "ollama": "ollama"}
+# `vllm serve`'s own server flags are not engine arguments, so the generated option list (from
+# vllm/engine/arg_utils.py) lacks them: vllm/entrypoints/openai/cli_args.py FrontendArgs has
+# `port: int = 8000`
+FRONTEND = {"vllm": ("--port",)}
+
+
+def _plan(model: str, gpu: str, **kw) -> dict:
+    return cardfit.plan(model, gpu=gpu, **kw)
+
+
+def _stack(name: str, **kw) -> dict:
+    return cardfit.stack(str(EXAMPLES / name), **kw)
+
+
+def _vllm_bytes(need_per_card: int, gpu_usable: int, riders: int = 0) -> tuple[int, float]:
+    """What a vLLM server holds on a shared card: its --gpu-memory-utilization share of CUDA's total (the
+    card less the driver's reserve), rounded up to a hundredth, plus its CUDA context outside the share."""
+    rt = default_runtimes().get("vllm")
+    total = gpu_usable - rt.cuda_total_shortfall_bytes
+    util = math.ceil((need_per_card + riders) * 100 / total) / 100
+    return int(total * util) - riders + rt.context_bytes, util
+
+
+# ------------------------------------------------------------------------------------ the four examples
+
+
+def test_rag_on_one_4090_is_three_vllm_shares_that_sum_under_one():
+    r = _stack("rag-4090.toml")
+    (card,) = r["devices"]
+    assert [e["model"] for e in card["entries"]] == ["meta-llama/Llama-3.1-8B-Instruct", "bge-m3",
+                                                      "bge-reranker-v2-m3"]
+    utils = []
+    for e, (model, quant, context, users) in zip(card["entries"], [
+            ("meta-llama/Llama-3.1-8B-Instruct", "fp8", 8192, 4), ("bge-m3", None, 8192, 4),
+            ("bge-reranker-v2-m3", None, 2048, 4)], strict=True):
+        p = _plan(model, "RTX 4090", runtime="vllm", quant=quant, context=context, batch=users)
+        need = p["gpus"][0]["need_bytes"]
+        expected, util = _vllm_bytes(need, card["usable_bytes"])
+        assert e["bytes"] == expected, model
+        utils.append(util)
+    assert sum(utils) <= 1
+    reserve = default_runtimes().get("vllm").cuda_total_shortfall_bytes
+    assert card["free_bytes"] == card["usable_bytes"] - reserve - sum(e["bytes"] for e in card["entries"])
+    assert r["verdict"] == card["verdict"] == "tight"  # under 5 GB left on one card
+    lines = r["bundle"]["text"].splitlines()
+    servers = [ln for ln in lines if " vllm serve " in ln]
+    assert len(servers) == 3
+    ports = [shlex.split(ln)[shlex.split(ln).index("--port") + 1] for ln in servers]
+    assert len(set(ports)) == 3
+    for ln, util in zip(servers, utils, strict=True):
+        words = shlex.split(ln)
+        assert words[words.index("--gpu-memory-utilization") + 1] == f"{util:g}"
+    assert "--runner" in servers[1] and "--runner" in servers[2] and "--runner" not in servers[0]
+    for ln, port in zip(servers, ports, strict=True):  # each waits for the one before to answer
+        assert lines[lines.index(ln) + 1] == f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; " \
+            "do sleep 2; done"
+
+
+def test_70b_with_draft_and_20_adapters_on_two_h100():
+    r = _stack("70b-draft-lora-2xh100.toml")
+    assert r["verdict"] == "fits"
+    assert len(r["devices"]) == 2
+    a, b = r["devices"]
+    assert [e["bytes"] for e in a["entries"]] == [e["bytes"] for e in b["entries"]]  # tensor parallel
+    chat, draft, lora = a["entries"]
+    assert (chat["role"], draft["role"], lora["role"]) == ("chat", "draft", "adapter")
+    # the draft: Llama 3.2 1B's weights and its own KV cache for the 70B's 16 sequences of 8,192 tokens, half
+    # on each card
+    d = _plan("meta-llama/Llama-3.2-1B-Instruct", "H100 SXM", runtime="vllm", context=8192, batch=16,
+              gpus=2, tp=2)["memory"]
+    assert draft["bytes"] == -(-(d["weights_bytes"] + d["kv_cache_bytes"]) // 2)
+    # LoRA, by hand: min(20 adapters, 16 users) slots of rank 16 over Llama 3.1 70B's 80 layers (hidden 8,192,
+    # 8 KV heads × 128, MLP 28,672), TP 2: column-parallel q, k, v, gate, up keep A whole and halve B;
+    # row-parallel o, down halve A and keep B whole
+    r16, h, kv, f = 16, 8192, 1024, 28672
+    per_layer = (r16 * h + r16 * h // 2) + 2 * (r16 * h + r16 * kv // 2) + (r16 * h // 2 + r16 * h) \
+        + 2 * (r16 * h + r16 * f // 2) + (r16 * f // 2 + r16 * h)
+    assert lora["bytes"] == 16 * per_layer * 80 * 2 == 4_487_905_280
+    # host RAM: all 20 adapters, whole (--max-cpu-loras)
+    m = default_models().get("llama-3.1-70b")
+    assert lora["host_bytes"] == 20 * lora_params(m, 16, "all") * 2
+    p = _plan("meta-llama/Llama-3.1-70B-Instruct", "H100 SXM", runtime="vllm", quant="fp8", context=8192,
+              batch=16, gpus=2, tp=2)
+    need = -(-p["gpus"][0]["need_bytes"] // 2)
+    expected, util = _vllm_bytes(need, a["usable_bytes"], draft["bytes"] + lora["bytes"])
+    assert chat["bytes"] == expected
+    line = next(ln for ln in r["bundle"]["text"].splitlines() if " vllm serve " in ln)
+    words = shlex.split(line)
+    assert words[0] == "CUDA_VISIBLE_DEVICES=0,1"
+    assert words[words.index("--tensor-parallel-size") + 1] == "2"
+    assert words[words.index("--max-loras") + 1] == "16" and words[words.index("--max-cpu-loras") + 1] == "20"
+    assert words[words.index("--gpu-memory-utilization") + 1] == f"{util:g}"
+    assert '"model":"meta-llama/Llama-3.2-1B-Instruct"' in words[words.index("--speculative-config") + 1]
+
+
+def test_vision_and_chat_on_a_64gb_mac_are_two_ollama_models():
+    r = _stack("vision-chat-mac.toml")
+    (card,) = r["devices"]
+    assert card["gpu"] == "Apple M1 Max 64GB" and r["verdict"] == "fits"
+    asked = [("gemma3:12b", 8192), ("qwen3:14b", 16384)]
+    for e, (model, context) in zip(card["entries"], asked, strict=True):
+        p = _plan(model, "M1 Max 64GB", runtime="ollama", context=context, batch=1)
+        assert e["bytes"] == p["memory"]["total_bytes"], model  # Metal: no CUDA context to add
+        assert e["port"] == 11434
+    assert card["free_bytes"] == card["usable_bytes"] - sum(e["bytes"] for e in card["entries"])
+    text = r["bundle"]["text"]
+    assert text.count("ollama serve") == 1 and "OLLAMA_MAX_LOADED_MODELS=2" in text
+    assert "CUDA_VISIBLE_DEVICES" not in text
+
+
+def test_llamacpp_splits_by_free_memory_over_a_3090_and_a_3060():
+    r = _stack("llamacpp-3090-3060.toml")
+    big, small = r["devices"]
+    (e0,), (e1,) = big["entries"], small["entries"]
+    p = _plan("qwen2.5:32b", "RTX 3090", runtime="llama.cpp", quant="Q4_K_M", context=16384, batch=2, gpus=2)
+    mem = p["memory"]
+    fixed = mem["overhead_bytes"] + mem["activation_bytes"]
+    # every card pays its own context and compute buffer; the layers go by whole layers in proportion to the
+    # free memory llama.cpp sees when it loads (each card's usable bytes less that card's fixed bytes)
+    assert e0["bytes"] + e1["bytes"] == p["gpus"][0]["need_bytes"]
+    layered = mem["weights_bytes"] + mem["kv_cache_bytes"]
+    m = default_models().get("qwen2.5:32b")
+    frees = [big["usable_bytes"] - fixed, small["usable_bytes"] - fixed]
+    first = round(m.layers * frees[0] / sum(frees))
+    assert e0["bytes"] - fixed == round(first * layered / m.layers)
+    assert r["verdict"] in ("fits", "tight")
+    line = next(ln for ln in r["bundle"]["text"].splitlines() if "llama-server" in ln)
+    words = shlex.split(line)
+    split = [float(x) for x in words[words.index("--tensor-split") + 1].split(",")]
+    assert split == [round(f / sum(frees), 3) for f in frees]
+    assert e0["tokens_per_s"] == e1["tokens_per_s"]  # one server
+    # the 3060 reads its third of the layers at 360 GB/s: slower than the same split on two 3090s
+    assert e0["tokens_per_s"] < _plan("qwen2.5:32b", "RTX 3090", runtime="llama.cpp", quant="Q4_K_M",
+                                      context=16384, batch=2, gpus=2)["gpus"][0]["decode_tokens_per_s"] * 2
+
+
+# ------------------------------------------------------------------------------------ the interface
+
+
+def test_json_keys_are_the_issues(run_json):
+    r = run_json("stack", str(EXAMPLES / "rag-4090.toml"))
+    assert {"verdict", "devices", "changes", "bundle"} <= set(r)
+    assert r["verdict"] in ("fits", "tight", "no")
+    d = r["devices"][0]
+    assert {"gpu", "usable_bytes", "free_bytes", "verdict", "entries"} <= set(d)
+    assert {"model", "role", "runtime", "bytes", "tokens_per_s"} <= set(d["entries"][0])
+    assert set(r["bundle"]) == {"format", "text"} and r["bundle"]["format"] == "script"
+    assert all(isinstance(e["bytes"], int) for e in d["entries"])
+
+
+@pytest.mark.parametrize("name,servers", [("rag-4090.toml", 3), ("70b-draft-lora-2xh100.toml", 1),
+                                          ("llamacpp-3090-3060.toml", 1)])
+def test_compose_bundle_has_a_service_per_server(run_json, name, servers):
+    import yaml
+
+    r = run_json("stack", str(EXAMPLES / name), "--bundle", "compose")
+    assert r["bundle"]["format"] == "compose"
+    services = yaml.safe_load(r["bundle"]["text"])["services"]
+    assert len(services) == servers
+    hosts = [s["ports"][0].split(":")[0] for s in services.values()]
+    assert len(set(hosts)) == servers
+    cards = {d["gpu"] for d in r["devices"] for _ in d["entries"]}
+    names = list(services)
+    for before, after in zip(names, names[1:], strict=False):  # one server at a time (STARTUP_SOURCE)
+        assert services[after]["depends_on"] == {before: {"condition": "service_healthy"}}
+    for s in services.values():
+        assert s["healthcheck"]["test"][0] == "CMD"
+        ids = s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+        assert ids and len(ids) <= len(r["devices"]) and cards
+        words = s.get("entrypoint") or s.get("command")
+        assert "--port" in words and words[words.index("--port") + 1] == s["ports"][0].split(":")[1]
+
+
+def test_compose_is_for_cuda_cards(run_cli):
+    code, _, err = run_cli("stack", str(EXAMPLES / "vision-chat-mac.toml"), "--bundle", "compose")
+    assert code == 2 and "--bundle compose writes NVIDIA (CUDA) services" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.toml")))
+def test_every_bundle_flag_exists_in_the_tool(name):
+    spec = stk.read_spec(stk.StackInput(file=str(EXAMPLES / name)))
+    machine, _ = stk.solve(spec, ())
+    ports = stk.assign_ports(machine)
+    assert machine.placed
+    for p in machine.placed:
+        rt = p.sized.ctx.runtime.id
+        known = tomllib.loads((OPTIONS / f"{TOOL_FILE[rt]}.toml").read_text())
+        launch = stk.server_launch(p, ports[p.server.entry.index])
+        for flag in launch.flags():
+            allowed = (*known["flags"], *FRONTEND.get(rt, ()))
+            assert flag in allowed, f"{flag} is not an option of {known['tool']}"
+        for var, _ in launch.env:
+            assert var in known.get("env", []), f"{var} is not read by {known['tool']}"
+    assert len(set(ports.values())) == len({p.server.entry.index for p in machine.placed
+                                            if p.sized.ctx.runtime.id != "ollama"}) + \
+        (1 if any(p.sized.ctx.runtime.id == "ollama" for p in machine.placed) else 0)
+
+
+def test_text_instead_of_a_file_and_the_web_api():
+    from fastapi.testclient import TestClient
+
+    from cardfit.web.app import create_app
+
+    text = (EXAMPLES / "vision-chat-mac.toml").read_text()
+    assert cardfit.stack(text=text) == _stack("vision-chat-mac.toml")
+    client = TestClient(create_app())
+    ok = client.post("/api/stack", json={"text": text})
+    assert ok.status_code == 200 and ok.json()["verdict"] == "fits"
+    refused = client.post("/api/stack", json={"file": str(EXAMPLES / "vision-chat-mac.toml")})
+    assert refused.status_code == 400 and "reads no files" in refused.text
+
+
+# ------------------------------------------------------------------------------------ changes
+
+
+def test_a_set_that_does_not_fit_gets_changes_that_each_make_it_fit(tmp_path):
+    f = tmp_path / "big.toml"
+    f.write_text('[machine]\ngpu = ["RTX 4090"]\n'
+                 '[[model]]\nmodel = "qwen3:14b"\nruntime = "ollama"\ncontext = 32768\n'
+                 '[[model]]\nmodel = "gemma3:12b"\nrole = "vision"\nruntime = "ollama"\ncontext = 32768\n')
+    r = cardfit.stack(str(f))
+    assert r["verdict"] == "no" and r["unplaced"][0]["model"] == "gemma3:12b"
+    fitting = [c for c in r["changes"] if c["fits"]]
+    kinds = [c["kind"] for c in fitting]
+    assert kinds == sorted(kinds, key=lambda k: stk.CHANGE_ORDER[k])  # settings before a card
+    assert kinds[-3:] == ["card", "drop", "drop"] and fitting[-3]["monthly_usd"] > 0
+    assert r["changes"][:len(fitting)] == fitting  # what makes it fit before what only helps
+    spec = stk.read_spec(stk.StackInput(file=str(f)))
+    for c in fitting:
+        if c["kind"] == "card":
+            changed = spec.__class__(spec.gpus * 2, spec.ram_gb, spec.entries)
+        else:
+            e = next(x for x in spec.entries if x.model == c["model"])
+            if c["kind"] == "context":
+                changed = stk._with(spec, e, context=int(c["change"].split("→")[1].replace(",", "")))
+            elif c["kind"] == "quant":
+                changed = stk._with(spec, e, quant=c["change"].split("→")[1].strip())
+            elif c["kind"] == "drop":
+                changed = spec.__class__(spec.gpus, spec.ram_gb, tuple(x for x in spec.entries if x is not e))
+            else:
+                changed = stk._with(spec, e, resident=False)
+        machine, _ = stk.solve(changed, ())
+        assert not machine.unplaced, c
+
+
+def test_an_ollama_model_that_may_be_swapped_shares_one_slot(tmp_path):
+    f = tmp_path / "swap.toml"
+    f.write_text('[machine]\ngpu = ["RTX 4090"]\n'
+                 '[[model]]\nmodel = "qwen3:8b"\nruntime = "ollama"\ncontext = 8192\n'
+                 '[[model]]\nmodel = "gemma3:12b"\nrole = "vision"\nruntime = "ollama"\ncontext = 8192\n'
+                 'resident = false\n'
+                 '[[model]]\nmodel = "qwen3:14b"\nruntime = "ollama"\ncontext = 8192\nresident = false\n')
+    r = cardfit.stack(str(f))
+    (card,) = r["devices"]
+    by = {e["model"]: e for e in card["entries"]}
+    swapped = max(by["gemma3:12b"]["bytes"], by["qwen3:14b"]["bytes"])
+    assert card["free_bytes"] == card["usable_bytes"] - by["qwen3:8b"]["bytes"] - swapped
+    assert not by["qwen3:14b"]["resident"] and by["qwen3:8b"]["resident"]
+    assert "OLLAMA_MAX_LOADED_MODELS=2" in r["bundle"]["text"]
+
+
+# ------------------------------------------------------------------------------------ arithmetic
+
+
+@given(layered=st.integers(0, 10**12), layers=st.integers(1, 200),
+       frees=st.lists(st.integers(1, 10**11), min_size=2, max_size=8))
+def test_layer_split_keeps_every_byte_and_follows_free_memory(layered, layers, frees):
+    out = stk._layer_split(layered, layers, frees)
+    assert sum(out) == layered and len(out) == len(frees)
+    per_layer = layered / layers
+    for b, f in zip(out[:-1], frees[:-1], strict=False):
+        assert b >= 0
+        assert abs(b - layered * f / sum(frees)) <= per_layer + 1  # within a layer of the proportion
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "mistral-7b"])
+@given(rank=st.integers(1, 256))
+def test_one_lora_slot_on_one_card_is_the_adapter(model, rank):
+    m = default_models().get(model)
+    assert stk.lora_slot_bytes(m, rank, 1) == lora_params(m, rank, "all") * stk.LORA_BYTES
+
+
+@given(rank=st.integers(1, 64), tp=st.sampled_from([2, 4, 8]))
+def test_lora_slot_under_tensor_parallel_is_between_a_share_and_the_whole(rank, tp):
+    m = default_models().get("llama-3.1-70b")
+    whole = stk.lora_slot_bytes(m, rank, 1)
+    assert whole / tp < stk.lora_slot_bytes(m, rank, tp) < whole
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+
+BAD = [
+    ("not toml", "[machine\n", "not valid TOML"),
+    ("no model", '[machine]\ngpu = ["RTX 4090"]\n', "no [[model]] table"),
+    ("no gpu", '[[model]]\nmodel = "qwen3:8b"\n', "name the machine's cards"),
+    ("unknown table", '[machines]\ngpu = ["RTX 4090"]\n', "unknown table 'machines'"),
+    ("unknown key", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nqaunt = "q4"\n',
+     "unknown key 'qaunt'"),
+    ("bad role", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nrole = "writer"\n',
+     "role must be one of"),
+    ("bad card", '[machine]\ngpu = ["RTX 4900"]\n[[model]]\nmodel = "qwen3:8b"\n', "unknown GPU 'RTX 4900'"),
+    ("bad model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama9:1b"\n', "unknown model"),
+    ("bad users", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nusers = 0\n',
+     "users must be a whole number"),
+    ("string context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ncontext = "8k"\n',
+     "context must be a whole number"),
+    ("tgi", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "tgi"\n',
+     "cardfit stack plans vllm, sglang, llama.cpp, ollama servers"),
+    ("draft alone", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "llama3.2:1b"\nrole = "draft"\n',
+     "needs a chat or vision model above it"),
+    ("draft on ollama", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "llama3.1:8b"\nruntime = "ollama"\n'
+     '[[model]]\nmodel = "llama3.2:1b"\nrole = "draft"\n', "inside a vLLM server"),
+    ("embed a chat model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nrole = "embed"\n',
+     "not a embed model"),
+    ("chat an embedder", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\n', "is a embed model"),
+    ("vision without a tower", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
+     'role = "vision"\n', "no vision tower"),
+    ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ngpus = 2\n',
+     "the machine has 1 cards"),
+    ("swap a vllm model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
+     'resident = false\n', "resident = false is for Ollama models"),
+    ("rerank on ollama", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-reranker-v2-m3"\n'
+     'role = "rerank"\nruntime = "ollama"\n', "Ollama serves no rerankers"),
+    ("long context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\nrole = "embed"\n'
+     'context = 32768\n', "beyond BGE-M3's trained maximum"),
+]
+
+
+@pytest.mark.parametrize("why,text,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_stack_files_get_one_line(tmp_path, run_cli, why, text, message):
+    f = tmp_path / "s.toml"
+    f.write_text(text)
+    code, out, err = run_cli("stack", str(f))
+    assert code == 2, (why, out, err)
+    assert err.startswith("Error: ") and err.count("\n") == 1, err
+    assert message in err, err
+
+
+@pytest.mark.parametrize("args,message", [
+    (("/nonexistent/stack.toml",), "cannot read"),
+    (("stack.yaml",), "TOML"),
+    ((), "give the stack file"),
+])
+def test_bad_paths_get_one_line(tmp_path, run_cli, args, message):
+    if args == ("stack.yaml",):
+        (tmp_path / "stack.yaml").write_text("machine: {}\n")
+        args = (str(tmp_path / "stack.yaml"),)
+    code, _, err = run_cli("stack", *args)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_the_page_starts_from_the_rag_example():
+    """The page's stack panel opens on examples/stacks/rag-4090.toml, as it is."""
+    import html
+    import re
+
+    page = (ROOT / "src" / "cardfit" / "web" / "static" / "index.html").read_text()
+    shown = re.search(r'<textarea id="stack-text"[^>]*>(.*?)</textarea>', page, re.S)
+    assert shown and html.unescape(shown.group(1)) == (EXAMPLES / "rag-4090.toml").read_text()
+
+
+_MODELS = [("qwen3:8b", "chat"), ("llama3.1:70b", "chat"), ("bge-m3", "embed"), ("gemma3:12b", "vision"),
+           ("bge-reranker-v2-m3", "rerank"), ("qwen2.5:32b", "chat"),
+           ("meta-llama/Llama-3.1-8B-Instruct", "chat")]
+_ENTRY = st.fixed_dictionaries(
+    {"pick": st.sampled_from(_MODELS)},
+    optional={"runtime": st.sampled_from(["vllm", "llama.cpp", "ollama"]),
+              "context": st.sampled_from([2048, 8192]), "users": st.sampled_from([1, 4, 16]),
+              "resident": st.booleans(), "quant": st.sampled_from(["fp8", "Q4_K_M", "Q8_0"])})
+_MACHINES = [["RTX 4090"], ["2x H100 SXM"], ["RTX 3090", "RTX 3060 12GB"], ["M1 Max 64GB"], ["2x L40S"]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(machine=st.sampled_from(_MACHINES), entries=st.lists(_ENTRY, min_size=1, max_size=4))
+def test_any_stack_is_an_answer_or_one_error_and_every_card_adds_up(machine, entries):
+    import json
+
+    from cardfit.errors import CardfitError
+
+    text = f"[machine]\ngpu = {json.dumps(machine)}\n"
+    for e in entries:
+        (model, role), rest = e["pick"], {k: v for k, v in e.items() if k != "pick"}
+        text += "[[model]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in
+                                        {"model": model, "role": role, **rest}.items())
+    try:
+        r = cardfit.stack(text=text)
+    except CardfitError:
+        return
+    assert (r["verdict"] == "no") == bool(r["unplaced"])
+    for d in r["devices"]:
+        resident = sum(e["bytes"] for e in d["entries"] if e["resident"])
+        swapped = max((e["bytes"] for e in d["entries"] if not e["resident"]), default=0)
+        assert d["free_bytes"] == d["usable_bytes"] - d["reserved_bytes"] - resident - swapped
+        assert d["free_bytes"] >= 0
+    servers = {e["port"] for d in r["devices"] for e in d["entries"]
+               if e["port"] and e["runtime"] != "ollama"}
+    lines = [ln for ln in r["bundle"]["text"].splitlines() if " --port " in ln]
+    assert len(lines) == len(servers)
+
+
+def test_rent_names_the_cheapest_set_that_holds_the_stack():
+    """--rent: no cheaper priced set of 1, 2, 4 or 8 cards of one kind holds the set (checked by placing the
+    set on every one of them), and the one named does."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+    from cardfit.core.fit import set_price
+
+    r = _stack("70b-draft-lora-2xh100.toml", rent=True)
+    best = r["cheapest"]
+    assert best is not None and _stack("70b-draft-lora-2xh100.toml")["cheapest"] is None
+    spec = stk.read_spec(stk.StackInput(file=str(EXAMPLES / "70b-draft-lora-2xh100.toml")))
+    rules = default_rental()
+    for g in default_gpus():
+        if not g.monthly_usd:
+            continue
+        for n in stk.RENT_COUNTS:
+            price = set_price(g, n, rules)
+            if price < best["monthly_usd"]:
+                assert stk._left(spec.__class__((g,) * n, None, spec.entries), ()) != 0, (g.name, n)
+    g = default_gpus().get(best["gpu"])
+    assert stk._left(spec.__class__((g,) * best["count"], None, spec.entries), ()) == 0
+
+
+def test_models_on_the_command_line_are_a_stack_file(run_json):
+    """--model [ROLE=]NAME repeated, with --gpu, --runtime, --context and --users for every model, is the
+    same set as the file that lists them."""
+    cli = run_json("stack", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--model", "embed=bge-m3",
+                   "--gpu", "RTX 4090", "--runtime", "vllm", "--context", "8192", "--users", "4")
+    text = ('[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\n'
+            'runtime = "vllm"\ncontext = 8192\nusers = 4\n[[model]]\nmodel = "bge-m3"\nrole = "embed"\n'
+            'runtime = "vllm"\ncontext = 8192\nusers = 4\n')
+    assert cli == cardfit.stack(text=text)
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--model", "qwen3:8b"), "name the machine's cards"),
+    (("--model", "qwen3:8b", "--gpu", "RTX 4090", "--text", "[machine]"), "not both"),
+    ((str(EXAMPLES / "rag-4090.toml"), "--context", "4096"), "go with --model"),
+])
+def test_model_options_refused_one_line(run_cli, args, message):
+    code, _, err = run_cli("stack", *args)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_target_names_the_served_model_by_its_number():
+    """A draft below two chat models goes to the one `target` names ([[model]] numbers start at 1), else to
+    the nearest chat model above it."""
+    head = ('[machine]\ngpu = ["H100 SXM"]\n'
+            '[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
+            '[[model]]\nmodel = "Qwen/Qwen2.5-7B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
+            '[[model]]\nmodel = "meta-llama/Llama-3.2-1B-Instruct"\nrole = "draft"\n')
+    for extra, host in (("target = 1\n", 0), ("", 1)):
+        spec = stk.read_spec(stk.StackInput(text=head + extra))
+        assert spec.entries[2].target == host
+        machine, _ = stk.solve(spec, ())
+        (server,) = [p for p in machine.placed if p.server.riders]
+        assert server.server.entry.index == host
+
+
+@pytest.mark.parametrize("ram_gb,says", [(None, "keep 8.3 GB there"), (4, "more than the machine's 4.0 GB"),
+                                         (64, "of the machine's 64.0 GB")])
+def test_system_ram_the_lora_cache_takes(ram_gb, says):
+    text = (EXAMPLES / "70b-draft-lora-2xh100.toml").read_text()
+    if ram_gb:
+        text = text.replace('gpu = ["2x H100 SXM"]', f'gpu = ["2x H100 SXM"]\nram_gb = {ram_gb}')
+    r = cardfit.stack(text=text)
+    (line,) = [n for n in r["notes"] if n.startswith("system RAM")]
+    assert says in line
+    # once per server, not per card
+    host = sum(e["host_bytes"] for d in r["devices"] for e in d["entries"])
+    assert host == 20 * lora_params(default_models().get("llama-3.1-70b"), 16, "all") * 2
