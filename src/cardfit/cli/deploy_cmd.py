@@ -17,6 +17,8 @@ Examples:
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 200 --runtime vllm --budget-usd-month 2000 --json
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --requests-per-s 10 --plot pareto.png
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 64 --runtime vllm --emit k8s > vllm.yaml
+  cardfit deploy meta-llama/Llama-3.1-8B-Instruct --cards 8 --gpu H100
+  cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 16 --runtime vllm --speculative eagle3
 """
 
 
@@ -43,7 +45,14 @@ def deploy(result: DeployReport, inp: Any) -> None:
 
 
 def _load(w: Workload) -> str:
-    load = f"{w.users:,g} users" if w.users is not None else f"{w.requests_per_s:,g} requests/s"
+    if w.users is not None:
+        load = f"{w.users:,g} users" + (f" (the most {w.cards} cards serve)" if w.cards_found_users else "")
+    elif w.requests_per_s is not None:
+        load = f"{w.requests_per_s:,g} requests/s"
+    else:
+        load = f"no load given: the most users {w.cards or 0} cards serve"
+    if w.cards:
+        load += f" · exactly {w.cards} cards"
     return (f"{load} · {w.input_tokens:,} prompt + {w.output_tokens:,} answer tokens · targets: TTFT "
             f"p90 ≤ {w.ttft_ms:,g} ms, TPOT ≤ {w.tpot_ms:,g} ms ({w.tokens_per_s_per_user:,g} "
             "tok/s per user)")
@@ -85,6 +94,10 @@ def _print(r: DeployReport) -> None:
             c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {_runtime(b)} · {b.quant} · "
                     f"KV {b.kv_dtype} · [bold]${fmt_num(b.monthly_usd)}/month[/] ({r.hours_per_month:g} h), "
                     f"${fmt_num(b.cost_per_million_usd or 0, 3)} per M output tokens at this load")
+        if b.speculative:
+            sp = b.speculative
+            c.print(f"  speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at "
+                    f"acceptance {sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")

@@ -142,7 +142,7 @@ def build_context(inp: PlanInput) -> Context:
     from .speculative import choose
 
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
-                   inp.gpu_memory_utilization, gpus, default_rental(), notes, choose(inp, r.model))
+                   inp.gpu_memory_utilization, gpus, default_rental(), notes, choose(inp, r.model, rt))
 
 
 def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: list[str]) -> RuntimeProfile:

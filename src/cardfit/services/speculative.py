@@ -49,8 +49,19 @@ class Choice:
         return out
 
 
-def choose(inp: Any, model: ModelSpec) -> Choice | None:
-    """The input's --speculative, checked against the model (None: off)."""
+def supports(runtime: Any, method: str) -> bool:
+    """Whether the runtime's launch line drafts with `method` (its adapter's SPECULATIVE)."""
+    from ..runtimes import adapter
+
+    return method in getattr(adapter(runtime), "SPECULATIVE", ())
+
+
+def method_of(text: str | None) -> str:
+    return (text or "").strip().partition(":")[0].strip().lower()
+
+
+def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
+    """The input's --speculative, checked against the model and the runtime (None: off)."""
     text = (getattr(inp, "speculative", None) or "").strip()
     tokens, alpha = getattr(inp, "num_speculative_tokens", None), getattr(inp, "acceptance", None)
     if not text:
@@ -63,6 +74,13 @@ def choose(inp: Any, model: ModelSpec) -> Choice | None:
     if method not in table.METHODS:
         raise InputError(f"unknown --speculative '{text}'", field="speculative",
                          hint="one of draft:MODEL, eagle3, mtp, ngram")
+    if runtime is not None and not supports(runtime, method):
+        from ..runtimes import adapter
+
+        can = getattr(adapter(runtime), "SPECULATIVE", ())
+        raise InputError(f"{runtime.name} has no '{method}' speculative decoding"
+                         + (f" (it has {', '.join(can)})" if can else ""), field="speculative",
+                         hint="pick another --speculative, or --runtime vllm / sglang")
     draft = _draft(model, arg.strip()) if method == "draft" else None
     if method != "draft" and arg:
         raise InputError(f"--speculative {method} takes no ':' argument", field="speculative")
