@@ -727,6 +727,8 @@ class GpuPlan(Result):
     replicas: int
     launch: LaunchLine | None  # where the set fits
     decode_tokens_per_s_range: list[float] | None
+    # --speculative: {method, tokens, acceptance, tokens_per_step} (as deploy's deployments); None: off
+    speculative: dict[str, Any] | None = None
 
     flatten = ("launch",)
 
@@ -749,7 +751,8 @@ def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
-                   _speed_range(decode, "decode_tokens_per_s", rt.id))
+                   _speed_range(decode, "decode_tokens_per_s", rt.id),
+                   ctx.speculation.to_json() if ctx.speculation is not None else None)
 
 
 @record
