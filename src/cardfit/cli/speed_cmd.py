@@ -17,6 +17,7 @@ Examples:
   cardfit speed shape-7b --quant bf16 --gpu A40 --filled 0          # the rental guide: ceiling 49.7 tokens/s
   cardfit speed qwen3.5:27b --gpu "RTX 4080" --context 131072 --ram-bandwidth 51.2   # CPU offload
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --plot speed.png --json
+  cardfit speed llama-3.1-8b --gpu H100 --runtime vllm --speculative eagle3 --concurrency 1,16,64,256
 """
 
 
