@@ -42,8 +42,8 @@ class Memory:
 
     @property
     def total_bytes(self) -> int:
-        return (self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes + self.activation_bytes
-                + self.draft_bytes)
+        return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes + self.activation_bytes + (
+            self.draft_bytes)
 
     @property
     def per_card_fixed_bytes(self) -> int:

@@ -263,16 +263,23 @@ def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
     arrivals are independent of the requests in service (1). In a closed loop of m users a request's own
     prompt never rides along with its own decode steps: only the other m - 1 users' prompts do, (m - 1) / m
     of the traffic (one user: none, its prompt and its answer alternate)."""
+    # speculative decoding: a step yields per_step tokens a sequence, so it carries per_step times the
+    # prompt tokens per decode step, and a token takes the step over per_step
+    n = r.per_step
+    return mean_step_s(r, w, batch, others * n) / n
+
+
+def mean_step_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
+    """The mean decode step of tpot_s: `others` × B × I / O prompt tokens ride along per step."""
     b = max(batch, 1.0)
-    n = r.per_step  # tokens a step yields per sequence (speculative decoding: more than one)
-    prompt = others * b * n * w.input_tokens / max(w.output_tokens, 1)
+    prompt = others * b * w.input_tokens / max(w.output_tokens, 1)
     if prompt <= 0:
-        return step_s(r, b, 0.0) / n
+        return step_s(r, b, 0.0)
     chunk = chunk_tokens(r, w, b)
     if prompt >= chunk:  # every step carries prompt tokens
-        return step_s(r, b, prompt) / n
+        return step_s(r, b, prompt)
     share = prompt / chunk
-    return ((1 - share) * step_s(r, b, 0.0) + share * step_s(r, b, chunk)) / n
+    return (1 - share) * step_s(r, b, 0.0) + share * step_s(r, b, chunk)
 
 
 def itl_median_s(r: Replica, w: Workload, batch: float) -> float:

@@ -460,11 +460,12 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
 
 def _draft_kv(s: Setting, inp: DeployInput, rt: RuntimeProfile) -> int:
     """A sequence's drafter cache beside its own (speculative decoding; 0 without): the pool holds both."""
-    if s.ctx.speculation is None or s.ctx.speculation.method == "ngram":
+    spec = getattr(s.ctx, "speculation", None)
+    if spec is None or spec.method == "ngram":
         return 0
     from .speculative import kv_bytes_per_token
 
-    return kv_bytes_per_token(s.ctx.speculation, s.ctx, s.mem.kv_dtype) * kv_held(inp, rt)
+    return kv_bytes_per_token(spec, s.ctx, s.mem.kv_dtype) * kv_held(inp, rt)
 
 
 def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile, per_seq: int,
@@ -783,8 +784,9 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
 def _shown(r: Result) -> tuple:
     """What tells two deployments of the front apart in the answer."""
     s = r.cand.setting
+    spec = getattr(s.ctx, "speculation", None)  # (hand-built results in tests carry a bare context)
     return (r.cand.gpu.id, r.count, s.ctx.runtime.id, s.ctx.quant.name, s.mem.kv_dtype,
-            s.ctx.speculation.method if s.ctx.speculation is not None else None)
+            spec.method if spec is not None else None)
 
 
 def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
@@ -945,7 +947,12 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
         release=release_name(c.setting.ctx.runtime),
-        speculative=c.setting.ctx.speculation.to_json() if c.setting.ctx.speculation is not None else None)
+        speculative=_speculative_view(c.setting.ctx))
+
+
+def _speculative_view(ctx: Any) -> dict[str, Any] | None:
+    spec = getattr(ctx, "speculation", None)
+    return spec.to_json() if spec is not None else None
 
 
 def _ms(x: float) -> float | None:
