@@ -196,3 +196,22 @@ def test_deploy_searches_it_on_and_off(run_json) -> None:
     assert "--speculative-config" in best["command"]
     assert best["tpot_ms"] < (plain["best"]["tpot_ms"] if plain["best"] else float("inf"))
     assert any("speculative decoding (eagle3" in n for n in on["notes"])
+
+
+def test_the_web_api_takes_it_as_the_cli_does(run_json) -> None:
+    """POST /api/plan and /api/deploy take `speculative` (the page's field) and answer what the CLI does;
+    a bad method is a 4xx with the CLI's line, never a 500."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from cardfit.web import create_app
+
+    client = TestClient(create_app())
+    body = {"model": "llama-3.1-8b", "gpu": "H100", "runtime": "vllm", "speculative": "eagle3"}
+    got = client.post("/api/plan", json=body)
+    assert got.status_code == 200
+    cli = run_json("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm", "--speculative", "eagle3")
+    assert got.json()["memory"]["draft_bytes"] == cli["memory"]["draft_bytes"] > 0
+    assert got.json()["gpus"][0]["speculative"] == cli["gpus"][0]["speculative"]
+    bad = client.post("/api/plan", json={**body, "speculative": "medusa"})
+    assert 400 <= bad.status_code < 500 and "unknown --speculative" in bad.json()["error"]

@@ -3,9 +3,9 @@
 
 const $ = (id) => document.getElementById(id);
 const FIELDS = ["model", "quant", "context", "batch", "runtime", "release", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative"];
 const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative"];
 const FLOATS = new Set(["params", "tokens_per_s"]);
 const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
@@ -124,7 +124,7 @@ function td(text, cls) { const c = document.createElement("td"); c.textContent =
 function drawMemory(plan) {
   const m = plan.memory, cards = plan.gpus.slice(0, TOP);
   const parts = [["weights", m.weights_bytes], ["kv", m.kv_cache_bytes], ["overhead", m.overhead_bytes],
-    ["activation", m.activation_bytes]];
+    ["activation", m.activation_bytes], ...(m.draft_bytes ? [["draft", m.draft_bytes]] : [])];  // --speculative
   const label = (c) => `${c.count > 1 ? c.count + "× " : ""}${c.gpu}`;
   // room for the longest card name (about 7 px a character at the chart's font size), never clipped
   const left = Math.max(150, 12 + 7 * Math.max(...cards.map((c) => label(c).length)));
