@@ -47,6 +47,32 @@ def test_vllm_acceptance_length_is_one_plus_accepted_per_draft() -> None:
     assert 0.7 < alpha < 0.8
 
 
+# (accepted, drafted, K, tokens the run made, its target steps, source): the engines' acceptance is accepted
+# / drafted, and a step yields 1 + acceptance x K tokens
+ENGINE_COUNTS = [
+    (12208, 33712, 7, None, 4816, "vLLM issue #26191: num_accepted_tokens 12208, num_draft_tokens 33712, "
+     "num_drafts 4816, mean acceptance length 3.53"),
+    (526, 730, 5, 673, None, "llama.cpp issue #5877: n_predict 673, n_drafted 730, n_accept 526 (72.055 %): "
+     "673 tokens in 673 - 526 = 147 target steps"),
+]
+
+
+@pytest.mark.parametrize("accepted,drafted,k,made,steps,source", ENGINE_COUNTS,
+                         ids=["vllm-eagle3", "llamacpp-draft"])
+def test_a_step_yields_one_plus_acceptance_times_k(accepted: int, drafted: int, k: int, made: int | None,
+                                                   steps: int | None, source: str) -> None:
+    steps = steps or (made - accepted)
+    made = made or steps + accepted
+    # within 1 %: the last step of a run may draft fewer than K
+    assert spc.length_at(accepted / drafted, k) == pytest.approx(made / steps, rel=0.01), source
+
+
+@given(st.floats(1.01, 7.9), st.integers(1, 7))
+def test_a_figure_carried_to_its_own_k_is_itself(length: float, k: int) -> None:
+    length = min(length, k + 1 - 1e-6)
+    assert spc.length_at(spc.acceptance_at(length, k, k), k) == pytest.approx(length, rel=1e-6)
+
+
 @given(st.floats(0.0, 0.99), st.floats(0.0, 0.99), st.integers(0, 16))
 def test_more_acceptance_never_fewer_tokens(a: float, b: float, k: int) -> None:
     lo, hi = sorted((a, b))

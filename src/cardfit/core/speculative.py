@@ -2,12 +2,17 @@
 after them) in one step of K + 1 query tokens per sequence, and keeps the longest accepted prefix plus one
 token of its own.
 
-With each drafted token accepted with probability alpha (independently), a target step yields on average
+The engines report the acceptance as the share of drafted tokens accepted, A = accepted / drafted (vLLM's
+spec-decode metrics "Draft acceptance rate", llama.cpp's "accept", SGLang's accept length - 1 over K), so a
+target step yields on average
 
-    E[tokens] = (1 - alpha^(K+1)) / (1 - alpha)
+    E[tokens] = 1 + A x K
 
-tokens per sequence (Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative
-Decoding", ICML 2023, arXiv:2211.17192, equation 1). A step costs the target's step with K + 1 query tokens
+tokens per sequence (vLLM's "mean acceptance length" = 1 + accepted / drafts, the same count). A figure
+measured at one K is carried to another through the chain model in which each drafted token is accepted with
+probability alpha, independently, until the first rejection: E[tokens] = (1 - alpha^(K+1)) / (1 - alpha)
+(Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative Decoding", ICML 2023,
+arXiv:2211.17192, equation 1). A step costs the target's step with K + 1 query tokens
 per sequence (core/speed.py `step`: the weights are read once, each sequence's cache once, the FLOPs are
 those of every token) plus K steps of the drafter. At one sequence the verification is as memory-bound as a
 plain step and the gain is about E[tokens]; as the batch grows the step becomes compute-bound, the K + 1
@@ -35,7 +40,7 @@ from dataclasses import replace
 
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
-from .speed import Load, Machine, link_seconds, step
+from .speed import Load, Machine, link_seconds, per_layer_s, step
 
 # EAGLE-3 heads predict over a reduced vocabulary (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json
 # "draft_vocab_size": 32000, the vocabulary SpecForge trains its heads with as well)
@@ -70,10 +75,25 @@ def rate_for_length(length: float, tokens: int) -> float:
     return (lo + hi) / 2
 
 
+def length_at(acceptance: float, tokens: int) -> float:
+    """Mean tokens a step yields with K = `tokens` drafts of which the share `acceptance` is accepted."""
+    return 1 + min(max(acceptance, 0.0), 1.0) * max(tokens, 0)
+
+
+def acceptance_at(length: float, measured_at: int, tokens: int) -> float:
+    """The accepted share at K = `tokens` of a drafter whose steps yielded `length` tokens at K =
+    `measured_at`: its per-token rate in the chain model (rate_for_length), then that model's length at K."""
+    if tokens <= 0:
+        return 0.0
+    alpha = rate_for_length(length, measured_at)
+    return (tokens_per_step(alpha, tokens) - 1) / tokens
+
+
 @record(slots=True)
 class Speculation:
-    """What a step of speculative decoding does: K drafted tokens per sequence at acceptance alpha, and the
-    drafter's per-token work on the target's cards (None: drafting costs no GPU time, n-gram lookup)."""
+    """What a step of speculative decoding does: K drafted tokens per sequence of which the share
+    `acceptance` is accepted, and the drafter's per-token work on the target's cards (None: drafting costs no
+    GPU time, n-gram lookup)."""
 
     method: str
     tokens: int
@@ -82,7 +102,7 @@ class Speculation:
 
     @property
     def per_step(self) -> float:
-        return tokens_per_step(self.acceptance, self.tokens)
+        return length_at(self.acceptance, self.tokens)
 
 
 def layer_params(m: ModelSpec) -> float:
@@ -129,6 +149,14 @@ def verify_link_s(load: Load, mc: Machine, sequences: int, extra_tokens: float) 
     return link_seconds(load, mc, sequences + round(extra_tokens)) - link_seconds(load, mc, sequences)
 
 
+def verify_overhead_s(load: Load, mc: Machine, sequences: int, tokens: int) -> float:
+    """What a verification step's fixed time per layer adds over a decode step's: a runtime that replays only
+    single-token steps as a CUDA graph launches a step of K + 1 tokens per sequence eagerly (core/speed.py
+    per_layer_s: llama.cpp), where a step of `sequences` tokens alone would replay its graph."""
+    b = max(sequences, 1)
+    return load.layers * (per_layer_s(mc, b * (tokens + 1)) - per_layer_s(mc, b))
+
+
 def draft_s(spec: Speculation, mc: Machine, sequences: int) -> float:
     """The drafter's time in one speculative step: K of its decode steps for `sequences` sequences."""
     if spec.draft is None or spec.tokens <= 0:
@@ -143,7 +171,8 @@ def per_token_s(load: Load, mc: Machine, sequences: int, spec: Speculation) -> f
     b = max(sequences, 1)
     k = spec.tokens
     verify = verify_load(load, k + 1)
-    seconds = step(verify, mc, b).seconds + verify_link_s(load, mc, b, b * k) + draft_s(spec, mc, b)
+    seconds = (step(verify, mc, b).seconds + verify_link_s(load, mc, b, b * k)
+               + verify_overhead_s(load, mc, b, k) + draft_s(spec, mc, b))
     return seconds / spec.per_step
 
 

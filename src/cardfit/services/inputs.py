@@ -223,9 +223,10 @@ class SpeculativeInput(Input):
                                   max_length=256)
     num_speculative_tokens: int | None = opt(None, "tokens drafted per step (K) with --speculative; default: "
                                              "the K its published acceptance was measured at", ge=1, le=32)
-    acceptance: float | None = opt(None, "with --speculative: the chance a drafted token is accepted (0-1); "
-                                   "default: the published figure for the method (data/speculative.toml)",
-                                   gt=0, lt=1)
+    acceptance: float | None = opt(None, "with --speculative: the share of drafted tokens accepted (0-1], as "
+                                   "vLLM, SGLang and llama.cpp log it (accepted / drafted; a step yields 1 + "
+                                   "A x K tokens); default: the published figure for the method "
+                                   "(data/speculative.toml)", gt=0, le=1)
 
 
 @record

@@ -31,14 +31,14 @@ class Choice:
 
     method: str  # draft | eagle3 | mtp | ngram
     tokens: int  # K: drafted tokens per step
-    acceptance: float  # alpha: the chance each drafted token is accepted
+    acceptance: float  # the share of drafted tokens accepted (accepted / drafted, as the engines log it)
     source: str  # "given", or where the default acceptance is published
     draft_model: ModelSpec | None = None
     mtp_layers: int = 0
 
     @property
     def tokens_per_step(self) -> float:
-        return spc.tokens_per_step(self.acceptance, self.tokens)
+        return spc.length_at(self.acceptance, self.tokens)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method, "tokens": self.tokens,
@@ -87,8 +87,9 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
     layers = _mtp(model) if method == "mtp" else 0
     row = table.acceptance_for(method, model.id)
     k = tokens or row.tokens
-    if alpha is None:
-        alpha = row.acceptance or spc.rate_for_length(row.acceptance_length, row.tokens)
+    if alpha is None:  # the published figure, carried to this K (core/speculative.py acceptance_at)
+        length = row.acceptance_length or spc.length_at(row.acceptance, row.tokens)
+        alpha = spc.acceptance_at(length, row.tokens, k)
         source = row.source
     else:
         source = "given"
