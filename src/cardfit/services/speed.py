@@ -205,6 +205,8 @@ class SpeedReport(Result):
     # the engine release timed (--runtime NAME@RELEASE, else the current one: data/releases.toml); None for a
     # runtime cardfit knows no releases of
     release: str | None = None
+    # --speculative: {method, tokens, acceptance, tokens_per_step}, timed in every row; None: off
+    speculative: dict[str, Any] | None = None
 
     omit_none = ("plot",)
 
@@ -282,6 +284,7 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
                                 rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
         rows=rows(s, inp),
         notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)),
+        speculative=ctx.speculation.to_json() if ctx.speculation is not None else None,
     )
     if inp.plot:
         from dataclasses import replace
