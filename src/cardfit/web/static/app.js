@@ -10,7 +10,8 @@ const FLOATS = new Set(["params", "tokens_per_s"]);
 const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
 const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
-  "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime" };
+  "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime",
+  "d-cards": "cards" };
 const TARGET_WORDS = { ttft_ms: "TTFT p90", tpot_ms: "TPOT" };  // deploy's `failing.target`, as the CLI says it
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOP = 12;  // cards in the chart and, until "show more", in the table
@@ -422,6 +423,7 @@ function deployBody() {
   if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
   for (const id of ["d-input", "d-output"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
   for (const id of ["d-ttft", "d-tpot"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
+  if (n("d-cards") !== undefined) body.cards = Math.round(n("d-cards"));  // --cards N: exactly N cards
   const release = $("d-release").value.trim();
   if ($("d-runtime").value) body.runtime = $("d-runtime").value + (release ? "@" + release : "");
   if ($("gpu").value.trim()) body.gpu = [$("gpu").value.trim()];
@@ -503,7 +505,9 @@ async function deploy() {
     const r = await api("/api/deploy", body);
     if (mine !== deploySeq) return;
     const w = r.workload, b = r.best;
-    $("deploy-load").textContent = (w.users !== null ? `${num(w.users)} users` : `${w.requests_per_s} requests/s`) +
+    const load = w.users !== null ? `${num(w.users)} users` + (w.cards_found_users ? ` (the most ${w.cards} cards serve)` : "") :
+      w.requests_per_s !== null ? `${w.requests_per_s} requests/s` : `no load: the most users ${w.cards} cards serve`;
+    $("deploy-load").textContent = load + (w.cards ? ` · exactly ${w.cards} cards` : "") +
       ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms`;
     const d = b || r.closest;
     if (b) {
