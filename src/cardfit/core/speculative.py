@@ -106,8 +106,8 @@ class Speculation:
 
 
 def layer_params(m: ModelSpec) -> float:
-    """One decoder layer's parameters: the model's less its embedding and head, over its layers (the active
-    ones for an MoE: an EAGLE-3 head of an MoE model is a dense layer of about its active width)."""
+    """One decoder layer's parameters: the model's less its embedding and head, over its layers (all of
+    them: an MTP layer of an MoE model holds its experts; eagle3_params takes the active ones)."""
     embed = m.vocab * (m.hidden or 0) * (1 if m.tied_embeddings else 2)
     return max((m.text_params or m.params) - embed, 0) / max(m.layers, 1)
 
