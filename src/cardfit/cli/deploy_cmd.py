@@ -21,6 +21,8 @@ Examples:
   cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 32 --shared-prefix-tokens 800
   cardfit deploy meta-llama/Llama-3.1-70B-Instruct --requests-per-s 5 --turns 10 --sessions 3000 \
     --input-tokens 2000 --output-tokens 500 --runtime vllm --kv-offload-gb 1000
+  cardfit deploy meta-llama/Llama-3.1-8B-Instruct --cards 8 --gpu H100
+  cardfit deploy meta-llama/Llama-3.1-8B-Instruct --users 16 --runtime vllm --speculative eagle3
 """
 
 
@@ -47,7 +49,14 @@ def deploy(result: DeployReport, inp: Any) -> None:
 
 
 def _load(w: Workload) -> str:
-    load = f"{w.users:,g} users" if w.users is not None else f"{w.requests_per_s:,g} requests/s"
+    if w.users is not None:
+        load = f"{w.users:,g} users" + (f" (the most {w.cards} cards serve)" if w.cards_found_users else "")
+    elif w.requests_per_s is not None:
+        load = f"{w.requests_per_s:,g} requests/s"
+    else:
+        load = f"no load given: the most users {w.cards or 0} cards serve"
+    if w.cards:
+        load += f" · exactly {w.cards} cards"
     reuse = f" ({w.shared_prefix_tokens:,} shared)" if w.shared_prefix_tokens else ""
     if w.turns > 1:
         reuse += f" a turn, {w.turns} turns a session (mean prompt {w.prompt_tokens_mean:,} with the history)"
@@ -91,6 +100,10 @@ def _print(r: DeployReport) -> None:
             c.print(f"Cheapest that meets every target: [bold]{_shape(b)}[/] · {_runtime(b)} · {b.quant} · "
                     f"KV {b.kv_dtype} · [bold]${fmt_num(b.monthly_usd)}/month[/] ({r.hours_per_month:g} h), "
                     f"${fmt_num(b.cost_per_million_usd or 0, 3)} per M output tokens at this load")
+        if b.speculative:
+            sp = b.speculative
+            c.print(f"  speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at "
+                    f"acceptance {sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "
                 f"tok/s served · headroom {r.headroom or 0:,.2f}× the traffic before a target breaks")

@@ -19,6 +19,7 @@ Examples:
   cardfit plan meta-llama/Llama-3.3-70B-Instruct --quant fp8 --context 32768 --runtime vllm
   cardfit plan llama-3.1-405b --quant int4 --context 8192 --json
   cardfit plan --params 70e9 --layers 80 --kv-heads 8 --head-dim 128 --quant fp8 --context 8192
+  cardfit plan llama-3.1-8b --gpu "RTX 4090" --runtime llama.cpp --quant Q8_0 --speculative draft:llama-3.2-1b
 """
 
 

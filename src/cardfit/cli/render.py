@@ -63,6 +63,8 @@ def memory_table(mem: MemoryView, unit: str) -> Table:
          if mem.unified_memory else "CUDA context, framework, graphs"),
         ("activations", mem.activation_bytes, mem.activation_bytes_range, "prefill workspace"),
     ]
+    if mem.draft_bytes:  # --speculative: the drafter's weights and its KV cache
+        rows.append(("speculative drafter", mem.draft_bytes, None, "weights and KV cache (--speculative)"))
     for name, b, r, how in rows:
         t.add_row(name, fmt_bytes(b, unit).rsplit(" ", 1)[0], range_text(r, unit), how)
     t.add_row("[bold]total[/]", f"[bold]{fmt_bytes(mem.total_bytes, unit).rsplit(' ', 1)[0]}[/]",

@@ -20,6 +20,7 @@ Examples:
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --plot speed.png --json
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --runtime vllm --input-tokens 2000 \
 --output-tokens 500 --turns 10 --sessions 100 --kv-offload-gb 400   # chat histories, a host KV tier
+  cardfit speed llama-3.1-8b --gpu H100 --runtime vllm --speculative eagle3 --concurrency 1,16,64,256
 """
 
 

@@ -63,10 +63,17 @@ class Option:
         return self.verdict in (FITS, TIGHT)
 
 
+def drafter_bytes(mem: Memory) -> int:
+    """A speculative drafter's weights and cache (Memory.draft_bytes); 0 for a need without one (the training
+    split of services/finetune.py has the same terms and no drafter)."""
+    return getattr(mem, "draft_bytes", 0)
+
+
 def need_on(mem: Memory, count: int, kv_copies: float = 1.0) -> int:
     """Weights and cache split across the cards; every card pays its own context and workspace; a
     tensor-parallel set may hold more than one copy of the cache (core/kv.py kv_replication)."""
-    return mem.weights_bytes + round(mem.kv_cache_bytes * kv_copies) + count * mem.per_card_fixed_bytes
+    return (mem.weights_bytes + drafter_bytes(mem) + round(mem.kv_cache_bytes * kv_copies)
+            + count * mem.per_card_fixed_bytes)
 
 
 def set_price(gpu: Gpu, count: int, rules: RentalRules) -> float | None:
@@ -141,7 +148,7 @@ def classify_many(need: int, budgets: list[int] | CardBudgets, rules: RentalRule
 def kv_room(mem: Memory, budget_bytes: int, count: int) -> int:
     """What a set's budget leaves for the KV cache once the weights and every card's fixed bytes are in
     (vLLM's pool: total × gpu_memory_utilization − weights − activation peak − non-torch − CUDA graphs)."""
-    return budget_bytes - (mem.weights_bytes + count * mem.per_card_fixed_bytes)
+    return budget_bytes - (mem.weights_bytes + drafter_bytes(mem) + count * mem.per_card_fixed_bytes)
 
 
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *,
@@ -176,7 +183,9 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
 
 def _on_gpu(mem: Memory, budget: int) -> tuple[int, int]:
     """(layer bytes a card holds beside its fixed workspace, layer bytes: weights + KV cache)."""
-    return max(budget - mem.per_card_fixed_bytes, 0), mem.weights_bytes + mem.kv_cache_bytes
+    # a speculative drafter (draft_bytes) stays on the card whole: the layers share what it leaves
+    held = max(budget - mem.per_card_fixed_bytes - drafter_bytes(mem), 0)
+    return held, mem.weights_bytes + mem.kv_cache_bytes
 
 
 def offload_ram_bytes(mem: Memory, budget: int) -> int:

@@ -37,10 +37,13 @@ class Memory:
     kv_dtype: str
     host_weights_bytes: int = 0  # weights the runtime keeps in system RAM (llama.cpp: token_embd)
     unified_memory: bool = False  # Apple silicon: no CUDA context; the overhead line is Metal's
+    # speculative decoding's drafter: its weights and its KV cache (core/speculative.py; 0: none)
+    draft_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes + self.activation_bytes
+        return self.weights_bytes + self.kv_cache_bytes + self.overhead_bytes + self.activation_bytes + (
+            self.draft_bytes)
 
     @property
     def per_card_fixed_bytes(self) -> int:

@@ -43,6 +43,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..catalog.records import record
+from .speculative import Speculation, draft_s, verify_link_s, verify_overhead_s
 from .speed import Load, Machine, link_seconds, step
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
@@ -104,6 +105,14 @@ class Replica:
     # decode steps between the step that computes a token and its response leaving the engine (TensorRT-LLM's
     # overlap scheduler: runtimes.toml response_lag_steps): every token, the first included, arrives late
     response_lag: int = 0
+    # speculative decoding (core/speculative.py): each decode step verifies K + 1 tokens per sequence after
+    # K drafter steps and yields `per_step` tokens per sequence on average (None: one token a step)
+    spec: Speculation | None = None
+
+    @property
+    def per_step(self) -> float:
+        """Mean output tokens a decode step yields per sequence."""
+        return self.spec.per_step if self.spec is not None else 1.0
 
 
 @record(slots=True)
@@ -131,14 +140,16 @@ def stage(load: Load, pp: int) -> Load:
                    flops_per_token=load.flops_per_token / pp, layers=-(-load.layers // pp))
 
 
-def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float) -> tuple[Load, int]:
-    """The load of one step that decodes `decode` sequences and prefills `prompt_tokens` tokens, written as
-    `step(load, machine, max(decode, 1))`: FLOPs and expert reads of all tokens, KV reads of the decodes."""
+def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float,
+           per_sequence: int = 1) -> tuple[Load, int]:
+    """The load of one step that decodes `decode` sequences (`per_sequence` query tokens each: K + 1 when it
+    verifies speculated tokens) and prefills `prompt_tokens` tokens, written as `step(load, machine,
+    max(decode, 1))`: FLOPs and expert reads of all tokens, KV reads of the decodes (once per sequence)."""
     b = max(decode, 1)
     sh = load.shares
     if sh.experts and sh.route < 1:  # experts touched by all the step's tokens, spread over b "sequences"
-        sh = replace(sh, route=1 - (1 - sh.route) ** ((decode + prompt_tokens) / b))
-    flops = (decode * load.flops_per_token + prompt_tokens * prefill_flops) / b
+        sh = replace(sh, route=1 - (1 - sh.route) ** ((decode * per_sequence + prompt_tokens) / b))
+    flops = (decode * per_sequence * load.flops_per_token + prompt_tokens * prefill_flops) / b
     return Load(load.weights_bytes, sh, load.kv_bytes * decode // b, flops, load.layers, load.hidden,
                 load.cpu_weight_fraction, load.cpu_expert_fraction, kv_split=load.kv_split), b
 
@@ -166,7 +177,8 @@ def _stepping(r: Replica) -> Replica:
     set of the same card) time their steps once (as one interned object)."""
     return _one_stepping(Replica(r.load, r.machine, r.prefill_flops_per_token, 0, 0, r.pp, r.hop_latency_s,
                                  r.hop_gbps, prompt_tokens=r.prompt_tokens,
-                                 prefill_attention_flops_per_token=r.prefill_attention_flops_per_token))
+                                 prefill_attention_flops_per_token=r.prefill_attention_flops_per_token,
+                                 spec=r.spec))
 
 
 @lru_cache(maxsize=4096)
@@ -186,12 +198,16 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     micro-batches: read nothing here (nor in what this calls) that _stepping leaves out
     (tests/test_search_memos.py holds the two equal)."""
     micro_prompt = prompt_tokens / r.pp
-    load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp)
+    k = r.spec.tokens if r.spec is not None and micro_decode else 0  # tokens verified beyond one a sequence
+    load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp, k + 1)
     mc = r.machine
     if mc.serial_gemm and micro_prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         mc = replace(mc, serial_gemm=False)
     t = step(load, mc, b).seconds + _prompt_link_s(load, mc, b, micro_prompt)
-    return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
+    if k:  # the drafted tokens' all-reduces, and the drafter's own steps (core/speculative.py)
+        t += (verify_link_s(load, mc, b, micro_decode * k) + verify_overhead_s(r.load, mc, micro_decode, k)
+              + draft_s(r.spec, mc, micro_decode))
+    return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode * (k + 1) + micro_prompt)
 
 
 def prompt_flops(r: Replica, prompt_tokens: float) -> float:
@@ -266,6 +282,14 @@ def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
     arrivals are independent of the requests in service (1). In a closed loop of m users a request's own
     prompt never rides along with its own decode steps: only the other m - 1 users' prompts do, (m - 1) / m
     of the traffic (one user: none, its prompt and its answer alternate)."""
+    # speculative decoding: a step yields per_step tokens a sequence, so it carries per_step times the
+    # prompt tokens per decode step, and a token takes the step over per_step
+    n = r.per_step
+    return mean_step_s(r, w, batch, others * n) / n
+
+
+def mean_step_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
+    """The mean decode step of tpot_s: `others` × B × I / O prompt tokens ride along per step."""
     b = max(batch, 1.0)
     prompt = others * b * prefilled(w) / max(w.output_tokens, 1)
     if prompt <= 0:
@@ -282,11 +306,12 @@ def itl_median_s(r: Replica, w: Workload, batch: float) -> float:
     alone while fewer than half the steps carry a prompt chunk (the chunk steps are the long tail of the
     gaps, not their middle), else the step that carries one."""
     b = max(batch, 1.0)
-    prompt = b * prefilled(w) / max(w.output_tokens, 1)
+    n = r.per_step  # a speculative step's tokens arrive together: the gap is the step over its tokens
+    prompt = b * n * prefilled(w) / max(w.output_tokens, 1)
     chunk = chunk_tokens(r, w, b) if w.input_tokens else 0.0
     if prompt <= 0 or prompt < chunk / 2:
-        return step_s(r, b, 0.0)
-    return step_s(r, b, max(chunk, prompt))  # a chunk step; every step's budget full above one chunk
+        return step_s(r, b, 0.0) / n
+    return step_s(r, b, max(chunk, prompt)) / n  # a chunk step; every step's budget full above one chunk
 
 
 def prefill_s(r: Replica, w: Workload, batch: float) -> float:

@@ -133,6 +133,34 @@ def _whole(name: str, value: int, low: int = 1) -> int:
 
 
 HEAD_NODE_IP = "HEAD_NODE_IP"  # the head node's address in a multi-node line (ServeFlags.nodes), to fill in
+# an EAGLE-3 head trained for the model, to fill in: the catalog names no head checkpoints
+EAGLE3_HEAD = "EAGLE3_HEAD"
+
+
+@record(slots=True)
+class SpecLaunch:
+    """Speculative decoding on a launch line: the method (draft, eagle3, mtp, ngram), the tokens drafted a
+    step, and the draft model as the runtime loads it (the draft method; EAGLE3_HEAD for eagle3)."""
+
+    method: str
+    tokens: int
+    draft: str | None = None
+
+
+def with_speculative(engine: object, launch: Launch, spec: SpecLaunch) -> Launch:
+    """The launch line with the adapter's speculative-decoding flags (its `speculative_flags`, for the
+    methods its SPECULATIVE names); InputError where the runtime has no such method."""
+    methods = getattr(engine, "SPECULATIVE", ())
+    if spec.method not in methods:
+        can = f"; it has {', '.join(methods)}" if methods else ""
+        raise InputError(f"{launch.runtime} has no '{spec.method}' speculative decoding{can}",
+                         field="speculative", hint="pick another --speculative or --runtime")
+    flags = engine.speculative_flags(spec)  # type: ignore[attr-defined]
+    notes = launch.notes
+    if spec.method == "eagle3":
+        notes = (*notes, f"{EAGLE3_HEAD}: an EAGLE-3 head trained for this model (e.g. "
+                         "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B for Llama 3.1 8B Instruct)")
+    return replace(launch, argv=(*launch.argv, *flags), notes=notes)
 
 
 def nodes_flags(nodes: int, flag_nodes: str, flag_rank: str, addr_flag: str,
@@ -230,7 +258,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
           replicas: int = 1, one_node: bool = False, engine: object | None = None,
-          kv_offload_gb: float = 0.0) -> Launch:
+          kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -262,6 +290,8 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
             raise InputError(f"{runtime} has no host KV tier cardfit launches", field="kv_offload_gb",
                              hint="vLLM and SGLang have one")
         launch = replace(launch, argv=(*launch.argv, *flags(args)))
+    if speculative is not None:
+        launch = with_speculative(engine, launch, speculative)
     if replicas > launch.replicas:
         cards = tp * pp
         launch = replace(launch, notes=(*launch.notes, replicas_note(replicas, cards)))

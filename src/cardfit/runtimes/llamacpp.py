@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..catalog.records import record
-from .launch import Launch, LaunchArgs
+from .launch import Launch, LaunchArgs, SpecLaunch
 from .llamacpp_like import LlamaCppLike
 
 
@@ -13,6 +13,12 @@ class LlamaCpp(LlamaCppLike):
     # -ctk/-ctv cache types (common/arg.cpp kv_cache_types)
     KV_NAMES = {"q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
                 "iq4_nl": "iq4_nl", "f32": "f32"}
+
+    SPECULATIVE = ("draft",)  # a draft model (-md); llama-server has no EAGLE or MTP drafting
+
+    def speculative_flags(self, s: SpecLaunch) -> list[str]:
+        # the draft's layers all on the card (-ngld), at most K drafted tokens a step (--draft-max)
+        return ["-md", s.draft or "", "-ngld", "999", "--draft-max", str(s.tokens)]
 
     def model_ref(self, *, asked: str | None, model_id: str, hf: str | None, tag: str | None,
                   quant: str) -> str:

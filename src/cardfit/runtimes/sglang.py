@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from ..catalog.records import record
-from .launch import Launch, LaunchArgs, ServeFlags, serve_line
+from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .vllm_like import VllmLike
 
 FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-length",
@@ -22,6 +22,10 @@ class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
 
+    # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
+    # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")
+    SPECULATIVE = {"draft": "STANDALONE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
                           self.ONLINE_QUANT)
@@ -32,6 +36,14 @@ class SGLang(VllmLike):
         size_per_token, the rank's share of a token), so the copy's GB over its tp x pp ranks."""
         per_rank = max(math.floor(a.kv_offload_gb / (a.tp * a.pp)), 1)
         return ["--enable-hierarchical-cache", "--hicache-size", str(per_rank)]
+
+    def speculative_flags(self, s: SpecLaunch) -> list[str]:
+        argv = ["--speculative-algorithm", self.SPECULATIVE[s.method]]
+        if s.draft:
+            argv += ["--speculative-draft-model-path", s.draft]
+        if s.method != "ngram":  # a chain of K drafts (top-k 1): K steps, K + 1 tokens verified
+            argv += ["--speculative-num-steps", str(s.tokens), "--speculative-eagle-topk", "1"]
+        return argv + ["--speculative-num-draft-tokens", str(s.tokens + 1)]
 
 
 ADAPTER = SGLang

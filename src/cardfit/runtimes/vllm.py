@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 from ..catalog.records import record
-from .launch import Launch, LaunchArgs, ServeFlags, serve_line
+from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .vllm_like import VllmLike
 
 FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
@@ -22,6 +23,10 @@ class Vllm(VllmLike):
     KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # vLLM CacheDType
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QuantizationMethods)
 
+    # --speculative-config's "method" (vllm/config/speculative.py SpeculativeConfig.method: "ngram",
+    # "eagle3", "draft_model", "mtp"), by cardfit's name
+    SPECULATIVE = {"draft": "draft_model", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("vllm", "serve"), [model], FLAGS, self.ONLINE_QUANT)
 
@@ -31,6 +36,13 @@ class Vllm(VllmLike):
         kv_offloading_size; tests/v1/kv_connector: 8 GiB at TP 2 x PP 2 is 2 GiB per rank)."""
         gib = math.floor(a.kv_offload_gb * 1e9 / 2**30 * 100) / 100
         return ["--kv-offloading-backend", "native", "--kv-offloading-size", f"{gib:g}"]
+
+    def speculative_flags(self, s: SpecLaunch) -> list[str]:
+        config: dict[str, object] = {"method": self.SPECULATIVE[s.method]}
+        if s.draft:
+            config["model"] = s.draft
+        config["num_speculative_tokens"] = s.tokens
+        return ["--speculative-config", json.dumps(config)]
 
 
 ADAPTER = Vllm

@@ -30,7 +30,7 @@ from ..core.search import largest_true, largest_true_ratio, smallest_true
 from ..core.uncertainty import value_range
 from ..errors import CardfitError, InputError
 from . import served, table
-from .inputs import MAX_CONTEXT, ModelInput, opt
+from .inputs import MAX_CONTEXT, ModelInput, SpeculativeInput, opt
 from .launch_line import launch_command, launch_of
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ PARETO_COST_SPAN = 4.0
 
 
 @record
-class DeployInput(ModelInput):
+class DeployInput(ModelInput, SpeculativeInput):
     users: float | None = opt(None, "concurrent users, each with one request in flight (closed loop, like "
                               "`vllm bench serve --max-concurrency`)", gt=0, le=10_000_000)
     requests_per_s: float | None = opt(None, "arrival rate of requests (Poisson), instead of --users",
@@ -95,6 +95,9 @@ class DeployInput(ModelInput):
                             "on load (FP8 on vLLM/SGLang); Q4_K_M, Q8_0 for llama.cpp/Ollama", max_length=64)
     kv_dtype: str | None = opt(None, "KV cache type; default: search 16-bit and 8-bit", max_length=16)
     max_cards: int | None = opt(None, "at most this many cards in all", ge=1, le=100_000)
+    cards: int | None = opt(None, "exactly this many cards of one kind (with --gpu: that card): the best "
+                            "layout on them for the load; without --users / --requests-per-s, the most users "
+                            "they serve within the targets", ge=1, le=100_000)
     max_nodes: int = opt(4, "at most this many 8-card nodes per replica", ge=1, le=64)
     budget_usd_month: float | None = opt(None, "at most this rent per month, USD", gt=0, le=1e9)
     plot: str | None = opt(None, "write the Pareto chart (.png or .svg)", max_length=4096)
@@ -132,9 +135,14 @@ class DeployInput(ModelInput):
 
 
 def check(inp: DeployInput) -> None:
-    if (inp.users is None) == (inp.requests_per_s is None):
+    if inp.users is not None and inp.requests_per_s is not None:
         raise InputError("give the load: --users N (concurrent) or --requests-per-s R, one of the two",
                          field="users")
+    if inp.users is None and inp.requests_per_s is None and not inp.cards:
+        raise InputError("give the load: --users N (concurrent) or --requests-per-s R, one of the two "
+                         "(or --cards N alone: the most users N cards serve)", field="users")
+    if inp.cards and inp.max_cards:
+        raise InputError("give --cards (exactly) or --max-cards (at most), not both", field="cards")
     if inp.tpot_ms is not None and inp.tokens_per_s_per_user is not None:
         raise InputError("give --tpot-ms or --tokens-per-s-per-user, not both", field="tpot_ms")
     if inp.sessions is not None and inp.turns == 1:
@@ -308,6 +316,18 @@ def _kv_options(inp: DeployInput, rt: RuntimeProfile) -> list[str | None]:
     return [None, rt.kv_cache_8bit] if rt.kv_cache_8bit else [None]
 
 
+def _spec_options(inp: DeployInput, rt: RuntimeProfile) -> list[dict[str, Any]]:
+    """--speculative: searched off and on where the runtime drafts that way (services/speculative.py
+    supports), off alone elsewhere."""
+    from .speculative import method_of, supports
+
+    off: dict[str, Any] = {}
+    if not inp.speculative or not supports(rt, method_of(inp.speculative)):
+        return [off]
+    return [off, {"speculative": inp.speculative, "num_speculative_tokens": inp.num_speculative_tokens,
+                  "acceptance": inp.acceptance}]
+
+
 def _quality(q: Quant) -> str | None:
     """What cardfit knows of the quality cost: GGUF perplexity (data/quality.toml), else nothing."""
     from ..catalog.loader import builtin
@@ -429,12 +449,12 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
         for qname in _quants(inp, rt, resolved):
             if rt.weights_format == "gguf" and not gguf_holds(default_quants().get(qname)):
                 continue  # FP8, AWQ/GPTQ, NF4: checkpoint formats a GGUF runtime does not load
-            for kvd in _kv_options(inp, rt):
+            for kvd, spec in ((k, v) for k in _kv_options(inp, rt) for v in _spec_options(inp, rt)):
                 slots = (0,) if rt.paged_kv else SLOTS  # llama-server -np / OLLAMA_NUM_PARALLEL
                 for n in slots:
                     try:
                         ctx = build_context(_plan_input(inp, runtime=rt.named, quant=qname, kv_dtype=kvd,
-                                                        context=length, batch=max(n, 1)))
+                                                        context=length, batch=max(n, 1), **spec))
                     except CardfitError as e:
                         # a --kv-dtype one of the searched runtimes does not take (Ollama: no bf16) leaves
                         # that runtime out; the others still answer
@@ -470,7 +490,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
         per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
-                                                    kv_dtype=each.mem.kv_dtype))
+                                                    kv_dtype=each.mem.kv_dtype)) + _draft_kv(each, inp, rt)
         shared = shared_tokens(inp, rt)  # held once in the pool
         shared_bytes = engine.kv_bytes(m, MemorySettings(context=shared, sequences=1,
                                                          kv_dtype=each.mem.kv_dtype)) if shared else 0
@@ -523,6 +543,16 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                                      margin, inp))  # the option's price: fitting.set_price of the set
                 one_node = one_node or nodes == 1
     return out
+
+
+def _draft_kv(s: Setting, inp: DeployInput, rt: RuntimeProfile) -> int:
+    """A sequence's drafter cache beside its own (speculative decoding; 0 without): the pool holds both."""
+    spec = getattr(s.ctx, "speculation", None)
+    if spec is None or spec.method == "ngram":
+        return 0
+    from .speculative import kv_bytes_per_token
+
+    return kv_bytes_per_token(spec, s.ctx, s.mem.kv_dtype) * kv_held(inp, rt)
 
 
 def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile, per_seq: int,
@@ -883,6 +913,54 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
     return sorted(found, key=_rank)
 
 
+def on_cards(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
+    """--cards N: each set that splits N cards evenly, at the N / set replicas that fill them, where it meets
+    the targets (cheapest first: the kinds of card differ in rent)."""
+    found = []
+    for c in cands:
+        res = evaluate(inp, c, (inp.cards or c.cards) // c.cards, t)
+        if res.meets and _within(inp, res):
+            found.append(res)
+    return sorted(found, key=_rank)
+
+
+def most_users(inp: DeployInput, cands: list[Candidate],
+               t: Targets) -> tuple[DeployInput, list[Candidate], bool]:
+    """--cards N with no load: the most users (closed loop) any set filling the N cards serves within the
+    targets, the sets that serve that many (the input then asks for them) and True; the input with one user,
+    every set and False where not even one is served (the answer then says what fails)."""
+    best, reach = 1.0, 0
+    served_by: dict[int, list[Candidate]] = {}
+    for c in cands:
+        n = _most_users_on(replace(inp, users=1.0), c, (inp.cards or c.cards) // c.cards, t)
+        served_by.setdefault(n, []).append(c)
+        reach = max(reach, n)
+    if reach >= 1:
+        best = float(reach)
+        cands = [replace(c, inp=replace(c.inp, users=best)) for c in served_by[reach]]
+    return replace(inp, users=best), cands, reach >= 1
+
+
+# users one replica may be asked to serve at most in the --cards search: every scheduled slot, then as many
+# again waiting (their TTFT grows with each, so the targets stop it long before)
+MOST_USERS_PER_SLOT = 2
+
+
+def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) -> int:
+    """The most users `replicas` copies of candidate `c` serve within the targets (0: not one)."""
+    def meets(n: int) -> bool:
+        return evaluate(inp, c, replicas, t, float(n)).meets
+
+    if not meets(1):
+        return 0
+    hi = replicas * max(c.replica.max_seqs, 1) * MOST_USERS_PER_SLOT
+    lo, step = 1, 1
+    while lo * 2 <= hi and meets(lo * 2):  # doubling, then bisection between the last that met and the next
+        lo *= 2
+        step = lo
+    return largest_true(meets, lo, min(hi, lo + step))
+
+
 def pareto(results: list[Result], size: int = 8) -> list[Result]:
     """Deployments no other beats on all three of cost, per-user speed and TTFT (a sweep in order of cost: a
     point is dominated if a cheaper-or-equal point on the front is at least as good). Cost is the rent for
@@ -893,13 +971,19 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
         kr = k(r)
         if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
             continue
-        shown = (r.cand.gpu.id, r.count, r.cand.setting.ctx.runtime.id, r.cand.setting.ctx.quant.name,
-                 r.cand.setting.mem.kv_dtype)
-        if any(shown == (f.cand.gpu.id, f.count, f.cand.setting.ctx.runtime.id, f.cand.setting.ctx.quant.name,
-                         f.cand.setting.mem.kv_dtype) for f in front):
+        shown = _shown(r)
+        if any(shown == _shown(f) for f in front):
             continue
         front.append(r)
     return front[:size]
+
+
+def _shown(r: Result) -> tuple:
+    """What tells two deployments of the front apart in the answer."""
+    s = r.cand.setting
+    spec = getattr(s.ctx, "speculation", None)  # (hand-built results in tests carry a bare context)
+    return (r.cand.gpu.id, r.count, s.ctx.runtime.id, s.ctx.quant.name, s.mem.kv_dtype,
+            spec.method if spec is not None else None)
 
 
 def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
@@ -1061,6 +1145,8 @@ class Deployment(table.Result):
     # nothing reused or no prefix caching), and the host-RAM KV tier planned per replica, GB (0: none)
     prefix_hit_rate: float = 0.0
     kv_offload_gb: float = 0.0
+    # speculative decoding (--speculative): {method, tokens, acceptance, ...}; None: off
+    speculative: dict[str, Any] | None = None
 
     omit_none = ("benchmark",)
 
@@ -1095,7 +1181,12 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
         release=release_name(c.setting.ctx.runtime), prefix_hit_rate=_hit_rate(inp, r),
-        kv_offload_gb=_offload_gb(inp, r))
+        kv_offload_gb=_offload_gb(inp, r), speculative=_speculative_view(c.setting.ctx))
+
+
+def _speculative_view(ctx: Any) -> dict[str, Any] | None:
+    spec = getattr(ctx, "speculation", None)
+    return spec.to_json() if spec is not None else None
 
 
 def _ms(x: float) -> float | None:
@@ -1130,7 +1221,7 @@ def _apis(r: Result, inp: DeployInput) -> tuple[ApiComparison, ...]:
 
 # the words that open the answer when a limit, not a target, leaves none (by Failing.target)
 NO_ANSWER = {"memory": "nothing holds the model", "max_cards": "nothing within --max-cards",
-             "budget": "nothing within the budget"}
+             "budget": "nothing within the budget", "cards": "nothing on exactly --cards cards"}
 
 
 @record
@@ -1231,6 +1322,8 @@ class Workload(table.Result):
     prompt_tokens_mean: int = 0  # a request's mean prompt: --input-tokens and, over --turns, the history
     sessions: float | None = None  # --sessions (None: the users, or the requests in flight)
     kv_offload_gb: float | None = None  # --kv-offload-gb asked (each deployment says whether it uses it)
+    cards: int | None = None  # --cards: exactly this many cards
+    cards_found_users: bool = False  # --cards without a load: `users` is the most the cards serve
 
 
 @record
@@ -1279,13 +1372,14 @@ class DeployReport(table.Result):
                 f"{f.limit or 0:,g} ms on the closest)")
 
 
-def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
+def _asked(inp: DeployInput, t: Targets, length: int, found: bool = False) -> Workload:
     return Workload(inp.users, inp.requests_per_s, inp.input_tokens, inp.output_tokens, inp.input_tokens_p90,
                     inp.output_tokens_p90, length, t.given["ttft_ms"], t.given["tpot_ms"],
                     round(1000 / t.given["tpot_ms"], 2),
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None),
-                    inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb)
+                    inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb,
+                    inp.cards, found)
 
 
 # --- one deployment pinned (services/pinned.py: what an engine release schedules with) ---------------------
@@ -1446,7 +1540,21 @@ def deploy_report(inp: DeployInput) -> DeployReport:
             f"no set of {'the cards given' if inp.gpu else 'the cards with a rental price'} holds "
             f"{sets[0].ctx.model.name} with a whole request of {sets[0].mem.context:,} tokens, within "
             f"--max-nodes {inp.max_nodes} (nodes of {sets[0].ctx.rules.node_size})"))
-    found = search(inp, cands, t)
+    if inp.cards:
+        fill = [c for c in cands if inp.cards % c.cards == 0]
+        if not fill:
+            c = min(cands, key=lambda c: (c.cards, c.price if c.price is not None else math.inf))
+            why = (f"the smallest set that holds {sets[0].ctx.model.name} is {c.cards}× {c.gpu.name}, more "
+                   f"than {inp.cards}" if c.cards > inp.cards else
+                   f"no set that holds {sets[0].ctx.model.name} splits {inp.cards} cards of "
+                   f"{'the cards given' if inp.gpu else 'a rented kind'} evenly into replicas")
+            return replace(report, failing=Failing("cards", c.cards, inp.cards,
+                                                   round(c.cards / inp.cards, 3), why))
+        cands = fill
+        if inp.users is None and inp.requests_per_s is None:
+            inp, cands, served_any = most_users(inp, cands, t)
+            report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
+    found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t)
     if found:
         best = found[0]
         report = replace(report, meets_targets=True, best=deployment(inp, best),
@@ -1501,6 +1609,26 @@ def _length_note(inp: DeployInput) -> str:
             "stated mean and p90 (fewer than 1 request in 100 is longer; the engine refuses those)")
 
 
+def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
+    """--speculative: whether the answer drafts, and why (both were searched where the runtime drafts)."""
+    if not inp.speculative or chosen is None:
+        return []
+    if chosen.speculative is not None:
+        sp = chosen.speculative
+        return [f"speculative decoding ({sp['method']}, {sp['tokens']} tokens a step at acceptance "
+                f"{sp['acceptance']:g}: {sp['tokens_per_step']:g} tokens a step) is on: it met the targets "
+                "for less than every deployment without it (searched both)"]
+    from .speculative import method_of, supports
+
+    rt = default_runtimes().get(chosen.runtime)
+    if not supports(rt, method_of(inp.speculative)):
+        return [f"--speculative {inp.speculative}: {rt.id} does not draft that way, so it was searched "
+                "without it"]
+    return [f"--speculative {inp.speculative} was searched and not chosen: at this load the verification of "
+            "the drafted tokens costs more compute than the steps it saves, or the drafter's memory leaves "
+            "fewer sequences (the deployment without it is as cheap and as fast or better)"]
+
+
 def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = None) -> tuple[str, ...]:
     notes = ["TTFT is the p90 (queueing: users by mean-value analysis of the closed loop, arrivals by the "
              "Allen–Cunneen approximation; + prefill); TPOT the steady-state mean; both from cardfit's speed "
@@ -1510,6 +1638,7 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = Non
                      f"{DEFAULT_TPOT_MS:g} ms (rule of thumb: faster than people read)")
     notes.append(_length_note(inp))
     notes += [f"left out: {s}" for s in skipped[:3]]
+    notes += _spec_notes(inp, chosen)
     rt = default_runtimes().get(chosen.runtime) if chosen is not None else None
     if rt is not None and chosen is not None and chosen.max_num_seqs > 1 and not rt.paged_kv and \
             not rt.decode_overhead_us_per_sequence:

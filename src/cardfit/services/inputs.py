@@ -214,7 +214,23 @@ class ModelInput(Input):
 
 
 @record
-class PlanInput(ModelInput, RuntimeInput):
+class SpeculativeInput(Input):
+    """Speculative decoding (plan, speed, max-context, deploy): services/speculative.py reads these."""
+
+    speculative: str | None = opt(None, "speculative decoding: draft:MODEL (a smaller model of the same "
+                                  "tokenizer), eagle3 (an EAGLE-3 head), mtp (the model's own multi-token "
+                                  "prediction layers) or ngram (prompt lookup); deploy tries it on and off",
+                                  max_length=256)
+    num_speculative_tokens: int | None = opt(None, "tokens drafted per step (K) with --speculative; default: "
+                                             "the K its published acceptance was measured at", ge=1, le=32)
+    acceptance: float | None = opt(None, "with --speculative: the share of drafted tokens accepted (0-1], as "
+                                   "vLLM, SGLang and llama.cpp log it (accepted / drafted; a step yields 1 + "
+                                   "A x K tokens); default: the published figure for the method "
+                                   "(data/speculative.toml)", gt=0, le=1)
+
+
+@record
+class PlanInput(ModelInput, RuntimeInput, SpeculativeInput):
     gpu: str | None = opt(None, "only this card (RTX 4090, H100 SXM, M3 Max 64GB, …; 'local': the one in "
                           "this machine, read from nvidia-smi, rocm-smi or macOS)", max_length=128)
     priced: bool = opt(False, "rank only cards with a rental price (the rental guide's fleet)")

@@ -48,7 +48,7 @@ def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                 pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
                 kv_dtype=kv, gpu_memory_utilization=util, n_gpu_layers=None if rt.tensor_parallel else 999,
                 parallel=slots or None, flash_attn=True if kv else None, replicas=replicas,
-                one_node=one_node, engine=ctx.engine, **_batched(ctx))
+                one_node=one_node, engine=ctx.engine, speculative=_speculative(ctx), **_batched(ctx))
 
 
 def _batched(ctx: Any) -> dict[str, int]:
@@ -56,6 +56,23 @@ def _batched(ctx: Any) -> dict[str, int]:
     --max-num-batched-tokens) on an engine whose launch line takes it; nothing otherwise (its default)."""
     chunk = getattr(ctx.inp, "prefill_chunk", None)
     return {"max_batched_tokens": int(chunk)} if chunk and ctx.runtime.paged_kv else {}
+
+
+def _speculative(ctx: Any) -> Any:
+    """The plan's --speculative as the launch line states it (None: off): the draft model named as the
+    runtime loads a model (its adapter's `model_ref`), an EAGLE-3 head as a placeholder to fill in."""
+    c = getattr(ctx, "speculation", None)
+    if c is None:
+        return None
+    from ..runtimes.launch import EAGLE3_HEAD, SpecLaunch
+
+    draft = None
+    if c.draft_model is not None:
+        d = c.draft_model
+        draft = ctx.engine.model_ref(asked=None, model_id=d.id, hf=d.hf, tag=None, quant=ctx.quant.name)
+    elif c.method == "eagle3":
+        draft = EAGLE3_HEAD
+    return SpecLaunch(c.method, c.tokens, draft)
 
 
 def model_ref(ctx: Any, engine: Any = None) -> str:

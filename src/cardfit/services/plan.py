@@ -52,6 +52,8 @@ class Context:
     gpus: Registry[Gpu]
     rules: RentalRules
     notes: list[str] = field(default_factory=list)
+    # --speculative: the drafter and its acceptance (services/speculative.py Choice; None: off)
+    speculation: Any = None
 
     @property
     def model(self) -> ModelSpec:
@@ -137,8 +139,10 @@ def build_context(inp: PlanInput) -> Context:
     flash = rt.flash_attn if inp.flash_attn is None else inp.flash_attn
     if kvd in ("q8_0", "q4_0"):
         flash = True
+    from .speculative import choose
+
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
-                   inp.gpu_memory_utilization, gpus, default_rental(), notes)
+                   inp.gpu_memory_utilization, gpus, default_rental(), notes, choose(inp, r.model, rt))
 
 
 def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: list[str]) -> RuntimeProfile:
@@ -229,7 +233,12 @@ def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
     chunk, seqs = engine_defaults(ctx, gpu)
     s = MemorySettings(context=context, sequences=ctx.sequences, kv_dtype=ctx.kv_dtype,
                        prefill_chunk=chunk, flash_attn=ctx.flash_attn, max_num_seqs=seqs, tp=tp)
-    return estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s, gpu)
+    mem = estimate(ctx.model, ctx.quant, adapter(_runtime_for(ctx, gpu)), s, gpu)
+    if ctx.speculation is None:
+        return mem
+    from .speculative import draft_bytes
+
+    return replace(mem, draft_bytes=draft_bytes(ctx.speculation, ctx, context, ctx.sequences, mem.kv_dtype))
 
 
 def requires(q: Quant) -> Feature | None:
@@ -297,7 +306,23 @@ def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | N
         return speedmod.Speed(None, None, s.prefill_tokens_per_s, 0)
     if s.aggregate_tokens_per_s is not None:
         s = replace(s, aggregate_tokens_per_s=served_tokens_per_s(ctx, mem, opt))
+    if ctx.speculation is not None and s.decode_tokens_per_s is not None:
+        s = replace(s, decode_tokens_per_s=speculative_decode_tokens_per_s(ctx, mem, opt))
     return s
+
+
+def speculative_decode_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float:
+    """One stream's decode with the plan's --speculative: a verification step of K + 1 tokens and the
+    drafter's K steps, over the tokens a step yields (core/speculative.py per_token_s)."""
+    from ..core.speculative import per_token_s
+    from . import served
+
+    w = request(ctx, mem.context)
+    offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
+    load = served.load(ctx, mem, w, offloaded)
+    mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    spec = served.speculation_of(ctx, load, w, mem.kv_dtype)
+    return 1 / per_token_s(load, mc, 1, spec) if spec is not None else 0.0
 
 
 def request(ctx: Context, context: int) -> Any:
@@ -448,6 +473,10 @@ def plan(inp: PlanInput) -> Plan:
     ctx.notes.extend(task_notes(ctx, cards[0]))
     ctx.notes.extend(offload_notes(ctx, cards[0]))
     ctx.notes.extend(kv_offload_notes(ctx, cards[0]))
+    if ctx.speculation is not None:
+        from .speculative import note
+
+        ctx.notes.extend(note(ctx.speculation))
     return Plan(ctx, cards)
 
 
@@ -701,6 +730,8 @@ class MemoryView(Result):
     overhead_bytes_range: list[int] | None
     activation_bytes_range: list[int] | None
     total_bytes_range: list[int] | None
+    # --speculative: the drafter's weights and KV cache, inside total_bytes (0: none)
+    draft_bytes: int = 0
 
 
 def memory_view(ctx: Context, mem: Memory) -> MemoryView:
@@ -715,7 +746,9 @@ def memory_view(ctx: Context, mem: Memory) -> MemoryView:
                       dict(mem.weights.by_type), mem.weights.total_bytes, mem.host_weights_bytes,
                       mem.unified_memory, kv_per_token(ctx), mem.context, mem.sequences,
                       q.name if isinstance(q, GgufMix) else None, r["weights_bytes"], r["kv_cache_bytes"],
-                      r["overhead_bytes"], r["activation_bytes"], r["total_bytes"])
+                      r["overhead_bytes"], r["activation_bytes"],
+                      [b + mem.draft_bytes for b in r["total_bytes"]] if r["total_bytes"] and mem.draft_bytes
+                      else r["total_bytes"], mem.draft_bytes)
 
 
 def _speed_range(value: float | None, figure: str, runtime: str) -> list[float] | None:
@@ -759,6 +792,8 @@ class GpuPlan(Result):
     # the host-RAM KV tier in its launch line, GB: --kv-offload-gb where it can help on the set
     # (kv_offload_check), else 0
     kv_offload_gb: float = 0.0
+    # --speculative: {method, tokens, acceptance, tokens_per_step} (as deploy's deployments); None: off
+    speculative: dict[str, Any] | None = None
 
     flatten = ("launch",)
 
@@ -787,7 +822,8 @@ def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
-                   _speed_range(decode, "decode_tokens_per_s", rt.id), tier)
+                   _speed_range(decode, "decode_tokens_per_s", rt.id), tier,
+                   ctx.speculation.to_json() if ctx.speculation is not None else None)
 
 
 @record

@@ -125,7 +125,17 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
                       NODE_HOP_LATENCY_S if stages > 1 else 0.0, NODE_LINK_GBPS if stages > 1 else 0.0,
                       int(fitted(ctx.runtime, "schedule_ahead_steps")),
                       w.input_tokens, attention, burst_first_alone=ctx.runtime.burst_first_alone,
-                      response_lag=int(fitted(ctx.runtime, "response_lag_steps")))
+                      response_lag=int(fitted(ctx.runtime, "response_lag_steps")),
+                      spec=speculation_of(ctx, whole, w))
+
+
+def speculation_of(ctx: Any, whole: sp.Load, w: sv.Workload, kv_dtype: str | None = None) -> Any:
+    """The plan's --speculative as the step model times it (services/speculative.py; None: off)."""
+    if getattr(ctx, "speculation", None) is None:
+        return None
+    from .speculative import speculation
+
+    return speculation(ctx.speculation, ctx, whole, in_flight(w), kv_dtype or ctx.kv_dtype)
 
 
 def served(r: sv.Replica, w: sv.Workload, sequences: float) -> sv.Served:

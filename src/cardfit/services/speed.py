@@ -243,6 +243,8 @@ class SpeedReport(Result):
     # the engine release timed (--runtime NAME@RELEASE, else the current one: data/releases.toml); None for a
     # runtime cardfit knows no releases of
     release: str | None = None
+    # --speculative: {method, tokens, acceptance, tokens_per_step}, timed in every row; None: off
+    speculative: dict[str, Any] | None = None
 
     omit_none = ("plot",)
 
@@ -312,6 +314,23 @@ def host_copy_s_per_token(s: Setup) -> float | None:
     return copy if copy < 1 / prefill else None
 
 
+def spec_note(choice: Any) -> list[str]:
+    from .speculative import note
+
+    return note(choice)
+
+
+def _one_stream(s: Setup, one: sp.Step) -> float:
+    """One stream's decode tokens/s: the plain step, or with --speculative the verification and drafting
+    over the tokens a step yields (core/speculative.py per_token_s)."""
+    spec = served.speculation_of(s.plan.ctx, s.load, s.request)
+    if spec is None:
+        return one.per_user_tokens_per_s
+    from ..core.speculative import per_token_s
+
+    return 1 / per_token_s(s.load, s.machine, 1, spec)
+
+
 def speed_report(inp: SpeedInput) -> SpeedReport:
     """`cardfit speed` for one input (and its chart when --plot asks for one), with the constants of the
     kernels an older engine release ran (--runtime NAME@RELEASE: services/pinned.py older_kernels) in place,
@@ -357,7 +376,7 @@ def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
         cpu_bytes_per_token=one.cpu_bytes,
         active_weight_share=round(s.load.shares.read_fraction(1), 4), shares_method=s.load.shares.method,
         decode_ceiling_tokens_per_s=round(sp.ceiling(s.load, s.machine), 1),
-        decode_tokens_per_s=round(one.per_user_tokens_per_s, 1) if rt.decode_efficiency else None,
+        decode_tokens_per_s=round(_one_stream(s, one), 1) if rt.decode_efficiency else None,
         prefill_tokens_per_s=round(prefill) if prefill else None,
         time_to_first_token_s=round(inp.prompt / prefill, 3) if prefill else None, prompt_tokens=inp.prompt,
         cold_start_s=round(sp.cold_start_seconds(mem.weights.total_bytes, inp.disk_gbps), 1),
@@ -368,7 +387,8 @@ def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
         calibration=Calibration(rt.decode_efficiency, rt.decode_overhead_us_per_layer, prefill_eff,
                                 rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
         rows=rows(s, inp),
-        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else [])),
+        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)),
+        speculative=ctx.speculation.to_json() if ctx.speculation is not None else None,
     )
     if inp.plot:
         from dataclasses import replace

@@ -32,6 +32,9 @@ SETTINGS: dict[str, str] = {
     "tensor_split": "llama.cpp -ts",
     "prompt_tokens": "--prompt (llama-bench -p)",
     "depth": "tokens cached before the measured prompt (llama-bench -d)",
+    "speculative": "--speculative (draft:MODEL, eagle3, mtp, ngram)",
+    "num_speculative_tokens": "--num-speculative-tokens (llama.cpp --draft-max, SGLang speculative steps)",
+    "acceptance": "--acceptance: the draft-token acceptance rate the run reported",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",

@@ -80,6 +80,9 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values.update(input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]), filled=None,
                       context=max(int(r["input_tokens"]) + int(r["output_tokens"]), 2048))
     values.update(_engine_batch_defaults(r, values["context"]))
+    for key in ("speculative", "num_speculative_tokens", "acceptance"):  # `speed --speculative` as stated
+        if settings.get(key) is not None:
+            values[key] = settings[key]
     return SpeedInput(**values)
 
 
@@ -236,6 +239,12 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
         # its prompt in the decode steps), the figure `cardfit speed --input-tokens` and deploy report
         r = served.replica(s.plan.ctx, s.load, s.machine, s.request, s.plan.first.option.pp, n, budget(s))
         return served.tokens_per_s(r, s.request, n)
+    spec = served.speculation_of(s.plan.ctx, s.load, s.request) if s.request is not None else None
+    if spec is not None:  # a verification step and the drafter's, over the tokens a step yields
+        from ..core.speculative import per_token_s
+
+        per_user = 1 / per_token_s(s.load, s.machine, n, spec)
+        return per_user * n if kind == "aggregate_decode" else per_user
     st = sp.step(s.load, s.machine, n)
     return st.aggregate_tokens_per_s if kind == "aggregate_decode" else st.per_user_tokens_per_s
 

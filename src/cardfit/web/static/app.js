@@ -3,15 +3,15 @@
 
 const $ = (id) => document.getElementById(id);
 const FIELDS = ["model", "quant", "context", "batch", "runtime", "release", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative"];
 const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative"];
 const FLOATS = new Set(["params", "tokens_per_s"]);
 const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
 const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
   "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime",
-  "d-prefix": "shared_prefix_tokens", "d-turns": "turns" };
+  "d-prefix": "shared_prefix_tokens", "d-turns": "turns", "d-cards": "cards" };
 const TARGET_WORDS = { ttft_ms: "TTFT p90", tpot_ms: "TPOT" };  // deploy's `failing.target`, as the CLI says it
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOP = 12;  // cards in the chart and, until "show more", in the table
@@ -125,7 +125,7 @@ function td(text, cls) { const c = document.createElement("td"); c.textContent =
 function drawMemory(plan) {
   const m = plan.memory, cards = plan.gpus.slice(0, TOP);
   const parts = [["weights", m.weights_bytes], ["kv", m.kv_cache_bytes], ["overhead", m.overhead_bytes],
-    ["activation", m.activation_bytes]];
+    ["activation", m.activation_bytes], ...(m.draft_bytes ? [["draft", m.draft_bytes]] : [])];  // --speculative
   const label = (c) => `${c.count > 1 ? c.count + "× " : ""}${c.gpu}`;
   // room for the longest card name (about 7 px a character at the chart's font size), never clipped
   const left = Math.max(150, 12 + 7 * Math.max(...cards.map((c) => label(c).length)));
@@ -423,6 +423,7 @@ function deployBody() {
   if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
   for (const id of ["d-input", "d-output", "d-prefix", "d-turns"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
   for (const id of ["d-ttft", "d-tpot"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
+  if (n("d-cards") !== undefined) body.cards = Math.round(n("d-cards"));  // --cards N: exactly N cards
   const release = $("d-release").value.trim();
   if ($("d-runtime").value) body.runtime = $("d-runtime").value + (release ? "@" + release : "");
   if ($("gpu").value.trim()) body.gpu = [$("gpu").value.trim()];
@@ -504,7 +505,9 @@ async function deploy() {
     const r = await api("/api/deploy", body);
     if (mine !== deploySeq) return;
     const w = r.workload, b = r.best;
-    $("deploy-load").textContent = (w.users !== null ? `${num(w.users)} users` : `${w.requests_per_s} requests/s`) +
+    const load = w.users !== null ? `${num(w.users)} users` + (w.cards_found_users ? ` (the most ${w.cards} cards serve)` : "") :
+      w.requests_per_s !== null ? `${w.requests_per_s} requests/s` : `no load: the most users ${w.cards} cards serve`;
+    $("deploy-load").textContent = load + (w.cards ? ` · exactly ${w.cards} cards` : "") +
       ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms` +
       (w.turns > 1 ? ` · ${num(w.turns)} turns (mean prompt ${num(w.prompt_tokens_mean)})` : "") +
       (w.shared_prefix_tokens ? ` · ${num(w.shared_prefix_tokens)} shared prefix tokens` : "");

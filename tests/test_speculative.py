@@ -1,0 +1,243 @@
+"""Speculative decoding (--speculative): the expected tokens per step, the drafter's memory, the speed it
+gives and loses as the batch grows, the errors, and the launch lines (issue 26 item 3)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cardfit
+from cardfit.catalog.models import default_models
+from cardfit.catalog.quants import default_quants
+from cardfit.catalog.speculative import acceptance_for
+from cardfit.core import speculative as spc
+from cardfit.core.kv import kv_cache_bytes
+from cardfit.core.weights import weights
+from cardfit.errors import InputError
+from cardfit.runtimes import launch
+
+from .test_launch import options
+
+# (acceptance alpha, K, expected tokens per step, where it comes from / why the case is tricky)
+PER_STEP = [
+    (0.85, 1, 1.85, "DeepSeek-V3 report 5.4.3: 85 % acceptance of the second token, '1.8 times TPS'"),
+    (0.5, 2, 1.75, "1 + 0.5 + 0.25 (Leviathan et al. 2023, eq. 1)"),
+    (0.0, 5, 1.0, "nothing accepted: the target's own token only"),
+    (1.0, 4, 5.0, "everything accepted: K + 1 (the 1 - alpha denominator is 0)"),
+    (0.9, 0, 1.0, "no drafted tokens: a plain step"),
+]
+
+
+@pytest.mark.parametrize("alpha,k,expected,why", PER_STEP)
+def test_tokens_per_step(alpha: float, k: int, expected: float, why: str) -> None:
+    assert spc.tokens_per_step(alpha, k) == pytest.approx(expected), why
+
+
+def test_vllm_acceptance_length_is_one_plus_accepted_per_draft() -> None:
+    """data/speculative.toml's EAGLE-3 row quotes vLLM issue #26191's counts: 1 + 12,208 accepted / 4,816
+    drafts = 3.53, and the rate it implies at K = 7 gives that length back."""
+    row = acceptance_for("eagle3", "llama-3.1-8b")
+    assert 1 + 12208 / 4816 == pytest.approx(row.acceptance_length, abs=0.005)
+    alpha = spc.rate_for_length(row.acceptance_length, row.tokens)
+    assert spc.tokens_per_step(alpha, row.tokens) == pytest.approx(row.acceptance_length, rel=1e-9)
+    assert 0.7 < alpha < 0.8
+
+
+# (accepted, drafted, K, tokens the run made, its target steps, source): the engines' acceptance is accepted
+# / drafted, and a step yields 1 + acceptance x K tokens
+ENGINE_COUNTS = [
+    (12208, 33712, 7, None, 4816, "vLLM issue #26191: num_accepted_tokens 12208, num_draft_tokens 33712, "
+     "num_drafts 4816, mean acceptance length 3.53"),
+    (526, 730, 5, 673, None, "llama.cpp issue #5877: n_predict 673, n_drafted 730, n_accept 526 (72.055 %): "
+     "673 tokens in 673 - 526 = 147 target steps"),
+]
+
+
+@pytest.mark.parametrize("accepted,drafted,k,made,steps,source", ENGINE_COUNTS,
+                         ids=["vllm-eagle3", "llamacpp-draft"])
+def test_a_step_yields_one_plus_acceptance_times_k(accepted: int, drafted: int, k: int, made: int | None,
+                                                   steps: int | None, source: str) -> None:
+    steps = steps or (made - accepted)
+    made = made or steps + accepted
+    # within 1 %: the last step of a run may draft fewer than K
+    assert spc.length_at(accepted / drafted, k) == pytest.approx(made / steps, rel=0.01), source
+
+
+@given(st.floats(1.01, 7.9), st.integers(1, 7))
+def test_a_figure_carried_to_its_own_k_is_itself(length: float, k: int) -> None:
+    length = min(length, k + 1 - 1e-6)
+    assert spc.length_at(spc.acceptance_at(length, k, k), k) == pytest.approx(length, rel=1e-6)
+
+
+@given(st.floats(0.0, 0.99), st.floats(0.0, 0.99), st.integers(0, 16))
+def test_more_acceptance_never_fewer_tokens(a: float, b: float, k: int) -> None:
+    lo, hi = sorted((a, b))
+    assert 1.0 <= spc.tokens_per_step(lo, k) <= spc.tokens_per_step(hi, k) <= k + 1 + 1e-9
+
+
+@given(st.floats(0.01, 0.99), st.integers(1, 16))
+def test_more_drafts_never_fewer_tokens_and_the_rate_inverts(alpha: float, k: int) -> None:
+    assert spc.tokens_per_step(alpha, k) <= spc.tokens_per_step(alpha, k + 1)
+    length = spc.tokens_per_step(alpha, k)
+    assert spc.rate_for_length(length, k) == pytest.approx(alpha, abs=1e-6)
+
+
+def test_eagle3_head_of_llama_31_8b_by_hand() -> None:
+    """One decoder layer (8,030,261,248 less the untied embedding and head, 2 x 128,256 x 4,096, over 32
+    layers = 218,112,128), its q/k/v taking 2 x hidden (4,096 x (32 + 2 x 8) x 128 = 25,165,824 more), the
+    fusion fc 3 x 4,096 x 4,096 = 50,331,648 and the head over 32,000 draft tokens x 4,096 = 131,072,000."""
+    m = default_models().get("llama-3.1-8b")
+    assert spc.eagle3_params(m) == pytest.approx(218_112_128 + 25_165_824 + 50_331_648 + 131_072_000)
+
+
+def test_deepseek_v3_mtp_module_is_about_the_published_14b() -> None:
+    """deepseek-ai/DeepSeek-V3's model card: '685B, which includes 671B of the Main Model weights and 14B of
+    the Multi-Token Prediction (MTP) Module weights'. cardfit's MTP layer is the model's mean layer (the
+    first three are dense, so a MoE layer is larger), hence within 10 %, below."""
+    m = default_models().get("deepseek-v3")
+    assert 0.9 * 14e9 < spc.mtp_params(m, 1) < 14e9
+
+
+def _plan(**kw: object) -> dict:
+    return cardfit.plan("llama-3.1-8b", gpu="H100 SXM", runtime="vllm", context=8192, **kw)
+
+
+def test_draft_model_memory_is_its_weights_and_its_cache() -> None:
+    """Llama 3.2 1B drafting for Llama 3.1 8B in BF16: its weights at BF16, and its KV cache of 16 layers x
+    8 KV heads x 64 x 2 (K and V) x 2 bytes = 32,768 bytes a token for the plan's context."""
+    off, on = _plan(), _plan(speculative="draft:llama-3.2-1b")
+    draft = default_models().get("llama-3.2-1b")
+    assert off["memory"]["draft_bytes"] == 0
+    w = weights(draft, default_quants().get(on["inputs"]["quant"])).total_bytes
+    assert kv_cache_bytes(draft, 1024, 1, "bf16") // 1024 == 32_768
+    assert on["memory"]["draft_bytes"] == w + 32_768 * on["memory"]["context"]
+    assert on["memory"]["total_bytes"] == off["memory"]["total_bytes"] + on["memory"]["draft_bytes"]
+    assert on["gpus"][0]["need_bytes"] - off["gpus"][0]["need_bytes"] == on["memory"]["draft_bytes"]
+
+
+@pytest.mark.parametrize("method,drafts", [("eagle3", True), ("ngram", False), ("draft:llama-3.2-1b", True)])
+def test_memory_and_single_stream_speed_by_method(method: str, drafts: bool) -> None:
+    off, on = _plan(), _plan(speculative=method)
+    assert (on["memory"]["draft_bytes"] > 0) == drafts
+    assert on["gpus"][0]["speculative"]["method"] == method.split(":")[0]
+    assert off["gpus"][0]["speculative"] is None
+    # one stream is bandwidth-bound: verifying K + 1 tokens costs about a step, so more tokens a step win
+    assert on["gpus"][0]["decode_tokens_per_s"] > 1.3 * off["gpus"][0]["decode_tokens_per_s"]
+
+
+def _aggregate(**kw: object) -> list[float]:
+    r = cardfit.speed("llama-3.1-8b", gpu="H100 SXM", runtime="vllm", input_tokens=100, output_tokens=300,
+                      concurrency=(1, 64, 256), **kw)
+    return [row["aggregate_tokens_per_s"] for row in r["rows"]]
+
+
+def test_gain_falls_as_the_batch_turns_compute_bound() -> None:
+    """Nothing sets it: verifying 8 tokens a sequence costs 8 times the FLOPs, which a batch of 256 short
+    sequences on one H100 cannot hide under its weight reads. At 30 % acceptance the speculative server is
+    ahead with one stream and far behind at 256."""
+    off = _aggregate()
+    on = _aggregate(speculative="eagle3", num_speculative_tokens=7, acceptance=0.3)
+    gains = [a / b for a, b in zip(on, off, strict=True)]
+    assert gains[0] > 1 > gains[2]
+    assert gains[0] > gains[1] > gains[2]
+
+
+ERRORS = [
+    (["--speculative", "medusa"], "unknown --speculative 'medusa'"),
+    (["--speculative", "draft:llama-3.3-70b"], "is not smaller than"),
+    (["--speculative", "draft:qwen3-1.7b"], "needs the target's tokenizer"),
+    (["--speculative", "draft"], "needs the draft model"),
+    (["--speculative", "mtp"], "no multi-token-prediction layers"),
+    (["--acceptance", "0.5"], "go with --speculative"),
+    (["--speculative", "eagle3", "--runtime", "llama.cpp", "--quant", "Q4_K_M"], "has no 'eagle3'"),
+    (["--speculative", "eagle3", "--acceptance", "1.5"], "acceptance"),
+]
+
+
+@pytest.mark.parametrize("args,message", ERRORS, ids=[" ".join(e[0]) for e in ERRORS])
+def test_bad_input_is_one_line(run_cli, args: list[str], message: str) -> None:
+    code, out, err = run_cli("plan", "llama-3.1-8b", "--gpu", "H100", *args)
+    assert code == 2 and not out
+    assert err.startswith("Error: ") and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+# (runtime, model, speculative launch, the flags and values it must carry)
+LAUNCHES = [
+    ("vllm", "meta-llama/Llama-3.1-8B-Instruct", launch.SpecLaunch("eagle3", 3, launch.EAGLE3_HEAD),
+     {"--speculative-config": {"method": "eagle3", "model": "EAGLE3_HEAD", "num_speculative_tokens": 3}}),
+    ("vllm", "meta-llama/Llama-3.1-8B-Instruct",
+     launch.SpecLaunch("draft", 5, "meta-llama/Llama-3.2-1B-Instruct"),
+     {"--speculative-config": {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct",
+                               "num_speculative_tokens": 5}}),
+    ("vllm", "deepseek-ai/DeepSeek-V3", launch.SpecLaunch("mtp", 1),
+     {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 1}}),
+    ("sglang", "deepseek-ai/DeepSeek-V3", launch.SpecLaunch("mtp", 1),
+     {"--speculative-algorithm": "EAGLE", "--speculative-num-steps": "1", "--speculative-eagle-topk": "1",
+      "--speculative-num-draft-tokens": "2"}),
+    ("sglang", "meta-llama/Llama-3.1-8B-Instruct", launch.SpecLaunch("eagle3", 5, launch.EAGLE3_HEAD),
+     {"--speculative-algorithm": "EAGLE3", "--speculative-draft-model-path": "EAGLE3_HEAD",
+      "--speculative-num-draft-tokens": "6"}),
+    ("sglang", "meta-llama/Llama-3.1-8B-Instruct", launch.SpecLaunch("ngram", 4),
+     {"--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": "5"}),
+    ("llama.cpp", "models/Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+     launch.SpecLaunch("draft", 8, "models/Llama-3.2-1B-Instruct-Q4_K_M.gguf"),
+     {"-md": "models/Llama-3.2-1B-Instruct-Q4_K_M.gguf", "--draft-max": "8", "-ngld": "999"}),
+]
+
+
+@pytest.mark.parametrize("runtime,model,spec,expected", LAUNCHES,
+                         ids=[f"{c[0]}-{c[2].method}" for c in LAUNCHES])
+def test_launch_flags_exist_and_say_what_the_plan_says(runtime: str, model: str, spec: launch.SpecLaunch,
+                                                       expected: dict) -> None:
+    known = options(runtime)
+    line = launch.build(runtime, model, quant="bf16", max_model_len=8192, max_num_seqs=8, speculative=spec)
+    for flag in line.flags():
+        assert flag in known["flags"], f"{flag} is not an option of {known['tool']} {known['version']}"
+    argv = shlex.split(line.shell())
+    for flag, value in expected.items():
+        got = argv[argv.index(flag) + 1]
+        assert (json.loads(got) if isinstance(value, dict) else got) == value
+
+
+def test_a_method_the_runtime_lacks_is_refused_on_the_launch_line() -> None:
+    with pytest.raises(InputError, match="has no 'mtp'"):
+        launch.build("llama.cpp", "m.gguf", max_model_len=4096, speculative=launch.SpecLaunch("mtp", 1))
+
+
+def test_deploy_searches_it_on_and_off(run_json) -> None:
+    """A tight TPOT target for 4 users: one stream's steps are bandwidth-bound, so drafting wins, the answer
+    says so, and its command starts it; without --speculative every deployment says null."""
+    args = ("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "4", "--tpot-ms", "8", "--runtime",
+            "vllm", "--gpu", "H100")
+    plain = run_json(*args)
+    assert all(d["speculative"] is None for d in [plain["best"], *plain["pareto"]] if d)
+    on = run_json(*args, "--speculative", "eagle3")
+    best = on["best"]
+    assert best["speculative"]["method"] == "eagle3" and best["speculative"]["tokens"] == 7
+    assert "--speculative-config" in best["command"]
+    assert best["tpot_ms"] < (plain["best"]["tpot_ms"] if plain["best"] else float("inf"))
+    assert any("speculative decoding (eagle3" in n for n in on["notes"])
+
+
+def test_the_web_api_takes_it_as_the_cli_does(run_json) -> None:
+    """POST /api/plan and /api/deploy take `speculative` (the page's field) and answer what the CLI does;
+    a bad method is a 4xx with the CLI's line, never a 500."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from cardfit.web import create_app
+
+    client = TestClient(create_app())
+    body = {"model": "llama-3.1-8b", "gpu": "H100", "runtime": "vllm", "speculative": "eagle3"}
+    got = client.post("/api/plan", json=body)
+    assert got.status_code == 200
+    cli = run_json("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm", "--speculative", "eagle3")
+    assert got.json()["memory"]["draft_bytes"] == cli["memory"]["draft_bytes"] > 0
+    assert got.json()["gpus"][0]["speculative"] == cli["gpus"][0]["speculative"]
+    bad = client.post("/api/plan", json={**body, "speculative": "medusa"})
+    assert 400 <= bad.status_code < 500 and "unknown --speculative" in bad.json()["error"]
