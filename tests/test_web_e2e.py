@@ -503,3 +503,19 @@ def test_stack_panel_equals_the_cli(server, browser, run_json):
     assert _by_id(browser, "stack-bundle").get_attribute("textContent") == cli["bundle"]["text"]
     assert browser.execute_script("return document.scrollingElement.scrollWidth") <= \
         browser.execute_script("return innerWidth")
+
+
+def test_api_prices_on_the_page_are_the_clis(server, browser, run_json):
+    """The page's API choice shows each API's input, cached-input and output prices and their date, as
+    `cardfit apis --json` lists them (one price table: CLI = web API = page)."""
+    _load(browser, server + f"/#model={LLAMA_8B}&gpu=L40S")
+    _ready_for(browser, "Llama 3.1 8B")
+    shown = browser.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#api option')].map(o => [o.value, o.text]))")
+    rows = run_json("apis")["apis"]
+    assert rows
+    for a in rows:
+        cached = "" if a["cached_input_usd_per_m"] is None else f" · cached ${a['cached_input_usd_per_m']:g}"
+        date = f", {a['date']}" if a["date"] else ""
+        assert shown[a["id"]] == (f"{a['name']} (in ${a['input_usd_per_m']:g}{cached} · out "
+                                  f"${a['output_usd_per_m']:g} per M{date})"), a["id"]

@@ -359,6 +359,14 @@ function drawCost(b) {
   $("cost-section").hidden = false;
 }
 
+// An API as `cardfit apis` lists it: its input, cached-input and output prices per million tokens and the
+// date of the price (the same rows as `apis --json` and GET /api/apis)
+function apiText(a) {
+  const cached = a.cached_input_usd_per_m === null || a.cached_input_usd_per_m === undefined
+    ? "" : ` · cached $${a.cached_input_usd_per_m}`;
+  return `${a.name} (in $${a.input_usd_per_m}${cached} · out $${a.output_usd_per_m} per M${a.date ? ", " + a.date : ""})`;
+}
+
 // ---- one update -----------------------------------------------------------------------------------------
 async function update() {
   const v = values();
@@ -632,7 +640,7 @@ async function init() {
   for (const r of runtimes.runtimes.filter((x) => x.serves)) $("d-runtime").append(new Option(r.name, r.id));
   if (endpoints.has("/api/apis")) {
     apiCatalog = (await api("/api/apis")).apis;
-    for (const a of apiCatalog) $("api").append(new Option(`${a.name} ($${a.output_usd_per_m}/M)`, a.id));
+    for (const a of apiCatalog) $("api").append(new Option(apiText(a), a.id));
   }
   deployDefaults(spec);
   $("config-label").hidden = !endpoints.has("/api/read/config");
