@@ -267,10 +267,31 @@ def _set_margin(ctx: Context, mem: Memory) -> Callable[[int, float], int]:
 
 @record
 class CardPlan:
+    """One card (or set) of the ranking: its verdict, memory and context. Its speed is worked out when first
+    read and kept: the every-card plan shows each card's decode speed (`decode`), but the served throughput
+    (`speed`: a closed-loop model of the card, services/served.py) only where the cost section prices it,
+    on the fitting priced cards."""
+
     option: fitting.Option
     memory: Memory
     context_note: str
-    speed: speedmod.Speed | None
+    ctx: Context = field(compare=False, repr=False)
+    _kept: dict[str, speedmod.Speed | None] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def decode(self) -> speedmod.Speed | None:
+        """Decode (ceiling and realistic), prefill, and the decode step's aggregate at the plan's batch: the
+        card's speed without the served throughput (its decode figures are `speed`'s)."""
+        if "decode" not in self._kept:
+            self._kept["decode"] = _unserved_speed(self.ctx, self.memory, self.option)
+        return self._kept["decode"]
+
+    @property
+    def speed(self) -> speedmod.Speed | None:
+        """`decode` with the aggregate the served throughput at the plan's batch (_speed)."""
+        if "speed" not in self._kept:
+            self._kept["speed"] = _served(self.ctx, self.memory, self.option, self.decode)
+        return self._kept["speed"]
 
 
 @record
@@ -290,14 +311,24 @@ class Plan:
 
 
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
+    return _served(ctx, mem, opt, _unserved_speed(ctx, mem, opt))
+
+
+def _unserved_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     if opt.gpu.bandwidth_gbps is None:
         return None
     s = _decode_speed(ctx, mem, opt)
     if not ctx.model.generates:  # an embedding or reranking model reads its input once and generates nothing
         return speedmod.Speed(None, None, s.prefill_tokens_per_s, 0)
-    if s.aggregate_tokens_per_s is not None:
-        s = replace(s, aggregate_tokens_per_s=served_tokens_per_s(ctx, mem, opt))
     return s
+
+
+def _served(ctx: Context, mem: Memory, opt: fitting.Option,
+            s: speedmod.Speed | None) -> speedmod.Speed | None:
+    """The speed with its aggregate the served throughput at the plan's batch."""
+    if s is None or s.aggregate_tokens_per_s is None:
+        return s
+    return replace(s, aggregate_tokens_per_s=served_tokens_per_s(ctx, mem, opt))
 
 
 def request(ctx: Context, context: int) -> Any:
@@ -421,12 +452,10 @@ def card_plans(ctx: Context) -> list[CardPlan]:
                     ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
                                      f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
                 opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
-        out.append(CardPlan(opt, mem, why, None))
+        out.append(CardPlan(opt, mem, why, ctx))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
-    return [CardPlan(o, by_opt[id(o)].memory, by_opt[id(o)].context_note,
-                     _speed(ctx, by_opt[id(o)].memory, o))
-            for o in ranked]
+    return [by_opt[id(o)] for o in ranked]
 
 
 def plan(inp: PlanInput) -> Plan:
@@ -698,25 +727,38 @@ class GpuPlan(Result):
     flatten = ("launch",)
 
 
-def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
+def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | None = None) -> GpuPlan:
     """A set runs the model tensor parallel inside a node, pipeline stages across nodes (or layers split over
     the cards for llama.cpp / Ollama), one replica; where it fits, the command that starts it (the same
-    launch line `cardfit deploy` prints: services/launch_line.py)."""
-    from .launch_line import launch_command
-
-    o, speed, mem, rt = card.option, card.speed, card.memory, ctx.runtime
+    launch line `cardfit deploy` prints: services/launch_line.py). `launches`: the lines already made for
+    this plan, by what they are made of (the split and the context, not the card: most cards share one)."""
+    o, speed, mem, rt = card.option, card.decode, card.memory, ctx.runtime
     launch = None
     if o.fits:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
         slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
         seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
-        launch = LaunchLine(launch_command(ctx, o.tp, o.pp, mem.context, seqs, kv, slots))
+        launch = _launch_line(ctx, (o.tp, o.pp, mem.context, seqs, kv, slots), launches)
     decode = rounded(speed.decode_tokens_per_s, 1) if speed else None
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
                    _speed_range(decode, "decode_tokens_per_s", rt.id))
+
+
+def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],
+                 launches: dict[tuple, LaunchLine] | None) -> LaunchLine:
+    """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command),
+    made once per plan for each such set of arguments."""
+    from .launch_line import launch_command
+
+    line = launches.get(args) if launches is not None else None
+    if line is None:
+        line = LaunchLine(launch_command(ctx, *args))
+        if launches is not None:
+            launches[args] = line
+    return line
 
 
 @record
@@ -854,8 +896,10 @@ class PlanView(Result):
 
 def plan_view(p: Plan) -> PlanView:
     first = p.first
+    launches: dict[tuple, LaunchLine] = {}
     return PlanView(model_view(p.ctx), inputs_view(p.ctx, first), memory_view(p.ctx, first.memory),
-                    tuple(gpu_plan(p.ctx, c) for c in p.cards), speed_view(p.ctx, first), plan_cost(p),
+                    tuple(gpu_plan(p.ctx, c, launches) for c in p.cards), speed_view(p.ctx, first),
+                    plan_cost(p),
                     answers(p), task_answer(p.ctx, first), tuple(p.ctx.notes))
 
 
@@ -957,9 +1001,11 @@ def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice]
                runtime: str, prices: dict[str, float]) -> CardCost | None:
     from ..core.uncertainty import cost_range, value_range
 
-    o, s = card.option, card.speed
-    tps = _tokens_per_s(s)
-    if not o.fits or o.monthly_usd is None or not tps:
+    o = card.option
+    if not o.fits or o.monthly_usd is None:
+        return None
+    tps = _tokens_per_s(card.speed)  # the served throughput: worked out for these cards only
+    if not tps:
         return None
     hourly = cost.hourly_from_monthly(o.monthly_usd, hours)
     capacity = cost.capacity_millions(tps, hours)
