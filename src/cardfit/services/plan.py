@@ -369,38 +369,56 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
 
 MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
 _MACHINES: dict[tuple, speedmod.Machine] = {}
+_DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
 
 
 def clear_memos() -> None:
     """Forget the machines and card profiles kept across plans (benchmarks time a question from cold)."""
     _MACHINES.clear()
+    _DECODE_CARDS.clear()
     _on_card.cache_clear()
 
 
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
-    rt, k = ctx.runtime, ctx.engine.speed()
+    rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
-    peak = speedmod.prefill_peak_tflops(opt.gpu, ctx.quant, rt.fp16_accumulate)
-    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
-                             prefill_efficiency=speedmod.power_capped(speedmod.prefill_efficiency(
-                                 k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
-                                 rt.prefill_efficiency_metal, opt.gpu), peak, opt.gpu.tdp_w,
-                                 rt.prefill_tflops_per_watt,
-                                 opt.gpu.gemm_share_at(speedmod.precision_of(ctx.quant, opt.gpu))),
-                             fp16_accumulate=rt.fp16_accumulate,
-                             precision=speedmod.precision_of(ctx.quant, opt.gpu),
-                             tp=opt.tp,
-                             context_filled=mem.context // 2, quant=ctx.quant,
-                             overhead_s_per_layer=k.overhead_s_per_layer,
-                             overhead_s_per_sequence=k.overhead_s_per_sequence, cpu_weight_fraction=offloaded,
-                             ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS),
-                             ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
-                             sequences=max(ctx.sequences, 1),
-                             dequant_ops_per_weight=rt.dequant_ops_per_weight,
-                             prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
-                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
-                             # the cache read `cardfit speed`, the served figure and validate time
-                             window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+    card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    return speedmod.estimate_on(card, ctx.model, mem, context_filled=mem.context // 2, quant=ctx.quant,
+                                cpu_weight_fraction=offloaded, window_cache=rt.window_cache,
+                                sequences=max(ctx.sequences, 1), prefill_ubatch=ctx.prefill_chunk or 512,
+                                # the cache read `cardfit speed`, the served figure and validate time
+                                window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+
+
+def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.DecodeCard:
+    """The card's part of the decode estimate (core/speed.py decode_card), kept like _machine: what it reads
+    of the plan (its runtime and quantization), the card, the split and the constants in place are the key,
+    so the page's every-card plans, asked again at another context or batch, build each card's once."""
+    from ..core.constants import snapshot
+
+    rt = ctx.runtime
+    key = (rt, ctx.quant, gpu, tp, ram_bandwidth_gbps, snapshot(rt.id))
+    hit = _DECODE_CARDS.get(key)
+    if hit is None:
+        k = ctx.engine.speed()
+        peak = speedmod.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
+        precision = speedmod.precision_of(ctx.quant, gpu)
+        share = speedmod.prefill_efficiency(k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
+                                            rt.prefill_efficiency_metal, gpu)
+        efficiency = speedmod.power_capped(share, peak, gpu.tdp_w, rt.prefill_tflops_per_watt,
+                                           gpu.gemm_share_at(precision))
+        hit = speedmod.decode_card(gpu, decode_efficiency=k.decode_efficiency, prefill_efficiency=efficiency,
+                                   fp16_accumulate=rt.fp16_accumulate, precision=precision, tp=tp,
+                                   quant=ctx.quant, overhead_s_per_layer=k.overhead_s_per_layer,
+                                   overhead_s_per_sequence=k.overhead_s_per_sequence,
+                                   ram_bandwidth_gbps=ram_bandwidth_gbps, ram_efficiency=k.ram_efficiency,
+                                   dequant_ops_per_weight=rt.dequant_ops_per_weight,
+                                   expert_efficiency=k.expert_efficiency,
+                                   overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
+        if len(_DECODE_CARDS) >= MACHINES_KEPT:
+            _DECODE_CARDS.clear()  # one atomic step, as _MACHINES
+        _DECODE_CARDS[key] = hit
+    return hit
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
