@@ -691,9 +691,9 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                        ram_efficiency=ram_efficiency, bandwidth_gbps=bandwidth_gbps,
                        fp16_accumulate=fp16_accumulate, dequant_ops_per_weight=dequant_ops_per_weight,
                        expert_efficiency=expert_efficiency, overhead_s_per_moe_layer=overhead_s_per_moe_layer)
-    return estimate_on(card, m, mem, quant=quant, context_filled=context_filled,
-                       cpu_weight_fraction=cpu_weight_fraction, window_cache=window_cache,
-                       sequences=sequences, prefill_ubatch=prefill_ubatch, window_cells=window_cells)
+    load = decode_load(m, mem, quant, mem.context if context_filled is None else context_filled,
+                       cpu_weight_fraction, window_cache, window_cells)
+    return estimate_on(card, m, load, sequences=sequences, prefill_ubatch=prefill_ubatch)
 
 
 @record(slots=True)
@@ -737,16 +737,19 @@ def decode_card(gpu: Gpu, *, decode_efficiency: float = 0.0, prefill_efficiency:
     return DecodeCard(tflops, attention, mc, _ideal(mc), decode_efficiency, prefill_efficiency, tp)
 
 
-def estimate_on(card: DecodeCard, m: ModelSpec, mem: Memory, *, quant: Quant | None = None,
-                context_filled: int | None = None, cpu_weight_fraction: float = 0.0,
-                window_cache: bool = True, sequences: int = 1, prefill_ubatch: int = 512,
-                window_cells: int = 0) -> Speed:
-    """`estimate` on a card's part (decode_card): the model's load at its memory and context, its step."""
-    filled = mem.context if context_filled is None else context_filled
-    load = Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
+def decode_load(m: ModelSpec, mem: Memory, quant: Quant | None, filled: int, cpu_weight_fraction: float = 0.0,
+                window_cache: bool = True, window_cells: int = 0) -> Load:
+    """The model's part of `estimate`: what one decode token reads and computes at `filled` cached tokens,
+    the same on every card (the every-card plan works it out once per memory estimate: services/plan.py)."""
+    return Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
                 kv_read_bytes(m, mem, filled, window_cache, window_cells),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
                 cpu_weight_fraction, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
+
+
+def estimate_on(card: DecodeCard, m: ModelSpec, load: Load, *, sequences: int = 1,
+                prefill_ubatch: int = 512) -> Speed:
+    """`estimate` of the model's load (decode_load) on a card's part (decode_card)."""
     per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
     tflops, attention, tp, mc, ideal = card.tflops, card.attention_tflops, card.tp, card.machine, card.ideal
     decode_efficiency = card.decode_efficiency

@@ -52,6 +52,8 @@ class Context:
     gpus: Registry[Gpu]
     rules: RentalRules
     notes: list[str] = field(default_factory=list)
+    # what the plan works out once for many cards (the decode load of each memory estimate)
+    kept: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def model(self) -> ModelSpec:
@@ -383,11 +385,17 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
     rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
-    return speedmod.estimate_on(card, ctx.model, mem, context_filled=mem.context // 2, quant=ctx.quant,
-                                cpu_weight_fraction=offloaded, window_cache=rt.window_cache,
-                                sequences=max(ctx.sequences, 1), prefill_ubatch=ctx.prefill_chunk or 512,
-                                # the cache read `cardfit speed`, the served figure and validate time
-                                window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+    # the same on every card that holds this memory estimate (and whatever the load reads of the plan in the
+    # key: a context copied with another runtime or quantization shares `kept`)
+    key = ("decode load", ctx.model, ctx.quant, rt, ctx.prefill_chunk, mem, offloaded)
+    load = ctx.kept.get(key)
+    if load is None:
+        load = ctx.kept[key] = speedmod.decode_load(
+            ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
+            # the cache read `cardfit speed`, the served figure and validate time
+            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+    return speedmod.estimate_on(card, ctx.model, load, sequences=max(ctx.sequences, 1),
+                                prefill_ubatch=ctx.prefill_chunk or 512)
 
 
 def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.DecodeCard:
