@@ -114,6 +114,12 @@ class Shares:
         touched = 1 - (1 - self.route) ** max(sequences, 1)
         return self.dense + self.experts * touched
 
+    def routed(self, route: float) -> Shares:
+        """These shares with another `route`: `dataclasses.replace(self, route=route)` built directly, at a
+        third of its cost (the serving model asks it for every MoE step it times: core/serving.py _mixed;
+        tests/test_plan_memos.py holds the two equal field by field)."""
+        return Shares(self.dense, self.experts, self.embed, route, self.method, self.attention)
+
 
 def _kind(name: str) -> str:
     n = name.lower()
