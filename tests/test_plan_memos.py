@@ -107,6 +107,26 @@ def test_one_launch_line_per_split_is_each_cards_own(body):
         assert pl.gpu_plan(p.ctx, card, launches) == pl.gpu_plan(p.ctx, card)
 
 
+def test_shapes_are_a_new_list_each_time():
+    """core/placement.py keeps each card's shapes: every call gets what the unkept function computes, as a
+    list of its own (a caller that empties the one it got changes no other's)."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+    from cardfit.core.placement import _shapes, shapes
+
+    body = {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "vllm"}
+    ctx = pl.build_context(parse(PlanInput, body))
+    rules = default_rental()
+    sets = 0
+    for gpu in default_gpus():
+        args = (ctx.runtime, gpu, ctx.model, rules.set_sizes, rules.node_size, 64)
+        first = shapes(*args)
+        sets += len(first)
+        first.clear()
+        assert shapes(*args) == list(_shapes.__wrapped__(*args))
+    assert sets > 1000  # the multi-node cards' 64 nodes of shapes among them
+
+
 _SHARE_FIELDS = {"float": st.floats(0.0, 1.0), "str": st.text(max_size=8)}
 
 

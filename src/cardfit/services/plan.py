@@ -375,10 +375,14 @@ _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
 
 
 def clear_memos() -> None:
-    """Forget the machines and card profiles kept across plans (benchmarks time a question from cold)."""
+    """Forget the machines, card profiles and card sets' shapes kept across plans (benchmarks time a
+    question from cold)."""
+    from ..core import placement
+
     _MACHINES.clear()
     _DECODE_CARDS.clear()
     _on_card.cache_clear()
+    placement.clear_memos()
 
 
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
