@@ -27,7 +27,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
-from .kv import kv_cache_bytes, kv_split_ranks
+from .kv import kv_cache_bytes, kv_split_ranks, layout
 from .memory import Memory
 from .weights import projector_bytes
 
@@ -405,8 +405,6 @@ def prefill_attention_flops(m: ModelSpec, context: int, mc: Machine) -> float:
 
 def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
     """2 × active parameters, plus attention: 2 × 2 × heads × head_dim per cached token per full layer."""
-    from .kv import layout
-
     lay = layout(m)
     heads = m.heads or m.kv_heads
     attn = 4 * heads * m.head_dim * (lay.full_layers * context_filled
@@ -629,8 +627,6 @@ def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512, d
     """Bytes the unfused attention moves for a prompt prefilled in ubatches of `ubatch` tokens after `depth`
     cached ones (each ubatch attends to the cache filled so far plus itself; sliding-window layers to at most
     their window)."""
-    from .kv import layout
-
     lay = layout(m)
     heads = m.heads or m.kv_heads
     total, done, step_ = 0, 0, max(ubatch, 1)

@@ -19,11 +19,13 @@ from ..catalog.runtimes import RuntimeProfile, default_runtime, default_runtimes
 from ..core import cost
 from ..core import fit as fitting
 from ..core import speed as speedmod
+from ..core.constants import snapshot
 from ..core.fit import Option
 from ..core.kv import kv_bytes_per_token, kv_dtype
 from ..core.memory import Memory, MemorySettings, estimate
 from ..core.placement import Shape, shape_of
 from ..core.speed import Speed
+from ..core.uncertainty import cost_range, need_margin_bytes, value_range
 from ..errors import InputError
 from ..runtimes import Runtime, adapter
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
@@ -255,8 +257,6 @@ def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Optio
 def _margin(ctx: Context, mem: Memory, count: int = 1, kv_copies: float = 1.0) -> int:
     """Error bar of the need (data/accuracy.toml) on a set of `count` cards: a fit with less free memory than
     this is "tight" (the likely range of the total crosses the budget)."""
-    from ..core.uncertainty import need_margin_bytes
-
     return need_margin_bytes({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
                               "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
                              ctx.runtime.id, count, kv_copies)
@@ -357,7 +357,6 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
     """services/served.py machine(), kept: what it reads of the plan (its runtime, quantization and model),
     the card, the split and the runtime's constants in place (core/constants.py: validation's refits) are the
     key, so the page's every-card plans, asked again at another context, build each card's machine once."""
-    from ..core.constants import snapshot
     from . import served
 
     key = (ctx.runtime, ctx.quant, ctx.model, gpu, tp, ram_bandwidth_gbps, snapshot(ctx.runtime.id))
@@ -406,8 +405,6 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
     """The card's part of the decode estimate (core/speed.py decode_card), kept like _machine: what it reads
     of the plan (its runtime and quantization), the card, the split and the constants in place are the key,
     so the page's every-card plans, asked again at another context or batch, build each card's once."""
-    from ..core.constants import snapshot
-
     rt = ctx.runtime
     key = (rt, ctx.quant, gpu, tp, ram_bandwidth_gbps, snapshot(rt.id))
     hit = _DECODE_CARDS.get(key)
@@ -717,8 +714,6 @@ def memory_view(ctx: Context, mem: Memory) -> MemoryView:
 
 def _speed_range(value: float | None, figure: str, runtime: str) -> list[float] | None:
     """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band)."""
-    from ..core.uncertainty import value_range
-
     r = value_range(value, figure, runtime)
     return None if r is None else [round(r[0], 1), round(r[1], 1)]
 
@@ -1029,8 +1024,6 @@ def _tokens_per_s(s: Speed | None) -> float | None:
 
 def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice], figure: str | None,
                runtime: str, prices: dict[str, float]) -> CardCost | None:
-    from ..core.uncertainty import cost_range, value_range
-
     o = card.option
     if not o.fits or o.monthly_usd is None:
         return None
