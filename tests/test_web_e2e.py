@@ -510,8 +510,8 @@ def test_api_prices_on_the_page_are_the_clis(server, browser, run_json):
     `cardfit apis --json` lists them (one price table: CLI = web API = page)."""
     _load(browser, server + f"/#model={LLAMA_8B}&gpu=L40S")
     _ready_for(browser, "Llama 3.1 8B")
-    shown = browser.execute_script(
-        "return Object.fromEntries([...document.querySelectorAll('#api option')].map(o => [o.value, o.text]))")
+    shown = browser.execute_script("return Object.fromEntries([...document.querySelectorAll('#api option')]"
+                                   ".map(o => [o.value, o.text]))")
     rows = run_json("apis")["apis"]
     assert rows
     for a in rows:

@@ -9,6 +9,8 @@ and transformers split the layers over the cards of one node."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
@@ -62,6 +64,14 @@ def shapes(rt: RuntimeProfile, gpu: Gpu, model: ModelSpec | None, set_sizes: tup
     """Every way to hold one copy, smallest first: 1/2/4/8 cards in one node, then whole nodes (pipeline
     stages across them) where the runtime and the card allow it. A runtime without pipeline parallelism
     (TGI) takes only sets its heads divide into."""
+    return list(_shapes(rt, gpu, model, set_sizes, node_size, max_nodes))
+
+
+# pure in its frozen arguments: the every-card plan asks it for each card one of which cannot hold the model,
+# at every context the page asks (up to 64 nodes of shapes each), deploy for each card and runtime
+@lru_cache(maxsize=4096)
+def _shapes(rt: RuntimeProfile, gpu: Gpu, model: ModelSpec | None, set_sizes: tuple[int, ...], node_size: int,
+            max_nodes: int) -> tuple[Shape, ...]:
     out: list[Shape] = []
     for per_node in sorted(n for n in set_sizes if n <= node_size):
         if per_node < gpu.min_count or (gpu.max_count and per_node > gpu.max_count):
@@ -72,4 +82,9 @@ def shapes(rt: RuntimeProfile, gpu: Gpu, model: ModelSpec | None, set_sizes: tup
         out.append(s)
         if per_node == node_size and spans_nodes(rt, gpu):
             out += [shape_of(rt, per_node * n, model, node_size) for n in range(2, max_nodes + 1)]
-    return out
+    return tuple(out)
+
+
+def clear_memos() -> None:
+    """Forget the shapes kept (benchmarks time a question from cold)."""
+    _shapes.cache_clear()

@@ -148,7 +148,7 @@ def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float,
     b = max(decode, 1)
     sh = load.shares
     if sh.experts and sh.route < 1:  # experts touched by all the step's tokens, spread over b "sequences"
-        sh = replace(sh, route=1 - (1 - sh.route) ** ((decode * per_sequence + prompt_tokens) / b))
+        sh = sh.routed(1 - (1 - sh.route) ** ((decode * per_sequence + prompt_tokens) / b))
     flops = (decode * per_sequence * load.flops_per_token + prompt_tokens * prefill_flops) / b
     return Load(load.weights_bytes, sh, load.kv_bytes * decode // b, flops, load.layers, load.hidden,
                 load.cpu_weight_fraction, load.cpu_expert_fraction, kv_split=load.kv_split), b

@@ -27,7 +27,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
-from .kv import kv_cache_bytes, kv_split_ranks
+from .kv import kv_cache_bytes, kv_split_ranks, layout
 from .memory import Memory
 from .weights import projector_bytes
 
@@ -113,6 +113,12 @@ class Shares:
         expert is touched by at least one of b tokens with probability 1 − (1 − k/E)^b."""
         touched = 1 - (1 - self.route) ** max(sequences, 1)
         return self.dense + self.experts * touched
+
+    def routed(self, route: float) -> Shares:
+        """These shares with another `route`: `dataclasses.replace(self, route=route)` built directly, at a
+        third of its cost (the serving model asks it for every MoE step it times: core/serving.py _mixed;
+        tests/test_plan_memos.py holds the two equal field by field)."""
+        return Shares(self.dense, self.experts, self.embed, route, self.method, self.attention)
 
 
 def _kind(name: str) -> str:
@@ -399,8 +405,6 @@ def prefill_attention_flops(m: ModelSpec, context: int, mc: Machine) -> float:
 
 def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
     """2 × active parameters, plus attention: 2 × 2 × heads × head_dim per cached token per full layer."""
-    from .kv import layout
-
     lay = layout(m)
     heads = m.heads or m.kv_heads
     attn = 4 * heads * m.head_dim * (lay.full_layers * context_filled
@@ -578,9 +582,12 @@ def measured_allreduce_seconds(mc: Machine, message: float, tp: int) -> float:
 def ceiling(load: Load, mc: Machine) -> float:
     """Bandwidth ÷ bytes per token, nothing else: VRAM at the spec bandwidth (split over tp cards), the
     offloaded part at the RAM bandwidth."""
-    ideal = Machine(mc.bandwidth_gbps, None, mc.tp, ram_bandwidth_gbps=mc.ram_bandwidth_gbps or 1.0)
-    s = step(load, ideal, 1)
-    return 1 / s.memory_s
+    return 1 / step(load, _ideal(mc), 1).memory_s
+
+
+def _ideal(mc: Machine) -> Machine:
+    """The cards of `mc` at their spec bandwidth, with no calibrated constant (ceiling)."""
+    return Machine(mc.bandwidth_gbps, None, mc.tp, ram_bandwidth_gbps=mc.ram_bandwidth_gbps or 1.0)
 
 
 def prefill_tokens_per_s(m: ModelSpec, tflops: float | None, efficiency: float, prompt_tokens: int = 512,
@@ -620,8 +627,6 @@ def attention_score_bytes(m: ModelSpec, prompt_tokens: int, ubatch: int = 512, d
     """Bytes the unfused attention moves for a prompt prefilled in ubatches of `ubatch` tokens after `depth`
     cached ones (each ubatch attends to the cache filled so far plus itself; sliding-window layers to at most
     their window)."""
-    from .kv import layout
-
     lay = layout(m)
     heads = m.heads or m.kv_heads
     total, done, step_ = 0, 0, max(ubatch, 1)
@@ -681,20 +686,46 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
     """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
     concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan; `window_cells`: what
     a sliding-window layer reads once wrapped (the runtime adapter's window_read_cells, as services/served.py
-    loads it)."""
-    filled = mem.context if context_filled is None else context_filled
+    loads it). The card's part (decode_card) and the model's (estimate_on)."""
+    card = decode_card(gpu, decode_efficiency=decode_efficiency, prefill_efficiency=prefill_efficiency,
+                       precision=precision, tp=tp, quant=quant, overhead_s_per_layer=overhead_s_per_layer,
+                       overhead_s_per_sequence=overhead_s_per_sequence, ram_bandwidth_gbps=ram_bandwidth_gbps,
+                       ram_efficiency=ram_efficiency, bandwidth_gbps=bandwidth_gbps,
+                       fp16_accumulate=fp16_accumulate, dequant_ops_per_weight=dequant_ops_per_weight,
+                       expert_efficiency=expert_efficiency, overhead_s_per_moe_layer=overhead_s_per_moe_layer)
+    load = decode_load(m, mem, quant, mem.context if context_filled is None else context_filled,
+                       cpu_weight_fraction, window_cache, window_cells)
+    return estimate_on(card, m, load, sequences=sequences, prefill_ubatch=prefill_ubatch)
+
+
+@record(slots=True)
+class DecodeCard:
+    """What `estimate` reads of a card set and the runtime's constants, the same for every model, memory and
+    context: the every-card plan keeps one per card (services/plan.py) and asks it again at each context."""
+
+    tflops: float | None  # the prefill GEMMs' peak per card
+    attention_tflops: float | None  # prefill attention's (None: the GEMMs')
+    machine: Machine | None  # the decode step's machine; None: the card's bandwidth is not known
+    ideal: Machine | None  # the same cards at their spec bandwidth and nothing else (the ceiling)
+    decode_efficiency: float  # 0: no calibrated decode (no realistic figure)
+    prefill_efficiency: float
+    tp: int
+
+
+def decode_card(gpu: Gpu, *, decode_efficiency: float = 0.0, prefill_efficiency: float = 0.0,
+                precision: str = "bf16", tp: int = 1, quant: Quant | None = None,
+                overhead_s_per_layer: float = 0.0, overhead_s_per_sequence: float = 0.0,
+                ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
+                bandwidth_gbps: float | None = None, fp16_accumulate: bool = False,
+                dequant_ops_per_weight: float = 0.0, expert_efficiency: float = 0.0,
+                overhead_s_per_moe_layer: float = 0.0) -> DecodeCard:
+    """The card's part of `estimate` (its arguments of the same names)."""
     bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = (prefill_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None) \
         or gpu.tflops(precision) or gpu.tflops("bf16")
-    load = Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
-                kv_read_bytes(m, mem, filled, window_cache, window_cells),
-                decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
-                cpu_weight_fraction, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
-    per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
     attention = attention_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None
-    prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention)
     if bw is None:
-        return Speed(None, None, prefill, per_token)
+        return DecodeCard(tflops, attention, None, None, decode_efficiency, prefill_efficiency, tp)
     mc = Machine(bandwidth_gbps=bw, tflops=tflops, tp=max(tp, 1), link_gbps=gpu.link_gbps,
                  interconnect=gpu.interconnect, decode_efficiency=decode_efficiency or 1.0,
                  overhead_s_per_layer=overhead_s_per_layer, overhead_s_per_sequence=overhead_s_per_sequence,
@@ -705,16 +736,39 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                  overhead_s_per_moe_layer=overhead_s_per_moe_layer,
                  precision=precision_of(quant, gpu) if quant is not None else precision,
                  **allreduce_fields(gpu))
-    if decode_efficiency:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens
+    return DecodeCard(tflops, attention, mc, _ideal(mc), decode_efficiency, prefill_efficiency, tp)
+
+
+def decode_load(m: ModelSpec, mem: Memory, quant: Quant | None, filled: int, cpu_weight_fraction: float = 0.0,
+                window_cache: bool = True, window_cells: int = 0) -> Load:
+    """The model's part of `estimate`: what one decode token reads and computes at `filled` cached tokens,
+    the same on every card (the every-card plan works it out once per memory estimate: services/plan.py)."""
+    return Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
+                kv_read_bytes(m, mem, filled, window_cache, window_cells),
+                decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
+                cpu_weight_fraction, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
+
+
+def estimate_on(card: DecodeCard, m: ModelSpec, load: Load, *, sequences: int = 1,
+                prefill_ubatch: int = 512) -> Speed:
+    """`estimate` of the model's load (decode_load) on a card's part (decode_card)."""
+    per_token = round(load.weights_bytes * load.shares.read_fraction(1)) + load.kv_bytes
+    tflops, attention, tp, mc, ideal = card.tflops, card.attention_tflops, card.tp, card.machine, card.ideal
+    decode_efficiency = card.decode_efficiency
+    if mc is None or ideal is None or not decode_efficiency:
+        prefill = prefill_tokens_per_s(m, tflops, card.prefill_efficiency, tp=tp, attention_tflops=attention)
+        if mc is None or ideal is None:
+            return Speed(None, None, prefill, per_token)
+    else:  # the 512-token prompt in ubatches of at most prefill_ubatch tokens
         stream = ubatch_stream_seconds(load, mc, min(prefill_ubatch, 512))
-        prefill = prefill_tokens_per_s(m, tflops, prefill_efficiency, tp=tp, attention_tflops=attention,
+        prefill = prefill_tokens_per_s(m, tflops, card.prefill_efficiency, tp=tp, attention_tflops=attention,
                                        stream_s_per_token=stream)
     realistic = step(load, mc, 1).per_user_tokens_per_s if decode_efficiency else None
     b = max(sequences, 1)
     aggregate = (
         (realistic if b == 1 else step(load, mc, b).aggregate_tokens_per_s) if decode_efficiency else None
     )
-    return Speed(ceiling(load, mc), realistic, prefill, per_token, b, aggregate)
+    return Speed(1 / step(load, ideal, 1).memory_s, realistic, prefill, per_token, b, aggregate)
 
 
 def default_tp(tensor_parallel: bool, count: int, requested: int | None,

@@ -19,11 +19,13 @@ from ..catalog.runtimes import RuntimeProfile, default_runtime, default_runtimes
 from ..core import cost
 from ..core import fit as fitting
 from ..core import speed as speedmod
+from ..core.constants import snapshot
 from ..core.fit import Option
 from ..core.kv import kv_bytes_per_token, kv_dtype
 from ..core.memory import Memory, MemorySettings, estimate
 from ..core.placement import Shape, shape_of
 from ..core.speed import Speed
+from ..core.uncertainty import cost_range, need_margin_bytes, value_range
 from ..errors import InputError
 from ..runtimes import Runtime, adapter
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
@@ -54,6 +56,8 @@ class Context:
     notes: list[str] = field(default_factory=list)
     # --speculative: the drafter and its acceptance (services/speculative.py Choice; None: off)
     speculation: Any = None
+    # what the plan works out once for many cards (the decode load of each memory estimate)
+    kept: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def model(self) -> ModelSpec:
@@ -262,8 +266,6 @@ def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Optio
 def _margin(ctx: Context, mem: Memory, count: int = 1, kv_copies: float = 1.0) -> int:
     """Error bar of the need (data/accuracy.toml) on a set of `count` cards: a fit with less free memory than
     this is "tight" (the likely range of the total crosses the budget)."""
-    from ..core.uncertainty import need_margin_bytes
-
     return need_margin_bytes({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
                               "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
                              ctx.runtime.id, count, kv_copies)
@@ -276,10 +278,31 @@ def _set_margin(ctx: Context, mem: Memory) -> Callable[[int, float], int]:
 
 @record
 class CardPlan:
+    """One card (or set) of the ranking: its verdict, memory and context. Its speed is worked out when first
+    read and kept: the every-card plan shows each card's decode speed (`decode`), but the served throughput
+    (`speed`: a closed-loop model of the card, services/served.py) only where the cost section prices it,
+    on the fitting priced cards."""
+
     option: fitting.Option
     memory: Memory
     context_note: str
-    speed: speedmod.Speed | None
+    ctx: Context = field(compare=False, repr=False)
+    _kept: dict[str, speedmod.Speed | None] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def decode(self) -> speedmod.Speed | None:
+        """Decode (ceiling and realistic), prefill, and the decode step's aggregate at the plan's batch: the
+        card's speed without the served throughput (its decode figures are `speed`'s)."""
+        if "decode" not in self._kept:
+            self._kept["decode"] = _unserved_speed(self.ctx, self.memory, self.option)
+        return self._kept["decode"]
+
+    @property
+    def speed(self) -> speedmod.Speed | None:
+        """`decode` with the aggregate the served throughput at the plan's batch (_speed)."""
+        if "speed" not in self._kept:
+            self._kept["speed"] = _served(self.ctx, self.memory, self.option, self.decode)
+        return self._kept["speed"]
 
 
 @record
@@ -299,13 +322,15 @@ class Plan:
 
 
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
+    return _served(ctx, mem, opt, _unserved_speed(ctx, mem, opt))
+
+
+def _unserved_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     if opt.gpu.bandwidth_gbps is None:
         return None
     s = _decode_speed(ctx, mem, opt)
     if not ctx.model.generates:  # an embedding or reranking model reads its input once and generates nothing
         return speedmod.Speed(None, None, s.prefill_tokens_per_s, 0)
-    if s.aggregate_tokens_per_s is not None:
-        s = replace(s, aggregate_tokens_per_s=served_tokens_per_s(ctx, mem, opt))
     if ctx.speculation is not None and s.decode_tokens_per_s is not None:
         s = replace(s, decode_tokens_per_s=speculative_decode_tokens_per_s(ctx, mem, opt))
     return s
@@ -323,6 +348,14 @@ def speculative_decode_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Opti
     mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
     spec = served.speculation_of(ctx, load, w, mem.kv_dtype)
     return 1 / per_token_s(load, mc, 1, spec) if spec is not None else 0.0
+
+
+def _served(ctx: Context, mem: Memory, opt: fitting.Option,
+            s: speedmod.Speed | None) -> speedmod.Speed | None:
+    """The speed with its aggregate the served throughput at the plan's batch."""
+    if s is None or s.aggregate_tokens_per_s is None:
+        return s
+    return replace(s, aggregate_tokens_per_s=served_tokens_per_s(ctx, mem, opt))
 
 
 def request(ctx: Context, context: int) -> Any:
@@ -360,7 +393,6 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
     """services/served.py machine(), kept: what it reads of the plan (its runtime, quantization and model),
     the card, the split and the runtime's constants in place (core/constants.py: validation's refits) are the
     key, so the page's every-card plans, asked again at another context, build each card's machine once."""
-    from ..core.constants import snapshot
     from . import served
 
     key = (ctx.runtime, ctx.quant, ctx.model, gpu, tp, ram_bandwidth_gbps, snapshot(ctx.runtime.id))
@@ -374,38 +406,64 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
 
 MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
 _MACHINES: dict[tuple, speedmod.Machine] = {}
+_DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
 
 
 def clear_memos() -> None:
-    """Forget the machines and card profiles kept across plans (benchmarks time a question from cold)."""
+    """Forget the machines, card profiles and card sets' shapes kept across plans (benchmarks time a
+    question from cold)."""
+    from ..core import placement
+
     _MACHINES.clear()
+    _DECODE_CARDS.clear()
     _on_card.cache_clear()
+    placement.clear_memos()
 
 
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
-    rt, k = ctx.runtime, ctx.engine.speed()
+    rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
-    peak = speedmod.prefill_peak_tflops(opt.gpu, ctx.quant, rt.fp16_accumulate)
-    return speedmod.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
-                             prefill_efficiency=speedmod.power_capped(speedmod.prefill_efficiency(
-                                 k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
-                                 rt.prefill_efficiency_metal, opt.gpu), peak, opt.gpu.tdp_w,
-                                 rt.prefill_tflops_per_watt,
-                                 opt.gpu.gemm_share_at(speedmod.precision_of(ctx.quant, opt.gpu))),
-                             fp16_accumulate=rt.fp16_accumulate,
-                             precision=speedmod.precision_of(ctx.quant, opt.gpu),
-                             tp=opt.tp,
-                             context_filled=mem.context // 2, quant=ctx.quant,
-                             overhead_s_per_layer=k.overhead_s_per_layer,
-                             overhead_s_per_sequence=k.overhead_s_per_sequence, cpu_weight_fraction=offloaded,
-                             ram_bandwidth_gbps=getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS),
-                             ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
-                             sequences=max(ctx.sequences, 1),
-                             dequant_ops_per_weight=rt.dequant_ops_per_weight,
-                             prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
-                             overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
-                             # the cache read `cardfit speed`, the served figure and validate time
-                             window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+    card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    # the same on every card that holds this memory estimate (and whatever the load reads of the plan in the
+    # key: a context copied with another runtime or quantization shares `kept`)
+    key = ("decode load", ctx.model, ctx.quant, rt, ctx.prefill_chunk, mem, offloaded)
+    load = ctx.kept.get(key)
+    if load is None:
+        load = ctx.kept[key] = speedmod.decode_load(
+            ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
+            # the cache read `cardfit speed`, the served figure and validate time
+            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+    return speedmod.estimate_on(card, ctx.model, load, sequences=max(ctx.sequences, 1),
+                                prefill_ubatch=ctx.prefill_chunk or 512)
+
+
+def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.DecodeCard:
+    """The card's part of the decode estimate (core/speed.py decode_card), kept like _machine: what it reads
+    of the plan (its runtime and quantization), the card, the split and the constants in place are the key,
+    so the page's every-card plans, asked again at another context or batch, build each card's once."""
+    rt = ctx.runtime
+    key = (rt, ctx.quant, gpu, tp, ram_bandwidth_gbps, snapshot(rt.id))
+    hit = _DECODE_CARDS.get(key)
+    if hit is None:
+        k = ctx.engine.speed()
+        peak = speedmod.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
+        precision = speedmod.precision_of(ctx.quant, gpu)
+        share = speedmod.prefill_efficiency(k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
+                                            rt.prefill_efficiency_metal, gpu)
+        efficiency = speedmod.power_capped(share, peak, gpu.tdp_w, rt.prefill_tflops_per_watt,
+                                           gpu.gemm_share_at(precision))
+        hit = speedmod.decode_card(gpu, decode_efficiency=k.decode_efficiency, prefill_efficiency=efficiency,
+                                   fp16_accumulate=rt.fp16_accumulate, precision=precision, tp=tp,
+                                   quant=ctx.quant, overhead_s_per_layer=k.overhead_s_per_layer,
+                                   overhead_s_per_sequence=k.overhead_s_per_sequence,
+                                   ram_bandwidth_gbps=ram_bandwidth_gbps, ram_efficiency=k.ram_efficiency,
+                                   dequant_ops_per_weight=rt.dequant_ops_per_weight,
+                                   expert_efficiency=k.expert_efficiency,
+                                   overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
+        if len(_DECODE_CARDS) >= MACHINES_KEPT:
+            _DECODE_CARDS.clear()  # one atomic step, as _MACHINES
+        _DECODE_CARDS[key] = hit
+    return hit
 
 
 def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
@@ -457,12 +515,10 @@ def card_plans(ctx: Context) -> list[CardPlan]:
                     ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
                                      f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
                 opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
-        out.append(CardPlan(opt, mem, why, None))
+        out.append(CardPlan(opt, mem, why, ctx))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
-    return [CardPlan(o, by_opt[id(o)].memory, by_opt[id(o)].context_note,
-                     _speed(ctx, by_opt[id(o)].memory, o))
-            for o in ranked]
+    return [by_opt[id(o)] for o in ranked]
 
 
 def plan(inp: PlanInput) -> Plan:
@@ -753,8 +809,6 @@ def memory_view(ctx: Context, mem: Memory) -> MemoryView:
 
 def _speed_range(value: float | None, figure: str, runtime: str) -> list[float] | None:
     """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band)."""
-    from ..core.uncertainty import value_range
-
     r = value_range(value, figure, runtime)
     return None if r is None else [round(r[0], 1), round(r[1], 1)]
 
@@ -798,13 +852,12 @@ class GpuPlan(Result):
     flatten = ("launch",)
 
 
-def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
+def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | None = None) -> GpuPlan:
     """A set runs the model tensor parallel inside a node, pipeline stages across nodes (or layers split over
     the cards for llama.cpp / Ollama), one replica; where it fits, the command that starts it (the same
-    launch line `cardfit deploy` prints: services/launch_line.py)."""
-    from .launch_line import launch_command
-
-    o, speed, mem, rt = card.option, card.speed, card.memory, ctx.runtime
+    launch line `cardfit deploy` prints: services/launch_line.py). `launches`: the lines already made for
+    this plan, by what they are made of (the split and the context, not the card: most cards share one)."""
+    o, speed, mem, rt = card.option, card.decode, card.memory, ctx.runtime
     launch = None
     tier = 0.0
     if getattr(ctx.inp, "kv_offload_gb", None):
@@ -816,7 +869,7 @@ def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
         slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
         seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
-        launch = LaunchLine(launch_command(ctx, o.tp, o.pp, mem.context, seqs, kv, slots, kv_offload_gb=tier))
+        launch = _launch_line(ctx, (o.tp, o.pp, mem.context, seqs, kv, slots), launches, tier)
     decode = rounded(speed.decode_tokens_per_s, 1) if speed else None
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
@@ -824,6 +877,21 @@ def gpu_plan(ctx: Context, card: CardPlan) -> GpuPlan:
                    rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
                    _speed_range(decode, "decode_tokens_per_s", rt.id), tier,
                    ctx.speculation.to_json() if ctx.speculation is not None else None)
+
+
+def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],
+                 launches: dict[tuple, LaunchLine] | None, tier: float = 0.0) -> LaunchLine:
+    """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command) and
+    a host KV tier of `tier` GB, made once per plan for each such set of arguments."""
+    from .launch_line import launch_command
+
+    key = (*args, tier)
+    line = launches.get(key) if launches is not None else None
+    if line is None:
+        line = LaunchLine(launch_command(ctx, *args, kv_offload_gb=tier))
+        if launches is not None:
+            launches[key] = line
+    return line
 
 
 @record
@@ -961,8 +1029,10 @@ class PlanView(Result):
 
 def plan_view(p: Plan) -> PlanView:
     first = p.first
+    launches: dict[tuple, LaunchLine] = {}
     return PlanView(model_view(p.ctx), inputs_view(p.ctx, first), memory_view(p.ctx, first.memory),
-                    tuple(gpu_plan(p.ctx, c) for c in p.cards), speed_view(p.ctx, first), plan_cost(p),
+                    tuple(gpu_plan(p.ctx, c, launches) for c in p.cards), speed_view(p.ctx, first),
+                    plan_cost(p),
                     answers(p), task_answer(p.ctx, first), tuple(p.ctx.notes))
 
 
@@ -1062,11 +1132,11 @@ def _tokens_per_s(s: Speed | None) -> float | None:
 
 def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice], figure: str | None,
                runtime: str, prices: dict[str, float]) -> CardCost | None:
-    from ..core.uncertainty import cost_range, value_range
-
-    o, s = card.option, card.speed
-    tps = _tokens_per_s(s)
-    if not o.fits or o.monthly_usd is None or not tps:
+    o = card.option
+    if not o.fits or o.monthly_usd is None:
+        return None
+    tps = _tokens_per_s(card.speed)  # the served throughput: worked out for these cards only
+    if not tps:
         return None
     hourly = cost.hourly_from_monthly(o.monthly_usd, hours)
     capacity = cost.capacity_millions(tps, hours)

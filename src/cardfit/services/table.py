@@ -94,8 +94,11 @@ def _names(cls: type) -> tuple[str, ...]:
     return _NAMES[cls]
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # returned as they are, found by their exact type
+
+
 def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float):
+    if type(value) in _SCALARS or isinstance(value, str | int | float):  # (subclasses: enums)
         return value
     if isinstance(value, Result):
         return value.to_json()

@@ -1,0 +1,143 @@
+"""The every-card plan's shortcuts (issue 25 item 19) answer what the plan computed before them: each card's
+decode estimate from its card part kept across plans (services/plan.py _decode_card) and the model's load
+kept once per memory estimate (Context.kept), the served throughput worked out only when read, and one
+launch line per split. Each is held, to the bit, against the same figure computed from scratch. Speed itself
+is measured by `make bench`, not here."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cardfit.catalog.quants import default_quants
+from cardfit.core import fit as fitting
+from cardfit.core import speed as sp
+from cardfit.core.memory import Memory
+from cardfit.services import plan as pl
+from cardfit.services.inputs import PlanInput, parse
+
+PLANS = [
+    {"model": "llama3.1:8b", "context": 3001},  # Ollama on every card: one memory estimate for most
+    {"model": "llama3.1:8b", "batch": 4, "input_tokens": 1000, "output_tokens": 200},  # served at a load
+    {"model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8", "runtime": "vllm", "batch": 8},  # sets, tp
+    {"model": "llama3.1:70b", "runtime": "llama.cpp", "context": 8192},  # offloads on the small cards
+    {"model": "Qwen/Qwen3-30B-A3B", "runtime": "sglang", "batch": 16},  # routed experts
+    {"model": "gpt-oss-20b", "runtime": "vllm"},  # MXFP4 experts, sliding-window layers
+    {"model": "bge-m3"},  # an embedding model: no decode
+]
+
+
+def _fresh_decode(ctx: pl.Context, mem: Memory, opt: fitting.Option) -> sp.Speed | None:
+    """A card's decode estimate as the plan made it before its memos: core/speed.py estimate() in one call."""
+    if opt.gpu.bandwidth_gbps is None:
+        return None
+    rt, k = ctx.runtime, ctx.engine.speed()
+    offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
+    peak = sp.prefill_peak_tflops(opt.gpu, ctx.quant, rt.fp16_accumulate)
+    precision = sp.precision_of(ctx.quant, opt.gpu)
+    s = sp.estimate(ctx.model, mem, opt.gpu, opt.count, decode_efficiency=k.decode_efficiency,
+                    prefill_efficiency=sp.power_capped(sp.prefill_efficiency(
+                        k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
+                        rt.prefill_efficiency_metal, opt.gpu), peak, opt.gpu.tdp_w,
+                        rt.prefill_tflops_per_watt, opt.gpu.gemm_share_at(precision)),
+                    fp16_accumulate=rt.fp16_accumulate, precision=precision, tp=opt.tp,
+                    context_filled=mem.context // 2, quant=ctx.quant,
+                    overhead_s_per_layer=k.overhead_s_per_layer,
+                    overhead_s_per_sequence=k.overhead_s_per_sequence,
+                    cpu_weight_fraction=offloaded, ram_bandwidth_gbps=sp.DEFAULT_RAM_GBPS,
+                    ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
+                    sequences=max(ctx.sequences, 1), dequant_ops_per_weight=rt.dequant_ops_per_weight,
+                    prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
+                    overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
+                    window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+    if not ctx.model.generates:
+        return sp.Speed(None, None, s.prefill_tokens_per_s, 0)
+    return s
+
+
+@pytest.mark.parametrize("body", PLANS, ids=lambda b: b["model"])
+def test_every_cards_speed_is_the_one_computed_from_scratch(body):
+    """Asked twice (the second plan finds every card's part kept) and at another context in between, each
+    card's decode estimate and served speed equal estimate() and the served model run afresh for that card."""
+    pl.clear_memos()
+    inp = parse(PlanInput, body)
+    pl.plan(replace(inp, context=(inp.context or 4096) + 1000))  # fills the memos at another context
+    p = pl.plan(inp)
+    assert len(p.cards) > 1
+    for card in p.cards:
+        fresh = _fresh_decode(p.ctx, card.memory, card.option)
+        assert card.decode == fresh, card.option.gpu.name
+        served = fresh
+        if fresh is not None and fresh.aggregate_tokens_per_s is not None:
+            served = replace(fresh, aggregate_tokens_per_s=pl.served_tokens_per_s(p.ctx, card.memory,
+                                                                                 card.option))
+        assert card.speed == served, card.option.gpu.name
+
+
+def test_a_context_copied_with_another_quantization_gets_its_own_load():
+    """A context copied with replace() shares its `kept` dict: the decode load is keyed by what it reads of
+    the plan (model, quantization, runtime), not by the memory estimate alone, so the copy asked about the
+    same memory never reads the original's load (a low-bit GGUF type unpacks its weights: another step)."""
+    pl.clear_memos()
+    ctx = pl.build_context(parse(PlanInput, {"model": "llama3.1:8b", "runtime": "llama.cpp",
+                                             "quant": "Q4_K_M", "context": 8192}))
+    gpu = ctx.gpus.get("RTX 4090")
+    mem = pl.memory_for(ctx, 8192, gpu)
+    opt = pl.option_for(ctx, mem, gpu, 1)
+    first = pl._decode_speed(ctx, mem, opt)
+    assert first == _fresh_decode(ctx, mem, opt)
+    other = replace(ctx, quant=default_quants().get("Q2_K"))
+    assert other.kept is ctx.kept
+    got = pl._decode_speed(other, mem, opt)
+    assert got == _fresh_decode(other, mem, opt)
+    assert got != first
+
+
+@pytest.mark.parametrize("body", PLANS[:4], ids=lambda b: b["model"])
+def test_one_launch_line_per_split_is_each_cards_own(body):
+    """The launch lines made once per (split, context, batch, KV type, slots) are those each card's own
+    gpu_plan makes."""
+    p = pl.plan(parse(PlanInput, body))
+    launches: dict[tuple, pl.LaunchLine] = {}
+    for card in p.cards:
+        assert pl.gpu_plan(p.ctx, card, launches) == pl.gpu_plan(p.ctx, card)
+
+
+def test_shapes_are_a_new_list_each_time():
+    """core/placement.py keeps each card's shapes: every call gets what the unkept function computes, as a
+    list of its own (a caller that empties the one it got changes no other's)."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+    from cardfit.core.placement import _shapes, shapes
+
+    body = {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "vllm"}
+    ctx = pl.build_context(parse(PlanInput, body))
+    rules = default_rental()
+    sets = 0
+    for gpu in default_gpus():
+        args = (ctx.runtime, gpu, ctx.model, rules.set_sizes, rules.node_size, 64)
+        first = shapes(*args)
+        sets += len(first)
+        first.clear()
+        assert shapes(*args) == list(_shapes.__wrapped__(*args))
+    assert sets > 1000  # the multi-node cards' 64 nodes of shapes among them
+
+
+_SHARE_FIELDS = {"float": st.floats(0.0, 1.0), "str": st.text(max_size=8)}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.floats(0.0, 1.0))
+def test_routed_shares_are_replace(data, route):
+    """Shares.routed builds dataclasses.replace(shares, route=...) directly: every field carried over (a field
+    added to Shares gets a value here, so a routed() that drops it fails)."""
+    values = {f.name: data.draw(_SHARE_FIELDS[f.type]) for f in dataclasses.fields(sp.Shares)}
+    shares = sp.Shares(**values)
+    routed = shares.routed(route)
+    assert routed == replace(shares, route=route)
+    assert [getattr(routed, f.name) for f in dataclasses.fields(sp.Shares)] == \
+        [getattr(replace(shares, route=route), f.name) for f in dataclasses.fields(sp.Shares)]
