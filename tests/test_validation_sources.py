@@ -63,10 +63,13 @@ def test_serving_record_states_its_load(r):
     assert r["unit"] == unit, r["id"]
     assert set(r) <= SERVING_KEYS, f"{r['id']}: unknown keys {sorted(set(r) - SERVING_KEYS)}"
     # the load the benchmark ran: a closed loop (at most `concurrency` in flight, the next request sent
-    # when one ends) or a burst (all `requests` sent at once); equal lengths keep a prefill-first
-    # engine's rounds in step
-    assert r["load"] in ("closed", "burst"), r["id"]
-    assert int(r["requests"]) >= int(r.get("concurrency") or 1), r["id"]
+    # when one ends), a burst (all `requests` sent at once; equal lengths keep a prefill-first engine's
+    # rounds in step) or open Poisson arrivals at `request_rate` per second (MLPerf's Server scenario)
+    assert r["load"] in ("closed", "burst", "poisson"), r["id"]
+    if r["load"] == "poisson":
+        assert isinstance(r.get("request_rate"), (int, float)) and "concurrency" not in r, r["id"]
+    else:
+        assert int(r["requests"]) >= int(r.get("concurrency") or 1), r["id"]
     assert isinstance(r["fixed_lengths"], bool), r["id"]
     if r["load"] == "burst":
         assert "concurrency" not in r or int(r["concurrency"]) == int(r["requests"]), r["id"]
