@@ -55,6 +55,7 @@ class RuntimeProfile:
     paged_kv: bool = False
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
     serves: bool = False  # a server `cardfit deploy` plans and launches (its adapter's launch())
+    serves_rerank: bool = True  # its server scores query-document pairs (a reranking endpoint)
     # the container image `cardfit deploy --emit` runs its launch line in (services/emit.py; "": none), the
     # words of the line the image's ENTRYPOINT already runs (the manifest passes the rest as its arguments;
     # empty: the whole line is the container's command), the arguments that make the server answer beyond

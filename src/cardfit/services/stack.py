@@ -474,9 +474,8 @@ def _check_role(e: Entry, ctx: Any) -> None:
                          "model", field="file", hint="set its role to match the model")
     if e.role in ("chat", "vision") and not m.generates:
         raise InputError(f"{m.name} is a {m.task} model", field="file", hint=f"set role = \"{m.task}\"")
-    if e.role == "rerank" and ctx.runtime.id == "ollama":
-        # Ollama's API has /api/embed but no reranking endpoint (docs/api.md)
-        raise InputError("Ollama serves no rerankers", field="file",
+    if e.role == "rerank" and not ctx.runtime.serves_rerank:  # runtimes.toml serves_rerank (Ollama: none)
+        raise InputError(f"{ctx.runtime.name} serves no rerankers", field="file",
                          hint="run the reranker on llama.cpp (llama-server --reranking) or vLLM")
     if e.role == "vision" and not m.text_params:
         raise InputError(f"{m.name} has no vision tower in the catalog", field="file",
