@@ -178,8 +178,14 @@ def _rt(r: Record) -> str:
 
 
 def _is(kind: str, *, offload: bool | None = False) -> Callable[[Record], bool]:
+    """Records of `kind` a constant of the plain engine may be fitted on: not anomalous, not skipped, and not
+    a run with speculative decoding (its step also drafts and verifies K + 1 tokens: core/speculative.py
+    times that, and what it leaves unexplained, the engines' sampling of the drafted tokens among it, is the
+    speculative model's to answer, not the plain step's per-layer or per-sequence time)."""
     def ok(r: Record) -> bool:
         if r.get("kind") != kind or r["id"] in ANOMALOUS or r.get("skip"):
+            return False
+        if (r.get("settings") or {}).get("speculative"):
             return False
         return offload is None or bool(r.get("offload")) == offload
     return ok
