@@ -57,7 +57,10 @@ def _runtime(d: Any) -> str:
 
 
 def _shape(d: Deployment) -> str:
-    parts = [f"TP {d.tp}"] if d.tp > 1 else []
+    group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks
+    parts = [f"TP {group}"] if group > 1 else []
+    if d.ep > 1:
+        parts.append(f"attention DP {d.dp} · EP {d.ep}")
     if d.pp > 1:
         parts.append(f"PP {d.pp}" if d.tp > 1 or d.nodes > d.replicas else f"layers over {d.pp}")
     if d.replicas > 1:

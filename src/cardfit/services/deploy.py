@@ -20,9 +20,10 @@ from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_hol
 from ..catalog.records import record
 from ..catalog.releases import release_name
 from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
-from ..core import cost
+from ..core import cost, moe_parallel
 from ..core import fit as fitting
 from ..core import serving as sv
+from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
 from ..core.search import largest_true, largest_true_ratio, smallest_true
@@ -133,6 +134,7 @@ class Candidate:
     inp: DeployInput
     chunk_tokens: int = 0  # token budget of a step; 0: the runtime's default (the plan's prefill chunk)
     attention_dp: int = 1  # data-parallel attention groups (core/speed.py Machine.attention_dp)
+    ep: int = 1  # ranks the routed experts are sharded over (core/moe_parallel.py; 1: tensor parallel)
 
     @property
     def cards(self) -> int:
@@ -145,11 +147,11 @@ class Candidate:
         # (services/served.py replica): over 1, 2, 4 or 8 cards it is one replica
         stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
         key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
-               self.seqs, self.chunk_tokens, self.attention_dp)
+               self.seqs, self.chunk_tokens, self.attention_dp, self.ep)
         built = self.setting.built
         if key not in built:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
-                                  self.chunk_tokens, self.attention_dp)
+                                  self.chunk_tokens, self.attention_dp, self.ep)
         return built[key]  # type: ignore[no-any-return]
 
 
@@ -434,7 +436,52 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     continue
                 out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs, opt.monthly_usd, tokens,
                                      margin, inp))  # the option's price: fitting.set_price of the set
+                if nodes == 1 and pp == 1 and tp == count > 1 and expert_parallel(ctx):
+                    out += _expert_parallel(inp, s, gpu, per_node, count, per_seq)
                 one_node = one_node or nodes == 1
+    return out
+
+
+def expert_parallel(ctx: Any) -> bool:
+    """Whether deploy searches attention-DP + expert-parallel layouts for this plan: a mixture-of-experts
+    model on an engine whose launch line places them (its adapter's EXPERT_PARALLEL: vLLM, SGLang,
+    TensorRT-LLM)."""
+    return bool(ctx.model.is_moe and getattr(ctx.engine, "EXPERT_PARALLEL", False))
+
+
+def expert_parallel_memory(s: Setting, dp: int) -> Memory:
+    """The setting's memory as `dp` attention groups hold it (core/moe_parallel.py weights_bytes_in_all):
+    weights_bytes over all the cards, the non-expert weights once per group."""
+    share = sp.weight_shares(s.ctx.model, s.ctx.quant).experts
+    return replace(s.mem, weights_bytes=moe_parallel.weights_bytes_in_all(s.mem.weights_bytes, share, dp))
+
+
+def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, count: int,
+                     per_seq: int) -> list[Candidate]:
+    """The attention-DP + EP layouts of `count` cards of one node (core/moe_parallel.py layouts): the
+    non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
+    own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
+    runtime's sequence cap."""
+    from .plan import _margin, requires
+
+    ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
+    out = []
+    for lay in moe_parallel.layouts(count):
+        mem = expert_parallel_memory(s, lay.dp)
+        copies = ctx.engine.kv_copies(m, lay.tp)
+        margin = _margin(ctx, mem, count, copies)
+        opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+                            utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
+        if not opt.fits or opt.free_bytes < margin:
+            continue
+        pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin)
+        if pooled is None:
+            continue
+        seqs = min(rt.max_num_seqs * lay.dp, pooled[0])
+        if seqs < lay.dp:
+            continue
+        out.append(Candidate(replace(s, mem=mem), gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
+                             pooled[1], margin, inp, attention_dp=lay.dp, ep=lay.ep))
     return out
 
 
@@ -453,7 +500,7 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
-             chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
+             chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py)."""
     from .plan import _machine, engine_defaults
 
@@ -464,10 +511,11 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
     # the card × tp machine, which every setting of this runtime and quantization shares (plan's memo)
     whole, mc = built[w, "load"], _machine(s.ctx, gpu, tp, 0.0)
     if attention_dp > 1:
-        mc = replace(mc, attention_dp=attention_dp)
+        mc = replace(mc, attention_dp=attention_dp, expert_parallel=ep)
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
-    # tokens on an A100 or a card under 70 GiB, 8192 on the others)
-    budget = chunk_tokens or engine_defaults(s.ctx, gpu)[0]
+    # tokens on an A100 or a card under 70 GiB, 8192 on the others); expert parallel: each attention group's
+    # engine takes its own
+    budget = (chunk_tokens or engine_defaults(s.ctx, gpu)[0]) * (attention_dp if ep > 1 else 1)
     return _interned(served.replica(s.ctx, whole, mc, w, pp, seqs, budget))
 
 
@@ -773,7 +821,8 @@ def command(inp: DeployInput, r: Result) -> str:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node)
+                          c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
+                          c.attention_dp, c.ep)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -787,7 +836,7 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes, r.replicas, one_node)
+                     c.setting.slots, c.nodes, r.replicas, one_node, c.attention_dp, c.ep)
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -840,6 +889,13 @@ class Deployment(table.Result):
     # the engine release planned (--runtime NAME@RELEASE, else the current one: data/releases.toml); None for
     # a runtime cardfit knows no releases of
     release: str | None = None
+    # attention data-parallel groups and expert-parallel ranks of one replica (core/moe_parallel.py; 1, 1:
+    # tensor parallel over all `tp` cards, whose count stays tp × pp × replicas)
+    dp: int = 1
+    ep: int = 1
+    # separate prefill and decode pools (core/disagg.py): {"prefill": {gpu, count, tp, replicas},
+    # "decode": {…}}; None: prefill and decode share every replica
+    disaggregated: dict[str, dict[str, Any]] | None = None
 
 
 def deployment(inp: DeployInput, r: Result) -> Deployment:
@@ -860,7 +916,7 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
-        release=release_name(c.setting.ctx.runtime))
+        release=release_name(c.setting.ctx.runtime), dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep)
 
 
 def _ms(x: float) -> float | None:

@@ -8,33 +8,36 @@ from typing import Any
 
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
-                   slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False) -> str | None:
+                   slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False,
+                   dp: int = 1, ep: int = 1) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
-    them inside one node, which data parallelism serves in one server)."""
+    them inside one node, which data parallelism serves in one server); `dp`, `ep`: one copy's attention
+    groups and expert-parallel ranks (core/moe_parallel.py)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
-    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node)
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
 def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
-              nodes: int = 1, replicas: int = 1, one_node: bool = False) -> Any:
+              nodes: int = 1, replicas: int = 1, one_node: bool = False, dp: int = 1, ep: int = 1) -> Any:
     """The `Launch` (argv, environment, files, notes) behind `launch_command`'s text, for what is written
     from the same line (services/emit.py); None for a runtime without one."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
-    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node)
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
     return launch.build(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
 def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int,
-             nodes: int, replicas: int = 1, one_node: bool = False) -> dict[str, Any]:
+             nodes: int, replicas: int = 1, one_node: bool = False, dp: int = 1,
+             ep: int = 1) -> dict[str, Any]:
     """The runtime's launch options for a planned split, context, batch and KV cache (runtimes/launch.py
     build)."""
     rt = ctx.runtime
@@ -43,7 +46,7 @@ def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                 pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
                 kv_dtype=kv, gpu_memory_utilization=util, n_gpu_layers=None if rt.tensor_parallel else 999,
                 parallel=slots or None, flash_attn=True if kv else None, replicas=replicas,
-                one_node=one_node, engine=ctx.engine)
+                one_node=one_node, engine=ctx.engine, attention_dp=dp, expert_parallel=ep)
 
 
 def model_ref(ctx: Any, engine: Any = None) -> str:

@@ -22,6 +22,7 @@ from ..services.deploy import (
     Result,
     check,
     evaluate,
+    expert_parallel_memory,
     kv_held,
     kv_pool,
     settings,
@@ -248,7 +249,7 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # profile at that release has none: data/releases.toml graphs_in_budget)
     graphs = True
     res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(rt.id), budget, rt.max_num_seqs if v0 else 0, util,
-                      attention_dp(st, tp), graphs, step)
+                      attention_dp(st, tp), graphs, step, expert_parallel(st, tp))
     requests = int(r.get("requests") or 0)
     if r.get("load") in ("closed", "burst") and requests:
         users = int(inp.users or 1)
@@ -391,18 +392,28 @@ def attention_dp(settings: dict[str, Any], tp: int) -> int:
     return max(1, min(int(settings.get("dp_size") or tp), tp))
 
 
+def expert_parallel(settings: dict[str, Any], tp: int) -> int:
+    """The ranks a record's engine sharded the experts over where it ran them expert-parallel beside
+    data-parallel attention (core/moe_parallel.py: moe_ep over all tp ranks, TensorRT-LLM's
+    moe_expert_parallel_size with enable_attention_dp); 1 otherwise, the experts tensor-parallel as before."""
+    ep = int(settings.get("moe_ep") or 1)
+    return ep if ep == tp > 1 and attention_dp(settings, tp) > 1 else 1
+
+
 @lru_cache(maxsize=256)
 def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
            engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
-           graphs: bool = True, step_tokens: int = 0) -> tuple[Result, str]:
+           graphs: bool = True, step_tokens: int = 0, ep: int = 1) -> tuple[Result, str]:
     """One replica of the record's deployment, timed by deploy's model: memory sized on the record's cards
     with the engine's own step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the
     card (`utilization`, vLLM's gpu_memory_utilization) where the record's engine differs from the runtime's
     current defaults (0: those); `graphs` False: its CUDA graphs were captured outside its memory budget
     (catalog/runtimes.py graphs_outside_budget), so none of the budget is set aside for them; `step_tokens`:
     the tokens a step carries where the engine caps its prompt batches below the chunk its memory was sized
-    for (prefill_batch_tokens; 0: the chunk)."""
+    for (prefill_batch_tokens; 0: the chunk); `ep` > 1: the experts expert-parallel over the tp ranks beside
+    `dp` attention groups, each group an engine of its own with the record's per-rank sequence cap and step
+    budget (services/deploy.py expert_parallel_memory, _replica)."""
     from ..services.plan import build_context, engine_defaults, memory_for
 
     check(inp)
@@ -419,21 +430,26 @@ def _timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     gpu = ctx.gpus.get(gpu_name)
     s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the record's card, as the search does
     cards = tp * pp
+    group = tp // dp if ep > 1 else tp  # the ranks that copy a sequence's cache
+    if ep > 1:
+        s = replace(s, mem=expert_parallel_memory(s, dp))
+        cap *= dp  # each attention group's engine schedules up to its own cap
     opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
-                        tp=tp, pp=pp)
+                        tp=group, pp=pp)
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
         per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                         kv_dtype=s.mem.kv_dtype))
-        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
+        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, per_seq)
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, None,
-                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp)
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp, ep)
     res = evaluate(inp, c, 1, targets(inp))
     held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
-    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''}"
+           f"{f' EP {ep}' if ep > 1 else ''} PP {pp}, "
            f"{rt.id}, {ctx.quant.name}, "
            f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
            f"{'stable' if res.served.stable else 'overloaded'}")

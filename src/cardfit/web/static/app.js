@@ -457,7 +457,9 @@ function resetDeployForm() {
 
 function shape(d) {
   const parts = [];
-  if (d.tp > 1) parts.push(`TP ${d.tp}`);
+  const ep = d.ep || 1, group = ep > 1 ? d.tp / (d.dp || 1) : d.tp;  // one attention group's TP ranks
+  if (group > 1) parts.push(`TP ${group}`);
+  if (ep > 1) parts.push(`attention DP ${d.dp} · EP ${ep}`);
   if (d.pp > 1) parts.push(d.tp > 1 || d.nodes > d.replicas ? `PP ${d.pp}` : `layers over ${d.pp}`);
   if (d.replicas > 1) parts.push(`${d.replicas} replicas`);
   return `${d.count}× ${d.gpu}` + (parts.length ? ` (${parts.join(" × ")})` : "");
