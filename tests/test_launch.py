@@ -64,6 +64,12 @@ CASES = [
     ("sglang", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024,
                                               attention_dp=4, expert_parallel=8, checkpoint_quantized=True),
      "SGLang's DP attention keeps --tp-size the replica's and adds --ep-size"),
+    ("sglang", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=8300, max_num_seqs=154,
+                                              checkpoint_quantized=True, disaggregation="prefill"),
+     "a prefill worker of a disaggregated deployment: --disaggregation-mode prefill"),
+    ("vllm", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=8300, max_num_seqs=154,
+                                            checkpoint_quantized=True, disaggregation="decode"),
+     "a decode worker: vLLM takes a KV connector in --kv-transfer-config"),
 ]
 
 

@@ -92,6 +92,7 @@ class LaunchArgs:
     # (core/moe_parallel.py); 1, 1: tensor parallel over all `tp` ranks
     attention_dp: int = 1
     expert_parallel: int = 1
+    disaggregation: str | None = None  # "prefill" | "decode": a worker of a disaggregated deployment
 
     def quant_flag(self, online: Mapping[str, str]) -> tuple[list[str], list[str]]:
         """(flags, notes) for the quantization: `--quantization X` where the engine quantizes a 16-bit
@@ -169,6 +170,10 @@ class ServeFlags:
     ep_switches: tuple[str, ...] = ()
     ep_size: str = ""
     per_rank: bool = False
+    # a prefill or decode worker of a disaggregated deployment: the flag and its value ("{role}": the role)
+    pd_flag: str = ""
+    pd_value: str = "{role}"
+    pd_note: str = ""  # how requests reach the two pools (a router or proxy the engine ships)
 
 
 def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
@@ -194,6 +199,9 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
         if f.ep_size:
             argv += [f.ep_size, str(a.expert_parallel)]
     quant, notes = a.quant_flag(online)
+    if a.disaggregation:
+        argv += [f.pd_flag, f.pd_value.replace("{role}", a.disaggregation)]
+        notes.append(f.pd_note.replace("{role}", a.disaggregation))
     nodes, more = nodes_flags(a.nodes, *f.nodes)
     rank = len(argv) + len(quant) + nodes.index(f.nodes[1]) + 1 if nodes else -1
     return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more),
@@ -246,7 +254,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
           replicas: int = 1, one_node: bool = False, engine: object | None = None, attention_dp: int = 1,
-          expert_parallel: int = 1) -> Launch:
+          expert_parallel: int = 1, disaggregation: str | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -272,6 +280,11 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       data_parallel=replicas if one_node else 1)
     if expert_parallel > 1:
         args = replace(args, **_expert_parallel(engine, runtime, tp, attention_dp, expert_parallel))
+    if disaggregation is not None:
+        if disaggregation not in ("prefill", "decode") or not getattr(engine, "PD_DISAGGREGATION", False):
+            raise InputError(f"{runtime} has no '{disaggregation}' worker of a disaggregated deployment",
+                             field="runtime", hint="use sglang or vllm, with prefill or decode")
+        args = replace(args, disaggregation=disaggregation)
     launch = engine.launch(model, args)
     if replicas > launch.replicas:
         cards = tp * pp

@@ -15,7 +15,11 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
                    data_parallel="--dp-size",
                    # server_args.py: --enable-dp-attention runs attention in --dp-size groups of the --tp-size
                    # ranks; --ep-size shards the experts (docs: DeepSeek usage, "DP attention")
-                   ep_switches=("--enable-dp-attention",), ep_size="--ep-size")
+                   ep_switches=("--enable-dp-attention",), ep_size="--ep-size",
+                   # docs "PD Disaggregation": --disaggregation-mode prefill|decode, joined by the router
+                   pd_flag="--disaggregation-mode",
+                   pd_note="a {role} worker: start the router in front of both pools (python -m "
+                           "sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL)")
 
 
 @record(slots=True)
@@ -23,6 +27,7 @@ class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
+    PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,

@@ -1074,8 +1074,11 @@ class DeployReport(table.Result):
     notes: tuple[str, ...]
     plot: str | None = None  # the chart written (absent from the JSON when none was asked for)
     emit: Emitted | None = None  # --emit: the manifest (absent from the JSON when none was asked for)
+    # prefill and decode on separate workers beside aggregated serving (disaggregation()); absent from the
+    # JSON where the search does not try it (a model and load one card serves alone)
+    disaggregation: Disaggregation | None = None
 
-    omit_none = ("plot", "emit")
+    omit_none = ("plot", "emit", "disaggregation")
 
     @property
     def no_answer(self) -> str | None:
@@ -1093,6 +1096,165 @@ class DeployReport(table.Result):
         what = {"ttft_ms": "TTFT p90", "tpot_ms": "TPOT"}.get(f.target, f.target)
         return (f"no deployment meets the targets: {what} fails first ({f.achieved or 0:,.1f} ms against "
                 f"{f.limit or 0:,g} ms on the closest)")
+
+
+# --- disaggregated prefill / decode (core/disagg.py) --------------------------------------------------------
+
+# Workers a disaggregated deployment may run in all, prefill and decode together (a bound on the search: one
+# disaggregated deployment per count of workers is timed, each its prefill/decode split by bisection)
+PD_MAX_WORKERS = 16
+
+
+@record
+class Disaggregation(table.Result):
+    """Prefill and decode on separate workers, searched beside aggregated serving: which wins and why."""
+
+    winner: Literal["aggregated", "disaggregated"]
+    why: str
+    deployment: Deployment | None  # the cheapest disaggregated one that meets the targets (None: none does)
+
+
+def pd_engine(ctx: Any) -> bool:
+    """Whether the engine's launch line can split prefill from decode (its adapter's PD_DISAGGREGATION)."""
+    return bool(getattr(ctx.engine, "PD_DISAGGREGATION", False)) and ctx.runtime.paged_kv
+
+
+def _pools(c: Candidate, prefill: int, decode: int) -> Any:
+    """`prefill` + `decode` workers each shaped like candidate `c`, the prompt's cache crossing NVLink or
+    PCIe inside one node, the node link (core/placement.py) between nodes."""
+    from ..core import disagg
+    from ..core.kv import kv_cache_bytes
+    from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS
+
+    m, mem = c.setting.ctx.model, c.setting.mem
+    one_node = (prefill + decode) * c.cards <= c.setting.ctx.rules.node_size
+    link = disagg.link_bytes_per_s(c.gpu.link_gbps or sp.DEFAULT_LINK_GBPS, c.gpu.interconnect == "nvlink")
+    if not one_node:
+        link = disagg.link_bytes_per_s(NODE_LINK_GBPS, False)
+    return disagg.Pools(c.replica, prefill, c.replica, decode, kv_cache_bytes(m, 1, 1, mem.kv_dtype), link,
+                        0.0 if one_node else NODE_HOP_LATENCY_S)
+
+
+def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
+    from ..core import disagg
+
+    res = disagg.serve(_pools(c, prefill, decode), _workload(inp, 1))
+    if not res.stable:
+        return res, False
+    # held to the targets at the pessimistic end of the runtime's serving error, as aggregated serving is
+    rt = c.setting.ctx.runtime.id
+    ttft = value_range(res.ttft_s, "serving_ttft_ms", rt) or [res.ttft_s, res.ttft_s]
+    tpot = value_range(res.tpot_s, "serving_tpot_ms", rt) or [res.tpot_s, res.tpot_s]
+    return res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s
+
+
+def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+    """The fewest workers shaped like `c` that meet the targets disaggregated: for each count, the fewest
+    prefill workers whose TTFT holds (more prefill workers only shorten it), then whether the decode workers
+    left hold the TPOT (fewer decode workers only lengthen it)."""
+    most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
+    for n in range(2, most + 1):
+        lo, hi = 1, n - 1
+        while lo < hi:  # the fewest prefill workers whose TTFT holds with the rest decoding
+            mid = (lo + hi) // 2
+            res, _ = _pd_meets(inp, c, mid, n - mid, t)
+            if res.stable and res.ttft_s <= t.ttft_s:
+                hi = mid
+            else:
+                lo = mid + 1
+        res, ok = _pd_meets(inp, c, lo, n - lo, t)
+        if ok:
+            return lo, n - lo, res
+    return None
+
+
+def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
+                   agg: Result | None) -> Disaggregation | None:
+    """Prefill/decode pools beside aggregated serving, on the setting and card of the aggregated answer
+    (its every split inside a node): the cheapest that meets the targets, against the aggregated one. None
+    where it is not searched: an engine without P/D, or a model whose aggregated replica is one card (a
+    prompt's prefill there is short beside the decode steps it rides in, and the engines' own guides point
+    P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling")."""
+    if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
+        return None
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    found: tuple[float, Candidate, int, int, Any] | None = None
+    for c in same:
+        got = _pd_cheapest(inp, c, t)
+        if got is None:
+            continue
+        price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
+        if found is None or price < found[0]:
+            found = (price, c, *got)
+    if found is None:
+        why = ("aggregated: no split of prefill and decode workers on "
+               f"{agg.cand.gpu.name} meets the targets within {PD_MAX_WORKERS} workers")
+        return Disaggregation("aggregated", why, None)
+    price, c, x, y, res = found
+    d = _pd_deployment(inp, c, x, y, res, price)
+    agg_price = agg.monthly_usd if agg.meets and agg.monthly_usd is not None else math.inf
+    if price < agg_price:
+        why = (f"disaggregated: {x} prefill + {y} decode workers meet the targets for ${price:,.0f}/month, "
+               f"aggregated serving for ${agg.monthly_usd or 0:,.0f}"
+               + ("" if agg.meets else " (and it misses them)")
+               + ": prefilled apart, the prompts no longer ride in the decode steps, so fewer decode cards "
+               f"hold the TPOT ({res.tpot_s * 1e3:.1f} ms; TTFT p90 {res.ttft_s * 1e3:,.0f} ms with each "
+               f"prompt's KV cache crossing in {res.transfer_s * 1e3:.1f} ms)")
+        return Disaggregation("disaggregated", why, d)
+    pools = f"the cheapest disaggregated deployment that meets the targets ({x} prefill + {y} decode workers)"
+    if price == agg_price:
+        why = (f"aggregated: ${price:,.0f}/month, the same as {pools}; one pool needs no KV transfer between "
+               "workers nor a prefill/decode router")
+    else:
+        why = (f"aggregated: ${agg.monthly_usd or 0:,.0f}/month against ${price:,.0f} for {pools}: mixing "
+               "prompts into the decode steps costs less here than capacity split between two pools")
+    return Disaggregation("aggregated", why, d)
+
+
+def _pd_deployment(inp: DeployInput, c: Candidate, x: int, y: int, res: Any, price: float) -> Deployment:
+    """The disaggregated deployment as deploy answers one: `x` prefill and `y` decode workers shaped like
+    `c`, each started by its own command (one line per role)."""
+    total = res.output_tokens_per_s
+    per_m = None
+    if total > 0 and math.isfinite(price):
+        per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
+    pool = {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp}
+    cmds = [_pd_command(c, role) for role in ("prefill", "decode")]
+    return Deployment(
+        gpu=c.gpu.name, count=(x + y) * c.cards,
+        nodes=math.ceil((x + y) * c.cards / c.setting.ctx.rules.node_size),
+        cards_per_node=c.per_node, tp=c.tp, pp=c.pp, replicas=x + y, runtime=c.setting.ctx.runtime.named,
+        quant=c.setting.ctx.quant.name, kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
+        monthly_usd=round(price, 2) if math.isfinite(price) else None,
+        cost_per_million_usd=round(per_m, 4) if per_m is not None else None,
+        ttft_ms=_ms(res.ttft_s), tpot_ms=_ms(res.tpot_s), aggregate_tokens_per_s=round(total, 1),
+        per_user_tokens_per_s=round(res.per_user_tokens_per_s, 2), ttft_mean_ms=_ms(res.ttft_mean_s),
+        prefill_ms=_ms(res.prefill_s), batch_per_replica=round(res.batch, 2),
+        utilization=round(res.utilization, 4), meets_targets=True, quality=c.setting.quality,
+        memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
+                                c.margin_bytes, c.kv_tokens),
+        command="\n".join(x for x in cmds if x), likely=None, tight=False,
+        release=release_name(c.setting.ctx.runtime), dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep,
+        disaggregated={"prefill": pool | {"replicas": x}, "decode": pool | {"replicas": y}})
+
+
+def _pd_command(c: Candidate, role: str) -> str | None:
+    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
+                          c.setting.kv_flag, c.setting.slots, c.nodes, 1, False, c.attention_dp, c.ep,
+                          disaggregation=role)
+
+
+def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
+                         best: Result | None) -> DeployReport:
+    """The report with the disaggregated search beside it; its deployment is `best` where it wins."""
+    agg = best if best is not None else closest(inp, cands, t)
+    pd = disaggregation(inp, cands, t, agg)
+    if pd is None:
+        return report
+    if pd.winner == "disaggregated" and pd.deployment is not None:
+        return replace(report, disaggregation=pd, best=pd.deployment, meets_targets=True, failing=None,
+                       closest=None if best is None else report.closest)
+    return replace(report, disaggregation=pd)
 
 
 def _asked(inp: DeployInput, t: Targets, length: int) -> Workload:
@@ -1134,6 +1296,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
+    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
     if inp.emit:
         report = replace(report, emit=_emitted(inp, found[0] if found else None))

@@ -9,17 +9,20 @@ from typing import Any
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                    slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False,
-                   dp: int = 1, ep: int = 1) -> str | None:
+                   dp: int = 1, ep: int = 1, disaggregation: str | None = None) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
     them inside one node, which data parallelism serves in one server); `dp`, `ep`: one copy's attention
-    groups and expert-parallel ranks (core/moe_parallel.py)."""
+    groups and expert-parallel ranks (core/moe_parallel.py); `disaggregation`: "prefill" or "decode" for a
+    worker of a disaggregated deployment (core/disagg.py)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
     options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
+    if disaggregation:
+        options["disaggregation"] = disaggregation
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
