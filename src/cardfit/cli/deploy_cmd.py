@@ -59,9 +59,8 @@ def _runtime(d: Any) -> str:
 def _shape(d: Deployment) -> str:
     if d.disaggregated:  # prefill and decode workers (core/disagg.py)
         pre, dec = d.disaggregated["prefill"], d.disaggregated["decode"]
-        tp = f" of TP {d.tp}" if d.tp > 1 else ""
-        return (f"{d.count}× {d.gpu} ({pre['replicas']} prefill + {dec['replicas']} decode workers of "
-                f"{pre['count']} cards{tp})")
+        each = f", TP {d.tp} each" if d.tp > 1 else ""
+        return f"{d.count}× {d.gpu} ({pre['replicas']} prefill + {dec['replicas']} decode workers{each})"
     group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks
     parts = [f"TP {group}"] if group > 1 else []
     if d.ep > 1:
@@ -137,8 +136,8 @@ def _print(r: DeployReport) -> None:
                       "—" if d.cost_per_million_usd is None else f"{d.cost_per_million_usd:,.3f}",
                       _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
-    if r.disaggregation is not None:
-        c.print(f"Prefill/decode apart or together: {escape(r.disaggregation.why)}")
+    if r.disaggregation is not None and r.disaggregation.winner == "disaggregated":
+        c.print(f"Prefill and decode apart: {escape(r.disaggregation.why)}")  # --json: either way
     for note in r.notes:
         c.print(f"[dim]note: {note}[/]")
     if r.plot:

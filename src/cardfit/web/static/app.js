@@ -456,6 +456,11 @@ function resetDeployForm() {
 }
 
 function shape(d) {
+  if (d.disaggregated) {  // prefill and decode workers (core/disagg.py)
+    const each = d.tp > 1 ? `, TP ${d.tp} each` : "";
+    return `${d.count}× ${d.gpu} (${d.disaggregated.prefill.replicas} prefill + ` +
+      `${d.disaggregated.decode.replicas} decode workers${each})`;
+  }
   const parts = [];
   const ep = d.ep || 1, group = ep > 1 ? d.tp / (d.dp || 1) : d.tp;  // one attention group's TP ranks
   if (group > 1) parts.push(`TP ${group}`);
