@@ -60,6 +60,8 @@ SETTINGS: dict[str, str] = {
     "decode_workers": "disaggregated serving: decode workers (SGLang --disaggregation-mode decode)",
     "prefill_tp": "disaggregated serving: tensor-parallel ranks of a prefill worker",
     "decode_tp": "disaggregated serving: tensor-parallel ranks of a decode worker",
+    "prefill_dp": "disaggregated serving: a prefill worker's attention-DP groups (experts EP over its ranks)",
+    "decode_dp": "disaggregated serving: a decode worker's attention-DP groups (experts EP over its ranks)",
     "prefill_batch_size": "disaggregated serving: a prefill worker's batch (aiconfigurator)",
     "decode_batch_size": "disaggregated serving: a decode worker's batch (aiconfigurator)",
     "enforce_eager": "vLLM --enforce-eager",
