@@ -144,3 +144,25 @@ def test_pd_refusals() -> None:
         launch.build("llama.cpp", "m.gguf", max_model_len=4096, disaggregation="prefill")
     with pytest.raises(InputError, match="no 'both' worker"):
         launch.build("vllm", "m", max_model_len=4096, disaggregation="both")
+
+
+# --- validation: the records of data/validation/serving_aic_pd.toml ----------------------------------------
+
+def test_pd_records_are_timed_as_two_pools() -> None:
+    """aiconfigurator's SGLang 0.5.8 run of DeepSeek-V3 FP8 on H200: one prefill worker of TP 8 and one decode
+    worker of 8 attention-DP groups (experts EP 8), 128 users, 8,192 in / 1,024 out. Timed as the two pools
+    (first contact, as one aggregated TP-8 replica: TTFT +1,447 %, TPOT +31 %), its TPOT within 20 % of the
+    40.6 ms measured and its TTFT, a queue at the one prefill worker, within 30 % of 3,644 ms."""
+    import tomllib
+    from importlib import resources
+
+    from cardfit.validation.validate import predict
+
+    text = resources.files("cardfit.data").joinpath("validation/serving_aic_pd.toml").read_text()
+    rows = {r["id"]: r for r in tomllib.loads(text)["record"]}
+    base = "aic-pd-row-dsr1_h200_sglang_fp8_disagg_8192x1024_c128_cfg434"
+    tpot, ttft = predict(rows[f"{base}-tpot"]), predict(rows[f"{base}-ttft"])
+    assert "1 prefill workers of 8 cards (TP 8) + 1 decode workers of 8 cards (attention DP 8, EP 8)" \
+        in tpot.how
+    assert tpot.predicted == pytest.approx(40.6, rel=0.2)
+    assert ttft.predicted == pytest.approx(3644.4, rel=0.3)

@@ -1120,18 +1120,25 @@ def pd_engine(ctx: Any) -> bool:
 
 
 def _pools(c: Candidate, prefill: int, decode: int) -> Any:
-    """`prefill` + `decode` workers each shaped like candidate `c`, the prompt's cache crossing NVLink or
-    PCIe inside one node, the node link (core/placement.py) between nodes."""
+    """`prefill` + `decode` workers each shaped like candidate `c`."""
+    return pd_pools(c, prefill, c, decode)
+
+
+def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
+    """`prefill` workers shaped like `pre` and `decode` workers shaped like `dec` (core/disagg.py Pools), the
+    prompt's cache crossing NVLink or PCIe inside one node, the node link (core/placement.py) between
+    nodes."""
     from ..core import disagg
     from ..core.kv import kv_cache_bytes
     from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS
 
-    m, mem = c.setting.ctx.model, c.setting.mem
-    one_node = (prefill + decode) * c.cards <= c.setting.ctx.rules.node_size
-    link = disagg.link_bytes_per_s(c.gpu.link_gbps or sp.DEFAULT_LINK_GBPS, c.gpu.interconnect == "nvlink")
+    m, mem, gpu = dec.setting.ctx.model, dec.setting.mem, dec.gpu
+    one_node = prefill * pre.cards + decode * dec.cards <= dec.setting.ctx.rules.node_size
+    link = disagg.link_bytes_per_s(gpu.link_gbps or sp.DEFAULT_LINK_GBPS, gpu.interconnect == "nvlink")
     if not one_node:
         link = disagg.link_bytes_per_s(NODE_LINK_GBPS, False)
-    return disagg.Pools(c.replica, prefill, c.replica, decode, kv_cache_bytes(m, 1, 1, mem.kv_dtype), link,
+    kv = kv_cache_bytes(m, 1, 1, mem.kv_dtype)
+    return disagg.Pools(pre.replica, prefill, dec.replica, decode, kv, link,
                         0.0 if one_node else NODE_HOP_LATENCY_S)
 
 

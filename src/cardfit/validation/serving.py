@@ -25,6 +25,7 @@ from ..services.deploy import (
     expert_parallel_memory,
     kv_held,
     kv_pool,
+    pd_pools,
     settings,
     targets,
 )
@@ -248,6 +249,8 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     # an engine that captured its CUDA graphs after sizing its KV cache left their bytes to the pool (its
     # profile at that release has none: data/releases.toml graphs_in_budget)
     graphs = True
+    if st.get("prefill_workers") and st.get("decode_workers"):
+        return _predict_disaggregated(r, inp, st, snapshot(rt.id), budget)
     res, how = _timed(inp, r["gpu"], tp, pp, cap, snapshot(rt.id), budget, rt.max_num_seqs if v0 else 0, util,
                       attention_dp(st, tp), graphs, step, expert_parallel(st, tp))
     requests = int(r.get("requests") or 0)
@@ -273,6 +276,40 @@ def _predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if r.get("statistic") in ("p90",) and metric == "ttft_ms":
         value = sv_.ttft_s * 1e3
     return value, how
+
+
+def _predict_disaggregated(r: dict[str, Any], inp: DeployInput, st: dict[str, Any],
+                           constants: tuple[tuple[str, float], ...], budget: int) -> tuple[float, str]:
+    """A disaggregated run (core/disagg.py): its prefill and decode workers, each timed as deploy times a
+    replica of its split (attention DP with the experts EP over the worker's cards where its pool states
+    groups, each group's own batch), the stated workers of each, the users of the record in a closed loop."""
+    from ..core import disagg
+
+    def worker(pool: str) -> Candidate:
+        ranks, dp = int(st[f"{pool}_tp"]), int(st.get(f"{pool}_dp") or 1)
+        ep = ranks if dp > 1 else 1
+        res, _ = _timed(inp, r["gpu"], ranks, 1, int(st.get(f"{pool}_batch_size") or 0), constants, budget,
+                        0, 0.0, dp, True, 0, ep)
+        return res.cand
+
+    pre, dec = worker("prefill"), worker("decode")
+    x, y = int(st["prefill_workers"]), int(st["decode_workers"])
+    res = disagg.serve(pd_pools(pre, x, dec, y), sv.Workload(inp.input_tokens, inp.output_tokens,
+                                                             users=float(inp.users or 1)))
+    value = {"ttft_ms": res.ttft_mean_s * 1e3, "tpot_ms": res.tpot_s * 1e3, "itl_ms": res.tpot_s * 1e3,
+             "output_tokens_per_s": res.output_tokens_per_s,
+             "request_throughput": res.output_tokens_per_s / inp.output_tokens}[r["metric"]]
+    how = (f"disaggregated timing: {x} prefill workers of {_split(pre)} + {y} decode workers of "
+           f"{_split(dec)}, {dec.gpu.name}, {dec.setting.ctx.quant.name}; closed loop of {inp.users or 1:g} "
+           f"users: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} ms, "
+           f"{res.batch:.1f} sequences decoding a worker")
+    return value, how
+
+
+def _split(c: Candidate) -> str:
+    if c.ep > 1:
+        return f"{c.cards} cards (attention DP {c.attention_dp}, EP {c.ep})"
+    return f"{c.cards} cards (TP {c.tp})"
 
 
 def _paged(c: Candidate, rt: RuntimeProfile, seqs: int) -> sv.Replica:
