@@ -166,3 +166,12 @@ def test_pd_records_are_timed_as_two_pools() -> None:
         in tpot.how
     assert tpot.predicted == pytest.approx(40.6, rel=0.2)
     assert ttft.predicted == pytest.approx(3644.4, rel=0.3)
+
+
+def test_emit_refuses_a_disaggregated_best(run_cli) -> None:
+    """--emit writes one pool; where prefill and decode workers apart are cheapest it says so in one line."""
+    code, out, err = run_cli("deploy", "llama3.1:70b", "--users", "64", "--input-tokens", "8000",
+                             "--output-tokens", "500", "--ttft-ms", "4000", "--tpot-ms", "30",
+                             "--gpu", "H100", "--runtime", "vllm", "--quant", "fp8", "--emit", "compose")
+    assert code == 2 and out == ""
+    assert err.startswith("Error: --emit writes one pool") and len(err.strip().splitlines()) == 1

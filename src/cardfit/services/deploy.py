@@ -1306,6 +1306,10 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     report = _with_disaggregation(inp, cands, t, report, found[0] if found else None)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest))
     if inp.emit:
+        if report.best is not None and report.best.disaggregated:
+            raise InputError("--emit writes one pool of replicas; the cheapest deployment here is prefill "
+                             "and decode workers apart, whose manifests it does not write", field="emit",
+                             hint="run without --emit for its two commands")
         report = replace(report, emit=_emitted(inp, found[0] if found else None))
     if inp.plot:
         from ..charts.deploy import write_chart
