@@ -64,6 +64,10 @@ CASES = [
     ("sglang", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024,
                                               attention_dp=4, expert_parallel=8, checkpoint_quantized=True),
      "SGLang's DP attention keeps --tp-size the replica's and adds --ep-size"),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024,
+                                              kv_dtype="fp8", attention_dp=8, expert_parallel=8,
+                                              checkpoint_quantized=True),
+     "TensorRT-LLM: --ep_size, attention DP in the YAML beside the KV dtype, max_batch_size per rank"),
     ("sglang", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=8300, max_num_seqs=154,
                                               checkpoint_quantized=True, disaggregation="prefill"),
      "a prefill worker of a disaggregated deployment: --disaggregation-mode prefill"),
@@ -113,6 +117,16 @@ def test_expert_parallel_values() -> None:
         "--context-length 4096 --max-running-requests 1024 --dp-size 4 --enable-dp-attention --ep-size 8")
 
 
+def test_trtllm_expert_parallel_yaml() -> None:
+    cmd = launch.build("trtllm", "deepseek-ai/DeepSeek-V3", quant="fp8", tp=8, max_model_len=4096,
+                       max_num_seqs=1024, kv_dtype="fp8", attention_dp=8, expert_parallel=8,
+                       checkpoint_quantized=True)
+    args = list(cmd.argv)
+    assert args[args.index("--ep_size") + 1] == "8" and args[args.index("--max_batch_size") + 1] == "128"
+    yaml = "kv_cache_config:\n  dtype: fp8\nenable_attention_dp: true\n"
+    assert cmd.files == (("cardfit-trtllm.yaml", yaml),)
+
+
 def test_prequantized_checkpoint_gets_no_quantization_flag() -> None:
     for rt in ("vllm", "sglang"):
         assert "--quantization" not in launch.build(rt, "m", quant="fp8", max_model_len=4096,
@@ -154,6 +168,7 @@ def test_trtllm_yaml_is_written_before_the_command() -> None:
     ("llama.cpp", {"tp": 2, "attention_dp": 2, "expert_parallel": 2}, "has no expert parallelism"),
     ("vllm", {"tp": 8, "attention_dp": 3, "expert_parallel": 8}, "attention groups that divide them"),
     ("sglang", {"tp": 8, "attention_dp": 2, "expert_parallel": 4}, "experts over all of them"),
+    ("trtllm", {"tp": 8, "attention_dp": 4, "expert_parallel": 8}, "over all 8 ranks or none"),
 ])
 def test_refusals(runtime: str, kwargs: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):

@@ -301,6 +301,9 @@ def _expert_parallel(engine: object, runtime: str, tp: int, dp: int, ep: int) ->
         raise InputError(f"an expert-parallel layout of {tp} ranks takes attention groups that divide them "
                          f"and experts over all of them (got {dp} groups, {ep} expert ranks)",
                          field="expert_parallel")
+    if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and dp != tp:
+        raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got {dp} "
+                         "groups)", field="expert_parallel")
     return {"attention_dp": dp, "expert_parallel": ep}
 
 

@@ -445,7 +445,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
 def expert_parallel(ctx: Any) -> bool:
     """Whether deploy searches attention-DP + expert-parallel layouts for this plan: a mixture-of-experts
     model on an engine whose launch line places them (its adapter's EXPERT_PARALLEL: vLLM, SGLang,
-    TensorRT-LLM)."""
+    TensorRT-LLM, which runs attention DP over every rank: ATTENTION_DP_ALL_RANKS)."""
     return bool(ctx.model.is_moe and getattr(ctx.engine, "EXPERT_PARALLEL", False))
 
 
@@ -467,6 +467,8 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
     out = []
     for lay in moe_parallel.layouts(count):
+        if getattr(ctx.engine, "ATTENTION_DP_ALL_RANKS", False) and lay.dp != count:
+            continue  # TensorRT-LLM: one attention group per rank
         mem = expert_parallel_memory(s, lay.dp)
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = _margin(ctx, mem, count, copies)
