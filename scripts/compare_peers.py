@@ -236,7 +236,19 @@ SERVING_CASES = [
      1000, 300, 2000, 50, "h100_sxm", "H100_GPU"),
     ("Llama-3.1-70B fp8, 2x H100 SXM, vLLM", "llama-3.1-70b", "meta-llama/Llama-3.1-70B", "fp8", "H100 SXM",
      2, 1000, 300, 2000, 50, "h100_sxm", "H100_GPU"),
+    # MoE cases (issue 26): aiconfigurator reads its own config of the named checkpoint (no config written)
+    ("Qwen3-30B-A3B bf16, 2x H100 SXM, vLLM", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "bf16", "H100 SXM", 2,
+     1000, 300, 2000, 50, "h100_sxm", "H100_GPU"),
+    ("DeepSeek-V3 fp8, 8x H200 SXM, vLLM", "deepseek-v3", "deepseek-ai/DeepSeek-V3", "fp8", "H200 SXM", 8,
+     1000, 300, 2000, 50, "h200_sxm", "H200_GPU"),
 ]
+# Users the deploy scan tries on a fixed card set (_cardfit_best): the concurrencies aiconfigurator's
+# default sweep reports beside them
+# The KV cache aiconfigurator 0.12.0 ran each case with (its best_config_topn.csv `kvcache` column): BF16
+# but for DeepSeek-V3's FP8 checkpoint (FP8); cardfit's scan is held to the same
+SERVING_KV = {"deepseek-v3": "fp8"}
+SCAN_USERS = (8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 576, 640, 768, 896, 1024, 1280,
+              1536)
 
 
 def setup_serving(venv: Path) -> None:
@@ -245,12 +257,43 @@ def setup_serving(venv: Path) -> None:
                    + [f"{k}=={v}" for k, v in SERVING_PEERS.items()], check=True)
 
 
-def _hf_config(model_id: str, quant: str) -> dict:
+def _cardfit_best(model: str, quant: str, gpu: str, cards: int, isl: int, osl: int, ttft: float,
+                  tpot: float) -> dict:
+    """cardfit deploy's model on exactly `cards` cards: every layout deploy searches (TP, attention DP x EP,
+    replicas) at each of SCAN_USERS users, the most output tokens/s per card whose predicted TTFT p90 and
+    TPOT meet the targets (aiconfigurator's `default` answers the same question)."""
+    from dataclasses import replace
+
+    from cardfit.services import deploy as d
+
+    inp = d.DeployInput(model=model, users=1.0, input_tokens=isl, output_tokens=osl, ttft_ms=ttft,
+                        tpot_ms=tpot, gpu=(gpu,), runtime="vllm", quant=quant,
+                        kv_dtype=SERVING_KV.get(model, "bf16"), max_cards=cards)
+    t = d.targets(inp)
+    best: dict = {"tokens_per_s": None}
+    for c in d.candidates(inp, d.settings(inp)[0]):
+        if cards % c.cards:
+            continue
+        for users in SCAN_USERS:
+            at = replace(inp, users=float(users))
+            r = d.evaluate(at, replace(c, inp=at), cards // c.cards, t)
+            if r.served.stable and max(r.misses.values()) <= 1 and (
+                    best["tokens_per_s"] is None or r.served_tokens_per_s > best["tokens_per_s"]):
+                best = {"tokens_per_s": round(r.served_tokens_per_s, 1), "batch": users,
+                        "tpot_ms": round(r.served.tpot_s * 1e3, 1), "ttft_ms": round(r.served.ttft_s * 1e3),
+                        "tp": c.tp, "dp": c.attention_dp if c.ep > 1 else 1, "ep": c.ep,
+                        "replicas": cards // c.cards}
+    return best
+
+
+def _hf_config(model_id: str, quant: str) -> dict | None:
     """A config.json for aiconfigurator, written from the catalog's shape (no Hub access); an fp8 case carries
     the quantization_config an FP8 checkpoint has (quant_method fp8, per-tensor, bf16 KV cache)."""
     from cardfit.catalog.models import default_models
 
     m = default_models().get(model_id)
+    if m.is_moe:
+        return None  # aiconfigurator's own config of the checkpoint
     quant_cfg = {"quantization_config": {"quant_method": "fp8"}} if quant == "fp8" else {}
     return quant_cfg | {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": m.hidden,
             "intermediate_size": m.intermediate, "num_hidden_layers": m.layers,
@@ -283,21 +326,24 @@ _AIC = """
 import csv, glob, json, os, subprocess, sys, tempfile
 case = json.loads(sys.argv[1])
 work = tempfile.mkdtemp()
-mdir = os.path.join(work, case["name"].split("/")[-1])
-os.makedirs(mdir)
-json.dump(case["config"], open(os.path.join(mdir, "config.json"), "w"))
+mdir = case["name"]
+if case["config"] is not None:
+    mdir = os.path.join(work, case["name"].split("/")[-1])
+    os.makedirs(mdir)
+    json.dump(case["config"], open(os.path.join(mdir, "config.json"), "w"))
 cmd = [os.path.join(os.path.dirname(sys.executable), "aiconfigurator"), "cli", "default",
        "--model-path", mdir, "--system", case["system"], "--total-gpus", str(case["cards"]),
        "--backend", "vllm", "--serving-mode", "agg", "--isl", str(case["isl"]), "--osl", str(case["osl"]),
        "--ttft", str(case["ttft"]), "--tpot", str(case["tpot"]),
        "--top-n", "1", "--no-color", "--log-level", "ERROR", "--save-dir", work]
 subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
-rows = [r for f in glob.glob(os.path.join(work, "*", "agg", "best_config_topn.csv"))
+rows = [r for f in glob.glob(os.path.join(work, "**", "agg", "best_config_topn.csv"), recursive=True)
         for r in csv.DictReader(open(f))]
 r = rows[0] if rows else {}
 print(json.dumps({"tokens_per_s": float(r["tokens/s"]) if r else None, "batch": int(r["bs"]) if r else None,
                   "tpot_ms": float(r["tpot"]) if r else None, "ttft_ms": float(r["ttft"]) if r else None,
-                  "tp": r.get("tp"), "version": r.get("version")}))
+                  "tp": r.get("tp"), "dp": r.get("dp"), "moe_tp": r.get("moe_tp"), "moe_ep": r.get("moe_ep"),
+                  "version": r.get("version")}))
 """
 
 _GENZ = """
@@ -327,7 +373,8 @@ def run_serving(python: str) -> list[dict]:
     for (case, model, hf, quant, gpu, cards, isl, osl, ttft, tpot, aic_system, genz_system) in SERVING_CASES:
         spec = {"name": hf, "config": _hf_config(model, quant), "quant": quant, "cards": cards, "isl": isl,
                 "osl": osl, "ttft": ttft, "tpot": tpot, "system": aic_system, "genz_system": genz_system}
-        row = {"case": case, "cardfit": _cardfit_serving(model, quant, gpu, cards, isl, osl, ttft, tpot)}
+        row = {"case": case, "cardfit": _cardfit_best(model, quant, gpu, cards, isl, osl, ttft, tpot),
+               "cardfit_speed_table": _cardfit_serving(model, quant, gpu, cards, isl, osl, ttft, tpot)}
         for peer, code in (("aiconfigurator", _AIC), ("genz", _GENZ)):
             try:
                 res = subprocess.run([python, "-c", code, json.dumps(spec)], capture_output=True, text=True,
@@ -340,15 +387,17 @@ def run_serving(python: str) -> list[dict]:
 
 
 def print_serving(rows: list[dict]) -> None:
-    print("| case | cardfit | aiconfigurator " + SERVING_PEERS["aiconfigurator"] + " | GenZ "
-          + SERVING_PEERS["genz-llm"] + " |")
-    print("|---|---|---|---|")
+    print("| case | cardfit (deploy, every layout) | aiconfigurator " + SERVING_PEERS["aiconfigurator"]
+          + " | GenZ " + SERVING_PEERS["genz-llm"] + " | cardfit / aiconfigurator |")
+    print("|---|---|---|---|---|")
     for r in rows:
         cells = []
         for peer in ("cardfit", "aiconfigurator", "genz"):
             v = r[peer]
             cells.append("—" if not v.get("tokens_per_s") else
                          f"{v['tokens_per_s']:,.0f} tok/s at batch {v['batch']} (TPOT {v['tpot_ms']} ms)")
+        a, c = r["aiconfigurator"].get("tokens_per_s"), r["cardfit"].get("tokens_per_s")
+        cells.append(f"{c / a:.2f}x" if a and c else "—")
         print(f"| {r['case']} | " + " | ".join(cells) + " |")
 
 

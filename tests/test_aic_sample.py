@@ -18,7 +18,11 @@ from cardfit.validation import aic_sample
 from cardfit.validation.aic_sample import COLUMNS, build, eligibility, read_rows, records, why_not
 from cardfit.validation.validate import all_records, first_contact
 
-HAND_MADE = {r["id"]: r for r in all_records() if r["id"].startswith("aic-") and r["kind"] == "serving"}
+# the aic-* records built from whole CSV rows by a generator, not by hand: the attention-DP + EP and the
+# disaggregated runs (data/validation/serving_aic_dp_ep.toml, serving_aic_pd.toml)
+GENERATED = ("aic-dpep-row-", "aic-pd-row-")
+HAND_MADE = {r["id"]: r for r in all_records()
+             if r["id"].startswith("aic-") and not r["id"].startswith(GENERATED) and r["kind"] == "serving"}
 KEYS = ("model", "quant", "runtime", "gpu", "gpus", "input_tokens", "output_tokens", "concurrency", "load",
         "requests", "fixed_lengths", "metric", "statistic", "assumed", "measured", "unit", "settings",
         "source", "date")

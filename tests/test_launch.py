@@ -58,6 +58,22 @@ CASES = [
     ("sglang", "meta-llama/Llama-3.1-8B-Instruct",
      dict(quant="bf16", max_model_len=8192, max_num_seqs=256, replicas=8, one_node=True),
      "SGLang's data parallelism is --dp-size"),
+    ("vllm", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024,
+                                            attention_dp=8, expert_parallel=8, checkpoint_quantized=True),
+     "attention DP + EP: --data-parallel-size with --enable-expert-parallel, TP 1 per rank"),
+    ("sglang", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024,
+                                              attention_dp=4, expert_parallel=8, checkpoint_quantized=True),
+     "SGLang's DP attention keeps --tp-size the replica's and adds --ep-size"),
+    ("trtllm", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024,
+                                              kv_dtype="fp8", attention_dp=8, expert_parallel=8,
+                                              checkpoint_quantized=True),
+     "TensorRT-LLM: --ep_size, attention DP in the YAML beside the KV dtype, max_batch_size per rank"),
+    ("sglang", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=8300, max_num_seqs=154,
+                                              checkpoint_quantized=True, disaggregation="prefill"),
+     "a prefill worker of a disaggregated deployment: --disaggregation-mode prefill"),
+    ("vllm", "deepseek-ai/DeepSeek-V3", dict(quant="fp8", tp=8, max_model_len=8300, max_num_seqs=154,
+                                            checkpoint_quantized=True, disaggregation="decode"),
+     "a decode worker: vLLM takes a KV connector in --kv-transfer-config"),
 ]
 
 
@@ -86,6 +102,29 @@ def test_vllm_values() -> None:
         "--max-model-len 131072 --max-num-seqs 64 --gpu-memory-utilization 0.92 --kv-cache-dtype fp8 "
         "--quantization fp8 --nnodes 2 --node-rank 0 --master-addr HEAD_NODE_IP")
     assert cmd.notes[0].startswith("run the same command on the second node with --node-rank 1")
+
+
+def test_expert_parallel_values() -> None:
+    """vLLM counts TP and the sequence cap per data-parallel rank (each its own engine core); SGLang counts
+    them for the whole server and names the expert-parallel size."""
+    kw = dict(quant="fp8", tp=8, max_model_len=4096, max_num_seqs=1024, attention_dp=4, expert_parallel=8,
+              checkpoint_quantized=True)
+    assert launch.build("vllm", "deepseek-ai/DeepSeek-V3", **kw).shell() == (
+        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 2 --max-model-len 4096 --max-num-seqs 256 "
+        "--data-parallel-size 4 --enable-expert-parallel")
+    assert launch.build("sglang", "deepseek-ai/DeepSeek-V3", **kw).shell() == (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
+        "--context-length 4096 --max-running-requests 1024 --dp-size 4 --enable-dp-attention --ep-size 8")
+
+
+def test_trtllm_expert_parallel_yaml() -> None:
+    cmd = launch.build("trtllm", "deepseek-ai/DeepSeek-V3", quant="fp8", tp=8, max_model_len=4096,
+                       max_num_seqs=1024, kv_dtype="fp8", attention_dp=8, expert_parallel=8,
+                       checkpoint_quantized=True)
+    args = list(cmd.argv)
+    assert args[args.index("--ep_size") + 1] == "8" and args[args.index("--max_batch_size") + 1] == "128"
+    yaml = "kv_cache_config:\n  dtype: fp8\nenable_attention_dp: true\n"
+    assert cmd.files == (("cardfit-trtllm.yaml", yaml),)
 
 
 def test_prequantized_checkpoint_gets_no_quantization_flag() -> None:
@@ -126,6 +165,10 @@ def test_trtllm_yaml_is_written_before_the_command() -> None:
     ("ollama", {"kv_dtype": "fp8"}, "ollama has no 'fp8' KV cache"),
     ("vllm", {"tp": 0}, "tp must be a whole number ≥ 1"),
     ("vllm", {"gpu_memory_utilization": 1.5}, "between 0 and 1"),
+    ("llama.cpp", {"tp": 2, "attention_dp": 2, "expert_parallel": 2}, "has no expert parallelism"),
+    ("vllm", {"tp": 8, "attention_dp": 3, "expert_parallel": 8}, "attention groups that divide them"),
+    ("sglang", {"tp": 8, "attention_dp": 2, "expert_parallel": 4}, "experts over all of them"),
+    ("trtllm", {"tp": 8, "attention_dp": 4, "expert_parallel": 8}, "over all 8 ranks or none"),
 ])
 def test_refusals(runtime: str, kwargs: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):

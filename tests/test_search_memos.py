@@ -63,7 +63,7 @@ def test_every_candidates_replica_is_the_one_built_for_it(kw):
     cands = dp.candidates(inp, sets)
     seen = {}
     for c in cands:
-        fresh = dp._replica(inp, c.setting, c.gpu, c.tp, c.pp, c.seqs, c.chunk_tokens, c.attention_dp)
+        fresh = dp._replica(inp, c.setting, c.gpu, c.tp, c.pp, c.seqs, c.chunk_tokens, c.attention_dp, c.ep)
         assert c.replica == fresh
         seen.setdefault(fresh, c.replica)
         assert c.replica is seen[fresh]  # equal replicas are one object

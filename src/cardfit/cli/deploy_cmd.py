@@ -73,7 +73,14 @@ def _runtime(d: Any) -> str:
 
 
 def _shape(d: Deployment) -> str:
-    parts = [f"TP {d.tp}"] if d.tp > 1 else []
+    if d.disaggregated:  # prefill and decode workers (core/disagg.py)
+        pre, dec = d.disaggregated["prefill"], d.disaggregated["decode"]
+        each = f", TP {d.tp} each" if d.tp > 1 else ""
+        return f"{d.count}× {d.gpu} ({pre['replicas']} prefill + {dec['replicas']} decode workers{each})"
+    group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks
+    parts = [f"TP {group}"] if group > 1 else []
+    if d.ep > 1:
+        parts.append(f"attention DP {d.dp} · EP {d.ep}")
     if d.pp > 1:
         parts.append(f"PP {d.pp}" if d.tp > 1 or d.nodes > d.replicas else f"layers over {d.pp}")
     if d.replicas > 1:
@@ -159,6 +166,8 @@ def _print(r: DeployReport) -> None:
                       "—" if d.cost_per_million_usd is None else f"{d.cost_per_million_usd:,.3f}",
                       _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
+    if r.disaggregation is not None and r.disaggregation.winner == "disaggregated":
+        c.print(f"Prefill and decode apart: {escape(r.disaggregation.why)}")  # --json: either way
     for note in r.notes:
         c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:

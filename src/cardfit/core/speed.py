@@ -29,6 +29,7 @@ from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
 from .kv import kv_cache_bytes, kv_split_ranks, layout
 from .memory import Memory
+from .moe_parallel import alltoall_seconds, imbalance
 from .weights import projector_bytes
 
 # DDR5-4800 in two channels: 4,800 MT/s × 8 bytes × 2 = 76.8 GB/s theoretical (JEDEC JESD79-5 speed bin;
@@ -263,6 +264,11 @@ class Machine:
     # projections whole (tp / attention_dp ranks share them) and only its own requests' cache; the MoE and
     # MLP stay sharded over all tp ranks. 1 = tensor-parallel attention
     attention_dp: int = 1
+    # experts sharded expert-parallel over this many ranks (core/moe_parallel.py): with attention_dp groups,
+    # every non-expert weight is whole in each group (split over its tp / attention_dp ranks), a MoE layer
+    # moves its tokens by all-to-all instead of all-reducing them, and each group's engine schedules only its
+    # own sequences. 1 = experts tensor-parallel
+    expert_parallel: int = 1
     # a decode step's weight GEMMs take their bytes' time plus their FLOPs' time (Step.roofline_s), not the
     # longer of the two: TensorRT engines on TensorRT-LLM's C++ executor (services/deploy.py
     # tensorrt_engine_v0), whose FP8 GEMMs at decode batch sizes run below both ceilings
@@ -354,6 +360,8 @@ class Load:
     # the most tensor-parallel ranks the cache splits over (core/kv.py kv_split_ranks: 1 for MLA's shared
     # latent, the KV heads otherwise); 0 = any
     kv_split: int = 0
+    experts_active: int = 0  # routed experts per token (top-k; 0: dense)
+    moe_layers: int = 0  # layers with routed experts
 
     def kv_per_card(self, tp: int) -> float:
         """The share of a sequence's cache read one of `tp` tensor-parallel ranks reads: 1 / tp split evenly,
@@ -424,8 +432,12 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     dp = max(min(mc.attention_dp, tp), 1)
     # one rank's cache reads: its group's b / dp sequences, split (or not) over the group's tp / dp ranks
     kv_card = b * load.kv_bytes * load.kv_per_card(tp // dp) / dp * max(mc.kv_read_copies, 1.0)
-    # data-parallel attention: a rank reads its group's share of the attention projections, not 1 / tp
+    # data-parallel attention: a rank reads its group's share of the attention projections, not 1 / tp;
+    # with expert parallelism, of every weight but the routed experts (core/moe_parallel.py)
+    ep = max(mc.expert_parallel, 1)
     attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
+    if ep > 1 and dp > 1:
+        attention = (weights - cpu) - expert_read * (1 - load.cpu_weight_fraction)
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
     if mc.expert_efficiency and expert_read:  # routed experts stream at their own kernels' share
         on_gpu = expert_read * (1 - load.cpu_weight_fraction) * (1 - load.cpu_expert_fraction)
@@ -434,9 +446,13 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
+    if ep > 1:  # the busiest rank's experts take more than the mean share of the routed FLOPs
+        compute_s *= 1 + _expert_flops_share(load) * (imbalance(b, load.experts_active, ep) - 1)
     kv_s = kv_card / mc.read_bytes_per_s
+    # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side
+    scheduled = math.ceil(b / dp) if ep > 1 else b
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * per_layer_s(mc, b) + (b - 1) * mc.overhead_s_per_sequence
+                load.layers * per_layer_s(mc, b) + (scheduled - 1) * mc.overhead_s_per_sequence
                 + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
                 link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
 
@@ -486,8 +502,34 @@ def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
     tp = max(mc.tp, 1)
     if tp == 1:
         return 0.0
+    if mc.expert_parallel > 1 and load.moe_layers:
+        return expert_parallel_link_seconds(load, mc, sequences)
     message = sequences * load.hidden * 2  # bf16 activations
     return ALLREDUCES_PER_LAYER * load.layers * allreduce_seconds(message, tp, mc)
+
+
+def expert_parallel_link_seconds(load: Load, mc: Machine, sequences: int) -> float:
+    """An expert-parallel step's link time: the MoE layers' dispatch and combine (core/moe_parallel.py
+    alltoall_seconds), and, where an attention group spans several cards, its all-reduces of its own
+    sequences' hidden states."""
+    dp = max(min(mc.attention_dp, mc.tp), 1)
+    group = max(mc.tp // dp, 1)
+    link = alltoall_seconds(sequences, load.hidden, load.experts_active, load.moe_layers, mc.expert_parallel,
+                            mc.link_gbps or DEFAULT_LINK_GBPS,
+                            ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"]),
+                            mc.interconnect == "nvlink")
+    if group > 1:
+        message = math.ceil(sequences / dp) * load.hidden * 2  # bf16 activations
+        link += ALLREDUCES_PER_LAYER * load.layers * allreduce_seconds(message, group, mc)
+    return link
+
+
+def _expert_flops_share(load: Load) -> float:
+    """The routed experts' share of a token's weight FLOPs, from the byte shares (the experts a token goes
+    through over every weight it multiplies)."""
+    sh = load.shares
+    routed = sh.experts * sh.route
+    return routed / (sh.dense + routed) if sh.dense + routed > 0 else 0.0
 
 
 def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:

@@ -89,6 +89,11 @@ class LaunchArgs:
     replicas: int = 1  # copies of the model the deployment runs
     data_parallel: int = 1  # of those, the ones this command starts (all of them where one node holds them)
     kv_offload_gb: float = 0.0  # a host-RAM KV tier per copy, GB (10^9 bytes; 0: none)
+    # one replica's attention groups (data-parallel attention) and the ranks its experts are sharded over
+    # (core/moe_parallel.py); 1, 1: tensor parallel over all `tp` ranks
+    attention_dp: int = 1
+    expert_parallel: int = 1
+    disaggregation: str | None = None  # "prefill" | "decode": a worker of a disaggregated deployment
 
     def quant_flag(self, online: Mapping[str, str]) -> tuple[list[str], list[str]]:
         """(flags, notes) for the quantization: `--quantization X` where the engine quantizes a 16-bit
@@ -187,25 +192,45 @@ class ServeFlags:
     batched_tokens: str
     nodes: tuple[str, str, str, str]  # node count, node rank, head address flag, head address
     data_parallel: str = ""  # copies of the model in one server, each on its own cards ("": none)
+    # attention data parallel + expert parallel (LaunchArgs.attention_dp, expert_parallel): the switches that
+    # turn them on, the flag of the expert-parallel size ("": the engine takes it from the others), and
+    # whether the tensor-parallel and sequence-cap flags count one data-parallel rank's (vLLM: each rank is an
+    # engine of its own) or the whole server's (SGLang)
+    ep_switches: tuple[str, ...] = ()
+    ep_size: str = ""
+    per_rank: bool = False
+    # a prefill or decode worker of a disaggregated deployment: the flag and its value ("{role}": the role)
+    pd_flag: str = ""
+    pd_value: str = "{role}"
+    pd_note: str = ""  # how requests reach the two pools (a router or proxy the engine ships)
 
 
 def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
                online: Mapping[str, str]) -> Launch:
     """`program model --tp … [--pp …] --max-len … --max-seqs … [fraction] [kv] [batched] [quant] [nodes]`."""
-    argv = [*program, *model, f.tp, str(a.tp)]
+    dp = a.attention_dp if a.expert_parallel > 1 else 1
+    ranks = dp if f.per_rank else 1
+    argv = [*program, *model, f.tp, str(a.tp // ranks)]
     if a.pp > 1:
         argv += [f.pp, str(a.pp)]
-    argv += [f.max_model_len, str(a.max_model_len), f.max_num_seqs, str(a.max_num_seqs)]
+    argv += [f.max_model_len, str(a.max_model_len), f.max_num_seqs, str(max(a.max_num_seqs // ranks, 1))]
     if a.gpu_memory_utilization is not None:
         argv += [f.memory_fraction, f"{a.gpu_memory_utilization:g}"]
     if a.kv:
         argv += [f.kv_dtype, a.kv]
     if a.max_batched_tokens:
         argv += [f.batched_tokens, str(a.max_batched_tokens)]
-    copies = a.data_parallel if f.data_parallel else 1
+    copies = a.data_parallel if f.data_parallel and dp == 1 else 1
     if copies > 1:
         argv += [f.data_parallel, str(copies)]
+    if dp > 1:  # the server's data-parallel ranks are one replica's attention groups
+        argv += [f.data_parallel, str(dp), *f.ep_switches]
+        if f.ep_size:
+            argv += [f.ep_size, str(a.expert_parallel)]
     quant, notes = a.quant_flag(online)
+    if a.disaggregation:
+        argv += [f.pd_flag, f.pd_value.replace("{role}", a.disaggregation)]
+        notes.append(f.pd_note.replace("{role}", a.disaggregation))
     nodes, more = nodes_flags(a.nodes, *f.nodes)
     rank = len(argv) + len(quant) + nodes.index(f.nodes[1]) + 1 if nodes else -1
     return Launch(a.runtime, tuple(argv + quant + nodes), notes=tuple(notes + more),
@@ -258,14 +283,17 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           parallel: int | None = None, flash_attn: bool | None = None, cpu_moe_layers: int | None = None,
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
           replicas: int = 1, one_node: bool = False, engine: object | None = None,
-          kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None) -> Launch:
+          kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None, attention_dp: int = 1,
+          expert_parallel: int = 1, disaggregation: str | None = None) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
     runtime's adapter where the caller has it (a plan's), else found through the catalog row. `replicas`:
     copies of the model the deployment runs; where `one_node` holds them all, an engine with data parallelism
     starts them in one server, else a note says to start that many servers behind a load balancer.
-    `kv_offload_gb`: a host-RAM KV tier per copy (the adapter's `kv_offload_flags`)."""
+    `kv_offload_gb`: a host-RAM KV tier per copy (the adapter's `kv_offload_flags`).
+    `attention_dp`, `expert_parallel`: a MoE replica of `tp` ranks as that many attention groups, its experts
+    over `expert_parallel` ranks (core/moe_parallel.py), on an engine whose adapter places it."""
     engine = _served(runtime, engine)
     if not 0 <= kv_offload_gb <= 1e6:
         raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
@@ -283,6 +311,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       max_batched_tokens=_int("max_batched_tokens", max_batched_tokens),
                       checkpoint_quantized=checkpoint_quantized, replicas=_whole("replicas", replicas),
                       data_parallel=replicas if one_node else 1, kv_offload_gb=kv_offload_gb)
+    if expert_parallel > 1:
+        args = replace(args, **_expert_parallel(engine, runtime, tp, attention_dp, expert_parallel))
+    if disaggregation is not None:
+        if disaggregation not in ("prefill", "decode") or not getattr(engine, "PD_DISAGGREGATION", False):
+            raise InputError(f"{runtime} has no '{disaggregation}' worker of a disaggregated deployment",
+                             field="runtime", hint="use sglang or vllm, with prefill or decode")
+        args = replace(args, disaggregation=disaggregation)
     launch = engine.launch(model, args)
     if kv_offload_gb:
         flags = getattr(engine, "kv_offload_flags", None)
@@ -296,6 +331,21 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         cards = tp * pp
         launch = replace(launch, notes=(*launch.notes, replicas_note(replicas, cards)))
     return launch
+
+
+def _expert_parallel(engine: object, runtime: str, tp: int, dp: int, ep: int) -> dict[str, int]:
+    """The checked attention-DP + EP layout of a replica of `tp` ranks."""
+    if not getattr(engine, "EXPERT_PARALLEL", False):
+        raise InputError(f"{runtime}'s launch line has no expert parallelism", field="runtime",
+                         hint="use vllm or sglang for an expert-parallel layout")
+    if _whole("attention_dp", dp) > tp or tp % dp or _whole("expert_parallel", ep) != tp:
+        raise InputError(f"an expert-parallel layout of {tp} ranks takes attention groups that divide them "
+                         f"and experts over all of them (got {dp} groups, {ep} expert ranks)",
+                         field="expert_parallel")
+    if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and dp != tp:
+        raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got {dp} "
+                         "groups)", field="expert_parallel")
+    return {"attention_dp": dp, "expert_parallel": ep}
 
 
 def replicas_note(replicas: int, cards: int) -> str:

@@ -14,13 +14,22 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
                    max_num_seqs="--max-running-requests", memory_fraction="--mem-fraction-static",
                    kv_dtype="--kv-cache-dtype", batched_tokens="--chunked-prefill-size",
                    nodes=("--nnodes", "--node-rank", "--dist-init-addr", "HEAD_NODE_IP:50000"),
-                   data_parallel="--dp-size")
+                   data_parallel="--dp-size",
+                   # server_args.py: --enable-dp-attention runs attention in --dp-size groups of the --tp-size
+                   # ranks; --ep-size shards the experts (docs: DeepSeek usage, "DP attention")
+                   ep_switches=("--enable-dp-attention",), ep_size="--ep-size",
+                   # docs "PD Disaggregation": --disaggregation-mode prefill|decode, joined by the router
+                   pd_flag="--disaggregation-mode",
+                   pd_note="a {role} worker: start the router in front of both pools (python -m "
+                           "sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL)")
 
 
 @record(slots=True)
 class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
+    EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
+    PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
 
     # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
     # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")

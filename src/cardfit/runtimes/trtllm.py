@@ -12,20 +12,31 @@ from .vllm_like import VllmLike
 @record(slots=True)
 class TrtLlm(VllmLike):
     KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8"}  # KvCacheConfig dtype
+    # attention DP + EP layouts (services/deploy.py expert_parallel): the LLM API's enable_attention_dp runs
+    # attention data-parallel over all tp_size ranks (one group per rank), --ep_size shards the experts
+    EXPERT_PARALLEL = True
+    ATTENTION_DP_ALL_RANKS = True
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         argv = ["trtllm-serve", model, "--backend", "pytorch", "--tp_size", str(a.tp)]
         if a.pp > 1:
             argv += ["--pp_size", str(a.pp)]
-        argv += ["--max_batch_size", str(a.max_num_seqs), "--max_seq_len", str(a.max_model_len)]
+        dp = a.attention_dp if a.expert_parallel > 1 else 1
+        if dp > 1:
+            argv += ["--ep_size", str(a.expert_parallel)]
+        # with attention DP, max_batch_size is each rank's (its own requests)
+        argv += ["--max_batch_size", str(max(a.max_num_seqs // dp, 1)), "--max_seq_len", str(a.max_model_len)]
         if a.max_batched_tokens:
             argv += ["--max_num_tokens", str(a.max_batched_tokens)]
         if a.gpu_memory_utilization is not None:
             argv += ["--kv_cache_free_gpu_memory_fraction", f"{a.gpu_memory_utilization:g}"]
         files: tuple[tuple[str, str], ...] = ()
-        if a.kv:
-            # the LLM API takes the KV cache dtype in KvCacheConfig, set from a YAML file (--config)
-            files = (("cardfit-trtllm.yaml", f"kv_cache_config:\n  dtype: {a.kv}\n"),)
+        # the LLM API takes the KV cache dtype in KvCacheConfig and attention DP as enable_attention_dp, set
+        # from a YAML file (--config)
+        yaml = (f"kv_cache_config:\n  dtype: {a.kv}\n" if a.kv else "") + ("enable_attention_dp: true\n"
+                                                                            if dp > 1 else "")
+        if yaml:
+            files = (("cardfit-trtllm.yaml", yaml),)
             argv += ["--config", "cardfit-trtllm.yaml"]
         _, notes = a.quant_flag({})  # no quantization on load: the checkpoint's own format
         if a.nodes > 1:

@@ -15,13 +15,24 @@ FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
                    memory_fraction="--gpu-memory-utilization", kv_dtype="--kv-cache-dtype",
                    batched_tokens="--max-num-batched-tokens",
                    nodes=("--nnodes", "--node-rank", "--master-addr", "HEAD_NODE_IP"),
-                   data_parallel="--data-parallel-size")
+                   data_parallel="--data-parallel-size",
+                   # vllm/engine/arg_utils.py: --enable-expert-parallel shards the experts over DP × TP ranks;
+                   # --tensor-parallel-size, --max-num-seqs: one data-parallel rank's (its own engine core)
+                   ep_switches=("--enable-expert-parallel",), per_rank=True,
+                   # docs "Disaggregated Prefilling": each worker names a KV connector; NIXL's moves the
+                   # cache GPU to GPU, both roles taking kv_both
+                   pd_flag="--kv-transfer-config",
+                   pd_value='{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+                   pd_note="a {role} worker: send requests through a prefill/decode proxy (vLLM's "
+                           "examples/online_serving/disaggregated_serving, or llm-d)")
 
 
 @record(slots=True)
 class Vllm(VllmLike):
     KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # vLLM CacheDType
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QuantizationMethods)
+    EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
+    PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
 
     # --speculative-config's "method" (vllm/config/speculative.py SpeculativeConfig.method: "ngram",
     # "eagle3", "draft_model", "mtp"), by cardfit's name

@@ -20,10 +20,11 @@ from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_hol
 from ..catalog.records import record
 from ..catalog.releases import release_name
 from ..catalog.runtimes import RuntimeProfile, default_runtimes, servers
-from ..core import cost
+from ..core import cost, moe_parallel
 from ..core import fit as fitting
 from ..core import reuse as ru
 from ..core import serving as sv
+from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
 from ..core.search import largest_true, largest_true_ratio, smallest_true
@@ -129,6 +130,9 @@ class DeployInput(ModelInput, SpeculativeInput):
     attention_dp: int | None = opt(None, "engine: data-parallel attention groups of a pinned replica (SGLang "
                                    "--enable-dp-attention --dp-size, TensorRT-LLM enable_attention_dp)",
                                    ge=1, le=1024)
+    expert_parallel: int | None = opt(None, "engine: the ranks a pinned MoE replica shards its experts over, "
+                                      "beside --attention-dp groups (vLLM --enable-expert-parallel, SGLang "
+                                      "--ep-size, TensorRT-LLM moe_expert_parallel_size)", ge=1, le=1024)
     max_model_len: int | None = opt(None, "engine: the context it is started with (vLLM --max-model-len, TGI "
                                     "--max-total-tokens); default: the longest request (a pinned vLLM V0: "
                                     "the model's trained context, its own default)", ge=1, le=MAX_CONTEXT)
@@ -163,7 +167,8 @@ def check(inp: DeployInput) -> None:
 
 # the options that describe one pinned deployment (services/pinned.py), not a search
 PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
-               "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "max_model_len")
+               "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
+               "max_model_len")
 
 
 # --- what is searched ------------------------------------------------------------------------------------
@@ -201,6 +206,7 @@ class Candidate:
     inp: DeployInput
     chunk_tokens: int = 0  # token budget of a step; 0: the runtime's default (the plan's prefill chunk)
     attention_dp: int = 1  # data-parallel attention groups (core/speed.py Machine.attention_dp)
+    ep: int = 1  # ranks the routed experts are sharded over (core/moe_parallel.py; 1: tensor parallel)
 
     @property
     def cards(self) -> int:
@@ -213,11 +219,11 @@ class Candidate:
         # (services/served.py replica): over 1, 2, 4 or 8 cards it is one replica
         stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
         key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
-               self.seqs, self.chunk_tokens, self.attention_dp)
+               self.seqs, self.chunk_tokens, self.attention_dp, self.ep)
         built = self.setting.built
         if key not in built:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
-                                  self.chunk_tokens, self.attention_dp)
+                                  self.chunk_tokens, self.attention_dp, self.ep)
         return built[key]  # type: ignore[no-any-return]
 
 
@@ -541,6 +547,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     continue
                 out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs, opt.monthly_usd, tokens,
                                      margin, inp))  # the option's price: fitting.set_price of the set
+                if nodes == 1 and pp == 1 and tp == count > 1 and expert_parallel(ctx):
+                    out += _expert_parallel(inp, s, gpu, per_node, count, per_seq)
                 one_node = one_node or nodes == 1
     return out
 
@@ -553,6 +561,51 @@ def _draft_kv(s: Setting, inp: DeployInput, rt: RuntimeProfile) -> int:
     from .speculative import kv_bytes_per_token
 
     return kv_bytes_per_token(spec, s.ctx, s.mem.kv_dtype) * kv_held(inp, rt)
+
+
+def expert_parallel(ctx: Any) -> bool:
+    """Whether deploy searches attention-DP + expert-parallel layouts for this plan: a mixture-of-experts
+    model on an engine whose launch line places them (its adapter's EXPERT_PARALLEL: vLLM, SGLang,
+    TensorRT-LLM, which runs attention DP over every rank: ATTENTION_DP_ALL_RANKS)."""
+    return bool(ctx.model.is_moe and getattr(ctx.engine, "EXPERT_PARALLEL", False))
+
+
+def expert_parallel_memory(s: Setting, dp: int) -> Memory:
+    """The setting's memory as `dp` attention groups hold it (core/moe_parallel.py weights_bytes_in_all):
+    weights_bytes over all the cards, the non-expert weights once per group."""
+    share = sp.weight_shares(s.ctx.model, s.ctx.quant).experts
+    return replace(s.mem, weights_bytes=moe_parallel.weights_bytes_in_all(s.mem.weights_bytes, share, dp))
+
+
+def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, count: int,
+                     per_seq: int) -> list[Candidate]:
+    """The attention-DP + EP layouts of `count` cards of one node (core/moe_parallel.py layouts): the
+    non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
+    own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
+    runtime's sequence cap."""
+    from .plan import _margin, requires
+
+    ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
+    out = []
+    for lay in moe_parallel.layouts(count):
+        if getattr(ctx.engine, "ATTENTION_DP_ALL_RANKS", False) and lay.dp != count:
+            continue  # TensorRT-LLM: one attention group per rank
+        mem = expert_parallel_memory(s, lay.dp)
+        copies = ctx.engine.kv_copies(m, lay.tp)
+        margin = _margin(ctx, mem, count, copies)
+        opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+                            utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
+        if not opt.fits or opt.free_bytes < margin:
+            continue
+        pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin)
+        if pooled is None:
+            continue
+        seqs = min(rt.max_num_seqs * lay.dp, pooled[0])
+        if seqs < lay.dp:
+            continue
+        out.append(Candidate(replace(s, mem=mem), gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
+                             pooled[1], margin, inp, attention_dp=lay.dp, ep=lay.ep))
+    return out
 
 
 def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile, per_seq: int,
@@ -572,7 +625,7 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
-             chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
+             chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py), with the constants
     of the kernels its engine release ran where they differ from the current release's (older_kernels)."""
     older = older_kernels(inp, s, gpu, tp)
@@ -580,8 +633,8 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
         from ..core.constants import beside, constants
 
         with constants(beside(older)):
-            return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp)
-    return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp)
+            return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp, ep)
+    return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp, ep)
 
 
 def older_kernels(inp: DeployInput, s: Setting, gpu: Gpu, tp: int) -> dict[str, float]:
@@ -599,7 +652,7 @@ def older_kernels(inp: DeployInput, s: Setting, gpu: Gpu, tp: int) -> dict[str, 
 
 
 def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
-                   chunk_tokens: int = 0, attention_dp: int = 1) -> sv.Replica:
+                   chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1) -> sv.Replica:
     from .plan import _machine, engine_defaults
 
     w = request(inp)
@@ -609,10 +662,11 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     # the card × tp machine, which every setting of this runtime and quantization shares (plan's memo)
     whole, mc = built[w, "load"], _machine(s.ctx, gpu, tp, 0.0)
     if attention_dp > 1:
-        mc = replace(mc, attention_dp=attention_dp)
+        mc = replace(mc, attention_dp=attention_dp, expert_parallel=ep)
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
-    # tokens on an A100 or a card under 70 GiB, 8192 on the others)
-    budget = chunk_tokens or engine_defaults(s.ctx, gpu)[0]
+    # tokens on an A100 or a card under 70 GiB, 8192 on the others); expert parallel: each attention group's
+    # engine takes its own
+    budget = (chunk_tokens or engine_defaults(s.ctx, gpu)[0]) * (attention_dp if ep > 1 else 1)
     return _interned(served.replica(s.ctx, whole, mc, w, pp, seqs, budget))
 
 
@@ -1056,7 +1110,7 @@ def command(inp: DeployInput, r: Result) -> str:
     length = inp.max_model_len or c.setting.mem.context  # a pinned deployment's own --max-model-len
     return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
-                          _offload_gb(inp, r))
+                          _offload_gb(inp, r), c.attention_dp, c.ep)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1070,7 +1124,8 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes, r.replicas, one_node, _offload_gb(inp, r))
+                     c.setting.slots, c.nodes, r.replicas, one_node, _offload_gb(inp, r), c.attention_dp,
+                     c.ep)
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -1147,6 +1202,13 @@ class Deployment(table.Result):
     kv_offload_gb: float = 0.0
     # speculative decoding (--speculative): {method, tokens, acceptance, ...}; None: off
     speculative: dict[str, Any] | None = None
+    # attention data-parallel groups and expert-parallel ranks of one replica (core/moe_parallel.py; 1, 1:
+    # tensor parallel over all `tp` cards, whose count stays tp × pp × replicas)
+    dp: int = 1
+    ep: int = 1
+    # separate prefill and decode pools (core/disagg.py): {"prefill": {gpu, count, tp, replicas},
+    # "decode": {…}}; None: prefill and decode share every replica
+    disaggregated: dict[str, dict[str, Any]] | None = None
 
     omit_none = ("benchmark",)
 
@@ -1181,7 +1243,8 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
         release=release_name(c.setting.ctx.runtime), prefix_hit_rate=_hit_rate(inp, r),
-        kv_offload_gb=_offload_gb(inp, r), speculative=_speculative_view(c.setting.ctx))
+        kv_offload_gb=_offload_gb(inp, r), speculative=_speculative_view(c.setting.ctx),
+        dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep)
 
 
 def _speculative_view(ctx: Any) -> dict[str, Any] | None:
@@ -1351,8 +1414,11 @@ class DeployReport(table.Result):
     notes: tuple[str, ...]
     plot: str | None = None  # the chart written (absent from the JSON when none was asked for)
     emit: Emitted | None = None  # --emit: the manifest (absent from the JSON when none was asked for)
+    # prefill and decode on separate workers beside aggregated serving (disaggregation()); absent from the
+    # JSON where the search does not try it (a model and load one card serves alone)
+    disaggregation: Disaggregation | None = None
 
-    omit_none = ("plot", "emit")
+    omit_none = ("plot", "emit", "disaggregation")
 
     @property
     def no_answer(self) -> str | None:
@@ -1370,6 +1436,172 @@ class DeployReport(table.Result):
         what = {"ttft_ms": "TTFT p90", "tpot_ms": "TPOT"}.get(f.target, f.target)
         return (f"no deployment meets the targets: {what} fails first ({f.achieved or 0:,.1f} ms against "
                 f"{f.limit or 0:,g} ms on the closest)")
+
+
+# --- disaggregated prefill / decode (core/disagg.py) --------------------------------------------------------
+
+# Workers a disaggregated deployment may run in all, prefill and decode together (a bound on the search: one
+# disaggregated deployment per count of workers is timed, each its prefill/decode split by bisection)
+PD_MAX_WORKERS = 16
+
+
+@record
+class Disaggregation(table.Result):
+    """Prefill and decode on separate workers, searched beside aggregated serving: which wins and why."""
+
+    winner: Literal["aggregated", "disaggregated"]
+    why: str
+    deployment: Deployment | None  # the cheapest disaggregated one that meets the targets (None: none does)
+
+
+def pd_engine(ctx: Any) -> bool:
+    """Whether the engine's launch line can split prefill from decode (its adapter's PD_DISAGGREGATION)."""
+    return bool(getattr(ctx.engine, "PD_DISAGGREGATION", False)) and ctx.runtime.paged_kv
+
+
+def _pools(c: Candidate, prefill: int, decode: int) -> Any:
+    """`prefill` + `decode` workers each shaped like candidate `c`."""
+    return pd_pools(c, prefill, c, decode)
+
+
+def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
+    """`prefill` workers shaped like `pre` and `decode` workers shaped like `dec` (core/disagg.py Pools), the
+    prompt's cache crossing NVLink or PCIe inside one node, the node link (core/placement.py) between
+    nodes."""
+    from ..core import disagg
+    from ..core.kv import kv_cache_bytes
+    from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS
+
+    m, mem, gpu = dec.setting.ctx.model, dec.setting.mem, dec.gpu
+    one_node = prefill * pre.cards + decode * dec.cards <= dec.setting.ctx.rules.node_size
+    link = disagg.link_bytes_per_s(gpu.link_gbps or sp.DEFAULT_LINK_GBPS, gpu.interconnect == "nvlink")
+    if not one_node:
+        link = disagg.link_bytes_per_s(NODE_LINK_GBPS, False)
+    kv = kv_cache_bytes(m, 1, 1, mem.kv_dtype)
+    return disagg.Pools(pre.replica, prefill, dec.replica, decode, kv, link,
+                        0.0 if one_node else NODE_HOP_LATENCY_S)
+
+
+def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
+    from ..core import disagg
+
+    res = disagg.serve(_pools(c, prefill, decode), _workload(inp, 1))
+    if not res.stable:
+        return res, False
+    # held to the targets at the pessimistic end of the runtime's serving error, as aggregated serving is
+    rt = c.setting.ctx.runtime.id
+    ttft = value_range(res.ttft_s, "serving_ttft_ms", rt) or [res.ttft_s, res.ttft_s]
+    tpot = value_range(res.tpot_s, "serving_tpot_ms", rt) or [res.tpot_s, res.tpot_s]
+    return res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s
+
+
+def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+    """The fewest workers shaped like `c` that meet the targets disaggregated: for each count, the fewest
+    prefill workers whose TTFT holds (more prefill workers only shorten it), then whether the decode workers
+    left hold the TPOT (fewer decode workers only lengthen it)."""
+    most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
+    for n in range(2, most + 1):
+        lo, hi = 1, n - 1
+        while lo < hi:  # the fewest prefill workers whose TTFT holds with the rest decoding
+            mid = (lo + hi) // 2
+            res, _ = _pd_meets(inp, c, mid, n - mid, t)
+            if res.stable and res.ttft_s <= t.ttft_s:
+                hi = mid
+            else:
+                lo = mid + 1
+        res, ok = _pd_meets(inp, c, lo, n - lo, t)
+        if ok:
+            return lo, n - lo, res
+    return None
+
+
+def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
+                   agg: Result | None) -> Disaggregation | None:
+    """Prefill/decode pools beside aggregated serving, on the setting and card of the aggregated answer
+    (its every split inside a node): the cheapest that meets the targets, against the aggregated one. None
+    where it is not searched: an engine without P/D, or a model whose aggregated replica is one card (a
+    prompt's prefill there is short beside the decode steps it rides in, and the engines' own guides point
+    P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling")."""
+    if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
+        return None
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    found: tuple[float, Candidate, int, int, Any] | None = None
+    for c in same:
+        got = _pd_cheapest(inp, c, t)
+        if got is None:
+            continue
+        price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
+        if found is None or price < found[0]:
+            found = (price, c, *got)
+    if found is None:
+        why = ("aggregated: no split of prefill and decode workers on "
+               f"{agg.cand.gpu.name} meets the targets within {PD_MAX_WORKERS} workers")
+        return Disaggregation("aggregated", why, None)
+    price, c, x, y, res = found
+    d = _pd_deployment(inp, c, x, y, res, price)
+    agg_price = agg.monthly_usd if agg.meets and agg.monthly_usd is not None else math.inf
+    if price < agg_price:
+        why = (f"disaggregated: {x} prefill + {y} decode workers meet the targets for ${price:,.0f}/month, "
+               f"aggregated serving for ${agg.monthly_usd or 0:,.0f}"
+               + ("" if agg.meets else " (and it misses them)")
+               + ": prefilled apart, the prompts no longer ride in the decode steps, so fewer decode cards "
+               f"hold the TPOT ({res.tpot_s * 1e3:.1f} ms; TTFT p90 {res.ttft_s * 1e3:,.0f} ms with each "
+               f"prompt's KV cache crossing in {res.transfer_s * 1e3:.1f} ms)")
+        return Disaggregation("disaggregated", why, d)
+    pools = f"the cheapest disaggregated deployment that meets the targets ({x} prefill + {y} decode workers)"
+    if price == agg_price:
+        why = (f"aggregated: ${price:,.0f}/month, the same as {pools}; one pool needs no KV transfer between "
+               "workers nor a prefill/decode router")
+    else:
+        why = (f"aggregated: ${agg.monthly_usd or 0:,.0f}/month against ${price:,.0f} for {pools}: mixing "
+               "prompts into the decode steps costs less here than capacity split between two pools")
+    return Disaggregation("aggregated", why, d)
+
+
+def _pd_deployment(inp: DeployInput, c: Candidate, x: int, y: int, res: Any, price: float) -> Deployment:
+    """The disaggregated deployment as deploy answers one: `x` prefill and `y` decode workers shaped like
+    `c`, each started by its own command (one line per role)."""
+    total = res.output_tokens_per_s
+    per_m = None
+    if total > 0 and math.isfinite(price):
+        per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
+    pool = {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp}
+    cmds = [_pd_command(c, role) for role in ("prefill", "decode")]
+    return Deployment(
+        gpu=c.gpu.name, count=(x + y) * c.cards,
+        nodes=math.ceil((x + y) * c.cards / c.setting.ctx.rules.node_size),
+        cards_per_node=c.per_node, tp=c.tp, pp=c.pp, replicas=x + y, runtime=c.setting.ctx.runtime.named,
+        quant=c.setting.ctx.quant.name, kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
+        monthly_usd=round(price, 2) if math.isfinite(price) else None,
+        cost_per_million_usd=round(per_m, 4) if per_m is not None else None,
+        ttft_ms=_ms(res.ttft_s), tpot_ms=_ms(res.tpot_s), aggregate_tokens_per_s=round(total, 1),
+        per_user_tokens_per_s=round(res.per_user_tokens_per_s, 2), ttft_mean_ms=_ms(res.ttft_mean_s),
+        prefill_ms=_ms(res.prefill_s), batch_per_replica=round(res.batch, 2),
+        utilization=round(res.utilization, 4), meets_targets=True, quality=c.setting.quality,
+        memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
+                                c.margin_bytes, c.kv_tokens),
+        command="\n".join(x for x in cmds if x), likely=None, tight=False,
+        release=release_name(c.setting.ctx.runtime), dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep,
+        disaggregated={"prefill": pool | {"replicas": x}, "decode": pool | {"replicas": y}})
+
+
+def _pd_command(c: Candidate, role: str) -> str | None:
+    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
+                          c.setting.kv_flag, c.setting.slots, c.nodes, 1, False, c.attention_dp, c.ep,
+                          disaggregation=role)
+
+
+def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
+                         best: Result | None) -> DeployReport:
+    """The report with the disaggregated search beside it; its deployment is `best` where it wins."""
+    agg = best if best is not None else closest(inp, cands, t)
+    pd = disaggregation(inp, cands, t, agg)
+    if pd is None:
+        return report
+    if pd.winner == "disaggregated" and pd.deployment is not None:
+        return replace(report, disaggregation=pd, best=pd.deployment, meets_targets=True, failing=None,
+                       closest=None if best is None else report.closest)
+    return replace(report, disaggregation=pd)
 
 
 def _asked(inp: DeployInput, t: Targets, length: int, found: bool = False) -> Workload:
@@ -1427,7 +1659,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     # v0.6.3); V1's default on a big card is 1,024
     res, how = timed(inp, gpu.name, tp, pp, int(inp.max_num_seqs or 0), consts, budget,
                      rt.max_num_seqs if v0 else 0, float(inp.gpu_memory_utilization or 0.0),
-                     int(inp.attention_dp or 1), step)
+                     int(inp.attention_dp or 1), step, int(inp.expert_parallel or 1))
     replica = res.cand.replica
     users = int(inp.users or 1)
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
@@ -1450,13 +1682,15 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
 def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
           constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
-          step_tokens: int = 0) -> tuple[Result, str]:
+          step_tokens: int = 0, ep: int = 1) -> tuple[Result, str]:
     """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
     step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the card (`utilization`,
     vLLM's gpu_memory_utilization) where they differ from the runtime's current defaults (0: those);
     `step_tokens`: the tokens a step carries where the engine caps its prompt batches below the chunk its
-    memory was sized for (prefill_batch_tokens; 0: the chunk). `constants`: the runtime's constants in place
-    (core/constants.py snapshot), which key the memo."""
+    memory was sized for (prefill_batch_tokens; 0: the chunk); `ep` > 1: the experts expert-parallel over
+    the tp ranks beside `dp` attention groups, each group an engine of its own with the given per-rank
+    sequence cap and step budget (expert_parallel_memory, _replica). `constants`: the runtime's constants in
+    place (core/constants.py snapshot), which key the memo."""
     from .plan import build_context, engine_defaults, memory_for
 
     check(inp)
@@ -1471,21 +1705,26 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     gpu = ctx.gpus.get(gpu_name)
     s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the card, as the search does
     cards = tp * pp
+    group = tp // dp if ep > 1 else tp  # the ranks that copy a sequence's cache
+    if ep > 1:
+        s = replace(s, mem=expert_parallel_memory(s, dp))
+        cap *= dp  # each attention group's engine schedules up to its own cap
     opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
-                        tp=tp, pp=pp)
+                        tp=group, pp=pp)
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
         per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                         kv_dtype=s.mem.kv_dtype))
-        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, tp), rt, per_seq)
+        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, per_seq)
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
-                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp)
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp, ep)
     res = evaluate(inp, c, 1, targets(inp))
     held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
-    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''} PP {pp}, "
+    how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''}"
+           f"{f' EP {ep}' if ep > 1 else ''} PP {pp}, "
            f"{rt.id}, {ctx.quant.name}, "
            f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
            f"{'stable' if res.served.stable else 'overloaded'}")
@@ -1568,9 +1807,14 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
+    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
                      + _offload_note(inp, found[0] if found else near))
     if inp.emit:
+        if report.best is not None and report.best.disaggregated:
+            raise InputError("--emit writes one pool of replicas; the cheapest deployment here is prefill "
+                             "and decode workers apart, whose manifests it does not write", field="emit",
+                             hint="run without --emit for its two commands")
         report = replace(report, emit=_emitted(inp, found[0] if found else None))
     if inp.plot:
         from ..charts.deploy import write_chart

@@ -9,37 +9,44 @@ from typing import Any
 
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                    slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False,
-                   kv_offload_gb: float = 0.0) -> str | None:
+                   kv_offload_gb: float = 0.0, dp: int = 1, ep: int = 1,
+                   disaggregation: str | None = None) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
-    them inside one node, which data parallelism serves in one server)."""
+    them inside one node, which data parallelism serves in one server); `dp`, `ep`: one copy's attention
+    groups and expert-parallel ranks (core/moe_parallel.py); `disaggregation`: "prefill" or "decode" for a
+    worker of a disaggregated deployment (core/disagg.py)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
-    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node)
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
     if kv_offload_gb:
         options["kv_offload_gb"] = kv_offload_gb
+    if disaggregation:
+        options["disaggregation"] = disaggregation
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
 def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
-              nodes: int = 1, replicas: int = 1, one_node: bool = False, kv_offload_gb: float = 0.0) -> Any:
+              nodes: int = 1, replicas: int = 1, one_node: bool = False, kv_offload_gb: float = 0.0,
+              dp: int = 1, ep: int = 1) -> Any:
     """The `Launch` (argv, environment, files, notes) behind `launch_command`'s text, for what is written
     from the same line (services/emit.py); None for a runtime without one."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
-    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node)
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
     if kv_offload_gb:
         options["kv_offload_gb"] = kv_offload_gb
     return launch.build(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
 def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int,
-             nodes: int, replicas: int = 1, one_node: bool = False) -> dict[str, Any]:
+             nodes: int, replicas: int = 1, one_node: bool = False, dp: int = 1,
+             ep: int = 1) -> dict[str, Any]:
     """The runtime's launch options for a planned split, context, batch and KV cache (runtimes/launch.py
     build)."""
     rt = ctx.runtime
@@ -48,7 +55,8 @@ def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                 pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
                 kv_dtype=kv, gpu_memory_utilization=util, n_gpu_layers=None if rt.tensor_parallel else 999,
                 parallel=slots or None, flash_attn=True if kv else None, replicas=replicas,
-                one_node=one_node, engine=ctx.engine, speculative=_speculative(ctx), **_batched(ctx))
+                one_node=one_node, engine=ctx.engine, speculative=_speculative(ctx), attention_dp=dp,
+                expert_parallel=ep, **_batched(ctx))
 
 
 def _batched(ctx: Any) -> dict[str, int]:

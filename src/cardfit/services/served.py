@@ -55,7 +55,9 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
                                     ctx.engine.window_read_cells(m, ctx.prefill_chunk)),
                    sp.decode_flops_per_token(m, filled),
                    m.layers, sp.hidden_size(m), cpu_weight_fraction, cpu_expert_fraction,
-                   sp.low_bit_params(m, ctx.quant), kv_split_ranks(m))
+                   sp.low_bit_params(m, ctx.quant), kv_split_ranks(m),
+                   m.experts_active if m.is_moe else 0,
+                   max(m.layers - m.dense_layers, 0) if m.is_moe else 0)
 
 
 def uncalibrated_sequence_cost_s() -> float:

@@ -9,9 +9,10 @@ from typing import Any
 
 from ..catalog.gpus import Gpu
 from ..catalog.runtimes import RuntimeProfile
+from ..core import serving as sv
 from ..errors import InputError
 from ..services import pinned
-from ..services.deploy import DeployInput, Pinned, timed
+from ..services.deploy import Candidate, DeployInput, Pinned, pd_pools, timed
 from ..services.deploy import pinned_answer as answer
 from .single import record_runtime, record_runtime_name  # one owner: the record's --runtime NAME@RELEASE
 
@@ -41,11 +42,13 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     if st.get("trtllm_bench_dataset") and not (cap and budget):
         cap, budget = trtllm_bench_limits(r, tp, pp)
     dp = attention_dp(st, tp)
+    ep = expert_parallel(st, tp)
     length = int(st.get("max_model_len") or st.get("max_total_tokens") or 0)
     kw.update(max_num_seqs=cap or None, max_num_batched_tokens=budget or None,
               gpu_memory_utilization=float(st.get("gpu_memory_utilization") or 0.0) or None,
               max_prefill_tokens=int(st.get("max_prefill_tokens") or 0) or None,
-              attention_dp=dp if dp > 1 else None, max_model_len=length or None)
+              attention_dp=dp if dp > 1 else None, expert_parallel=ep if ep > 1 else None,
+              max_model_len=length or None)
     inp = DeployInput(model=r["model"], runtime=record_runtime_name(r), quant=r.get("quant"), gpu=(r["gpu"],),
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
                       kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), tp=tp, pp=pp, **kw)
@@ -80,6 +83,12 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if metric not in SERVING_METRICS:
         raise InputError(f"no serving prediction for metric '{metric}'", field="metric")
     inp, _, _ = record_input(r)
+    st = r.get("settings") or {}
+    if st.get("prefill_workers") and st.get("decode_workers"):  # no pinned deploy states the pools yet
+        from ..core.constants import snapshot
+
+        rt = record_runtime(r)
+        return _predict_disaggregated(r, inp, st, snapshot(rt.id), record_schedule(r, rt)[0])
     return figure(answer(inp), inp, metric, str(r.get("statistic") or ""))
 
 
@@ -163,6 +172,40 @@ def tensorrt_engine_v0(r: dict[str, Any]) -> bool:
     return tensorrt_engine(r) and rt is not None and not rt.has("overlap_executor")
 
 
+def _predict_disaggregated(r: dict[str, Any], inp: DeployInput, st: dict[str, Any],
+                           constants: tuple[tuple[str, float], ...], budget: int) -> tuple[float, str]:
+    """A disaggregated run (core/disagg.py): its prefill and decode workers, each timed as deploy times a
+    replica of its split (attention DP with the experts EP over the worker's cards where its pool states
+    groups, each group's own batch), the stated workers of each, the users of the record in a closed loop."""
+    from ..core import disagg
+
+    def worker(pool: str) -> Candidate:
+        ranks, dp = int(st[f"{pool}_tp"]), int(st.get(f"{pool}_dp") or 1)
+        ep = ranks if dp > 1 else 1
+        res, _ = timed(inp, r["gpu"], ranks, 1, int(st.get(f"{pool}_batch_size") or 0), constants, budget,
+                       0, 0.0, dp, 0, ep)
+        return res.cand
+
+    pre, dec = worker("prefill"), worker("decode")
+    x, y = int(st["prefill_workers"]), int(st["decode_workers"])
+    res = disagg.serve(pd_pools(pre, x, dec, y), sv.Workload(inp.input_tokens, inp.output_tokens,
+                                                             users=float(inp.users or 1)))
+    value = {"ttft_ms": res.ttft_mean_s * 1e3, "tpot_ms": res.tpot_s * 1e3, "itl_ms": res.tpot_s * 1e3,
+             "output_tokens_per_s": res.output_tokens_per_s,
+             "request_throughput": res.output_tokens_per_s / inp.output_tokens}[r["metric"]]
+    how = (f"disaggregated timing: {x} prefill workers of {_split(pre)} + {y} decode workers of "
+           f"{_split(dec)}, {dec.gpu.name}, {dec.setting.ctx.quant.name}; closed loop of {inp.users or 1:g} "
+           f"users: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} ms, "
+           f"{res.batch:.1f} sequences decoding a worker")
+    return value, how
+
+
+def _split(c: Candidate) -> str:
+    if c.ep > 1:
+        return f"{c.cards} cards (attention DP {c.attention_dp}, EP {c.ep})"
+    return f"{c.cards} cards (TP {c.tp})"
+
+
 def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
     """(max_batch_size, max_num_tokens) a `trtllm-bench` run chose itself (runtimes/trtllm_bench.py
     bench_engine_settings) for the dataset the record's settings name (`trtllm_bench_dataset`, "ISLxOSL":
@@ -206,6 +249,14 @@ def attention_dp(settings: dict[str, Any], tp: int) -> int:
     if not (settings.get("enable_dp_attention") or settings.get("enable_attention_dp")):
         return 1
     return max(1, min(int(settings.get("dp_size") or tp), tp))
+
+
+def expert_parallel(settings: dict[str, Any], tp: int) -> int:
+    """The ranks a record's engine sharded the experts over where it ran them expert-parallel beside
+    data-parallel attention (core/moe_parallel.py: moe_ep over all tp ranks, TensorRT-LLM's
+    moe_expert_parallel_size with enable_attention_dp); 1 otherwise, the experts tensor-parallel as before."""
+    ep = int(settings.get("moe_ep") or 1)
+    return ep if ep == tp > 1 and attention_dp(settings, tp) > 1 else 1
 
 
 # the pinned deployment's timing, under the name the tests and scripts know

@@ -466,8 +466,15 @@ function resetDeployForm() {
 }
 
 function shape(d) {
+  if (d.disaggregated) {  // prefill and decode workers (core/disagg.py)
+    const each = d.tp > 1 ? `, TP ${d.tp} each` : "";
+    return `${d.count}× ${d.gpu} (${d.disaggregated.prefill.replicas} prefill + ` +
+      `${d.disaggregated.decode.replicas} decode workers${each})`;
+  }
   const parts = [];
-  if (d.tp > 1) parts.push(`TP ${d.tp}`);
+  const ep = d.ep || 1, group = ep > 1 ? d.tp / (d.dp || 1) : d.tp;  // one attention group's TP ranks
+  if (group > 1) parts.push(`TP ${group}`);
+  if (ep > 1) parts.push(`attention DP ${d.dp} · EP ${ep}`);
   if (d.pp > 1) parts.push(d.tp > 1 || d.nodes > d.replicas ? `PP ${d.pp}` : `layers over ${d.pp}`);
   if (d.replicas > 1) parts.push(`${d.replicas} replicas`);
   return `${d.count}× ${d.gpu}` + (parts.length ? ` (${parts.join(" × ")})` : "");

@@ -1,0 +1,142 @@
+"""Disaggregated prefill and decode (xPyD): `x` prefill workers and `y` decode workers, each a replica of its
+own (its own cards and split), the prompt's KV cache sent from the prefill worker that computed it to the
+decode worker that generates the answer (SGLang `--disaggregation-mode prefill|decode`, vLLM with a KV
+connector, NVIDIA Dynamo, llm-d).
+
+A request waits for a prefill worker, is prefilled (several prompts share a step up to the worker's token
+budget), its cache crosses the link between the pools, and its answer decodes on a decode worker whose steps
+carry no prompt: TTFT is the prefill pool's queue + the prefill + the transfer, TPOT the decode pool's step at
+the sequences each decode worker holds (Little's law). Built on core/serving.py's replica, step and queue."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from ..catalog.records import record
+from . import serving as sv
+
+# Where the pools sit on different nodes their cache crosses the network: core/placement.py's node link, one
+# 400 Gb/s InfiniBand NDR port per node (50 GB/s, NVIDIA ConnectX-7 data sheet), ~20 µs a transfer. Inside one
+# node it crosses NVLink or PCIe at the card's link rate (gpus.toml link_gbps; NVLink's figure counts both
+# directions, of which a transfer uses one).
+CLOSED_LOOP_STEPS = 40  # bisection steps on the closed loop's request rate (to 1e-12 of the capacity)
+
+
+@record(slots=True)
+class Pools:
+    """A disaggregated deployment: its prefill and decode workers and the link between the pools."""
+
+    prefill: sv.Replica  # one prefill worker
+    prefill_workers: int
+    decode: sv.Replica  # one decode worker
+    decode_workers: int
+    kv_bytes_per_token: int  # the cache a prompt token leaves on the prefill worker (all its layers)
+    link_bytes_per_s: float  # one transfer's rate between the pools
+    link_latency_s: float = 0.0
+
+
+@record(slots=True)
+class Disaggregated:
+    batch: float  # mean sequences decoding on one decode worker
+    tpot_s: float
+    prefill_s: float  # one prompt's prefill on a prefill worker at this load
+    transfer_s: float  # one prompt's cache from the prefill pool to the decode pool
+    ttft_s: float  # p90: wait + prefill + transfer
+    ttft_mean_s: float
+    output_tokens_per_s: float  # all workers together
+    utilization: float  # the busier pool: prefill offered load per server, decode sequences per cap
+    stable: bool
+
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        return 1 / self.tpot_s
+
+
+def transfer_s(kv_bytes_per_token: int, input_tokens: int, bytes_per_s: float,
+               latency_s: float = 0.0) -> float:
+    """One prompt's KV cache (its tokens × the cache of a token) over the link between the pools."""
+    if input_tokens <= 0 or kv_bytes_per_token <= 0:
+        return 0.0
+    return kv_bytes_per_token * input_tokens / bytes_per_s + latency_s
+
+
+def link_bytes_per_s(link_gbps: float, bidirectional: bool) -> float:
+    """One direction of a link, bytes/s (`bidirectional`: the figure counts both, as NVLink's 900 GB/s)."""
+    return link_gbps * (0.5 if bidirectional else 1.0) * 1e9
+
+
+def prompts_per_step(r: sv.Replica, input_tokens: int) -> int:
+    """Prompts a prefill worker takes into one step: as many whole prompts as its token budget holds (one, in
+    chunks, when a prompt is longer), at most its sequence cap."""
+    return max(1, min(r.chunk_tokens // max(input_tokens, 1), r.max_seqs))
+
+
+def prefill_batch_s(r: sv.Replica, input_tokens: int) -> float:
+    """A prefill worker's step over one batch of prompts (prompts_per_step), decoding nothing; a prompt longer
+    than the budget in chunks (core/serving.py prefill_s)."""
+    k = prompts_per_step(r, input_tokens)
+    if k == 1:
+        return sv.prefill_s(r, sv.Workload(input_tokens, 1), 0.0)
+    return sv.prompt_step_s(r, 0.0, k * input_tokens)
+
+
+def serve(p: Pools, w: sv.Workload) -> Disaggregated:
+    """The deployment under the whole load `w` (users: a closed loop over all workers; requests_per_s: open
+    Poisson arrivals)."""
+    # a prefill worker takes prompts_per_step prompts a step: a server of one prompt every batch ÷ k seconds
+    service = prefill_batch_s(p.prefill, w.input_tokens) / prompts_per_step(p.prefill, w.input_tokens)
+    servers = p.prefill_workers
+    move = transfer_s(p.kv_bytes_per_token, w.input_tokens, p.link_bytes_per_s, p.link_latency_s)
+    if w.requests_per_s is not None:
+        return _at_rate(p, w, w.requests_per_s, service, servers, move)
+    users = max(w.users or 1.0, 1.0)
+    # a closed loop: each user cycles through a wait, a prefill, a transfer and its answer's steps, so the
+    # rate is the root of rate × cycle(rate) = users below the pools' capacity (cycle grows with the rate)
+    top = capacity_per_s(p, w, service, servers)
+    lo, hi = 0.0, top
+    for _ in range(CLOSED_LOOP_STEPS):
+        mid = (lo + hi) / 2
+        res = _at_rate(p, w, mid, service, servers, move)
+        if res.stable and mid * (res.ttft_mean_s + w.output_tokens * res.tpot_s) < users:
+            lo = mid
+        else:
+            hi = mid
+    return _at_rate(p, w, lo if lo > 0 else top, service, servers, move)
+
+
+def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> float:
+    """The requests/s the busier pool can take: its prefill workers at one prompt every `service` seconds
+    each, or its decode workers' sequence caps over an answer's steps at that cap."""
+    prefill = servers / service if service > 0 else math.inf
+    full = sv.step_s(p.decode, float(p.decode.max_seqs), 0.0)
+    decode = p.decode_workers * p.decode.max_seqs / (max(w.output_tokens, 1) * full)
+    return min(prefill, decode)
+
+
+def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int,
+             move: float) -> Disaggregated:
+    """Both pools at `rate` requests/s: the prefill pool a GI/G/c queue of `servers` prompt slots (fixed
+    lengths: deterministic service), the decode pool `rate × O × TPOT` sequences over its workers."""
+    mean_wait, p90_wait = sv.wait_s(servers, rate, service, 0.0)
+    prefill_load = rate * service / max(servers, 1)
+    # a prompt's own prefill: alone when the pool is idle, in a fuller batch as its load grows
+    alone = sv.prefill_s(p.prefill, sv.Workload(w.input_tokens, 1), 0.0)
+    batch_s = service * prompts_per_step(p.prefill, w.input_tokens)
+    prefill = alone + max(batch_s - alone, 0.0) * min(prefill_load, 1.0)
+    tpot = sv.step_s(p.decode, 1.0, 0.0)
+    batch = 1.0
+    for _ in range(8):  # Little's law on the decode pool: its sequences set its step, its step its sequences
+        batch = max(rate * w.output_tokens * tpot / p.decode_workers, 1.0)
+        tpot = sv.step_s(p.decode, min(batch, p.decode.max_seqs), 0.0)
+    decode_load = batch / max(p.decode.max_seqs, 1)
+    stable = prefill_load < 1 and decode_load <= 1 and math.isfinite(p90_wait)
+    return Disaggregated(min(batch, p.decode.max_seqs), tpot, prefill, move,
+                         p90_wait + prefill + move if stable else math.inf,
+                         mean_wait + prefill + move if stable else math.inf,
+                         rate * w.output_tokens if stable else 0.0, max(prefill_load, decode_load), stable)
+
+
+def with_decode_cap(r: sv.Replica, seqs: int) -> sv.Replica:
+    """A decode worker holding `seqs` sequences (its KV pool over the request's whole context)."""
+    return replace(r, max_seqs=max(seqs, 1))
