@@ -170,7 +170,7 @@ def test_pd_records_are_timed_as_two_pools() -> None:
 
 def test_emit_refuses_a_disaggregated_best(run_cli) -> None:
     """--emit writes one pool; where prefill and decode workers apart are cheapest it says so in one line."""
-    code, out, err = run_cli("deploy", "deepseek-v3", "--users", "128", "--input-tokens", "8000",
+    code, out, err = run_cli("deploy", "deepseek-v3", "--users", "256", "--input-tokens", "8000",
                              "--output-tokens", "1000", "--ttft-ms", "10000", "--tpot-ms", "40",
                              "--gpu", "H200", "--runtime", "sglang", "--emit", "compose")
     assert code == 2 and out == ""

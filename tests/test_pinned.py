@@ -5,6 +5,7 @@ finite run, --requests); what `deploy` prints for that question is what `cardfit
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -46,13 +47,25 @@ def scored() -> list[tuple[dict, float]]:
     return [(r, o.predicted) for r, o in outcomes if o.predicted is not None]
 
 
+def _disaggregated(r: dict) -> bool:
+    """A run of separate prefill and decode pools: deploy searches such deployments but cannot be pinned to
+    one yet (its pools' workers and splits are no option), so validation times these records itself
+    (validation/serving.py _predict_disaggregated)."""
+    st = r.get("settings") or {}
+    return bool(st.get("prefill_workers") and st.get("decode_workers"))
+
+
 def test_every_serving_record_is_what_a_pinned_deploy_prints(scored):
     """For the deployment of every serving record, `deploy` pinned to it prints the figure validate scores
-    (within 2 %, and the 0.1 ms / 0.1 tok/s deploy rounds to)."""
+    (within 2 %, and the 0.1 ms / 0.1 tok/s deploy rounds to). The disaggregated runs are the exception, and
+    they are counted so that one more cannot slip in unseen."""
     assert len(scored) > 1000
+    assert sum(_disaggregated(r) for r, _ in scored) == 48
     off = []
     with vd._runs():  # the prebuilt benchmark runs, as validate reads them
         for r, predicted in scored:
+            if _disaggregated(r):
+                continue
             inp, _, _ = record_input(r)
             try:
                 d = cardfit.deploy(**_options(inp))
@@ -60,6 +73,8 @@ def test_every_serving_record_is_what_a_pinned_deploy_prints(scored):
                 off.append((r["id"], f"deploy refused: {e}"))
                 continue
             got = _printed(d, r["metric"], str(r.get("statistic") or ""))
+            if got is None and math.isinf(predicted):  # an overloaded load: JSON writes an endless TTFT null
+                continue
             if got is None or abs(got - predicted) > max(0.02 * abs(predicted), 0.1):
                 off.append((r["id"], predicted, got))
     assert not off, off[:10]
@@ -110,9 +125,9 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_current_release_r
     for r in vd.load_records("serving"):
         inp, tp, pp = record_input(r)
         rt = default_runtimes().get(inp.runtime)
-        if (inp.users is None or (rt.release is not None and rt.release.lacks)
+        if (inp.users is None or (rt.release is not None and rt.release.lacks) or _disaggregated(r)
                 or (inp.max_num_seqs and inp.users > inp.max_num_seqs)
-                or inp.attention_dp or inp.max_prefill_tokens or inp.max_model_len):
+                or inp.attention_dp or inp.expert_parallel or inp.max_prefill_tokens or inp.max_model_len):
             continue
         question = _speed_question(inp, tp, pp)
         key = tuple(sorted(question.items()))

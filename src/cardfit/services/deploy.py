@@ -1110,7 +1110,7 @@ def command(inp: DeployInput, r: Result) -> str:
     length = inp.max_model_len or c.setting.mem.context  # a pinned deployment's own --max-model-len
     return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
-                          _offload_gb(inp, r), c.attention_dp, c.ep)
+                          kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1124,8 +1124,8 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes, r.replicas, one_node, _offload_gb(inp, r), c.attention_dp,
-                     c.ep)
+                     c.setting.slots, c.nodes, r.replicas, one_node, kv_offload_gb=_offload_gb(inp, r),
+                     dp=c.attention_dp, ep=c.ep)
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -1587,13 +1587,16 @@ def _pd_deployment(inp: DeployInput, c: Candidate, x: int, y: int, res: Any, pri
 
 def _pd_command(c: Candidate, role: str) -> str | None:
     return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
-                          c.setting.kv_flag, c.setting.slots, c.nodes, 1, False, c.attention_dp, c.ep,
-                          disaggregation=role)
+                          c.setting.kv_flag, c.setting.slots, c.nodes, 1, False,
+                          dp=c.attention_dp, ep=c.ep, disaggregation=role)
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
                          best: Result | None) -> DeployReport:
-    """The report with the disaggregated search beside it; its deployment is `best` where it wins."""
+    """The report with the disaggregated search beside it; its deployment is `best` where it wins. Not with
+    --cards N: the pools are not searched to fill exactly N cards."""
+    if inp.cards:
+        return report
     agg = best if best is not None else closest(inp, cands, t)
     pd = disaggregation(inp, cands, t, agg)
     if pd is None:
