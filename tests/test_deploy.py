@@ -287,9 +287,9 @@ def test_a_vllm_v1_record_before_async_scheduling_pays_the_engine_loop_per_seque
     per = vllm.decode_overhead_us_per_sequence_sync
     assert 20 <= per <= 200  # tens of microseconds of Python per request per step
     assert sync - overlapped >= 0.5 * 200 * per / 1e3  # most of the 200 sequences decode in most steps
-    # +33 % since MLPerf v5.1's Red Hat vLLM 0.10.0 runs (a fourth publisher of the synchronous loop) moved the
-    # fitted time per sequence 86 -> 120 us (median of the publishers' medians): new evidence, not a change of
-    # the model, and this record's own source still fits lower
+    # +33 % since MLPerf v5.1's Red Hat vLLM 0.10.0 runs (a fourth publisher of the synchronous loop) moved
+    # the fitted time per sequence 86 -> 120 us (median of the publishers' medians): new evidence, not a
+    # change of the model, and this record's own source still fits lower
     assert sync == pytest.approx(40.34, rel=0.35) and overlapped < 0.8 * 40.34
     rocm = {**r, "model": "llama-3.1-8b", "gpu": "MI300X"}  # not charged where no record measures it
     assert predict_serving(rocm)[0] == predict_serving({**rocm, "settings": current["settings"]})[0]

@@ -272,8 +272,9 @@ def test_llamacpp_batched_steps_run_without_cuda_graphs():
     mc = sp.machine_for(rt, cuda, 1, 100.0, precision="bf16")
     assert mc.graph_max_batch == 1
     assert sp.per_layer_s(mc, 1) == pytest.approx(rt.decode_overhead_us_per_layer * 1e-6)
-    assert sp.per_layer_s(mc, 2) == pytest.approx(rt.decode_overhead_us_per_layer_v0 * 1e-6)
-    assert sp.per_layer_s(mc, 2) > sp.per_layer_s(mc, 1)
+    eager = max(rt.decode_overhead_us_per_layer_v0, rt.decode_overhead_us_per_layer)  # never below the replay
+    assert sp.per_layer_s(mc, 2) == pytest.approx(eager * 1e-6)
+    assert sp.per_layer_s(mc, 2) >= sp.per_layer_s(mc, 1)
     apple = sp.machine_for(rt, metal, 1, None, precision="bf16")
     assert sp.per_layer_s(apple, 8) == sp.per_layer_s(apple, 1)
     vllm = sp.machine_for(default_runtimes().find("vllm"), cuda, 1, 100.0, precision="bf16")

@@ -75,7 +75,11 @@ def test_serving_record_states_its_load(r):
         assert "concurrency" not in r or int(r["concurrency"]) == int(r["requests"]), r["id"]
     s = r["settings"]
     assert int(s["tp"]) >= 1 and int(s.get("pp", 1)) >= 1 and s.get("version")
-    assert int(r["gpus"]) == int(s["tp"]) * int(s.get("pp", 1)) * int(s.get("dp", 1)), r["id"]
+    if s.get("prefill_workers"):  # separate prefill and decode pools: every worker's cards
+        pools = sum(int(s[f"{p}_workers"]) * int(s[f"{p}_tp"]) for p in ("prefill", "decode"))
+        assert int(r["gpus"]) == pools, r["id"]
+    else:
+        assert int(r["gpus"]) == int(s["tp"]) * int(s.get("pp", 1)) * int(s.get("dp", 1)), r["id"]
 
 
 def test_settings_keys_are_strict():

@@ -56,6 +56,13 @@ class RuntimeProfile:
     stacks: tuple[str, ...] = ()  # GPU software stacks it runs on (cuda, rocm, …); empty: any
     serves: bool = False  # a server `cardfit deploy` plans and launches (its adapter's launch())
     serves_rerank: bool = True  # its server scores query-document pairs (a reranking endpoint)
+    # what its memory-share flag covers when several servers share a card (services/stack.py): "total" (vLLM
+    # --gpu-memory-utilization: weights, workspace, non-torch memory, CUDA graphs and the KV cache), "static"
+    # (SGLang --mem-fraction-static: weights and the KV pool only); "": no such flag
+    memory_share: str = ""
+    # one server process holds every model it is asked for and loads or evicts them on demand (Ollama's
+    # scheduler): the models of a stack share it, one port, and may be swapped rather than resident
+    shared_server: bool = False
     # the container image `cardfit deploy --emit` runs its launch line in (services/emit.py; "": none), the
     # words of the line the image's ENTRYPOINT already runs (the manifest passes the rest as its arguments;
     # empty: the whole line is the container's command), the arguments that make the server answer beyond

@@ -489,9 +489,10 @@ def per_layer_s(mc: Machine, sequences: int) -> float:
     """The fixed time per layer of a step: the graph-replay value, or the eager one for a batch larger than
     the runtime captures (llama.cpp replays only single-token steps as a CUDA graph:
     ggml/src/ggml-cuda/ggml-cuda.cu check_node_graph_compatibility, 'disabling CUDA graphs due to batch
-    size > 1')."""
+    size > 1'). A step launched kernel by kernel never takes less per layer than its graph replay: the two
+    constants are fitted on different builds' records, and where those cross the replay's is the floor."""
     if mc.graph_max_batch and sequences > mc.graph_max_batch and mc.overhead_s_per_layer_eager:
-        return mc.overhead_s_per_layer_eager
+        return max(mc.overhead_s_per_layer_eager, mc.overhead_s_per_layer)
     return mc.overhead_s_per_layer
 
 

@@ -43,6 +43,13 @@ class Runtime:
 
     # ---- memory accounting (core/memory.py RuntimeModel)
 
+    def stack_flags(self, port: int, role: str,
+                    split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+        """(flags, environment) a server sharing a machine adds to its launch line (services/stack.py): its
+        port, the flags of its role (an embedder, a reranker) and its layer split over unequal cards. A
+        server that takes `--port`, nothing else, unless its adapter says more."""
+        return ["--port", str(port)], []
+
     def padded_context(self, context: int) -> int:
         return padded_context(context, self.profile)
 

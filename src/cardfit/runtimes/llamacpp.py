@@ -25,6 +25,15 @@ class LlamaCpp(LlamaCppLike):
         name = asked or model_id
         return name if name.endswith(".gguf") else f"{model_id}-{quant}.gguf"
 
+    def stack_flags(self, port: int, role: str,
+                    split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+        # llama-server's endpoints for an embedder (--embeddings) or a reranker (--reranking), and its layers
+        # over unequal cards (--tensor-split, proportions)
+        argv = ["--port", str(port), *{"embed": ["--embeddings"], "rerank": ["--reranking"]}.get(role, [])]
+        if split:
+            argv += ["--tensor-split", ",".join(f"{x:g}" for x in split)]
+        return argv, []
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         # -c is the context of all slots together: each of the -np slots gets -c / N
         slots = a.parallel or a.max_num_seqs

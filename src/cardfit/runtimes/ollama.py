@@ -26,6 +26,11 @@ class Ollama(LlamaCppLike):
                   quant: str) -> str:
         return tag or asked or model_id
 
+    def stack_flags(self, port: int, role: str,
+                    split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+        # one `ollama serve` for every model, at OLLAMA_HOST (envconfig.Host)
+        return [], [("OLLAMA_HOST", f"127.0.0.1:{port}")]
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         slots = a.parallel or a.max_num_seqs
         env = [("OLLAMA_CONTEXT_LENGTH", str(a.max_model_len)), ("OLLAMA_NUM_PARALLEL", str(slots))]

@@ -38,6 +38,11 @@ class Vllm(VllmLike):
     # "eagle3", "draft_model", "mtp"), by cardfit's name
     SPECULATIVE = {"draft": "draft_model", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}
 
+    def stack_flags(self, port: int, role: str,
+                    split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+        # an embedder or reranker runs as a pooling model (vllm serve --runner pooling)
+        return ["--port", str(port), *(["--runner", "pooling"] if role in ("embed", "rerank") else [])], []
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("vllm", "serve"), [model], FLAGS, self.ONLINE_QUANT)
 

@@ -609,10 +609,10 @@ class Machine:
         rider_bytes = sum(x[0] for x in extras)
         split: tuple[float, ...] = ()
         util = None
-        if ctx.runtime.id in ("vllm", "sglang"):
+        if ctx.runtime.memory_share in ("total", "static"):  # runtimes.toml memory_share
             total = ctx.engine.cuda_total(gpus[0])
             context = ctx.runtime.context_bytes
-            if ctx.runtime.id == "vllm":
+            if ctx.runtime.memory_share == "total":
                 # vLLM's share covers weights, workspace, non-torch memory, CUDA graphs and the KV cache (and
                 # the draft and LoRA slots inside the server); the CUDA context is outside it
                 util = math.ceil((sized.per_card + rider_bytes) * 100 / total) / 100
@@ -904,7 +904,7 @@ def _notes(machine: Machine) -> list[str]:
         e = p.server.entry
         if p.utilization is not None:
             notes.append(f"{e.model}: --gpu-memory-utilization {p.utilization:g} of each card's CUDA total"
-                         if p.sized.ctx.runtime.id == "vllm" else
+                         if p.sized.ctx.runtime.memory_share == "total" else
                          f"{e.model}: --mem-fraction-static {p.utilization:g}")
         if p.split:
             notes.append(f"{e.model}: layers split {' / '.join(f'{x:.0%}' for x in p.split)} over "
@@ -949,7 +949,7 @@ def find_changes(spec: Spec, catalog: tuple[str, ...]) -> list[Change]:
         shorter = [c for c in (context // 2**k for k in range(1, 8)) if c >= MIN_CONTEXT]
         _mildest(shorter, lambda c, e=e, context=context: tried(
             "context", e.model, f"context {context:,} → {c:,}", _with(spec, e, context=c)))
-        if sized.ctx.runtime.id == "ollama" and e.resident:
+        if sized.ctx.runtime.shared_server and e.resident:
             tried("swap", e.model, "resident = false (Ollama loads it when asked)",
                   _with(spec, e, resident=False))
         _mildest(_smaller_quants(sized), lambda q, e=e, sized=sized: tried(
@@ -1030,7 +1030,7 @@ def assign_ports(machine: Machine) -> dict[int, int]:
     ollama: int | None = None
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
         e, rt = p.server.entry, p.sized.ctx.runtime
-        if rt.id == "ollama" and ollama is not None:
+        if rt.shared_server and ollama is not None:
             out[e.index] = ollama
             continue
         port = e.port
@@ -1040,7 +1040,7 @@ def assign_ports(machine: Machine) -> dict[int, int]:
                 port += 1
             taken.add(port)
         out[e.index] = port
-        if rt.id == "ollama":
+        if rt.shared_server:
             ollama = port
     return out
 
@@ -1061,18 +1061,9 @@ def server_launch(p: Placed, port: int) -> Any:
     launch = launch_of(ctx, tp, 1, s.memory.context, max(ctx.sequences, 1), kv, slots)
     argv = list(launch.argv)
     env = list(launch.env)
-    if rt.id in ("vllm", "sglang", "llama.cpp"):
-        argv += ["--port", str(port)]
-    else:
-        env.append(("OLLAMA_HOST", f"127.0.0.1:{port}"))
-    if rt.id == "vllm" and e.role in ("embed", "rerank"):
-        argv += ["--runner", "pooling"]
-    if rt.id == "llama.cpp" and e.role == "embed":
-        argv += ["--embeddings"]
-    if rt.id == "llama.cpp" and e.role == "rerank":
-        argv += ["--reranking"]
-    if p.split and rt.id == "llama.cpp":
-        argv += ["--tensor-split", ",".join(f"{x:g}" for x in p.split)]
+    flags, more = ctx.engine.stack_flags(port, e.role, p.split)  # the adapter's own (runtimes/*.py)
+    argv += flags
+    env += more
     for r in p.server.riders:
         if r.role == "adapter":
             slots_ = r.max_loras or min(r.adapters, e.users)
@@ -1099,7 +1090,7 @@ def _visible(p: Placed) -> str:
 
 def _ollama_env(machine: Machine) -> list[tuple[str, str]]:
     """What the one `ollama serve` needs for its models: how many stay loaded, how long."""
-    ollama = [p for p in machine.placed if p.sized.ctx.runtime.id == "ollama"]
+    ollama = [p for p in machine.placed if p.sized.ctx.runtime.shared_server]
     resident = [p for p in ollama if p.server.entry.resident]
     loaded = len(resident) + (1 if len(resident) < len(ollama) else 0)
     return [("OLLAMA_MAX_LOADED_MODELS", str(max(loaded, 1)))]
@@ -1154,7 +1145,7 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
 
 
 def _ollama_cards(machine: Machine) -> list[int]:
-    return sorted({d for q in machine.placed if q.sized.ctx.runtime.id == "ollama" for d in q.devices})
+    return sorted({d for q in machine.placed if q.sized.ctx.runtime.shared_server for d in q.devices})
 
 
 def _ollama_name(p: Placed) -> str:
@@ -1191,12 +1182,12 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
     done_ollama = False
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
         e, rt = p.server.entry, p.sized.ctx.runtime
-        if rt.id == "ollama" and done_ollama:
+        if rt.shared_server and done_ollama:
             continue
         port = ports[e.index]
         launch = server_launch(p, rt.port or port)
         argv = [a for a in launch.argv]
-        if rt.id in ("vllm", "sglang", "llama.cpp"):
+        if "--port" in argv:  # the container's own port; the host's is mapped below
             at = argv.index("--port")
             argv[at + 1] = str(rt.port)
         argv += list(rt.image_listen)
@@ -1205,19 +1196,19 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         name = re.sub(r"[^a-z0-9]+", "-", f"{e.model}-{rt.id}".lower()).strip("-")[:40] or "server"
         name = name if name not in names else f"{name}-{e.index + 1}"
         names.add(name)
-        notes += [f"{name}: {n}" for n in launch.notes if rt.id != "ollama"]  # Ollama's: the pulls below
+        notes += [f"{name}: {n}" for n in launch.notes if not rt.shared_server]  # Ollama's: the pulls below
         notes += [f"{name}: the line reads {a}: mount it into the container's working directory"
                   for a in argv if a.lower().endswith(".gguf")]
-        if rt.id == "ollama":
+        if rt.shared_server:
             notes += [f"then `docker compose exec {name} ollama pull {_ollama_name(x)}`; requests to it pass "
                       f"\"keep_alive\": {-1 if x.server.entry.resident else q('5m')} and \"options\": "
                       f"{{\"num_ctx\": {x.sized.memory.context}}}"
                       for x in sorted(machine.placed, key=lambda x: x.server.entry.index)
-                      if x.sized.ctx.runtime.id == "ollama"]
-        devices = _ollama_cards(machine) if rt.id == "ollama" else list(p.devices)
+                      if x.sized.ctx.runtime.shared_server]
+        devices = _ollama_cards(machine) if rt.shared_server else list(p.devices)
         env = dict(launch.env)
         env.pop("OLLAMA_HOST", None)
-        if rt.id == "ollama":
+        if rt.shared_server:
             env.update(_ollama_env(machine))
             done_ollama = True
         out += [f"  {name}:", f"    image: {q(rt.image)}"]
