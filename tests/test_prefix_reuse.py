@@ -101,9 +101,11 @@ def test_more_reuse_is_never_a_slower_first_token(i, o, users, a, b):
     r = _replica()
     less = sv.serve(r, sv.Workload(i, o, users=float(users), cached_tokens=lo * (i - 1)))
     more = sv.serve(r, sv.Workload(i, o, users=float(users), cached_tokens=hi * (i - 1)))
-    assert more.prefill_s <= less.prefill_s * (1 + 1e-9)
+    # the first token and the throughput: a user's own prefill and step may take a little longer, since with
+    # shorter cycles more of the other users decode beside it (a closed loop at fixed users; hypothesis
+    # found i=441, o=2, 42 users: prefill 20.2 -> 21.0 ms while TTFT halves)
     assert more.ttft_s <= less.ttft_s * (1 + 1e-9)
-    assert more.tpot_s <= less.tpot_s * (1 + 1e-9)
+    assert more.output_tokens_per_s >= less.output_tokens_per_s * (1 - 1e-9)
 
 
 def test_prefill_counts_only_the_tokens_not_cached():
