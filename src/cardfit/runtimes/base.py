@@ -50,6 +50,12 @@ class Runtime:
         server that takes `--port`, nothing else, unless its adapter says more."""
         return ["--port", str(port)], []
 
+    def health_check(self, port: int) -> list[str]:
+        """A container's health test of this server (services/stack.py's compose bundle): its /health
+        through python3, which the vLLM and SGLang images carry."""
+        check = f"import urllib.request; urllib.request.urlopen('http://localhost:{port}/health')"
+        return ["CMD", "python3", "-c", check]
+
     def padded_context(self, context: int) -> int:
         return padded_context(context, self.profile)
 

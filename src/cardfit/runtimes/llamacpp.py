@@ -34,6 +34,10 @@ class LlamaCpp(LlamaCppLike):
             argv += ["--tensor-split", ",".join(f"{x:g}" for x in split)]
         return argv, []
 
+    def health_check(self, port: int) -> list[str]:
+        # curl is in llama.cpp's server image, whose own HEALTHCHECK uses it
+        return ["CMD", "curl", "-f", f"http://localhost:{port}/health"]
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         # -c is the context of all slots together: each of the -np slots gets -c / N
         slots = a.parallel or a.max_num_seqs

@@ -31,6 +31,10 @@ class Ollama(LlamaCppLike):
         # one `ollama serve` for every model, at OLLAMA_HOST (envconfig.Host)
         return [], [("OLLAMA_HOST", f"127.0.0.1:{port}")]
 
+    def health_check(self, port: int) -> list[str]:
+        # the ollama CLI answers only while `ollama serve` does
+        return ["CMD", "ollama", "list"]
+
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         slots = a.parallel or a.max_num_seqs
         env = [("OLLAMA_CONTEXT_LENGTH", str(a.max_model_len)), ("OLLAMA_NUM_PARALLEL", str(slots))]

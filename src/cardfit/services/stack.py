@@ -1154,17 +1154,6 @@ def _ollama_name(p: Placed) -> str:
     return model_ref(p.sized.ctx)
 
 
-def _health(runtime: str, port: int) -> list[str]:
-    """A container's health test: the server's /health through what its image has (python3 in vLLM's and
-    SGLang's, curl in llama.cpp's server image, whose own HEALTHCHECK uses it; the ollama CLI in Ollama's)."""
-    if runtime == "ollama":
-        return ["CMD", "ollama", "list"]
-    if runtime == "llama.cpp":
-        return ["CMD", "curl", "-f", f"http://localhost:{port}/health"]
-    check = f"import urllib.request; urllib.request.urlopen('http://localhost:{port}/health')"
-    return ["CMD", "python3", "-c", check]
-
-
 def _compose(machine: Machine, ports: dict[int, int]) -> str:
     """compose.yaml: one service per server, its cards as device_ids and its port mapped (services/emit.py's
     conventions: every string a JSON string)."""
@@ -1215,7 +1204,8 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         out += [f"    {'command' if entry else 'entrypoint'}: [{', '.join(q(a) for a in args)}]"]
         if env:
             out += ["    environment:"] + [f"      {k}: {q(v)}" for k, v in env.items()]
-        out += ["    healthcheck:", f"      test: [{', '.join(q(a) for a in _health(rt.id, rt.port))}]",
+        health = p.sized.ctx.engine.health_check(rt.port)  # the adapter's (runtimes/*.py)
+        out += ["    healthcheck:", f"      test: [{', '.join(q(a) for a in health)}]",
                 '      interval: "10s"', "      retries: 90"]
         if previous:  # one server at a time (STARTUP_SOURCE)
             out += ["    depends_on:", f"      {previous}:", '        condition: "service_healthy"']
