@@ -143,10 +143,19 @@ def build_context(inp: PlanInput) -> Context:
     flash = rt.flash_attn if inp.flash_attn is None else inp.flash_attn
     if kvd in ("q8_0", "q4_0"):
         flash = True
+    return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
+                   inp.gpu_memory_utilization, gpus, default_rental(), notes, _speculation(inp, r.model, rt))
+
+
+def _speculation(inp: Any, model: Any, rt: RuntimeProfile) -> Any:
+    """The input's --speculative (services/speculative.py choose), imported only where one of its flags is
+    given: a plan without them starts without the drafter's modules."""
+    flags = ("speculative", "num_speculative_tokens", "acceptance")
+    if all(getattr(inp, f, None) is None for f in flags):
+        return None
     from .speculative import choose
 
-    return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
-                   inp.gpu_memory_utilization, gpus, default_rental(), notes, choose(inp, r.model, rt))
+    return choose(inp, model, rt)
 
 
 def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: list[str]) -> RuntimeProfile:
