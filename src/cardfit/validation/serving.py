@@ -55,6 +55,28 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     return inp, tp, pp
 
 
+# The record settings record_input passes on as a pinned deploy's engine options (--max-num-seqs,
+# --max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --max-model-len; a harness's
+# dataset, whose limits it passes the same way): a user launching with them asks the same question.
+_OPTION_SETTINGS = frozenset({"max_batch_size", "max_num_seqs", "max_num_batched_tokens", "max_num_tokens",
+                              "chunked_prefill_size", "max_batch_prefill_tokens", "gpu_memory_utilization",
+                              "max_prefill_tokens", "max_model_len", "max_total_tokens",
+                              "trtllm_bench_dataset"})
+
+
+def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
+    """The keys of a record's settings that its pinned deploy question states as a user's option
+    (record_input): the engine limits always; the attention-DP switches (`enable_dp_attention`,
+    `enable_attention_dp`, `dp_size`) where they give more than one group (--attention-dp), and `moe_ep` where
+    the experts run expert-parallel (--expert-parallel). A key not here is not a question deploy takes."""
+    keys = set(_OPTION_SETTINGS)
+    if attention_dp(settings, tp) > 1:
+        keys |= {"enable_dp_attention", "enable_attention_dp", "dp_size"}
+        if expert_parallel(settings, tp) > 1:
+            keys.add("moe_ep")
+    return frozenset(keys & set(settings))
+
+
 def checkpoint_kv_dtype(r: dict[str, Any]) -> str | None:
     """The KV cache type a record's engine took from its checkpoint where the record states none. NVIDIA NIM's
     TensorRT-LLM FP8 profiles are engines built from NVIDIA Model Optimizer FP8 exports; ModelOpt quantizes

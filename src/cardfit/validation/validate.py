@@ -745,8 +745,9 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
 # ---------------------------------------------------------------- where a record stands
 
 # Settings a user of `deploy` or `speed` states: the card split, the engine release, the KV cache type, how
-# the checkpoint was quantized, the load. A serving record with any other setting ran a knob those commands
-# do not set (an engine's batch limits or memory share, a benchmark harness's own sizing, DP attention).
+# the checkpoint was quantized, the load; a pinned deploy also takes the engine limits, memory share and
+# DP/EP layout (validation/serving.py pinned_settings). A serving record with any other setting ran a knob
+# deploy does not set (P/D pools, an ignored switch such as TensorRT-LLM's moe_tp).
 USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtype", "num_prompts",
                            "gemm_quant", "moe_quant"})
 
@@ -778,14 +779,19 @@ def older_generation(r: dict[str, Any]) -> bool:
 
 def path_of(r: dict[str, Any]) -> str:
     """Where a record stands: "older" (an engine generation before the current one), "knobs" (the current
-    release with a setting deploy/speed do not take), "user" (the path users get)."""
+    release with a setting deploy does not take: validation/serving.py pinned_settings says which it does),
+    "user" (the path users get)."""
     if older_generation(r):
         return "older"
     st = dict(r.get("settings") or {})
     if str(st.get("backend") or "pytorch").lower() == "pytorch":
         st.pop("backend", None)
-    if r.get("kind") == "serving" and set(st) - USER_SETTINGS:
-        return "knobs"
+    if r.get("kind") == "serving":
+        from .serving import pinned_settings
+
+        tp = int(st.get("tp") or r.get("gpus") or 1)
+        if set(st) - USER_SETTINGS - pinned_settings(st, tp):
+            return "knobs"
     return "user"
 
 
