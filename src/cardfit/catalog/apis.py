@@ -74,13 +74,9 @@ def installed_dir() -> str | None:
     """Where `cardfit prices --update FILE` keeps the user's newer price snapshot: $XDG_DATA_HOME/cardfit
     when XDG_DATA_HOME is absolute, else ~/.local/share/cardfit (the XDG Base Directory spec's default data
     home, https://specifications.freedesktop.org/basedir-spec/latest/); None without a home."""
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    if xdg and os.path.isabs(xdg):
-        return os.path.join(xdg, "cardfit")
-    home = os.path.expanduser("~")
-    if not os.path.isabs(home) or not os.path.isdir(home):
-        return None
-    return os.path.join(home, ".local", "share", "cardfit")
+    from .loader import xdg_dir
+
+    return xdg_dir("XDG_DATA_HOME", (".local", "share"))
 
 
 # the installed snapshot keeps the format it came in (the loader reads a file by its suffix)

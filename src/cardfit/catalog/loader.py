@@ -48,20 +48,26 @@ def _sha256(data: bytes) -> str:
     return sha256(data).hexdigest()  # type: ignore[no-any-return]
 
 
-def _cache_dir() -> str | None:
-    """$XDG_CACHE_HOME/cardfit when XDG_CACHE_HOME is absolute, else ~/.cache/cardfit when the home exists.
-    XDG Base Directory spec (https://specifications.freedesktop.org/basedir-spec/latest/): "All paths set in
-    these environment variables must be absolute. If an implementation encounters a relative path in any of
-    these variables it should consider the path invalid and ignore it." A missing home is never created."""
-    if os.environ.get("CARDFIT_NO_CACHE"):
-        return None
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
+def xdg_dir(variable: str, default: tuple[str, ...]) -> str | None:
+    """$VARIABLE/cardfit when the variable holds an absolute path, else ~/<default…>/cardfit when the home
+    exists; None without a home. XDG Base Directory spec (https://specifications.freedesktop.org/basedir-spec/
+    latest/): "All paths set in these environment variables must be absolute. If an implementation encounters
+    a relative path in any of these variables it should consider the path invalid and ignore it." A missing
+    home is never created."""
+    xdg = os.environ.get(variable, "")
     if xdg and os.path.isabs(xdg):
         return os.path.join(xdg, "cardfit")
     home = os.path.expanduser("~")
     if not os.path.isabs(home) or not os.path.isdir(home):
         return None
-    return os.path.join(home, ".cache", "cardfit")
+    return os.path.join(home, *default, "cardfit")
+
+
+def _cache_dir() -> str | None:
+    """$XDG_CACHE_HOME/cardfit, else ~/.cache/cardfit (xdg_dir); None with CARDFIT_NO_CACHE set."""
+    if os.environ.get("CARDFIT_NO_CACHE"):
+        return None
+    return xdg_dir("XDG_CACHE_HOME", (".cache",))
 
 
 # The snapshot built with the package (scripts/build_catalog.py writes it, its --check holds it equal to the
