@@ -1850,7 +1850,7 @@ def _length_note(inp: DeployInput) -> str:
     """What the launch line's context (max_model_len) admits, and where it comes from."""
     if inp.input_tokens_p90 is None and inp.output_tokens_p90 is None:
         return (f"each request is taken at the {inp.input_tokens:,} + {inp.output_tokens:,} tokens stated, "
-                "and the server is started for no longer one; give --input-tokens-p90 / "
+                "and the server is started for no request longer than that; give --input-tokens-p90 / "
                 "--output-tokens-p90 for a spread (the context then holds their 99th percentile)")
     return ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
             "stated mean and p90 (fewer than 1 request in 100 is longer; the engine refuses those)")
