@@ -1,8 +1,11 @@
 """Extract the option names of `vllm serve` and `python -m sglang.launch_server` from their released
 wheels, so that tests can check every flag cardfit's launch commands emit against the real tool.
 
-    pip download --no-deps vllm==0.33.0 sglang==0.5.23 -d /tmp/wheels
-    python scripts/runtime_options.py /tmp/wheels/vllm-0.33.0-*.whl /tmp/wheels/sglang-0.5.23-*.whl
+    pip download --no-deps vllm==0.24.0 sglang==0.5.9 -d /tmp/wheels
+    python scripts/runtime_options.py /tmp/wheels/vllm-0.24.0-*.whl /tmp/wheels/sglang-0.5.9-*.whl
+
+The releases are data/releases.toml's current ones: the release cardfit models is the one its launch
+commands start (data/runtimes.toml `image` names it).
 
 Writes tests/data/runtime_options/{vllm,sglang}.toml. The files are parsed with `ast`, never imported or
 run: the wheels need CUDA and PyTorch, and cardfit only needs the names. llama-server, trtllm-serve and
@@ -13,7 +16,8 @@ vLLM declares its engine options as string literals in `add_argument(...)` calls
 vllm/engine/arg_utils.py; the KV cache dtypes are `CacheDType` in vllm/config/cache.py and the
 quantization methods `QuantizationMethods` in vllm/model_executor/layers/quantization/__init__.py.
 SGLang generates its options from annotated dataclass fields (sglang/srt/arg_groups/arg_utils.py:
-`--` + field name with `-` for `_`, plus `aliases`, unless `no_cli=True`) in sglang/srt/arg_groups/fields/.
+`--` + field name with `-` for `_`, plus `aliases`, unless `no_cli=True`) in sglang/srt/arg_groups/fields/;
+before that package (0.5.9 and older) they are `add_argument` calls in sglang/srt/server_args.py.
 """
 
 from __future__ import annotations
@@ -99,13 +103,31 @@ def sglang(path: str) -> dict:
                     flags.add(a.value)
                 if isinstance(kw.get("choices"), ast.List):
                     choices[cli] = [e.value for e in kw["choices"].elts if isinstance(e, ast.Constant)]
-        flags |= _add_argument_flags(_read(w, "sglang/srt/server_args.py"))
-        choices["--quantization"] = _literal(_read(w, "sglang/srt/arg_groups/choices.py"),
-                                             "QUANTIZATION_CHOICES")
+        server_args = _read(w, "sglang/srt/server_args.py")
+        flags |= _add_argument_flags(server_args)
+        if names:
+            files = ("sglang/srt/arg_groups/fields/*.py, sglang/srt/server_args.py, "
+                     "sglang/srt/arg_groups/choices.py")
+            choices["--quantization"] = _literal(_read(w, "sglang/srt/arg_groups/choices.py"),
+                                                 "QUANTIZATION_CHOICES")
+        else:  # before the arg_groups package (0.5.9 and older): add_argument calls in server_args.py
+            files = "sglang/srt/server_args.py"
+            choices["--quantization"] = _literal(server_args, "QUANTIZATION_CHOICES")
+            choices.update(_add_argument_choices(server_args))
     keep = {k: v for k, v in choices.items() if k in ("--kv-cache-dtype", "--quantization")}
-    return {"flags": flags, "choices": keep,
-            "files": "sglang/srt/arg_groups/fields/*.py, sglang/srt/server_args.py, "
-                     "sglang/srt/arg_groups/choices.py"}
+    return {"flags": flags, "choices": keep, "files": files}
+
+
+def _add_argument_choices(tree: ast.AST) -> dict[str, list[str]]:
+    """The literal `choices=[...]` of each `add_argument("--flag", ...)` call."""
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            for k in node.keywords:
+                if k.arg == "choices" and isinstance(k.value, ast.List) and names:
+                    out[names[0]] = [e.value for e in k.value.elts if isinstance(e, ast.Constant)]
+    return out
 
 
 def _toml_list(values: list[str]) -> str:

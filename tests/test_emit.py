@@ -13,6 +13,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cardfit.catalog.releases import container_image, current_release, runtime_named
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.errors import InputError
 from cardfit.runtimes.launch import HEAD_NODE_IP
@@ -80,7 +81,7 @@ def test_k8s_runs_the_printed_command(runtime, gpus, load, why):
     assert dep["spec"]["replicas"] * dp == best.replicas
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
-    assert c["image"] == row.image
+    assert c["image"] == container_image(row)
     assert container_words(c, row) == argv + list(row.image_listen), why
     assert {e["name"]: e["value"] for e in c.get("env", [])} == env
     assert c["resources"]["limits"] == {"nvidia.com/gpu": best.cards_per_node * dp}
@@ -196,8 +197,23 @@ def test_every_serving_runtime_names_its_image(row):
     assert known["tool"].split()[:len(row.image_entrypoint)] == list(row.image_entrypoint)
     for flag in row.image_listen[::2]:  # --host 0.0.0.0: the flag exists in the tool
         assert flag in known["flags"], flag
+    image = container_image(row)
     if known["version"][0].isdigit():  # an option list made from a release: the image is that release
-        assert row.image.endswith(known["version"]), (row.image, known["version"])
+        assert image.endswith(known["version"]), (image, known["version"])
+    if "{release}" in row.image:  # the release cardfit models is the one the image starts
+        assert image.endswith(current_release(row.id)), (image, current_release(row.id))
+
+
+@pytest.mark.parametrize(("runtime", "image"), [
+    ("vllm", "vllm/vllm-openai:v0.24.0"),  # data/releases.toml current
+    ("vllm@0.10.1.1", "vllm/vllm-openai:v0.10.1.1"),  # a release asked for starts that release
+    ("vllm@0.8.2 (V0 engine)", "vllm/vllm-openai:v0.8.2"),
+    ("sglang@0.5.4.post2", "lmsysorg/sglang:v0.5.4.post2"),
+    ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"),
+    ("ollama", "ollama/ollama:0.33.3"),  # no {release} in the row: the image as written
+])
+def test_the_image_is_the_release_modelled(runtime, image):
+    assert container_image(runtime_named(runtime, default_runtimes().find)) == image
 
 
 # ------------------------------------------------------------------------------- the YAML writer

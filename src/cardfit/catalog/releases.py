@@ -217,6 +217,20 @@ def release_name(rt: RuntimeProfile) -> str | None:
     return current_release(rt.id) or None
 
 
+def container_image(rt: RuntimeProfile) -> str:
+    """The container image a launch bundle runs (data/runtimes.toml `image`; "": none), its `{release}` the
+    release the profile models: the one asked for where it is a release number ("vllm@0.10.1.1" ->
+    vllm/vllm-openai:v0.10.1.1), else the current one of data/releases.toml. One owner of "current": the
+    image starts the engine release whose timing cardfit printed."""
+    if "{release}" not in rt.image:
+        return rt.image
+    version = current_release(rt.id)
+    name = rt.release.name if rt.release is not None else ""
+    if name and not _DATE.match(name) and not rt.release.line and _SEMVER.match(name):
+        version = name.split()[0].lstrip("~v")
+    return rt.image.replace("{release}", version)
+
+
 def profile_at(rt: RuntimeProfile, rel: Release) -> RuntimeProfile:
     """The runtime profile at a release: every feature the release lacks sets its `without` fields and
     reads its `reads` constants (Release and `reads` travel with the profile: core/constants.py fitted)."""

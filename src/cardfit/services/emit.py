@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ..catalog.records import record
+from ..catalog.releases import container_image
 from ..errors import InputError
 from ..runtimes.launch import HEAD_NODE_IP
 from .table import Result
@@ -123,7 +124,7 @@ def compose(s: Served) -> str:
     files = {f"{name}-{i}": (fname, body) for i, (fname, body) in enumerate(s.launch.files, 1)}
     services = {}
     for r in range(s.replicas):
-        svc: dict[str, Any] = {"image": s.runtime.image}
+        svc: dict[str, Any] = {"image": container_image(s.runtime)}
         if command:
             svc["entrypoint"] = command
         if args:
@@ -182,7 +183,7 @@ def k8s(s: Served) -> str:
 
 def _pod(s: Served, name: str, rank: str | None = None, head: str | None = None) -> dict[str, Any]:
     command, args = container_line(s, rank, head)
-    c: dict[str, Any] = {"name": "server", "image": s.runtime.image}
+    c: dict[str, Any] = {"name": "server", "image": container_image(s.runtime)}
     if command:
         c["command"] = command
     if args:

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Literal
 from ..catalog.gpus import Gpu, default_gpus, load_gpus
 from ..catalog.records import record
 from ..catalog.registry import Registry
+from ..catalog.releases import container_image
 from ..catalog.rental import default_rental
 from ..core import fit as fitting
 from ..core.tensors import tensor_groups
@@ -1200,7 +1201,7 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         if rt.shared_server:
             env.update(_ollama_env(machine))
             done_ollama = True
-        out += [f"  {name}:", f"    image: {q(rt.image)}"]
+        out += [f"  {name}:", f"    image: {q(container_image(rt))}"]
         out += [f"    {'command' if entry else 'entrypoint'}: [{', '.join(q(a) for a in args)}]"]
         if env:
             out += ["    environment:"] + [f"      {k}: {q(v)}" for k, v in env.items()]
