@@ -44,6 +44,9 @@ from .table import Result
 MAX_STACK_BYTES = 256 * 1024  # a stack file lists a handful of models: real ones are under 2 KB
 MAX_ENTRIES = 32  # models in one stack
 MAX_DEVICES = 64  # cards in one machine
+# values in a parsed stack file: the largest valid one (32 models × 20 keys, a few list items each, 64 cards)
+# has under 2,000; the bound stops a file whose YAML aliases repeat one list into billions of values
+MAX_VALUES = 10_000
 ROLES = ("chat", "vision", "embed", "rerank", "draft", "adapter")
 SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server processes a stack plans
 MACHINE_KEYS = ("gpu", "ram_gb")
@@ -85,11 +88,13 @@ class StackInput(Input):
     """A set of models on one machine, from a TOML file (or its text)."""
 
     POSITIONAL: ClassVar[str] = "file"
-    file: str | None = opt(None, "the stack file (TOML): [machine] gpu = [card, …], ram_gb; one [[model]] "
-                           "table per model (model, role, runtime, quant, context, users, requests_per_s, "
-                           "resident)", max_length=4096)
+    file: str | None = opt(None, "the stack file (TOML, or YAML with the same keys: .yaml/.yml): [machine] "
+                           "gpu = [card, …], ram_gb; one [[model]] table per model (model, role, runtime, "
+                           "quant, context, users, requests_per_s, resident)", max_length=4096)
     text: str | None = opt(None, "the stack file's text instead of a path (web and Python API)",
                            max_length=MAX_STACK_BYTES)
+    format: Literal["toml", "yaml"] | None = opt(None, "the stack file's format (default: YAML for a "
+                                                 ".yaml/.yml file, else TOML; text: TOML)")
     gpu: tuple[str, ...] = opt((), "the machine's cards, repeated (overrides [machine] gpu; '2x RTX 3090' "
                                "counts two)", max_length=MAX_DEVICES)
     bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
@@ -160,10 +165,13 @@ def _text(where: str, key: str, v: Any, limit: int = 256) -> str:
 
 def read_spec(inp: StackInput) -> Spec:
     """The stack file parsed (never executed) and checked: one InputError line for the first problem."""
+    fmt = inp.format or ("yaml" if (inp.file or "").lower().endswith((".yaml", ".yml")) else "toml")
     if inp.model:
         if inp.file is not None or inp.text is not None:
             raise InputError("give the stack file or --model, not both", field="model")
-        raw, name = _from_options(inp).encode(), "--model"
+        if inp.format is not None:
+            raise InputError("--format is the stack file's; --model needs none", field="format")
+        raw, name, fmt = _from_options(inp).encode(), "--model", "toml"
     elif (inp.file is None) == (inp.text is None):
         raise InputError("give the stack file (cardfit stack FILE) or its text (text=…), one of them",
                          field="file", hint="see examples/stacks/ for the format, or name the models with "
@@ -175,11 +183,7 @@ def read_spec(inp: StackInput) -> Spec:
         raw, name = _read_file(inp.file), inp.file
     else:
         raw, name = inp.text.encode(), "the stack text"  # type: ignore[union-attr]
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise InputError(f"{name} is not valid TOML ({str(e).splitlines()[0]})", field="file",
-                         hint="see examples/stacks/ for the format") from None
+    data = parse_stack(raw, name, fmt)
     extra = sorted(set(data) - {"machine", "model"})
     if extra:
         raise InputError(f"{name}: unknown table '{extra[0]}'", field="file",
@@ -212,6 +216,72 @@ def read_spec(inp: StackInput) -> Spec:
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
 
 
+def parse_stack(raw: bytes, name: str, fmt: str) -> dict[str, Any]:
+    """The file's bytes as a table of tables (TOML, or YAML through PyYAML's safe loader: plain data, no
+    tags that build objects), its size checked (`_check_size`); the same strict checks follow for both."""
+    if fmt == "yaml":
+        data = _yaml(raw, name)
+    else:
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise InputError(f"{name} is not valid TOML ({str(e).splitlines()[0]})", field="file",
+                             hint="see examples/stacks/ for the format") from None
+    _check_size(data, name)
+    if not isinstance(data, dict):
+        got = "nothing" if data is None else f"a {type(data).__name__}"
+        raise InputError(f"{name}: a stack file is a mapping of a machine and its models (got {got})",
+                         field="file", hint="see examples/stacks/ for the format")
+    return data
+
+
+def _yaml(raw: bytes, name: str) -> Any:
+    try:
+        import yaml  # a dependency (pyproject.toml), imported only for a YAML stack file
+    except ImportError:  # pragma: no cover - an install without its dependencies
+        raise InputError(f"{name}: reading a YAML stack file needs PyYAML", field="file",
+                         hint="pip install pyyaml, or write the same keys as TOML") from None
+    try:
+        # safe_load: the YAML 1.1 core types only (yaml.load could build any Python object)
+        return yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{name} is not valid YAML ({e.reason} at byte {e.start})", field="file") from None
+    except RecursionError:
+        raise InputError(f"{name} is not valid YAML (nested too deeply)", field="file") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"{name} is not valid YAML ({_yaml_problem(e)})", field="file",
+                         hint="see examples/stacks/rag-4090.yaml for the format") from None
+
+
+def _yaml_problem(e: Any) -> str:
+    """PyYAML's error in one line: its problem and where (MarkedYAMLError), else its first line."""
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _check_size(data: Any, name: str) -> None:
+    """Every value of the parsed file counted, up to MAX_VALUES: YAML anchors and aliases share one object
+    however often it is named, so a small file can stand for a tree of billions of values (the "billion
+    laughs"); walking it is refused before any check, message or copy touches it. Mapping keys must be text
+    (YAML also allows numbers, lists, null)."""
+    todo, seen = [data], 0
+    while todo:
+        x = todo.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise InputError(f"{name}: more than {MAX_VALUES:,} values (aliases count each time they are "
+                             "used); a stack file lists a few models", field="file")
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise InputError(f"{name}: every key must be text (got {k!r:.40})", field="file")
+                todo.append(v)
+        elif isinstance(x, list | tuple | set | frozenset):
+            todo.extend(x)
+
+
 def _default_runtime(e: Entry, gpu: Gpu, catalog: tuple[str, ...]) -> Entry:
     """An entry without a runtime gets the one `cardfit plan` picks for it on the machine's first card
     (Ollama for an Ollama tag, llama.cpp for a GGUF type, vLLM for a checkpoint; llama.cpp on Apple
@@ -242,9 +312,6 @@ def _read_file(path: str) -> bytes:
     if not local_files_allowed():
         raise InputError("the web API reads no files on the server", field="file",
                          hint="send the stack file's text as `text`")
-    if path.lower().endswith((".yaml", ".yml")):
-        raise InputError(f"{path}: cardfit reads stack files in TOML (no YAML parser is a dependency)",
-                         field="file", hint="write the same keys as TOML: see examples/stacks/")
     return read_regular(path, MAX_STACK_BYTES, "the stack file")
 
 
