@@ -30,8 +30,9 @@ def stack(result: Stack, inp: Any, unit: str) -> None:
     gpu: [...]; model: a list of mappings).
 
     Each model is sized as `cardfit plan` sizes it; each server adds its own CUDA context, vLLM servers
-    get --gpu-memory-utilization shares that sum under 1 on a card, drafts and LoRA adapters go inside
-    their model's vLLM server, and llama.cpp splits a model over unequal cards by their free memory.
+    get --gpu-memory-utilization shares that sum under 1 on a card, drafts go inside their model's vLLM
+    server and LoRA adapters inside its vLLM, SGLang or llama.cpp server (as each engine allocates them),
+    and llama.cpp splits a model over unequal cards by their free memory.
     Prints the bytes of every model per card, what to change when the set does not fit (cheapest first)
     and one launch bundle (a shell script, or --bundle compose).
     """

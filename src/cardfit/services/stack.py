@@ -11,8 +11,10 @@ what is new here is what a shared machine adds:
   processes: its help text in vllm-project/vllm#10017, Nov 2024);
 - roles: chat and vision models, embedders and rerankers (encoders: weights and workspace, no cache kept
   between requests; core/kv.py), a draft model inside its target's server (its weights and its own KV cache
-  beside the target's), LoRA adapters inside their base model's server (vLLM preallocates `max_loras` slots of
-  `max_lora_rank` A/B matrices per targeted linear layer: LORA_SOURCE);
+  beside the target's), LoRA adapters inside their base model's server, as its engine allocates them (the
+  adapter's `lora_plan`: vLLM's `max_loras` slots and SGLang's LoRA memory pool of rank-`max_lora_rank` A/B
+  matrices beside the targeted projections, with host copies; llama.cpp's `--lora` files beside their layers:
+  runtimes/vllm.py, sglang.py, llamacpp.py LORA_SOURCE);
 - placement: first-fit decreasing over the cards; a server that no card holds alone is split: vLLM/SGLang
   tensor parallel over 2, 4 or 8 cards of one kind, llama.cpp/Ollama layers over every card in proportion
   to its free memory (llama.cpp's `--tensor-split` default: LLAMA_SPLIT_SOURCE);
@@ -36,8 +38,11 @@ from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..catalog.rental import default_rental
 from ..core import fit as fitting
-from ..core.tensors import tensor_groups
 from ..errors import CardfitError, InputError
+from ..runtimes.base import NotModelled
+from ..runtimes.lora import LORA_BYTES, LORA_FILE_TYPES, LoraPlan, LoraSet, lora_params, normalized
+from ..runtimes.lora import MODULES as LORA_MODULES
+from ..runtimes.lora import STACKED as LORA_STACKED
 from .inputs import MAX_BATCH, MAX_CONTEXT, Input, PlanInput, opt
 from .table import Result
 
@@ -51,18 +56,13 @@ ROLES = ("chat", "vision", "embed", "rerank", "draft", "adapter")
 SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server processes a stack plans
 MACHINE_KEYS = ("gpu", "ram_gb")
 ENTRY_KEYS = ("model", "role", "runtime", "quant", "context", "users", "requests_per_s", "resident",
-              "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "port")
+              "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "lora_targets",
+              "lora_paths", "lora_type", "port")
+DRAFT_SERVERS = ("vllm",)  # the servers a draft entry goes inside (--speculative-config)
+ADAPTER_SERVERS = ("vllm", "sglang", "llama.cpp")  # the servers whose adapter has a lora_plan
+SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}  # for messages
 
-# vLLM allocates, in every LoRA-wrapped linear layer, `max_loras` slots of A (max_lora_rank × input) and B
-# (output × max_lora_rank) per packed slice in the LoRA dtype (default: the model's 16-bit dtype); under
-# tensor parallelism a column-parallel layer keeps A whole and B's output sharded, a row-parallel layer A's
-# input sharded and B whole (BaseLinearLayerWithLoRA.create_lora_weights, without fully_sharded_loras).
-LORA_SOURCE = ("https://github.com/vllm-project/vllm/blob/1ace43ed7b3c79daba3b4828fdaf30dcb4094adb/"
-               "vllm/lora/layers/base_linear.py")
-LORA_BYTES = 2  # lora_dtype "auto": the model's 16-bit dtype (vllm/config/lora.py LoRAConfig.lora_dtype)
 LORA_RANK_DEFAULT = 16  # vLLM --max-lora-rank default (LoRAConfig.max_lora_rank = 16)
-COLUMN_PARALLEL = frozenset({"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})  # qkv_proj, gate_up_proj
-ROW_PARALLEL = frozenset({"attn_output", "ffn_down"})  # o_proj, down_proj
 # vLLM's documented draft-model example speculates 5 tokens per step ("num_speculative_tokens": 5,
 # https://docs.vllm.ai/en/latest/features/spec_decode.html, "Speculating with a draft model")
 DRAFT_TOKENS = 5
@@ -135,6 +135,9 @@ class Entry:
     adapters: int
     lora_rank: int
     max_loras: int | None
+    lora_targets: tuple[str, ...] | None  # the seven projections' PEFT names (None: all of them)
+    lora_paths: tuple[str, ...]
+    lora_type: str | None  # a llama.cpp adapter file's tensor type
     port: int | None
 
 
@@ -393,10 +396,52 @@ def _entry(i: int, raw: Any) -> Entry:
         gpus=_int(where, "gpus", raw["gpus"], 1, MAX_DEVICES) if "gpus" in raw else None,
         # kept negative (−N) until _attach resolves it to the target's index
         target=None if target is None else -_int(where, "target", target, 1, MAX_ENTRIES),
-        adapters=_int(where, "adapters", raw.get("adapters", 1), 1, 100_000),
+        adapters=_adapters(where, raw),
         lora_rank=_int(where, "lora_rank", raw.get("lora_rank", LORA_RANK_DEFAULT), 1, 512),
         max_loras=_int(where, "max_loras", raw["max_loras"], 1, 100_000) if "max_loras" in raw else None,
+        lora_targets=_targets(where, raw["lora_targets"]) if "lora_targets" in raw else None,
+        lora_paths=_paths(where, raw.get("lora_paths", [])),
+        lora_type=_choice(where, "lora_type", raw["lora_type"], tuple(LORA_FILE_TYPES))
+        if "lora_type" in raw else None,
         port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None)
+
+
+def _adapters(where: str, raw: dict[str, Any]) -> int:
+    """`adapters`, else one per `lora_paths` item, else 1; both given, they agree."""
+    paths = raw.get("lora_paths")
+    n = len(paths) if isinstance(paths, list) and paths else None
+    adapters = _int(where, "adapters", raw.get("adapters", n or 1), 1, 100_000)
+    if n is not None and adapters != n:
+        raise InputError(f"{where}: adapters = {adapters} but lora_paths names {n}", field="file",
+                         hint="give one path per adapter, or leave adapters out")
+    return adapters
+
+
+def _targets(where: str, v: Any) -> tuple[str, ...]:
+    """lora_targets: PEFT module names (q_proj … down_proj, SGLang's qkv_proj, gate_up_proj, all), as the
+    seven projections."""
+    names = [v] if isinstance(v, str) else v
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{where}: lora_targets must be a list of module names", field="file")
+    try:
+        return normalized(tuple(names))
+    except KeyError as e:
+        raise InputError(f"{where}: lora_targets: unknown module {str(e.args[0])[:64]!r}", field="file",
+                         hint=f"use {', '.join((*LORA_MODULES, *LORA_STACKED))} (embed_tokens and lm_head "
+                         "are not modelled)") from None
+
+
+def _paths(where: str, v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or len(v) > 100_000:
+        raise InputError(f"{where}: lora_paths must be a list of adapter files or names", field="file")
+    return tuple(_text(where, "lora_paths", p, 4096) for p in v)
+
+
+def _choice(where: str, key: str, v: Any, choices: tuple[str, ...]) -> str:
+    if v not in choices:
+        raise InputError(f"{where}: {key} must be one of {', '.join(choices)} (got {str(v)[:64]!r})",
+                         field="file")
+    return v
 
 
 def _attach(entries: list[Entry]) -> list[Entry]:
@@ -423,14 +468,18 @@ def _attach(entries: list[Entry]) -> list[Entry]:
             t = above[-1]
         host = entries[t]
         runtime = e.runtime or host.runtime
-        if (host.runtime or "vllm").split("@")[0] != "vllm" or (runtime or "vllm").split("@")[0] != "vllm":
-            raise InputError(f"{_where(e.index, e.model)}: cardfit plans {e.role} models inside a vLLM "
+        servers = ADAPTER_SERVERS if e.role == "adapter" else DRAFT_SERVERS
+        names = " or ".join((", ".join(SERVER_NAMES[x] for x in servers[:-1]), SERVER_NAMES[servers[-1]])
+                            if len(servers) > 1 else (SERVER_NAMES[servers[0]],))
+        if (host.runtime or "vllm").split("@")[0] not in servers or \
+                (runtime or "vllm").split("@")[0] != (host.runtime or "vllm").split("@")[0]:
+            raise InputError(f"{_where(e.index, e.model)}: cardfit plans {e.role} models inside a {names} "
                              f"server (its target {host.model} runs on "
                              f"{host.runtime or 'the default runtime'})",
-                             field="file", hint=f"set runtime = \"vllm\" on [[model]] {t + 1}")
+                             field="file", hint=f"set runtime = \"{servers[0]}\" on [[model]] {t + 1}")
         if host.runtime is None:
-            raise InputError(f"{_where(e.index, e.model)}: give its target [[model]] {t + 1} "
-                             "runtime = \"vllm\"", field="file")
+            raise InputError(f"{_where(e.index, e.model)}: give its target [[model]] {t + 1} a runtime "
+                             f"({names})", field="file")
         out.append(replace(e, target=t, runtime=host.runtime))
     return out
 
@@ -510,15 +559,13 @@ class Sizer:
             tps = speed.aggregate_tokens_per_s if ctx.model.generates else speed.prefill_tokens_per_s
         return Sized(ctx, mem, count, per_card, host, tps, margin)
 
-    def extra(self, e: Entry, host: Entry, gpu: Gpu, count: int) -> tuple[int, int, str]:
-        """(bytes per card, host bytes, what it is) a draft or an adapter set adds to its target's server."""
+    def extra(self, e: Entry, host: Entry, gpu: Gpu, count: int) -> tuple[int, int, str, bool]:
+        """(bytes per card, host bytes, what it is, by layer) a draft or an adapter set adds to its target's
+        server; by layer: the bytes are the whole, which follow the layers over a layer split."""
         target = self.size(host, gpu, count)
         if e.role == "adapter":
-            slots = e.max_loras or min(e.adapters, host.users)
-            per_card = slots * lora_slot_bytes(target.ctx.model, e.lora_rank, count)
-            one = lora_slot_bytes(target.ctx.model, e.lora_rank, 1)
-            # --max-cpu-loras: every adapter kept in host RAM
-            return per_card, e.adapters * one, f"{e.adapters} × LoRA r{e.lora_rank}"
+            plan = lora_plan(e, target, host.users)
+            return plan.card_bytes, plan.host_bytes, f"{e.adapters} × LoRA r{e.lora_rank}", plan.by_layer
         from . import plan as planning
 
         try:
@@ -531,7 +578,23 @@ class Sizer:
             raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
         # the draft's weights and its own KV cache (its layers' cells for the target's sequences), split like
         # its target's (vLLM runs the draft at the target's tensor-parallel size)
-        return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name
+        return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name, False
+
+
+def lora_set(e: Entry) -> LoraSet:
+    return LoraSet(e.adapters, e.lora_rank, e.max_loras, e.lora_targets or tuple(LORA_MODULES), e.lora_paths,
+                   e.lora_type, e.lora_targets is not None)
+
+
+def lora_plan(e: Entry, target: Sized, users: int) -> LoraPlan:
+    """What the adapter set `e` holds in its target's server (the runtime adapter's `lora_plan`): on each card
+    of a tensor-parallel set of `target.count` cards, or the whole where it follows the layers."""
+    ctx = target.ctx
+    tp = target.count if ctx.runtime.tensor_parallel else 1
+    try:
+        return ctx.engine.lora_plan(ctx.model, lora_set(e), users, tp)
+    except NotModelled as err:
+        raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
 
 
 def _check_role(e: Entry, ctx: Any) -> None:
@@ -551,17 +614,8 @@ def _check_role(e: Entry, ctx: Any) -> None:
 
 def lora_slot_bytes(m: Any, rank: int, tp: int) -> int:
     """One vLLM LoRA slot of rank `rank` on each card of a `tp`-way set: A and B beside every attention and
-    MLP projection (LORA_SOURCE), in the LoRA dtype. Experts of MoE layers are not counted."""
-    params = 0
-    for g in tensor_groups(m):
-        if not g.matrix or g.kind not in COLUMN_PARALLEL | ROW_PARALLEL:
-            continue
-        inp, out = g.row, g.n_params // g.row
-        if g.kind in COLUMN_PARALLEL:
-            params += rank * inp + rank * -(-out // tp)
-        else:
-            params += rank * -(-inp // tp) + rank * out
-    return params * LORA_BYTES
+    MLP projection (runtimes/vllm.py LORA_SOURCE), in the LoRA dtype. MoE experts are not counted."""
+    return lora_params(m, rank, tp) * LORA_BYTES
 
 
 # ------------------------------------------------------------------------------------ placement
@@ -674,6 +728,7 @@ class Machine:
             return None
         extras = [self.sizer.extra(r, e, gpus[0], count) for r in s.riders]
         rider_bytes = sum(x[0] for x in extras)
+        riders = [[x[0]] * count for x in extras]  # per rider, its bytes on each card of the set
         split: tuple[float, ...] = ()
         util = None
         if ctx.runtime.memory_share in ("total", "static"):  # runtimes.toml memory_share
@@ -699,6 +754,9 @@ class Machine:
                 return None
             split = tuple(round(f / sum(frees), 3) for f in frees)
             mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, frees)]
+            # an adapter file's tensors go with the layers they change (llama.cpp: runtimes/llamacpp.py)
+            riders = [_layer_split(x[0], ctx.model.layers, frees) if x[3] else row
+                      for x, row in zip(extras, riders, strict=True)]
         else:
             mains = [sized.per_card]
         tps = sized.alone_tokens_per_s
@@ -707,8 +765,8 @@ class Machine:
         pieces = []
         for i in range(count):
             row = [Piece(e, mains[i], tps, sized.host_bytes if i == 0 else 0, e.resident)]
-            row += [Piece(r, b, None, h if i == 0 else 0, True, what)
-                    for r, (b, h, what) in zip(s.riders, extras, strict=True)]
+            row += [Piece(r, per[i], None, h if i == 0 else 0, True, what)
+                    for r, (_, h, what, _), per in zip(s.riders, extras, riders, strict=True)]
             pieces.append(tuple(row))
         return Placed(s, devices, sized, tuple(pieces), util, split)
 
@@ -979,10 +1037,8 @@ def _notes(machine: Machine) -> list[str]:
                          "memory)")
         for r in p.server.riders:
             if r.role == "adapter":
-                slots = r.max_loras or min(r.adapters, e.users)
-                notes.append(f"{e.model}: {slots} LoRA slots of rank {r.lora_rank} on the GPU (--max-loras), "
-                             f"{r.adapters} adapters in host RAM (--max-cpu-loras); its tokens/s leave out "
-                             "the adapters' per-step cost")
+                plan = lora_plan(r, p.sized, e.users)
+                notes.append(f"{e.model}: {plan.note}; its tokens/s leave out the adapters' per-step cost")
             else:
                 notes.append(f"{e.model}: its tokens/s leave out the speed-up of drafting with {r.model} "
                              "(not modelled yet)")
@@ -1133,9 +1189,7 @@ def server_launch(p: Placed, port: int) -> Any:
     env += more
     for r in p.server.riders:
         if r.role == "adapter":
-            slots_ = r.max_loras or min(r.adapters, e.users)
-            argv += ["--enable-lora", "--max-loras", str(slots_), "--max-lora-rank", str(r.lora_rank),
-                     "--max-cpu-loras", str(max(r.adapters, slots_))]
+            argv += lora_plan(r, s, e.users).flags  # the runtime adapter's own flags
         else:
             from .resolve import resolve
 
