@@ -153,6 +153,18 @@ def test_llamacpp_adapters_follow_the_layers_over_unequal_cards():
     assert [words[i + 1] for i, w in enumerate(words) if w == "--lora"] == ["a.gguf", "b.gguf"]
 
 
+def test_llamacpp_scaled_adapters_use_lora_scaled():
+    """lora_scale: --lora-scaled FNAME:SCALE (the format of llama-server's README at the option list's
+    commit); the bytes are the same files'."""
+    plain = _stack(_file("RTX 4090", "llama3.1:8b", "llama.cpp", 'lora_paths = ["a.gguf", "b.gguf"]\n'))
+    scaled = _stack(_file("RTX 4090", "llama3.1:8b", "llama.cpp",
+                          'lora_paths = ["a.gguf", "b.gguf"]\nlora_scale = 0.5\n'))
+    assert _lora_entries(plain)[0]["bytes"] == _lora_entries(scaled)[0]["bytes"]
+    words = _server_line(scaled, "llama-server")
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--lora-scaled"] == ["a.gguf:0.5", "b.gguf:0.5"]
+    assert "--lora" not in words
+
+
 def test_llamacpp_without_paths_names_placeholders():
     r = _stack(_file("RTX 4090", "llama3.1:8b", "llama.cpp", "adapters = 2\nlora_type = \"bf16\"\n"))
     words = _server_line(r, "llama-server")
@@ -173,6 +185,7 @@ FRONTEND = {"vllm": ("--port",)}  # tests/test_stack.py: vllm serve's own fronte
                                                    'lora_paths = ["a=/lora/a", "b=/lora/b"]\n'),
     ("sglang", "meta-llama/Llama-3.1-8B-Instruct", "adapters = 3\n"),
     ("llama.cpp", "llama3.1:8b", "adapters = 2\n"),
+    ("llama.cpp", "llama3.1:8b", "adapters = 2\nlora_scale = 0.75\n"),
     ("vllm", "meta-llama/Llama-3.1-8B-Instruct", "adapters = 20\n"),
 ])
 def test_every_lora_flag_is_an_option_of_the_tool(runtime, base, adapter):
@@ -182,7 +195,7 @@ def test_every_lora_flag_is_an_option_of_the_tool(runtime, base, adapter):
     (p,) = machine.placed
     known = tomllib.loads((OPTIONS / f"{TOOLS[runtime]}.toml").read_text())
     flags = stk.server_launch(p, ports[p.server.entry.index]).flags()
-    assert {"--enable-lora", "--lora"} & set(flags)
+    assert {"--enable-lora", "--lora", "--lora-scaled"} & set(flags)
     for flag in flags:
         assert flag in (*known["flags"], *FRONTEND.get(runtime, ())), f"{flag}: not in {known['tool']}"
 
@@ -190,9 +203,9 @@ def test_every_lora_flag_is_an_option_of_the_tool(runtime, base, adapter):
 BAD = [
     ("ollama adapter", "ollama", "qwen3:8b", "", "inside a vLLM, SGLang or llama.cpp server"),
     ("targets on vllm", "vllm", "meta-llama/Llama-3.1-8B-Instruct", 'lora_targets = ["q_proj"]\n',
-     "lora_targets, lora_type and lora_paths are SGLang's and llama.cpp's"),
+     "lora_targets, lora_paths, lora_type and lora_scale are SGLang's and"),
     ("file type on sglang", "sglang", "meta-llama/Llama-3.1-8B-Instruct", 'lora_type = "f16"\n',
-     "lora_type is a llama.cpp adapter file's"),
+     "lora_type and lora_scale are llama.cpp's"),
     ("slots on llama.cpp", "llama.cpp", "llama3.1:8b", "max_loras = 2\n",
      "llama-server loads every --lora adapter at start"),
     ("unknown target", "sglang", "meta-llama/Llama-3.1-8B-Instruct", 'lora_targets = ["lm_head"]\n',
@@ -205,6 +218,14 @@ BAD = [
      "lora_type must be one of f32, f16, bf16"),
     ("path with a newline", "llama.cpp", "llama3.1:8b", 'lora_paths = ["a\\nb"]\n',
      "lora_paths must be a one-line"),
+    ("path with a comma", "llama.cpp", "llama3.1:8b", 'lora_paths = ["a,b.gguf"]\n',
+     "llama-server splits --lora on ','"),
+    ("scaled path with a colon", "llama.cpp", "llama3.1:8b", 'lora_paths = ["C:/a.gguf"]\nlora_scale = 2\n',
+     "cannot be passed; rename the file"),
+    ("scale on sglang", "sglang", "meta-llama/Llama-3.1-8B-Instruct", "lora_scale = 0.5\n",
+     "lora_type and lora_scale are llama.cpp's"),
+    ("infinite scale", "llama.cpp", "llama3.1:8b", "lora_scale = inf\n",
+     "lora_scale must be a finite number"),
 ]
 
 

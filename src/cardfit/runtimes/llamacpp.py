@@ -48,13 +48,21 @@ class LlamaCpp(LlamaCppLike):
         # LORA_SOURCE: every adapter file whole, on the cards of the layers it changes (by_layer)
         if lora.slots:
             raise NotModelled("max_loras: llama-server loads every --lora adapter at start (no slots)")
+        # common/arg.cpp splits --lora and --lora-scaled on commas (parse_csv_row), each of the latter's
+        # items on ':' (FNAME:SCALE)
+        odd = [p for p in lora.paths if "," in p or (lora.scale is not None and ":" in p)]
+        if odd:
+            raise NotModelled(f"llama-server splits --lora on ',' (and --lora-scaled on ':'): "
+                              f"{odd[0][:64]!r} cannot be passed; rename the file")
         kind = lora.file_type or LORA_FILE_DEFAULT
         one = lora_params(m, lora.rank, 1, lora.targets) * LORA_FILE_TYPES[kind]
         paths = lora.paths or tuple(f"adapter-{i + 1}.gguf" for i in range(lora.adapters))
-        flags = tuple(w for p in paths for w in ("--lora", p))
+        flags = tuple(w for p in paths for w in (("--lora", p) if lora.scale is None else
+                                                  ("--lora-scaled", f"{p}:{lora.scale:g}")))
         return LoraPlan(lora.adapters * one, 0, lora.adapters, flags,
                         f"{lora.adapters} LoRA adapter file(s) of rank {lora.rank} ({kind}) loaded at start "
-                        "beside the layers they change, applied to every request (--lora: scale 1)"
+                        "beside the layers they change, applied to every request (scale "
+                        f"{1 if lora.scale is None else lora.scale:g})"
                         + ("" if lora.paths else "; adapter-N.gguf stand for your adapter files"),
                         by_layer=True)
 

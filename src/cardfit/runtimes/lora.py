@@ -33,8 +33,8 @@ LORA_FILE_DEFAULT = "f32"
 @record(slots=True)
 class LoraSet:
     """An adapter entry of a stack: `adapters` LoRA adapters of rank at most `rank` over `targets` (PEFT
-    module names), `slots` as given (max_loras; None: the runtime's choice), their files or names, and a
-    llama.cpp adapter file's tensor type (None: its converter's default)."""
+    module names), `slots` as given (max_loras; None: the runtime's choice), their files or names, a
+    llama.cpp adapter file's tensor type (None: its converter's default) and its scale."""
 
     adapters: int
     rank: int
@@ -42,6 +42,7 @@ class LoraSet:
     targets: tuple[str, ...]
     paths: tuple[str, ...] = ()
     file_type: str | None = None
+    scale: float | None = None  # llama.cpp's --lora-scaled SCALE (None: --lora, scale 1)
     targets_given: bool = False  # False: `targets` is the default (every attention and MLP projection)
 
 

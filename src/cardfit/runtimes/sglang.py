@@ -59,9 +59,9 @@ class SGLang(VllmLike):
         # LORA_SOURCE: the pool's slots (default: one per adapter a batch of `users` can mix, plus the base
         # model's) of the stacked buffers the targets touch, on each card; every adapter's own weights (its
         # targets only, taken as 16-bit) in host RAM once per rank
-        if lora.file_type:
-            raise NotModelled("lora_type is a llama.cpp adapter file's; SGLang holds adapters in the model's "
-                              "dtype")
+        if lora.file_type or lora.scale is not None:
+            raise NotModelled("lora_type and lora_scale are llama.cpp's; SGLang holds adapters in the "
+                              "model's dtype, each scaled by its own lora_alpha / r")
         pool = normalized(tuple(STACK_OF.get(t, t) for t in lora.targets))
         slots = lora.slots or min(lora.adapters, users) + 1
         flags = ("--enable-lora", "--max-loras-per-batch", str(slots), "--max-lora-rank", str(lora.rank),

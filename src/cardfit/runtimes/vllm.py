@@ -60,10 +60,10 @@ class Vllm(VllmLike):
     def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
         # LORA_SOURCE: max_loras slots (default: one per adapter a batch of `users` can mix) beside every
         # attention and MLP projection on each card, every adapter whole in host RAM
-        if lora.targets_given or lora.file_type or lora.paths:
-            raise NotModelled("lora_targets, lora_type and lora_paths are SGLang's and llama.cpp's: vLLM's "
-                              "slots cover every attention and MLP projection, and its adapters are loaded "
-                              "through its API (/v1/load_lora_adapter)")
+        if lora.targets_given or lora.file_type or lora.paths or lora.scale is not None:
+            raise NotModelled("lora_targets, lora_paths, lora_type and lora_scale are SGLang's and "
+                              "llama.cpp's: vLLM's slots cover every attention and MLP projection, and its "
+                              "adapters are loaded through its API (/v1/load_lora_adapter)")
         slots = lora.slots or min(lora.adapters, users)
         flags = ("--enable-lora", "--max-loras", str(slots), "--max-lora-rank", str(lora.rank),
                  "--max-cpu-loras", str(max(lora.adapters, slots)))

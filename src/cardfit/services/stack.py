@@ -57,7 +57,7 @@ SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server
 MACHINE_KEYS = ("gpu", "ram_gb")
 ENTRY_KEYS = ("model", "role", "runtime", "quant", "context", "users", "requests_per_s", "resident",
               "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "lora_targets",
-              "lora_paths", "lora_type", "port")
+              "lora_paths", "lora_type", "lora_scale", "port")
 DRAFT_SERVERS = ("vllm",)  # the servers a draft entry goes inside (--speculative-config)
 ADAPTER_SERVERS = ("vllm", "sglang", "llama.cpp")  # the servers whose adapter has a lora_plan
 SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}  # for messages
@@ -138,6 +138,7 @@ class Entry:
     lora_targets: tuple[str, ...] | None  # the seven projections' PEFT names (None: all of them)
     lora_paths: tuple[str, ...]
     lora_type: str | None  # a llama.cpp adapter file's tensor type
+    lora_scale: float | None  # llama.cpp's --lora-scaled
     port: int | None
 
 
@@ -403,6 +404,7 @@ def _entry(i: int, raw: Any) -> Entry:
         lora_paths=_paths(where, raw.get("lora_paths", [])),
         lora_type=_choice(where, "lora_type", raw["lora_type"], tuple(LORA_FILE_TYPES))
         if "lora_type" in raw else None,
+        lora_scale=_scale(where, raw["lora_scale"]) if "lora_scale" in raw else None,
         port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None)
 
 
@@ -435,6 +437,14 @@ def _paths(where: str, v: Any) -> tuple[str, ...]:
     if not isinstance(v, list) or len(v) > 100_000:
         raise InputError(f"{where}: lora_paths must be a list of adapter files or names", field="file")
     return tuple(_text(where, "lora_paths", p, 4096) for p in v)
+
+
+def _scale(where: str, v: Any) -> float:
+    """llama.cpp's --lora-scaled SCALE: any finite number (common/arg.cpp std::stof; 0 loads it unapplied,
+    a negative one subtracts it)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise InputError(f"{where}: lora_scale must be a finite number (got {str(v)[:64]})", field="file")
+    return float(v)
 
 
 def _choice(where: str, key: str, v: Any, choices: tuple[str, ...]) -> str:
@@ -583,7 +593,7 @@ class Sizer:
 
 def lora_set(e: Entry) -> LoraSet:
     return LoraSet(e.adapters, e.lora_rank, e.max_loras, e.lora_targets or tuple(LORA_MODULES), e.lora_paths,
-                   e.lora_type, e.lora_targets is not None)
+                   e.lora_type, e.lora_scale, e.lora_targets is not None)
 
 
 def lora_plan(e: Entry, target: Sized, users: int) -> LoraPlan:
