@@ -957,8 +957,8 @@ def stack(inp: StackInput) -> Stack:
 
 
 def _ram_notes(spec: Spec, devices: list[StackDevice]) -> list[str]:
-    """What the set keeps in system RAM (vLLM's CPU LoRA cache, llama.cpp's token embeddings), against
-    [machine] ram_gb where given."""
+    """What the set keeps in system RAM (vLLM's and SGLang's CPU LoRA copies, llama.cpp's token
+    embeddings), against [machine] ram_gb where given."""
     host = sum(e.host_bytes for d in devices for e in d.entries)
     if not host:
         return []
@@ -968,7 +968,8 @@ def _ram_notes(spec: Spec, devices: list[StackDevice]) -> list[str]:
     if spec.ram_gb is None:
         return [line]
     ram = int(spec.ram_gb * 1e9)
-    return [line + (f", more than the machine's {fmt_bytes(ram)}: lower --max-cpu-loras or add RAM"
+    return [line + (f", more than the machine's {fmt_bytes(ram)}: keep fewer adapters there (vLLM's "
+                    "--max-cpu-loras, SGLang's --max-loaded-loras) or add RAM"
                     if host > ram else f" of the machine's {fmt_bytes(ram)}")]
 
 
