@@ -9,6 +9,8 @@ import tomllib
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cardfit
 from cardfit.errors import InputError
@@ -137,3 +139,34 @@ def test_the_web_api_reads_yaml_text():
     assert bad.status_code == 400 and "more than 10,000 values" in bad.text
     odd = client.post("/api/stack", json={"text": toml_text, "format": "json"})
     assert odd.status_code in (400, 422)
+
+
+_VALUES = st.one_of(st.integers(-3, 70_000), st.floats(allow_nan=False, allow_infinity=False, width=32),
+                    st.booleans(), st.sampled_from(["qwen3:8b", "bge-m3", "vllm", "ollama", "chat", "embed",
+                                                    "adapter", "fp8", "Q4_K_M", "", "x\ny"]))
+_KEYS = st.sampled_from(["model", "role", "runtime", "quant", "context", "users", "requests_per_s",
+                         "resident", "lora_rank", "adapters", "contxt"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(cards=st.lists(st.sampled_from(["RTX 4090", "2x H100 SXM", "RTX 3060 12GB"]), min_size=0, max_size=2),
+       models=st.lists(st.dictionaries(_KEYS, _VALUES, max_size=5), min_size=0, max_size=3))
+def test_any_table_reads_the_same_from_toml_and_yaml(cards, models):
+    """One path after parsing: the same tables as TOML and as YAML give the same spec, or the same error."""
+    import json
+
+    from cardfit.errors import CardfitError
+
+    data = {"machine": {"gpu": cards}, "model": models}
+    toml_text = f"[machine]\ngpu = {json.dumps(cards)}\n" + "".join(
+        "[[model]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in m.items()) for m in models)
+
+    def read(text: str, fmt: str) -> object:
+        try:
+            return stk.read_spec(stk.StackInput(text=text, format=fmt))
+        except CardfitError as e:
+            return str(e)
+
+    assert tomllib.loads(toml_text) == (data if models else {"machine": {"gpu": cards}})
+    assert read(toml_text, "toml") == read(yaml.safe_dump(data if models else {"machine": {"gpu": cards}}),
+                                           "yaml")
