@@ -37,6 +37,11 @@ CASES = [
      "'--gpu': given 2 times (RTX 4090, RTX 3090); give it once"),
     (["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096", "--context", "8192"],
      "'--context': given 2 times (4096, 8192); give it once"),
+    # stack files are TOML or YAML (tests/test_stack_yaml.py holds the bad YAML files)
+    (["stack", "--model", "qwen3:8b", "--gpu", "RTX 4090", "--format", "json"],
+     "--format must be 'toml' or 'yaml' (got 'json')"),
+    (["stack", "--model", "qwen3:8b", "--gpu", "RTX 4090", "--format", "yaml"],
+     "--format is the stack file's; --model needs none"),
 ]
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 STACK_EPILOG = """\b
 Examples:
   cardfit stack examples/stacks/rag-4090.toml
+  cardfit stack examples/stacks/rag-4090.yaml
   cardfit stack examples/stacks/70b-draft-lora-2xh100.toml --json
   cardfit stack examples/stacks/rag-4090.toml --rent
   cardfit stack examples/stacks/llamacpp-3090-3060.toml --bundle compose
@@ -25,11 +26,13 @@ Examples:
 def stack(result: Stack, inp: Any, unit: str) -> None:
     """Plan several models on one machine from a TOML FILE ([machine] gpu = [...]; one [[model]] table per
     model: model, role (chat, vision, embed, rerank, draft, adapter), runtime, quant, context, users,
-    requests_per_s, resident).
+    requests_per_s, resident), or a YAML one (.yaml/.yml, or --format yaml) with the same keys (machine:
+    gpu: [...]; model: a list of mappings).
 
     Each model is sized as `cardfit plan` sizes it; each server adds its own CUDA context, vLLM servers
-    get --gpu-memory-utilization shares that sum under 1 on a card, drafts and LoRA adapters go inside
-    their model's vLLM server, and llama.cpp splits a model over unequal cards by their free memory.
+    get --gpu-memory-utilization shares that sum under 1 on a card, drafts go inside their model's vLLM
+    server and LoRA adapters inside its vLLM, SGLang or llama.cpp server (as each engine allocates them),
+    and llama.cpp splits a model over unequal cards by their free memory.
     Prints the bytes of every model per card, what to change when the set does not fit (cheapest first)
     and one launch bundle (a shell script, or --bundle compose).
     """

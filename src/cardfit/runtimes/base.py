@@ -16,6 +16,7 @@ from ..catalog.runtimes import RuntimeProfile
 from ..core.kv import kv_cache_bytes, kv_replication
 from ..core.memory import MemorySettings, padded_context
 from ..core.weights import embedding_bytes
+from .lora import LoraPlan, LoraSet
 
 GIB = 2**30
 
@@ -49,6 +50,12 @@ class Runtime:
         port, the flags of its role (an embedder, a reranker) and its layer split over unequal cards. A
         server that takes `--port`, nothing else, unless its adapter says more."""
         return ["--port", str(port)], []
+
+    def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
+        """What the server holds for a set of LoRA adapters (services/stack.py adapter entries): its GPU and
+        host bytes from the engine's own allocation code, and its launch flags. None here."""
+        raise NotModelled(f"cardfit plans LoRA adapters in vLLM, SGLang and llama.cpp servers, not in "
+                          f"{self.profile.name}")
 
     def health_check(self, port: int) -> list[str]:
         """A container's health test of this server (services/stack.py's compose bundle): its /health

@@ -3,9 +3,19 @@
 
 from __future__ import annotations
 
+from ..catalog.models import ModelSpec
 from ..catalog.records import record
+from .base import NotModelled
 from .launch import Launch, LaunchArgs, SpecLaunch
 from .llamacpp_like import LlamaCppLike
+from .lora import LORA_FILE_DEFAULT, LORA_FILE_TYPES, LoraPlan, LoraSet, lora_params
+
+# llama.cpp loads each --lora FILE at start (common/arg.cpp: one adapter per --lora, scale 1.0, applied to
+# every request unless --lora-init-without-apply or a request's "lora" scales); llama_adapter_lora_init_impl
+# puts each lora_a/lora_b pair in the buffer type of the base tensor it changes (the device holding that
+# layer) and reads the file's tensors into it, ggml_nbytes each: the adapter file's bytes, beside its layers
+LORA_SOURCE = ("https://github.com/ggml-org/llama.cpp/blob/0650ea8c05bc6e31273182470197e9b2e50253e0/"
+               "src/llama-adapter.cpp")
 
 
 @record(slots=True)
@@ -33,6 +43,28 @@ class LlamaCpp(LlamaCppLike):
         if split:
             argv += ["--tensor-split", ",".join(f"{x:g}" for x in split)]
         return argv, []
+
+    def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
+        # LORA_SOURCE: every adapter file whole, on the cards of the layers it changes (by_layer)
+        if lora.slots:
+            raise NotModelled("max_loras: llama-server loads every --lora adapter at start (no slots)")
+        # common/arg.cpp splits --lora and --lora-scaled on commas (parse_csv_row), each of the latter's
+        # items on ':' (FNAME:SCALE)
+        odd = [p for p in lora.paths if "," in p or (lora.scale is not None and ":" in p)]
+        if odd:
+            raise NotModelled(f"llama-server splits --lora on ',' (and --lora-scaled on ':'): "
+                              f"{odd[0][:64]!r} cannot be passed; rename the file")
+        kind = lora.file_type or LORA_FILE_DEFAULT
+        one = lora_params(m, lora.rank, 1, lora.targets) * LORA_FILE_TYPES[kind]
+        paths = lora.paths or tuple(f"adapter-{i + 1}.gguf" for i in range(lora.adapters))
+        flags = tuple(w for p in paths for w in (("--lora", p) if lora.scale is None else
+                                                  ("--lora-scaled", f"{p}:{lora.scale:g}")))
+        return LoraPlan(lora.adapters * one, 0, lora.adapters, flags,
+                        f"{lora.adapters} LoRA adapter file(s) of rank {lora.rank} ({kind}) loaded at start "
+                        "beside the layers they change, applied to every request (scale "
+                        f"{1 if lora.scale is None else lora.scale:g})"
+                        + ("" if lora.paths else "; adapter-N.gguf stand for your adapter files"),
+                        by_layer=True)
 
     def health_check(self, port: int) -> list[str]:
         # curl is in llama.cpp's server image, whose own HEALTHCHECK uses it

@@ -6,9 +6,25 @@ from __future__ import annotations
 
 import math
 
+from ..catalog.models import ModelSpec
 from ..catalog.records import record
+from .base import NotModelled
 from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
+from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params, normalized
 from .vllm_like import VllmLike
+
+# SGLang's LoRA memory pool (python/sglang/srt/lora/mem_pool.py LoRAMemoryPool.init_buffers, sglang 0.5.9
+# from PyPI, the release cardfit names current): for each targeted module and each of num_hidden_layers
+# layers, A (max_loras_per_batch, stacked × max_lora_rank, input) and B (max_loras_per_batch, output,
+# max_lora_rank) in the model's dtype; q/k/v share one qkv_proj buffer (stacked 3) and gate/up one
+# gate_up_proj buffer (stacked 2: lora/utils.py get_normalized_target_modules, get_stacked_multiply), so one
+# of them targeted allocates its whole stack; under tensor parallelism o_proj/down_proj shard A's input, the
+# others B's output. --max-loras-per-batch (default 8) counts the base model's slot ("include base-only
+# request", server_args.py). Each rank's LoRAManager keeps every loaded adapter in CPU memory
+# (lora/lora_manager.py load_lora_weights, lora/lora.py initialize_weights: `.cpu()`).
+LORA_SOURCE = "https://pypi.org/project/sglang/0.5.9/ (sglang/srt/lora/mem_pool.py, srt/server_args.py)"
+STACK_OF = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+            "up_proj": "gate_up_proj"}
 
 FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-length",
                    max_num_seqs="--max-running-requests", memory_fraction="--mem-fraction-static",
@@ -38,6 +54,24 @@ class SGLang(VllmLike):
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
                           self.ONLINE_QUANT)
+
+    def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
+        # LORA_SOURCE: the pool's slots (default: one per adapter a batch of `users` can mix, plus the base
+        # model's) of the stacked buffers the targets touch, on each card; every adapter's own weights (its
+        # targets only, taken as 16-bit) in host RAM once per rank
+        if lora.file_type or lora.scale is not None:
+            raise NotModelled("lora_type and lora_scale are llama.cpp's; SGLang holds adapters in the "
+                              "model's dtype, each scaled by its own lora_alpha / r")
+        pool = normalized(tuple(STACK_OF.get(t, t) for t in lora.targets))
+        slots = lora.slots or min(lora.adapters, users) + 1
+        flags = ("--enable-lora", "--max-loras-per-batch", str(slots), "--max-lora-rank", str(lora.rank),
+                 "--lora-target-modules", *lora.targets,
+                 *(("--lora-paths", *lora.paths) if lora.paths else ()))
+        host = lora.adapters * tp * lora_params(m, lora.rank, 1, lora.targets) * LORA_BYTES
+        return LoraPlan(slots * lora_params(m, lora.rank, tp, pool) * LORA_BYTES, host, slots, flags,
+                        f"{slots} LoRA slots of rank {lora.rank} over {', '.join(pool)} on the GPU "
+                        f"(--max-loras-per-batch, the base model's included), {lora.adapters} adapters in "
+                        f"host RAM{f' on each of its {tp} ranks' if tp > 1 else ''}")
 
     def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
         """HiCache's host tier (L2): --hicache-size GB for each rank's own host pool

@@ -6,9 +6,20 @@ from __future__ import annotations
 import json
 import math
 
+from ..catalog.models import ModelSpec
 from ..catalog.records import record
+from .base import NotModelled
 from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
+from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params
 from .vllm_like import VllmLike
+
+# vLLM allocates, in every LoRA-wrapped linear layer, `max_loras` slots of A (max_lora_rank × input) and B
+# (output × max_lora_rank) per packed slice in the LoRA dtype; under tensor parallelism a column-parallel
+# layer keeps A whole and B's output sharded, a row-parallel layer A's input sharded and B whole
+# (BaseLinearLayerWithLoRA.create_lora_weights, without fully_sharded_loras); up to --max-cpu-loras adapters
+# wait in host RAM
+LORA_SOURCE = ("https://github.com/vllm-project/vllm/blob/1ace43ed7b3c79daba3b4828fdaf30dcb4094adb/"
+               "vllm/lora/layers/base_linear.py")
 
 FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
                    max_model_len="--max-model-len", max_num_seqs="--max-num-seqs",
@@ -45,6 +56,21 @@ class Vllm(VllmLike):
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("vllm", "serve"), [model], FLAGS, self.ONLINE_QUANT)
+
+    def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
+        # LORA_SOURCE: max_loras slots (default: one per adapter a batch of `users` can mix) beside every
+        # attention and MLP projection on each card, every adapter whole in host RAM
+        if lora.targets_given or lora.file_type or lora.paths or lora.scale is not None:
+            raise NotModelled("lora_targets, lora_paths, lora_type and lora_scale are SGLang's and "
+                              "llama.cpp's: vLLM's slots cover every attention and MLP projection, and its "
+                              "adapters are loaded through its API (/v1/load_lora_adapter)")
+        slots = lora.slots or min(lora.adapters, users)
+        flags = ("--enable-lora", "--max-loras", str(slots), "--max-lora-rank", str(lora.rank),
+                 "--max-cpu-loras", str(max(lora.adapters, slots)))
+        return LoraPlan(slots * lora_params(m, lora.rank, tp) * LORA_BYTES,
+                        lora.adapters * lora_params(m, lora.rank, 1) * LORA_BYTES, slots, flags,
+                        f"{slots} LoRA slots of rank {lora.rank} on the GPU (--max-loras), {lora.adapters} "
+                        "adapters in host RAM (--max-cpu-loras)")
 
     def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
         """vLLM's native CPU offload (OffloadingConnector): --kv-offloading-size in GiB, the whole buffer

@@ -11,8 +11,10 @@ what is new here is what a shared machine adds:
   processes: its help text in vllm-project/vllm#10017, Nov 2024);
 - roles: chat and vision models, embedders and rerankers (encoders: weights and workspace, no cache kept
   between requests; core/kv.py), a draft model inside its target's server (its weights and its own KV cache
-  beside the target's), LoRA adapters inside their base model's server (vLLM preallocates `max_loras` slots of
-  `max_lora_rank` A/B matrices per targeted linear layer: LORA_SOURCE);
+  beside the target's), LoRA adapters inside their base model's server, as its engine allocates them (the
+  adapter's `lora_plan`: vLLM's `max_loras` slots and SGLang's LoRA memory pool of rank-`max_lora_rank` A/B
+  matrices beside the targeted projections, with host copies; llama.cpp's `--lora` files beside their layers:
+  runtimes/vllm.py, sglang.py, llamacpp.py LORA_SOURCE);
 - placement: first-fit decreasing over the cards; a server that no card holds alone is split: vLLM/SGLang
   tensor parallel over 2, 4 or 8 cards of one kind, llama.cpp/Ollama layers over every card in proportion
   to its free memory (llama.cpp's `--tensor-split` default: LLAMA_SPLIT_SOURCE);
@@ -37,30 +39,31 @@ from ..catalog.registry import Registry
 from ..catalog.releases import container_image
 from ..catalog.rental import default_rental
 from ..core import fit as fitting
-from ..core.tensors import tensor_groups
 from ..errors import CardfitError, InputError
+from ..runtimes.base import NotModelled
+from ..runtimes.lora import LORA_BYTES, LORA_FILE_TYPES, LoraPlan, LoraSet, lora_params, normalized
+from ..runtimes.lora import MODULES as LORA_MODULES
+from ..runtimes.lora import STACKED as LORA_STACKED
 from .inputs import MAX_BATCH, MAX_CONTEXT, Input, PlanInput, opt
 from .table import Result
 
 MAX_STACK_BYTES = 256 * 1024  # a stack file lists a handful of models: real ones are under 2 KB
 MAX_ENTRIES = 32  # models in one stack
 MAX_DEVICES = 64  # cards in one machine
+# values in a parsed stack file: the largest valid one (32 models × 20 keys, a few list items each, 64 cards)
+# has under 2,000; the bound stops a file whose YAML aliases repeat one list into billions of values
+MAX_VALUES = 10_000
 ROLES = ("chat", "vision", "embed", "rerank", "draft", "adapter")
 SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server processes a stack plans
 MACHINE_KEYS = ("gpu", "ram_gb")
 ENTRY_KEYS = ("model", "role", "runtime", "quant", "context", "users", "requests_per_s", "resident",
-              "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "port")
+              "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "lora_targets",
+              "lora_paths", "lora_type", "lora_scale", "port")
+DRAFT_SERVERS = ("vllm",)  # the servers a draft entry goes inside (--speculative-config)
+ADAPTER_SERVERS = ("vllm", "sglang", "llama.cpp")  # the servers whose adapter has a lora_plan
+SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}  # for messages
 
-# vLLM allocates, in every LoRA-wrapped linear layer, `max_loras` slots of A (max_lora_rank × input) and B
-# (output × max_lora_rank) per packed slice in the LoRA dtype (default: the model's 16-bit dtype); under
-# tensor parallelism a column-parallel layer keeps A whole and B's output sharded, a row-parallel layer A's
-# input sharded and B whole (BaseLinearLayerWithLoRA.create_lora_weights, without fully_sharded_loras).
-LORA_SOURCE = ("https://github.com/vllm-project/vllm/blob/1ace43ed7b3c79daba3b4828fdaf30dcb4094adb/"
-               "vllm/lora/layers/base_linear.py")
-LORA_BYTES = 2  # lora_dtype "auto": the model's 16-bit dtype (vllm/config/lora.py LoRAConfig.lora_dtype)
 LORA_RANK_DEFAULT = 16  # vLLM --max-lora-rank default (LoRAConfig.max_lora_rank = 16)
-COLUMN_PARALLEL = frozenset({"attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"})  # qkv_proj, gate_up_proj
-ROW_PARALLEL = frozenset({"attn_output", "ffn_down"})  # o_proj, down_proj
 # vLLM's documented draft-model example speculates 5 tokens per step ("num_speculative_tokens": 5,
 # https://docs.vllm.ai/en/latest/features/spec_decode.html, "Speculating with a draft model")
 DRAFT_TOKENS = 5
@@ -86,11 +89,13 @@ class StackInput(Input):
     """A set of models on one machine, from a TOML file (or its text)."""
 
     POSITIONAL: ClassVar[str] = "file"
-    file: str | None = opt(None, "the stack file (TOML): [machine] gpu = [card, …], ram_gb; one [[model]] "
-                           "table per model (model, role, runtime, quant, context, users, requests_per_s, "
-                           "resident)", max_length=4096)
+    file: str | None = opt(None, "the stack file (TOML, or YAML with the same keys: .yaml/.yml): [machine] "
+                           "gpu = [card, …], ram_gb; one [[model]] table per model (model, role, runtime, "
+                           "quant, context, users, requests_per_s, resident)", max_length=4096)
     text: str | None = opt(None, "the stack file's text instead of a path (web and Python API)",
                            max_length=MAX_STACK_BYTES)
+    format: Literal["toml", "yaml"] | None = opt(None, "the stack file's format (default: YAML for a "
+                                                 ".yaml/.yml file, else TOML; text: TOML)")
     gpu: tuple[str, ...] = opt((), "the machine's cards, repeated (overrides [machine] gpu; '2x RTX 3090' "
                                "counts two)", max_length=MAX_DEVICES)
     bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
@@ -131,6 +136,10 @@ class Entry:
     adapters: int
     lora_rank: int
     max_loras: int | None
+    lora_targets: tuple[str, ...] | None  # the seven projections' PEFT names (None: all of them)
+    lora_paths: tuple[str, ...]
+    lora_type: str | None  # a llama.cpp adapter file's tensor type
+    lora_scale: float | None  # llama.cpp's --lora-scaled
     port: int | None
 
 
@@ -161,10 +170,13 @@ def _text(where: str, key: str, v: Any, limit: int = 256) -> str:
 
 def read_spec(inp: StackInput) -> Spec:
     """The stack file parsed (never executed) and checked: one InputError line for the first problem."""
+    fmt = inp.format or ("yaml" if (inp.file or "").lower().endswith((".yaml", ".yml")) else "toml")
     if inp.model:
         if inp.file is not None or inp.text is not None:
             raise InputError("give the stack file or --model, not both", field="model")
-        raw, name = _from_options(inp).encode(), "--model"
+        if inp.format is not None:
+            raise InputError("--format is the stack file's; --model needs none", field="format")
+        raw, name, fmt = _from_options(inp).encode(), "--model", "toml"
     elif (inp.file is None) == (inp.text is None):
         raise InputError("give the stack file (cardfit stack FILE) or its text (text=…), one of them",
                          field="file", hint="see examples/stacks/ for the format, or name the models with "
@@ -176,11 +188,7 @@ def read_spec(inp: StackInput) -> Spec:
         raw, name = _read_file(inp.file), inp.file
     else:
         raw, name = inp.text.encode(), "the stack text"  # type: ignore[union-attr]
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise InputError(f"{name} is not valid TOML ({str(e).splitlines()[0]})", field="file",
-                         hint="see examples/stacks/ for the format") from None
+    data = parse_stack(raw, name, fmt)
     extra = sorted(set(data) - {"machine", "model"})
     if extra:
         raise InputError(f"{name}: unknown table '{extra[0]}'", field="file",
@@ -213,6 +221,72 @@ def read_spec(inp: StackInput) -> Spec:
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
 
 
+def parse_stack(raw: bytes, name: str, fmt: str) -> dict[str, Any]:
+    """The file's bytes as a table of tables (TOML, or YAML through PyYAML's safe loader: plain data, no
+    tags that build objects), its size checked (`_check_size`); the same strict checks follow for both."""
+    if fmt == "yaml":
+        data = _yaml(raw, name)
+    else:
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise InputError(f"{name} is not valid TOML ({str(e).splitlines()[0]})", field="file",
+                             hint="see examples/stacks/ for the format") from None
+    _check_size(data, name)
+    if not isinstance(data, dict):
+        got = "nothing" if data is None else f"a {type(data).__name__}"
+        raise InputError(f"{name}: a stack file is a mapping of a machine and its models (got {got})",
+                         field="file", hint="see examples/stacks/ for the format")
+    return data
+
+
+def _yaml(raw: bytes, name: str) -> Any:
+    try:
+        import yaml  # a dependency (pyproject.toml), imported only for a YAML stack file
+    except ImportError:  # pragma: no cover - an install without its dependencies
+        raise InputError(f"{name}: reading a YAML stack file needs PyYAML", field="file",
+                         hint="pip install pyyaml, or write the same keys as TOML") from None
+    try:
+        # safe_load: the YAML 1.1 core types only (yaml.load could build any Python object)
+        return yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{name} is not valid YAML ({e.reason} at byte {e.start})", field="file") from None
+    except RecursionError:
+        raise InputError(f"{name} is not valid YAML (nested too deeply)", field="file") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"{name} is not valid YAML ({_yaml_problem(e)})", field="file",
+                         hint="see examples/stacks/rag-4090.yaml for the format") from None
+
+
+def _yaml_problem(e: Any) -> str:
+    """PyYAML's error in one line: its problem and where (MarkedYAMLError), else its first line."""
+    problem, mark = getattr(e, "problem", None), getattr(e, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _check_size(data: Any, name: str) -> None:
+    """Every value of the parsed file counted, up to MAX_VALUES: YAML anchors and aliases share one object
+    however often it is named, so a small file can stand for a tree of billions of values (the "billion
+    laughs"); walking it is refused before any check, message or copy touches it. Mapping keys must be text
+    (YAML also allows numbers, lists, null)."""
+    todo, seen = [data], 0
+    while todo:
+        x = todo.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise InputError(f"{name}: more than {MAX_VALUES:,} values (aliases count each time they are "
+                             "used); a stack file lists a few models", field="file")
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if not isinstance(k, str):
+                    raise InputError(f"{name}: every key must be text (got {k!r:.40})", field="file")
+                todo.append(v)
+        elif isinstance(x, list | tuple | set | frozenset):
+            todo.extend(x)
+
+
 def _default_runtime(e: Entry, gpu: Gpu, catalog: tuple[str, ...]) -> Entry:
     """An entry without a runtime gets the one `cardfit plan` picks for it on the machine's first card
     (Ollama for an Ollama tag, llama.cpp for a GGUF type, vLLM for a checkpoint; llama.cpp on Apple
@@ -243,9 +317,6 @@ def _read_file(path: str) -> bytes:
     if not local_files_allowed():
         raise InputError("the web API reads no files on the server", field="file",
                          hint="send the stack file's text as `text`")
-    if path.lower().endswith((".yaml", ".yml")):
-        raise InputError(f"{path}: cardfit reads stack files in TOML (no YAML parser is a dependency)",
-                         field="file", hint="write the same keys as TOML: see examples/stacks/")
     return read_regular(path, MAX_STACK_BYTES, "the stack file")
 
 
@@ -327,10 +398,61 @@ def _entry(i: int, raw: Any) -> Entry:
         gpus=_int(where, "gpus", raw["gpus"], 1, MAX_DEVICES) if "gpus" in raw else None,
         # kept negative (−N) until _attach resolves it to the target's index
         target=None if target is None else -_int(where, "target", target, 1, MAX_ENTRIES),
-        adapters=_int(where, "adapters", raw.get("adapters", 1), 1, 100_000),
+        adapters=_adapters(where, raw),
         lora_rank=_int(where, "lora_rank", raw.get("lora_rank", LORA_RANK_DEFAULT), 1, 512),
         max_loras=_int(where, "max_loras", raw["max_loras"], 1, 100_000) if "max_loras" in raw else None,
+        lora_targets=_targets(where, raw["lora_targets"]) if "lora_targets" in raw else None,
+        lora_paths=_paths(where, raw.get("lora_paths", [])),
+        lora_type=_choice(where, "lora_type", raw["lora_type"], tuple(LORA_FILE_TYPES))
+        if "lora_type" in raw else None,
+        lora_scale=_scale(where, raw["lora_scale"]) if "lora_scale" in raw else None,
         port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None)
+
+
+def _adapters(where: str, raw: dict[str, Any]) -> int:
+    """`adapters`, else one per `lora_paths` item, else 1; both given, they agree."""
+    paths = raw.get("lora_paths")
+    n = len(paths) if isinstance(paths, list) and paths else None
+    adapters = _int(where, "adapters", raw.get("adapters", n or 1), 1, 100_000)
+    if n is not None and adapters != n:
+        raise InputError(f"{where}: adapters = {adapters} but lora_paths names {n}", field="file",
+                         hint="give one path per adapter, or leave adapters out")
+    return adapters
+
+
+def _targets(where: str, v: Any) -> tuple[str, ...]:
+    """lora_targets: PEFT module names (q_proj … down_proj, SGLang's qkv_proj, gate_up_proj, all), as the
+    seven projections."""
+    names = [v] if isinstance(v, str) else v
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise InputError(f"{where}: lora_targets must be a list of module names", field="file")
+    try:
+        return normalized(tuple(names))
+    except KeyError as e:
+        raise InputError(f"{where}: lora_targets: unknown module {str(e.args[0])[:64]!r}", field="file",
+                         hint=f"use {', '.join((*LORA_MODULES, *LORA_STACKED))} (embed_tokens and lm_head "
+                         "are not modelled)") from None
+
+
+def _paths(where: str, v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or len(v) > 100_000:
+        raise InputError(f"{where}: lora_paths must be a list of adapter files or names", field="file")
+    return tuple(_text(where, "lora_paths", p, 4096) for p in v)
+
+
+def _scale(where: str, v: Any) -> float:
+    """llama.cpp's --lora-scaled SCALE: any finite number (common/arg.cpp std::stof; 0 loads it unapplied,
+    a negative one subtracts it)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise InputError(f"{where}: lora_scale must be a finite number (got {str(v)[:64]})", field="file")
+    return float(v)
+
+
+def _choice(where: str, key: str, v: Any, choices: tuple[str, ...]) -> str:
+    if v not in choices:
+        raise InputError(f"{where}: {key} must be one of {', '.join(choices)} (got {str(v)[:64]!r})",
+                         field="file")
+    return v
 
 
 def _attach(entries: list[Entry]) -> list[Entry]:
@@ -357,14 +479,18 @@ def _attach(entries: list[Entry]) -> list[Entry]:
             t = above[-1]
         host = entries[t]
         runtime = e.runtime or host.runtime
-        if (host.runtime or "vllm").split("@")[0] != "vllm" or (runtime or "vllm").split("@")[0] != "vllm":
-            raise InputError(f"{_where(e.index, e.model)}: cardfit plans {e.role} models inside a vLLM "
+        servers = ADAPTER_SERVERS if e.role == "adapter" else DRAFT_SERVERS
+        names = " or ".join((", ".join(SERVER_NAMES[x] for x in servers[:-1]), SERVER_NAMES[servers[-1]])
+                            if len(servers) > 1 else (SERVER_NAMES[servers[0]],))
+        if (host.runtime or "vllm").split("@")[0] not in servers or \
+                (runtime or "vllm").split("@")[0] != (host.runtime or "vllm").split("@")[0]:
+            raise InputError(f"{_where(e.index, e.model)}: cardfit plans {e.role} models inside a {names} "
                              f"server (its target {host.model} runs on "
                              f"{host.runtime or 'the default runtime'})",
-                             field="file", hint=f"set runtime = \"vllm\" on [[model]] {t + 1}")
+                             field="file", hint=f"set runtime = \"{servers[0]}\" on [[model]] {t + 1}")
         if host.runtime is None:
-            raise InputError(f"{_where(e.index, e.model)}: give its target [[model]] {t + 1} "
-                             "runtime = \"vllm\"", field="file")
+            raise InputError(f"{_where(e.index, e.model)}: give its target [[model]] {t + 1} a runtime "
+                             f"({names})", field="file")
         out.append(replace(e, target=t, runtime=host.runtime))
     return out
 
@@ -444,15 +570,13 @@ class Sizer:
             tps = speed.aggregate_tokens_per_s if ctx.model.generates else speed.prefill_tokens_per_s
         return Sized(ctx, mem, count, per_card, host, tps, margin)
 
-    def extra(self, e: Entry, host: Entry, gpu: Gpu, count: int) -> tuple[int, int, str]:
-        """(bytes per card, host bytes, what it is) a draft or an adapter set adds to its target's server."""
+    def extra(self, e: Entry, host: Entry, gpu: Gpu, count: int) -> tuple[int, int, str, bool]:
+        """(bytes per card, host bytes, what it is, by layer) a draft or an adapter set adds to its target's
+        server; by layer: the bytes are the whole, which follow the layers over a layer split."""
         target = self.size(host, gpu, count)
         if e.role == "adapter":
-            slots = e.max_loras or min(e.adapters, host.users)
-            per_card = slots * lora_slot_bytes(target.ctx.model, e.lora_rank, count)
-            one = lora_slot_bytes(target.ctx.model, e.lora_rank, 1)
-            # --max-cpu-loras: every adapter kept in host RAM
-            return per_card, e.adapters * one, f"{e.adapters} × LoRA r{e.lora_rank}"
+            plan = lora_plan(e, target, host.users)
+            return plan.card_bytes, plan.host_bytes, f"{e.adapters} × LoRA r{e.lora_rank}", plan.by_layer
         from . import plan as planning
 
         try:
@@ -465,7 +589,23 @@ class Sizer:
             raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
         # the draft's weights and its own KV cache (its layers' cells for the target's sequences), split like
         # its target's (vLLM runs the draft at the target's tensor-parallel size)
-        return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name
+        return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name, False
+
+
+def lora_set(e: Entry) -> LoraSet:
+    return LoraSet(e.adapters, e.lora_rank, e.max_loras, e.lora_targets or tuple(LORA_MODULES), e.lora_paths,
+                   e.lora_type, e.lora_scale, e.lora_targets is not None)
+
+
+def lora_plan(e: Entry, target: Sized, users: int) -> LoraPlan:
+    """What the adapter set `e` holds in its target's server (the runtime adapter's `lora_plan`): on each card
+    of a tensor-parallel set of `target.count` cards, or the whole where it follows the layers."""
+    ctx = target.ctx
+    tp = target.count if ctx.runtime.tensor_parallel else 1
+    try:
+        return ctx.engine.lora_plan(ctx.model, lora_set(e), users, tp)
+    except NotModelled as err:
+        raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
 
 
 def _check_role(e: Entry, ctx: Any) -> None:
@@ -485,17 +625,8 @@ def _check_role(e: Entry, ctx: Any) -> None:
 
 def lora_slot_bytes(m: Any, rank: int, tp: int) -> int:
     """One vLLM LoRA slot of rank `rank` on each card of a `tp`-way set: A and B beside every attention and
-    MLP projection (LORA_SOURCE), in the LoRA dtype. Experts of MoE layers are not counted."""
-    params = 0
-    for g in tensor_groups(m):
-        if not g.matrix or g.kind not in COLUMN_PARALLEL | ROW_PARALLEL:
-            continue
-        inp, out = g.row, g.n_params // g.row
-        if g.kind in COLUMN_PARALLEL:
-            params += rank * inp + rank * -(-out // tp)
-        else:
-            params += rank * -(-inp // tp) + rank * out
-    return params * LORA_BYTES
+    MLP projection (runtimes/vllm.py LORA_SOURCE), in the LoRA dtype. MoE experts are not counted."""
+    return lora_params(m, rank, tp) * LORA_BYTES
 
 
 # ------------------------------------------------------------------------------------ placement
@@ -608,6 +739,7 @@ class Machine:
             return None
         extras = [self.sizer.extra(r, e, gpus[0], count) for r in s.riders]
         rider_bytes = sum(x[0] for x in extras)
+        riders = [[x[0]] * count for x in extras]  # per rider, its bytes on each card of the set
         split: tuple[float, ...] = ()
         util = None
         if ctx.runtime.memory_share in ("total", "static"):  # runtimes.toml memory_share
@@ -633,6 +765,9 @@ class Machine:
                 return None
             split = tuple(round(f / sum(frees), 3) for f in frees)
             mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, frees)]
+            # an adapter file's tensors go with the layers they change (llama.cpp: runtimes/llamacpp.py)
+            riders = [_layer_split(x[0], ctx.model.layers, frees) if x[3] else row
+                      for x, row in zip(extras, riders, strict=True)]
         else:
             mains = [sized.per_card]
         tps = sized.alone_tokens_per_s
@@ -641,8 +776,8 @@ class Machine:
         pieces = []
         for i in range(count):
             row = [Piece(e, mains[i], tps, sized.host_bytes if i == 0 else 0, e.resident)]
-            row += [Piece(r, b, None, h if i == 0 else 0, True, what)
-                    for r, (b, h, what) in zip(s.riders, extras, strict=True)]
+            row += [Piece(r, per[i], None, h if i == 0 else 0, True, what)
+                    for r, (_, h, what, _), per in zip(s.riders, extras, riders, strict=True)]
             pieces.append(tuple(row))
         return Placed(s, devices, sized, tuple(pieces), util, split)
 
@@ -823,8 +958,8 @@ def stack(inp: StackInput) -> Stack:
 
 
 def _ram_notes(spec: Spec, devices: list[StackDevice]) -> list[str]:
-    """What the set keeps in system RAM (vLLM's CPU LoRA cache, llama.cpp's token embeddings), against
-    [machine] ram_gb where given."""
+    """What the set keeps in system RAM (vLLM's and SGLang's CPU LoRA copies, llama.cpp's token
+    embeddings), against [machine] ram_gb where given."""
     host = sum(e.host_bytes for d in devices for e in d.entries)
     if not host:
         return []
@@ -834,7 +969,8 @@ def _ram_notes(spec: Spec, devices: list[StackDevice]) -> list[str]:
     if spec.ram_gb is None:
         return [line]
     ram = int(spec.ram_gb * 1e9)
-    return [line + (f", more than the machine's {fmt_bytes(ram)}: lower --max-cpu-loras or add RAM"
+    return [line + (f", more than the machine's {fmt_bytes(ram)}: keep fewer adapters there (vLLM's "
+                    "--max-cpu-loras, SGLang's --max-loaded-loras) or add RAM"
                     if host > ram else f" of the machine's {fmt_bytes(ram)}")]
 
 
@@ -913,10 +1049,8 @@ def _notes(machine: Machine) -> list[str]:
                          "memory)")
         for r in p.server.riders:
             if r.role == "adapter":
-                slots = r.max_loras or min(r.adapters, e.users)
-                notes.append(f"{e.model}: {slots} LoRA slots of rank {r.lora_rank} on the GPU (--max-loras), "
-                             f"{r.adapters} adapters in host RAM (--max-cpu-loras); its tokens/s leave out "
-                             "the adapters' per-step cost")
+                plan = lora_plan(r, p.sized, e.users)
+                notes.append(f"{e.model}: {plan.note}; its tokens/s leave out the adapters' per-step cost")
             else:
                 notes.append(f"{e.model}: its tokens/s leave out the speed-up of drafting with {r.model} "
                              "(not modelled yet)")
@@ -1067,9 +1201,7 @@ def server_launch(p: Placed, port: int) -> Any:
     env += more
     for r in p.server.riders:
         if r.role == "adapter":
-            slots_ = r.max_loras or min(r.adapters, e.users)
-            argv += ["--enable-lora", "--max-loras", str(slots_), "--max-lora-rank", str(r.lora_rank),
-                     "--max-cpu-loras", str(max(r.adapters, slots_))]
+            argv += lora_plan(r, s, e.users).flags  # the runtime adapter's own flags
         else:
             from .resolve import resolve
 

@@ -571,7 +571,8 @@ async function planStack() {
   $("stack-section").hidden = false;
   $("stack-status").className = "status"; $("stack-status").textContent = "Placing…";
   try {
-    const r = await api("/api/stack", { text: $("stack-text").value, bundle: $("stack-bundle-format").value });
+    const r = await api("/api/stack", { text: $("stack-text").value, format: $("stack-format").value,
+                                        bundle: $("stack-bundle-format").value });
     if (mine !== stackSeq) return;
     $("stack-verdict").textContent = r.verdict;
     $("stack-cards").replaceChildren(...r.devices.map((d, i) => {
