@@ -343,18 +343,23 @@ def test_a_pasted_link_is_a_new_question(server, browser, run_json):
     """Issue 25 item 8: a link pasted over the page kept the previous GPU filter, quantization and deploy
     load, and the old deployment stayed on screen. Every field now comes from the link or goes back to its
     default, and no answer to the old question is left."""
-    _load(browser, server + f"/#model={LLAMA_8B}&quant=fp8&gpu=L40S&gpus=1&runtime=vllm&batch=4")
+    _load(browser, server + f"/#model={LLAMA_8B}&quant=fp8&gpu=L40S&gpus=1&runtime=vllm&batch=4"
+                            "&kv_offload_gb=64&speculative=ngram")
     _ready_for(browser, "Llama 3.1 8B", "FP8", "4 sequences")
-    _deploy(browser, {"d-users": "16", "d-tpot": "70", "d-input": "2000", "d-runtime": "vllm"})
+    _deploy(browser, {"d-users": "16", "d-tpot": "70", "d-input": "2000", "d-runtime": "vllm",
+                      "d-release": "0.10.1", "d-turns": "3", "d-sessions": "40", "d-prefix": "100",
+                      "d-cards": "2"})
     assert _by_id(browser, "deploy-section").is_displayed()
     browser.execute_script("location.hash = arguments[0]", "model=llama3.1:70b&context=8192")  # same page
     _ready_for(browser, "Llama 3.1 70B", "context 8,192", "1 sequence")
-    for f in ("quant", "gpu", "gpus", "runtime", "batch", "kv_dtype", "d-users", "d-rate", "d-input",
-              "d-output", "d-ttft", "d-tpot", "d-runtime"):
+    for f in ("quant", "gpu", "gpus", "runtime", "batch", "kv_dtype", "kv_offload_gb", "speculative",
+              "d-users", "d-rate", "d-input", "d-output", "d-ttft", "d-tpot", "d-runtime", "d-release",
+              "d-turns", "d-sessions", "d-prefix", "d-cards"):
         assert _by_id(browser, f).get_attribute("value") == "", f
     assert not _by_id(browser, "deploy-section").is_displayed()
     assert _by_id(browser, "deploy-command").text == "" and not browser.find_elements(
-        "css selector", "#deploy-pareto tbody tr")
+        "css selector", "#deploy-pareto tbody tr") and not browser.find_elements("css selector",
+                                                                                 "#deploy-details li")
     cli = run_json("plan", "llama3.1:70b", "--context", "8192")
     assert _shown(browser)["cards"] == _expected(cli)["cards"]
 
@@ -614,3 +619,19 @@ def test_kv_offload_field_in_plan_speed_and_deploy(server, browser, run_json):
     assert f"prefix cache {best['prefix_hit_rate'] * 100:,.0f}% of the prompt" in text
     assert "3,000 sessions open" in _by_id(browser, "deploy-load").text
     assert _by_id(browser, "deploy-command").get_attribute("textContent") == best["command"]
+
+
+def test_speculative_decoding_of_the_deployment_is_shown(server, browser, run_json):
+    """A deployment that drafts (--speculative eagle3, chosen over the same search without it) says so under
+    it in the CLI's words: method, tokens drafted a step, acceptance, tokens a step."""
+    cli = run_json("deploy", LLAMA_8B, "--users", "4", "--gpu", "L40S", "--runtime", "vllm",
+                   "--speculative", "eagle3")
+    sp = cli["best"]["speculative"]
+    assert sp is not None and sp["method"] == "eagle3"
+    _load(browser, server + f"/#model={LLAMA_8B}&gpu=L40S&speculative=eagle3")
+    _ready_for(browser, "Llama 3.1 8B")
+    _deploy(browser, {"d-users": "4", "d-runtime": "vllm"})
+    assert _details(browser)["speculative"] == (
+        f"speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at acceptance "
+        f"{sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == cli["best"]["command"]

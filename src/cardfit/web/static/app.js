@@ -463,7 +463,7 @@ function staleDeploy() {
 }
 
 function resetDeployForm() {
-  for (const id of Object.keys(DEPLOY_FIELDS)) $(id).value = "";
+  for (const id of [...Object.keys(DEPLOY_FIELDS), "d-release"]) $(id).value = "";
 }
 
 function shape(d) {
