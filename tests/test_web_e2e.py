@@ -635,3 +635,23 @@ def test_speculative_decoding_of_the_deployment_is_shown(server, browser, run_js
         f"speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at acceptance "
         f"{sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
     assert _by_id(browser, "deploy-command").get_attribute("textContent") == cli["best"]["command"]
+
+
+def test_an_expert_parallel_deployment_shows_its_layout(server, browser, run_json):
+    """DeepSeek-V3 for 512 users on H200s with SGLang is cheapest as one 8-card replica with attention
+    data-parallel and the experts expert-parallel: the page names the layout as the CLI does and says what
+    each part is."""
+    cli = run_json("deploy", "deepseek-v3", "--users", "512", "--input-tokens", "1000", "--output-tokens",
+                   "1000", "--ttft-ms", "5000", "--tpot-ms", "100", "--gpu", "H200", "--runtime", "sglang")
+    b = cli["best"]
+    assert b["ep"] > 1 and b["dp"] > 1 and b["disaggregated"] is None  # the case the test is for
+    _load(browser, server + "/#model=deepseek-v3&gpu=H200")
+    _ready_for(browser, "DeepSeek")
+    _deploy(browser, {"d-users": "512", "d-input": "1000", "d-output": "1000", "d-ttft": "5000",
+                      "d-tpot": "100", "d-runtime": "sglang"})
+    group = b["tp"] // b["dp"]
+    layout = (f"TP {group} × " if group > 1 else "") + f"attention DP {b['dp']} · EP {b['ep']}"
+    assert f"{b['count']}× {b['gpu']} ({layout}" in _by_id(browser, "deploy-best").text
+    assert _details(browser)["moe"] == (f"each replica: attention data-parallel over {b['dp']} groups of TP "
+                                        f"{group}, experts expert-parallel over {b['ep']} cards")
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == b["command"]
