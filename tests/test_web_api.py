@@ -30,6 +30,11 @@ SAME_AS_CLI = [
       "batch": 4},
      ["--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--quant", "bf16",
       "--context", "8192", "--batch", "4"]),  # a bare shape, no model name
+    # a host KV tier larger than the two cards' pool: its note, and the launch line carries it (issue 26)
+    ({"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100 SXM", "gpus": 2, "quant": "fp8",
+      "context": 32768, "runtime": "vllm", "kv_offload_gb": 400},
+     ["meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100 SXM", "--gpus", "2", "--quant", "fp8", "--context",
+      "32768", "--runtime", "vllm", "--kv-offload-gb", "400"]),
 ]
 
 
@@ -255,6 +260,20 @@ def _module(name: str) -> None:
      ["breakeven", "--gpu", "RTX 4090", "--tokens-per-s", "90.6", "--api", "frontier"]),
     ("/api/finetune", "cardfit.services.finetune", {"model": "llama3.1:8b", "method": "qlora"},
      ["finetune", "llama3.1:8b", "--method", "qlora"]),
+    # a host KV tier on the speed levels of 10-turn sessions the two cards cannot keep (issue 26)
+    ("/api/speed", "cardfit.services.speed",
+     {"model": "llama-3.1-70b", "quant": "fp8", "gpu": "H100 SXM", "gpus": 2, "runtime": "vllm",
+      "input_tokens": 2000, "output_tokens": 500, "turns": 10, "sessions": 100, "concurrency": [8],
+      "kv_offload_gb": 400},
+     ["speed", "llama-3.1-70b", "--quant", "fp8", "--gpu", "H100 SXM", "--gpus", "2", "--runtime", "vllm",
+      "--input-tokens", "2000", "--output-tokens", "500", "--turns", "10", "--sessions", "100",
+      "--concurrency", "8", "--kv-offload-gb", "400"]),
+    # prefill and decode pools win, with an attention-DP x EP row on the Pareto front (issue 26)
+    ("/api/deploy", "cardfit.services.deploy",
+     {"model": "deepseek-v3", "users": 256, "input_tokens": 8000, "output_tokens": 1000, "ttft_ms": 10000,
+      "tpot_ms": 40, "gpu": ["H200"], "runtime": "sglang"},
+     ["deploy", "deepseek-v3", "--users", "256", "--input-tokens", "8000", "--output-tokens", "1000",
+      "--ttft-ms", "10000", "--tpot-ms", "40", "--gpu", "H200", "--runtime", "sglang"]),
 ])
 def test_other_reports_equal_cli(client, run_json, path, module, body, args):
     _module(module)

@@ -343,18 +343,23 @@ def test_a_pasted_link_is_a_new_question(server, browser, run_json):
     """Issue 25 item 8: a link pasted over the page kept the previous GPU filter, quantization and deploy
     load, and the old deployment stayed on screen. Every field now comes from the link or goes back to its
     default, and no answer to the old question is left."""
-    _load(browser, server + f"/#model={LLAMA_8B}&quant=fp8&gpu=L40S&gpus=1&runtime=vllm&batch=4")
+    _load(browser, server + f"/#model={LLAMA_8B}&quant=fp8&gpu=L40S&gpus=1&runtime=vllm&batch=4"
+                            "&kv_offload_gb=64&speculative=ngram")
     _ready_for(browser, "Llama 3.1 8B", "FP8", "4 sequences")
-    _deploy(browser, {"d-users": "16", "d-tpot": "70", "d-input": "2000", "d-runtime": "vllm"})
+    _deploy(browser, {"d-users": "16", "d-tpot": "70", "d-input": "2000", "d-runtime": "vllm",
+                      "d-release": "0.10.1", "d-turns": "3", "d-sessions": "40", "d-prefix": "100",
+                      "d-cards": "2"})
     assert _by_id(browser, "deploy-section").is_displayed()
     browser.execute_script("location.hash = arguments[0]", "model=llama3.1:70b&context=8192")  # same page
     _ready_for(browser, "Llama 3.1 70B", "context 8,192", "1 sequence")
-    for f in ("quant", "gpu", "gpus", "runtime", "batch", "kv_dtype", "d-users", "d-rate", "d-input",
-              "d-output", "d-ttft", "d-tpot", "d-runtime"):
+    for f in ("quant", "gpu", "gpus", "runtime", "batch", "kv_dtype", "kv_offload_gb", "speculative",
+              "d-users", "d-rate", "d-input", "d-output", "d-ttft", "d-tpot", "d-runtime", "d-release",
+              "d-turns", "d-sessions", "d-prefix", "d-cards"):
         assert _by_id(browser, f).get_attribute("value") == "", f
     assert not _by_id(browser, "deploy-section").is_displayed()
     assert _by_id(browser, "deploy-command").text == "" and not browser.find_elements(
-        "css selector", "#deploy-pareto tbody tr")
+        "css selector", "#deploy-pareto tbody tr") and not browser.find_elements("css selector",
+                                                                                 "#deploy-details li")
     cli = run_json("plan", "llama3.1:70b", "--context", "8192")
     assert _shown(browser)["cards"] == _expected(cli)["cards"]
 
@@ -519,3 +524,134 @@ def test_api_prices_on_the_page_are_the_clis(server, browser, run_json):
         date = f", {a['date']}" if a["date"] else ""
         assert shown[a["id"]] == (f"{a['name']} (in ${a['input_usd_per_m']:g}{cached} · out "
                                   f"${a['output_usd_per_m']:g} per M{date})"), a["id"]
+
+
+def _details(driver) -> dict[str, str]:
+    return driver.execute_script("return Object.fromEntries([...document.querySelectorAll("
+                                 "'#deploy-details li')].map(li => [li.dataset.key, li.textContent]))")
+
+
+def _pools(pd: dict) -> str:
+    def one(name: str, p: dict) -> str:
+        workers = f"{p['replicas']:,} {name} worker{'' if p['replicas'] == 1 else 's'}"
+        return f"{workers} of {p['count']}× {p['gpu']}" + (f" (TP {p['tp']})" if p["tp"] > 1 else "")
+
+    return f"{one('prefill', pd['prefill'])} + {one('decode', pd['decode'])}"
+
+
+def test_prefill_decode_pools_and_expert_parallel_rows_are_shown(server, browser, run_json):
+    """Issue 26: DeepSeek-V3 on H200s for 256 users with 8,000-token prompts is cheapest as prefill and decode
+    workers apart. The page shows the pools (workers, cards, TP of each), the comparison's winner and reason
+    and its two launch lines, and the attention-DP / expert-parallel layout of the Pareto row that has one,
+    all as `cardfit deploy … --json` has them."""
+    args = ["deploy", "deepseek-v3", "--users", "256", "--input-tokens", "8000", "--output-tokens", "1000",
+            "--ttft-ms", "10000", "--tpot-ms", "40", "--gpu", "H200", "--runtime", "sglang"]
+    cli = run_json(*args)
+    best, pd = cli["best"], cli["disaggregation"]
+    assert pd["winner"] == "disaggregated" and best["disaggregated"] is not None
+    _load(browser, server + "/#model=deepseek-v3&gpu=H200")
+    _ready_for(browser, "DeepSeek")
+    _deploy(browser, {"d-users": "256", "d-input": "8000", "d-output": "1000", "d-ttft": "10000",
+                      "d-tpot": "40", "d-runtime": "sglang"})
+    shown = _details(browser)
+    pre, dec = best["disaggregated"]["prefill"], best["disaggregated"]["decode"]
+    assert f"{best['count']}× {best['gpu']} ({pre['replicas']} prefill + {dec['replicas']} decode workers" \
+        in _by_id(browser, "deploy-best").text
+    assert shown["pools"].startswith(f"pools: {_pools(best['disaggregated'])}, each started by")
+    assert shown["disaggregation"] == f"Prefill and decode apart: {pd['why']}"
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == best["command"]
+    assert len(best["command"].splitlines()) == 2
+    layouts = [d for d in cli["pareto"] if d["ep"] > 1]
+    assert layouts, "the case has an expert-parallel row"
+    rows = [r.text for r in browser.find_elements("css selector", "#deploy-pareto tbody tr td:first-child")]
+    for d in layouts:
+        assert any(f"attention DP {d['dp']} · EP {d['ep']}" in r and r.startswith(f"{d['count']}× ")
+                   for r in rows)
+
+
+def test_an_aggregated_winner_says_why_and_shows_the_pools_it_beat(server, browser, run_json):
+    """Where prefill and decode together are cheaper, the page says so with the reason, and names the pools
+    of the cheapest deployment apart that it beat (the CLI's --json carries them either way)."""
+    args = ["deploy", "deepseek-v3", "--users", "64", "--input-tokens", "8000", "--output-tokens", "300",
+            "--ttft-ms", "5000", "--tpot-ms", "50", "--gpu", "H200", "--runtime", "sglang", "--quant", "fp8"]
+    cli = run_json(*args)
+    pd = cli["disaggregation"]
+    _load(browser, server + "/#model=deepseek-v3&gpu=H200&quant=fp8")
+    _ready_for(browser, "DeepSeek")
+    _deploy(browser, {"d-users": "64", "d-input": "8000", "d-output": "300", "d-ttft": "5000",
+                      "d-tpot": "50", "d-runtime": "sglang"})
+    assert pd["winner"] == "aggregated" and pd["deployment"] is not None  # the case the test is for
+    assert cli["best"]["disaggregated"] is None
+    line, apart = _details(browser)["disaggregation"], pd["deployment"]
+    assert line == (f"Prefill and decode together: {pd['why']} (its pools: "
+                    f"{_pools(apart['disaggregated'])}, ${apart['monthly_usd']:,.0f}/month)")
+    assert "pools" not in _details(browser)
+
+
+def test_kv_offload_field_in_plan_speed_and_deploy(server, browser, run_json):
+    """Issue 26: `--kv-offload-gb` on the page. In a plan its note (the RAM it holds, whether it helps on the
+    card) is the CLI's and the link keeps it; in "Serve a load" with long multi-turn sessions the deployment
+    runs a host tier, as `cardfit deploy --kv-offload-gb` chooses."""
+    plan_args = ["plan", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100 SXM", "--gpus", "2", "--quant",
+                 "fp8", "--context", "32768", "--runtime", "vllm", "--kv-offload-gb", "400"]
+    cli = run_json(*plan_args)
+    offload = [n for n in cli["notes"] if n.startswith("KV offload")]
+    assert len(offload) == 1 and "helps where the workload reuses" in offload[0]
+    _load(browser, server + "/#model=meta-llama/Llama-3.1-70B-Instruct&gpu=H100+SXM&gpus=2&quant=fp8"
+                            "&context=32768&runtime=vllm")
+    _ready_for(browser, "Llama 3.1 70B")
+    assert "KV offload" not in _by_id(browser, "summary").text
+    _fill(browser, {"kv_offload_gb": "400"})
+    _wait(browser, lambda d: "kv_offload_gb=400" in d.find_element("id", "share-link").get_attribute("href"))
+    _ready_for(browser, "note: " + offload[0])
+    assert _shown(browser)["cards"] == _expected(cli)["cards"]
+    dep = run_json("deploy", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100 SXM", "--runtime", "vllm",
+                   "--requests-per-s", "5", "--sessions", "3000", "--turns", "10", "--input-tokens", "2000",
+                   "--output-tokens", "500", "--ttft-ms", "3000", "--tpot-ms", "60",
+                   "--kv-offload-gb", "1000")
+    best = dep["best"]
+    assert best["kv_offload_gb"] == 1000.0
+    _fill(browser, {"kv_offload_gb": "1000"})  # deploy takes the model, card filter and tier from above
+    _deploy(browser, {"d-rate": "5", "d-sessions": "3000", "d-turns": "10", "d-input": "2000",
+                      "d-output": "500", "d-ttft": "3000", "d-tpot": "60", "d-runtime": "vllm"})
+    text = _by_id(browser, "deploy-best").text
+    assert f"${best['monthly_usd']:,.0f}/month" in text and " · 1,000 GB host KV tier" in text
+    assert f"prefix cache {best['prefix_hit_rate'] * 100:,.0f}% of the prompt" in text
+    assert "3,000 sessions open" in _by_id(browser, "deploy-load").text
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == best["command"]
+
+
+def test_speculative_decoding_of_the_deployment_is_shown(server, browser, run_json):
+    """A deployment that drafts (--speculative eagle3, chosen over the same search without it) says so under
+    it in the CLI's words: method, tokens drafted a step, acceptance, tokens a step."""
+    cli = run_json("deploy", LLAMA_8B, "--users", "4", "--gpu", "L40S", "--runtime", "vllm",
+                   "--speculative", "eagle3")
+    sp = cli["best"]["speculative"]
+    assert sp is not None and sp["method"] == "eagle3"
+    _load(browser, server + f"/#model={LLAMA_8B}&gpu=L40S&speculative=eagle3")
+    _ready_for(browser, "Llama 3.1 8B")
+    _deploy(browser, {"d-users": "4", "d-runtime": "vllm"})
+    assert _details(browser)["speculative"] == (
+        f"speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at acceptance "
+        f"{sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == cli["best"]["command"]
+
+
+def test_an_expert_parallel_deployment_shows_its_layout(server, browser, run_json):
+    """DeepSeek-V3 for 512 users on H200s with SGLang is cheapest as one 8-card replica with attention
+    data-parallel and the experts expert-parallel: the page names the layout as the CLI does and says what
+    each part is."""
+    cli = run_json("deploy", "deepseek-v3", "--users", "512", "--input-tokens", "1000", "--output-tokens",
+                   "1000", "--ttft-ms", "5000", "--tpot-ms", "100", "--gpu", "H200", "--runtime", "sglang")
+    b = cli["best"]
+    assert b["ep"] > 1 and b["dp"] > 1 and b["disaggregated"] is None  # the case the test is for
+    _load(browser, server + "/#model=deepseek-v3&gpu=H200")
+    _ready_for(browser, "DeepSeek")
+    _deploy(browser, {"d-users": "512", "d-input": "1000", "d-output": "1000", "d-ttft": "5000",
+                      "d-tpot": "100", "d-runtime": "sglang"})
+    group = b["tp"] // b["dp"]
+    layout = (f"TP {group} × " if group > 1 else "") + f"attention DP {b['dp']} · EP {b['ep']}"
+    assert f"{b['count']}× {b['gpu']} ({layout}" in _by_id(browser, "deploy-best").text
+    assert _details(browser)["moe"] == (f"each replica: attention data-parallel over {b['dp']} groups of TP "
+                                        f"{group}, experts expert-parallel over {b['ep']} cards")
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == b["command"]

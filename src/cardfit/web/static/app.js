@@ -3,15 +3,15 @@
 
 const $ = (id) => document.getElementById(id);
 const FIELDS = ["model", "quant", "context", "batch", "runtime", "release", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative", "kv_offload_gb"];
 const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative"];
-const FLOATS = new Set(["params", "tokens_per_s"]);
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative", "kv_offload_gb"];
+const FLOATS = new Set(["params", "tokens_per_s", "kv_offload_gb"]);
 const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
 const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
   "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime",
-  "d-prefix": "shared_prefix_tokens", "d-turns": "turns", "d-cards": "cards" };
+  "d-prefix": "shared_prefix_tokens", "d-turns": "turns", "d-sessions": "sessions", "d-cards": "cards" };
 const TARGET_WORDS = { ttft_ms: "TTFT p90", tpot_ms: "TPOT" };  // deploy's `failing.target`, as the CLI says it
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOP = 12;  // cards in the chart and, until "show more", in the table
@@ -430,7 +430,7 @@ function deployBody() {
   const n = (id) => $(id).value.trim() === "" ? undefined : Number($(id).value);
   if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
   for (const id of ["d-input", "d-output", "d-prefix", "d-turns"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
-  for (const id of ["d-ttft", "d-tpot"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
+  for (const id of ["d-ttft", "d-tpot", "d-sessions"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
   if (n("d-cards") !== undefined) body.cards = Math.round(n("d-cards"));  // --cards N: exactly N cards
   const release = $("d-release").value.trim();
   if ($("d-runtime").value) body.runtime = $("d-runtime").value + (release ? "@" + release : "");
@@ -454,6 +454,7 @@ function clearDeploy() {  // no deployment on screen: a pasted link, or inputs t
   $("deploy-section").hidden = true;
   for (const id of ["deploy-load", "deploy-status", "deploy-best", "deploy-command"]) $(id).textContent = "";
   $("deploy-chart").replaceChildren();
+  $("deploy-details").replaceChildren();
   $("deploy-pareto").tBodies[0].replaceChildren();
 }
 
@@ -462,7 +463,7 @@ function staleDeploy() {
 }
 
 function resetDeployForm() {
-  for (const id of Object.keys(DEPLOY_FIELDS)) $(id).value = "";
+  for (const id of [...Object.keys(DEPLOY_FIELDS), "d-release"]) $(id).value = "";
 }
 
 function shape(d) {
@@ -478,6 +479,44 @@ function shape(d) {
   if (d.pp > 1) parts.push(d.tp > 1 || d.nodes > d.replicas ? `PP ${d.pp}` : `layers over ${d.pp}`);
   if (d.replicas > 1) parts.push(`${d.replicas} replicas`);
   return `${d.count}× ${d.gpu}` + (parts.length ? ` (${parts.join(" × ")})` : "");
+}
+
+// prefill and decode pools (core/disagg.py): "4 prefill workers of 8× H200 SXM (TP 8)"
+function pool(name, p) {
+  return `${num(p.replicas)} ${name} worker${p.replicas === 1 ? "" : "s"} of ${p.count}× ${p.gpu}` +
+    (p.tp > 1 ? ` (TP ${p.tp})` : "");
+}
+
+// The lines under the deployment: what the CLI prints beside it (speculative decoding, its pools, attention
+// DP and experts) and the prefill/decode comparison with its reason, whichever won (--json carries it).
+function deployDetails(r, d) {
+  const lines = [];
+  if (d && d.speculative) {
+    const sp = d.speculative;
+    lines.push(["speculative", `speculative decoding: ${sp.method}, ${sp.tokens} tokens drafted a step at ` +
+      `acceptance ${sp.acceptance} (${sp.tokens_per_step} tokens a step)`]);
+  }
+  if (d && d.ep > 1) {
+    lines.push(["moe", `each replica: attention data-parallel over ${d.dp} groups of TP ${d.tp / d.dp}, ` +
+      `experts expert-parallel over ${d.ep} cards`]);
+  }
+  if (d && d.disaggregated) {
+    lines.push(["pools", `pools: ${pool("prefill", d.disaggregated.prefill)} + ` +
+      `${pool("decode", d.disaggregated.decode)}, each started by its own command below`]);
+  }
+  const pd = r.disaggregation;
+  if (pd) {
+    const apart = pd.winner === "disaggregated", x = pd.deployment;  // x: the cheapest P/D one (or null)
+    const other = !apart && x && x.disaggregated ? ` (its pools: ${pool("prefill", x.disaggregated.prefill)} + ` +
+      `${pool("decode", x.disaggregated.decode)}, ${usd(x.monthly_usd)}/month)` : "";
+    lines.push(["disaggregation", `Prefill and decode ${apart ? "apart" : "together"}: ${pd.why}${other}`]);
+  }
+  $("deploy-details").replaceChildren(...lines.map(([key, text]) => {
+    const li = document.createElement("li");
+    li.dataset.key = key;
+    li.textContent = text;
+    return li;
+  }));
 }
 
 function drawPareto(rows, best) {
@@ -525,6 +564,7 @@ async function deploy() {
     $("deploy-load").textContent = load + (w.cards ? ` · exactly ${w.cards} cards` : "") +
       ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms` +
       (w.turns > 1 ? ` · ${num(w.turns)} turns (mean prompt ${num(w.prompt_tokens_mean)})` : "") +
+      (w.turns > 1 && w.sessions ? ` · ${num(w.sessions)} sessions open` : "") +
       (w.shared_prefix_tokens ? ` · ${num(w.shared_prefix_tokens)} shared prefix tokens` : "");
     const d = b || r.closest;
     if (b) {
@@ -537,6 +577,7 @@ async function deploy() {
       $("deploy-best").textContent = failingText(r.failing || {}) +
         (d ? `; closest: ${shape(d)} · ${d.runtime} · ${d.quant}` : "");
     }
+    deployDetails(r, d);
     $("deploy-command").textContent = d ? d.command : "";
     const rows = r.pareto.filter((x) => x.monthly_usd !== null);
     if (rows.length) drawPareto(rows, b); else $("deploy-chart").replaceChildren();
@@ -553,6 +594,7 @@ async function deploy() {
     if (mine !== deploySeq) return;
     for (const id of ["deploy-load", "deploy-best", "deploy-command"]) $(id).textContent = "";
     $("deploy-chart").replaceChildren();
+    $("deploy-details").replaceChildren();
     $("deploy-pareto").tBodies[0].replaceChildren();
     $("deploy-status").className = "status error"; $("deploy-status").textContent = "Error: " + e.message;
   }
