@@ -125,6 +125,103 @@ def test_one_card_answers_do_not_search_disaggregation() -> None:
     assert "disaggregation" not in dp.deploy_report(inp).to_json()
 
 
+# --- one disaggregated deployment pinned (deploy --tp N --prefill-workers X --decode-workers Y) ------------
+
+def test_a_pinned_deployment_is_what_the_search_timed() -> None:
+    """The pools deploy's search picks (DeepSeek-V3 FP8 on H200s, SGLang, 256 users, 8,000 / 1,000 tokens),
+    pinned as options, are timed by the same code: the same TTFT, TPOT, throughput and rent (the sequence cap
+    may differ: the search keeps the memory model's error bar free, a pinned deployment is the engine's own
+    pool), and one command per role."""
+    kw = dict(users=256.0, input_tokens=8000, output_tokens=1000, ttft_ms=10000.0, tpot_ms=40.0,
+              gpu=("H200",), runtime="sglang")
+    searched = dp.deploy_report(dp.DeployInput(model="deepseek-v3", **kw)).to_json()
+    one = searched["disaggregation"]["deployment"]
+    pools = one["disaggregated"]
+    pinned = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", quant=one["quant"], kv_dtype=one["kv_dtype"], tp=pools["decode"]["tp"],
+        prefill_workers=pools["prefill"]["replicas"], decode_workers=pools["decode"]["replicas"],
+        **kw)).to_json()
+    got = pinned["best"] or pinned["closest"]
+    assert got["disaggregated"] == pools
+    for key in ("ttft_ms", "ttft_mean_ms", "tpot_ms", "aggregate_tokens_per_s"):
+        assert got[key] == pytest.approx(one[key], rel=0.02), key
+    assert (got["count"], got["monthly_usd"]) == (one["count"], one["monthly_usd"])
+    lines = got["command"].splitlines()
+    assert "--disaggregation-mode prefill" in lines[0] and "--disaggregation-mode decode" in lines[1]
+    assert got["likely"]["tpot_ms"][0] <= got["tpot_ms"] <= got["likely"]["tpot_ms"][1]
+
+
+# (prefill workers, prefill tp, prefill dp, decode workers, decode tp, decode dp, why)
+POOLS = [
+    (1, 8, 1, 1, 8, 8, "aiconfigurator cfg434: a TP-8 prefill worker, a decode worker of 8 attention groups"),
+    (7, 4, 4, 2, 8, 8, "aiconfigurator's largest pools: seven 4-card prefill workers, two 8-card decoders"),
+    (2, 4, 1, 1, 8, 1, "prefill workers of half the decode worker's cards, all tensor parallel"),
+]
+
+
+@pytest.mark.parametrize("x,ptp,pdp,y,dtp,ddp,why", POOLS)
+def test_pinned_pools_of_their_own_split(x: int, ptp: int, pdp: int, y: int, dtp: int, ddp: int,
+                                         why: str) -> None:
+    """Each pool keeps its own split: the cards in all are each pool's workers × cards, the JSON gives each
+    pool's, the top-level split is a decode worker's and each role's command launches its own split."""
+    d = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", users=64.0, input_tokens=8000, output_tokens=1000, gpu=("H200",),
+        runtime="sglang", quant="fp8", tp=8, prefill_workers=x, prefill_tp=ptp, prefill_dp=pdp,
+        decode_workers=y, decode_tp=dtp, decode_dp=ddp)).to_json()
+    one = d["best"] or d["closest"]
+    pre, dec = one["disaggregated"]["prefill"], one["disaggregated"]["decode"]
+    assert (pre["replicas"], pre["tp"], pre["dp"], pre["ep"]) == (x, ptp, pdp, ptp if pdp > 1 else 1)
+    assert (dec["replicas"], dec["tp"], dec["dp"], dec["ep"]) == (y, dtp, ddp, dtp if ddp > 1 else 1)
+    assert one["count"] == x * ptp + y * dtp and one["replicas"] == x + y
+    assert (one["tp"], one["dp"], one["ep"]) == (dtp, dec["dp"], dec["ep"])
+    prefill_line, decode_line = one["command"].splitlines()
+    assert f"--tp-size {ptp} " in prefill_line and f"--tp-size {dtp} " in decode_line
+    assert ("--enable-dp-attention" in prefill_line) == (pdp > 1)
+    assert one["ttft_mean_ms"] > one["prefill_ms"] > 0 and one["tpot_ms"] > 0
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6))
+def test_pinned_prefill_workers_never_lengthen_the_ttft(x: int, y: int) -> None:
+    """One more prefill worker never lengthens a pinned deployment's TTFT nor lowers its throughput
+    (Llama-3.1-70B FP8 on H100s, vLLM, TP 4 workers, 32 users, 4,000 / 500 tokens)."""
+    def pinned(prefill: int) -> dict:
+        inp = dp.DeployInput(model="llama-3.1-70b", users=32.0, input_tokens=4000, output_tokens=500,
+                             gpu=("H100 SXM",), runtime="vllm", quant="fp8", tp=4, prefill_workers=prefill,
+                             decode_workers=y)
+        d = dp.deploy_report(inp).to_json()
+        return d["best"] or d["closest"]
+
+    one, more = pinned(x), pinned(x + 1)
+    assert more["ttft_mean_ms"] <= one["ttft_mean_ms"] * (1 + 1e-6)
+    assert more["aggregate_tokens_per_s"] >= one["aggregate_tokens_per_s"] * (1 - 1e-3)
+
+
+@pytest.mark.parametrize("args,error", [
+    (["--prefill-workers", "1", "--decode-workers", "1"],
+     "--prefill-workers applies to one pinned deployment"),
+    (["--tp", "8", "--prefill-workers", "1"], "a disaggregated deployment has both pools"),
+    (["--tp", "8", "--decode-tp", "4"], "--decode-tp shapes a pool of a disaggregated deployment"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--requests", "64"],
+     "--requests times a benchmark run of one pool"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--decode-dp", "3"],
+     "a decode worker's 3 attention groups do not divide its 8"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--decode-dp", "8",
+      "--expert-parallel", "8"], "--expert-parallel: a disaggregated worker"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--runtime", "trtllm"],
+     "trtllm has no disaggregated prefill/decode that cardfit launches"),
+])
+def test_pinned_pools_refusals(run_cli, args: list[str], error: str) -> None:
+    """Pools without a pin, half a pair of pools, a pool option without pools, a benchmark run, attention
+    groups that do not divide the ranks, a second EP, a runtime without P/D: one line, exit 2."""
+    base = ["deploy", "deepseek-v3", "--users", "64", "--gpu", "H200"]
+    if "--runtime" not in args:
+        base += ["--runtime", "sglang"]
+    code, out, err = run_cli(*base, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("Error: " + error) and len(err.strip().splitlines()) == 1, err
+
+
 # --- launch lines --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("runtime,flag,value", [
@@ -150,7 +247,9 @@ def test_pd_refusals() -> None:
 
 def test_pd_records_are_timed_as_two_pools() -> None:
     """aiconfigurator's SGLang 0.5.8 run of DeepSeek-V3 FP8 on H200: one prefill worker of TP 8 and one decode
-    worker of 8 attention-DP groups (experts EP 8), 128 users, 8,192 in / 1,024 out. Timed as the two pools
+    worker of 8 attention-DP groups (experts EP 8), 128 users, 8,192 in / 1,024 out, asked as deploy pinned to
+    those pools (validation/serving.py record_input: --prefill-workers 1 --decode-workers 1 --decode-dp 8 …).
+    Timed as the two pools
     (first contact, as one aggregated TP-8 replica: TTFT +1,447 %, TPOT +31 %), its TPOT within 20 % of the
     40.6 ms measured and its TTFT, a queue at the one prefill worker, within 30 % of 3,644 ms."""
     import tomllib

@@ -51,6 +51,9 @@ DEFAULT_TPOT_MS = 100.0
 # The Pareto front is drawn among deployments costing at most this many times the cheapest one that meets
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
+# Workers a pinned disaggregated deployment may run in each pool (a bound on the input, not on the timing:
+# core/disagg.py times any count alike; aiconfigurator's largest published pool is 7 workers)
+PD_PINNED_WORKERS = 1024
 
 
 @record
@@ -136,6 +139,29 @@ class DeployInput(ModelInput, SpeculativeInput):
     max_model_len: int | None = opt(None, "engine: the context it is started with (vLLM --max-model-len, TGI "
                                     "--max-total-tokens); default: the longest request (a pinned vLLM V0: "
                                     "the model's trained context, its own default)", ge=1, le=MAX_CONTEXT)
+    # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
+    # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
+    prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "
+                                      "--disaggregation-mode prefill, vLLM with a KV connector), with "
+                                      "--decode-workers", ge=1, le=PD_PINNED_WORKERS)
+    decode_workers: int | None = opt(None, "pin a disaggregated deployment: decode workers, with "
+                                     "--prefill-workers", ge=1, le=PD_PINNED_WORKERS)
+    prefill_tp: int | None = opt(None, "tensor-parallel ranks of a prefill worker (default --tp)", ge=1,
+                                 le=1024)
+    decode_tp: int | None = opt(None, "tensor-parallel ranks of a decode worker (default --tp)", ge=1,
+                                le=1024)
+    prefill_dp: int | None = opt(None, "attention data-parallel groups of a prefill worker, its experts "
+                                 "expert-parallel over all its ranks (default --attention-dp, else 1)", ge=1,
+                                 le=1024)
+    decode_dp: int | None = opt(None, "attention data-parallel groups of a decode worker, its experts "
+                                "expert-parallel over all its ranks (default --attention-dp, else 1)", ge=1,
+                                le=1024)
+    prefill_batch_size: int | None = opt(None, "sequences a prefill worker schedules at once, per attention "
+                                         "group (its --max-num-seqs; default --max-num-seqs, else the "
+                                         "engine's)", ge=1, le=1_000_000)
+    decode_batch_size: int | None = opt(None, "sequences a decode worker schedules at once, per attention "
+                                        "group (its --max-num-seqs; default --max-num-seqs, else the "
+                                        "engine's)", ge=1, le=1_000_000)
 
 
 def check(inp: DeployInput) -> None:
@@ -163,12 +189,61 @@ def check(inp: DeployInput) -> None:
             raise InputError(f"{flag} applies to one pinned deployment: add --tp (and one --gpu and "
                              "--runtime)", field=given[0],
                              hint="e.g. --gpu 'H100 SXM' --runtime vllm --tp 1 " + flag)
+    check_pools(inp)
 
 
 # the options that describe one pinned deployment (services/pinned.py), not a search
 PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
                "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
-               "max_model_len")
+               "max_model_len", "prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp",
+               "decode_dp", "prefill_batch_size", "decode_batch_size")
+# what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
+POOL_OPTIONS = ("tp", "dp", "batch_size")
+
+
+def pd_pinned(inp: DeployInput) -> bool:
+    """Whether the question pins a disaggregated deployment (--prefill-workers / --decode-workers)."""
+    return inp.prefill_workers is not None or inp.decode_workers is not None
+
+
+def pool_shape(inp: DeployInput, role: str) -> tuple[int, int, int, int]:
+    """(workers, tensor-parallel ranks, attention-DP groups, sequence cap per group; 0: the engine's) of the
+    `role` ("prefill" | "decode") pool of a pinned disaggregated deployment, from its own options, else the
+    pin's (--tp, --attention-dp, --max-num-seqs)."""
+    workers = int(getattr(inp, f"{role}_workers") or 0)
+    tp = int(getattr(inp, f"{role}_tp") or inp.tp or 1)
+    dp = int(getattr(inp, f"{role}_dp") or inp.attention_dp or 1)
+    cap = int(getattr(inp, f"{role}_batch_size") or inp.max_num_seqs or 0)
+    return workers, tp, dp, cap
+
+
+def check_pools(inp: DeployInput) -> None:
+    """The pools of a pinned disaggregated deployment: both given, each worker's attention groups a divisor
+    of its ranks, in its steady state (no benchmark run of two pools)."""
+    if not pd_pinned(inp):
+        given = [f"{role}_{o}" for role in ("prefill", "decode") for o in POOL_OPTIONS
+                 if getattr(inp, f"{role}_{o}") is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InputError(f"{flag} shapes a pool of a disaggregated deployment: give --prefill-workers "
+                             "and --decode-workers with it", field=given[0])
+        return
+    if inp.prefill_workers is None or inp.decode_workers is None:
+        raise InputError("a disaggregated deployment has both pools: give --prefill-workers and "
+                         "--decode-workers", field="prefill_workers" if inp.prefill_workers is None
+                         else "decode_workers")
+    if inp.requests is not None:
+        raise InputError("--requests times a benchmark run of one pool of replicas; a disaggregated "
+                         "deployment is timed in its steady state: leave out --requests", field="requests")
+    if inp.expert_parallel is not None:
+        raise InputError("--expert-parallel: a disaggregated worker with attention groups (--prefill-dp, "
+                         "--decode-dp) runs its experts over all its ranks; leave it out",
+                         field="expert_parallel")
+    for role in ("prefill", "decode"):
+        _, tp, dp, _ = pool_shape(inp, role)
+        if tp % dp:
+            raise InputError(f"a {role} worker's {dp} attention groups do not divide its {tp} "
+                             f"tensor-parallel ranks: give --{role}-dp a divisor of {tp}", field=f"{role}_dp")
 
 
 # --- what is searched ------------------------------------------------------------------------------------
@@ -694,14 +769,17 @@ def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
 def likely(served: sv.Served, runtime: str, replicas: int = 1) -> dict[str, list[float] | None]:
     """The range each served figure may really take: the 10th-90th percentile of predicted / measured on
     the serving records (out of sample, data/accuracy.toml serving_*), per runtime where it has enough."""
+    return ranges(served.ttft_s, served.tpot_s, served.output_tokens_per_s * replicas, runtime)
+
+
+def ranges(ttft_s: float, tpot_s: float, tokens_per_s: float, runtime: str) -> dict[str, list[float] | None]:
+    """likely() of three figures (TTFT p90 and TPOT in seconds, output tokens/s of the whole deployment)."""
     def one(v: float | None, figure: str) -> list[float] | None:
         r = value_range(v, figure, runtime) if v is not None else None
         return [round(r[0], 1), round(r[1], 1)] if r else None
 
-    return {"ttft_ms": one(_ms(served.ttft_s), "serving_ttft_ms"),
-            "tpot_ms": one(_ms(served.tpot_s), "serving_tpot_ms"),
-            "aggregate_tokens_per_s": one(round(served.output_tokens_per_s * replicas, 1),
-                                          "serving_tokens_per_s")}
+    return {"ttft_ms": one(_ms(ttft_s), "serving_ttft_ms"), "tpot_ms": one(_ms(tpot_s), "serving_tpot_ms"),
+            "aggregate_tokens_per_s": one(round(tokens_per_s, 1), "serving_tokens_per_s")}
 
 
 def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, float]:
@@ -1483,16 +1561,23 @@ def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
 
 
 def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
+    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), c.setting.ctx.runtime.id, t)
+    return res, meets
+
+
+def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets,
+                scale: float = 1.0) -> tuple[Any, bool, bool]:
+    """The pools under the whole load (× `scale`; core/disagg.py serve), whether they meet the targets at
+    the pessimistic end of the runtime's serving error (as aggregated serving is held), and as predicted."""
     from ..core import disagg
 
-    res = disagg.serve(_pools(c, prefill, decode), _workload(inp, 1))
+    res = disagg.serve(pools, _workload(inp, 1, scale))
     if not res.stable:
-        return res, False
-    # held to the targets at the pessimistic end of the runtime's serving error, as aggregated serving is
-    rt = c.setting.ctx.runtime.id
-    ttft = value_range(res.ttft_s, "serving_ttft_ms", rt) or [res.ttft_s, res.ttft_s]
-    tpot = value_range(res.tpot_s, "serving_tpot_ms", rt) or [res.tpot_s, res.tpot_s]
-    return res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s
+        return res, False, False
+    ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime) or [res.ttft_s, res.ttft_s]
+    tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime) or [res.tpot_s, res.tpot_s]
+    return (res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s,
+            res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
 
 
 def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
@@ -1538,7 +1623,7 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
                f"{agg.cand.gpu.name} meets the targets within {PD_MAX_WORKERS} workers")
         return Disaggregation("aggregated", why, None)
     price, c, x, y, res = found
-    d = _pd_deployment(inp, c, x, y, res, price)
+    d = _pd_deployment(inp, c, x, c, y, res, price)
     agg_price = agg.monthly_usd if agg.meets and agg.monthly_usd is not None else math.inf
     if price < agg_price:
         why = (f"disaggregated: {x} prefill + {y} decode workers meet the targets for ${price:,.0f}/month, "
@@ -1558,31 +1643,43 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     return Disaggregation("aggregated", why, d)
 
 
-def _pd_deployment(inp: DeployInput, c: Candidate, x: int, y: int, res: Any, price: float) -> Deployment:
-    """The disaggregated deployment as deploy answers one: `x` prefill and `y` decode workers shaped like
-    `c`, each started by its own command (one line per role)."""
+def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: int, res: Any, price: float,
+                   meets: bool = True, tight: bool = False) -> Deployment:
+    """The disaggregated deployment as deploy answers one: `x` prefill workers shaped like `pre` and `y`
+    decode workers shaped like `dec`, each role started by its own command (one line per role). The
+    top-level split (tp, pp, dp, ep, max_num_seqs, memory) is a decode worker's; `disaggregated` gives
+    each pool's."""
     total = res.output_tokens_per_s
     per_m = None
     if total > 0 and math.isfinite(price):
         per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
-    pool = {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp}
-    cmds = [_pd_command(c, role) for role in ("prefill", "decode")]
+    count = x * pre.cards + y * dec.cards
+    cmds = [_pd_command(c, role) for c, role in ((pre, "prefill"), (dec, "decode"))]
+    rt = dec.setting.ctx.runtime
     return Deployment(
-        gpu=c.gpu.name, count=(x + y) * c.cards,
-        nodes=math.ceil((x + y) * c.cards / c.setting.ctx.rules.node_size),
-        cards_per_node=c.per_node, tp=c.tp, pp=c.pp, replicas=x + y, runtime=c.setting.ctx.runtime.named,
-        quant=c.setting.ctx.quant.name, kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
+        gpu=dec.gpu.name, count=count, nodes=math.ceil(count / dec.setting.ctx.rules.node_size),
+        cards_per_node=dec.per_node, tp=dec.tp, pp=dec.pp, replicas=x + y, runtime=rt.named,
+        quant=dec.setting.ctx.quant.name, kv_dtype=dec.setting.mem.kv_dtype,
+        max_num_seqs=dec.replica.max_seqs,
         monthly_usd=round(price, 2) if math.isfinite(price) else None,
         cost_per_million_usd=round(per_m, 4) if per_m is not None else None,
         ttft_ms=_ms(res.ttft_s), tpot_ms=_ms(res.tpot_s), aggregate_tokens_per_s=round(total, 1),
         per_user_tokens_per_s=round(res.per_user_tokens_per_s, 2), ttft_mean_ms=_ms(res.ttft_mean_s),
         prefill_ms=_ms(res.prefill_s), batch_per_replica=round(res.batch, 2),
-        utilization=round(res.utilization, 4), meets_targets=True, quality=c.setting.quality,
-        memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
-                                c.margin_bytes, c.kv_tokens),
-        command="\n".join(x for x in cmds if x), likely=None, tight=False,
-        release=release_name(c.setting.ctx.runtime), dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep,
-        disaggregated={"prefill": pool | {"replicas": x}, "decode": pool | {"replicas": y}})
+        utilization=round(res.utilization, 4), meets_targets=meets, quality=dec.setting.quality,
+        memory=DeploymentMemory(dec.option.need_bytes, dec.option.budget_bytes, dec.option.free_bytes,
+                                dec.margin_bytes, dec.kv_tokens),
+        command="\n".join(x for x in cmds if x), likely=ranges(res.ttft_s, res.tpot_s, total, rt.id),
+        tight=tight,
+        release=release_name(rt), dp=dec.attention_dp if dec.ep > 1 else 1, ep=dec.ep,
+        disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)})
+
+
+def _pool_view(c: Candidate, workers: int) -> dict[str, Any]:
+    """One pool of a disaggregated deployment in its JSON: {gpu, count (cards a worker), tp, replicas
+    (workers)}, and its worker's attention-DP groups and expert-parallel ranks (1, 1: tensor parallel)."""
+    return {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp, "replicas": workers,
+            "dp": c.attention_dp if c.ep > 1 else 1, "ep": c.ep}
 
 
 def _pd_command(c: Candidate, role: str) -> str | None:
@@ -1629,6 +1726,7 @@ class Pinned:
     itl_median_s: float  # the middle gap between tokens: a decode-only step at the load, mostly
     prefill_first: bool
     how: str
+    pools: PinnedPools | None = None  # a disaggregated deployment (--prefill-workers): its two pools timed
 
 
 def pinned_answer(inp: DeployInput) -> Pinned:
@@ -1648,21 +1746,18 @@ def pinned_answer(inp: DeployInput) -> Pinned:
         model = resolve(inp).model
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
     budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len)
+    if pd_pinned(inp):
+        return _pools_answer(inp, rt, gpu, pp, budget, first, snapshot(rt.id))
     return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
 
 
 def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
             consts: tuple[tuple[str, float], ...]) -> Pinned:
-    from .pinned import _paged, bench_run, prefill_batch_tokens
+    from .pinned import _paged, bench_run
 
     v0 = not rt.has("v1_engine")
-    step = prefill_batch_tokens(inp, rt, gpu, budget)
-    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
-    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
-    # v0.6.3); V1's default on a big card is 1,024
-    res, how = timed(inp, gpu.name, tp, pp, int(inp.max_num_seqs or 0), consts, budget,
-                     rt.max_num_seqs if v0 else 0, float(inp.gpu_memory_utilization or 0.0),
-                     int(inp.attention_dp or 1), step, int(inp.expert_parallel or 1))
+    res, how = _timed_worker(inp, rt, gpu, tp, pp, int(inp.max_num_seqs or 0), int(inp.attention_dp or 1),
+                             int(inp.expert_parallel or 1), budget, consts)
     replica = res.cand.replica
     users = int(inp.users or 1)
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
@@ -1678,6 +1773,81 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
     return Pinned(res, bench, itl, first, how)
+
+
+def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, cap: int, dp: int,
+                  ep: int, budget: int, consts: tuple[tuple[str, float], ...]) -> tuple[Result, str]:
+    """One replica (or one worker of a disaggregated pool) of a pinned deployment timed with the engine
+    settings its release launches it with."""
+    from .pinned import prefill_batch_tokens
+
+    v0 = not rt.has("v1_engine")
+    step = prefill_batch_tokens(inp, rt, gpu, budget)
+    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
+    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
+    # v0.6.3); V1's default on a big card is 1,024
+    return timed(inp, gpu.name, tp, pp, cap, consts, budget, rt.max_num_seqs if v0 else 0,
+                 float(inp.gpu_memory_utilization or 0.0), dp, step, ep)
+
+
+@record
+class PinnedPools:
+    """A pinned disaggregated deployment timed: one worker of each pool (deploy's Result of it alone), the
+    workers of each, and the two pools under the whole load (core/disagg.py serve)."""
+
+    prefill: Result
+    prefill_workers: int
+    decode: Result
+    decode_workers: int
+    pools: Any  # core.disagg.Pools
+    served: Any  # core.disagg.Disaggregated
+    meets: bool  # the targets hold at the pessimistic end of the likely range
+    predicted: bool  # the targets hold as predicted
+    price: float
+
+
+def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budget: int, first: bool,
+                  consts: tuple[tuple[str, float], ...]) -> Pinned:
+    """--prefill-workers X --decode-workers Y: each pool's worker timed as a pinned replica of its split
+    (_timed_worker), the two pools under the load by the code deploy's own P/D search uses (pd_pools,
+    _pools_meet)."""
+    from ..runtimes import adapter
+
+    if not (getattr(adapter(rt), "PD_DISAGGREGATION", False) and rt.paged_kv):
+        able = ", ".join(r.id for r in servers() if getattr(adapter(r), "PD_DISAGGREGATION", False))
+        raise InputError(f"{rt.id} has no disaggregated prefill/decode that cardfit launches ({able} have): "
+                         "leave out --prefill-workers / --decode-workers", field="prefill_workers")
+    workers = []
+    for role in ("prefill", "decode"):
+        n, tp, dp, cap = pool_shape(inp, role)
+        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, tp if dp > 1 else 1, budget, consts)
+        workers.append((res, n))
+    (pre, x), (dec, y) = workers
+    pools = pd_pools(pre.cand, x, dec.cand, y)
+    res, meets, predicted = _pools_meet(inp, pools, rt.id, targets(inp))
+    count = x * pre.cand.cards + y * dec.cand.cards
+    price = fitting.set_price(dec.cand.gpu, count, dec.cand.setting.ctx.rules)
+    how = (f"disaggregated timing: {x} prefill workers of {_split(pre.cand)} + {y} decode workers of "
+           f"{_split(dec.cand)}, {gpu.name}, {dec.cand.setting.ctx.quant.name}; "
+           f"{_load_of(inp)}: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} "
+           f"ms, {res.batch:.1f} sequences decoding a worker, {'stable' if res.stable else 'overloaded'}")
+    itl = res.tpot_s  # a decode worker's steps carry no prompt: every gap is a decode step
+    return Pinned(dec, None, itl, first, how,
+                  PinnedPools(pre, x, dec, y, pools, res, meets, predicted,
+                              price if price is not None else math.inf))
+
+
+def _load_of(inp: DeployInput) -> str:
+    if inp.requests_per_s is not None:
+        return f"{inp.requests_per_s:g} requests/s arriving"
+    return f"closed loop of {inp.users or 1:g} users"
+
+
+def _split(c: Candidate) -> str:
+    """One worker's cards and split, as a pinned disaggregated deployment's timing names it."""
+    if c.ep > 1:
+        return f"{c.cards} cards (attention DP {c.attention_dp}, EP {c.ep})"
+    return f"{c.cards} cards (TP {c.tp})"
 
 
 
@@ -1739,6 +1909,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
     when it meets the targets, else as `closest` with what fails."""
     t = targets(inp)
     p = pinned_answer(inp)
+    if p.pools is not None:
+        return _pools_report(inp, t, p)
     r = p.result
     one = deployment(inp, r)
     if p.bench is not None:
@@ -1759,6 +1931,52 @@ def pinned_report(inp: DeployInput) -> DeployReport:
                           apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
                           hours_per_month=cost.HOURS_PER_MONTH, notes=())
     return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+
+
+def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
+    """`cardfit deploy --tp N --prefill-workers X --decode-workers Y …`: the pinned disaggregated deployment,
+    as `best` when it meets the targets, else as `closest` with what fails."""
+    pp = p.pools
+    assert pp is not None
+    pre, dec, res = pp.prefill.cand, pp.decode.cand, pp.served
+    one = _pd_deployment(inp, pre, pp.prefill_workers, dec, pp.decode_workers, res, pp.price, pp.meets,
+                         pp.predicted and not pp.meets)
+    failing = None if pp.meets else _pools_failing(res, t, one)
+    report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
+                          meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),
+                          failing=failing, closest=None if pp.meets else one,
+                          headroom=round(_pools_headroom(inp, pp.pools, dec.setting.ctx.runtime.id, t), 2)
+                          if pp.meets else None, apis=(),
+                          searched=Searched(1, 2), hours_per_month=cost.HOURS_PER_MONTH, notes=())
+    return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+
+
+def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0) -> float:
+    """How much more traffic (×) a disaggregated deployment takes before a target breaks (as headroom())."""
+    def meets(x: float) -> bool:
+        return _pools_meet(inp, pools, runtime, t, x)[1]
+
+    if not meets(1.0):
+        return 0.0
+    return most if meets(most) else largest_true_ratio(meets, 1.0, most, 14)
+
+
+def _pools_failing(res: Any, t: Targets, d: Deployment) -> Failing:
+    """What keeps a pinned disaggregated deployment from the targets: the load, else the target it misses
+    by the largest ratio (at the pessimistic end of its likely range where only that misses)."""
+    if not res.stable:
+        return Failing("load", None, None, None, "the prefill or decode pool cannot keep up with the load "
+                       "(its queue grows without end): add workers to it")
+    likely_ = d.likely or {}
+    got = {"ttft_ms": res.ttft_s * 1e3, "tpot_ms": res.tpot_s * 1e3}
+    tight = all(got[k] <= t.given[k] for k in got)
+    if tight:
+        got = {k: (likely_[k] or [0.0, v])[1] for k, v in got.items()}
+    name = max(got, key=lambda k: got[k] / t.given[k])
+    ratio = got[name] / t.given[name]
+    text = ("tight: the prediction meets the targets, the pessimistic end of its likely range (cardfit's "
+            "out-of-sample serving error) does not") if tight else None
+    return Failing(name, round(got[name], 1), t.given[name], round(ratio, 3), text)
 
 
 def deploy_report(inp: DeployInput) -> DeployReport:
