@@ -222,6 +222,76 @@ def test_pinned_pools_refusals(run_cli, args: list[str], error: str) -> None:
     assert err.startswith("Error: " + error) and len(err.strip().splitlines()) == 1, err
 
 
+def test_pinned_pools_hold_every_user() -> None:
+    """64 users on one decode worker that schedules 8 sequences: its TTFT counts none of the 56 waiting for a
+    slot, so the deployment does not meet the targets and says the load is why; 8 users fit and are timed
+    (DeepSeek-V3 FP8 on H200s, SGLang, TP-8 workers, 8,000 / 1,000 tokens)."""
+    def report(users: float) -> dict:
+        return dp.deploy_report(dp.DeployInput(
+            model="deepseek-v3", users=users, input_tokens=8000, output_tokens=1000, ttft_ms=10000.0,
+            gpu=("H200",), runtime="sglang", quant="fp8", tp=8, prefill_workers=1, decode_workers=1,
+            decode_batch_size=8)).to_json()
+
+    full = report(64.0)
+    assert full["best"] is None and full["failing"]["target"] == "load"
+    assert "decode workers hold 8 sequences" in full["failing"]["text"]
+    held = report(8.0)
+    assert held["best"] is not None and held["best"]["batch_per_replica"] <= 8
+
+
+# --- --cards N: the N cards split into prefill and decode pools ---------------------------------------------
+
+# (users or None: the most the cards serve, TPOT target ms, why)
+ON_CARDS = [
+    (64.0, 100.0, "a light load: aggregated replicas serve it faster, the pools are weighed and named"),
+    (None, 100.0, "no load: the pools serve more users within the targets than the replicas do"),
+    (None, 40.0, "no load, a tighter TPOT"),
+]
+
+
+@pytest.mark.parametrize("users,tpot,why", ON_CARDS)
+def test_cards_search_pools_that_fill_them(users: float | None, tpot: float, why: str) -> None:
+    """DeepSeek-V3 FP8 on exactly 32 H200s (SGLang, 8,000 / 1,000 tokens): P/D is searched on the same 32
+    cards (each split of the 8-card workers that fill them), its winner says why, and every deployment shown
+    takes exactly the 32 cards."""
+    inp = dp.DeployInput(model="deepseek-v3", users=users, input_tokens=8000, output_tokens=1000,
+                         tpot_ms=tpot, gpu=("H200",), runtime="sglang", quant="fp8", cards=32)
+    d = dp.deploy_report(inp).to_json()
+    got = d["disaggregation"]
+    assert got["why"].startswith(got["winner"] + ":")
+    if got["deployment"] is not None:
+        pools = got["deployment"]["disaggregated"]
+        assert sum(p["count"] * p["replicas"] for p in pools.values()) == 32
+        assert got["deployment"]["count"] == 32
+    if d["best"] is not None:
+        assert d["best"]["count"] == 32
+        assert (d["best"]["disaggregated"] is not None) == (got["winner"] == "disaggregated")
+    if users is None and got["winner"] == "disaggregated":
+        # the load found is the pools': pinned to them, that many users meet the targets
+        pools = d["best"]["disaggregated"]
+        pinned = dp.deploy_report(dp.DeployInput(
+            model="deepseek-v3", users=d["workload"]["users"], input_tokens=8000, output_tokens=1000,
+            tpot_ms=tpot, gpu=("H200",), runtime="sglang", quant="fp8", kv_dtype=d["best"]["kv_dtype"],
+            tp=8, prefill_workers=pools["prefill"]["replicas"],
+            decode_workers=pools["decode"]["replicas"])).to_json()
+        assert pinned["meets_targets"]
+
+
+def test_cards_pools_win_where_the_replicas_fail() -> None:
+    """No load on 32 H200s at the default targets: 4 aggregated 8-card replicas meet them for fewer users
+    than a split into prefill and decode workers does, so the pools are `best` at their users, and the
+    replicas at that load do not meet the targets."""
+    inp = dp.DeployInput(model="deepseek-v3", input_tokens=8000, output_tokens=1000, gpu=("H200",),
+                         runtime="sglang", quant="fp8", cards=32)
+    d = dp.deploy_report(inp).to_json()
+    assert d["disaggregation"]["winner"] == "disaggregated" and d["workload"]["cards_found_users"]
+    assert d["best"] == d["disaggregation"]["deployment"]
+    agg = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", users=d["workload"]["users"], input_tokens=8000, output_tokens=1000,
+        gpu=("H200",), runtime="sglang", quant="fp8", cards=32)).to_json()
+    assert agg["best"] == d["best"]  # asked with that load, the same answer
+
+
 # --- launch lines --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("runtime,flag,value", [

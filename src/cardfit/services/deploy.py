@@ -1347,16 +1347,21 @@ class ApiComparison(table.Result):
 
 def _apis(r: Result, inp: DeployInput) -> tuple[ApiComparison, ...]:
     """The same traffic bought from each API tier (the break-even guide's three), against this rent."""
+    return _apis_of(r.served_tokens_per_s, r.monthly_usd, inp)
+
+
+def _apis_of(tokens_per_s: float, monthly_usd: float | None, inp: DeployInput) -> tuple[ApiComparison, ...]:
+    """_apis of a deployment serving `tokens_per_s` output tokens for `monthly_usd` (a disaggregated one)."""
     from ..catalog.apis import apis, breakeven_guide_tiers
 
-    served_m = cost.capacity_millions(r.served_tokens_per_s, cost.HOURS_PER_MONTH)
+    served_m = cost.capacity_millions(tokens_per_s, cost.HOURS_PER_MONTH)
     out = []
     for a in breakeven_guide_tiers(apis(tuple(inp.catalog))):
         price = a.output_usd_per_m + a.input_usd_per_m * inp.input_tokens / inp.output_tokens
         bill = served_m * price
         out.append(ApiComparison(a.name, round(price, 4), round(bill, 2),
-                                 round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
-                                 r.monthly_usd is not None and r.monthly_usd < bill))
+                                 round(cost.breakeven_millions(monthly_usd or 0, price), 2),
+                                 monthly_usd is not None and monthly_usd < bill))
     return tuple(out)
 
 
@@ -1530,6 +1535,11 @@ class Disaggregation(table.Result):
     winner: Literal["aggregated", "disaggregated"]
     why: str
     deployment: Deployment | None  # the cheapest disaggregated one that meets the targets (None: none does)
+    # how much more traffic (×) that deployment takes before a target breaks (the report's `headroom` where
+    # it wins); absent from the JSON where no deployment is given
+    headroom: float | None = None
+
+    omit_none = ("headroom",)
 
 
 def pd_engine(ctx: Any) -> bool:
@@ -1571,8 +1581,9 @@ def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets,
     the pessimistic end of the runtime's serving error (as aggregated serving is held), and as predicted."""
     from ..core import disagg
 
-    res = disagg.serve(pools, _workload(inp, 1, scale))
-    if not res.stable:
+    w = _workload(inp, 1, scale)
+    res = disagg.serve(pools, w)
+    if not res.stable or not _holds_users(res, w):
         return res, False, False
     ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime) or [res.ttft_s, res.ttft_s]
     tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime) or [res.tpot_s, res.tpot_s]
@@ -1600,6 +1611,57 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, 
     return None
 
 
+def _pd_rank(inp: DeployInput, res: Any) -> tuple[float, float, float]:
+    """The order of deployments on the same cards (--cards N), as _rank orders aggregated ones at one rent:
+    for a closed loop of users the most tokens/s served, then TPOT, then TTFT p90."""
+    return (-res.output_tokens_per_s if inp.users is not None else 0.0, res.tpot_s, res.ttft_s)
+
+
+def _pd_workers_on(inp: DeployInput, c: Candidate) -> int:
+    """--cards N: the workers shaped like `c` that fill the N cards (0: they do not split into two pools
+    within PD_MAX_WORKERS)."""
+    n = (inp.cards or 0) // c.cards
+    return n if 2 <= n <= PD_MAX_WORKERS and n * c.cards == inp.cards else 0
+
+
+def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+    """--cards N: of every split of the N / c.cards workers shaped like `c` into prefill and decode pools,
+    the one that meets the targets and serves best (_pd_rank); None where no split meets them."""
+    n = _pd_workers_on(inp, c)
+    best: tuple[tuple[float, float, float], int, Any] | None = None
+    for x in range(1, n):
+        res, ok = _pd_meets(inp, c, x, n - x, t)
+        if ok and (best is None or _pd_rank(inp, res) < best[0]):
+            best = (_pd_rank(inp, res), x, res)
+    return (best[1], n - best[1], best[2]) if best is not None else None
+
+
+def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Candidate) -> int:
+    """--cards N with no load: the most users (closed loop) any split of the N cards into prefill and decode
+    workers serves within the targets, the workers shaped like a split of `ref`'s setting and card inside
+    one node (as disaggregation() searches them); 0 where none does or P/D is not searched there."""
+    if not pd_engine(ref.setting.ctx) or ref.cards < 2:
+        return 0
+    most = 0
+    for c in (c for c in cands if c.setting is ref.setting and c.gpu == ref.gpu and c.nodes == 1):
+        n = _pd_workers_on(inp, c)
+        rt = c.setting.ctx.runtime.id
+        for x in range(1, n):
+            pools = _pools(c, x, n - x)
+
+            def meets(users: int, pools: Any = pools, rt: str = rt) -> bool:
+                return _pools_meet(replace(inp, users=float(users)), pools, rt, t)[1]
+
+            if not meets(max(most, 1)):  # serves no more users than a split already found
+                continue
+            hi = (n - x) * max(c.replica.max_seqs, 1) * MOST_USERS_PER_SLOT
+            lo = max(most, 1)
+            while lo * 2 <= hi and meets(lo * 2):
+                lo *= 2
+            most = largest_true(meets, lo, min(hi, lo * 2))
+    return most
+
+
 def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
                    agg: Result | None) -> Disaggregation | None:
     """Prefill/decode pools beside aggregated serving, on the setting and card of the aggregated answer
@@ -1610,20 +1672,31 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
         return None
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
-    found: tuple[float, Candidate, int, int, Any] | None = None
+    found: tuple[float, tuple[float, float, float], Candidate, int, int, Any] | None = None
     for c in same:
-        got = _pd_cheapest(inp, c, t)
+        got = _pd_on_cards(inp, c, t) if inp.cards else _pd_cheapest(inp, c, t)
         if got is None:
             continue
         price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
-        if found is None or price < found[0]:
-            found = (price, c, *got)
+        key = (price, _pd_rank(inp, got[2]))
+        if found is None or key < found[:2]:
+            found = (*key, c, *got)
     if found is None:
+        within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
         why = ("aggregated: no split of prefill and decode workers on "
-               f"{agg.cand.gpu.name} meets the targets within {PD_MAX_WORKERS} workers")
+               f"{agg.cand.gpu.name} meets the targets {within}")
         return Disaggregation("aggregated", why, None)
-    price, c, x, y, res = found
+    price, _, c, x, y, res = found
     d = _pd_deployment(inp, c, x, c, y, res, price)
+    room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t), 2)
+    return replace(_pd_winner(inp, agg, d, x, y, res, price), headroom=room)
+
+
+def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int, res: Any,
+               price: float) -> Disaggregation:
+    """Which wins, the aggregated answer `agg` or the disaggregated deployment `d`, and why."""
+    if inp.cards:
+        return _pd_on_cards_winner(inp, agg, d, x, y, res)
     agg_price = agg.monthly_usd if agg.meets and agg.monthly_usd is not None else math.inf
     if price < agg_price:
         why = (f"disaggregated: {x} prefill + {y} decode workers meet the targets for ${price:,.0f}/month, "
@@ -1641,6 +1714,28 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
         why = (f"aggregated: ${agg.monthly_usd or 0:,.0f}/month against ${price:,.0f} for {pools}: mixing "
                "prompts into the decode steps costs less here than capacity split between two pools")
     return Disaggregation("aggregated", why, d)
+
+
+def _pd_on_cards_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int,
+                        res: Any) -> Disaggregation:
+    """--cards N: the same cards either way, so the pools win where they meet the targets and the aggregated
+    replicas do not, or where they serve the load better (_pd_rank: more tokens/s to a closed loop, else a
+    shorter TPOT, then TTFT)."""
+    pools = f"{x} prefill + {y} decode workers on the {inp.cards} cards"
+    agg_rank = (-agg.served_tokens_per_s if inp.users is not None else 0.0, agg.served.tpot_s,
+                agg.served.ttft_s)
+    figures = (f"{res.output_tokens_per_s:,.0f} tok/s, TPOT {res.tpot_s * 1e3:.1f} ms, TTFT p90 "
+               f"{res.ttft_s * 1e3:,.0f} ms against {agg.served_tokens_per_s:,.0f} tok/s, TPOT "
+               f"{agg.served.tpot_s * 1e3:.1f} ms, TTFT p90 {agg.served.ttft_s * 1e3:,.0f} ms aggregated")
+    if not agg.meets:
+        return Disaggregation("disaggregated", f"disaggregated: {pools} meet the targets, aggregated "
+                              f"replicas on them do not ({figures})", d)
+    if _pd_rank(inp, res) < agg_rank:
+        return Disaggregation("disaggregated", f"disaggregated: {pools} serve the load better ({figures}): "
+                              "prefilled apart, the prompts no longer ride in the decode steps", d)
+    return Disaggregation("aggregated", f"aggregated: the replicas serve the load as well or better than "
+                          f"the best split into pools, {pools} ({figures}), with no KV transfer between "
+                          "workers nor a prefill/decode router", d)
 
 
 def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: int, res: Any, price: float,
@@ -1690,16 +1785,19 @@ def _pd_command(c: Candidate, role: str) -> str | None:
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
                          best: Result | None) -> DeployReport:
-    """The report with the disaggregated search beside it; its deployment is `best` where it wins. Not with
-    --cards N: the pools are not searched to fill exactly N cards."""
-    if inp.cards:
-        return report
+    """The report with the disaggregated search beside it; its deployment is `best` where it wins (with
+    --cards N, pools that fill exactly the N cards)."""
     agg = best if best is not None else closest(inp, cands, t)
+    if best is None and inp.cards:  # the aggregated replicas on exactly the N cards that come closest
+        on = [evaluate(inp, c, inp.cards // c.cards, t) for c in cands]
+        agg = min(on, key=_worst) if on else None
     pd = disaggregation(inp, cands, t, agg)
     if pd is None:
         return report
     if pd.winner == "disaggregated" and pd.deployment is not None:
         return replace(report, disaggregation=pd, best=pd.deployment, meets_targets=True, failing=None,
+                       headroom=pd.headroom,
+                       apis=_apis_of(pd.deployment.aggregate_tokens_per_s, pd.deployment.monthly_usd, inp),
                        closest=None if best is None else report.closest)
     return replace(report, disaggregation=pd)
 
@@ -1941,14 +2039,31 @@ def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
     pre, dec, res = pp.prefill.cand, pp.decode.cand, pp.served
     one = _pd_deployment(inp, pre, pp.prefill_workers, dec, pp.decode_workers, res, pp.price, pp.meets,
                          pp.predicted and not pp.meets)
-    failing = None if pp.meets else _pools_failing(res, t, one)
+    failing = None if pp.meets else _pools_failing(res, t, one, _holds_users(res, _workload(inp, 1)))
     report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
                           meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),
                           failing=failing, closest=None if pp.meets else one,
                           headroom=round(_pools_headroom(inp, pp.pools, dec.setting.ctx.runtime.id, t), 2)
-                          if pp.meets else None, apis=(),
+                          if pp.meets else None,
+                          apis=_apis_of(one.aggregate_tokens_per_s, one.monthly_usd, inp) if pp.meets else (),
                           searched=Searched(1, 2), hours_per_month=cost.HOURS_PER_MONTH, notes=())
     return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+
+
+# A closed loop's users all cycle through the pools (rate × (TTFT + answer × TPOT) = users) to within this
+# share: core/disagg.py's closed loop solves that to 2 % (tests/test_disagg.py test_closed_loop_is_consistent)
+CLOSED_LOOP_SLACK = 0.02
+
+
+def _holds_users(res: Any, w: sv.Workload) -> bool:
+    """Whether the pools hold every user of a closed loop: past their capacity (the decode workers' sequence
+    caps full) core/disagg.py's loop settles at the capacity's rate, and the users beyond it wait in a queue
+    its TTFT does not count, so such a load does not meet the targets."""
+    if w.users is None or res.output_tokens_per_s <= 0:
+        return True
+    rate = res.output_tokens_per_s / w.output_tokens
+    cycle = res.ttft_mean_s + w.output_tokens * res.tpot_s
+    return rate * cycle >= w.users * (1 - CLOSED_LOOP_SLACK)
 
 
 def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0) -> float:
@@ -1961,12 +2076,17 @@ def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most
     return most if meets(most) else largest_true_ratio(meets, 1.0, most, 14)
 
 
-def _pools_failing(res: Any, t: Targets, d: Deployment) -> Failing:
-    """What keeps a pinned disaggregated deployment from the targets: the load, else the target it misses
-    by the largest ratio (at the pessimistic end of its likely range where only that misses)."""
+def _pools_failing(res: Any, t: Targets, d: Deployment, holds: bool) -> Failing:
+    """What keeps a pinned disaggregated deployment from the targets: the load (`holds`: whether its decode
+    workers hold every user of a closed loop, _holds_users), else the target it misses by the largest ratio
+    (at the pessimistic end of its likely range where only that misses)."""
     if not res.stable:
         return Failing("load", None, None, None, "the prefill or decode pool cannot keep up with the load "
                        "(its queue grows without end): add workers to it")
+    if not holds:
+        return Failing("load", None, None, None, f"the decode workers hold {res.batch:,.0f} sequences each, "
+                       "fewer than the users in flight: the rest wait in a queue the TTFT shown does not "
+                       "count; add decode workers or raise --decode-batch-size")
     likely_ = d.likely or {}
     got = {"ttft_ms": res.ttft_s * 1e3, "tpot_ms": res.tpot_s * 1e3}
     tight = all(got[k] <= t.given[k] for k in got)
@@ -2012,7 +2132,14 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                                                    round(c.cards / inp.cards, 3), why))
         cands = fill
         if inp.users is None and inp.requests_per_s is None:
+            every = cands
             inp, cands, served_any = most_users(inp, cands, t)
+            # prefill and decode pools on the same cards may serve more: the load is then theirs
+            ref = min(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.cards))
+            pd_users = pd_most_users(replace(inp, users=1.0), every, t, ref)
+            if pd_users > (inp.users if served_any else 0):
+                inp, served_any = replace(inp, users=float(pd_users)), True
+                cands = [replace(c, inp=inp) for c in every]
             report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
     found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t)
     if found:
