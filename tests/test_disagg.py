@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -304,6 +305,65 @@ def test_pd_worker_flags(runtime: str, flag: str, value: str) -> None:
     args = list(cmd.argv)
     assert args[args.index(flag) + 1] == value
     assert "decode worker" in cmd.notes[-1]
+
+
+OPTIONS = Path(__file__).parent / "data" / "runtime_options"
+ENGINE_OPTIONS = {"vllm": "vllm.toml", "sglang": "sglang.toml"}
+
+
+# (runtime, role, launch options, why)
+DYNAMO = [
+    ("vllm", "prefill", dict(tp=8, max_model_len=8300, max_num_seqs=154), "the role in Dynamo's own flag"),
+    ("vllm", "decode", dict(tp=8, max_model_len=8300, max_num_seqs=154, kv_dtype="fp8"),
+     "Dynamo sets the NIXL connector itself: no --kv-transfer-config"),
+    ("sglang", "prefill", dict(tp=8, max_model_len=8300, max_num_seqs=154), "SGLang's flags, NIXL named"),
+    ("sglang", "decode", dict(tp=8, max_model_len=4096, max_num_seqs=1024, attention_dp=8, expert_parallel=8),
+     "a decode worker of 8 attention groups, experts EP 8"),
+]
+
+
+@pytest.mark.parametrize("runtime,role,opts,why", DYNAMO)
+def test_dynamo_worker_flags(runtime: str, role: str, opts: dict, why: str) -> None:
+    """A Dynamo worker line (`python3 -m dynamo.<engine>`): every flag is the engine's own
+    (tests/data/runtime_options/<engine>.toml) or the Dynamo wrapper's (dynamo.toml, from its sources), each
+    value among its choices, the role named once."""
+    import tomllib
+
+    engine = tomllib.loads((OPTIONS / ENGINE_OPTIONS[runtime]).read_text())
+    dyn = tomllib.loads((OPTIONS / "dynamo.toml").read_text())
+    cmd = launch.build(runtime, "deepseek-ai/DeepSeek-V3", quant="fp8", checkpoint_quantized=True,
+                       disaggregation=role, dynamo=True, **opts)
+    args = list(cmd.argv)
+    assert args[:3] == ["python3", "-m", f"dynamo.{runtime}"]
+    for flag in cmd.flags():
+        assert flag in engine["flags"] or (runtime == "vllm" and flag in dyn["flags"]), flag
+    assert args.count("--disaggregation-mode") == 1 and args[args.index("--disaggregation-mode") + 1] == role
+    for flag, allowed in dyn["choices"].items():
+        if flag in args:
+            assert args[args.index(flag) + 1] in allowed, flag
+    assert "--kv-transfer-config" not in args and "NVIDIA Dynamo" in cmd.notes[-1]
+
+
+def test_dynamo_lines_of_a_disaggregated_deployment() -> None:
+    """A P/D deployment gives its pools under Dynamo too (the frontend, then one worker per role, with the
+    split and settings of the engine's own lines); an aggregated one has no Dynamo lines."""
+    d = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", users=64.0, input_tokens=8000, output_tokens=1000, gpu=("H200",),
+        runtime="vllm", quant="fp8", tp=8, prefill_workers=1, decode_workers=2)).to_json()
+    one = d["best"] or d["closest"]
+    frontend, prefill, decode = one["dynamo_command"].splitlines()
+    assert frontend == "python3 -m dynamo.frontend"
+    own = one["command"].splitlines()
+    for line, mine, role in ((prefill, own[0], "prefill"), (decode, own[1], "decode")):
+        assert line.startswith("python3 -m dynamo.vllm --model deepseek-ai/DeepSeek-V3 ")
+        assert f"--disaggregation-mode {role}" in line
+        split = mine.split(" --kv-transfer-config")[0].removeprefix("vllm serve deepseek-ai/DeepSeek-V3 ")
+        assert split in line  # the same split, context, sequences and memory share
+    agg = dp.deploy_report(dp.DeployInput(model="llama-3.1-8b", users=8.0, gpu=("H100 SXM",),
+                                          runtime="vllm", tp=1)).to_json()
+    assert "dynamo_command" not in agg["best"]
+    with pytest.raises(InputError, match="no NVIDIA Dynamo worker"):
+        launch.build("llama.cpp", "m.gguf", max_model_len=4096, dynamo=True)
 
 
 def test_pd_refusals() -> None:

@@ -133,6 +133,9 @@ def _print(r: DeployReport) -> None:
                     "error; the targets hold at the pessimistic end)")
         if b.command:
             _print_command(c, b.command)
+        if b.dynamo_command:  # the two pools under NVIDIA Dynamo instead
+            c.print("  or under NVIDIA Dynamo (its frontend, then one worker per role):")
+            _print_command(c, b.dynamo_command)
         apis = "; ".join(f"{a.name} ${a.api_monthly_usd:,.0f}/month"
                          + (" (rent wins)" if a.rent_cheaper else "") for a in r.apis)
         c.print(f"  The same traffic from an API: {apis}")

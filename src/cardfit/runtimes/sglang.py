@@ -5,9 +5,10 @@ tests/data/runtime_options/sglang.toml."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..catalog.records import record
-from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
+from .launch import DYNAMO_NOTE, Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .vllm_like import VllmLike
 
 FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-length",
@@ -24,6 +25,13 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
                            "sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL)")
 
 
+# NVIDIA Dynamo's SGLang worker (`python3 -m dynamo.sglang`) parses SGLang's own server arguments and starts
+# the engine in the role --disaggregation-mode names, its cache moved by NIXL (ai-dynamo/dynamo
+# examples/backends/sglang/launch/disagg.sh @8a150cc3: --disaggregation-mode prefill|decode
+# --disaggregation-transfer-backend nixl); the frontend routes between the pools (no sglang_router)
+DYNAMO_FLAGS = replace(FLAGS, pd_extra=("--disaggregation-transfer-backend", "nixl"), pd_note=DYNAMO_NOTE)
+
+
 @record(slots=True)
 class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
@@ -37,6 +45,10 @@ class SGLang(VllmLike):
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
+                          self.ONLINE_QUANT)
+
+    def dynamo_launch(self, model: str, a: LaunchArgs) -> Launch:
+        return serve_line(a, ("python3", "-m", "dynamo.sglang"), ["--model-path", model], DYNAMO_FLAGS,
                           self.ONLINE_QUANT)
 
     def kv_offload_flags(self, a: LaunchArgs) -> list[str]:

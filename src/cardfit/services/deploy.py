@@ -11,6 +11,7 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -1287,8 +1288,11 @@ class Deployment(table.Result):
     # separate prefill and decode pools (core/disagg.py): {"prefill": {gpu, count, tp, replicas},
     # "decode": {…}}; None: prefill and decode share every replica
     disaggregated: dict[str, dict[str, Any]] | None = None
+    # a disaggregated deployment under NVIDIA Dynamo: its frontend, then one worker line per role (the
+    # engine's flags, `python3 -m dynamo.sglang|vllm`); absent from the JSON otherwise
+    dynamo_command: str | None = None
 
-    omit_none = ("benchmark",)
+    omit_none = ("benchmark", "dynamo_command")
 
 
 def _hit_rate(inp: DeployInput, r: Result) -> float:
@@ -1744,12 +1748,15 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
     decode workers shaped like `dec`, each role started by its own command (one line per role). The
     top-level split (tp, pp, dp, ep, max_num_seqs, memory) is a decode worker's; `disaggregated` gives
     each pool's."""
+    from ..runtimes.launch import DYNAMO_FRONTEND
+
     total = res.output_tokens_per_s
     per_m = None
     if total > 0 and math.isfinite(price):
         per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
     count = x * pre.cards + y * dec.cards
     cmds = [_pd_command(c, role) for c, role in ((pre, "prefill"), (dec, "decode"))]
+    dynamo = [_pd_command(c, role, dynamo=True) for c, role in ((pre, "prefill"), (dec, "decode"))]
     rt = dec.setting.ctx.runtime
     return Deployment(
         gpu=dec.gpu.name, count=count, nodes=math.ceil(count / dec.setting.ctx.rules.node_size),
@@ -1767,7 +1774,9 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
         command="\n".join(x for x in cmds if x), likely=ranges(res.ttft_s, res.tpot_s, total, rt.id),
         tight=tight,
         release=release_name(rt), dp=dec.attention_dp if dec.ep > 1 else 1, ep=dec.ep,
-        disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)})
+        disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)},
+        dynamo_command="\n".join((shlex.join(DYNAMO_FRONTEND), *(x for x in dynamo if x)))
+        if all(dynamo) else None)
 
 
 def _pool_view(c: Candidate, workers: int) -> dict[str, Any]:
@@ -1777,10 +1786,14 @@ def _pool_view(c: Candidate, workers: int) -> dict[str, Any]:
             "dp": c.attention_dp if c.ep > 1 else 1, "ep": c.ep}
 
 
-def _pd_command(c: Candidate, role: str) -> str | None:
+def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
+    """One `role` worker's launch line: the engine's own, or (`dynamo`) as NVIDIA Dynamo starts it (None
+    where Dynamo has no worker of the engine)."""
+    if dynamo and not hasattr(c.setting.ctx.engine, "dynamo_launch"):
+        return None
     return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, 1, False,
-                          dp=c.attention_dp, ep=c.ep, disaggregation=role)
+                          dp=c.attention_dp, ep=c.ep, disaggregation=role, dynamo=dynamo)
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
