@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -125,6 +126,173 @@ def test_one_card_answers_do_not_search_disaggregation() -> None:
     assert "disaggregation" not in dp.deploy_report(inp).to_json()
 
 
+# --- one disaggregated deployment pinned (deploy --tp N --prefill-workers X --decode-workers Y) ------------
+
+def test_a_pinned_deployment_is_what_the_search_timed() -> None:
+    """The pools deploy's search picks (DeepSeek-V3 FP8 on H200s, SGLang, 256 users, 8,000 / 1,000 tokens),
+    pinned as options, are timed by the same code: the same TTFT, TPOT, throughput and rent (the sequence cap
+    may differ: the search keeps the memory model's error bar free, a pinned deployment is the engine's own
+    pool), and one command per role."""
+    kw = dict(users=256.0, input_tokens=8000, output_tokens=1000, ttft_ms=10000.0, tpot_ms=40.0,
+              gpu=("H200",), runtime="sglang")
+    searched = dp.deploy_report(dp.DeployInput(model="deepseek-v3", **kw)).to_json()
+    one = searched["disaggregation"]["deployment"]
+    pools = one["disaggregated"]
+    pinned = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", quant=one["quant"], kv_dtype=one["kv_dtype"], tp=pools["decode"]["tp"],
+        prefill_workers=pools["prefill"]["replicas"], decode_workers=pools["decode"]["replicas"],
+        **kw)).to_json()
+    got = pinned["best"] or pinned["closest"]
+    assert got["disaggregated"] == pools
+    for key in ("ttft_ms", "ttft_mean_ms", "tpot_ms", "aggregate_tokens_per_s"):
+        assert got[key] == pytest.approx(one[key], rel=0.02), key
+    assert (got["count"], got["monthly_usd"]) == (one["count"], one["monthly_usd"])
+    lines = got["command"].splitlines()
+    assert "--disaggregation-mode prefill" in lines[0] and "--disaggregation-mode decode" in lines[1]
+    assert got["likely"]["tpot_ms"][0] <= got["tpot_ms"] <= got["likely"]["tpot_ms"][1]
+
+
+# (prefill workers, prefill tp, prefill dp, decode workers, decode tp, decode dp, why)
+POOLS = [
+    (1, 8, 1, 1, 8, 8, "aiconfigurator cfg434: a TP-8 prefill worker, a decode worker of 8 attention groups"),
+    (7, 4, 4, 2, 8, 8, "aiconfigurator's largest pools: seven 4-card prefill workers, two 8-card decoders"),
+    (2, 4, 1, 1, 8, 1, "prefill workers of half the decode worker's cards, all tensor parallel"),
+]
+
+
+@pytest.mark.parametrize("x,ptp,pdp,y,dtp,ddp,why", POOLS)
+def test_pinned_pools_of_their_own_split(x: int, ptp: int, pdp: int, y: int, dtp: int, ddp: int,
+                                         why: str) -> None:
+    """Each pool keeps its own split: the cards in all are each pool's workers × cards, the JSON gives each
+    pool's, the top-level split is a decode worker's and each role's command launches its own split."""
+    d = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", users=64.0, input_tokens=8000, output_tokens=1000, gpu=("H200",),
+        runtime="sglang", quant="fp8", tp=8, prefill_workers=x, prefill_tp=ptp, prefill_dp=pdp,
+        decode_workers=y, decode_tp=dtp, decode_dp=ddp)).to_json()
+    one = d["best"] or d["closest"]
+    pre, dec = one["disaggregated"]["prefill"], one["disaggregated"]["decode"]
+    assert (pre["replicas"], pre["tp"], pre["dp"], pre["ep"]) == (x, ptp, pdp, ptp if pdp > 1 else 1)
+    assert (dec["replicas"], dec["tp"], dec["dp"], dec["ep"]) == (y, dtp, ddp, dtp if ddp > 1 else 1)
+    assert one["count"] == x * ptp + y * dtp and one["replicas"] == x + y
+    assert (one["tp"], one["dp"], one["ep"]) == (dtp, dec["dp"], dec["ep"])
+    prefill_line, decode_line = one["command"].splitlines()
+    assert f"--tp-size {ptp} " in prefill_line and f"--tp-size {dtp} " in decode_line
+    assert ("--enable-dp-attention" in prefill_line) == (pdp > 1)
+    assert one["ttft_mean_ms"] > one["prefill_ms"] > 0 and one["tpot_ms"] > 0
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6))
+def test_pinned_prefill_workers_never_lengthen_the_ttft(x: int, y: int) -> None:
+    """One more prefill worker never lengthens a pinned deployment's TTFT nor lowers its throughput
+    (Llama-3.1-70B FP8 on H100s, vLLM, TP 4 workers, 32 users, 4,000 / 500 tokens)."""
+    def pinned(prefill: int) -> dict:
+        inp = dp.DeployInput(model="llama-3.1-70b", users=32.0, input_tokens=4000, output_tokens=500,
+                             gpu=("H100 SXM",), runtime="vllm", quant="fp8", tp=4, prefill_workers=prefill,
+                             decode_workers=y)
+        d = dp.deploy_report(inp).to_json()
+        return d["best"] or d["closest"]
+
+    one, more = pinned(x), pinned(x + 1)
+    assert more["ttft_mean_ms"] <= one["ttft_mean_ms"] * (1 + 1e-6)
+    assert more["aggregate_tokens_per_s"] >= one["aggregate_tokens_per_s"] * (1 - 1e-3)
+
+
+@pytest.mark.parametrize("args,error", [
+    (["--prefill-workers", "1", "--decode-workers", "1"],
+     "--prefill-workers applies to one pinned deployment"),
+    (["--tp", "8", "--prefill-workers", "1"], "a disaggregated deployment has both pools"),
+    (["--tp", "8", "--decode-tp", "4"], "--decode-tp shapes a pool of a disaggregated deployment"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--requests", "64"],
+     "--requests times a benchmark run of one pool"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--decode-dp", "3"],
+     "a decode worker's 3 attention groups do not divide its 8"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--decode-dp", "8",
+      "--expert-parallel", "8"], "--expert-parallel: a disaggregated worker"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--runtime", "trtllm"],
+     "trtllm has no disaggregated prefill/decode that cardfit launches"),
+])
+def test_pinned_pools_refusals(run_cli, args: list[str], error: str) -> None:
+    """Pools without a pin, half a pair of pools, a pool option without pools, a benchmark run, attention
+    groups that do not divide the ranks, a second EP, a runtime without P/D: one line, exit 2."""
+    base = ["deploy", "deepseek-v3", "--users", "64", "--gpu", "H200"]
+    if "--runtime" not in args:
+        base += ["--runtime", "sglang"]
+    code, out, err = run_cli(*base, *args)
+    assert code == 2 and out == ""
+    assert err.startswith("Error: " + error) and len(err.strip().splitlines()) == 1, err
+
+
+def test_pinned_pools_hold_every_user() -> None:
+    """64 users on one decode worker that schedules 8 sequences: its TTFT counts none of the 56 waiting for a
+    slot, so the deployment does not meet the targets and says the load is why; 8 users fit and are timed
+    (DeepSeek-V3 FP8 on H200s, SGLang, TP-8 workers, 8,000 / 1,000 tokens)."""
+    def report(users: float) -> dict:
+        return dp.deploy_report(dp.DeployInput(
+            model="deepseek-v3", users=users, input_tokens=8000, output_tokens=1000, ttft_ms=10000.0,
+            gpu=("H200",), runtime="sglang", quant="fp8", tp=8, prefill_workers=1, decode_workers=1,
+            decode_batch_size=8)).to_json()
+
+    full = report(64.0)
+    assert full["best"] is None and full["failing"]["target"] == "load"
+    assert "decode workers hold 8 sequences" in full["failing"]["text"]
+    held = report(8.0)
+    assert held["best"] is not None and held["best"]["batch_per_replica"] <= 8
+
+
+# --- --cards N: the N cards split into prefill and decode pools ---------------------------------------------
+
+# (users or None: the most the cards serve, TPOT target ms, why)
+ON_CARDS = [
+    (64.0, 100.0, "a light load: aggregated replicas serve it faster, the pools are weighed and named"),
+    (None, 100.0, "no load: the pools serve more users within the targets than the replicas do"),
+    (None, 40.0, "no load, a tighter TPOT"),
+]
+
+
+@pytest.mark.parametrize("users,tpot,why", ON_CARDS)
+def test_cards_search_pools_that_fill_them(users: float | None, tpot: float, why: str) -> None:
+    """DeepSeek-V3 FP8 on exactly 32 H200s (SGLang, 8,000 / 1,000 tokens): P/D is searched on the same 32
+    cards (each split of the 8-card workers that fill them), its winner says why, and every deployment shown
+    takes exactly the 32 cards."""
+    inp = dp.DeployInput(model="deepseek-v3", users=users, input_tokens=8000, output_tokens=1000,
+                         tpot_ms=tpot, gpu=("H200",), runtime="sglang", quant="fp8", cards=32)
+    d = dp.deploy_report(inp).to_json()
+    got = d["disaggregation"]
+    assert got["why"].startswith(got["winner"] + ":")
+    if got["deployment"] is not None:
+        pools = got["deployment"]["disaggregated"]
+        assert sum(p["count"] * p["replicas"] for p in pools.values()) == 32
+        assert got["deployment"]["count"] == 32
+    if d["best"] is not None:
+        assert d["best"]["count"] == 32
+        assert (d["best"]["disaggregated"] is not None) == (got["winner"] == "disaggregated")
+    if users is None and got["winner"] == "disaggregated":
+        # the load found is the pools': pinned to them, that many users meet the targets
+        pools = d["best"]["disaggregated"]
+        pinned = dp.deploy_report(dp.DeployInput(
+            model="deepseek-v3", users=d["workload"]["users"], input_tokens=8000, output_tokens=1000,
+            tpot_ms=tpot, gpu=("H200",), runtime="sglang", quant="fp8", kv_dtype=d["best"]["kv_dtype"],
+            tp=8, prefill_workers=pools["prefill"]["replicas"],
+            decode_workers=pools["decode"]["replicas"])).to_json()
+        assert pinned["meets_targets"]
+
+
+def test_cards_pools_win_where_the_replicas_fail() -> None:
+    """No load on 32 H200s at the default targets: 4 aggregated 8-card replicas meet them for fewer users
+    than a split into prefill and decode workers does, so the pools are `best` at their users, and the
+    replicas at that load do not meet the targets."""
+    inp = dp.DeployInput(model="deepseek-v3", input_tokens=8000, output_tokens=1000, gpu=("H200",),
+                         runtime="sglang", quant="fp8", cards=32)
+    d = dp.deploy_report(inp).to_json()
+    assert d["disaggregation"]["winner"] == "disaggregated" and d["workload"]["cards_found_users"]
+    assert d["best"] == d["disaggregation"]["deployment"]
+    agg = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", users=d["workload"]["users"], input_tokens=8000, output_tokens=1000,
+        gpu=("H200",), runtime="sglang", quant="fp8", cards=32)).to_json()
+    assert agg["best"] == d["best"]  # asked with that load, the same answer
+
+
 # --- launch lines --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("runtime,flag,value", [
@@ -139,6 +307,65 @@ def test_pd_worker_flags(runtime: str, flag: str, value: str) -> None:
     assert "decode worker" in cmd.notes[-1]
 
 
+OPTIONS = Path(__file__).parent / "data" / "runtime_options"
+ENGINE_OPTIONS = {"vllm": "vllm.toml", "sglang": "sglang.toml"}
+
+
+# (runtime, role, launch options, why)
+DYNAMO = [
+    ("vllm", "prefill", dict(tp=8, max_model_len=8300, max_num_seqs=154), "the role in Dynamo's own flag"),
+    ("vllm", "decode", dict(tp=8, max_model_len=8300, max_num_seqs=154, kv_dtype="fp8"),
+     "Dynamo sets the NIXL connector itself: no --kv-transfer-config"),
+    ("sglang", "prefill", dict(tp=8, max_model_len=8300, max_num_seqs=154), "SGLang's flags, NIXL named"),
+    ("sglang", "decode", dict(tp=8, max_model_len=4096, max_num_seqs=1024, attention_dp=8, expert_parallel=8),
+     "a decode worker of 8 attention groups, experts EP 8"),
+]
+
+
+@pytest.mark.parametrize("runtime,role,opts,why", DYNAMO)
+def test_dynamo_worker_flags(runtime: str, role: str, opts: dict, why: str) -> None:
+    """A Dynamo worker line (`python3 -m dynamo.<engine>`): every flag is the engine's own
+    (tests/data/runtime_options/<engine>.toml) or the Dynamo wrapper's (dynamo.toml, from its sources), each
+    value among its choices, the role named once."""
+    import tomllib
+
+    engine = tomllib.loads((OPTIONS / ENGINE_OPTIONS[runtime]).read_text())
+    dyn = tomllib.loads((OPTIONS / "dynamo.toml").read_text())
+    cmd = launch.build(runtime, "deepseek-ai/DeepSeek-V3", quant="fp8", checkpoint_quantized=True,
+                       disaggregation=role, dynamo=True, **opts)
+    args = list(cmd.argv)
+    assert args[:3] == ["python3", "-m", f"dynamo.{runtime}"]
+    for flag in cmd.flags():
+        assert flag in engine["flags"] or (runtime == "vllm" and flag in dyn["flags"]), flag
+    assert args.count("--disaggregation-mode") == 1 and args[args.index("--disaggregation-mode") + 1] == role
+    for flag, allowed in dyn["choices"].items():
+        if flag in args:
+            assert args[args.index(flag) + 1] in allowed, flag
+    assert "--kv-transfer-config" not in args and "NVIDIA Dynamo" in cmd.notes[-1]
+
+
+def test_dynamo_lines_of_a_disaggregated_deployment() -> None:
+    """A P/D deployment gives its pools under Dynamo too (the frontend, then one worker per role, with the
+    split and settings of the engine's own lines); an aggregated one has no Dynamo lines."""
+    d = dp.deploy_report(dp.DeployInput(
+        model="deepseek-v3", users=64.0, input_tokens=8000, output_tokens=1000, gpu=("H200",),
+        runtime="vllm", quant="fp8", tp=8, prefill_workers=1, decode_workers=2)).to_json()
+    one = d["best"] or d["closest"]
+    frontend, prefill, decode = one["dynamo_command"].splitlines()
+    assert frontend == "python3 -m dynamo.frontend"
+    own = one["command"].splitlines()
+    for line, mine, role in ((prefill, own[0], "prefill"), (decode, own[1], "decode")):
+        assert line.startswith("python3 -m dynamo.vllm --model deepseek-ai/DeepSeek-V3 ")
+        assert f"--disaggregation-mode {role}" in line
+        split = mine.split(" --kv-transfer-config")[0].removeprefix("vllm serve deepseek-ai/DeepSeek-V3 ")
+        assert split in line  # the same split, context, sequences and memory share
+    agg = dp.deploy_report(dp.DeployInput(model="llama-3.1-8b", users=8.0, gpu=("H100 SXM",),
+                                          runtime="vllm", tp=1)).to_json()
+    assert "dynamo_command" not in agg["best"]
+    with pytest.raises(InputError, match="no NVIDIA Dynamo worker"):
+        launch.build("llama.cpp", "m.gguf", max_model_len=4096, dynamo=True)
+
+
 def test_pd_refusals() -> None:
     with pytest.raises(InputError, match="no 'prefill' worker"):
         launch.build("llama.cpp", "m.gguf", max_model_len=4096, disaggregation="prefill")
@@ -150,7 +377,9 @@ def test_pd_refusals() -> None:
 
 def test_pd_records_are_timed_as_two_pools() -> None:
     """aiconfigurator's SGLang 0.5.8 run of DeepSeek-V3 FP8 on H200: one prefill worker of TP 8 and one decode
-    worker of 8 attention-DP groups (experts EP 8), 128 users, 8,192 in / 1,024 out. Timed as the two pools
+    worker of 8 attention-DP groups (experts EP 8), 128 users, 8,192 in / 1,024 out, asked as deploy pinned to
+    those pools (validation/serving.py record_input: --prefill-workers 1 --decode-workers 1 --decode-dp 8 …).
+    Timed as the two pools
     (first contact, as one aggregated TP-8 replica: TTFT +1,447 %, TPOT +31 %), its TPOT within 20 % of the
     40.6 ms measured and its TTFT, a queue at the one prefill worker, within 30 % of 3,644 ms."""
     import tomllib

@@ -75,6 +75,9 @@ def _runtime(d: Any) -> str:
 def _shape(d: Deployment) -> str:
     if d.disaggregated:  # prefill and decode workers (core/disagg.py)
         pre, dec = d.disaggregated["prefill"], d.disaggregated["decode"]
+        if _worker(pre) != _worker(dec):  # a pinned deployment whose pools are split apart
+            return (f"{d.count}× {escape(d.gpu)} ({pre['replicas']} prefill workers{_worker(pre)} + "
+                    f"{dec['replicas']} decode workers{_worker(dec)})")
         each = f", TP {d.tp} each" if d.tp > 1 else ""
         return f"{d.count}× {d.gpu} ({pre['replicas']} prefill + {dec['replicas']} decode workers{each})"
     group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks
@@ -86,6 +89,13 @@ def _shape(d: Deployment) -> str:
     if d.replicas > 1:
         parts.append(f"{d.replicas} replicas")
     return f"{d.count}× {escape(d.gpu)}" + (f" ({' × '.join(parts)})" if parts else "")
+
+
+def _worker(pool: dict[str, Any]) -> str:
+    """One worker of a disaggregated pool: " of TP 4", " of attention DP 8 · EP 8" ("" for one card)."""
+    if pool.get("ep", 1) > 1:
+        return f" of attention DP {pool['dp']} · EP {pool['ep']}"
+    return f" of TP {pool['tp']}" if pool["tp"] > 1 else ""
 
 
 def _print(r: DeployReport) -> None:
@@ -123,6 +133,9 @@ def _print(r: DeployReport) -> None:
                     "error; the targets hold at the pessimistic end)")
         if b.command:
             _print_command(c, b.command)
+        if b.dynamo_command:  # the two pools under NVIDIA Dynamo instead
+            c.print("  or under NVIDIA Dynamo (its frontend, then one worker per role):")
+            _print_command(c, b.dynamo_command)
         apis = "; ".join(f"{a.name} ${a.api_monthly_usd:,.0f}/month"
                          + (" (rent wins)" if a.rent_cheaper else "") for a in r.apis)
         c.print(f"  The same traffic from an API: {apis}")

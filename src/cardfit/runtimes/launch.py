@@ -203,6 +203,7 @@ class ServeFlags:
     pd_flag: str = ""
     pd_value: str = "{role}"
     pd_note: str = ""  # how requests reach the two pools (a router or proxy the engine ships)
+    pd_extra: tuple[str, ...] = ()  # further flags a worker of either role takes (its KV transfer backend)
 
 
 def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
@@ -229,7 +230,7 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
             argv += [f.ep_size, str(a.expert_parallel)]
     quant, notes = a.quant_flag(online)
     if a.disaggregation:
-        argv += [f.pd_flag, f.pd_value.replace("{role}", a.disaggregation)]
+        argv += [f.pd_flag, f.pd_value.replace("{role}", a.disaggregation), *f.pd_extra]
         notes.append(f.pd_note.replace("{role}", a.disaggregation))
     nodes, more = nodes_flags(a.nodes, *f.nodes)
     rank = len(argv) + len(quant) + nodes.index(f.nodes[1]) + 1 if nodes else -1
@@ -284,7 +285,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
           replicas: int = 1, one_node: bool = False, engine: object | None = None,
           kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None, attention_dp: int = 1,
-          expert_parallel: int = 1, disaggregation: str | None = None) -> Launch:
+          expert_parallel: int = 1, disaggregation: str | None = None, dynamo: bool = False) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -293,7 +294,9 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
     starts them in one server, else a note says to start that many servers behind a load balancer.
     `kv_offload_gb`: a host-RAM KV tier per copy (the adapter's `kv_offload_flags`).
     `attention_dp`, `expert_parallel`: a MoE replica of `tp` ranks as that many attention groups, its experts
-    over `expert_parallel` ranks (core/moe_parallel.py), on an engine whose adapter places it."""
+    over `expert_parallel` ranks (core/moe_parallel.py), on an engine whose adapter places it.
+    `dynamo`: the engine's worker as NVIDIA Dynamo starts it (`python3 -m dynamo.<engine>`, the adapter's
+    `dynamo_launch`), behind Dynamo's frontend (DYNAMO_FRONTEND)."""
     engine = _served(runtime, engine)
     if not 0 <= kv_offload_gb <= 1e6:
         raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
@@ -318,7 +321,14 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
             raise InputError(f"{runtime} has no '{disaggregation}' worker of a disaggregated deployment",
                              field="runtime", hint="use sglang or vllm, with prefill or decode")
         args = replace(args, disaggregation=disaggregation)
-    launch = engine.launch(model, args)
+    if dynamo:
+        worker = getattr(engine, "dynamo_launch", None)
+        if worker is None:
+            raise InputError(f"{runtime} has no NVIDIA Dynamo worker cardfit launches", field="runtime",
+                             hint="Dynamo workers exist for sglang and vllm")
+        launch = worker(model, args)
+    else:
+        launch = engine.launch(model, args)
     if kv_offload_gb:
         flags = getattr(engine, "kv_offload_flags", None)
         if flags is None:
@@ -331,6 +341,14 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         cards = tp * pp
         launch = replace(launch, notes=(*launch.notes, replicas_note(replicas, cards)))
     return launch
+
+
+# NVIDIA Dynamo's frontend (OpenAI HTTP server and router, port 8000 by default) in front of its workers
+# (ai-dynamo/dynamo examples/backends/vllm/launch/disagg.sh and examples/backends/sglang/launch/disagg.sh
+# @8401366d / @8a150cc3: `python -m dynamo.frontend &`, then one worker per role)
+DYNAMO_FRONTEND = ("python3", "-m", "dynamo.frontend")
+DYNAMO_NOTE = ("a {role} worker under NVIDIA Dynamo: start `python3 -m dynamo.frontend` once in front of "
+               "both pools; workers sharing a host take their own CUDA_VISIBLE_DEVICES")
 
 
 def _expert_parallel(engine: object, runtime: str, tp: int, dp: int, ep: int) -> dict[str, int]:

@@ -5,11 +5,12 @@ tests/data/runtime_options/sglang.toml."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from .base import NotModelled
-from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
+from .launch import DYNAMO_NOTE, Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params, normalized
 from .vllm_like import VllmLike
 
@@ -38,6 +39,13 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
                    pd_flag="--disaggregation-mode",
                    pd_note="a {role} worker: start the router in front of both pools (python -m "
                            "sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL)")
+
+
+# NVIDIA Dynamo's SGLang worker (`python3 -m dynamo.sglang`) parses SGLang's own server arguments and starts
+# the engine in the role --disaggregation-mode names, its cache moved by NIXL (ai-dynamo/dynamo
+# examples/backends/sglang/launch/disagg.sh @8a150cc3: --disaggregation-mode prefill|decode
+# --disaggregation-transfer-backend nixl); the frontend routes between the pools (no sglang_router)
+DYNAMO_FLAGS = replace(FLAGS, pd_extra=("--disaggregation-transfer-backend", "nixl"), pd_note=DYNAMO_NOTE)
 
 
 @record(slots=True)
@@ -72,6 +80,10 @@ class SGLang(VllmLike):
                         f"{slots} LoRA slots of rank {lora.rank} over {', '.join(pool)} on the GPU "
                         f"(--max-loras-per-batch, the base model's included), {lora.adapters} adapters in "
                         f"host RAM{f' on each of its {tp} ranks' if tp > 1 else ''}")
+
+    def dynamo_launch(self, model: str, a: LaunchArgs) -> Launch:
+        return serve_line(a, ("python3", "-m", "dynamo.sglang"), ["--model-path", model], DYNAMO_FLAGS,
+                          self.ONLINE_QUANT)
 
     def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
         """HiCache's host tier (L2): --hicache-size GB for each rank's own host pool

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from .base import NotModelled
-from .launch import Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
+from .launch import DYNAMO_NOTE, Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params
 from .vllm_like import VllmLike
 
@@ -36,6 +37,13 @@ FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
                    pd_value='{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
                    pd_note="a {role} worker: send requests through a prefill/decode proxy (vLLM's "
                            "examples/online_serving/disaggregated_serving, or llm-d)")
+
+
+# NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm --model M`, vLLM's engine arguments beside Dynamo's
+# own): --disaggregation-mode prefill|decode names its role and Dynamo sets up the NIXL connector itself
+# (ai-dynamo/dynamo components/src/dynamo/vllm/backend_args.py @d195d280 DynamoVllmArgGroup;
+# examples/backends/vllm/launch/disagg.sh @8401366d passes no --kv-transfer-config)
+DYNAMO_FLAGS = replace(FLAGS, pd_flag="--disaggregation-mode", pd_value="{role}", pd_note=DYNAMO_NOTE)
 
 
 @record(slots=True)
@@ -71,6 +79,10 @@ class Vllm(VllmLike):
                         lora.adapters * lora_params(m, lora.rank, 1) * LORA_BYTES, slots, flags,
                         f"{slots} LoRA slots of rank {lora.rank} on the GPU (--max-loras), {lora.adapters} "
                         "adapters in host RAM (--max-cpu-loras)")
+
+    def dynamo_launch(self, model: str, a: LaunchArgs) -> Launch:
+        return serve_line(a, ("python3", "-m", "dynamo.vllm"), ["--model", model], DYNAMO_FLAGS,
+                          self.ONLINE_QUANT)
 
     def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
         """vLLM's native CPU offload (OffloadingConnector): --kv-offloading-size in GiB, the whole buffer

@@ -11,6 +11,7 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -51,6 +52,9 @@ DEFAULT_TPOT_MS = 100.0
 # The Pareto front is drawn among deployments costing at most this many times the cheapest one that meets
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
+# Workers a pinned disaggregated deployment may run in each pool (a bound on the input, not on the timing:
+# core/disagg.py times any count alike; aiconfigurator's largest published pool is 7 workers)
+PD_PINNED_WORKERS = 1024
 
 
 @record
@@ -136,6 +140,29 @@ class DeployInput(ModelInput, SpeculativeInput):
     max_model_len: int | None = opt(None, "engine: the context it is started with (vLLM --max-model-len, TGI "
                                     "--max-total-tokens); default: the longest request (a pinned vLLM V0: "
                                     "the model's trained context, its own default)", ge=1, le=MAX_CONTEXT)
+    # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
+    # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
+    prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "
+                                      "--disaggregation-mode prefill, vLLM with a KV connector), with "
+                                      "--decode-workers", ge=1, le=PD_PINNED_WORKERS)
+    decode_workers: int | None = opt(None, "pin a disaggregated deployment: decode workers, with "
+                                     "--prefill-workers", ge=1, le=PD_PINNED_WORKERS)
+    prefill_tp: int | None = opt(None, "tensor-parallel ranks of a prefill worker (default --tp)", ge=1,
+                                 le=1024)
+    decode_tp: int | None = opt(None, "tensor-parallel ranks of a decode worker (default --tp)", ge=1,
+                                le=1024)
+    prefill_dp: int | None = opt(None, "attention data-parallel groups of a prefill worker, its experts "
+                                 "expert-parallel over all its ranks (default --attention-dp, else 1)", ge=1,
+                                 le=1024)
+    decode_dp: int | None = opt(None, "attention data-parallel groups of a decode worker, its experts "
+                                "expert-parallel over all its ranks (default --attention-dp, else 1)", ge=1,
+                                le=1024)
+    prefill_batch_size: int | None = opt(None, "sequences a prefill worker schedules at once, per attention "
+                                         "group (its --max-num-seqs; default --max-num-seqs, else the "
+                                         "engine's)", ge=1, le=1_000_000)
+    decode_batch_size: int | None = opt(None, "sequences a decode worker schedules at once, per attention "
+                                        "group (its --max-num-seqs; default --max-num-seqs, else the "
+                                        "engine's)", ge=1, le=1_000_000)
 
 
 def check(inp: DeployInput) -> None:
@@ -163,12 +190,61 @@ def check(inp: DeployInput) -> None:
             raise InputError(f"{flag} applies to one pinned deployment: add --tp (and one --gpu and "
                              "--runtime)", field=given[0],
                              hint="e.g. --gpu 'H100 SXM' --runtime vllm --tp 1 " + flag)
+    check_pools(inp)
 
 
 # the options that describe one pinned deployment (services/pinned.py), not a search
 PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
                "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
-               "max_model_len")
+               "max_model_len", "prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp",
+               "decode_dp", "prefill_batch_size", "decode_batch_size")
+# what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
+POOL_OPTIONS = ("tp", "dp", "batch_size")
+
+
+def pd_pinned(inp: DeployInput) -> bool:
+    """Whether the question pins a disaggregated deployment (--prefill-workers / --decode-workers)."""
+    return inp.prefill_workers is not None or inp.decode_workers is not None
+
+
+def pool_shape(inp: DeployInput, role: str) -> tuple[int, int, int, int]:
+    """(workers, tensor-parallel ranks, attention-DP groups, sequence cap per group; 0: the engine's) of the
+    `role` ("prefill" | "decode") pool of a pinned disaggregated deployment, from its own options, else the
+    pin's (--tp, --attention-dp, --max-num-seqs)."""
+    workers = int(getattr(inp, f"{role}_workers") or 0)
+    tp = int(getattr(inp, f"{role}_tp") or inp.tp or 1)
+    dp = int(getattr(inp, f"{role}_dp") or inp.attention_dp or 1)
+    cap = int(getattr(inp, f"{role}_batch_size") or inp.max_num_seqs or 0)
+    return workers, tp, dp, cap
+
+
+def check_pools(inp: DeployInput) -> None:
+    """The pools of a pinned disaggregated deployment: both given, each worker's attention groups a divisor
+    of its ranks, in its steady state (no benchmark run of two pools)."""
+    if not pd_pinned(inp):
+        given = [f"{role}_{o}" for role in ("prefill", "decode") for o in POOL_OPTIONS
+                 if getattr(inp, f"{role}_{o}") is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InputError(f"{flag} shapes a pool of a disaggregated deployment: give --prefill-workers "
+                             "and --decode-workers with it", field=given[0])
+        return
+    if inp.prefill_workers is None or inp.decode_workers is None:
+        raise InputError("a disaggregated deployment has both pools: give --prefill-workers and "
+                         "--decode-workers", field="prefill_workers" if inp.prefill_workers is None
+                         else "decode_workers")
+    if inp.requests is not None:
+        raise InputError("--requests times a benchmark run of one pool of replicas; a disaggregated "
+                         "deployment is timed in its steady state: leave out --requests", field="requests")
+    if inp.expert_parallel is not None:
+        raise InputError("--expert-parallel: a disaggregated worker with attention groups (--prefill-dp, "
+                         "--decode-dp) runs its experts over all its ranks; leave it out",
+                         field="expert_parallel")
+    for role in ("prefill", "decode"):
+        _, tp, dp, _ = pool_shape(inp, role)
+        if tp % dp:
+            raise InputError(f"a {role} worker's {dp} attention groups do not divide its {tp} "
+                             f"tensor-parallel ranks: give --{role}-dp a divisor of {tp}", field=f"{role}_dp")
 
 
 # --- what is searched ------------------------------------------------------------------------------------
@@ -694,14 +770,17 @@ def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
 def likely(served: sv.Served, runtime: str, replicas: int = 1) -> dict[str, list[float] | None]:
     """The range each served figure may really take: the 10th-90th percentile of predicted / measured on
     the serving records (out of sample, data/accuracy.toml serving_*), per runtime where it has enough."""
+    return ranges(served.ttft_s, served.tpot_s, served.output_tokens_per_s * replicas, runtime)
+
+
+def ranges(ttft_s: float, tpot_s: float, tokens_per_s: float, runtime: str) -> dict[str, list[float] | None]:
+    """likely() of three figures (TTFT p90 and TPOT in seconds, output tokens/s of the whole deployment)."""
     def one(v: float | None, figure: str) -> list[float] | None:
         r = value_range(v, figure, runtime) if v is not None else None
         return [round(r[0], 1), round(r[1], 1)] if r else None
 
-    return {"ttft_ms": one(_ms(served.ttft_s), "serving_ttft_ms"),
-            "tpot_ms": one(_ms(served.tpot_s), "serving_tpot_ms"),
-            "aggregate_tokens_per_s": one(round(served.output_tokens_per_s * replicas, 1),
-                                          "serving_tokens_per_s")}
+    return {"ttft_ms": one(_ms(ttft_s), "serving_ttft_ms"), "tpot_ms": one(_ms(tpot_s), "serving_tpot_ms"),
+            "aggregate_tokens_per_s": one(round(tokens_per_s, 1), "serving_tokens_per_s")}
 
 
 def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, float]:
@@ -1209,8 +1288,11 @@ class Deployment(table.Result):
     # separate prefill and decode pools (core/disagg.py): {"prefill": {gpu, count, tp, replicas},
     # "decode": {…}}; None: prefill and decode share every replica
     disaggregated: dict[str, dict[str, Any]] | None = None
+    # a disaggregated deployment under NVIDIA Dynamo: its frontend, then one worker line per role (the
+    # engine's flags, `python3 -m dynamo.sglang|vllm`); absent from the JSON otherwise
+    dynamo_command: str | None = None
 
-    omit_none = ("benchmark",)
+    omit_none = ("benchmark", "dynamo_command")
 
 
 def _hit_rate(inp: DeployInput, r: Result) -> float:
@@ -1269,16 +1351,21 @@ class ApiComparison(table.Result):
 
 def _apis(r: Result, inp: DeployInput) -> tuple[ApiComparison, ...]:
     """The same traffic bought from each API tier (the break-even guide's three), against this rent."""
+    return _apis_of(r.served_tokens_per_s, r.monthly_usd, inp)
+
+
+def _apis_of(tokens_per_s: float, monthly_usd: float | None, inp: DeployInput) -> tuple[ApiComparison, ...]:
+    """_apis of a deployment serving `tokens_per_s` output tokens for `monthly_usd` (a disaggregated one)."""
     from ..catalog.apis import apis, breakeven_guide_tiers
 
-    served_m = cost.capacity_millions(r.served_tokens_per_s, cost.HOURS_PER_MONTH)
+    served_m = cost.capacity_millions(tokens_per_s, cost.HOURS_PER_MONTH)
     out = []
     for a in breakeven_guide_tiers(apis(tuple(inp.catalog))):
         price = a.output_usd_per_m + a.input_usd_per_m * inp.input_tokens / inp.output_tokens
         bill = served_m * price
         out.append(ApiComparison(a.name, round(price, 4), round(bill, 2),
-                                 round(cost.breakeven_millions(r.monthly_usd or 0, price), 2),
-                                 r.monthly_usd is not None and r.monthly_usd < bill))
+                                 round(cost.breakeven_millions(monthly_usd or 0, price), 2),
+                                 monthly_usd is not None and monthly_usd < bill))
     return tuple(out)
 
 
@@ -1452,6 +1539,11 @@ class Disaggregation(table.Result):
     winner: Literal["aggregated", "disaggregated"]
     why: str
     deployment: Deployment | None  # the cheapest disaggregated one that meets the targets (None: none does)
+    # how much more traffic (×) that deployment takes before a target breaks (the report's `headroom` where
+    # it wins); absent from the JSON where no deployment is given
+    headroom: float | None = None
+
+    omit_none = ("headroom",)
 
 
 def pd_engine(ctx: Any) -> bool:
@@ -1483,16 +1575,24 @@ def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
 
 
 def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
+    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), c.setting.ctx.runtime.id, t)
+    return res, meets
+
+
+def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets,
+                scale: float = 1.0) -> tuple[Any, bool, bool]:
+    """The pools under the whole load (× `scale`; core/disagg.py serve), whether they meet the targets at
+    the pessimistic end of the runtime's serving error (as aggregated serving is held), and as predicted."""
     from ..core import disagg
 
-    res = disagg.serve(_pools(c, prefill, decode), _workload(inp, 1))
-    if not res.stable:
-        return res, False
-    # held to the targets at the pessimistic end of the runtime's serving error, as aggregated serving is
-    rt = c.setting.ctx.runtime.id
-    ttft = value_range(res.ttft_s, "serving_ttft_ms", rt) or [res.ttft_s, res.ttft_s]
-    tpot = value_range(res.tpot_s, "serving_tpot_ms", rt) or [res.tpot_s, res.tpot_s]
-    return res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s
+    w = _workload(inp, 1, scale)
+    res = disagg.serve(pools, w)
+    if not res.stable or not _holds_users(res, w):
+        return res, False, False
+    ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime) or [res.ttft_s, res.ttft_s]
+    tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime) or [res.tpot_s, res.tpot_s]
+    return (res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s,
+            res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
 
 
 def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
@@ -1515,6 +1615,57 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, 
     return None
 
 
+def _pd_rank(inp: DeployInput, res: Any) -> tuple[float, float, float]:
+    """The order of deployments on the same cards (--cards N), as _rank orders aggregated ones at one rent:
+    for a closed loop of users the most tokens/s served, then TPOT, then TTFT p90."""
+    return (-res.output_tokens_per_s if inp.users is not None else 0.0, res.tpot_s, res.ttft_s)
+
+
+def _pd_workers_on(inp: DeployInput, c: Candidate) -> int:
+    """--cards N: the workers shaped like `c` that fill the N cards (0: they do not split into two pools
+    within PD_MAX_WORKERS)."""
+    n = (inp.cards or 0) // c.cards
+    return n if 2 <= n <= PD_MAX_WORKERS and n * c.cards == inp.cards else 0
+
+
+def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+    """--cards N: of every split of the N / c.cards workers shaped like `c` into prefill and decode pools,
+    the one that meets the targets and serves best (_pd_rank); None where no split meets them."""
+    n = _pd_workers_on(inp, c)
+    best: tuple[tuple[float, float, float], int, Any] | None = None
+    for x in range(1, n):
+        res, ok = _pd_meets(inp, c, x, n - x, t)
+        if ok and (best is None or _pd_rank(inp, res) < best[0]):
+            best = (_pd_rank(inp, res), x, res)
+    return (best[1], n - best[1], best[2]) if best is not None else None
+
+
+def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Candidate) -> int:
+    """--cards N with no load: the most users (closed loop) any split of the N cards into prefill and decode
+    workers serves within the targets, the workers shaped like a split of `ref`'s setting and card inside
+    one node (as disaggregation() searches them); 0 where none does or P/D is not searched there."""
+    if not pd_engine(ref.setting.ctx) or ref.cards < 2:
+        return 0
+    most = 0
+    for c in (c for c in cands if c.setting is ref.setting and c.gpu == ref.gpu and c.nodes == 1):
+        n = _pd_workers_on(inp, c)
+        rt = c.setting.ctx.runtime.id
+        for x in range(1, n):
+            pools = _pools(c, x, n - x)
+
+            def meets(users: int, pools: Any = pools, rt: str = rt) -> bool:
+                return _pools_meet(replace(inp, users=float(users)), pools, rt, t)[1]
+
+            if not meets(max(most, 1)):  # serves no more users than a split already found
+                continue
+            hi = (n - x) * max(c.replica.max_seqs, 1) * MOST_USERS_PER_SLOT
+            lo = max(most, 1)
+            while lo * 2 <= hi and meets(lo * 2):
+                lo *= 2
+            most = largest_true(meets, lo, min(hi, lo * 2))
+    return most
+
+
 def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
                    agg: Result | None) -> Disaggregation | None:
     """Prefill/decode pools beside aggregated serving, on the setting and card of the aggregated answer
@@ -1525,20 +1676,31 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
         return None
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
-    found: tuple[float, Candidate, int, int, Any] | None = None
+    found: tuple[float, tuple[float, float, float], Candidate, int, int, Any] | None = None
     for c in same:
-        got = _pd_cheapest(inp, c, t)
+        got = _pd_on_cards(inp, c, t) if inp.cards else _pd_cheapest(inp, c, t)
         if got is None:
             continue
         price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
-        if found is None or price < found[0]:
-            found = (price, c, *got)
+        key = (price, _pd_rank(inp, got[2]))
+        if found is None or key < found[:2]:
+            found = (*key, c, *got)
     if found is None:
+        within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
         why = ("aggregated: no split of prefill and decode workers on "
-               f"{agg.cand.gpu.name} meets the targets within {PD_MAX_WORKERS} workers")
+               f"{agg.cand.gpu.name} meets the targets {within}")
         return Disaggregation("aggregated", why, None)
-    price, c, x, y, res = found
-    d = _pd_deployment(inp, c, x, y, res, price)
+    price, _, c, x, y, res = found
+    d = _pd_deployment(inp, c, x, c, y, res, price)
+    room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t), 2)
+    return replace(_pd_winner(inp, agg, d, x, y, res, price), headroom=room)
+
+
+def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int, res: Any,
+               price: float) -> Disaggregation:
+    """Which wins, the aggregated answer `agg` or the disaggregated deployment `d`, and why."""
+    if inp.cards:
+        return _pd_on_cards_winner(inp, agg, d, x, y, res)
     agg_price = agg.monthly_usd if agg.meets and agg.monthly_usd is not None else math.inf
     if price < agg_price:
         why = (f"disaggregated: {x} prefill + {y} decode workers meet the targets for ${price:,.0f}/month, "
@@ -1558,51 +1720,97 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     return Disaggregation("aggregated", why, d)
 
 
-def _pd_deployment(inp: DeployInput, c: Candidate, x: int, y: int, res: Any, price: float) -> Deployment:
-    """The disaggregated deployment as deploy answers one: `x` prefill and `y` decode workers shaped like
-    `c`, each started by its own command (one line per role)."""
+def _pd_on_cards_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int,
+                        res: Any) -> Disaggregation:
+    """--cards N: the same cards either way, so the pools win where they meet the targets and the aggregated
+    replicas do not, or where they serve the load better (_pd_rank: more tokens/s to a closed loop, else a
+    shorter TPOT, then TTFT)."""
+    pools = f"{x} prefill + {y} decode workers on the {inp.cards} cards"
+    agg_rank = (-agg.served_tokens_per_s if inp.users is not None else 0.0, agg.served.tpot_s,
+                agg.served.ttft_s)
+    figures = (f"{res.output_tokens_per_s:,.0f} tok/s, TPOT {res.tpot_s * 1e3:.1f} ms, TTFT p90 "
+               f"{res.ttft_s * 1e3:,.0f} ms against {agg.served_tokens_per_s:,.0f} tok/s, TPOT "
+               f"{agg.served.tpot_s * 1e3:.1f} ms, TTFT p90 {agg.served.ttft_s * 1e3:,.0f} ms aggregated")
+    if not agg.meets:
+        return Disaggregation("disaggregated", f"disaggregated: {pools} meet the targets, aggregated "
+                              f"replicas on them do not ({figures})", d)
+    if _pd_rank(inp, res) < agg_rank:
+        return Disaggregation("disaggregated", f"disaggregated: {pools} serve the load better ({figures}): "
+                              "prefilled apart, the prompts no longer ride in the decode steps", d)
+    return Disaggregation("aggregated", f"aggregated: the replicas serve the load as well or better than "
+                          f"the best split into pools, {pools} ({figures}), with no KV transfer between "
+                          "workers nor a prefill/decode router", d)
+
+
+def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: int, res: Any, price: float,
+                   meets: bool = True, tight: bool = False) -> Deployment:
+    """The disaggregated deployment as deploy answers one: `x` prefill workers shaped like `pre` and `y`
+    decode workers shaped like `dec`, each role started by its own command (one line per role). The
+    top-level split (tp, pp, dp, ep, max_num_seqs, memory) is a decode worker's; `disaggregated` gives
+    each pool's."""
+    from ..runtimes.launch import DYNAMO_FRONTEND
+
     total = res.output_tokens_per_s
     per_m = None
     if total > 0 and math.isfinite(price):
         per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
-    pool = {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp}
-    cmds = [_pd_command(c, role) for role in ("prefill", "decode")]
+    count = x * pre.cards + y * dec.cards
+    cmds = [_pd_command(c, role) for c, role in ((pre, "prefill"), (dec, "decode"))]
+    dynamo = [_pd_command(c, role, dynamo=True) for c, role in ((pre, "prefill"), (dec, "decode"))]
+    rt = dec.setting.ctx.runtime
     return Deployment(
-        gpu=c.gpu.name, count=(x + y) * c.cards,
-        nodes=math.ceil((x + y) * c.cards / c.setting.ctx.rules.node_size),
-        cards_per_node=c.per_node, tp=c.tp, pp=c.pp, replicas=x + y, runtime=c.setting.ctx.runtime.named,
-        quant=c.setting.ctx.quant.name, kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
+        gpu=dec.gpu.name, count=count, nodes=math.ceil(count / dec.setting.ctx.rules.node_size),
+        cards_per_node=dec.per_node, tp=dec.tp, pp=dec.pp, replicas=x + y, runtime=rt.named,
+        quant=dec.setting.ctx.quant.name, kv_dtype=dec.setting.mem.kv_dtype,
+        max_num_seqs=dec.replica.max_seqs,
         monthly_usd=round(price, 2) if math.isfinite(price) else None,
         cost_per_million_usd=round(per_m, 4) if per_m is not None else None,
         ttft_ms=_ms(res.ttft_s), tpot_ms=_ms(res.tpot_s), aggregate_tokens_per_s=round(total, 1),
         per_user_tokens_per_s=round(res.per_user_tokens_per_s, 2), ttft_mean_ms=_ms(res.ttft_mean_s),
         prefill_ms=_ms(res.prefill_s), batch_per_replica=round(res.batch, 2),
-        utilization=round(res.utilization, 4), meets_targets=True, quality=c.setting.quality,
-        memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
-                                c.margin_bytes, c.kv_tokens),
-        command="\n".join(x for x in cmds if x), likely=None, tight=False,
-        release=release_name(c.setting.ctx.runtime), dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep,
-        disaggregated={"prefill": pool | {"replicas": x}, "decode": pool | {"replicas": y}})
+        utilization=round(res.utilization, 4), meets_targets=meets, quality=dec.setting.quality,
+        memory=DeploymentMemory(dec.option.need_bytes, dec.option.budget_bytes, dec.option.free_bytes,
+                                dec.margin_bytes, dec.kv_tokens),
+        command="\n".join(x for x in cmds if x), likely=ranges(res.ttft_s, res.tpot_s, total, rt.id),
+        tight=tight,
+        release=release_name(rt), dp=dec.attention_dp if dec.ep > 1 else 1, ep=dec.ep,
+        disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)},
+        dynamo_command="\n".join((shlex.join(DYNAMO_FRONTEND), *(x for x in dynamo if x)))
+        if all(dynamo) else None)
 
 
-def _pd_command(c: Candidate, role: str) -> str | None:
+def _pool_view(c: Candidate, workers: int) -> dict[str, Any]:
+    """One pool of a disaggregated deployment in its JSON: {gpu, count (cards a worker), tp, replicas
+    (workers)}, and its worker's attention-DP groups and expert-parallel ranks (1, 1: tensor parallel)."""
+    return {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp, "replicas": workers,
+            "dp": c.attention_dp if c.ep > 1 else 1, "ep": c.ep}
+
+
+def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
+    """One `role` worker's launch line: the engine's own, or (`dynamo`) as NVIDIA Dynamo starts it (None
+    where Dynamo has no worker of the engine)."""
+    if dynamo and not hasattr(c.setting.ctx.engine, "dynamo_launch"):
+        return None
     return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, 1, False,
-                          dp=c.attention_dp, ep=c.ep, disaggregation=role)
+                          dp=c.attention_dp, ep=c.ep, disaggregation=role, dynamo=dynamo)
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
                          best: Result | None) -> DeployReport:
-    """The report with the disaggregated search beside it; its deployment is `best` where it wins. Not with
-    --cards N: the pools are not searched to fill exactly N cards."""
-    if inp.cards:
-        return report
+    """The report with the disaggregated search beside it; its deployment is `best` where it wins (with
+    --cards N, pools that fill exactly the N cards)."""
     agg = best if best is not None else closest(inp, cands, t)
+    if best is None and inp.cards:  # the aggregated replicas on exactly the N cards that come closest
+        on = [evaluate(inp, c, inp.cards // c.cards, t) for c in cands]
+        agg = min(on, key=_worst) if on else None
     pd = disaggregation(inp, cands, t, agg)
     if pd is None:
         return report
     if pd.winner == "disaggregated" and pd.deployment is not None:
         return replace(report, disaggregation=pd, best=pd.deployment, meets_targets=True, failing=None,
+                       headroom=pd.headroom,
+                       apis=_apis_of(pd.deployment.aggregate_tokens_per_s, pd.deployment.monthly_usd, inp),
                        closest=None if best is None else report.closest)
     return replace(report, disaggregation=pd)
 
@@ -1629,6 +1837,7 @@ class Pinned:
     itl_median_s: float  # the middle gap between tokens: a decode-only step at the load, mostly
     prefill_first: bool
     how: str
+    pools: PinnedPools | None = None  # a disaggregated deployment (--prefill-workers): its two pools timed
 
 
 def pinned_answer(inp: DeployInput) -> Pinned:
@@ -1648,21 +1857,18 @@ def pinned_answer(inp: DeployInput) -> Pinned:
         model = resolve(inp).model
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
     budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len)
+    if pd_pinned(inp):
+        return _pools_answer(inp, rt, gpu, pp, budget, first, snapshot(rt.id))
     return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
 
 
 def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
             consts: tuple[tuple[str, float], ...]) -> Pinned:
-    from .pinned import _paged, bench_run, prefill_batch_tokens
+    from .pinned import _paged, bench_run
 
     v0 = not rt.has("v1_engine")
-    step = prefill_batch_tokens(inp, rt, gpu, budget)
-    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
-    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
-    # v0.6.3); V1's default on a big card is 1,024
-    res, how = timed(inp, gpu.name, tp, pp, int(inp.max_num_seqs or 0), consts, budget,
-                     rt.max_num_seqs if v0 else 0, float(inp.gpu_memory_utilization or 0.0),
-                     int(inp.attention_dp or 1), step, int(inp.expert_parallel or 1))
+    res, how = _timed_worker(inp, rt, gpu, tp, pp, int(inp.max_num_seqs or 0), int(inp.attention_dp or 1),
+                             int(inp.expert_parallel or 1), budget, consts)
     replica = res.cand.replica
     users = int(inp.users or 1)
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
@@ -1678,6 +1884,81 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
     return Pinned(res, bench, itl, first, how)
+
+
+def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, cap: int, dp: int,
+                  ep: int, budget: int, consts: tuple[tuple[str, float], ...]) -> tuple[Result, str]:
+    """One replica (or one worker of a disaggregated pool) of a pinned deployment timed with the engine
+    settings its release launches it with."""
+    from .pinned import prefill_batch_tokens
+
+    v0 = not rt.has("v1_engine")
+    step = prefill_batch_tokens(inp, rt, gpu, budget)
+    # vLLM V0 sizes its profile run (and so its KV pool) for its own budget and schedules at most its
+    # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
+    # v0.6.3); V1's default on a big card is 1,024
+    return timed(inp, gpu.name, tp, pp, cap, consts, budget, rt.max_num_seqs if v0 else 0,
+                 float(inp.gpu_memory_utilization or 0.0), dp, step, ep)
+
+
+@record
+class PinnedPools:
+    """A pinned disaggregated deployment timed: one worker of each pool (deploy's Result of it alone), the
+    workers of each, and the two pools under the whole load (core/disagg.py serve)."""
+
+    prefill: Result
+    prefill_workers: int
+    decode: Result
+    decode_workers: int
+    pools: Any  # core.disagg.Pools
+    served: Any  # core.disagg.Disaggregated
+    meets: bool  # the targets hold at the pessimistic end of the likely range
+    predicted: bool  # the targets hold as predicted
+    price: float
+
+
+def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budget: int, first: bool,
+                  consts: tuple[tuple[str, float], ...]) -> Pinned:
+    """--prefill-workers X --decode-workers Y: each pool's worker timed as a pinned replica of its split
+    (_timed_worker), the two pools under the load by the code deploy's own P/D search uses (pd_pools,
+    _pools_meet)."""
+    from ..runtimes import adapter
+
+    if not (getattr(adapter(rt), "PD_DISAGGREGATION", False) and rt.paged_kv):
+        able = ", ".join(r.id for r in servers() if getattr(adapter(r), "PD_DISAGGREGATION", False))
+        raise InputError(f"{rt.id} has no disaggregated prefill/decode that cardfit launches ({able} have): "
+                         "leave out --prefill-workers / --decode-workers", field="prefill_workers")
+    workers = []
+    for role in ("prefill", "decode"):
+        n, tp, dp, cap = pool_shape(inp, role)
+        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, tp if dp > 1 else 1, budget, consts)
+        workers.append((res, n))
+    (pre, x), (dec, y) = workers
+    pools = pd_pools(pre.cand, x, dec.cand, y)
+    res, meets, predicted = _pools_meet(inp, pools, rt.id, targets(inp))
+    count = x * pre.cand.cards + y * dec.cand.cards
+    price = fitting.set_price(dec.cand.gpu, count, dec.cand.setting.ctx.rules)
+    how = (f"disaggregated timing: {x} prefill workers of {_split(pre.cand)} + {y} decode workers of "
+           f"{_split(dec.cand)}, {gpu.name}, {dec.cand.setting.ctx.quant.name}; "
+           f"{_load_of(inp)}: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} "
+           f"ms, {res.batch:.1f} sequences decoding a worker, {'stable' if res.stable else 'overloaded'}")
+    itl = res.tpot_s  # a decode worker's steps carry no prompt: every gap is a decode step
+    return Pinned(dec, None, itl, first, how,
+                  PinnedPools(pre, x, dec, y, pools, res, meets, predicted,
+                              price if price is not None else math.inf))
+
+
+def _load_of(inp: DeployInput) -> str:
+    if inp.requests_per_s is not None:
+        return f"{inp.requests_per_s:g} requests/s arriving"
+    return f"closed loop of {inp.users or 1:g} users"
+
+
+def _split(c: Candidate) -> str:
+    """One worker's cards and split, as a pinned disaggregated deployment's timing names it."""
+    if c.ep > 1:
+        return f"{c.cards} cards (attention DP {c.attention_dp}, EP {c.ep})"
+    return f"{c.cards} cards (TP {c.tp})"
 
 
 
@@ -1739,6 +2020,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
     when it meets the targets, else as `closest` with what fails."""
     t = targets(inp)
     p = pinned_answer(inp)
+    if p.pools is not None:
+        return _pools_report(inp, t, p)
     r = p.result
     one = deployment(inp, r)
     if p.bench is not None:
@@ -1759,6 +2042,74 @@ def pinned_report(inp: DeployInput) -> DeployReport:
                           apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
                           hours_per_month=cost.HOURS_PER_MONTH, notes=())
     return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+
+
+def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
+    """`cardfit deploy --tp N --prefill-workers X --decode-workers Y …`: the pinned disaggregated deployment,
+    as `best` when it meets the targets, else as `closest` with what fails."""
+    pp = p.pools
+    assert pp is not None
+    pre, dec, res = pp.prefill.cand, pp.decode.cand, pp.served
+    one = _pd_deployment(inp, pre, pp.prefill_workers, dec, pp.decode_workers, res, pp.price, pp.meets,
+                         pp.predicted and not pp.meets)
+    failing = None if pp.meets else _pools_failing(res, t, one, _holds_users(res, _workload(inp, 1)))
+    report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
+                          meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),
+                          failing=failing, closest=None if pp.meets else one,
+                          headroom=round(_pools_headroom(inp, pp.pools, dec.setting.ctx.runtime.id, t), 2)
+                          if pp.meets else None,
+                          apis=_apis_of(one.aggregate_tokens_per_s, one.monthly_usd, inp) if pp.meets else (),
+                          searched=Searched(1, 2), hours_per_month=cost.HOURS_PER_MONTH, notes=())
+    return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+
+
+# A closed loop's users all cycle through the pools (rate × (TTFT + answer × TPOT) = users) to within this
+# share: core/disagg.py's closed loop solves that to 2 % (tests/test_disagg.py test_closed_loop_is_consistent)
+CLOSED_LOOP_SLACK = 0.02
+
+
+def _holds_users(res: Any, w: sv.Workload) -> bool:
+    """Whether the pools hold every user of a closed loop: past their capacity (the decode workers' sequence
+    caps full) core/disagg.py's loop settles at the capacity's rate, and the users beyond it wait in a queue
+    its TTFT does not count, so such a load does not meet the targets."""
+    if w.users is None or res.output_tokens_per_s <= 0:
+        return True
+    rate = res.output_tokens_per_s / w.output_tokens
+    cycle = res.ttft_mean_s + w.output_tokens * res.tpot_s
+    return rate * cycle >= w.users * (1 - CLOSED_LOOP_SLACK)
+
+
+def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0) -> float:
+    """How much more traffic (×) a disaggregated deployment takes before a target breaks (as headroom())."""
+    def meets(x: float) -> bool:
+        return _pools_meet(inp, pools, runtime, t, x)[1]
+
+    if not meets(1.0):
+        return 0.0
+    return most if meets(most) else largest_true_ratio(meets, 1.0, most, 14)
+
+
+def _pools_failing(res: Any, t: Targets, d: Deployment, holds: bool) -> Failing:
+    """What keeps a pinned disaggregated deployment from the targets: the load (`holds`: whether its decode
+    workers hold every user of a closed loop, _holds_users), else the target it misses by the largest ratio
+    (at the pessimistic end of its likely range where only that misses)."""
+    if not res.stable:
+        return Failing("load", None, None, None, "the prefill or decode pool cannot keep up with the load "
+                       "(its queue grows without end): add workers to it")
+    if not holds:
+        return Failing("load", None, None, None, f"the decode workers hold {res.batch:,.0f} sequences each, "
+                       "fewer than the users in flight: the rest wait in a queue the TTFT shown does not "
+                       "count; add decode workers or raise --decode-batch-size")
+    likely_ = d.likely or {}
+    got = {"ttft_ms": res.ttft_s * 1e3, "tpot_ms": res.tpot_s * 1e3}
+    tight = all(got[k] <= t.given[k] for k in got)
+    if tight:
+        got = {k: (likely_[k] or [0.0, v])[1] for k, v in got.items()}
+    name = max(got, key=lambda k: got[k] / t.given[k])
+    ratio = got[name] / t.given[name]
+    text = ("tight: the prediction meets the targets, the pessimistic end of its likely range (cardfit's "
+            "out-of-sample serving error) does not") if tight else None
+    return Failing(name, round(got[name], 1), t.given[name], round(ratio, 3), text)
 
 
 def deploy_report(inp: DeployInput) -> DeployReport:
@@ -1794,7 +2145,14 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                                                    round(c.cards / inp.cards, 3), why))
         cands = fill
         if inp.users is None and inp.requests_per_s is None:
+            every = cands
             inp, cands, served_any = most_users(inp, cands, t)
+            # prefill and decode pools on the same cards may serve more: the load is then theirs
+            ref = min(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.cards))
+            pd_users = pd_most_users(replace(inp, users=1.0), every, t, ref)
+            if pd_users > (inp.users if served_any else 0):
+                inp, served_any = replace(inp, users=float(pd_users)), True
+                cands = [replace(c, inp=inp) for c in every]
             report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
     found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t)
     if found:

@@ -857,6 +857,12 @@ class GpuPlan(Result):
     kv_offload_gb: float = 0.0
     # --speculative: {method, tokens, acceptance, tokens_per_step} (as deploy's deployments); None: off
     speculative: dict[str, Any] | None = None
+    # the keys every deployment of `deploy --json` carries (issue 26): a plan places one tensor-parallel
+    # replica over its `tp` cards, so no attention data-parallel groups or expert-parallel ranks (1, 1) and
+    # no separate prefill and decode pools (None); deploy searches those layouts
+    dp: int = 1
+    ep: int = 1
+    disaggregated: dict[str, dict[str, Any]] | None = None
 
     flatten = ("launch",)
 

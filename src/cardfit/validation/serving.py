@@ -9,10 +9,9 @@ from typing import Any
 
 from ..catalog.gpus import Gpu
 from ..catalog.runtimes import RuntimeProfile
-from ..core import serving as sv
 from ..errors import InputError
 from ..services import pinned
-from ..services.deploy import Candidate, DeployInput, Pinned, pd_pools, timed
+from ..services.deploy import DeployInput, Pinned, timed
 from ..services.deploy import pinned_answer as answer
 from .single import record_runtime, record_runtime_name  # one owner: the record's --runtime NAME@RELEASE
 
@@ -33,7 +32,8 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
         users = r.get("requests") or st.get("num_prompts")  # all prompts sent at once: that many in flight
     kw: dict[str, Any] = {"users": float(users)} if users is not None else {"requests_per_s": float(rate)}
     requests = int(r.get("requests") or 0)
-    if r.get("load") in ("closed", "burst") and requests and users is not None:
+    pools = disaggregated_pools(st)
+    if r.get("load") in ("closed", "burst") and requests and users is not None and not pools:
         kw.update(requests=requests, random_lengths=not bool(r.get("fixed_lengths", True)))
     cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0)
     budget = int(st.get("max_num_batched_tokens") or st.get("max_num_tokens")
@@ -51,8 +51,25 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
               max_model_len=length or None)
     inp = DeployInput(model=r["model"], runtime=record_runtime_name(r), quant=r.get("quant"), gpu=(r["gpu"],),
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
-                      kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), tp=tp, pp=pp, **kw)
+                      kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), tp=tp, pp=pp, **kw,
+                      **pools)
     return inp, tp, pp
+
+
+# a disaggregated run's pools as the record states them, each the deploy option of the same name
+POOL_SETTINGS = ("prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp", "decode_dp",
+                 "prefill_batch_size", "decode_batch_size")
+
+
+def disaggregated_pools(settings: dict[str, Any]) -> dict[str, int]:
+    """The pinned disaggregated deployment a record ran (deploy --prefill-workers X --decode-workers Y and
+    each pool's --prefill-tp / --decode-tp, --prefill-dp / --decode-dp, --prefill-batch-size /
+    --decode-batch-size, where it states them); {} for a run of one pool of replicas. A finite run of two
+    pools is timed in its steady state (deploy has no benchmark run of pools), as it was before the pools
+    could be pinned."""
+    if not (settings.get("prefill_workers") and settings.get("decode_workers")):
+        return {}
+    return {k: int(settings[k]) for k in POOL_SETTINGS if settings.get(k)}
 
 
 # The record settings record_input passes on as a pinned deploy's engine options (--max-num-seqs,
@@ -68,8 +85,10 @@ def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
     """The keys of a record's settings that its pinned deploy question states as a user's option
     (record_input): the engine limits always; the attention-DP switches (`enable_dp_attention`,
     `enable_attention_dp`, `dp_size`) where they give more than one group (--attention-dp), and `moe_ep` where
-    the experts run expert-parallel (--expert-parallel). A key not here is not a question deploy takes."""
-    keys = set(_OPTION_SETTINGS)
+    the experts run expert-parallel (--expert-parallel); a disaggregated run's pools (disaggregated_pools:
+    --prefill-workers, --decode-workers and each pool's shape). A key not here is not a question deploy
+    takes."""
+    keys = set(_OPTION_SETTINGS) | (set(POOL_SETTINGS) if disaggregated_pools(settings) else set())
     if attention_dp(settings, tp) > 1:
         keys |= {"enable_dp_attention", "enable_attention_dp", "dp_size"}
         if expert_parallel(settings, tp) > 1:
@@ -105,18 +124,19 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
     if metric not in SERVING_METRICS:
         raise InputError(f"no serving prediction for metric '{metric}'", field="metric")
     inp, _, _ = record_input(r)
-    st = r.get("settings") or {}
-    if st.get("prefill_workers") and st.get("decode_workers"):  # no pinned deploy states the pools yet
-        from ..core.constants import snapshot
-
-        rt = record_runtime(r)
-        return _predict_disaggregated(r, inp, st, snapshot(rt.id), record_schedule(r, rt)[0])
     return figure(answer(inp), inp, metric, str(r.get("statistic") or ""))
 
 
 def figure(p: Pinned, inp: DeployInput, metric: str, statistic: str = "") -> tuple[float, str]:
     """The figure a record reports (`metric`, its `statistic`: mean, median or p90) read off a pinned answer:
     the benchmark run's where the question asks for one, the steady state's otherwise."""
+    if p.pools is not None:  # two pools (deploy --prefill-workers X --decode-workers Y): their steady state
+        d = p.pools.served
+        value = {"ttft_ms": (d.ttft_s if statistic == "p90" else d.ttft_mean_s) * 1e3,
+                 "tpot_ms": d.tpot_s * 1e3, "itl_ms": d.tpot_s * 1e3,
+                 "output_tokens_per_s": d.output_tokens_per_s,
+                 "request_throughput": d.output_tokens_per_s / inp.output_tokens}[metric]
+        return value, p.how
     b = p.bench
     if b is not None:
         median = statistic == "median"
@@ -192,40 +212,6 @@ def tensorrt_engine_v0(r: dict[str, Any]) -> bool:
     pre-compiled TensorRT engines). Its profile pays decode_overhead_us_per_sequence_v0 and serial GEMMs."""
     rt = record_runtime(r)
     return tensorrt_engine(r) and rt is not None and not rt.has("overlap_executor")
-
-
-def _predict_disaggregated(r: dict[str, Any], inp: DeployInput, st: dict[str, Any],
-                           constants: tuple[tuple[str, float], ...], budget: int) -> tuple[float, str]:
-    """A disaggregated run (core/disagg.py): its prefill and decode workers, each timed as deploy times a
-    replica of its split (attention DP with the experts EP over the worker's cards where its pool states
-    groups, each group's own batch), the stated workers of each, the users of the record in a closed loop."""
-    from ..core import disagg
-
-    def worker(pool: str) -> Candidate:
-        ranks, dp = int(st[f"{pool}_tp"]), int(st.get(f"{pool}_dp") or 1)
-        ep = ranks if dp > 1 else 1
-        res, _ = timed(inp, r["gpu"], ranks, 1, int(st.get(f"{pool}_batch_size") or 0), constants, budget,
-                       0, 0.0, dp, 0, ep)
-        return res.cand
-
-    pre, dec = worker("prefill"), worker("decode")
-    x, y = int(st["prefill_workers"]), int(st["decode_workers"])
-    res = disagg.serve(pd_pools(pre, x, dec, y), sv.Workload(inp.input_tokens, inp.output_tokens,
-                                                             users=float(inp.users or 1)))
-    value = {"ttft_ms": res.ttft_mean_s * 1e3, "tpot_ms": res.tpot_s * 1e3, "itl_ms": res.tpot_s * 1e3,
-             "output_tokens_per_s": res.output_tokens_per_s,
-             "request_throughput": res.output_tokens_per_s / inp.output_tokens}[r["metric"]]
-    how = (f"disaggregated timing: {x} prefill workers of {_split(pre)} + {y} decode workers of "
-           f"{_split(dec)}, {dec.gpu.name}, {dec.setting.ctx.quant.name}; closed loop of {inp.users or 1:g} "
-           f"users: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} ms, "
-           f"{res.batch:.1f} sequences decoding a worker")
-    return value, how
-
-
-def _split(c: Candidate) -> str:
-    if c.ep > 1:
-        return f"{c.cards} cards (attention DP {c.attention_dp}, EP {c.ep})"
-    return f"{c.cards} cards (TP {c.tp})"
 
 
 def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
