@@ -37,6 +37,16 @@ CASES = [
      "'--gpu': given 2 times (RTX 4090, RTX 3090); give it once"),
     (["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096", "--context", "8192"],
      "'--context': given 2 times (4096, 8192); give it once"),
+    # the engine settings: one definition (services/inputs.py ENGINE_OPTIONS), one error line in each command
+    (["speed", "llama-3.1-8b", "--gpu", "H100", "--max-prefill-tokens", "0"],
+     "--max-prefill-tokens must be greater than or equal to 1"),
+    (["deploy", "llama-3.1-8b", "--users", "8", "--max-prefill-tokens", "0"],
+     "--max-prefill-tokens must be greater than or equal to 1"),
+    (["speed", "llama-3.1-8b", "--gpu", "H100", "--attention-dp", "2"],
+     "--attention-dp sets the engine of a served load: give --input-tokens"),
+    (["speed", "llama-3.1-8b", "--gpu", "H100", "--max-num-batched-tokens", "4096",
+      "--prefill-chunk", "2048"],
+     "--max-num-batched-tokens and --prefill-chunk are one setting"),
 ]
 
 
