@@ -354,6 +354,21 @@ def _deployed_row(s: Setup, inp: SpeedInput, users: int, most: int) -> SpeedRow:
                     round(r.ttft_mean_s * 1e3, 1), round(r.ttft_s * 1e3, 1))
 
 
+def queued_note(s: Setup, inp: SpeedInput, table: tuple[SpeedRow, ...]) -> list[str]:
+    """Where the most users of the table pass what the deployment schedules at once, that they queue."""
+    if not table or not deployed(s, inp):
+        return []
+    from .deploy import pinned_answer
+
+    top = max(row.concurrency for row in table)
+    cap = pinned_answer(_deploy_question(s, inp, top)).result.cand.replica.max_seqs
+    if top <= cap:
+        return []
+    return [f"past {cap:,} sequences at once (the engine's --max-num-seqs, or what its KV pool holds) the "
+            "users wait their turn, as `cardfit deploy` queues them: their first token comes later, the "
+            "throughput stays the cap's"]
+
+
 def pool_tokens(s: Setup) -> float:
     """The tokens the plan's KV room holds (one copy: per token, what a full-context sequence takes)."""
     per_token = s.kv_bytes_per_sequence / max(s.card.memory.context, 1)
@@ -475,8 +490,9 @@ def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
         compute_bound_from=_crossover(s),
         calibration=Calibration(rt.decode_efficiency, rt.decode_overhead_us_per_layer, prefill_eff,
                                 rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
-        rows=rows(s, inp),
-        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)),
+        rows=(table := rows(s, inp)),
+        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)
+                    + queued_note(s, inp, table)),
         speculative=ctx.speculation.to_json() if ctx.speculation is not None else None,
     )
     if inp.plot:
