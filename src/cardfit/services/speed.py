@@ -286,17 +286,21 @@ def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
 def deployed(s: Setup, inp: SpeedInput) -> bool:
     """Whether the rows are the served load of one deployment `cardfit deploy --tp N` times: a request
     (--input-tokens / --output-tokens) on a paged engine (vLLM, SGLang, TensorRT-LLM, TGI) of the built-in
-    catalog's card, with nothing only speed takes (--bandwidth, --tflops, --cpu-moe, CPU offload, prefix
-    reuse, --speculative). Each row is then that deploy's steady state for its users (_deployed_row): one
-    timing path, with the users beyond the engine's sequence cap or its KV pool queued and an older release
-    (--runtime NAME@RELEASE) scheduled and timed as deploy does (services/pinned.py)."""
+    catalog's card, in a format deploy serves on it (no GGUF build on a checkpoint engine), with nothing only
+    speed takes (--bandwidth, --tflops, --cpu-moe, CPU offload, prefix reuse, --speculative). Each row is
+    then that deploy's steady state for its users (_deployed_row): one timing path, with the users beyond
+    the engine's sequence cap or its KV pool queued and an older release (--runtime NAME@RELEASE) scheduled
+    and timed as deploy does (services/pinned.py)."""
     from ..catalog.gpus import default_gpus
 
     ctx, o = s.plan.ctx, s.card.option
-    return (s.request is not None and s.request.input_tokens > 0 and ctx.runtime.paged_kv
+    if not (s.request is not None and s.request.input_tokens > 0 and ctx.runtime.paged_kv
             and o.verdict != OFFLOAD and s.reuse == ru.Reuse() and ctx.speculation is None
-            and not (inp.bandwidth or inp.tflops or inp.cpu_moe)
-            and default_gpus().find(o.gpu.id) == o.gpu)
+            and not (inp.bandwidth or inp.tflops or inp.cpu_moe) and default_gpus().find(o.gpu.id) == o.gpu):
+        return False
+    from .deploy import _is_gguf  # deploy's rule: GGUF builds run on llama.cpp / Ollama, the rest elsewhere
+
+    return _is_gguf(ctx.quant) == (ctx.runtime.weights_format == "gguf")
 
 
 # the engine settings only a deployment's served load takes (deployed): speed's own path has no term for them
