@@ -31,7 +31,7 @@ from ..core.search import largest_true, largest_true_ratio, smallest_true
 from ..core.uncertainty import value_range
 from ..errors import CardfitError, InputError
 from . import served, table
-from .inputs import MAX_CONTEXT, ModelInput, SpeculativeInput, engine_opt, opt
+from .inputs import MAX_CONTEXT, MAX_USERS, ModelInput, SpeculativeInput, engine_opt, opt
 from .launch_line import launch_command, launch_of
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ PARETO_COST_SPAN = 4.0
 @record
 class DeployInput(ModelInput, SpeculativeInput):
     users: float | None = opt(None, "concurrent users, each with one request in flight (closed loop, like "
-                              "`vllm bench serve --max-concurrency`)", gt=0, le=10_000_000)
+                              "`vllm bench serve --max-concurrency`)", gt=0, le=MAX_USERS)
     requests_per_s: float | None = opt(None, "arrival rate of requests (Poisson), instead of --users",
                                        gt=0, le=1_000_000)
     input_tokens: int = opt(served.DEFAULT_INPUT_TOKENS, "prompt tokens per request (mean)", ge=1,

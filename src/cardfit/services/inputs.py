@@ -18,7 +18,10 @@ from ..errors import InputError
 
 MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
 MAX_PARAMS = 10**14  # 100 T parameters
-MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel, speed levels): far beyond any server's slots
+MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel): far beyond any server's slots
+# concurrent users of a served load (deploy --users, speed --concurrency): past the engine's slots they queue,
+# timed by a closed-loop formula whose work does not grow with them
+MAX_USERS = 10_000_000
 MAX_TOKENS_PER_S = 1e9  # output tokens/s of one deployment, given (--tokens-per-s) or read from a log
 # The least a float that must be above 0 may be: every such option is a count, rate, price, time, size or
 # fraction that nobody states finer than a millionth of its unit, and a smaller one (5e-324, a denormal) has a

@@ -16,7 +16,7 @@ from ..core.search import smallest_true
 from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import InputError, MissingFigureError
 from . import served
-from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, engine_opt, opt
+from .inputs import MAX_CONTEXT, MAX_USERS, PlanInput, engine_opt, opt
 from .plan import engine_defaults, kv_offload_notes, needs_generator, scheduled
 from .plan import plan as make_plan
 from .table import Result
@@ -34,8 +34,7 @@ LLAMA_BENCH_PROMPT = 512
 class SpeedInput(PlanInput):
     concurrency: tuple[int, ...] = opt((), "concurrent sequences to tabulate (repeat or comma-separate: "
                                        "1,8,64); default: powers of two up to what fits",
-                                       max_length=64, split=True, item_ge=1,
-                                       item_le=MAX_BATCH)
+                                       max_length=64, split=True, item_ge=1, item_le=MAX_USERS)
     filled: int | None = opt(None, "tokens already in each sequence while decoding (the KV cache read per "
                              "token); default: half the context", ge=0, le=MAX_CONTEXT)
     prompt: int = opt(512, "prompt tokens for the prefill / first-token time", ge=1, le=MAX_CONTEXT)
