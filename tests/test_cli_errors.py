@@ -42,6 +42,16 @@ CASES = [
      "--format must be 'toml' or 'yaml' (got 'json')"),
     (["stack", "--model", "qwen3:8b", "--gpu", "RTX 4090", "--format", "yaml"],
      "--format is the stack file's; --model needs none"),
+    # the engine settings: one definition (services/inputs.py ENGINE_OPTIONS), one error line in each command
+    (["speed", "llama-3.1-8b", "--gpu", "H100", "--max-prefill-tokens", "0"],
+     "--max-prefill-tokens must be greater than or equal to 1"),
+    (["deploy", "llama-3.1-8b", "--users", "8", "--max-prefill-tokens", "0"],
+     "--max-prefill-tokens must be greater than or equal to 1"),
+    (["speed", "llama-3.1-8b", "--gpu", "H100", "--attention-dp", "2"],
+     "--attention-dp sets the engine of a served load: give --input-tokens"),
+    (["speed", "llama-3.1-8b", "--gpu", "H100", "--max-num-batched-tokens", "4096",
+      "--prefill-chunk", "2048"],
+     "--max-num-batched-tokens and --prefill-chunk are one setting"),
 ]
 
 

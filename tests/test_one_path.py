@@ -14,13 +14,14 @@ from cardfit.services import deploy as dp
 from cardfit.validation import serving
 
 # (model, quant, kv, card, users, prompt, answer): the cases (Qwen3-14B AWQ on an A100 at 16,000 /
-# 200 tokens; an 8B on one H100 with a 16,000-token prompt; the 8B FP8 at 256 users). Within the KV pool:
-# past it `speed` times every sequence at once (its "KV fits" column says no) where deploy queues the excess.
+# 200 tokens; an 8B on one H100 with a 16,000-token prompt; the 8B FP8 at 256 users), and past the KV pool,
+# where `speed` queues the excess as deploy does (its "KV fits" column says no).
 CASES = [
     ("qwen3-14b", "awq", "bf16", "A100 SXM 80GB", 1, 16000, 200),
     ("llama-3.1-8b", "bf16", "bf16", "H100 SXM", 1, 16000, 200),
     ("llama-3.1-8b", "bf16", "bf16", "H100 SXM", 8, 16000, 200),
     ("llama-3.1-8b", "fp8", "fp8", "H100 SXM", 256, 1000, 100),
+    ("llama-3.1-8b", "bf16", "bf16", "H100 SXM", 64, 16000, 200),
 ]
 
 

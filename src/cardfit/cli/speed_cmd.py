@@ -21,6 +21,8 @@ Examples:
   cardfit speed llama-3.1-70b --quant fp8 --gpu H100 --gpus 2 --runtime vllm --input-tokens 2000 \
 --output-tokens 500 --turns 10 --sessions 100 --kv-offload-gb 400   # chat histories, a host KV tier
   cardfit speed llama-3.1-8b --gpu H100 --runtime vllm --speculative eagle3 --concurrency 1,16,64,256
+  cardfit speed llama-3.1-8b --gpu H100 --runtime vllm@0.10.1 --quant fp8 --input-tokens 1000 \
+--output-tokens 200 --max-num-seqs 64 --concurrency 16,64,256   # the users past 64 queue, as in deploy
 """
 
 

@@ -32,7 +32,7 @@ from ..core.search import largest_true, largest_true_ratio, smallest_true
 from ..core.uncertainty import value_range
 from ..errors import CardfitError, InputError
 from . import served, table
-from .inputs import MAX_CONTEXT, ModelInput, SpeculativeInput, opt
+from .inputs import MAX_CONTEXT, MAX_USERS, ModelInput, SpeculativeInput, engine_opt, opt
 from .launch_line import launch_command, launch_of
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ PD_PINNED_WORKERS = 1024
 @record
 class DeployInput(ModelInput, SpeculativeInput):
     users: float | None = opt(None, "concurrent users, each with one request in flight (closed loop, like "
-                              "`vllm bench serve --max-concurrency`)", gt=0, le=10_000_000)
+                              "`vllm bench serve --max-concurrency`)", gt=0, le=MAX_USERS)
     requests_per_s: float | None = opt(None, "arrival rate of requests (Poisson), instead of --users",
                                        gt=0, le=1_000_000)
     input_tokens: int = opt(served.DEFAULT_INPUT_TOKENS, "prompt tokens per request (mean)", ge=1,
@@ -120,26 +120,14 @@ class DeployInput(ModelInput, SpeculativeInput):
                                "steady state", ge=1, le=1_000_000)
     random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
                                "or random dataset), not all the same")
-    max_num_seqs: int | None = opt(None, "engine: sequences scheduled at once (vLLM --max-num-seqs, "
-                                   "TensorRT-LLM max_batch_size); default: the engine's on the card",
-                                   ge=1, le=1_000_000)
-    max_num_batched_tokens: int | None = opt(None, "engine: tokens a step may carry (vLLM "
-                                             "--max-num-batched-tokens, SGLang --chunked-prefill-size, "
-                                             "TensorRT-LLM max_num_tokens)", ge=1, le=MAX_CONTEXT)
-    gpu_memory_utilization: float | None = opt(None, "engine: share of the card it may use (vLLM "
-                                               "--gpu-memory-utilization, SGLang --mem-fraction-static)",
-                                               gt=0, le=1)
-    max_prefill_tokens: int | None = opt(None, "engine: prompt tokens a prefill batch may carry (SGLang "
-                                         "--max-prefill-tokens)", ge=1, le=MAX_CONTEXT)
-    attention_dp: int | None = opt(None, "engine: data-parallel attention groups of a pinned replica (SGLang "
-                                   "--enable-dp-attention --dp-size, TensorRT-LLM enable_attention_dp)",
-                                   ge=1, le=1024)
-    expert_parallel: int | None = opt(None, "engine: the ranks a pinned MoE replica shards its experts over, "
-                                      "beside --attention-dp groups (vLLM --enable-expert-parallel, SGLang "
-                                      "--ep-size, TensorRT-LLM moe_expert_parallel_size)", ge=1, le=1024)
-    max_model_len: int | None = opt(None, "engine: the context it is started with (vLLM --max-model-len, TGI "
-                                    "--max-total-tokens); default: the longest request (a pinned vLLM V0: "
-                                    "the model's trained context, its own default)", ge=1, le=MAX_CONTEXT)
+    # the engine settings (services/inputs.py ENGINE_OPTIONS: one definition, shared with `cardfit speed`)
+    max_num_seqs: int | None = engine_opt("max_num_seqs")
+    max_num_batched_tokens: int | None = engine_opt("max_num_batched_tokens")
+    gpu_memory_utilization: float | None = engine_opt("gpu_memory_utilization")
+    max_prefill_tokens: int | None = engine_opt("max_prefill_tokens")
+    attention_dp: int | None = engine_opt("attention_dp")
+    expert_parallel: int | None = engine_opt("expert_parallel")
+    max_model_len: int | None = engine_opt("max_model_len")
     # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
     # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
     prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "

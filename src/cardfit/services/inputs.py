@@ -18,7 +18,10 @@ from ..errors import InputError
 
 MAX_CONTEXT = 1 << 24  # 16.7M tokens: beyond any published model
 MAX_PARAMS = 10**14  # 100 T parameters
-MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel, speed levels): far beyond any server's slots
+MAX_BATCH = 65_536  # concurrent sequences (--batch, --parallel): far beyond any server's slots
+# concurrent users of a served load (deploy --users, speed --concurrency): past the engine's slots they queue,
+# timed by a closed-loop formula whose work does not grow with them
+MAX_USERS = 10_000_000
 MAX_TOKENS_PER_S = 1e9  # output tokens/s of one deployment, given (--tokens-per-s) or read from a log
 # The least a float that must be above 0 may be: every such option is a count, rate, price, time, size or
 # fraction that nobody states finer than a millionth of its unit, and a smaller one (5e-324, a denormal) has a
@@ -150,6 +153,39 @@ def _plain(text: str) -> Any:
 
 # ------------------------------------------------------------------------------------ the shared inputs
 
+# The engine settings a server is launched with, one definition for every command that takes them (plan and
+# max-context: --max-num-seqs, --gpu-memory-utilization; speed and a pinned deploy: all of them): the option
+# name is the field's, its help text and limits are here, so the flag, its limits and its one-line error are
+# the same wherever it is given. (help, limits)
+ENGINE_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "max_num_seqs": ("engine: sequences scheduled at once (vLLM --max-num-seqs, TensorRT-LLM max_batch_size; "
+                     "its profile run samples that many rows); default: the engine's on the card (vLLM V1: "
+                     "1024 on >= 70 GiB cards but A100, else 256)", {"ge": 1, "le": 1_000_000}),
+    "max_num_batched_tokens": ("engine: tokens a step may carry (vLLM --max-num-batched-tokens, SGLang "
+                               "--chunked-prefill-size, TensorRT-LLM max_num_tokens)",
+                               {"ge": 1, "le": MAX_CONTEXT}),
+    "gpu_memory_utilization": ("engine: share of the card it may use (vLLM --gpu-memory-utilization, SGLang "
+                               "--mem-fraction-static)", {"gt": 0, "le": 1}),
+    "max_prefill_tokens": ("engine: prompt tokens a prefill batch may carry (SGLang --max-prefill-tokens)",
+                           {"ge": 1, "le": MAX_CONTEXT}),
+    "attention_dp": ("engine: data-parallel attention groups of a pinned replica (SGLang "
+                     "--enable-dp-attention --dp-size, TensorRT-LLM enable_attention_dp)",
+                     {"ge": 1, "le": 1024}),
+    "expert_parallel": ("engine: the ranks a pinned MoE replica shards its experts over, beside "
+                        "--attention-dp groups (vLLM --enable-expert-parallel, SGLang --ep-size, "
+                        "TensorRT-LLM moe_expert_parallel_size)", {"ge": 1, "le": 1024}),
+    "max_model_len": ("engine: the context it is started with (vLLM --max-model-len, TGI "
+                      "--max-total-tokens); default: the longest request (a pinned vLLM V0: the model's "
+                      "trained context, its own default)", {"ge": 1, "le": MAX_CONTEXT}),
+}
+
+
+def engine_opt(name: str) -> Any:
+    """The input field of one engine setting (ENGINE_OPTIONS), default None: not given, the engine's own."""
+    help_text, limits = ENGINE_OPTIONS[name]
+    return opt(None, help_text, **limits)
+
+
 
 @record
 class RuntimeInput(Input):
@@ -167,11 +203,8 @@ class RuntimeInput(Input):
                               "for GGUF types, ollama for Ollama tags, else vllm", max_length=64)
     prefill_chunk: int | None = opt(None, "tokens prefilled at once (vLLM max_num_batched_tokens, llama.cpp "
                                     "n_ubatch); default from the runtime", ge=1, le=MAX_CONTEXT)
-    gpu_memory_utilization: float | None = opt(None, "vLLM: fraction of the card it may use", gt=0, le=1)
-    max_num_seqs: int | None = opt(None, "vLLM --max-num-seqs (rows its profile run samples); default: "
-                                   "the engine's on the card (vLLM V1: 1024 on >= 70 GiB cards but A100, "
-                                   "else 256)",
-                                   ge=1, le=MAX_BATCH)
+    gpu_memory_utilization: float | None = engine_opt("gpu_memory_utilization")
+    max_num_seqs: int | None = engine_opt("max_num_seqs")
     parallel: int | None = opt(None, "Ollama / llama.cpp slots (multiplies the KV cache)", ge=1, le=MAX_BATCH)
     gpus: int | None = opt(None, "cards per set", ge=1, le=4096)
     tp: int | None = opt(None, "tensor-parallel degree", ge=1, le=4096)

@@ -16,7 +16,7 @@ from ..core.search import smallest_true
 from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import InputError, MissingFigureError
 from . import served
-from .inputs import MAX_BATCH, MAX_CONTEXT, PlanInput, opt
+from .inputs import MAX_CONTEXT, MAX_USERS, PlanInput, engine_opt, opt
 from .plan import engine_defaults, kv_offload_notes, needs_generator, scheduled
 from .plan import plan as make_plan
 from .table import Result
@@ -34,8 +34,7 @@ LLAMA_BENCH_PROMPT = 512
 class SpeedInput(PlanInput):
     concurrency: tuple[int, ...] = opt((), "concurrent sequences to tabulate (repeat or comma-separate: "
                                        "1,8,64); default: powers of two up to what fits",
-                                       max_length=64, split=True, item_ge=1,
-                                       item_le=MAX_BATCH)
+                                       max_length=64, split=True, item_ge=1, item_le=MAX_USERS)
     filled: int | None = opt(None, "tokens already in each sequence while decoding (the KV cache read per "
                              "token); default: half the context", ge=0, le=MAX_CONTEXT)
     prompt: int = opt(512, "prompt tokens for the prefill / first-token time", ge=1, le=MAX_CONTEXT)
@@ -59,6 +58,13 @@ class SpeedInput(PlanInput):
     sessions: int | None = opt(None, "with --turns: conversations open at once, each keeping its history "
                                "cached between turns (default: the streams of each row)", ge=1,
                                le=100_000_000)
+    # the engine settings a served load runs with, as `cardfit deploy --tp N` takes them (services/inputs.py
+    # ENGINE_OPTIONS; --max-num-seqs and --gpu-memory-utilization come with the plan's inputs)
+    max_num_batched_tokens: int | None = engine_opt("max_num_batched_tokens")
+    max_prefill_tokens: int | None = engine_opt("max_prefill_tokens")
+    attention_dp: int | None = engine_opt("attention_dp")
+    expert_parallel: int | None = engine_opt("expert_parallel")
+    max_model_len: int | None = engine_opt("max_model_len")
 
 
 @record
@@ -258,18 +264,112 @@ def budget(s: Setup) -> int:
 def rows(s: Setup, inp: SpeedInput) -> tuple[SpeedRow, ...]:
     most = s.card.memory.sequences if s.card.option.verdict == OFFLOAD else sp.max_sequences(
         s.kv_budget_bytes, s.kv_bytes_per_sequence)
+    if deployed(s, inp):
+        return tuple(_deployed_row(s, inp, n, most) for n in levels(inp, most))
     out = []
     ctx, opt = s.plan.ctx, s.card.option
     for n in levels(inp, most):
         w, rate = reused(s, n)
-        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp,
-                                         scheduled(ctx, opt.gpu, n), budget(s)), w, n)
+        # a paged engine given --max-num-seqs schedules that many; the users beyond it wait their turn in
+        # the closed loop (core/serving.py serve), as deploy's steady state queues them
+        seqs = inp.max_num_seqs if inp.max_num_seqs and ctx.runtime.paged_kv else scheduled(ctx, opt.gpu, n)
+        r = served.served(served.replica(ctx, s.load, s.machine, s.request, opt.pp, seqs, budget(s)), w, n)
         prompt = s.request.input_tokens > 0
         out.append(SpeedRow(n, round(r.output_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
                             round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, n).bound, n <= most,
                             round(r.ttft_mean_s * 1e3, 1) if prompt else None,
                             round(r.ttft_s * 1e3, 1) if prompt else None, rate))
     return tuple(out)
+
+
+def deployed(s: Setup, inp: SpeedInput) -> bool:
+    """Whether the rows are the served load of one deployment `cardfit deploy --tp N` times: a request
+    (--input-tokens / --output-tokens) on a paged engine (vLLM, SGLang, TensorRT-LLM, TGI) of the built-in
+    catalog's card, in a format deploy serves on it (no GGUF build on a checkpoint engine), with nothing only
+    speed takes (--bandwidth, --tflops, --cpu-moe, CPU offload, prefix reuse, --speculative). Each row is
+    then that deploy's steady state for its users (_deployed_row): one timing path, with the users beyond
+    the engine's sequence cap or its KV pool queued and an older release (--runtime NAME@RELEASE) scheduled
+    and timed as deploy does (services/pinned.py)."""
+    from ..catalog.gpus import default_gpus
+
+    ctx, o = s.plan.ctx, s.card.option
+    if not (s.request is not None and s.request.input_tokens > 0 and ctx.runtime.paged_kv
+            and o.verdict != OFFLOAD and s.reuse == ru.Reuse() and ctx.speculation is None
+            and not (inp.bandwidth or inp.tflops or inp.cpu_moe) and default_gpus().find(o.gpu.id) == o.gpu):
+        return False
+    from .deploy import _is_gguf  # deploy's rule: GGUF builds run on llama.cpp / Ollama, the rest elsewhere
+
+    return _is_gguf(ctx.quant) == (ctx.runtime.weights_format == "gguf")
+
+
+# the engine settings only a deployment's served load takes (deployed): speed's own path has no term for them
+DEPLOYED_ONLY = ("max_prefill_tokens", "attention_dp", "expert_parallel")
+
+
+def engine_checked(inp: SpeedInput) -> SpeedInput:
+    """The input with --max-num-batched-tokens as the step budget (--prefill-chunk: one setting, two
+    names)."""
+    from dataclasses import replace
+
+    given = inp.max_num_batched_tokens
+    if given is None:
+        return inp
+    if inp.prefill_chunk is not None and inp.prefill_chunk != given:
+        raise InputError("--max-num-batched-tokens and --prefill-chunk are one setting (the tokens a step "
+                         "may carry): give one", field="max_num_batched_tokens")
+    return replace(inp, prefill_chunk=given)
+
+
+def _deploy_question(s: Setup, inp: SpeedInput, users: int) -> Any:
+    """`users` closed-loop users of the setup's deployment as the question a pinned `cardfit deploy` answers:
+    its model, runtime (and release), quantization, cache, card, TP x PP, request and engine settings."""
+    import dataclasses
+
+    from .deploy import DeployInput
+    from .inputs import ModelInput
+
+    ctx, o = s.plan.ctx, s.card.option
+    model = {f.name: getattr(inp, f.name) for f in dataclasses.fields(ModelInput)}
+    return DeployInput(**model, runtime=inp.runtime or ctx.runtime.named, quant=inp.quant or ctx.quant.name,
+                       kv_dtype=inp.kv_dtype, gpu=(o.gpu.name,), tp=s.machine.tp, pp=o.pp, users=float(users),
+                       input_tokens=s.request.input_tokens, output_tokens=s.request.output_tokens,
+                       max_num_seqs=inp.max_num_seqs, max_num_batched_tokens=inp.prefill_chunk,
+                       gpu_memory_utilization=inp.gpu_memory_utilization,
+                       max_prefill_tokens=inp.max_prefill_tokens, attention_dp=inp.attention_dp,
+                       expert_parallel=inp.expert_parallel, max_model_len=started(inp))
+
+
+def started(inp: SpeedInput) -> int | None:
+    """The context the engine is started with: --max-model-len, else --context (None: the engine's
+    default)."""
+    return inp.max_model_len or inp.context
+
+
+def _deployed_row(s: Setup, inp: SpeedInput, users: int, most: int) -> SpeedRow:
+    """One row as the pinned deploy of its users prints its steady state (services/deploy.py
+    pinned_answer)."""
+    from .deploy import pinned_answer
+
+    res = pinned_answer(_deploy_question(s, inp, users)).result
+    r = res.served
+    return SpeedRow(users, round(res.served_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
+                    round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, users).bound, users <= most,
+                    round(r.ttft_mean_s * 1e3, 1), round(r.ttft_s * 1e3, 1))
+
+
+def queued_note(s: Setup, inp: SpeedInput, table: tuple[SpeedRow, ...]) -> list[str]:
+    """Where the most users of the table pass what the deployment schedules at once, that they queue."""
+    if not table or not deployed(s, inp):
+        return []
+    from .deploy import pinned_answer
+
+    top = max(row.concurrency for row in table)
+    cap = pinned_answer(_deploy_question(s, inp, top)).result.cand.replica.max_seqs
+    if top <= cap:
+        return []
+    return [f"past {cap:,} sequences at once (the engine's --max-num-seqs, or what its KV pool holds) the "
+            "users wait their turn, as `cardfit deploy` queues them: their first token comes later, the "
+            "throughput stays the cap's"]
 
 
 def pool_tokens(s: Setup) -> float:
@@ -335,7 +435,14 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
     """`cardfit speed` for one input (and its chart when --plot asks for one), with the constants of the
     kernels an older engine release ran (--runtime NAME@RELEASE: services/pinned.py older_kernels) in place,
     as deploy times that release."""
+    inp = engine_checked(inp)
     s = setup(inp)
+    given = [f for f in DEPLOYED_ONLY if getattr(inp, f) is not None]
+    if given and not deployed(s, inp):
+        raise InputError(f"--{given[0].replace('_', '-')} sets the engine of a served load: give "
+                         "--input-tokens on a paged engine (--runtime vllm, sglang, trtllm) of a catalog "
+                         "card, without --bandwidth, --tflops, --cpu-moe, --speculative or prefix reuse",
+                         field=given[0])
     older = older_kernels(inp, s)
     if older:
         from ..core.constants import beside, constants
@@ -347,13 +454,13 @@ def speed_report(inp: SpeedInput) -> SpeedReport:
 
 def older_kernels(inp: SpeedInput, s: Setup) -> dict[str, float]:
     """The older-kernel constants of the setup's release for its request (prompt and half the answer in
-    flight) and the context the server is started with (--context)."""
+    flight) and the context the server is started with (--max-model-len, else --context)."""
     from . import pinned
 
     ctx = s.plan.ctx
-    _, first = pinned.schedule(ctx.runtime, ctx.model, inp.prefill_chunk, inp.context)
+    _, first = pinned.schedule(ctx.runtime, ctx.model, inp.prefill_chunk, started(inp))
     return pinned.older_kernels(ctx.runtime, s.card.option.gpu, ctx.model, ctx.quant.id,
-                                served.in_flight(s.request), s.machine.tp, not first, inp.context or 0)
+                                served.in_flight(s.request), s.machine.tp, not first, started(inp) or 0)
 
 
 def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
@@ -386,8 +493,9 @@ def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
         compute_bound_from=_crossover(s),
         calibration=Calibration(rt.decode_efficiency, rt.decode_overhead_us_per_layer, prefill_eff,
                                 rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
-        rows=rows(s, inp),
-        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)),
+        rows=(table := rows(s, inp)),
+        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)
+                    + queued_note(s, inp, table)),
         speculative=ctx.speculation.to_json() if ctx.speculation is not None else None,
     )
     if inp.plot:
