@@ -35,6 +35,12 @@ SETTINGS: dict[str, str] = {
     "speculative": "--speculative (draft:MODEL, eagle3, mtp, ngram)",
     "num_speculative_tokens": "--num-speculative-tokens (llama.cpp --draft-max, SGLang speculative steps)",
     "acceptance": "--acceptance: the draft-token acceptance rate the run reported",
+    "shared_prefix_tokens": "--shared-prefix-tokens: prompt tokens every request shares (vllm bench serve "
+                            "--random-prefix-len, a common system prompt)",
+    "turns": "--turns: requests per multi-turn session",
+    "sessions": "--sessions: conversations open at once",
+    "kv_offload_gb": "--kv-offload-gb: the host-RAM KV tier, GB (LMCache max_local_cpu_size, vLLM "
+                     "--kv-offloading-size, SGLang --hicache-size)",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",

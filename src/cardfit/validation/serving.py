@@ -48,7 +48,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
               gpu_memory_utilization=float(st.get("gpu_memory_utilization") or 0.0) or None,
               max_prefill_tokens=int(st.get("max_prefill_tokens") or 0) or None,
               attention_dp=dp if dp > 1 else None, expert_parallel=ep if ep > 1 else None,
-              max_model_len=length or None)
+              max_model_len=length or None, **reuse_options(st))
     inp = DeployInput(model=r["model"], runtime=record_runtime_name(r), quant=r.get("quant"), gpu=(r["gpu"],),
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
                       kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), tp=tp, pp=pp, **kw,
@@ -94,6 +94,21 @@ def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
         if expert_parallel(settings, tp) > 1:
             keys.add("moe_ep")
     return frozenset(keys & set(settings))
+
+
+def reuse_options(settings: dict[str, Any]) -> dict[str, Any]:
+    """The reuse a record's workload states, as deploy's options: --shared-prefix-tokens, --turns,
+    --sessions and --kv-offload-gb (core/reuse.py); none where the record states none."""
+    out: dict[str, Any] = {}
+    if settings.get("shared_prefix_tokens"):
+        out["shared_prefix_tokens"] = int(settings["shared_prefix_tokens"])
+    if settings.get("turns"):
+        out["turns"] = int(settings["turns"])
+    if settings.get("sessions"):
+        out["sessions"] = float(settings["sessions"])
+    if settings.get("kv_offload_gb"):
+        out["kv_offload_gb"] = float(settings["kv_offload_gb"])
+    return out
 
 
 def checkpoint_kv_dtype(r: dict[str, Any]) -> str | None:
