@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from cardfit.core import reuse as ru
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
-from cardfit.services.deploy import DeployInput, deploy_report
+from cardfit.services.deploy import DeployInput, deploy_report, pinned_answer
 from cardfit.services.speed import SpeedInput, speed_report
 
 # (I, O, N, T, prompt sent per request, reusable per request): hand-derived from core/reuse.py's docstring
@@ -182,3 +182,18 @@ def test_speed_more_shared_prefix_is_never_a_slower_first_token(a, b, users, tur
     more = speed_report(SpeedInput(**kw, shared_prefix_tokens=hi)).rows[0]
     assert more.ttft_ms <= less.ttft_ms + 0.05  # rounded to 0.1 ms
     assert more.prefix_hit_rate >= less.prefix_hit_rate
+
+
+@pytest.mark.parametrize(("shared", "turns"), [(2000, 1), (0, 4)])
+def test_a_benchmark_run_finds_the_prefix_its_steady_state_finds(shared, turns):
+    """A pinned deploy's benchmark run (--requests) prefills only what the prefix cache does not hold, as
+    its steady state does: shorter first tokens and more throughput than the same run with nothing reused
+    (it stepped every prompt whole before: services/pinned.py bench_run `reused`)."""
+    def bench(**kw):
+        inp = DeployInput(model="llama-3.1-8b", gpu=("H100 SXM",), runtime="vllm", tp=1, users=32.0,
+                          requests=320, input_tokens=3000, output_tokens=200, **kw)
+        return pinned_answer(inp).bench
+
+    plain, reused = bench(), bench(shared_prefix_tokens=shared, turns=turns)
+    assert reused.ttft_mean_s < plain.ttft_mean_s
+    assert reused.output_tokens_per_s > plain.output_tokens_per_s

@@ -1867,7 +1867,9 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
         # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not
         lockstep = bool(rt.lockstep_rounds) and rt.has("pytorch_backend")
-        bench = bench_run(paged, inp, users, int(inp.requests), first, not inp.random_lengths, lockstep)
+        w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
+        bench = bench_run(paged, inp, users, int(inp.requests), first, not inp.random_lengths, lockstep,
+                          _reused(inp, res.cand, w))
         order = "prefill-first" if first else "decode-first"
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")

@@ -207,10 +207,15 @@ def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
 
 @lru_cache(maxsize=2048)
 def bench_run(replica: sv.Replica, inp: DeployInput, users: int, requests: int, first: bool,
-              fixed: bool, lockstep: bool = False) -> sv.Benchmark:
+              fixed: bool, lockstep: bool = False, reused: sv.Workload | None = None) -> sv.Benchmark:
     """The benchmark stepped on `replica`, which carries every constant its steps read (its Machine is built
-    with them): a leave-one-source-out fold whose refit leaves this replica as it was reuses the run."""
+    with them): a leave-one-source-out fold whose refit leaves this replica as it was reuses the run.
+    `reused`: the prompt tokens each request finds in the prefix cache and the seconds it copies from the
+    host tier (deploy's steady-state hits: --shared-prefix-tokens, --turns, --kv-offload-gb); none by
+    default."""
     w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
+    if reused is not None:
+        w = replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s)
     runs = BENCH_RUNS.get()
     if runs is None:
         return sv.benchmark(replica, w, users, requests, first, fixed, lockstep)
