@@ -37,6 +37,16 @@ CASES = [
      "'--gpu': given 2 times (RTX 4090, RTX 3090); give it once"),
     (["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096", "--context", "8192"],
      "'--context': given 2 times (4096, 8192); give it once"),
+    # a pinned deployment the engine could not start as asked (services/pinned.py check_pinned)
+    (["deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "2",
+      "--attention-dp", "3"], "--attention-dp 3: the attention groups split the 2 tensor-parallel ranks"),
+    (["deploy", "qwen3-30b-a3b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "2",
+      "--attention-dp", "2", "--expert-parallel", "3"], "--expert-parallel 3: the experts are sharded"),
+    (["deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "2",
+      "--expert-parallel", "2"], "--expert-parallel shards a mixture-of-experts model's experts"),
+    (["deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "1",
+      "--input-tokens", "1000", "--output-tokens", "200", "--max-model-len", "1000"],
+     "--max-model-len 1,000 is shorter than a request (1,000 + 200 tokens)"),
     # stack files are TOML or YAML (tests/test_stack_yaml.py holds the bad YAML files)
     (["stack", "--model", "qwen3:8b", "--gpu", "RTX 4090", "--format", "json"],
      "--format must be 'toml' or 'yaml' (got 'json')"),

@@ -1834,7 +1834,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
     from ..core.constants import snapshot
-    from .pinned import check_pinned, schedule
+    from .pinned import check_pinned, check_pinned_model, schedule
     from .resolve import resolve
 
     check_pinned(inp)
@@ -1843,6 +1843,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     model = default_models().find(inp.model) if inp.model else None
     if model is None:
         model = resolve(inp).model
+    check_pinned_model(inp, model)
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
     budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len)
     if pd_pinned(inp):

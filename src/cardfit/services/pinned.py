@@ -41,6 +41,27 @@ def check_pinned(inp: DeployInput) -> None:
     if inp.requests is not None and inp.users is None:
         raise InputError("--requests times a benchmark run of closed-loop users: give --users with it",
                          field="requests")
+    tp = int(inp.tp or 1)
+    if inp.attention_dp and tp % inp.attention_dp:
+        raise InputError(f"--attention-dp {inp.attention_dp}: the attention groups split the {tp} "
+                         f"tensor-parallel ranks, so give a divisor of --tp {tp}", field="attention_dp")
+    if inp.expert_parallel and tp % inp.expert_parallel:
+        raise InputError(f"--expert-parallel {inp.expert_parallel}: the experts are sharded over the "
+                         f"replica's ranks, so give a divisor of --tp {tp}", field="expert_parallel")
+    request = inp.input_tokens + inp.output_tokens
+    if inp.max_model_len and inp.max_model_len < request:
+        raise InputError(f"--max-model-len {inp.max_model_len:,} is shorter than a request "
+                         f"({inp.input_tokens:,} + {inp.output_tokens:,} tokens): the engine refuses such "
+                         "requests", field="max_model_len", hint=f"give --max-model-len {request:,} or more")
+
+
+def check_pinned_model(inp: DeployInput, model: Any) -> None:
+    """What a pinned question asks of its model: --expert-parallel shards a mixture-of-experts model's
+    experts."""
+    if inp.expert_parallel and inp.expert_parallel > 1 and not (model is not None and model.is_moe):
+        name = getattr(model, "name", inp.model)
+        raise InputError(f"--expert-parallel shards a mixture-of-experts model's experts; {name} has none: "
+                         "leave it out", field="expert_parallel")
 
 
 # --- what an engine release schedules with -------------------------------------------------------------
