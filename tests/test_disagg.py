@@ -293,6 +293,17 @@ def test_cards_pools_win_where_the_replicas_fail() -> None:
     assert agg["best"] == d["best"]  # asked with that load, the same answer
 
 
+@pytest.mark.parametrize("cards", [8, 16, 32])
+def test_cards_an_impossible_target_names_the_closest_on_those_cards(cards: int) -> None:
+    """Nothing meets a 5 ms TPOT: the closest deployment shown, and the miss it reports, are on exactly the
+    N cards asked for (closest() took the fewest replicas of any size before: 8 cards' miss for 32)."""
+    d = dp.deploy_report(dp.DeployInput(model="deepseek-v3", users=256.0, tpot_ms=5.0, gpu=("H200",),
+                                        runtime="sglang", quant="fp8", cards=cards)).to_json()
+    assert not d["meets_targets"] and d["closest"]["count"] == cards
+    assert d["failing"]["target"] == "tpot_ms"
+    assert d["failing"]["achieved"] == pytest.approx(d["closest"]["tpot_ms"], rel=0.01)
+
+
 # --- launch lines --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("runtime,flag,value", [

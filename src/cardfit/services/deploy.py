@@ -1110,7 +1110,11 @@ def _shown(r: Result) -> tuple:
 def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
     """When nothing meets the targets: the least miss any deployment within the limits reaches (its worst
     target ratio, each candidate at the most replicas allowed), then the cheapest deployment that comes
-    within CLOSE of it, at the fewest replicas that do: more replicas than that buy nothing."""
+    within CLOSE of it, at the fewest replicas that do: more replicas than that buy nothing. With --cards N,
+    the replicas that fill exactly the N cards and come closest."""
+    if inp.cards:
+        on = [evaluate(inp, c, inp.cards // c.cards, t) for c in cands if inp.cards % c.cards == 0]
+        return min(on, key=lambda r: (_worst(r), _rank(r))) if on else None
     at_most: list[Result] = []
     for c in cands:
         n = _limit(inp, c)
@@ -1789,9 +1793,6 @@ def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, r
     """The report with the disaggregated search beside it; its deployment is `best` where it wins (with
     --cards N, pools that fill exactly the N cards)."""
     agg = best if best is not None else closest(inp, cands, t)
-    if best is None and inp.cards:  # the aggregated replicas on exactly the N cards that come closest
-        on = [evaluate(inp, c, inp.cards // c.cards, t) for c in cands]
-        agg = min(on, key=_worst) if on else None
     pd = disaggregation(inp, cands, t, agg)
     if pd is None:
         return report
