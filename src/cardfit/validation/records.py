@@ -35,6 +35,7 @@ SETTINGS: dict[str, str] = {
     "speculative": "--speculative (draft:MODEL, eagle3, mtp, ngram)",
     "num_speculative_tokens": "--num-speculative-tokens (llama.cpp --draft-max, SGLang speculative steps)",
     "acceptance": "--acceptance: the draft-token acceptance rate the run reported",
+    "scheduler_recv_interval": "--scheduler-recv-interval (SGLang: decode steps between reads of requests)",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",

@@ -748,7 +748,7 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
 # the checkpoint was quantized, the load. A serving record with any other setting ran a knob those commands
 # do not set (an engine's batch limits or memory share, a benchmark harness's own sizing, DP attention).
 USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtype", "num_prompts",
-                           "gemm_quant", "moe_quant"})
+                           "gemm_quant", "moe_quant", "scheduler_recv_interval"})
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
