@@ -118,7 +118,7 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_current_release_r
     within 2 %: throughput, TPOT and TTFT. Held for the records of current releases whose question speed can
     ask: closed-loop users within the engine's --max-num-seqs and its KV pool (speed times every sequence at
     once where deploy queues the excess), and none of the settings only deploy takes (--attention-dp,
-    --max-prefill-tokens, --max-model-len)."""
+    --max-prefill-tokens, --max-model-len, --scheduler-recv-interval)."""
     from cardfit.catalog.runtimes import default_runtimes
 
     asked, off = set(), []
@@ -127,7 +127,8 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_current_release_r
         rt = default_runtimes().get(inp.runtime)
         if (inp.users is None or (rt.release is not None and rt.release.lacks) or _disaggregated(r)
                 or (inp.max_num_seqs and inp.users > inp.max_num_seqs)
-                or inp.attention_dp or inp.expert_parallel or inp.max_prefill_tokens or inp.max_model_len):
+                or inp.attention_dp or inp.expert_parallel or inp.max_prefill_tokens or inp.max_model_len
+                or inp.scheduler_recv_interval):
             continue
         question = _speed_question(inp, tp, pp)
         key = tuple(sorted(question.items()))

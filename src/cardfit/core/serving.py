@@ -397,8 +397,10 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
     stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
-    # steps planned ahead; the response's lag; the steps until a decoding engine reads new requests
-    ahead = (r.schedule_ahead + r.response_lag) * t + recv_wait_steps(r) * step_s(r, max(batch, 1.0), 0.0)
+    # steps planned ahead; the response's lag; the steps until a decoding engine reads new requests (an
+    # arrival finds it decoding min(B, 1) of the time: below one sequence in flight, it is idle the rest)
+    recv = recv_wait_steps(r) * min(batch, 1.0) * step_s(r, max(batch, 1.0), 0.0)
+    ahead = (r.schedule_ahead + r.response_lag) * t + recv
     wait90 = slot_wait[1] + p_p90 + ahead
     out = batch / t if t else 0.0
     return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + pre, wait90, out, rho, stable)
