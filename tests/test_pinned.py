@@ -145,5 +145,7 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_current_release_r
                                 ("ttft", row["ttft_ms"], one["ttft_mean_ms"])):
             if got is None or want is None or abs(got - want) > max(0.02 * abs(want), 0.1):
                 off.append((r["id"], name, got, want))
-    assert len(asked) > 150
+    # 113 questions since InferenceX's SGLang records state their scripts' --max-prefill-tokens and
+    # --scheduler-recv-interval (deploy-only settings)
+    assert len(asked) > 100
     assert not off, off[:10]
