@@ -23,7 +23,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     """The deploy question a serving record answers, pinned to its deployment: its model, --runtime
     NAME@RELEASE, quant, card set (--tp, --pp), load and, for a finite run, the benchmark (--requests,
     --random-lengths), with the engine settings the record states (--max-num-seqs, --max-num-batched-tokens,
-    --gpu-memory-utilization (SGLang's mem_fraction), --max-prefill-tokens, --attention-dp, --max-model-len,
+    --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len,
     --scheduler-recv-interval); (input, tp, pp)."""
     st = r.get("settings") or {}
     cards = int(r.get("gpus") or 1)
@@ -46,8 +46,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     ep = expert_parallel(st, tp)
     length = int(st.get("max_model_len") or st.get("max_total_tokens") or 0)
     kw.update(max_num_seqs=cap or None, max_num_batched_tokens=budget or None,
-              gpu_memory_utilization=float(st.get("gpu_memory_utilization") or st.get("mem_fraction")
-                                           or 0.0) or None,
+              gpu_memory_utilization=float(st.get("gpu_memory_utilization") or 0.0) or None,
               scheduler_recv_interval=int(st.get("scheduler_recv_interval") or 0) or None,
               max_prefill_tokens=int(st.get("max_prefill_tokens") or 0) or None,
               attention_dp=dp if dp > 1 else None, expert_parallel=ep if ep > 1 else None,
