@@ -108,11 +108,29 @@ class Replica:
     # speculative decoding (core/speculative.py): each decode step verifies K + 1 tokens per sequence after
     # K drafter steps and yields `per_step` tokens per sequence on average (None: one token a step)
     spec: Speculation | None = None
+    # decode steps between two reads of new requests while the engine decodes (SGLang
+    # --scheduler-recv-interval N: recv_wait_steps); 1: every step
+    recv_interval: int = 1
 
     @property
     def per_step(self) -> float:
         """Mean output tokens a decode step yields per sequence."""
         return self.spec.per_step if self.spec is not None else 1.0
+
+
+def recv_wait_steps(r: Replica) -> float:
+    """Decode steps a request that reaches a decoding engine waits, on average, before the engine reads it,
+    beyond the step running as it arrives: (N - 1) / 2 for SGLang's --scheduler-recv-interval N.
+
+    SGLang's scheduler reads new requests at the top of its loop only when SchedulerRecvSkipper.handle says
+    so (python/sglang/srt/managers/scheduler_recv_skipper.py at sgl-project/sglang@70310f05): each loop adds
+    the weight of the batch it last ran (a decode step or a target verify 1, no batch 1, any other batch,
+    a prompt step, 1,000: SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_* in python/sglang/srt/environ.py) and reads
+    once the sum reaches N, then starts again from 0. While it decodes it reads every N steps; right after a
+    prompt step, or while idle, at once. A request sent as another user's answer ends arrives at a phase of
+    that N-step cycle that the answer lengths spread evenly, so it waits 0 to N - 1 steps more than with a
+    read every step: (N - 1) / 2 on average. An idle engine reads it at once (a lone user: no wait)."""
+    return (max(r.recv_interval, 1) - 1) / 2
 
 
 @record(slots=True)
@@ -379,7 +397,10 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
     stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
-    ahead = (r.schedule_ahead + r.response_lag) * t  # steps planned ahead; the response's lag
+    # steps planned ahead; the response's lag; the steps until a decoding engine reads new requests (an
+    # arrival finds it decoding min(B, 1) of the time: below one sequence in flight, it is idle the rest)
+    recv = recv_wait_steps(r) * min(batch, 1.0) * step_s(r, max(batch, 1.0), 0.0)
+    ahead = (r.schedule_ahead + r.response_lag) * t + recv
     wait90 = slot_wait[1] + p_p90 + ahead
     out = batch / t if t else 0.0
     return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + pre, wait90, out, rho, stable)
@@ -450,6 +471,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         return Served(0.0, t, pre, pre, pre, 0.0, 0.0, 0.0, True)
     others = max(m - 1.0, 0.0) / m
     ahead_steps = r.schedule_ahead
+    recv = recv_wait_steps(r)
     b = m * (o - 1) / o  # decoding, first guess: the prompt a short share of the cycle
     u = 0.0  # the prompt budget's utilization (the residual correction reads the last sweep's)
     damping, last = 1.0, math.inf  # full steps while the sweeps contract; halved when one does not
@@ -458,7 +480,8 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         beside = b * others  # the other users' decodes a prompt's steps carry
         pre = prefill_s(r, w, beside)
         s_p = prompt_share_s(r, w, beside, t)
-        arrive = others * step_s(r, max(b, 1.0), 0.0)  # the step running when the request arrives
+        # the step running when the request arrives, and the steps until the engine reads it (recv_wait_steps)
+        arrive = others * (1 + recv) * step_s(r, max(b, 1.0), 0.0)
         lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
         z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive + lag  # the rest of its cycle
         res = _prompt_residence(s_p, z, m, others, u)
@@ -479,8 +502,9 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     seen_u = u * others
     wait90 = wait / seen_u * math.log(seen_u / P90_TAIL) if seen_u > P90_TAIL and wait > 0 else 0.0
     # the other users' decode step running when a request arrives (its predecessor's answer ended in the
-    # step before): the prompt joins the step after it; a lone user finds the engine idle
-    ahead = ahead_steps * t + others * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
+    # step before), and the steps until the engine reads it: the prompt joins the step after them; a lone
+    # user finds the engine idle
+    ahead = ahead_steps * t + others * (1 + recv) * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
     ttft_mean = slot_wait + wait + ahead + pre
     ttft90 = slot_wait + wait90 + ahead + pre
     out = m * o / in_service if in_service else 0.0

@@ -285,7 +285,8 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           max_batched_tokens: int | None = None, checkpoint_quantized: bool = False,
           replicas: int = 1, one_node: bool = False, engine: object | None = None,
           kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None, attention_dp: int = 1,
-          expert_parallel: int = 1, disaggregation: str | None = None, dynamo: bool = False) -> Launch:
+          expert_parallel: int = 1, disaggregation: str | None = None, dynamo: bool = False,
+          scheduler_recv_interval: int = 0) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -296,7 +297,10 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
     `attention_dp`, `expert_parallel`: a MoE replica of `tp` ranks as that many attention groups, its experts
     over `expert_parallel` ranks (core/moe_parallel.py), on an engine whose adapter places it.
     `dynamo`: the engine's worker as NVIDIA Dynamo starts it (`python3 -m dynamo.<engine>`, the adapter's
-    `dynamo_launch`), behind Dynamo's frontend (DYNAMO_FRONTEND)."""
+    `dynamo_launch`), behind Dynamo's frontend (DYNAMO_FRONTEND).
+
+    `scheduler_recv_interval`: decode steps between reads of new requests, on an engine whose adapter names
+    the flag (RECV_INTERVAL_FLAG: SGLang's --scheduler-recv-interval)."""
     engine = _served(runtime, engine)
     if not 0 <= kv_offload_gb <= 1e6:
         raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
@@ -329,6 +333,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         launch = worker(model, args)
     else:
         launch = engine.launch(model, args)
+    if scheduler_recv_interval:
+        flag = getattr(engine, "RECV_INTERVAL_FLAG", None)
+        if not flag:
+            raise InputError(f"{runtime} has no scheduler receive interval cardfit launches",
+                             field="scheduler_recv_interval", hint="SGLang has one")
+        launch = replace(launch, argv=(*launch.argv, flag, str(_whole("scheduler_recv_interval",
+                                                                       scheduler_recv_interval))))
     if kv_offload_gb:
         flags = getattr(engine, "kv_offload_flags", None)
         if flags is None:

@@ -54,6 +54,9 @@ class SGLang(VllmLike):
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
     PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
+    # reads new requests every N decode steps (server_args.py --scheduler-recv-interval, default 1;
+    # managers/scheduler_recv_skipper.py; core/serving.py recv_wait_steps)
+    RECV_INTERVAL_FLAG = "--scheduler-recv-interval"
 
     # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
     # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")

@@ -128,6 +128,7 @@ class DeployInput(ModelInput, SpeculativeInput):
     attention_dp: int | None = engine_opt("attention_dp")
     expert_parallel: int | None = engine_opt("expert_parallel")
     max_model_len: int | None = engine_opt("max_model_len")
+    scheduler_recv_interval: int | None = engine_opt("scheduler_recv_interval")
     # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
     # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
     prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "
@@ -185,7 +186,7 @@ def check(inp: DeployInput) -> None:
 PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
                "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
                "max_model_len", "prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp",
-               "decode_dp", "prefill_batch_size", "decode_batch_size")
+               "decode_dp", "prefill_batch_size", "decode_batch_size", "scheduler_recv_interval")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
@@ -283,7 +284,7 @@ class Candidate:
         # (services/served.py replica): over 1, 2, 4 or 8 cards it is one replica
         stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
         key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
-               self.seqs, self.chunk_tokens, self.attention_dp, self.ep)
+               self.seqs, self.chunk_tokens, self.attention_dp, self.ep, self.inp.scheduler_recv_interval)
         built = self.setting.built
         if key not in built:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
@@ -731,7 +732,10 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     # tokens on an A100 or a card under 70 GiB, 8192 on the others); expert parallel: each attention group's
     # engine takes its own
     budget = (chunk_tokens or engine_defaults(s.ctx, gpu)[0]) * (attention_dp if ep > 1 else 1)
-    return _interned(served.replica(s.ctx, whole, mc, w, pp, seqs, budget))
+    r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
+    if inp.scheduler_recv_interval:  # a pinned SGLang deployment's --scheduler-recv-interval
+        r = replace(r, recv_interval=int(inp.scheduler_recv_interval))
+    return _interned(r)
 
 
 # Equal replicas are one object: the memos of core/serving.py (step_s) and of this module (_solo_of,
@@ -1181,7 +1185,8 @@ def command(inp: DeployInput, r: Result) -> str:
     length = inp.max_model_len or c.setting.mem.context  # a pinned deployment's own --max-model-len
     return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
-                          kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep)
+                          kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep,
+                          recv_interval=int(inp.scheduler_recv_interval or 0))
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1835,11 +1840,12 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
     from ..core.constants import snapshot
-    from .pinned import check_pinned, check_pinned_model, schedule
+    from .pinned import check_pinned, check_pinned_model, check_recv_interval, schedule
     from .resolve import resolve
 
     check_pinned(inp)
     rt = default_runtimes().get(inp.runtime or "")
+    check_recv_interval(inp, rt)
     gpu = default_gpus().get(inp.gpu[0])
     model = default_models().find(inp.model) if inp.model else None
     if model is None:

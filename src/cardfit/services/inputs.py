@@ -177,6 +177,9 @@ ENGINE_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "max_model_len": ("engine: the context it is started with (vLLM --max-model-len, TGI "
                       "--max-total-tokens); default: the longest request (a pinned vLLM V0: the model's "
                       "trained context, its own default)", {"ge": 1, "le": MAX_CONTEXT}),
+    "scheduler_recv_interval": ("engine: decode steps between two reads of new requests while it decodes "
+                                "(SGLang --scheduler-recv-interval); default 1, every step",
+                                {"ge": 1, "le": 10_000}),
 }
 
 

@@ -10,14 +10,17 @@ from typing import Any
 def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
                    slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False,
                    kv_offload_gb: float = 0.0, dp: int = 1, ep: int = 1,
-                   disaggregation: str | None = None, dynamo: bool = False) -> str | None:
+                   disaggregation: str | None = None, dynamo: bool = False,
+                   recv_interval: int = 0) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
     them inside one node, which data parallelism serves in one server); `dp`, `ep`: one copy's attention
     groups and expert-parallel ranks (core/moe_parallel.py); `disaggregation`: "prefill" or "decode" for a
     worker of a disaggregated deployment (core/disagg.py); `dynamo`: that worker as NVIDIA Dynamo starts
-    it."""
+    it;
+    `recv_interval`: a pinned SGLang deployment's
+    --scheduler-recv-interval (0: the engine's default)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
@@ -29,6 +32,8 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
         options["disaggregation"] = disaggregation
     if dynamo:
         options["dynamo"] = True
+    if recv_interval:
+        options["scheduler_recv_interval"] = recv_interval
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 

@@ -1,6 +1,7 @@
 """One deployment, pinned: `cardfit deploy --gpu CARD --runtime NAME@RELEASE --tp N [--pp M]` times that
 card set (one replica) with the engine settings a user launches it with (--max-num-seqs,
---max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len)
+--max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len,
+--scheduler-recv-interval)
 and, with --requests N, the finite benchmark run a user measures it with (`vllm bench serve --num-prompts N
 --max-concurrency C`, SGLang's bench_serving): its first round of C prompts sent at once. With
 --prefill-workers X --decode-workers Y it pins a disaggregated deployment instead: each pool's worker timed
@@ -62,6 +63,18 @@ def check_pinned_model(inp: DeployInput, model: Any) -> None:
         name = getattr(model, "name", inp.model)
         raise InputError(f"--expert-parallel shards a mixture-of-experts model's experts; {name} has none: "
                          "leave it out", field="expert_parallel")
+
+
+def check_recv_interval(inp: DeployInput, rt: RuntimeProfile) -> None:
+    """--scheduler-recv-interval is an engine flag of the runtimes whose launch line has one (SGLang:
+    runtimes/sglang.py RECV_INTERVAL_FLAG); InputError for another runtime."""
+    if not inp.scheduler_recv_interval:
+        return
+    from ..runtimes import adapter
+
+    if not getattr(adapter(rt), "RECV_INTERVAL_FLAG", None):
+        raise InputError(f"--scheduler-recv-interval is an SGLang flag; {rt.id} reads new requests every "
+                         "step", field="scheduler_recv_interval", hint="use it with --runtime sglang")
 
 
 # --- what an engine release schedules with -------------------------------------------------------------

@@ -65,6 +65,7 @@ class SpeedInput(PlanInput):
     attention_dp: int | None = engine_opt("attention_dp")
     expert_parallel: int | None = engine_opt("expert_parallel")
     max_model_len: int | None = engine_opt("max_model_len")
+    scheduler_recv_interval: int | None = engine_opt("scheduler_recv_interval")
 
 
 @record
@@ -303,7 +304,7 @@ def deployed(s: Setup, inp: SpeedInput) -> bool:
 
 
 # the engine settings only a deployment's served load takes (deployed): speed's own path has no term for them
-DEPLOYED_ONLY = ("max_prefill_tokens", "attention_dp", "expert_parallel")
+DEPLOYED_ONLY = ("max_prefill_tokens", "attention_dp", "expert_parallel", "scheduler_recv_interval")
 
 
 def engine_checked(inp: SpeedInput) -> SpeedInput:
@@ -336,7 +337,8 @@ def _deploy_question(s: Setup, inp: SpeedInput, users: int) -> Any:
                        max_num_seqs=inp.max_num_seqs, max_num_batched_tokens=inp.prefill_chunk,
                        gpu_memory_utilization=inp.gpu_memory_utilization,
                        max_prefill_tokens=inp.max_prefill_tokens, attention_dp=inp.attention_dp,
-                       expert_parallel=inp.expert_parallel, max_model_len=started(inp))
+                       expert_parallel=inp.expert_parallel, max_model_len=started(inp),
+                       scheduler_recv_interval=inp.scheduler_recv_interval)
 
 
 def started(inp: SpeedInput) -> int | None:

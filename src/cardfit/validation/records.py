@@ -41,6 +41,7 @@ SETTINGS: dict[str, str] = {
     "sessions": "--sessions: conversations open at once",
     "kv_offload_gb": "--kv-offload-gb: the host-RAM KV tier, GB (LMCache max_local_cpu_size, vLLM "
                      "--kv-offloading-size, SGLang --hicache-size)",
+    "scheduler_recv_interval": "--scheduler-recv-interval (SGLang: decode steps between reads of requests)",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",
