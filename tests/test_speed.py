@@ -528,3 +528,55 @@ def test_nvfp4_weights_stream_four_and_a_half_bits_with_their_block_scales(run_j
     linear = 70553706496 - 2 * 128256 * 8192 - (2 * 80 + 1) * 8192  # params - embed - lm_head - norms
     assert d["weights_by_type"]["NVFP4"] * 8 == linear * 4.5
     assert d["weights_by_type"]["BF16"] == 2 * (2 * 128256 * 8192 + (2 * 80 + 1) * 8192)
+
+
+@pytest.mark.parametrize(("card", "tp", "cap"), [
+    # SGLang's cuda_graph_max_bs by card size and TP (python/sglang/srt/server_args.py
+    # _handle_gpu_memory_settings, sgl-project/sglang@469c63e5: "H100, A100 … cuda_graph_max_bs 256 if tp < 4
+    # else 512"; "H20, H200 … 256 if tp < 4 else 512"; "A100 (40GB), L40 … 32 if tp < 4 else 160"; under
+    # 35 GB "24 … else 80"; under 20 GB 8; "B200, MI300 … 512")
+    ("H100 SXM", 1, 256), ("H100 SXM", 8, 512), ("A100 SXM 80GB", 1, 256), ("H200 SXM", 2, 256),
+    ("H200 SXM", 4, 512), ("A100 40GB", 1, 32), ("L40S", 4, 160), ("RTX 4090", 1, 24), ("RTX 4090", 4, 80),
+    ("T4", 1, 8), ("B200", 1, 512), ("MI300X", 8, 512),
+])
+def test_sglang_replays_decode_graphs_up_to_its_card_sized_cap(card, tp, cap):
+    """A decode batch above SGLang's cuda_graph_max_bs runs eagerly (model_executor/cuda_graph_runner.py
+    CudaGraphRunner.can_run: "cuda_graph_bs <= self.max_bs"): it pays the eager per-layer time
+    (runtimes.toml decode_overhead_us_per_layer_v0, the dispatch time of its eager prompt steps), a batch at
+    the cap the graph replay's."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.runtimes import default_runtimes
+
+    rt = default_runtimes().get("sglang")
+    gpu = default_gpus().get(card)
+    mc = sp.machine_for(rt, gpu, tp, gpu.bf16_tflops, precision="bf16")
+    assert mc.graph_max_batch == cap
+    assert sp.per_layer_s(mc, cap) == pytest.approx(mc.overhead_s_per_layer)
+    assert sp.per_layer_s(mc, cap + 1) == pytest.approx(rt.decode_overhead_us_per_layer_v0 * 1e-6)
+    vllm = sp.machine_for(default_runtimes().get("vllm"), gpu, tp, gpu.bf16_tflops, precision="bf16")
+    assert vllm.graph_max_batch == 0  # no such cap: vLLM's graphs follow its own batch
+
+
+def test_sglang_eager_step_counts_each_attention_group_batch():
+    """With attention data parallel and expert parallel, each attention group's engine replays its graph for
+    its own batch (SGLang's can_run takes the largest rank's token count): 8 groups of 300 on H200s (cap 512
+    at TP 8) stay in the graph, one group of 2,400 at TP 8 does not; the eager step is the longer by the
+    layers x (eager - replay) per-layer time."""
+    from dataclasses import replace
+
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.models import default_models
+    from cardfit.catalog.quants import default_quants
+    from cardfit.catalog.runtimes import default_runtimes
+
+    rt = default_runtimes().get("sglang")
+    gpu = default_gpus().get("H200 SXM")
+    m = default_models().find("deepseek-v3")
+    q = default_quants().get("fp8")
+    mc = sp.machine_for(rt, gpu, 8, gpu.fp8_tflops, precision="fp8")
+    load = sp.Load(int(m.params), sp.weight_shares(m, q), 70_000, 2.0 * m.active_params, m.layers, m.hidden)
+    dp = sp.step(load, replace(mc, attention_dp=8, expert_parallel=8), 2400)
+    tp = sp.step(load, mc, 2400)
+    eager = m.layers * (rt.decode_overhead_us_per_layer_v0 * 1e-6 - mc.overhead_s_per_layer)
+    per_sequence = (2400 - 300) * mc.overhead_s_per_sequence  # each group schedules its own 300
+    assert tp.overhead_s - dp.overhead_s == pytest.approx(eager + per_sequence, rel=1e-6)

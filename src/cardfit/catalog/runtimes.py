@@ -125,7 +125,8 @@ class RuntimeProfile:
     # the per-layer time of those builds on Apple's Metal backend (0: decode_overhead_us_per_layer_v0)
     decode_overhead_us_per_layer_metal_v0: float = 0.0
     # the largest batch a decode step replays as a CUDA graph (0: every batch): larger batches launch every
-    # kernel and pay the per-layer time of a build without graphs (decode_overhead_us_per_layer_v0)
+    # kernel and pay the per-layer time of a build without graphs (decode_overhead_us_per_layer_v0); a
+    # runtime with `tier` rows (SGLang) takes its cap by card size and TP from them (graph_max_batch())
     graph_max_batch: int = 0
     # the GPU stacks on which graph_max_batch holds (TGI replays HIP graphs on ROCm as CUDA graphs on CUDA);
     # elsewhere no step is taken for a graph replay or an eager launch by batch size
@@ -308,6 +309,21 @@ def _from_row(row: dict[str, Any]) -> RuntimeProfile:
         return RuntimeProfile(**known)
     except TypeError as e:
         raise CatalogError(f"runtime '{row.get('id', '?')}': {e}", path=path) from e
+
+
+def graph_max_batch(rt: RuntimeProfile, memory_gb: float, tp: int) -> int:
+    """The largest decode batch the runtime replays as a CUDA graph on a card of `memory_gb` at tensor
+    parallel `tp` (0: every batch): SGLang's cuda_graph_max_bs by card size (its `tier` rows:
+    server_args.py _handle_gpu_memory_settings, "if self.tp_size < 4 … 256 else 512" on an 80 GB card; a
+    larger batch runs eagerly, cuda_graph_runner.py can_run "cuda_graph_bs <= self.max_bs"), else the
+    profile's one cap (graph_max_batch: TGI's --cuda-graphs, llama.cpp's single-token graphs)."""
+    if not rt.tier or memory_gb <= 0:
+        return rt.graph_max_batch
+    mib = memory_gb * 1024  # the card's nominal size; SGLang reads the device's total memory in MiB
+    for t in rt.tier:
+        if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib:
+            return t.cuda_graph_max_bs_tp_lt4 if tp < 4 else t.cuda_graph_max_bs_tp_ge4
+    return rt.graph_max_batch
 
 
 def runs_on(rt: RuntimeProfile, stack: str) -> bool:

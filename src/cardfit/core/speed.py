@@ -26,7 +26,7 @@ from ..catalog.gpus import Gpu, nvlink_allreduce_cards
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
-from ..catalog.runtimes import RuntimeProfile
+from ..catalog.runtimes import RuntimeProfile, graph_max_batch
 from .kv import kv_cache_bytes, kv_split_ranks, layout
 from .memory import Memory
 from .moe_parallel import alltoall_seconds, imbalance
@@ -449,10 +449,11 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     if ep > 1:  # the busiest rank's experts take more than the mean share of the routed FLOPs
         compute_s *= 1 + _expert_flops_share(load) * (imbalance(b, load.experts_active, ep) - 1)
     kv_s = kv_card / mc.read_bytes_per_s
-    # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side
+    # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side,
+    # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
     scheduled = math.ceil(b / dp) if ep > 1 else b
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * per_layer_s(mc, b) + (scheduled - 1) * mc.overhead_s_per_sequence
+                load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
                 + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
                 link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
 
@@ -922,7 +923,8 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
                    overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
-                   graph_max_batch=rt.graph_max_batch if gpu.stack in rt.graph_stacks else 0,
+                   graph_max_batch=(graph_max_batch(rt, gpu.memory_gb, tp) if gpu.stack in rt.graph_stacks
+                                    else 0),
                    overhead_s_per_layer_eager=k("decode_overhead_us_per_layer_v0") * 1e-6,
                    overhead_s_per_layer_prefill=k("prefill_overhead_us_per_layer") * 1e-6,
                    prefill_graph_tokens=int(k("prefill_graph_tokens")),
