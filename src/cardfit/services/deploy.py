@@ -984,20 +984,36 @@ def most_users(inp: DeployInput, cands: list[Candidate],
     targets, the sets that serve that many (the input then asks for them) and True; the input with one user,
     every set and False where not even one is served (the answer then says what fails)."""
     best, reach = 1.0, 0
-    served_by: dict[int, list[Candidate]] = {}
-    for c in cands:
-        n = _most_users_on(replace(inp, users=1.0), c, (inp.cards or c.cards) // c.cards, t)
-        served_by.setdefault(n, []).append(c)
+    one = replace(inp, users=1.0)
+    served_by: dict[int, list[tuple[int, Candidate]]] = {}
+    # the sets that may serve the most first (_most_users_bound), so that the reach found early skips the
+    # rest: a set whose bound is below it cannot serve that many, nor be among those that serve the most
+    order = sorted(range(len(cands)), key=lambda i: -_most_users_bound(inp, cands[i]))
+    for i in order:
+        c = cands[i]
+        if _most_users_bound(inp, c) < reach:
+            break  # sorted by bound: every later one's is lower still
+        n = _most_users_on(one, c, (inp.cards or c.cards) // c.cards, t)
+        served_by.setdefault(n, []).append((i, c))
         reach = max(reach, n)
     if reach >= 1:
         best = float(reach)
-        cands = [replace(c, inp=replace(c.inp, users=best)) for c in served_by[reach]]
+        cands = [replace(c, inp=replace(c.inp, users=best)) for _, c in sorted(served_by[reach],
+                                                                                key=lambda ic: ic[0])]
     return replace(inp, users=best), cands, reach >= 1
 
 
 # users one replica may be asked to serve at most in the --cards search: every scheduled slot, then as many
 # again waiting (their TTFT grows with each, so the targets stop it long before)
 MOST_USERS_PER_SLOT = 2
+
+
+def _most_users_bound(inp: DeployInput, c: Candidate) -> int:
+    """The most users _most_users_on can answer for candidate `c` on --cards: its `hi`, every slot of every
+    replica MOST_USERS_PER_SLOT times (a replica's sequence cap is the candidate's `seqs`: services/served.py
+    replica takes max(seqs, 1)). A bound by construction, whatever the timings: _most_users_on returns 0 or
+    largest_true over [lo, min(hi, …)] with lo ≤ hi, never more than hi (tests/test_deploy_search.py)."""
+    return (inp.cards or c.cards) // c.cards * max(c.seqs, 1) * MOST_USERS_PER_SLOT
 
 
 def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) -> int:

@@ -1,0 +1,69 @@
+"""The deploy search's shortcuts (services/deploy.py) against doing every step: each bound that lets it skip a
+candidate holds for every candidate of a small catalog, and the search with the skips answers exactly what it
+answers without them (issue 25 items 19 and 21)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cardfit.services import deploy as d
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+# a few cards: every runtime family's candidates (paged and slotted), a brute force of seconds
+CARDS = ["L4", "RTX 4090", "A40", "L40S", "H100 SXM", "RTX 3090"]
+RUNTIMES = ["vllm", "llama.cpp", "sglang", "ollama"]
+
+
+def _cards_input(runtime: str | None, gpus: tuple[str, ...], cards: int, tpot_ms: float,
+                 ttft_ms: float) -> d.DeployInput:
+    return d.DeployInput(model=MODEL, runtime=runtime, gpu=gpus, cards=cards, tpot_ms=tpot_ms,
+                         ttft_ms=ttft_ms)
+
+
+def _filling(inp: d.DeployInput) -> list[d.Candidate]:
+    """The candidates deploy_report hands most_users: the sets that split --cards evenly."""
+    return [c for c in d.candidates(inp, d.settings(inp)[0]) if (inp.cards or 1) % c.cards == 0]
+
+
+def _most_users_brute(inp: d.DeployInput, cands: list[d.Candidate],
+                      t: d.Targets) -> tuple[int, list[d.Candidate]]:
+    """most_users without its bound: every set asked, the most users (0: none) and the sets reaching it, in
+    order."""
+    ns = [d._most_users_on(replace(inp, users=1.0), c, (inp.cards or c.cards) // c.cards, t) for c in cands]
+    reach = max(ns)
+    return reach, [c for c, n in zip(cands, ns, strict=True) if n == reach]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.lists(st.sampled_from(CARDS), min_size=1, max_size=2, unique=True),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([20.0, 50.0, 100.0]), st.sampled_from([300.0, 2000.0]),
+       st.data())
+def test_most_users_bound_is_never_below_what_a_set_serves(runtime, gpus, cards, tpot_ms, ttft_ms, data):
+    inp = _cards_input(runtime, tuple(gpus), cards, tpot_ms, ttft_ms)
+    cands = _filling(inp)
+    if not cands:
+        return
+    c = data.draw(st.sampled_from(cands))
+    n = d._most_users_on(replace(inp, users=1.0), c, cards // c.cards, d.targets(inp))
+    assert n <= d._most_users_bound(inp, c)
+
+
+@pytest.mark.parametrize(("runtime", "gpus", "cards", "tpot_ms", "ttft_ms"), [
+    (None, ("RTX 4090", "L40S"), 8, 100.0, 2000.0),  # every runtime: llama.cpp/Ollama slots beside vLLM's
+    (None, ("L4", "H100 SXM"), 4, 50.0, 1500.0),
+    ("llama.cpp", ("RTX 3090", "A40"), 2, 100.0, 2000.0),  # slots only: the bound prunes among them
+    ("vllm", ("L4",), 1, 20.0, 300.0),  # tight targets
+])
+def test_most_users_answers_what_asking_every_set_answers(runtime, gpus, cards, tpot_ms, ttft_ms) -> None:
+    inp = _cards_input(runtime, gpus, cards, tpot_ms, ttft_ms)
+    cands, t = _filling(inp), d.targets(inp)
+    reach, reaching = _most_users_brute(inp, cands, t)
+    got, got_cands, served = d.most_users(inp, cands, t)
+    assert served == (reach >= 1) and got.users == max(reach, 1)
+    if served:
+        assert [(c.gpu.id, c.setting.ctx.runtime.id, c.cards, c.seqs, c.tp, c.pp) for c in got_cands] == \
+            [(c.gpu.id, c.setting.ctx.runtime.id, c.cards, c.seqs, c.tp, c.pp) for c in reaching]
