@@ -67,3 +67,42 @@ def test_most_users_answers_what_asking_every_set_answers(runtime, gpus, cards, 
     if served:
         assert [(c.gpu.id, c.setting.ctx.runtime.id, c.cards, c.seqs, c.tp, c.pp) for c in got_cands] == \
             [(c.gpu.id, c.setting.ctx.runtime.id, c.cards, c.seqs, c.tp, c.pp) for c in reaching]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 2000), st.integers(1, 2000), st.integers(1, 2000))
+def test_largest_true_stops_at_enough_below_the_edge(edge, hi, enough_from):
+    """With `enough`, the bisection returns an n that is enough, found on its way, or the edge itself; never
+    above the edge."""
+    from cardfit.core.search import largest_true
+
+    plain = largest_true(lambda n: n <= edge, 1, hi)
+    got = largest_true(lambda n: n <= edge, 1, hi, lambda n: n >= enough_from)
+    assert got == plain or (got >= enough_from and got <= plain)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.sampled_from(CARDS), st.sampled_from([10.0, 30.0, 50.0, 100.0]),
+       st.sampled_from([300.0, 2000.0]), st.floats(0.5, 5000.0), st.data())
+def test_fewest_replicas_bound_stops_early_with_the_same_answer(runtime, card, tpot_ms, ttft_ms, users, data):
+    """_fewest_of's early stop (users: once the answer is 1 whatever B_t) answers what the whole bisection
+    answers, on every candidate of a small catalog."""
+    from unittest import mock
+
+    from cardfit.core import search
+
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), users=users, tpot_ms=tpot_ms,
+                        ttft_ms=ttft_ms)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    if not cands:
+        return
+    c, t = data.draw(st.sampled_from(cands)), d.targets(inp)
+    args = (c.replica, d.prompt_tokens(inp), inp.output_tokens, t.tpot_s, t.ttft_s, inp.users, None,
+            d._best_cached(inp, c))
+    early = d._fewest_of.__wrapped__(*args)
+    def whole_bisection(ok, lo, hi, enough=None):
+        return search.largest_true(ok, lo, hi)
+
+    with mock.patch.object(d, "largest_true", whole_bisection):
+        whole = d._fewest_of.__wrapped__(*args)
+    assert early == whole

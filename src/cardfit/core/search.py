@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def largest_true(ok: Callable[[int], bool], lo: int, hi: int) -> int:
-    """Largest n in [lo, hi] with ok(n), given ok(lo) holds and ok is true then false."""
+def largest_true(ok: Callable[[int], bool], lo: int, hi: int,
+                 enough: Callable[[int], bool] | None = None) -> int:
+    """Largest n in [lo, hi] with ok(n), given ok(lo) holds and ok is true then false. `enough`: the caller
+    needs no more than some n with ok(n) for which enough(n) holds; the search returns the first such n it
+    finds (the n it would have returned is that one or larger)."""
     while lo < hi:
+        if enough is not None and enough(lo):
+            return lo
         mid = (lo + hi + 1) // 2
         if ok(mid):
             lo = mid

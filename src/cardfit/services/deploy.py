@@ -910,7 +910,11 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
     B_t is found by bisection: TPOT grows with B. `cached`: the most prompt tokens a request finds cached."""
     w = sv.Workload(input_tokens, output_tokens, users=1.0, cached_tokens=cached)
     cap = max(r.max_seqs, 1)
-    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap)
+    # users: the answer is max(1, ⌈users ÷ held⌉) and held ≥ B + 1 for any B < cap within the target (B_t ≥
+    # B; held is B_t + 1 below the cap, at least cap ≥ B + 1 at it), so once such a B has ⌈users ÷ (B + 1)⌉
+    # ≤ 1 the answer is 1 whatever B_t is: the bisection stops there
+    enough = (lambda n: n < cap and math.ceil(users / (n + 1) - 1e-9) <= 1) if users is not None else None
+    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap, enough)
     steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
     held = float(lo + 1) if lo < cap else cap * (1 + ttft_s / steps)
     if users is not None:
