@@ -106,3 +106,72 @@ def test_fewest_replicas_bound_stops_early_with_the_same_answer(runtime, card, t
     with mock.patch.object(d, "largest_true", whole_bisection):
         whole = d._fewest_of.__wrapped__(*args)
     assert early == whole
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["H100 SXM", "RTX 4090", "L4", "B200"]), st.sampled_from([1, 2, 3, 4, 8, 16]),
+       st.integers(1, 40), st.integers(0, 80),
+       st.lists(st.tuples(st.integers(1, 300), st.floats(0.0, 0.6)), max_size=4))
+def test_least_price_is_the_least_rent_of_every_count(gpu, cards, fewest, more, tiers):
+    """_least_price against every count from `fewest` to `most`, on the shipped discounts and on any tiers
+    (a steep one makes more cards cost less than fewer)."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+    from cardfit.core.fit import set_price
+
+    g = default_gpus().get(gpu)
+    for rules in (default_rental(), replace(default_rental(), discounts=tuple(sorted(tiers)))):
+        most = fewest + more
+        brute = min(set_price(g, cards * n, rules) for n in range(fewest, most + 1))
+        assert d._least_price(g, cards, rules, fewest, most) == brute
+
+
+# (model, options, why): deploys whose aggregated answer spans 2+ cards on an engine with P/D
+PD_CASES = [
+    (MODEL, {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0, "runtime": "vllm"},
+     "a disaggregated deployment meets the targets: the sets after the first are held to its rent"),
+    ("meta-llama/Llama-3.3-70B-Instruct", {"requests_per_s": 5.0, "tpot_ms": 50.0, "runtime": "vllm",
+                                            "gpu": ("H100 SXM", "A100 80GB")}, "open arrivals"),
+    ("meta-llama/Llama-3.3-70B-Instruct", {"users": 16.0, "runtime": "sglang", "gpu": ("RTX A5000",)},
+     "none meets: every set timed to the end"),
+]
+
+
+@pytest.mark.parametrize(("model", "options", "why"), PD_CASES, ids=[c[2][:30] for c in PD_CASES])
+def test_disaggregation_answers_what_timing_every_set_answers(model, options, why) -> None:
+    """The P/D search with its rent bound (_pd_cheapest `below`) against timing every set to the end."""
+    from unittest import mock
+
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    found = d.search(inp, cands, t)
+    agg = found[0] if found else d.closest(inp, cands, t)
+    assert agg is not None and agg.cand.cards >= 2 and d.pd_engine(agg.cand.setting.ctx), why
+    bounded = d.disaggregation(inp, cands, t, agg)
+    whole = d._pd_cheapest
+
+    def unbounded(inp, c, t, below=float("inf")):
+        return whole(inp, c, t)
+
+    with mock.patch.object(d, "_pd_cheapest", unbounded):
+        assert d.disaggregation(inp, cands, t, agg) == bounded
+
+
+@pytest.mark.parametrize(("model", "options", "why"), PD_CASES, ids=[c[2][:30] for c in PD_CASES])
+def test_pd_cheapest_below_a_rent_is_the_answer_when_it_costs_less(model, options, why) -> None:
+    """_pd_cheapest(below=b) answers what it answers unbounded when that costs less than b, else None."""
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    found = d.search(inp, cands, t)
+    agg = found[0] if found else d.closest(inp, cands, t)
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    for c in same:
+        got = d._pd_cheapest(inp, c, t)
+        if got is None:
+            assert d._pd_cheapest(inp, c, t, 1e12) is None
+            continue
+        price = d.fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules)
+        for below in (price * 0.999, price, price * 1.001, price * 3):
+            assert d._pd_cheapest(inp, c, t, below) == (got if price < below else None), (c.cards, below)

@@ -1515,24 +1515,48 @@ def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targ
     return res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s
 
 
-def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
+                 below: float = math.inf) -> tuple[int, int, Any] | None:
     """The fewest workers shaped like `c` that meet the targets disaggregated: for each count, the fewest
     prefill workers whose TTFT holds (more prefill workers only shorten it), then whether the decode workers
-    left hold the TPOT (fewer decode workers only lengthen it)."""
+    left hold the TPOT (fewer decode workers only lengthen it). `below`: only an answer whose rent is below
+    it is wanted; None as soon as no count left can cost less (_least_price over the counts left)."""
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
+    timed: dict[int, tuple[Any, bool]] = {}  # by prefill workers, at this count: the bisection's last probe
+
+    def meets(prefill: int, n: int) -> tuple[Any, bool]:
+        if prefill not in timed:
+            timed[prefill] = _pd_meets(inp, c, prefill, n - prefill, t)
+        return timed[prefill]
+
     for n in range(2, most + 1):
+        if below < math.inf and _least_price(c.gpu, c.cards, c.setting.ctx.rules, n, most) >= below:
+            return None
+        timed.clear()
         lo, hi = 1, n - 1
         while lo < hi:  # the fewest prefill workers whose TTFT holds with the rest decoding
             mid = (lo + hi) // 2
-            res, _ = _pd_meets(inp, c, mid, n - mid, t)
+            res, _ = meets(mid, n)
             if res.stable and res.ttft_s <= t.ttft_s:
                 hi = mid
             else:
                 lo = mid + 1
-        res, ok = _pd_meets(inp, c, lo, n - lo, t)
+        res, ok = meets(lo, n)
         if ok:
             return lo, n - lo, res
     return None
+
+
+@lru_cache(maxsize=1024)
+def _least_price(gpu: Gpu, cards: int, rules: Any, fewest: int, most: int) -> float:
+    """The least rent of n sets of `cards` cards for n from `fewest` to `most` (fitting.set_price of n ×
+    cards; inf for a card without a price): a floor under the rent of every count left to try. The volume
+    discount changes only where the count reaches a tier's `min_count` (data/rental.toml), and between two
+    such counts the rent grows with n, so the least is at `fewest` or at the first n of a tier up to `most`
+    (tests/test_deploy_search.py against every n)."""
+    firsts = {fewest, *(k for k in (-(-n // cards) for n, _ in rules.discounts) if fewest < k <= most)}
+    prices = [fitting.set_price(gpu, cards * n, rules) for n in firsts]
+    return min(p if p is not None else math.inf for p in prices)
 
 
 def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
@@ -1547,7 +1571,8 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
     found: tuple[float, Candidate, int, int, Any] | None = None
     for c in same:
-        got = _pd_cheapest(inp, c, t)
+        # a set that cannot come in below the cheapest found is not timed: only a lower rent replaces it
+        got = _pd_cheapest(inp, c, t, found[0] if found is not None else math.inf)
         if got is None:
             continue
         price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
