@@ -175,3 +175,19 @@ def test_pd_cheapest_below_a_rent_is_the_answer_when_it_costs_less(model, option
         price = d.fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules)
         for below in (price * 0.999, price, price * 1.001, price * 3):
             assert d._pd_cheapest(inp, c, t, below) == (got if price < below else None), (c.cards, below)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.floats(1e-4, 1e3), st.just(float("inf"))), st.floats(1e-4, 10.0),
+       st.sampled_from(["vllm", "sglang", "llama.cpp", "ollama", "trtllm", "tgi", "no-such-runtime"]),
+       st.floats(0.01, 10.0), st.floats(0.001, 1.0))
+def test_likely_misses_read_the_high_end_likely_prints(ttft_s, tpot_s, runtime, ttft_target, tpot_target):
+    """likely_misses (the search's pessimistic test) against the range `likely` answers with."""
+    from cardfit.core import serving as sv
+
+    served = sv.Served(8.0, tpot_s, 0.1, ttft_s, ttft_s, 0.0, 8.0 / tpot_s, 0.5, True)
+    t = d.Targets(ttft_target, tpot_target, {})
+    r = d.likely(served, runtime)
+    ttft = r["ttft_ms"][1] / 1e3 if r["ttft_ms"] else served.ttft_s
+    tpot = r["tpot_ms"][1] / 1e3 if r["tpot_ms"] else served.tpot_s
+    assert d.likely_misses(served, t, runtime) == {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}

@@ -368,7 +368,15 @@ def reuse_of(inp: DeployInput) -> ru.Reuse:
 
 def prompt_tokens(inp: DeployInput) -> int:
     """The mean prompt a request sends: --input-tokens, and over a session of --turns its history so far."""
-    return round(ru.prompt_tokens(inp.input_tokens, inp.output_tokens, reuse_of(inp)))
+    last = _LAST_PROMPT  # a search asks it of one input thousands of times
+    if last[0] is inp:
+        return last[1]
+    n = round(ru.prompt_tokens(inp.input_tokens, inp.output_tokens, reuse_of(inp)))
+    globals()["_LAST_PROMPT"] = (inp, n)  # one assignment: threads that share it read either pair whole
+    return n
+
+
+_LAST_PROMPT: tuple[Any, int] = (None, 0)
 
 
 def request(inp: DeployInput) -> sv.Workload:
@@ -706,10 +714,16 @@ def likely(served: sv.Served, runtime: str, replicas: int = 1) -> dict[str, list
 
 def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, float]:
     """achieved / target at the pessimistic end of the likely range (the prediction where no band)."""
-    r = likely(served, runtime)
-    ttft = r["ttft_ms"][1] / 1e3 if r["ttft_ms"] else served.ttft_s
-    tpot = r["tpot_ms"][1] / 1e3 if r["tpot_ms"] else served.tpot_s
-    return {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
+    return {"ttft_ms": _pessimistic(served.ttft_s, "serving_ttft_ms", runtime) / t.ttft_s,
+            "tpot_ms": _pessimistic(served.tpot_s, "serving_tpot_ms", runtime) / t.tpot_s}
+
+
+@lru_cache(maxsize=4096)  # pure: a search asks it again of each served load it finds again (_served)
+def _pessimistic(seconds: float, figure: str, runtime: str) -> float:
+    """The high end of `likely`'s range of a time (as it rounds it), seconds; the time where no band."""
+    ms = _ms(seconds)
+    r = value_range(ms, figure, runtime) if ms is not None else None
+    return round(r[1], 1) / 1e3 if r else seconds
 
 
 def _gpu_hits(inp: DeployInput, c: Candidate, w: sv.Workload, host_tokens: float = 0.0) -> ru.Hits | None:
@@ -930,7 +944,7 @@ def clear_memos() -> None:
     from ..core.uncertainty import clear_memos as clear_bars
     from .plan import clear_memos as clear_machines
 
-    for memo in (_solo_of, _fewest_of, _interned, _served):
+    for memo in (_solo_of, _fewest_of, _interned, _served, _pessimistic, _least_price):
         memo.cache_clear()
     sv.clear_memos()
     clear_bars()
