@@ -189,6 +189,12 @@ class Setting:
         its arguments: a search builds the replica of a card × split × sequences once, not once a shape."""
         return {}
 
+    @cached_property
+    def attention_groups(self) -> dict[int, Setting]:
+        """This setting as `dp` attention groups hold it (expert_parallel_memory), by dp: one setting for
+        every card and count of that layout, so that their replicas share what `built` keeps."""
+        return {}
+
 
 @record
 class Candidate:
@@ -598,7 +604,10 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     for lay in moe_parallel.layouts(count):
         if getattr(ctx.engine, "ATTENTION_DP_ALL_RANKS", False) and lay.dp != count:
             continue  # TensorRT-LLM: one attention group per rank
-        mem = expert_parallel_memory(s, lay.dp)
+        if lay.dp not in s.attention_groups:
+            s.attention_groups[lay.dp] = replace(s, mem=expert_parallel_memory(s, lay.dp))
+        grouped = s.attention_groups[lay.dp]
+        mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = _margin(ctx, mem, count, copies)
         opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
@@ -611,7 +620,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         seqs = min(rt.max_num_seqs * lay.dp, pooled[0])
         if seqs < lay.dp:
             continue
-        out.append(Candidate(replace(s, mem=mem), gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
+        out.append(Candidate(grouped, gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
                              pooled[1], margin, inp, attention_dp=lay.dp, ep=lay.ep))
     return out
 
@@ -1582,7 +1591,9 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling")."""
     if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
         return None
-    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    # an attention-DP + EP answer (its setting shared by that layout's every card and count) is its one set
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
+            and (agg.cand.attention_dp == 1 or c is agg.cand)]
     found: tuple[float, Candidate, int, int, Any] | None = None
     for c in same:
         # a set that cannot come in below the cheapest found is not timed: only a lower rent replaces it
