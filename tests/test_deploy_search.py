@@ -191,3 +191,28 @@ def test_likely_misses_read_the_high_end_likely_prints(ttft_s, tpot_s, runtime, 
     ttft = r["ttft_ms"][1] / 1e3 if r["ttft_ms"] else served.ttft_s
     tpot = r["tpot_ms"][1] / 1e3 if r["tpot_ms"] else served.tpot_s
     assert d.likely_misses(served, t, runtime) == {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
+
+
+# (runtime, cards, users, budget): budgets that leave some sets in, none, or only the closest
+BUDGETS = [
+    (None, ("RTX 4090", "L40S", "H100 SXM"), 32.0, 500.0),
+    ("vllm", ("L4", "A40", "H100 SXM"), 200.0, 3000.0),
+    ("llama.cpp", ("RTX 3090", "RTX 4090"), 16.0, 1.0),
+    ("vllm", ("H100 SXM",), 2000.0, 9000.0),  # nothing meets within it: the closest one does
+]
+
+
+@pytest.mark.parametrize(("runtime", "gpus", "users", "budget"), BUDGETS)
+def test_budget_skips_change_no_answer(runtime, gpus, users, budget) -> None:
+    """search and closest skip the sets every count of which rents above --budget-usd-month
+    (_over_budget): their answers are those of timing every set."""
+    from unittest import mock
+
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=gpus, users=users, tpot_ms=40.0,
+                        budget_usd_month=budget)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    skipped = (d.search(inp, cands, t), d.closest(inp, cands, t))
+    assert any(d._over_budget(inp, c, d._limit(inp, c)) for c in cands)  # the skip is exercised
+    with mock.patch.object(d, "_over_budget", lambda inp, c, most: False):
+        assert (d.search(inp, cands, t), d.closest(inp, cands, t)) == skipped

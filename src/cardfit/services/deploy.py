@@ -873,6 +873,13 @@ def replicas_at(inp: DeployInput, c: Candidate, t: Targets, requests_per_s: floa
     return _fewest_replicas(at, c, t, min(_fewest_by_throughput(at, c, t), MAX_REPLICAS), MAX_REPLICAS)
 
 
+def _over_budget(inp: DeployInput, c: Candidate, most: int) -> bool:
+    """Whether every count of 1 to `most` replicas of `c` rents for more than --budget-usd-month (_least_price
+    of those counts): _within refuses each, so none is timed."""
+    return inp.budget_usd_month is not None and c.price is not None and \
+        _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most) > inp.budget_usd_month
+
+
 def _within(inp: DeployInput, r: Result) -> bool:
     if inp.max_cards and r.count > inp.max_cards:
         return False
@@ -971,12 +978,12 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
                                           -c.seqs)):
         if c.price is not None and c.price >= best * PARETO_COST_SPAN:
             break  # sorted by price: every later one costs more still
+        most = _limit(inp, c)
+        if most < 1 or _over_budget(inp, c, most):
+            continue
         tpot, ttft = _solo(inp, c)
         if tpot > t.tpot_s or ttft > t.ttft_s:
             continue  # one request alone misses a target: no replica count helps
-        most = _limit(inp, c)
-        if most < 1:
-            continue
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
         if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
@@ -1090,7 +1097,7 @@ def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | No
     at_most: list[Result] = []
     for c in cands:
         n = _limit(inp, c)
-        if n < 1:
+        if n < 1 or _over_budget(inp, c, n):
             continue
         r = evaluate(inp, c, n, t)
         while n > 1 and not _within(inp, r):
