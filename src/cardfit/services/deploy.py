@@ -11,6 +11,7 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -940,17 +941,30 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
     B_t is found by bisection: TPOT grows with B. `cached`: the most prompt tokens a request finds cached."""
     w = sv.Workload(input_tokens, output_tokens, users=1.0, cached_tokens=cached)
     cap = max(r.max_seqs, 1)
-    # users: the answer is max(1, ⌈users ÷ held⌉) and held ≥ B + 1 for any B < cap within the target (B_t ≥
-    # B; held is B_t + 1 below the cap, at least cap ≥ B + 1 at it), so once such a B has ⌈users ÷ (B + 1)⌉
-    # ≤ 1 the answer is 1 whatever B_t is: the bisection stops there
-    enough = (lambda n: n < cap and math.ceil(users / (n + 1) - 1e-9) <= 1) if users is not None else None
-    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap, enough)
+    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap,
+                      _settled(users, cap) if users is not None else None)
     steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
     held = float(lo + 1) if lo < cap else cap * (1 + ttft_s / steps)
     if users is not None:
         return max(1, math.ceil(users / held - 1e-9))
     rate = (held if lo < cap else cap) / steps  # requests/s one replica can finish within the TPOT target
     return max(1, math.ceil((requests_per_s or 0) / rate - 1e-9))
+
+
+def _settled(users: float, cap: int) -> Callable[[int, int], bool]:
+    """When _fewest_of's users answer, max(1, ⌈users ÷ held − 1e-9⌉), no longer depends on where in the
+    bisection's bracket [lo, hi] B_t lies: held is B_t + 1 below the cap and at least cap at it, so it is at
+    least lo + 1 while lo < cap and at most hi + 1 while hi < cap; the answer falls as held grows, so it is
+    settled once both ends give the same (while hi < cap), or once lo + 1 gives 1, the least it can be."""
+    def answer(held: int) -> int:
+        return max(1, math.ceil(users / held - 1e-9))
+
+    def settled(lo: int, hi: int) -> bool:
+        if lo >= cap:
+            return False
+        return answer(lo + 1) == 1 or (hi < cap and answer(lo + 1) == answer(hi + 1))
+
+    return settled
 
 
 def clear_memos() -> None:
