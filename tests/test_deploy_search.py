@@ -219,3 +219,21 @@ def test_budget_skips_change_no_answer(runtime, gpus, users, budget) -> None:
     assert any(d._over_budget(inp, c, d._limit(inp, c)) for c in cands)  # the skip is exercised
     with mock.patch.object(d, "_over_budget", lambda inp, c, most: False):
         assert (d.search(inp, cands, t), d.closest(inp, cands, t)) == skipped
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.sampled_from(CARDS), st.integers(1, 64),
+       st.one_of(st.none(), st.integers(1, 64)), st.one_of(st.none(), st.floats(100.0, 60_000.0)), st.data())
+def test_limits_read_from_the_count_are_those_of_the_timed_result(runtime, card, n, max_cards, budget, data):
+    """closest walks down to the most replicas within --max-cards and --budget-usd-month before timing one
+    (_allowed, from the count and its rent): the same verdict as on the timed result's count and rent."""
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), users=64.0, max_cards=max_cards,
+                        budget_usd_month=budget)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    if not cands:
+        return
+    c = data.draw(st.sampled_from(cands))
+    r = d.evaluate(inp, c, n, d.targets(inp))
+    timed = not (inp.max_cards and r.count > inp.max_cards) and not (
+        inp.budget_usd_month is not None and (r.monthly_usd or 0) > inp.budget_usd_month)
+    assert d._allowed(inp, c, n) == timed

@@ -882,9 +882,16 @@ def _over_budget(inp: DeployInput, c: Candidate, most: int) -> bool:
 
 
 def _within(inp: DeployInput, r: Result) -> bool:
-    if inp.max_cards and r.count > inp.max_cards:
+    return _allowed(inp, r.cand, r.replicas)
+
+
+def _allowed(inp: DeployInput, c: Candidate, replicas: int) -> bool:
+    """Whether `replicas` copies of `c` keep within --max-cards and --budget-usd-month: a matter of the count
+    and its rent (evaluate's monthly_usd, fitting.set_price), not of the timing."""
+    if inp.max_cards and c.cards * replicas > inp.max_cards:
         return False
-    return not (inp.budget_usd_month is not None and (r.monthly_usd or 0) > inp.budget_usd_month)
+    rent = fitting.set_price(c.gpu, c.cards * replicas, c.setting.ctx.rules)
+    return not (inp.budget_usd_month is not None and (rent or 0) > inp.budget_usd_month)
 
 
 def _key(r: Result) -> tuple:
@@ -1113,10 +1120,9 @@ def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | No
         n = _limit(inp, c)
         if n < 1 or _over_budget(inp, c, n):
             continue
+        while n > 1 and not _allowed(inp, c, n):
+            n -= 1  # the most replicas within the limits (none: one, which is not within them either)
         r = evaluate(inp, c, n, t)
-        while n > 1 and not _within(inp, r):
-            n -= 1
-            r = evaluate(inp, c, n, t)
         if _within(inp, r):
             at_most.append(r)
     if not at_most:
@@ -1683,12 +1689,13 @@ def _pd_command(c: Candidate, role: str) -> str | None:
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
-                         best: Result | None) -> DeployReport:
+                         best: Result | None, near: Result | None = None) -> DeployReport:
     """The report with the disaggregated search beside it; its deployment is `best` where it wins. Not with
-    --cards N: the pools are not searched to fill exactly N cards."""
+    --cards N: the pools are not searched to fill exactly N cards. `near`: closest()'s answer where there is
+    no best (deploy_report found it already)."""
     if inp.cards:
         return report
-    agg = best if best is not None else closest(inp, cands, t)
+    agg = best if best is not None else near
     pd = disaggregation(inp, cands, t, agg)
     if pd is None:
         return report
@@ -1901,7 +1908,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
-    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None)
+    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None, None if found else near)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
                      + _offload_note(inp, found[0] if found else near))
     if inp.emit:
