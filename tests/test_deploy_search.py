@@ -196,19 +196,21 @@ def test_likely_misses_read_the_high_end_likely_prints(ttft_s, tpot_s, runtime, 
     assert d.likely_misses(served, t, runtime) == {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
 
 
-# (runtime, cards, users, budget): budgets that leave some sets in, none, or only the closest
+# (runtime, cards, users, budget, skips): budgets that leave some sets in, none, or only the closest; whether
+# _over_budget skips a set there
 BUDGETS = [
-    (None, ("RTX 4090", "L40S", "H100 SXM"), 32.0, 500.0),
-    ("vllm", ("L4", "A40", "H100 SXM"), 200.0, 3000.0),
-    ("llama.cpp", ("RTX 3090", "RTX 4090"), 16.0, 1.0),
-    ("vllm", ("H100 SXM",), 2000.0, 9000.0),  # nothing meets within it: the closest one does
+    (None, ("RTX 4090", "L40S", "H100 SXM"), 32.0, 500.0, True),
+    ("vllm", ("L4", "A40", "H100 SXM"), 200.0, 3000.0, True),
+    ("llama.cpp", ("RTX 3090", "RTX 4090"), 16.0, 1.0, True),
+    ("vllm", ("H100 SXM",), 2000.0, 9000.0, True),  # nothing meets within it: the closest one does
+    ("vllm", ("L4",), 300.0, 5500.0, False),  # the best (6 replicas of 4 cards, $5,400) just within it
 ]
 
 
-@pytest.mark.parametrize(("runtime", "gpus", "users", "budget"), BUDGETS)
-def test_budget_skips_change_no_answer(runtime, gpus, users, budget) -> None:
+@pytest.mark.parametrize(("runtime", "gpus", "users", "budget", "skips"), BUDGETS)
+def test_budget_skips_change_no_answer(runtime, gpus, users, budget, skips) -> None:
     """search and closest skip the sets every count of which rents above --budget-usd-month
-    (_over_budget): their answers are those of timing every set."""
+    (_over_budget), from 1 or from search's replica bound: their answers are those of timing every set."""
     from unittest import mock
 
     inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=gpus, users=users, tpot_ms=40.0,
@@ -216,8 +218,10 @@ def test_budget_skips_change_no_answer(runtime, gpus, users, budget) -> None:
     t = d.targets(inp)
     cands = d.candidates(inp, d.settings(inp)[0])
     skipped = (d.search(inp, cands, t), d.closest(inp, cands, t))
-    assert any(d._over_budget(inp, c, d._limit(inp, c)) for c in cands)  # the skip is exercised
-    with mock.patch.object(d, "_over_budget", lambda inp, c, most: False):
+    # a set over the budget at every count, or from search's replica bound up
+    assert skips == any(d._over_budget(inp, c, d._limit(inp, c), fewest)
+               for c in cands for fewest in (1, min(d._fewest_by_throughput(inp, c, t), d._limit(inp, c))))
+    with mock.patch.object(d, "_over_budget", lambda inp, c, most, fewest=1: False):
         assert (d.search(inp, cands, t), d.closest(inp, cands, t)) == skipped
 
 

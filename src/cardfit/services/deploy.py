@@ -874,11 +874,11 @@ def replicas_at(inp: DeployInput, c: Candidate, t: Targets, requests_per_s: floa
     return _fewest_replicas(at, c, t, min(_fewest_by_throughput(at, c, t), MAX_REPLICAS), MAX_REPLICAS)
 
 
-def _over_budget(inp: DeployInput, c: Candidate, most: int) -> bool:
-    """Whether every count of 1 to `most` replicas of `c` rents for more than --budget-usd-month (_least_price
-    of those counts): _within refuses each, so none is timed."""
-    return inp.budget_usd_month is not None and c.price is not None and \
-        _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most) > inp.budget_usd_month
+def _over_budget(inp: DeployInput, c: Candidate, most: int, fewest: int = 1) -> bool:
+    """Whether every count of `fewest` to `most` replicas of `c` rents for more than --budget-usd-month
+    (_least_price of those counts): _within refuses each, so none is timed."""
+    return inp.budget_usd_month is not None and c.price is not None and fewest <= most and \
+        _least_price(c.gpu, c.cards, c.setting.ctx.rules, fewest, most) > inp.budget_usd_month
 
 
 def _within(inp: DeployInput, r: Result) -> bool:
@@ -1011,6 +1011,8 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
                 (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
                 for r in front)):
             continue
+        if _over_budget(inp, c, most, min(lo, most)):
+            continue  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
             found.append(res)
