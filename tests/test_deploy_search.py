@@ -84,24 +84,25 @@ def test_largest_true_stops_once_the_answer_is_settled(edge, hi, coarse):
     assert answer(got) == answer(plain) and got <= plain
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.sampled_from(RUNTIMES), st.sampled_from(CARDS), st.sampled_from([10.0, 30.0, 50.0, 100.0]),
-       st.sampled_from([300.0, 2000.0]), st.floats(0.5, 5000.0), st.data())
-def test_fewest_replicas_bound_stops_early_with_the_same_answer(runtime, card, tpot_ms, ttft_ms, users, data):
-    """_fewest_of's early stop (users: once the answer is settled wherever B_t lies) answers what the whole
-    bisection answers, on every candidate of a small catalog."""
+       st.sampled_from([300.0, 2000.0]), st.floats(0.5, 5000.0), st.booleans(), st.data())
+def test_fewest_replicas_bound_stops_early_with_the_same_answer(runtime, card, tpot_ms, ttft_ms, n, arrivals,
+                                                                data):
+    """_fewest_of's early stop (once the answer is settled wherever B_t lies: users or arrivals) answers what
+    the whole bisection answers, on every candidate of a small catalog."""
     from unittest import mock
 
     from cardfit.core import search
 
-    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), users=users, tpot_ms=tpot_ms,
-                        ttft_ms=ttft_ms)
+    load = {"requests_per_s": n / 50} if arrivals else {"users": n}
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), tpot_ms=tpot_ms, ttft_ms=ttft_ms, **load)
     cands = d.candidates(inp, d.settings(inp)[0])
     if not cands:
         return
     c, t = data.draw(st.sampled_from(cands)), d.targets(inp)
-    args = (c.replica, d.prompt_tokens(inp), inp.output_tokens, t.tpot_s, t.ttft_s, inp.users, None,
-            d._best_cached(inp, c))
+    args = (c.replica, d.prompt_tokens(inp), inp.output_tokens, t.tpot_s, t.ttft_s, inp.users,
+            inp.requests_per_s, d._best_cached(inp, c))
     early = d._fewest_of.__wrapped__(*args)
     def whole_bisection(ok, lo, hi, enough=None):
         return search.largest_true(ok, lo, hi)
@@ -241,3 +242,38 @@ def test_limits_read_from_the_count_are_those_of_the_timed_result(runtime, card,
     timed = not (inp.max_cards and r.count > inp.max_cards) and not (
         inp.budget_usd_month is not None and (r.monthly_usd or 0) > inp.budget_usd_month)
     assert d._allowed(inp, c, n) == timed
+
+
+def _whole_bisection(ok, lo, hi, enough=None):
+    from cardfit.core.search import largest_true
+
+    return largest_true(ok, lo, hi)
+
+
+EDGES = [("vllm", "L4", 30.0), ("vllm", "H100 SXM", 20.0), ("llama.cpp", "RTX 4090", 50.0),
+         ("sglang", "A40", 40.0)]
+
+
+@pytest.mark.parametrize(("runtime", "card", "tpot_ms"), EDGES)
+def test_fewest_replicas_bound_at_the_edge_of_one_replica(runtime, card, tpot_ms) -> None:
+    """Arrivals at and around what one replica takes within the TPOT target (λ = (B_t + 1) ÷ ((O − 1) ×
+    TPOT(B_t)) × f): the early stop answers what the whole bisection does, 1 below the edge, 2 above it."""
+    from unittest import mock
+
+    from cardfit.core import serving as sv
+
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), tpot_ms=tpot_ms, requests_per_s=1.0)
+    t = d.targets(inp)
+    for c in d.candidates(inp, d.settings(inp)[0])[:6]:
+        r, o = c.replica, inp.output_tokens
+        w = sv.Workload(d.prompt_tokens(inp), o, users=1.0)
+        with mock.patch.object(d, "largest_true", _whole_bisection):
+            b = _whole_bisection(lambda n, r=r, w=w: sv.tpot_s(r, w, n) <= t.tpot_s, 1, max(r.max_seqs, 1))
+        if b < 2 or b >= r.max_seqs:
+            continue
+        edge = (b + 1) / ((o - 1) * sv.tpot_s(r, w, b))
+        for f in (0.5, 0.999, 1.0, 1.001, 1.2, 3.0):
+            args = (r, d.prompt_tokens(inp), o, t.tpot_s, t.ttft_s, None, edge * f, 0.0)
+            with mock.patch.object(d, "largest_true", _whole_bisection):
+                whole = d._fewest_of.__wrapped__(*args)
+            assert d._fewest_of.__wrapped__(*args) == whole, (c.gpu.name, c.cards, f)

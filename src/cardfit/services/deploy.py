@@ -949,7 +949,8 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
     w = sv.Workload(input_tokens, output_tokens, users=1.0, cached_tokens=cached)
     cap = max(r.max_seqs, 1)
     lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap,
-                      _settled(users, cap) if users is not None else None)
+                      _settled(users, cap) if users is not None else
+                      _settled_rate(requests_per_s or 0.0, output_tokens, tpot_s))
     steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
     held = float(lo + 1) if lo < cap else cap * (1 + ttft_s / steps)
     if users is not None:
@@ -970,6 +971,18 @@ def _settled(users: float, cap: int) -> Callable[[int, int], bool]:
         if lo >= cap:
             return False
         return answer(lo + 1) == 1 or (hi < cap and answer(lo + 1) == answer(hi + 1))
+
+    return settled
+
+
+def _settled_rate(requests_per_s: float, output_tokens: int, tpot_s: float) -> Callable[[int, int], bool]:
+    """When _fewest_of's arrivals answer, max(1, ⌈λ ÷ rate − 1e-9⌉), is 1 wherever B_t lies in the bracket:
+    once a probe B = lo ≥ 2 has met the TPOT target (the bisection moves lo only to such a B), B_t ≥ B and
+    TPOT(B_t) ≤ the target, so rate = (B_t + 1 or the cap, at least B + 1) ÷ ((O − 1) × TPOT(B_t)) is at
+    least (B + 1) ÷ ((O − 1) × target); when λ is below that by a millionth (far more than the rounding of
+    the division), the answer is 1."""
+    def settled(lo: int, hi: int) -> bool:
+        return lo >= 2 and requests_per_s * max(output_tokens - 1, 1) * tpot_s <= (lo + 1) * (1 - 1e-6)
 
     return settled
 
