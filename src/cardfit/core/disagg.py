@@ -88,8 +88,9 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     service = prefill_batch_s(p.prefill, w.input_tokens) / prompts_per_step(p.prefill, w.input_tokens)
     servers = p.prefill_workers
     move = transfer_s(p.kv_bytes_per_token, w.input_tokens, p.link_bytes_per_s, p.link_latency_s)
+    alone = sv.prefill_s(p.prefill, sv.Workload(w.input_tokens, 1), 0.0)  # the same at every rate
     if w.requests_per_s is not None:
-        return _at_rate(p, w, w.requests_per_s, service, servers, move)
+        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone)
     users = max(w.users or 1.0, 1.0)
     # a closed loop: each user cycles through a wait, a prefill, a transfer and its answer's steps, so the
     # rate is the root of rate × cycle(rate) = users below the pools' capacity (cycle grows with the rate)
@@ -97,12 +98,12 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     lo, hi = 0.0, top
     for _ in range(CLOSED_LOOP_STEPS):
         mid = (lo + hi) / 2
-        res = _at_rate(p, w, mid, service, servers, move)
+        res = _at_rate(p, w, mid, service, servers, move, alone)
         if res.stable and mid * (res.ttft_mean_s + w.output_tokens * res.tpot_s) < users:
             lo = mid
         else:
             hi = mid
-    return _at_rate(p, w, lo if lo > 0 else top, service, servers, move)
+    return _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone)
 
 
 def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> float:
@@ -115,13 +116,13 @@ def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> fl
 
 
 def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int,
-             move: float) -> Disaggregated:
+             move: float, alone: float) -> Disaggregated:
     """Both pools at `rate` requests/s: the prefill pool a GI/G/c queue of `servers` prompt slots (fixed
-    lengths: deterministic service), the decode pool `rate × O × TPOT` sequences over its workers."""
+    lengths: deterministic service), the decode pool `rate × O × TPOT` sequences over its workers. `alone`:
+    one prompt's prefill on an idle prefill worker."""
     mean_wait, p90_wait = sv.wait_s(servers, rate, service, 0.0)
     prefill_load = rate * service / max(servers, 1)
     # a prompt's own prefill: alone when the pool is idle, in a fuller batch as its load grows
-    alone = sv.prefill_s(p.prefill, sv.Workload(w.input_tokens, 1), 0.0)
     batch_s = service * prompts_per_step(p.prefill, w.input_tokens)
     prefill = alone + max(batch_s - alone, 0.0) * min(prefill_load, 1.0)
     tpot = sv.step_s(p.decode, 1.0, 0.0)

@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def largest_true(ok: Callable[[int], bool], lo: int, hi: int) -> int:
-    """Largest n in [lo, hi] with ok(n), given ok(lo) holds and ok is true then false."""
+def largest_true(ok: Callable[[int], bool], lo: int, hi: int,
+                 enough: Callable[[int, int], bool] | None = None) -> int:
+    """Largest n in [lo, hi] with ok(n), given ok(lo) holds and ok is true then false. `enough(lo, hi)`: the
+    caller's answer is the same for every n the search may still return (those in [lo, hi]); the search then
+    returns lo."""
     while lo < hi:
+        if enough is not None and enough(lo, hi):
+            return lo
         mid = (lo + hi + 1) // 2
         if ok(mid):
             lo = mid

@@ -131,6 +131,7 @@ def shapes(m: ModelSpec) -> tuple[tuple[str, int, int, int, bool], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1024)  # a deploy search asks it for every replica of an attention-DP layout
 def attention_params(m: ModelSpec) -> int:
     """Parameters of the attention projections (q, k, v or MLA's low-rank ones, and the output), every layer
     of full attention: the weights a data-parallel attention rank holds whole (requires has_shapes)."""

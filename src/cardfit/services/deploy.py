@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -254,6 +255,12 @@ class Setting:
         its arguments: a search builds the replica of a card × split × sequences once, not once a shape."""
         return {}
 
+    @cached_property
+    def attention_groups(self) -> dict[int, Setting]:
+        """This setting as `dp` attention groups hold it (expert_parallel_memory), by dp: one setting for
+        every card and count of that layout, so that their replicas share what `built` keeps."""
+        return {}
+
 
 @record
 class Candidate:
@@ -433,7 +440,15 @@ def reuse_of(inp: DeployInput) -> ru.Reuse:
 
 def prompt_tokens(inp: DeployInput) -> int:
     """The mean prompt a request sends: --input-tokens, and over a session of --turns its history so far."""
-    return round(ru.prompt_tokens(inp.input_tokens, inp.output_tokens, reuse_of(inp)))
+    last = _LAST_PROMPT  # a search asks it of one input thousands of times
+    if last[0] is inp:
+        return last[1]
+    n = round(ru.prompt_tokens(inp.input_tokens, inp.output_tokens, reuse_of(inp)))
+    globals()["_LAST_PROMPT"] = (inp, n)  # one assignment: threads that share it read either pair whole
+    return n
+
+
+_LAST_PROMPT: tuple[Any, int] = (None, 0)
 
 
 def request(inp: DeployInput) -> sv.Workload:
@@ -655,7 +670,10 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     for lay in moe_parallel.layouts(count):
         if getattr(ctx.engine, "ATTENTION_DP_ALL_RANKS", False) and lay.dp != count:
             continue  # TensorRT-LLM: one attention group per rank
-        mem = expert_parallel_memory(s, lay.dp)
+        if lay.dp not in s.attention_groups:
+            s.attention_groups[lay.dp] = replace(s, mem=expert_parallel_memory(s, lay.dp))
+        grouped = s.attention_groups[lay.dp]
+        mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = _margin(ctx, mem, count, copies)
         opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
@@ -668,7 +686,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         seqs = min(rt.max_num_seqs * lay.dp, pooled[0])
         if seqs < lay.dp:
             continue
-        out.append(Candidate(replace(s, mem=mem), gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
+        out.append(Candidate(grouped, gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
                              pooled[1], margin, inp, attention_dp=lay.dp, ep=lay.ep))
     return out
 
@@ -777,10 +795,16 @@ def ranges(ttft_s: float, tpot_s: float, tokens_per_s: float, runtime: str) -> d
 
 def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, float]:
     """achieved / target at the pessimistic end of the likely range (the prediction where no band)."""
-    r = likely(served, runtime)
-    ttft = r["ttft_ms"][1] / 1e3 if r["ttft_ms"] else served.ttft_s
-    tpot = r["tpot_ms"][1] / 1e3 if r["tpot_ms"] else served.tpot_s
-    return {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
+    return {"ttft_ms": _pessimistic(served.ttft_s, "serving_ttft_ms", runtime) / t.ttft_s,
+            "tpot_ms": _pessimistic(served.tpot_s, "serving_tpot_ms", runtime) / t.tpot_s}
+
+
+@lru_cache(maxsize=4096)  # pure: a search asks it again of each served load it finds again (_served)
+def _pessimistic(seconds: float, figure: str, runtime: str) -> float:
+    """The high end of `likely`'s range of a time (as it rounds it), seconds; the time where no band."""
+    ms = _ms(seconds)
+    r = value_range(ms, figure, runtime) if ms is not None else None
+    return round(r[1], 1) / 1e3 if r else seconds
 
 
 def _gpu_hits(inp: DeployInput, c: Candidate, w: sv.Workload, host_tokens: float = 0.0) -> ru.Hits | None:
@@ -921,10 +945,24 @@ def replicas_at(inp: DeployInput, c: Candidate, t: Targets, requests_per_s: floa
     return _fewest_replicas(at, c, t, min(_fewest_by_throughput(at, c, t), MAX_REPLICAS), MAX_REPLICAS)
 
 
+def _over_budget(inp: DeployInput, c: Candidate, most: int, fewest: int = 1) -> bool:
+    """Whether every count of `fewest` to `most` replicas of `c` rents for more than --budget-usd-month
+    (_least_price of those counts): _within refuses each, so none is timed."""
+    return inp.budget_usd_month is not None and c.price is not None and fewest <= most and \
+        _least_price(c.gpu, c.cards, c.setting.ctx.rules, fewest, most) > inp.budget_usd_month
+
+
 def _within(inp: DeployInput, r: Result) -> bool:
-    if inp.max_cards and r.count > inp.max_cards:
+    return _allowed(inp, r.cand, r.replicas)
+
+
+def _allowed(inp: DeployInput, c: Candidate, replicas: int) -> bool:
+    """Whether `replicas` copies of `c` keep within --max-cards and --budget-usd-month: a matter of the count
+    and its rent (evaluate's monthly_usd, fitting.set_price), not of the timing."""
+    if inp.max_cards and c.cards * replicas > inp.max_cards:
         return False
-    return not (inp.budget_usd_month is not None and (r.monthly_usd or 0) > inp.budget_usd_month)
+    rent = fitting.set_price(c.gpu, c.cards * replicas, c.setting.ctx.rules)
+    return not (inp.budget_usd_month is not None and (rent or 0) > inp.budget_usd_month)
 
 
 def _key(r: Result) -> tuple:
@@ -981,13 +1019,43 @@ def _fewest_of(r: sv.Replica, input_tokens: int, output_tokens: int, tpot_s: flo
     B_t is found by bisection: TPOT grows with B. `cached`: the most prompt tokens a request finds cached."""
     w = sv.Workload(input_tokens, output_tokens, users=1.0, cached_tokens=cached)
     cap = max(r.max_seqs, 1)
-    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap)
+    lo = largest_true(lambda n: sv.tpot_s(r, w, n) <= tpot_s, 1, cap,
+                      _settled(users, cap) if users is not None else
+                      _settled_rate(requests_per_s or 0.0, output_tokens, tpot_s))
     steps = max(output_tokens - 1, 1) * sv.tpot_s(r, w, lo)
     held = float(lo + 1) if lo < cap else cap * (1 + ttft_s / steps)
     if users is not None:
         return max(1, math.ceil(users / held - 1e-9))
     rate = (held if lo < cap else cap) / steps  # requests/s one replica can finish within the TPOT target
     return max(1, math.ceil((requests_per_s or 0) / rate - 1e-9))
+
+
+def _settled(users: float, cap: int) -> Callable[[int, int], bool]:
+    """When _fewest_of's users answer, max(1, ⌈users ÷ held − 1e-9⌉), no longer depends on where in the
+    bisection's bracket [lo, hi] B_t lies: held is B_t + 1 below the cap and at least cap at it, so it is at
+    least lo + 1 while lo < cap and at most hi + 1 while hi < cap; the answer falls as held grows, so it is
+    settled once both ends give the same (while hi < cap), or once lo + 1 gives 1, the least it can be."""
+    def answer(held: int) -> int:
+        return max(1, math.ceil(users / held - 1e-9))
+
+    def settled(lo: int, hi: int) -> bool:
+        if lo >= cap:
+            return False
+        return answer(lo + 1) == 1 or (hi < cap and answer(lo + 1) == answer(hi + 1))
+
+    return settled
+
+
+def _settled_rate(requests_per_s: float, output_tokens: int, tpot_s: float) -> Callable[[int, int], bool]:
+    """When _fewest_of's arrivals answer, max(1, ⌈λ ÷ rate − 1e-9⌉), is 1 wherever B_t lies in the bracket:
+    once a probe B = lo ≥ 2 has met the TPOT target (the bisection moves lo only to such a B), B_t ≥ B and
+    TPOT(B_t) ≤ the target, so rate = (B_t + 1 or the cap, at least B + 1) ÷ ((O − 1) × TPOT(B_t)) is at
+    least (B + 1) ÷ ((O − 1) × target); when λ is below that by a millionth (far more than the rounding of
+    the division), the answer is 1."""
+    def settled(lo: int, hi: int) -> bool:
+        return lo >= 2 and requests_per_s * max(output_tokens - 1, 1) * tpot_s <= (lo + 1) * (1 - 1e-6)
+
+    return settled
 
 
 def clear_memos() -> None:
@@ -997,7 +1065,7 @@ def clear_memos() -> None:
     from ..core.uncertainty import clear_memos as clear_bars
     from .plan import clear_memos as clear_machines
 
-    for memo in (_solo_of, _fewest_of, _interned, _served):
+    for memo in (_solo_of, _fewest_of, _interned, _served, _pessimistic, _least_price):
         memo.cache_clear()
     sv.clear_memos()
     clear_bars()
@@ -1015,18 +1083,20 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
                                           -c.seqs)):
         if c.price is not None and c.price >= best * PARETO_COST_SPAN:
             break  # sorted by price: every later one costs more still
+        most = _limit(inp, c)
+        if most < 1 or _over_budget(inp, c, most):
+            continue
         tpot, ttft = _solo(inp, c)
         if tpot > t.tpot_s or ttft > t.ttft_s:
             continue  # one request alone misses a target: no replica count helps
-        most = _limit(inp, c)
-        if most < 1:
-            continue
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
         if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
                 (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
                 for r in front)):
             continue
+        if _over_budget(inp, c, most, min(lo, most)):
+            continue  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
             found.append(res)
@@ -1055,20 +1125,36 @@ def most_users(inp: DeployInput, cands: list[Candidate],
     targets, the sets that serve that many (the input then asks for them) and True; the input with one user,
     every set and False where not even one is served (the answer then says what fails)."""
     best, reach = 1.0, 0
-    served_by: dict[int, list[Candidate]] = {}
-    for c in cands:
-        n = _most_users_on(replace(inp, users=1.0), c, (inp.cards or c.cards) // c.cards, t)
-        served_by.setdefault(n, []).append(c)
+    one = replace(inp, users=1.0)
+    served_by: dict[int, list[tuple[int, Candidate]]] = {}
+    # the sets that may serve the most first (_most_users_bound), so that the reach found early skips the
+    # rest: a set whose bound is below it cannot serve that many, nor be among those that serve the most
+    order = sorted(range(len(cands)), key=lambda i: -_most_users_bound(inp, cands[i]))
+    for i in order:
+        c = cands[i]
+        if _most_users_bound(inp, c) < reach:
+            break  # sorted by bound: every later one's is lower still
+        n = _most_users_on(one, c, (inp.cards or c.cards) // c.cards, t)
+        served_by.setdefault(n, []).append((i, c))
         reach = max(reach, n)
     if reach >= 1:
         best = float(reach)
-        cands = [replace(c, inp=replace(c.inp, users=best)) for c in served_by[reach]]
+        cands = [replace(c, inp=replace(c.inp, users=best)) for _, c in sorted(served_by[reach],
+                                                                                key=lambda ic: ic[0])]
     return replace(inp, users=best), cands, reach >= 1
 
 
 # users one replica may be asked to serve at most in the --cards search: every scheduled slot, then as many
 # again waiting (their TTFT grows with each, so the targets stop it long before)
 MOST_USERS_PER_SLOT = 2
+
+
+def _most_users_bound(inp: DeployInput, c: Candidate) -> int:
+    """The most users _most_users_on can answer for candidate `c` on --cards: its `hi`, every slot of every
+    replica MOST_USERS_PER_SLOT times (a replica's sequence cap is the candidate's `seqs`: services/served.py
+    replica takes max(seqs, 1)). A bound by construction, whatever the timings: _most_users_on returns 0 or
+    largest_true over [lo, min(hi, …)] with lo ≤ hi, never more than hi (tests/test_deploy_search.py)."""
+    return (inp.cards or c.cards) // c.cards * max(c.seqs, 1) * MOST_USERS_PER_SLOT
 
 
 def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) -> int:
@@ -1122,12 +1208,11 @@ def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | No
     at_most: list[Result] = []
     for c in cands:
         n = _limit(inp, c)
-        if n < 1:
+        if n < 1 or _over_budget(inp, c, n):
             continue
+        while n > 1 and not _allowed(inp, c, n):
+            n -= 1  # the most replicas within the limits (none: one, which is not within them either)
         r = evaluate(inp, c, n, t)
-        while n > 1 and not _within(inp, r):
-            n -= 1
-            r = evaluate(inp, c, n, t)
         if _within(inp, r):
             at_most.append(r)
     if not at_most:
@@ -1592,21 +1677,33 @@ def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets,
             res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
 
 
-def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
+                 below: float = math.inf) -> tuple[int, int, Any] | None:
     """The fewest workers shaped like `c` that meet the targets disaggregated: for each count, the fewest
     prefill workers whose TTFT holds (more prefill workers only shorten it), then whether the decode workers
-    left hold the TPOT (fewer decode workers only lengthen it)."""
+    left hold the TPOT (fewer decode workers only lengthen it). `below`: only an answer whose rent is below
+    it is wanted; None as soon as no count left can cost less (_least_price over the counts left)."""
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
+    timed: dict[int, tuple[Any, bool]] = {}  # by prefill workers, at this count: the bisection's last probe
+
+    def meets(prefill: int, n: int) -> tuple[Any, bool]:
+        if prefill not in timed:
+            timed[prefill] = _pd_meets(inp, c, prefill, n - prefill, t)
+        return timed[prefill]
+
     for n in range(2, most + 1):
+        if below < math.inf and _least_price(c.gpu, c.cards, c.setting.ctx.rules, n, most) >= below:
+            return None
+        timed.clear()
         lo, hi = 1, n - 1
         while lo < hi:  # the fewest prefill workers whose TTFT holds with the rest decoding
             mid = (lo + hi) // 2
-            res, _ = _pd_meets(inp, c, mid, n - mid, t)
+            res, _ = meets(mid, n)
             if res.stable and res.ttft_s <= t.ttft_s:
                 hi = mid
             else:
                 lo = mid + 1
-        res, ok = _pd_meets(inp, c, lo, n - lo, t)
+        res, ok = meets(lo, n)
         if ok:
             return lo, n - lo, res
     return None
@@ -1663,6 +1760,18 @@ def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Can
     return most
 
 
+@lru_cache(maxsize=1024)
+def _least_price(gpu: Gpu, cards: int, rules: Any, fewest: int, most: int) -> float:
+    """The least rent of n sets of `cards` cards for n from `fewest` to `most` (fitting.set_price of n ×
+    cards; inf for a card without a price): a floor under the rent of every count left to try. The volume
+    discount changes only where the count reaches a tier's `min_count` (data/rental.toml), and between two
+    such counts the rent grows with n, so the least is at `fewest` or at the first n of a tier up to `most`
+    (tests/test_deploy_search.py against every n)."""
+    firsts = {fewest, *(k for k in (-(-n // cards) for n, _ in rules.discounts) if fewest < k <= most)}
+    prices = [fitting.set_price(gpu, cards * n, rules) for n in firsts]
+    return min(p if p is not None else math.inf for p in prices)
+
+
 def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
                    agg: Result | None) -> Disaggregation | None:
     """Prefill/decode pools beside aggregated serving, on the setting and card of the aggregated answer
@@ -1672,10 +1781,15 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling")."""
     if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
         return None
-    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    # an attention-DP + EP answer (its setting shared by that layout's every card and count) is its one set
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
+            and (agg.cand.attention_dp == 1 or c is agg.cand)]
     found: tuple[float, tuple[float, float, float], Candidate, int, int, Any] | None = None
     for c in same:
-        got = _pd_on_cards(inp, c, t) if inp.cards else _pd_cheapest(inp, c, t)
+        # without --cards, a set that cannot come in at or below the cheapest found is not timed: only a lower
+        # rent, or the same rent serving better (_pd_rank), replaces it
+        got = (_pd_on_cards(inp, c, t) if inp.cards else
+               _pd_cheapest(inp, c, t, math.nextafter(found[0], math.inf) if found is not None else math.inf))
         if got is None:
             continue
         price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
@@ -1794,10 +1908,11 @@ def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
-                         best: Result | None) -> DeployReport:
+                         best: Result | None, near: Result | None = None) -> DeployReport:
     """The report with the disaggregated search beside it; its deployment is `best` where it wins (with
-    --cards N, pools that fill exactly the N cards)."""
-    agg = best if best is not None else closest(inp, cands, t)
+    --cards N, pools that fill exactly the N cards). `near`: closest()'s answer where there is no best
+    (deploy_report found it already)."""
+    agg = best if best is not None else (near if near is not None else closest(inp, cands, t))
     pd = disaggregation(inp, cands, t, agg)
     if pd is None:
         return report
@@ -2166,7 +2281,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
-    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None)
+    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None, None if found else near)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
                      + _offload_note(inp, found[0] if found else near))
     if inp.emit:

@@ -646,9 +646,9 @@ SYNC_FIT_PROBE_US = 100.0  # the second point of the line _implied_sync_per_sequ
 
 def _sync_loop(r: Record) -> bool:
     """Served TPOT and output-throughput records of a vLLM release whose engine loop ran its CPU work between
-    the GPU steps (validation/serving.py synchronous_loop: V1 before async scheduling became the default) on
-    an
-    NVIDIA card (where it is charged), with at least SYNC_FIT_MIN_SEQUENCES in flight."""
+    the GPU steps (validation/serving.py synchronous_loop: V1 before async scheduling became the default, V1
+    the release's own engine: _v1_by_default) on an NVIDIA card (where it is charged), with at least
+    SYNC_FIT_MIN_SEQUENCES in flight."""
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
         return False
     if r.get("metric") not in ("tpot_ms", "output_tokens_per_s"):
@@ -656,11 +656,27 @@ def _sync_loop(r: Record) -> bool:
     from .serving import record_gpu, synchronous_loop
 
     g = record_gpu(r)
-    if g is None or g.stack != "cuda" or not synchronous_loop(r):
+    if g is None or g.stack != "cuda" or not synchronous_loop(r) or not _v1_by_default(r):
         return False
     st = r.get("settings") or {}
     in_flight = int(r.get("concurrency") or r.get("requests") or st.get("num_prompts") or 0)
     return in_flight >= SYNC_FIT_MIN_SEQUENCES
+
+
+def _v1_by_default(r: Record) -> bool:
+    """Whether the record's release ran V1 as its engine by default (data/releases.toml v1_engine: from 0.8),
+    the releases the synchronous loop's constant describes (0.8 to 0.13), not a V1 switched on ahead of them
+    ("2024-10-28 (V1)": the prototype on vLLM's main branch, VLLM_USE_V1=1)."""
+    from ..catalog.releases import release
+    from .single import record_runtime
+
+    rt = record_runtime(r)
+    rel = rt.release if rt is not None else None
+    if rt is None or rel is None:
+        return True
+    if rel.number:
+        return release(rt.id, ".".join(str(n) for n in rel.number)).has("v1_engine")
+    return release(rt.id, None, (rel.name or str(r.get("date") or "")).split()[0] or None).has("v1_engine")
 
 
 def _implied_sync_per_sequence(r: Record) -> float | None:

@@ -1,0 +1,279 @@
+"""The deploy search's shortcuts (services/deploy.py) against doing every step: each bound that lets it skip a
+candidate holds for every candidate of a small catalog, and the search with the skips answers exactly what it
+answers without them (issue 25 items 19 and 21)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cardfit.services import deploy as d
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+# a few cards: every runtime family's candidates (paged and slotted), a brute force of seconds
+CARDS = ["L4", "RTX 4090", "A40", "L40S", "H100 SXM", "RTX 3090"]
+RUNTIMES = ["vllm", "llama.cpp", "sglang", "ollama"]
+
+
+def _cards_input(runtime: str | None, gpus: tuple[str, ...], cards: int, tpot_ms: float,
+                 ttft_ms: float) -> d.DeployInput:
+    return d.DeployInput(model=MODEL, runtime=runtime, gpu=gpus, cards=cards, tpot_ms=tpot_ms,
+                         ttft_ms=ttft_ms)
+
+
+def _filling(inp: d.DeployInput) -> list[d.Candidate]:
+    """The candidates deploy_report hands most_users: the sets that split --cards evenly."""
+    return [c for c in d.candidates(inp, d.settings(inp)[0]) if (inp.cards or 1) % c.cards == 0]
+
+
+def _most_users_brute(inp: d.DeployInput, cands: list[d.Candidate],
+                      t: d.Targets) -> tuple[int, list[d.Candidate]]:
+    """most_users without its bound: every set asked, the most users (0: none) and the sets reaching it, in
+    order."""
+    ns = [d._most_users_on(replace(inp, users=1.0), c, (inp.cards or c.cards) // c.cards, t) for c in cands]
+    reach = max(ns)
+    return reach, [c for c, n in zip(cands, ns, strict=True) if n == reach]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.lists(st.sampled_from(CARDS), min_size=1, max_size=2, unique=True),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([20.0, 50.0, 100.0]), st.sampled_from([300.0, 2000.0]),
+       st.data())
+def test_most_users_bound_is_never_below_what_a_set_serves(runtime, gpus, cards, tpot_ms, ttft_ms, data):
+    inp = _cards_input(runtime, tuple(gpus), cards, tpot_ms, ttft_ms)
+    cands = _filling(inp)
+    if not cands:
+        return
+    c = data.draw(st.sampled_from(cands))
+    n = d._most_users_on(replace(inp, users=1.0), c, cards // c.cards, d.targets(inp))
+    assert n <= d._most_users_bound(inp, c)
+
+
+@pytest.mark.parametrize(("runtime", "gpus", "cards", "tpot_ms", "ttft_ms"), [
+    (None, ("RTX 4090", "L40S"), 8, 100.0, 2000.0),  # every runtime: llama.cpp/Ollama slots beside vLLM's
+    (None, ("L4", "H100 SXM"), 4, 50.0, 1500.0),
+    ("llama.cpp", ("RTX 3090", "A40"), 2, 100.0, 2000.0),  # slots only: the bound prunes among them
+    ("vllm", ("L4",), 1, 20.0, 300.0),  # tight targets
+])
+def test_most_users_answers_what_asking_every_set_answers(runtime, gpus, cards, tpot_ms, ttft_ms) -> None:
+    inp = _cards_input(runtime, gpus, cards, tpot_ms, ttft_ms)
+    cands, t = _filling(inp), d.targets(inp)
+    reach, reaching = _most_users_brute(inp, cands, t)
+    got, got_cands, served = d.most_users(inp, cands, t)
+    assert served == (reach >= 1) and got.users == max(reach, 1)
+    if served:
+        assert [(c.gpu.id, c.setting.ctx.runtime.id, c.cards, c.seqs, c.tp, c.pp) for c in got_cands] == \
+            [(c.gpu.id, c.setting.ctx.runtime.id, c.cards, c.seqs, c.tp, c.pp) for c in reaching]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 2000), st.integers(1, 2000), st.integers(1, 300))
+def test_largest_true_stops_once_the_answer_is_settled(edge, hi, coarse):
+    """With `enough(lo, hi)` (the caller's answer, here n // coarse, is the same at both ends of the bracket),
+    the bisection's early answer is the caller's answer at the edge it would have found."""
+    from cardfit.core.search import largest_true
+
+    def answer(n: int) -> int:
+        return n // coarse
+
+    plain = largest_true(lambda n: n <= edge, 1, hi)
+    got = largest_true(lambda n: n <= edge, 1, hi, lambda lo, top: answer(lo) == answer(top))
+    assert answer(got) == answer(plain) and got <= plain
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.sampled_from(CARDS), st.sampled_from([10.0, 30.0, 50.0, 100.0]),
+       st.sampled_from([300.0, 2000.0]), st.floats(0.5, 5000.0), st.booleans(), st.data())
+def test_fewest_replicas_bound_stops_early_with_the_same_answer(runtime, card, tpot_ms, ttft_ms, n, arrivals,
+                                                                data):
+    """_fewest_of's early stop (once the answer is settled wherever B_t lies: users or arrivals) answers what
+    the whole bisection answers, on every candidate of a small catalog."""
+    from unittest import mock
+
+    from cardfit.core import search
+
+    load = {"requests_per_s": n / 50} if arrivals else {"users": n}
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), tpot_ms=tpot_ms, ttft_ms=ttft_ms, **load)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    if not cands:
+        return
+    c, t = data.draw(st.sampled_from(cands)), d.targets(inp)
+    args = (c.replica, d.prompt_tokens(inp), inp.output_tokens, t.tpot_s, t.ttft_s, inp.users,
+            inp.requests_per_s, d._best_cached(inp, c))
+    early = d._fewest_of.__wrapped__(*args)
+    def whole_bisection(ok, lo, hi, enough=None):
+        return search.largest_true(ok, lo, hi)
+
+    with mock.patch.object(d, "largest_true", whole_bisection):
+        whole = d._fewest_of.__wrapped__(*args)
+    assert early == whole
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["H100 SXM", "RTX 4090", "L4", "B200"]), st.sampled_from([1, 2, 3, 4, 8, 16]),
+       st.integers(1, 40), st.integers(0, 80),
+       st.lists(st.tuples(st.integers(1, 300), st.floats(0.0, 0.6)), max_size=4))
+def test_least_price_is_the_least_rent_of_every_count(gpu, cards, fewest, more, tiers):
+    """_least_price against every count from `fewest` to `most`, on the shipped discounts and on any tiers
+    (a steep one makes more cards cost less than fewer)."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.rental import default_rental
+    from cardfit.core.fit import set_price
+
+    g = default_gpus().get(gpu)
+    for rules in (default_rental(), replace(default_rental(), discounts=tuple(sorted(tiers)))):
+        most = fewest + more
+        brute = min(set_price(g, cards * n, rules) for n in range(fewest, most + 1))
+        assert d._least_price(g, cards, rules, fewest, most) == brute
+
+
+# (model, options, why): deploys whose aggregated answer spans 2+ cards on an engine with P/D
+PD_CASES = [
+    (MODEL, {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0, "runtime": "vllm"},
+     "a disaggregated deployment meets the targets: the sets after the first are held to its rent"),
+    ("meta-llama/Llama-3.3-70B-Instruct", {"requests_per_s": 5.0, "tpot_ms": 50.0, "runtime": "vllm",
+                                            "gpu": ("H100 SXM", "A100 80GB")}, "open arrivals"),
+    ("meta-llama/Llama-3.3-70B-Instruct", {"users": 16.0, "runtime": "sglang", "gpu": ("RTX A5000",)},
+     "none meets: every set timed to the end"),
+]
+
+
+@pytest.mark.parametrize(("model", "options", "why"), PD_CASES, ids=[c[2][:30] for c in PD_CASES])
+def test_disaggregation_answers_what_timing_every_set_answers(model, options, why) -> None:
+    """The P/D search with its rent bound (_pd_cheapest `below`) against timing every set to the end."""
+    from unittest import mock
+
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    found = d.search(inp, cands, t)
+    agg = found[0] if found else d.closest(inp, cands, t)
+    assert agg is not None and agg.cand.cards >= 2 and d.pd_engine(agg.cand.setting.ctx), why
+    bounded = d.disaggregation(inp, cands, t, agg)
+    whole = d._pd_cheapest
+
+    def unbounded(inp, c, t, below=float("inf")):
+        return whole(inp, c, t)
+
+    with mock.patch.object(d, "_pd_cheapest", unbounded):
+        assert d.disaggregation(inp, cands, t, agg) == bounded
+
+
+@pytest.mark.parametrize(("model", "options", "why"), PD_CASES, ids=[c[2][:30] for c in PD_CASES])
+def test_pd_cheapest_below_a_rent_is_the_answer_when_it_costs_less(model, options, why) -> None:
+    """_pd_cheapest(below=b) answers what it answers unbounded when that costs less than b, else None."""
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    found = d.search(inp, cands, t)
+    agg = found[0] if found else d.closest(inp, cands, t)
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    for c in same:
+        got = d._pd_cheapest(inp, c, t)
+        if got is None:
+            assert d._pd_cheapest(inp, c, t, 1e12) is None
+            continue
+        price = d.fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules)
+        for below in (price * 0.999, price, price * 1.001, price * 3):
+            assert d._pd_cheapest(inp, c, t, below) == (got if price < below else None), (c.cards, below)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.floats(1e-4, 1e3), st.just(float("inf"))), st.floats(1e-4, 10.0),
+       st.sampled_from(["vllm", "sglang", "llama.cpp", "ollama", "trtllm", "tgi", "no-such-runtime"]),
+       st.floats(0.01, 10.0), st.floats(0.001, 1.0))
+def test_likely_misses_read_the_high_end_likely_prints(ttft_s, tpot_s, runtime, ttft_target, tpot_target):
+    """likely_misses (the search's pessimistic test) against the range `likely` answers with."""
+    from cardfit.core import serving as sv
+
+    served = sv.Served(8.0, tpot_s, 0.1, ttft_s, ttft_s, 0.0, 8.0 / tpot_s, 0.5, True)
+    t = d.Targets(ttft_target, tpot_target, {})
+    r = d.likely(served, runtime)
+    ttft = r["ttft_ms"][1] / 1e3 if r["ttft_ms"] else served.ttft_s
+    tpot = r["tpot_ms"][1] / 1e3 if r["tpot_ms"] else served.tpot_s
+    assert d.likely_misses(served, t, runtime) == {"ttft_ms": ttft / t.ttft_s, "tpot_ms": tpot / t.tpot_s}
+
+
+# (runtime, cards, users, budget, skips): budgets that leave some sets in, none, or only the closest; whether
+# _over_budget skips a set there
+BUDGETS = [
+    (None, ("RTX 4090", "L40S", "H100 SXM"), 32.0, 500.0, True),
+    ("vllm", ("L4", "A40", "H100 SXM"), 200.0, 3000.0, True),
+    ("llama.cpp", ("RTX 3090", "RTX 4090"), 16.0, 1.0, True),
+    ("vllm", ("H100 SXM",), 2000.0, 9000.0, True),  # nothing meets within it: the closest one does
+    ("vllm", ("L4",), 300.0, 5500.0, False),  # the best (6 replicas of 4 cards, $5,400) just within it
+]
+
+
+@pytest.mark.parametrize(("runtime", "gpus", "users", "budget", "skips"), BUDGETS)
+def test_budget_skips_change_no_answer(runtime, gpus, users, budget, skips) -> None:
+    """search and closest skip the sets every count of which rents above --budget-usd-month
+    (_over_budget), from 1 or from search's replica bound: their answers are those of timing every set."""
+    from unittest import mock
+
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=gpus, users=users, tpot_ms=40.0,
+                        budget_usd_month=budget)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    skipped = (d.search(inp, cands, t), d.closest(inp, cands, t))
+    # a set over the budget at every count, or from search's replica bound up
+    assert skips == any(d._over_budget(inp, c, d._limit(inp, c), fewest)
+               for c in cands for fewest in (1, min(d._fewest_by_throughput(inp, c, t), d._limit(inp, c))))
+    with mock.patch.object(d, "_over_budget", lambda inp, c, most, fewest=1: False):
+        assert (d.search(inp, cands, t), d.closest(inp, cands, t)) == skipped
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.sampled_from(CARDS), st.integers(1, 64),
+       st.one_of(st.none(), st.integers(1, 64)), st.one_of(st.none(), st.floats(100.0, 60_000.0)), st.data())
+def test_limits_read_from_the_count_are_those_of_the_timed_result(runtime, card, n, max_cards, budget, data):
+    """closest walks down to the most replicas within --max-cards and --budget-usd-month before timing one
+    (_allowed, from the count and its rent): the same verdict as on the timed result's count and rent."""
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), users=64.0, max_cards=max_cards,
+                        budget_usd_month=budget)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    if not cands:
+        return
+    c = data.draw(st.sampled_from(cands))
+    r = d.evaluate(inp, c, n, d.targets(inp))
+    timed = not (inp.max_cards and r.count > inp.max_cards) and not (
+        inp.budget_usd_month is not None and (r.monthly_usd or 0) > inp.budget_usd_month)
+    assert d._allowed(inp, c, n) == timed
+
+
+def _whole_bisection(ok, lo, hi, enough=None):
+    from cardfit.core.search import largest_true
+
+    return largest_true(ok, lo, hi)
+
+
+EDGES = [("vllm", "L4", 30.0), ("vllm", "H100 SXM", 20.0), ("llama.cpp", "RTX 4090", 50.0),
+         ("sglang", "A40", 40.0)]
+
+
+@pytest.mark.parametrize(("runtime", "card", "tpot_ms"), EDGES)
+def test_fewest_replicas_bound_at_the_edge_of_one_replica(runtime, card, tpot_ms) -> None:
+    """Arrivals at and around what one replica takes within the TPOT target (λ = (B_t + 1) ÷ ((O − 1) ×
+    TPOT(B_t)) × f): the early stop answers what the whole bisection does, 1 below the edge, 2 above it."""
+    from unittest import mock
+
+    from cardfit.core import serving as sv
+
+    inp = d.DeployInput(model=MODEL, runtime=runtime, gpu=(card,), tpot_ms=tpot_ms, requests_per_s=1.0)
+    t = d.targets(inp)
+    for c in d.candidates(inp, d.settings(inp)[0])[:6]:
+        r, o = c.replica, inp.output_tokens
+        w = sv.Workload(d.prompt_tokens(inp), o, users=1.0)
+        with mock.patch.object(d, "largest_true", _whole_bisection):
+            b = _whole_bisection(lambda n, r=r, w=w: sv.tpot_s(r, w, n) <= t.tpot_s, 1, max(r.max_seqs, 1))
+        if b < 2 or b >= r.max_seqs:
+            continue
+        edge = (b + 1) / ((o - 1) * sv.tpot_s(r, w, b))
+        for f in (0.5, 0.999, 1.0, 1.001, 1.2, 3.0):
+            args = (r, d.prompt_tokens(inp), o, t.tpot_s, t.ttft_s, None, edge * f, 0.0)
+            with mock.patch.object(d, "largest_true", _whole_bisection):
+                whole = d._fewest_of.__wrapped__(*args)
+            assert d._fewest_of.__wrapped__(*args) == whole, (c.gpu.name, c.cards, f)
