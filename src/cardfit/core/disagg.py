@@ -10,7 +10,16 @@ steps (handoff_s: it reads the request before the prefill may start, and merges 
 arrived at the top of a later step), TPOT the decode pool's step at the sequences each decode worker holds
 (Little's law). In a closed loop with more users than the decode workers' sequence caps hold, the users
 beyond them wait for a slot, and that wait is part of their TTFT. Built on core/serving.py's replica, step
-and queue."""
+and queue.
+
+Not modelled, for want of a source that sizes it: aiconfigurator's SGLang 0.5.8 P/D runs
+(data/validation/serving_aic_pd.toml) take 100-300 ms more TTFT at 4 users than the prefill, the transfer
+and these steps explain (the router or frontend hop and the KV connector's per-request bootstrap are
+candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
+prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
+the runs whose prefill pool saturates miss by: their TTFT (users ÷ prompt rate − the answer's decode time)
+implies a prefill worker 2.3x slower than core/serving.py's (B200 FP8, attention DP 8, 8,192-token prompts)
+or 1.3x faster (GB200 FP8, DP 8, 1,024 tokens)."""
 
 from __future__ import annotations
 
