@@ -469,6 +469,9 @@ HELD_LOO = {
     # (an endless TTFT: +inf in the tail); first contact 64 % on TTFT, too fast on every finite one
     # 23.8 % / 203 % -> 23.0 % / 176 % (1,279 records): SGLang's decode batches above its card-sized graph cap
     # run eagerly, InferenceX's SGLang runs state their scripts' --scheduler-recv-interval and limits
+    # 23.0 % / 175.5 % -> 23.0 % / 173.9 % with a P/D request's TTFT counting the decode worker's handoff
+    # steps and a closed loop's wait for a decode slot (core/disagg.py): the 48 P/D records' TTFT 81.7 % ->
+    # 78.8 % out of sample, still short (what is left is not sourced: core/disagg.py's docstring)
     "serving": (0.235, 1.85),
 }
 

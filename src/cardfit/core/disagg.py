@@ -5,8 +5,21 @@ connector, NVIDIA Dynamo, llm-d).
 
 A request waits for a prefill worker, is prefilled (several prompts share a step up to the worker's token
 budget), its cache crosses the link between the pools, and its answer decodes on a decode worker whose steps
-carry no prompt: TTFT is the prefill pool's queue + the prefill + the transfer, TPOT the decode pool's step at
-the sequences each decode worker holds (Little's law). Built on core/serving.py's replica, step and queue."""
+carry no prompt: TTFT is the prefill pool's queue + the prefill + the transfer + the decode worker's handoff
+steps (handoff_s: it reads the request before the prefill may start, and merges the request whose cache has
+arrived at the top of a later step), TPOT the decode pool's step at the sequences each decode worker holds
+(Little's law). In a closed loop with more users than the decode workers' sequence caps hold, the users
+beyond them wait for a slot, and that wait is part of their TTFT. Built on core/serving.py's replica, step
+and queue.
+
+Not modelled, for want of a source that sizes it: aiconfigurator's SGLang 0.5.8 P/D runs
+(data/validation/serving_aic_pd.toml) take 100-300 ms more TTFT at 4 users than the prefill, the transfer
+and these steps explain (the router or frontend hop and the KV connector's per-request bootstrap are
+candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
+prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
+the runs whose prefill pool saturates miss by: their TTFT (users ÷ prompt rate − the answer's decode time)
+implies a prefill worker 2.3x slower than core/serving.py's (B200 FP8, attention DP 8, 8,192-token prompts)
+or 1.3x faster (GB200 FP8, DP 8, 1,024 tokens)."""
 
 from __future__ import annotations
 
@@ -21,6 +34,10 @@ from . import serving as sv
 # node it crosses NVLink or PCIe at the card's link rate (gpus.toml link_gbps; NVLink's figure counts both
 # directions, of which a transfer uses one).
 CLOSED_LOOP_STEPS = 40  # bisection steps on the closed loop's request rate (to 1e-12 of the capacity)
+# a decode worker whose mean sequences reach its cap to within this share is full: a closed loop's users
+# beyond rate × cycle then wait for a slot (below the cap, the loop's shortfall is the decode step's jumps
+# between batch sizes, e.g. CUDA-graph sizes, that the bisection straddles, not users left waiting)
+FULL_SHARE = 1e-6
 
 
 @record(slots=True)
@@ -42,11 +59,13 @@ class Disaggregated:
     tpot_s: float
     prefill_s: float  # one prompt's prefill on a prefill worker at this load
     transfer_s: float  # one prompt's cache from the prefill pool to the decode pool
-    ttft_s: float  # p90: wait + prefill + transfer
+    ttft_s: float  # p90: wait + prefill + transfer + handoff (+ a closed loop's wait for a decode slot)
     ttft_mean_s: float
     output_tokens_per_s: float  # all workers together
     utilization: float  # the busier pool: prefill offered load per server, decode sequences per cap
     stable: bool
+    handoff_s: float = 0.0  # the decode worker's loop: reading the request, merging it (handoff_s)
+    slot_wait_s: float = 0.0  # a closed loop's users beyond the decode slots: their mean wait for one
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -81,6 +100,31 @@ def prefill_batch_s(r: sv.Replica, input_tokens: int) -> float:
     return sv.prompt_step_s(r, 0.0, k * input_tokens)
 
 
+def handoff_s(r: sv.Replica, step: float, busy: float, closed: bool) -> float:
+    """The decode worker's share of one request's TTFT (`r`: a decode worker; `step`: its decode step at the
+    load; `busy`: the share of the time it is decoding other users' sequences, 0 to 1; `closed`: a closed
+    loop's request, sent as the same user's answer ended). SGLang's decode server
+    (python/sglang/srt/disaggregation/decode.py at sgl-project/sglang@278e503a: the request life cycle in
+    its docstring, event_loop_overlap_disagg_decode, process_decode_queue,
+    get_next_disagg_decode_batch_to_run) reads new requests at the top of its event loop, which runs once a
+    decode step while it decodes, creates each one's KV receiver and, in the same pass
+    (DecodePreallocQueue.pop_preallocated), pre-allocates its KV slots and hands their indices to the
+    prefill server, which holds the prompt in its bootstrap queue until then; each later pass polls the
+    transfers (pop_transferred) and streams the first token (computed on the prefill server) of each
+    request whose cache has arrived, in a prebuilt batch without a forward.
+    So the request waits:
+    - to be read: the decode step running as it arrives, its whole length in a closed loop (the answer
+      before it ended at a step's end, as core/serving.py closed_loop counts) and half of it for open
+      arrivals, and the steps until the engine reads new requests (recv_wait_steps);
+    - to be merged: half a step on average (its cache lands at any point of a step), then the engine's
+      response lag (Replica.response_lag).
+    An idle decode worker (`busy` 0) reads and merges at once: only the response lag."""
+    b = min(max(busy, 0.0), 1.0)
+    read = b * ((1.0 if closed else 0.5) + sv.recv_wait_steps(r)) * step
+    merge = b * 0.5 * step
+    return read + merge + r.response_lag * step
+
+
 def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     """The deployment under the whole load `w` (users: a closed loop over all workers; requests_per_s: open
     Poisson arrivals)."""
@@ -90,20 +134,39 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     move = transfer_s(p.kv_bytes_per_token, w.input_tokens, p.link_bytes_per_s, p.link_latency_s)
     alone = sv.prefill_s(p.prefill, sv.Workload(w.input_tokens, 1), 0.0)  # the same at every rate
     if w.requests_per_s is not None:
-        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone)
+        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone, 1.0)
     users = max(w.users or 1.0, 1.0)
+    others = (users - 1) / users  # a user's own sequence is not decoding while it waits for its first token
     # a closed loop: each user cycles through a wait, a prefill, a transfer and its answer's steps, so the
     # rate is the root of rate × cycle(rate) = users below the pools' capacity (cycle grows with the rate)
     top = capacity_per_s(p, w, service, servers)
     lo, hi = 0.0, top
     for _ in range(CLOSED_LOOP_STEPS):
         mid = (lo + hi) / 2
-        res = _at_rate(p, w, mid, service, servers, move, alone)
+        res = _at_rate(p, w, mid, service, servers, move, alone, others)
         if res.stable and mid * (res.ttft_mean_s + w.output_tokens * res.tpot_s) < users:
             lo = mid
         else:
             hi = mid
-    return _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone)
+    res = _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone, others)
+    return _beyond_slots(res, w, users, p.decode.max_seqs)
+
+
+def _beyond_slots(res: Disaggregated, w: sv.Workload, users: float, cap: int) -> Disaggregated:
+    """A closed loop past the decode workers' sequence caps (`cap` each, full): the loop settles at their
+    capacity's rate X with X × cycle users in service, and the rest wait their turn for a slot,
+    (users − X × cycle) ÷ X on average
+    (Little's law over the queue of waiting users: the mean-value analysis of a closed system, Reiser &
+    Lavenberg, J. ACM 27(2), 1980, as core/serving.py closed_loop counts the users beyond its slots). The
+    wait comes before the prompt's prefill, so it is TTFT (mean and p90 alike: every such user waits)."""
+    rate = res.output_tokens_per_s / max(w.output_tokens, 1)
+    if not res.stable or rate <= 0 or res.batch < max(cap, 1) * (1 - FULL_SHARE):
+        return res
+    held = rate * (res.ttft_mean_s + w.output_tokens * res.tpot_s)
+    if held >= users:
+        return res
+    wait = (users - held) / rate
+    return replace(res, ttft_s=res.ttft_s + wait, ttft_mean_s=res.ttft_mean_s + wait, slot_wait_s=wait)
 
 
 def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> float:
@@ -116,10 +179,11 @@ def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> fl
 
 
 def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int,
-             move: float, alone: float) -> Disaggregated:
+             move: float, alone: float, others: float) -> Disaggregated:
     """Both pools at `rate` requests/s: the prefill pool a GI/G/c queue of `servers` prompt slots (fixed
     lengths: deterministic service), the decode pool `rate × O × TPOT` sequences over its workers. `alone`:
-    one prompt's prefill on an idle prefill worker."""
+    one prompt's prefill on an idle prefill worker; `others`: the share of a decode worker's sequences that
+    are other users' (a closed loop's (users − 1) ÷ users; open arrivals: 1)."""
     mean_wait, p90_wait = sv.wait_s(servers, rate, service, 0.0)
     prefill_load = rate * service / max(servers, 1)
     # a prompt's own prefill: alone when the pool is idle, in a fuller batch as its load grows
@@ -132,10 +196,15 @@ def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int
         tpot = sv.step_s(p.decode, min(batch, p.decode.max_seqs), 0.0)
     decode_load = batch / max(p.decode.max_seqs, 1)
     stable = prefill_load < 1 and decode_load <= 1 and math.isfinite(p90_wait)
+    # below one sequence in flight the decode worker is idle the rest of the time (as core/serving.py _finish)
+    hand = handoff_s(p.decode, tpot, min(rate * w.output_tokens * tpot / p.decode_workers, 1.0) * others,
+                     w.requests_per_s is None)
+    fixed = prefill + move + hand
     return Disaggregated(min(batch, p.decode.max_seqs), tpot, prefill, move,
-                         p90_wait + prefill + move if stable else math.inf,
-                         mean_wait + prefill + move if stable else math.inf,
-                         rate * w.output_tokens if stable else 0.0, max(prefill_load, decode_load), stable)
+                         p90_wait + fixed if stable else math.inf,
+                         mean_wait + fixed if stable else math.inf,
+                         rate * w.output_tokens if stable else 0.0, max(prefill_load, decode_load), stable,
+                         hand)
 
 
 def with_decode_cap(r: sv.Replica, seqs: int) -> sv.Replica:

@@ -2176,20 +2176,12 @@ def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
     return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
 
 
-# A closed loop's users all cycle through the pools (rate × (TTFT + answer × TPOT) = users) to within this
-# share: core/disagg.py's closed loop solves that to 2 % (tests/test_disagg.py test_closed_loop_is_consistent)
-CLOSED_LOOP_SLACK = 0.02
-
-
 def _holds_users(res: Any, w: sv.Workload) -> bool:
     """Whether the pools hold every user of a closed loop: past their capacity (the decode workers' sequence
-    caps full) core/disagg.py's loop settles at the capacity's rate, and the users beyond it wait in a queue
-    its TTFT does not count, so such a load does not meet the targets."""
-    if w.users is None or res.output_tokens_per_s <= 0:
-        return True
-    rate = res.output_tokens_per_s / w.output_tokens
-    cycle = res.ttft_mean_s + w.output_tokens * res.tpot_s
-    return rate * cycle >= w.users * (1 - CLOSED_LOOP_SLACK)
+    caps full) core/disagg.py's loop settles at the capacity's rate and the users beyond it wait for a slot
+    (Disaggregated.slot_wait_s, counted in its TTFT); deploy does not offer such a load as met, and says the
+    load is why."""
+    return w.users is None or res.slot_wait_s <= 0
 
 
 def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0) -> float:
@@ -2211,8 +2203,8 @@ def _pools_failing(res: Any, t: Targets, d: Deployment, holds: bool) -> Failing:
                        "(its queue grows without end): add workers to it")
     if not holds:
         return Failing("load", None, None, None, f"the decode workers hold {res.batch:,.0f} sequences each, "
-                       "fewer than the users in flight: the rest wait in a queue the TTFT shown does not "
-                       "count; add decode workers or raise --decode-batch-size")
+                       f"fewer than the users in flight: the rest wait {res.slot_wait_s:,.1f} s for a slot "
+                       "(in the TTFT shown); add decode workers or raise --decode-batch-size")
     likely_ = d.likely or {}
     got = {"ttft_ms": res.ttft_s * 1e3, "tpot_ms": res.tpot_s * 1e3}
     tight = all(got[k] <= t.given[k] for k in got)
