@@ -19,6 +19,8 @@ from cardfit.core import serving as sv
 from cardfit.errors import InputError
 from cardfit.runtimes import launch
 from cardfit.services.deploy import DeployInput, pinned_answer
+from cardfit.validation.serving import pinned_settings, record_input
+from cardfit.validation.validate import all_records, path_of
 
 OPTIONS = Path(__file__).parent / "data" / "runtime_options"
 
@@ -123,3 +125,21 @@ def test_the_option_is_refused_where_no_engine_takes_it(run_cli, command, args, 
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], err
     assert "Traceback" not in err and out == ""
 
+
+def test_aiconfigurator_sglang_records_pass_their_batch_as_the_cap():
+    """aiconfigurator 0.12.0 generator/rule_plugin/benchmark/sglang.rule: cuda_graph_batch_sizes = range(1,
+    max_batch_size + 1): each run captured every batch up to its own, stated as an assumed setting; the
+    records stay on their path (a setting deploy takes)."""
+    seen = 0
+    for r in all_records():
+        if not (r["id"].startswith("aic-") and r.get("runtime") == "sglang" and "max_batch_size" in
+                r.get("settings", {})):
+            continue
+        st = r["settings"]
+        inp, tp, _ = record_input(r)
+        assert inp.cuda_graph_max_bs == st["max_batch_size"] == st["cuda_graph_max_bs"], r["id"]
+        assert "cuda_graph_max_bs" in r["assumed"] and "cuda_graph_max_bs" in pinned_settings(st, tp)
+        without = {**r, "settings": {k: v for k, v in st.items() if k != "cuda_graph_max_bs"}}
+        assert path_of(r) == path_of(without), r["id"]
+        seen += 1
+    assert seen == 14
