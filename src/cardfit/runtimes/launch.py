@@ -286,7 +286,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           replicas: int = 1, one_node: bool = False, engine: object | None = None,
           kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None, attention_dp: int = 1,
           expert_parallel: int = 1, disaggregation: str | None = None, dynamo: bool = False,
-          scheduler_recv_interval: int = 0) -> Launch:
+          scheduler_recv_interval: int = 0, cuda_graph_max_bs: int = 0) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -300,7 +300,10 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
     `dynamo_launch`), behind Dynamo's frontend (DYNAMO_FRONTEND).
 
     `scheduler_recv_interval`: decode steps between reads of new requests, on an engine whose adapter names
-    the flag (RECV_INTERVAL_FLAG: SGLang's --scheduler-recv-interval)."""
+    the flag (RECV_INTERVAL_FLAG: SGLang's --scheduler-recv-interval).
+
+    `cuda_graph_max_bs`: the largest decode batch replayed as a CUDA graph, on an engine whose adapter sets it
+    (`cuda_graph_cap`: SGLang's --cuda-graph-max-bs, TensorRT-LLM's cuda_graph_config)."""
     engine = _served(runtime, engine)
     if not 0 <= kv_offload_gb <= 1e6:
         raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
@@ -340,6 +343,12 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                              field="scheduler_recv_interval", hint="SGLang has one")
         launch = replace(launch, argv=(*launch.argv, flag, str(_whole("scheduler_recv_interval",
                                                                        scheduler_recv_interval))))
+    if cuda_graph_max_bs:
+        cap = getattr(engine, "cuda_graph_cap", None)
+        if cap is None:
+            raise InputError(f"{runtime} has no CUDA-graph batch cap cardfit launches",
+                             field="cuda_graph_max_bs", hint="SGLang and TensorRT-LLM have one")
+        launch = cap(launch, _whole("cuda_graph_max_bs", cuda_graph_max_bs))
     if kv_offload_gb:
         flags = getattr(engine, "kv_offload_flags", None)
         if flags is None:

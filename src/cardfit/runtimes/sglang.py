@@ -66,6 +66,12 @@ class SGLang(VllmLike):
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
                           self.ONLINE_QUANT)
 
+    def cuda_graph_cap(self, launch: Launch, max_bs: int) -> Launch:
+        """The line with --cuda-graph-max-bs N: SGLang captures decode graphs for batch sizes up to N
+        (server_args.py _generate_cuda_graph_batch_sizes, each batch padded to the next captured size), and a
+        larger batch runs eagerly (model_executor/cuda_graph_runner.py CudaGraphRunner.can_run)."""
+        return replace(launch, argv=(*launch.argv, "--cuda-graph-max-bs", str(max_bs)))
+
     def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
         # LORA_SOURCE: the pool's slots (default: one per adapter a batch of `users` can mix, plus the base
         # model's) of the stacked buffers the targets touch, on each card; every adapter's own weights (its

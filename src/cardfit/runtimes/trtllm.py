@@ -4,9 +4,13 @@ max_num_tokens, then a paged KV pool), so its adapter is the vLLM-like one plus 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..catalog.records import record
 from .launch import Launch, LaunchArgs
 from .vllm_like import VllmLike
+
+YAML = "cardfit-trtllm.yaml"  # the LLM API options trtllm-serve reads (--config), as launch() writes them
 
 
 @record(slots=True)
@@ -42,6 +46,20 @@ class TrtLlm(VllmLike):
         if a.nodes > 1:
             notes.append(f"launch on {a.nodes} nodes through MPI or Slurm (trtllm-llmapi-launch)")
         return Launch(a.runtime, tuple(argv), files=files, notes=tuple(notes))
+
+    def cuda_graph_cap(self, launch: Launch, max_bs: int) -> Launch:
+        """The line with cuda_graph_config in its YAML: graphs captured up to max_batch_size N, and padding on
+        so that every batch up to N replays the next captured size (tensorrt_llm/llmapi/llm_args.py
+        CudaGraphConfig, NVIDIA/TensorRT-LLM@fcd3f316, not read at 1.2.0: enable_padding "batches are rounded
+        up to the nearest cuda_graph_batch_size"; without it only the generated sizes, 1-31, 32, 64, 128,
+        powers of two and N, replay a graph). aiconfigurator's generator sets the same padding for its
+        decode workers (aiconfigurator 0.12.0 generator/rule_plugin/trtllm.rule: agg_decode
+        cuda_graph_enable_padding = true)."""
+        yaml = f"cuda_graph_config:\n  max_batch_size: {max_bs}\n  enable_padding: true\n"
+        files = dict(launch.files)
+        argv = launch.argv if YAML in files else (*launch.argv, "--config", YAML)
+        files[YAML] = files.get(YAML, "") + yaml
+        return replace(launch, argv=argv, files=tuple(files.items()))
 
 
 ADAPTER = TrtLlm

@@ -130,6 +130,7 @@ class DeployInput(ModelInput, SpeculativeInput):
     expert_parallel: int | None = engine_opt("expert_parallel")
     max_model_len: int | None = engine_opt("max_model_len")
     scheduler_recv_interval: int | None = engine_opt("scheduler_recv_interval")
+    cuda_graph_max_bs: int | None = engine_opt("cuda_graph_max_bs")
     # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
     # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
     prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "
@@ -187,7 +188,8 @@ def check(inp: DeployInput) -> None:
 PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
                "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
                "max_model_len", "prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp",
-               "decode_dp", "prefill_batch_size", "decode_batch_size", "scheduler_recv_interval")
+               "decode_dp", "prefill_batch_size", "decode_batch_size", "scheduler_recv_interval",
+               "cuda_graph_max_bs")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
@@ -291,7 +293,8 @@ class Candidate:
         # (services/served.py replica): over 1, 2, 4 or 8 cards it is one replica
         stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
         key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
-               self.seqs, self.chunk_tokens, self.attention_dp, self.ep, self.inp.scheduler_recv_interval)
+               self.seqs, self.chunk_tokens, self.attention_dp, self.ep, self.inp.scheduler_recv_interval,
+               self.inp.cuda_graph_max_bs)
         built = self.setting.built
         if key not in built:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
@@ -746,6 +749,10 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     whole, mc = built[w, "load"], _machine(s.ctx, gpu, tp, 0.0)
     if attention_dp > 1:
         mc = replace(mc, attention_dp=attention_dp, expert_parallel=ep)
+    if inp.cuda_graph_max_bs and gpu.stack in s.ctx.runtime.graph_stacks:
+        # a pinned deployment's --cuda-graph-max-bs in place of the engine's own cap (catalog/runtimes.py
+        # graph_max_batch): a larger decode batch launches every kernel (core/speed.py per_layer_s)
+        mc = replace(mc, graph_max_batch=int(inp.cuda_graph_max_bs))
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
     # tokens on an A100 or a card under 70 GiB, 8192 on the others); expert parallel: each attention group's
     # engine takes its own
@@ -1271,7 +1278,8 @@ def command(inp: DeployInput, r: Result) -> str:
     return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
                           kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep,
-                          recv_interval=int(inp.scheduler_recv_interval or 0))
+                          recv_interval=int(inp.scheduler_recv_interval or 0),
+                          graph_max_bs=int(inp.cuda_graph_max_bs or 0))
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1955,12 +1963,13 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
     from ..core.constants import snapshot
-    from .pinned import check_pinned, check_pinned_model, check_recv_interval, schedule
+    from .pinned import check_graph_max_bs, check_pinned, check_pinned_model, check_recv_interval, schedule
     from .resolve import resolve
 
     check_pinned(inp)
     rt = default_runtimes().get(inp.runtime or "")
     check_recv_interval(inp, rt)
+    check_graph_max_bs(inp, rt)
     gpu = default_gpus().get(inp.gpu[0])
     model = default_models().find(inp.model) if inp.model else None
     if model is None:

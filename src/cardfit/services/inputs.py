@@ -180,6 +180,12 @@ ENGINE_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "scheduler_recv_interval": ("engine: decode steps between two reads of new requests while it decodes "
                                 "(SGLang --scheduler-recv-interval); default 1, every step",
                                 {"ge": 1, "le": 10_000}),
+    # SGLang's own cap is card-sized (runtimes.toml sglang [[runtime.tier]]: 8 to 512); a batch above the cap
+    # launches every kernel (core/speed.py per_layer_s); the limit is the --max-num-seqs one
+    "cuda_graph_max_bs": ("engine: the largest decode batch replayed as a CUDA graph (SGLang "
+                          "--cuda-graph-max-bs, TensorRT-LLM cuda_graph_config.max_batch_size); larger "
+                          "batches run eagerly; default: the engine's (SGLang: by card size and TP)",
+                          {"ge": 1, "le": 1_000_000}),
 }
 
 

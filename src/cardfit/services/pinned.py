@@ -1,7 +1,7 @@
 """One deployment, pinned: `cardfit deploy --gpu CARD --runtime NAME@RELEASE --tp N [--pp M]` times that
 card set (one replica) with the engine settings a user launches it with (--max-num-seqs,
 --max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len,
---scheduler-recv-interval)
+--scheduler-recv-interval, --cuda-graph-max-bs)
 and, with --requests N, the finite benchmark run a user measures it with (`vllm bench serve --num-prompts N
 --max-concurrency C`, SGLang's bench_serving): its first round of C prompts sent at once. With
 --prefill-workers X --decode-workers Y it pins a disaggregated deployment instead: each pool's worker timed
@@ -75,6 +75,25 @@ def check_recv_interval(inp: DeployInput, rt: RuntimeProfile) -> None:
     if not getattr(adapter(rt), "RECV_INTERVAL_FLAG", None):
         raise InputError(f"--scheduler-recv-interval is an SGLang flag; {rt.id} reads new requests every "
                          "step", field="scheduler_recv_interval", hint="use it with --runtime sglang")
+
+
+def check_graph_max_bs(inp: DeployInput, rt: RuntimeProfile) -> None:
+    """--cuda-graph-max-bs is an engine setting of the runtimes whose launch line sets it (the adapter's
+    `cuda_graph_cap`: SGLang's --cuda-graph-max-bs, TensorRT-LLM's cuda_graph_config) and whose decode step
+    cardfit times eagerly above the cap (decode_overhead_us_per_layer_v0); InputError for another runtime."""
+    if not inp.cuda_graph_max_bs:
+        return
+    from ..core.constants import fitted
+    from ..runtimes import adapter
+
+    if getattr(adapter(rt), "cuda_graph_cap", None) is None:
+        raise InputError(f"--cuda-graph-max-bs is an SGLang and TensorRT-LLM setting; cardfit launches no "
+                         f"CUDA-graph batch cap for {rt.id}", field="cuda_graph_max_bs",
+                         hint="use it with --runtime sglang or trtllm")
+    if not fitted(rt, "decode_overhead_us_per_layer_v0"):  # an eager decode step's time per layer
+        raise InputError(f"this release of {rt.id} has no eager decode step cardfit times (TensorRT-LLM "
+                         "before 1.0 ran a TensorRT engine): leave out --cuda-graph-max-bs",
+                         field="cuda_graph_max_bs", hint="or use the current release")
 
 
 # --- what an engine release schedules with -------------------------------------------------------------

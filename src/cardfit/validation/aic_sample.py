@@ -172,6 +172,12 @@ def settings_of(row: Mapping[str, str], m: ModelSpec, quant: str) -> tuple[dict[
     key, tokens = _budget(runtime, batch, isl)
     s[key] = tokens
     assumed = ["requests", "statistic", key] + (["version"] if version == "not stated" else [])
+    if runtime == "sglang":
+        # graphs captured for every batch up to the run's own (generator/rule_plugin/benchmark/sglang.rule:
+        # 'agg_prefill_decode cuda_graph_batch_sizes = ((range(1, max_batch_size + 1) | list) ...)', passed
+        # as --cuda-graph-bs, whose largest SGLang takes as cuda_graph_max_bs: server_args.py)
+        s["cuda_graph_max_bs"] = batch
+        assumed.append("cuda_graph_max_bs")
     return s, assumed
 
 

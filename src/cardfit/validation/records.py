@@ -42,6 +42,8 @@ SETTINGS: dict[str, str] = {
     "kv_offload_gb": "--kv-offload-gb: the host-RAM KV tier, GB (LMCache max_local_cpu_size, vLLM "
                      "--kv-offloading-size, SGLang --hicache-size)",
     "scheduler_recv_interval": "--scheduler-recv-interval (SGLang: decode steps between reads of requests)",
+    "cuda_graph_max_bs": "--cuda-graph-max-bs (SGLang; TensorRT-LLM cuda_graph_config.max_batch_size): the "
+                         "largest decode batch replayed as a CUDA graph",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",

@@ -23,7 +23,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     NAME@RELEASE, quant, card set (--tp, --pp), load and, for a finite run, the benchmark (--requests,
     --random-lengths), with the engine settings the record states (--max-num-seqs, --max-num-batched-tokens,
     --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len,
-    --scheduler-recv-interval); (input, tp, pp)."""
+    --scheduler-recv-interval, --cuda-graph-max-bs); (input, tp, pp)."""
     st = r.get("settings") or {}
     cards = int(r.get("gpus") or 1)
     tp, pp = int(st.get("tp") or cards), int(st.get("pp") or 1)
@@ -48,6 +48,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     kw.update(max_num_seqs=cap or None, max_num_batched_tokens=budget or None,
               gpu_memory_utilization=float(st.get("gpu_memory_utilization") or 0.0) or None,
               scheduler_recv_interval=int(st.get("scheduler_recv_interval") or 0) or None,
+              cuda_graph_max_bs=int(st.get("cuda_graph_max_bs") or 0) or None,
               max_prefill_tokens=int(st.get("max_prefill_tokens") or 0) or None,
               attention_dp=dp if dp > 1 else None, expert_parallel=ep if ep > 1 else None,
               max_model_len=length or None, **reuse_options(st))
@@ -76,12 +77,12 @@ def disaggregated_pools(settings: dict[str, Any]) -> dict[str, int]:
 
 # The record settings record_input passes on as a pinned deploy's engine options (--max-num-seqs,
 # --max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --max-model-len,
-# --scheduler-recv-interval; a harness's
+# --scheduler-recv-interval, --cuda-graph-max-bs; a harness's
 # dataset, whose limits it passes the same way): a user launching with them asks the same question.
 _OPTION_SETTINGS = frozenset({"max_batch_size", "max_num_seqs", "max_num_batched_tokens", "max_num_tokens",
                               "chunked_prefill_size", "max_batch_prefill_tokens", "gpu_memory_utilization",
                               "max_prefill_tokens", "max_model_len", "max_total_tokens",
-                              "trtllm_bench_dataset", "scheduler_recv_interval"})
+                              "trtllm_bench_dataset", "scheduler_recv_interval", "cuda_graph_max_bs"})
 
 
 def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
