@@ -37,6 +37,9 @@ CASES = [
      "'--gpu': given 2 times (RTX 4090, RTX 3090); give it once"),
     (["speed", "llama3.1:8b", "--gpu", "RTX 4090", "--context", "4096", "--context", "8192"],
      "'--context': given 2 times (4096, 8192); give it once"),
+    # an engine setting without a pin: the hint repeats the runtime and the value given
+    (["deploy", "llama-3.1-8b", "--users", "8", "--runtime", "sglang", "--cuda-graph-max-bs", "64"],
+     "e.g. --gpu 'H100 SXM' --runtime sglang --tp 1 --cuda-graph-max-bs 64"),
     # a pinned deployment the engine could not start as asked (services/pinned.py check_pinned)
     (["deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "2",
       "--attention-dp", "3"], "--attention-dp 3: the attention groups split the 2 tensor-parallel ranks"),

@@ -178,9 +178,12 @@ def check(inp: DeployInput) -> None:
         given = [f for f in PINNED_ONLY if getattr(inp, f) not in (None, False)]
         if given:
             flag = "--" + given[0].replace("_", "-")
+            value = getattr(inp, given[0])
+            as_given = flag if isinstance(value, bool) else f"{flag} {value:g}"
+            runtime = inp.runtime or "NAME"
             raise InputError(f"{flag} applies to one pinned deployment: add --tp (and one --gpu and "
                              "--runtime)", field=given[0],
-                             hint="e.g. --gpu 'H100 SXM' --runtime vllm --tp 1 " + flag)
+                             hint=f"e.g. --gpu 'H100 SXM' --runtime {runtime} --tp 1 {as_given}")
     check_pools(inp)
 
 
@@ -424,7 +427,7 @@ def _quality(q: Quant) -> str | None:
     return None
 
 
-def _is_gguf(q: Quant) -> bool:
+def is_gguf(q: Quant) -> bool:
     return isinstance(q, GgufMix) or q.kind == "gguf"
 
 
@@ -552,7 +555,7 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                             raise
                         skipped.append(f"{rt.id} {qname}: {e}")
                         break
-                    if _is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
+                    if is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
                     out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant), kvd))
     if not out:
@@ -1800,7 +1803,8 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
                _pd_cheapest(inp, c, t, math.nextafter(found[0], math.inf) if found is not None else math.inf))
         if got is None:
             continue
-        price = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules) or math.inf
+        rent = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules)
+        price = rent if rent is not None else math.inf  # no price: never the cheapest; $0 (owned) is 0
         key = (price, _pd_rank(inp, got[2]))
         if found is None or key < found[:2]:
             found = (*key, c, *got)

@@ -299,9 +299,9 @@ def deployed(s: Setup, inp: SpeedInput) -> bool:
             and o.verdict != OFFLOAD and s.reuse == ru.Reuse() and ctx.speculation is None
             and not (inp.bandwidth or inp.tflops or inp.cpu_moe) and default_gpus().find(o.gpu.id) == o.gpu):
         return False
-    from .deploy import _is_gguf  # deploy's rule: GGUF builds run on llama.cpp / Ollama, the rest elsewhere
+    from .deploy import is_gguf  # deploy's rule: GGUF builds run on llama.cpp / Ollama, the rest elsewhere
 
-    return _is_gguf(ctx.quant) == (ctx.runtime.weights_format == "gguf")
+    return is_gguf(ctx.quant) == (ctx.runtime.weights_format == "gguf")
 
 
 # the engine settings only a deployment's served load takes (deployed): speed's own path has no term for them
