@@ -67,6 +67,63 @@ def test_a_step_yields_one_plus_acceptance_times_k(accepted: int, drafted: int, 
     assert spc.length_at(accepted / drafted, k) == pytest.approx(made / steps, rel=0.01), source
 
 
+# (runtime as a user names it, single-token target steps a speculative cycle runs beside its verification,
+# why): llama-server before PR #17808 (data/releases.toml server_draft_in_batch)
+CYCLES = [
+    ("llama.cpp@b5142", 1, "issue #12968's build: the main batch decodes the sampled token, then the draft "
+     "and that token go in a batch of their own"),
+    ("llama.cpp@b7370", 0, "the first build the table dates after PR #17808: the draft rides in one step"),
+    ("llama.cpp", 0, "the current build"),
+    ("vllm", 0, "vLLM verifies in its one step whatever its release (a feature its table does not list)"),
+]
+
+
+@pytest.mark.parametrize("runtime,plain,why", CYCLES, ids=[c[0] for c in CYCLES])
+def test_llama_server_before_pr_17808_runs_a_plain_step_a_cycle(runtime: str, plain: int, why: str) -> None:
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.speculative import plain_steps
+
+    assert plain_steps(default_runtimes().find(runtime)) == plain, why
+
+
+def test_issue_12968_counts_need_the_plain_step() -> None:
+    """llama-server b5142, Qwen2.5 72B with a 0.5B draft at --draft-max 3 --draft-min 3: '261 tokens',
+    'draft acceptance rate = 0.96855 (154 accepted / 159 generated)': 159 / 3 = 53 cycles of 261 / 53 = 4.92
+    tokens, 1 + 0.969 x 3 = 3.91 from the verification and one from the plain step before it."""
+    cycles = 159 / 3
+    with_plain = spc.Speculation("draft", 3, 154 / 159, None, plain_steps=1)
+    without = spc.Speculation("draft", 3, 154 / 159, None)
+    assert with_plain.per_step == pytest.approx(261 / cycles, rel=0.01)
+    assert without.per_step < 0.8 * 261 / cycles
+
+
+def test_a_plain_step_a_cycle_is_the_mediant_of_the_two_rates() -> None:
+    """Radeon PRO W7900, Qwen2.5 72B IQ4_XS with the 0.5B draft (issue #12968's setting): at b5142 a cycle is
+    the plain step (1 / plain-decode rate, one token) plus what b7370 spends on its L tokens (L / its rate),
+    so the old build's rate is (L + 1) / (L / new + 1 / plain), below b7370's and above plain decode."""
+    kw = dict(gpu="Radeon PRO W7900", quant="IQ4_XS", context=2048, concurrency=(1,))
+    spec = dict(speculative="draft:qwen2.5-0.5b", num_speculative_tokens=3, acceptance=0.96855)
+
+    def rate(runtime: str, **more: object) -> float:
+        return cardfit.speed("qwen2.5-72b", runtime=runtime, **kw, **more)["rows"][0]["per_user_tokens_per_s"]
+
+    plain, old = rate("llama.cpp@b5142"), rate("llama.cpp@b5142", **spec)
+    new = rate("llama.cpp@b7370", **spec)
+    length = 1 + 0.96855 * 3
+    assert old == pytest.approx((length + 1) / (length / new + 1 / plain), rel=0.005)
+    assert plain < old < new
+
+
+@given(st.floats(1e-3, 1.0), st.floats(1e-3, 1.0), st.floats(0.0, 1.0), st.integers(1, 16))
+def test_a_plain_step_pulls_the_time_a_token_toward_a_plain_steps(verify_s: float, plain_s: float,
+                                                                   alpha: float, k: int) -> None:
+    """(V + D + P) / (L + 1) lies between (V + D) / L and P: the plain step's token costs a whole step."""
+    length = spc.length_at(alpha, k)
+    mixed = (verify_s + plain_s) / (length + 1)
+    assert min(verify_s / length, plain_s) - 1e-12 <= mixed <= max(verify_s / length, plain_s) + 1e-12
+    assert spc.Speculation("draft", k, alpha, None, 1).per_step == pytest.approx(length + 1)
+
+
 @given(st.floats(1.01, 7.9), st.integers(1, 7))
 def test_a_figure_carried_to_its_own_k_is_itself(length: float, k: int) -> None:
     length = min(length, k + 1 - 1e-6)

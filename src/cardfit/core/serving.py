@@ -43,7 +43,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..catalog.records import record
-from .speculative import Speculation, draft_s, verify_link_s, verify_overhead_s
+from .speculative import Speculation, draft_s, plain_s, verify_link_s, verify_overhead_s
 from .speed import Load, Machine, link_seconds, step
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
@@ -222,9 +222,9 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     if mc.serial_gemm and micro_prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         mc = replace(mc, serial_gemm=False)
     t = step(load, mc, b).seconds + _prompt_link_s(load, mc, b, micro_prompt)
-    if k:  # the drafted tokens' all-reduces, and the drafter's own steps (core/speculative.py)
+    if k:  # the drafted tokens' all-reduces, the drafter's steps and any plain steps (core/speculative.py)
         t += (verify_link_s(load, mc, b, micro_decode * k) + verify_overhead_s(r.load, mc, micro_decode, k)
-              + draft_s(r.spec, mc, micro_decode))
+              + draft_s(r.spec, mc, micro_decode) + plain_s(r.spec, r.load, mc, micro_decode))
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode * (k + 1) + micro_prompt)
 
 

@@ -99,10 +99,17 @@ class Speculation:
     tokens: int
     acceptance: float
     draft: Load | None = None
+    # single-token target steps a cycle runs beside its verification, each yielding one token:
+    # llama-server before ggml-org/llama.cpp PR #17808 (services/speculative.py plain_steps) decoded a slot's
+    # sampled token in its main batch first, then drafted from the token that step sampled and verified that
+    # token and its draft in a llama_decode of their own (examples/server/server.cpp update_slots, "do
+    # speculative decoding"): two target steps a cycle. 0: the draft rides in the one step
+    plain_steps: int = 0
 
     @property
     def per_step(self) -> float:
-        return length_at(self.acceptance, self.tokens)
+        """Mean tokens a cycle yields per sequence: the verification's and the plain steps' one each."""
+        return length_at(self.acceptance, self.tokens) + self.plain_steps
 
 
 def layer_params(m: ModelSpec) -> float:
@@ -164,15 +171,22 @@ def draft_s(spec: Speculation, mc: Machine, sequences: int) -> float:
     return spec.tokens * step(spec.draft, mc, max(sequences, 1)).seconds
 
 
+def plain_s(spec: Speculation, load: Load, mc: Machine, sequences: int) -> float:
+    """The single-token target steps a cycle runs beside its verification (Speculation.plain_steps)."""
+    if spec.plain_steps <= 0:
+        return 0.0
+    return spec.plain_steps * step(load, mc, max(sequences, 1)).seconds
+
+
 def per_token_s(load: Load, mc: Machine, sequences: int, spec: Speculation) -> float:
     """Decode alone (no prompt tokens riding along): the time per output token of each of `sequences`
-    sequences, a verification step of K + 1 tokens per sequence plus the drafting, over the tokens it
-    yields."""
+    sequences, a verification step of K + 1 tokens per sequence plus the drafting (and any plain steps),
+    over the tokens the cycle yields."""
     b = max(sequences, 1)
     k = spec.tokens
     verify = verify_load(load, k + 1)
     seconds = (step(verify, mc, b).seconds + verify_link_s(load, mc, b, b * k)
-               + verify_overhead_s(load, mc, b, k) + draft_s(spec, mc, b))
+               + verify_overhead_s(load, mc, b, k) + draft_s(spec, mc, b) + plain_s(spec, load, mc, b))
     return seconds / spec.per_step
 
 

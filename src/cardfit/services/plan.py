@@ -541,7 +541,7 @@ def plan(inp: PlanInput) -> Plan:
     if ctx.speculation is not None:
         from .speculative import note
 
-        ctx.notes.extend(note(ctx.speculation))
+        ctx.notes.extend(note(ctx.speculation, ctx.runtime))
     return Plan(ctx, cards)
 
 

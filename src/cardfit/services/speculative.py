@@ -23,6 +23,10 @@ VOCAB_MAX_DIFFERENCE = 128
 # "float16"), whatever the target's quantization
 HEAD_BYTES_PER_PARAM = 2.0
 FLAGS = "--num-speculative-tokens and --acceptance"
+# llama-server's speculative cycle from ggml-org/llama.cpp PR #17808 on (data/releases.toml llama.cpp
+# server_draft_in_batch): one target step verifies the last sampled token and its draft. Before it, a
+# single-token step of that token came first (core/speculative.py Speculation.plain_steps)
+DRAFT_IN_BATCH = "server_draft_in_batch"
 
 
 @record
@@ -160,28 +164,39 @@ def speculation(c: Choice | None, ctx: Any, target: sp.Load, filled: int,
     """The drafter's per-token work beside the target's `target` load at `filled` tokens in flight."""
     if c is None:
         return None
+    plain = plain_steps(getattr(ctx, "runtime", None))
     if c.method == "ngram":
-        return spc.Speculation(c.method, c.tokens, c.acceptance, None)
+        return spc.Speculation(c.method, c.tokens, c.acceptance, None, plain)
     m = ctx.model
     if c.method == "draft" and c.draft_model is not None:
         d = c.draft_model
         load = sp.Load(weights(d, ctx.quant).total_bytes, sp.weight_shares(d, ctx.quant),
                        kv_cache_bytes(d, max(filled, 1), 1, kv_dtype), sp.decode_flops_per_token(d, filled),
                        d.layers, sp.hidden_size(d), kv_split=kv_split_ranks(d))
-        return spc.Speculation(c.method, c.tokens, c.acceptance, load)
+        return spc.Speculation(c.method, c.tokens, c.acceptance, load, plain)
     params = head_params(c, m)
     layers = 1 if c.method == "eagle3" else c.mtp_layers
     attention = (target.flops_per_token - 2 * m.active) / max(m.layers, 1)  # per layer at this fill
     flops = 2 * params + attention * layers
     per = HEAD_BYTES_PER_PARAM if c.method == "eagle3" else _bytes_per_param(ctx)
     return spc.Speculation(c.method, c.tokens, c.acceptance,
-                           spc.head_load(target, params, per, layers, flops, c.method == "mtp"))
+                           spc.head_load(target, params, per, layers, flops, c.method == "mtp"), plain)
 
 
-def note(c: Choice | None) -> list[str]:
-    """One line on the drafter for the text answers (none without --speculative)."""
+def plain_steps(runtime: Any) -> int:
+    """Single-token target steps a speculative cycle runs beside its verification: 1 on a llama-server
+    release before PR #17808 (DRAFT_IN_BATCH), 0 elsewhere."""
+    return 0 if runtime is None or runtime.has(DRAFT_IN_BATCH) else 1
+
+
+def note(c: Choice | None, runtime: Any = None) -> list[str]:
+    """One line on the drafter for the text answers (none without --speculative), and one where the
+    runtime's release runs a single-token step beside each verification (plain_steps)."""
     if c is None:
         return []
+    extra = ([f"{runtime.name} before build b7370 (llama.cpp PR #17808) decodes each sampled token in a "
+              "step of its own before drafting from the next one: two target steps a cycle, one more token"]
+             if runtime is not None and plain_steps(runtime) else [])
     what = {"draft": f"the draft model {c.draft_model.name if c.draft_model else ''}",
             "eagle3": "an EAGLE-3 head", "mtp": f"the model's {c.mtp_layers} MTP layer(s)",
             "ngram": "n-gram prompt lookup"}[c.method]
@@ -190,4 +205,4 @@ def note(c: Choice | None) -> list[str]:
             f"{c.acceptance:.2f} ({given}) yield {c.tokens_per_step:.2f} tokens a step; each step verifies "
             f"{c.tokens + 1} tokens per sequence and runs the drafter "
             f"{c.tokens if c.method != 'ngram' else 0} "
-            "times, so the gain falls as the batch grows (the ceiling is without it)"]
+            "times, so the gain falls as the batch grows (the ceiling is without it)"] + extra

@@ -419,10 +419,10 @@ def host_copy_s_per_token(s: Setup) -> float | None:
     return copy if copy < 1 / prefill else None
 
 
-def spec_note(choice: Any) -> list[str]:
+def spec_note(choice: Any, runtime: Any = None) -> list[str]:
     from .speculative import note
 
-    return note(choice)
+    return note(choice, runtime)
 
 
 def _one_stream(s: Setup, one: sp.Step) -> float:
@@ -499,8 +499,8 @@ def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
         calibration=Calibration(rt.decode_efficiency, rt.decode_overhead_us_per_layer, prefill_eff,
                                 rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
         rows=(table := rows(s, inp)),
-        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else []) + spec_note(ctx.speculation)
-                    + queued_note(s, inp, table)),
+        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else [])
+                    + spec_note(ctx.speculation, ctx.runtime) + queued_note(s, inp, table)),
         speculative=ctx.speculation.to_json() if ctx.speculation is not None else None,
     )
     if inp.plot:

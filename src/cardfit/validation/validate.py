@@ -755,10 +755,10 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
-# experts on Hopper, V0's chunk sizes): a record lacking only these is on the current generation unless the
-# change applies to it (validation/single.py mla_v0)
+# experts on Hopper, V0's chunk sizes, llama-server's speculative cycle): a record lacking only these is on
+# the current generation unless the change applies to it (validation/single.py mla_v0)
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
-                              "v0_mla_unchunked"})
+                              "v0_mla_unchunked", "server_draft_in_batch"})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
