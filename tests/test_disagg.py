@@ -414,6 +414,41 @@ def test_dynamo_worker_flags(runtime: str, role: str, opts: dict, why: str) -> N
     assert "--kv-transfer-config" not in args and "NVIDIA Dynamo" in cmd.notes[-1]
 
 
+# (launch options of a TensorRT-LLM replica, why the case is tricky)
+DYNAMO_TRTLLM = [
+    (dict(tp=1, max_model_len=8192, max_num_seqs=64), "the smallest line: no YAML, no --extra-engine-args"),
+    (dict(tp=2, pp=2, max_model_len=8192, max_num_seqs=64, gpu_memory_utilization=0.85,
+          max_batched_tokens=8192), "pipeline stages, the KV pool's share, the token budget: Dynamo's names"),
+    (dict(tp=8, max_model_len=8300, max_num_seqs=256, kv_dtype="fp8", attention_dp=8, expert_parallel=8,
+          cuda_graph_max_bs=64), "attention DP + EP: per-rank batch, the YAML (KV dtype, attention DP, "
+     "graphs) read through --extra-engine-args, the graph cap appended to the Dynamo line, not as --config"),
+]
+
+
+@pytest.mark.parametrize("opts,why", DYNAMO_TRTLLM, ids=["tp1", "tp2-pp2", "dp8-ep8"])
+def test_dynamo_trtllm_worker_is_the_trtllm_serve_line_under_dynamos_names(opts: dict, why: str) -> None:
+    """`python3 -m dynamo.trtllm`: every flag is in Dynamo's own parser (dynamo.toml [trtllm], from its
+    backend_args.py), each trtllm-serve setting reappears with its value under the flag Dynamo names the same
+    LLM API argument with, and the YAML is the one trtllm-serve would read."""
+    import tomllib
+
+    dyn = tomllib.loads((OPTIONS / "dynamo.toml").read_text())["trtllm"]
+    model = "deepseek-ai/DeepSeek-V3"
+    own = launch.build("trtllm", model, quant="fp8", checkpoint_quantized=True, **opts)
+    cmd = launch.build("trtllm", model, quant="fp8", checkpoint_quantized=True, dynamo=True, **opts)
+    args, mine = list(cmd.argv), list(own.argv)
+    assert args[:5] == ["python3", "-m", "dynamo.trtllm", "--model", model], why
+    for flag in cmd.flags():
+        assert flag in dyn["flags"], flag
+    for flag in own.flags():
+        if flag == "--backend":  # Dynamo's worker runs the PyTorch backend; it has no such flag
+            continue
+        theirs = dyn["same"][flag]
+        assert args[args.index(theirs) + 1] == mine[mine.index(flag) + 1], flag
+    assert len(cmd.flags()) == len(own.flags()), why  # --model in, --backend out
+    assert cmd.files == own.files and "NVIDIA Dynamo" in cmd.notes[-1]
+
+
 def test_dynamo_lines_of_a_disaggregated_deployment() -> None:
     """A P/D deployment gives its pools under Dynamo too (the frontend, then one worker per role, with the
     split and settings of the engine's own lines); an aggregated one has no Dynamo lines."""

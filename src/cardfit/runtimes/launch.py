@@ -332,7 +332,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         worker = getattr(engine, "dynamo_launch", None)
         if worker is None:
             raise InputError(f"{runtime} has no NVIDIA Dynamo worker cardfit launches", field="runtime",
-                             hint="Dynamo workers exist for sglang and vllm")
+                             hint="Dynamo workers exist for sglang, vllm and trtllm")
         launch = worker(model, args)
     else:
         launch = engine.launch(model, args)

@@ -12,6 +12,23 @@ from .vllm_like import VllmLike
 
 YAML = "cardfit-trtllm.yaml"  # the LLM API options trtllm-serve reads (--config), as launch() writes them
 
+# NVIDIA Dynamo's TensorRT-LLM worker (`python3 -m dynamo.trtllm`) names the same LLM API arguments with its
+# own flags and reads the rest from a YAML file (--extra-engine-args), running the PyTorch backend (it has no
+# --backend): ai-dynamo/dynamo components/src/dynamo/trtllm/backend_args.py
+# @0a6a115c6cd15ae95647e90c55be2ea06b36e66f DynamoTrtllmArgGroup (--model, its obsolete alias --model-path;
+# --tensor-parallel-size, --pipeline-parallel-size, --expert-parallel-size, --max-batch-size, --max-seq-len,
+# --max-num-tokens, --free-gpu-memory-fraction, --extra-engine-args), started as
+# examples/backends/trtllm/launch/agg.sh @15bb5238 does behind `python3 -m dynamo.frontend`. trtllm-serve's
+# flag -> Dynamo's
+DYNAMO_FLAGS = {"--tp_size": "--tensor-parallel-size", "--pp_size": "--pipeline-parallel-size",
+                "--ep_size": "--expert-parallel-size", "--max_batch_size": "--max-batch-size",
+                "--max_seq_len": "--max-seq-len", "--max_num_tokens": "--max-num-tokens",
+                "--kv_cache_free_gpu_memory_fraction": "--free-gpu-memory-fraction",
+                "--config": "--extra-engine-args"}
+DYNAMO_WORKER = ("python3", "-m", "dynamo.trtllm")
+DYNAMO_AGG_NOTE = ("a worker under NVIDIA Dynamo: start `python3 -m dynamo.frontend` once in front of it "
+                   "(port 8000)")
+
 
 @record(slots=True)
 class TrtLlm(VllmLike):
@@ -47,6 +64,15 @@ class TrtLlm(VllmLike):
             notes.append(f"launch on {a.nodes} nodes through MPI or Slurm (trtllm-llmapi-launch)")
         return Launch(a.runtime, tuple(argv), files=files, notes=tuple(notes))
 
+    def dynamo_launch(self, model: str, a: LaunchArgs) -> Launch:
+        """The trtllm-serve line's settings as Dynamo's worker takes them (DYNAMO_FLAGS), the same YAML."""
+        own = self.launch(model, a)
+        words = list(own.argv[2:])  # past `trtllm-serve MODEL`
+        i = words.index("--backend")
+        del words[i:i + 2]  # Dynamo's worker runs the PyTorch backend
+        argv = [*DYNAMO_WORKER, "--model", model, *(DYNAMO_FLAGS.get(w, w) for w in words)]
+        return replace(own, argv=tuple(argv), program_words=3, notes=(*own.notes, DYNAMO_AGG_NOTE))
+
     def cuda_graph_cap(self, launch: Launch, max_bs: int) -> Launch:
         """The line with cuda_graph_config in its YAML: graphs captured up to max_batch_size N, and padding on
         so that every batch up to N replays the next captured size (tensorrt_llm/llmapi/llm_args.py
@@ -57,7 +83,8 @@ class TrtLlm(VllmLike):
         cuda_graph_enable_padding = true)."""
         yaml = f"cuda_graph_config:\n  max_batch_size: {max_bs}\n  enable_padding: true\n"
         files = dict(launch.files)
-        argv = launch.argv if YAML in files else (*launch.argv, "--config", YAML)
+        flag = DYNAMO_FLAGS["--config"] if launch.argv[:3] == DYNAMO_WORKER else "--config"
+        argv = launch.argv if YAML in files else (*launch.argv, flag, YAML)
         files[YAML] = files.get(YAML, "") + yaml
         return replace(launch, argv=argv, files=tuple(files.items()))
 
