@@ -764,9 +764,11 @@ class Machine:
             if not sum(frees):
                 return None
             split = tuple(round(f / sum(frees), 3) for f in frees)
-            mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, frees)]
+            # llama.cpp places the layers by the split the bundle passes it (--tensor-split)
+            out = output_bytes(ctx.model, ctx.quant, sized.memory.weights_bytes)
+            mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, list(split), out)]
             # an adapter file's tensors go with the layers they change (llama.cpp: runtimes/llamacpp.py)
-            riders = [_layer_split(x[0], ctx.model.layers, frees) if x[3] else row
+            riders = [_layer_split(x[0], ctx.model.layers, list(split)) if x[3] else row
                       for x, row in zip(extras, riders, strict=True)]
         else:
             mains = [sized.per_card]
@@ -816,21 +818,51 @@ def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
     return sum(layered) / first / mixed
 
 
-def _layer_split(layered: int, layers: int, frees: list[int]) -> list[int]:
-    """Weights and cache over the cards by whole layers, in proportion to each card's free memory
-    (LLAMA_SPLIT_SOURCE: the cumulative split decides where each layer goes)."""
+def layer_cards(layers: int, split: list[float] | tuple[float, ...]) -> list[int]:
+    """The card of each of llama.cpp's n_layer + 1 slots (the repeating layers, then the output layer) under
+    a layer split with every layer on the cards: slot il goes to the first card whose cumulative share of
+    the split exceeds il / (n_layer + 1) (LLAMA_SPLIT_SOURCE, llama_model::load_tensors get_layer_buft_list:
+    `std::upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`, act_gpu_layers = n_layer + 1). So
+    two equal cards hold 13 and 11 of a 24-layer model's layers, the output layer with the second."""
+    slots = max(layers, 1) + 1
+    total = sum(split)
+    bounds, acc = [], 0.0
+    for share in split:
+        acc += share / total
+        bounds.append(acc)
+    last = len(split) - 1
+    return [next((d for d, b in enumerate(bounds) if b > il / slots), last) for il in range(slots)]
+
+
+def _layer_split(layered: int, layers: int, frees: list[int] | list[float], output: int = 0) -> list[int]:
+    """Weights and cache over the cards as llama.cpp places them (layer_cards): the repeating layers' share
+    (`layered` less `output`, even per layer) on each layer's card, and `output` (the output matrix and norm,
+    which llama.cpp counts as one more layer) on the card of the last slot."""
     layers = max(layers, 1)
-    total = sum(frees)
-    edges = [0]
-    acc = 0
-    for f in frees:
-        acc += f
-        edges.append(round(layers * acc / total))
-    counts = [b - a for a, b in zip(edges, edges[1:], strict=False)]
-    per_layer = layered / layers
-    out = [round(n * per_layer) for n in counts]
-    out[-1] += layered - sum(out)  # the rounding stays on the last card (it also holds the output layer)
+    cards = layer_cards(layers, frees)
+    repeating = layered - output
+    out, done = [], 0
+    for d in range(len(frees)):  # each card's layers are consecutive: round the running total, never below 0
+        upto = sum(1 for c in cards[:layers] if c <= d)
+        out.append(repeating * upto // layers - repeating * done // layers)
+        done = upto
+    out[cards[layers]] += output
     return out
+
+
+def output_bytes(m: Any, q: Any, weights_bytes: int) -> int:
+    """The output layer's bytes on the card: output.weight and the final norm (a model with tied embeddings
+    puts its token_embd there as the output matrix; llama.cpp keeps the input copy in host RAM), at the
+    quantization's per-tensor types (core/weights.py tensor_bytes), at most the card's weights."""
+    from ..core.tensors import has_shapes
+    from ..core.weights import tensor_bytes
+
+    if not has_shapes(m):  # no tensor table: the output layer is spread with the others
+        return 0
+    rows = tensor_bytes(m, q)
+    tied = not any(k == "output" for k, _, _ in rows)
+    kinds = ("token_embd" if tied else "output", "output_norm")
+    return min(sum(b for k, _, b in rows if k in kinds), weights_bytes)
 
 
 # ------------------------------------------------------------------------------------ the answer
