@@ -339,15 +339,29 @@ def test_layer_cards_match_the_kv_each_card_of_a_real_split_held(source, layers,
     assert [round(b / mib, 2) for b in got] == kv_mib
 
 
+@pytest.mark.parametrize("flash", [False, True])
+def test_flash_attn_of_a_llamacpp_entry_sizes_and_launches_it(flash):
+    """A llama.cpp entry's flash_attn is the plan's --flash-attn: its compute buffer and the server's -fa."""
+    text = ('[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen2.5-0.5b"\nruntime = "llama.cpp"\n'
+            f'quant = "Q4_0"\ncontext = 8192\nusers = 4\nflash_attn = {str(flash).lower()}\n')
+    r = cardfit.stack(text=text)
+    p = _plan("qwen2.5-0.5b", "RTX 4090", runtime="llama.cpp", quant="Q4_0", context=8192, batch=4,
+              flash_attn=flash)
+    assert r["devices"][0]["entries"][0]["bytes"] == p["memory"]["total_bytes"]
+    line = next(ln for ln in r["bundle"]["text"].splitlines() if "llama-server" in ln)
+    words = shlex.split(line)
+    assert words[words.index("-fa") + 1] == ("on" if flash else "off")
+
+
 def test_a_split_card_holds_what_the_nixiesearch_log_shows():
     """memory_stack.toml's two records through `cardfit stack`: weights and KV per card within 0.5 % of the
     log's model + KV buffers (CUDA0 104.91 + 208, CUDA1 226.06 + 176 MiB: the tied output matrix on the
-    second card). The compute buffer is not compared: the run had flash attention off, the stack's default
-    is on."""
+    second card), beside each card's own context and compute buffer (flash attention off, as the run)."""
     text = (ROOT / "src/cardfit/data/validation/memory_stack.toml").read_text(encoding="utf-8")
     rec = tomllib.loads(text)["record"][0]
     r = cardfit.stack(text=rec["stack"])
-    p = _plan("qwen2.5-0.5b", "RTX 4090", runtime="llama.cpp", quant="Q4_0", context=8192, batch=4, gpus=2)
+    p = _plan("qwen2.5-0.5b", "RTX 4090", runtime="llama.cpp", quant="Q4_0", context=8192, batch=4, gpus=2,
+              flash_attn=False)
     fixed = p["memory"]["overhead_bytes"] + p["memory"]["activation_bytes"]
     layered = [d["entries"][0]["bytes"] - fixed for d in r["devices"]]
     for got, want in zip(layered, [104.91 + 208.0, 226.06 + 176.0], strict=True):
@@ -384,6 +398,10 @@ BAD = [
     ("bad model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama9:1b"\n', "unknown model"),
     ("bad users", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nusers = 0\n',
      "users must be a whole number"),
+    ("flash on ollama", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "ollama"\n'
+     'flash_attn = false\n', "flash_attn is a llama.cpp server's -fa"),
+    ("flash not a bool", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
+     'runtime = "llama.cpp"\nflash_attn = "off"\n', "flash_attn must be true or false"),
     ("string context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ncontext = "8k"\n',
      "context must be a whole number"),
     ("tgi", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "tgi"\n',

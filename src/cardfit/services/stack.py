@@ -58,7 +58,7 @@ SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server
 MACHINE_KEYS = ("gpu", "ram_gb")
 ENTRY_KEYS = ("model", "role", "runtime", "quant", "context", "users", "requests_per_s", "resident",
               "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "lora_targets",
-              "lora_paths", "lora_type", "lora_scale", "port")
+              "lora_paths", "lora_type", "lora_scale", "port", "flash_attn")
 DRAFT_SERVERS = ("vllm",)  # the servers a draft entry goes inside (--speculative-config)
 ADAPTER_SERVERS = ("vllm", "sglang", "llama.cpp")  # the servers whose adapter has a lora_plan
 SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}  # for messages
@@ -141,6 +141,7 @@ class Entry:
     lora_type: str | None  # a llama.cpp adapter file's tensor type
     lora_scale: float | None  # llama.cpp's --lora-scaled
     port: int | None
+    flash_attn: bool | None = None  # a llama.cpp server's -fa on/off (None: the runtime's default)
 
 
 @record
@@ -216,7 +217,7 @@ def read_spec(inp: StackInput) -> Spec:
                          hint="list each model as a [[model]] table")
     if len(models) > MAX_ENTRIES:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
-    entries = [_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog)))
+    entries = [_check_flash(_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog))))
                for i, m in enumerate(models)]
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
 
@@ -311,6 +312,16 @@ def _check_resident(e: Entry) -> Entry:
     return e
 
 
+def _check_flash(e: Entry) -> Entry:
+    if e.flash_attn is not None and (e.runtime or "").split("@")[0].lower() != "llama.cpp":
+        where = _where(e.index, e.model)
+        raise InputError(f"{where}: flash_attn is a llama.cpp server's -fa (Ollama sets it for every model "
+                         "it loads with OLLAMA_FLASH_ATTENTION; vLLM and SGLang pick their attention "
+                         "backend)",
+                         field="file", hint="set runtime = \"llama.cpp\" or drop flash_attn")
+    return e
+
+
 def _read_file(path: str) -> bytes:
     from ..readers.source import local_files_allowed, read_regular
 
@@ -388,6 +399,9 @@ def _entry(i: int, raw: Any) -> Entry:
     if not isinstance(resident, bool):
         raise InputError(f"{where}: resident must be true or false", field="file")
     target = raw.get("target")
+    flash = raw.get("flash_attn")
+    if flash is not None and not isinstance(flash, bool):
+        raise InputError(f"{where}: flash_attn must be true or false", field="file")
     return Entry(
         index=i, model=model, role=role, runtime=runtime,
         quant=_text(where, "quant", raw["quant"], 64) if "quant" in raw else None,
@@ -406,7 +420,7 @@ def _entry(i: int, raw: Any) -> Entry:
         lora_type=_choice(where, "lora_type", raw["lora_type"], tuple(LORA_FILE_TYPES))
         if "lora_type" in raw else None,
         lora_scale=_scale(where, raw["lora_scale"]) if "lora_scale" in raw else None,
-        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None)
+        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None, flash_attn=flash)
 
 
 def _adapters(where: str, raw: dict[str, Any]) -> int:
@@ -518,7 +532,7 @@ def _plan_input(e: Entry, gpu: Gpu, count: int, catalog: tuple[str, ...], users:
     tp = count if count > 1 else None
     return PlanInput(model=e.model, quant=quant or e.quant, context=context or e.context, batch=users,
                      kv_dtype=e.kv_dtype, runtime=e.runtime, gpu=gpu.name, gpus=count if count > 1 else None,
-                     tp=tp if _vllm_like(e.runtime) else None, catalog=catalog)
+                     tp=tp if _vllm_like(e.runtime) else None, flash_attn=e.flash_attn, catalog=catalog)
 
 
 def _vllm_like(runtime: str | None) -> bool:
@@ -1225,7 +1239,8 @@ def server_launch(p: Placed, port: int) -> Any:
     rt = ctx.runtime
     slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences
     tp = len(p.devices) if rt.tensor_parallel else 1
-    launch = launch_of(ctx, tp, 1, s.memory.context, max(ctx.sequences, 1), kv, slots)
+    launch = launch_of(ctx, tp, 1, s.memory.context, max(ctx.sequences, 1), kv, slots,
+                       flash_attn=e.flash_attn)
     argv = list(launch.argv)
     env = list(launch.env)
     flags, more = ctx.engine.stack_flags(port, e.role, p.split)  # the adapter's own (runtimes/*.py)
