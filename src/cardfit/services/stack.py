@@ -70,6 +70,13 @@ DRAFT_TOKENS = 5
 # llama.cpp: with no --tensor-split, llama_model_load splits the layers over the devices in proportion to
 # each one's free memory (src/llama-model.cpp, "default split, by free memory")
 LLAMA_SPLIT_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-model.cpp"
+# llama.cpp's pipeline parallelism over a layer split: ggml's scheduler keeps GGML_SCHED_MAX_COPIES copies of
+# the graph inputs on each card (ggml/CMakeLists.txt: GGML_SCHED_MAX_COPIES "4"; src/llama-context.cpp
+# enables it for a split of every layer over more than one device); the KQ mask input is f32
+# (src/llama-graph.cpp build_attn_inp_kv)
+PIPELINE_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-context.cpp"
+GGML_SCHED_MAX_COPIES = 4
+KQ_MASK_BYTES = 4
 TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's heads over inside one machine
 # the cheapest change first: a shorter context loses only long prompts, swapping costs a reload when the
 # other model is asked, a smaller quantization costs quality on every answer, a card costs its rent, and
@@ -772,7 +779,7 @@ class Machine:
                 own = int(total * util) - rider_bytes + sized.memory.per_card_fixed_bytes + context
             mains = [own] * count
         elif count > 1:
-            fixed = sized.memory.per_card_fixed_bytes
+            fixed = sized.memory.per_card_fixed_bytes + pipeline_copies_bytes(ctx, sized.memory)
             layered = sized.memory.weights_bytes + sized.memory.kv_cache_bytes
             frees = [max(self.free(d) - fixed, 0) for d in devices]
             if not sum(frees):
@@ -788,7 +795,8 @@ class Machine:
             mains = [sized.per_card]
         tps = sized.alone_tokens_per_s
         if split and tps is not None:
-            tps *= _split_speed([self.gpus[d] for d in devices], mains, sized.memory.per_card_fixed_bytes)
+            tps *= _split_speed([self.gpus[d] for d in devices], mains,
+                                sized.memory.per_card_fixed_bytes + pipeline_copies_bytes(ctx, sized.memory))
         pieces = []
         for i in range(count):
             row = [Piece(e, mains[i], tps, sized.host_bytes if i == 0 else 0, e.resident)]
@@ -819,6 +827,25 @@ class Machine:
             else:
                 self.swap[d] = max(self.swap[d], need)
         self.placed.append(p)
+
+
+def pipeline_copies_bytes(ctx: Any, mem: Any) -> int:
+    """What llama.cpp's pipeline parallelism adds to each card of a layer split: with the layers of one model
+    on more than one device, every layer offloaded, split mode layer and no tensor overrides, llama.cpp asks
+    ggml's scheduler for GGML_SCHED_MAX_COPIES copies of the graph inputs, so that micro-batches overlap
+    across the cards (PIPELINE_SOURCE; the log says "pipeline parallelism enabled (n_copies=4)"). The
+    largest input is the KQ mask: f32, the cache's cells x the micro-batch's tokens (cast to f16 only for
+    flash attention). The compute buffer (core/activations.py) holds one copy; the others come on top. In
+    memory_stack.toml each card printed 1,166 MiB: 896 MiB of KQ scores and 4 x 64 MiB of mask. Ollama's
+    runners are not counted (its own engine schedules the graph)."""
+    if ctx.runtime.id != "llama.cpp":
+        return 0
+    from ..core.memory import padded_context
+    from ..runtimes.llamacpp_like import DEFAULT_UBATCH
+
+    cells = padded_context(mem.context, ctx.runtime) * max(mem.sequences, 1)
+    tokens = min(ctx.inp.prefill_chunk or ctx.runtime.prefill_chunk or DEFAULT_UBATCH, cells)
+    return (GGML_SCHED_MAX_COPIES - 1) * tokens * cells * KQ_MASK_BYTES
 
 
 def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
