@@ -72,11 +72,9 @@ DRAFT_TOKENS = 5
 LLAMA_SPLIT_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-model.cpp"
 # llama.cpp's pipeline parallelism over a layer split: ggml's scheduler keeps GGML_SCHED_MAX_COPIES copies of
 # the graph inputs on each card (ggml/CMakeLists.txt: GGML_SCHED_MAX_COPIES "4"; src/llama-context.cpp
-# enables it for a split of every layer over more than one device); the KQ mask input is f32
-# (src/llama-graph.cpp build_attn_inp_kv)
+# enables it for a split of every layer over more than one device)
 PIPELINE_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-context.cpp"
 GGML_SCHED_MAX_COPIES = 4
-KQ_MASK_BYTES = 4
 TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's heads over inside one machine
 # the cheapest change first: a shorter context loses only long prompts, swapping costs a reload when the
 # other model is asked, a smaller quantization costs quality on every answer, a card costs its rent, and
@@ -834,10 +832,13 @@ def pipeline_copies_bytes(ctx: Any, mem: Any) -> int:
     on more than one device, every layer offloaded, split mode layer and no tensor overrides, llama.cpp asks
     ggml's scheduler for GGML_SCHED_MAX_COPIES copies of the graph inputs, so that micro-batches overlap
     across the cards (PIPELINE_SOURCE; the log says "pipeline parallelism enabled (n_copies=4)"). The
-    largest input is the KQ mask: f32, the cache's cells x the micro-batch's tokens (cast to f16 only for
-    flash attention). The compute buffer (core/activations.py) holds one copy; the others come on top. In
-    memory_stack.toml each card printed 1,166 MiB: 896 MiB of KQ scores and 4 x 64 MiB of mask. Ollama's
-    runners are not counted (its own engine schedules the graph)."""
+    largest input is the KQ mask, the cache's cells x the micro-batch's tokens: an f32 input on the host,
+    cast to f16 there for flash attention (src/llama-graph.cpp), so the cards receive it in f16 with flash
+    attention and in f32 without. The compute buffer (core/activations.py) holds one copy; the others come
+    on top. In memory_stack.toml (flash attention off) each card printed 1,166 MiB: 896 MiB of KQ scores
+    and 4 x 64 MiB of mask; with flash attention on, llama.cpp issue 11200's two cards printed 233 and 238
+    MiB for a 32768-cell, 512-token mask, under the 256 MiB of four f32 copies. Ollama's runners are not
+    counted (its own engine schedules the graph)."""
     if ctx.runtime.id != "llama.cpp":
         return 0
     from ..core.memory import padded_context
@@ -845,7 +846,8 @@ def pipeline_copies_bytes(ctx: Any, mem: Any) -> int:
 
     cells = padded_context(mem.context, ctx.runtime) * max(mem.sequences, 1)
     tokens = min(ctx.inp.prefill_chunk or ctx.runtime.prefill_chunk or DEFAULT_UBATCH, cells)
-    return (GGML_SCHED_MAX_COPIES - 1) * tokens * cells * KQ_MASK_BYTES
+    mask_bytes = 2 if ctx.flash_attn else 4
+    return (GGML_SCHED_MAX_COPIES - 1) * tokens * cells * mask_bytes
 
 
 def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
