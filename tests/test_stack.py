@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 import cardfit
 from cardfit.catalog.models import default_models
+from cardfit.catalog.quants import default_quants
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core.training import lora_params
+from cardfit.core.weights import tensor_bytes
 from cardfit.services import stack as stk
 
 from .conftest import ROOT
@@ -140,20 +142,28 @@ def test_llamacpp_splits_by_free_memory_over_a_3090_and_a_3060():
     (e0,), (e1,) = big["entries"], small["entries"]
     p = _plan("qwen2.5:32b", "RTX 3090", runtime="llama.cpp", quant="Q4_K_M", context=16384, batch=2, gpus=2)
     mem = p["memory"]
-    fixed = mem["overhead_bytes"] + mem["activation_bytes"]
-    # every card pays its own context and compute buffer; the layers go by whole layers in proportion to the
-    # free memory llama.cpp sees when it loads (each card's usable bytes less that card's fixed bytes)
-    assert e0["bytes"] + e1["bytes"] == p["gpus"][0]["need_bytes"]
+    # pipeline parallelism: 3 more copies of the KQ mask on each card, 2 x 16384 cells (2 slots, padded to
+    # 256) x a 512-token micro-batch, f16 with flash attention (llama.cpp's default)
+    copies = 3 * 512 * 32768 * 2
+    fixed = mem["overhead_bytes"] + mem["activation_bytes"] + copies
+    # every card pays its own context and compute buffer; the split is in proportion to the free memory
+    # llama.cpp sees when it loads (each card's usable bytes less that card's fixed bytes)
+    assert e0["bytes"] + e1["bytes"] == p["gpus"][0]["need_bytes"] + 2 * copies
     layered = mem["weights_bytes"] + mem["kv_cache_bytes"]
     m = default_models().get("qwen2.5:32b")
     frees = [big["usable_bytes"] - fixed, small["usable_bytes"] - fixed]
-    first = round(m.layers * frees[0] / sum(frees))
-    assert e0["bytes"] - fixed == round(first * layered / m.layers)
-    assert r["verdict"] in ("fits", "tight")
     line = next(ln for ln in r["bundle"]["text"].splitlines() if "llama-server" in ln)
     words = shlex.split(line)
     split = [float(x) for x in words[words.index("--tensor-split") + 1].split(",")]
     assert split == [round(f / sum(frees), 3) for f in frees]
+    # llama.cpp puts slot il of the 64 layers + the output layer on the first card whose cumulative split
+    # exceeds il / 65 (src/llama-model.cpp); the output matrix (untied, Q6_K in Q4_K_M) goes with slot 64,
+    # on the 3060
+    first = sum(1 for il in range(m.layers + 1) if il / (m.layers + 1) < split[0] / sum(split))
+    output = sum(b for k, _, b in tensor_bytes(m, default_quants().find("Q4_K_M"))
+                 if k in ("output", "output_norm"))
+    assert e0["bytes"] - fixed == round(first * (layered - output) / m.layers)
+    assert r["verdict"] in ("fits", "tight")
     assert e0["tokens_per_s"] == e1["tokens_per_s"]  # one server
     # the 3060 reads its third of the layers at 360 GB/s: slower than the same split on two 3090s
     assert e0["tokens_per_s"] < _plan("qwen2.5:32b", "RTX 3090", runtime="llama.cpp", quant="Q4_K_M",
@@ -289,14 +299,82 @@ def test_an_ollama_model_that_may_be_swapped_shares_one_slot(tmp_path):
 
 
 @given(layered=st.integers(0, 10**12), layers=st.integers(1, 200),
-       frees=st.lists(st.integers(1, 10**11), min_size=2, max_size=8))
-def test_layer_split_keeps_every_byte_and_follows_free_memory(layered, layers, frees):
-    out = stk._layer_split(layered, layers, frees)
+       frees=st.lists(st.integers(1, 10**11), min_size=2, max_size=8), out_share=st.floats(0, 0.5))
+def test_layer_split_keeps_every_byte_and_follows_free_memory(layered, layers, frees, out_share):
+    output = int(layered * out_share)
+    out = stk._layer_split(layered, layers, frees, output)
     assert sum(out) == layered and len(out) == len(frees)
-    per_layer = layered / layers
-    for b, f in zip(out[:-1], frees[:-1], strict=False):
+    cards = stk.layer_cards(layers, frees)
+    assert cards == sorted(cards)  # consecutive layers on each card, in card order
+    assert out[cards[-1]] >= output  # the output layer sits on the card of the last slot
+    per_layer = (layered - output) / layers
+    for d, (b, f) in enumerate(zip(out, frees, strict=True)):
         assert b >= 0
-        assert abs(b - layered * f / sum(frees)) <= per_layer + 1  # within a layer of the proportion
+        repeating = b - (output if d == cards[-1] else 0)
+        # layers + 1 slots: a card is within two layers of its proportion of the repeating layers
+        assert abs(repeating - (layered - output) * f / sum(frees)) <= 2 * per_layer + 1
+
+
+# Real split loads: the KV buffer each card of a llama.cpp layer split printed, the KV bytes per layer known,
+# so the layers on each card are read off the log. Both are llama.cpp's default split over equal cards (equal
+# free memory): with n_layer + 1 slots the first card holds one layer more than half, which an even split of
+# n_layer layers does not give.
+KV_SPLITS = [
+    # Nixiesearch GPU guide (memory_stack.toml): Qwen2-0.5B, 24 layers, 2x RTX 4090, n_ctx 32768:
+    # 16 MiB of f16 KV a layer; CUDA0 208 MiB, CUDA1 176 MiB
+    ("nixiesearch/nixiesearch docs/docs/deployment/gpu.md", 24, [1, 1], 16.0, [208.0, 176.0]),
+    # https://github.com/ikawrakow/ik_llama.cpp/issues/530 (no -ts: the default split, two idle RTX 5090s):
+    # Qwen3-235B-A22B Q4_K_M, 94 layers, n_ctx 65536, q8_0 K and V (experts on the CPU with -ot, which moves
+    # no attention tensor): 4 heads x 128 x 34/32 B x 2 x 65536 = 68 MiB a layer (+0.02 of
+    # padding the log rounds); CUDA0 3264.02 MiB, CUDA1 3128.02 MiB
+    ("ikawrakow/ik_llama.cpp/issues/530", 94, [1, 1], 68.0, [3264.0, 3128.0]),
+]
+
+
+@pytest.mark.parametrize("source, layers, split, kv_layer_mib, kv_mib", KV_SPLITS,
+                         ids=[k[0] for k in KV_SPLITS])
+def test_layer_cards_match_the_kv_each_card_of_a_real_split_held(source, layers, split, kv_layer_mib, kv_mib):
+    cards = stk.layer_cards(layers, split)[:layers]  # the repeating layers (the KV cache's)
+    assert [cards.count(d) * kv_layer_mib for d in range(len(split))] == kv_mib
+    # and the bytes: the KV spread by layer lands on each card as the log shows
+    mib = 2**20
+    got = stk._layer_split(int(layers * kv_layer_mib * mib), layers, split)
+    assert [round(b / mib, 2) for b in got] == kv_mib
+
+
+@pytest.mark.parametrize("flash", [False, True])
+def test_flash_attn_of_a_llamacpp_entry_sizes_and_launches_it(flash):
+    """A llama.cpp entry's flash_attn is the plan's --flash-attn: its compute buffer and the server's -fa."""
+    text = ('[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen2.5-0.5b"\nruntime = "llama.cpp"\n'
+            f'quant = "Q4_0"\ncontext = 8192\nusers = 4\nflash_attn = {str(flash).lower()}\n')
+    r = cardfit.stack(text=text)
+    p = _plan("qwen2.5-0.5b", "RTX 4090", runtime="llama.cpp", quant="Q4_0", context=8192, batch=4,
+              flash_attn=flash)
+    assert r["devices"][0]["entries"][0]["bytes"] == p["memory"]["total_bytes"]
+    line = next(ln for ln in r["bundle"]["text"].splitlines() if "llama-server" in ln)
+    words = shlex.split(line)
+    assert words[words.index("-fa") + 1] == ("on" if flash else "off")
+
+
+def test_a_split_card_holds_what_the_nixiesearch_log_shows():
+    """memory_stack.toml's two records through `cardfit stack`: weights and KV per card within 0.5 % of the
+    log's model + KV buffers (CUDA0 104.91 + 208, CUDA1 226.06 + 176 MiB: the tied output matrix on the
+    second card), beside each card's own context and compute buffer (flash attention off, as the run) and
+    the pipeline's 3 more copies of the f32 KQ mask (32768 cells x 512 tokens); each card's whole buffers
+    within 1 % of the log's."""
+    text = (ROOT / "src/cardfit/data/validation/memory_stack.toml").read_text(encoding="utf-8")
+    rec = tomllib.loads(text)["record"][0]
+    r = cardfit.stack(text=rec["stack"])
+    p = _plan("qwen2.5-0.5b", "RTX 4090", runtime="llama.cpp", quant="Q4_0", context=8192, batch=4, gpus=2,
+              flash_attn=False)
+    copies = 3 * 32768 * 512 * 4
+    fixed = p["memory"]["overhead_bytes"] + p["memory"]["activation_bytes"] + copies
+    layered = [d["entries"][0]["bytes"] - fixed for d in r["devices"]]
+    for got, want in zip(layered, [104.91 + 208.0, 226.06 + 176.0], strict=True):
+        assert got / (want * 2**20) - 1 == pytest.approx(0, abs=0.005)
+    buffers = [d["entries"][0]["bytes"] - p["memory"]["overhead_bytes"] for d in r["devices"]]
+    for got, want in zip(buffers, [104.91 + 208.0 + 1166.01, 226.06 + 176.0 + 1166.02], strict=True):
+        assert got / (want * 2**20) - 1 == pytest.approx(0, abs=0.01)
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "mistral-7b"])
@@ -329,6 +407,10 @@ BAD = [
     ("bad model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama9:1b"\n', "unknown model"),
     ("bad users", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nusers = 0\n',
      "users must be a whole number"),
+    ("flash on ollama", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "ollama"\n'
+     'flash_attn = false\n', "flash_attn is a llama.cpp server's -fa"),
+    ("flash not a bool", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
+     'runtime = "llama.cpp"\nflash_attn = "off"\n', "flash_attn must be true or false"),
     ("string context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ncontext = "8k"\n',
      "context must be a whole number"),
     ("tgi", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "tgi"\n',

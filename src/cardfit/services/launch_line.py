@@ -42,14 +42,18 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
 
 def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
               nodes: int = 1, replicas: int = 1, one_node: bool = False, kv_offload_gb: float = 0.0,
-              dp: int = 1, ep: int = 1) -> Any:
+              dp: int = 1, ep: int = 1, flash_attn: bool | None = None) -> Any:
     """The `Launch` (argv, environment, files, notes) behind `launch_command`'s text, for what is written
-    from the same line (services/emit.py); None for a runtime without one."""
+    from the same line (services/emit.py); None for a runtime without one. flash_attn: an explicit
+    flash-attention setting (a stack entry's), else the runtime's default (on where the KV cache is
+    quantized)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
     options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
+    if flash_attn is not None and not kv:
+        options["flash_attn"] = flash_attn
     if kv_offload_gb:
         options["kv_offload_gb"] = kv_offload_gb
     return launch.build(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)

@@ -58,7 +58,7 @@ SERVERS = ("vllm", "sglang", "llama.cpp", "ollama")  # the runtimes whose server
 MACHINE_KEYS = ("gpu", "ram_gb")
 ENTRY_KEYS = ("model", "role", "runtime", "quant", "context", "users", "requests_per_s", "resident",
               "kv_dtype", "gpus", "target", "adapters", "lora_rank", "max_loras", "lora_targets",
-              "lora_paths", "lora_type", "lora_scale", "port")
+              "lora_paths", "lora_type", "lora_scale", "port", "flash_attn")
 DRAFT_SERVERS = ("vllm",)  # the servers a draft entry goes inside (--speculative-config)
 ADAPTER_SERVERS = ("vllm", "sglang", "llama.cpp")  # the servers whose adapter has a lora_plan
 SERVER_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}  # for messages
@@ -70,6 +70,11 @@ DRAFT_TOKENS = 5
 # llama.cpp: with no --tensor-split, llama_model_load splits the layers over the devices in proportion to
 # each one's free memory (src/llama-model.cpp, "default split, by free memory")
 LLAMA_SPLIT_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-model.cpp"
+# llama.cpp's pipeline parallelism over a layer split: ggml's scheduler keeps GGML_SCHED_MAX_COPIES copies of
+# the graph inputs on each card (ggml/CMakeLists.txt: GGML_SCHED_MAX_COPIES "4"; src/llama-context.cpp
+# enables it for a split of every layer over more than one device)
+PIPELINE_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-context.cpp"
+GGML_SCHED_MAX_COPIES = 4
 TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's heads over inside one machine
 # the cheapest change first: a shorter context loses only long prompts, swapping costs a reload when the
 # other model is asked, a smaller quantization costs quality on every answer, a card costs its rent, and
@@ -141,6 +146,7 @@ class Entry:
     lora_type: str | None  # a llama.cpp adapter file's tensor type
     lora_scale: float | None  # llama.cpp's --lora-scaled
     port: int | None
+    flash_attn: bool | None = None  # a llama.cpp server's -fa on/off (None: the runtime's default)
 
 
 @record
@@ -216,7 +222,7 @@ def read_spec(inp: StackInput) -> Spec:
                          hint="list each model as a [[model]] table")
     if len(models) > MAX_ENTRIES:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
-    entries = [_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog)))
+    entries = [_check_flash(_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog))))
                for i, m in enumerate(models)]
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
 
@@ -311,6 +317,16 @@ def _check_resident(e: Entry) -> Entry:
     return e
 
 
+def _check_flash(e: Entry) -> Entry:
+    if e.flash_attn is not None and (e.runtime or "").split("@")[0].lower() != "llama.cpp":
+        where = _where(e.index, e.model)
+        raise InputError(f"{where}: flash_attn is a llama.cpp server's -fa (Ollama sets it for every model "
+                         "it loads with OLLAMA_FLASH_ATTENTION; vLLM and SGLang pick their attention "
+                         "backend)",
+                         field="file", hint="set runtime = \"llama.cpp\" or drop flash_attn")
+    return e
+
+
 def _read_file(path: str) -> bytes:
     from ..readers.source import local_files_allowed, read_regular
 
@@ -388,6 +404,9 @@ def _entry(i: int, raw: Any) -> Entry:
     if not isinstance(resident, bool):
         raise InputError(f"{where}: resident must be true or false", field="file")
     target = raw.get("target")
+    flash = raw.get("flash_attn")
+    if flash is not None and not isinstance(flash, bool):
+        raise InputError(f"{where}: flash_attn must be true or false", field="file")
     return Entry(
         index=i, model=model, role=role, runtime=runtime,
         quant=_text(where, "quant", raw["quant"], 64) if "quant" in raw else None,
@@ -406,7 +425,7 @@ def _entry(i: int, raw: Any) -> Entry:
         lora_type=_choice(where, "lora_type", raw["lora_type"], tuple(LORA_FILE_TYPES))
         if "lora_type" in raw else None,
         lora_scale=_scale(where, raw["lora_scale"]) if "lora_scale" in raw else None,
-        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None)
+        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None, flash_attn=flash)
 
 
 def _adapters(where: str, raw: dict[str, Any]) -> int:
@@ -518,7 +537,7 @@ def _plan_input(e: Entry, gpu: Gpu, count: int, catalog: tuple[str, ...], users:
     tp = count if count > 1 else None
     return PlanInput(model=e.model, quant=quant or e.quant, context=context or e.context, batch=users,
                      kv_dtype=e.kv_dtype, runtime=e.runtime, gpu=gpu.name, gpus=count if count > 1 else None,
-                     tp=tp if _vllm_like(e.runtime) else None, catalog=catalog)
+                     tp=tp if _vllm_like(e.runtime) else None, flash_attn=e.flash_attn, catalog=catalog)
 
 
 def _vllm_like(runtime: str | None) -> bool:
@@ -758,21 +777,24 @@ class Machine:
                 own = int(total * util) - rider_bytes + sized.memory.per_card_fixed_bytes + context
             mains = [own] * count
         elif count > 1:
-            fixed = sized.memory.per_card_fixed_bytes
+            fixed = sized.memory.per_card_fixed_bytes + pipeline_copies_bytes(ctx, sized.memory)
             layered = sized.memory.weights_bytes + sized.memory.kv_cache_bytes
             frees = [max(self.free(d) - fixed, 0) for d in devices]
             if not sum(frees):
                 return None
             split = tuple(round(f / sum(frees), 3) for f in frees)
-            mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, frees)]
+            # llama.cpp places the layers by the split the bundle passes it (--tensor-split)
+            out = output_bytes(ctx.model, ctx.quant, sized.memory.weights_bytes)
+            mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, list(split), out)]
             # an adapter file's tensors go with the layers they change (llama.cpp: runtimes/llamacpp.py)
-            riders = [_layer_split(x[0], ctx.model.layers, frees) if x[3] else row
+            riders = [_layer_split(x[0], ctx.model.layers, list(split)) if x[3] else row
                       for x, row in zip(extras, riders, strict=True)]
         else:
             mains = [sized.per_card]
         tps = sized.alone_tokens_per_s
         if split and tps is not None:
-            tps *= _split_speed([self.gpus[d] for d in devices], mains, sized.memory.per_card_fixed_bytes)
+            tps *= _split_speed([self.gpus[d] for d in devices], mains,
+                                sized.memory.per_card_fixed_bytes + pipeline_copies_bytes(ctx, sized.memory))
         pieces = []
         for i in range(count):
             row = [Piece(e, mains[i], tps, sized.host_bytes if i == 0 else 0, e.resident)]
@@ -805,6 +827,29 @@ class Machine:
         self.placed.append(p)
 
 
+def pipeline_copies_bytes(ctx: Any, mem: Any) -> int:
+    """What llama.cpp's pipeline parallelism adds to each card of a layer split: with the layers of one model
+    on more than one device, every layer offloaded, split mode layer and no tensor overrides, llama.cpp asks
+    ggml's scheduler for GGML_SCHED_MAX_COPIES copies of the graph inputs, so that micro-batches overlap
+    across the cards (PIPELINE_SOURCE; the log says "pipeline parallelism enabled (n_copies=4)"). The
+    largest input is the KQ mask, the cache's cells x the micro-batch's tokens: an f32 input on the host,
+    cast to f16 there for flash attention (src/llama-graph.cpp), so the cards receive it in f16 with flash
+    attention and in f32 without. The compute buffer (core/activations.py) holds one copy; the others come
+    on top. In memory_stack.toml (flash attention off) each card printed 1,166 MiB: 896 MiB of KQ scores
+    and 4 x 64 MiB of mask; with flash attention on, llama.cpp issue 11200's two cards printed 233 and 238
+    MiB for a 32768-cell, 512-token mask, under the 256 MiB of four f32 copies. Ollama's runners are not
+    counted (its own engine schedules the graph)."""
+    if ctx.runtime.id != "llama.cpp":
+        return 0
+    from ..core.memory import padded_context
+    from ..runtimes.llamacpp_like import DEFAULT_UBATCH
+
+    cells = padded_context(mem.context, ctx.runtime) * max(mem.sequences, 1)
+    tokens = min(ctx.inp.prefill_chunk or ctx.runtime.prefill_chunk or DEFAULT_UBATCH, cells)
+    mask_bytes = 2 if ctx.flash_attn else 4
+    return (GGML_SCHED_MAX_COPIES - 1) * tokens * cells * mask_bytes
+
+
 def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
     """A layer split reads each card's layers at that card's bandwidth, one after the other: the time per
     token against the same bytes on cards like the first one (which the single-model speed assumed)."""
@@ -816,21 +861,51 @@ def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
     return sum(layered) / first / mixed
 
 
-def _layer_split(layered: int, layers: int, frees: list[int]) -> list[int]:
-    """Weights and cache over the cards by whole layers, in proportion to each card's free memory
-    (LLAMA_SPLIT_SOURCE: the cumulative split decides where each layer goes)."""
+def layer_cards(layers: int, split: list[float] | tuple[float, ...]) -> list[int]:
+    """The card of each of llama.cpp's n_layer + 1 slots (the repeating layers, then the output layer) under
+    a layer split with every layer on the cards: slot il goes to the first card whose cumulative share of
+    the split exceeds il / (n_layer + 1) (LLAMA_SPLIT_SOURCE, llama_model::load_tensors get_layer_buft_list:
+    `std::upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`, act_gpu_layers = n_layer + 1). So
+    two equal cards hold 13 and 11 of a 24-layer model's layers, the output layer with the second."""
+    slots = max(layers, 1) + 1
+    total = sum(split)
+    bounds, acc = [], 0.0
+    for share in split:
+        acc += share / total
+        bounds.append(acc)
+    last = len(split) - 1
+    return [next((d for d, b in enumerate(bounds) if b > il / slots), last) for il in range(slots)]
+
+
+def _layer_split(layered: int, layers: int, frees: list[int] | list[float], output: int = 0) -> list[int]:
+    """Weights and cache over the cards as llama.cpp places them (layer_cards): the repeating layers' share
+    (`layered` less `output`, even per layer) on each layer's card, and `output` (the output matrix and norm,
+    which llama.cpp counts as one more layer) on the card of the last slot."""
     layers = max(layers, 1)
-    total = sum(frees)
-    edges = [0]
-    acc = 0
-    for f in frees:
-        acc += f
-        edges.append(round(layers * acc / total))
-    counts = [b - a for a, b in zip(edges, edges[1:], strict=False)]
-    per_layer = layered / layers
-    out = [round(n * per_layer) for n in counts]
-    out[-1] += layered - sum(out)  # the rounding stays on the last card (it also holds the output layer)
+    cards = layer_cards(layers, frees)
+    repeating = layered - output
+    out, done = [], 0
+    for d in range(len(frees)):  # each card's layers are consecutive: round the running total, never below 0
+        upto = sum(1 for c in cards[:layers] if c <= d)
+        out.append(repeating * upto // layers - repeating * done // layers)
+        done = upto
+    out[cards[layers]] += output
     return out
+
+
+def output_bytes(m: Any, q: Any, weights_bytes: int) -> int:
+    """The output layer's bytes on the card: output.weight and the final norm (a model with tied embeddings
+    puts its token_embd there as the output matrix; llama.cpp keeps the input copy in host RAM), at the
+    quantization's per-tensor types (core/weights.py tensor_bytes), at most the card's weights."""
+    from ..core.tensors import has_shapes
+    from ..core.weights import tensor_bytes
+
+    if not has_shapes(m):  # no tensor table: the output layer is spread with the others
+        return 0
+    rows = tensor_bytes(m, q)
+    tied = not any(k == "output" for k, _, _ in rows)
+    kinds = ("token_embd" if tied else "output", "output_norm")
+    return min(sum(b for k, _, b in rows if k in kinds), weights_bytes)
 
 
 # ------------------------------------------------------------------------------------ the answer
@@ -1193,7 +1268,8 @@ def server_launch(p: Placed, port: int) -> Any:
     rt = ctx.runtime
     slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences
     tp = len(p.devices) if rt.tensor_parallel else 1
-    launch = launch_of(ctx, tp, 1, s.memory.context, max(ctx.sequences, 1), kv, slots)
+    launch = launch_of(ctx, tp, 1, s.memory.context, max(ctx.sequences, 1), kv, slots,
+                       flash_attn=e.flash_attn)
     argv = list(launch.argv)
     env = list(launch.env)
     flags, more = ctx.engine.stack_flags(port, e.role, p.split)  # the adapter's own (runtimes/*.py)

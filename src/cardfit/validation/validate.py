@@ -42,7 +42,7 @@ def _files() -> tuple[str, ...]:
     folder = resources.files("cardfit.data").joinpath("validation")
     return tuple(sorted(p.name for p in folder.iterdir() if p.name.endswith(".toml")))
 MEMORY_KINDS = ("file_size", "weights", "kv_cache", "compute_buffer", "activation", "overhead", "max_context",
-                "total_memory")
+                "total_memory", "stack_memory")
 SPEED_KINDS = ("decode", "prefill", "aggregate_decode")
 # A served load: TTFT/TPOT/throughput at a stated concurrency and input/output length
 # (data/validation/serving.toml); scored by the serving model's predictor where one is registered in
@@ -608,6 +608,40 @@ def _total_memory(r: dict[str, Any]) -> tuple[float, str]:
     return _reported_total(r)
 
 
+def _stack_memory(r: dict[str, Any]) -> tuple[float, str]:
+    """One card of a machine that holds several models, or one model split over several cards, scored
+    through `cardfit stack` (services/stack.py): the record's `stack` is the stack file a user would write,
+    `device` the card measured (0-based, in [machine] gpu order); the bytes of the record's model on that card
+    (every entry of it there). settings.measure "buffers": the device buffers a llama.cpp log lists, without
+    the CUDA context, so each server's context (its runtime's overhead) is taken off."""
+    from ..services.stack import StackInput, stack
+
+    text, device = r.get("stack"), r.get("device")
+    if not isinstance(text, str) or not isinstance(device, int):
+        raise Skip("a stack_memory record names its stack file (stack) and the card measured (device)")
+    measure = str(_settings(r).get("measure") or "")
+    if measure not in PLAN_MEASURES:
+        raise Skip(f"stack_memory measure '{measure}' is not one of {', '.join(PLAN_MEASURES)}")
+    try:
+        answer = stack(StackInput(text=text))
+    except CardfitError as e:
+        raise Skip(f"stack: {e}") from None
+    if not 0 <= device < len(answer.devices):
+        raise Skip(f"device {device}: the stack has {len(answer.devices)} cards")
+    want = default_models().find(r["model"])
+    rows = [e for e in answer.devices[device].entries
+            if want is not None and default_models().find(e.model) is want]
+    if not rows:
+        raise Skip(f"the stack puts no '{r['model']}' on card {device}")
+    total = sum(e.bytes for e in rows)
+    servers = [e for e in rows if e.role not in ("draft", "adapter")]
+    context = 0
+    if not PLAN_MEASURES[measure]:
+        context = sum(adapter(_runtime({"runtime": e.runtime})).overhead_bytes() for e in servers)
+    return total - context, (f"stack: card {device} holds {total / MIB:,.0f} MiB of {r['model']}"
+                             + (f" less {context / MIB:,.0f} MiB CUDA context" if context else ""))
+
+
 def _reported_total(r: dict[str, Any]) -> tuple[float, str]:
     """The total the runtime itself reports for the loaded model (Ollama's `ollama ps` SIZE: its own
     estimate, runtimes/ollama.py) at the record's context, slots and batch; the partial graph when layers
@@ -650,7 +684,8 @@ def _serving(r: dict[str, Any]) -> tuple[float, str]:
 PREDICTORS: dict[str, Callable[[dict[str, Any]], tuple[float, str]]] = {
     "file_size": _file_size, "weights": _weights, "kv_cache": _kv_cache, "compute_buffer": _compute_buffer,
     "activation": _activation, "overhead": _overhead, "max_context": _max_context,
-    "total_memory": _total_memory, "decode": _speed, "prefill": _speed, "aggregate_decode": _speed,
+    "total_memory": _total_memory, "stack_memory": _stack_memory, "decode": _speed, "prefill": _speed,
+    "aggregate_decode": _speed,
     "serving": _serving,
 }
 
