@@ -155,7 +155,8 @@ def adp_hold_steps(r: Replica, arrivals_per_step: float, users: float) -> float:
     one that ended one, so arrivals reach the ranks at random: the cycle is min(T, the steps until every one
     of the dp ranks has had an arrival), P(all reached by step t) = (1 - exp(-a t / dp))^dp for arrivals at
     a per step; a prompt waits half of it. Fewer users than ranks leave a rank with nothing to decode: no
-    hold."""
+    hold. A benchmark's stepped rounds (`rounds`: a burst, or lockstep rounds of equal answers) send their
+    requests together, spread over every rank, so they run at once: no hold there either."""
     dp = max(r.machine.attention_dp, 1)
     if r.adp_timeout_iters <= 0 or dp <= 1 or users < dp or arrivals_per_step <= 0:
         return 0.0
