@@ -111,6 +111,10 @@ class Replica:
     # decode steps between two reads of new requests while the engine decodes (SGLang
     # --scheduler-recv-interval N: recv_wait_steps); 1: every step
     recv_interval: int = 1
+    # TensorRT-LLM's attention-DP balancing (attention_dp_config enable_balance, batching_wait_iters 0): a
+    # prompt waits until every attention-DP rank has one or this many steps pass (timeout_iters:
+    # adp_hold_steps); 0: off, TensorRT-LLM's default
+    adp_timeout_iters: int = 0
 
     @property
     def per_step(self) -> float:
@@ -131,6 +135,43 @@ def recv_wait_steps(r: Replica) -> float:
     that N-step cycle that the answer lengths spread evenly, so it waits 0 to N - 1 steps more than with a
     read every step: (N - 1) / 2 on average. An idle engine reads it at once (a lone user: no wait)."""
     return (max(r.recv_interval, 1) - 1) / 2
+
+
+def adp_hold_steps(r: Replica, arrivals_per_step: float, users: float) -> float:
+    """Steps a new prompt is held, on average, by TensorRT-LLM's attention-DP balancing
+    (Replica.adp_timeout_iters T, over the Machine's attention_dp ranks), with new requests reaching the
+    engine at `arrivals_per_step` and `users` sequences in flight.
+
+    PyExecutor._balance_adp_requests (tensorrt_llm/_torch/pyexecutor/py_executor.py, NVIDIA/TensorRT-LLM
+    1.1-1.2; llm_args.py AttentionDpConfig: enable_balance default False, timeout_iters 50,
+    batching_wait_iters 10) runs every step when attention_dp_config.enable_balance is set: the ranks'
+    scheduled context requests are all-gathered, and unless every rank has one (and a free slot), none is
+    run and a counter of such steps grows; at timeout_iters steps, or when some rank has nothing to decode,
+    the waiting ones run and the counter starts again. The counter also grows in steps with no prompt
+    waiting, so prompts too sparse to reach every rank run once every T steps: a prompt arriving at a
+    random step waits T / 2 on average. With batching_wait_iters 0 (the setting written with it by
+    TensorRT-LLM's DeepSeek-R1 recipe and InferenceX's scripts) a step in which every rank has one runs them
+    at once. Each request goes to the rank with the fewest active requests (executor_request_queue.py), the
+    one that ended one, so arrivals reach the ranks at random: the cycle is min(T, the steps until every one
+    of the dp ranks has had an arrival), P(all reached by step t) = (1 - exp(-a t / dp))^dp for arrivals at
+    a per step; a prompt waits half of it. Fewer users than ranks leave a rank with nothing to decode: no
+    hold. A benchmark's stepped rounds (`rounds`: a burst, or lockstep rounds of equal answers) send their
+    requests together, spread over every rank, so they run at once: no hold there either."""
+    dp = max(r.machine.attention_dp, 1)
+    if r.adp_timeout_iters <= 0 or dp <= 1 or users < dp or arrivals_per_step <= 0:
+        return 0.0
+    per_rank = arrivals_per_step / dp
+    cycle = sum(1 - (1 - math.exp(-per_rank * t)) ** dp for t in range(r.adp_timeout_iters))
+    return cycle / 2
+
+
+def adp_together(r: Replica, arrivals_per_step: float, users: float) -> float:
+    """Prompts that run in one step under attention-DP balancing (adp_hold_steps): those that arrived in
+    one cycle, at most one a rank (each on its own rank, their attention side by side); 1 without it."""
+    hold = adp_hold_steps(r, arrivals_per_step, users)
+    if hold <= 0:
+        return 1.0
+    return min(max(2 * hold * arrivals_per_step, 1.0), float(max(r.machine.attention_dp, 1)))
 
 
 @record(slots=True)
@@ -282,7 +323,7 @@ def chunk_tokens(r: Replica, w: Workload, batch: float) -> float:
     return new / math.ceil(new / free_tokens(r, batch))
 
 
-def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
+def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0, together: float = 1.0) -> float:
     """Steady state: B decodes per step plus the prompts of the requests that replace finished ones, B × I / O
     prompt tokens a step on average. A prompt is scheduled whole (in chunks of what the budget leaves beside
     the decodes), not spread thinly over every step: a share B × I / O ÷ chunk of the steps carries a chunk
@@ -299,20 +340,24 @@ def tpot_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
     `others`: the share of the prompt traffic that comes from other requests than the decoding ones. Open
     arrivals are independent of the requests in service (1). In a closed loop of m users a request's own
     prompt never rides along with its own decode steps: only the other m - 1 users' prompts do, (m - 1) / m
-    of the traffic (one user: none, its prompt and its answer alternate)."""
+    of the traffic (one user: none, its prompt and its answer alternate).
+
+    `together`: prompts that run in one step, each on its own attention-DP rank (adp_together: TensorRT-LLM's
+    attention-DP balancing holds them until they do); 1 otherwise."""
     # speculative decoding: a step yields per_step tokens a sequence, so it carries per_step times the
     # prompt tokens per decode step, and a token takes the step over per_step
     n = r.per_step
-    return mean_step_s(r, w, batch, others * n) / n
+    return mean_step_s(r, w, batch, others * n, together) / n
 
 
-def mean_step_s(r: Replica, w: Workload, batch: float, others: float = 1.0) -> float:
-    """The mean decode step of tpot_s: `others` × B × I / O prompt tokens ride along per step."""
+def mean_step_s(r: Replica, w: Workload, batch: float, others: float = 1.0, together: float = 1.0) -> float:
+    """The mean decode step of tpot_s: `others` × B × I / O prompt tokens ride along per step, in steps of
+    `together` prompts' chunks."""
     b = max(batch, 1.0)
     prompt = others * b * prefilled(w) / max(w.output_tokens, 1)
     if prompt <= 0:
         return step_s(r, b, 0.0)
-    chunk = chunk_tokens(r, w, b)
+    chunk = chunk_tokens(r, w, b) * max(together, 1.0)
     if prompt >= chunk:  # every step carries prompt tokens
         return step_s(r, b, prompt)
     share = prompt / chunk
@@ -401,9 +446,11 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     # arrival finds it decoding min(B, 1) of the time: below one sequence in flight, it is idle the rest)
     recv = recv_wait_steps(r) * min(batch, 1.0) * step_s(r, max(batch, 1.0), 0.0)
     ahead = (r.schedule_ahead + r.response_lag) * t + recv
-    wait90 = slot_wait[1] + p_p90 + ahead
+    hold = adp_hold_steps(r, lam * t, batch) * t  # attention-DP balancing (open arrivals: Poisson)
+    wait90 = slot_wait[1] + p_p90 + ahead + 1.8 * hold
     out = batch / t if t else 0.0
-    return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + pre, wait90, out, rho, stable)
+    return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
+                  stable)
 
 
 def serve(r: Replica, w: Workload) -> Served:
@@ -417,8 +464,9 @@ def serve(r: Replica, w: Workload) -> Served:
     # asks the bracket's ends again, and the answer's batch is timed once more for its figures
 
     def at(b: float) -> tuple[float, float]:
-        if b not in timed:
-            timed[b] = (prefill_s(r, w, b), tpot_s(r, w, b))
+        if b not in timed:  # attention-DP balancing runs the prompts of a cycle together (adp_together)
+            together = adp_together(r, lam * step_s(r, max(b, 1.0), 0.0), b)
+            timed[b] = (prefill_s(r, w, b), tpot_s(r, w, b, 1.0, together))
         return timed[b]
 
     def excess(b: float) -> float:  # Little's law: sequences in service = arrivals × time in service
@@ -474,9 +522,15 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     recv = recv_wait_steps(r)
     b = m * (o - 1) / o  # decoding, first guess: the prompt a short share of the cycle
     u = 0.0  # the prompt budget's utilization (the residual correction reads the last sweep's)
+    # requests ending a step (the last sweep's; first guess: each user's cycle O decode steps), which the
+    # attention-DP balancing's hold reads (adp_hold_steps)
+    t = step_s(r, max(b, 1.0), 0.0)
+    x = m / (o * t)
     damping, last = 1.0, math.inf  # full steps while the sweeps contract; halved when one does not
     for _ in range(CLOSED_LOOP_SWEEPS):
-        t = tpot_s(r, w, b, others)
+        per_step = x * t
+        t = tpot_s(r, w, b, others, adp_together(r, per_step, m))
+        hold = adp_hold_steps(r, per_step, m) * t
         beside = b * others  # the other users' decodes a prompt's steps carry
         pre = prefill_s(r, w, beside)
         s_p = prompt_share_s(r, w, beside, t)
@@ -484,6 +538,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         arrive = others * (1 + recv) * step_s(r, max(b, 1.0), 0.0)
         lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
         z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive + lag  # the rest of its cycle
+        z += hold
         res = _prompt_residence(s_p, z, m, others, u)
         x = m / (res + z)
         u = min(x * s_p, 1.0)
@@ -505,8 +560,9 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     # step before), and the steps until the engine reads it: the prompt joins the step after them; a lone
     # user finds the engine idle
     ahead = ahead_steps * t + others * (1 + recv) * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
-    ttft_mean = slot_wait + wait + ahead + pre
-    ttft90 = slot_wait + wait90 + ahead + pre
+    # the attention-DP balancing's hold, uniform over its cycle: its p90 0.9 of the cycle, 1.8 × the mean
+    ttft_mean = slot_wait + wait + ahead + pre + hold
+    ttft90 = slot_wait + wait90 + ahead + pre + 1.8 * hold
     out = m * o / in_service if in_service else 0.0
     return Served(b, t, pre, ttft90, ttft_mean, slot_wait + wait90 + ahead, out, max(u, m / cap), True)
 

@@ -286,7 +286,8 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           replicas: int = 1, one_node: bool = False, engine: object | None = None,
           kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None, attention_dp: int = 1,
           expert_parallel: int = 1, disaggregation: str | None = None, dynamo: bool = False,
-          scheduler_recv_interval: int = 0, cuda_graph_max_bs: int = 0) -> Launch:
+          scheduler_recv_interval: int = 0, cuda_graph_max_bs: int = 0,
+          attention_dp_timeout_iters: int = 0) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -303,7 +304,10 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
     the flag (RECV_INTERVAL_FLAG: SGLang's --scheduler-recv-interval).
 
     `cuda_graph_max_bs`: the largest decode batch replayed as a CUDA graph, on an engine whose adapter sets it
-    (`cuda_graph_cap`: SGLang's --cuda-graph-max-bs, TensorRT-LLM's cuda_graph_config)."""
+    (`cuda_graph_cap`: SGLang's --cuda-graph-max-bs, TensorRT-LLM's cuda_graph_config).
+
+    `attention_dp_timeout_iters`: attention-DP balancing with that timeout, on an engine whose adapter sets
+    it (`adp_balance`: TensorRT-LLM's attention_dp_config)."""
     engine = _served(runtime, engine)
     if not 0 <= kv_offload_gb <= 1e6:
         raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
@@ -349,6 +353,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
             raise InputError(f"{runtime} has no CUDA-graph batch cap cardfit launches",
                              field="cuda_graph_max_bs", hint="SGLang and TensorRT-LLM have one")
         launch = cap(launch, _whole("cuda_graph_max_bs", cuda_graph_max_bs))
+    if attention_dp_timeout_iters:
+        balance = getattr(engine, "adp_balance", None)
+        if balance is None or args.attention_dp <= 1:
+            raise InputError(f"{runtime} has no attention-DP balancing cardfit launches here",
+                             field="attention_dp_timeout_iters",
+                             hint="TensorRT-LLM has one, with --attention-dp and --expert-parallel")
+        launch = balance(launch, _whole("attention_dp_timeout_iters", attention_dp_timeout_iters))
     if kv_offload_gb:
         flags = getattr(engine, "kv_offload_flags", None)
         if flags is None:

@@ -81,12 +81,24 @@ class TrtLlm(VllmLike):
         powers of two and N, replay a graph). aiconfigurator's generator sets the same padding for its
         decode workers (aiconfigurator 0.12.0 generator/rule_plugin/trtllm.rule: agg_decode
         cuda_graph_enable_padding = true)."""
-        yaml = f"cuda_graph_config:\n  max_batch_size: {max_bs}\n  enable_padding: true\n"
-        files = dict(launch.files)
-        flag = DYNAMO_FLAGS["--config"] if launch.argv[:3] == DYNAMO_WORKER else "--config"
-        argv = launch.argv if YAML in files else (*launch.argv, flag, YAML)
-        files[YAML] = files.get(YAML, "") + yaml
-        return replace(launch, argv=argv, files=tuple(files.items()))
+        return _with_yaml(launch, f"cuda_graph_config:\n  max_batch_size: {max_bs}\n  enable_padding: true\n")
+
+    def adp_balance(self, launch: Launch, timeout_iters: int) -> Launch:
+        """The line with attention-DP balancing in its YAML: a context request waits until every
+        attention-DP rank has one, at most `timeout_iters` steps, and runs at once when they all do
+        (tensorrt_llm/llmapi/llm_args.py AttentionDpConfig, off by default; core/serving.py adp_hold_steps),
+        as TensorRT-LLM's DeepSeek-R1 recipe and InferenceX's scripts write it (batching_wait_iters 0)."""
+        return _with_yaml(launch, "attention_dp_config:\n  enable_balance: true\n"
+                                  f"  timeout_iters: {timeout_iters}\n  batching_wait_iters: 0\n")
+
+
+def _with_yaml(launch: Launch, yaml: str) -> Launch:
+    """`launch` with `yaml` added to the LLM API options file it passes with --config."""
+    files = dict(launch.files)
+    flag = DYNAMO_FLAGS["--config"] if launch.argv[:3] == DYNAMO_WORKER else "--config"
+    argv = launch.argv if YAML in files else (*launch.argv, flag, YAML)
+    files[YAML] = files.get(YAML, "") + yaml
+    return replace(launch, argv=argv, files=tuple(files.items()))
 
 
 ADAPTER = TrtLlm

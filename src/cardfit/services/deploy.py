@@ -131,6 +131,7 @@ class DeployInput(ModelInput, SpeculativeInput):
     max_model_len: int | None = engine_opt("max_model_len")
     scheduler_recv_interval: int | None = engine_opt("scheduler_recv_interval")
     cuda_graph_max_bs: int | None = engine_opt("cuda_graph_max_bs")
+    attention_dp_timeout_iters: int | None = engine_opt("attention_dp_timeout_iters")
     # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
     # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
     prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "
@@ -192,7 +193,7 @@ PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_to
                "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
                "max_model_len", "prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp",
                "decode_dp", "prefill_batch_size", "decode_batch_size", "scheduler_recv_interval",
-               "cuda_graph_max_bs")
+               "cuda_graph_max_bs", "attention_dp_timeout_iters")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
@@ -297,7 +298,7 @@ class Candidate:
         stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
         key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
                self.seqs, self.chunk_tokens, self.attention_dp, self.ep, self.inp.scheduler_recv_interval,
-               self.inp.cuda_graph_max_bs)
+               self.inp.cuda_graph_max_bs, self.inp.attention_dp_timeout_iters)
         built = self.setting.built
         if key not in built:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
@@ -763,6 +764,8 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
     if inp.scheduler_recv_interval:  # a pinned SGLang deployment's --scheduler-recv-interval
         r = replace(r, recv_interval=int(inp.scheduler_recv_interval))
+    if inp.attention_dp_timeout_iters and attention_dp > 1:  # TensorRT-LLM's attention-DP balancing
+        r = replace(r, adp_timeout_iters=int(inp.attention_dp_timeout_iters))
     return _interned(r)
 
 
@@ -1282,7 +1285,8 @@ def command(inp: DeployInput, r: Result) -> str:
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
                           kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep,
                           recv_interval=int(inp.scheduler_recv_interval or 0),
-                          graph_max_bs=int(inp.cuda_graph_max_bs or 0))
+                          graph_max_bs=int(inp.cuda_graph_max_bs or 0),
+                          adp_timeout_iters=int(inp.attention_dp_timeout_iters or 0))
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1967,12 +1971,20 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
     from ..core.constants import snapshot
-    from .pinned import check_graph_max_bs, check_pinned, check_pinned_model, check_recv_interval, schedule
+    from .pinned import (
+        check_adp_balance,
+        check_graph_max_bs,
+        check_pinned,
+        check_pinned_model,
+        check_recv_interval,
+        schedule,
+    )
     from .resolve import resolve
 
     check_pinned(inp)
     rt = default_runtimes().get(inp.runtime or "")
     check_recv_interval(inp, rt)
+    check_adp_balance(inp, rt)
     check_graph_max_bs(inp, rt)
     gpu = default_gpus().get(inp.gpu[0])
     model = default_models().find(inp.model) if inp.model else None

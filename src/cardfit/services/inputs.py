@@ -180,6 +180,11 @@ ENGINE_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "scheduler_recv_interval": ("engine: decode steps between two reads of new requests while it decodes "
                                 "(SGLang --scheduler-recv-interval); default 1, every step",
                                 {"ge": 1, "le": 10_000}),
+    # TensorRT-LLM llm_args.py AttentionDpConfig (off by default); the --scheduler-recv-interval limit
+    "attention_dp_timeout_iters": ("engine: attention-DP balancing, a prompt held until every rank has one "
+                                   "or this many steps pass (TensorRT-LLM attention_dp_config "
+                                   "enable_balance, timeout_iters N, batching_wait_iters 0); default off",
+                                   {"ge": 1, "le": 10_000}),
     # SGLang's own cap is card-sized (runtimes.toml sglang [[runtime.tier]]: 8 to 512); a batch above the cap
     # launches every kernel (core/speed.py per_layer_s); the limit is the --max-num-seqs one
     "cuda_graph_max_bs": ("engine: the largest decode batch replayed as a CUDA graph (SGLang "

@@ -77,6 +77,25 @@ def check_recv_interval(inp: DeployInput, rt: RuntimeProfile) -> None:
                          "step", field="scheduler_recv_interval", hint="use it with --runtime sglang")
 
 
+def check_adp_balance(inp: DeployInput, rt: RuntimeProfile) -> None:
+    """--attention-dp-timeout-iters is TensorRT-LLM's attention-DP balancing (attention_dp_config, written by
+    runtimes/trtllm.py adp_balance) of a replica with attention data parallel and its experts
+    expert-parallel; InputError for another runtime or layout."""
+    if not inp.attention_dp_timeout_iters:
+        return
+    from ..runtimes import adapter
+
+    if getattr(adapter(rt), "adp_balance", None) is None:
+        raise InputError(f"--attention-dp-timeout-iters is TensorRT-LLM's attention_dp_config; {rt.id} has "
+                         "no such setting", field="attention_dp_timeout_iters",
+                         hint="use it with --runtime trtllm")
+    if not (inp.attention_dp or 0) > 1 or not (inp.expert_parallel or 0) > 1:
+        raise InputError("--attention-dp-timeout-iters balances the prompts over attention-DP ranks: give "
+                         "--attention-dp and --expert-parallel above 1 with it",
+                         field="attention_dp_timeout_iters", hint="e.g. --tp 8 --attention-dp 8 "
+                         "--expert-parallel 8")
+
+
 def check_graph_max_bs(inp: DeployInput, rt: RuntimeProfile) -> None:
     """--cuda-graph-max-bs is an engine setting of the runtimes whose launch line sets it (the adapter's
     `cuda_graph_cap`: SGLang's --cuda-graph-max-bs, TensorRT-LLM's cuda_graph_config) and whose decode step

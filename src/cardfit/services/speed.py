@@ -66,6 +66,7 @@ class SpeedInput(PlanInput):
     expert_parallel: int | None = engine_opt("expert_parallel")
     max_model_len: int | None = engine_opt("max_model_len")
     scheduler_recv_interval: int | None = engine_opt("scheduler_recv_interval")
+    attention_dp_timeout_iters: int | None = engine_opt("attention_dp_timeout_iters")
     cuda_graph_max_bs: int | None = engine_opt("cuda_graph_max_bs")
 
 
@@ -306,7 +307,7 @@ def deployed(s: Setup, inp: SpeedInput) -> bool:
 
 # the engine settings only a deployment's served load takes (deployed): speed's own path has no term for them
 DEPLOYED_ONLY = ("max_prefill_tokens", "attention_dp", "expert_parallel", "scheduler_recv_interval",
-                 "cuda_graph_max_bs")
+                 "cuda_graph_max_bs", "attention_dp_timeout_iters")
 
 
 def engine_checked(inp: SpeedInput) -> SpeedInput:
@@ -341,7 +342,8 @@ def _deploy_question(s: Setup, inp: SpeedInput, users: int) -> Any:
                        max_prefill_tokens=inp.max_prefill_tokens, attention_dp=inp.attention_dp,
                        expert_parallel=inp.expert_parallel, max_model_len=started(inp),
                        scheduler_recv_interval=inp.scheduler_recv_interval,
-                       cuda_graph_max_bs=inp.cuda_graph_max_bs)
+                       cuda_graph_max_bs=inp.cuda_graph_max_bs,
+                       attention_dp_timeout_iters=inp.attention_dp_timeout_iters)
 
 
 def started(inp: SpeedInput) -> int | None:

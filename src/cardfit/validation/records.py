@@ -44,6 +44,8 @@ SETTINGS: dict[str, str] = {
     "scheduler_recv_interval": "--scheduler-recv-interval (SGLang: decode steps between reads of requests)",
     "cuda_graph_max_bs": "--cuda-graph-max-bs (SGLang; TensorRT-LLM cuda_graph_config.max_batch_size): the "
                          "largest decode batch replayed as a CUDA graph",
+    "attention_dp_timeout_iters": "--attention-dp-timeout-iters (TensorRT-LLM attention_dp_config "
+                                  "enable_balance true, timeout_iters N, batching_wait_iters 0)",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",
