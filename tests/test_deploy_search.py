@@ -277,3 +277,66 @@ def test_fewest_replicas_bound_at_the_edge_of_one_replica(runtime, card, tpot_ms
             with mock.patch.object(d, "largest_true", _whole_bisection):
                 whole = d._fewest_of.__wrapped__(*args)
             assert d._fewest_of.__wrapped__(*args) == whole, (c.gpu.name, c.cards, f)
+
+
+# (model, options): searches whose front of PARETO_SIZE settles before the price span ends them, and some
+# whose front never fills (a narrow catalog); users and arrivals, paged and slotted runtimes
+KEEP_CASES = [
+    (MODEL, {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0}),
+    (MODEL, {"requests_per_s": 5.0, "input_tokens": 1000, "output_tokens": 300, "ttft_ms": 2000.0,
+             "tpot_ms": 50.0}),
+    (MODEL, {"users": 200.0, "tpot_ms": 30.0, "gpu": tuple(CARDS)}),
+    (MODEL, {"users": 16.0, "runtime": "llama.cpp", "gpu": ("RTX 4090", "RTX 3090", "L4")}),
+    ("Qwen/Qwen3-30B-A3B", {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0, "runtime": "vllm"}),
+    ("meta-llama/Llama-3.3-70B-Instruct", {"users": 64.0, "gpu": ("H100", "H200", "A100"),
+                                           "max_cards": 8}),
+]
+
+
+@pytest.mark.parametrize(("model", "options"), KEEP_CASES, ids=[str(sorted(c[1]))[:40] for c in KEEP_CASES])
+@pytest.mark.parametrize("keep", [1, 3, d.PARETO_SIZE])
+def test_search_stopping_at_a_settled_front_answers_what_the_whole_search_does(model, options, keep) -> None:
+    """search(keep=n) stops once the first n deployments of the Pareto front rent less than every later
+    candidate can (_rent_floors, _front_settled): its best and its front are those of the whole search."""
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    whole, kept = d.search(inp, cands, t), d.search(inp, cands, t, keep)
+    assert (kept[:1], d.pareto(kept, keep)) == (whole[:1], d.pareto(whole, keep))
+    assert {id(r.cand) for r in kept} <= {id(r.cand) for r in whole}
+
+
+def test_search_stops_early_somewhere() -> None:
+    """The stop at a settled front is taken (else the equality above holds trivially)."""
+    model, options = KEEP_CASES[0]
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    assert len(d.search(inp, cands, t, d.PARETO_SIZE)) < len(d.search(inp, cands, t))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2)),
+                max_size=14), st.integers(1, 5))
+def test_front_reads_results_until_it_holds_size(points, size) -> None:
+    """_front (pareto's sweep, stopping at `size`) against the whole sweep cut to `size`, on results whose
+    rent, TPOT, TTFT and card tie often."""
+    from cardfit.core import serving as sv
+
+    inp = d.DeployInput(model=MODEL, users=8.0)
+    cand = d.candidates(inp, d.settings(inp)[0])[0]
+    cards = [replace(cand, gpu=replace(cand.gpu, id=f"g{g}")) for g in range(3)]
+    results = [d.Result(cards[g], 1, sv.Served(8.0, tpot / 1e3, 0.1, ttft, ttft, 0.0, 100.0, 0.5, True),
+                        float(rent), 1.0, 100.0, True, {}) for rent, tpot, ttft, g in points]
+
+    def whole(rs):
+        k, front = d._key, []
+        for r in sorted(rs, key=d._rank):
+            if any(all(y <= x for x, y in zip(k(r), k(f), strict=True)) for f in front):
+                continue
+            if any(d._shown(r) == d._shown(f) for f in front):
+                continue
+            front.append(r)
+        return front[:size]
+
+    assert d.pareto(results, size) == whole(results)

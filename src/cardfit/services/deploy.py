@@ -10,9 +10,10 @@ Wiring only: the arithmetic lives in core/."""
 
 from __future__ import annotations
 
+import bisect
 import math
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -53,6 +54,7 @@ DEFAULT_TPOT_MS = 100.0
 # The Pareto front is drawn among deployments costing at most this many times the cheapest one that meets
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
+PARETO_SIZE = 8  # deployments of the Pareto front in the answer
 # Workers a pinned disaggregated deployment may run in each pool (a bound on the input, not on the timing:
 # core/disagg.py times any count alike; aiconfigurator's largest published pool is 7 workers)
 PD_PINNED_WORKERS = 1024
@@ -1082,17 +1084,31 @@ def clear_memos() -> None:
     clear_machines()
 
 
-def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
+def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | None = None) -> list[Result]:
     """Cheapest first: each candidate at the fewest replicas meeting the targets. A candidate is timed only
     if it could be cheaper than the best found, or faster (per user or to the first token) than every
-    deployment found at its price or less; otherwise it is skipped on bounds, never on guesses."""
+    deployment found at its price or less; otherwise it is skipped on bounds, never on guesses.
+
+    `keep`: only the first `keep` deployments of the Pareto front (pareto(found, keep)) and the best
+    (found[0]) are asked for: the search stops once they are settled (_front_settled), and the results it
+    has not timed then would have ranked after them (tests/test_deploy_search.py against the whole search)."""
     found: list[Result] = []
     front: list[Result] = []
     best: float = math.inf
-    for c in sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
-                                          -c.seqs)):
+    order = sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
+                                         -c.seqs))
+    floors = _rent_floors(inp, order) if keep else []
+    ranked: list[tuple[tuple, int, Result]] = []  # found, in the order pareto() reads it (_rank, then found)
+    checked = keep - 1 if keep else 0  # results below the floor at the last _front_settled that said no
+    for i, c in enumerate(order):
         if c.price is not None and c.price >= best * PARETO_COST_SPAN:
             break  # sorted by price: every later one costs more still
+        # the floor never falls along the order, so the results below it only grow: asked again once they
+        # have grown by an eighth (a check reads them all; the answer is the same whenever it is asked)
+        if keep and (below := bisect.bisect_left(ranked, floors[i], key=lambda e: e[0][0])) > checked:
+            if _front_settled(ranked[:below], keep):
+                break  # every later result rents at least floors[i]: it ranks after the settled front
+            checked = below + below // 8
         most = _limit(inp, c)
         if most < 1 or _over_budget(inp, c, most):
             continue
@@ -1110,6 +1126,8 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
             found.append(res)
+            if keep:
+                bisect.insort(ranked, (_rank(res), len(ranked), res), key=lambda e: e[:2])
             if not any((r.monthly_usd or 0) <= (res.monthly_usd or 0) and r.served.tpot_s <= res.served.tpot_s
                        and r.served.ttft_s <= res.served.ttft_s for r in front):
                 front.append(res)  # what a later candidate must beat to be worth timing
@@ -1182,13 +1200,41 @@ def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) ->
     return largest_true(meets, lo, min(hi, lo + step))
 
 
+def _rent_floors(inp: DeployInput, order: list[Candidate]) -> list[float]:
+    """For each place in search's order, the least rent any result of a candidate from there on can have
+    (_least_price of each one's counts from 1 to _limit; inf for one without a price or a count)."""
+    floors, least = [math.inf] * len(order), math.inf
+    for i in range(len(order) - 1, -1, -1):
+        c = order[i]
+        most = _limit(inp, c)
+        if c.price is not None and most >= 1:
+            least = min(least, _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most))
+        floors[i] = least
+    return floors
+
+
+def _front_settled(below: list[tuple[tuple, int, Result]], size: int) -> bool:
+    """Whether the results renting less than a floor (`below`, in pareto's order) put `size` deployments on
+    the Pareto front: a result renting the floor or more ranks after each of them (_rank leads with the
+    rent), and pareto reads results in that order, so it changes none of them."""
+    return len(_front((r for _, _, r in below), size)) == size
+
+
 def pareto(results: list[Result], size: int = 8) -> list[Result]:
     """Deployments no other beats on all three of cost, per-user speed and TTFT (a sweep in order of cost: a
     point is dominated if a cheaper-or-equal point on the front is at least as good). Cost is the rent for
     this load: at a given arrival rate it is proportional to the cost per million tokens."""
+    return _front(sorted(results, key=_rank), size)
+
+
+def _front(ranked: Iterable[Result], size: int) -> list[Result]:
+    """The first `size` deployments of the Pareto front of results read in _rank order (pareto): a result
+    read later changes none of those already on it, so the reading stops at `size`."""
     k = _key
     front: list[Result] = []
-    for r in sorted(results, key=_rank):
+    for r in ranked:
+        if len(front) == size:
+            break
         kr = k(r)
         if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
             continue
@@ -1196,7 +1242,7 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
         if any(shown == _shown(f) for f in front):
             continue
         front.append(r)
-    return front[:size]
+    return front
 
 
 def _shown(r: Result) -> tuple:
@@ -2272,12 +2318,12 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                 inp, served_any = replace(inp, users=float(pd_users)), True
                 cands = [replace(c, inp=inp) for c in every]
             report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
-    found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t)
+    found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t, PARETO_SIZE)
     if found:
         best = found[0]
         report = replace(report, meets_targets=True, best=deployment(inp, best),
                          headroom=round(headroom(inp, best, t), 2), apis=_apis(best, inp),
-                         pareto=tuple(deployment(inp, r) for r in pareto(found)))
+                         pareto=tuple(deployment(inp, r) for r in pareto(found, PARETO_SIZE)))
     else:
         near = closest(inp, cands, t)
         if near is not None:
