@@ -279,8 +279,8 @@ def test_fewest_replicas_bound_at_the_edge_of_one_replica(runtime, card, tpot_ms
             assert d._fewest_of.__wrapped__(*args) == whole, (c.gpu.name, c.cards, f)
 
 
-# (model, options): searches whose front of PARETO_SIZE settles before the price span ends them, and some
-# whose front never fills (a narrow catalog); users and arrivals, paged and slotted runtimes
+# (model, options): searches whose front of PARETO_SIZE fills early (candidates set aside, the rest of the
+# order too), and some whose front never fills (a narrow catalog); users and arrivals, paged and slotted
 KEEP_CASES = [
     (MODEL, {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0}),
     (MODEL, {"requests_per_s": 5.0, "input_tokens": 1000, "output_tokens": 300, "ttft_ms": 2000.0,
@@ -295,9 +295,10 @@ KEEP_CASES = [
 
 @pytest.mark.parametrize(("model", "options"), KEEP_CASES, ids=[str(sorted(c[1]))[:40] for c in KEEP_CASES])
 @pytest.mark.parametrize("keep", [1, 3, d.PARETO_SIZE])
-def test_search_stopping_at_a_settled_front_answers_what_the_whole_search_does(model, options, keep) -> None:
-    """search(keep=n) stops once the first n deployments of the Pareto front rent less than every later
-    candidate can (_rent_floors, _front_settled): its best and its front are those of the whole search."""
+def test_search_keeping_a_front_answers_what_the_whole_search_does(model, options, keep) -> None:
+    """search(keep=n) sets aside the candidates whose least rent is above the n-th deployment of the Pareto
+    front found so far (and the rest of the order once _rent_floors is), and times those the final front
+    does not rank ahead of: its best and its front are those of the whole search."""
     inp = d.DeployInput(model=model, **options)
     t = d.targets(inp)
     cands = d.candidates(inp, d.settings(inp)[0])
@@ -306,8 +307,8 @@ def test_search_stopping_at_a_settled_front_answers_what_the_whole_search_does(m
     assert {id(r.cand) for r in kept} <= {id(r.cand) for r in whole}
 
 
-def test_search_stops_early_somewhere() -> None:
-    """The stop at a settled front is taken (else the equality above holds trivially)."""
+def test_search_keeping_a_front_times_fewer() -> None:
+    """Candidates are left untimed (else the equality above holds trivially)."""
     model, options = KEEP_CASES[0]
     inp = d.DeployInput(model=model, **options)
     t = d.targets(inp)

@@ -11,6 +11,7 @@ Wiring only: the arithmetic lives in core/."""
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import shlex
 from collections.abc import Callable, Iterable
@@ -1090,50 +1091,88 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
     deployment found at its price or less; otherwise it is skipped on bounds, never on guesses.
 
     `keep`: only the first `keep` deployments of the Pareto front (pareto(found, keep)) and the best
-    (found[0]) are asked for: the search stops once they are settled (_front_settled), and the results it
-    has not timed then would have ranked after them (tests/test_deploy_search.py against the whole search)."""
-    found: list[Result] = []
-    front: list[Result] = []
-    best: float = math.inf
+    (found[0]) are asked for. A candidate whose least rent (_least_price of its counts) is above the rent
+    of the keep-th deployment of the front found so far is set aside, the rest of the order too once its
+    floor (_rent_floors) is; at the end those whose least rent is not above the keep-th of the front then
+    found are timed, cheapest first, until none is left that is: every result not timed would rank after
+    the front's first `keep` (_rank leads with the rent), so it changes none of them nor the best
+    (tests/test_deploy_search.py against the whole search)."""
     order = sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
                                          -c.seqs))
     floors = _rent_floors(inp, order) if keep else []
-    ranked: list[tuple[tuple, int, Result]] = []  # found, in the order pareto() reads it (_rank, then found)
-    checked = keep - 1 if keep else 0  # results below the floor at the last _front_settled that said no
-    for i, c in enumerate(order):
-        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
-            break  # sorted by price: every later one costs more still
-        # the floor never falls along the order, so the results below it only grow: asked again once they
-        # have grown by an eighth (a check reads them all; the answer is the same whenever it is asked)
-        if keep and (below := bisect.bisect_left(ranked, floors[i], key=lambda e: e[0][0])) > checked:
-            if _front_settled(ranked[:below], keep):
-                break  # every later result rents at least floors[i]: it ranks after the settled front
-            checked = below + below // 8
+    found: list[tuple[tuple, int, Result]] = []  # (_rank, place in the order, result), in that order
+    front: list[Result] = []
+    best: float = math.inf
+    aside: list[tuple[float, int]] = []  # (least rent, place) of the candidates set aside: a heap
+    bar = (math.inf, 0)  # (the keep-th front deployment's rent, results when it was read)
+
+    def rent_bar(exact: bool) -> float:
+        """The keep-th front deployment's rent (inf: fewer on the front), read again once the results have
+        grown by an eighth (exact: at every new one) — a stale one only sets aside more, never less."""
+        nonlocal bar
+        if keep and len(found) >= keep and (exact or len(found) > bar[1] + bar[1] // 8) and \
+                len(found) != bar[1]:
+            on = _front((r for _, _, r in found), keep)
+            bar = (_key(on[-1])[0] if len(on) == keep else math.inf, len(found))
+        return bar[0]
+
+    def time_one(i: int, c: Candidate, exact: bool) -> None:
+        nonlocal best
         most = _limit(inp, c)
         if most < 1 or _over_budget(inp, c, most):
-            continue
+            return
+        if keep and c.price is not None and \
+                (least := _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most)) > rent_bar(exact):
+            heapq.heappush(aside, (least, i))
+            return
         tpot, ttft = _solo(inp, c)
         if tpot > t.tpot_s or ttft > t.ttft_s:
-            continue  # one request alone misses a target: no replica count helps
+            return  # one request alone misses a target: no replica count helps
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
         if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
                 (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
                 for r in front)):
-            continue
+            return
         if _over_budget(inp, c, most, min(lo, most)):
-            continue  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
+            return  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
+        if keep and c.price is not None and (least := _least_price(
+                c.gpu, c.cards, c.setting.ctx.rules, min(lo, most), most)) > rent_bar(exact):
+            heapq.heappush(aside, (least, i))
+            return
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
-            found.append(res)
-            if keep:
-                bisect.insort(ranked, (_rank(res), len(ranked), res), key=lambda e: e[:2])
+            bisect.insort(found, (_rank(res), i, res), key=lambda e: e[:2])
             if not any((r.monthly_usd or 0) <= (res.monthly_usd or 0) and r.served.tpot_s <= res.served.tpot_s
                        and r.served.ttft_s <= res.served.ttft_s for r in front):
                 front.append(res)  # what a later candidate must beat to be worth timing
             if res.monthly_usd is not None:
                 best = min(best, res.monthly_usd)
-    return sorted(found, key=_rank)
+
+    rest = len(order)  # the place from which the whole order was set aside
+    for i, c in enumerate(order):
+        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
+            rest = len(order)
+            break  # sorted by price: every later one costs more still
+        if keep and floors[i] > rent_bar(False):
+            rest = i  # every later candidate's least rent is above the bar: set aside, as a whole
+            break
+        time_one(i, c, False)
+    if rest < len(order):
+        heapq.heappush(aside, (floors[rest], -1))  # the rest of the order, from `rest`, at its floor
+    while aside and aside[0][0] <= rent_bar(True):
+        _, i = heapq.heappop(aside)
+        if i >= 0:
+            time_one(i, order[i], True)
+            continue
+        c = order[rest]  # the next one of the order set aside as a whole
+        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
+            continue  # as the loop above stops: every later one costs more still
+        time_one(rest, c, True)
+        rest += 1
+        if rest < len(order):
+            heapq.heappush(aside, (floors[rest], -1))
+    return [r for _, _, r in found]
 
 
 def on_cards(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
@@ -1211,13 +1250,6 @@ def _rent_floors(inp: DeployInput, order: list[Candidate]) -> list[float]:
             least = min(least, _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most))
         floors[i] = least
     return floors
-
-
-def _front_settled(below: list[tuple[tuple, int, Result]], size: int) -> bool:
-    """Whether the results renting less than a floor (`below`, in pareto's order) put `size` deployments on
-    the Pareto front: a result renting the floor or more ranks after each of them (_rank leads with the
-    rent), and pareto reads results in that order, so it changes none of them."""
-    return len(_front((r for _, _, r in below), size)) == size
 
 
 def pareto(results: list[Result], size: int = 8) -> list[Result]:
