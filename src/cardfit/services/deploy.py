@@ -56,6 +56,9 @@ DEFAULT_TPOT_MS = 100.0
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
 PARETO_SIZE = 8  # deployments of the Pareto front in the answer
+# search(keep) reads the front's rent again once the results have grown by this fraction (each read sweeps
+# them all): a speed setting of this module, not a figure from a source; any value gives the same answer
+FRONT_REREAD_GROWTH = 0.125
 # Workers a pinned disaggregated deployment may run in each pool (a bound on the input, not on the timing:
 # core/disagg.py times any count alike; aiconfigurator's largest published pool is 7 workers)
 PD_PINNED_WORKERS = 1024
@@ -1108,10 +1111,11 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
 
     def rent_bar(exact: bool) -> float:
         """The keep-th front deployment's rent (inf: fewer on the front), read again once the results have
-        grown by an eighth (exact: at every new one) — a stale one only sets aside more, never less."""
+        grown by FRONT_REREAD_GROWTH (exact: at every new one): a stale rent sets aside more or fewer, and
+        the end loop, which reads it exactly, times every one set aside that the answer may need."""
         nonlocal bar
-        if keep and len(found) >= keep and (exact or len(found) > bar[1] + bar[1] // 8) and \
-                len(found) != bar[1]:
+        if keep and len(found) >= keep and len(found) != bar[1] and \
+                (exact or not bar[1] or len(found) > bar[1] * (1 + FRONT_REREAD_GROWTH)):
             on = _front((r for _, _, r in found), keep)
             bar = (_key(on[-1])[0] if len(on) == keep else math.inf, len(found))
         return bar[0]
