@@ -1266,18 +1266,21 @@ def pareto(results: list[Result], size: int = 8) -> list[Result]:
 def _front(ranked: Iterable[Result], size: int) -> list[Result]:
     """The first `size` deployments of the Pareto front of results read in _rank order (pareto): a result
     read later changes none of those already on it, so the reading stops at `size`."""
-    k = _key
     front: list[Result] = []
+    keys: list[tuple] = []  # _key of each one on the front
+    shown: list[tuple] = []  # _shown of each
     for r in ranked:
         if len(front) == size:
             break
-        kr = k(r)
-        if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
-            continue
-        shown = _shown(r)
-        if any(shown == _shown(f) for f in front):
+        rent, cards, tpot, ttft = kr = _key(r)
+        if any(a <= rent and b <= cards and c <= tpot and e <= ttft for a, b, c, e in keys):
+            continue  # one on the front is as good on each of _key's four figures
+        sr = _shown(r)
+        if sr in shown:
             continue
         front.append(r)
+        keys.append(kr)
+        shown.append(sr)
     return front
 
 
