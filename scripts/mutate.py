@@ -75,8 +75,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "r.served.tpot_s,\n            r.served.ttft_s)",
            "return (math.inf if unpriced else r.monthly_usd, r.count if unpriced else 0, "
            "r.served.ttft_s,\n            r.served.tpot_s)", "_key ties broken by TTFT before TPOT"),
-    Mutant("search", D, "if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):",
-           "if any(any(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):",
+    Mutant("search", D, "a <= rent and b <= cards and c <= tpot and e <= ttft for",
+           "a <= rent or b <= cards or c <= tpot or e <= ttft for",
            "pareto: dominated when beaten on any one axis, not all"),
     Mutant("search", D, "held = float(lo + 1) if lo < cap", "held = float(lo) if lo < cap",
            "throughput floor above the fewest replicas that meet (a replica takes up to B_t + 1 users)"),

@@ -277,3 +277,121 @@ def test_fewest_replicas_bound_at_the_edge_of_one_replica(runtime, card, tpot_ms
             with mock.patch.object(d, "largest_true", _whole_bisection):
                 whole = d._fewest_of.__wrapped__(*args)
             assert d._fewest_of.__wrapped__(*args) == whole, (c.gpu.name, c.cards, f)
+
+
+# (model, options): searches whose front of PARETO_SIZE fills early (candidates set aside, the rest of the
+# order too), and some whose front never fills (a narrow catalog); users and arrivals, paged and slotted
+KEEP_CASES = [
+    (MODEL, {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0}),
+    (MODEL, {"requests_per_s": 5.0, "input_tokens": 1000, "output_tokens": 300, "ttft_ms": 2000.0,
+             "tpot_ms": 50.0}),
+    (MODEL, {"users": 200.0, "tpot_ms": 30.0, "gpu": tuple(CARDS)}),
+    (MODEL, {"users": 16.0, "runtime": "llama.cpp", "gpu": ("RTX 4090", "RTX 3090", "L4")}),
+    ("Qwen/Qwen3-30B-A3B", {"users": 32.0, "ttft_ms": 1500.0, "tpot_ms": 50.0, "runtime": "vllm"}),
+    ("meta-llama/Llama-3.3-70B-Instruct", {"users": 64.0, "gpu": ("H100", "H200", "A100"),
+                                           "max_cards": 8}),
+]
+
+
+@pytest.mark.parametrize(("model", "options"), KEEP_CASES, ids=[str(sorted(c[1]))[:40] for c in KEEP_CASES])
+@pytest.mark.parametrize("keep", [1, 3, d.PARETO_SIZE])
+@pytest.mark.parametrize("reread", [d.FRONT_REREAD_GROWTH, 0.0, 3.0])
+def test_search_keeping_a_front_answers_what_the_whole_search_does(model, options, keep, reread,
+                                                                   monkeypatch) -> None:
+    """search(keep=n) sets aside the candidates whose least rent is above the n-th deployment of the Pareto
+    front found so far (and the rest of the order once _rent_floors is), and times those the final front
+    does not rank ahead of: its best and its front are those of the whole search. The front's rent read at
+    every result, and only once they have grown fourfold (stale: the end loop then times what is needed)."""
+    monkeypatch.setattr(d, "FRONT_REREAD_GROWTH", reread)
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    whole, kept = d.search(inp, cands, t), d.search(inp, cands, t, keep)
+    assert (kept[:1], d.pareto(kept, keep)) == (whole[:1], d.pareto(whole, keep))
+    assert {id(r.cand) for r in kept} <= {id(r.cand) for r in whole}
+
+
+def test_search_keeping_a_front_times_fewer() -> None:
+    """Candidates are left untimed (else the equality above holds trivially)."""
+    model, options = KEEP_CASES[0]
+    inp = d.DeployInput(model=model, **options)
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    assert len(d.search(inp, cands, t, d.PARETO_SIZE)) < len(d.search(inp, cands, t))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2)),
+                max_size=14), st.integers(1, 5))
+def test_front_reads_results_until_it_holds_size(points, size) -> None:
+    """_front (pareto's sweep, stopping at `size`) against the whole sweep cut to `size`, on results whose
+    rent, TPOT, TTFT and card tie often."""
+    from cardfit.core import serving as sv
+
+    inp = d.DeployInput(model=MODEL, users=8.0)
+    cand = d.candidates(inp, d.settings(inp)[0])[0]
+    cards = [replace(cand, gpu=replace(cand.gpu, id=f"g{g}")) for g in range(3)]
+    results = [d.Result(cards[g], 1, sv.Served(8.0, tpot / 1e3, 0.1, ttft, ttft, 0.0, 100.0, 0.5, True),
+                        float(rent), 1.0, 100.0, True, {}) for rent, tpot, ttft, g in points]
+
+    def whole(rs):
+        k, front = d._key, []
+        for r in sorted(rs, key=d._rank):
+            if any(all(y <= x for x, y in zip(k(r), k(f), strict=True)) for f in front):
+                continue
+            if any(d._shown(r) == d._shown(f) for f in front):
+                continue
+            front.append(r)
+        return front[:size]
+
+    assert d.pareto(results, size) == whole(results)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([1, 3, d.PARETO_SIZE]),
+       st.sampled_from([0.0, d.FRONT_REREAD_GROWTH, 3.0]))
+def test_search_keeping_a_front_on_any_timings(seed, keep, reread) -> None:
+    """search(keep) against the whole search where each candidate's timing is drawn (replicas, TPOT, TTFT,
+    tokens/s; its rent that of its replicas), on every runtime and the small catalog: results found late
+    rank ahead of and dominate front members found before them, so the front's n-th rent moves both ways
+    (a wrong reading of it is caught: the rent of the front's first or last deployment in its place)."""
+    import random
+    from unittest import mock
+
+    from cardfit.core import serving as sv
+
+    rnd = random.Random(seed)  # a timing for each of ~1,500 candidates: too many for hypothesis to draw
+    inp = d.DeployInput(model=MODEL, gpu=tuple(CARDS), users=32.0)
+    t = d.targets(inp)
+    cands = _small_catalog_candidates(inp)
+    drawn: dict[int, tuple[int, int, d.Result]] = {}
+    for c in cands:
+        lo = rnd.randint(1, 4)
+        n = lo + rnd.randint(0, 3)
+        served = sv.Served(8.0, rnd.randint(1, 9) / 200, 0.1, rnd.randint(1, 9) / 20, 0.1, 0.0, 100.0, 0.5,
+                           True)
+        rent = d.fitting.set_price(c.gpu, c.cards * n, c.setting.ctx.rules)
+        drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, rnd.randint(1, 5) * 100.0, True, {}))
+
+    def fewest(inp, c, t, lo, most):
+        n, res = drawn[id(c)][1:]
+        return res if n <= most else None
+
+    def solo(inp, c):
+        served = drawn[id(c)][2].served
+        return served.tpot_s / 2, served.ttft_s / 2
+
+    with mock.patch.object(d, "_solo", solo), mock.patch.object(d, "_fewest_replicas", fewest), \
+            mock.patch.object(d, "_fewest_by_throughput", lambda inp, c, t: drawn[id(c)][0]), \
+            mock.patch.object(d, "FRONT_REREAD_GROWTH", reread):
+        whole, kept = d.search(inp, cands, t), d.search(inp, cands, t, keep)
+    assert (kept[:1], d.pareto(kept, keep)) == (whole[:1], d.pareto(whole, keep))
+
+
+_CANDIDATES: dict[d.DeployInput, list[d.Candidate]] = {}
+
+
+def _small_catalog_candidates(inp: d.DeployInput) -> list[d.Candidate]:
+    if inp not in _CANDIDATES:
+        _CANDIDATES[inp] = d.candidates(inp, d.settings(inp)[0])
+    return _CANDIDATES[inp]

@@ -10,9 +10,11 @@ Wiring only: the arithmetic lives in core/."""
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -53,6 +55,10 @@ DEFAULT_TPOT_MS = 100.0
 # The Pareto front is drawn among deployments costing at most this many times the cheapest one that meets
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
+PARETO_SIZE = 8  # deployments of the Pareto front in the answer
+# search(keep) reads the front's rent again once the results have grown by this fraction (each read sweeps
+# them all): a speed setting of this module, not a figure from a source; any value gives the same answer
+FRONT_REREAD_GROWTH = 0.125
 # Workers a pinned disaggregated deployment may run in each pool (a bound on the input, not on the timing:
 # core/disagg.py times any count alike; aiconfigurator's largest published pool is 7 workers)
 PD_PINNED_WORKERS = 1024
@@ -1085,40 +1091,95 @@ def clear_memos() -> None:
     clear_machines()
 
 
-def search(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
+def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | None = None) -> list[Result]:
     """Cheapest first: each candidate at the fewest replicas meeting the targets. A candidate is timed only
     if it could be cheaper than the best found, or faster (per user or to the first token) than every
-    deployment found at its price or less; otherwise it is skipped on bounds, never on guesses."""
-    found: list[Result] = []
+    deployment found at its price or less; otherwise it is skipped on bounds, never on guesses.
+
+    `keep`: only the first `keep` deployments of the Pareto front (pareto(found, keep)) and the best
+    (found[0]) are asked for. A candidate whose least rent (_least_price of its counts) is above the rent
+    of the keep-th deployment of the front found so far is set aside, the rest of the order too once its
+    floor (_rent_floors) is; at the end those whose least rent is not above the keep-th of the front then
+    found are timed, cheapest first, until none is left that is: every result not timed would rank after
+    the front's first `keep` (_rank leads with the rent), so it changes none of them nor the best
+    (tests/test_deploy_search.py against the whole search)."""
+    order = sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
+                                         -c.seqs))
+    floors = _rent_floors(inp, order) if keep else []
+    found: list[tuple[tuple, int, Result]] = []  # (_rank, place in the order, result), in that order
     front: list[Result] = []
     best: float = math.inf
-    for c in sorted(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.setting.slots,
-                                          -c.seqs)):
-        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
-            break  # sorted by price: every later one costs more still
+    aside: list[tuple[float, int]] = []  # (least rent, place) of the candidates set aside: a heap
+    bar = (math.inf, 0)  # (the keep-th front deployment's rent, results when it was read)
+
+    def rent_bar(exact: bool) -> float:
+        """The keep-th front deployment's rent (inf: fewer on the front), read again once the results have
+        grown by FRONT_REREAD_GROWTH (exact: at every new one): a stale rent sets aside more or fewer, and
+        the end loop, which reads it exactly, times every one set aside that the answer may need."""
+        nonlocal bar
+        if keep and len(found) >= keep and len(found) != bar[1] and \
+                (exact or not bar[1] or len(found) > bar[1] * (1 + FRONT_REREAD_GROWTH)):
+            on = _front((r for _, _, r in found), keep)
+            bar = (_key(on[-1])[0] if len(on) == keep else math.inf, len(found))
+        return bar[0]
+
+    def time_one(i: int, c: Candidate, exact: bool) -> None:
+        nonlocal best
         most = _limit(inp, c)
         if most < 1 or _over_budget(inp, c, most):
-            continue
+            return
+        if keep and c.price is not None and \
+                (least := _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most)) > rent_bar(exact):
+            heapq.heappush(aside, (least, i))
+            return
         tpot, ttft = _solo(inp, c)
         if tpot > t.tpot_s or ttft > t.ttft_s:
-            continue  # one request alone misses a target: no replica count helps
+            return  # one request alone misses a target: no replica count helps
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
         if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
                 (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
                 for r in front)):
-            continue
+            return
         if _over_budget(inp, c, most, min(lo, most)):
-            continue  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
+            return  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
+        if keep and c.price is not None and (least := _least_price(
+                c.gpu, c.cards, c.setting.ctx.rules, min(lo, most), most)) > rent_bar(exact):
+            heapq.heappush(aside, (least, i))
+            return
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
-            found.append(res)
+            bisect.insort(found, (_rank(res), i, res), key=lambda e: e[:2])
             if not any((r.monthly_usd or 0) <= (res.monthly_usd or 0) and r.served.tpot_s <= res.served.tpot_s
                        and r.served.ttft_s <= res.served.ttft_s for r in front):
                 front.append(res)  # what a later candidate must beat to be worth timing
             if res.monthly_usd is not None:
                 best = min(best, res.monthly_usd)
-    return sorted(found, key=_rank)
+
+    rest = len(order)  # the place from which the whole order was set aside
+    for i, c in enumerate(order):
+        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
+            rest = len(order)
+            break  # sorted by price: every later one costs more still
+        if keep and floors[i] > rent_bar(False):
+            rest = i  # every later candidate's least rent is above the bar: set aside, as a whole
+            break
+        time_one(i, c, False)
+    if rest < len(order):
+        heapq.heappush(aside, (floors[rest], -1))  # the rest of the order, from `rest`, at its floor
+    while aside and aside[0][0] <= rent_bar(True):
+        _, i = heapq.heappop(aside)
+        if i >= 0:
+            time_one(i, order[i], True)
+            continue
+        c = order[rest]  # the next one of the order set aside as a whole
+        if c.price is not None and c.price >= best * PARETO_COST_SPAN:
+            continue  # as the loop above stops: every later one costs more still
+        time_one(rest, c, True)
+        rest += 1
+        if rest < len(order):
+            heapq.heappush(aside, (floors[rest], -1))
+    return [r for _, _, r in found]
 
 
 def on_cards(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
@@ -1185,21 +1246,45 @@ def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) ->
     return largest_true(meets, lo, min(hi, lo + step))
 
 
+def _rent_floors(inp: DeployInput, order: list[Candidate]) -> list[float]:
+    """For each place in search's order, the least rent any result of a candidate from there on can have
+    (_least_price of each one's counts from 1 to _limit; inf for one without a price or a count)."""
+    floors, least = [math.inf] * len(order), math.inf
+    for i in range(len(order) - 1, -1, -1):
+        c = order[i]
+        most = _limit(inp, c)
+        if c.price is not None and most >= 1:
+            least = min(least, _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, most))
+        floors[i] = least
+    return floors
+
+
 def pareto(results: list[Result], size: int = 8) -> list[Result]:
     """Deployments no other beats on all three of cost, per-user speed and TTFT (a sweep in order of cost: a
     point is dominated if a cheaper-or-equal point on the front is at least as good). Cost is the rent for
     this load: at a given arrival rate it is proportional to the cost per million tokens."""
-    k = _key
+    return _front(sorted(results, key=_rank), size)
+
+
+def _front(ranked: Iterable[Result], size: int) -> list[Result]:
+    """The first `size` deployments of the Pareto front of results read in _rank order (pareto): a result
+    read later changes none of those already on it, so the reading stops at `size`."""
     front: list[Result] = []
-    for r in sorted(results, key=_rank):
-        kr = k(r)
-        if any(all(y <= x for x, y in zip(kr, k(f), strict=True)) for f in front):
-            continue
-        shown = _shown(r)
-        if any(shown == _shown(f) for f in front):
+    keys: list[tuple] = []  # _key of each one on the front
+    shown: list[tuple] = []  # _shown of each
+    for r in ranked:
+        if len(front) == size:
+            break
+        rent, cards, tpot, ttft = kr = _key(r)
+        if any(a <= rent and b <= cards and c <= tpot and e <= ttft for a, b, c, e in keys):
+            continue  # one on the front is as good on each of _key's four figures
+        sr = _shown(r)
+        if sr in shown:
             continue
         front.append(r)
-    return front[:size]
+        keys.append(kr)
+        shown.append(sr)
+    return front
 
 
 def _shown(r: Result) -> tuple:
@@ -2284,12 +2369,12 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                 inp, served_any = replace(inp, users=float(pd_users)), True
                 cands = [replace(c, inp=inp) for c in every]
             report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
-    found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t)
+    found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t, PARETO_SIZE)
     if found:
         best = found[0]
         report = replace(report, meets_targets=True, best=deployment(inp, best),
                          headroom=round(headroom(inp, best, t), 2), apis=_apis(best, inp),
-                         pareto=tuple(deployment(inp, r) for r in pareto(found)))
+                         pareto=tuple(deployment(inp, r) for r in pareto(found, PARETO_SIZE)))
     else:
         near = closest(inp, cands, t)
         if near is not None:
