@@ -18,6 +18,7 @@ from cardfit.core import fit as fitting
 from cardfit.core.memory import Memory
 from cardfit.core.weights import Weights
 from cardfit.runtimes import adapter
+from cardfit.runtimes import llamacpp_like as llama
 
 from .conftest import ROOT
 
@@ -112,3 +113,37 @@ def test_a_model_over_equal_cards_is_refused_where_its_fullest_card_overflows():
     cards = g["card_need_bytes"]
     assert cards[0] == cards[1] == cards[2] > cards[3]
     assert g["free_bytes"] == 4 * (g["budget_bytes"] // 4 - cards[0]) < 0
+
+
+# Real split loads whose per-card model buffers show where llama.cpp put the layers and the output matrix,
+# for models outside the catalog: (source, n_layer, split, output matrix bytes, CUDA0/CUDA1 model MiB,
+# layers on each card as layer_cards places them).
+# llama.cpp issue 7217 (build b2849, `-ngl 61 -ts 1,1` over an RTX 3090 + RTX 3060): a Yi-34B merge in
+# IQ4_XS, 60 layers; Yi-34B's config.json (https://huggingface.co/01-ai/Yi-34B/blob/main/config.json):
+# hidden_size 7168, vocab_size 64000, untied; llama-quant.cpp stores output.weight as Q6_K (210 bytes per 256
+# weights) in IQ4_XS, plus the f32 output_norm: 64000 x 7168 x 210 / 256 + 7168 x 4 bytes
+YI_OUTPUT = 64000 * 7168 * 210 // 256 + 7168 * 4
+MODEL_SPLITS = [
+    ("ggml-org/llama.cpp/issues/7217", 60, [1, 1], YI_OUTPUT, [8796.98, 8588.34], [31, 29]),
+]
+
+
+@pytest.mark.parametrize("source, layers, split, output, model_mib, counts", MODEL_SPLITS,
+                         ids=[s[0] for s in MODEL_SPLITS])
+def test_the_output_layer_and_one_more_layer_land_where_a_real_split_printed(source, layers, split, output,
+                                                                             model_mib, counts):
+    """n_layer + 1 slots: the first card holds one layer more than an even split and the last card the
+    output matrix, so the second card's buffer is its layers at the first card's bytes per layer plus the
+    output matrix, within 0.1 %; an even split with the output shared out would not come near."""
+    cards = llama.layer_cards(layers, split)
+    assert [cards[:layers].count(d) for d in range(len(split))] == counts
+    assert cards[layers] == len(split) - 1
+    per_layer = model_mib[0] * MIB / counts[0]
+    second = counts[1] * per_layer + output
+    assert second / (model_mib[1] * MIB) - 1 == pytest.approx(0, abs=0.001)
+    even = model_mib[0] * MIB + output  # n_layer slots, the output layer with the last card: off by its size
+    assert abs(even / (model_mib[1] * MIB) - 1) > 0.03
+    # and the split of those bytes, by the one owner, gives each card what the log printed
+    got = llama.layer_split(round(layers * per_layer) + output, layers, split, output)
+    for g, want in zip(got, model_mib, strict=True):
+        assert g / (want * MIB) - 1 == pytest.approx(0, abs=0.001)
