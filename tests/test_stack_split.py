@@ -115,9 +115,10 @@ def test_a_model_over_equal_cards_is_refused_where_its_fullest_card_overflows():
     assert g["free_bytes"] == 4 * (g["budget_bytes"] // 4 - cards[0]) < 0
 
 
-# Real split loads whose per-card model buffers show where llama.cpp put the layers and the output matrix,
-# for models outside the catalog: (source, n_layer, split, output matrix bytes, CUDA0/CUDA1 model MiB,
-# layers on each card as layer_cards places them).
+# Real split loads whose per-card model buffers show where llama.cpp put the layers and the output matrix
+# (the excerpts found give the model buffers, not each card's KV and compute buffers, so they are no
+# stack_memory records): (source, n_layer, split, output matrix bytes, CUDA0/CUDA1 model MiB, layers on each
+# card as layer_cards places them).
 # llama.cpp issue 7217 (build b2849, `-ngl 61 -ts 1,1` over an RTX 3090 + RTX 3060): a Yi-34B merge in
 # IQ4_XS, 60 layers; Yi-34B's config.json (https://huggingface.co/01-ai/Yi-34B/blob/main/config.json):
 # hidden_size 7168, vocab_size 64000, untied; llama-quant.cpp stores output.weight as Q6_K (210 bytes per 256
