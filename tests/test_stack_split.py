@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import cardfit
 from cardfit.catalog.models import default_models
+from cardfit.catalog.quants import default_quants
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.core import fit as fitting
 from cardfit.core.memory import Memory
@@ -138,6 +139,10 @@ def test_the_output_layer_and_one_more_layer_land_where_a_real_split_printed(sou
     output matrix, within 0.1 %; an even split with the output shared out would not come near."""
     cards = llama.layer_cards(layers, split)
     assert [cards[:layers].count(d) for d in range(len(split))] == counts
+    if source.endswith("7217"):  # the catalog's Yi 34B at IQ4_XS: the same output matrix, by the one owner
+        m = default_models().get("yi-34b")
+        assert m.layers == layers
+        assert llama.output_bytes(m, default_quants().find("IQ4_XS"), 10**12) == output
     assert cards[layers] == len(split) - 1
     per_layer = model_mib[0] * MIB / counts[0]
     second = counts[1] * per_layer + output
