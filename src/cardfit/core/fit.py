@@ -52,10 +52,17 @@ class Option:
     nodes: int = 1  # nodes the set spans (RentalRules.node_size cards each)
     tp: int = 1  # cards per tensor-parallel group (core/placement.py)
     pp: int = 1  # pipeline stages: across nodes, or layers split over the cards
+    # each card's need where the runtime places the model unevenly (a llama.cpp layer split); () when even
+    card_need_bytes: tuple[int, ...] = ()
 
     @property
     def free_bytes(self) -> int:
-        return self.budget_bytes - self.need_bytes
+        """What the set still holds: with an uneven split, what it holds spread as its cards are, each card
+        as free as the fullest one (count x the fullest card's room)."""
+        free = self.budget_bytes - self.need_bytes
+        if self.card_need_bytes:
+            free = min(free, self.count * (self.budget_bytes // self.count - max(self.card_need_bytes)))
+        return free
 
 
     @property
@@ -154,30 +161,41 @@ def kv_room(mem: Memory, budget_bytes: int, count: int) -> int:
 def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *,
           requires: Feature | None = None, utilization: float | None = None, ram_bytes: int = 0,
           margin_bytes: int | Callable[[int, float], int] = 0, model: ModelSpec | None = None,
-          tp: int | None = None, pp: int | None = None) -> Option:
+          tp: int | None = None, pp: int | None = None,
+          cards: Callable[[int], list[int] | None] | None = None) -> Option:
     """margin_bytes: how much more the plan may really need (core/uncertainty.py need_margin_bytes); a fit
     within it is tight. Given as a function of (cards, KV copies), it is the set's own margin (the overhead
     and workspace of every card, each copy of the cache); as a number, the same for every set.
     tp, pp: the set's split (core/placement.py; default: one tensor-parallel group of the whole set);
-    pipeline stages each hold their own layers' cache, so only the tensor-parallel group copies it."""
+    pipeline stages each hold their own layers' cache, so only the tensor-parallel group copies it.
+    cards: each card's need on a set of that many cards where the runtime places the model unevenly (a
+    llama.cpp layer split: runtimes/llamacpp_like.py split_cards), None where it splits evenly; the fullest
+    card then decides the verdict."""
     tp = tp or count
     budget = count * rt.budget_per_card(gpu, utilization)
     copies = rt.kv_copies(model, tp)
     need = need_on(mem, count, copies)
+    per_card = tuple(cards(count) or ()) if cards is not None and count > 1 else ()
+    if per_card:
+        need = sum(per_card)
     if callable(margin_bytes):
         margin_bytes = margin_bytes(count, copies)
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price, nodes=rules.nodes(count), tp=tp,
-                pp=pp or max(count // tp, 1))
+                pp=pp or max(count // tp, 1), card_need_bytes=per_card)
     why = unsupported(gpu, requires, rt.profile, count)
     if why:
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
-    free = budget - need
+    free = Option(**base, verdict=NO).free_bytes  # the fullest card decides an uneven split
     if free >= 0:
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.profile.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)
+    if per_card and need <= budget:
+        over = max(per_card) - budget // count
+        why = f"the fullest card of its layer split needs {fmt_bytes(over)} more"
+        return Option(**base, verdict=NO, reason=why, refusal=Refusal.MEMORY)
     return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more", refusal=Refusal.MEMORY)
 
 

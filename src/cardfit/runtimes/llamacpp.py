@@ -7,7 +7,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from .base import NotModelled
 from .launch import Launch, LaunchArgs, SpecLaunch
-from .llamacpp_like import LlamaCppLike
+from .llamacpp_like import GGML_SCHED_MAX_COPIES, LlamaCppLike
 from .lora import LORA_FILE_DEFAULT, LORA_FILE_TYPES, LoraPlan, LoraSet, lora_params
 
 # llama.cpp loads each --lora FILE at start (common/arg.cpp: one adapter per --lora, scale 1.0, applied to
@@ -24,6 +24,7 @@ class LlamaCpp(LlamaCppLike):
     KV_NAMES = {"q8_0": "q8_0", "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
                 "iq4_nl": "iq4_nl", "f32": "f32"}
 
+    PIPELINE_COPIES = GGML_SCHED_MAX_COPIES  # llama_context: pipeline parallelism over a layer split
     SPECULATIVE = ("draft",)  # a draft model (-md); llama-server has no EAGLE or MTP drafting
 
     def speculative_flags(self, s: SpecLaunch) -> list[str]:

@@ -21,6 +21,11 @@ from .llamacpp_like import LlamaCppLike
 @record(slots=True)
 class Ollama(LlamaCppLike):
     KV_NAMES = {"q8_0": "q8_0", "q4_0": "q4_0"}  # OLLAMA_KV_CACHE_TYPE values
+    # Ollama's engine creates ggml's scheduler with parallel = false (ml/backend/ggml/ggml.go New:
+    # ggml_backend_sched_new(…, false, false) @001b36c5), so ggml keeps one copy of the graph inputs
+    # (n_copies = 1): no pipeline copies on its cards. Assumption: models on Ollama's older llama.cpp runner
+    # (its vendored llama_context) are counted the same, which no public log here confirms
+    PIPELINE_COPIES = 1
 
     def model_ref(self, *, asked: str | None, model_id: str, hf: str | None, tag: str | None,
                   quant: str) -> str:

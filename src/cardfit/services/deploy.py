@@ -579,7 +579,7 @@ def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
 
 def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     """Every shape that holds the model by cardfit's own pessimistic bound (need + its error bar)."""
-    from .plan import _margin, engine_defaults, memory_for, requires
+    from .plan import _margin, engine_defaults, memory_for, requires, split_cards
 
     out = []
     # what the settings of one runtime share: the cards searched (one catalog), each card's shapes
@@ -626,7 +626,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     margins[count, copies] = _margin(ctx, mem, count, copies)
                 margin = margins[count, copies]
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
-                                    utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp)
+                                    utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp,
+                                    cards=split_cards(ctx, mem))
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
@@ -2198,7 +2199,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     the tp ranks beside `dp` attention groups, each group an engine of its own with the given per-rank
     sequence cap and step budget (expert_parallel_memory, _replica). `constants`: the runtime's constants in
     place (core/constants.py snapshot), which key the memo."""
-    from .plan import build_context, engine_defaults, memory_for
+    from .plan import build_context, engine_defaults, memory_for, split_cards
 
     check(inp)
     rt = default_runtimes().get(inp.runtime or "")
@@ -2217,7 +2218,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap
     opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
-                        tp=group, pp=pp)
+                        tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight

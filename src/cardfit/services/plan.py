@@ -28,6 +28,7 @@ from ..core.speed import Speed
 from ..core.uncertainty import cost_range, need_margin_bytes, value_range
 from ..errors import InputError
 from ..runtimes import Runtime, adapter
+from ..runtimes.llamacpp_like import LlamaCppLike
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
 from .catalogs import ModelBasics
@@ -269,7 +270,24 @@ def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Optio
     s = placed(ctx, count)
     return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
                          utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_set_margin(ctx, mem),
-                         model=ctx.model, tp=s.tp, pp=s.pp)
+                         model=ctx.model, tp=s.tp, pp=s.pp, cards=split_cards(ctx, mem))
+
+
+def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] | None:
+    """Each card's need when a llama.cpp-like runtime splits the model's layers over equal cards (its
+    default split: equal free memory), from the split's one owner (runtimes/llamacpp_like.py split_cards,
+    which `cardfit stack` sizes its cards with); a speculative drafter spread over the cards as need_on
+    counts it. None for runtimes that split evenly (tensor parallel)."""
+    engine = ctx.engine
+    if not isinstance(engine, LlamaCppLike):
+        return None
+
+    def on(count: int) -> list[int]:
+        cards = engine.split_cards(ctx.model, ctx.quant, mem, [1.0] * count, flash_attn=ctx.flash_attn,
+                                   prefill_chunk=ctx.inp.prefill_chunk or 0)
+        draft = fitting.drafter_bytes(mem)
+        return [b + draft // count + (draft % count if i == 0 else 0) for i, b in enumerate(cards)]
+    return on
 
 
 def _margin(ctx: Context, mem: Memory, count: int = 1, kv_copies: float = 1.0) -> int:
@@ -863,6 +881,9 @@ class GpuPlan(Result):
     dp: int = 1
     ep: int = 1
     disaggregated: dict[str, dict[str, Any]] | None = None
+    # each card's bytes where a llama.cpp/Ollama layer split places the model unevenly (the first card one
+    # layer more, the output layer on the last: runtimes/llamacpp_like.py split_cards); None when even
+    card_need_bytes: list[int] | None = None
 
     flatten = ("launch",)
 
@@ -891,7 +912,8 @@ def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | N
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
                    _speed_range(decode, "decode_tokens_per_s", rt.id), tier,
-                   ctx.speculation.to_json() if ctx.speculation is not None else None)
+                   ctx.speculation.to_json() if ctx.speculation is not None else None,
+                   card_need_bytes=list(o.card_need_bytes) or None)
 
 
 def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],

@@ -17,7 +17,8 @@ what is new here is what a shared machine adds:
   runtimes/vllm.py, sglang.py, llamacpp.py LORA_SOURCE);
 - placement: first-fit decreasing over the cards; a server that no card holds alone is split: vLLM/SGLang
   tensor parallel over 2, 4 or 8 cards of one kind, llama.cpp/Ollama layers over every card in proportion
-  to its free memory (llama.cpp's `--tensor-split` default: LLAMA_SPLIT_SOURCE);
+  to its free memory (llama.cpp's `--tensor-split` default), each card sized as `cardfit plan --gpus N`
+  sizes it (runtimes/llamacpp_like.py split_cards: llama.cpp's layer placement and pipeline copies);
 - Ollama models that need not stay resident share one slot per card (the largest of them): the scheduler
   loads them on demand and unloads the idle one whose keep-alive ends first;
 - what to change when the set does not fit, cheapest first, and one launch bundle (a shell script or a
@@ -41,6 +42,7 @@ from ..catalog.rental import default_rental
 from ..core import fit as fitting
 from ..errors import CardfitError, InputError
 from ..runtimes.base import NotModelled
+from ..runtimes.llamacpp_like import layer_split
 from ..runtimes.lora import LORA_BYTES, LORA_FILE_TYPES, LoraPlan, LoraSet, lora_params, normalized
 from ..runtimes.lora import MODULES as LORA_MODULES
 from ..runtimes.lora import STACKED as LORA_STACKED
@@ -67,14 +69,6 @@ LORA_RANK_DEFAULT = 16  # vLLM --max-lora-rank default (LoRAConfig.max_lora_rank
 # vLLM's documented draft-model example speculates 5 tokens per step ("num_speculative_tokens": 5,
 # https://docs.vllm.ai/en/latest/features/spec_decode.html, "Speculating with a draft model")
 DRAFT_TOKENS = 5
-# llama.cpp: with no --tensor-split, llama_model_load splits the layers over the devices in proportion to
-# each one's free memory (src/llama-model.cpp, "default split, by free memory")
-LLAMA_SPLIT_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-model.cpp"
-# llama.cpp's pipeline parallelism over a layer split: ggml's scheduler keeps GGML_SCHED_MAX_COPIES copies of
-# the graph inputs on each card (ggml/CMakeLists.txt: GGML_SCHED_MAX_COPIES "4"; src/llama-context.cpp
-# enables it for a split of every layer over more than one device)
-PIPELINE_SOURCE = "https://github.com/ggml-org/llama.cpp/blob/master/src/llama-context.cpp"
-GGML_SCHED_MAX_COPIES = 4
 TP_SIZES = (2, 4, 8)  # tensor-parallel degrees vLLM/SGLang split a layer's heads over inside one machine
 # the cheapest change first: a shorter context loses only long prompts, swapping costs a reload when the
 # other model is asked, a smaller quantization costs quality on every answer, a card costs its rent, and
@@ -777,24 +771,25 @@ class Machine:
                 own = int(total * util) - rider_bytes + sized.memory.per_card_fixed_bytes + context
             mains = [own] * count
         elif count > 1:
-            fixed = sized.memory.per_card_fixed_bytes + pipeline_copies_bytes(ctx, sized.memory)
-            layered = sized.memory.weights_bytes + sized.memory.kv_cache_bytes
+            # a llama.cpp-like layer split, sized by its one owner (runtimes/llamacpp_like.py split_cards)
+            engine, chunk = ctx.engine, ctx.inp.prefill_chunk or 0
+            fixed = sized.memory.per_card_fixed_bytes + engine.pipeline_bytes(sized.memory, ctx.flash_attn,
+                                                                               chunk)
             frees = [max(self.free(d) - fixed, 0) for d in devices]
             if not sum(frees):
                 return None
             split = tuple(round(f / sum(frees), 3) for f in frees)
             # llama.cpp places the layers by the split the bundle passes it (--tensor-split)
-            out = output_bytes(ctx.model, ctx.quant, sized.memory.weights_bytes)
-            mains = [fixed + b for b in _layer_split(layered, ctx.model.layers, list(split), out)]
+            mains = engine.split_cards(ctx.model, ctx.quant, sized.memory, split, flash_attn=ctx.flash_attn,
+                                       prefill_chunk=chunk)
             # an adapter file's tensors go with the layers they change (llama.cpp: runtimes/llamacpp.py)
-            riders = [_layer_split(x[0], ctx.model.layers, list(split)) if x[3] else row
+            riders = [layer_split(x[0], ctx.model.layers, split) if x[3] else row
                       for x, row in zip(extras, riders, strict=True)]
         else:
             mains = [sized.per_card]
         tps = sized.alone_tokens_per_s
         if split and tps is not None:
-            tps *= _split_speed([self.gpus[d] for d in devices], mains,
-                                sized.memory.per_card_fixed_bytes + pipeline_copies_bytes(ctx, sized.memory))
+            tps *= _split_speed([self.gpus[d] for d in devices], mains, fixed)
         pieces = []
         for i in range(count):
             row = [Piece(e, mains[i], tps, sized.host_bytes if i == 0 else 0, e.resident)]
@@ -827,29 +822,6 @@ class Machine:
         self.placed.append(p)
 
 
-def pipeline_copies_bytes(ctx: Any, mem: Any) -> int:
-    """What llama.cpp's pipeline parallelism adds to each card of a layer split: with the layers of one model
-    on more than one device, every layer offloaded, split mode layer and no tensor overrides, llama.cpp asks
-    ggml's scheduler for GGML_SCHED_MAX_COPIES copies of the graph inputs, so that micro-batches overlap
-    across the cards (PIPELINE_SOURCE; the log says "pipeline parallelism enabled (n_copies=4)"). The
-    largest input is the KQ mask, the cache's cells x the micro-batch's tokens: an f32 input on the host,
-    cast to f16 there for flash attention (src/llama-graph.cpp), so the cards receive it in f16 with flash
-    attention and in f32 without. The compute buffer (core/activations.py) holds one copy; the others come
-    on top. In memory_stack.toml (flash attention off) each card printed 1,166 MiB: 896 MiB of KQ scores
-    and 4 x 64 MiB of mask; with flash attention on, llama.cpp issue 11200's two cards printed 233 and 238
-    MiB for a 32768-cell, 512-token mask, under the 256 MiB of four f32 copies. Ollama's runners are not
-    counted (its own engine schedules the graph)."""
-    if ctx.runtime.id != "llama.cpp":
-        return 0
-    from ..core.memory import padded_context
-    from ..runtimes.llamacpp_like import DEFAULT_UBATCH
-
-    cells = padded_context(mem.context, ctx.runtime) * max(mem.sequences, 1)
-    tokens = min(ctx.inp.prefill_chunk or ctx.runtime.prefill_chunk or DEFAULT_UBATCH, cells)
-    mask_bytes = 2 if ctx.flash_attn else 4
-    return (GGML_SCHED_MAX_COPIES - 1) * tokens * cells * mask_bytes
-
-
 def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
     """A layer split reads each card's layers at that card's bandwidth, one after the other: the time per
     token against the same bytes on cards like the first one (which the single-model speed assumed)."""
@@ -859,53 +831,6 @@ def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
         return 1.0
     mixed = sum(b / g.bandwidth_gbps for b, g in zip(layered, gpus, strict=True))  # type: ignore[operator]
     return sum(layered) / first / mixed
-
-
-def layer_cards(layers: int, split: list[float] | tuple[float, ...]) -> list[int]:
-    """The card of each of llama.cpp's n_layer + 1 slots (the repeating layers, then the output layer) under
-    a layer split with every layer on the cards: slot il goes to the first card whose cumulative share of
-    the split exceeds il / (n_layer + 1) (LLAMA_SPLIT_SOURCE, llama_model::load_tensors get_layer_buft_list:
-    `std::upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`, act_gpu_layers = n_layer + 1). So
-    two equal cards hold 13 and 11 of a 24-layer model's layers, the output layer with the second."""
-    slots = max(layers, 1) + 1
-    total = sum(split)
-    bounds, acc = [], 0.0
-    for share in split:
-        acc += share / total
-        bounds.append(acc)
-    last = len(split) - 1
-    return [next((d for d, b in enumerate(bounds) if b > il / slots), last) for il in range(slots)]
-
-
-def _layer_split(layered: int, layers: int, frees: list[int] | list[float], output: int = 0) -> list[int]:
-    """Weights and cache over the cards as llama.cpp places them (layer_cards): the repeating layers' share
-    (`layered` less `output`, even per layer) on each layer's card, and `output` (the output matrix and norm,
-    which llama.cpp counts as one more layer) on the card of the last slot."""
-    layers = max(layers, 1)
-    cards = layer_cards(layers, frees)
-    repeating = layered - output
-    out, done = [], 0
-    for d in range(len(frees)):  # each card's layers are consecutive: round the running total, never below 0
-        upto = sum(1 for c in cards[:layers] if c <= d)
-        out.append(repeating * upto // layers - repeating * done // layers)
-        done = upto
-    out[cards[layers]] += output
-    return out
-
-
-def output_bytes(m: Any, q: Any, weights_bytes: int) -> int:
-    """The output layer's bytes on the card: output.weight and the final norm (a model with tied embeddings
-    puts its token_embd there as the output matrix; llama.cpp keeps the input copy in host RAM), at the
-    quantization's per-tensor types (core/weights.py tensor_bytes), at most the card's weights."""
-    from ..core.tensors import has_shapes
-    from ..core.weights import tensor_bytes
-
-    if not has_shapes(m):  # no tensor table: the output layer is spread with the others
-        return 0
-    rows = tensor_bytes(m, q)
-    tied = not any(k == "output" for k, _, _ in rows)
-    kinds = ("token_embd" if tied else "output", "output_norm")
-    return min(sum(b for k, _, b in rows if k in kinds), weights_bytes)
 
 
 # ------------------------------------------------------------------------------------ the answer
