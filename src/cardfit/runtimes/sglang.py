@@ -9,6 +9,8 @@ from dataclasses import replace
 
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
+from ..core.kv import kv_cache_bytes
+from ..core.memory import MemorySettings
 from .base import NotModelled
 from .launch import DYNAMO_NOTE, Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params, normalized
@@ -48,6 +50,20 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
 DYNAMO_FLAGS = replace(FLAGS, pd_extra=("--disaggregation-transfer-backend", "nixl"), pd_note=DYNAMO_NOTE)
 
 
+# The models SGLang sizes a hybrid SWA pool for (the model_type, and the data/releases.toml feature from whose
+# release it does; sglang wheels from PyPI). SGLang profiles its pool with every layer at full length
+# (model_runner.py profile_max_num_token: cell_size over num_effective_layers); a hybrid model then splits it
+# into full-layer tokens T and sliding-window tokens swa_full_tokens_ratio x T (set_num_token_hybrid,
+# 0.5.3rc0; model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa, 0.5.9), and the scheduler admits by the
+# fuller of the two (managers/schedule_policy.py PrefillAdder.rem_total_tokens). Other sliding-window models
+# run with disable_hybrid_swa_memory, all their layers at the whole context: Gemma 2/3 ("not yet supported",
+# server_args.py model_specific_adjustments, 0.5.3rc0 and 0.5.9), and at 0.5.9 any model outside
+# configs/model_config.py is_hybrid_swa_model (Llama 4, GptOss, MiMo-V2, Step-3.5). Not modelled: gpt-oss on
+# Blackwell (SM100) from 0.5.8 still runs full length (the trtllm_mha backend), so does any model with
+# speculative decoding; before 0.5.8 a sliding-window model outside the Gemma list ran the hybrid pool.
+HYBRID_SWA = {"gpt_oss": "gpt_oss_hybrid_swa"}
+
+
 @record(slots=True)
 class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
@@ -61,6 +77,17 @@ class SGLang(VllmLike):
     # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
     # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")
     SPECULATIVE = {"draft": "STANDALONE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}
+
+    def kv_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        """The pool's bytes for `s.sequences` sequences of `s.context` tokens: sliding-window layers at
+        swa_full_tokens_ratio of the context where SGLang runs the model's hybrid SWA pool (HYBRID_SWA), else
+        at the whole context, like the full layers."""
+        if not m.sliding_window:
+            return VllmLike.kv_bytes(self, m, s)  # (a slots record: no zero-argument super())
+        feature = HYBRID_SWA.get(m.model_type)
+        hybrid = bool(feature) and self.profile.has(feature) and self.profile.swa_full_tokens_ratio > 0
+        return kv_cache_bytes(m, self.padded_context(s.context), s.sequences, s.kv_dtype,
+                              window_ratio=self.profile.swa_full_tokens_ratio if hybrid else 1.0)
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
