@@ -75,9 +75,43 @@ def _record(model: str, version: str) -> dict:
 
 
 @pytest.mark.parametrize("model,version,path", [
-    ("gpt-oss-120b", "0.5.3rc0", "older"),  # GPUStack's gpt-oss pages: a pool no current user gets
+    ("gpt-oss-120b", "0.5.5", "older"),  # GPUStack's gpt-oss pages: a pool no current user gets
     ("gpt-oss-120b", "0.5.9", "user"),
-    ("qwen3-32b", "0.5.3rc0", "user"),  # the feature changes only gpt-oss
+    ("qwen3-32b", "0.5.5", "user"),  # the hybrid pool changes only gpt-oss
+    ("qwen3-32b", "0.5.3rc0", "older"),  # before the reserve by chunk: every model's budget differs
 ])
 def test_records_of_a_full_length_release_are_older_only_for_gpt_oss(model, version, path):
     assert path_of(_record(model, version)) == path
+
+
+# --mem-fraction-static when not given (runtimes/sglang.py reserved_mib; server_args.py
+# _handle_gpu_memory_settings in the PyPI wheels): (card MiB, as torch reports it, - reserve) / card MiB.
+# (card, release, tp, fraction, reserve in MiB worked by hand)
+FRACTIONS = [
+    ("H200 SXM", "", 1, 0.907, "143,771 MiB: 512 + 8,192 x 1.5 + 256 x 2 + 128 = 13,440"),
+    ("RTX 4090", "", 1, 0.847, "24,564 MiB: 512 + 2,048 x 1.5 + 24 x 2 + 128 = 3,760 (no 10 GiB floor)"),
+    ("H100 SXM", "", 1, 0.835, "81,559 MiB: 13,440 as the H200"),
+    ("H100 SXM", "", 4, 0.824, "TP 4: 512 + 12,288 + 512 x 2 + 512 = 14,336"),
+    ("H100 SXM", "0.5.3rc0", 1, 0.874, "0.5.3rc0's table: (9.5 + 1 / 2) GiB = 10,240"),
+    ("H100 SXM", "0.5.3rc0", 4, 0.856, "(9.5 + 4 / 2) GiB = 11,776"),
+]
+
+
+@pytest.mark.parametrize("card,release,tp,fraction,why", FRACTIONS)
+def test_sglang_default_memory_fraction_by_card_split_and_release(card, release, tp, fraction, why):
+    from cardfit.catalog.gpus import default_gpus
+
+    gpu = default_gpus().get(card)
+    engine = adapter(at_release(default_runtimes().get("sglang"), release))
+    total = engine.cuda_total(gpu)
+    assert engine.budget_per_card(gpu, None, tp) == int(total * fraction), why
+
+
+def test_a_given_fraction_wins_and_activations_sit_outside_it():
+    from cardfit.catalog.gpus import default_gpus
+
+    gpu = default_gpus().get("H100 SXM")
+    engine = adapter(default_runtimes().get("sglang"))
+    assert engine.budget_per_card(gpu, 0.9, 1) == int(engine.cuda_total(gpu) * 0.9)
+    m = default_models().get("qwen3-32b")
+    assert engine.activation_bytes(m, MemorySettings(context=8192, prefill_chunk=8192, max_num_seqs=256)) == 0

@@ -161,7 +161,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     tp, pp: the set's split (core/placement.py; default: one tensor-parallel group of the whole set);
     pipeline stages each hold their own layers' cache, so only the tensor-parallel group copies it."""
     tp = tp or count
-    budget = count * rt.budget_per_card(gpu, utilization)
+    budget = count * rt.budget_per_card(gpu, utilization, tp, pp or 1)
     copies = rt.kv_copies(model, tp)
     need = need_on(mem, count, copies)
     if callable(margin_bytes):
