@@ -90,6 +90,9 @@ class RuntimeProfile:
     context_tiers: tuple[tuple[float, int], ...] = ()  # Ollama: (min total VRAM GiB, default context)
     default_kv_dtype: str = "f16"
     window_cache: bool = True  # sliding-window layers keep only the window
+    # SGLang's hybrid SWA pool: sliding-window tokens held per full-layer token (--swa-full-tokens-ratio);
+    # 0: none (runtimes/sglang.py says which models run it from which release)
+    swa_full_tokens_ratio: float = 0.0
     flash_attn: bool = True  # flash attention on by default
     offload: bool = False  # can place whole layers in system RAM
     # a host-RAM tier behind the GPU's prefix cache that its launch line sets (--kv-offload-gb: vLLM's native

@@ -172,7 +172,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     llama.cpp layer split: runtimes/llamacpp_like.py split_cards), None where it splits evenly; the fullest
     card then decides the verdict."""
     tp = tp or count
-    budget = count * rt.budget_per_card(gpu, utilization)
+    budget = count * rt.budget_per_card(gpu, utilization, tp, pp or 1)
     copies = rt.kv_copies(model, tp)
     need = need_on(mem, count, copies)
     per_card = tuple(cards(count) or ()) if cards is not None and count > 1 else ()

@@ -81,13 +81,17 @@ def kv_bytes_per_token(m: ModelSpec, dtype: str = "f16") -> int:
 
 
 def kv_cache_bytes(m: ModelSpec, context: int, sequences: int = 1, dtype: str = "f16",
-                   window_cache: bool = True, window_cells: int = 0) -> int:
+                   window_cache: bool = True, window_cells: int = 0, window_ratio: float = 0.0) -> int:
     """Cache for `sequences` sequences of `context` tokens each. `window_cache=False` models a runtime
     that allocates full-length caches even for sliding-window layers; `window_cells` > 0 gives the
-    sliding-window layers' cell count for all sequences together (llama.cpp, see llamacpp_swa_cells)."""
+    sliding-window layers' cell count for all sequences together (llama.cpp, see llamacpp_swa_cells);
+    `window_ratio` > 0 sizes the sliding-window layers at that share of the context (SGLang's hybrid SWA
+    pool: swa_full_tokens_ratio sliding-window tokens for each full-layer token, runtimes/sglang.py)."""
     lay = layout(m)
     per_elem = KV_DTYPE_BYTES_X32[dtype]
     win_tokens = min(context, lay.window) if window_cache else context
+    if window_ratio > 0:
+        win_tokens = round(context * window_ratio)
     full = lay.elems_per_token_layer * lay.full_layers * context
     window = lay.window_elems_per_token_layer * lay.window_layers
     state = lay.state_layers * lay.state_bytes_per_layer

@@ -7,8 +7,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
+from ..catalog.runtimes import MemoryTier
+from ..core.kv import kv_cache_bytes
+from ..core.memory import MemorySettings
 from .base import NotModelled
 from .launch import DYNAMO_NOTE, Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params, normalized
@@ -48,6 +52,55 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
 DYNAMO_FLAGS = replace(FLAGS, pd_extra=("--disaggregation-transfer-backend", "nixl"), pd_note=DYNAMO_NOTE)
 
 
+# The models SGLang sizes a hybrid SWA pool for (the model_type, and the data/releases.toml feature from whose
+# release it does; sglang wheels from PyPI). SGLang profiles its pool with every layer at full length
+# (model_runner.py profile_max_num_token: cell_size over num_effective_layers); a hybrid model then splits it
+# into full-layer tokens T and sliding-window tokens swa_full_tokens_ratio x T (set_num_token_hybrid,
+# 0.5.3rc0; model_runner_kv_cache_mixin.py set_num_tokens_hybrid_swa, 0.5.9), and the scheduler admits by the
+# fuller of the two (managers/schedule_policy.py PrefillAdder.rem_total_tokens). Other sliding-window models
+# run with disable_hybrid_swa_memory, all their layers at the whole context: Gemma 2/3 ("not yet supported",
+# server_args.py model_specific_adjustments, 0.5.3rc0 and 0.5.9), and at 0.5.9 any model outside
+# configs/model_config.py is_hybrid_swa_model (Llama 4, GptOss, MiMo-V2, Step-3.5). Not modelled: gpt-oss on
+# Blackwell (SM100) from 0.5.8 still runs full length (the trtllm_mha backend), so does any model with
+# speculative decoding; before 0.5.8 a sliding-window model outside the Gemma list ran the hybrid pool.
+HYBRID_SWA = {"gpt_oss": "gpt_oss_hybrid_swa"}
+
+MIB = 2**20
+# --mem-fraction-static when not given: (card - reserved) / card, rounded to 3 places, the card's memory as
+# torch reports it in MiB (server_args.py _handle_gpu_memory_settings; utils get_device_memory_capacity).
+# From 0.5.4 (data/releases.toml reserve_by_chunk) the reserve is 512 MiB + 1.5 MiB per token of the
+# chunked-prefill size (at least 2,048) + 2 MiB per CUDA-graph batch size + 1 GiB per 8 ranks, at least
+# 10 GiB on a card above 60 GiB (0.5.4-0.5.9 wheels); 0.5.3rc0 reserved by card size (below).
+RESERVE_BASE_MIB = 512
+RESERVE_MIB_PER_CHUNK_TOKEN = 1.5
+RESERVE_MIB_PER_GRAPH_BS = 2
+RESERVE_FLOOR_ABOVE_MIB = (60 * 1024, 10 * 1024)
+# 0.5.3rc0: (card below MiB, reserve GiB, GiB per rank): 2.8 + ranks / 10 below 35 GiB, 9.5 + ranks / 2 below
+# 90, 12 + ranks / 2 below 160, 32 GiB above (the H20 row, 90-100 GiB, is the H200's)
+RESERVE_BY_CARD_053 = ((35 * 1024, 2.8, 0.1), (90 * 1024, 9.5, 0.5), (160 * 1024, 12.0, 0.5), (0, 32.0, 0.0))
+
+
+def tier_of(tiers: tuple[MemoryTier, ...], mib: float) -> MemoryTier | None:
+    """The runtimes.toml [[runtime.tier]] row of a card of `mib` MiB (SGLang's defaults by card size)."""
+    return next((t for t in tiers if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
+
+
+def reserved_mib(tiers: tuple[MemoryTier, ...], mib: float, tp: int, pp: int, by_chunk: bool) -> float:
+    """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
+    graphs), with the card's default chunked-prefill size and graph batch (`tiers`); `by_chunk`: the rule
+    from 0.5.4, else 0.5.3rc0's table."""
+    ranks = max(tp, 1) * max(pp, 1)
+    if not by_chunk:
+        row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
+        return (row[1] + ranks * row[2]) * 1024
+    tier = tier_of(tiers, mib)
+    chunk = tier.chunked_prefill_size if tier else 4096  # 4096 / 160: the defaults for an unknown card
+    graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
+    reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
+               + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024)
+    return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
+
+
 @record(slots=True)
 class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
@@ -61,6 +114,33 @@ class SGLang(VllmLike):
     # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
     # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")
     SPECULATIVE = {"draft": "STANDALONE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}
+
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
+        """--mem-fraction-static x the card: the weights and the KV pool (model_runner.py
+        profile_max_num_token: pool = free memory after loading - total x (1 - fraction)); given, the
+        user's fraction, else SGLang's own for the card, its split and the release (reserved_mib)."""
+        if utilization is not None:
+            return VllmLike.budget_per_card(self, gpu, utilization)
+        total = self.cuda_total(gpu)
+        mib = total / MIB
+        reserve = reserved_mib(self.profile.tier, mib, tp, pp, self.profile.has("reserve_by_chunk"))
+        return int(total * round((mib - reserve) / mib, 3))
+
+    def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        """0 inside the budget: SGLang profiles no prompt batch; its activations and CUDA graphs live in the
+        reserve outside --mem-fraction-static (budget_per_card)."""
+        return 0
+
+    def kv_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
+        """The pool's bytes for `s.sequences` sequences of `s.context` tokens: sliding-window layers at
+        swa_full_tokens_ratio of the context where SGLang runs the model's hybrid SWA pool (HYBRID_SWA), else
+        at the whole context, like the full layers."""
+        if not m.sliding_window:
+            return VllmLike.kv_bytes(self, m, s)  # (a slots record: no zero-argument super())
+        feature = HYBRID_SWA.get(m.model_type)
+        hybrid = bool(feature) and self.profile.has(feature) and self.profile.swa_full_tokens_ratio > 0
+        return kv_cache_bytes(m, self.padded_context(s.context), s.sequences, s.kv_dtype,
+                              window_ratio=self.profile.swa_full_tokens_ratio if hybrid else 1.0)
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,

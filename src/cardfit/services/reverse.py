@@ -99,7 +99,7 @@ def _set(ctx: Context) -> tuple[Any, int, int]:
                          hint="`cardfit gpus` lists the cards")
     gpu = ctx.gpus.get(ctx.inp.gpu)
     count = cards_per_set(ctx, gpu)
-    return gpu, count, count * ctx.engine.budget_per_card(gpu, ctx.utilization)
+    return gpu, count, count * ctx.engine.budget_per_card(gpu, ctx.utilization, count)
 
 
 def _fits(ctx: Context, context: int, gpu: Any, count: int, budget: int) -> bool:

@@ -790,10 +790,11 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
-# experts on Hopper, V0's chunk sizes, llama-server's speculative cycle): a record lacking only these is on
-# the current generation unless the change applies to it (validation/single.py mla_v0)
+# experts on Hopper, V0's chunk sizes, llama-server's speculative cycle, SGLang's gpt-oss SWA pool): a record
+# lacking only these is on the current generation unless the change applies to it (single.py mla_v0)
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
-                              "v0_mla_unchunked", "server_draft_in_batch"})
+                              "v0_mla_unchunked", "server_draft_in_batch",
+                              "gpt_oss_hybrid_swa"})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -809,9 +810,20 @@ def older_generation(r: dict[str, Any]) -> bool:
     rt = record_runtime(r)
     if rt is None:
         return False
-    if r.get("kind") == "serving" and (tensorrt_engine(r) or mla_v0(r)):
+    if r.get("kind") == "serving" and (tensorrt_engine(r) or mla_v0(r) or _full_length_swa(r, rt)):
         return True
     return rt.release is not None and bool(rt.release.lacks - _NARROW_FEATURES)
+
+
+def _full_length_swa(r: dict[str, Any], rt: Any) -> bool:
+    """Whether an SGLang release before its model's hybrid SWA pool (runtimes/sglang.py HYBRID_SWA: gpt-oss
+    before 0.5.8) allocated the model's sliding-window layers full length."""
+    from ..catalog.models import default_models
+    from ..runtimes.sglang import HYBRID_SWA
+
+    m = default_models().find(str(r.get("model") or ""))
+    feature = HYBRID_SWA.get(m.model_type) if m is not None else None
+    return bool(feature) and rt.release is not None and not rt.has(feature)
 
 
 def path_of(r: dict[str, Any]) -> str:
