@@ -66,7 +66,7 @@ def test_hybrid_pool_lies_between_the_window_and_full_length(context, sequences)
     hybrid = _kv("sglang", "", "gpt-oss-120b", context, sequences)
     assert full == kv_cache_bytes(m, context, sequences, window_cache=False)
     assert kv_cache_bytes(m, context, sequences) <= hybrid <= full or context < 160
-    assert hybrid < full or context < 2
+    assert hybrid < full or context < 3  # round(0.8 x 2) = 2: a 2-token pool rounds to full
 
 
 def _record(model: str, version: str) -> dict:
