@@ -12,7 +12,8 @@ import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "cardfit" / "data" / "validation"
 QUESTION = ("kind", "model", "quant", "runtime", "gpu", "gpus", "input_tokens", "output_tokens",
-            "concurrency", "load", "requests", "fixed_lengths", "metric", "assumed", "unit", "settings", "date")
+            "concurrency", "load", "requests", "fixed_lengths", "metric", "assumed", "unit", "settings",
+            "date")
 
 
 def _records(name: str) -> dict[str, dict]:
