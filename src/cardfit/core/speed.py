@@ -815,6 +815,17 @@ def estimate_on(card: DecodeCard, m: ModelSpec, load: Load, *, sequences: int = 
     return Speed(1 / step(load, ideal, 1).memory_s, realistic, prefill, per_token, b, aggregate)
 
 
+def decode_rates_on(card: DecodeCard, load: Load) -> tuple[float | None, float | None]:
+    """`estimate_on`'s one-stream decode figures alone (ceiling, realistic), by the same steps: the
+    every-card plan lists them for each card and needs the prefill and the aggregate only on a few
+    (services/plan.py CardPlan.decode_rates)."""
+    mc, ideal = card.machine, card.ideal
+    if mc is None or ideal is None:
+        return None, None
+    realistic = step(load, mc, 1).per_user_tokens_per_s if card.decode_efficiency else None
+    return 1 / step(load, ideal, 1).memory_s, realistic
+
+
 def default_tp(tensor_parallel: bool, count: int, requested: int | None,
                model: ModelSpec | None = None) -> int:
     """vLLM, SGLang and TGI shard over the cards (tensor parallel) — over as many as the model's heads divide
