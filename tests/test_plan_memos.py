@@ -78,6 +78,38 @@ def test_every_cards_speed_is_the_one_computed_from_scratch(body):
         assert card.speed == served, card.option.gpu.name
 
 
+SPECULATIVE = {"model": "llama-3.1-8b", "runtime": "vllm", "speculative": "eagle3"}
+
+
+@pytest.mark.parametrize("body", [*PLANS, SPECULATIVE],
+                         ids=lambda b: b["model"] + (" speculative" if "speculative" in b else ""))
+def test_each_cards_listed_decode_is_its_full_estimates(body):
+    """A card's listed figures (CardPlan.decode_rates: the decode step alone, without the prefill and the
+    aggregate) are the (ceiling, decode) of its full estimate computed from scratch, asked before or after
+    that estimate is worked out; each card gets its own (no card reads another's), and a plan with
+    --speculative or a model that generates nothing takes its figures from the full estimate."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    rates = set()
+    for card in p.cards:
+        early = pl.CardPlan(card.option, card.memory, card.context_note, p.ctx)
+        first = early.decode_rates
+        light = not early._kept
+        full = _fresh_decode(p.ctx, card.memory, card.option)
+        if p.ctx.speculation is not None and full is not None and full.decode_tokens_per_s is not None:
+            full = replace(full, decode_tokens_per_s=pl.speculative_decode_tokens_per_s(p.ctx, card.memory,
+                                                                                       card.option))
+        want = (full.decode_ceiling_tokens_per_s, full.decode_tokens_per_s) if full else (None, None)
+        assert first == want, card.option.gpu.name
+        assert light == (full is not None and p.ctx.model.generates and p.ctx.speculation is None)
+        assert card.decode_rates == want  # after `decode` was read
+        rates.add(first)
+    if p.ctx.model.generates:  # the cards' own figures, not one card's for all
+        assert len(rates) > len(p.cards) // 2
+    else:
+        assert rates == {(None, None)}
+
+
 def test_a_context_copied_with_another_quantization_gets_its_own_load():
     """A context copied with replace() shares its `kept` dict: the decode load is keyed by what it reads of
     the plan (model, quantization, runtime), not by the memory estimate alone, so the copy asked about the
