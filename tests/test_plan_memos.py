@@ -173,3 +173,21 @@ def test_routed_shares_are_replace(data, route):
     assert routed == replace(shares, route=route)
     assert [getattr(routed, f.name) for f in dataclasses.fields(sp.Shares)] == \
         [getattr(replace(shares, route=route), f.name) for f in dataclasses.fields(sp.Shares)]
+
+
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_step_memory_s_is_the_steps_own(body):
+    """core/speed.py step_memory_s (the ceiling's reads alone) is step(...).memory_s to the bit, on every
+    card's machine and its spec-bandwidth ideal, at one, a few and many sequences (offload, tensor
+    parallel and routed experts among the plans)."""
+    p = pl.plan(parse(PlanInput, body))
+    seen = set()
+    for card in p.cards:
+        if card.option.gpu.bandwidth_gbps is None:
+            continue
+        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        for mc in (dc.machine, dc.ideal):
+            for b in (1, 3, 64):
+                assert sp.step_memory_s(load, mc, b) == sp.step(load, mc, b).memory_s, card.option.gpu.name
+                seen.add(sp.step_memory_s(load, mc, b))
+    assert len(seen) > len(p.cards)
