@@ -191,3 +191,36 @@ def test_step_memory_s_is_the_steps_own(body):
                 assert sp.step_memory_s(load, mc, b) == sp.step(load, mc, b).memory_s, card.option.gpu.name
                 seen.add(sp.step_memory_s(load, mc, b))
     assert len(seen) > len(p.cards)
+
+
+@pytest.mark.parametrize("change", [{"quant": "Q2_K"}, {"runtime": "vllm"}, {"prefill_chunk": 256}],
+                         ids=lambda c: next(iter(c)))
+def test_the_served_load_kept_in_a_plan_is_each_questions_own(change):
+    """The served model's load kept per memory estimate (services/plan.py _served_load) is services/served.py
+    load() afresh, for the context and for a copy of it that differs in one field and shares its `kept`
+    (another quantization, runtime or prefill chunk), and for another request size; never the other's."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services import served
+
+    pl.clear_memos()
+    ctx = pl.build_context(parse(PlanInput, {"model": "llama3.1:8b", "runtime": "llama.cpp",
+                                             "quant": "Q4_K_M", "context": 8192}))
+    mem = pl.memory_for(ctx, 8192, ctx.gpus.get("RTX 4090"))
+    field, value = next(iter(change.items()))
+    if field == "quant":
+        value = default_quants().get(value)
+    elif field == "runtime":
+        value = next(r for r in default_runtimes() if r.id == value)
+    other = replace(ctx, **{field: value})
+    assert other.kept is ctx.kept
+    small, large = served.workload(500, 100, 8192), served.workload(4000, 1000, 8192)
+    loads = []
+    for c in (ctx, other, ctx, other):  # each asked again after the other
+        for w in (small, large):
+            for offloaded in (0.0, 0.25):
+                got = pl._served_load(c, mem, w, offloaded)
+                assert got == served.load(c, mem, w, offloaded)
+                loads.append(got)
+    assert len({loads[0], loads[1], loads[2]}) == 3  # the offload and the request's size reach the load
+    if field == "quant":  # Q2_K reads fewer bytes (another runtime or chunk may read the same here)
+        assert loads[0] != loads[4]

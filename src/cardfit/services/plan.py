@@ -404,10 +404,23 @@ def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float
     w = request(ctx, mem.context)
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
-    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp,
+    r = served.replica(ctx, _served_load(ctx, mem, w, offloaded), mc, w, opt.pp,
                        scheduled(ctx, opt.gpu, ctx.sequences),
                        engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
+
+
+def _served_load(ctx: Context, mem: Memory, w: Any, offloaded: float) -> speedmod.Load:
+    """services/served.py load(), kept in the plan like the decode load (_decode_inputs): the same on every
+    card that holds this memory estimate, keyed by all it reads of the plan (a context copied with another
+    runtime or quantization shares `kept`)."""
+    from . import served
+
+    key = ("served load", ctx.model, ctx.quant, ctx.runtime, ctx.prefill_chunk, mem, w, offloaded)
+    hit = ctx.kept.get(key)
+    if hit is None:
+        hit = ctx.kept[key] = served.load(ctx, mem, w, offloaded)
+    return hit
 
 
 def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.Machine:
