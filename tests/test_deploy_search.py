@@ -4,6 +4,7 @@ answers without them (issue 25 items 19 and 21)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -320,6 +321,14 @@ def test_search_keeping_a_front_times_fewer() -> None:
     assert len(d.search(inp, cands, t, d.PARETO_SIZE)) < len(d.search(inp, cands, t))
 
 
+@functools.cache
+def _three_cards() -> list:
+    """One real candidate under three card names (built once: candidates() sizes the whole catalog)."""
+    inp = d.DeployInput(model=MODEL, users=8.0)
+    cand = d.candidates(inp, d.settings(inp)[0])[0]
+    return [replace(cand, gpu=replace(cand.gpu, id=f"g{g}")) for g in range(3)]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2)),
                 max_size=14), st.integers(1, 5))
@@ -328,9 +337,7 @@ def test_front_reads_results_until_it_holds_size(points, size) -> None:
     rent, TPOT, TTFT and card tie often."""
     from cardfit.core import serving as sv
 
-    inp = d.DeployInput(model=MODEL, users=8.0)
-    cand = d.candidates(inp, d.settings(inp)[0])[0]
-    cards = [replace(cand, gpu=replace(cand.gpu, id=f"g{g}")) for g in range(3)]
+    cards = _three_cards()
     results = [d.Result(cards[g], 1, sv.Served(8.0, tpot / 1e3, 0.1, ttft, ttft, 0.0, 100.0, 0.5, True),
                         float(rent), 1.0, 100.0, True, {}) for rent, tpot, ttft, g in points]
 

@@ -78,6 +78,38 @@ def test_every_cards_speed_is_the_one_computed_from_scratch(body):
         assert card.speed == served, card.option.gpu.name
 
 
+SPECULATIVE = {"model": "llama-3.1-8b", "runtime": "vllm", "speculative": "eagle3"}
+
+
+@pytest.mark.parametrize("body", [*PLANS, SPECULATIVE],
+                         ids=lambda b: b["model"] + (" speculative" if "speculative" in b else ""))
+def test_each_cards_listed_decode_is_its_full_estimates(body):
+    """A card's listed figures (CardPlan.decode_rates: the decode step alone, without the prefill and the
+    aggregate) are the (ceiling, decode) of its full estimate computed from scratch, asked before or after
+    that estimate is worked out; each card gets its own (no card reads another's), and a plan with
+    --speculative or a model that generates nothing takes its figures from the full estimate."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    rates = set()
+    for card in p.cards:
+        early = pl.CardPlan(card.option, card.memory, card.context_note, p.ctx)
+        first = early.decode_rates
+        light = not early._kept
+        full = _fresh_decode(p.ctx, card.memory, card.option)
+        if p.ctx.speculation is not None and full is not None and full.decode_tokens_per_s is not None:
+            full = replace(full, decode_tokens_per_s=pl.speculative_decode_tokens_per_s(p.ctx, card.memory,
+                                                                                       card.option))
+        want = (full.decode_ceiling_tokens_per_s, full.decode_tokens_per_s) if full else (None, None)
+        assert first == want, card.option.gpu.name
+        assert light == (full is not None and p.ctx.model.generates and p.ctx.speculation is None)
+        assert card.decode_rates == want  # after `decode` was read
+        rates.add(first)
+    if p.ctx.model.generates:  # the cards' own figures, not one card's for all
+        assert len(rates) > len(p.cards) // 2
+    else:
+        assert rates == {(None, None)}
+
+
 def test_a_context_copied_with_another_quantization_gets_its_own_load():
     """A context copied with replace() shares its `kept` dict: the decode load is keyed by what it reads of
     the plan (model, quantization, runtime), not by the memory estimate alone, so the copy asked about the
@@ -141,3 +173,54 @@ def test_routed_shares_are_replace(data, route):
     assert routed == replace(shares, route=route)
     assert [getattr(routed, f.name) for f in dataclasses.fields(sp.Shares)] == \
         [getattr(replace(shares, route=route), f.name) for f in dataclasses.fields(sp.Shares)]
+
+
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_step_memory_s_is_the_steps_own(body):
+    """core/speed.py step_memory_s (the ceiling's reads alone) is step(...).memory_s to the bit, on every
+    card's machine and its spec-bandwidth ideal, at one, a few and many sequences (offload, tensor
+    parallel and routed experts among the plans)."""
+    p = pl.plan(parse(PlanInput, body))
+    seen = set()
+    for card in p.cards:
+        if card.option.gpu.bandwidth_gbps is None:
+            continue
+        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        for mc in (dc.machine, dc.ideal):
+            for b in (1, 3, 64):
+                assert sp.step_memory_s(load, mc, b) == sp.step(load, mc, b).memory_s, card.option.gpu.name
+                seen.add(sp.step_memory_s(load, mc, b))
+    assert len(seen) > len(p.cards)
+
+
+@pytest.mark.parametrize("change", [{"quant": "Q2_K"}, {"runtime": "vllm"}, {"prefill_chunk": 256}],
+                         ids=lambda c: next(iter(c)))
+def test_the_served_load_kept_in_a_plan_is_each_questions_own(change):
+    """The served model's load kept per memory estimate (services/plan.py _served_load) is services/served.py
+    load() afresh, for the context and for a copy of it that differs in one field and shares its `kept`
+    (another quantization, runtime or prefill chunk), and for another request size; never the other's."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services import served
+
+    pl.clear_memos()
+    ctx = pl.build_context(parse(PlanInput, {"model": "llama3.1:8b", "runtime": "llama.cpp",
+                                             "quant": "Q4_K_M", "context": 8192}))
+    mem = pl.memory_for(ctx, 8192, ctx.gpus.get("RTX 4090"))
+    field, value = next(iter(change.items()))
+    if field == "quant":
+        value = default_quants().get(value)
+    elif field == "runtime":
+        value = next(r for r in default_runtimes() if r.id == value)
+    other = replace(ctx, **{field: value})
+    assert other.kept is ctx.kept
+    small, large = served.workload(500, 100, 8192), served.workload(4000, 1000, 8192)
+    loads = []
+    for c in (ctx, other, ctx, other):  # each asked again after the other
+        for w in (small, large):
+            for offloaded in (0.0, 0.25):
+                got = pl._served_load(c, mem, w, offloaded)
+                assert got == served.load(c, mem, w, offloaded)
+                loads.append(got)
+    assert len({loads[0], loads[1], loads[2]}) == 3  # the offload and the request's size reach the load
+    if field == "quant":  # Q2_K reads fewer bytes (another runtime or chunk may read the same here)
+        assert loads[0] != loads[4]

@@ -1,5 +1,6 @@
-"""TensorRT-LLM's attention-DP balancing (attention_dp_config enable_balance, timeout_iters T, batching_wait_iters
-0; core/serving.py adp_hold_steps): PyExecutor._balance_adp_requests runs no context request until every
+"""TensorRT-LLM's attention-DP balancing (attention_dp_config enable_balance, timeout_iters T,
+batching_wait_iters 0; core/serving.py adp_hold_steps): PyExecutor._balance_adp_requests runs no context
+request until every
 attention-DP rank has one, or T steps of holding pass (the counter also grows in steps with nothing waiting),
 so prompts too sparse to reach every rank run once every T steps and wait T / 2 on average; a cycle's
 prompts run in one step. Off by default (llm_args.py AttentionDpConfig). A pinned deploy takes it
@@ -95,8 +96,10 @@ def test_pinned_deploy_times_and_launches_the_balancing():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--gpu", "B200", "--runtime", "trtllm"], "--attention-dp-timeout-iters applies to one pinned deployment"),
-    (["--gpu", "B200", "--runtime", "sglang", "--tp", "8", "--attention-dp", "8", "--expert-parallel", "8"],
+    (["--gpu", "B200", "--runtime", "trtllm"],
+     "--attention-dp-timeout-iters applies to one pinned deployment"),
+    (["--gpu", "B200", "--runtime", "sglang", "--tp", "8", "--attention-dp", "8",
+      "--expert-parallel", "8"],
      "--attention-dp-timeout-iters is TensorRT-LLM's attention_dp_config"),
     (["--gpu", "B200", "--runtime", "trtllm", "--tp", "8"], "give --attention-dp and --expert-parallel"),
     (["--gpu", "B200", "--runtime", "trtllm", "--tp", "8", "--attention-dp-timeout-iters", "0"],
@@ -112,8 +115,8 @@ def test_the_option_needs_a_pinned_trtllm_attention_dp_deployment(run_cli, args,
 
 
 def test_records_pass_the_balancing_their_harness_wrote():
-    """InferenceX's TensorRT-LLM DeepSeek-R1 scripts write timeout_iters 60 with attention DP; aiconfigurator's
-    generator templates write no attention_dp_config (the engine's default: off)."""
+    """InferenceX's TensorRT-LLM DeepSeek-R1 scripts write timeout_iters 60 with attention DP;
+    aiconfigurator's generator templates write no attention_dp_config (the engine's default: off)."""
     seen: dict[str, set[int | None]] = {}
     for r in all_records():
         st_ = r.get("settings") or {}

@@ -178,8 +178,6 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     per_card = tuple(cards(count) or ()) if cards is not None and count > 1 else ()
     if per_card:
         need = sum(per_card)
-    if callable(margin_bytes):
-        margin_bytes = margin_bytes(count, copies)
     price = set_price(gpu, count, rules)
     base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
                 need_bytes=need, monthly_usd=price, nodes=rules.nodes(count), tp=tp,
@@ -188,7 +186,9 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     if why:
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
     free = Option(**base, verdict=NO).free_bytes  # the fullest card decides an uneven split
-    if free >= 0:
+    if free >= 0:  # the margin tells fits from tight only: worked out for the sets that hold the plan
+        if callable(margin_bytes):
+            margin_bytes = margin_bytes(count, copies)
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.profile.offload and count == 1:
         return _offload(mem, base, budget, ram_bytes)

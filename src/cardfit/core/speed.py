@@ -421,6 +421,32 @@ def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
 
 
 def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
+    b, cpu, gpu, kv_card, ep, dp, memory_s = _step_reads(load, mc, sequences)
+    tp = max(mc.tp, 1)
+    flops = b * load.flops_per_token
+    compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
+    if ep > 1:  # the busiest rank's experts take more than the mean share of the routed FLOPs
+        compute_s *= 1 + _expert_flops_share(load) * (imbalance(b, load.experts_active, ep) - 1)
+    kv_s = kv_card / mc.read_bytes_per_s
+    # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side,
+    # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
+    scheduled = math.ceil(b / dp) if ep > 1 else b
+    return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
+                load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
+                + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
+                link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
+
+
+def step_memory_s(load: Load, mc: Machine, sequences: int = 1) -> float:
+    """`step(load, mc, sequences).memory_s` alone, by the same arithmetic (the decode ceiling reads only
+    that: estimate_on, decode_rates_on)."""
+    return _step_reads(load, mc, sequences)[-1]
+
+
+def _step_reads(load: Load, mc: Machine,
+                sequences: int) -> tuple[int, float, float, float, int, int, float]:
+    """A step's reads: (sequences, bytes from system RAM, bytes from VRAM, one rank's cache bytes, expert-
+    parallel ranks, attention data-parallel groups, seconds to read them all)."""
     b = max(sequences, 1)
     weights = load.weights_bytes * load.shares.read_fraction(b)
     expert_read = load.weights_bytes * load.shares.experts * (1 - (1 - load.shares.route) ** b)
@@ -444,18 +470,7 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
         memory_s += on_gpu / tp / mc.read_bytes_per_s * (mc.decode_efficiency / mc.expert_efficiency - 1)
     if cpu:
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
-    flops = b * load.flops_per_token
-    compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
-    if ep > 1:  # the busiest rank's experts take more than the mean share of the routed FLOPs
-        compute_s *= 1 + _expert_flops_share(load) * (imbalance(b, load.experts_active, ep) - 1)
-    kv_s = kv_card / mc.read_bytes_per_s
-    # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side,
-    # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
-    scheduled = math.ceil(b / dp) if ep > 1 else b
-    return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
-                + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
-                link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
+    return b, cpu, gpu, kv_card, ep, dp, memory_s
 
 
 def dequant_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:
@@ -812,7 +827,18 @@ def estimate_on(card: DecodeCard, m: ModelSpec, load: Load, *, sequences: int = 
     aggregate = (
         (realistic if b == 1 else step(load, mc, b).aggregate_tokens_per_s) if decode_efficiency else None
     )
-    return Speed(1 / step(load, ideal, 1).memory_s, realistic, prefill, per_token, b, aggregate)
+    return Speed(1 / step_memory_s(load, ideal, 1), realistic, prefill, per_token, b, aggregate)
+
+
+def decode_rates_on(card: DecodeCard, load: Load) -> tuple[float | None, float | None]:
+    """`estimate_on`'s one-stream decode figures alone (ceiling, realistic), by the same steps: the
+    every-card plan lists them for each card and needs the prefill and the aggregate only on a few
+    (services/plan.py CardPlan.decode_rates)."""
+    mc, ideal = card.machine, card.ideal
+    if mc is None or ideal is None:
+        return None, None
+    realistic = step(load, mc, 1).per_user_tokens_per_s if card.decode_efficiency else None
+    return 1 / step_memory_s(load, ideal, 1), realistic
 
 
 def default_tp(tensor_parallel: bool, count: int, requested: int | None,

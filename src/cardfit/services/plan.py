@@ -325,6 +325,18 @@ class CardPlan:
         return self._kept["decode"]
 
     @property
+    def decode_rates(self) -> tuple[float | None, float | None]:
+        """`decode`'s (ceiling, decode) tokens/s, the figures each card of the ranking lists: read from
+        `decode` where it was worked out, else by the same steps without its prefill and aggregate
+        (core/speed.py decode_rates_on), which only the first card and the priced ones show."""
+        s = self._kept.get("decode", False)
+        if s is False and self.option.gpu.bandwidth_gbps is not None and self.ctx.model.generates \
+                and self.ctx.speculation is None:
+            return speedmod.decode_rates_on(*_decode_inputs(self.ctx, self.memory, self.option))
+        s = self.decode
+        return (s.decode_ceiling_tokens_per_s, s.decode_tokens_per_s) if s else (None, None)
+
+    @property
     def speed(self) -> speedmod.Speed | None:
         """`decode` with the aggregate the served throughput at the plan's batch (_speed)."""
         if "speed" not in self._kept:
@@ -410,10 +422,23 @@ def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float
     w = request(ctx, mem.context)
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
-    r = served.replica(ctx, served.load(ctx, mem, w, offloaded), mc, w, opt.pp,
+    r = served.replica(ctx, _served_load(ctx, mem, w, offloaded), mc, w, opt.pp,
                        scheduled(ctx, opt.gpu, ctx.sequences),
                        engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
+
+
+def _served_load(ctx: Context, mem: Memory, w: Any, offloaded: float) -> speedmod.Load:
+    """services/served.py load(), kept in the plan like the decode load (_decode_inputs): the same on every
+    card that holds this memory estimate, keyed by all it reads of the plan (a context copied with another
+    runtime or quantization shares `kept`)."""
+    from . import served
+
+    key = ("served load", ctx.model, ctx.quant, ctx.runtime, ctx.prefill_chunk, mem, w, offloaded)
+    hit = ctx.kept.get(key)
+    if hit is None:
+        hit = ctx.kept[key] = served.load(ctx, mem, w, offloaded)
+    return hit
 
 
 def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.Machine:
@@ -448,6 +473,14 @@ def clear_memos() -> None:
 
 
 def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed:
+    card, load = _decode_inputs(ctx, mem, opt)
+    return speedmod.estimate_on(card, ctx.model, load, sequences=max(ctx.sequences, 1),
+                                prefill_ubatch=ctx.prefill_chunk or 512)
+
+
+def _decode_inputs(ctx: Context, mem: Memory,
+                   opt: fitting.Option) -> tuple[speedmod.DecodeCard, speedmod.Load]:
+    """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on)."""
     rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
@@ -460,8 +493,7 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
             ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
             # the cache read `cardfit speed`, the served figure and validate time
             ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
-    return speedmod.estimate_on(card, ctx.model, load, sequences=max(ctx.sequences, 1),
-                                prefill_ubatch=ctx.prefill_chunk or 512)
+    return card, load
 
 
 def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.DecodeCard:
@@ -893,7 +925,7 @@ def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | N
     the cards for llama.cpp / Ollama), one replica; where it fits, the command that starts it (the same
     launch line `cardfit deploy` prints: services/launch_line.py). `launches`: the lines already made for
     this plan, by what they are made of (the split and the context, not the card: most cards share one)."""
-    o, speed, mem, rt = card.option, card.decode, card.memory, ctx.runtime
+    o, (ceiling, realistic), mem, rt = card.option, card.decode_rates, card.memory, ctx.runtime
     launch = None
     tier = 0.0
     if getattr(ctx.inp, "kv_offload_gb", None):
@@ -906,11 +938,11 @@ def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | N
         slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
         seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
         launch = _launch_line(ctx, (o.tp, o.pp, mem.context, seqs, kv, slots), launches, tier)
-    decode = rounded(speed.decode_tokens_per_s, 1) if speed else None
+    decode = rounded(realistic, 1)
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
-                   rounded(speed.decode_ceiling_tokens_per_s, 1) if speed else None, o.tp, o.pp, 1, launch,
+                   rounded(ceiling, 1), o.tp, o.pp, 1, launch,
                    _speed_range(decode, "decode_tokens_per_s", rt.id), tier,
                    ctx.speculation.to_json() if ctx.speculation is not None else None,
                    card_need_bytes=list(o.card_need_bytes) or None)

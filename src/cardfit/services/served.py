@@ -120,7 +120,9 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     # the decode tokens' routed experts go through the same MoE kernel as the prompt's
     # (mxfp4_experts_unpacked): their GEMMs pay the same unpacking, charged as the FLOPs that kernel's rate
     # share adds (0 elsewhere)
-    whole = replace(whole, flops_per_token=whole.flops_per_token + sp.expert_prefill_flops(ctx.model, mc))
+    unpack = sp.expert_prefill_flops(ctx.model, mc)
+    if unpack:  # (a copy only where it adds any: the every-card plan times each priced card)
+        whole = replace(whole, flops_per_token=whole.flops_per_token + unpack)
     attention = sp.prefill_attention_flops(ctx.model, w.input_tokens // 2, mc) if mc.attention_dp > 1 else 0.0
     return sv.Replica(sv.stage(whole, stages), mc, sp.prefill_flops(ctx.model, w.input_tokens // 2, mc),
                       chunk_tokens or ctx.prefill_chunk or DEFAULT_CHUNK_TOKENS, max(seqs, 1), stages,

@@ -69,17 +69,20 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         names = _NAMES.get(type(self)) or _names(type(self))
-        skip, inline = self.omit_none, self.flatten
-        if not skip and not inline:
-            return {n: _plain(getattr(self, n)) for n in names}
+        skip, inline, scalars = self.omit_none, self.flatten, _SCALARS
         out: dict[str, Any] = {}
+        if not skip and not inline:
+            for n in names:  # most fields are scalars: kept as they are without a call (the page's plans)
+                v = getattr(self, n)
+                out[n] = v if type(v) in scalars else _plain(v)
+            return out
         for n in names:
             v = getattr(self, n)
             if n in inline:
                 if v is not None:
                     out.update(v.to_json())
             elif not (v is None and n in skip):
-                out[n] = _plain(v)
+                out[n] = v if type(v) in scalars else _plain(v)
         return out
 
 
