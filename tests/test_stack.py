@@ -358,6 +358,24 @@ def test_flash_attn_of_a_llamacpp_entry_sizes_and_launches_it(flash):
     assert words[words.index("-fa") + 1] == ("on" if flash else "off")
 
 
+@pytest.mark.parametrize("flash", [False, True])
+def test_ollama_flash_attn_is_one_server_setting_for_every_model(flash):
+    """OLLAMA_FLASH_ATTENTION is read once by `ollama serve` for every runner: the value one Ollama entry
+    states sizes both models as `cardfit plan --flash-attn` does and is the bundle's one setting."""
+    text = ('[machine]\ngpu = ["RTX 3060 12GB"]\n[[model]]\nmodel = "llama-3.1-8b"\nruntime = "ollama"\n'
+            f'quant = "Q4_K_M"\ncontext = 3900\nusers = 4\nflash_attn = {str(flash).lower()}\n'
+            '[[model]]\nmodel = "gemma-2-2b"\nruntime = "ollama"\nquant = "Q4_0"\ncontext = 3900\n')
+    r = cardfit.stack(text=text)
+    entries = {e["model"]: e["bytes"] for e in r["devices"][0]["entries"]}
+    for model, quant in (("llama-3.1-8b", "Q4_K_M"), ("gemma-2-2b", "Q4_0")):
+        p = _plan(model, "RTX 3060 12GB", runtime="ollama", quant=quant, context=3900, batch=4,
+                  flash_attn=flash)
+        assert entries[model] == p["memory"]["total_bytes"], model
+    env = [w for w in shlex.split(next(ln for ln in r["bundle"]["text"].splitlines() if "ollama serve" in ln))
+           if w.startswith("OLLAMA_FLASH_ATTENTION=")]
+    assert env == [f"OLLAMA_FLASH_ATTENTION={int(flash)}"]
+
+
 def test_a_split_card_holds_what_the_nixiesearch_log_shows():
     """memory_stack.toml's two records through `cardfit stack`: weights and KV per card within 0.5 % of the
     log's model + KV buffers (CUDA0 104.91 + 208, CUDA1 226.06 + 176 MiB: the tied output matrix on the
@@ -409,8 +427,11 @@ BAD = [
     ("bad model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama9:1b"\n', "unknown model"),
     ("bad users", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nusers = 0\n',
      "users must be a whole number"),
-    ("flash on ollama", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "ollama"\n'
-     'flash_attn = false\n', "flash_attn is a llama.cpp server's -fa"),
+    ("flash on vllm", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
+     'flash_attn = false\n', "flash_attn is a llama.cpp server's -fa or Ollama's"),
+    ("ollama flash both ways", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
+     'runtime = "ollama"\nflash_attn = false\n[[model]]\nmodel = "gemma3:1b"\nruntime = "ollama"\n'
+     'flash_attn = true\n', "state flash_attn both true and false"),
     ("flash not a bool", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
      'runtime = "llama.cpp"\nflash_attn = "off"\n', "flash_attn must be true or false"),
     ("string context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ncontext = "8k"\n',

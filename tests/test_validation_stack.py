@@ -28,23 +28,72 @@ def test_stack_record_is_a_stack_file_and_a_card(r):
     assert r["settings"]["measure"] in ("buffers", "device")
 
 
+# |predicted / measured - 1| held at today's level, per record (first contact: data/first_contact.toml)
+HELD = {
+    # an even layer split, flash attention on, one copy of the KQ mask: first contact -56 % and -58 %
+    "nixiesearch-gpu-doc-qwen2-05b-q4_0-2x4090-cuda0": 0.01,
+    "nixiesearch-gpu-doc-qwen2-05b-q4_0-2x4090-cuda1": 0.01,
+    # two Ollama 0.3.3 runners on one RTX 3060 (nvidia-smi per process): llama3.1 8B +2.0 % (first contact
+    # -8.6 %: planned with flash attention on, which the stack could not turn off for Ollama); gemma2 2B
+    # +43.9 % because the stack plans every Ollama model with the server's one OLLAMA_NUM_PARALLEL (4),
+    # where the run's auto default gave the second model 1 slot (memory_stack_shared.toml notes)
+    "train-store-rtx3060-ollama033-llama31-8b-q4km-beside-gemma2-2b": 0.02,
+    "train-store-rtx3060-ollama033-gemma2-2b-q4_0-beside-llama31-8b": 0.44,
+}
+
+
+def test_every_stack_record_has_a_held_error():
+    assert sorted(HELD) == sorted(r["id"] for r in STACK)
+
+
 @pytest.mark.parametrize("r", STACK, ids=[r["id"] for r in STACK])
 def test_stack_record_scores_within_its_held_error(r):
-    """Held at today's level: both Nixiesearch cards within 0.5 % (first contact -56 % and -58 %: an even
-    layer split, flash attention on, one copy of the KQ mask; data/first_contact.toml)."""
     o = predict(r)
     assert not o.skipped, o.skipped
     assert o.how.startswith("stack: card"), o.how
-    assert abs(o.error) <= 0.01, o
+    assert abs(o.error) <= HELD[r["id"]], o
 
 
-@pytest.mark.parametrize("r", STACK, ids=[r["id"] for r in STACK])
+BUFFERS = [r for r in STACK if r["settings"]["measure"] == "buffers"]
+DEVICE = [r for r in STACK if r["settings"]["measure"] == "device"]
+
+
+@pytest.mark.parametrize("r", BUFFERS, ids=[r["id"] for r in BUFFERS])
 def test_buffers_are_the_stack_card_less_its_cuda_context(r):
     """`buffers` (a llama.cpp log's device buffers) leave out the CUDA context the stack counts per
     server."""
     card = cardfit.stack(text=r["stack"])["devices"][r["device"]]
     context = default_runtimes().get(r["runtime"]).context_bytes
     assert predict(r).predicted == sum(e["bytes"] for e in card["entries"]) - context
+
+
+@pytest.mark.parametrize("r", DEVICE, ids=[r["id"] for r in DEVICE])
+def test_device_is_the_models_own_entry_context_included(r):
+    """`device` (nvidia-smi's memory of the model's own process) is the stack's bytes of that model on the
+    card, its runner's context included; the other models on the card are not in it."""
+    card = cardfit.stack(text=r["stack"])["devices"][r["device"]]
+    own = [e["bytes"] for e in card["entries"] if e["model"] == r["model"]]
+    assert len(own) == 1 and len(card["entries"]) >= 2
+    assert predict(r).predicted == own[0]
+
+
+# two models resident on one card, measured per runner process (memory_stack_shared.toml): the card's
+# models, each runner's nvidia-smi MiB, and the sum on the card (10,742 of the 10,749 MiB the card shows)
+SHARED = [
+    ("train-store-rtx3060-ollama033-llama31-8b-q4km-beside-gemma2-2b", "llama-3.1-8b", 7842),
+    ("train-store-rtx3060-ollama033-gemma2-2b-q4_0-beside-llama31-8b", "gemma-2-2b", 2900),
+]
+
+
+@pytest.mark.parametrize("rid, model, mib", SHARED)
+def test_shared_card_records_are_one_runner_each(rid, model, mib):
+    r = next(x for x in STACK if x["id"] == rid)
+    spec = tomllib.loads(r["stack"])
+    assert [m["model"] for m in spec["model"]] == ["llama-3.1-8b", "gemma-2-2b"]
+    assert spec["machine"]["gpu"] == ["RTX 3060 12GB"] and r["device"] == 0
+    assert r["model"] == model and r["measured"] == mib * MIB
+    assert f"ollama_llama_server       {mib}MiB" in r["excerpt"]
+    assert sum(m for _, _, m in SHARED) <= 10749  # the card's total in the same nvidia-smi table
 
 
 def _with(r: dict, **changes) -> dict:

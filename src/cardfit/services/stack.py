@@ -140,7 +140,7 @@ class Entry:
     lora_type: str | None  # a llama.cpp adapter file's tensor type
     lora_scale: float | None  # llama.cpp's --lora-scaled
     port: int | None
-    flash_attn: bool | None = None  # a llama.cpp server's -fa on/off (None: the runtime's default)
+    flash_attn: bool | None = None  # llama.cpp -fa, Ollama OLLAMA_FLASH_ATTENTION (None: runtime's default)
 
 
 @record
@@ -218,6 +218,7 @@ def read_spec(inp: StackInput) -> Spec:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
     entries = [_check_flash(_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog))))
                for i, m in enumerate(models)]
+    entries = _ollama_flash(entries)
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
 
 
@@ -312,13 +313,29 @@ def _check_resident(e: Entry) -> Entry:
 
 
 def _check_flash(e: Entry) -> Entry:
-    if e.flash_attn is not None and (e.runtime or "").split("@")[0].lower() != "llama.cpp":
+    runtime = (e.runtime or "").split("@")[0].lower()
+    if e.flash_attn is not None and runtime not in ("llama.cpp", "ollama"):
         where = _where(e.index, e.model)
-        raise InputError(f"{where}: flash_attn is a llama.cpp server's -fa (Ollama sets it for every model "
-                         "it loads with OLLAMA_FLASH_ATTENTION; vLLM and SGLang pick their attention "
-                         "backend)",
-                         field="file", hint="set runtime = \"llama.cpp\" or drop flash_attn")
+        raise InputError(f"{where}: flash_attn is a llama.cpp server's -fa or Ollama's "
+                         "OLLAMA_FLASH_ATTENTION (vLLM and SGLang pick their attention backend)",
+                         field="file", hint="set runtime = \"llama.cpp\" or \"ollama\", or drop flash_attn")
     return e
+
+
+def _ollama_flash(entries: list[Entry]) -> list[Entry]:
+    """Ollama reads OLLAMA_FLASH_ATTENTION once for every model its server loads (envconfig FlashAttention,
+    passed to each runner as --flash-attn): the value an Ollama entry states holds for all of them, and two
+    that differ are an error."""
+    ollama = [e for e in entries if (e.runtime or "").split("@")[0].lower() == "ollama"]
+    stated = {e.flash_attn for e in ollama if e.flash_attn is not None}
+    if len(stated) > 1:
+        raise InputError("the Ollama entries state flash_attn both true and false; Ollama sets it once for "
+                         "every model it loads (OLLAMA_FLASH_ATTENTION)", field="file",
+                         hint="state one flash_attn for the Ollama entries")
+    if not stated:
+        return entries
+    flash = stated.pop()
+    return [replace(e, flash_attn=flash) if e in ollama else e for e in entries]
 
 
 def _read_file(path: str) -> bytes:
