@@ -601,3 +601,18 @@ def test_system_ram_the_lora_cache_takes(ram_gb, says):
     # once per server, not per card
     host = sum(e["host_bytes"] for d in r["devices"] for e in d["entries"])
     assert host == 20 * lora_params(default_models().get("llama-3.1-70b"), 16, "all") * 2
+
+
+@pytest.mark.parametrize("model,quant,pulled", [
+    ("llama-3.1-8b", "Q4_K_M", "llama3.1:8b"),  # the library tag of that quantization (models.toml)
+    ("meta-llama/Llama-3.1-8B-Instruct", "Q4_K_M", "llama3.1:8b"),  # a Hub id too
+    ("llama3.1:8b", "Q4_K_M", "llama3.1:8b"),  # the tag the user named
+])
+def test_an_ollama_bundle_pulls_a_library_tag_not_a_catalog_id(model, quant, pulled):
+    """`ollama pull` fetches Ollama library tags: a model named by its catalog or Hub id is pulled by the
+    library's tag of the planned quantization ([[model.ollama]] rows), not by a name Ollama lacks."""
+    text = (f'[machine]\ngpu = ["RTX 3060 12GB"]\n[[model]]\nmodel = "{model}"\nruntime = "ollama"\n'
+            f'quant = "{quant}"\ncontext = 4096\n')
+    lines = cardfit.stack(text=text)["bundle"]["text"].splitlines()
+    pulls = [shlex.split(ln)[-1] for ln in lines if "ollama pull" in ln]
+    assert pulls == [pulled]

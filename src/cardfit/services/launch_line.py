@@ -104,5 +104,9 @@ def _speculative(ctx: Any) -> Any:
 def model_ref(ctx: Any, engine: Any = None) -> str:
     """How the runtime's launch line names the model (its adapter's `model_ref`)."""
     r, m = ctx.resolved, ctx.model
-    return (engine or ctx.engine).model_ref(asked=ctx.inp.model, model_id=m.id, hf=m.hf,
-                                tag=r.tag.tag if r.tag is not None else None, quant=ctx.quant.name)
+    # the Ollama tag the user named, else the library's own tag of this model at this quantization (the
+    # catalog's [[model.ollama]] rows): `ollama pull` fetches library tags, not catalog ids or Hub ids
+    tag = r.tag.tag if r.tag is not None else next(
+        (t.tag for t in m.ollama if t.quant.upper() == ctx.quant.name.upper()), None)
+    return (engine or ctx.engine).model_ref(asked=ctx.inp.model, model_id=m.id, hf=m.hf, tag=tag,
+                                            quant=ctx.quant.name)
