@@ -666,7 +666,7 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
     n = max(int(requests), c)
     o = max(w.output_tokens, 1)
     if n <= c or ((prefill_first or lockstep) and fixed_lengths):
-        ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first)
+        ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first, fixed_lengths)
         return Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots), seconds,
                          n * o / seconds, n / seconds)
     b_ttfts, b_tpots, b_seconds = rounds(r, w, c, c, prefill_first)
@@ -681,8 +681,82 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
     return Benchmark(mean_ttft, median, mean_tpot, seconds, n * o / seconds, n / seconds)
 
 
+# A benchmark whose requests vary in length (`--random-lengths`, a ShareGPT run): vLLM's ShareGPT sampler
+# keeps a prompt/answer pair only with both >= 4 tokens, the prompt <= 1024 and the two <= 2048 tokens (vllm
+# benchmarks/datasets.py is_valid_sequence, min_len / max_prompt_len / max_total_len at commit f2e97dda,
+# https://github.com/vllm-project/vllm/blob/f2e97ddaf5902a9727f48b70d001b6117b8b8b12/vllm/benchmarks/datasets.py)
+SAMPLED_MIN_TOKENS = 4
+SAMPLED_MAX_PROMPT = 1024
+SAMPLED_MAX_TOTAL = 2048
+# the R2 quasirandom sequence's generator, the plastic number (M. Roberts, "The unreasonable effectiveness of
+# quasirandom sequences", 2018, https://extremelearning.com.au/unreasonable-effectiveness-of-quasirandom-sequences/):
+# request k takes the quantile ranked by frac(k / g) (prompt) and frac(k / g^2) (answer), two well-mixed,
+# mutually independent-looking orders, so FCFS admission never sees the lengths sorted
+PLASTIC = 1.32471795724474602596
+
+
+def spread(mean: int, n: int, caps: list[int], low: int, alpha: float) -> list[int]:
+    """`n` whole lengths, in the order sent, whose sum is exactly n × mean, each in [low, caps[k]]: the
+    quantiles (j + 0.5) / n of an exponential (assumed: no source states the shape of a benchmark's length
+    distribution; the exponential is the maximum-entropy law of a positive length with a known mean), scaled
+    so that, clipped to [low, cap], they sum to n × mean (the largest remainders rounded up), request k
+    taking the quantile ranked by frac((k + 1) × alpha). Needs n × low <= n × mean <= sum(caps)."""
+    target = n * mean
+    q = sorted(-math.log(1.0 - (j + 0.5) / n) for j in range(n))
+    ranked = sorted(range(n), key=lambda k: ((k + 1) * alpha) % 1.0)
+    quant = [0.0] * n
+    for j, k in enumerate(ranked):
+        quant[k] = q[j]
+
+    scale = _scale(quant, caps, low, target)
+    real = [min(max(scale * x, low), cap) for x, cap in zip(quant, caps, strict=True)]
+    out = [int(x) for x in real]
+    short = target - sum(out)
+    order = sorted(range(n), key=lambda k: out[k] - real[k])  # the largest remainders first
+    while short:
+        step = 1 if short > 0 else -1
+        for k in order if step > 0 else reversed(order):
+            if short and low <= out[k] + step <= caps[k]:
+                out[k] += step
+                short -= step
+    return out
+
+
+def _scale(quant: list[float], caps: list[int], low: int, target: int) -> float:
+    """The s at which the sum of min(max(s × x, low), cap) over the requests reaches `target`: a piecewise
+    linear sum, swept across its breakpoints (where each term leaves `low`, then reaches its cap)."""
+    points = sorted([(low / x, 0, k) for k, x in enumerate(quant)]
+                    + [(cap / x, 1, k) for k, (x, cap) in enumerate(zip(quant, caps, strict=True))])
+    const, slope, at = float(low * len(quant)), 0.0, 0.0
+    for s, leaves, k in points:
+        if const + slope * s >= target:
+            break
+        at = s
+        if leaves:
+            slope -= quant[k]
+            const += caps[k]
+        else:
+            slope += quant[k]
+            const -= low
+    return (target - const) / slope if slope > 0 else at
+
+
+@lru_cache(maxsize=256)
+def varied(input_tokens: int, output_tokens: int, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Each of `n` requests' prompt and answer lengths (`spread`) with the means given: within the ShareGPT
+    sampler's limits where the means fit them (each answer capped at what its own prompt leaves of the total),
+    otherwise (means the sampler cannot have drawn) uncapped."""
+    low_i, low_o = min(SAMPLED_MIN_TOKENS, input_tokens), min(SAMPLED_MIN_TOKENS, output_tokens)
+    sampled = input_tokens <= SAMPLED_MAX_PROMPT and input_tokens + output_tokens <= SAMPLED_MAX_TOTAL
+    top = SAMPLED_MAX_PROMPT if sampled else n * input_tokens
+    ins = spread(input_tokens, n, [top] * n, low_i, 1 / PLASTIC)
+    caps = [SAMPLED_MAX_TOTAL - x for x in ins] if sampled else [n * output_tokens] * n
+    outs = spread(output_tokens, n, caps, low_o, 1 / PLASTIC ** 2)
+    return tuple(ins), tuple(outs)
+
+
 def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
-           prefill_first: bool) -> tuple[list[float], list[float], float]:
+           prefill_first: bool, fixed_lengths: bool = True) -> tuple[list[float], list[float], float]:
     """Step the engine through `requests` requests, `concurrency` sent at once and the next each time an
     answer ends: (TTFT and TPOT per request, seconds until the last answer ends). As the engine schedules:
 
@@ -698,10 +772,14 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
 
     A prompt's first token comes at the end of the step that finishes it; an answer of O tokens ends O − 1
     decode steps later. Stretches without an admissible prompt are decode steps of a fixed batch, jumped to
-    the next answer's end (or to the step the pool runs out of blocks)."""
+    the next answer's end (or to the step the pool runs out of blocks).
+
+    `fixed_lengths` False: each request has its own prompt and answer length around the means (`varied`), so
+    the slots and blocks free as each answer ends and the run lasts until the longest one ends."""
     n = max(int(requests), 1)
     c = max(1, min(int(concurrency), n))
     i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    ins, outs = ((i,) * n, (o,) * n) if fixed_lengths else varied(i, o, n)
     chunk = max(r.chunk_tokens, 1)
     pool = Pool(r, n) if r.kv_tokens else None
     cap = max(r.kv_seqs or r.max_seqs, 1) if pool else max(r.max_seqs, 1)
@@ -720,7 +798,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
     arrival = [0.0] * c  # per request, in the order sent
     if r.burst_first_alone and c > 1:  # the others are queued just after the first one's step started
         arrival[1:] = [BURST_LAG_S] * (c - 1)
-    queue: deque[list[Any]] = deque([k, float(i)] for k in range(c))  # [request, tokens to compute], FCFS
+    queue: deque[list[Any]] = deque([k, float(ins[k])] for k in range(c))  # [request, tokens left]: FCFS
     started: list[list[Any]] = []  # admitted prompts part-prefilled (they hold a slot), in admission order
     # decoding requests: the decode step (of `clock`, the steps in which the running requests decode) at
     # which each one's answer ends, and the same as a heap to find the next end
@@ -745,7 +823,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
             pool.release(k)
         if sent < n:  # the client sends the next request as this answer ends
             arrival.append(at)
-            queue.append([sent, float(i)])
+            queue.append([sent, float(ins[sent])])
             sent += 1
             if len(queue) > 1 and arrival[queue[-2][0]] > at:  # a shorter lag: it arrives first (FCFS)
                 ordered = sorted(queue, key=lambda x: arrival[x[0]])
@@ -860,7 +938,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
         for k in completed:
             if math.isnan(first[k]):
                 first[k] = t + lag_s(t)
-                left = o - 1
+                left = outs[k] - 1
             else:  # a preempted request computed again: its step samples the next token
                 left = pool.resume[k] - 1 if pool else 0
             if left > 0:
@@ -871,7 +949,8 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
             else:
                 finish(k, t)
     ttft = [first[k] - arrival[k] for k in range(n)]
-    tpot = [(end[k] - first[k]) / (o - 1) for k in range(n)] if o > 1 else [0.0] * n
+    # TPOT over the answers longer than one token, as `vllm bench serve` averages it
+    tpot = [(end[k] - first[k]) / (outs[k] - 1) for k in range(n) if outs[k] > 1] or [0.0] * n
     return ttft, tpot, max(end)
 
 

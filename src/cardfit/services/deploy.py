@@ -126,7 +126,9 @@ class DeployInput(ModelInput, SpeculativeInput):
                                "--num-prompts`): the --users' first round is sent at once; default: the "
                                "steady state", ge=1, le=1_000_000)
     random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
-                               "or random dataset), not all the same")
+                               "or random dataset), not all the same: each has its own prompt and answer "
+                               "length (an exponential around the means, assumed) and a burst lasts until "
+                               "its longest answer ends")
     # the engine settings (services/inputs.py ENGINE_OPTIONS: one definition, shared with `cardfit speed`)
     max_num_seqs: int | None = engine_opt("max_num_seqs")
     max_num_batched_tokens: int | None = engine_opt("max_num_batched_tokens")
