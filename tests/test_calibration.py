@@ -472,7 +472,11 @@ HELD_LOO = {
     # 23.0 % / 175.5 % -> 23.0 % / 173.9 % with a P/D request's TTFT counting the decode worker's handoff
     # steps and a closed loop's wait for a decode slot (core/disagg.py): the 48 P/D records' TTFT 81.7 % ->
     # 78.8 % out of sample, still short (what is left is not sourced: core/disagg.py's docstring)
-    "serving": (0.235, 1.85),
+    # 23.0 % / 174 % -> 20.3 % / 155 % (1,299 records): a random-length burst gives each request its own
+    # lengths and ends with its longest answer (core/serving.py varied; 230 records 38 % -> 27 %), SGLang's
+    # sliding-window pool and default memory share, TensorRT-LLM's attention-DP balancing; 20 InferenceX
+    # median-TTFT records (first contact stored) join
+    "serving": (0.215, 1.65),
 }
 
 
@@ -488,7 +492,9 @@ HELD_USER_PATH = {
     # loosened: the speculative-decoding runs' baselines (SGLang on an H100, llama.cpp on an RTX 3060) are new
     # user-path records, and the 3060 baseline is a ninth publisher of llama.cpp's per-layer time (104.7 ->
     # 111.2 us), which moves the other folds' refits
-    "decode": (0.153, 0.34),
+    # 14.0 % / 32.7 % -> 13.9 % / 28.3 %: llama-server's speculative cycle before PR #17808 (an extra
+    # single-token step) on the W7900 draft run, +69 % -> +14 %
+    "decode": (0.145, 0.30),
     "prefill": (0.115, 0.32),  # 12 records
     # aggregate 11.6 % / 14.9 % -> 10.4 % / 15.5 % with the measured all-reduce kernel time and the MoE
     # constants it refits (expert_efficiency 0.615 -> 0.663): Millstone's gpt-oss-120b peaks out of sample,
@@ -508,7 +514,11 @@ HELD_USER_PATH = {
     # (a pinned deploy now takes their pools, and their TTFT is too short: the handoff's fixed costs are not
     # modelled) and the 22 KV offload / prefix records joined the user path; SGLang's eager decode above its
     # graph cap and InferenceX's stated recv interval moved the rest the safe way
-    "serving": (0.349, 3.2),  # 463 records
+    # 30.6 % / 306 % (463) -> 25.9 % / 216 % (439): random-length bursts end with their longest answer
+    # (GPUStack throughput SGLang 128 % -> 33 %, TensorRT-LLM 145 % -> 44 %), attention-DP balancing on
+    # InferenceX's TensorRT-LLM runs (63 % -> 13 %), SGLang's SWA pool (gpt-oss before SGLang 0.5.8 and
+    # SGLang 0.5.3rc0 records are older releases now: 44 left the user path), 20 median-TTFT records joined
+    "serving": (0.27, 2.3),  # 439 records
 }
 
 
