@@ -7,6 +7,7 @@ the input layer to the CPU); whole layers may sit in system RAM (-ngl)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from ..catalog.models import ModelSpec
@@ -76,10 +77,15 @@ def output_bytes(m: ModelSpec, q: Quant | None, weights_bytes: int) -> int:
     quantization's per-tensor types (core/weights.py tensor_bytes), at most the card's weights."""
     if q is None or not has_shapes(m):  # no tensor table: the output layer is spread with the others
         return 0
+    return min(_output_layer_bytes(m, q), weights_bytes)
+
+
+@lru_cache(maxsize=256)  # deploy sizes a split for every card set of a model: the tensor table once per quant
+def _output_layer_bytes(m: ModelSpec, q: Quant) -> int:
     rows = tensor_bytes(m, q)
     tied = not any(k == "output" for k, _, _ in rows)
     kinds = ("token_embd" if tied else "output", "output_norm")
-    return min(sum(b for k, _, b in rows if k in kinds), weights_bytes)
+    return sum(b for k, _, b in rows if k in kinds)
 
 
 @record(slots=True)
