@@ -13,16 +13,8 @@ from hypothesis import strategies as st
 
 import cardfit
 from cardfit.core import serving as sv
-from cardfit.core import speed as sp
 
-
-def _replica(seqs: int = 256, chunk: int = 2048) -> sv.Replica:
-    """A 7.6B model on one H100-class card (the replica of tests/test_kv_pool.py)."""
-    shares = sp.Shares(1.0, 0.0, 0.0, 1.0, "params")
-    load = sp.Load(15_000_000_000, shares, 1536 * 57344, 2 * 7.6e9, 28, 3584)
-    mc = sp.Machine(1935.0, 312.0, 1, decode_efficiency=0.873, overhead_s_per_layer=61.1e-6,
-                    compute_efficiency=0.8)
-    return sv.Replica(load, mc, 2 * 7.6e9, chunk, seqs)
+from .test_kv_pool import _replica  # a 7.6B model on one H100-class card
 
 
 # hand-worked: the exponential's quantiles at (j + 0.5) / 4 are -ln(0.875, 0.625, 0.375, 0.125) = 0.1335,
