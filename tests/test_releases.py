@@ -93,10 +93,27 @@ def test_profile_at_sets_the_older_engines_fields_and_reads_its_constants() -> N
         assert fitted(trt, "prefill_overhead_us_per_layer") == 0
 
 
+# Ollama's releases by number (data/releases.toml: its features name the release they came in; the tags'
+# envconfig/config.go and server/sched.go): (release, features it has, features it lacks)
+@pytest.mark.parametrize("name,has,lacks", [
+    ("ollama@0.1.34", (), ("cuda_graphs", "mmq", "auto_parallel")),  # llama.cpp 952d03db, NumParallel = 1
+    ("ollama@0.1.48", ("cuda_graphs",), ("mmq", "auto_parallel")),
+    ("ollama@0.3.3", ("cuda_graphs", "mmq", "auto_parallel"), ("auto_parallel_2", "parallel_default_one")),
+    ("ollama@0.6.6", ("auto_parallel",), ("auto_parallel_2", "parallel_default_one")),  # defaultParallel 4
+    ("ollama@0.6.7", ("auto_parallel", "auto_parallel_2"), ("parallel_default_one",)),  # defaultParallel 2
+    ("ollama@0.9.6", ("auto_parallel_2",), ("parallel_default_one",)),
+    ("ollama@0.10.0", ("auto_parallel", "parallel_default_one"), ()),  # NumParallel = 1 again
+    ("ollama@2024-08-05", ("auto_parallel",), ("parallel_default_one",)),  # the release current then
+])
+def test_ollama_releases_by_number(name: str, has: tuple[str, ...], lacks: tuple[str, ...]) -> None:
+    rel = default_runtimes().get(name).release
+    assert all(rel.has(f) for f in has) and not any(rel.has(f) for f in lacks), rel
+
+
 @pytest.mark.parametrize("name,message", [
     ("vllm@", "name a release after '@'"),
     ("vllm@banana", "is not a vllm release"),
-    ("ollama@0.5.7", "knows no releases of Ollama"),
+    ("ollama@banana", "is not a ollama release"),
     ("transformers@4.45", "knows no releases"),
 ])
 def test_a_release_that_cannot_be_read_is_a_clear_error(name: str, message: str) -> None:

@@ -264,11 +264,17 @@ def runtime_named(text: str, find: Any) -> RuntimeProfile | None:
         raise InputError(f"'{text}': name a release after '@' (e.g. {_example(rt.id)}), or drop the '@'",
                          field="runtime")
     table = release_table().get(rt.id)
-    if table is None or not (table.current or (_DATE.match(rel) and table.features)):
-        known = ", ".join(sorted(k for k, v in release_table().items() if v.current))
+    if table is None or not (_numbered(table) or (_DATE.match(rel) and table.features)):
+        known = ", ".join(sorted(k for k, v in release_table().items() if _numbered(v)))
         raise InputError(f"cardfit knows no releases of {rt.name}: drop '@{rel}' (releases are known for "
                          f"{known})", field="runtime")
     return at_release(rt, rel)
+
+
+def _numbered(table: RuntimeReleases) -> bool:
+    """Whether a runtime's releases can be named by number: it has a current release, or its features name
+    the release they came in (Ollama: current left empty, data/releases.toml)."""
+    return bool(table.current or any(f.from_ for f in table.features))
 
 
 def at_release(rt: RuntimeProfile, stated: str, date: str | None = None) -> RuntimeProfile:
