@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
-from ..core.kv import kv_cache_bytes
+from ..core.kv import kv_bytes_per_token, kv_cache_bytes
 from ..core.memory import MemorySettings
 from ..core.weights import tensor_bytes
 from .base import NotModelled
@@ -76,6 +76,68 @@ class Ollama(LlamaCppLike):
         return total, (f"457 MiB + spare layer {layer0 / 1e6:.0f} MB + {'partial' if partial else 'full'} "
                        f"graph {graph / 1e6:.0f} MB + layers with KV {layers / 1e9:.2f} GB + output "
                        f"{output / 1e6:.0f} MB")
+
+
+@record(slots=True)
+class FitEstimate:
+    """Ollama's own estimate of a model fully loaded on its cards, as its scheduler tests the fit before a
+    load (llm/memory.go EstimateGPULayers and PredictServerFit, v0.2-v0.9): `fixed` on every card it uses
+    (the 457 MiB minimum + the spare blk.0 layer + the larger of the partial and full graph, which a card
+    must hold before any layer goes on it), `layers` the blk layers with their KV cache plus the output
+    layer, spread over the cards."""
+
+    fixed: int
+    layers: int
+
+    def fits(self, free: list[int]) -> bool:
+        """Every layer and the output layer placed on cards with `free` bytes each (Ollama's free memory):
+        on one card, fixed + layers < free; over several, each card takes its fixed part and the layers
+        go where room is left (the round-robin's granularity of one layer is not modelled)."""
+        room = [f - self.fixed for f in free]
+        return all(r > 0 for r in room) and sum(room) > self.layers
+
+
+def fit_estimate(m: ModelSpec, q: Quant, cells: int, batch: int, kv_dtype: str, minimum: int,
+                 cards: int = 1) -> FitEstimate:
+    """Ollama's estimate at `cells` KV cells (num_ctx x slots), llm/memory.go v0.3.3: KV = cells x layers x
+    (K + V head sizes) x KV heads at the cache type's bytes (f16 before OLLAMA_KV_CACHE_TYPE), every layer
+    at the whole context (the estimate knows no sliding window); the graph by fs/ggml GraphSize for the
+    architectures it names (llama, gemma, gemma2, qwen2), else its own fallback GQA x KV / 6; over several
+    cards the partial graph ("multigpu should always use the partial graph size")."""
+    tensors = tensor_bytes(m, q)
+    kv = kv_bytes_per_token(m, kv_dtype) * cells
+    kv_layer = kv // m.layers
+    layers = sum(b for k, i, b in tensors if i >= 0) + kv_layer * m.layers
+    layer0 = sum(b for k, i, b in tensors if i == 0) + kv_layer
+    out_kind = "output" if any(k == "output" for k, i, b in tensors) else "token_embd"
+    output = sum(b for k, i, b in tensors if k in (out_kind, "output_norm"))
+    batch = min(cells, batch)
+    partial, full = ollama_graph(m, batch, cells, kv)
+    graph = partial if cards > 1 else max(partial, full)
+    return FitEstimate(minimum + layer0 + graph, layers + output)
+
+
+def ollama_graph(m: ModelSpec, batch: int, ctx: int, kv: int) -> tuple[int, int]:
+    """(partial, full) graph bytes of fs/ggml GraphSize (llm/ggml.go v0.3.3) for a model's architecture;
+    an architecture it does not name: partial = GQA x KV / 6, full = partial (llm/memory.go)."""
+    arch = m.model_type
+    if arch in ("llama", "mistral") and not m.is_moe:
+        return graph_bytes(m, batch, ctx, True), graph_bytes(m, batch, ctx, False)
+    embd, heads, head_k, vocab = m.hidden, m.heads, m.head_dim, m.vocab
+    if arch in ("gemma", "gemma2") and vocab:
+        full = max(4 * batch * (embd + vocab),
+                   4 * batch * (2 + ctx + ctx * heads + 2 * embd + 2 * head_k * heads))
+        partial = max(4 * embd * batch + embd * vocab * 105 // 128 + 4 * vocab * batch,
+                      4 * batch * (2 * embd + 1 + 2 * head_k * heads + ctx + ctx * heads)
+                      + 4 * head_k * ctx * 8 + embd * head_k * heads * 9 // 16)
+        return partial, full
+    if arch == "qwen2" and vocab:
+        full = max(4 * batch * (embd + vocab), 4 * batch * (1 + 2 * embd + ctx + ctx * heads))
+        partial = max(4 * batch * (embd + vocab) + embd * vocab * 105 // 128,
+                      4 * (batch * (1 + 2 * embd + ctx * (1 + heads)) + embd * (1 + ctx)))
+        return partial, full
+    gqa = heads // max(m.kv_heads, 1)
+    return gqa * kv // 6, gqa * kv // 6
 
 
 def graph_bytes(m: ModelSpec, batch: int, ctx: int, partial: bool) -> int:

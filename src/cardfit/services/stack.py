@@ -141,6 +141,7 @@ class Entry:
     lora_scale: float | None  # llama.cpp's --lora-scaled
     port: int | None
     flash_attn: bool | None = None  # llama.cpp -fa, Ollama OLLAMA_FLASH_ATTENTION (None: runtime's default)
+    users_stated: bool = True  # `users` given (Ollama: OLLAMA_NUM_PARALLEL set, not its release's default)
 
 
 @record
@@ -436,7 +437,8 @@ def _entry(i: int, raw: Any) -> Entry:
         lora_type=_choice(where, "lora_type", raw["lora_type"], tuple(LORA_FILE_TYPES))
         if "lora_type" in raw else None,
         lora_scale=_scale(where, raw["lora_scale"]) if "lora_scale" in raw else None,
-        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None, flash_attn=flash)
+        port=_int(where, "port", raw["port"], 1024, 65535) if "port" in raw else None, flash_attn=flash,
+        users_stated="users" in raw)
 
 
 def _adapters(where: str, raw: dict[str, Any]) -> int:
@@ -563,14 +565,25 @@ class Sizer:
         self.rules = default_rental()
         self._memo: dict[tuple, Sized] = {}
         # Ollama's OLLAMA_NUM_PARALLEL is one setting for every model it loads (envconfig NumParallel)
-        ollama = [e.users for e in spec.entries if (e.runtime or "").startswith("ollama")]
-        self.ollama_parallel = max(ollama, default=1)
+        ollama = [e for e in spec.entries if _is_ollama(e)]
+        self.ollama_parallel = max((e.users for e in ollama), default=1)
+        # with it unset, a release that picks each model's slots at its load (data/releases.toml
+        # auto_parallel) gives every Ollama model its own: `slots`, chosen as the machine loads them
+        self.ollama_release = _ollama_release(ollama) if ollama and not any(e.users_stated for e in ollama) \
+            else None
+        self.slots: dict[int, int] = {}
+
+    def auto(self, e: Entry) -> bool:
+        """Whether Ollama picks this entry's slots when it loads it (OLLAMA_NUM_PARALLEL unset)."""
+        return self.ollama_release is not None and _is_ollama(e) and e.role not in ("draft", "adapter")
 
     def users(self, e: Entry) -> int:
-        return self.ollama_parallel if (e.runtime or "").startswith("ollama") else e.users
+        if self.auto(e):
+            return self.slots.get(e.index, 1)
+        return self.ollama_parallel if _is_ollama(e) else e.users
 
     def size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
-        key = (e, gpu.id, count)
+        key = (e, gpu.id, count, self.users(e))
         hit = self._memo.get(key)
         if hit is None:
             hit = self._memo[key] = self._size(e, gpu, count)
@@ -620,6 +633,24 @@ class Sizer:
         # the draft's weights and its own KV cache (its layers' cells for the target's sequences), split like
         # its target's (vLLM runs the draft at the target's tensor-parallel size)
         return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name, False
+
+
+def _is_ollama(e: Entry) -> bool:
+    return (e.runtime or "").split("@")[0].strip().lower() == "ollama"
+
+
+def _ollama_release(entries: list[Entry]) -> Any:
+    """The Ollama release of the stack's Ollama entries (the first that names one after '@'; none: the
+    current release) where it picks each model's slots when OLLAMA_NUM_PARALLEL is unset: from 0.2.0 until
+    its default became 1 in 0.10.0 (data/releases.toml auto_parallel, parallel_default_one); else None."""
+    from ..catalog.releases import release
+
+    stated = next((e.runtime.partition("@")[2].strip() for e in entries if "@" in (e.runtime or "")), "")
+    try:
+        rel = release("ollama", stated)
+    except InputError as err:
+        raise InputError(f"{err}", field="file") from None
+    return rel if rel.has("auto_parallel") and not rel.has("parallel_default_one") else None
 
 
 def lora_set(e: Entry) -> LoraSet:
@@ -709,6 +740,7 @@ class Machine:
         self.used = [0] * len(gpus)
         self.swap = [0] * len(gpus)  # the largest non-resident Ollama model on each card
         self.reserved = [0] * len(gpus)  # memory the driver keeps that CUDA does not report (vLLM's reading)
+        self.ollama_estimates = [0] * len(gpus)  # Ollama's own estimates of its runners on each card
         self.placed: list[Placed] = []
         self.unplaced: list[tuple[Server, int, str]] = []
 
@@ -717,6 +749,8 @@ class Machine:
 
     def place(self, s: Server) -> None:
         e = s.entry
+        if self.sizer.auto(e) and e.index not in self.sizer.slots:
+            self.sizer.slots[e.index] = self.ollama_slots(s)
         single = [d for d in range(len(self.gpus))]
         if e.gpus and e.gpus > len(self.gpus):
             raise InputError(f"{_where(e.index, e.model)}: gpus = {e.gpus}, but the machine has "
@@ -735,6 +769,53 @@ class Machine:
             if got is not None and self._fits(got):
                 return self._put(got)
         self._refuse(s, "no card or set of cards has room for it")
+
+    def ollama_slots(self, s: Server) -> int:
+        """The slots Ollama gives a model it loads with OLLAMA_NUM_PARALLEL unset, at a release that picks
+        them (server/sched.go v0.2.0-v0.9.6): an embedder 1 (from 0.3.7), a vision model 1 (any before
+        0.4.1, mllama after); else the first of (4, 1) (from 0.6.7: (2, 1)) at which its own estimate of the
+        whole model fits one card's free memory, then the first at which it fits all the cards together
+        (pickBestFullFitByLibrary); none: 1 (a partial load, pickBestPartialFitByLibrary). Its free memory is
+        the driver's, or less: the card's total less its estimates of the runners it already loaded
+        (updateFreeSpace)."""
+        from ..runtimes.ollama import fit_estimate
+
+        rel, e = self.sizer.ollama_release, s.entry
+        sized = self.sizer.size(e, self.gpus[0], 1)  # at 1 slot: the context each sequence gets
+        ctx = sized.ctx
+        if e.role == "embed" and rel.has("embed_parallel_one"):
+            return 1
+        if e.role == "vision" and (not rel.has("vision_parallel") or ctx.model.model_type == "mllama"):
+            return 1
+        tries = (2 if rel.has("auto_parallel_2") else 4, 1)
+        rt = ctx.runtime
+        minimum = rt.context_bytes + rt.gpu_overhead_bytes  # discover/gpu.go 457 MiB + OLLAMA_GPU_OVERHEAD
+        free = [min(self.free(d), self.gpus[d].usable_bytes - self.ollama_estimates[d])
+                for d in range(len(self.gpus))]
+
+        def estimate(slots: int, cards: int) -> Any:
+            return fit_estimate(ctx.model, ctx.quant, sized.memory.context * slots, rt.prefill_chunk,
+                                ctx.kv_dtype, minimum, cards)
+
+        for p in tries:
+            if any(estimate(p, 1).fits([f]) for f in free):
+                return p
+        if len(free) > 1:
+            for p in tries:
+                if estimate(p, len(free)).fits(free):
+                    return p
+        return 1
+
+    def _ollama_loaded(self, p: Placed) -> None:
+        """Ollama's estimate of a runner it loaded, on each of its cards (what updateFreeSpace subtracts)."""
+        from ..runtimes.ollama import fit_estimate
+
+        ctx, n = p.sized.ctx, len(p.devices)
+        rt = ctx.runtime
+        est = fit_estimate(ctx.model, ctx.quant, p.sized.memory.context * ctx.sequences, rt.prefill_chunk,
+                           ctx.kv_dtype, rt.context_bytes + rt.gpu_overhead_bytes, n)
+        for d in p.devices:
+            self.ollama_estimates[d] += est.fixed + est.layers // n
 
     def _refuse(self, s: Server, why: str) -> None:
         d = max(range(len(self.gpus)), key=lambda i: (self.gpus[i].usable_bytes, -i))
@@ -836,6 +917,8 @@ class Machine:
                 self.used[d] += need
             else:
                 self.swap[d] = max(self.swap[d], need)
+        if self.sizer.auto(p.server.entry):
+            self._ollama_loaded(p)
         self.placed.append(p)
 
 
@@ -866,6 +949,9 @@ class StackEntry(Result):
     resident: bool
     host_bytes: int  # system RAM it also holds (llama.cpp's token_embd, vLLM's CPU LoRA cache)
     port: int | None
+    # the sequences its server holds at once (llama.cpp -np, Ollama's slots: OLLAMA_NUM_PARALLEL, or the
+    # ones an Ollama release picks at the model's load when it is unset; vLLM/SGLang: `users`)
+    slots: int = 1
 
 
 @record
@@ -925,8 +1011,12 @@ def solve(spec: Spec, catalog: tuple[str, ...]) -> tuple[Machine, Sizer]:
     machine = Machine(spec.gpus, sizer)
     servers = servers_of(spec)
     # first-fit decreasing: the largest server first (its bytes alone on the first card), ties in file order
-    weight = {s.entry.index: sizer.size(s.entry, spec.gpus[0], 1).per_card for s in servers}
-    for s in sorted(servers, key=lambda s: (not s.entry.resident, -weight[s.entry.index], s.entry.index)):
+    # Ollama models whose slots Ollama picks at their load come after the servers the bundle starts first,
+    # in file order (the order the bundle loads them)
+    weight = {s.entry.index: 0 if sizer.auto(s.entry) else sizer.size(s.entry, spec.gpus[0], 1).per_card
+              for s in servers}
+    for s in sorted(servers, key=lambda s: (not s.entry.resident, sizer.auto(s.entry), -weight[s.entry.index],
+                                            s.entry.index)):
         machine.place(s)
     return machine, sizer
 
@@ -1049,11 +1139,21 @@ def _entry_view(piece: Piece, p: Placed, port: int | None, share: float) -> Stac
     quant = ctx.quant.name if main else piece.what
     users = e.users if main else p.server.entry.users
     return StackEntry(e.model, e.role, ctx.runtime.id, piece.bytes, tps, quant, p.sized.memory.context,
-                      users, piece.resident, piece.host_bytes, port if main else None)
+                      users, piece.resident, piece.host_bytes, port if main else None, ctx.sequences)
+
+
+def _slot_notes(machine: Machine) -> list[str]:
+    """The slots an Ollama release picked for each model at its load (Machine.ollama_slots), file order."""
+    rel = machine.sizer.ollama_release
+    return [f"{p.server.entry.model}: {p.sized.ctx.sequences} slot(s), which Ollama {rel.name} picks at its "
+            "load with OLLAMA_NUM_PARALLEL unset (the models loaded in file order, each against the memory "
+            "those before it leave)"
+            for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
+            if machine.sizer.auto(p.server.entry)]
 
 
 def _notes(machine: Machine) -> list[str]:
-    notes = []
+    notes = _slot_notes(machine)
     for p in machine.placed:
         e = p.server.entry
         if p.utilization is not None:
@@ -1239,12 +1339,16 @@ def _visible(p: Placed) -> str:
     return ",".join(str(d) for d in p.devices)
 
 
-def _ollama_env(machine: Machine) -> list[tuple[str, str]]:
-    """What the one `ollama serve` needs for its models: how many stay loaded, how long."""
+def _ollama_env(machine: Machine, env: dict[str, str]) -> dict[str, str]:
+    """What the one `ollama serve` needs for its models: how many stay loaded, how long; OLLAMA_NUM_PARALLEL
+    left unset where the stack's Ollama release picks each model's slots (Sizer.auto)."""
     ollama = [p for p in machine.placed if p.sized.ctx.runtime.shared_server]
     resident = [p for p in ollama if p.server.entry.resident]
     loaded = len(resident) + (1 if len(resident) < len(ollama) else 0)
-    return [("OLLAMA_MAX_LOADED_MODELS", str(max(loaded, 1)))]
+    out = {**env, "OLLAMA_MAX_LOADED_MODELS": str(max(loaded, 1))}
+    if machine.sizer.ollama_release is not None:
+        out.pop("OLLAMA_NUM_PARALLEL", None)
+    return out
 
 
 def _script(machine: Machine, ports: dict[int, int]) -> str:
@@ -1261,8 +1365,7 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
         if rt == "ollama":
             if not ollama_done:
                 launch = server_launch(p, port)
-                env = dict(launch.env)
-                env.update(_ollama_env(machine))
+                env = _ollama_env(machine, dict(launch.env))
                 if not unified:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in _ollama_cards(machine))
                 words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -1349,7 +1452,7 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         env = dict(launch.env)
         env.pop("OLLAMA_HOST", None)
         if rt.shared_server:
-            env.update(_ollama_env(machine))
+            env = _ollama_env(machine, env)
             done_ollama = True
         out += [f"  {name}:", f"    image: {q(container_image(rt))}"]
         out += [f"    {'command' if entry else 'entrypoint'}: [{', '.join(q(a) for a in args)}]"]
