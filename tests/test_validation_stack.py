@@ -35,10 +35,10 @@ HELD = {
     "nixiesearch-gpu-doc-qwen2-05b-q4_0-2x4090-cuda1": 0.01,
     # two Ollama 0.3.3 runners on one RTX 3060 (nvidia-smi per process): llama3.1 8B +2.0 % (first contact
     # -8.6 %: planned with flash attention on, which the stack could not turn off for Ollama); gemma2 2B
-    # +43.9 % because the stack plans every Ollama model with the server's one OLLAMA_NUM_PARALLEL (4),
-    # where the run's auto default gave the second model 1 slot (memory_stack_shared.toml notes)
+    # +0.9 % (first contact +43.9 %: every Ollama model planned with the server's one OLLAMA_NUM_PARALLEL,
+    # 4, where 0.3.3's automatic slots gave the second model 1; the stack now picks them as that release)
     "train-store-rtx3060-ollama033-llama31-8b-q4km-beside-gemma2-2b": 0.02,
-    "train-store-rtx3060-ollama033-gemma2-2b-q4_0-beside-llama31-8b": 0.44,
+    "train-store-rtx3060-ollama033-gemma2-2b-q4_0-beside-llama31-8b": 0.01,
 }
 
 

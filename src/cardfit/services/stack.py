@@ -640,12 +640,16 @@ def _is_ollama(e: Entry) -> bool:
 
 
 def _ollama_release(entries: list[Entry]) -> Any:
-    """The Ollama release of the stack's Ollama entries (the first that names one after '@'; none: the
-    current release) where it picks each model's slots when OLLAMA_NUM_PARALLEL is unset: from 0.2.0 until
+    """The Ollama release of the stack's Ollama entries (the one they name after '@'; none: the current
+    release) where it picks each model's slots when OLLAMA_NUM_PARALLEL is unset: from 0.2.0 until
     its default became 1 in 0.10.0 (data/releases.toml auto_parallel, parallel_default_one); else None."""
     from ..catalog.releases import release
 
-    stated = next((e.runtime.partition("@")[2].strip() for e in entries if "@" in (e.runtime or "")), "")
+    named = sorted({e.runtime.partition("@")[2].strip() for e in entries if "@" in (e.runtime or "")})
+    if len(named) > 1:
+        raise InputError(f"the Ollama entries name releases {' and '.join(named[:2])}; one `ollama serve` "
+                         "loads them all", field="file", hint="name one release on every Ollama entry")
+    stated = named[0] if named else ""
     try:
         rel = release("ollama", stated)
     except InputError as err:
@@ -1142,12 +1146,16 @@ def _entry_view(piece: Piece, p: Placed, port: int | None, share: float) -> Stac
                       users, piece.resident, piece.host_bytes, port if main else None, ctx.sequences)
 
 
+def _n_slots(n: int) -> str:
+    return f"{n} slot" + ("s" if n != 1 else "")
+
+
 def _slot_notes(machine: Machine) -> list[str]:
     """The slots an Ollama release picked for each model at its load (Machine.ollama_slots), file order."""
     rel = machine.sizer.ollama_release
-    return [f"{p.server.entry.model}: {p.sized.ctx.sequences} slot(s), which Ollama {rel.name} picks at its "
-            "load with OLLAMA_NUM_PARALLEL unset (the models loaded in file order, each against the memory "
-            "those before it leave)"
+    return [f"{p.server.entry.model}: {_n_slots(p.sized.ctx.sequences)}, which Ollama {rel.name} picks at "
+            "its load with OLLAMA_NUM_PARALLEL unset (the models loaded in file order, each against the "
+            "memory those before it leave)"
             for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
             if machine.sizer.auto(p.server.entry)]
 
