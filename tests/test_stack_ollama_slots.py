@@ -88,7 +88,13 @@ def test_a_stated_users_is_ollamas_one_setting_and_the_bundle_sets_it():
     explicit = _stack(PAIR[:1], "RTX 3060 12GB", "ollama@0.3.3", "users = 2\n")
     assert _slots(explicit) == [2] and "OLLAMA_NUM_PARALLEL=2" in explicit["bundle"]["text"]
     auto = _stack(PAIR, "RTX 3060 12GB", "ollama@0.3.3", "flash_attn = false\n")
-    assert "OLLAMA_NUM_PARALLEL" not in auto["bundle"]["text"]  # left to the release, as the run had it
+    assert "OLLAMA_NUM_PARALLEL=" not in auto["bundle"]["text"]  # left to the release, as the run had it
+    assert "# run Ollama 0.3.3: with OLLAMA_NUM_PARALLEL unset" in auto["bundle"]["text"]
+    text = '[machine]\ngpu = ["RTX 3060 12GB"]\n[[model]]\nmodel = "llama3.1:8b"\nruntime = "ollama@0.3.3"\n'
+    compose = cardfit.stack(text=text, bundle="compose")["bundle"]["text"]
+    assert 'image: "ollama/ollama:0.3.3"' in compose and "OLLAMA_NUM_PARALLEL:" not in compose
+    current = cardfit.stack(text=text.replace("@0.3.3", ""), bundle="compose")["bundle"]["text"]
+    assert 'image: "ollama/ollama:0.33.3"' in current and 'OLLAMA_NUM_PARALLEL: "1"' in current
     assert auto["notes"][0].startswith("llama-3.1-8b: 4 slots, which Ollama 0.3.3 picks at its load")
     assert auto["notes"][1].startswith("gemma-2-2b: 1 slot, which Ollama 0.3.3 picks")
 

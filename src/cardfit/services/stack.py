@@ -1377,7 +1377,7 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                 if not unified:
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in _ollama_cards(machine))
                 words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-                lines += ["", f"# Ollama: every model below on port {port}",
+                lines += ["", f"# Ollama: every model below on port {port}", *_ollama_release_note(machine),
                           f"{words} {shlex.join(launch.argv)} &",
                           f"until curl -s http://127.0.0.1:{port}/ >/dev/null; do sleep 1; done"]
                 ollama_done = True
@@ -1404,6 +1404,23 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                   f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; do sleep 2; done"]
     lines += ["", "wait"]
     return "\n".join(lines) + "\n"
+
+
+def _ollama_image(machine: Machine, image: str) -> str:
+    """The image of the Ollama release whose automatic slots the stack planned (its tag is the release
+    number: ollama/ollama:0.3.3); the runtime row's image otherwise, or for a release named by a date."""
+    rel = machine.sizer.ollama_release
+    if rel is None or not rel.number or not re.fullmatch(r"v?\d+(\.\d+)*", rel.name.strip()):
+        return image
+    return f"{image.rsplit(':', 1)[0]}:{'.'.join(str(n) for n in rel.number)}"
+
+
+def _ollama_release_note(machine: Machine) -> list[str]:
+    rel = machine.sizer.ollama_release
+    if rel is None:
+        return []
+    return [f"# run Ollama {rel.name}: with OLLAMA_NUM_PARALLEL unset it picks each model's slots as planned "
+            "(releases 0.2.0 to 0.9.x)"]
 
 
 def _ollama_cards(machine: Machine) -> list[int]:
@@ -1462,7 +1479,8 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
         if rt.shared_server:
             env = _ollama_env(machine, env)
             done_ollama = True
-        out += [f"  {name}:", f"    image: {q(container_image(rt))}"]
+        image = _ollama_image(machine, container_image(rt)) if rt.shared_server else container_image(rt)
+        out += [f"  {name}:", f"    image: {q(image)}"]
         out += [f"    {'command' if entry else 'entrypoint'}: [{', '.join(q(a) for a in args)}]"]
         if env:
             out += ["    environment:"] + [f"      {k}: {q(v)}" for k, v in env.items()]
