@@ -63,9 +63,15 @@ def test_slots_by_release_on_the_train_store_card(runtime, slots):
      "ollama@0.3.3", [1, 1]),
     ([("gemma3:4b", "vision", None, 8192), ("llama3.2-vision", "vision", None, 8192)], "RTX 4090",
      "ollama@0.4.1", [4, 1]),
-    # a Kaggle notebook's Ollama log (2024-08-30, Tesla T4): llama3.1 8B Q4_0 at num_ctx 2048 "will fit in
-    # available VRAM in single GPU, loading ... parallel=4", runner started with --ctx-size 8192 --parallel 4
+    # public logs found in the code index (their repositories not named there, quoted here): a Kaggle
+    # notebook's, rag-similares-ollama.ipynb (2024-08-30, Tesla T4): llama3.1 8B Q4_0 at num_ctx 2048 "will
+    # fit in available VRAM in single GPU, loading ... parallel=4", runner --ctx-size 8192 --parallel 4
     ([("llama-3.1-8b", "chat", "Q4_0", 2048)], "T4", "ollama@2024-08-30", [4]),
+    # a notes page, "OllamaでHello Worldを動かす" (2025-09-06), Ollama 0.7.0 on an M2 Pro 16 GB (Metal, 10.7
+    # GiB available): llama2:7b Q4_0 at
+    # OLLAMA_CONTEXT_LENGTH 4096 "will fit ... parallel=2 available=11453251584 required=8.8 GiB", runner
+    # --ctx-size 8192 --parallel 2 (defaultParallel 2 from 0.6.7)
+    ([("llama2:7b", "chat", "Q4_0", 4096)], "Apple M2 Pro 16GB", "ollama@0.7.0", [2]),
 ])
 def test_slots_by_role_and_card(models, gpu, runtime, slots):
     assert _slots(_stack(models, gpu, runtime)) == slots
@@ -82,6 +88,19 @@ def test_ollamas_own_estimate_is_the_one_its_log_prints():
     est = fit_estimate(m, q, 8192, 512, "f16", MINIMUM)
     # the fit test reserves the larger graph; the log's full requirement counts the full one
     assert round((est.fixed + est.layers - (partial - full)) / GIB, 1) == 6.2
+
+
+def test_ollamas_metal_estimate_is_the_one_its_log_prints():
+    """The same M2 Pro log's "offload" line: memory.required.full="8.8 GiB" memory.required.kv="4.0 GiB"
+    memory.graph.full="560.0 MiB" memory.graph.partial="560.0 MiB" for llama2 7B Q4_0 at 8192 cells: on
+    Metal the partial graph is the full one and the minimum 512 MiB (gpu_darwin.go metalMinimumMemory)."""
+    from cardfit.runtimes.ollama import METAL_MINIMUM_BYTES
+
+    m, q = default_models().find("llama-2-7b"), default_quants().get("Q4_0")
+    kv = kv_bytes_per_token(m, "f16") * 8192
+    assert kv == 4 * GIB and round(ollama_graph(m, 512, 8192, kv)[1] / MIB, 1) == 560.0
+    est = fit_estimate(m, q, 8192, 512, "f16", METAL_MINIMUM_BYTES, metal=True)
+    assert round((est.fixed + est.layers) / GIB, 1) == 8.8
 
 
 def test_a_stated_users_is_ollamas_one_setting_and_the_bundle_sets_it():

@@ -78,6 +78,11 @@ class Ollama(LlamaCppLike):
                        f"{output / 1e6:.0f} MB")
 
 
+# Ollama's per-GPU minimum on Apple silicon: metalMinimumMemory = 512 * format.MebiByte (gpu/gpu_darwin.go
+# v0.2-v0.3, discover/gpu_darwin.go after); CUDA and ROCm: the profile's context_bytes (457 MiB)
+METAL_MINIMUM_BYTES = 512 * 2**20
+
+
 @record(slots=True)
 class FitEstimate:
     """Ollama's own estimate of a model fully loaded on its cards, as its scheduler tests the fit before a
@@ -98,12 +103,13 @@ class FitEstimate:
 
 
 def fit_estimate(m: ModelSpec, q: Quant, cells: int, batch: int, kv_dtype: str, minimum: int,
-                 cards: int = 1) -> FitEstimate:
+                 cards: int = 1, metal: bool = False) -> FitEstimate:
     """Ollama's estimate at `cells` KV cells (num_ctx x slots), llm/memory.go v0.3.3: KV = cells x layers x
     (K + V head sizes) x KV heads at the cache type's bytes (f16 before OLLAMA_KV_CACHE_TYPE), every layer
     at the whole context (the estimate knows no sliding window); the graph by fs/ggml GraphSize for the
     architectures it names (llama, gemma, gemma2, qwen2), else its own fallback GQA x KV / 6; over several
-    cards the partial graph ("multigpu should always use the partial graph size")."""
+    cards the partial graph ("multigpu should always use the partial graph size"); on Metal the full one
+    ("on metal there's no partial offload overhead")."""
     tensors = tensor_bytes(m, q)
     kv = kv_bytes_per_token(m, kv_dtype) * cells
     kv_layer = kv // m.layers
@@ -113,7 +119,7 @@ def fit_estimate(m: ModelSpec, q: Quant, cells: int, batch: int, kv_dtype: str, 
     output = sum(b for k, i, b in tensors if k in (out_kind, "output_norm"))
     batch = min(cells, batch)
     partial, full = ollama_graph(m, batch, cells, kv)
-    graph = partial if cards > 1 else max(partial, full)
+    graph = full if metal else partial if cards > 1 else max(partial, full)
     return FitEstimate(minimum + layer0 + graph, layers + output)
 
 

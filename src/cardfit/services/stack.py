@@ -785,6 +785,7 @@ class Machine:
         from ..runtimes.ollama import fit_estimate
 
         rel, e = self.sizer.ollama_release, s.entry
+        metal = self.gpus[0].stack == "metal"
         sized = self.sizer.size(e, self.gpus[0], 1)  # at 1 slot: the context each sequence gets
         ctx = sized.ctx
         if e.role == "embed" and rel.has("embed_parallel_one"):
@@ -793,13 +794,13 @@ class Machine:
             return 1
         tries = (2 if rel.has("auto_parallel_2") else 4, 1)
         rt = ctx.runtime
-        minimum = rt.context_bytes + rt.gpu_overhead_bytes  # discover/gpu.go 457 MiB + OLLAMA_GPU_OVERHEAD
+        minimum = _ollama_minimum(rt, metal)
         free = [min(self.free(d), self.gpus[d].usable_bytes - self.ollama_estimates[d])
                 for d in range(len(self.gpus))]
 
         def estimate(slots: int, cards: int) -> Any:
             return fit_estimate(ctx.model, ctx.quant, sized.memory.context * slots, rt.prefill_chunk,
-                                ctx.kv_dtype, minimum, cards)
+                                ctx.kv_dtype, minimum, cards, metal)
 
         for p in tries:
             if any(estimate(p, 1).fits([f]) for f in free):
@@ -815,9 +816,9 @@ class Machine:
         from ..runtimes.ollama import fit_estimate
 
         ctx, n = p.sized.ctx, len(p.devices)
-        rt = ctx.runtime
+        rt, metal = ctx.runtime, self.gpus[p.devices[0]].stack == "metal"
         est = fit_estimate(ctx.model, ctx.quant, p.sized.memory.context * ctx.sequences, rt.prefill_chunk,
-                           ctx.kv_dtype, rt.context_bytes + rt.gpu_overhead_bytes, n)
+                           ctx.kv_dtype, _ollama_minimum(rt, metal), n, metal)
         for d in p.devices:
             self.ollama_estimates[d] += est.fixed + est.layers // n
 
@@ -924,6 +925,14 @@ class Machine:
         if self.sizer.auto(p.server.entry):
             self._ollama_loaded(p)
         self.placed.append(p)
+
+
+def _ollama_minimum(rt: Any, metal: bool) -> int:
+    """The memory Ollama keeps free on each GPU beside a model: its minimum (CUDA/ROCm 457 MiB, the
+    profile's context_bytes; Metal 512 MiB) + OLLAMA_GPU_OVERHEAD."""
+    from ..runtimes.ollama import METAL_MINIMUM_BYTES
+
+    return (METAL_MINIMUM_BYTES if metal else rt.context_bytes) + rt.gpu_overhead_bytes
 
 
 def _split_speed(gpus: list[Gpu], on_card: list[int], fixed: int) -> float:
