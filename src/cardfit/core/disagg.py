@@ -25,10 +25,13 @@ prefill server's admission (held_slots, modelled: a transfer of 1-12 ms against 
 bootstrap queue (polled at the top of each loop, not capped beyond the metadata buffers), the decode
 server's pre-allocation (every loop with disaggregation_decode_polling_interval 1, its token reserve far
 below these pools) and the KV sender's heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per
-request); SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py), which splits an
-8,192-token prompt into chunks on a DP 8 B200 worker but leaves the 1,024-token B200 DP 4 runs, 2.4x slow
-as well, whole. aiconfigurator's generator starts a prefill worker at max_batch_size 1 and
-max_prefill_tokens ISL + 1,500 (generator/rule_plugin/sglang.rule), as these pools are timed."""
+request); SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py; not modelled:
+services/deploy.py gives each group the whole chunk), which splits an 8,192-token prompt into 2,048-token
+chunks on a DP 8 B200 worker (the same tokens a step, so about the same prompt rate) and leaves the
+1,024-token B200 DP 4 runs, 2.4x slow as well, whole. aiconfigurator's generator starts a prefill worker
+at max_batch_size 1 (its --max-running-requests) and max_prefill_tokens ISL + 1,500
+(generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later than 0.12.0), as the
+records' prefill_batch_size 1 pins them."""
 
 from __future__ import annotations
 
