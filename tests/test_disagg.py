@@ -145,6 +145,70 @@ def test_users_beyond_the_decode_slots_wait_in_the_ttft(users: float, cap: int, 
         assert res.slot_wait_s == 0.0
 
 
+# (the worker's --max-running-requests, attention-DP ranks, prompts held from prefill to transfer, why)
+HELD_SLOTS = [
+    (1, 1, 1, "SGLang at --max-running-requests 1: one request pool slot, so prefill, transfer, next prompt"),
+    (8, 1, 8, "TP worker: its pool is the flag's 8 slots"),
+    (4, 4, 8, "DP 4 at 1 a rank (--max-running-requests 4): each rank's pool has 4, its buffers 2 x 4 // 4"),
+    (16, 8, 32, "DP 8 at 2 a rank: 2 x 2 metadata buffers a rank bind before the rank's 16-slot pool"),
+    (3, 4, 8, "fewer slots than ranks: a rank still schedules one (max(3 // 4, 1)), buffers for two"),
+]
+
+
+@pytest.mark.parametrize("seqs,dp_ranks,held,why", HELD_SLOTS)
+def test_prefill_slots_held_through_the_transfer(seqs: int, dp_ranks: int, held: int, why: str) -> None:
+    r = replace(REPLICA, max_seqs=seqs, machine=replace(MC, attention_dp=dp_ranks))
+    assert pd.held_slots(r) == held, why
+
+
+def _held_pools(seqs: int, held: bool) -> pd.Pools:
+    r = replace(REPLICA, max_seqs=seqs)
+    # a slow link (1 GB/s) so that a 1,000-token prompt's transfer is a sizeable share of its prefill
+    return pd.Pools(r, 1, REPLICA, 4, 131_072, pd.link_bytes_per_s(1.0, False), slots_held=held)
+
+
+def test_a_one_slot_prefill_worker_waits_for_each_transfer() -> None:
+    """SGLang's prefill worker at one slot frees it only when the prompt's cache has crossed: arrivals
+    between 1 / (prefill + transfer) and 1 / prefill overload it, where a worker that frees the slot as the
+    prefill ends (vLLM) still keeps up."""
+    w = sv.Workload(1000, 300)
+    move = pd.transfer_s(131_072, 1000, pd.link_bytes_per_s(1.0, False))
+    one = replace(REPLICA, max_seqs=1)
+    batch = pd.prefill_batch_s(one, 1000)
+    assert move > 0.2 * batch
+    held, _ = pd.prompt_service_s(_held_pools(1, True), 1000, move)
+    freed, _ = pd.prompt_service_s(_held_pools(1, False), 1000, move)
+    assert held == pytest.approx(batch + move) and freed == pytest.approx(batch)
+    rate = 1 / (batch + 0.5 * move)
+    assert not pd.serve(_held_pools(1, True), replace(w, requests_per_s=rate)).stable
+    assert pd.serve(_held_pools(1, False), replace(w, requests_per_s=rate)).stable
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 64), st.integers(100, 20_000))
+def test_held_slots_never_speed_a_prefill_worker(seqs: int, tokens: int) -> None:
+    """Holding slots through the transfer can only slow the prefill pool, and not at all where the slots
+    cover a step's prompts and the ones still crossing (2 steps' worth, the transfer under a step)."""
+    move = pd.transfer_s(131_072, tokens, pd.link_bytes_per_s(1.0, False))
+    held, batch = pd.prompt_service_s(_held_pools(seqs, True), tokens, move)
+    freed, _ = pd.prompt_service_s(_held_pools(seqs, False), tokens, move)
+    assert held >= freed
+    k = pd.prompts_per_step(replace(REPLICA, max_seqs=seqs), tokens)
+    if seqs >= 2 * k and move <= batch:
+        assert held == pytest.approx(freed)
+
+
+@pytest.mark.parametrize("runtime,held", [("sglang@0.5.8", True), ("vllm", False)])
+def test_pinned_pools_hold_slots_as_their_engine_does(runtime: str, held: bool) -> None:
+    """SGLang's prefill server keeps a prompt's slot through its transfer (runtimes/sglang.py
+    PD_SLOT_HELD_THROUGH_TRANSFER); vLLM's finishes the request and keeps only its blocks for the reader."""
+    inp = dp.DeployInput(model="llama-3.1-8b", users=8.0, input_tokens=2000, output_tokens=200,
+                         gpu=("H100 SXM",), runtime=runtime, tp=1, prefill_workers=1, decode_workers=1,
+                         prefill_batch_size=1)
+    pools = dp.pinned_answer(inp).pools
+    assert pools is not None and pools.pools.slots_held is held
+
+
 # --- deploy --------------------------------------------------------------------------------------------
 
 @cache

@@ -97,6 +97,35 @@ def test_issue_12968_counts_need_the_plain_step() -> None:
     assert without.per_step < 0.8 * 261 / cycles
 
 
+# issue #12968's run (b5142: 261 tokens in 159 / 3 = 53 cycles, each a plain step and a verification) against
+# the same draft at b7370 (the draft rides in the one step: 1 + 0.969 x 3 tokens a step)
+TOKENS_PER_STEP = [
+    ("llama.cpp@b5142", 261 / (2 * 159 / 3), "two target steps a cycle: 261 tokens over 106 steps"),
+    ("llama.cpp@b7370", 1 + 154 / 159 * 3, "one target step a cycle: the verification's tokens"),
+]
+
+
+@pytest.mark.parametrize("runtime,expected,why", TOKENS_PER_STEP, ids=[c[0] for c in TOKENS_PER_STEP])
+@pytest.mark.parametrize("command", ["speed", "plan"])
+def test_tokens_per_step_counts_a_cycles_target_steps(runtime: str, expected: float, why: str,
+                                                      command: str) -> None:
+    """--speculative's JSON `tokens_per_step` and the text's line are the tokens per target step the timing
+    divides a cycle by (core/speculative.py Speculation.per_step over 1 + plain_steps)."""
+    kw: dict = dict(gpu="Radeon PRO W7900", quant="IQ4_XS", context=2048, runtime=runtime,
+                    speculative="draft:qwen2.5-0.5b", num_speculative_tokens=3, acceptance=154 / 159)
+    if command == "speed":
+        out = cardfit.speed("qwen2.5-72b", concurrency=(1,), **kw)
+    else:
+        out = cardfit.plan("qwen2.5-72b", **kw)
+    got = out["speculative"]["tokens_per_step"] if command == "speed" else out["gpus"][0]["speculative"][
+        "tokens_per_step"]
+    assert got == pytest.approx(expected, rel=0.01), why
+    two = "2 target steps a cycle" in " ".join(out["notes"])
+    assert two == (runtime.endswith("b5142")), why
+    if two:
+        assert f"{got:.2f} a target step" in " ".join(out["notes"])
+
+
 def test_a_plain_step_a_cycle_is_the_mediant_of_the_two_rates() -> None:
     """Radeon PRO W7900, Qwen2.5 72B IQ4_XS with the 0.5B draft (issue #12968's setting): at b5142 a cycle is
     the plain step (1 / plain-decode rate, one token) plus what b7370 spends on its L tokens (L / its rate),

@@ -9,8 +9,9 @@ carry no prompt: TTFT is the prefill pool's queue + the prefill + the transfer +
 steps (handoff_s: it reads the request before the prefill may start, and merges the request whose cache has
 arrived at the top of a later step), TPOT the decode pool's step at the sequences each decode worker holds
 (Little's law). In a closed loop with more users than the decode workers' sequence caps hold, the users
-beyond them wait for a slot, and that wait is part of their TTFT. Built on core/serving.py's replica, step
-and queue.
+beyond them wait for a slot, and that wait is part of their TTFT. A prefill worker whose engine keeps a
+prompt's slot until its cache has crossed (SGLang: held_slots) serves no faster than its slots turn over
+through a step and a transfer. Built on core/serving.py's replica, step and queue.
 
 Not modelled, for want of a source that sizes it: aiconfigurator's SGLang 0.5.8 P/D runs
 (data/validation/serving_aic_pd.toml) take 100-300 ms more TTFT at 4 users than the prefill, the transfer
@@ -19,7 +20,18 @@ candidates; no constant is fitted to those records); a finite benchmark's first 
 prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
 the runs whose prefill pool saturates miss by: their TTFT (users ÷ prompt rate − the answer's decode time)
 implies a prefill worker 2.3x slower than core/serving.py's (B200 FP8, attention DP 8, 8,192-token prompts)
-or 1.3x faster (GB200 FP8, DP 8, 1,024 tokens)."""
+or 1.3x faster (GB200 FP8, DP 8, 1,024 tokens). Read at SGLang v0.5.8 and found not to explain them: the
+prefill server's admission (held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its
+bootstrap queue (polled at the top of each loop, not capped beyond the metadata buffers), the decode
+server's pre-allocation (every loop with disaggregation_decode_polling_interval 1, its token reserve far
+below these pools) and the KV sender's heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per
+request); SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py; not modelled:
+services/deploy.py gives each group the whole chunk), which splits an 8,192-token prompt into 2,048-token
+chunks on a DP 8 B200 worker (the same tokens a step, so about the same prompt rate) and leaves the
+1,024-token B200 DP 4 runs, 2.4x slow as well, whole. aiconfigurator's generator starts a prefill worker
+at max_batch_size 1 (its --max-running-requests) and max_prefill_tokens ISL + 1,500
+(generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later than 0.12.0), as the
+records' prefill_batch_size 1 pins them."""
 
 from __future__ import annotations
 
@@ -51,6 +63,9 @@ class Pools:
     kv_bytes_per_token: int  # the cache a prompt token leaves on the prefill worker (all its layers)
     link_bytes_per_s: float  # one transfer's rate between the pools
     link_latency_s: float = 0.0
+    # a prefill worker's prompt keeps its request slot until its cache has crossed (held_slots; SGLang's
+    # adapter PD_SLOT_HELD_THROUGH_TRANSFER), so a worker whose slots one step fills waits for the transfer
+    slots_held: bool = False
 
 
 @record(slots=True)
@@ -100,6 +115,36 @@ def prefill_batch_s(r: sv.Replica, input_tokens: int) -> float:
     return sv.prompt_step_s(r, 0.0, k * input_tokens)
 
 
+def held_slots(r: sv.Replica) -> int:
+    """Prompts a prefill worker (`r`) can hold between the start of their prefill and the end of their KV
+    transfer, SGLang's prefill server at v0.5.8 (sgl-project/sglang tag v0.5.8, python/sglang/srt/): each
+    attention-DP rank sizes its request pool with the whole --max-running-requests (`max_seqs`;
+    model_executor/model_runner_kv_cache_mixin.py init_memory_pool), schedules at most that ÷ the DP ranks
+    a step (model_executor/model_runner.py, managers/scheduler.py pp_max_micro_batch_size) and bootstraps
+    at most twice that (managers/scheduler.py init_disaggregation: the metadata buffers, "*2 for the
+    headroom"; disaggregation/prefill.py pop_bootstrapped); a prompt is admitted only while its rank's pool
+    has a free slot ("In prefill mode, prealloc queue and transfer queue can also take memory",
+    managers/scheduler.py get_new_batch_prefill) and frees its slot and buffer when its transfer is polled
+    done (disaggregation/prefill.py process_disagg_prefill_inflight_queue)."""
+    dp = max(r.machine.attention_dp, 1)
+    m = max(r.max_seqs, 1)
+    return dp * min(m, 2 * max(m // dp, 1))
+
+
+def prompt_service_s(p: Pools, input_tokens: int, move: float) -> tuple[float, float]:
+    """(A prefill worker's seconds per prompt, its step over a full batch): it takes prompts_per_step
+    prompts a step, so serves one every batch ÷ k seconds; where a prompt keeps its slot through its
+    transfer (`p.slots_held`), its held_slots turn over once per step and transfer (`move`), so no faster
+    than one prompt every (batch + move) ÷ slots (a worker of one slot: prefill, then transfer, then the
+    next prompt)."""
+    k = prompts_per_step(p.prefill, input_tokens)
+    batch = prefill_batch_s(p.prefill, input_tokens)
+    service = batch / k
+    if p.slots_held:
+        service = max(service, (batch + move) / held_slots(p.prefill))
+    return service, batch
+
+
 def handoff_s(r: sv.Replica, step: float, busy: float, closed: bool) -> float:
     """The decode worker's share of one request's TTFT (`r`: a decode worker; `step`: its decode step at the
     load; `busy`: the share of the time it is decoding other users' sequences, 0 to 1; `closed`: a closed
@@ -128,13 +173,12 @@ def handoff_s(r: sv.Replica, step: float, busy: float, closed: bool) -> float:
 def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     """The deployment under the whole load `w` (users: a closed loop over all workers; requests_per_s: open
     Poisson arrivals)."""
-    # a prefill worker takes prompts_per_step prompts a step: a server of one prompt every batch ÷ k seconds
-    service = prefill_batch_s(p.prefill, w.input_tokens) / prompts_per_step(p.prefill, w.input_tokens)
-    servers = p.prefill_workers
     move = transfer_s(p.kv_bytes_per_token, w.input_tokens, p.link_bytes_per_s, p.link_latency_s)
+    service, batch = prompt_service_s(p, w.input_tokens, move)
+    servers = p.prefill_workers
     alone = sv.prefill_s(p.prefill, sv.Workload(w.input_tokens, 1), 0.0)  # the same at every rate
     if w.requests_per_s is not None:
-        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone, 1.0)
+        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone, 1.0, batch)
     users = max(w.users or 1.0, 1.0)
     others = (users - 1) / users  # a user's own sequence is not decoding while it waits for its first token
     # a closed loop: each user cycles through a wait, a prefill, a transfer and its answer's steps, so the
@@ -143,12 +187,12 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     lo, hi = 0.0, top
     for _ in range(CLOSED_LOOP_STEPS):
         mid = (lo + hi) / 2
-        res = _at_rate(p, w, mid, service, servers, move, alone, others)
+        res = _at_rate(p, w, mid, service, servers, move, alone, others, batch)
         if res.stable and mid * (res.ttft_mean_s + w.output_tokens * res.tpot_s) < users:
             lo = mid
         else:
             hi = mid
-    res = _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone, others)
+    res = _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone, others, batch)
     return _beyond_slots(res, w, users, p.decode.max_seqs)
 
 
@@ -179,15 +223,15 @@ def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> fl
 
 
 def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int,
-             move: float, alone: float, others: float) -> Disaggregated:
+             move: float, alone: float, others: float, batch_s: float) -> Disaggregated:
     """Both pools at `rate` requests/s: the prefill pool a GI/G/c queue of `servers` prompt slots (fixed
     lengths: deterministic service), the decode pool `rate × O × TPOT` sequences over its workers. `alone`:
-    one prompt's prefill on an idle prefill worker; `others`: the share of a decode worker's sequences that
-    are other users' (a closed loop's (users − 1) ÷ users; open arrivals: 1)."""
+    one prompt's prefill on an idle prefill worker; `batch_s`: a prefill worker's step over a full batch;
+    `others`: the share of a decode worker's sequences that are other users' (a closed loop's
+    (users − 1) ÷ users; open arrivals: 1)."""
     mean_wait, p90_wait = sv.wait_s(servers, rate, service, 0.0)
     prefill_load = rate * service / max(servers, 1)
     # a prompt's own prefill: alone when the pool is idle, in a fuller batch as its load grows
-    batch_s = service * prompts_per_step(p.prefill, w.input_tokens)
     prefill = alone + max(batch_s - alone, 0.0) * min(prefill_load, 1.0)
     tpot = sv.step_s(p.decode, 1.0, 0.0)
     batch = 1.0

@@ -107,6 +107,9 @@ class SGLang(VllmLike):
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
     PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
+    # a prefill worker's prompt keeps its request slot until its KV transfer is polled done (core/disagg.py
+    # held_slots: managers/scheduler.py get_new_batch_prefill, disaggregation/prefill.py at tag v0.5.8)
+    PD_SLOT_HELD_THROUGH_TRANSFER = True
     # reads new requests every N decode steps (server_args.py --scheduler-recv-interval, default 1;
     # managers/scheduler_recv_skipper.py; core/serving.py recv_wait_steps)
     RECV_INTERVAL_FLAG = "--scheduler-recv-interval"

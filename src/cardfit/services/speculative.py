@@ -39,10 +39,19 @@ class Choice:
     source: str  # "given", or where the default acceptance is published
     draft_model: ModelSpec | None = None
     mtp_layers: int = 0
+    # single-token target steps the runtime's cycle runs beside its verification (plain_steps: 1 on a
+    # llama-server release before PR #17808), as the timing counts them (core/speculative.py Speculation)
+    plain_steps: int = 0
+
+    @property
+    def tokens_per_cycle(self) -> float:
+        """Mean tokens a cycle yields per sequence (core/speculative.py Speculation.per_step)."""
+        return spc.Speculation(self.method, self.tokens, self.acceptance, None, self.plain_steps).per_step
 
     @property
     def tokens_per_step(self) -> float:
-        return spc.length_at(self.acceptance, self.tokens)
+        """Mean tokens per target step: a cycle's tokens over its verification and its plain steps."""
+        return self.tokens_per_cycle / (1 + self.plain_steps)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"method": self.method, "tokens": self.tokens,
@@ -97,7 +106,7 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
         source = row.source
     else:
         source = "given"
-    return Choice(method, k, float(alpha), source, draft, layers)
+    return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime))
 
 
 def _draft(model: ModelSpec, name: str) -> ModelSpec:
@@ -164,7 +173,7 @@ def speculation(c: Choice | None, ctx: Any, target: sp.Load, filled: int,
     """The drafter's per-token work beside the target's `target` load at `filled` tokens in flight."""
     if c is None:
         return None
-    plain = plain_steps(getattr(ctx, "runtime", None))
+    plain = c.plain_steps  # the runtime's, as choose() read it: the JSON's tokens_per_step counts the same
     if c.method == "ngram":
         return spc.Speculation(c.method, c.tokens, c.acceptance, None, plain)
     m = ctx.model
@@ -191,18 +200,22 @@ def plain_steps(runtime: Any) -> int:
 
 def note(c: Choice | None, runtime: Any = None) -> list[str]:
     """One line on the drafter for the text answers (none without --speculative), and one where the
-    runtime's release runs a single-token step beside each verification (plain_steps)."""
+    runtime's release runs a single-token step beside each verification (plain_steps): a cycle's tokens and
+    its tokens per target step (the JSON's tokens_per_step)."""
     if c is None:
         return []
-    extra = ([f"{runtime.name} before build b7370 (llama.cpp PR #17808) decodes each sampled token in a "
-              "step of its own before drafting from the next one: two target steps a cycle, one more token"]
-             if runtime is not None and plain_steps(runtime) else [])
+    name = runtime.name if runtime is not None else "llama-server"
+    extra = ([f"{name} before build b7370 (llama.cpp PR #17808) decodes each sampled token in a step of its "
+              f"own before drafting from the next one: {1 + c.plain_steps} target steps a cycle yield "
+              f"{c.tokens_per_cycle:.2f} tokens, {c.tokens_per_step:.2f} a target step"]
+             if c.plain_steps else [])
     what = {"draft": f"the draft model {c.draft_model.name if c.draft_model else ''}",
             "eagle3": "an EAGLE-3 head", "mtp": f"the model's {c.mtp_layers} MTP layer(s)",
             "ngram": "n-gram prompt lookup"}[c.method]
     given = "as given" if c.source == "given" else "published: data/speculative.toml"
     return [f"speculative decoding with {what}: {c.tokens} drafted tokens a step at acceptance "
-            f"{c.acceptance:.2f} ({given}) yield {c.tokens_per_step:.2f} tokens a step; each step verifies "
+            f"{c.acceptance:.2f} ({given}) yield {spc.length_at(c.acceptance, c.tokens):.2f} tokens a step; "
+            "each step verifies "
             f"{c.tokens + 1} tokens per sequence and runs the drafter "
             f"{c.tokens if c.method != 'ngram' else 0} "
             "times, so the gain falls as the batch grows (the ceiling is without it)"] + extra
