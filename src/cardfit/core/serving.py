@@ -793,7 +793,7 @@ def varied(input_tokens: int, output_tokens: int, n: int, law: Lengths | None = 
     fit max_model_len (vllm/entrypoints/openai/serving_engine.py _validate_input: "This model's maximum
     context length is …", HTTP 400), and a benchmark
     counts a refused request as failed, never as served. The caller keeps the means within those caps
-    (services/pinned.py check_lengths: output <= max_output, input + max(output, max_output) <= context)."""
+    (services/pinned.py length_law: output <= max_output, input + max(output, max_output) <= context)."""
     law = law or Lengths()
     i, o = input_tokens, output_tokens
     low_i, low_o = min(SAMPLED_MIN_TOKENS, i), min(SAMPLED_MIN_TOKENS, o)

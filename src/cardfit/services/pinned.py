@@ -82,7 +82,8 @@ def length_law(inp: DeployInput, context: int) -> sv.Lengths | None:
                          f"{max(inp.output_tokens, cap):,} exceeds the context of {context:,} tokens: the "
                          "engine refuses it (vLLM: HTTP 400)",
                          field="max_output_tokens" if cap else "input_tokens",
-                         hint=f"give --max-model-len {request:,} or more")
+                         hint=f"give --max-model-len {request:,} or more" if inp.max_model_len else
+                         "the model's context: shorten --input-tokens or --max-output-tokens")
     return sv.Lengths(shape, ratio, cap, context)
 
 
