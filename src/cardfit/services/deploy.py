@@ -127,7 +127,8 @@ class DeployInput(ModelInput, SpeculativeInput):
                                "steady state", ge=1, le=1_000_000)
     random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
                                "or random dataset), not all the same: each has its own prompt and answer "
-                               "length (an exponential around the means, assumed) and a burst lasts until "
+                               "length (an exponential around the means, assumed, within the ShareGPT "
+                               "sampler's limits: --length-distribution sharegpt) and a burst lasts until "
                                "its longest answer ends")
     length_distribution: str | None = opt(
         None, "how the benchmark draws each request's lengths around the means (implies --random-lengths): "
