@@ -121,3 +121,86 @@ def test_random_lengths_reach_deploy() -> None:
     assert varied["seconds"] > 1.5 * fixed["seconds"]
     assert varied["output_tokens_per_s"] < fixed["output_tokens_per_s"] / 1.5
     assert varied["requests"] == fixed["requests"] == 200
+
+
+# ------------------------------------------------ the law a benchmark draws (--length-distribution)
+
+def test_uniform_hand_worked() -> None:
+    """uniform ±50 % around 100, four requests: the quantiles (j + 0.5) / 4 of U[0.5, 1.5] are 0.625, 0.875,
+    1.125, 1.375 (sum 4: the scale is the mean, 100), so 62.5, 87.5, 112.5, 137.5; request k takes the rank of
+    frac((k + 1) / 1.3247) = .755, .510, .265, .020 (the first the longest); floored they sum 398 and the two
+    equal remainders go to the first two requests: 138, 113, 87, 62."""
+    got = sv.spread(100, 4, [1000] * 4, 4, 1 / sv.PLASTIC, sv.uniform_quantiles(4, 0.5))
+    assert got == [138, 113, 87, 62]
+
+
+LAWS = st.builds(sv.Lengths, st.sampled_from(sv.LENGTH_SHAPES), st.floats(0.0, 1.0), st.integers(0, 3000),
+                 st.integers(0, 40_000))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 20_000), st.integers(1, 2000), st.integers(1, 300), LAWS)
+def test_every_law_keeps_its_caps_and_the_exact_means(i: int, o: int, n: int, law: sv.Lengths) -> None:
+    """Whatever the law: the means exact, every answer within the answer cap, every prompt + answer within
+    the context (the engine refuses longer: never drawn), the sampler's shortest pair kept; sonnet prompts all
+    at the mean; a uniform law without a binding cap within ± ratio of each mean (one token of rounding)."""
+    assume(not law.max_output or law.max_output >= o)
+    assume(not law.context or i + max(o, law.max_output) <= law.context)
+    ins, outs = sv.varied(i, o, n, law)
+    assert sum(ins) == n * i and sum(outs) == n * o
+    assert min(ins) >= min(4, i) and min(outs) >= min(4, o)
+    if law.max_output:
+        assert max(outs) <= law.max_output
+    if law.context:
+        assert max(x + y for x, y in zip(ins, outs, strict=True)) <= law.context
+    if law.shape == "sonnet":
+        assert set(ins) == {i}
+    if law.shape == "uniform" and not law.context and not law.max_output and i >= 4 / (1 - law.ratio + 1e-9):
+        assert all(i * (1 - law.ratio) - 1 <= x <= i * (1 + law.ratio) + 1 for x in ins)
+
+
+@pytest.mark.parametrize(("law", "longest_prompt", "answers"), [
+    # dstack's 10,000-token sonnet runs on TGI (--max-total-tokens 130000): every prompt 10,000 tokens, the
+    # answers under --sonnet-output-len 150; the ShareGPT law drew prompts up to 28,962 tokens
+    (sv.Lengths("sonnet", 0.0, 150, 130_000), 10_000, (1, 150)),
+    (sv.Lengths(), 28_962, (1, 336)),
+    # the same means within a 16,384-token context: no prompt + answer beyond it
+    (sv.Lengths("exponential", 0.0, 0, 16_384), 16_380, (1, 16_384)),
+])
+def test_long_prompts_as_the_benchmark_draws_them(law: sv.Lengths, longest_prompt: int,
+                                                   answers: tuple[int, int]) -> None:
+    ins, outs = sv.varied(10_000, 116, 8, law)
+    assert max(ins) == longest_prompt
+    assert answers[0] <= min(outs) and max(outs) <= answers[1]
+
+
+def test_mlperf_offline_answers_run_to_the_cap() -> None:
+    """MLPerf Llama-3.1-8B Offline on Red Hat's L40S (max_model_len 2,668, max_tokens 128, a mean answer of
+    128): every answer 128 tokens, every prompt at most 2,668 − 128 = 2,540 (the ShareGPT law capped them
+    at 1,024, a sampler MLPerf does not use), the mean prompt exact."""
+    ins, outs = sv.varied(880, 128, 13_368, sv.Lengths("exponential", 0.0, 128, 2668))
+    assert set(outs) == {128}
+    assert max(ins) == 2540 and sum(ins) == 880 * 13_368
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(8, 1000), st.integers(5, 1000), st.integers(1, 48), st.booleans())
+def test_a_law_that_cannot_vary_steps_as_the_fixed_path(i: int, o: int, n: int, first: bool) -> None:
+    """uniform:0 (`--random-range-ratio 0`) leaves every request at the means: the run is the fixed one."""
+    r = _replica(seqs=64)
+    w = sv.Workload(i, o)
+    assert sv.varied(i, o, n, sv.Lengths("uniform", 0.0)) == ((i,) * n, (o,) * n)
+    assert sv.rounds(r, w, n, n, first, sv.Lengths("uniform", 0.0)) == sv.rounds(r, w, n, n, first)
+
+
+def test_the_law_reaches_deploy() -> None:
+    """`deploy --length-distribution uniform:0.1` on 200 requests at once: lengths within ±10 % end closer
+    together than the ShareGPT law's, so the run ends sooner (more output tokens a second), and the note
+    says which law was drawn."""
+    kw = dict(model="Qwen/Qwen3-8B", gpu=("H100 SXM",), runtime="vllm", tp=1, users=200, requests=200,
+              input_tokens=219, output_tokens=201)
+    sharegpt = cardfit.deploy(**kw, random_lengths=True)
+    uniform = cardfit.deploy(**kw, length_distribution="uniform:0.1")
+    tokens = [(d["best"] or d["closest"])["benchmark"]["output_tokens_per_s"] for d in (sharegpt, uniform)]
+    assert tokens[1] > 1.3 * tokens[0]
+    assert "lengths drawn uniform ±10%" in str(uniform)

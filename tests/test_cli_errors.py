@@ -6,6 +6,9 @@ import pytest
 
 SHAPE = ["--params", "7e9", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"]
 
+# a pinned deployment timed with a benchmark run (services/pinned.py length_law)
+PIN = ["deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "1"]
+
 CASES = [
     (["plan", "--params", "-5", "--layers", "32", "--kv-heads", "8", "--head-dim", "128"],
      "--params must be greater than 0"),
@@ -50,6 +53,27 @@ CASES = [
     (["deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--users", "8", "--tp", "1",
       "--input-tokens", "1000", "--output-tokens", "200", "--max-model-len", "1000"],
      "--max-model-len 1,000 is shorter than a request (1,000 + 200 tokens)"),
+    # how a benchmark draws its lengths (services/pinned.py length_law, parse_distribution)
+    ([*PIN, "--requests", "8", "--length-distribution", "gauss"],
+     "--length-distribution 'gauss': give sharegpt, exponential, uniform:RATIO"),
+    ([*PIN, "--requests", "8", "--length-distribution", "uniform:1.5"],
+     "the uniform law's ratio is a number from 0 to 1"),
+    ([*PIN, "--requests", "8", "--length-distribution", "uniform:nan"],
+     "the uniform law's ratio is a number from 0 to 1"),
+    ([*PIN, "--requests", "8", "--length-distribution", "sonnet:0.2"], "sonnet takes no ratio"),
+    ([*PIN, "--length-distribution", "uniform:0.1"],
+     "--length-distribution describes a benchmark run: give --requests N"),
+    (["deploy", "llama-3.1-8b", "--users", "8", "--length-distribution", "sonnet"],
+     "--length-distribution applies to one pinned deployment: add --tp"),
+    ([*PIN, "--requests", "8", "--max-output-tokens", "300"],
+     "--max-output-tokens caps answers that vary in length: give --random-lengths"),
+    ([*PIN, "--requests", "8", "--random-lengths", "--output-tokens", "200", "--max-output-tokens", "100"],
+     "--output-tokens 200 is the answers' mean: it cannot exceed"),
+    ([*PIN, "--requests", "8", "--length-distribution", "sonnet", "--input-tokens", "1000",
+      "--output-tokens", "100", "--max-output-tokens", "300", "--max-model-len", "1200"],
+     "a request of 1,000 prompt tokens and max_tokens 300 exceeds the context of 1,200 tokens"),
+    ([*PIN, "--requests", "8", "--random-lengths", "--input-tokens", "130000", "--output-tokens", "2000"],
+     "exceeds the context of 131,072 tokens"),
     # stack files are TOML or YAML (tests/test_stack_yaml.py holds the bad YAML files)
     (["stack", "--model", "qwen3:8b", "--gpu", "RTX 4090", "--format", "json"],
      "--format must be 'toml' or 'yaml' (got 'json')"),

@@ -136,7 +136,8 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_serving_record():
             continue
         asked.add(key)
         row = cardfit.speed(**question)["rows"][0]
-        kw = {k: v for k, v in _options(inp).items() if k not in ("requests", "random_lengths")}
+        kw = {k: v for k, v in _options(inp).items()
+              if k not in ("requests", "random_lengths", "length_distribution", "max_output_tokens")}
         one = (d := cardfit.deploy(**kw))["best"] or d["closest"]
         for name, got, want in (("throughput", row["aggregate_tokens_per_s"], one["aggregate_tokens_per_s"]),
                                 ("tpot", row["step_ms"], one["tpot_ms"]),

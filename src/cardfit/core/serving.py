@@ -644,7 +644,7 @@ class Benchmark:
 
 
 def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,
-              fixed_lengths: bool = True, lockstep: bool = False) -> Benchmark:
+              fixed_lengths: bool | Lengths = True, lockstep: bool = False) -> Benchmark:
     """`requests` requests, at most `concurrency` in flight (a client sends the next one when one ends), all
     answers O tokens: the first `concurrency` arrive together (a burst round, stepped by `rounds`). After it:
     - prefill-first engine, equal lengths: the round's prompts are prefilled together and their answers end
@@ -665,7 +665,7 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
     c = max(1, min(int(concurrency), int(requests)))
     n = max(int(requests), c)
     o = max(w.output_tokens, 1)
-    if n <= c or ((prefill_first or lockstep) and fixed_lengths):
+    if n <= c or ((prefill_first or lockstep) and drawn(fixed_lengths) is None):
         ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first, fixed_lengths)
         return Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots), seconds,
                          n * o / seconds, n / seconds)
@@ -693,16 +693,51 @@ SAMPLED_MAX_TOTAL = 2048
 # request k takes the quantile ranked by frac(k / g) (prompt) and frac(k / g^2) (answer), two well-mixed,
 # mutually independent-looking orders, so FCFS admission never sees the lengths sorted
 PLASTIC = 1.32471795724474602596
+# the length shapes a benchmark draws (`deploy --length-distribution`):
+# - sharegpt (`--random-lengths`): prompt and answer lengths each an exponential around its mean (assumed: no
+#   source states the shape; the maximum-entropy law of a positive length with a known mean), within the
+#   ShareGPT sampler's limits above where the means fit them;
+# - exponential: the same law without the sampler's limits (a dataset of another source, e.g. MLPerf's
+#   CNN-DailyMail articles), capped only by the answer cap and the context;
+# - uniform: each length uniform in [mean × (1 − ratio), mean × (1 + ratio)], `vllm bench serve --dataset-name
+#   random --random-range-ratio ratio` (vllm/benchmarks/datasets.py RandomDataset.sample: np.random.randint
+#   over [int(L (1 − r)), int(L (1 + r))], "a symmetric sampling range", default 0); SGLang's bench_serving
+#   draws [ratio' × L, L] (python/sglang/bench_serving.py sample_random_requests), the same law with mean
+#   L (1 + ratio') / 2 and ratio (1 − ratio') / (1 + ratio');
+# - sonnet: every prompt at the mean (vLLM's sonnet sampler fills each prompt with poem lines up to
+#   --sonnet-input-len: benchmarks/benchmark_dataset.py SonnetDataset), each answer an exponential (assumed)
+#   stopped at its EOS, capped by the request's max_tokens (--sonnet-output-len).
+LENGTH_SHAPES = ("sharegpt", "exponential", "uniform", "sonnet")
 
 
-def spread(mean: int, n: int, caps: list[int], low: int, alpha: float) -> list[int]:
+@record(slots=True)
+class Lengths:
+    """How a benchmark draws each request's prompt and answer length around the means (`varied`)."""
+
+    shape: str = "sharegpt"  # one of LENGTH_SHAPES
+    ratio: float = 0.0  # uniform: each length within ± ratio × its mean
+    max_output: int = 0  # every answer at most this many tokens (the request's max_tokens); 0: no cap
+    context: int = 0  # prompt + answer at most this (the engine's max_model_len, which vLLM holds); 0: none
+
+
+def drawn(fixed_lengths: bool | Lengths) -> Lengths | None:
+    """The length law of a run: None where every request has the mean lengths (True), the ShareGPT law of
+    `--random-lengths` (False), or the law given."""
+    if isinstance(fixed_lengths, Lengths):
+        return fixed_lengths
+    return None if fixed_lengths else Lengths()
+
+
+def spread(mean: int, n: int, caps: list[int], low: int, alpha: float, quantiles: list[float] | None = None
+           ) -> list[int]:
     """`n` whole lengths, in the order sent, whose sum is exactly n × mean, each in [low, caps[k]]: the
     quantiles (j + 0.5) / n of an exponential (assumed: no source states the shape of a benchmark's length
-    distribution; the exponential is the maximum-entropy law of a positive length with a known mean), scaled
-    so that, clipped to [low, cap], they sum to n × mean (the largest remainders rounded up), request k
-    taking the quantile ranked by frac((k + 1) × alpha). Needs n × low <= n × mean <= sum(caps)."""
+    distribution; the exponential is the maximum-entropy law of a positive length with a known mean), or the
+    `quantiles` given (relative to the mean, ascending), scaled so that, clipped to [low, cap], they sum to
+    n × mean (the largest remainders rounded up), request k taking the quantile ranked by
+    frac((k + 1) × alpha). Needs n × low <= n × mean <= sum(caps)."""
     target = n * mean
-    q = sorted(-math.log(1.0 - (j + 0.5) / n) for j in range(n))
+    q = quantiles if quantiles is not None else sorted(-math.log(1.0 - (j + 0.5) / n) for j in range(n))
     ranked = sorted(range(n), key=lambda k: ((k + 1) * alpha) % 1.0)
     quant = [0.0] * n
     for j, k in enumerate(ranked):
@@ -741,22 +776,41 @@ def _scale(quant: list[float], caps: list[int], low: int, target: int) -> float:
     return (target - const) / slope if slope > 0 else at
 
 
+def uniform_quantiles(n: int, ratio: float) -> list[float]:
+    """The quantiles (j + 0.5) / n of a uniform law on [1 − ratio, 1 + ratio] (mean 1), ascending."""
+    return [1.0 - ratio + 2.0 * ratio * (j + 0.5) / n for j in range(n)]
+
+
 @lru_cache(maxsize=256)
-def varied(input_tokens: int, output_tokens: int, n: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Each of `n` requests' prompt and answer lengths (`spread`) with the means given: within the ShareGPT
-    sampler's limits where the means fit them (each answer capped at what its own prompt leaves of the total),
-    otherwise (means the sampler cannot have drawn) uncapped."""
-    low_i, low_o = min(SAMPLED_MIN_TOKENS, input_tokens), min(SAMPLED_MIN_TOKENS, output_tokens)
-    sampled = input_tokens <= SAMPLED_MAX_PROMPT and input_tokens + output_tokens <= SAMPLED_MAX_TOTAL
-    top = SAMPLED_MAX_PROMPT if sampled else n * input_tokens
-    ins = spread(input_tokens, n, [top] * n, low_i, 1 / PLASTIC)
-    caps = [SAMPLED_MAX_TOTAL - x for x in ins] if sampled else [n * output_tokens] * n
-    outs = spread(output_tokens, n, caps, low_o, 1 / PLASTIC ** 2)
+def varied(input_tokens: int, output_tokens: int, n: int, law: Lengths | None = None
+           ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Each of `n` requests' prompt and answer lengths (`spread`) with the means given, drawn by `law`
+    (default: the ShareGPT law of `--random-lengths`): the exponential within the ShareGPT sampler's limits
+    where the means fit them (each answer capped at what its own prompt leaves of the total), otherwise
+    (means the sampler cannot have drawn) capped only as below. Every answer is at most `law.max_output`
+    and every prompt at most the context less what its answer may take (the answer cap, else the shortest
+    answer), each answer at most what its prompt leaves: vLLM admits a request only if prompt + max_tokens
+    fit max_model_len (vllm/entrypoints/openai/serving_engine.py _validate_input: "This model's maximum
+    context length is …", HTTP 400), and a benchmark
+    counts a refused request as failed, never as served. The caller keeps the means within those caps
+    (services/pinned.py length_law: output <= max_output, input + max(output, max_output) <= context)."""
+    law = law or Lengths()
+    i, o = input_tokens, output_tokens
+    low_i, low_o = min(SAMPLED_MIN_TOKENS, i), min(SAMPLED_MIN_TOKENS, o)
+    room = law.max_output or low_o  # what each prompt leaves of the context for its answer
+    sampled = law.shape == "sharegpt" and i <= SAMPLED_MAX_PROMPT and i + max(o, room) <= SAMPLED_MAX_TOTAL
+    unbounded = n * (i + o) + law.max_output  # more than any request can hold
+    total = min(law.context or unbounded, SAMPLED_MAX_TOTAL if sampled else unbounded)
+    top = min(SAMPLED_MAX_PROMPT if sampled else n * i, total - room)
+    shape = uniform_quantiles(n, law.ratio) if law.shape == "uniform" else None
+    ins = [i] * n if law.shape == "sonnet" else spread(i, n, [top] * n, low_i, 1 / PLASTIC, shape)
+    caps = [min(law.max_output or n * o, total - x) for x in ins]
+    outs = spread(o, n, caps, low_o, 1 / PLASTIC ** 2, shape)
     return tuple(ins), tuple(outs)
 
 
-def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
-           prefill_first: bool, fixed_lengths: bool = True) -> tuple[list[float], list[float], float]:
+def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,
+           fixed_lengths: bool | Lengths = True) -> tuple[list[float], list[float], float]:
     """Step the engine through `requests` requests, `concurrency` sent at once and the next each time an
     answer ends: (TTFT and TPOT per request, seconds until the last answer ends). As the engine schedules:
 
@@ -774,12 +828,14 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int,
     decode steps later. Stretches without an admissible prompt are decode steps of a fixed batch, jumped to
     the next answer's end (or to the step the pool runs out of blocks).
 
-    `fixed_lengths` False: each request has its own prompt and answer length around the means (`varied`), so
+    `fixed_lengths` False (the ShareGPT law) or a `Lengths` law: each request has its own prompt and answer
+    length around the means (`varied`), so
     the slots and blocks free as each answer ends and the run lasts until the longest one ends."""
     n = max(int(requests), 1)
     c = max(1, min(int(concurrency), n))
     i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
-    ins, outs = ((i,) * n, (o,) * n) if fixed_lengths else varied(i, o, n)
+    law = drawn(fixed_lengths)
+    ins, outs = ((i,) * n, (o,) * n) if law is None else varied(i, o, n, law)
     chunk = max(r.chunk_tokens, 1)
     pool = Pool(r, n) if r.kv_tokens else None
     cap = max(r.kv_seqs or r.max_seqs, 1) if pool else max(r.max_seqs, 1)

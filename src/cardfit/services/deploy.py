@@ -127,8 +127,19 @@ class DeployInput(ModelInput, SpeculativeInput):
                                "steady state", ge=1, le=1_000_000)
     random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
                                "or random dataset), not all the same: each has its own prompt and answer "
-                               "length (an exponential around the means, assumed) and a burst lasts until "
+                               "length (an exponential around the means, assumed, within the ShareGPT "
+                               "sampler's limits: --length-distribution sharegpt) and a burst lasts until "
                                "its longest answer ends")
+    length_distribution: str | None = opt(
+        None, "how the benchmark draws each request's lengths around the means (implies --random-lengths): "
+        "sharegpt (--random-lengths: an exponential, assumed, within the ShareGPT sampler's limits), "
+        "exponential (no such limits), uniform:RATIO (`vllm bench serve --random-range-ratio RATIO`: each "
+        "length within ± RATIO × its mean) or sonnet (every prompt at the mean, the answers vary); each "
+        "prompt + answer within --max-model-len (default: the model's context)", max_length=32)
+    max_output_tokens: int | None = opt(None, "the benchmark's max_tokens: every answer at most this many "
+                                        "tokens, the answers varying below it around --output-tokens "
+                                        "(MLPerf's 128 for CNN-DailyMail, --sonnet-output-len); with "
+                                        "--random-lengths or --length-distribution", ge=1, le=10_000_000)
     # the engine settings (services/inputs.py ENGINE_OPTIONS: one definition, shared with `cardfit speed`)
     max_num_seqs: int | None = engine_opt("max_num_seqs")
     max_num_batched_tokens: int | None = engine_opt("max_num_batched_tokens")
@@ -188,7 +199,8 @@ def check(inp: DeployInput) -> None:
         if given:
             flag = "--" + given[0].replace("_", "-")
             value = getattr(inp, given[0])
-            as_given = flag if isinstance(value, bool) else f"{flag} {value:g}"
+            as_given = flag if isinstance(value, bool) else f"{flag} {value}" if isinstance(value, str) \
+                else f"{flag} {value:g}"
             runtime = inp.runtime or "NAME"
             raise InputError(f"{flag} applies to one pinned deployment: add --tp (and one --gpu and "
                              "--runtime)", field=given[0],
@@ -197,11 +209,11 @@ def check(inp: DeployInput) -> None:
 
 
 # the options that describe one pinned deployment (services/pinned.py), not a search
-PINNED_ONLY = ("requests", "random_lengths", "max_num_seqs", "max_num_batched_tokens",
-               "gpu_memory_utilization", "max_prefill_tokens", "attention_dp", "expert_parallel",
-               "max_model_len", "prefill_workers", "decode_workers", "prefill_tp", "decode_tp", "prefill_dp",
-               "decode_dp", "prefill_batch_size", "decode_batch_size", "scheduler_recv_interval",
-               "cuda_graph_max_bs", "attention_dp_timeout_iters")
+PINNED_ONLY = ("requests", "random_lengths", "length_distribution", "max_output_tokens", "max_num_seqs",
+               "max_num_batched_tokens", "gpu_memory_utilization", "max_prefill_tokens", "attention_dp",
+               "expert_parallel", "max_model_len", "prefill_workers", "decode_workers", "prefill_tp",
+               "decode_tp", "prefill_dp", "decode_dp", "prefill_batch_size", "decode_batch_size",
+               "scheduler_recv_interval", "cuda_graph_max_bs", "attention_dp_timeout_iters")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
@@ -2066,6 +2078,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
         check_pinned,
         check_pinned_model,
         check_recv_interval,
+        length_law,
         schedule,
     )
     from .resolve import resolve
@@ -2080,16 +2093,19 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     if model is None:
         model = resolve(inp).model
     check_pinned_model(inp, model)
+    law = length_law(inp, int(inp.max_model_len or getattr(model, "max_context", 0) or 0))
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
     budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len)
     if pd_pinned(inp):
         return _pools_answer(inp, rt, gpu, pp, budget, first, snapshot(rt.id))
-    return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id))
+    return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id), law)
 
 
 def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
-            consts: tuple[tuple[str, float], ...]) -> Pinned:
-    from .pinned import _paged, bench_run
+            consts: tuple[tuple[str, float], ...], law: sv.Lengths | None = None) -> Pinned:
+    """`law`: how the benchmark run (--requests) draws its lengths (services/pinned.py length_law); None:
+    every request at the means."""
+    from .pinned import _paged, bench_run, law_text
 
     v0 = not rt.has("v1_engine")
     res, how = _timed_worker(inp, rt, gpu, tp, pp, int(inp.max_num_seqs or 0), int(inp.attention_dp or 1),
@@ -2105,11 +2121,13 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not
         lockstep = bool(rt.lockstep_rounds) and rt.has("pytorch_backend")
         w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
-        bench = bench_run(paged, inp, users, int(inp.requests), first, not inp.random_lengths, lockstep,
+        bench = bench_run(paged, inp, users, int(inp.requests), first, True if law is None else law, lockstep,
                           _reused(inp, res.cand, w))
         order = "prefill-first" if first else "decode-first"
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
+        if law is not None:
+            how = f"{how}, {law_text(law)}"
     return Pinned(res, bench, itl, first, how)
 
 

@@ -16,6 +16,7 @@ catalog/releases.py), never from a record."""
 
 from __future__ import annotations
 
+import math
 from contextvars import ContextVar
 from dataclasses import replace
 from functools import lru_cache
@@ -54,6 +55,72 @@ def check_pinned(inp: DeployInput) -> None:
         raise InputError(f"--max-model-len {inp.max_model_len:,} is shorter than a request "
                          f"({inp.input_tokens:,} + {inp.output_tokens:,} tokens): the engine refuses such "
                          "requests", field="max_model_len", hint=f"give --max-model-len {request:,} or more")
+
+
+def length_law(inp: DeployInput, context: int) -> sv.Lengths | None:
+    """How a pinned benchmark run draws its requests' lengths (core/serving.py Lengths): None where every
+    request has the means (no --random-lengths, --length-distribution); `context`: the engine's
+    max_model_len (--max-model-len, else the model's context: vLLM's default; 0 unknown), which no prompt +
+    answer exceeds. InputError for a law it cannot read or means it cannot draw within the caps."""
+    if (inp.length_distribution or inp.max_output_tokens) and not inp.requests:
+        flag = "--length-distribution" if inp.length_distribution else "--max-output-tokens"
+        raise InputError(f"{flag} describes a benchmark run: give --requests N (and --users) with it",
+                         field="length_distribution" if inp.length_distribution else "max_output_tokens")
+    if not (inp.random_lengths or inp.length_distribution):
+        if inp.max_output_tokens:
+            raise InputError("--max-output-tokens caps answers that vary in length: give --random-lengths or "
+                             "--length-distribution with it", field="max_output_tokens")
+        return None
+    shape, ratio = parse_distribution(inp.length_distribution or "sharegpt")
+    cap = int(inp.max_output_tokens or 0)
+    if cap and inp.output_tokens > cap:
+        raise InputError(f"--output-tokens {inp.output_tokens:,} is the answers' mean: it cannot exceed "
+                         f"--max-output-tokens {cap:,}, every answer's cap", field="max_output_tokens")
+    request = inp.input_tokens + max(inp.output_tokens, cap)
+    if context and request > context:
+        raise InputError(f"a request of {inp.input_tokens:,} prompt tokens and max_tokens "
+                         f"{max(inp.output_tokens, cap):,} exceeds the context of {context:,} tokens: the "
+                         "engine refuses it (vLLM: HTTP 400)",
+                         field="max_output_tokens" if cap else "input_tokens",
+                         hint=f"give --max-model-len {request:,} or more" if inp.max_model_len else
+                         "the model's context: shorten --input-tokens or --max-output-tokens")
+    return sv.Lengths(shape, ratio, cap, context)
+
+
+def law_text(law: sv.Lengths) -> str:
+    """How a benchmark's lengths are drawn, in words: 'lengths drawn uniform ±10 %, answers <= 128 tokens,
+    prompt + answer <= 2,668'."""
+    shape = f"uniform ±{law.ratio:.0%}" if law.shape == "uniform" else {
+        "sharegpt": "exponential within the ShareGPT sampler's limits (assumed)",
+        "exponential": "exponential (assumed)",
+        "sonnet": "prompts at the mean, answers exponential (assumed)",
+    }[law.shape]
+    caps = (f", answers <= {law.max_output:,} tokens" if law.max_output else "") + \
+        (f", prompt + answer <= {law.context:,}" if law.context else "")
+    return f"lengths drawn {shape}{caps}"
+
+
+def parse_distribution(text: str) -> tuple[str, float]:
+    """--length-distribution: `sharegpt`, `exponential`, `sonnet` or `uniform:RATIO` (RATIO in [0, 1]) ->
+    (shape, ratio); InputError naming the forms otherwise."""
+    name, _, value = text.strip().lower().partition(":")
+    forms = "sharegpt, exponential, uniform:RATIO (0 to 1, e.g. uniform:0.1) or sonnet"
+    if name not in sv.LENGTH_SHAPES:
+        raise InputError(f"--length-distribution '{text}': give {forms}", field="length_distribution")
+    if name != "uniform":
+        if value:
+            raise InputError(f"--length-distribution '{text}': {name} takes no ratio; give {forms}",
+                             field="length_distribution")
+        return name, 0.0
+    try:
+        ratio = float(value)
+    except ValueError:
+        ratio = math.nan
+    if not 0.0 <= ratio <= 1.0:  # NaN fails too
+        raise InputError(f"--length-distribution '{text}': the uniform law's ratio is a number from 0 to 1 "
+                         "(vllm bench serve --random-range-ratio)", field="length_distribution",
+                         hint="e.g. uniform:0.1")
+    return name, ratio
 
 
 def check_pinned_model(inp: DeployInput, model: Any) -> None:

@@ -24,6 +24,9 @@ SETTINGS: dict[str, str] = {
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "max_num_seqs": "--max-num-seqs",
     "num_prompts": "the requests a benchmark sent (--users with the answer it waits for)",
+    "length_distribution": "--length-distribution: how the benchmark drew each request's lengths (sharegpt, "
+                           "exponential, uniform:RATIO, sonnet)",
+    "max_output_tokens": "--max-output-tokens: the benchmark's max_tokens, every answer's cap",
     "gemm_quant": "--quant of the dense GEMMs",
     "moe_quant": "--quant of the routed experts",
     "gpu_cores": "an Apple GPU's core count (the card's size)",

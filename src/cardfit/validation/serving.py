@@ -21,9 +21,9 @@ SERVING_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s", "reque
 def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     """The deploy question a serving record answers, pinned to its deployment: its model, --runtime
     NAME@RELEASE, quant, card set (--tp, --pp), load and, for a finite run, the benchmark (--requests,
-    --random-lengths), with the engine settings the record states (--max-num-seqs, --max-num-batched-tokens,
-    --gpu-memory-utilization, --max-prefill-tokens, --attention-dp, --max-model-len,
-    --scheduler-recv-interval, --cuda-graph-max-bs); (input, tp, pp)."""
+    --random-lengths, --length-distribution, --max-output-tokens), with the engine settings the record
+    states (--max-num-seqs, --max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens,
+    --attention-dp, --max-model-len, --scheduler-recv-interval, --cuda-graph-max-bs); (input, tp, pp)."""
     st = r.get("settings") or {}
     cards = int(r.get("gpus") or 1)
     tp, pp = int(st.get("tp") or cards), int(st.get("pp") or 1)
@@ -35,7 +35,9 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     requests = int(r.get("requests") or 0)
     pools = disaggregated_pools(st)
     if r.get("load") in ("closed", "burst") and requests and users is not None and not pools:
-        kw.update(requests=requests, random_lengths=not bool(r.get("fixed_lengths", True)))
+        kw.update(requests=requests, random_lengths=not bool(r.get("fixed_lengths", True)),
+                  length_distribution=st.get("length_distribution"),
+                  max_output_tokens=int(st.get("max_output_tokens") or 0) or None)
     cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0)
     budget = int(st.get("max_num_batched_tokens") or st.get("max_num_tokens")
                  or st.get("chunked_prefill_size") or st.get("max_batch_prefill_tokens") or 0)

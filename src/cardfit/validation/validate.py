@@ -786,7 +786,7 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
 # moe_tp or enable_chunked_prefill).
 USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtype", "num_prompts",
                            "gemm_quant", "moe_quant", "shared_prefix_tokens", "turns", "sessions",
-                           "kv_offload_gb"})
+                           "kv_offload_gb", "length_distribution", "max_output_tokens"})
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
