@@ -122,3 +122,19 @@ def test_a_memoized_layer_split_answers_each_question_its_own(layers, split, whi
         want[cards[n]] += output
         assert got == want
         assert sum(got) == layered
+
+
+def test_the_split_per_card_count_is_each_counts_own():
+    """deploy's candidates work out a llama.cpp split once per memory and card count (_per_count): each count
+    gets the split plan.split_cards gives it, asked in any order, and a runtime that splits evenly none."""
+    from cardfit.services import plan
+
+    inp = dp.DeployInput(model="llama3.1:70b", users=4.0, runtime="llama.cpp")
+    s = dp.settings(inp)[0][0]
+    fresh = plan.split_cards(s.ctx, s.mem)
+    assert fresh is not None
+    memo = dp._per_count(plan.split_cards(s.ctx, s.mem))
+    for count in (2, 3, 2, 8, 3, 1):
+        assert memo(count) == fresh(count)
+    assert len({tuple(memo(n)) for n in (2, 3, 8)}) == 3
+    assert dp._per_count(None) is None
