@@ -270,3 +270,49 @@ def test_a_catalog_name_with_brackets_prints_as_written_in_tables_and_lines(args
     assert code == 0, err
     assert "Fake[red]Card[/]" in out
     assert "FakeCard" not in out
+
+
+@st.composite
+def record_rows(draw: st.DrawFn) -> list[tuple[str, ...]]:
+    kinds = st.sampled_from(["decode", "serving", "kv_cache", "file_size", "aggregate_decode"])
+    ids = st.sampled_from(["xd-m3max40coregpu64gb-llama3.1-70b-q4km-tg512", "dennislee-test4-100", "a", "a]b",
+                           "aic-h200-sxm-vllm-0.10.1-llama3.1-8b-fp8-isl1024-osl1024-c64", "[bold]b[/]",
+                           "x" * 70, "模型-wide"])
+    runtimes = st.sampled_from(["llama.cpp", "vllm@0.10.1.1", "sglang", "trtllm"])
+    values = st.sampled_from(["—", "8 tok/s", "1,234 tok/s", "0.12 GiB", "35 ms", "12,345 ms"])
+    errors = st.sampled_from(["skipped", "+0.0%", "-12.3%", "+880.0%", "+1,234.5%"])
+    return draw(st.lists(st.tuples(kinds, ids, runtimes, values, values, errors), max_size=12))
+
+
+@settings(max_examples=100, deadline=None)
+@given(record_rows(), st.sampled_from(["", "40", "80", "120", "300"]))
+def test_validate_records_on_a_pipe_are_the_bytes_rich_writes(rows, columns):
+    """`cardfit validate` writes its records table (thousands of rows) with the plain writer where rich would
+    write no escape codes: the bytes rich writes for the same rows, and the width the rest is printed at."""
+    from rich.console import Console as Rich
+    from rich.table import Table as RichTable
+
+    from cardfit.cli import validate_cmd as v
+
+    with pytest.MonkeyPatch.context() as m:
+        for key in ENV_KEYS:
+            m.delenv(key, raising=False)
+        if columns:
+            m.setenv("COLUMNS", columns)
+        ours = io.StringIO()
+        m.setattr(sys, "stdout", ours)
+        width = v._plain_records(rows)
+        theirs = io.StringIO()
+        m.setattr(sys, "stdout", theirs)
+        t = RichTable(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col, just in v.RECORD_COLUMNS:
+            t.add_column(col, justify=just, no_wrap=True)
+        for row in rows:
+            t.add_row(*row)
+        c = v._wide(Rich(highlight=False, soft_wrap=False, width=int(columns or 120), emoji=False), t)
+        c.print(t)
+    if any("模" in cell for row in rows for cell in row):  # wide characters: rich prints them
+        assert width == 0 and ours.getvalue() == ""
+        return
+    assert ours.getvalue() == theirs.getvalue()
+    assert v._widened(Rich(width=int(columns or 120)), width).width == c.width

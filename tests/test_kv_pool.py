@@ -10,9 +10,14 @@ import statistics
 from dataclasses import replace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
+from cardfit.errors import InputError
+
+from .helpers import within
 
 
 def _replica(seqs: int = 256, chunk: int = 2048) -> sv.Replica:
@@ -98,3 +103,52 @@ def test_validation_steps_the_pool_of_the_engine_that_preempts():
     assert rts.get("sglang").kv_preemption == ""
     assert not rts.get("vllm@~0.6.4 (rocm/vllm-dev:20241121-tuned, V0 engine)").prefix_caching
     assert rts.get("vllm@0.10.1.1").prefix_caching
+
+
+# --- the pool loop always ends (a prompt step that can take no token used to repeat for ever) ---
+
+@pytest.mark.parametrize("cache", [True, False])
+@pytest.mark.parametrize("output", [2, 256, 1024])
+def test_a_prefill_first_pool_too_small_for_the_burst_ends(cache, output):
+    """The reported case: a paged pool of 30,000 tokens (10 prompts of 3,000), a prefill-first engine, 32 in
+    flight and 100 requests. The pool fills with part-prefilled prompts while the answers wait for the prompt
+    steps; the engine decodes until answers free blocks instead of repeating an empty prompt step. Every
+    request ends, slower than with a pool that holds the burst."""
+    pooled = replace(_replica(), kv_tokens=30_000, kv_seqs=256, prefix_cache=cache)
+    w = sv.Workload(3000, output)
+    with within(20):
+        ttft, tpot, seconds = sv.rounds(pooled, w, 32, 100, True)
+    assert len(ttft) == 100 and all(x > 0 for x in ttft)
+    _, _, roomy = sv.rounds(replace(pooled, kv_tokens=32 * (3000 + output) + 16), w, 32, 100, True)
+    assert seconds > roomy
+
+
+@pytest.mark.parametrize(("kv_tokens", "prompt", "answer"), [(2_000, 3_000, 10), (3_000, 2_990, 100)])
+def test_a_request_larger_than_the_pool_is_an_error(kv_tokens, prompt, answer):
+    """A request whose prompt and answer cannot fit the pool on its own would be preempted and computed again
+    for ever; vLLM refuses to start such a configuration, and so does rounds()."""
+    pooled = replace(_replica(), kv_tokens=kv_tokens, kv_seqs=8)
+    with within(20), pytest.raises(InputError, match="does not fit a KV pool"):
+        sv.rounds(pooled, sv.Workload(prompt, answer), 4, 4, True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kv_tokens=st.integers(16, 6_000), block=st.sampled_from([1, 16, 32]), chunk=st.integers(16, 4_096),
+       seqs=st.integers(1, 64), prompt=st.integers(1, 2_000), answer=st.integers(1, 300),
+       concurrency=st.integers(1, 24), requests=st.integers(1, 40), prefill_first=st.booleans(),
+       cache=st.booleans(), fixed=st.booleans(), ahead=st.integers(0, 1))
+def test_rounds_always_ends(kv_tokens, block, chunk, seqs, prompt, answer, concurrency, requests,
+                            prefill_first, cache, fixed, ahead):
+    """Whatever the pool, budget and load: rounds() returns every request's timings, or says the request does
+    not fit the pool; it never hangs."""
+    r = replace(_replica(seqs=seqs, chunk=chunk), kv_tokens=kv_tokens, kv_block=block, kv_seqs=seqs,
+                prefix_cache=cache, schedule_ahead=ahead)
+    w = sv.Workload(prompt, answer)
+    with within(20):
+        try:
+            ttft, tpot, seconds = sv.rounds(r, w, concurrency, requests, prefill_first, fixed)
+        except InputError as e:
+            assert "does not fit a KV pool" in str(e)
+            return
+    assert len(ttft) == max(requests, 1) and all(x > 0 for x in ttft)
+    assert seconds > 0 and all(x >= 0 for x in tpot)

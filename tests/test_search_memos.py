@@ -87,3 +87,54 @@ def test_the_plans_machines_are_keyed_on_the_constants_in_place():
         assert refit == served.machine(ctx, gpu, 1, ram_bandwidth_gbps=0.0)
     assert refit.decode_efficiency == 0.5 != stored.decode_efficiency
     assert plan._machine(ctx, gpu, 2, 0.0) == served.machine(ctx, gpu, 2, ram_bandwidth_gbps=0.0)
+
+
+def _cards_unmemoized(layers: int, split: list[float]) -> list[int]:
+    """llama.cpp's slot placement written out (LLAMA_SPLIT_SOURCE's upper_bound over the cumulative split)."""
+    slots = max(layers, 1) + 1
+    bounds, acc = [], 0.0
+    for share in split:
+        acc += share / sum(split)
+        bounds.append(acc)
+    return [next((d for d, b in enumerate(bounds) if b > il / slots), len(split) - 1) for il in range(slots)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(layers=st.integers(1, 130), split=st.lists(st.floats(0.05, 100.0), min_size=1, max_size=8),
+       which=st.integers(0, 7), bump=st.floats(0.5, 50.0), layered=st.integers(0, 10**12),
+       output=st.integers(0, 10**9))
+def test_a_memoized_layer_split_answers_each_question_its_own(layers, split, which, bump, layered, output):
+    """runtimes/llamacpp_like.py memoizes the placement of (layers, split): questions that differ in the layer
+    count or in one card's share get their own placement, each the one computed afresh, and the bytes per
+    card are the running total of each card's layers (every byte placed once)."""
+    from cardfit.runtimes import llamacpp_like as llama
+
+    other = list(split)
+    other[which % len(split)] += bump
+    output = min(output, layered)
+    for n, s in ((layers, split), (layers + 1, split), (layers, other), (layers, split)):
+        cards = _cards_unmemoized(n, s)
+        assert llama.layer_cards(n, s) == cards
+        got = llama.layer_split(layered, n, s, output)
+        upto = [sum(1 for c in cards[:n] if c <= d) for d in range(len(s))]
+        rep = layered - output
+        want = [rep * u // n - rep * v // n for u, v in zip(upto, [0, *upto[:-1]], strict=True)]
+        want[cards[n]] += output
+        assert got == want
+        assert sum(got) == layered
+
+
+def test_the_split_per_card_count_is_each_counts_own():
+    """deploy's candidates work out a llama.cpp split once per memory and card count (_per_count): each count
+    gets the split plan.split_cards gives it, asked in any order, and a runtime that splits evenly none."""
+    from cardfit.services import plan
+
+    inp = dp.DeployInput(model="llama3.1:70b", users=4.0, runtime="llama.cpp")
+    s = dp.settings(inp)[0][0]
+    fresh = plan.split_cards(s.ctx, s.mem)
+    assert fresh is not None
+    memo = dp._per_count(plan.split_cards(s.ctx, s.mem))
+    for count in (2, 3, 2, 8, 3, 1):
+        assert memo(count) == fresh(count)
+    assert len({tuple(memo(n)) for n in (2, 3, 8)}) == 3
+    assert dp._per_count(None) is None

@@ -59,15 +59,21 @@ class Option:
     def free_bytes(self) -> int:
         """What the set still holds: with an uneven split, what it holds spread as its cards are, each card
         as free as the fullest one (count x the fullest card's room)."""
-        free = self.budget_bytes - self.need_bytes
-        if self.card_need_bytes:
-            free = min(free, self.count * (self.budget_bytes // self.count - max(self.card_need_bytes)))
-        return free
+        return free_on(self.budget_bytes, self.need_bytes, self.count, self.card_need_bytes)
 
 
     @property
     def fits(self) -> bool:
         return self.verdict in (FITS, TIGHT)
+
+
+def free_on(budget: int, need: int, count: int, card_need: tuple[int, ...] = ()) -> int:
+    """Option.free_bytes of a set: its budget less its need, and with an uneven split (each card's need in
+    `card_need`) at most `count` times the fullest card's room."""
+    free = budget - need
+    if card_need:
+        free = min(free, count * (budget // count - max(card_need)))
+    return free
 
 
 def drafter_bytes(mem: Memory) -> int:
@@ -185,7 +191,7 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     why = unsupported(gpu, requires, rt.profile, count)
     if why:
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
-    free = Option(**base, verdict=NO).free_bytes  # the fullest card decides an uneven split
+    free = free_on(budget, need, count, per_card)  # the fullest card decides an uneven split
     if free >= 0:  # the margin tells fits from tight only: worked out for the sets that hold the plan
         if callable(margin_bytes):
             margin_bytes = margin_bytes(count, copies)

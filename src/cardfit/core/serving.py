@@ -43,6 +43,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..catalog.records import record
+from ..errors import InputError
 from .speculative import Speculation, draft_s, plain_s, verify_link_s, verify_overhead_s
 from .speed import Load, Machine, link_seconds, step
 
@@ -838,6 +839,8 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
     ins, outs = ((i,) * n, (o,) * n) if law is None else varied(i, o, n, law)
     chunk = max(r.chunk_tokens, 1)
     pool = Pool(r, n) if r.kv_tokens else None
+    if pool:
+        _fits_alone(pool, ins, outs)
     cap = max(r.kv_seqs or r.max_seqs, 1) if pool else max(r.max_seqs, 1)
     timed: dict[tuple[int, float], float] = {}
 
@@ -868,6 +871,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
     # an overlap scheduler plans step m + 1 as step m starts: a request that arrives after that waits for
     # the step after (`planned`: when the step about to start was planned)
     planned = 0.0
+    decode_until = -1  # after a stalled prompt step: the answers ended by then (none admitted until one more)
 
     def finish(k: int, at: float) -> None:
         nonlocal sent, done
@@ -899,31 +903,51 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
                 del running[k]
                 finish(k, at)
 
+    def evict_newest() -> None:
+        """Preempt the newest admitted request: its blocks freed, sent back to the front of the queue to be
+        computed again (vLLM's recompute preemption)."""
+        assert pool is not None
+        k = max(admitted, key=pool.stamp.__getitem__)
+        admitted.discard(k)
+        if k in running:
+            pool.resume[k] = running.pop(k) - clock
+            left = pool.tokens(k) + 1  # every token so far, the last sampled one too
+        else:
+            x = next(x for x in started if x[0] == k)
+            started.remove(x)
+            left = pool.tokens(k) + x[1]
+        pool.evict(k)
+        queue.appendleft([k, float(left)])
+
     def preempt() -> bool:
-        """Free blocks until the running requests' next tokens fit: the newest admitted request first, sent
-        back to the front of the queue to be computed again (vLLM's recompute preemption)."""
+        """Free blocks until the running requests' next tokens fit: the newest admitted request first."""
         assert pool is not None
         hit = False
         while pool.free() < pool.growth(1) and admitted:
-            k = max(admitted, key=pool.stamp.__getitem__)
+            evict_newest()
             hit = True
-            admitted.discard(k)
-            if k in running:
-                pool.resume[k] = running.pop(k) - clock
-                left = pool.tokens(k) + 1  # every token so far, the last sampled one too
-            else:
-                x = next(x for x in started if x[0] == k)
-                started.remove(x)
-                left = pool.tokens(k) + x[1]
-            pool.evict(k)
-            queue.appendleft([k, float(left)])
         return hit
 
     while done < n:
         room = cap - len(running) - len(started)
         seen = planned if r.schedule_ahead else t
-        admissible = bool(started) or (bool(queue) and arrival[queue[0][0]] <= seen and room > 0
-                                       and (not pool or pool.admits(queue[0], chunk, pool.growth(1))))
+        # a prompt step with no decodes in it (prefill-first, or nothing running) whose oldest part-prefilled
+        # prompt finds no free block can take no token (and no new prompt fits). A prefill-first engine then
+        # runs its decode batch (SGLang and vLLM V0 decode when no prefill can be scheduled) and admits no
+        # prompt until an answer has ended and freed its blocks (neither admits a prompt whose blocks are not
+        # all free: vLLM V0 BlockSpaceManager.can_allocate, SGLang PrefillAdder); with nothing to decode the
+        # pool holds only part-prefilled prompts, and the newest is preempted so the oldest can go on (vLLM
+        # V1's scheduler preempts the newest running request when one cannot get its blocks)
+        stalled = bool(pool and started and (prefill_first or not running)
+                       and pool.room_for(started[0][0]) <= 0)
+        if stalled and not running:
+            evict_newest()
+            continue
+        if stalled:
+            decode_until = done
+        admissible = not (running and decode_until == done) and (
+            bool(started) or (bool(queue) and arrival[queue[0][0]] <= seen and room > 0
+                              and (not pool or pool.admits(queue[0], chunk, pool.growth(1)))))
         if not admissible:
             if not running:  # idle until the next request arrives: an idle engine plans at once
                 t = planned = min(arrival[x[0]] for x in queue)
@@ -1008,6 +1032,18 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
     # TPOT over the answers longer than one token, as `vllm bench serve` averages it
     tpot = [(end[k] - first[k]) / (outs[k] - 1) for k in range(n) if outs[k] > 1] or [0.0] * n
     return ttft, tpot, max(end)
+
+
+def _fits_alone(pool: Pool, ins: tuple[int, ...], outs: tuple[int, ...]) -> None:
+    """Each request must fit the KV pool on its own (its prompt and all but its last answer token held),
+    else it is preempted and computed again forever: vLLM refuses to start where max_model_len exceeds what
+    its KV cache holds ("The model's max seq len ... is larger than the maximum number of tokens that can be
+    stored in KV cache", vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)."""
+    longest = max(i + o for i, o in zip(ins, outs, strict=True))
+    if pool.need(longest - 1) > pool.blocks:
+        raise InputError(f"a request of {longest:,} tokens (prompt + answer) does not fit a KV pool of "
+                         f"{pool.blocks * pool.block:,} tokens", field="kv_tokens",
+                         hint="give the pool more memory or ask for shorter requests")
 
 
 class Pool:

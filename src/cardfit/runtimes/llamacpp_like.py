@@ -45,14 +45,27 @@ def layer_cards(layers: int, split: Sequence[float]) -> list[int]:
     the split exceeds il / (n_layer + 1) (LLAMA_SPLIT_SOURCE, llama_model::load_tensors get_layer_buft_list:
     `std::upper_bound(splits, float(il - i_gpu_start) / act_gpu_layers)`, act_gpu_layers = n_layer + 1). So
     two equal cards hold 13 and 11 of a 24-layer model's layers, the output layer with the second."""
-    slots = max(layers, 1) + 1
+    return list(_layer_cards(max(layers, 1), tuple(split)))
+
+
+# deploy sizes a split for every card set and candidate of a model: the same few (layers, split) each time
+@lru_cache(maxsize=1024)
+def _layer_cards(layers: int, split: tuple[float, ...]) -> tuple[int, ...]:
+    slots = layers + 1
     total = sum(split)
     bounds, acc = [], 0.0
     for share in split:
         acc += share / total
         bounds.append(acc)
     last = len(split) - 1
-    return [next((d for d, b in enumerate(bounds) if b > il / slots), last) for il in range(slots)]
+    return tuple(next((d for d, b in enumerate(bounds) if b > il / slots), last) for il in range(slots))
+
+
+@lru_cache(maxsize=1024)
+def _placed(layers: int, split: tuple[float, ...]) -> tuple[tuple[int, ...], int]:
+    """Per card d, the repeating layers on cards 0..d (layer_cards), and the card of the output slot."""
+    cards = _layer_cards(layers, split)
+    return tuple(sum(1 for c in cards[:layers] if c <= d) for d in range(len(split))), cards[layers]
 
 
 def layer_split(layered: int, layers: int, split: Sequence[float], output: int = 0) -> list[int]:
@@ -60,14 +73,13 @@ def layer_split(layered: int, layers: int, split: Sequence[float], output: int =
     (`layered` less `output`, even per layer) on each layer's card, and `output` (the output matrix and norm,
     which llama.cpp counts as one more layer) on the card of the last slot."""
     layers = max(layers, 1)
-    cards = layer_cards(layers, split)
+    placed, last = _placed(layers, tuple(split))
     repeating = layered - output
     out, done = [], 0
-    for d in range(len(split)):  # each card's layers are consecutive: round the running total, never below 0
-        upto = sum(1 for c in cards[:layers] if c <= d)
+    for upto in placed:  # each card's layers are consecutive: round the running total, never below 0
         out.append(repeating * upto // layers - repeating * done // layers)
         done = upto
-    out[cards[layers]] += output
+    out[last] += output
     return out
 
 

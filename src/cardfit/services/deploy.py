@@ -609,6 +609,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                                                          kv_dtype=each.mem.kv_dtype)) if shared else 0
         on_card: dict[tuple[int, int, bool], Setting] = {}
         margin_of: dict[tuple[int, int, bool], dict[tuple[int, float], int]] = {}
+        split_of: dict[tuple[int, int, bool], Callable[[int], list[int] | None] | None] = {}
         if id(ctx.gpus) not in cards:
             cards[id(ctx.gpus)] = _gpus(inp, ctx)
         for gpu in cards[id(ctx.gpus)]:
@@ -617,6 +618,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
             if key not in on_card:
                 on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
                 margin_of[key] = {}
+                split_of[key] = _per_count(split_cards(ctx, on_card[key].mem))
             s, margins = on_card[key], margin_of[key]
             mem = s.mem
             if (
@@ -641,7 +643,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 margin = margins[count, copies]
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp,
-                                    cards=split_cards(ctx, mem))
+                                    cards=split_of[key])
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
@@ -659,6 +661,20 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     out += _expert_parallel(inp, s, gpu, per_node, count, per_seq)
                 one_node = one_node or nodes == 1
     return out
+
+
+def _per_count(cards: Callable[[int], list[int] | None] | None) -> Callable[[int], list[int] | None] | None:
+    """plan.split_cards' per-card needs of one memory, worked out once per card count: every card kind of
+    the same memory (one key of candidates' on_card) asks for the same splits (fitting.check copies them)."""
+    if cards is None:
+        return None
+    done: dict[int, list[int] | None] = {}
+
+    def on(count: int) -> list[int] | None:
+        if count not in done:
+            done[count] = cards(count)
+        return done[count]
+    return on
 
 
 def _draft_kv(s: Setting, inp: DeployInput, rt: RuntimeProfile) -> int:
