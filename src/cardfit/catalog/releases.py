@@ -83,8 +83,14 @@ def _feature(row: dict[str, Any], runtime: str) -> Feature:
         reads.append((field, tuple(sorted((str(k), str(v)) for k, v in by_stack.items()))))
     return Feature(id=row["id"], what=row["what"], source=row["source"], from_=str(row.get("from", "")),
                    from_nim=str(row.get("from_nim", "")), date=str(row.get("date", "")),
-                   when=str(row.get("when", "")), without=tuple(sorted((row.get("without") or {}).items())),
+                   when=str(row.get("when", "")),
+                   without=tuple(sorted((k, _frozen(v)) for k, v in (row.get("without") or {}).items())),
                    reads=tuple(reads))
+
+
+def _frozen(value: Any) -> Any:
+    """A `without` value as a profile holds it: TOML's lists as tuples (context_tiers = [] -> ())."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 @cache
