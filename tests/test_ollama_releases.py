@@ -89,9 +89,11 @@ def test_flash_attention_off_costs_the_score_matrix() -> None:
 
 # OLLAMA_CONTEXT_LENGTH is read from 0.5.13 (envconfig/config.go @v0.5.13 ContextLength; absent @v0.5.12):
 # the launch line of an older release sets num_ctx per request instead
-@pytest.mark.parametrize("runtime, env", [("ollama@0.5.12", False), ("ollama@0.5.13", True), ("ollama", True)])
+@pytest.mark.parametrize("runtime, env", [("ollama@0.5.12", False), ("ollama@0.5.13", True),
+                                          ("ollama", True)])
 def test_launch_sets_the_context_where_the_release_reads_it(run_json, runtime: str, env: bool) -> None:
-    best = run_json("deploy", "llama3.1:8b", "--gpu", "RTX 4090", "--users", "2", "--runtime", runtime)["best"]
+    args = ["deploy", "llama3.1:8b", "--gpu", "RTX 4090", "--users", "2", "--runtime", runtime]
+    best = run_json(*args)["best"]
     line, _, notes = best["command"].partition("#")
     assert ("OLLAMA_CONTEXT_LENGTH=1300 " in line) is env  # 1,000 + 300 tokens, deploy's default request
     assert ('"num_ctx": 1300' in notes) is not env
