@@ -157,3 +157,16 @@ def test_an_embedder_at_one_slot_holds_less() -> None:
                     if e["model"] == "bge-m3")
 
     assert embed_bytes("ollama@0.3.3") > embed_bytes("ollama@0.3.7")
+
+
+# A validation record is timed at the Ollama release its source states (settings ollama_version), else at
+# the one current at its date (data/validation/memory_runtime.toml, memory_stack_shared.toml)
+@pytest.mark.parametrize("settings, date, want", [
+    ({"ollama_version": "0.5.4"}, "2025-12-01", "ollama@0.5.4"),  # securetag's log: Ollama 0.5.4
+    ({"ollama_version": "0.10.0-rc0"}, "2025-07-22", "ollama@0.10.0-rc0"),  # ollama#11499
+    ({}, "2025-07-22", "ollama@2025-07-22"),  # none stated: the release current at its date
+])
+def test_a_record_states_its_ollama_release(settings: dict, date: str, want: str) -> None:
+    from cardfit.validation.single import record_runtime_name
+
+    assert record_runtime_name({"runtime": "ollama", "date": date, "settings": settings}) == want

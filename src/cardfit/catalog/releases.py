@@ -193,7 +193,7 @@ def question_runtime(runtime: str, stated: str | None, date: str | None) -> str:
     if table is None:
         return runtime
     switched = any(p.search(stated) for p, _, _ in _SWITCHES.get(runtime, ()))
-    if stated and table.current and parse_release(runtime, stated) is not None:
+    if stated and _numbered(table) and parse_release(runtime, stated) is not None:
         # the release and the engine words (_SWITCHES) a user passes; what else a source writes beside the
         # number (a container image: "1.2.0rc6 (nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)") is not
         # part of the question
