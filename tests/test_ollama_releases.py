@@ -170,3 +170,10 @@ def test_a_record_states_its_ollama_release(settings: dict, date: str, want: str
     from cardfit.validation.single import record_runtime_name
 
     assert record_runtime_name({"runtime": "ollama", "date": date, "settings": settings}) == want
+
+
+def test_the_stack_says_why_a_model_got_one_slot() -> None:
+    notes = _stack("ollama@0.3.7", [*RAG, ("gemma3:4b", "vision", None)])["notes"]
+    assert any(n.startswith("bge-m3: 1 slot") and "an embedder" in n for n in notes)
+    assert any(n.startswith("gemma3:4b: 1 slot") and "projector" in n for n in notes)
+    assert not any(n.startswith("llama-3.1-8b: 1 slot") for n in notes)

@@ -1194,7 +1194,21 @@ def _slot_notes(machine: Machine) -> list[str]:
             "its load with OLLAMA_NUM_PARALLEL unset (the models loaded in file order, each against the "
             "memory those before it leave)"
             for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
-            if machine.sizer.auto(p.server.entry)]
+            if machine.sizer.auto(p.server.entry)] + [
+        f"{p.server.entry.model}: 1 slot, which Ollama's scheduler gives it whatever OLLAMA_NUM_PARALLEL "
+        f"says ({_one_slot_why(p)}; server/sched.go)"
+        for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
+        if not machine.sizer.auto(p.server.entry) and _is_ollama(p.server.entry)
+        and machine.sizer.ollama_parallel > 1 and machine.sizer.one_slot(p.server.entry)]
+
+
+def _one_slot_why(p: Placed) -> str:
+    rt, role = p.sized.ctx.runtime, p.server.entry.role
+    if role == "embed" and rt.has("embed_parallel_one"):
+        return "an embedder"
+    if role == "vision" and not rt.has("vision_parallel"):
+        return "a model with a projector, before 0.4.1"
+    return f"{p.sized.ctx.model.model_type}, an architecture it runs with one"
 
 
 def _notes(machine: Machine) -> list[str]:
