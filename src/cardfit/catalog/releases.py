@@ -83,8 +83,14 @@ def _feature(row: dict[str, Any], runtime: str) -> Feature:
         reads.append((field, tuple(sorted((str(k), str(v)) for k, v in by_stack.items()))))
     return Feature(id=row["id"], what=row["what"], source=row["source"], from_=str(row.get("from", "")),
                    from_nim=str(row.get("from_nim", "")), date=str(row.get("date", "")),
-                   when=str(row.get("when", "")), without=tuple(sorted((row.get("without") or {}).items())),
+                   when=str(row.get("when", "")),
+                   without=tuple(sorted((k, _frozen(v)) for k, v in (row.get("without") or {}).items())),
                    reads=tuple(reads))
+
+
+def _frozen(value: Any) -> Any:
+    """A `without` value as a profile holds it: TOML's lists as tuples (context_tiers = [] -> ())."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 @cache
@@ -187,7 +193,7 @@ def question_runtime(runtime: str, stated: str | None, date: str | None) -> str:
     if table is None:
         return runtime
     switched = any(p.search(stated) for p, _, _ in _SWITCHES.get(runtime, ()))
-    if stated and table.current and parse_release(runtime, stated) is not None:
+    if stated and _numbered(table) and parse_release(runtime, stated) is not None:
         # the release and the engine words (_SWITCHES) a user passes; what else a source writes beside the
         # number (a container image: "1.2.0rc6 (nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)") is not
         # part of the question

@@ -94,6 +94,10 @@ class RuntimeProfile:
     # 0: none (runtimes/sglang.py says which models run it from which release)
     swa_full_tokens_ratio: float = 0.0
     flash_attn: bool = True  # flash attention on by default
+    # where flash_attn is off, the models (config.json model_type) it is on for by default (Ollama 0.12.4 on)
+    flash_attn_models: tuple[str, ...] = ()
+    # models (config.json model_type) a shared server loads with one slot whatever its setting (Ollama)
+    single_slot_models: tuple[str, ...] = ()
     offload: bool = False  # can place whole layers in system RAM
     # a host-RAM tier behind the GPU's prefix cache that its launch line sets (--kv-offload-gb: vLLM's native
     # CPU offload, SGLang HiCache); runtimes/<runtime>.py launch() names its flags
@@ -297,7 +301,8 @@ class RuntimeProfile:
 KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
 _TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples",
-           "compute_buffer_examples", "graph_stacks", "image_entrypoint", "image_listen")
+           "compute_buffer_examples", "graph_stacks", "image_entrypoint", "image_listen", "flash_attn_models",
+           "single_slot_models")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:

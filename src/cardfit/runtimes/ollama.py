@@ -42,7 +42,14 @@ class Ollama(LlamaCppLike):
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         slots = a.parallel or a.max_num_seqs
-        env = [("OLLAMA_CONTEXT_LENGTH", str(a.max_model_len)), ("OLLAMA_NUM_PARALLEL", str(slots))]
+        env = [("OLLAMA_NUM_PARALLEL", str(slots))]
+        notes = [f"then `ollama pull {model}`; the first request to it loads the model"]
+        if self.profile.has("context_length_env"):
+            env.insert(0, ("OLLAMA_CONTEXT_LENGTH", str(a.max_model_len)))
+        else:  # before 0.5.13 no OLLAMA_CONTEXT_LENGTH (data/releases.toml context_length_env)
+            notes.append(f"this release reads no OLLAMA_CONTEXT_LENGTH (0.5.13 on): pass \"options\": "
+                         f"{{\"num_ctx\": {a.max_model_len}}} with each request, or `PARAMETER num_ctx "
+                         f"{a.max_model_len}` in a Modelfile (`ollama create`)")
         flash = a.flash_attn
         if a.kv:
             flash = True  # Ollama quantizes the KV cache only with flash attention on
@@ -51,8 +58,7 @@ class Ollama(LlamaCppLike):
             env.append(("OLLAMA_FLASH_ATTENTION", "1" if flash else "0"))
         if a.tp * a.pp > 1:
             env.append(("OLLAMA_SCHED_SPREAD", "1"))
-        return Launch(a.runtime, ("ollama", "serve"), env=tuple(env), program_words=2,
-                      notes=(f"then `ollama pull {model}`; the first request to it loads the model",))
+        return Launch(a.runtime, ("ollama", "serve"), env=tuple(env), program_words=2, notes=tuple(notes))
 
     def reported_total(self, m: ModelSpec, q: Quant, s: MemorySettings, partial: bool) -> tuple[int, str]:
         # Mistral 7B's GGUF is converted as general.architecture = "llama" (convert_hf_to_gguf MistralModel)

@@ -141,7 +141,8 @@ def build_context(inp: PlanInput) -> Context:
     if kvd in ("q8_0", "q4_0") and adapter(rt).quantized_kv_needs_flash_attn and inp.flash_attn is False:
         raise InputError(f"a {kvd} KV cache needs flash attention in {rt.name}", field="kv_dtype",
                          hint="drop --no-flash-attn or use --kv-dtype f16")
-    flash = rt.flash_attn if inp.flash_attn is None else inp.flash_attn
+    flash = rt.flash_attn or r.model.model_type in rt.flash_attn_models if inp.flash_attn is None \
+        else inp.flash_attn
     if kvd in ("q8_0", "q4_0"):
         flash = True
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,

@@ -572,6 +572,7 @@ class Sizer:
         self.ollama_release = _ollama_release(ollama) if ollama and not any(e.users_stated for e in ollama) \
             else None
         self.slots: dict[int, int] = {}
+        self._one_slot: dict[int, bool] = {}
 
     def auto(self, e: Entry) -> bool:
         """Whether Ollama picks this entry's slots when it loads it (OLLAMA_NUM_PARALLEL unset)."""
@@ -580,7 +581,23 @@ class Sizer:
     def users(self, e: Entry) -> int:
         if self.auto(e):
             return self.slots.get(e.index, 1)
-        return self.ollama_parallel if _is_ollama(e) else e.users
+        if _is_ollama(e):
+            return 1 if self.one_slot(e) else self.ollama_parallel
+        return e.users
+
+    def one_slot(self, e: Entry) -> bool:
+        """Whether Ollama loads this entry with 1 slot whatever OLLAMA_NUM_PARALLEL says (ollama_one_slot)."""
+        hit = self._one_slot.get(e.index)
+        if hit is None:
+            from . import plan as planning
+
+            try:
+                ctx = planning.build_context(PlanInput(model=e.model, quant=e.quant, runtime=e.runtime,
+                                                       catalog=self.catalog))
+            except CardfitError as err:
+                raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
+            hit = self._one_slot[e.index] = ollama_one_slot(ctx.runtime, ctx.model, e.role)
+        return hit
 
     def size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
         key = (e, gpu.id, count, self.users(e))
@@ -637,6 +654,19 @@ class Sizer:
 
 def _is_ollama(e: Entry) -> bool:
     return (e.runtime or "").split("@")[0].strip().lower() == "ollama"
+
+
+def ollama_one_slot(rt: Any, model: Any, role: str) -> bool:
+    """Whether Ollama's scheduler loads a model with 1 slot whatever OLLAMA_NUM_PARALLEL (or its automatic
+    pick) says, at the profile's release (server/sched.go): a model without the completion capability (an
+    embedder) from 0.3.7 ("Embedding models should always be loaded with parallel=1"), any model with a
+    projector (a vision model) before 0.4.1, and the architectures its release lists as not safe with
+    num_parallel > 1 (data/runtimes.toml single_slot_models: mllama from 0.4.1, qwen3vl from 0.12.7, ...)."""
+    if role == "embed" and rt.has("embed_parallel_one"):
+        return True
+    if role == "vision" and not rt.has("vision_parallel"):
+        return True
+    return model.model_type in rt.single_slot_models
 
 
 def _ollama_release(entries: list[Entry]) -> Any:
@@ -788,9 +818,7 @@ class Machine:
         metal = self.gpus[0].stack == "metal"
         sized = self.sizer.size(e, self.gpus[0], 1)  # at 1 slot: the context each sequence gets
         ctx = sized.ctx
-        if e.role == "embed" and rel.has("embed_parallel_one"):
-            return 1
-        if e.role == "vision" and (not rel.has("vision_parallel") or ctx.model.model_type == "mllama"):
+        if ollama_one_slot(ctx.runtime, ctx.model, e.role):
             return 1
         tries = (2 if rel.has("auto_parallel_2") else 4, 1)
         rt = ctx.runtime
@@ -1166,7 +1194,21 @@ def _slot_notes(machine: Machine) -> list[str]:
             "its load with OLLAMA_NUM_PARALLEL unset (the models loaded in file order, each against the "
             "memory those before it leave)"
             for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
-            if machine.sizer.auto(p.server.entry)]
+            if machine.sizer.auto(p.server.entry)] + [
+        f"{p.server.entry.model}: 1 slot, which Ollama's scheduler gives it whatever OLLAMA_NUM_PARALLEL "
+        f"says ({_one_slot_why(p)}; server/sched.go)"
+        for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
+        if not machine.sizer.auto(p.server.entry) and _is_ollama(p.server.entry)
+        and machine.sizer.ollama_parallel > 1 and machine.sizer.one_slot(p.server.entry)]
+
+
+def _one_slot_why(p: Placed) -> str:
+    rt, role = p.sized.ctx.runtime, p.server.entry.role
+    if role == "embed" and rt.has("embed_parallel_one"):
+        return "an embedder"
+    if role == "vision" and not rt.has("vision_parallel"):
+        return "a model with a projector, before 0.4.1"
+    return f"{p.sized.ctx.model.model_type}, an architecture it runs with one"
 
 
 def _notes(machine: Machine) -> list[str]:
@@ -1365,6 +1407,8 @@ def _ollama_env(machine: Machine, env: dict[str, str]) -> dict[str, str]:
     out = {**env, "OLLAMA_MAX_LOADED_MODELS": str(max(loaded, 1))}
     if machine.sizer.ollama_release is not None:
         out.pop("OLLAMA_NUM_PARALLEL", None)
+    elif "OLLAMA_NUM_PARALLEL" in out:  # the stack's setting, not the slots of the model launched first
+        out["OLLAMA_NUM_PARALLEL"] = str(machine.sizer.ollama_parallel)
     return out
 
 

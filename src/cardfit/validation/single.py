@@ -99,12 +99,13 @@ def _core_scaled_tflops(gpu_name: str, cores: int) -> float | None:
 
 def record_runtime_name(r: dict[str, Any]) -> str:
     """The --runtime a user would pass for a record's engine: at the release its source states (settings
-    version, vllm_version or build), else at the release current at its date (catalog/releases.py
-    question_runtime)."""
+    version, vllm_version, ollama_version or build), else at the release current at its date
+    (catalog/releases.py question_runtime)."""
     from ..catalog.releases import question_runtime
 
     st = r.get("settings") or {}
-    stated = str(st.get("version") or st.get("vllm_version") or st.get("build") or "")
+    stated = str(st.get("version") or st.get("vllm_version") or st.get("ollama_version") or st.get("build")
+                 or "")
     if st.get("backend"):  # TensorRT-LLM's backend where the source names it (data/releases.toml)
         stated = f"{stated} ({st['backend']} backend)"
     if st.get("async_scheduling"):  # vLLM --async-scheduling before it was the default
