@@ -782,10 +782,13 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
 def dp_total(rt: RuntimeProfile, setting: str, value: int, dp: int) -> int:
     """A replica's limit over its `dp` attention data-parallel groups when its server is started with `value`
     for an engine setting (`max_num_batched_tokens`, `max_num_seqs`; 0: the engine's default, kept): each
-    group's engine its own share (runtimes/base.py per_dp_rank) times the groups. vLLM's DP engine cores
-    (each --data-parallel-size rank an engine with its own --max-num-seqs and --max-num-batched-tokens) and
-    TensorRT-LLM's attention-DP ranks (max_batch_size, max_num_tokens per rank, as aiconfigurator's generator
-    writes them: validation/aic_sample.py) take the whole setting each; SGLang divides it (DP_DIVIDED)."""
+    group's engine its own share (runtimes/base.py per_dp_rank) times the groups. vLLM's DP ranks ("each DP
+    rank is deployed as a separate 'core engine' process", docs/serving/data_parallel_deployment.md: its own
+    scheduler, --max-num-seqs and --max-num-batched-tokens) and TensorRT-LLM's attention-DP ranks
+    (max_batch_size, max_num_tokens per rank, as aiconfigurator's generator writes them and its silicon
+    sample's concurrency = batch_size x attention_dp_size: validation/aic_sample.py) take the whole setting
+    each; SGLang divides it (runtimes/sglang.py DP_DIVIDED). The step budget the memory is sized for stays
+    the server's (SGLang sizes its reserve before it divides the chunk)."""
     from ..runtimes import adapter
 
     if dp <= 1 or value <= 0:
