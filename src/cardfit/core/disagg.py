@@ -25,10 +25,12 @@ prefill server's admission (held_slots, modelled: a transfer of 1-12 ms against 
 bootstrap queue (polled at the top of each loop, not capped beyond the metadata buffers), the decode
 server's pre-allocation (every loop with disaggregation_decode_polling_interval 1, its token reserve far
 below these pools) and the KV sender's heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per
-request); SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py; not modelled:
-services/deploy.py gives each group the whole chunk), which splits an 8,192-token prompt into 2,048-token
-chunks on a DP 8 B200 worker (the same tokens a step, so about the same prompt rate) and leaves the
-1,024-token B200 DP 4 runs, 2.4x slow as well, whole. aiconfigurator's generator starts a prefill worker
+request). SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py; modelled:
+services/deploy.py dp_total, so a DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192),
+which chunks an 8,192-token prompt into 1,024-token pieces on its rank while the other ranks take other
+prompts' pieces; not modelled: the worker here takes whole prompts a step (prompts_per_step: one), their
+attention in as many groups as whole prompts (core/serving.py prompt_flops), so these runs' TTFT went from
+under- to over-predicted with the division. aiconfigurator's generator starts a prefill worker
 at max_batch_size 1 (its --max-running-requests) and max_prefill_tokens ISL + 1,500
 (generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later than 0.12.0), as the
 records' prefill_batch_size 1 pins them."""

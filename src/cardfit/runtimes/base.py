@@ -94,6 +94,21 @@ class Runtime:
         total = gpu.usable_bytes - self.profile.cuda_total_shortfall_bytes
         return int(total * u) if u else total
 
+    # server-wide engine settings the engine divides among its attention data-parallel ranks (each rank takes
+    # value // dp), by the release feature from which it does (per_dp_rank); none here: each rank's engine
+    # takes the whole setting as its own
+    DP_DIVIDED: ClassVar[Mapping[str, str]] = {}
+
+    def per_dp_rank(self, setting: str, value: int, dp: int) -> int:
+        """One attention data-parallel rank's limit when the server is started with `value` for an engine
+        setting (`max_num_seqs`, `max_num_batched_tokens`): the engine's own division among its `dp` ranks
+        where its adapter names the setting in DP_DIVIDED and its release has the feature named there
+        (data/releases.toml), else `value` (each rank's engine takes the whole setting as its own)."""
+        feature = self.DP_DIVIDED.get(setting)
+        if dp <= 1 or value <= 0 or feature is None or not self.profile.has(feature):
+            return value
+        return max(value // dp, 1)
+
     def kv_copies(self, m: ModelSpec | None, count: int) -> float:
         """Tensor parallel may replicate the cache (core/kv.py kv_replication); splitting by layers never."""
         return kv_replication(m, count) if m is not None and self.profile.tensor_parallel else 1.0

@@ -107,6 +107,14 @@ class SGLang(VllmLike):
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
     PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
+    # with --enable-dp-attention each DP rank's scheduler takes a share of the server's limits
+    # (data/releases.toml dp_attention_chunk_split, dp_attention_request_split; PyPI wheels 0.4.10, 0.5.8,
+    # 0.5.9): server_args.py _handle_data_parallelism 'self.chunked_prefill_size = self.chunked_prefill_size
+    # // self.dp_size'; model_runner.py 'server_args.max_running_requests // (server_args.dp_size if
+    # server_args.enable_dp_attention else 1)'. --max-prefill-tokens and --cuda-graph-max-bs stay each rank's
+    # own (scheduler.py PrefillAdder, cuda_graph_runner.py: the rank's local batch), and so does its KV pool
+    DP_DIVIDED = {"max_num_batched_tokens": "dp_attention_chunk_split",
+                  "max_num_seqs": "dp_attention_request_split"}
     # a prefill worker's prompt keeps its request slot until its KV transfer is polled done (core/disagg.py
     # held_slots: managers/scheduler.py get_new_batch_prefill, disaggregation/prefill.py at tag v0.5.8)
     PD_SLOT_HELD_THROUGH_TRANSFER = True

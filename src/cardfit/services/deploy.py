@@ -796,14 +796,32 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
         mc = replace(mc, graph_max_batch=int(inp.cuda_graph_max_bs))
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
     # tokens on an A100 or a card under 70 GiB, 8192 on the others); expert parallel: each attention group's
-    # engine takes its own
-    budget = (chunk_tokens or engine_defaults(s.ctx, gpu)[0]) * (attention_dp if ep > 1 else 1)
+    # engine takes its share of the server's (dp_total: vLLM and TensorRT-LLM the whole, SGLang a 1/dp)
+    budget = dp_total(s.ctx.runtime, "max_num_batched_tokens", chunk_tokens or engine_defaults(s.ctx, gpu)[0],
+                      attention_dp if ep > 1 else 1)
     r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
     if inp.scheduler_recv_interval:  # a pinned SGLang deployment's --scheduler-recv-interval
         r = replace(r, recv_interval=int(inp.scheduler_recv_interval))
     if inp.attention_dp_timeout_iters and attention_dp > 1:  # TensorRT-LLM's attention-DP balancing
         r = replace(r, adp_timeout_iters=int(inp.attention_dp_timeout_iters))
     return _interned(r)
+
+
+def dp_total(rt: RuntimeProfile, setting: str, value: int, dp: int) -> int:
+    """A replica's limit over its `dp` attention data-parallel groups when its server is started with `value`
+    for an engine setting (`max_num_batched_tokens`, `max_num_seqs`; 0: the engine's default, kept): each
+    group's engine its own share (runtimes/base.py per_dp_rank) times the groups. vLLM's DP ranks ("each DP
+    rank is deployed as a separate 'core engine' process", docs/serving/data_parallel_deployment.md: its own
+    scheduler, --max-num-seqs and --max-num-batched-tokens) and TensorRT-LLM's attention-DP ranks
+    (max_batch_size, max_num_tokens per rank, as aiconfigurator's generator writes them and its silicon
+    sample's concurrency = batch_size x attention_dp_size: validation/aic_sample.py) take the whole setting
+    each; SGLang divides it (runtimes/sglang.py DP_DIVIDED). The step budget the memory is sized for stays
+    the server's (SGLang sizes its reserve before it divides the chunk)."""
+    from ..runtimes import adapter
+
+    if dp <= 1 or value <= 0:
+        return value
+    return adapter(rt).per_dp_rank(setting, value, dp) * dp
 
 
 # Equal replicas are one object: the memos of core/serving.py (step_s) and of this module (_solo_of,
@@ -2124,8 +2142,9 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     from .pinned import _paged, bench_run, law_text
 
     v0 = not rt.has("v1_engine")
-    res, how = _timed_worker(inp, rt, gpu, tp, pp, int(inp.max_num_seqs or 0), int(inp.attention_dp or 1),
-                             int(inp.expert_parallel or 1), budget, consts)
+    dp, ep = int(inp.attention_dp or 1), int(inp.expert_parallel or 1)
+    res, how = _timed_worker(inp, rt, gpu, tp, pp, per_rank_cap(rt, int(inp.max_num_seqs or 0), dp, ep), dp,
+                             ep, budget, consts)
     replica = res.cand.replica
     users = int(inp.users or 1)
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
@@ -2145,6 +2164,16 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         if law is not None:
             how = f"{how}, {law_text(law)}"
     return Pinned(res, bench, itl, first, how)
+
+
+def per_rank_cap(rt: RuntimeProfile, cap: int, dp: int, ep: int) -> int:
+    """One attention group's sequence cap when the server is started with --max-num-seqs `cap` (0: the
+    engine's): the engine's share per group where `ep` > 1 makes the groups engines of their own (timed
+    multiplies it back by the groups; vLLM and TensorRT-LLM the whole, SGLang --max-running-requests // dp:
+    runtimes/base.py per_dp_rank), else the cap itself."""
+    from ..runtimes import adapter
+
+    return adapter(rt).per_dp_rank("max_num_seqs", cap, dp) if ep > 1 else cap
 
 
 def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, cap: int, dp: int,
@@ -2192,7 +2221,11 @@ def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budge
     workers = []
     for role in ("prefill", "decode"):
         n, tp, dp, cap = pool_shape(inp, role)
-        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, tp if dp > 1 else 1, budget, consts)
+        ep = tp if dp > 1 else 1
+        # --{role}-batch-size is one group's batch; --max-num-seqs the server's flag
+        if not getattr(inp, f"{role}_batch_size"):
+            cap = per_rank_cap(rt, cap, dp, ep)
+        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, ep, budget, consts)
         workers.append((res, n))
     (pre, x), (dec, y) = workers
     pools = pd_pools(pre.cand, x, dec.cand, y)
@@ -2253,7 +2286,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     group = tp // dp if ep > 1 else tp  # the ranks that copy a sequence's cache
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
-        cap *= dp  # each attention group's engine schedules up to its own cap
+        cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
     opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
                         tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
