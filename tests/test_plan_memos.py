@@ -267,3 +267,22 @@ def test_cards_of_one_chip_in_two_memory_sizes_share_their_decode_rates():
     first = pl._decode_rates(p.ctx, *a)
     assert pl._decode_rates(p.ctx, *b) is first
     assert first == sp.decode_rates_on(*b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.floats(0.0, 1e5), st.integers(0, 10**5)),
+       st.sampled_from(["decode_tokens_per_s", "prefill_tokens_per_s", "no_such_figure"]),
+       st.sampled_from(["ollama", "vllm", "llama.cpp", "sglang", ""]))
+def test_kept_speed_ranges_are_each_questions_own(value, figure, runtime):
+    """services/plan.py _speed_range keeps its rounded band by (value, figure, runtime), typed: each question
+    (an int and the equal float, another runtime or figure) gets the range value_range gives it afresh, as a
+    list of its own."""
+    from cardfit.core.uncertainty import value_range
+
+    r = value_range(value, figure, runtime)
+    want = None if r is None else [round(r[0], 1), round(r[1], 1)]
+    for _ in range(2):  # computed, then found kept
+        got = pl._speed_range(value, figure, runtime)
+        assert got == want and [type(x) for x in got or ()] == [type(x) for x in want or ()]
+        if got is not None:
+            got.append(0.0)  # a caller's list changes no other's

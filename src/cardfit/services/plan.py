@@ -463,13 +463,14 @@ _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
 
 
 def clear_memos() -> None:
-    """Forget the machines, card profiles and card sets' shapes kept across plans (benchmarks time a
-    question from cold)."""
+    """Forget the machines, card profiles, speed ranges and card sets' shapes kept across plans (benchmarks
+    time a question from cold)."""
     from ..core import placement
 
     _MACHINES.clear()
     _DECODE_CARDS.clear()
     _on_card.cache_clear()
+    _rounded_range.cache_clear()
     placement.clear_memos()
 
 
@@ -881,9 +882,18 @@ def memory_view(ctx: Context, mem: Memory) -> MemoryView:
 
 
 def _speed_range(value: float | None, figure: str, runtime: str) -> list[float] | None:
-    """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band)."""
+    """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band), a
+    list of its own for each caller."""
+    r = _rounded_range(value, figure, runtime)
+    return None if r is None else list(r)
+
+
+# pure in its arguments (the bands are read once: core/uncertainty.py band); the every-card plan asks it for
+# each card's decode figure, rounded to 0.1 tokens/s: most cards' figures recur from one context to the next
+@lru_cache(maxsize=4096, typed=True)
+def _rounded_range(value: float | None, figure: str, runtime: str) -> tuple[float, float] | None:
     r = value_range(value, figure, runtime)
-    return None if r is None else [round(r[0], 1), round(r[1], 1)]
+    return None if r is None else (round(r[0], 1), round(r[1], 1))
 
 
 @record
