@@ -224,3 +224,65 @@ def test_the_served_load_kept_in_a_plan_is_each_questions_own(change):
     assert len({loads[0], loads[1], loads[2]}) == 3  # the offload and the request's size reach the load
     if field == "quant":  # Q2_K reads fewer bytes (another runtime or chunk may read the same here)
         assert loads[0] != loads[4]
+
+
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_decode_rates_kept_by_card_part_and_load_are_each_questions_own(body):
+    """services/plan.py _decode_rates keeps decode_rates_on by its two arguments (frozen records, compared by
+    value): cards with equal card parts share one answer, and a question differing in one field of either
+    argument (the card's bandwidth, the load's cache bytes) gets its own, the figure computed afresh."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    ctx = p.ctx
+    seen: dict[tuple, tuple] = {}
+    for card in p.cards:
+        if card.option.gpu.bandwidth_gbps is None:
+            continue
+        part, load = pl._decode_inputs(ctx, card.memory, card.option)
+        got = pl._decode_rates(ctx, part, load)
+        assert got == sp.decode_rates_on(part, load), card.option.gpu.name
+        assert seen.setdefault((part, load), got) == got
+        if part.machine is None:
+            continue
+        faster = replace(part, machine=replace(part.machine, bandwidth_gbps=part.machine.bandwidth_gbps * 2),
+                         ideal=replace(part.ideal, bandwidth_gbps=part.ideal.bandwidth_gbps * 2))
+        longer = replace(load, kv_bytes=load.kv_bytes * 2 + 1)
+        for other_part, other_load in ((faster, load), (part, longer)):
+            fresh = sp.decode_rates_on(other_part, other_load)
+            assert pl._decode_rates(ctx, other_part, other_load) == fresh
+            assert fresh[0] != got[0]  # the ceiling reads both the bandwidth and the cache bytes
+    assert len(seen) >= 1
+
+
+def test_cards_of_one_chip_in_two_memory_sizes_share_their_decode_rates():
+    """Apple's M-series sizes of one chip hold equal card parts: the second finds the first's figures (the
+    same objects), which are what decode_rates_on gives it."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, {"model": "llama3.1:8b", "context": 3001}))
+    by_name = {c.option.gpu.name: c for c in p.cards}
+    small, large = by_name["Apple M2 Max 32GB"], by_name["Apple M2 Max 64GB"]
+    a = pl._decode_inputs(p.ctx, small.memory, small.option)
+    b = pl._decode_inputs(p.ctx, large.memory, large.option)
+    assert a == b and a[0] is not b[0]
+    first = pl._decode_rates(p.ctx, *a)
+    assert pl._decode_rates(p.ctx, *b) is first
+    assert first == sp.decode_rates_on(*b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.none(), st.floats(0.0, 1e5), st.integers(0, 10**5)),
+       st.sampled_from(["decode_tokens_per_s", "prefill_tokens_per_s", "no_such_figure"]),
+       st.sampled_from(["ollama", "vllm", "llama.cpp", "sglang", ""]))
+def test_kept_speed_ranges_are_each_questions_own(value, figure, runtime):
+    """services/plan.py _speed_range keeps its rounded band by (value, figure, runtime), typed: each question
+    (an int and the equal float, another runtime or figure) gets the range value_range gives it afresh, as a
+    list of its own."""
+    from cardfit.core.uncertainty import value_range
+
+    r = value_range(value, figure, runtime)
+    want = None if r is None else [round(r[0], 1), round(r[1], 1)]
+    for _ in range(2):  # computed, then found kept
+        got = pl._speed_range(value, figure, runtime)
+        assert got == want and [type(x) for x in got or ()] == [type(x) for x in want or ()]
+        if got is not None:
+            got.append(0.0)  # a caller's list changes no other's

@@ -397,3 +397,7 @@ def test_answers_are_remembered_but_errors_are_not():
     answers(PlanInput(model="a", context=3))  # evicts context=1
     answers(PlanInput(model="a", context=1))
     assert len(calls) == 6
+    # each input its own answer, found by its key alone (made once per call)
+    assert answers.cached(PlanInput(model="a", context=3)) == b'{"context":3}'
+    assert answers.cached(PlanInput(model="b", context=3)) is None
+    assert answers.cached(PlanInput(model="a", context=2)) is None  # evicted by context=1

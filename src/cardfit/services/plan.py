@@ -333,7 +333,7 @@ class CardPlan:
         s = self._kept.get("decode", False)
         if s is False and self.option.gpu.bandwidth_gbps is not None and self.ctx.model.generates \
                 and self.ctx.speculation is None:
-            return speedmod.decode_rates_on(*_decode_inputs(self.ctx, self.memory, self.option))
+            return _decode_rates(self.ctx, *_decode_inputs(self.ctx, self.memory, self.option))
         s = self.decode
         return (s.decode_ceiling_tokens_per_s, s.decode_tokens_per_s) if s else (None, None)
 
@@ -463,13 +463,14 @@ _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
 
 
 def clear_memos() -> None:
-    """Forget the machines, card profiles and card sets' shapes kept across plans (benchmarks time a
-    question from cold)."""
+    """Forget the machines, card profiles, speed ranges and card sets' shapes kept across plans (benchmarks
+    time a question from cold)."""
     from ..core import placement
 
     _MACHINES.clear()
     _DECODE_CARDS.clear()
     _on_card.cache_clear()
+    _rounded_range.cache_clear()
     placement.clear_memos()
 
 
@@ -495,6 +496,19 @@ def _decode_inputs(ctx: Context, mem: Memory,
             # the cache read `cardfit speed`, the served figure and validate time
             ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
     return card, load
+
+
+def _decode_rates(ctx: Context, card: speedmod.DecodeCard,
+                  load: speedmod.Load) -> tuple[float | None, float | None]:
+    """core/speed.py decode_rates_on, kept in the plan by its two arguments (frozen records, compared by
+    value): cards of one chip and bandwidth in several memory sizes (Apple's M-series, 40 and 80 GB A100s)
+    hold equal card parts, and one memory estimate serves most cards, so a fifth of the ranking's cards find
+    their figures worked out already."""
+    key = ("decode rates", card, load)
+    hit = ctx.kept.get(key)
+    if hit is None:
+        hit = ctx.kept[key] = speedmod.decode_rates_on(card, load)
+    return hit
 
 
 def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> speedmod.DecodeCard:
@@ -868,9 +882,18 @@ def memory_view(ctx: Context, mem: Memory) -> MemoryView:
 
 
 def _speed_range(value: float | None, figure: str, runtime: str) -> list[float] | None:
-    """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band)."""
+    """[low, high] of a realistic speed figure from the validation errors (None: no figure or no band), a
+    list of its own for each caller."""
+    r = _rounded_range(value, figure, runtime)
+    return None if r is None else list(r)
+
+
+# pure in its arguments (the bands are read once: core/uncertainty.py band); the every-card plan asks it for
+# each card's decode figure, rounded to 0.1 tokens/s: most cards' figures recur from one context to the next
+@lru_cache(maxsize=4096, typed=True)
+def _rounded_range(value: float | None, figure: str, runtime: str) -> tuple[float, float] | None:
     r = value_range(value, figure, runtime)
-    return None if r is None else [round(r[0], 1), round(r[1], 1)]
+    return None if r is None else (round(r[0], 1), round(r[1], 1))
 
 
 @record
@@ -953,11 +976,11 @@ def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],
                  launches: dict[tuple, LaunchLine] | None, tier: float = 0.0) -> LaunchLine:
     """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command) and
     a host KV tier of `tier` GB, made once per plan for each such set of arguments."""
-    from .launch_line import launch_command
-
     key = (*args, tier)
     line = launches.get(key) if launches is not None else None
-    if line is None:
+    if line is None:  # imported here, where a line is made: most cards find theirs made
+        from .launch_line import launch_command
+
         line = LaunchLine(launch_command(ctx, *args, kv_offload_gb=tier))
         if launches is not None:
             launches[key] = line

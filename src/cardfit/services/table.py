@@ -9,6 +9,7 @@ nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
@@ -68,22 +69,9 @@ class Result:
     flatten: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        names = _NAMES.get(type(self)) or _names(type(self))
-        skip, inline, scalars = self.omit_none, self.flatten, _SCALARS
-        out: dict[str, Any] = {}
-        if not skip and not inline:
-            for n in names:  # most fields are scalars: kept as they are without a call (the page's plans)
-                v = getattr(self, n)
-                out[n] = v if type(v) in scalars else _plain(v)
-            return out
-        for n in names:
-            v = getattr(self, n)
-            if n in inline:
-                if v is not None:
-                    out.update(v.to_json())
-            elif not (v is None and n in skip):
-                out[n] = v if type(v) in scalars else _plain(v)
-        return out
+        cls = type(self)
+        convert = _CONVERTERS.get(cls) or _converter(cls)
+        return convert(self)
 
 
 _NAMES: dict[type, tuple[str, ...]] = {}
@@ -98,6 +86,30 @@ def _names(cls: type) -> tuple[str, ...]:
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})  # returned as they are, found by their exact type
+_CONVERTERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
+def _converter(cls: type) -> Callable[[Any], dict[str, Any]]:
+    """`Result.to_json` for one class, as source with one line per field, made once per class (as records
+    compile their `__init__`: catalog/records.py): the page's every-card plan turns ~120 cards of ~30 fields
+    each into plain data per answer, and a loop reading each field by name took twice as long. A field is
+    kept as it is where its exact type is a scalar, else made plain (_plain); one in `omit_none` is left out
+    while it is None; one in `flatten` puts its own keys in its place (none while it is None)."""
+    skip, inline = getattr(cls, "omit_none", ()), getattr(cls, "flatten", ())
+    body = ["def to_json(self):", "    out = {}"]
+    for n in _NAMES.get(cls) or _names(cls):  # field names: identifiers (dataclasses.fields)
+        body.append(f"    v = self.{n}")
+        if n in inline:
+            body.append("    if v is not None: out.update(v.to_json())")
+        elif n in skip:
+            body.append(f"    if v is not None: out[{n!r}] = v if type(v) in _S else _plain(v)")
+        else:
+            body.append(f"    out[{n!r}] = v if type(v) in _S else _plain(v)")
+    body.append("    return out")
+    ns: dict[str, Any] = {"_S": _SCALARS, "_plain": _plain}
+    exec(compile("\n".join(body) + "\n", f"<to_json {cls.__qualname__}>", "exec"), ns)  # field names only
+    _CONVERTERS[cls] = ns["to_json"]
+    return _CONVERTERS[cls]  # type: ignore[no-any-return]
 
 
 def _plain(value: Any) -> Any:

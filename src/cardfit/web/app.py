@@ -187,7 +187,9 @@ class Answers:
         return f"{type(inp).__name__}:{json.dumps(inp.to_json(), sort_keys=True, default=str)}"
 
     def cached(self, inp: Any) -> bytes | None:
-        key = self.key(inp)
+        return self._hit(self.key(inp))
+
+    def _hit(self, key: str) -> bytes | None:
         with self._lock:
             if key in self._seen:
                 self._seen.move_to_end(key)
@@ -195,12 +197,13 @@ class Answers:
         return None
 
     def __call__(self, inp: Any) -> bytes:
-        hit = self.cached(inp)
+        key = self.key(inp)  # once: ~35 us for a plan's input (its JSON, keys sorted)
+        hit = self._hit(key)
         if hit is not None:
             return hit
         body = json.dumps(self.fn(inp), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
         with self._lock:
-            self._seen[self.key(inp)] = body
+            self._seen[key] = body
             while len(self._seen) > self.size:
                 self._seen.popitem(last=False)
         return body

@@ -1,0 +1,92 @@
+"""Result.to_json, made once per class as source with a line per field (services/table.py _converter), gives
+the keys and values the loop over the fields gave: held against that loop (written out below) on real answers
+of the commands whose results leave keys out (omit_none) or put a nested result's keys in place (flatten),
+and on records of every shape hypothesis draws."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cardfit.catalog.records import record
+from cardfit.services.table import BY_NAME, Result
+
+
+def _loop_to_json(r: Any) -> dict[str, Any]:
+    """The field loop Result.to_json ran before its converters (to compare against, recursively)."""
+    out: dict[str, Any] = {}
+    for f in fields(r):
+        v = getattr(r, f.name)
+        if f.name in r.flatten:
+            if v is not None:
+                out.update(_loop_to_json(v))
+        elif not (v is None and f.name in r.omit_none):
+            out[f.name] = _loop_plain(v)
+    return out
+
+
+def _loop_plain(v: Any) -> Any:
+    if isinstance(v, Result):
+        return _loop_to_json(v)
+    if isinstance(v, tuple | list):
+        return [_loop_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _loop_plain(x) for k, x in v.items()}
+    return v
+
+
+ANSWERS = [
+    ("plan", {"model": "llama3.1:8b", "context": 3001}),  # every card: GpuPlan flattens its launch line
+    ("plan", {"model": "llama3.1:8b", "gpu": "RTX 4090", "batch": 4, "input_tokens": 1000}),  # cost ranges
+    ("plan", {"model": "bge-m3"}),  # a task answer, no decode
+    ("speed", {"model": "llama3.1:8b", "gpu": "RTX 4090"}),  # omit_none: no plot
+    ("breakeven", {"model": "llama3.1:8b", "gpu": "RTX 4090"}),  # omit_none: plot, buy, traffic
+    ("deploy", {"model": "llama3.1:8b", "users": 4, "gpu": "RTX 4090"}),  # omit_none on deployments
+]
+
+
+@pytest.mark.parametrize(("name", "body"), ANSWERS, ids=lambda x: x if isinstance(x, str) else None)
+def test_converted_answers_are_the_field_loops(name, body):
+    result = BY_NAME[name].call(body)
+    if not isinstance(result, Result):  # a plan's JSON is its view's (services/plan.py Plan.to_json)
+        result = result.view()
+    assert isinstance(result, Result)
+    got = result.to_json()
+    assert got == _loop_to_json(result)
+    assert list(got) == list(_loop_to_json(result))  # the keys in the same order
+
+
+@record
+class _Inner(Result):
+    a: int | None
+    b: str | None = None
+    omit_none = ("b",)
+
+
+@record
+class _Outer(Result):
+    x: float | None
+    inner: _Inner | None
+    items: tuple[_Inner, ...]
+    extra: dict[str, Any] | None
+    y: int | None = None
+    flatten = ("inner",)
+    omit_none = ("extra", "y")
+
+
+_inner = st.builds(_Inner, st.none() | st.integers(), st.none() | st.text(max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.none() | st.floats(allow_nan=False), st.none() | _inner, st.lists(_inner, max_size=3).map(tuple),
+       st.none() | st.dictionaries(st.text(max_size=2), st.integers() | _inner, max_size=3),
+       st.none() | st.integers())
+def test_every_shape_of_record_converts_as_the_loop(x, inner, items, extra, y):
+    r = _Outer(x, inner, items, extra, y)
+    got = r.to_json()
+    assert got == _loop_to_json(r)
+    assert list(got) == list(_loop_to_json(r))
