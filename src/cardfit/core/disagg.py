@@ -19,20 +19,20 @@ and these steps explain (the router or frontend hop and the KV connector's per-r
 candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
 prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
 the runs whose prefill pool saturates miss by: their TTFT (users ÷ prompt rate − the answer's decode time)
-implies a prefill worker 2.3x slower than core/serving.py's (B200 FP8, attention DP 8, 8,192-token prompts)
-or 1.3x faster (GB200 FP8, DP 8, 1,024 tokens). Read at SGLang v0.5.8 and found not to explain them: the
-prefill server's admission (held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its
-bootstrap queue (polled at the top of each loop, not capped beyond the metadata buffers), the decode
-server's pre-allocation (every loop with disaggregation_decode_polling_interval 1, its token reserve far
-below these pools) and the KV sender's heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per
-request). SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py; modelled:
-services/deploy.py dp_total, so a DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192),
-which chunks an 8,192-token prompt into 1,024-token pieces on its rank while the other ranks take other
-prompts' pieces: a DP worker's step holds a prompt (or a batch) a rank, each rank's attention its own
-(ranks_batch_s, prompts_per_step). aiconfigurator's generator starts a prefill worker
-at max_batch_size 1 (its --max-running-requests) and max_prefill_tokens ISL + 1,500
-(generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later than 0.12.0), as the
-records' prefill_batch_size 1 pins them."""
+implies a prefill worker 1.7x slower than this one (B200 FP8, attention DP 8, 8,192-token prompts: a prompt
+every 341 ms at 128 users against 200 ms with its ranks side by side, ranks_batch_s) or 1.3x faster (GB200
+FP8, DP 8, 1,024 tokens). Read at SGLang v0.5.8 and found not to explain them: the prefill server's admission
+(held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its bootstrap queue (polled at the
+top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation (every loop with
+disaggregation_decode_polling_interval 1, its token reserve far below these pools) and the KV sender's
+heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per request). SGLang divides
+--chunked-prefill-size by the attention-DP ranks (server_args.py; modelled: services/deploy.py dp_total, so a
+DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192), which chunks an 8,192-token prompt
+into 1,024-token pieces on its rank while the other ranks take other prompts' pieces: a DP worker's step holds
+a prompt (or a batch) a rank, each rank's attention its own (ranks_batch_s, prompts_per_step).
+aiconfigurator's generator starts a prefill worker at max_batch_size 1 (its --max-running-requests) and
+max_prefill_tokens ISL + 1,500 (generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later
+than 0.12.0), as the records' prefill_batch_size 1 pins them."""
 
 from __future__ import annotations
 
