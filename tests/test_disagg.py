@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cardfit.core import disagg as pd
@@ -196,6 +196,98 @@ def test_held_slots_never_speed_a_prefill_worker(seqs: int, tokens: int) -> None
     k = pd.prompts_per_step(replace(REPLICA, max_seqs=seqs), tokens)
     if seqs >= 2 * k and move <= batch:
         assert held == pytest.approx(freed)
+
+
+# an attention-DP prefill worker: 8 ranks of a tp 8 machine, the Llama-like load's attention a quarter of its
+# prompt FLOPs, the ranks' budgets adding up to 8,192 tokens and their caps to 8 prompts
+ATTENTION = 0.25 * 2 * 8e9
+DP_REPLICA = replace(REPLICA, machine=replace(MC, tp=8, attention_dp=8), max_seqs=8, prompt_tokens=8192,
+                     prefill_attention_flops_per_token=ATTENTION)
+
+
+def _ranks(dp_ranks: int, tokens: int, seqs: int = 8, chunk: int = 8192) -> sv.Replica:
+    return replace(DP_REPLICA, machine=replace(DP_REPLICA.machine, attention_dp=dp_ranks), max_seqs=seqs,
+                   chunk_tokens=chunk, prompt_tokens=tokens)
+
+
+def _old_prefill_batch_s(r: sv.Replica, tokens: int) -> float:
+    """The one-group worker of core/disagg.py before attention-DP ranks stepped side by side."""
+    k = max(1, min(r.chunk_tokens // tokens, r.max_seqs))
+    if k == 1:
+        return sv.prefill_s(r, sv.Workload(tokens, 1), 0.0)
+    return sv.prompt_step_s(r, 0.0, k * tokens)
+
+
+# (attention-DP ranks, prompt tokens, sequence cap, prompts a step, steps a batch, step tokens, why)
+RANK_STEPS = [
+    (1, 1000, 8, 8, 1, 8000, "no attention DP: whole prompts up to the 8,192-token budget, as before"),
+    (1, 8192, 8, 1, 1, 8192, "no attention DP: one prompt fills the budget"),
+    (1, 20_000, 8, 1, 3, 8192, "no attention DP: a long prompt in 8,192-token chunks (prefill_s), as before"),
+    (8, 8192, 8, 8, 8, 8192, "SGLang DP 8 (issue 26's B200 runs): each rank one prompt in 1,024-token "
+                             "chunks, 8 prompts a step, each prompt 8 steps of the 8 ranks' 8,192 tokens"),
+    (8, 1000, 8, 8, 1, 8000, "DP 8, a prompt under a rank's 1,024 tokens: one whole prompt a rank"),
+    (8, 400, 16, 16, 1, 6400, "DP 8 at 2 a rank: each rank's budget holds both its prompts"),
+    (4, 3000, 8, 4, 2, 8192, "DP 4: 2,048 tokens a rank, a 3,000-token prompt in 2 steps (the last 952)"),
+]
+
+
+@pytest.mark.parametrize("ranks,tokens,seqs,k,steps,step_tokens,why", RANK_STEPS)
+def test_attention_dp_ranks_step_their_prompts_side_by_side(ranks: int, tokens: int, seqs: int, k: int,
+                                                             steps: int, step_tokens: int, why: str) -> None:
+    r = _ranks(ranks, tokens, seqs)
+    assert pd.prompts_per_step(r, tokens) == k, why
+    batch = pd.prefill_batch_s(r, tokens)
+    if ranks == 1:  # unchanged
+        assert batch == _old_prefill_batch_s(r, tokens), why
+        return
+    # every full step: the ranks' pieces together, each piece's attention in its own group (no attention
+    # charged twice); a batch of k prompts takes `steps` of them, the last holding what is left
+    piece = step_tokens // ranks
+    full = sv.prompt_step_s(replace(r, prompt_tokens=piece), 0.0, step_tokens)
+    assert sv.prompt_flops(replace(r, prompt_tokens=piece), step_tokens) == r.prefill_flops_per_token
+    last = tokens - (steps - 1) * piece if steps > 1 else piece
+    tail = sv.prompt_step_s(replace(r, prompt_tokens=last), 0.0, ranks * last)
+    assert batch == pytest.approx((steps - 1) * full + tail), why
+    # an idle worker takes one prompt on one rank, in that rank's chunks, its attention in one group
+    alone = sv.prefill_s(replace(r, chunk_tokens=r.chunk_tokens // ranks), sv.Workload(tokens, 1), 0.0)
+    assert pd.alone_s(r, tokens) == pytest.approx(alone), why
+
+
+def test_dp8_worker_serves_more_prompts_than_one_group() -> None:
+    """Issue 26: the DP 8 worker that took one whole 8,192-token prompt a step (its attention on one rank's
+    group, 8 x the spread share) serves its prompts faster with its ranks side by side, each prompt longer."""
+    r = _ranks(8, 8192)
+    pools = pd.Pools(r, 1, REPLICA, 4, 131_072, pd.link_bytes_per_s(900.0, True))
+    service, batch = pd.prompt_service_s(pools, 8192, 0.0)
+    old = _old_prefill_batch_s(r, 8192)
+    assert service < old < batch
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 2, 4]), st.integers(100, 40_000), st.integers(1, 4))
+@example(1, 8192, 1).via("one prompt fills the budget: 2 ranks take two, each in two chunks")
+@example(4, 16_384, 2).via("8 ranks of 1,024 tokens: 16 steps of 8 prompts")
+@example(2, 512, 1).via("whole prompts fill every rank's chunk at 2, 4 ranks")
+def test_more_dp_ranks_never_slow_the_prefill_pool(ranks: int, tokens: int, per_rank: int) -> None:
+    """At the same total budget (8,192 tokens) and sequence cap, twice the attention-DP ranks serve the
+    prompts as fast, to within the whole-step granularity the model keeps: each rank's chunk is half, but
+    twice the ranks step at once with no attention charged twice, and a prompt's ceil(prompt ÷ chunk) steps
+    are at most twice as many; what can be lost is a rank's budget that its whole prompts do not fill (a
+    rank takes floor(chunk ÷ prompt) of them) or a last chunk's step of few tokens, at most two steps of one
+    token over the prompts of a step (the step's fixed cost: its weight reads and launches)."""
+    def worker(dp_ranks: int) -> sv.Replica:
+        return _ranks(dp_ranks, tokens, seqs=8 * per_rank)
+
+    def service(dp_ranks: int) -> float:
+        pools = pd.Pools(worker(dp_ranks), 1, REPLICA, 4, 131_072, pd.link_bytes_per_s(900.0, True))
+        return pd.prompt_service_s(pools, tokens, 0.0)[0]
+
+    more = worker(2 * ranks)
+    slack = 2 * sv.prompt_step_s(more, 0.0, 1) / pd.prompts_per_step(more, tokens)
+    assert service(2 * ranks) <= service(ranks) + slack
+    # with the prompts filling every rank's chunk, no slack at all
+    if tokens % (8192 // ranks) == 0 or (8192 // (2 * ranks)) % tokens == 0:
+        assert service(2 * ranks) <= service(ranks) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("runtime,held", [("sglang@0.5.8", True), ("vllm", False)])

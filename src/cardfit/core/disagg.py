@@ -19,21 +19,20 @@ and these steps explain (the router or frontend hop and the KV connector's per-r
 candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
 prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
 the runs whose prefill pool saturates miss by: their TTFT (users ÷ prompt rate − the answer's decode time)
-implies a prefill worker 2.3x slower than core/serving.py's (B200 FP8, attention DP 8, 8,192-token prompts)
-or 1.3x faster (GB200 FP8, DP 8, 1,024 tokens). Read at SGLang v0.5.8 and found not to explain them: the
-prefill server's admission (held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its
-bootstrap queue (polled at the top of each loop, not capped beyond the metadata buffers), the decode
-server's pre-allocation (every loop with disaggregation_decode_polling_interval 1, its token reserve far
-below these pools) and the KV sender's heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per
-request). SGLang divides --chunked-prefill-size by the attention-DP ranks (server_args.py; modelled:
-services/deploy.py dp_total, so a DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192),
-which chunks an 8,192-token prompt into 1,024-token pieces on its rank while the other ranks take other
-prompts' pieces; not modelled: the worker here takes whole prompts a step (prompts_per_step: one), their
-attention in as many groups as whole prompts (core/serving.py prompt_flops), so these runs' TTFT went from
-under- to over-predicted with the division. aiconfigurator's generator starts a prefill worker
-at max_batch_size 1 (its --max-running-requests) and max_prefill_tokens ISL + 1,500
-(generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later than 0.12.0), as the
-records' prefill_batch_size 1 pins them."""
+implies a prefill worker 1.7x slower than this one (B200 FP8, attention DP 8, 8,192-token prompts: a prompt
+every 341 ms at 128 users against 200 ms with its ranks side by side, ranks_batch_s) or 1.3x faster (GB200
+FP8, DP 8, 1,024 tokens). Read at SGLang v0.5.8 and found not to explain them: the prefill server's admission
+(held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its bootstrap queue (polled at the
+top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation (every loop with
+disaggregation_decode_polling_interval 1, its token reserve far below these pools) and the KV sender's
+heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per request). SGLang divides
+--chunked-prefill-size by the attention-DP ranks (server_args.py; modelled: services/deploy.py dp_total, so a
+DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192), which chunks an 8,192-token prompt
+into 1,024-token pieces on its rank while the other ranks take other prompts' pieces: a DP worker's step holds
+a prompt (or a batch) a rank, each rank's attention its own (ranks_batch_s, prompts_per_step).
+aiconfigurator's generator starts a prefill worker at max_batch_size 1 (its --max-running-requests) and
+max_prefill_tokens ISL + 1,500 (generator/rule_plugin/sglang.rule at ai-dynamo/aiconfigurator@095f58a5, later
+than 0.12.0), as the records' prefill_batch_size 1 pins them."""
 
 from __future__ import annotations
 
@@ -102,19 +101,69 @@ def link_bytes_per_s(link_gbps: float, bidirectional: bool) -> float:
     return link_gbps * (0.5 if bidirectional else 1.0) * 1e9
 
 
+def rank_chunk_tokens(r: sv.Replica) -> int:
+    """One attention-DP rank's step budget: the worker's (Replica.chunk_tokens, the ranks' budgets added up:
+    services/deploy.py dp_total) over its ranks; the whole budget without attention DP."""
+    return max(r.chunk_tokens // max(r.machine.attention_dp, 1), 1)
+
+
 def prompts_per_step(r: sv.Replica, input_tokens: int) -> int:
     """Prompts a prefill worker takes into one step: as many whole prompts as its token budget holds (one, in
-    chunks, when a prompt is longer), at most its sequence cap."""
-    return max(1, min(r.chunk_tokens // max(input_tokens, 1), r.max_seqs))
+    chunks, when a prompt is longer), at most its sequence cap. With attention data parallel each rank
+    schedules its own prompts at its own budget and cap (rank_chunk_tokens, max_seqs ÷ the ranks), so the
+    worker's step holds a batch of each rank's, one chunk of a longer prompt a rank (ranks_batch_s)."""
+    dp = max(r.machine.attention_dp, 1)
+    if dp == 1:
+        return max(1, min(r.chunk_tokens // max(input_tokens, 1), r.max_seqs))
+    return dp * max(1, min(rank_chunk_tokens(r) // max(input_tokens, 1), max(r.max_seqs // dp, 1)))
 
 
 def prefill_batch_s(r: sv.Replica, input_tokens: int) -> float:
     """A prefill worker's step over one batch of prompts (prompts_per_step), decoding nothing; a prompt longer
-    than the budget in chunks (core/serving.py prefill_s)."""
+    than the budget in chunks (core/serving.py prefill_s); an attention-DP worker's ranks side by side
+    (ranks_batch_s)."""
+    if max(r.machine.attention_dp, 1) > 1:
+        return ranks_batch_s(r, input_tokens)
     k = prompts_per_step(r, input_tokens)
     if k == 1:
         return sv.prefill_s(r, sv.Workload(input_tokens, 1), 0.0)
     return sv.prompt_step_s(r, 0.0, k * input_tokens)
+
+
+def ranks_batch_s(r: sv.Replica, input_tokens: int) -> float:
+    """An attention data-parallel prefill worker (`r`, Machine.attention_dp ranks) over one batch of prompts,
+    every rank busy, SGLang's prefill server at v0.5.8 (PyPI wheel sglang 0.5.8, sglang/srt/): the DP
+    controller sends each request to one rank (managers/data_parallel_controller.py
+    round_robin_scheduler); each rank's scheduler forms its own batch in its own loop
+    (disaggregation/prefill.py event_loop_normal_disagg_prefill: get_new_batch_prefill) with its share of
+    --chunked-prefill-size (server_args.py _handle_data_parallelism: chunked_prefill_size // dp_size), a
+    longer prompt chunked on its rank (managers/scheduler.py get_new_batch_prefill, PrefillAdder); the
+    ranks' batches then run as one forward (maybe_prepare_mlp_sync_batch_and_log_stats,
+    managers/scheduler_dp_attn_mixin.py prepare_mlp_sync_batch_raw: every rank's token count gathered, a
+    rank without prompts an idle batch; layers/dp_attention.py: the attention on each rank's own tokens,
+    gathered for the MoE). So a step carries each rank's piece (its prompts, or one chunk of rank_chunk_tokens
+    of its prompt), timed by the step model at the step's tokens with each piece's attention in its own
+    group (core/serving.py prompt_flops, its group count the pieces: Replica.prompt_tokens one piece), and a
+    prompt longer than a rank's chunk takes ceil(prompt ÷ chunk) such steps, the last of the pieces left."""
+    dp = max(r.machine.attention_dp, 1)
+    c = rank_chunk_tokens(r)
+    tokens = max(input_tokens, 1)
+    if tokens <= c:
+        piece = prompts_per_step(r, tokens) // dp * tokens
+        return sv.prompt_step_s(replace(r, prompt_tokens=piece), 0.0, dp * piece)
+    chunks = math.ceil(tokens / c)
+    last = tokens - (chunks - 1) * c
+    # one stage's time for the full chunks, as core/serving.py prefill_s pipelines a prompt's chunks
+    full = sv.prompt_step_s(replace(r, prompt_tokens=c), 0.0, dp * c) / r.pp
+    return (chunks - 1) * full + sv.prompt_step_s(replace(r, prompt_tokens=last), 0.0, dp * last)
+
+
+def alone_s(r: sv.Replica, input_tokens: int) -> float:
+    """One prompt's prefill on an idle prefill worker (`r`): core/serving.py prefill_s at the worker's budget,
+    an attention-DP worker's at one rank's (rank_chunk_tokens), the prompt's attention in its one group."""
+    if max(r.machine.attention_dp, 1) > 1:
+        r = replace(r, chunk_tokens=rank_chunk_tokens(r), prompt_tokens=max(input_tokens, 1))
+    return sv.prefill_s(r, sv.Workload(input_tokens, 1), 0.0)
 
 
 def held_slots(r: sv.Replica) -> int:
@@ -178,7 +227,7 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     move = transfer_s(p.kv_bytes_per_token, w.input_tokens, p.link_bytes_per_s, p.link_latency_s)
     service, batch = prompt_service_s(p, w.input_tokens, move)
     servers = p.prefill_workers
-    alone = sv.prefill_s(p.prefill, sv.Workload(w.input_tokens, 1), 0.0)  # the same at every rate
+    alone = alone_s(p.prefill, w.input_tokens)  # the same at every rate
     if w.requests_per_s is not None:
         return _at_rate(p, w, w.requests_per_s, service, servers, move, alone, 1.0, batch)
     users = max(w.users or 1.0, 1.0)
