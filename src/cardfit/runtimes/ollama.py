@@ -7,6 +7,8 @@ tied; otherwise token_embd stays out)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
@@ -163,6 +165,33 @@ def graph_bytes(m: ModelSpec, batch: int, ctx: int, partial: bool) -> int:
         + 4 * ctx * (batch * heads + head_dim * kv_heads),
         4 * batch * (embd + vocab) + embd * vocab * 105 // 128,
     )
+
+
+def one_slot(rt: Any, model: ModelSpec, role: str) -> str | None:
+    """Why Ollama's scheduler loads a model with 1 slot whatever OLLAMA_NUM_PARALLEL (or its automatic pick)
+    says, at the profile's release (server/sched.go), or None where it keeps its slots: "embed", a model
+    without the completion capability (an embedder) from 0.3.7 ("Embedding models should always be loaded
+    with parallel=1", https://github.com/ollama/ollama/pull/6467); "vision", any model with a projector
+    before 0.4.1; "arch", an architecture its release lists as not safe with num_parallel > 1
+    (data/runtimes.toml single_slot_models: mllama from 0.4.1, qwen3vl from 0.12.7, qwen35 from 0.17.1, ...).
+    The one rule of `cardfit stack`, `plan`, `speed` and `deploy`."""
+    if role == "embed" and rt.has("embed_parallel_one"):
+        return "embed"
+    if role == "vision" and not rt.has("vision_parallel"):
+        return "vision"
+    return "arch" if model.model_type in rt.single_slot_models else None
+
+
+def model_role(model: ModelSpec) -> str:
+    """The role `one_slot` reads for a model asked alone (plan, speed, deploy): an embedder by its task, a
+    model with a vision tower (text_params: the language model alone) as vision, else chat."""
+    return "embed" if model.task == "embed" else "vision" if model.text_params else "chat"
+
+
+def one_slot_words(why: str, model: ModelSpec) -> str:
+    """`one_slot`'s reason as the answer says it: "Ollama runs … with one slot"."""
+    return {"embed": "embedders", "vision": "models with a projector (before 0.4.1)"}.get(
+        why, f"{model.model_type} models")
 
 
 ADAPTER = Ollama

@@ -578,6 +578,8 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                         break
                     if is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
+                    if ctx.sequences < n:
+                        break  # Ollama runs this model with one slot (plan.py _ollama_slots): 1 was sized
                     out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant), kvd))
     if not out:
         raise InputError("no runtime serves this model with these options"
@@ -2269,7 +2271,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     the tp ranks beside `dp` attention groups, each group an engine of its own with the given per-rank
     sequence cap and step budget (expert_parallel_memory, _replica). `constants`: the runtime's constants in
     place (core/constants.py snapshot), which key the memo."""
-    from .plan import build_context, engine_defaults, memory_for, split_cards
+    from .plan import build_context, engine_defaults, memory_for, ollama_one_slot, split_cards
 
     check(inp)
     rt = default_runtimes().get(inp.runtime or "")
@@ -2290,6 +2292,8 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
                         tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
+    if ollama_one_slot(rt, m):
+        seqs = 1  # whatever OLLAMA_NUM_PARALLEL says
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
         per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
@@ -2537,7 +2541,19 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = Non
                      f"record); deploy charges it {served.uncalibrated_sequence_cost_s() * 1e6:g} µs per "
                      "sequence per step, the cost of engines that schedule on the CPU between steps "
                      "(vLLM before 0.6)")
+    if rt is not None and rt.id == "ollama":
+        notes += _one_slot_notes(inp, rt)
     return tuple(notes)
+
+
+def _one_slot_notes(inp: DeployInput, rt: RuntimeProfile) -> list[str]:
+    """Why an Ollama deployment serves one request at a time per replica (plan.py ollama_one_slot)."""
+    from .plan import ollama_one_slot, one_slot_note
+    from .resolve import resolve
+
+    what = ollama_one_slot(rt, resolve(inp).model)
+    return [] if what is None else [one_slot_note(what, "each replica serves one request at a time, the "
+                                                        "others queue")]
 
 
 __all__ = ["DeployInput", "DeployReport", "deploy_report"]

@@ -136,7 +136,7 @@ def build_context(inp: PlanInput) -> Context:
     if inp.batch and inp.parallel and inp.batch != inp.parallel:
         raise InputError("--batch and --parallel both set the number of concurrent sequences; give one",
                          field="batch")
-    seqs = inp.batch or inp.parallel or rt.default_parallel
+    seqs = _ollama_slots(rt, r.model, inp.batch or inp.parallel or rt.default_parallel, notes)
     kvd = _kv(rt, r.model, inp.kv_dtype)
     if kvd in ("q8_0", "q4_0") and adapter(rt).quantized_kv_needs_flash_attn and inp.flash_attn is False:
         raise InputError(f"a {kvd} KV cache needs flash attention in {rt.name}", field="kv_dtype",
@@ -147,6 +147,33 @@ def build_context(inp: PlanInput) -> Context:
         flash = True
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
                    inp.gpu_memory_utilization, gpus, default_rental(), notes, _speculation(inp, r.model, rt))
+
+
+def ollama_one_slot(rt: RuntimeProfile, model: Any) -> str | None:
+    """What Ollama's scheduler runs with one slot whatever OLLAMA_NUM_PARALLEL says, where this model is one
+    of them ("embedders", "qwen3_5 models": runtimes/ollama.py one_slot, the rule `cardfit stack` applies
+    too); None where the runtime is another or the model keeps its slots. Plan, speed and deploy count one
+    sequence for it."""
+    if rt.id != "ollama":
+        return None
+    from ..runtimes.ollama import model_role, one_slot, one_slot_words
+
+    why = one_slot(rt, model, model_role(model))
+    return None if why is None else one_slot_words(why, model)
+
+
+def one_slot_note(what: str, tail: str) -> str:
+    return f"Ollama runs {what} with one slot whatever OLLAMA_NUM_PARALLEL says (server/sched.go): {tail}"
+
+
+def _ollama_slots(rt: RuntimeProfile, model: Any, seqs: int, notes: list[str]) -> int:
+    """The sequences Ollama runs at once: 1 for a model its scheduler loads with one slot (ollama_one_slot),
+    with a note where more were asked; `seqs` otherwise."""
+    what = ollama_one_slot(rt, model) if seqs > 1 else None
+    if what is None:
+        return seqs
+    notes.append(one_slot_note(what, f"planned for 1 sequence at a time, not {seqs}; more requests queue"))
+    return 1
 
 
 def _speculation(inp: Any, model: Any, rt: RuntimeProfile) -> Any:
@@ -412,7 +439,9 @@ def scheduled(ctx: Context, gpu: Gpu, sequences: int) -> int:
     eager_s: vLLM min(2 x max_num_seqs, 512) tokens), not for the streams a question asks about, as deploy
     times it."""
     n = max(int(sequences), 1)
-    return max(n, engine_defaults(ctx, gpu)[1]) if ctx.runtime.paged_kv else n
+    if ctx.runtime.paged_kv:
+        return max(n, engine_defaults(ctx, gpu)[1])
+    return 1 if ollama_one_slot(ctx.runtime, ctx.model) else n
 
 
 def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float:

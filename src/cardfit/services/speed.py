@@ -17,7 +17,14 @@ from ..core.speed import DEFAULT_RAM_GBPS
 from ..errors import InputError, MissingFigureError
 from . import served
 from .inputs import MAX_CONTEXT, MAX_USERS, PlanInput, engine_opt, opt
-from .plan import engine_defaults, kv_offload_notes, needs_generator, scheduled
+from .plan import (
+    engine_defaults,
+    kv_offload_notes,
+    needs_generator,
+    ollama_one_slot,
+    one_slot_note,
+    scheduled,
+)
 from .plan import plan as make_plan
 from .table import Result
 
@@ -548,6 +555,10 @@ def _notes(s: Setup, gpu: Any) -> list[str]:
                    "cost of engines that schedule on the CPU between steps (vLLM before 0.6), as `cardfit "
                    "deploy` does")
     out += kv_offload_notes(s.plan.ctx, s.card)
+    one_slot = ollama_one_slot(rt, s.plan.ctx.model)
+    if one_slot:
+        out.append(one_slot_note(one_slot, "every stream beyond the first waits its turn (aggregate tokens/s "
+                                           "stays one stream's)"))
     if s.request is not None and s.request.input_tokens:
         out.append(f"each stream serves {s.request.input_tokens:,}-token prompts and "
                    f"{s.request.output_tokens:,}-token answers: the prompts share the decode steps (chunked "

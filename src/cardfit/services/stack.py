@@ -46,6 +46,7 @@ from ..runtimes.llamacpp_like import layer_split
 from ..runtimes.lora import LORA_BYTES, LORA_FILE_TYPES, LoraPlan, LoraSet, lora_params, normalized
 from ..runtimes.lora import MODULES as LORA_MODULES
 from ..runtimes.lora import STACKED as LORA_STACKED
+from ..runtimes.ollama import one_slot
 from .inputs import MAX_BATCH, MAX_CONTEXT, Input, PlanInput, opt
 from .table import Result
 
@@ -658,15 +659,8 @@ def _is_ollama(e: Entry) -> bool:
 
 def ollama_one_slot(rt: Any, model: Any, role: str) -> bool:
     """Whether Ollama's scheduler loads a model with 1 slot whatever OLLAMA_NUM_PARALLEL (or its automatic
-    pick) says, at the profile's release (server/sched.go): a model without the completion capability (an
-    embedder) from 0.3.7 ("Embedding models should always be loaded with parallel=1"), any model with a
-    projector (a vision model) before 0.4.1, and the architectures its release lists as not safe with
-    num_parallel > 1 (data/runtimes.toml single_slot_models: mllama from 0.4.1, qwen3vl from 0.12.7, ...)."""
-    if role == "embed" and rt.has("embed_parallel_one"):
-        return True
-    if role == "vision" and not rt.has("vision_parallel"):
-        return True
-    return model.model_type in rt.single_slot_models
+    pick) says, at the profile's release (runtimes/ollama.py one_slot, the rule plan and deploy share)."""
+    return one_slot(rt, model, role) is not None
 
 
 def _ollama_release(entries: list[Entry]) -> Any:
@@ -1203,10 +1197,10 @@ def _slot_notes(machine: Machine) -> list[str]:
 
 
 def _one_slot_why(p: Placed) -> str:
-    rt, role = p.sized.ctx.runtime, p.server.entry.role
-    if role == "embed" and rt.has("embed_parallel_one"):
+    why = one_slot(p.sized.ctx.runtime, p.sized.ctx.model, p.server.entry.role)
+    if why == "embed":
         return "an embedder"
-    if role == "vision" and not rt.has("vision_parallel"):
+    if why == "vision":
         return "a model with a projector, before 0.4.1"
     return f"{p.sized.ctx.model.model_type}, an architecture it runs with one"
 
