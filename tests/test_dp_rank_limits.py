@@ -23,8 +23,10 @@ RANK_LIMITS = [
     ("sglang@0.5.8", 4, CHUNK, 8192, 2048, "server_args.py 0.5.8"),
     ("sglang@0.5.8", 8, CHUNK, 8191, 1023, "server_args.py 0.5.8: floor division"),
     ("sglang@0.4.5", 2, CHUNK, 4096, 2048, "server_args.py 0.4.5"),
-    # 0.4.4 (wheel built 2025-03-13) has no division; 0.4.4.post1 (2025-03-14) has it, and the release
-    # parser reads both as 0.4.4: from 0.4.3 down each rank chunks at the whole size
+    # 0.4.4 (wheel built 2025-03-13) has no division; 0.4.4.post1 (2025-03-14) has it (the release parser
+    # orders .post1 after 0.4.4)
+    ("sglang@0.4.4.post1", 8, CHUNK, 16384, 2048, "server_args.py 0.4.4.post1"),
+    ("sglang@0.4.4", 8, CHUNK, 16384, 16384, "server_args.py 0.4.4: no division"),
     ("sglang@0.4.3", 8, CHUNK, 16384, 16384, "server_args.py 0.4.3.post4: no division"),
     # model_executor/model_runner.py 0.5.8/0.5.9 'server_args.max_running_requests // (dp_size if
     # enable_dp_attention else 1)'; managers/tp_worker.py from 0.4.2

@@ -12,7 +12,8 @@ from cardfit.errors import InputError
 
 # (runtime, as a source or a user writes it, (number, line)): strings of data/validation's records
 PARSED = [
-    ("vllm", "0.10.1.1", ((0, 10, 1), "")),
+    # a fourth number and .postN order after the release they follow (the DP chunk split: 0.4.4.post1)
+    ("vllm", "0.10.1.1", ((0, 10, 1, 1), "")),
     ("vllm", "v0.7.3", ((0, 7, 3), "")),
     ("vllm", "~0.6.4 (rocm/vllm-dev)", ((0, 6, 4), "")),
     ("vllm", "0.8.2 (V0 engine)", ((0, 8, 2), "")),
@@ -20,9 +21,11 @@ PARSED = [
     ("trtllm", "1.0.0rc3", ((1, 0, 0), "")),
     ("trtllm", "1.2.0rc6.post3", ((1, 2, 0), "")),
     ("trtllm", "NIM 1.8.0 (TensorRT-LLM engine)", ((1, 8, 0), "nim")),
-    ("sglang", "0.5.6.post2", ((0, 5, 6), "")),
+    ("sglang", "0.5.6.post2", ((0, 5, 6, 2), "")),
+    ("sglang", "0.4.4.post1", ((0, 4, 4, 1), "")),
     ("llama.cpp", "b3622", ((3622,), "")),
     ("llama.cpp", "93bc3839 (3622)", ((3622,), "")),
+    ("ollama", "b3622", None),  # a llama.cpp build, not an Ollama release (0.3.3)
     ("vllm", "main, Jan 2025", None),
     ("vllm", "not stated", None),
 ]

@@ -20,7 +20,9 @@ RuntimeProfile = Any
 # one parser for every way a release is written: "0.10.1.1", "v0.7.3", "~0.6.4 (rocm/vllm ...)",
 # "1.0.0rc3", "1.2.0rc6.post3", "NIM 1.8.0 (TensorRT-LLM ...)", "b3622", "build: 93bc3839 (3622)"
 _NIM = re.compile(r"^\s*NIM\s+v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
-_SEMVER = re.compile(r"^\s*~?v?(\d+)\.(\d+)(?:\.(\d+))?")
+# a fourth number and a `.postN` suffix (SGLang's 0.4.4.post1, vLLM's 0.10.1.1) order after the release they
+# follow: (0, 4, 4, 1) > (0, 4, 4)
+_SEMVER = re.compile(r"^\s*~?v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(?:post)?(\d+))?")
 _BUILD = re.compile(r"^\s*b(\d{3,5})\b|(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
 # "vllm@2024-08": the release current at that date (words may follow: _SWITCHES)
 _DATE = re.compile(r"^(\d{4}-\d{2}(?:-\d{2})?)(?:$|\s)")
@@ -105,10 +107,12 @@ def release_table() -> dict[str, RuntimeReleases]:
 
 
 def parse_release(runtime: str, text: str) -> tuple[tuple[int, ...], str] | None:
-    """(number, line) of a release as written ("0.10.1.1" -> ((0, 10, 1), ""), "NIM 1.8.0" -> ((1, 8, 0),
+    """(number, line) of a release as written ("0.10.1.1" -> ((0, 10, 1, 1), ""), "0.4.4.post1" ->
+    ((0, 4, 4, 1), ""), "NIM 1.8.0" -> ((1, 8, 0),
     "nim"), "b3622" -> ((3622,), "")); None when the text names no release number."""
     text = str(text or "")
-    if runtime in ("llama.cpp", "ollama") and (m := _BUILD.search(text)) and not _SEMVER.match(text):
+    # build numbers (b3622) are llama.cpp's; Ollama's releases are semantic versions (0.3.3)
+    if runtime == "llama.cpp" and (m := _BUILD.search(text)) and not _SEMVER.match(text):
         return (int(m[1] or m[2]),), ""
     if m := _NIM.match(text):
         return tuple(int(x) for x in m.groups() if x is not None), "nim"

@@ -135,7 +135,8 @@ class DeployInput(ModelInput, SpeculativeInput):
         "sharegpt (--random-lengths: an exponential, assumed, within the ShareGPT sampler's limits), "
         "exponential (no such limits), uniform:RATIO (`vllm bench serve --random-range-ratio RATIO`: each "
         "length within ± RATIO × its mean) or sonnet (every prompt at the mean, the answers vary); each "
-        "prompt + answer within --max-model-len (default: the model's context)", max_length=32)
+        "prompt + answer within --max-model-len (default: the model's context). It times runs of one round "
+        "(--requests <= --users); a longer run is timed at the mean lengths", max_length=32)
     max_output_tokens: int | None = opt(None, "the benchmark's max_tokens: every answer at most this many "
                                         "tokens, the answers varying below it around --output-tokens "
                                         "(MLPerf's 128 for CNN-DailyMail, --sonnet-output-len); with "
@@ -2164,7 +2165,10 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
         if law is not None:
-            how = f"{how}, {law_text(law)}"
+            # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users); a
+            # longer run is its first round and the steady state at the mean lengths
+            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users else \
+                f"{how}, at the mean lengths (a length law times runs of one round: --requests <= --users)"
     return Pinned(res, bench, itl, first, how)
 
 

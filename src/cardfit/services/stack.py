@@ -587,7 +587,7 @@ class Sizer:
         return e.users
 
     def one_slot(self, e: Entry) -> bool:
-        """Whether Ollama loads this entry with 1 slot whatever OLLAMA_NUM_PARALLEL says (ollama_one_slot)."""
+        """Whether Ollama loads this entry with 1 slot whatever OLLAMA_NUM_PARALLEL says (_loads_one_slot)."""
         hit = self._one_slot.get(e.index)
         if hit is None:
             from . import plan as planning
@@ -597,7 +597,7 @@ class Sizer:
                                                        catalog=self.catalog))
             except CardfitError as err:
                 raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
-            hit = self._one_slot[e.index] = ollama_one_slot(ctx.runtime, ctx.model, e.role)
+            hit = self._one_slot[e.index] = _loads_one_slot(ctx.runtime, ctx.model, e.role)
         return hit
 
     def size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
@@ -657,7 +657,7 @@ def _is_ollama(e: Entry) -> bool:
     return (e.runtime or "").split("@")[0].strip().lower() == "ollama"
 
 
-def ollama_one_slot(rt: Any, model: Any, role: str) -> bool:
+def _loads_one_slot(rt: Any, model: Any, role: str) -> bool:
     """Whether Ollama's scheduler loads a model with 1 slot whatever OLLAMA_NUM_PARALLEL (or its automatic
     pick) says, at the profile's release (runtimes/ollama.py one_slot, the rule plan and deploy share)."""
     return one_slot(rt, model, role) is not None
@@ -812,7 +812,7 @@ class Machine:
         metal = self.gpus[0].stack == "metal"
         sized = self.sizer.size(e, self.gpus[0], 1)  # at 1 slot: the context each sequence gets
         ctx = sized.ctx
-        if ollama_one_slot(ctx.runtime, ctx.model, e.role):
+        if _loads_one_slot(ctx.runtime, ctx.model, e.role):
             return 1
         tries = (2 if rel.has("auto_parallel_2") else 4, 1)
         rt = ctx.runtime
@@ -1184,7 +1184,9 @@ def _n_slots(n: int) -> str:
 def _slot_notes(machine: Machine) -> list[str]:
     """The slots an Ollama release picked for each model at its load (Machine.ollama_slots), file order."""
     rel = machine.sizer.ollama_release
-    return [f"{p.server.entry.model}: {_n_slots(p.sized.ctx.sequences)}, which Ollama {rel.name} picks at "
+    return [(f"{p.server.entry.model}: 1 slot, which Ollama's scheduler gives it whatever the setting "
+             f"({_one_slot_why(p)}; server/sched.go)") if machine.sizer.one_slot(p.server.entry) else
+            f"{p.server.entry.model}: {_n_slots(p.sized.ctx.sequences)}, which Ollama {rel.name} picks at "
             "its load with OLLAMA_NUM_PARALLEL unset (the models loaded in file order, each against the "
             "memory those before it leave)"
             for p in sorted(machine.placed, key=lambda p: p.server.entry.index)
