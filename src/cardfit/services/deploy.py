@@ -2545,7 +2545,7 @@ def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = Non
                      f"record); deploy charges it {served.uncalibrated_sequence_cost_s() * 1e6:g} µs per "
                      "sequence per step, the cost of engines that schedule on the CPU between steps "
                      "(vLLM before 0.6)")
-    if rt is not None and rt.id == "ollama":
+    if rt is not None:
         notes += _one_slot_notes(inp, rt)
     return tuple(notes)
 

@@ -154,7 +154,7 @@ def ollama_one_slot(rt: RuntimeProfile, model: Any) -> str | None:
     of them ("embedders", "qwen3_5 models": runtimes/ollama.py one_slot, the rule `cardfit stack` applies
     too); None where the runtime is another or the model keeps its slots. Plan, speed and deploy count one
     sequence for it."""
-    if rt.id != "ollama":
+    if not rt.num_parallel_default:  # a runtime without Ollama's OLLAMA_NUM_PARALLEL slots (runtimes.toml)
         return None
     from ..runtimes.ollama import model_role, one_slot, one_slot_words
 
