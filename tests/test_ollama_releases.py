@@ -35,8 +35,8 @@ def test_default_context_by_release(runtime: str, gpu: str, context: int) -> Non
 
 
 def test_an_older_default_wins_where_a_release_lacks_both() -> None:
-    """profile_at applies the `without` of missing features in the table's order: a release before 0.6.7
-    lacks vram_context_tiers (default 4096) and context_4096 (default 2048), and must get 2048."""
+    """profile_at applies the `without` of missing features newest first: a release before 0.6.7 lacks
+    vram_context_tiers (default 4096) and context_4096 (default 2048), and must get 2048."""
     rt = default_runtimes().get("ollama@0.3.3")
     assert (rt.default_context, rt.context_tiers) == (2048, ())
     assert default_runtimes().get("ollama@0.15.4").default_context == 4096
@@ -177,3 +177,18 @@ def test_the_stack_says_why_a_model_got_one_slot() -> None:
     assert any(n.startswith("bge-m3: 1 slot") and "an embedder" in n for n in notes)
     assert any(n.startswith("gemma3:4b: 1 slot") and "projector" in n for n in notes)
     assert not any(n.startswith("llama-3.1-8b: 1 slot") for n in notes)
+
+
+def test_the_older_default_wins_whatever_the_table_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same with the table's Ollama features reversed: the order is by the features' dates, not the
+    file's."""
+    from dataclasses import replace
+
+    from cardfit.catalog import releases
+
+    table = dict(releases.release_table())
+    table["ollama"] = replace(table["ollama"], features=tuple(reversed(table["ollama"].features)))
+    monkeypatch.setattr(releases, "release_table", lambda: table)
+    rt = default_runtimes().get("ollama")
+    for rel, want in (("0.3.3", 2048), ("0.15.4", 4096)):
+        assert releases.profile_at(rt, releases.release("ollama", rel, "")).default_context == want

@@ -247,9 +247,11 @@ def profile_at(rt: RuntimeProfile, rel: Release) -> RuntimeProfile:
     table = release_table().get(rt.id)
     fields: dict[str, Any] = {}
     reads: dict[str, tuple[tuple[str, str], ...]] = {}
-    for f in table.features if table is not None else ():
-        if rel.has(f.id) or (f.when and not rel.has(f.when)):
-            continue
+    # the features the release lacks, newest first: where two set one field, the oldest (the state before
+    # it) is applied last and holds (Ollama's default context: 2,048 before 0.6.7, not 4,096 before 0.15.5)
+    lacked = [f for f in (table.features if table is not None else ())
+              if not (rel.has(f.id) or (f.when and not rel.has(f.when)))]
+    for f in sorted(lacked, key=lambda f: f.date or "", reverse=True):
         fields.update(dict(f.without))
         reads.update(dict(f.reads))
     for field, by_stack in reads.items():  # a constant read in place of the field: its stored value too
