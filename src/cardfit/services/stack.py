@@ -214,8 +214,10 @@ def read_spec(inp: StackInput) -> Spec:
         raise InputError(f"{name}: [machine] ram_gb must be a number of GB above 0", field="file")
     models = data.get("model")
     if not isinstance(models, list) or not models:
+        # one message for both forms (the same tables give the same answer or error, TOML or YAML)
         raise InputError(f"{name}: no [[model]] table", field="file",
-                         hint="list each model as a [[model]] table")
+                         hint="list each model as a [[model]] table (YAML: model: a list of mappings, "
+                         "one '- model: NAME' per model)")
     if len(models) > MAX_ENTRIES:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
     entries = [_check_flash(_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog))))
@@ -250,8 +252,8 @@ def _yaml(raw: bytes, name: str) -> Any:
         raise InputError(f"{name}: reading a YAML stack file needs PyYAML", field="file",
                          hint="pip install pyyaml, or write the same keys as TOML") from None
     try:
-        # safe_load: the YAML 1.1 core types only (yaml.load could build any Python object)
-        return yaml.safe_load(raw.decode("utf-8"))
+        # the safe loader: the YAML 1.1 core types only (yaml.load could build any Python object)
+        return yaml.load(raw.decode("utf-8"), Loader=_strict_loader(yaml))  # noqa: S506 - a SafeLoader
     except UnicodeDecodeError as e:
         raise InputError(f"{name} is not valid YAML ({e.reason} at byte {e.start})", field="file") from None
     except RecursionError:
@@ -259,6 +261,28 @@ def _yaml(raw: bytes, name: str) -> Any:
     except yaml.YAMLError as e:
         raise InputError(f"{name} is not valid YAML ({_yaml_problem(e)})", field="file",
                          hint="see examples/stacks/rag-4090.yaml for the format") from None
+
+
+def _strict_loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader refusing a key given twice in one mapping: it keeps the last silently, so a
+    repeated `machine:` or `context:` would drop the first without a word, where TOML refuses it (a typo must
+    not vanish). Keys a merge (`<<: *anchor`) brings in may be overridden, as YAML's merge key allows."""
+
+    class Strict(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, str) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key '{key:.40}' is given twice", key_node.start_mark)
+                if isinstance(key, str):
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return Strict
 
 
 def _yaml_problem(e: Any) -> str:
@@ -574,6 +598,7 @@ class Sizer:
             else None
         self.slots: dict[int, int] = {}
         self._one_slot: dict[int, bool] = {}
+        self._bare: dict[int, Any] = {}
 
     def auto(self, e: Entry) -> bool:
         """Whether Ollama picks this entry's slots when it loads it (OLLAMA_NUM_PARALLEL unset)."""
@@ -590,14 +615,21 @@ class Sizer:
         """Whether Ollama loads this entry with 1 slot whatever OLLAMA_NUM_PARALLEL says (_loads_one_slot)."""
         hit = self._one_slot.get(e.index)
         if hit is None:
+            ctx = self.bare(e)
+            hit = self._one_slot[e.index] = _loads_one_slot(ctx.runtime, ctx.model, e.role)
+        return hit
+
+    def bare(self, e: Entry) -> Any:
+        """The entry's model, quantization and runtime as `cardfit plan` resolves them (no card, no load)."""
+        hit = self._bare.get(e.index)
+        if hit is None:
             from . import plan as planning
 
             try:
-                ctx = planning.build_context(PlanInput(model=e.model, quant=e.quant, runtime=e.runtime,
-                                                       catalog=self.catalog))
+                hit = self._bare[e.index] = planning.build_context(
+                    PlanInput(model=e.model, quant=e.quant, runtime=e.runtime, catalog=self.catalog))
             except CardfitError as err:
                 raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
-            hit = self._one_slot[e.index] = _loads_one_slot(ctx.runtime, ctx.model, e.role)
         return hit
 
     def size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
@@ -636,6 +668,7 @@ class Sizer:
         server; by layer: the bytes are the whole, which follow the layers over a layer split."""
         target = self.size(host, gpu, count)
         if e.role == "adapter":
+            _check_base(e, self.bare(e).model, target.ctx.model)
             plan = lora_plan(e, target, host.users)
             return plan.card_bytes, plan.host_bytes, f"{e.adapters} × LoRA r{e.lora_rank}", plan.by_layer
         from . import plan as planning
@@ -651,6 +684,22 @@ class Sizer:
         # the draft's weights and its own KV cache (its layers' cells for the target's sequences), split like
         # its target's (vLLM runs the draft at the target's tensor-parallel size)
         return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name, False
+
+
+# what a LoRA adapter's A/B matrices are shaped by (each module's in and out features, per layer): a set
+# trained on one model fits another only where these match (PEFT's adapter_config.json names its
+# base_model_name_or_path)
+BASE_SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "experts",
+              "moe_intermediate")
+
+
+def _check_base(e: Entry, named: Any, served: Any) -> None:
+    """An adapter entry's `model` is the base its adapters were trained on: the served model or one of its
+    shape (a base and its instruct tune), never another model."""
+    if named.id != served.id and any(getattr(named, k) != getattr(served, k) for k in BASE_SHAPE):
+        raise InputError(f"{_where(e.index, e.model)}: adapters trained on {named.name} do not load into "
+                         f"{served.name}, the model of its target", field="file",
+                         hint="name the served model (its base) as the adapter entry's model")
 
 
 def _is_ollama(e: Entry) -> bool:
@@ -779,7 +828,9 @@ class Machine:
         e = s.entry
         if self.sizer.auto(e) and e.index not in self.sizer.slots:
             self.sizer.slots[e.index] = self.ollama_slots(s)
-        single = [d for d in range(len(self.gpus))]
+        single = list(range(len(self.gpus)))
+        if _is_ollama(e):  # Ollama's scheduler picks the card, not the bundle
+            single.sort(key=lambda d: (-self.ollama_free(d), d))
         if e.gpus and e.gpus > len(self.gpus):
             raise InputError(f"{_where(e.index, e.model)}: gpus = {e.gpus}, but the machine has "
                              f"{len(self.gpus)} cards", field="file")
@@ -796,7 +847,30 @@ class Machine:
             got = self._on(s, devices)
             if got is not None and self._fits(got):
                 return self._put(got)
-        self._refuse(s, "no card or set of cards has room for it")
+        self._refuse(s, self._cannot_run(s) or "no card or set of cards has room for it")
+
+    def _cannot_run(self, s: Server) -> str:
+        """Why no card of the machine runs this server at all, whatever its memory (core/fit.py unsupported:
+        the runtime lacks the cards' software stack, or the cards lack the quantization's format); "" where
+        one card can."""
+        from . import plan as planning
+
+        whys = []
+        for gpu in {g.id: g for g in self.gpus}.values():
+            ctx = self.sizer.size(s.entry, gpu, 1).ctx
+            why = fitting.unsupported(gpu, planning.requires(ctx.quant), ctx.runtime, 1)
+            if not why:
+                return ""
+            whys.append(why.split(";")[0])
+        return "; ".join(dict.fromkeys(whys))
+
+    def ollama_free(self, d: int) -> int:
+        """Card d's free memory as Ollama's scheduler reads it before a load: the driver's, or less, the
+        card's total less its own estimates of the runners it loaded (server/sched.go updateFreeSpace). It
+        loads a model on the card with the most (pickBestFullFitByLibrary: `sort.Sort(sort.Reverse(
+        ByFreeMemory(sgl)))`, then the first card that holds the whole model; v0.1.x pickBestFitGPUs alike),
+        so on unequal or partly used cards a model goes where the most is left, not on card 0."""
+        return min(self.free(d), self.gpus[d].usable_bytes - self.ollama_estimates[d])
 
     def ollama_slots(self, s: Server) -> int:
         """The slots Ollama gives a model it loads with OLLAMA_NUM_PARALLEL unset, at a release that picks
@@ -817,8 +891,7 @@ class Machine:
         tries = (2 if rel.has("auto_parallel_2") else 4, 1)
         rt = ctx.runtime
         minimum = _ollama_minimum(rt, metal)
-        free = [min(self.free(d), self.gpus[d].usable_bytes - self.ollama_estimates[d])
-                for d in range(len(self.gpus))]
+        free = [self.ollama_free(d) for d in range(len(self.gpus))]
 
         def estimate(slots: int, cards: int) -> Any:
             return fit_estimate(ctx.model, ctx.quant, sized.memory.context * slots, rt.prefill_chunk,
@@ -1045,15 +1118,35 @@ def solve(spec: Spec, catalog: tuple[str, ...]) -> tuple[Machine, Sizer]:
     sizer = Sizer(spec, catalog)
     machine = Machine(spec.gpus, sizer)
     servers = servers_of(spec)
+    _check_ollama_once(servers, sizer)
     # first-fit decreasing: the largest server first (its bytes alone on the first card), ties in file order
-    # Ollama models whose slots Ollama picks at their load come after the servers the bundle starts first,
-    # in file order (the order the bundle loads them)
-    weight = {s.entry.index: 0 if sizer.auto(s.entry) else sizer.size(s.entry, spec.gpus[0], 1).per_card
+    # Ollama's models come after the servers the bundle starts first, in file order (the order the bundle
+    # loads them: Ollama places each, and picks its slots where it does, against what is loaded before it)
+    weight = {s.entry.index: 0 if _is_ollama(s.entry) else sizer.size(s.entry, spec.gpus[0], 1).per_card
               for s in servers}
-    for s in sorted(servers, key=lambda s: (not s.entry.resident, sizer.auto(s.entry), -weight[s.entry.index],
+    for s in sorted(servers, key=lambda s: (not s.entry.resident, _is_ollama(s.entry), -weight[s.entry.index],
                                             s.entry.index)):
         machine.place(s)
     return machine, sizer
+
+
+def _check_ollama_once(servers: list[Server], sizer: Sizer) -> None:
+    """One `ollama serve` keeps one runner per model file (server/sched.go: `s.loaded[req.model.ModelPath]`;
+    a request for a loaded model with another num_ctx reloads that runner, it never starts a second), so a
+    model at one quantization listed twice for Ollama would count its memory twice: refused."""
+    seen: dict[tuple[str, str], Entry] = {}
+    for s in servers:
+        e = s.entry
+        if not _is_ollama(e):
+            continue
+        ctx = sizer.bare(e)
+        key = (ctx.model.id, ctx.quant.name)
+        first = seen.setdefault(key, e)
+        if first is not e:
+            raise InputError(f"{_where(e.index, e.model)}: Ollama loads {ctx.model.name} {ctx.quant.name} "
+                             f"once ([[model]] {first.index + 1} lists it already); one runner serves every "
+                             "request to it", field="file",
+                             hint="list it once, with users = the sequences it serves at once")
 
 
 def _verdicts(machine: Machine) -> list[fitting.Verdict]:
@@ -1415,7 +1508,7 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
              "# after another (each once the one before answers)", "set -e"]
     ollama_done = False
     unified = any(g.unified_memory for g in machine.gpus)
-    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+    for p in _start_order(machine):
         e = p.server.entry
         rt = p.sized.ctx.runtime.id
         port = ports[e.index]
@@ -1453,6 +1546,12 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                   f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; do sleep 2; done"]
     lines += ["", "wait"]
     return "\n".join(lines) + "\n"
+
+
+def _start_order(machine: Machine) -> list[Placed]:
+    """The servers in the order the bundle starts them: file order, Ollama's models after the others, as
+    `solve` placed them (Ollama picks each model's card from the memory left when it loads it)."""
+    return sorted(machine.placed, key=lambda p: (p.sized.ctx.runtime.shared_server, p.server.entry.index))
 
 
 def _ollama_image(machine: Machine, image: str) -> str:
@@ -1497,7 +1596,7 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
     names: set[str] = set()
     previous = ""
     done_ollama = False
-    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+    for p in _start_order(machine):
         e, rt = p.server.entry, p.sized.ctx.runtime
         if rt.shared_server and done_ollama:
             continue
