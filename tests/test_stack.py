@@ -774,6 +774,8 @@ def test_models_on_the_command_line_are_a_stack_file(run_json):
     (("--model", "qwen3:8b"), "name the machine's cards"),
     (("--model", "qwen3:8b", "--gpu", "RTX 4090", "--text", "[machine]"), "not both"),
     ((str(EXAMPLES / "rag-4090.toml"), "--context", "4096"), "go with --model"),
+    # a misspelt role was read as part of the model's name ("unknown model 'embedd=bge-m3'")
+    (("--model", "embedd=bge-m3", "--gpu", "RTX 4090"), "--model embedd=bge-m3: unknown role 'embedd'"),
 ])
 def test_model_options_refused_one_line(run_cli, args, message):
     code, _, err = run_cli("stack", *args)
