@@ -381,7 +381,8 @@ def _from_options(inp: StackInput) -> str:
         role, sep, name = item.partition("=")
         if sep and role.strip() not in ROLES:  # no model name has '=' in it: a role misspelled
             raise InputError(f"--model {item}: unknown role '{role.strip()}'", field="model",
-                             hint=f"write ROLE=NAME with ROLE one of {', '.join(ROLES)}, or NAME alone (chat)")
+                             hint=f"write ROLE=NAME with ROLE one of {', '.join(ROLES)}, or NAME alone "
+                             "(chat)")
         if not sep:
             role, name = "chat", item
         entry = {"model": name.strip(), "role": role.strip()}
