@@ -431,6 +431,29 @@ def test_the_bundle_starts_ollama_after_the_servers_placed_before_it():
     assert cards == {"meta-llama/Llama-3.1-8B-Instruct": 0, "gemma3:4b": 1}  # the card vLLM leaves emptier
 
 
+def test_an_ollama_split_is_every_models_and_the_bundle_asks_ollama_for_it():
+    """gpus = N on Ollama entries (every one, N the machine's cards) splits each model over the cards, which
+    Ollama does only with OLLAMA_SCHED_SPREAD=1: the bundle sets it, and without gpus it is unset."""
+    two = ('[machine]\ngpu = ["2x RTX 3090"]\n[[model]]\nmodel = "llama3.1:8b"\ncontext = 8192\n{g}'
+           '[[model]]\nmodel = "qwen3:8b"\ncontext = 8192\n{g}')
+    split = cardfit.stack(text=two.format(g="gpus = 2\n"))
+    assert [len(d["entries"]) for d in split["devices"]] == [2, 2]
+    line = next(ln for ln in split["bundle"]["text"].splitlines() if " ollama serve " in ln)
+    assert "OLLAMA_SCHED_SPREAD=1 " in line and _check_words(shlex.split(line), "spread") > 0
+    alone = cardfit.stack(text=two.format(g=""))
+    assert [len(d["entries"]) for d in alone["devices"]] == [1, 1]
+    assert "OLLAMA_SCHED_SPREAD" not in alone["bundle"]["text"]
+
+
+def test_one_stated_ollama_port_is_the_servers_whichever_entry_states_it():
+    """The Ollama entries share one `ollama serve`: a port stated on the second entry is its port too (before,
+    the first entry's default, 11434, won and the stated 11500 vanished)."""
+    r = cardfit.stack(text='[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama3.1:8b"\ncontext = 8192\n'
+                           '[[model]]\nmodel = "qwen3:8b"\nport = 11500\ncontext = 8192\n')
+    assert {e["port"] for e in r["devices"][0]["entries"]} == {11500}
+    assert "OLLAMA_HOST=127.0.0.1:11500 " in r["bundle"]["text"] and "11434" not in r["bundle"]["text"]
+
+
 @pytest.mark.parametrize("cards,model,extra,reason", [
     (["M1 Max 64GB"], "meta-llama/Llama-3.1-8B-Instruct", 'runtime = "vllm"\n',
      "vLLM has no Apple Metal support"),
@@ -644,7 +667,8 @@ BAD = [
     ("chat an embedder", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\n', "is a embed model"),
     ("vision without a tower", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
      'role = "vision"\n', "no vision tower"),
-    ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ngpus = 2\n',
+    ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
+     'runtime = "llama.cpp"\ngpus = 2\n',
      "the machine has 1 cards"),
     ("swap a vllm model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
      'resident = false\n', "resident = false is for Ollama models"),
@@ -658,6 +682,17 @@ BAD = [
      "Ollama loads Llama 3.1 8B Q4_K_M once ([[model]] 1 lists it already)"),
     ("same model as vision and chat", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "gemma3:12b"\n'
      'role = "vision"\n[[model]]\nmodel = "gemma3:12b"\n', "Ollama loads Gemma 3 12B"),
+    ("a mac and a card", '[machine]\ngpu = ["M1 Max 64GB", "RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n',
+     "Apple M1 Max 64GB is one GPU per machine; this machine lists 2 cards"),
+    # Ollama puts a model that fits one card on one card, unless OLLAMA_SCHED_SPREAD=1 splits every model
+    ("ollama split for one model", '[machine]\ngpu = ["2x RTX 3090"]\n[[model]]\nmodel = "llama3.1:8b"\n'
+     'gpus = 2\n[[model]]\nmodel = "qwen3:8b"\n',
+     "[[model]] 2 (qwen3:8b): Ollama splits a model over every card it sees, and then every model"),
+    ("two servers one port", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
+     'port = 9000\n[[model]]\nmodel = "gemma3:4b"\nruntime = "llama.cpp"\nport = 9000\n',
+     "[[model]] 2 (gemma3:4b): port 9000 is [[model]] 1's already"),
+    ("two ollama ports", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "qwen3:8b"\nport = 11500\n'
+     '[[model]]\nmodel = "gemma3:4b"\nport = 11600\n', "the Ollama entries state ports 11500 and 11600"),
     ("adapters of another model", '[machine]\ngpu = ["H100"]\n[[model]]\n'
      'model = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\n[[model]]\nmodel = "qwen3:8b"\n'
      'role = "adapter"\n', "adapters trained on Qwen3 8B do not load into Llama 3.1 8B"),

@@ -209,6 +209,10 @@ def read_spec(inp: StackInput) -> Spec:
         raise InputError(f"{name}: name the machine's cards ([machine] gpu = [\"RTX 4090\"] or --gpu)",
                          field="gpu")
     gpus = _cards(inp, [_text("[machine]", "gpu", c, 128) for c in cards])
+    alone = next((g for g in gpus if g.max_count and len(gpus) > g.max_count), None)
+    if alone is not None:  # gpus.toml max_count: Apple silicon is one GPU per machine
+        raise InputError(f"{name}: {alone.name} is one GPU per machine; this machine lists {len(gpus)} cards",
+                         field="gpu", hint="a Mac's stack names its chip alone")
     ram = machine.get("ram_gb")
     if ram is not None and (isinstance(ram, bool) or not isinstance(ram, int | float) or not 0 < ram <= 1e6):
         raise InputError(f"{name}: [machine] ram_gb must be a number of GB above 0", field="file")
@@ -223,7 +227,45 @@ def read_spec(inp: StackInput) -> Spec:
     entries = [_check_flash(_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog))))
                for i, m in enumerate(models)]
     entries = _ollama_flash(entries)
+    _check_ports(entries)
+    _check_ollama_spread(entries, len(gpus))
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
+
+
+def _check_ollama_spread(entries: list[Entry], cards: int) -> None:
+    """Ollama picks a model's cards itself: one card where the model fits one, else every card it sees, or
+    every card for every model with OLLAMA_SCHED_SPREAD=1 (server/sched.go pickBestFullFitByLibrary), which
+    the bundle sets where the entries ask for it. So an Ollama entry's `gpus` is 1 (one card, as Ollama does
+    when it fits) or the machine's cards, and a split of one model means a split of all of them."""
+    ollama = [e for e in entries if _is_ollama(e)]
+    spread = [e for e in ollama if (e.gpus or 1) > 1]
+    if not spread:
+        return
+    odd = next((e for e in ollama if e.gpus != cards), None)
+    if odd is not None:
+        raise InputError(f"{_where(odd.index, odd.model)}: Ollama splits a model over every card it sees, "
+                         f"and then every model (OLLAMA_SCHED_SPREAD=1): gpus = {cards} on each Ollama "
+                         "entry, or gpus on none", field="file",
+                         hint="drop gpus from the Ollama entries to let Ollama put each on one card")
+
+
+def _check_ports(entries: list[Entry]) -> None:
+    """A stated port is one server's: two servers on one port cannot both start (the second fails to bind),
+    and one `ollama serve` listens on one port for all its models."""
+    ollama = {e.port for e in entries if _is_ollama(e) and e.port is not None}
+    if len(ollama) > 1:
+        two = " and ".join(str(p) for p in sorted(ollama)[:2])
+        raise InputError(f"the Ollama entries state ports {two}; one `ollama serve` serves them all on one "
+                         "port", field="file", hint="state one port on the Ollama entries, or none")
+    owner: dict[int, Entry] = {}
+    for e in entries:
+        if e.port is None or e.role in ("draft", "adapter"):
+            continue
+        first = owner.setdefault(e.port, e)
+        if first is not e and not (_is_ollama(first) and _is_ollama(e)):
+            raise InputError(f"{_where(e.index, e.model)}: port {e.port} is [[model]] {first.index + 1}'s "
+                             "already; each server listens on a port of its own", field="file",
+                             hint="give it another port, or none (the next free one is picked)")
 
 
 def parse_stack(raw: bytes, name: str, fmt: str) -> dict[str, Any]:
@@ -846,7 +888,8 @@ class Machine:
             if e.gpus == 1:
                 return self._refuse(s, "no card holds it alone")
         if not e.resident:
-            return self._refuse(s, "a model Ollama swaps in loads on one card")
+            return self._refuse(s, "no card has room for it beside the resident models (a model Ollama "
+                                "swaps in loads on one card)")
         for devices in self._sets(s):
             got = self._on(s, devices)
             if got is not None and self._fits(got):
@@ -1431,7 +1474,9 @@ def assign_ports(machine: Machine) -> dict[int, int]:
     share one `ollama serve`."""
     taken = {p.server.entry.port for p in machine.placed if p.server.entry.port}
     out: dict[int, int] = {}
-    ollama: int | None = None
+    # the one port the Ollama entries state (read_spec allows one), whichever entry states it
+    ollama: int | None = next((p.server.entry.port for p in machine.placed
+                               if p.sized.ctx.runtime.shared_server and p.server.entry.port), None)
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
         e, rt = p.server.entry, p.sized.ctx.runtime
         if rt.shared_server and ollama is not None:
@@ -1498,6 +1543,8 @@ def _ollama_env(machine: Machine, env: dict[str, str]) -> dict[str, str]:
     resident = [p for p in ollama if p.server.entry.resident]
     loaded = len(resident) + (1 if len(resident) < len(ollama) else 0)
     out = {**env, "OLLAMA_MAX_LOADED_MODELS": str(max(loaded, 1))}
+    if any((p.server.entry.gpus or 1) > 1 for p in ollama):  # _check_ollama_spread: all of them split
+        out["OLLAMA_SCHED_SPREAD"] = "1"
     if machine.sizer.ollama_release is not None:
         out.pop("OLLAMA_NUM_PARALLEL", None)
     elif "OLLAMA_NUM_PARALLEL" in out:  # the stack's setting, not the slots of the model launched first
