@@ -454,6 +454,18 @@ def test_one_stated_ollama_port_is_the_servers_whichever_entry_states_it():
     assert "OLLAMA_HOST=127.0.0.1:11500 " in r["bundle"]["text"] and "11434" not in r["bundle"]["text"]
 
 
+def test_a_set_no_single_change_helps_says_so():
+    """A 405B on one RTX 4090: no context, quantization or up to 4 more 4090s places it, so `changes` is
+    empty; the notes say what was tried and point at --rent, which finds a machine that holds it."""
+    text = '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama3.1:405b"\ncontext = 8192\n'
+    r = cardfit.stack(text=text)
+    assert r["verdict"] == "no" and r["changes"] == [] and len(r["unplaced"]) == 1
+    assert any(n.startswith("no single change places more of the set") and "--rent" in n for n in r["notes"])
+    rented = cardfit.stack(text=text, rent=True)
+    assert rented["cheapest"] is not None and rented["cheapest"]["count"] > 1
+    assert not any("--rent" in n for n in rented["notes"])
+
+
 @pytest.mark.parametrize("cards,model,extra,reason", [
     (["M1 Max 64GB"], "meta-llama/Llama-3.1-8B-Instruct", 'runtime = "vllm"\n',
      "vLLM has no Apple Metal support"),

@@ -1236,6 +1236,11 @@ def stack(inp: StackInput) -> Stack:
     bundle = make_bundle(machine, ports, inp.bundle)
     cheapest = cheapest_machine(spec, tuple(inp.catalog)) if inp.rent else None
     notes = _notes(machine) + _ram_notes(spec, devices)
+    if verdict == fitting.NO.value and not changes:
+        tried = ("a shorter context, a smaller quantization, swapping an Ollama model, up to "
+                 f"{MORE_CARDS} more cards of a kind, leaving a model out")
+        rent = "" if inp.rent else "; --rent looks for a rented machine of 1 to 8 cards that holds it"
+        notes.append(f"no single change places more of the set ({tried}){rent}")
     return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(notes), cheapest)
 
 
