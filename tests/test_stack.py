@@ -723,6 +723,7 @@ def test_bad_stack_files_get_one_line(tmp_path, run_cli, why, text, message):
 
 @pytest.mark.parametrize("args,message", [
     (("/nonexistent/stack.toml",), "cannot read"),
+    (("/dev/null",), "is not a regular file; point at the stack file itself, not a pipe, device or socket"),
     (("stack.yaml",), "name the machine's cards"),  # YAML is read (tests/test_stack_yaml.py), checked as TOML
     ((), "give the stack file"),
 ])
