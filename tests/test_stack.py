@@ -705,6 +705,13 @@ BAD = [
      "[[model]] 2 (gemma3:4b): port 9000 is [[model]] 1's already"),
     ("two ollama ports", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "qwen3:8b"\nport = 11500\n'
      '[[model]]\nmodel = "gemma3:4b"\nport = 11600\n', "the Ollama entries state ports 11500 and 11600"),
+    # the rule of `plan --speculative draft:M` (services/speculative.py)
+    ("a draft of another family", '[machine]\ngpu = ["H100"]\n[[model]]\n'
+     'model = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\n[[model]]\n'
+     'model = "Qwen/Qwen2.5-0.5B-Instruct"\nrole = "draft"\n', "a draft needs the target's tokenizer"),
+    ("a draft as large as its target", '[machine]\ngpu = ["H100"]\n[[model]]\n'
+     'model = "meta-llama/Llama-3.2-1B-Instruct"\nruntime = "vllm"\n[[model]]\n'
+     'model = "meta-llama/Llama-3.1-8B-Instruct"\nrole = "draft"\n', "is not smaller than Llama 3.2 1B"),
     ("adapters of another model", '[machine]\ngpu = ["H100"]\n[[model]]\n'
      'model = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\n[[model]]\nmodel = "qwen3:8b"\n'
      'role = "adapter"\n', "adapters trained on Qwen3 8B do not load into Llama 3.1 8B"),

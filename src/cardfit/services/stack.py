@@ -724,6 +724,7 @@ class Sizer:
             ctx = planning.build_context(pinp)
             if not ctx.model.generates:
                 raise InputError(f"{ctx.model.name} generates no tokens: it cannot draft")
+            _check_draft(ctx.model, target.ctx.model)
             mem = planning.memory_for(ctx, target.memory.context, gpu)
         except CardfitError as err:
             raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
@@ -746,6 +747,20 @@ def _check_base(e: Entry, named: Any, served: Any) -> None:
         raise InputError(f"{_where(e.index, e.model)}: adapters trained on {named.name} do not load into "
                          f"{served.name}, the model of its target", field="file",
                          hint="name the served model (its base) as the adapter entry's model")
+
+
+def _check_draft(d: Any, m: Any) -> None:
+    """A draft is smaller than its target and speaks its tokenizer: the rule `plan --speculative draft:M`
+    applies (services/speculative.py: a vocabulary within VOCAB_MAX_DIFFERENCE tokens of the target's)."""
+    from .speculative import VOCAB_MAX_DIFFERENCE
+
+    if d.params >= m.params:
+        raise InputError(f"the draft {d.name} is not smaller than {m.name}", field="file",
+                         hint="a draft model is a small model of the same family")
+    if d.vocab and m.vocab and abs(d.vocab - m.vocab) > VOCAB_MAX_DIFFERENCE:
+        raise InputError(f"the draft {d.name} has a vocabulary of {d.vocab:,} tokens, {m.name} {m.vocab:,}: "
+                         "a draft needs the target's tokenizer", field="file",
+                         hint="pick a small model of the target's family (llama3.2:1b for Llama 3.1)")
 
 
 def _is_ollama(e: Entry) -> bool:
