@@ -842,8 +842,8 @@ def test_target_names_the_served_model_by_its_number():
     the nearest chat model above it."""
     head = ('[machine]\ngpu = ["H100 SXM"]\n'
             '[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
-            '[[model]]\nmodel = "Qwen/Qwen2.5-7B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
-            '[[model]]\nmodel = "meta-llama/Llama-3.2-1B-Instruct"\nrole = "draft"\n')
+            '[[model]]\nmodel = "meta-llama/Llama-3.2-3B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
+            '[[model]]\nmodel = "meta-llama/Llama-3.2-1B-Instruct"\nrole = "draft"\n')  # a draft for either
     for extra, host in (("target = 1\n", 0), ("", 1)):
         spec = stk.read_spec(stk.StackInput(text=head + extra))
         assert spec.entries[2].target == host
