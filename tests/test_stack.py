@@ -4,7 +4,9 @@ slots), the bundle's flags are the runtimes' own, and bad input is one line."""
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import shlex
 import tomllib
 from pathlib import Path
@@ -234,6 +236,130 @@ def test_every_bundle_flag_exists_in_the_tool(name):
         (1 if any(p.sized.ctx.runtime.id == "ollama" for p in machine.placed) else 0)
 
 
+# stacks beyond the README's four, each reaching flags and values they do not: (name, stack file, why)
+MORE_BUNDLES = [
+    ("sglang-lora-llamacpp-lora-ollama-q8", """[machine]
+gpu = ["H100 SXM", "RTX 4090"]
+[[model]]
+model = "meta-llama/Llama-3.1-8B-Instruct"
+runtime = "sglang"
+kv_dtype = "fp8"
+context = 8192
+users = 8
+[[model]]
+model = "meta-llama/Llama-3.1-8B-Instruct"
+role = "adapter"
+adapters = 4
+lora_rank = 32
+[[model]]
+model = "qwen3:8b"
+runtime = "llama.cpp"
+quant = "Q4_K_M"
+kv_dtype = "q8_0"
+context = 8192
+users = 2
+flash_attn = true
+[[model]]
+model = "qwen3:8b"
+role = "adapter"
+adapters = 2
+lora_paths = ["a.gguf", "b.gguf"]
+lora_scale = 0.5
+[[model]]
+model = "gemma3:4b"
+runtime = "ollama"
+kv_dtype = "q8_0"
+context = 8192
+""", "SGLang's LoRA pool and FP8 KV (fp8_e4m3), llama.cpp's q8_0 cache with -fa and --lora-scaled, Ollama's "
+     "OLLAMA_KV_CACHE_TYPE"),
+    ("vllm-fp8-kv-rerank-llamacpp", """[machine]
+gpu = ["2x L40S"]
+[[model]]
+model = "Qwen/Qwen3-30B-A3B"
+runtime = "vllm"
+quant = "fp8"
+kv_dtype = "fp8"
+context = 16384
+users = 8
+[[model]]
+model = "bge-reranker-v2-m3"
+role = "rerank"
+runtime = "llama.cpp"
+context = 2048
+requests_per_s = 4
+""", "vLLM's --kv-cache-dtype and --quantization values, a reranker on llama-server"),
+]
+
+
+def _server_lines(text: str) -> list[list[str]]:
+    """The bundle script's lines that start a server, split as the shell splits them."""
+    starts = (" vllm serve ", " sglang.launch_server ", " llama-server ", " ollama serve ")
+    return [shlex.split(ln) for ln in text.splitlines() if any(w in f" {ln} " for w in starts)]
+
+
+# the word after which a tool's own arguments start, and its option list
+TOOLS = {("vllm", "serve"): "vllm", ("-m", "sglang.launch_server"): "sglang",
+         ("llama-server",): "llama-server", ("ollama", "serve"): "ollama"}
+
+
+def _tool(words: list[str]) -> tuple[str, list[str]]:
+    """The tool a server line starts and the words it reads (its arguments)."""
+    for key, tool in TOOLS.items():
+        for i in range(len(words) - len(key) + 1):
+            if tuple(words[i:i + len(key)]) == key:
+                return tool, words[i + len(key):]
+    raise AssertionError(f"no known server in {' '.join(words)}")
+
+
+def _check_words(words: list[str], where: str) -> int:
+    """Every environment variable, flag and choice-valued flag's value of one server line against the tool's
+    own option list (tests/data/runtime_options/, as tests/test_launch.py checks deploy's commands)."""
+    tool, args = _tool(words)
+    known = tomllib.loads((OPTIONS / f"{tool}.toml").read_text())
+    frontend = FRONTEND.get("vllm", ()) if tool == "vllm" else ()
+    env = [w.split("=", 1) for w in words[:len(words) - len(args)] if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", w)]
+    words = args
+    for name, value in env:
+        if name == "CUDA_VISIBLE_DEVICES":  # the CUDA driver's, not the tool's
+            continue
+        assert name in known.get("env", []), f"{where}: {name} is not read by {known['tool']}"
+        if name in known.get("choices", {}):
+            assert value in known["choices"][name], f"{where}: {name}={value}"
+    flags = [w for w in words if re.fullmatch(r"--?[A-Za-z][A-Za-z0-9-]*", w)]
+    for flag in flags:
+        assert flag in (*known["flags"], *frontend), f"{where}: {flag} is not an option of {known['tool']}"
+    for flag, allowed in known.get("choices", {}).items():
+        if flag in words:
+            assert words[words.index(flag) + 1] in allowed, f"{where}: {flag} {words[words.index(flag) + 1]}"
+    return len(flags) + len(env)
+
+
+BUNDLE_CASES = [(p.name, p.read_text(), "a README stack") for p in sorted(EXAMPLES.glob("*.toml"))] + \
+    [(n, t, why) for n, t, why in MORE_BUNDLES]
+
+
+@pytest.mark.parametrize("name,text,why", BUNDLE_CASES, ids=[c[0] for c in BUNDLE_CASES])
+def test_every_flag_and_value_in_the_bundle_text_is_the_tools_own(name, text, why):
+    """What the user copies: the script's server lines and the compose services' commands, word by word (the
+    flags, the environment and the values of flags with a fixed set of choices), not the launch objects."""
+    import yaml
+
+    r = cardfit.stack(text=text)
+    assert r["verdict"] in ("fits", "tight") and not r["unplaced"], (name, r["unplaced"])
+    lines = _server_lines(r["bundle"]["text"])
+    assert len(lines) == len({e["port"] for d in r["devices"] for e in d["entries"] if e.get("port")}), name
+    assert sum(_check_words(words, f"{name} script") for words in lines) > 0
+    if any(d["gpu"].startswith("Apple") for d in r["devices"]):
+        return  # --bundle compose is for CUDA cards (test_compose_is_for_cuda_cards)
+    services = yaml.safe_load(cardfit.stack(text=text, bundle="compose")["bundle"]["text"])["services"]
+    for svc_name, svc in services.items():
+        # a `command` runs after the image's entrypoint (runtimes.toml image_entrypoint: llama-server, ollama)
+        entry = ["llama-server"] if "-llama-cpp" in svc_name else ["ollama"] if "-ollama" in svc_name else []
+        words = [*(f"{k}={v}" for k, v in (svc.get("environment") or {}).items()),
+                 *entry, *(svc.get("entrypoint") or svc.get("command"))]
+        assert _check_words(words, f"{name} compose {svc_name}") > 0
+
+
 def test_text_instead_of_a_file_and_the_web_api():
     from fastapi.testclient import TestClient
 
@@ -246,6 +372,112 @@ def test_text_instead_of_a_file_and_the_web_api():
     assert ok.status_code == 200 and ok.json()["verdict"] == "fits"
     refused = client.post("/api/stack", json={"file": str(EXAMPLES / "vision-chat-mac.toml")})
     assert refused.status_code == 400 and "reads no files" in refused.text
+
+
+# ------------------------------------------------------------------------------------ placement
+
+
+def _ollama_stack(cards: list[str], models: list[tuple[str, str]]) -> str:
+    return f"[machine]\ngpu = {json.dumps(cards)}\n" + "".join(
+        f'[[model]]\nmodel = "{m}"\nrole = "{role}"\nruntime = "ollama"\ncontext = 8192\n'
+        for m, role in models)
+
+
+# (cards, Ollama models in file order, the card each lands on, why the case is tricky)
+OLLAMA_CARDS = [
+    (["RTX 4090", "RTX 3060 12GB"], [("qwen2.5:32b", "chat"), ("bge-m3", "embed")], [0, 1],
+     "the embedder fits beside the 32B on the 4090, but the 3060 has more left: Ollama puts it there"),
+    (["2x RTX 3090"], [("llama3.1:8b", "chat"), ("qwen3:8b", "chat")], [0, 1],
+     "two equal cards: the second model goes to the empty one, not beside the first"),
+    (["RTX 3060 12GB", "RTX 4090"], [("llama3.1:8b", "chat")], [1],
+     "the larger card is not card 0: Ollama sorts by free memory, not by index"),
+    (["RTX 4090", "RTX 3060 12GB"], [("llama3.1:8b", "chat"), ("qwen3:8b", "chat"), ("gemma3:4b", "chat")],
+     [0, 0, 1], "8B on the 4090 still leaves it more than the whole 3060; then the 3060 has the most"),
+]
+
+
+@pytest.mark.parametrize("cards,models,where,why", OLLAMA_CARDS, ids=[c[3][:40] for c in OLLAMA_CARDS])
+def test_ollama_loads_each_model_on_the_card_with_the_most_memory_left(cards, models, where, why):
+    """Ollama's scheduler, not the bundle, picks an Ollama model's card: of the cards that hold it whole, the
+    one with the most free memory when it loads (server/sched.go pickBestFullFitByLibrary), models in file
+    order; each model's bytes there are its bytes alone on that card."""
+    r = cardfit.stack(text=_ollama_stack(cards, models))
+    assert r["verdict"] != "no", why
+    got = {e["model"]: i for i, d in enumerate(r["devices"]) for e in d["entries"]}
+    assert [got[m] for m, _ in models] == where, why
+    for (m, role), d in zip(models, where, strict=True):
+        alone = cardfit.stack(text=_ollama_stack([r["devices"][d]["gpu"]], [(m, role)]))
+        (entry,) = alone["devices"][0]["entries"]
+        mine = next(e for e in r["devices"][d]["entries"] if e["model"] == m)
+        assert mine["bytes"] == entry["bytes"], (m, why)
+    line = next(ln for ln in r["bundle"]["text"].splitlines() if " ollama serve " in ln)
+    assert f"CUDA_VISIBLE_DEVICES={','.join(str(d) for d in sorted(set(where)))} " in line
+
+
+def test_the_bundle_starts_ollama_after_the_servers_placed_before_it():
+    """Ollama places its models against what is loaded when it loads them, so the bundle starts it after the
+    other servers, as the plan placed them, whatever the file's order."""
+    text = ('[machine]\ngpu = ["2x RTX 4090"]\n[[model]]\nmodel = "gemma3:4b"\nruntime = "ollama"\n'
+            'context = 8192\n[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\n'
+            'quant = "fp8"\ncontext = 8192\nusers = 4\n')
+    import yaml
+
+    script = cardfit.stack(text=text)["bundle"]["text"]
+    assert script.index(" vllm serve ") < script.index(" ollama serve ")
+    compose = yaml.safe_load(cardfit.stack(text=text, bundle="compose")["bundle"]["text"])["services"]
+    assert [n.rsplit("-", 1)[-1] for n in compose] == ["vllm", "ollama"]
+    r = cardfit.stack(text=text)
+    cards = {e["model"]: i for i, d in enumerate(r["devices"]) for e in d["entries"]}
+    assert cards == {"meta-llama/Llama-3.1-8B-Instruct": 0, "gemma3:4b": 1}  # the card vLLM leaves emptier
+
+
+def test_an_ollama_split_is_every_models_and_the_bundle_asks_ollama_for_it():
+    """gpus = N on Ollama entries (every one, N the machine's cards) splits each model over the cards, which
+    Ollama does only with OLLAMA_SCHED_SPREAD=1: the bundle sets it, and without gpus it is unset."""
+    two = ('[machine]\ngpu = ["2x RTX 3090"]\n[[model]]\nmodel = "llama3.1:8b"\ncontext = 8192\n{g}'
+           '[[model]]\nmodel = "qwen3:8b"\ncontext = 8192\n{g}')
+    split = cardfit.stack(text=two.format(g="gpus = 2\n"))
+    assert [len(d["entries"]) for d in split["devices"]] == [2, 2]
+    line = next(ln for ln in split["bundle"]["text"].splitlines() if " ollama serve " in ln)
+    assert "OLLAMA_SCHED_SPREAD=1 " in line and _check_words(shlex.split(line), "spread") > 0
+    alone = cardfit.stack(text=two.format(g=""))
+    assert [len(d["entries"]) for d in alone["devices"]] == [1, 1]
+    assert "OLLAMA_SCHED_SPREAD" not in alone["bundle"]["text"]
+
+
+def test_one_stated_ollama_port_is_the_servers_whichever_entry_states_it():
+    """The Ollama entries share one `ollama serve`: a port stated on the second entry is its port too (before,
+    the first entry's default, 11434, won and the stated 11500 vanished)."""
+    r = cardfit.stack(text='[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama3.1:8b"\ncontext = 8192\n'
+                           '[[model]]\nmodel = "qwen3:8b"\nport = 11500\ncontext = 8192\n')
+    assert {e["port"] for e in r["devices"][0]["entries"]} == {11500}
+    assert "OLLAMA_HOST=127.0.0.1:11500 " in r["bundle"]["text"] and "11434" not in r["bundle"]["text"]
+
+
+def test_a_set_no_single_change_helps_says_so():
+    """A 405B on one RTX 4090: no context, quantization or up to 4 more 4090s places it, so `changes` is
+    empty; the notes say what was tried and point at --rent, which finds a machine that holds it."""
+    text = '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama3.1:405b"\ncontext = 8192\n'
+    r = cardfit.stack(text=text)
+    assert r["verdict"] == "no" and r["changes"] == [] and len(r["unplaced"]) == 1
+    assert any(n.startswith("no single change places more of the set") and "--rent" in n for n in r["notes"])
+    rented = cardfit.stack(text=text, rent=True)
+    assert rented["cheapest"] is not None and rented["cheapest"]["count"] > 1
+    assert not any("--rent" in n for n in rented["notes"])
+
+
+@pytest.mark.parametrize("cards,model,extra,reason", [
+    (["M1 Max 64GB"], "meta-llama/Llama-3.1-8B-Instruct", 'runtime = "vllm"\n',
+     "vLLM has no Apple Metal support"),
+    (["RTX 3090"], "meta-llama/Llama-3.1-8B-Instruct", 'runtime = "vllm"\nquant = "fp8"\n',
+     "RTX 3090 has no FP8 support"),
+])
+def test_a_model_no_card_can_run_says_why(cards, model, extra, reason):
+    """Not "no room" where memory is not the reason: the runtime lacks the cards' software stack, or the
+    cards lack the quantization's format (core/fit.py unsupported)."""
+    text = f'[machine]\ngpu = {json.dumps(cards)}\n[[model]]\nmodel = "{model}"\n{extra}context = 8192\n'
+    (u,) = cardfit.stack(text=text)["unplaced"]
+    assert u["reason"] == reason
 
 
 # ------------------------------------------------------------------------------------ changes
@@ -447,7 +679,8 @@ BAD = [
     ("chat an embedder", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\n', "is a embed model"),
     ("vision without a tower", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
      'role = "vision"\n', "no vision tower"),
-    ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\ngpus = 2\n',
+    ("too many cards for it", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n'
+     'runtime = "llama.cpp"\ngpus = 2\n',
      "the machine has 1 cards"),
     ("swap a vllm model", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
      'resident = false\n', "resident = false is for Ollama models"),
@@ -455,6 +688,33 @@ BAD = [
      'role = "rerank"\nruntime = "ollama"\n', "Ollama serves no rerankers"),
     ("long context", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "bge-m3"\nrole = "embed"\n'
      'context = 32768\n', "beyond BGE-M3's trained maximum"),
+    # one `ollama serve` keeps one runner per model file: a second entry would count its memory twice
+    ("one ollama model twice", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "llama3.1:8b"\n'
+     '[[model]]\nmodel = "llama-3.1-8b"\nquant = "Q4_K_M"\nruntime = "ollama"\nrole = "chat"\n',
+     "Ollama loads Llama 3.1 8B Q4_K_M once ([[model]] 1 lists it already)"),
+    ("same model as vision and chat", '[machine]\ngpu = ["RTX 4090"]\n[[model]]\nmodel = "gemma3:12b"\n'
+     'role = "vision"\n[[model]]\nmodel = "gemma3:12b"\n', "Ollama loads Gemma 3 12B"),
+    ("a mac and a card", '[machine]\ngpu = ["M1 Max 64GB", "RTX 4090"]\n[[model]]\nmodel = "qwen3:8b"\n',
+     "Apple M1 Max 64GB is one GPU per machine; this machine lists 2 cards"),
+    # Ollama puts a model that fits one card on one card, unless OLLAMA_SCHED_SPREAD=1 splits every model
+    ("ollama split for one model", '[machine]\ngpu = ["2x RTX 3090"]\n[[model]]\nmodel = "llama3.1:8b"\n'
+     'gpus = 2\n[[model]]\nmodel = "qwen3:8b"\n',
+     "[[model]] 2 (qwen3:8b): Ollama splits a model over every card it sees, and then every model"),
+    ("two servers one port", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "qwen3:8b"\nruntime = "vllm"\n'
+     'port = 9000\n[[model]]\nmodel = "gemma3:4b"\nruntime = "llama.cpp"\nport = 9000\n',
+     "[[model]] 2 (gemma3:4b): port 9000 is [[model]] 1's already"),
+    ("two ollama ports", '[machine]\ngpu = ["H100"]\n[[model]]\nmodel = "qwen3:8b"\nport = 11500\n'
+     '[[model]]\nmodel = "gemma3:4b"\nport = 11600\n', "the Ollama entries state ports 11500 and 11600"),
+    # the rule of `plan --speculative draft:M` (services/speculative.py)
+    ("a draft of another family", '[machine]\ngpu = ["H100"]\n[[model]]\n'
+     'model = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\n[[model]]\n'
+     'model = "Qwen/Qwen2.5-0.5B-Instruct"\nrole = "draft"\n', "a draft needs the target's tokenizer"),
+    ("a draft as large as its target", '[machine]\ngpu = ["H100"]\n[[model]]\n'
+     'model = "meta-llama/Llama-3.2-1B-Instruct"\nruntime = "vllm"\n[[model]]\n'
+     'model = "meta-llama/Llama-3.1-8B-Instruct"\nrole = "draft"\n', "is not smaller than Llama 3.2 1B"),
+    ("adapters of another model", '[machine]\ngpu = ["H100"]\n[[model]]\n'
+     'model = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\n[[model]]\nmodel = "qwen3:8b"\n'
+     'role = "adapter"\n', "adapters trained on Qwen3 8B do not load into Llama 3.1 8B"),
 ]
 
 
@@ -470,6 +730,7 @@ def test_bad_stack_files_get_one_line(tmp_path, run_cli, why, text, message):
 
 @pytest.mark.parametrize("args,message", [
     (("/nonexistent/stack.toml",), "cannot read"),
+    (("/dev/null",), "is not a regular file; point at the stack file itself, not a pipe, device or socket"),
     (("stack.yaml",), "name the machine's cards"),  # YAML is read (tests/test_stack_yaml.py), checked as TOML
     ((), "give the stack file"),
 ])
@@ -568,6 +829,8 @@ def test_models_on_the_command_line_are_a_stack_file(run_json):
     (("--model", "qwen3:8b"), "name the machine's cards"),
     (("--model", "qwen3:8b", "--gpu", "RTX 4090", "--text", "[machine]"), "not both"),
     ((str(EXAMPLES / "rag-4090.toml"), "--context", "4096"), "go with --model"),
+    # a misspelt role was read as part of the model's name ("unknown model 'embedd=bge-m3'")
+    (("--model", "embedd=bge-m3", "--gpu", "RTX 4090"), "--model embedd=bge-m3: unknown role 'embedd'"),
 ])
 def test_model_options_refused_one_line(run_cli, args, message):
     code, _, err = run_cli("stack", *args)
@@ -579,8 +842,8 @@ def test_target_names_the_served_model_by_its_number():
     the nearest chat model above it."""
     head = ('[machine]\ngpu = ["H100 SXM"]\n'
             '[[model]]\nmodel = "meta-llama/Llama-3.1-8B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
-            '[[model]]\nmodel = "Qwen/Qwen2.5-7B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
-            '[[model]]\nmodel = "meta-llama/Llama-3.2-1B-Instruct"\nrole = "draft"\n')
+            '[[model]]\nmodel = "meta-llama/Llama-3.2-3B-Instruct"\nruntime = "vllm"\ncontext = 4096\n'
+            '[[model]]\nmodel = "meta-llama/Llama-3.2-1B-Instruct"\nrole = "draft"\n')  # a draft for either
     for extra, host in (("target = 1\n", 0), ("", 1)):
         spec = stk.read_spec(stk.StackInput(text=head + extra))
         assert spec.entries[2].target == host

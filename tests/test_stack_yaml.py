@@ -88,7 +88,26 @@ BAD_YAML = [
      "machine:\n  gpu: [RTX 4090]\nmodel:\n  - model: qwen3:8b\n    users: yes\n",
      "users must be a whole number from 1 to 65,536 (got True)"),
     ("no cards", "machine: {}\nmodel:\n  - model: qwen3:8b\n", "name the machine's cards"),
+    # PyYAML keeps the last of a repeated key without a word; TOML refuses it, and so does cardfit
+    ("a table twice", "machine:\n  gpu: [RTX 4090]\nmachine:\n  gpu: [RTX 3090]\n"
+     "model:\n  - model: qwen3:8b\n",
+     "is not valid YAML (the key 'machine' is given twice at line 3, column 1)"),
+    ("a key twice in a model", "machine:\n  gpu: [RTX 4090]\nmodel:\n  - model: qwen3:8b\n    context: 4096\n"
+     "    context: 32768\n", "the key 'context' is given twice at line 6, column 5"),
+    ("a model mapping, not a list", "machine:\n  gpu: [RTX 4090]\nmodel:\n  model: qwen3:8b\n",
+     "no [[model]] table; list each model as a [[model]] table (YAML: model: a list of mappings"),
 ]
+
+
+def test_a_merge_key_may_be_overridden():
+    """`<<: *anchor` then a key of the merged mapping is YAML's override, not a repeated key: the entry reads
+    as the same mapping written out."""
+    merged = ("machine:\n  gpu: [H100 SXM]\nmodel:\n  - &base\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
+              "    runtime: vllm\n    context: 8192\n  - <<: *base\n    context: 4096\n")
+    plain = ("machine:\n  gpu: [H100 SXM]\nmodel:\n  - model: meta-llama/Llama-3.1-8B-Instruct\n"
+             "    runtime: vllm\n    context: 8192\n  - model: meta-llama/Llama-3.1-8B-Instruct\n"
+             "    runtime: vllm\n    context: 4096\n")
+    assert cardfit.stack(text=merged, format="yaml") == cardfit.stack(text=plain, format="yaml")
 
 
 @pytest.mark.parametrize("why,text,message", BAD_YAML, ids=[b[0] for b in BAD_YAML])

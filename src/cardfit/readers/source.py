@@ -82,7 +82,9 @@ def _open_regular(path: str, what: str = "") -> tuple[int, int]:
         raise FileFormatError(path, f"{cannot} ({e.strerror or e})", hint="check the path") from None
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise FileFormatError(path, "is not a regular file", hint=NOT_REGULAR_HINT)
+        hint = f"point at the {what.removeprefix('the ')} itself, not a pipe, device or socket" if what else \
+            NOT_REGULAR_HINT  # the file the caller reads (a stack file, a catalog file), else a model's
+        raise FileFormatError(path, "is not a regular file", hint=hint)
     return fd, st.st_size
 
 

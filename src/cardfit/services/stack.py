@@ -209,19 +209,63 @@ def read_spec(inp: StackInput) -> Spec:
         raise InputError(f"{name}: name the machine's cards ([machine] gpu = [\"RTX 4090\"] or --gpu)",
                          field="gpu")
     gpus = _cards(inp, [_text("[machine]", "gpu", c, 128) for c in cards])
+    alone = next((g for g in gpus if g.max_count and len(gpus) > g.max_count), None)
+    if alone is not None:  # gpus.toml max_count: Apple silicon is one GPU per machine
+        raise InputError(f"{name}: {alone.name} is one GPU per machine; this machine lists {len(gpus)} cards",
+                         field="gpu", hint="a Mac's stack names its chip alone")
     ram = machine.get("ram_gb")
     if ram is not None and (isinstance(ram, bool) or not isinstance(ram, int | float) or not 0 < ram <= 1e6):
         raise InputError(f"{name}: [machine] ram_gb must be a number of GB above 0", field="file")
     models = data.get("model")
     if not isinstance(models, list) or not models:
+        # one message for both forms (the same tables give the same answer or error, TOML or YAML)
         raise InputError(f"{name}: no [[model]] table", field="file",
-                         hint="list each model as a [[model]] table")
+                         hint="list each model as a [[model]] table (YAML: model: a list of mappings, "
+                         "one '- model: NAME' per model)")
     if len(models) > MAX_ENTRIES:
         raise InputError(f"{name}: {len(models)} models; a stack holds at most {MAX_ENTRIES}", field="file")
     entries = [_check_flash(_check_resident(_default_runtime(_entry(i, m), gpus[0], tuple(inp.catalog))))
                for i, m in enumerate(models)]
     entries = _ollama_flash(entries)
+    _check_ports(entries)
+    _check_ollama_spread(entries, len(gpus))
     return Spec(tuple(gpus), float(ram) if ram is not None else None, tuple(_attach(entries)))
+
+
+def _check_ollama_spread(entries: list[Entry], cards: int) -> None:
+    """Ollama picks a model's cards itself: one card where the model fits one, else every card it sees, or
+    every card for every model with OLLAMA_SCHED_SPREAD=1 (server/sched.go pickBestFullFitByLibrary), which
+    the bundle sets where the entries ask for it. So an Ollama entry's `gpus` is 1 (one card, as Ollama does
+    when it fits) or the machine's cards, and a split of one model means a split of all of them."""
+    ollama = [e for e in entries if _is_ollama(e)]
+    spread = [e for e in ollama if (e.gpus or 1) > 1]
+    if not spread:
+        return
+    odd = next((e for e in ollama if e.gpus != cards), None)
+    if odd is not None:
+        raise InputError(f"{_where(odd.index, odd.model)}: Ollama splits a model over every card it sees, "
+                         f"and then every model (OLLAMA_SCHED_SPREAD=1): gpus = {cards} on each Ollama "
+                         "entry, or gpus on none", field="file",
+                         hint="drop gpus from the Ollama entries to let Ollama put each on one card")
+
+
+def _check_ports(entries: list[Entry]) -> None:
+    """A stated port is one server's: two servers on one port cannot both start (the second fails to bind),
+    and one `ollama serve` listens on one port for all its models."""
+    ollama = {e.port for e in entries if _is_ollama(e) and e.port is not None}
+    if len(ollama) > 1:
+        two = " and ".join(str(p) for p in sorted(ollama)[:2])
+        raise InputError(f"the Ollama entries state ports {two}; one `ollama serve` serves them all on one "
+                         "port", field="file", hint="state one port on the Ollama entries, or none")
+    owner: dict[int, Entry] = {}
+    for e in entries:
+        if e.port is None or e.role in ("draft", "adapter"):
+            continue
+        first = owner.setdefault(e.port, e)
+        if first is not e and not (_is_ollama(first) and _is_ollama(e)):
+            raise InputError(f"{_where(e.index, e.model)}: port {e.port} is [[model]] {first.index + 1}'s "
+                             "already; each server listens on a port of its own", field="file",
+                             hint="give it another port, or none (the next free one is picked)")
 
 
 def parse_stack(raw: bytes, name: str, fmt: str) -> dict[str, Any]:
@@ -250,8 +294,8 @@ def _yaml(raw: bytes, name: str) -> Any:
         raise InputError(f"{name}: reading a YAML stack file needs PyYAML", field="file",
                          hint="pip install pyyaml, or write the same keys as TOML") from None
     try:
-        # safe_load: the YAML 1.1 core types only (yaml.load could build any Python object)
-        return yaml.safe_load(raw.decode("utf-8"))
+        # the safe loader: the YAML 1.1 core types only (yaml.load could build any Python object)
+        return yaml.load(raw.decode("utf-8"), Loader=_strict_loader(yaml))  # noqa: S506 - a SafeLoader
     except UnicodeDecodeError as e:
         raise InputError(f"{name} is not valid YAML ({e.reason} at byte {e.start})", field="file") from None
     except RecursionError:
@@ -259,6 +303,28 @@ def _yaml(raw: bytes, name: str) -> Any:
     except yaml.YAMLError as e:
         raise InputError(f"{name} is not valid YAML ({_yaml_problem(e)})", field="file",
                          hint="see examples/stacks/rag-4090.yaml for the format") from None
+
+
+def _strict_loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader refusing a key given twice in one mapping: it keeps the last silently, so a
+    repeated `machine:` or `context:` would drop the first without a word, where TOML refuses it (a typo must
+    not vanish). Keys a merge (`<<: *anchor`) brings in may be overridden, as YAML's merge key allows."""
+
+    class Strict(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, str) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key '{key:.40}' is given twice", key_node.start_mark)
+                if isinstance(key, str):
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return Strict
 
 
 def _yaml_problem(e: Any) -> str:
@@ -355,7 +421,11 @@ def _from_options(inp: StackInput) -> str:
     out = []
     for item in inp.model:
         role, sep, name = item.partition("=")
-        if not sep or role.strip() not in ROLES:
+        if sep and role.strip() not in ROLES:  # no model name has '=' in it: a role misspelled
+            raise InputError(f"--model {item}: unknown role '{role.strip()}'", field="model",
+                             hint=f"write ROLE=NAME with ROLE one of {', '.join(ROLES)}, or NAME alone "
+                             "(chat)")
+        if not sep:
             role, name = "chat", item
         entry = {"model": name.strip(), "role": role.strip()}
         if inp.runtime and role.strip() not in ("draft", "adapter"):
@@ -574,6 +644,7 @@ class Sizer:
             else None
         self.slots: dict[int, int] = {}
         self._one_slot: dict[int, bool] = {}
+        self._bare: dict[int, Any] = {}
 
     def auto(self, e: Entry) -> bool:
         """Whether Ollama picks this entry's slots when it loads it (OLLAMA_NUM_PARALLEL unset)."""
@@ -590,14 +661,21 @@ class Sizer:
         """Whether Ollama loads this entry with 1 slot whatever OLLAMA_NUM_PARALLEL says (_loads_one_slot)."""
         hit = self._one_slot.get(e.index)
         if hit is None:
+            ctx = self.bare(e)
+            hit = self._one_slot[e.index] = _loads_one_slot(ctx.runtime, ctx.model, e.role)
+        return hit
+
+    def bare(self, e: Entry) -> Any:
+        """The entry's model, quantization and runtime as `cardfit plan` resolves them (no card, no load)."""
+        hit = self._bare.get(e.index)
+        if hit is None:
             from . import plan as planning
 
             try:
-                ctx = planning.build_context(PlanInput(model=e.model, quant=e.quant, runtime=e.runtime,
-                                                       catalog=self.catalog))
+                hit = self._bare[e.index] = planning.build_context(
+                    PlanInput(model=e.model, quant=e.quant, runtime=e.runtime, catalog=self.catalog))
             except CardfitError as err:
                 raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
-            hit = self._one_slot[e.index] = _loads_one_slot(ctx.runtime, ctx.model, e.role)
         return hit
 
     def size(self, e: Entry, gpu: Gpu, count: int) -> Sized:
@@ -636,6 +714,7 @@ class Sizer:
         server; by layer: the bytes are the whole, which follow the layers over a layer split."""
         target = self.size(host, gpu, count)
         if e.role == "adapter":
+            _check_base(e, self.bare(e).model, target.ctx.model)
             plan = lora_plan(e, target, host.users)
             return plan.card_bytes, plan.host_bytes, f"{e.adapters} × LoRA r{e.lora_rank}", plan.by_layer
         from . import plan as planning
@@ -645,12 +724,43 @@ class Sizer:
             ctx = planning.build_context(pinp)
             if not ctx.model.generates:
                 raise InputError(f"{ctx.model.name} generates no tokens: it cannot draft")
+            _check_draft(ctx.model, target.ctx.model)
             mem = planning.memory_for(ctx, target.memory.context, gpu)
         except CardfitError as err:
             raise InputError(f"{_where(e.index, e.model)}: {err}", field="file") from None
         # the draft's weights and its own KV cache (its layers' cells for the target's sequences), split like
         # its target's (vLLM runs the draft at the target's tensor-parallel size)
         return -(-(mem.weights_bytes + mem.kv_cache_bytes) // count), 0, ctx.quant.name, False
+
+
+# what a LoRA adapter's A/B matrices are shaped by (each module's in and out features, per layer): a set
+# trained on one model fits another only where these match (PEFT's adapter_config.json names its
+# base_model_name_or_path)
+BASE_SHAPE = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "experts",
+              "moe_intermediate")
+
+
+def _check_base(e: Entry, named: Any, served: Any) -> None:
+    """An adapter entry's `model` is the base its adapters were trained on: the served model or one of its
+    shape (a base and its instruct tune), never another model."""
+    if named.id != served.id and any(getattr(named, k) != getattr(served, k) for k in BASE_SHAPE):
+        raise InputError(f"{_where(e.index, e.model)}: adapters trained on {named.name} do not load into "
+                         f"{served.name}, the model of its target", field="file",
+                         hint="name the served model (its base) as the adapter entry's model")
+
+
+def _check_draft(d: Any, m: Any) -> None:
+    """A draft is smaller than its target and speaks its tokenizer: the rule `plan --speculative draft:M`
+    applies (services/speculative.py: a vocabulary within VOCAB_MAX_DIFFERENCE tokens of the target's)."""
+    from .speculative import VOCAB_MAX_DIFFERENCE
+
+    if d.params >= m.params:
+        raise InputError(f"the draft {d.name} is not smaller than {m.name}", field="file",
+                         hint="a draft model is a small model of the same family")
+    if d.vocab and m.vocab and abs(d.vocab - m.vocab) > VOCAB_MAX_DIFFERENCE:
+        raise InputError(f"the draft {d.name} has a vocabulary of {d.vocab:,} tokens, {m.name} {m.vocab:,}: "
+                         "a draft needs the target's tokenizer", field="file",
+                         hint="pick a small model of the target's family (llama3.2:1b for Llama 3.1)")
 
 
 def _is_ollama(e: Entry) -> bool:
@@ -779,7 +889,9 @@ class Machine:
         e = s.entry
         if self.sizer.auto(e) and e.index not in self.sizer.slots:
             self.sizer.slots[e.index] = self.ollama_slots(s)
-        single = [d for d in range(len(self.gpus))]
+        single = list(range(len(self.gpus)))
+        if _is_ollama(e):  # Ollama's scheduler picks the card, not the bundle
+            single.sort(key=lambda d: (-self.ollama_free(d), d))
         if e.gpus and e.gpus > len(self.gpus):
             raise InputError(f"{_where(e.index, e.model)}: gpus = {e.gpus}, but the machine has "
                              f"{len(self.gpus)} cards", field="file")
@@ -791,12 +903,36 @@ class Machine:
             if e.gpus == 1:
                 return self._refuse(s, "no card holds it alone")
         if not e.resident:
-            return self._refuse(s, "a model Ollama swaps in loads on one card")
+            return self._refuse(s, "no card has room for it beside the resident models (a model Ollama "
+                                "swaps in loads on one card)")
         for devices in self._sets(s):
             got = self._on(s, devices)
             if got is not None and self._fits(got):
                 return self._put(got)
-        self._refuse(s, "no card or set of cards has room for it")
+        self._refuse(s, self._cannot_run(s) or "no card or set of cards has room for it")
+
+    def _cannot_run(self, s: Server) -> str:
+        """Why no card of the machine runs this server at all, whatever its memory (core/fit.py unsupported:
+        the runtime lacks the cards' software stack, or the cards lack the quantization's format); "" where
+        one card can."""
+        from . import plan as planning
+
+        whys = []
+        for gpu in {g.id: g for g in self.gpus}.values():
+            ctx = self.sizer.size(s.entry, gpu, 1).ctx
+            why = fitting.unsupported(gpu, planning.requires(ctx.quant), ctx.runtime, 1)
+            if not why:
+                return ""
+            whys.append(why.split(";")[0])
+        return "; ".join(dict.fromkeys(whys))
+
+    def ollama_free(self, d: int) -> int:
+        """Card d's free memory as Ollama's scheduler reads it before a load: the driver's, or less, the
+        card's total less its own estimates of the runners it loaded (server/sched.go updateFreeSpace). It
+        loads a model on the card with the most (pickBestFullFitByLibrary: `sort.Sort(sort.Reverse(
+        ByFreeMemory(sgl)))`, then the first card that holds the whole model; v0.1.x pickBestFitGPUs alike),
+        so on unequal or partly used cards a model goes where the most is left, not on card 0."""
+        return min(self.free(d), self.gpus[d].usable_bytes - self.ollama_estimates[d])
 
     def ollama_slots(self, s: Server) -> int:
         """The slots Ollama gives a model it loads with OLLAMA_NUM_PARALLEL unset, at a release that picks
@@ -817,8 +953,7 @@ class Machine:
         tries = (2 if rel.has("auto_parallel_2") else 4, 1)
         rt = ctx.runtime
         minimum = _ollama_minimum(rt, metal)
-        free = [min(self.free(d), self.gpus[d].usable_bytes - self.ollama_estimates[d])
-                for d in range(len(self.gpus))]
+        free = [self.ollama_free(d) for d in range(len(self.gpus))]
 
         def estimate(slots: int, cards: int) -> Any:
             return fit_estimate(ctx.model, ctx.quant, sized.memory.context * slots, rt.prefill_chunk,
@@ -1045,15 +1180,35 @@ def solve(spec: Spec, catalog: tuple[str, ...]) -> tuple[Machine, Sizer]:
     sizer = Sizer(spec, catalog)
     machine = Machine(spec.gpus, sizer)
     servers = servers_of(spec)
+    _check_ollama_once(servers, sizer)
     # first-fit decreasing: the largest server first (its bytes alone on the first card), ties in file order
-    # Ollama models whose slots Ollama picks at their load come after the servers the bundle starts first,
-    # in file order (the order the bundle loads them)
-    weight = {s.entry.index: 0 if sizer.auto(s.entry) else sizer.size(s.entry, spec.gpus[0], 1).per_card
+    # Ollama's models come after the servers the bundle starts first, in file order (the order the bundle
+    # loads them: Ollama places each, and picks its slots where it does, against what is loaded before it)
+    weight = {s.entry.index: 0 if _is_ollama(s.entry) else sizer.size(s.entry, spec.gpus[0], 1).per_card
               for s in servers}
-    for s in sorted(servers, key=lambda s: (not s.entry.resident, sizer.auto(s.entry), -weight[s.entry.index],
+    for s in sorted(servers, key=lambda s: (not s.entry.resident, _is_ollama(s.entry), -weight[s.entry.index],
                                             s.entry.index)):
         machine.place(s)
     return machine, sizer
+
+
+def _check_ollama_once(servers: list[Server], sizer: Sizer) -> None:
+    """One `ollama serve` keeps one runner per model file (server/sched.go: `s.loaded[req.model.ModelPath]`;
+    a request for a loaded model with another num_ctx reloads that runner, it never starts a second), so a
+    model at one quantization listed twice for Ollama would count its memory twice: refused."""
+    seen: dict[tuple[str, str], Entry] = {}
+    for s in servers:
+        e = s.entry
+        if not _is_ollama(e):
+            continue
+        ctx = sizer.bare(e)
+        key = (ctx.model.id, ctx.quant.name)
+        first = seen.setdefault(key, e)
+        if first is not e:
+            raise InputError(f"{_where(e.index, e.model)}: Ollama loads {ctx.model.name} {ctx.quant.name} "
+                             f"once ([[model]] {first.index + 1} lists it already); one runner serves every "
+                             "request to it", field="file",
+                             hint="list it once, with users = the sequences it serves at once")
 
 
 def _verdicts(machine: Machine) -> list[fitting.Verdict]:
@@ -1096,6 +1251,11 @@ def stack(inp: StackInput) -> Stack:
     bundle = make_bundle(machine, ports, inp.bundle)
     cheapest = cheapest_machine(spec, tuple(inp.catalog)) if inp.rent else None
     notes = _notes(machine) + _ram_notes(spec, devices)
+    if verdict == fitting.NO.value and not changes:
+        tried = ("a shorter context, a smaller quantization, swapping an Ollama model, up to "
+                 f"{MORE_CARDS} more cards of a kind, leaving a model out")
+        rent = "" if inp.rent else "; --rent looks for a rented machine of 1 to 8 cards that holds it"
+        notes.append(f"no single change places more of the set ({tried}){rent}")
     return Stack(verdict, tuple(devices), unplaced, changes, bundle, tuple(notes), cheapest)
 
 
@@ -1334,7 +1494,9 @@ def assign_ports(machine: Machine) -> dict[int, int]:
     share one `ollama serve`."""
     taken = {p.server.entry.port for p in machine.placed if p.server.entry.port}
     out: dict[int, int] = {}
-    ollama: int | None = None
+    # the one port the Ollama entries state (read_spec allows one), whichever entry states it
+    ollama: int | None = next((p.server.entry.port for p in machine.placed
+                               if p.sized.ctx.runtime.shared_server and p.server.entry.port), None)
     for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
         e, rt = p.server.entry, p.sized.ctx.runtime
         if rt.shared_server and ollama is not None:
@@ -1401,6 +1563,8 @@ def _ollama_env(machine: Machine, env: dict[str, str]) -> dict[str, str]:
     resident = [p for p in ollama if p.server.entry.resident]
     loaded = len(resident) + (1 if len(resident) < len(ollama) else 0)
     out = {**env, "OLLAMA_MAX_LOADED_MODELS": str(max(loaded, 1))}
+    if any((p.server.entry.gpus or 1) > 1 for p in ollama):  # _check_ollama_spread: all of them split
+        out["OLLAMA_SCHED_SPREAD"] = "1"
     if machine.sizer.ollama_release is not None:
         out.pop("OLLAMA_NUM_PARALLEL", None)
     elif "OLLAMA_NUM_PARALLEL" in out:  # the stack's setting, not the slots of the model launched first
@@ -1415,7 +1579,7 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
              "# after another (each once the one before answers)", "set -e"]
     ollama_done = False
     unified = any(g.unified_memory for g in machine.gpus)
-    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+    for p in _start_order(machine):
         e = p.server.entry
         rt = p.sized.ctx.runtime.id
         port = ports[e.index]
@@ -1453,6 +1617,12 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                   f"until curl -sf http://127.0.0.1:{port}/health >/dev/null; do sleep 2; done"]
     lines += ["", "wait"]
     return "\n".join(lines) + "\n"
+
+
+def _start_order(machine: Machine) -> list[Placed]:
+    """The servers in the order the bundle starts them: file order, Ollama's models after the others, as
+    `solve` placed them (Ollama picks each model's card from the memory left when it loads it)."""
+    return sorted(machine.placed, key=lambda p: (p.sized.ctx.runtime.shared_server, p.server.entry.index))
 
 
 def _ollama_image(machine: Machine, image: str) -> str:
@@ -1497,7 +1667,7 @@ def _compose(machine: Machine, ports: dict[int, int]) -> str:
     names: set[str] = set()
     previous = ""
     done_ollama = False
-    for p in sorted(machine.placed, key=lambda p: p.server.entry.index):
+    for p in _start_order(machine):
         e, rt = p.server.entry, p.sized.ctx.runtime
         if rt.shared_server and done_ollama:
             continue
