@@ -119,3 +119,45 @@ def test_local_in_python_api(bindir, monkeypatch):
     _tool(bindir, "nvidia-smi", 'echo "Tesla T4, 15360"\n')
     monkeypatch.setenv("PATH", str(bindir) + os.pathsep + os.environ.get("PATH", ""))
     assert load_gpus().get("local").name == "Tesla T4"
+
+
+# `cardfit stack --gpu local`: every card nvidia-smi lists, in its order (PCI bus), unequal cards included
+TWO_CARDS = 'echo "NVIDIA GeForce RTX 3090, 24576"\necho "NVIDIA GeForce RTX 3060, 12288"\n'
+
+
+def test_stack_local_reads_every_card_in_nvidia_smi_order(run_cli, bindir):
+    _tool(bindir, "nvidia-smi", TWO_CARDS)
+    out = _json(run_cli, bindir, "stack", "--model", "chat=llama3.1:8b", "--model", "embed=bge-m3",
+                "--runtime", "llama.cpp", "--gpu", "local")
+    assert [d["gpu"] for d in out["devices"]] == ["RTX 3090", "RTX 3060 12GB"]
+    assert [d["usable_bytes"] for d in out["devices"]] == [24576 * MIB, 12288 * MIB]
+    # CUDA numbers cards fastest first unless told otherwise: the script numbers them as nvidia-smi does
+    script = out["bundle"]["text"]
+    assert script.count("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=") == 2
+
+
+def test_stack_one_card_needs_no_device_order(run_cli, bindir):
+    _tool(bindir, "nvidia-smi", 'echo "NVIDIA GeForce RTX 4090, 24564"\n')
+    out = _json(run_cli, bindir, "stack", "--model", "chat=llama3.1:8b", "--runtime", "llama.cpp",
+                "--gpu", "local")
+    assert [d["gpu"] for d in out["devices"]] == ["RTX 4090"]
+    assert "CUDA_DEVICE_ORDER" not in out["bundle"]["text"]
+
+
+def test_stack_local_with_a_count_is_one_clean_line(run_cli, bindir):
+    _tool(bindir, "nvidia-smi", TWO_CARDS)
+    code, _, err = run_cli("stack", "--model", "chat=llama3.1:8b", "--gpu", "2x local",
+                           env={"PATH": str(bindir)})
+    assert code == 2 and err.startswith("Error: 'local' is every card of this machine")
+
+
+def test_rocm_cards_in_number_order(bindir, monkeypatch):
+    """rocm-smi's JSON keys card0 … card10: card10 is the eleventh card, not the second."""
+    from cardfit.catalog.local import read_local_cards
+
+    data = {f"card{i}": {"Card Series": "Radeon RX 7900 XTX" if i != 10 else "Radeon RX 7600",
+                         "VRAM Total Memory (B)": str((24 if i != 10 else 8) * 2**30)} for i in range(11)}
+    _tool(bindir, "rocm-smi", f"echo '{json.dumps(data)}'\n")
+    monkeypatch.setenv("PATH", str(bindir))
+    cards = read_local_cards()
+    assert [c.name for c in cards] == ["Radeon RX 7900 XTX"] * 10 + ["Radeon RX 7600"]

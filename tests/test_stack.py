@@ -320,7 +320,7 @@ def _check_words(words: list[str], where: str) -> int:
     env = [w.split("=", 1) for w in words[:len(words) - len(args)] if re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", w)]
     words = args
     for name, value in env:
-        if name == "CUDA_VISIBLE_DEVICES":  # the CUDA driver's, not the tool's
+        if name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):  # the CUDA driver's, not the tool's
             continue
         assert name in known.get("env", []), f"{where}: {name} is not read by {known['tool']}"
         if name in known.get("choices", {}):

@@ -262,6 +262,13 @@ class GpuRegistry(Registry[Gpu]):
             self._local = self._match(read_local())
         return self._local
 
+    def local_cards(self) -> list[Gpu]:
+        """Every card in this machine in its tool's order (catalog/local.py read_local_cards), each matched
+        as `find('local')` matches the first."""
+        from .local import read_local_cards
+
+        return [self._match(r) for r in read_local_cards()]
+
     def _match(self, r: Any) -> Gpu:
         """The catalog card with this name (vendor words optional) and about this memory, with the bytes this
         machine reports (catalog/local.py Reading); else an ad-hoc card with no speed figures."""

@@ -55,33 +55,53 @@ def _bad(tool: str, what: str) -> CatalogError:
     return CatalogError(f"--gpu local: cannot read {tool}'s output ({what}); name the card instead")
 
 
-def read_nvidia() -> Reading:
+def _nvidia_cards() -> list[Reading]:
     out = _run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
     rows = [line.rsplit(",", 1) for line in out.strip().splitlines() if line.strip()]
     if not rows or any(len(r) != 2 or not r[1].strip().isdigit() for r in rows):
         raise _bad("nvidia-smi", "expected 'name, MiB' lines")
-    name, mib = rows[0][0].strip(), int(rows[0][1])
-    same = sum(1 for r in rows if r[0].strip() == name)
-    return Reading("nvidia-smi", name, mib * MIB, "nvidia", "cuda", same)
+    return [Reading("nvidia-smi", r[0].strip(), int(r[1]) * MIB, "nvidia", "cuda") for r in rows]
 
 
-def read_rocm() -> Reading:
+def _first(cards: list[Reading]) -> Reading:
+    """The first card, counted with the cards of its name (`--gpu local` plans that set)."""
+    from dataclasses import replace
+
+    return replace(cards[0], count=sum(1 for c in cards if c.name == cards[0].name))
+
+
+def read_nvidia() -> Reading:
+    return _first(_nvidia_cards())
+
+
+def _rocm_cards() -> list[Reading]:
     out = _run(["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json"])
     try:
         data = json.loads(out)
     except ValueError as e:
         raise _bad("rocm-smi", "not JSON") from e
-    cards = [v for k, v in sorted(data.items()) if k.startswith("card") and isinstance(v, dict)] \
-        if isinstance(data, dict) else []
+    cards = [v for k, v in sorted(data.items(), key=lambda kv: _card_index(kv[0]))
+             if k.startswith("card") and isinstance(v, dict)] if isinstance(data, dict) else []
     if not cards:
         raise _bad("rocm-smi", "no card entries")
-    first = cards[0]
-    name = str(first.get("Card Series") or first.get("Card series") or first.get("Card Model") or "").strip()
-    total = str(first.get("VRAM Total Memory (B)", "")).strip()
-    if not name or not total.isdigit():
-        raise _bad("rocm-smi", "no 'Card Series' or 'VRAM Total Memory (B)'")
-    same = sum(1 for c in cards if str(c.get("Card Series") or c.get("Card Model") or "").strip() == name)
-    return Reading("rocm-smi", name, int(total), "amd", "rocm", same)
+    out_cards = []
+    for c in cards:
+        name = str(c.get("Card Series") or c.get("Card series") or c.get("Card Model") or "").strip()
+        total = str(c.get("VRAM Total Memory (B)", "")).strip()
+        if not name or not total.isdigit():
+            raise _bad("rocm-smi", "no 'Card Series' or 'VRAM Total Memory (B)'")
+        out_cards.append(Reading("rocm-smi", name, int(total), "amd", "rocm"))
+    return out_cards
+
+
+def _card_index(key: str) -> tuple[int, str]:
+    """rocm-smi's keys card0 … card10 in number order (a plain sort puts card10 before card2)."""
+    digits = key[4:]
+    return (int(digits), key) if digits.isdigit() and len(digits) <= 4 else (10**5, key)
+
+
+def read_rocm() -> Reading:
+    return _first(_rocm_cards())
 
 
 def read_macos() -> Reading:
@@ -110,6 +130,19 @@ def read_local() -> Reading:
         return read_rocm()
     if shutil.which("system_profiler") and shutil.which("sysctl"):
         return read_macos()
+    raise CatalogError(NO_TOOL)
+
+
+def read_local_cards() -> list[Reading]:
+    """Every card in this machine, one Reading each, in the order its tool lists them: nvidia-smi and
+    rocm-smi number cards by PCI bus, the numbering containers and CUDA_DEVICE_ORDER=PCI_BUS_ID use
+    (NVIDIA CUDA C++ Programming Guide, "CUDA Environment Variables"); a Mac is one."""
+    if shutil.which("nvidia-smi"):
+        return _nvidia_cards()
+    if shutil.which("rocm-smi"):
+        return _rocm_cards()
+    if shutil.which("system_profiler") and shutil.which("sysctl"):
+        return [read_macos()]
     raise CatalogError(NO_TOOL)
 
 

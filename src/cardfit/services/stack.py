@@ -34,7 +34,7 @@ import tomllib
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
-from ..catalog.gpus import Gpu, default_gpus, load_gpus
+from ..catalog.gpus import Gpu, GpuRegistry, default_gpus, load_gpus
 from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..catalog.releases import container_image
@@ -97,7 +97,8 @@ class StackInput(Input):
     format: Literal["toml", "yaml"] | None = opt(None, "the stack file's format (default: YAML for a "
                                                  ".yaml/.yml file, else TOML; text: TOML)")
     gpu: tuple[str, ...] = opt((), "the machine's cards, repeated (overrides [machine] gpu; '2x RTX 3090' "
-                               "counts two)", max_length=MAX_DEVICES)
+                               "counts two; 'local' is every card of this machine, in nvidia-smi's order)",
+                               max_length=MAX_DEVICES)
     bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
                                                "compose.yaml (CUDA cards)")
     model: tuple[str, ...] = opt((), "instead of FILE: a model of the set, repeated, as [ROLE=]NAME "
@@ -449,11 +450,15 @@ def _cards(inp: StackInput, names: list[str]) -> list[Gpu]:
         found = _COUNT.match(n)
         count, name = (int(found.group(1)), found.group(2)) if found else (1, n)
         if name.strip().lower() == "local":
-            raise InputError("a stack names its cards: 'local' is not read here", field="gpu",
-                             hint="run `cardfit gpus --gpu local` and write the names")
-        if count < 1 or len(out) + count > MAX_DEVICES:
+            if found:
+                raise InputError("'local' is every card of this machine: give it without a count",
+                                 field="gpu")
+            here = reg.local_cards() if isinstance(reg, GpuRegistry) else [reg.get(name)]
+        else:
+            here = [reg.get(name)] * count
+        if count < 1 or len(out) + len(here) > MAX_DEVICES:
             raise InputError(f"a stack machine has 1 to {MAX_DEVICES} cards", field="gpu")
-        out += [reg.get(name)] * count
+        out += here
     return out
 
 
@@ -1552,6 +1557,15 @@ def make_bundle(machine: Machine, ports: dict[int, int], fmt: str) -> Bundle:
     return Bundle("script", _script(machine, ports))
 
 
+def _pci_order(machine: Machine) -> dict[str, str]:
+    """With unequal NVIDIA cards, CUDA numbers them fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID, which
+    numbers them as nvidia-smi and containers' device_ids do (NVIDIA CUDA C++ Programming Guide, "CUDA
+    Environment Variables"; equal cards tie and keep the bus order): the script sets it so
+    CUDA_VISIBLE_DEVICES means the cards the plan placed."""
+    unequal = len({g.name for g in machine.gpus}) > 1 and all(g.stack == "cuda" for g in machine.gpus)
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} if unequal else {}
+
+
 def _visible(p: Placed) -> str:
     return ",".join(str(d) for d in p.devices)
 
@@ -1579,6 +1593,10 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
              "# after another (each once the one before answers)", "set -e"]
     ollama_done = False
     unified = any(g.unified_memory for g in machine.gpus)
+    order = _pci_order(machine)
+    if order:
+        lines += ["# cards numbered as nvidia-smi lists them (CUDA_DEVICE_ORDER=PCI_BUS_ID; CUDA's own",
+                  "# order is fastest first): [machine] gpu lists them in that order (\"local\" reads it)"]
     for p in _start_order(machine):
         e = p.server.entry
         rt = p.sized.ctx.runtime.id
@@ -1588,6 +1606,7 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                 launch = server_launch(p, port)
                 env = _ollama_env(machine, dict(launch.env))
                 if not unified:
+                    env |= order
                     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in _ollama_cards(machine))
                 words = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
                 lines += ["", f"# Ollama: every model below on port {port}", *_ollama_release_note(machine),
@@ -1608,7 +1627,8 @@ def _script(machine: Machine, ports: dict[int, int]) -> str:
                           f"{p.sized.memory.context}}} (another num_ctx reloads it)"]
             continue
         launch = server_launch(p, port)
-        prefix = "" if unified else f"CUDA_VISIBLE_DEVICES={_visible(p)} "
+        prefix = "" if unified else "".join(f"{k}={v} " for k, v in order.items()) + \
+            f"CUDA_VISIBLE_DEVICES={_visible(p)} "
         lines += ["", f"# {e.model} ({e.role}) on {', '.join(machine.gpus[d].name for d in p.devices)}",
                   *(f"# note: {n}" for n in launch.notes),
                   prefix + launch.shell() + " &",
