@@ -13,9 +13,6 @@ from cardfit.catalog.runtimes import default_runtimes
 from cardfit.errors import InputError
 from cardfit.runtimes import launch
 from cardfit.services import pinned
-from cardfit.validation.aic_sample import build
-from cardfit.validation.serving import record_input, record_schedule
-from cardfit.validation.validate import all_records
 
 PINNED = dict(model="llama-3.1-8b", gpu=("H100 SXM",), runtime="sglang", tp=1, users=32, input_tokens=1000,
               output_tokens=200, requests=320)
@@ -64,35 +61,3 @@ def test_launch_refuses_the_flag_where_the_engine_has_none():
     argv = launch.build("sglang", "meta-llama/Llama-3.1-8B-Instruct", tp=1, max_model_len=4096,
                         mixed_chunk=True).argv
     assert argv[-1] == "--enable-mixed-chunk" and argv.count("--enable-mixed-chunk") == 1
-
-
-def test_aiconfigurator_sglang_runs_are_scored_with_mixed_chunks():
-    """Every aggregated SGLang aic-* record states the switch its generator launched with, as an assumed
-    setting, and its pinned question is stepped decode-first; the other aic-* records do not state it."""
-    rt = default_runtimes().get("sglang")
-    seen = 0
-    for r in all_records():
-        if not r["id"].startswith("aic-"):
-            continue
-        st = r.get("settings") or {}
-        agg_sglang = r.get("runtime") == "sglang" and not st.get("prefill_workers")
-        assert bool(st.get("enable_mixed_chunk")) == agg_sglang, r["id"]
-        if agg_sglang:
-            seen += 1
-            assert "enable_mixed_chunk" in r["assumed"]
-            assert record_input(r)[0].enable_mixed_chunk
-            assert record_schedule(r, rt)[1] is False
-    assert seen == 14
-
-
-def test_the_sample_builder_states_the_switch_for_sglang_rows_only():
-    row = {"id": "x", "silicon_data_source": "silicon_concurrency=8", "backend": "sglang",
-           "backend_version": "0.5.6.post2", "model_path": "meta-llama/Llama-3.1-8B-Instruct",
-           "system": "h200_sxm", "precision": "fp8", "mode": "agg", "isl": "1000", "osl": "1000",
-           "gemm_quant_mode": "fp8_block", "moe_quant_mode": "fp8_block", "batch_size": "8", "tp_size": "1",
-           "pp_size": "1", "attention_dp_size": "", "moe_tp_size": "1", "moe_ep_size": "1",
-           "silicon_ttft_ms": "100", "silicon_tpot_ms": "10"}
-    for backend, stated in (("sglang", True), ("vllm", False), ("trtllm", False)):
-        recs = build({**row, "backend": backend})
-        assert all(bool(r["settings"].get("enable_mixed_chunk")) == stated for r in recs), backend
-        assert all(("enable_mixed_chunk" in r["assumed"]) == stated for r in recs), backend

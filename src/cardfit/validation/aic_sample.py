@@ -178,11 +178,6 @@ def settings_of(row: Mapping[str, str], m: ModelSpec, quant: str) -> tuple[dict[
         # as --cuda-graph-bs, whose largest SGLang takes as cuda_graph_max_bs: server_args.py)
         s["cuda_graph_max_bs"] = batch
         assumed.append("cuda_graph_max_bs")
-        # each prompt step carries the running decodes (the same rule file: 'agg enable_mixed_chunk = true',
-        # passed as --enable-mixed-chunk: generator/config/backend_config_mapping.yaml,
-        # backend_templates/sglang/cli_args.j2)
-        s["enable_mixed_chunk"] = True
-        assumed.append("enable_mixed_chunk")
     return s, assumed
 
 
