@@ -287,7 +287,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
           kv_offload_gb: float = 0.0, speculative: SpecLaunch | None = None, attention_dp: int = 1,
           expert_parallel: int = 1, disaggregation: str | None = None, dynamo: bool = False,
           scheduler_recv_interval: int = 0, cuda_graph_max_bs: int = 0,
-          attention_dp_timeout_iters: int = 0) -> Launch:
+          attention_dp_timeout_iters: int = 0, mixed_chunk: bool = False) -> Launch:
     """The launch command for the catalog runtime `runtime` (one with `serves = true`: its adapter's
     `launch()`). `model` is what the runtime loads: a Hugging Face id or path (vLLM, SGLang, TensorRT-LLM),
     a .gguf path or a Hugging Face GGUF repo[:quant] (llama.cpp), an Ollama tag (Ollama). `engine`: the
@@ -307,7 +307,10 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
     (`cuda_graph_cap`: SGLang's --cuda-graph-max-bs, TensorRT-LLM's cuda_graph_config).
 
     `attention_dp_timeout_iters`: attention-DP balancing with that timeout, on an engine whose adapter sets
-    it (`adp_balance`: TensorRT-LLM's attention_dp_config)."""
+    it (`adp_balance`: TensorRT-LLM's attention_dp_config).
+
+    `mixed_chunk`: the running decodes ride in each prompt step, on an engine whose adapter names the flag
+    (MIXED_CHUNK_FLAG: SGLang's --enable-mixed-chunk)."""
     engine = _served(runtime, engine)
     if not 0 <= kv_offload_gb <= 1e6:
         raise InputError("the host KV tier must be between 0 and 1,000,000 GB", field="kv_offload_gb")
@@ -347,6 +350,12 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                              field="scheduler_recv_interval", hint="SGLang has one")
         launch = replace(launch, argv=(*launch.argv, flag, str(_whole("scheduler_recv_interval",
                                                                        scheduler_recv_interval))))
+    if mixed_chunk:
+        flag = getattr(engine, "MIXED_CHUNK_FLAG", None)
+        if not flag:
+            raise InputError(f"{runtime} has no mixed-chunk switch cardfit launches",
+                             field="enable_mixed_chunk", hint="SGLang has one")
+        launch = replace(launch, argv=(*launch.argv, flag))
     if cuda_graph_max_bs:
         cap = getattr(engine, "cuda_graph_cap", None)
         if cap is None:

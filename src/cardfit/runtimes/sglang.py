@@ -121,6 +121,13 @@ class SGLang(VllmLike):
     # reads new requests every N decode steps (server_args.py --scheduler-recv-interval, default 1;
     # managers/scheduler_recv_skipper.py; core/serving.py recv_wait_steps)
     RECV_INTERVAL_FLAG = "--scheduler-recv-interval"
+    # puts the running decodes into each prompt step instead of pausing them for it (PyPI wheel sglang
+    # 0.5.6.post2, sglang/srt/: server_args.py enable_mixed_chunk = False by default; managers/scheduler.py
+    # is_mixed_chunk = chunked prefill on and the flag, and "Mixed-style chunked prefill":
+    # running_batch.prepare_for_decode(), new_batch.mix_with_running(running_batch); the prompts' budget and
+    # chunk less one token per running decode: schedule_policy.py PrefillAdder mixed_with_decode_tokens =
+    # running_bs): services/pinned.py schedule
+    MIXED_CHUNK_FLAG = "--enable-mixed-chunk"
 
     # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
     # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")

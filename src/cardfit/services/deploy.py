@@ -152,6 +152,9 @@ class DeployInput(ModelInput, SpeculativeInput):
     scheduler_recv_interval: int | None = engine_opt("scheduler_recv_interval")
     cuda_graph_max_bs: int | None = engine_opt("cuda_graph_max_bs")
     attention_dp_timeout_iters: int | None = engine_opt("attention_dp_timeout_iters")
+    enable_mixed_chunk: bool = opt(False, "engine: the running decodes ride in each prompt step instead of "
+                                   "pausing for it (SGLang --enable-mixed-chunk; a benchmark run's "
+                                   "steps, --requests); default off, the engine's")
     # one disaggregated deployment pinned (core/disagg.py): its prefill and decode pools, each worker a
     # replica of its own, named as the serving records state them (validation/records.py SETTINGS)
     prefill_workers: int | None = opt(None, "pin a disaggregated deployment: prefill workers (SGLang "
@@ -214,7 +217,8 @@ PINNED_ONLY = ("requests", "random_lengths", "length_distribution", "max_output_
                "max_num_batched_tokens", "gpu_memory_utilization", "max_prefill_tokens", "attention_dp",
                "expert_parallel", "max_model_len", "prefill_workers", "decode_workers", "prefill_tp",
                "decode_tp", "prefill_dp", "decode_dp", "prefill_batch_size", "decode_batch_size",
-               "scheduler_recv_interval", "cuda_graph_max_bs", "attention_dp_timeout_iters")
+               "scheduler_recv_interval", "cuda_graph_max_bs", "attention_dp_timeout_iters",
+               "enable_mixed_chunk")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
@@ -775,7 +779,7 @@ def older_kernels(inp: DeployInput, s: Setting, gpu: Gpu, tp: int) -> dict[str, 
 
     rt, m = s.ctx.runtime, s.ctx.model
     started = inp.max_model_len or (None if pinned.pins(inp) else s.mem.context)
-    _, first = pinned.schedule(rt, m, inp.max_num_batched_tokens, started)
+    _, first = pinned.schedule(rt, m, inp.max_num_batched_tokens, started, inp.enable_mixed_chunk)
     return pinned.older_kernels(rt, gpu, m, str(inp.quant or s.ctx.quant.id),
                                 inp.input_tokens + inp.output_tokens // 2, tp, not first,
                                 inp.max_model_len or 0)
@@ -1423,7 +1427,8 @@ def command(inp: DeployInput, r: Result) -> str:
                           kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep,
                           recv_interval=int(inp.scheduler_recv_interval or 0),
                           graph_max_bs=int(inp.cuda_graph_max_bs or 0),
-                          adp_timeout_iters=int(inp.attention_dp_timeout_iters or 0))
+                          adp_timeout_iters=int(inp.attention_dp_timeout_iters or 0),
+                          mixed_chunk=inp.enable_mixed_chunk)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -2112,6 +2117,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     from .pinned import (
         check_adp_balance,
         check_graph_max_bs,
+        check_mixed_chunk,
         check_pinned,
         check_pinned_model,
         check_recv_interval,
@@ -2123,6 +2129,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     check_pinned(inp)
     rt = default_runtimes().get(inp.runtime or "")
     check_recv_interval(inp, rt)
+    check_mixed_chunk(inp, rt)
     check_adp_balance(inp, rt)
     check_graph_max_bs(inp, rt)
     gpu = default_gpus().get(inp.gpu[0])
@@ -2132,7 +2139,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     check_pinned_model(inp, model)
     law = length_law(inp, int(inp.max_model_len or getattr(model, "max_context", 0) or 0))
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
-    budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len)
+    budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len, inp.enable_mixed_chunk)
     if pd_pinned(inp):
         return _pools_answer(inp, rt, gpu, pp, budget, first, snapshot(rt.id))
     return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id), law)
@@ -2156,8 +2163,10 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     if inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
-        # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not
-        lockstep = bool(rt.lockstep_rounds) and rt.has("pytorch_backend")
+        # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not. SGLang with
+        # --enable-mixed-chunk is stepped round by round as without it (a prefill-first engine's rounds:
+        # core/serving.py benchmark), its decodes now riding in the prompt steps
+        lockstep = (bool(rt.lockstep_rounds) and rt.has("pytorch_backend")) or inp.enable_mixed_chunk
         w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
         bench = bench_run(paged, inp, users, int(inp.requests), first, True if law is None else law, lockstep,
                           _reused(inp, res.cand, w))

@@ -11,7 +11,8 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
                    slots: int = 0, nodes: int = 1, replicas: int = 1, one_node: bool = False,
                    kv_offload_gb: float = 0.0, dp: int = 1, ep: int = 1,
                    disaggregation: str | None = None, dynamo: bool = False,
-                   recv_interval: int = 0, graph_max_bs: int = 0, adp_timeout_iters: int = 0) -> str | None:
+                   recv_interval: int = 0, graph_max_bs: int = 0, adp_timeout_iters: int = 0,
+                   mixed_chunk: bool = False) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
@@ -22,7 +23,8 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
     `recv_interval`: a pinned SGLang deployment's
     --scheduler-recv-interval (0: the engine's default); `graph_max_bs`: its --cuda-graph-max-bs (SGLang's
     flag, TensorRT-LLM's cuda_graph_config; 0: the engine's default); `adp_timeout_iters`: its
-    attention-DP balancing (TensorRT-LLM attention_dp_config; 0: off, the engine's default)."""
+    attention-DP balancing (TensorRT-LLM attention_dp_config; 0: off, the engine's default); `mixed_chunk`:
+    its --enable-mixed-chunk (SGLang; off, the engine's default)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
@@ -38,6 +40,8 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
         options["scheduler_recv_interval"] = recv_interval
     if graph_max_bs:
         options["cuda_graph_max_bs"] = graph_max_bs
+    if mixed_chunk:
+        options["mixed_chunk"] = True
     if adp_timeout_iters:
         options["attention_dp_timeout_iters"] = adp_timeout_iters
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)

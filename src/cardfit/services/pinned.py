@@ -144,6 +144,18 @@ def check_recv_interval(inp: DeployInput, rt: RuntimeProfile) -> None:
                          "step", field="scheduler_recv_interval", hint="use it with --runtime sglang")
 
 
+def check_mixed_chunk(inp: DeployInput, rt: RuntimeProfile) -> None:
+    """--enable-mixed-chunk is an engine switch of the runtimes whose launch line has one (SGLang:
+    runtimes/sglang.py MIXED_CHUNK_FLAG); InputError for another runtime."""
+    if not inp.enable_mixed_chunk:
+        return
+    from ..runtimes import adapter
+
+    if not getattr(adapter(rt), "MIXED_CHUNK_FLAG", None):
+        raise InputError(f"--enable-mixed-chunk is an SGLang flag; {rt.id} schedules its prompts and decodes "
+                         "its own way", field="enable_mixed_chunk", hint="use it with --runtime sglang")
+
+
 def check_adp_balance(inp: DeployInput, rt: RuntimeProfile) -> None:
     """--attention-dp-timeout-iters is TensorRT-LLM's attention-DP balancing (attention_dp_config, written by
     runtimes/trtllm.py adp_balance) of a replica with attention data parallel and its experts
@@ -185,11 +197,15 @@ def check_graph_max_bs(inp: DeployInput, rt: RuntimeProfile) -> None:
 # --- what an engine release schedules with -------------------------------------------------------------
 
 def schedule(rt: RuntimeProfile, model: Any, given: int | None,
-             max_model_len: int | None) -> tuple[int, bool]:
+             max_model_len: int | None, mixed_chunk: bool = False) -> tuple[int, bool]:
     """(tokens a step may carry, whether waiting prompts run before the decodes) as the engine at its
     release runs: `given` (--max-num-batched-tokens: vLLM max_num_batched_tokens, TensorRT-LLM
     max_num_tokens, SGLang chunked_prefill_size, TGI max_batch_prefill_tokens), else the engine's default;
     0 = the runtime's default on the card.
+
+    `mixed_chunk` (SGLang --enable-mixed-chunk, check_mixed_chunk): a prompt step carries every running
+    decode and the prompts fill the budget left beside them (runtimes/sglang.py MIXED_CHUNK_FLAG), so the
+    decodes no longer wait for the prompts: core/serving.py rounds' decode-first step.
 
     vLLM's V0 engine (before 0.8) schedules waiting prompts first with a budget of max(max_model_len, 2048)
     tokens, unless it turns chunked prefill on (max_model_len above 32K), which schedules the running decodes
@@ -198,7 +214,7 @@ def schedule(rt: RuntimeProfile, model: Any, given: int | None,
     'MLA is enabled; forcing chunked prefill and prefix caching to be disabled', logged by vLLM 0.7.3 in
     https://github.com/vllm-project/vllm-ascend/issues/348). V0's max_model_len defaults to the model's
     trained context (--max-model-len when given)."""
-    first = rt.prefill_first
+    first = rt.prefill_first and not mixed_chunk
     if not rt.v0_chunked_prefill_above or not first:  # the V0 rule below is vLLM's (its row's field)
         return int(given or 0), first
     from ..runtimes.vllm_like import UNKNOWN_MAX_MODEL_LEN, V0_BATCHED_TOKENS, v0_batched_tokens

@@ -49,6 +49,7 @@ SETTINGS: dict[str, str] = {
                          "largest decode batch replayed as a CUDA graph",
     "attention_dp_timeout_iters": "--attention-dp-timeout-iters (TensorRT-LLM attention_dp_config "
                                   "enable_balance true, timeout_iters N, batching_wait_iters 0)",
+    "enable_mixed_chunk": "--enable-mixed-chunk (SGLang): the running decodes ride in each prompt step",
     # the engine release (catalog/releases.py: --runtime NAME@RELEASE)
     "version": "the engine release",
     "vllm_version": "vLLM's release (memory records)",

@@ -53,6 +53,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
               cuda_graph_max_bs=int(st.get("cuda_graph_max_bs") or 0) or None,
               attention_dp_timeout_iters=int(st.get("attention_dp_timeout_iters") or 0) or None,
               max_prefill_tokens=int(st.get("max_prefill_tokens") or 0) or None,
+              enable_mixed_chunk=bool(st.get("enable_mixed_chunk", False)),
               attention_dp=dp if dp > 1 else None, expert_parallel=ep if ep > 1 else None,
               max_model_len=length or None, **reuse_options(st))
     inp = DeployInput(model=r["model"], runtime=record_runtime_name(r), quant=r.get("quant"), gpu=(r["gpu"],),
@@ -80,13 +81,13 @@ def disaggregated_pools(settings: dict[str, Any]) -> dict[str, int]:
 
 # The record settings record_input passes on as a pinned deploy's engine options (--max-num-seqs,
 # --max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens, --max-model-len,
-# --scheduler-recv-interval, --cuda-graph-max-bs, --attention-dp-timeout-iters; a harness's
-# dataset, whose limits it passes the same way): a user launching with them asks the same question.
+# --scheduler-recv-interval, --cuda-graph-max-bs, --attention-dp-timeout-iters, --enable-mixed-chunk; a
+# harness's dataset, whose limits it passes the same way): a user launching with them asks the same question.
 _OPTION_SETTINGS = frozenset({"max_batch_size", "max_num_seqs", "max_num_batched_tokens", "max_num_tokens",
                               "chunked_prefill_size", "max_batch_prefill_tokens", "gpu_memory_utilization",
                               "max_prefill_tokens", "max_model_len", "max_total_tokens",
                               "trtllm_bench_dataset", "scheduler_recv_interval", "cuda_graph_max_bs",
-                              "attention_dp_timeout_iters"})
+                              "attention_dp_timeout_iters", "enable_mixed_chunk"})
 
 
 def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
@@ -264,7 +265,7 @@ def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
 
     inp = record_input(r)[0]
     return pinned.schedule(rt, default_models().find(r["model"]), inp.max_num_batched_tokens,
-                           inp.max_model_len)
+                           inp.max_model_len, inp.enable_mixed_chunk)
 
 
 def prefill_batch_tokens(r: dict[str, Any], rt: RuntimeProfile, budget: int) -> int:
