@@ -812,11 +812,10 @@ FITS: tuple[Fit, ...] = (
         "fixed time per MoE layer per decode step beyond the dense per-layer time, from MoE decode and "
         "served TPOT / median ITL records of engines from mid-2025 on whose step touches at most half the "
         "routed experts, the rest of the model in place"),
-    Fit(Vllm, "mxfp4_expert_prefill_share", _mxfp4_unpacked_ttft, _implied_mxfp4_expert_share, 3, TrtLlm,
+    Fit(Vllm, "mxfp4_expert_prefill_share", _mxfp4_unpacked_ttft, _implied_mxfp4_expert_share, 3, None,
         "share of the prompt GEMM rate the routed experts' GEMMs reach with MXFP4 weights on a card without "
         "FP4 tensor cores (BF16 activations, FP4 weights unpacked inside the MoE kernel), from vLLM's served "
-        "TTFT records of gpt-oss on Hopper, the rest of the model in place; TensorRT-LLM runs gpt-oss's "
-        "experts on Hopper the same way (BF16 activations x MXFP4 weights, data/runtimes.toml trtllm row)"),
+        "TTFT records of gpt-oss on Hopper, the rest of the model in place"),
     Fit(Vllm, "prefill_efficiency_mla_v0", _mla_v0_ttft, _implied_mla_v0_prefill, 3, VllmLike,
         "share of the card's measured GEMM rate (gpus gemm_*_tflops) the prefill of an MLA + MoE model "
         "(DeepSeek-V3/R1) reached on the engines before mid-2025, from vLLM's served TTFT records of it, the "
