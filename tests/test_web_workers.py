@@ -97,3 +97,39 @@ def test_workers_is_a_positive_count(run_cli):
     code, out, err = run_cli("serve", "--workers", "0")
     assert code == 2 and not out
     assert err.startswith("Error: ") and "--workers" in err and len(err.strip().splitlines()) == 1
+
+
+PRELOAD = """\
+import json, sys, threading
+from cardfit.catalog import loader
+from cardfit.catalog.models import default_models
+from cardfit.services.inputs import parse
+from cardfit.services.table import BY_NAME, to_json
+from cardfit.web.app import preload
+threads = threading.active_count()
+preload()
+parsed = loader.builtin.cache_info().misses
+plan = BY_NAME["plan"]
+first = next(iter(default_models()))
+to_json(plan.execute(parse(plan.input_type(), {"model": first.id, "context": 3000})))
+print(json.dumps({"threads": [threads, threading.active_count()], "parsed": parsed,
+                  "parsed_later": loader.builtin.cache_info().misses - parsed}))
+"""
+
+
+def test_preload_starts_no_thread_and_leaves_the_page_question_warm(tmp_path):
+    """What the workers inherit (web/app.py preload): the catalogs parsed and the page's first question's
+    modules loaded, with no thread started before the fork; the same question at another context parses
+    no catalog again."""
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import cli_env
+
+    proc = subprocess.run([sys.executable, "-c", PRELOAD], capture_output=True, text=True, timeout=120,
+                          env=cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["threads"] == [1, 1]
+    assert out["parsed"] >= 5 and out["parsed_later"] == 0, out

@@ -58,7 +58,11 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}/"
     hosts = allowed_hosts(host, allow_host)
-    app = create_app(allowed_hosts=hosts) if workers == 1 else None  # workers build their own, once forked
+    app = create_app(allowed_hosts=hosts)
+    if workers > 1:  # once here, shared by the workers (forked before any thread exists here)
+        from ..web.app import preload
+
+        preload()
     more = f", {workers} workers" if workers > 1 else ""
     click.echo(f"cardfit: serving on {url}{more} (Ctrl+C to stop)", err=True)
 
@@ -66,12 +70,11 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
         if open_browser:
             threading.Timer(1.0, webbrowser.open, args=(url,)).start()
 
-    if app is not None:
+    if workers == 1:
         open_page()
         run(app, sock, request_timeout_s=request_timeout)
         return
-    # forked before any thread (the browser's timer) or app exists in this process
-    status = run_workers(lambda: create_app(allowed_hosts=hosts), sock, workers, request_timeout,
-                         started=open_page)
+    # forked before any thread (the browser's timer) exists here
+    status = run_workers(lambda: app, sock, workers, request_timeout, started=open_page)
     if status:
         raise click.exceptions.Exit(status)

@@ -501,9 +501,10 @@ def run_workers(make_app: Callable[[], Any], sock: socket.socket, workers: int,
     as there are workers (one process computes one at a time: pure Python under the GIL). Each worker keeps
     every limit of a single server on its own: its Host and Origin checks, its request timeouts, its CPU
     budget per request, its open-connection cap (max_connections: per process, as the file limit it
-    guards). Forks before any thread or app exists in this process; `started` runs here once all are
-    forked. Returns the exit status once every worker has ended: SIGTERM or SIGINT here is passed on to the
-    workers, and a worker that ends by itself ends the others. POSIX only (InputError elsewhere)."""
+    guards). Forks before any thread exists in this process (the app may be built and its catalogs loaded,
+    app.preload, while no request has run); `started` runs here once all are forked. Returns the exit
+    status once every worker has ended: SIGTERM or SIGINT here is passed on to the workers, and a worker
+    that ends by itself ends the others. POSIX only (InputError elsewhere)."""
     import signal
 
     if not hasattr(os, "fork"):
