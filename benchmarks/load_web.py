@@ -63,12 +63,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def server(url: str | None):
+def server(url: str | None, args: tuple[str, ...] = ()):
+    """`cardfit serve ARGS` on a free port (or the server at `url`): yields its base URL and process id."""
     if url:
         yield url.rstrip("/"), None
         return
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cardfit", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cardfit", "serve", "--port", str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tempfile.mkdtemp())
     base = f"http://127.0.0.1:{port}"
     try:

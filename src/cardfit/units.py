@@ -33,12 +33,19 @@ def fmt_usd(usd: float | None, digits: int = 0) -> str:
 def fmt_num(x: float, digits: int = 0) -> str:
     """`x` with thousands separators, rounded as the web page's `num()` rounds it (Intl.NumberFormat: the
     float's exact value, halves away from zero), not as Python's format does (halves to even): $190.50 is
-    '191' on both, not '190' here and '191' there."""
-    from decimal import ROUND_HALF_UP, Decimal
-
+    '191' on both, not '190' here and '191' there. Exact, in integers: the float is a fraction n / 2^k
+    (float.as_integer_ratio), so |x| × 10^digits is split into a whole part and a remainder, and a remainder
+    of half or more rounds up (what decimal's ROUND_HALF_UP does, without importing decimal on every command
+    that prints a price; tests/test_units.py holds the two equal)."""
     if not math.isfinite(x):
         return f"{x:,.{digits}f}"
-    return f"{Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):,.{digits}f}"
+    scale = 10**digits
+    n, d = abs(x).as_integer_ratio()
+    whole, rest = divmod(n * scale, d)
+    if 2 * rest >= d:
+        whole += 1
+    sign = "-" if math.copysign(1.0, x) < 0 else ""  # -0.2 is '-0', as decimal's quantize kept it
+    return sign + f"{whole // scale:,}" + (f".{whole % scale:0{digits}d}" if digits else "")
 
 
 def fmt_tokens(n: int) -> str:

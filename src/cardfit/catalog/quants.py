@@ -62,7 +62,8 @@ class GgufMix:
 
 
 Quant = QuantType | GgufMix
-_GROUPED = re.compile(r"^(?P<fmt>int4|int8|awq|gptq|w4a16)[-_ ]?g(?P<g>\d{1,5})$")
+# as text, compiled on first use by re's own cache (only a name the catalog lacks is tried against it)
+_GROUPED = r"^(?P<fmt>int4|int8|awq|gptq|w4a16)[-_ ]?g(?P<g>\d{1,5})$"
 
 # GGUF names for the float types of the main table
 _GGUF_FLOAT = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "mxfp4": "mxfp4", "nvfp4": "nvfp4"}
@@ -114,7 +115,7 @@ class QuantCatalog:
     def _grouped(self, name: str) -> QuantType | None:
         """'int4-g64', 'awq-g32', 'gptq-g256', 'int8-g128': a grouped integer format with the group size as a
         parameter, sized like the catalog's g128 entry (one fp16 scale and one packed zero per group)."""
-        m = _GROUPED.match(name.strip().lower())
+        m = re.match(_GROUPED, name.strip().lower())
         if m is None:
             return None
         bits, group = (8 if m["fmt"] == "int8" else 4), int(m["g"])

@@ -17,15 +17,18 @@ from .schema import check_keys, keys_of
 # catalog/runtimes.py imports this module (a runtime named with '@'), so profiles are typed Any here
 RuntimeProfile = Any
 
+# Patterns are kept as text and compiled on first use, by the re module's own cache (`re.match(_SEMVER,
+# text)`): `cardfit plan` without "@RELEASE" reads none of them, and compiling them all at import was ~2 % of
+# its instructions (valgrind --tool=callgrind).
 # one parser for every way a release is written: "0.10.1.1", "v0.7.3", "~0.6.4 (rocm/vllm ...)",
 # "1.0.0rc3", "1.2.0rc6.post3", "NIM 1.8.0 (TensorRT-LLM ...)", "b3622", "build: 93bc3839 (3622)"
-_NIM = re.compile(r"^\s*NIM\s+v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
+_NIM = r"(?i)^\s*NIM\s+v?(\d+)\.(\d+)(?:\.(\d+))?"
 # a fourth number and a `.postN` suffix (SGLang's 0.4.4.post1, vLLM's 0.10.1.1) order after the release they
 # follow: (0, 4, 4, 1) > (0, 4, 4)
-_SEMVER = re.compile(r"^\s*~?v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(?:post)?(\d+))?")
-_BUILD = re.compile(r"^\s*b(\d{3,5})\b|(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)")
+_SEMVER = r"^\s*~?v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(?:post)?(\d+))?"
+_BUILD = r"^\s*b(\d{3,5})\b|(?:^|[\s(b])(\d{3,5})(?:\)|\s|$)"
 # "vllm@2024-08": the release current at that date (words may follow: _SWITCHES)
-_DATE = re.compile(r"^(\d{4}-\d{2}(?:-\d{2})?)(?:$|\s)")
+_DATE = r"^(\d{4}-\d{2}(?:-\d{2})?)(?:$|\s)"
 
 
 @record(slots=True)
@@ -112,11 +115,11 @@ def parse_release(runtime: str, text: str) -> tuple[tuple[int, ...], str] | None
     "nim"), "b3622" -> ((3622,), "")); None when the text names no release number."""
     text = str(text or "")
     # build numbers (b3622) are llama.cpp's; Ollama's releases are semantic versions (0.3.3)
-    if runtime == "llama.cpp" and (m := _BUILD.search(text)) and not _SEMVER.match(text):
+    if runtime == "llama.cpp" and (m := re.search(_BUILD, text)) and not re.match(_SEMVER, text):
         return (int(m[1] or m[2]),), ""
-    if m := _NIM.match(text):
+    if m := re.match(_NIM, text):
         return tuple(int(x) for x in m.groups() if x is not None), "nim"
-    if m := _SEMVER.match(text):
+    if m := re.match(_SEMVER, text):
         return tuple(int(x) for x in m.groups() if x is not None), ""
     return None
 
@@ -139,13 +142,13 @@ def _has(f: Feature, number: tuple[int, ...] | None, line: str, date: str, runti
 # default differs: vLLM's engine (VLLM_USE_V1: "0.8.2 (V0 engine)") and --async-scheduling, TensorRT-LLM's
 # backend ("0.17 (pytorch backend)": the PyTorch backend was opt-in before 1.0; "tensorrt": an engine built
 # by trtllm-build). Each: (pattern, features it turns on, features it turns off).
-_SWITCHES: dict[str, tuple[tuple[re.Pattern[str], frozenset[str], frozenset[str]], ...]] = {
-    "vllm": ((re.compile(r"\bV1\b"), frozenset({"v1_engine"}), frozenset()),
-             (re.compile(r"\bV0\b"), frozenset(), frozenset({"v1_engine", "async_scheduling"})),
-             (re.compile(r"\basync[-_ ]scheduling\b", re.I), frozenset({"async_scheduling"}), frozenset())),
-    "trtllm": ((re.compile(r"\bpytorch\b", re.I), frozenset({"pytorch_backend", "overlap_executor"}),
+_SWITCHES: dict[str, tuple[tuple[str, frozenset[str], frozenset[str]], ...]] = {
+    "vllm": ((r"\bV1\b", frozenset({"v1_engine"}), frozenset()),
+             (r"\bV0\b", frozenset(), frozenset({"v1_engine", "async_scheduling"})),
+             (r"(?i)\basync[-_ ]scheduling\b", frozenset({"async_scheduling"}), frozenset())),
+    "trtllm": ((r"(?i)\bpytorch\b", frozenset({"pytorch_backend", "overlap_executor"}),
                 frozenset()),
-               (re.compile(r"\btensorrt\b(?!-llm)", re.I), frozenset(),
+               (r"(?i)\btensorrt\b(?!-llm)", frozenset(),
                 frozenset({"pytorch_backend", "overlap_executor"}))),
 }
 
@@ -157,7 +160,7 @@ def release(runtime: str, stated: str | None = None, date: str | None = None) ->
     InputError for a stated release that names no number."""
     table = release_table().get(runtime)
     stated = str(stated or "").strip()
-    if m := _DATE.match(stated):  # a date, perhaps with switches after it
+    if m := re.match(_DATE, stated):  # a date, perhaps with switches after it
         rel = _switched(release(runtime, None, m[1]), stated[m.end(1):], table)
         return replace(rel, name=stated, stated=True)
     parsed = parse_release(runtime, stated) if stated else None
@@ -177,7 +180,7 @@ def _switched(rel: Release, text: str, table: RuntimeReleases | None) -> Release
     """The release with the features the words of `text` turn on or off (_SWITCHES)."""
     feats = set(rel.features)
     for pattern, on, off in _SWITCHES.get(rel.runtime, ()):
-        if pattern.search(text):
+        if re.search(pattern, text):
             feats = (feats | on) - off
     known = frozenset(f.id for f in table.features) if table is not None else frozenset()
     return replace(rel, features=frozenset(feats), lacks=known - feats)
@@ -196,18 +199,18 @@ def question_runtime(runtime: str, stated: str | None, date: str | None) -> str:
     stated = str(stated or "").strip()
     if table is None:
         return runtime
-    switched = any(p.search(stated) for p, _, _ in _SWITCHES.get(runtime, ()))
+    switched = any(re.search(p, stated) for p, _, _ in _SWITCHES.get(runtime, ()))
     if stated and _numbered(table) and parse_release(runtime, stated) is not None:
         # the release and the engine words (_SWITCHES) a user passes; what else a source writes beside the
         # number (a container image: "1.2.0rc6 (nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)") is not
         # part of the question
         def kept(m: re.Match[str]) -> str:
-            return m[0] if any(p.search(m[0]) for p, _, _ in _SWITCHES.get(runtime, ())) else ""
+            return m[0] if any(re.search(p, m[0]) for p, _, _ in _SWITCHES.get(runtime, ())) else ""
 
         short = " ".join(re.sub(r"\([^()]*\)", kept, stated).split())
         # a build numbered only in its parentheses ("93bc3839 (3622)") keeps them
         return f"{runtime}@" + (short if parse_release(runtime, short) is not None else stated)
-    if date and _DATE.match(str(date)) and table.features:
+    if date and re.match(_DATE, str(date)) and table.features:
         return f"{runtime}@{date}" + (f" ({stated})" if switched else "")
     if switched and table.current:  # the current release, run with the engine the words name
         return f"{runtime}@{table.current} ({stated})"
@@ -236,7 +239,7 @@ def container_image(rt: RuntimeProfile) -> str:
         return rt.image
     version = current_release(rt.id)
     name = rt.release.name if rt.release is not None else ""
-    if name and not _DATE.match(name) and not rt.release.line and _SEMVER.match(name):
+    if name and not re.match(_DATE, name) and not rt.release.line and re.match(_SEMVER, name):
         version = name.split()[0].lstrip("~v")
     return rt.image.replace("{release}", version)
 
@@ -276,7 +279,7 @@ def runtime_named(text: str, find: Any) -> RuntimeProfile | None:
         raise InputError(f"'{text}': name a release after '@' (e.g. {_example(rt.id)}), or drop the '@'",
                          field="runtime")
     table = release_table().get(rt.id)
-    if table is None or not (_numbered(table) or (_DATE.match(rel) and table.features)):
+    if table is None or not (_numbered(table) or (re.match(_DATE, rel) and table.features)):
         known = ", ".join(sorted(k for k, v in release_table().items() if _numbered(v)))
         raise InputError(f"cardfit knows no releases of {rt.name}: drop '@{rel}' (releases are known for "
                          f"{known})", field="runtime")

@@ -31,7 +31,10 @@ ONE_CELL_RANGES = ((0x20, 0x1100), (0x2000, 0x2300))
 def escape(text: str) -> str:
     """Text printed as it is inside markup (a model or card name read from a file or a catalog: `a[red]b`,
     `x[/]y`): every `[` escaped as rich reads it (`\\[`, with any backslashes before it doubled), so the
-    plain writer leaves the line to rich, which prints the brackets."""
+    plain writer leaves the line to rich, which prints the brackets. Text without a `[` (nearly every name)
+    comes back as it is, without compiling the pattern."""
+    if "[" not in text:
+        return text
     import re
 
     return re.sub(r"(\\*)\[", lambda m: m.group(1) * 2 + "\\[", text)

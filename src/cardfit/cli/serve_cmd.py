@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..web.server import REQUEST_TIMEOUT_S, is_loopback, listen
+from ..web.server import MAX_WORKERS, REQUEST_TIMEOUT_S, is_loopback, listen
 from . import cli
 
 __all__ = ["is_loopback", "listen", "serve"]
@@ -14,6 +14,7 @@ Examples:
   cardfit serve                      # http://127.0.0.1:8000/
   cardfit serve --port 8765 --open   # and open the page in a browser
   cardfit serve --host 0.0.0.0 --allow-host gpu-box.lan   # reachable as http://gpu-box.lan:8000/
+  cardfit serve --workers 4          # four questions computed at once (a machine with 4+ cores)
   curl -s localhost:8000/api/plan -H 'content-type: application/json' \
 -d '{"model": "llama3.1:8b", "gpu": "RTX 4090"}'
 """
@@ -32,8 +33,12 @@ Examples:
               show_default=True, help="seconds a client has to send a whole request, or to read more of "
                                       "an answer it stopped reading; idle and slow connections are closed "
                                       "after it")
+@click.option("--workers", type=click.IntRange(1, MAX_WORKERS), default=1, show_default=True,
+              help="processes answering requests, each computing one at a time with its own limits and "
+                   "memory of answers; more answer more questions at once on a machine with more cores "
+                   "(Linux, macOS)")
 def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
-          request_timeout: float) -> None:
+          request_timeout: float, workers: int) -> None:
     """Start the web page and JSON API (OpenAPI schema at /openapi.json); offline, loopback only by
     default."""
     import threading
@@ -43,7 +48,7 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
 
     need_extra("fastapi", "uvicorn", extra="web", what="cardfit serve")
     from ..web import create_app
-    from ..web.server import allowed_hosts, run
+    from ..web.server import allowed_hosts, run, run_workers
 
     if not is_loopback(host):
         click.echo(f"Warning: listening on {host}, not loopback: anyone who can reach this machine can use "
@@ -52,8 +57,24 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}/"
-    app = create_app(allowed_hosts=allowed_hosts(host, allow_host))
-    click.echo(f"cardfit: serving on {url} (Ctrl+C to stop)", err=True)
-    if open_browser:
-        threading.Timer(1.0, webbrowser.open, args=(url,)).start()
-    run(app, sock, request_timeout_s=request_timeout)
+    hosts = allowed_hosts(host, allow_host)
+    app = create_app(allowed_hosts=hosts)
+    if workers > 1:  # once here, shared by the workers (forked before any thread exists here)
+        from ..web.app import preload
+
+        preload()
+    more = f", {workers} workers" if workers > 1 else ""
+    click.echo(f"cardfit: serving on {url}{more} (Ctrl+C to stop)", err=True)
+
+    def open_page() -> None:
+        if open_browser:
+            threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+
+    if workers == 1:
+        open_page()
+        run(app, sock, request_timeout_s=request_timeout)
+        return
+    # forked before any thread (the browser's timer) exists here
+    status = run_workers(lambda: app, sock, workers, request_timeout, started=open_page)
+    if status:
+        raise click.exceptions.Exit(status)

@@ -110,18 +110,19 @@ def _rules_of(mix: GgufMix) -> dict[str, tuple[str, str]]:
     return out
 
 
-_MOE_SENTENCE = re.compile(r"MoE n_expert==8:([^.]*)")
-_MOE_PAIR = re.compile(r"((?:attn|ffn)_\w+(?:(?:/| and )(?:attn|ffn)_\w+)*) -> (\w+)")
+# as text, compiled on first use by re's own cache (read once per mix note, for 8-expert models only)
+_MOE_SENTENCE = r"MoE n_expert==8:([^.]*)"
+_MOE_PAIR = r"((?:attn|ffn)_\w+(?:(?:/| and )(?:attn|ffn)_\w+)*) -> (\w+)"
 
 
 @cache
 def moe8_bumps(note: str) -> dict[str, str]:
     """Types forced for models with exactly 8 experts, read from the mix's note in data/gguf_mixes.toml
     ('MoE n_expert==8: attn_v -> Q8_0, attn_k -> Q8_0, attn_output -> Q5_K.')."""
-    s = _MOE_SENTENCE.search(note)
+    s = re.search(_MOE_SENTENCE, note)
     out: dict[str, str] = {}
     if s:
-        for kinds, typ in _MOE_PAIR.findall(s.group(1)):
+        for kinds, typ in re.findall(_MOE_PAIR, s.group(1)):
             for k in re.split(r"/| and ", kinds):
                 out[k] = typ
     return out

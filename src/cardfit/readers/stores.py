@@ -12,10 +12,11 @@ from ..catalog.models import ModelSpec
 from ..errors import FileFormatError
 
 OLLAMA_MODEL_MEDIA = "application/vnd.ollama.image.model"
-_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$")
+# patterns as text, compiled on first use by re's own cache (`cardfit plan` reads only _OLLAMA)
+_HF_ID = r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$"
 _OLLAMA = re.compile(r"^(?:(?P<host>[\w.-]+\.[\w.-]+(?::\d+)?)/)?(?:(?P<ns>[\w.-]+)/)?(?P<model>[\w.-]+)"
                      r"(?::(?P<tag>[\w.-]+))?$")
-_DIGEST = re.compile(r"^sha256[:-](?P<hex>[0-9a-f]{64})$")
+_DIGEST = r"^sha256[:-](?P<hex>[0-9a-f]{64})$"
 
 
 def hf_cache_dir() -> str:
@@ -31,7 +32,7 @@ def ollama_dir() -> str:
 
 def hf_snapshot(repo_id: str) -> str | None:
     """The snapshot folder of a cached repo: the revision refs/main points to, else the newest."""
-    if not _HF_ID.match(repo_id) or ".." in repo_id:
+    if not re.match(_HF_ID, repo_id) or ".." in repo_id:
         return None
     root = os.path.join(hf_cache_dir(), "models--" + repo_id.replace("/", "--"))
     snaps = os.path.join(root, "snapshots")
@@ -95,7 +96,7 @@ def ollama_blob(name: str) -> str | None:
     if layer is None:
         raise FileFormatError(manifest, f"Ollama manifest has no {OLLAMA_MODEL_MEDIA} layer",
                               hint=f"pull it again: ollama pull {name}")
-    d = _DIGEST.match(str(layer.get("digest", "")))
+    d = re.match(_DIGEST, str(layer.get("digest", "")))
     if not d:
         raise FileFormatError(manifest, "Ollama manifest's model layer has no sha256 digest",
                               hint=f"pull it again: ollama pull {name}")

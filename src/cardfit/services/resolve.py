@@ -123,7 +123,7 @@ def resolve(inp: ModelInput) -> Resolved:
     return _from_catalog(found, name, m["base"] if m else name, m["q"] if m else "", latest)
 
 
-_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, as on huggingface.co
+_HF_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"  # org/name, as on huggingface.co (compiled on first use: a miss)
 
 
 def _get_or_hint(models: Registry[ModelSpec], name: str) -> ModelSpec:
@@ -131,7 +131,7 @@ def _get_or_hint(models: Registry[ModelSpec], name: str) -> ModelSpec:
     try:
         return models.get(name)
     except UnknownNameError as e:
-        if _HF_ID.match(name):
+        if re.match(_HF_ID, name):
             e.hint = ("add --hub to read it from the Hugging Face Hub; `cardfit models` lists the built-in "
                       "ones")
         raise

@@ -431,6 +431,31 @@ def _validation(kind: str | None, runtime: str | None) -> bytes:
     return json.dumps(validate(kind, runtime).to_json(), ensure_ascii=False).encode()
 
 
+def preload() -> None:
+    """What a new server process would otherwise load on its first requests, done once before `cardfit serve
+    --workers N` forks (web/server.py run_workers): the built-in catalogs parsed, and the page's first
+    question (the every-card plan of the catalog's first model, asked as a request asks it: catalog names
+    only, none of the server's files) worked out, so that every worker starts with those modules and
+    catalogs in memory instead of computing them cold while its first clients wait. Starts no thread; a
+    question that fails here is left for the requests to report."""
+    from ..catalog.models import default_models
+    from ..readers.source import LOCAL_MODEL_FILES
+    from ..services.table import BY_NAME
+
+    for name in CATALOGS:
+        getattr(catalogs, name)()
+    plan = BY_NAME["plan"]
+    first = next(iter(default_models()), None)
+    token = LOCAL_MODEL_FILES.set(False)
+    try:
+        if first is not None:
+            to_json(plan.execute(web_input(parse(plan.input_type(), {"model": first.id}))))
+    except CardfitError:
+        pass
+    finally:
+        LOCAL_MODEL_FILES.reset(token)
+
+
 def _version() -> str:
     from .. import __version__
 

@@ -26,6 +26,7 @@ import ipaddress
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -486,3 +487,86 @@ def run(app: Any, sock: socket.socket, request_timeout_s: float = REQUEST_TIMEOU
                             server_header=False, http=protocol_class(request_timeout_s), ws="none",
                             lifespan="off", h11_max_incomplete_event_size=16 * 1024, backlog=ACCEPT_BURST)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+# --workers: processes, each with its own memory of answers (at most 32 MiB: app.REPLAY_BYTES) and threads
+MAX_WORKERS = 64
+
+
+def run_workers(make_app: Callable[[], Any], sock: socket.socket, workers: int,
+                request_timeout_s: float = REQUEST_TIMEOUT_S,
+                started: Callable[[], None] | None = None) -> int:
+    """Serve on `sock` from `workers` processes forked from this one, each running `make_app()` as `run`
+    does: the kernel hands each new connection to one of them, so as many questions are computed at once
+    as there are workers (one process computes one at a time: pure Python under the GIL). Each worker keeps
+    every limit of a single server on its own: its Host and Origin checks, its request timeouts, its CPU
+    budget per request, its open-connection cap (max_connections: per process, as the file limit it
+    guards). Forks before any thread exists in this process (the app may be built and its catalogs loaded,
+    app.preload, while no request has run); `started` runs here once all are forked. Returns the exit
+    status once every worker has ended: SIGTERM or SIGINT here is passed on to the workers, and a worker
+    that ends by itself ends the others. POSIX only (InputError elsewhere)."""
+    import signal
+
+    if not hasattr(os, "fork"):
+        raise InputError("--workers above 1 needs a system with fork (Linux, macOS)", field="workers",
+                         hint="leave out --workers")
+    children: list[int] = []
+    stopping: list[bool] = []
+
+    def stop_all() -> None:
+        """SIGTERM to every worker, once: uvicorn shuts down gracefully on the first, at once on a second."""
+        if not stopping:
+            stopping.append(True)
+            _signal_all(children, signal.SIGTERM)
+
+    def stop(signum: int, frame: Any) -> None:
+        stop_all()
+
+    # set before the first fork, so that no signal in between leaves workers without their parent
+    previous = signal.signal(signal.SIGTERM, stop), signal.signal(signal.SIGINT, stop)
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # a worker: Python's own signal handling until uvicorn sets its own
+            for signum, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            os._exit(_serve_worker(make_app, sock, request_timeout_s))
+        children.append(pid)
+    if started is not None:
+        started()
+    return _reap(children, stop_all)
+
+
+def _serve_worker(make_app: Callable[[], Any], sock: socket.socket, request_timeout_s: float) -> int:
+    """A worker's life: serve until stopped; its exit status (the parent's exit code never runs in it)."""
+    try:
+        run(make_app(), sock, request_timeout_s)
+    except KeyboardInterrupt:
+        return 0
+    except BaseException as e:  # noqa: BLE001  (one line on stderr; the parent ends the other workers)
+        print(f"cardfit: a worker stopped: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:  # already ended
+            pass
+
+
+def _reap(children: list[int], end_others: Callable[[], None]) -> int:
+    """Wait for every worker; the first to end ends the others. The worst exit status of them."""
+    left, status = set(children), 0
+    while left:
+        try:
+            pid, raw = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in left:
+            continue
+        left.discard(pid)
+        status = max(status, os.waitstatus_to_exitcode(raw))  # (ended by a signal: negative)
+        end_others()
+    return status
