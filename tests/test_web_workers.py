@@ -93,6 +93,28 @@ def test_stopping_the_server_stops_every_worker(tmp_path):
     assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 10), pids
 
 
+def test_workers_stop_when_the_server_is_killed(tmp_path):
+    """SIGKILL passes nothing on: each worker notices its parent is gone and stops, freeing the port."""
+    import signal
+
+    proc, port = start_server("--workers", "2", home=str(tmp_path))
+    assert wait_for(lambda: len(children(proc.pid)) == 2, 30)
+    pids = children(proc.pid)
+    assert httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=30).json() == {"status": "ok"}
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=15)
+    gone = lambda: not any(os.path.exists(f"/proc/{p}") and "Z" not in _state(p) for p in pids)  # noqa: E731
+    assert wait_for(gone, 20), pids
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
 def test_workers_is_a_positive_count(run_cli):
     code, out, err = run_cli("serve", "--workers", "0")
     assert code == 2 and not out

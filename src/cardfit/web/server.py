@@ -524,16 +524,37 @@ def run_workers(make_app: Callable[[], Any], sock: socket.socket, workers: int,
 
     # set before the first fork, so that no signal in between leaves workers without their parent
     previous = signal.signal(signal.SIGTERM, stop), signal.signal(signal.SIGINT, stop)
+    parent = os.getpid()
     for _ in range(workers):
         pid = os.fork()
         if pid == 0:  # a worker: Python's own signal handling until uvicorn sets its own
             for signum, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+            _end_with_parent(parent)
             os._exit(_serve_worker(make_app, sock, request_timeout_s))
         children.append(pid)
     if started is not None:
         started()
     return _reap(children, stop_all)
+
+
+PARENT_POLL_S = 0.5  # how often a worker checks that the server that forked it is still there
+
+
+def _end_with_parent(parent: int) -> None:
+    """A worker whose parent is gone (killed with SIGKILL, which passes nothing on) stops as on SIGTERM,
+    instead of holding the port with nobody to stop it: a thread polls getppid(), which changes once the
+    parent has died (the worker is re-parented). Polled, so Linux and macOS alike."""
+    import signal
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="cardfit-parent-watch", daemon=True).start()
 
 
 def _serve_worker(make_app: Callable[[], Any], sock: socket.socket, request_timeout_s: float) -> int:
