@@ -710,7 +710,7 @@ def offload_notes(ctx: Context, card: CardPlan) -> list[str]:
     n = whole.count
     line = (f"{n}× {o.gpu.name} hold the whole model at the same context ({mem.context:,} tokens): about "
             f"{fast.decode_tokens_per_s:,.1f} tokens/s per stream, against {slow:,.1f} with "
-            f"{1 - (o.gpu_layer_fraction or 0):.0%} of the layers in system RAM on one (--gpus {n})")
+            f"{o.reason} on one (--gpus {n})")
     tier, _ = default_context(ctx, o.gpu, n)
     if ctx.runtime.context_tiers and tier != mem.context:
         line += f"; Ollama picks {tier:,} tokens on {n} cards: set OLLAMA_CONTEXT_LENGTH={mem.context}"
