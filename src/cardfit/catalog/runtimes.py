@@ -48,6 +48,9 @@ class RuntimeProfile:
     sampler_bytes_per_logit: int = 8
     sampler_bytes_per_logit_v0: int = 0
     cuda_total_shortfall_bytes: int = 0  # nvidia-smi total minus what cudaMemGetInfo reports (vLLM's total)
+    # llama.cpp --fit (default on from its release feature `fit`, data/releases.toml): the bytes it keeps free
+    # on each device when it places the layers (--fit-target); 0: the runtime fills the card
+    fit_target_bytes: int = 0
     tensor_parallel: bool = False  # shards every layer over the cards of a set (vLLM, SGLang, TGI)
     # splits layers over nodes with micro-batches in flight (vLLM, SGLang, TRT-LLM)
     pipeline_parallel: bool = False

@@ -197,7 +197,8 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
             margin_bytes = margin_bytes(count, copies)
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.profile.offload and count == 1:
-        return _offload(mem, base, budget, ram_bytes)
+        experts_first = bool(rt.profile.fit_target_bytes) and model is not None and model.is_moe
+        return _offload(mem, base, budget, ram_bytes, experts_first)
     if per_card and need <= budget:
         over = max(per_card) - budget // count
         why = f"the fullest card of its layer split needs {fmt_bytes(over)} more"
@@ -219,17 +220,19 @@ def offload_ram_bytes(mem: Memory, budget: int) -> int:
     return max(layered - on_gpu, 0) + mem.host_weights_bytes
 
 
-def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int) -> Option:
+def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int, experts_first: bool = False) -> Option:
     """llama.cpp / Ollama put whole layers in system RAM: what stays on the GPU is what fits beside the
-    fixed workspace."""
+    fixed workspace. experts_first: llama-server's --fit moves a MoE model's routed experts first (the same
+    bytes; core/speed.py offload_split times them)."""
     on_gpu, layered = _on_gpu(mem, budget)
     fraction = min(on_gpu / layered, 1.0) if layered else 0.0
     needed = offload_ram_bytes(mem, budget)
     if ram_bytes and needed > ram_bytes:
         return Option(**base, verdict=NO, reason=f"offload needs {fmt_bytes(needed)} of system RAM; "
                       f"{fmt_bytes(ram_bytes)} given", refusal=Refusal.HOST_RAM)
-    return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction,
-                  reason=f"{1 - fraction:.0%} of the layers in system RAM")
+    moved = (f"{1 - fraction:.0%} of the weights in system RAM, the routed experts first (llama-server --fit)"
+             if experts_first else f"{1 - fraction:.0%} of the layers in system RAM")
+    return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction, reason=moved)
 
 
 def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,

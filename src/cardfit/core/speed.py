@@ -799,13 +799,38 @@ def decode_card(gpu: Gpu, *, decode_efficiency: float = 0.0, prefill_efficiency:
 
 
 def decode_load(m: ModelSpec, mem: Memory, quant: Quant | None, filled: int, cpu_weight_fraction: float = 0.0,
-                window_cache: bool = True, window_cells: int = 0) -> Load:
+                window_cache: bool = True, window_cells: int = 0, experts_first: bool = False) -> Load:
     """The model's part of `estimate`: what one decode token reads and computes at `filled` cached tokens,
-    the same on every card (the every-card plan works it out once per memory estimate: services/plan.py)."""
-    return Load(decoded_weight_bytes(m, mem, quant), weight_shares(m, quant),
+    the same on every card (the every-card plan works it out once per memory estimate: services/plan.py).
+    experts_first: the runtime moves a MoE model's routed experts to system RAM before whole layers
+    (offload_split)."""
+    shares = weight_shares(m, quant)
+    cpu_weight, cpu_expert = offload_split(cpu_weight_fraction, mem.weights_bytes, mem.kv_cache_bytes,
+                                           shares.experts if experts_first else 0.0)
+    return Load(decoded_weight_bytes(m, mem, quant), shares,
                 kv_read_bytes(m, mem, filled, window_cache, window_cells),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
-                cpu_weight_fraction, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
+                cpu_weight, cpu_expert, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
+
+
+def offload_split(layer_fraction: float, weights_bytes: int, kv_bytes: int,
+                  expert_share: float) -> tuple[float, float]:
+    """(share of the weights in system RAM as whole layers, share of the routed experts in system RAM) for
+    an offload that moves `layer_fraction` of the weights and cache (core/fit.py: whole layers) off the card.
+    With `expert_share` > 0 (the experts' share of the weight bytes, a MoE model on a runtime that offloads
+    them first: llama.cpp --fit, common/fit.cpp "for a MoE model, same as dense model but with all MoE
+    tensors in system memory", then "convert the dense-only layers ... to full layers ... until all devices
+    are full") the same bytes leave as routed experts, attention and dense weights staying on the card; only
+    what the experts cannot cover leaves as whole layers."""
+    if layer_fraction <= 0 or expert_share <= 0:
+        return layer_fraction, 0.0
+    layered = weights_bytes + kv_bytes
+    moved = layer_fraction * layered
+    experts = expert_share * weights_bytes
+    if moved <= experts:
+        return 0.0, moved / experts
+    rest = layered - experts  # every expert in RAM: whole layers of what is left (attention, dense, cache)
+    return (min((moved - experts) / rest, 1.0) if rest > 0 else 1.0), 1.0
 
 
 def estimate_on(card: DecodeCard, m: ModelSpec, load: Load, *, sequences: int = 1,

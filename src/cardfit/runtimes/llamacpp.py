@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from .base import NotModelled
@@ -25,6 +26,13 @@ class LlamaCpp(LlamaCppLike):
                 "iq4_nl": "iq4_nl", "f32": "f32"}
 
     PIPELINE_COPIES = GGML_SCHED_MAX_COPIES  # llama_context: pipeline parallelism over a layer split
+
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
+        """The card less what --fit keeps free on it (--fit-target, from the release feature `fit`,
+        data/releases.toml): llama-server places its layers, cache and workspace in the rest and puts the
+        weights beyond it in system RAM (common/fit.cpp common_params_fit_impl)."""
+        whole = LlamaCppLike.budget_per_card(self, gpu, utilization, tp, pp)
+        return max(whole - self.profile.fit_target_bytes, 0)
     SPECULATIVE = ("draft",)  # a draft model (-md); llama-server has no EAGLE or MTP drafting
 
     def speculative_flags(self, s: SpecLaunch) -> list[str]:

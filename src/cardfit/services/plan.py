@@ -512,6 +512,8 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
 def _decode_inputs(ctx: Context, mem: Memory,
                    opt: fitting.Option) -> tuple[speedmod.DecodeCard, speedmod.Load]:
     """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on)."""
+    from .served import experts_first
+
     rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
@@ -523,7 +525,7 @@ def _decode_inputs(ctx: Context, mem: Memory,
         load = ctx.kept[key] = speedmod.decode_load(
             ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
             # the cache read `cardfit speed`, the served figure and validate time
-            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk), experts_first(ctx))
     return card, load
 
 
@@ -708,7 +710,7 @@ def offload_notes(ctx: Context, card: CardPlan) -> list[str]:
     n = whole.count
     line = (f"{n}× {o.gpu.name} hold the whole model at the same context ({mem.context:,} tokens): about "
             f"{fast.decode_tokens_per_s:,.1f} tokens/s per stream, against {slow:,.1f} with "
-            f"{1 - (o.gpu_layer_fraction or 0):.0%} of the layers in system RAM on one (--gpus {n})")
+            f"{o.reason} on one (--gpus {n})")
     tier, _ = default_context(ctx, o.gpu, n)
     if ctx.runtime.context_tiers and tier != mem.context:
         line += f"; Ollama picks {tier:,} tokens on {n} cards: set OLLAMA_CONTEXT_LENGTH={mem.context}"

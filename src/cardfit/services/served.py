@@ -50,7 +50,11 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
     """What one decode token costs for the plan's model, quantization and cache (ctx: plan.Context)."""
     m = ctx.model
     filled = in_flight(w)
-    return sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), sp.weight_shares(m, ctx.quant),
+    shares = sp.weight_shares(m, ctx.quant)
+    if not cpu_expert_fraction and experts_first(ctx):  # llama.cpp --fit: the experts leave the card first
+        cpu_weight_fraction, cpu_expert_fraction = sp.offload_split(
+            cpu_weight_fraction, mem.weights_bytes, mem.kv_cache_bytes, shares.experts)
+    return sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), shares,
                    sp.kv_read_bytes(m, mem, filled, ctx.runtime.window_cache,
                                     ctx.engine.window_read_cells(m, ctx.prefill_chunk)),
                    sp.decode_flops_per_token(m, filled),
@@ -58,6 +62,12 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
                    sp.low_bit_params(m, ctx.quant), kv_split_ranks(m),
                    m.experts_active if m.is_moe else 0,
                    max(m.layers - m.dense_layers, 0) if m.is_moe else 0)
+
+
+def experts_first(ctx: Any) -> bool:
+    """Whether the plan's runtime offloads a MoE model's routed experts before whole layers: llama.cpp at a
+    release with --fit (data/releases.toml feature `fit`; its profile keeps fit_target_bytes free)."""
+    return bool(ctx.runtime.fit_target_bytes) and ctx.model.is_moe
 
 
 def uncalibrated_sequence_cost_s() -> float:

@@ -790,11 +790,12 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
-# experts on Hopper, V0's chunk sizes, llama-server's speculative cycle, SGLang's gpt-oss SWA pool): a record
-# lacking only these is on the current generation unless the change applies to it (single.py mla_v0)
+# experts on Hopper, V0's chunk sizes, llama-server's speculative cycle, SGLang's gpt-oss SWA pool,
+# llama.cpp's --fit on a card the model (nearly) fills): a record lacking only these is on the current
+# generation unless the change applies to it (single.py mla_v0, _fit_applies)
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
                               "v0_mla_unchunked", "server_draft_in_batch",
-                              "gpt_oss_hybrid_swa"})
+                              "gpt_oss_hybrid_swa", "fit"})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -812,7 +813,27 @@ def older_generation(r: dict[str, Any]) -> bool:
         return False
     if r.get("kind") == "serving" and (tensorrt_engine(r) or mla_v0(r) or _full_length_swa(r, rt)):
         return True
-    return rt.release is not None and bool(rt.release.lacks - _NARROW_FEATURES)
+    if rt.release is None:
+        return False
+    return bool(rt.release.lacks - _NARROW_FEATURES) or ("fit" in rt.release.lacks and _fit_applies(r))
+
+
+def _fit_applies(r: dict[str, Any]) -> bool:
+    """Whether a single-stream record of a llama.cpp build before --fit (data/releases.toml `fit`) ran a plan
+    the current build places otherwise: one that offloaded layers, or left less than the current build's
+    --fit-target free on the card."""
+    from ..catalog.runtimes import default_runtimes
+    from ..core.fit import OFFLOAD
+    from .single import record_setup
+
+    target = default_runtimes().find(str(r.get("runtime") or ""))
+    if r.get("kind") not in ("decode", "prefill", "aggregate_decode") or target is None:
+        return False
+    try:
+        o = record_setup(r).plan.first.option
+    except CardfitError:
+        return False
+    return o.verdict == OFFLOAD or o.free_bytes < target.fit_target_bytes
 
 
 def _full_length_swa(r: dict[str, Any], rt: Any) -> bool:
