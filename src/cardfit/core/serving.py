@@ -534,8 +534,10 @@ def serve(r: Replica, w: Workload) -> Served:
     # asks the bracket's ends again, and the answer's batch is timed once more for its figures
 
     def at(b: float) -> tuple[float, float]:
-        if b not in timed:  # attention-DP balancing runs the prompts of a cycle together (adp_together)
-            together = adp_together(r, lam * step_s(r, max(b, 1.0), 0.0), b)
+        if b not in timed:  # attention-DP balancing runs the prompts of a cycle together (adp_together;
+            # without it, 1 whatever the arrivals per step: adp_hold_steps)
+            together = (adp_together(r, lam * step_s(r, max(b, 1.0), 0.0), b) if r.adp_timeout_iters > 0
+                        else 1.0)
             timed[b] = (prefill_s(r, w, b), tpot_s(r, w, b, 1.0, together))
         return timed[b]
 
