@@ -402,3 +402,58 @@ def _small_catalog_candidates(inp: d.DeployInput) -> list[d.Candidate]:
     if inp not in _CANDIDATES:
         _CANDIDATES[inp] = d.candidates(inp, d.settings(inp)[0])
     return _CANDIDATES[inp]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 8), st.integers(1, 6), st.integers(1, 6)), max_size=20),
+       st.integers(0, 9), st.integers(0, 7), st.integers(0, 7))
+def test_beaten_reads_the_front_up_to_the_rent(points, rent, tpot, ttft) -> None:
+    """search's dominance check reads its front (sorted by rent) only up to the rent asked: the same answer
+    as asking every deployment on it, on fronts whose rents, TPOTs and TTFTs tie often."""
+    front = sorted((float(a), b / 10, c / 10) for a, b, c in points)
+    every = any(a <= rent and b <= tpot / 10 and c <= ttft / 10 for a, b, c in front)
+    assert d._beaten(front, float(rent), tpot / 10, ttft / 10) == every
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.sampled_from([None, d.PARETO_SIZE]))
+def test_dominance_skips_change_no_answer_on_any_timings(seed, keep) -> None:
+    """A candidate is left untimed where its floor rent is at least the best found and a deployment on the
+    front found so far rents no more and beats its best case (one request alone) on TPOT and TTFT: the best
+    and the Pareto front are those of the search that times it (each candidate's timing drawn, as above,
+    with the served tokens/s tied to its figures: more TPOT or TTFT serves fewer)."""
+    import random
+    from unittest import mock
+
+    from cardfit.core import serving as sv
+
+    rnd = random.Random(seed)
+    inp = d.DeployInput(model=MODEL, gpu=tuple(CARDS), users=32.0)
+    t = d.targets(inp)
+    cands = _small_catalog_candidates(inp)
+    drawn: dict[int, tuple[int, int, d.Result]] = {}
+    for c in cands:
+        lo = rnd.randint(1, 4)
+        n = lo + rnd.randint(0, 3)
+        tpot, ttft = rnd.randint(1, 9) / 200, rnd.randint(1, 9) / 20
+        served = sv.Served(8.0, tpot, 0.1, ttft, 0.1, 0.0, 100.0, 0.5, True)
+        rent = d.fitting.set_price(c.gpu, c.cards * n, c.setting.ctx.rules)
+        tokens = 32 * 300 / (ttft + 299 * tpot)  # a closed loop's: 32 users, each 300 tokens a cycle
+        drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, tokens, True, {}))
+
+    def fewest(inp, c, t, lo, most):
+        n, res = drawn[id(c)][1:]
+        return res if n <= most else None
+
+    def solo(inp, c):
+        served = drawn[id(c)][2].served
+        return served.tpot_s / 2, served.ttft_s / 2
+
+    with mock.patch.object(d, "_solo", solo), mock.patch.object(d, "_fewest_replicas", fewest), \
+            mock.patch.object(d, "_fewest_by_throughput", lambda inp, c, t: drawn[id(c)][0]):
+        pruned = d.search(inp, cands, t, keep)
+        with mock.patch.object(d, "_beaten", lambda *a: False):
+            whole = d.search(inp, cands, t, keep)
+    size = keep or d.PARETO_SIZE
+    assert (pruned[:1], d.pareto(pruned, size)) == (whole[:1], d.pareto(whole, size))
+    assert len(pruned) < len(whole)  # the skip does skip (else the equality holds trivially)

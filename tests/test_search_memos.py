@@ -5,6 +5,7 @@ measured by `make bench`, not here."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -138,3 +139,46 @@ def test_the_split_per_card_count_is_each_counts_own():
         assert memo(count) == fresh(count)
     assert len({tuple(memo(n)) for n in (2, 3, 8)}) == 3
     assert dp._per_count(None) is None
+
+
+def _composed_step_s(load: sp.Load, mc: sp.Machine, decode: int, prompt: float, flops: float) -> float:
+    """serving._plain_step_s as the step was timed before it was fused: _mixed's load, the machine run as
+    a plain GEMM where prompt tokens ride along, step(...).seconds and the prompt's all-reduces."""
+    mixed, b = sv._mixed(load, decode, prompt, flops)
+    if mc.serial_gemm and prompt:
+        mc = replace(mc, serial_gemm=False)
+    return sp.step(mixed, mc, b).seconds + sv._prompt_link_s(mixed, mc, b, prompt)
+
+
+@settings(max_examples=400, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), dp_attention=st.booleans(), ep=st.sampled_from([1, 4, 8]),
+       experts=st.sampled_from([0.0, 0.6, 0.95]), route=st.sampled_from([1.0, 8 / 128, 0.25]),
+       cpu=st.sampled_from([(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.2, 0.7)]), serial=st.booleans(),
+       expert_efficiency=st.sampled_from([0.0, 0.6]), low_bit=st.sampled_from([0.0, 7e9]),
+       kv_split=st.sampled_from([0, 1, 8]), eager=st.sampled_from([(0, 0.0), (64, 90e-6)]),
+       busbw=st.sampled_from([(), ((1 << 20, 40.0), (1 << 26, 300.0))]), nvlink=st.booleans(),
+       decode=st.integers(0, 2048), prompt=st.just(0.0) | st.floats(0.5, 20_000.0),
+       flops=st.floats(1e9, 1e12))
+def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, experts, route, cpu, serial,
+                                                         expert_efficiency, low_bit, kv_split, eager, busbw,
+                                                         nvlink, decode, prompt, flops):
+    """serving._plain_step_s works a step out on the numbers alone (no Shares, Load, Machine or Step built
+    per step): the same seconds, to the bit, as _mixed + step(...).seconds + _prompt_link_s, over dense and
+    MoE loads, offload, tensor / attention-DP / expert-parallel machines, serial GEMMs and eager batches."""
+    shares = sp.Shares(1.0 - experts, experts, 0.0, route if experts else 1.0, "params", attention=0.05)
+    load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 48, 5120, cpu_weight_fraction=cpu[0],
+                   cpu_expert_fraction=cpu[1], low_bit_params=low_bit, kv_split=kv_split,
+                   experts_active=8 if experts else 0, moe_layers=48 if experts else 0)
+    machine = sp.Machine(3350.0, 989.0, tp, link_gbps=450.0, interconnect="nvlink" if nvlink else "pcie",
+                         decode_efficiency=0.873, overhead_s_per_layer=55.4e-6,
+                         overhead_s_per_sequence=456e-6, graph_max_batch=eager[0],
+                         overhead_s_per_layer_eager=eager[1], compute_efficiency=0.81,
+                         ram_bandwidth_gbps=80.0,
+                         ram_efficiency=0.7, expert_efficiency=expert_efficiency,
+                         overhead_s_per_moe_layer=12e-6 if experts else 0.0,
+                         allreduce_busbw=busbw, allreduce_ranks=8 if busbw else 0,
+                         allreduce_link_gbps=450.0 if busbw else 0.0,
+                         attention_dp=tp if dp_attention else 1, expert_parallel=min(ep, tp),
+                         serial_gemm=serial)
+    assert sv._plain_step_s(load, machine, decode, prompt, flops) == _composed_step_s(load, machine, decode,
+                                                                                      prompt, flops)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 from .loader import builtin, builtin_path
 from .records import record
@@ -20,7 +20,7 @@ class RentalRules:
     rule_of_thumb: tuple[float, float]
 
     def discount(self, count: int) -> float:
-        return max((f for n, f in self.discounts if count >= n), default=0.0)
+        return _discount(self.discounts, count)
 
     def nodes(self, count: int) -> int:
         """Nodes a set of `count` cards spans (node_size cards per node)."""
@@ -30,6 +30,15 @@ class RentalRules:
         """Set sizes to try after one card, smallest first: 2/4/8 inside a node, then whole nodes."""
         sizes = [n for n in self.set_sizes if n > 1 and n >= min_count]
         return sizes + [self.node_size * k for k in range(2, max_nodes + 1)]
+
+
+# Kept by tiers and count: a deploy search prices every card set it sizes and every replica count it times
+# (core/fit.py set_price), tens of thousands of times over a handful of counts.
+@lru_cache(maxsize=1024)
+def _discount(discounts: tuple[tuple[int, float], ...], count: int) -> float:
+    """The fraction off `count` cards: the largest of the tiers (from this many cards, fraction off) it
+    reaches, 0 below them all."""
+    return max((f for n, f in discounts if count >= n), default=0.0)
 
 
 # the keys of data/rental.toml (its tables map onto RentalRules by the reader below)

@@ -44,8 +44,9 @@ from typing import Any
 
 from ..catalog.records import record
 from ..errors import InputError
+from .moe_parallel import imbalance
 from .speculative import Speculation, draft_s, plain_s, verify_link_s, verify_overhead_s
-from .speed import Load, Machine, link_seconds, step
+from .speed import ALLREDUCES_PER_LAYER, Load, Machine, allreduce_seconds, link_seconds, per_layer_s, step
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
 # how much later than the first the rest of a burst reaches a router that prefills its first request alone
@@ -259,6 +260,10 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     (tests/test_search_memos.py holds the two equal)."""
     micro_prompt = prompt_tokens / r.pp
     k = r.spec.tokens if r.spec is not None and micro_decode else 0  # tokens verified beyond one a sequence
+    if not k:
+        flops = prompt_flops(r, prompt_tokens) / r.pp
+        t = _plain_step_s(r.load, r.machine, micro_decode, micro_prompt, flops)
+        return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
     load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp, k + 1)
     mc = r.machine
     if mc.serial_gemm and micro_prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
@@ -268,6 +273,70 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
         t += (verify_link_s(load, mc, b, micro_decode * k) + verify_overhead_s(r.load, mc, micro_decode, k)
               + draft_s(r.spec, mc, micro_decode) + plain_s(r.spec, r.load, mc, micro_decode))
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode * (k + 1) + micro_prompt)
+
+
+def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_flops: float) -> float:
+    """One stage's step without speculation, as _step_s times it: `step(load, mc', b).seconds +
+    _prompt_link_s(load, mc', b, prompt)` for `load, b = _mixed(whole, decode, prompt, prefill_flops)` and
+    mc' = mc run as a plain GEMM where prompt tokens ride along, worked out on the numbers alone, in the same
+    order, without building the step's Shares, Load, Machine and Step records (a search times tens of
+    thousands of steps; tests/test_search_memos.py holds the two equal to the bit). The load _mixed builds
+    carries no routed-expert layers, top-k or low-bit parameters: its link is the tensor-parallel
+    all-reduces, its imbalance 1 and its unpacking time 0, as here."""
+    b = max(decode, 1)
+    sh = whole.shares
+    dense, experts, route = sh.dense, sh.experts, sh.route
+    if experts and route < 1:  # _mixed: the experts all the step's tokens touch, spread over b "sequences"
+        route = 1 - (1 - route) ** ((decode + prompt) / b)
+    flops_per_token = (decode * whole.flops_per_token + prompt * prefill_flops) / b
+    kv_bytes = whole.kv_bytes * decode // b
+    # core/speed.py _step_reads
+    weights = whole.weights_bytes * (dense + experts * (1 - (1 - route) ** b))
+    expert_read = whole.weights_bytes * experts * (1 - (1 - route) ** b)
+    cpu_w, cpu_e = whole.cpu_weight_fraction, whole.cpu_expert_fraction
+    cpu = weights * cpu_w + expert_read * cpu_e * (1 - cpu_w)
+    tp = max(mc.tp, 1)
+    dp = max(min(mc.attention_dp, tp), 1)
+    kv_card = b * kv_bytes * whole.kv_per_card(tp // dp) / dp * max(mc.kv_read_copies, 1.0)
+    ep = max(mc.expert_parallel, 1)
+    attention = whole.weights_bytes * sh.attention * (1 - cpu_w) if dp > 1 else 0
+    if ep > 1 and dp > 1:
+        attention = (weights - cpu) - expert_read * (1 - cpu_w)
+    rate = mc.read_bytes_per_s
+    memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / rate
+    if mc.expert_efficiency and expert_read:
+        on_gpu = expert_read * (1 - cpu_w) * (1 - cpu_e)
+        memory_s += on_gpu / tp / rate * (mc.decode_efficiency / mc.expert_efficiency - 1)
+    if cpu:
+        memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
+    # core/speed.py step and Step.seconds (dequant_seconds: 0 without low-bit parameters)
+    compute_s = b * flops_per_token / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
+    if ep > 1:
+        routed = experts * route
+        share = routed / (dense + routed) if dense + routed > 0 else 0.0
+        compute_s *= 1 + share * (imbalance(b, 0, ep) - 1)
+    kv_s = kv_card / rate
+    scheduled = math.ceil(b / dp) if ep > 1 else b
+    overhead = (whole.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
+                + (whole.layers * mc.overhead_s_per_moe_layer if experts else 0.0))
+    link = _all_reduces_s(whole, mc, b)
+    if mc.serial_gemm and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
+        roofline = memory_s + max(compute_s, 0.0)
+    else:
+        roofline = max(memory_s - kv_s, compute_s, 0.0) + kv_s
+    t = roofline + overhead + link
+    if tp <= 1 or prompt <= 0:  # _prompt_link_s
+        return t + 0.0
+    return t + (_all_reduces_s(whole, mc, b + math.ceil(prompt)) - link)
+
+
+def _all_reduces_s(whole: Load, mc: Machine, sequences: int) -> float:
+    """core/speed.py link_seconds of a load as _mixed builds it (no routed-expert layers): the tensor-parallel
+    all-reduces of the hidden state."""
+    tp = max(mc.tp, 1)
+    if tp == 1:
+        return 0.0
+    return ALLREDUCES_PER_LAYER * whole.layers * allreduce_seconds(sequences * whole.hidden * 2, tp, mc)
 
 
 def prompt_flops(r: Replica, prompt_tokens: float) -> float:
@@ -465,8 +534,10 @@ def serve(r: Replica, w: Workload) -> Served:
     # asks the bracket's ends again, and the answer's batch is timed once more for its figures
 
     def at(b: float) -> tuple[float, float]:
-        if b not in timed:  # attention-DP balancing runs the prompts of a cycle together (adp_together)
-            together = adp_together(r, lam * step_s(r, max(b, 1.0), 0.0), b)
+        if b not in timed:  # attention-DP balancing runs the prompts of a cycle together (adp_together;
+            # without it, 1 whatever the arrivals per step: adp_hold_steps)
+            together = (adp_together(r, lam * step_s(r, max(b, 1.0), 0.0), b) if r.adp_timeout_iters > 0
+                        else 1.0)
             timed[b] = (prefill_s(r, w, b), tpot_s(r, w, b, 1.0, together))
         return timed[b]
 

@@ -1163,7 +1163,9 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
                                          -c.seqs))
     floors = _rent_floors(inp, order) if keep else []
     found: list[tuple[tuple, int, Result]] = []  # (_rank, place in the order, result), in that order
-    front: list[Result] = []
+    # (rent, TPOT, TTFT) of each deployment on the front found so far, by rent: what a later candidate must
+    # beat to be worth timing (_beaten)
+    front: list[tuple[float, float, float]] = []
     best: float = math.inf
     aside: list[tuple[float, int]] = []  # (least rent, place) of the candidates set aside: a heap
     bar = (math.inf, 0)  # (the keep-th front deployment's rent, results when it was read)
@@ -1193,9 +1195,8 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
             return  # one request alone misses a target: no replica count helps
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
-        if floor is not None and (floor >= best * PARETO_COST_SPAN or floor >= best and any(
-                (r.monthly_usd or 0) <= floor and r.served.tpot_s <= tpot and r.served.ttft_s <= ttft
-                for r in front)):
+        if floor is not None and (floor >= best * PARETO_COST_SPAN
+                                  or floor >= best and _beaten(front, floor, tpot, ttft)):
             return
         if _over_budget(inp, c, most, min(lo, most)):
             return  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
@@ -1206,9 +1207,10 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
         res = _fewest_replicas(inp, c, t, min(lo, most), most)
         if res is not None and _within(inp, res):
             bisect.insort(found, (_rank(res), i, res), key=lambda e: e[:2])
-            if not any((r.monthly_usd or 0) <= (res.monthly_usd or 0) and r.served.tpot_s <= res.served.tpot_s
-                       and r.served.ttft_s <= res.served.ttft_s for r in front):
-                front.append(res)  # what a later candidate must beat to be worth timing
+            rent = res.monthly_usd or 0
+            if not (rent != rent or _beaten(front, rent, res.served.tpot_s, res.served.ttft_s)):
+                # (a rent that is not a number is at most no rent: it can beat nothing)
+                bisect.insort(front, (rent, res.served.tpot_s, res.served.ttft_s))
             if res.monthly_usd is not None:
                 best = min(best, res.monthly_usd)
 
@@ -1236,6 +1238,17 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
         if rest < len(order):
             heapq.heappush(aside, (floors[rest], -1))
     return [r for _, _, r in found]
+
+
+def _beaten(front: list[tuple[float, float, float]], rent: float, tpot: float, ttft: float) -> bool:
+    """Whether a deployment of `front` ((rent, TPOT, TTFT) of each, sorted: search's front found so far)
+    rents for at most `rent` and is at least as fast per user and to the first token. Only those up to the
+    rent are read: one renting for more cannot be (tests/test_deploy_search.py against every one)."""
+    for i in range(bisect.bisect_right(front, (rent, math.inf, math.inf))):
+        a, b, c = front[i]
+        if a <= rent and b <= tpot and c <= ttft:
+            return True
+    return False
 
 
 def on_cards(inp: DeployInput, cands: list[Candidate], t: Targets) -> list[Result]:
