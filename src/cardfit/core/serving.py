@@ -212,7 +212,8 @@ def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float,
         sh = sh.routed(1 - (1 - sh.route) ** ((decode * per_sequence + prompt_tokens) / b))
     flops = (decode * per_sequence * load.flops_per_token + prompt_tokens * prefill_flops) / b
     return Load(load.weights_bytes, sh, load.kv_bytes * decode // b, flops, load.layers, load.hidden,
-                load.cpu_weight_fraction, load.cpu_expert_fraction, kv_split=load.kv_split), b
+                load.cpu_weight_fraction, load.cpu_expert_fraction, load.low_bit_params, load.kv_split,
+                load.experts_active, load.moe_layers), b
 
 
 def _hop_s(r: Replica, tokens: float) -> float:
@@ -260,7 +261,7 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     (tests/test_search_memos.py holds the two equal)."""
     micro_prompt = prompt_tokens / r.pp
     k = r.spec.tokens if r.spec is not None and micro_decode else 0  # tokens verified beyond one a sequence
-    if not k:
+    if not k and _fused(r):
         flops = prompt_flops(r, prompt_tokens) / r.pp
         t = _plain_step_s(r.load, r.machine, micro_decode, micro_prompt, flops)
         return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
@@ -275,14 +276,20 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode * (k + 1) + micro_prompt)
 
 
+def _fused(r: Replica) -> bool:
+    """Whether _plain_step_s times this replica's plain steps: no expert parallelism (its all-to-all link and
+    expert imbalance) and no low-bit weights to unpack; those steps take the composed path (_mixed, step)."""
+    return r.machine.expert_parallel <= 1 and not r.load.low_bit_params
+
+
 def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_flops: float) -> float:
     """One stage's step without speculation, as _step_s times it: `step(load, mc', b).seconds +
     _prompt_link_s(load, mc', b, prompt)` for `load, b = _mixed(whole, decode, prompt, prefill_flops)` and
     mc' = mc run as a plain GEMM where prompt tokens ride along, worked out on the numbers alone, in the same
     order, without building the step's Shares, Load, Machine and Step records (a search times tens of
-    thousands of steps; tests/test_search_memos.py holds the two equal to the bit). The load _mixed builds
-    carries no routed-expert layers, top-k or low-bit parameters: its link is the tensor-parallel
-    all-reduces, its imbalance 1 and its unpacking time 0, as here."""
+    thousands of steps; tests/test_search_memos.py holds the two equal to the bit). Only for replicas
+    _fused takes: no expert parallelism (the link is the tensor-parallel all-reduces, the imbalance 1) and
+    no low-bit weights (no unpacking time)."""
     b = max(decode, 1)
     sh = whole.shares
     dense, experts, route = sh.dense, sh.experts, sh.route
@@ -331,8 +338,8 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
 
 
 def _all_reduces_s(whole: Load, mc: Machine, sequences: int) -> float:
-    """core/speed.py link_seconds of a load as _mixed builds it (no routed-expert layers): the tensor-parallel
-    all-reduces of the hidden state."""
+    """core/speed.py link_seconds without expert parallelism (_fused): the tensor-parallel all-reduces of the
+    hidden state."""
     tp = max(mc.tp, 1)
     if tp == 1:
         return 0.0
