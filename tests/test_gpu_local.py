@@ -161,3 +161,16 @@ def test_rocm_cards_in_number_order(bindir, monkeypatch):
     monkeypatch.setenv("PATH", str(bindir))
     cards = read_local_cards()
     assert [c.name for c in cards] == ["Radeon RX 7900 XTX"] * 10 + ["Radeon RX 7600"]
+
+
+@pytest.mark.parametrize("tool, gpus, message", [
+    ('echo "NVIDIA Imaginary X1, 16384"\n', ["local"],
+     "--gpu local: 'NVIDIA Imaginary X1' is not in the catalog"),
+    (TWO_CARDS, ["local", "local"], "'local' is every card of this machine: give it once"),
+])
+def test_stack_local_refusals_are_one_clean_line(run_cli, bindir, tool, gpus, message):
+    _tool(bindir, "nvidia-smi", tool)
+    args = [w for g in gpus for w in ("--gpu", g)]
+    code, out, err = run_cli("stack", "--model", "chat=llama3.1:8b", *args, env={"PATH": str(bindir)})
+    assert code == 2 and not out and err.startswith(f"Error: {message}"), err
+    assert len(err.strip().splitlines()) == 1

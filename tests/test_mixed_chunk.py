@@ -1,7 +1,8 @@
 """SGLang's --enable-mixed-chunk (services/pinned.py schedule, runtimes/sglang.py MIXED_CHUNK_FLAG): a prompt
-step carries the running decodes instead of pausing them, so a pinned benchmark run is stepped decode-first;
-aiconfigurator's aggregated SGLang runs were launched with it (its generator's benchmark rule
-'agg enable_mixed_chunk = true'), and the records say so."""
+step carries the running decodes instead of pausing them, so a pinned benchmark run is stepped decode-first.
+aiconfigurator's generator writes it for aggregated SGLang runs ('agg enable_mixed_chunk = true'), but its
+silicon sample's rows do not say they ran that script and their TTFT argues against it: the records do not
+state it (docs/VALIDATION.md)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def test_pinned_benchmark_steps_the_decodes_with_the_prompts_and_launches_the_fl
     (["--gpu", "H100 SXM", "--runtime", "sglang"], "--enable-mixed-chunk applies to one pinned deployment"),
     (["--gpu", "H100 SXM", "--runtime", "vllm", "--tp", "1"], "--enable-mixed-chunk is an SGLang flag"),
     (["--gpu", "H100 SXM", "--runtime", "trtllm", "--tp", "1"], "--enable-mixed-chunk is an SGLang flag"),
+    (["--gpu", "H100 SXM", "--runtime", "sglang", "--tp", "1", "--prefill-workers", "1",
+      "--decode-workers", "1"], "a disaggregated deployment runs them on separate workers"),
 ])
 def test_the_option_needs_a_pinned_sglang_deployment(run_cli, args, message):
     code, out, err = run_cli("deploy", "llama-3.1-8b", "--users", "8", *args, "--enable-mixed-chunk")

@@ -85,12 +85,15 @@ def test_every_worker_checks_the_host_header(workers):
 
 def test_stopping_the_server_stops_every_worker(tmp_path):
     proc, port = start_server("--workers", "3", home=str(tmp_path))
-    assert wait_for(lambda: len(children(proc.pid)) == 3, 30)
-    pids = children(proc.pid)
-    assert httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=30).json() == {"status": "ok"}
-    proc.terminate()
-    assert proc.wait(timeout=15) == 0
-    assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 10), pids
+    try:
+        assert wait_for(lambda: len(children(proc.pid)) == 3, 30)
+        pids = children(proc.pid)
+        assert httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=30).json() == {"status": "ok"}
+        proc.terminate()
+        assert proc.wait(timeout=15) == 0
+        assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids), 10), pids
+    finally:
+        stop(proc)
 
 
 def test_workers_stop_when_the_server_is_killed(tmp_path):
@@ -98,13 +101,22 @@ def test_workers_stop_when_the_server_is_killed(tmp_path):
     import signal
 
     proc, port = start_server("--workers", "2", home=str(tmp_path))
-    assert wait_for(lambda: len(children(proc.pid)) == 2, 30)
-    pids = children(proc.pid)
-    assert httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=30).json() == {"status": "ok"}
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=15)
-    gone = lambda: not any(os.path.exists(f"/proc/{p}") and "Z" not in _state(p) for p in pids)  # noqa: E731
-    assert wait_for(gone, 20), pids
+    pids: list[int] = []
+    try:
+        assert wait_for(lambda: len(children(proc.pid)) == 2, 30)
+        pids = children(proc.pid)
+        assert httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=30).json() == {"status": "ok"}
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+        gone = lambda: not any(os.path.exists(f"/proc/{p}") and "Z" not in _state(p) for p in pids)  # noqa: E731
+        assert wait_for(gone, 20), pids
+    finally:
+        stop(proc)
+        for p in pids:  # a worker the parent's death did not stop
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _state(pid: int) -> str:

@@ -49,7 +49,8 @@ def _print(r: SpeedReport) -> None:
             f"{tp_note} · context {r.context:,}"
             f" · {r.filled:,} tokens filled · KV {r.kv_dtype}")
     if r.verdict == "offload":
-        c.print(f"CPU offload: {r.processor} (as `ollama ps` shows it); the layers in system RAM run at "
+        c.print(f"CPU offload: {r.processor} (as `ollama ps` shows it); the weights in system RAM (whole "
+                f"layers, or a MoE model's routed experts first on llama.cpp with --fit) are read at "
                 f"{r.calibration.ram_bandwidth_gbps} GB/s")
     est = f", about {r.decode_tokens_per_s:,.1f} realistic" if r.decode_tokens_per_s else ""
     gb = r.bytes_per_token / 1e9

@@ -197,13 +197,19 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
             margin_bytes = margin_bytes(count, copies)
         return Option(**base, verdict=classify(free, count, rules, margin_bytes))
     if rt.profile.offload and count == 1:
-        experts_first = bool(rt.profile.fit_target_bytes) and model is not None and model.is_moe
-        return _offload(mem, base, budget, ram_bytes, experts_first)
+        return _offload(mem, base, budget, ram_bytes, model is not None and experts_first(rt.profile, model))
     if per_card and need <= budget:
         over = max(per_card) - budget // count
         why = f"the fullest card of its layer split needs {fmt_bytes(over)} more"
         return Option(**base, verdict=NO, reason=why, refusal=Refusal.MEMORY)
     return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more", refusal=Refusal.MEMORY)
+
+
+def experts_first(profile: RuntimeProfile, model: ModelSpec) -> bool:
+    """Whether the runtime offloads a MoE model's routed experts before whole layers: llama.cpp at a release
+    with --fit (data/releases.toml feature `fit`; its profile keeps fit_target_bytes free; common/fit.cpp
+    common_params_fit_impl steps 3-4)."""
+    return bool(profile.fit_target_bytes) and model.is_moe
 
 
 def _on_gpu(mem: Memory, budget: int) -> tuple[int, int]:

@@ -49,6 +49,11 @@ class LlamaCpp(LlamaCppLike):
         # llama-server's endpoints for an embedder (--embeddings) or a reranker (--reranking), and its layers
         # over unequal cards (--tensor-split, proportions)
         argv = ["--port", str(port), *{"embed": ["--embeddings"], "rerank": ["--reranking"]}.get(role, [])]
+        if self.profile.fit_target_bytes:
+            # a stack places every server itself, on the whole card: its layers all on the card, which turns
+            # llama-server's own --fit (and its --fit-target margin) off (common/fit.cpp: "n_gpu_layers
+            # already set by user")
+            argv += ["-ngl", "all"]
         if split:
             argv += ["--tensor-split", ",".join(f"{x:g}" for x in split)]
         return argv, []
@@ -83,9 +88,16 @@ class LlamaCpp(LlamaCppLike):
         # -c is the context of all slots together: each of the -np slots gets -c / N
         slots = a.parallel or a.max_num_seqs
         source = ["-m", model] if model.lower().endswith(".gguf") else ["-hf", model]
-        layers = "all" if a.n_gpu_layers is None else str(a.n_gpu_layers)
-        argv = ["llama-server", *source, "-ngl", layers, "-c", str(a.max_model_len * slots),
-                "-np", str(slots)]
+        if a.n_gpu_layers is not None:
+            layers = ["-ngl", str(a.n_gpu_layers)]
+        elif self.profile.fit_target_bytes:
+            # no -ngl: llama-server's --fit (on by default at this release) places the layers and keeps
+            # --fit-target free, as the plan's budget does (budget_per_card); a -ngl of the user's turns it
+            # off (common/fit.cpp: "n_gpu_layers already set by user")
+            layers = []
+        else:
+            layers = ["-ngl", "all"]
+        argv = ["llama-server", *source, *layers, "-c", str(a.max_model_len * slots), "-np", str(slots)]
         flash = a.flash_attn
         if a.kv:
             flash = True  # a quantized V cache needs flash attention in llama.cpp

@@ -75,7 +75,8 @@ def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
     util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
     return dict(quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
                 pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
-                kv_dtype=kv, gpu_memory_utilization=util, n_gpu_layers=None if rt.tensor_parallel else 999,
+                kv_dtype=kv, gpu_memory_utilization=util,
+                n_gpu_layers=None if rt.tensor_parallel or rt.fit_target_bytes else 999,
                 parallel=slots or None, flash_attn=True if kv else None, replicas=replicas,
                 one_node=one_node, engine=ctx.engine, speculative=_speculative(ctx), attention_dp=dp,
                 expert_parallel=ep, **_batched(ctx))

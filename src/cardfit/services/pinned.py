@@ -154,6 +154,10 @@ def check_mixed_chunk(inp: DeployInput, rt: RuntimeProfile) -> None:
     if not getattr(adapter(rt), "MIXED_CHUNK_FLAG", None):
         raise InputError(f"--enable-mixed-chunk is an SGLang flag; {rt.id} schedules its prompts and decodes "
                          "its own way", field="enable_mixed_chunk", hint="use it with --runtime sglang")
+    if inp.prefill_workers is not None or inp.decode_workers is not None:
+        raise InputError("--enable-mixed-chunk mixes prompts into decode steps; a disaggregated deployment "
+                         "runs them on separate workers", field="enable_mixed_chunk",
+                         hint="leave out --enable-mixed-chunk or --prefill-workers / --decode-workers")
 
 
 def check_adp_balance(inp: DeployInput, rt: RuntimeProfile) -> None:

@@ -65,9 +65,10 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
 
 
 def experts_first(ctx: Any) -> bool:
-    """Whether the plan's runtime offloads a MoE model's routed experts before whole layers: llama.cpp at a
-    release with --fit (data/releases.toml feature `fit`; its profile keeps fit_target_bytes free)."""
-    return bool(ctx.runtime.fit_target_bytes) and ctx.model.is_moe
+    """core/fit.py experts_first for the plan's runtime and model."""
+    from ..core.fit import experts_first as rule
+
+    return rule(ctx.runtime, ctx.model)
 
 
 def uncalibrated_sequence_cost_s() -> float:

@@ -97,7 +97,8 @@ class StackInput(Input):
     format: Literal["toml", "yaml"] | None = opt(None, "the stack file's format (default: YAML for a "
                                                  ".yaml/.yml file, else TOML; text: TOML)")
     gpu: tuple[str, ...] = opt((), "the machine's cards, repeated (overrides [machine] gpu; '2x RTX 3090' "
-                               "counts two; 'local' is every card of this machine, in nvidia-smi's order)",
+                               "counts two; 'local' is every card of this machine, as nvidia-smi or "
+                               "rocm-smi lists them)",
                                max_length=MAX_DEVICES)
     bundle: Literal["script", "compose"] = opt("script", "the launch bundle: a shell script, or a "
                                                "compose.yaml (CUDA cards)")
@@ -446,14 +447,22 @@ def _cards(inp: StackInput, names: list[str]) -> list[Gpu]:
     """The machine's cards in order: '2x RTX 3090' is two of them."""
     reg = _registry(inp)
     out: list[Gpu] = []
+    seen_local = False
     for n in names:
         found = _COUNT.match(n)
         count, name = (int(found.group(1)), found.group(2)) if found else (1, n)
         if name.strip().lower() == "local":
-            if found:
-                raise InputError("'local' is every card of this machine: give it without a count",
+            if found or seen_local:
+                raise InputError("'local' is every card of this machine: give it once, without a count",
                                  field="gpu")
+            seen_local = True
             here = reg.local_cards() if isinstance(reg, GpuRegistry) else [reg.get(name)]
+            unknown = next((g for g in here if g.id == "local"), None)
+            if unknown is not None:
+                raise InputError(f"--gpu local: '{unknown.name}' is not in the catalog; a stack needs each "
+                                 "card's catalog row", field="gpu",
+                                 hint="name it in a --catalog file of your own GPUs (`cardfit gpus` lists "
+                                      "the catalog's)")
         else:
             here = [reg.get(name)] * count
         if count < 1 or len(out) + len(here) > MAX_DEVICES:
