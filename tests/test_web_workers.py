@@ -5,10 +5,10 @@ stopping the server stops every worker."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
+from .test_web_server import _wait_for as wait_for
 from .test_web_server import start_server, stop
 
 httpx = pytest.importorskip("httpx")
@@ -38,13 +38,6 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def wait_for(check, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.1)
-    return check()
 
 
 @pytest.fixture(scope="module")

@@ -132,28 +132,30 @@ def check_pinned_model(inp: DeployInput, model: Any) -> None:
                          "leave it out", field="expert_parallel")
 
 
-def check_recv_interval(inp: DeployInput, rt: RuntimeProfile) -> None:
-    """--scheduler-recv-interval is an engine flag of the runtimes whose launch line has one (SGLang:
-    runtimes/sglang.py RECV_INTERVAL_FLAG); InputError for another runtime."""
-    if not inp.scheduler_recv_interval:
-        return
+def _engine_flag(rt: RuntimeProfile, attribute: str, option: str, field: str, why: str) -> None:
+    """An SGLang engine flag (`attribute` names it on the runtime's adapter, runtimes/sglang.py) asked of a
+    runtime whose launch line has none: InputError saying what that runtime does instead."""
     from ..runtimes import adapter
 
-    if not getattr(adapter(rt), "RECV_INTERVAL_FLAG", None):
-        raise InputError(f"--scheduler-recv-interval is an SGLang flag; {rt.id} reads new requests every "
-                         "step", field="scheduler_recv_interval", hint="use it with --runtime sglang")
+    if not getattr(adapter(rt), attribute, None):
+        raise InputError(f"{option} is an SGLang flag; {rt.id} {why}", field=field,
+                         hint="use it with --runtime sglang")
+
+
+def check_recv_interval(inp: DeployInput, rt: RuntimeProfile) -> None:
+    """--scheduler-recv-interval (SGLang: RECV_INTERVAL_FLAG); InputError for another runtime."""
+    if inp.scheduler_recv_interval:
+        _engine_flag(rt, "RECV_INTERVAL_FLAG", "--scheduler-recv-interval", "scheduler_recv_interval",
+                     "reads new requests every step")
 
 
 def check_mixed_chunk(inp: DeployInput, rt: RuntimeProfile) -> None:
-    """--enable-mixed-chunk is an engine switch of the runtimes whose launch line has one (SGLang:
-    runtimes/sglang.py MIXED_CHUNK_FLAG); InputError for another runtime."""
+    """--enable-mixed-chunk (SGLang: MIXED_CHUNK_FLAG); InputError for another runtime or a disaggregated
+    deployment."""
     if not inp.enable_mixed_chunk:
         return
-    from ..runtimes import adapter
-
-    if not getattr(adapter(rt), "MIXED_CHUNK_FLAG", None):
-        raise InputError(f"--enable-mixed-chunk is an SGLang flag; {rt.id} schedules its prompts and decodes "
-                         "its own way", field="enable_mixed_chunk", hint="use it with --runtime sglang")
+    _engine_flag(rt, "MIXED_CHUNK_FLAG", "--enable-mixed-chunk", "enable_mixed_chunk",
+                 "schedules its prompts and decodes its own way")
     if inp.prefill_workers is not None or inp.decode_workers is not None:
         raise InputError("--enable-mixed-chunk mixes prompts into decode steps; a disaggregated deployment "
                          "runs them on separate workers", field="enable_mixed_chunk",
