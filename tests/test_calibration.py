@@ -528,7 +528,12 @@ HELD_USER_PATH = {
     # 25.9 % / 216 % -> 25.8 % / 210 % (439): SGLang's attention-DP ranks divide the chunk and request cap,
     # and a DP prefill worker steps its ranks' prompts side by side (P/D TTFT both ways), the records' stated
     # length laws (dstack sonnet, MLPerf's 128-token cap), vLLM's sync loop refit 109.6 -> 119.4 us
-    "serving": (0.265, 2.2),  # 439 records
+    # 25.8 % / 210 % -> 26.0 % / 192 % (439): served steps keep the load's top-k, MoE layers and low-bit
+    # parameters (core/serving.py _mixed dropped them): an expert-parallel step pays its all-to-all and
+    # expert imbalance instead of tensor-parallel all-reduces, as `speed`'s step does. aiconfigurator's DP/EP
+    # TensorRT-LLM rows 28.6 % -> 32.4 % (TPOT faster, TTFT shorter), its P/D TTFT both ways (GB200 c4096
+    # -93 % -> +2,261 %: a decode pool predicted 2x fast sends the prefill pool more prompts than it holds)
+    "serving": (0.265, 2.0),  # 439 records
 }
 
 
