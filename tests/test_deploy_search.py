@@ -354,6 +354,27 @@ def test_front_reads_results_until_it_holds_size(points, size) -> None:
     assert d.pareto(results, size) == whole(results)
 
 
+def _drawn_timings(drawn: dict):
+    """The search's timing functions answered from `drawn` (candidate id -> (fewest replicas by throughput,
+    replicas, Result)): one request alone at half the drawn TPOT and TTFT."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    def fewest(inp, c, t, lo, most):
+        n, res = drawn[id(c)][1:]
+        return res if n <= most else None
+
+    def solo(inp, c):
+        served = drawn[id(c)][2].served
+        return served.tpot_s / 2, served.ttft_s / 2
+
+    stack = ExitStack()
+    for name, fake in (("_solo", solo), ("_fewest_replicas", fewest),
+                       ("_fewest_by_throughput", lambda inp, c, t: drawn[id(c)][0])):
+        stack.enter_context(mock.patch.object(d, name, fake))
+    return stack
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32), st.sampled_from([1, 3, d.PARETO_SIZE]),
        st.sampled_from([0.0, d.FRONT_REREAD_GROWTH, 3.0]))
@@ -380,17 +401,7 @@ def test_search_keeping_a_front_on_any_timings(seed, keep, reread) -> None:
         rent = d.fitting.set_price(c.gpu, c.cards * n, c.setting.ctx.rules)
         drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, rnd.randint(1, 5) * 100.0, True, {}))
 
-    def fewest(inp, c, t, lo, most):
-        n, res = drawn[id(c)][1:]
-        return res if n <= most else None
-
-    def solo(inp, c):
-        served = drawn[id(c)][2].served
-        return served.tpot_s / 2, served.ttft_s / 2
-
-    with mock.patch.object(d, "_solo", solo), mock.patch.object(d, "_fewest_replicas", fewest), \
-            mock.patch.object(d, "_fewest_by_throughput", lambda inp, c, t: drawn[id(c)][0]), \
-            mock.patch.object(d, "FRONT_REREAD_GROWTH", reread):
+    with _drawn_timings(drawn), mock.patch.object(d, "FRONT_REREAD_GROWTH", reread):
         whole, kept = d.search(inp, cands, t), d.search(inp, cands, t, keep)
     assert (kept[:1], d.pareto(kept, keep)) == (whole[:1], d.pareto(whole, keep))
 
@@ -441,16 +452,7 @@ def test_dominance_skips_change_no_answer_on_any_timings(seed, keep) -> None:
         tokens = 32 * 300 / (ttft + 299 * tpot)  # a closed loop's: 32 users, each 300 tokens a cycle
         drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, tokens, True, {}))
 
-    def fewest(inp, c, t, lo, most):
-        n, res = drawn[id(c)][1:]
-        return res if n <= most else None
-
-    def solo(inp, c):
-        served = drawn[id(c)][2].served
-        return served.tpot_s / 2, served.ttft_s / 2
-
-    with mock.patch.object(d, "_solo", solo), mock.patch.object(d, "_fewest_replicas", fewest), \
-            mock.patch.object(d, "_fewest_by_throughput", lambda inp, c, t: drawn[id(c)][0]):
+    with _drawn_timings(drawn):
         pruned = d.search(inp, cands, t, keep)
         with mock.patch.object(d, "_beaten", lambda *a: False):
             whole = d.search(inp, cands, t, keep)
