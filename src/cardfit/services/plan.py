@@ -512,8 +512,6 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
 def _decode_inputs(ctx: Context, mem: Memory,
                    opt: fitting.Option) -> tuple[speedmod.DecodeCard, speedmod.Load]:
     """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on)."""
-    from .served import experts_first
-
     rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
@@ -525,7 +523,7 @@ def _decode_inputs(ctx: Context, mem: Memory,
         load = ctx.kept[key] = speedmod.decode_load(
             ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
             # the cache read `cardfit speed`, the served figure and validate time
-            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk), experts_first(ctx))
+            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk), fitting.experts_first(rt, ctx.model))
     return card, load
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..catalog.gpus import Gpu
 from ..core import serving as sv
 from ..core import speed as sp
+from ..core.fit import experts_first
 from ..core.kv import kv_split_ranks
 from ..core.memory import Memory
 from ..core.placement import NODE_HOP_LATENCY_S, NODE_LINK_GBPS
@@ -51,7 +52,7 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
     m = ctx.model
     filled = in_flight(w)
     shares = sp.weight_shares(m, ctx.quant)
-    if not cpu_expert_fraction and experts_first(ctx):  # llama.cpp --fit: the experts leave the card first
+    if not cpu_expert_fraction and experts_first(ctx.runtime, m):  # llama.cpp --fit: experts leave first
         cpu_weight_fraction, cpu_expert_fraction = sp.offload_split(
             cpu_weight_fraction, mem.weights_bytes, mem.kv_cache_bytes, shares.experts)
     return sp.Load(sp.decoded_weight_bytes(m, mem, ctx.quant), shares,
@@ -62,13 +63,6 @@ def load(ctx: Any, mem: Memory, w: sv.Workload, cpu_weight_fraction: float = 0.0
                    sp.low_bit_params(m, ctx.quant), kv_split_ranks(m),
                    m.experts_active if m.is_moe else 0,
                    max(m.layers - m.dense_layers, 0) if m.is_moe else 0)
-
-
-def experts_first(ctx: Any) -> bool:
-    """core/fit.py experts_first for the plan's runtime and model."""
-    from ..core.fit import experts_first as rule
-
-    return rule(ctx.runtime, ctx.model)
 
 
 def uncalibrated_sequence_cost_s() -> float:
