@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from cardfit.core import moe_parallel as mp
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
 from cardfit.validation.calibrate import FITS, _chosen, _implied, experts_touched, fit, source_key
@@ -188,3 +189,31 @@ def test_mla_v0_prefill_is_a_share_of_the_cards_measured_gemm_rate():
     awq = {"gpu": "H100 SXM", "quant": "awq"}  # Hopper's BF16 GEMMs not measured: its FP8 share
     assert measured_gemm_share(awq) == pytest.approx(1382.2 / 1978.9, rel=1e-3)
     assert predict_serving(dict(mi300x))[0] > predict_serving(dict(h200))[0]
+
+
+# --- the expert-parallel ranks' imbalance in a step that carries prompt tokens -----------------------------
+
+def _ep_replica() -> sv.Replica:
+    """DeepSeek-R1-like on 8 ranks, attention DP 8 and experts EP 8: 8 of 256 routed experts a token
+    (config.json num_experts_per_tok 8, n_routed_experts 256), 58 MoE layers of 61."""
+    shares = sp.Shares(0.06, 0.94, 0.0, 8 / 256, "file")
+    load = sp.Load(690_000_000_000, shares, 70_000, 2 * 37e9, 61, 7168, experts_active=8, moe_layers=58)
+    machine = sp.Machine(8000.0, 4500.0, 8, compute_efficiency=0.25, attention_dp=8, expert_parallel=8)
+    return sv.Replica(load, machine, 2 * 37e9, 8192, 512)
+
+
+@pytest.mark.parametrize("decode, prompt", [(0, 8192), (0, 1024), (64, 960), (512, 0)])
+def test_an_ep_step_pays_the_imbalance_of_all_the_tokens_it_routes(decode, prompt):
+    """The busiest of the ep ranks takes ~ μ + σ√(2 ln ep) of a step's routed tokens (core/moe_parallel.py
+    imbalance), and a prompt step routes every prompt token: 8,192 tokens x 8 experts over 8 ranks leave the
+    busiest rank 2 % over the mean, not the 191 % of one token's 8 experts (the prompt step's compute was
+    charged that, 2x its FLOPs, before: a DP 8 prefill worker at half its rate)."""
+    r = _ep_replica()
+    load, b = sv._mixed(r.load, decode, prompt, r.prefill_flops_per_token)
+    tokens = decode + prompt
+    s = sp.step(load, r.machine, b)
+    plain = tokens * r.load.flops_per_token / 8 / (4500.0e12 * 0.25)
+    share = sp._expert_flops_share(load)
+    assert s.compute_s == pytest.approx(plain * (1 + share * (mp.imbalance(tokens, 8, 8) - 1)), rel=1e-12)
+    if prompt >= 1024:
+        assert s.compute_s < 1.1 * plain

@@ -18,10 +18,11 @@ Not modelled, for want of a source that sizes it: aiconfigurator's SGLang 0.5.8 
 and these steps explain (the router or frontend hop and the KV connector's per-request bootstrap are
 candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
 prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
-the runs whose prefill pool saturates miss by: their TTFT (users ÷ prompt rate − the answer's decode time)
-implies a prefill worker 1.7x slower than this one (B200 FP8, attention DP 8, 8,192-token prompts: a prompt
-every 341 ms at 128 users against 200 ms with its ranks side by side, ranks_batch_s) or 1.3x faster (GB200
-FP8, DP 8, 1,024 tokens). Read at SGLang v0.5.8 and found not to explain them: the prefill server's admission
+the runs whose prefill pool saturates miss by: their rate (users ÷ (TTFT + the answer's decode time))
+implies an attention-DP prefill worker 2x slower than this one (B200 FP8 DP 8 at 8,192-token prompts, B200
+FP4 DP 4 at 1,024) or 1.14x faster (GB200 FP8 DP 8 at 1,024, B200 FP4 DP 4 at 8,192), while the decode step
+at the batch those runs held is within 0 % to −28 % (docs/VALIDATION.md "The P/D records of DeepSeek-R1,
+taken apart"). Read at SGLang v0.5.8 and found not to explain them: the prefill server's admission
 (held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its bootstrap queue (polled at the
 top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation (every loop with
 disaggregation_decode_polling_interval 1, its token reserve far below these pools) and the KV sender's

@@ -205,15 +205,17 @@ def _mixed(load: Load, decode: int, prompt_tokens: float, prefill_flops: float,
            per_sequence: int = 1) -> tuple[Load, int]:
     """The load of one step that decodes `decode` sequences (`per_sequence` query tokens each: K + 1 when it
     verifies speculated tokens) and prefills `prompt_tokens` tokens, written as `step(load, machine,
-    max(decode, 1))`: FLOPs and expert reads of all tokens, KV reads of the decodes (once per sequence)."""
+    max(decode, 1))`: FLOPs, expert reads and the routed tokens (the expert-parallel ranks' imbalance) of all
+    tokens, KV reads of the decodes (once per sequence)."""
     b = max(decode, 1)
+    tokens = decode * per_sequence + prompt_tokens
     sh = load.shares
     if sh.experts and sh.route < 1:  # experts touched by all the step's tokens, spread over b "sequences"
-        sh = sh.routed(1 - (1 - sh.route) ** ((decode * per_sequence + prompt_tokens) / b))
+        sh = sh.routed(1 - (1 - sh.route) ** (tokens / b))
     flops = (decode * per_sequence * load.flops_per_token + prompt_tokens * prefill_flops) / b
     return Load(load.weights_bytes, sh, load.kv_bytes * decode // b, flops, load.layers, load.hidden,
                 load.cpu_weight_fraction, load.cpu_expert_fraction, load.low_bit_params, load.kv_split,
-                load.experts_active, load.moe_layers), b
+                load.experts_active, load.moe_layers, routed_per_sequence=max(tokens, 1) / b), b
 
 
 def _hop_s(r: Replica, tokens: float) -> float:

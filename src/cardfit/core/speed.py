@@ -362,6 +362,10 @@ class Load:
     kv_split: int = 0
     experts_active: int = 0  # routed experts per token (top-k; 0: dense)
     moe_layers: int = 0  # layers with routed experts
+    # tokens each of the step's sequences sends through the routed experts: 1 for a decode step; a step that
+    # also carries prompt tokens (or verifies drafted ones) routes all of them, spread over its sequences
+    # (core/serving.py _mixed), and the busiest expert-parallel rank's share is that of all of them (step)
+    routed_per_sequence: float = 1.0
 
     def kv_per_card(self, tp: int) -> float:
         """The share of a sequence's cache read one of `tp` tensor-parallel ranks reads: 1 / tp split evenly,
@@ -425,8 +429,9 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     tp = max(mc.tp, 1)
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
-    if ep > 1:  # the busiest rank's experts take more than the mean share of the routed FLOPs
-        compute_s *= 1 + _expert_flops_share(load) * (imbalance(b, load.experts_active, ep) - 1)
+    if ep > 1:  # the busiest rank's experts take more than the mean share of the step's routed tokens' FLOPs
+        routed = b * load.routed_per_sequence
+        compute_s *= 1 + _expert_flops_share(load) * (imbalance(routed, load.experts_active, ep) - 1)
     kv_s = kv_card / mc.read_bytes_per_s
     # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side,
     # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
