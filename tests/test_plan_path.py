@@ -23,14 +23,15 @@ QUESTION = ["plan", "llama3.1:8b", "--gpu", "RTX 4090"]
 # loaded only for a terminal, tests/test_console.py), the TOML parser (the catalogs come from
 # data/snapshot/*.json: a stale snapshot parses the TOML), decimal (units.fmt_num rounds in integers), heapq
 # (core/serving.py rounds: a stepped run, which the plan never asks for), and cardfit's own wings that other
-# commands use (core/speculative.py: only a plan with --speculative drafts).
+# commands use (core/speculative.py: only a plan with --speculative drafts; services/catalogs.py: the catalog
+# listings, whose ModelBasics the plan's model view shares from services/table.py).
 NOT_ON_THE_PLAN_PATH = (
     "rich", "pydantic", "fastapi", "starlette", "uvicorn", "httpx", "huggingface_hub", "gguf", "numpy",
     "matplotlib", "yaml", "mcp",
     "tomllib", "decimal", "fractions", "difflib", "asyncio", "email", "http", "urllib.request", "heapq",
     "cardfit.web", "cardfit.validation", "cardfit.charts", "cardfit.readers.gguf", "cardfit.readers.hub",
     "cardfit.readers.safetensors", "cardfit.services.deploy", "cardfit.services.validate",
-    "cardfit.core.speculative",
+    "cardfit.core.speculative", "cardfit.services.catalogs",
 )
 
 LOADED = ("import sys\n"

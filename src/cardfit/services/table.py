@@ -79,6 +79,21 @@ class Result:
         return convert(self)
 
 
+@record
+class ModelBasics(Result):
+    """What names and sizes a model: the first keys of a catalog row (services/catalogs.py ModelRow) and of
+    the plan's model (services/plan.py ModelView); here, beside Result, so that a plan does not import the
+    catalog listings' module."""
+
+    id: str
+    name: str
+    hf: str | None
+    params: float
+    active_params: float
+    layers: int
+    attention: str
+
+
 _NAMES: dict[type, tuple[str, ...]] = {}
 # Conversions of one result class before its to_json is compiled (_converter): as records compile their
 # __init__ (catalog/records.py HOT), compiling costs ~0.1-0.4 ms a class (a `--json` plan compiled 13, ~2 ms
