@@ -129,3 +129,19 @@ def test_tag_quant_is_the_pattern(name):
     want = re.match(_TAG_QUANT_TEXT, name, re.I)
     for got in (tag_quant(name), _TAG_QUANT.match(name)):  # (_TAG_QUANT: compiled for web/limits.py)
         assert (got and got.groupdict()) == (want and want.groupdict())
+
+
+def test_command_line_imports_nothing_heavy_before_main(cli_home):
+    """What `python -m cardfit` (and the `cardfit` script: `from cardfit.cli import main`) imports before
+    main() sets the one-shot garbage-collection threshold (cli/__init__.py GC_THRESHOLD): neither typing nor
+    dataclasses nor the command table, whose imports ran ~6 collections (~3 M instructions) that found
+    nothing; the Python API's functions come on first use (cardfit/__init__.py __getattr__)."""
+    code = ("import sys\nimport cardfit.cli\n"
+            "print('LOADED', sorted(m for m in ('typing', 'dataclasses', 'cardfit.services.table') "
+            "if m in sys.modules))\n"
+            "import cardfit\n"
+            "print('API', cardfit.plan.__name__, len(cardfit.__all__), 'plan' in dir(cardfit))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=cli_env(cli_home))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["LOADED []", "API plan 11 True"], proc.stdout + proc.stderr

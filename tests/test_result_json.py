@@ -1,8 +1,8 @@
-"""Result.to_json, made once per class as source with a line per field (services/table.py _converter) after the
-class's first HOT conversions and a loop over the fields before (_fields_json), gives the keys and values the
-loop over the fields gave: held against that loop (written out below) on real answers of the commands whose
-results leave keys out (omit_none) or put a nested result's keys in place (flatten), each way on its own,
-and on records of every shape hypothesis draws."""
+"""Result.to_json, made once per class as source with a line per field (services/table.py _converter) after
+the class's first HOT conversions and a loop over the fields before (_fields_json), gives the keys and values
+the loop over the fields gave: held against that loop (written out below) on real answers of the commands
+whose results leave keys out (omit_none) or put a nested result's keys in place (flatten), each way on its
+own, and on records of every shape hypothesis draws."""
 
 from __future__ import annotations
 
