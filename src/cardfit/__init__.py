@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 __version__ = "0.5.0"  # the one place the version is written (pyproject.toml reads it from here)
 
 # The package's own modules: never a function of the command table (an attribute lookup for one of them, as
-# `from . import x` makes before x is imported, is answered without importing the table).
+# `from . import x` makes before x is imported, is answered without importing the table; a module missing
+# here only makes that lookup import the table first).
 _MODULES = frozenset({"catalog", "charts", "cli", "core", "errors", "names", "readers", "runtimes",
                       "services", "units", "validation", "web"})
 
