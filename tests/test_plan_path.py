@@ -5,10 +5,15 @@ and no regular expression compiled at import that the question never matches."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cardfit.services.resolve import _TAG_QUANT, _TAG_QUANT_TEXT, tag_quant
 
 from .conftest import cli_env
 
@@ -16,14 +21,17 @@ QUESTION = ["plan", "llama3.1:8b", "--gpu", "RTX 4090"]
 
 # Modules the one-card plan has no use for, each with why it would be there: a third-party package (rich is
 # loaded only for a terminal, tests/test_console.py), the TOML parser (the catalogs come from
-# data/snapshot/*.json: a stale snapshot parses the TOML), decimal (units.fmt_num rounds in integers), and
-# cardfit's own wings that other commands use.
+# data/snapshot/*.json: a stale snapshot parses the TOML), decimal (units.fmt_num rounds in integers), heapq
+# (core/serving.py rounds: a stepped run, which the plan never asks for), and cardfit's own wings that other
+# commands use (core/speculative.py: only a plan with --speculative drafts; services/catalogs.py: the catalog
+# listings, whose ModelBasics the plan's model view shares from services/table.py).
 NOT_ON_THE_PLAN_PATH = (
     "rich", "pydantic", "fastapi", "starlette", "uvicorn", "httpx", "huggingface_hub", "gguf", "numpy",
     "matplotlib", "yaml", "mcp",
-    "tomllib", "decimal", "fractions", "difflib", "asyncio", "email", "http", "urllib.request",
+    "tomllib", "decimal", "fractions", "difflib", "asyncio", "email", "http", "urllib.request", "heapq",
     "cardfit.web", "cardfit.validation", "cardfit.charts", "cardfit.readers.gguf", "cardfit.readers.hub",
     "cardfit.readers.safetensors", "cardfit.services.deploy", "cardfit.services.validate",
+    "cardfit.core.speculative", "cardfit.services.catalogs",
 )
 
 LOADED = ("import sys\n"
@@ -83,3 +91,57 @@ def test_plan_compiles_no_pattern_it_does_not_match(cli_home):
                           env=cli_env(cli_home))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().endswith("UNUSED []"), proc.stderr[-2000:]
+
+
+# After both questions (text and --json, one card, no Ollama store): the result classes whose to_json was
+# compiled, and whether re's cache holds the Ollama-tag pattern or the tag-with-quantization one.
+COMPILED = """\
+import re, sys
+from cardfit.cli import _run
+from cardfit.readers import stores
+from cardfit.services import resolve, table
+for args in QUESTIONS:
+    assert _run(args) == 0
+cached = {key[1] for c in (getattr(re, "_cache", {}), getattr(re, "_cache2", {})) for key in c}
+print("COMPILED", sorted(c.__name__ for c in table._CONVERTERS),
+      sorted(n for n, p in (("ollama", stores._OLLAMA), ("tag", resolve._TAG_QUANT_TEXT)) if p in cached),
+      file=sys.stderr)
+"""
+
+
+def test_plan_compiles_no_converter_and_no_tag_pattern(cli_home):
+    """A one-card `--json` plan converts each result class once or twice: the field loop, no to_json source
+    compiled (services/table.py HOT: ~2 ms of a ~55 ms answer); 'llama3.1:8b' has no quantization suffix
+    and there is no Ollama store to look in, so neither pattern is compiled (services/resolve.py tag_quant,
+    readers/stores.py ollama_blob)."""
+    code = COMPILED.replace("QUESTIONS", repr((QUESTION, [*QUESTION, "--json"])))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=cli_env(cli_home))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().endswith("COMPILED [] []"), proc.stderr[-2000:]
+
+
+@given(st.text(alphabet=":-_.qQfFbBpPmMxXiInNsStTrRuUcChH0123456789", max_size=16))
+@settings(max_examples=500, deadline=None)
+def test_tag_quant_is_the_pattern(name):
+    """tag_quant answers a name without a '-' after its first ':' without the pattern: what the pattern
+    itself answers (every name drawn from the letters the pattern reads)."""
+    want = re.match(_TAG_QUANT_TEXT, name, re.I)
+    for got in (tag_quant(name), _TAG_QUANT.match(name)):  # (_TAG_QUANT: compiled for web/limits.py)
+        assert (got and got.groupdict()) == (want and want.groupdict())
+
+
+def test_command_line_imports_nothing_heavy_before_main(cli_home):
+    """What `python -m cardfit` (and the `cardfit` script: `from cardfit.cli import main`) imports before
+    main() sets the one-shot garbage-collection threshold (cli/__init__.py GC_THRESHOLD): neither typing nor
+    dataclasses nor the command table, whose imports ran ~6 collections (~3 M instructions) that found
+    nothing; the Python API's functions come on first use (cardfit/__init__.py __getattr__)."""
+    code = ("import sys\nimport cardfit.cli\n"
+            "print('LOADED', sorted(m for m in ('typing', 'dataclasses', 'cardfit.services.table') "
+            "if m in sys.modules))\n"
+            "import cardfit\n"
+            "print('API', cardfit.plan.__name__, len(cardfit.__all__), 'plan' in dir(cardfit))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=cli_env(cli_home))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["LOADED []", "API plan 11 True"], proc.stdout + proc.stderr

@@ -1,7 +1,8 @@
-"""Result.to_json, made once per class as source with a line per field (services/table.py _converter), gives
-the keys and values the loop over the fields gave: held against that loop (written out below) on real answers
-of the commands whose results leave keys out (omit_none) or put a nested result's keys in place (flatten),
-and on records of every shape hypothesis draws."""
+"""Result.to_json, made once per class as source with a line per field (services/table.py _converter) after
+the class's first HOT conversions and a loop over the fields before (_fields_json), gives the keys and values
+the loop over the fields gave: held against that loop (written out below) on real answers of the commands
+whose results leave keys out (omit_none) or put a nested result's keys in place (flatten), each way on its
+own, and on records of every shape hypothesis draws."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cardfit.catalog.records import record
+from cardfit.services import table
 from cardfit.services.table import BY_NAME, Result
 
 
@@ -58,6 +60,23 @@ def test_converted_answers_are_the_field_loops(name, body):
     got = result.to_json()
     assert got == _loop_to_json(result)
     assert list(got) == list(_loop_to_json(result))  # the keys in the same order
+
+
+@pytest.mark.parametrize("hot", [1, 10**9], ids=["compiled", "field-loop"])
+@pytest.mark.parametrize(("name", "body"), ANSWERS, ids=lambda x: x if isinstance(x, str) else None)
+def test_both_converters_give_the_answer(name, body, hot, monkeypatch):
+    """Every class converted by its compiled to_json (HOT 1: from the first use) or by the field loop alone
+    (HOT never reached, no converter compiled yet): the same JSON, keys in the same order."""
+    result = BY_NAME[name].call(body)
+    if not isinstance(result, Result):
+        result = result.view()
+    monkeypatch.setattr(table, "HOT", hot)
+    monkeypatch.setattr(table, "_CONVERTERS", {})
+    monkeypatch.setattr(table, "_USES", {})
+    got = result.to_json()
+    assert (set(table._CONVERTERS) >= {type(result)}) if hot == 1 else table._CONVERTERS == {}
+    assert got == _loop_to_json(result)
+    assert list(got) == list(_loop_to_json(result))
 
 
 @record

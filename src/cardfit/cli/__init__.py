@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from ..errors import CardfitError
 from .commands import command, echo, emit_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing before the command line sets its GC
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["command", "echo", "emit_json", "main"]
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing before the command line sets its GC
+if TYPE_CHECKING:
+    from typing import Any
 
 # The commands that are not questions in the command table (services/table.py): catalogs, the web server and
 # the MCP server.

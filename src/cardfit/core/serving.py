@@ -34,19 +34,20 @@ Everything is per replica; replicas split the traffic evenly (a load balancer in
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..catalog.records import record
 from ..errors import InputError
 from .moe_parallel import imbalance
-from .speculative import Speculation, draft_s, plain_s, verify_link_s, verify_overhead_s
 from .speed import ALLREDUCES_PER_LAYER, Load, Machine, allreduce_seconds, link_seconds, per_layer_s, step
+
+if TYPE_CHECKING:  # core/speculative.py is imported where a step drafts (_step_s): most questions never do
+    from .speculative import Speculation
 
 P90_TAIL = 0.10  # the target percentile's tail: p90
 # how much later than the first the rest of a burst reaches a router that prefills its first request alone
@@ -273,6 +274,8 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
         mc = replace(mc, serial_gemm=False)
     t = step(load, mc, b).seconds + _prompt_link_s(load, mc, b, micro_prompt)
     if k:  # the drafted tokens' all-reduces, the drafter's steps and any plain steps (core/speculative.py)
+        from .speculative import draft_s, plain_s, verify_link_s, verify_overhead_s
+
         t += (verify_link_s(load, mc, b, micro_decode * k) + verify_overhead_s(r.load, mc, micro_decode, k)
               + draft_s(r.spec, mc, micro_decode) + plain_s(r.spec, r.load, mc, micro_decode))
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode * (k + 1) + micro_prompt)
@@ -912,6 +915,8 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
     `fixed_lengths` False (the ShareGPT law) or a `Lengths` law: each request has its own prompt and answer
     length around the means (`varied`), so
     the slots and blocks free as each answer ends and the run lasts until the longest one ends."""
+    import heapq  # here, where the run is stepped (`cardfit plan` never is)
+
     n = max(int(requests), 1)
     c = max(1, min(int(concurrency), n))
     i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)

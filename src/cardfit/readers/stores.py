@@ -12,10 +12,11 @@ from ..catalog.models import ModelSpec
 from ..errors import FileFormatError
 
 OLLAMA_MODEL_MEDIA = "application/vnd.ollama.image.model"
-# patterns as text, compiled on first use by re's own cache (`cardfit plan` reads only _OLLAMA)
+# patterns as text, compiled on first use by re's own cache (`cardfit plan` reads _OLLAMA only where an
+# Ollama store is)
 _HF_ID = r"^[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,96}$"
-_OLLAMA = re.compile(r"^(?:(?P<host>[\w.-]+\.[\w.-]+(?::\d+)?)/)?(?:(?P<ns>[\w.-]+)/)?(?P<model>[\w.-]+)"
-                     r"(?::(?P<tag>[\w.-]+))?$")
+_OLLAMA = (r"^(?:(?P<host>[\w.-]+\.[\w.-]+(?::\d+)?)/)?(?:(?P<ns>[\w.-]+)/)?(?P<model>[\w.-]+)"
+           r"(?::(?P<tag>[\w.-]+))?$")
 _DIGEST = r"^sha256[:-](?P<hex>[0-9a-f]{64})$"
 
 
@@ -79,11 +80,13 @@ def _hf_snapshot_by_library(repo_id: str) -> str | None:
 
 def ollama_blob(name: str) -> str | None:
     """Path of the GGUF blob of an Ollama tag in the local store (None when the tag is not pulled)."""
-    m = _OLLAMA.match(name.strip())
+    store = ollama_dir()
+    if not os.path.isdir(os.path.join(store, "manifests")):  # no store (or nothing ever pulled): no tag
+        return None
+    m = re.match(_OLLAMA, name.strip())
     if not m or ".." in name:
         return None
     host, ns = m["host"] or "registry.ollama.ai", m["ns"] or "library"
-    store = ollama_dir()
     manifest = os.path.join(store, "manifests", host, ns, m["model"], m["tag"] or "latest")
     if not os.path.isfile(manifest):
         return None

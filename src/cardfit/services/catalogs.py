@@ -8,7 +8,7 @@ from typing import Any
 
 from ..catalog.records import record
 from ..core.cost import HOURS_PER_MONTH
-from .table import Result
+from .table import ModelBasics, Result
 
 
 @record
@@ -62,19 +62,6 @@ def gpu_rows(gpus: Iterable[Any]) -> list[GpuRow]:
             min_count=g.min_count, max_count=g.max_count or None, unified_memory=g.unified_memory,
             usable_source=g.usable_source, price_source=g.price_source or None, source=g.source))
     return rows
-
-
-@record
-class ModelBasics(Result):
-    """What names and sizes a model: the first keys of a catalog row and of the plan's model."""
-
-    id: str
-    name: str
-    hf: str | None
-    params: float
-    active_params: float
-    layers: int
-    attention: str
 
 
 @record

@@ -31,10 +31,9 @@ from ..runtimes import Runtime, adapter
 from ..runtimes.llamacpp_like import LlamaCppLike
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
-from .catalogs import ModelBasics
 from .inputs import PlanInput
 from .resolve import Resolved, resolve
-from .table import Result
+from .table import ModelBasics, Result
 
 GIB = 2**30
 

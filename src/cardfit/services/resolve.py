@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from ..catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
 from ..catalog.records import record
@@ -12,10 +13,25 @@ from ..catalog.registry import Registry
 from ..errors import InputError, UnknownNameError
 from .inputs import ModelInput
 
-# Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16
-_TAG_QUANT = re.compile(
-    r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$", re.I
-)
+# Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16 (text, compiled on first use
+# by re's own cache: a tag without a dash after its colon, 'llama3.1:8b', never needs it; `_TAG_QUANT`, the
+# compiled pattern, is still there for web/limits.py, through the module's __getattr__)
+_TAG_QUANT_TEXT = r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$"
+
+
+def tag_quant(name: str) -> re.Match[str] | None:
+    """The match of a tag with a quantization suffix ('qwen3:8b-q8_0': base 'qwen3:8b', q 'q8_0'), else None.
+    The pattern needs a '-' after the first ':' ([^:]+ runs up to it, then [^-]+ and a '-'): a name without
+    one is answered without compiling it."""
+    if "-" not in name.partition(":")[2]:
+        return None
+    return re.match(_TAG_QUANT_TEXT, name, re.I)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_TAG_QUANT":  # the compiled pattern (web/limits.py), compiled when asked for
+        return re.compile(_TAG_QUANT_TEXT, re.I)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @record(slots=True)
@@ -114,7 +130,7 @@ def resolve(inp: ModelInput) -> Resolved:
     latest = name.lower().endswith(":latest") and ":" not in name[:-7]
     if latest:
         name = name[:-7]  # Ollama pulls NAME:latest for a bare NAME: the same tag
-    m = _TAG_QUANT.match(name)
+    m = tag_quant(name)
     found = models.find(name)
     if found is None:
         found = models.find(m["base"]) if m else None

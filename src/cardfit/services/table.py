@@ -13,7 +13,7 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
-from ..catalog.records import record
+from ..catalog.records import HOT, record
 
 
 @record
@@ -70,11 +70,36 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         cls = type(self)
-        convert = _CONVERTERS.get(cls) or _converter(cls)
+        convert = _CONVERTERS.get(cls)
+        if convert is None:
+            uses = _USES[cls] = _USES.get(cls, 0) + 1
+            if uses < HOT:  # a class converted a few times (a one-shot --json answer): no source compiled
+                return _fields_json(self, cls)
+            convert = _converter(cls)
         return convert(self)
 
 
+@record
+class ModelBasics(Result):
+    """What names and sizes a model: the first keys of a catalog row (services/catalogs.py ModelRow) and of
+    the plan's model (services/plan.py ModelView); here, beside Result, so that a plan does not import the
+    catalog listings' module."""
+
+    id: str
+    name: str
+    hf: str | None
+    params: float
+    active_params: float
+    layers: int
+    attention: str
+
+
 _NAMES: dict[type, tuple[str, ...]] = {}
+# Conversions of one result class before its to_json is compiled (_converter): as records compile their
+# __init__ (catalog/records.py HOT), compiling costs ~0.1-0.4 ms a class (a `--json` plan compiled 13, ~2 ms
+# of its ~55), which a class converted a few times never earns back; the web page's every-card plan converts
+# ~120 cards an answer and gets the compiled one.
+_USES: dict[type, int] = {}
 
 
 def _names(cls: type) -> tuple[str, ...]:
@@ -110,6 +135,23 @@ def _converter(cls: type) -> Callable[[Any], dict[str, Any]]:
     exec(compile("\n".join(body) + "\n", f"<to_json {cls.__qualname__}>", "exec"), ns)  # field names only
     _CONVERTERS[cls] = ns["to_json"]
     return _CONVERTERS[cls]  # type: ignore[no-any-return]
+
+
+def _fields_json(result: Any, cls: type) -> dict[str, Any]:
+    """What the compiled to_json of `cls` returns (_converter), reading the fields in a loop."""
+    skip, inline = getattr(cls, "omit_none", ()), getattr(cls, "flatten", ())
+    out: dict[str, Any] = {}
+    for n in _NAMES.get(cls) or _names(cls):
+        v = getattr(result, n)
+        if n in inline:
+            if v is not None:
+                out.update(v.to_json())
+        elif n in skip:
+            if v is not None:
+                out[n] = v if type(v) in _SCALARS else _plain(v)
+        else:
+            out[n] = v if type(v) in _SCALARS else _plain(v)
+    return out
 
 
 def _plain(value: Any) -> Any:
