@@ -287,6 +287,21 @@ class Setting:
         return {}
 
     @cached_property
+    def margins(self) -> dict[tuple[int, float], int]:
+        """The error bar of this setting's memory on a set (plan's _margin), by (cards, KV copies): every card
+        kind of the same memory, and every attention-DP layout of a count, asks for the same ones."""
+        return {}
+
+    def margin(self, count: int, copies: float) -> int:
+        """plan's _margin of this setting's memory on `count` cards holding `copies` of the cache, kept."""
+        hit = self.margins.get((count, copies))
+        if hit is None:
+            from .plan import _margin
+
+            hit = self.margins[count, copies] = _margin(self.ctx, self.mem, count, copies)
+        return hit
+
+    @cached_property
     def attention_groups(self) -> dict[int, Setting]:
         """This setting as `dp` attention groups hold it (expert_parallel_memory), by dp: one setting for
         every card and count of that layout, so that their replicas share what `built` keeps."""
@@ -600,7 +615,7 @@ def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
 
 def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     """Every shape that holds the model by cardfit's own pessimistic bound (need + its error bar)."""
-    from .plan import _margin, engine_defaults, memory_for, requires, split_cards
+    from .plan import engine_defaults, memory_for, requires, split_cards
 
     out = []
     # what the settings of one runtime share: the cards searched (one catalog), each card's shapes
@@ -615,7 +630,6 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         shared_bytes = engine.kv_bytes(m, MemorySettings(context=shared, sequences=1,
                                                          kv_dtype=each.mem.kv_dtype)) if shared else 0
         on_card: dict[tuple[int, int, bool], Setting] = {}
-        margin_of: dict[tuple[int, int, bool], dict[tuple[int, float], int]] = {}
         split_of: dict[tuple[int, int, bool], Callable[[int], list[int] | None] | None] = {}
         if id(ctx.gpus) not in cards:
             cards[id(ctx.gpus)] = _gpus(inp, ctx)
@@ -624,9 +638,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
             key = (*engine_defaults(ctx, gpu), gpu.unified_memory)
             if key not in on_card:
                 on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
-                margin_of[key] = {}
                 split_of[key] = _per_count(split_cards(ctx, on_card[key].mem))
-            s, margins = on_card[key], margin_of[key]
+            s = on_card[key]
             mem = s.mem
             if (
                 rt.stacks
@@ -645,9 +658,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 copies = engine.kv_copies(m, tp)
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
                 # (the same for every card of this memory at this count and copies)
-                if (count, copies) not in margins:
-                    margins[count, copies] = _margin(ctx, mem, count, copies)
-                margin = margins[count, copies]
+                margin = s.margin(count, copies)
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp,
                                     cards=split_of[key])
@@ -714,7 +725,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
     own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
     runtime's sequence cap."""
-    from .plan import _margin, requires
+    from .plan import requires
 
     ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
     out = []
@@ -726,7 +737,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         grouped = s.attention_groups[lay.dp]
         mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
-        margin = _margin(ctx, mem, count, copies)
+        margin = grouped.margin(count, copies)  # every card kind of this layout's memory asks the same
         opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
