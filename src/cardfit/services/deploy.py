@@ -1288,9 +1288,11 @@ def most_users(inp: DeployInput, cands: list[Candidate],
         c = cands[i]
         if _most_users_bound(inp, c) < reach:
             break  # sorted by bound: every later one's is lower still
-        n = _most_users_on(one, c, (inp.cards or c.cards) // c.cards, t)
+        n = _most_users_on(one, c, (inp.cards or c.cards) // c.cards, t, reach)
+        if n < reach:
+            continue  # fewer than a set found already serves: not among those that serve the most
         served_by.setdefault(n, []).append((i, c))
-        reach = max(reach, n)
+        reach = n
     if reach >= 1:
         best = float(reach)
         cands = [replace(c, inp=replace(c.inp, users=best)) for _, c in sorted(served_by[reach],
@@ -1311,8 +1313,15 @@ def _most_users_bound(inp: DeployInput, c: Candidate) -> int:
     return (inp.cards or c.cards) // c.cards * max(c.seqs, 1) * MOST_USERS_PER_SLOT
 
 
-def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) -> int:
-    """The most users `replicas` copies of candidate `c` serve within the targets (0: not one)."""
+def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets, floor: int = 0) -> int:
+    """The most users `replicas` copies of candidate `c` serve within the targets (0: not one).
+
+    `floor`: only an answer of at least `floor` is wanted (most_users: the most a set found already serves).
+    The answer is the doubling's last count that met, or a count bisection found to meet up to the top of
+    its bracket, so never above that top, nor at a count already found to miss: where the bracket's top
+    (less the doubling's miss at it) is below `floor`, the answer is, and that bound is returned in its
+    place (below `floor`) without the rest of the bisection (tests/test_deploy_search.py against the whole
+    search). The counts asked are the same up to there, so the answer at or above `floor` is the same."""
     def meets(n: int) -> bool:
         return evaluate(inp, c, replicas, t, float(n)).meets
 
@@ -1323,7 +1332,11 @@ def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) ->
     while lo * 2 <= hi and meets(lo * 2):  # doubling, then bisection between the last that met and the next
         lo *= 2
         step = lo
-    return largest_true(meets, lo, min(hi, lo + step))
+    top = min(hi, lo + step)
+    missed = lo * 2 <= hi  # the doubling stopped at a count that misses: lo + step, the bracket's top
+    if top - missed < floor:
+        return top - missed
+    return largest_true(meets, lo, top, (lambda _, high: high < floor) if floor else None)
 
 
 def _rent_floors(inp: DeployInput, order: list[Candidate]) -> list[float]:
