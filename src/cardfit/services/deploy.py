@@ -56,6 +56,7 @@ DEFAULT_TPOT_MS = 100.0
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
 PARETO_SIZE = 8  # deployments of the Pareto front in the answer
+EVERY_COUNT = 1 << 62  # _least_price's `most` for a floor under the rent of any count of a set
 # search(keep) reads the front's rent again once the results have grown by this fraction (each read sweeps
 # them all): a speed setting of this module, not a figure from a source; any value gives the same answer
 FRONT_REREAD_GROWTH = 0.125
@@ -1192,6 +1193,12 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
             bar = (_key(on[-1])[0] if len(on) == keep else math.inf, len(found))
         return bar[0]
 
+    def priced_out(rent: float, tpot: float, ttft: float) -> bool:
+        """Whether a deployment renting at least `rent` whose TPOT and TTFT are at best `tpot` and `ttft` is
+        not worth timing: beyond the span of the best rent, or, at or above it, no faster per user nor to
+        the first token than one on the front found at its rent or less (true at a rent, true above it)."""
+        return rent >= best * PARETO_COST_SPAN or rent >= best and _beaten(front, rent, tpot, ttft)
+
     def time_one(i: int, c: Candidate, exact: bool) -> None:
         nonlocal best
         most = _limit(inp, c)
@@ -1204,10 +1211,14 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
         tpot, ttft = _solo(inp, c)
         if tpot > t.tpot_s or ttft > t.ttft_s:
             return  # one request alone misses a target: no replica count helps
+        # the rent of any count of it (_least_price over every count): where even that is priced out, so is
+        # the rent at the fewest replicas that may meet (lo below), not worked out then
+        if c.price is not None and priced_out(
+                _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, EVERY_COUNT), tpot, ttft):
+            return
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
-        if floor is not None and (floor >= best * PARETO_COST_SPAN
-                                  or floor >= best and _beaten(front, floor, tpot, ttft)):
+        if floor is not None and priced_out(floor, tpot, ttft):
             return
         if _over_budget(inp, c, most, min(lo, most)):
             return  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
