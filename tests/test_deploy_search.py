@@ -53,6 +53,24 @@ def test_most_users_bound_is_never_below_what_a_set_serves(runtime, gpus, cards,
     assert n <= d._most_users_bound(inp, c)
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(RUNTIMES), st.lists(st.sampled_from(CARDS), min_size=1, max_size=2, unique=True),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([20.0, 50.0, 100.0]), st.sampled_from([300.0, 2000.0]),
+       st.data())
+def test_most_users_on_a_floor_answers_the_same_or_below_it(runtime, gpus, cards, tpot_ms, ttft_ms, data):
+    """_most_users_on(floor): the answer asked without a floor where it is at least the floor, else a number
+    below the floor (most_users then skips the set: a set found before serves more)."""
+    inp = _cards_input(runtime, tuple(gpus), cards, tpot_ms, ttft_ms)
+    cands = _filling(inp)
+    if not cands:
+        return
+    c, t, one = data.draw(st.sampled_from(cands)), d.targets(inp), replace(inp, users=1.0)
+    n = d._most_users_on(one, c, cards // c.cards, t)
+    for floor in sorted({1, 2, 3, max(n - 1, 1), n, n + 1, 2 * n + 1, data.draw(st.integers(1, 4096))}):
+        got = d._most_users_on(one, c, cards // c.cards, t, floor)
+        assert got == n if n >= floor else got < floor, (n, floor, got)
+
+
 @pytest.mark.parametrize(("runtime", "gpus", "cards", "tpot_ms", "ttft_ms"), [
     (None, ("RTX 4090", "L40S"), 8, 100.0, 2000.0),  # every runtime: llama.cpp/Ollama slots beside vLLM's
     (None, ("L4", "H100 SXM"), 4, 50.0, 1500.0),

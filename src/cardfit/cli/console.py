@@ -1,7 +1,7 @@
-"""The console `cardfit plan` prints to: rich, imported only where it is needed, and a plain writer of
-cardfit's own for the common case, where rich would print no escape codes (a pipe or a file, no FORCE_COLOR
-or TTY_COMPATIBLE asking for them) and importing rich (its console and table modules, a third of a ~0.1 s
-answer) would buy nothing.
+"""The console `cardfit plan` and `cardfit deploy` print to: rich, imported only where it is needed, and a
+plain writer of cardfit's own for the common case, where rich would print no escape codes (a pipe or a file,
+no FORCE_COLOR or TTY_COMPATIBLE asking for them) and importing rich (its console and table modules, a third
+of a ~0.1 s answer) would buy nothing.
 
 The plain format is small and owned here: a markup line is its text without cardfit's style tags, split at
 newlines and word-wrapped at the width (words break at spaces; a line keeps the spaces after its last word up
@@ -46,10 +46,12 @@ class Unhandled(Exception):
 
 class Table:
     """A borderless table: `add_column(header, justify, style)`, `add_row(*markup cells)`; printed by the
-    plain writer or as a rich Table(box=None, pad_edge=False, header_style=…)."""
+    plain writer or as a rich Table(box=None, pad_edge=False, header_style=…). `title`: a line of markup
+    above it, left-justified over the table's width (rich's title_justify="left")."""
 
-    def __init__(self, header_style: str = "bold") -> None:
+    def __init__(self, header_style: str = "bold", title: str = "") -> None:
         self.header_style = header_style
+        self.title = title
         self.columns: list[tuple[str, str, str]] = []
         self.rows: list[tuple[str, ...]] = []
 
@@ -62,7 +64,8 @@ class Table:
     def to_rich(self) -> Any:
         from rich.table import Table as RichTable
 
-        t = RichTable(show_header=True, header_style=self.header_style, box=None, pad_edge=False)
+        t = RichTable(show_header=True, header_style=self.header_style, box=None, pad_edge=False,
+                      title=self.title or None, title_justify="left")
         for header, justify, style in self.columns:
             t.add_column(header, justify=justify, style=style or None)  # type: ignore[arg-type]
         for row in self.rows:
@@ -70,16 +73,25 @@ class Table:
         return t
 
 
+class Verbatim:
+    """A line printed as it is written, never read as markup nor wrapped at the width (a shell command: a
+    line break pasted into a shell ends it); rich's print(text, style=…, markup=False, soft_wrap=True)."""
+
+    def __init__(self, text: str, style: str = "") -> None:
+        self.text = text
+        self.style = style
+
+
 class Console:
-    """Collects what is printed (markup strings and Tables) and writes it at `flush()`: as plain text where
-    rich would write no escape codes and the plain format holds it, else through rich's
+    """Collects what is printed (markup strings, Verbatim lines and Tables) and writes it at `flush()`: as
+    plain text where rich would write no escape codes and the plain format holds it, else through rich's
     Console(highlight=False, soft_wrap=False, emoji=False, width=`width`)."""
 
     def __init__(self, width: int | None) -> None:
         self._asked_width = width
-        self._items: list[str | Table] = []
+        self._items: list[str | Table | Verbatim] = []
 
-    def print(self, obj: str | Table = "") -> None:
+    def print(self, obj: str | Table | Verbatim = "") -> None:
         self._items.append(obj)
 
     def flush(self) -> None:
@@ -95,12 +107,15 @@ class Console:
                 return
         self._rich(items)
 
-    def _rich(self, items: list[str | Table]) -> None:
+    def _rich(self, items: list[str | Table | Verbatim]) -> None:
         from rich.console import Console as RichConsole
 
         c = RichConsole(highlight=False, soft_wrap=False, width=self._asked_width, emoji=False)
         for obj in items:
-            c.print(obj.to_rich() if isinstance(obj, Table) else obj)
+            if isinstance(obj, Verbatim):
+                c.print(obj.text, style=obj.style or None, markup=False, soft_wrap=True)
+            else:
+                c.print(obj.to_rich() if isinstance(obj, Table) else obj)
 
 
 def plain_width(asked: int | None) -> int | None:
@@ -120,12 +135,14 @@ def plain_width(asked: int | None) -> int | None:
         return None
 
 
-def render_plain(items: list[str | Table], width: int) -> str:
+def render_plain(items: list[str | Table | Verbatim], width: int) -> str:
     """The plain text of `items` at `width` columns; Unhandled where the plain format does not hold them."""
     lines: list[str] = []
     for obj in items:
         if isinstance(obj, Table):
             lines += table_lines(obj, width)
+        elif isinstance(obj, Verbatim):
+            lines.append(verbatim(obj.text))
         else:
             for line in strip_markup(obj).split("\n"):
                 lines += wrap(line, width)
@@ -160,6 +177,18 @@ def strip_markup(markup: str) -> str:
     return text
 
 
+def verbatim(text: str) -> str:
+    """A Verbatim line as written: one line of printable characters (the only white space ' '), each in
+    ONE_CELL_RANGES; Unhandled otherwise (rich expands tabs, breaks lines, measures wide characters)."""
+    if not text.isprintable():
+        raise Unhandled("a control character or a space other than ' '")
+    if not text.isascii():
+        for ch in set(text):
+            if not one_cell(ch):
+                raise Unhandled(f"character {ch!r}")
+    return text
+
+
 def one_cell(ch: str) -> bool:
     """Whether `ch` is drawn one cell wide (ONE_CELL_RANGES)."""
     import unicodedata
@@ -170,15 +199,16 @@ def one_cell(ch: str) -> bool:
 
 
 def wrap(line: str, width: int) -> list[str]:
-    """`line` word-wrapped at `width`: a word (with the spaces after it) goes on the current line while its
-    letters fit, else it starts the next; spaces past the width are dropped."""
-    if line[:1] == " " or not line.isprintable():  # printable: the only white space is ' '
-        raise Unhandled("leading spaces, a control character or other white space")
+    """`line` word-wrapped at `width`: a word (with the spaces after it, the first one with the spaces before
+    it too: an indented line) goes on the current line while its letters fit, else it starts the next;
+    spaces past the width are dropped."""
+    if (line[:1] == " " and not line.strip(" ")) or not line.isprintable():  # the only white space is ' '
+        raise Unhandled("a line of spaces, a control character or other white space")
     import re
 
     lines: list[str] = []
     current = ""
-    for word in re.findall(r"[^ ]+ *", line):  # each word with the spaces after it
+    for word in re.findall(r" *[^ ]+ *", line):  # each word with the spaces after it (rich's _wrap.words)
         letters = len(word.rstrip(" "))
         if letters > width:
             raise Unhandled("a word wider than the line")
@@ -198,10 +228,16 @@ def table_lines(t: Table, width: int) -> list[str]:
     if any(justify not in ("left", "right") for _, justify, _ in t.columns):
         raise Unhandled("justification")
     cells = [[strip_markup(h) for h, _, _ in t.columns], *([strip_markup(c) for c in row] for row in t.rows)]
-    if any("\n" in c or c != c.strip(" ") or "  " in c for row in cells for c in row):
-        raise Unhandled("a cell of several lines or with runs of spaces")
+    title = [strip_markup(t.title)] if t.title else []
+    if any("\n" in c or c != c.strip(" ") or "  " in c for row in (*cells, title) for c in row):
+        raise Unhandled("a cell or title of several lines or with runs of spaces")
     widths = [max(len(row[i]) for row in cells) for i in range(n)]
-    if min(widths) < 1 or sum(widths) + 2 * (n - 1) > width:
+    table_width = sum(widths) + 2 * (n - 1)
+    if min(widths) < 1 or table_width > width:
         raise Unhandled("an empty column or a table wider than the line")
-    return ["  ".join(c.rjust(w) if justify == "right" else c.ljust(w)
-                      for c, w, (_, justify, _) in zip(row, widths, t.columns, strict=True)) for row in cells]
+    if title and len(title[0]) > table_width:
+        raise Unhandled("a title wider than the table (rich wraps it)")
+    head = [title[0].ljust(table_width)] if title else []  # rich pads a left-justified title to the table
+    return head + ["  ".join(c.rjust(w) if justify == "right" else c.ljust(w)
+                             for c, w, (_, justify, _) in zip(row, widths, t.columns, strict=True))
+                   for row in cells]

@@ -99,13 +99,14 @@ def _worker(pool: dict[str, Any]) -> str:
 
 
 def _print(r: DeployReport) -> None:
-    from rich.table import Table
-
+    """The answer as text, through cli/console.py (plain where rich would write no escape codes, else rich
+    itself): a pipe's answer without importing rich."""
     from ..services.deploy import NO_ANSWER
     from ..units import fmt_num  # money as the page's num() rounds it (halves away from zero)
-    from .render import console
+    from .console import Table
+    from .render import plan_console
 
-    c = console()
+    c = plan_console()
     c.print(f"[bold]{escape(r.model)}[/] · {_load(r.workload)}")
     b = r.best
     if b is not None:
@@ -167,12 +168,11 @@ def _print(r: DeployReport) -> None:
                 f"{_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · "
                 f"{x.output_tokens_per_s:,.0f} tok/s · {x.requests_per_s:,.2f} req/s · {x.seconds:,.1f} s")
     if r.pareto and b is not None:
-        t = Table(title="Pareto front: rent vs per-user speed vs TTFT", title_justify="left", box=None,
-                  header_style="bold", pad_edge=False)
+        t = Table(header_style="bold", title="Pareto front: rent vs per-user speed vs TTFT")
         for col, just in (("deployment", "left"), ("runtime", "left"), ("quant", "left"), ("KV", "left"),
                           ("$/month", "right"), ("$/M", "right"), ("TTFT ms", "right"), ("TPOT ms", "right"),
                           ("tok/s/user", "right")):
-            t.add_column(col, justify=just)  # type: ignore[arg-type]
+            t.add_column(col, justify=just)
         for d in r.pareto:
             t.add_row(_shape(d), d.runtime, d.quant.split(" (")[0], d.kv_dtype,
                       "—" if d.monthly_usd is None else f"{d.monthly_usd:,.0f}",
@@ -185,6 +185,7 @@ def _print(r: DeployReport) -> None:
         c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:
         c.print(f"Chart written to {r.plot}")
+    c.flush()
 
 
 def _likely(r: dict) -> str:
@@ -199,8 +200,10 @@ def _print_command(c: Any, command: str) -> None:
     """The launch command as the shell reads it: each of its lines whole, never broken at the terminal's
     width (a line break pasted into a shell ends the command: the flags after it would run as a second
     one), and its text as written (no rich markup read into a model name or a flag)."""
+    from .console import Verbatim
+
     for i, line in enumerate(command.split("\n")):
-        c.print(("  " if i == 0 else "") + line, style="bold", markup=False, soft_wrap=True)
+        c.print(Verbatim(("  " if i == 0 else "") + line, style="bold"))
 
 
 def _num(x: float | None) -> str:

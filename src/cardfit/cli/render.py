@@ -38,7 +38,8 @@ def console() -> Console:
 
 
 def plan_console() -> PlanConsole:
-    """The console `cardfit plan` prints to at `width()`: plain or rich (cli/console.py); call flush()."""
+    """The console `cardfit plan` and `cardfit deploy` print to at `width()`: plain or rich
+    (cli/console.py); call flush()."""
     return PlanConsole(width())
 
 

@@ -289,7 +289,9 @@ def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int
     batch = 1.0
     for _ in range(8):  # Little's law on the decode pool: its sequences set its step, its step its sequences
         batch = max(rate * w.output_tokens * tpot / p.decode_workers, 1.0)
-        tpot = sv.step_s(p.decode, min(batch, p.decode.max_seqs), 0.0)
+        last, tpot = tpot, sv.step_s(p.decode, min(batch, p.decode.max_seqs), 0.0)
+        if tpot == last:  # a fixed point: every later pass would compute this batch and step again
+            break
     decode_load = batch / max(p.decode.max_seqs, 1)
     stable = prefill_load < 1 and decode_load <= 1 and math.isfinite(p90_wait)
     # below one sequence in flight the decode worker is idle the rest of the time (as core/serving.py _finish)

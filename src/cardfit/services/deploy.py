@@ -56,6 +56,7 @@ DEFAULT_TPOT_MS = 100.0
 # the targets: beyond it a candidate is not timed (it may still be faster; ask with --gpu or --max-cards).
 PARETO_COST_SPAN = 4.0
 PARETO_SIZE = 8  # deployments of the Pareto front in the answer
+EVERY_COUNT = 1 << 62  # _least_price's `most` for a floor under the rent of any count of a set
 # search(keep) reads the front's rent again once the results have grown by this fraction (each read sweeps
 # them all): a speed setting of this module, not a figure from a source; any value gives the same answer
 FRONT_REREAD_GROWTH = 0.125
@@ -285,6 +286,21 @@ class Setting:
         """What _replica built on this setting (its plan context and memory never change), by the rest of
         its arguments: a search builds the replica of a card × split × sequences once, not once a shape."""
         return {}
+
+    @cached_property
+    def margins(self) -> dict[tuple[int, float], int]:
+        """The error bar of this setting's memory on a set (plan's _margin), by (cards, KV copies): every card
+        kind of the same memory, and every attention-DP layout of a count, asks for the same ones."""
+        return {}
+
+    def margin(self, count: int, copies: float) -> int:
+        """plan's _margin of this setting's memory on `count` cards holding `copies` of the cache, kept."""
+        hit = self.margins.get((count, copies))
+        if hit is None:
+            from .plan import _margin
+
+            hit = self.margins[count, copies] = _margin(self.ctx, self.mem, count, copies)
+        return hit
 
     @cached_property
     def attention_groups(self) -> dict[int, Setting]:
@@ -600,7 +616,7 @@ def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
 
 def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     """Every shape that holds the model by cardfit's own pessimistic bound (need + its error bar)."""
-    from .plan import _margin, engine_defaults, memory_for, requires, split_cards
+    from .plan import engine_defaults, memory_for, requires, split_cards
 
     out = []
     # what the settings of one runtime share: the cards searched (one catalog), each card's shapes
@@ -615,7 +631,6 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
         shared_bytes = engine.kv_bytes(m, MemorySettings(context=shared, sequences=1,
                                                          kv_dtype=each.mem.kv_dtype)) if shared else 0
         on_card: dict[tuple[int, int, bool], Setting] = {}
-        margin_of: dict[tuple[int, int, bool], dict[tuple[int, float], int]] = {}
         split_of: dict[tuple[int, int, bool], Callable[[int], list[int] | None] | None] = {}
         if id(ctx.gpus) not in cards:
             cards[id(ctx.gpus)] = _gpus(inp, ctx)
@@ -624,9 +639,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
             key = (*engine_defaults(ctx, gpu), gpu.unified_memory)
             if key not in on_card:
                 on_card[key] = replace(each, mem=memory_for(ctx, each.mem.context, gpu))
-                margin_of[key] = {}
                 split_of[key] = _per_count(split_cards(ctx, on_card[key].mem))
-            s, margins = on_card[key], margin_of[key]
+            s = on_card[key]
             mem = s.mem
             if (
                 rt.stacks
@@ -645,9 +659,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 copies = engine.kv_copies(m, tp)
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
                 # (the same for every card of this memory at this count and copies)
-                if (count, copies) not in margins:
-                    margins[count, copies] = _margin(ctx, mem, count, copies)
-                margin = margins[count, copies]
+                margin = s.margin(count, copies)
                 opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                                     utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp,
                                     cards=split_of[key])
@@ -714,7 +726,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
     own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
     runtime's sequence cap."""
-    from .plan import _margin, requires
+    from .plan import requires
 
     ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
     out = []
@@ -726,7 +738,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         grouped = s.attention_groups[lay.dp]
         mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
-        margin = _margin(ctx, mem, count, copies)
+        margin = grouped.margin(count, copies)  # every card kind of this layout's memory asks the same
         opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
@@ -1181,6 +1193,12 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
             bar = (_key(on[-1])[0] if len(on) == keep else math.inf, len(found))
         return bar[0]
 
+    def priced_out(rent: float, tpot: float, ttft: float) -> bool:
+        """Whether a deployment renting at least `rent` whose TPOT and TTFT are at best `tpot` and `ttft` is
+        not worth timing: beyond the span of the best rent, or, at or above it, no faster per user nor to
+        the first token than one on the front found at its rent or less (true at a rent, true above it)."""
+        return rent >= best * PARETO_COST_SPAN or rent >= best and _beaten(front, rent, tpot, ttft)
+
     def time_one(i: int, c: Candidate, exact: bool) -> None:
         nonlocal best
         most = _limit(inp, c)
@@ -1193,10 +1211,14 @@ def search(inp: DeployInput, cands: list[Candidate], t: Targets, keep: int | Non
         tpot, ttft = _solo(inp, c)
         if tpot > t.tpot_s or ttft > t.ttft_s:
             return  # one request alone misses a target: no replica count helps
+        # the rent of any count of it (_least_price over every count): where even that is priced out, so is
+        # the rent at the fewest replicas that may meet (lo below), not worked out then
+        if c.price is not None and priced_out(
+                _least_price(c.gpu, c.cards, c.setting.ctx.rules, 1, EVERY_COUNT), tpot, ttft):
+            return
         lo = _fewest_by_throughput(inp, c, t)
         floor = fitting.set_price(c.gpu, c.cards * lo, c.setting.ctx.rules) if c.price is not None else None
-        if floor is not None and (floor >= best * PARETO_COST_SPAN
-                                  or floor >= best and _beaten(front, floor, tpot, ttft)):
+        if floor is not None and priced_out(floor, tpot, ttft):
             return
         if _over_budget(inp, c, most, min(lo, most)):
             return  # _fewest_replicas answers a count from min(lo, most) to most: none within the budget
@@ -1277,9 +1299,11 @@ def most_users(inp: DeployInput, cands: list[Candidate],
         c = cands[i]
         if _most_users_bound(inp, c) < reach:
             break  # sorted by bound: every later one's is lower still
-        n = _most_users_on(one, c, (inp.cards or c.cards) // c.cards, t)
+        n = _most_users_on(one, c, (inp.cards or c.cards) // c.cards, t, reach)
+        if n < reach:
+            continue  # fewer than a set found already serves: not among those that serve the most
         served_by.setdefault(n, []).append((i, c))
-        reach = max(reach, n)
+        reach = n
     if reach >= 1:
         best = float(reach)
         cands = [replace(c, inp=replace(c.inp, users=best)) for _, c in sorted(served_by[reach],
@@ -1300,8 +1324,15 @@ def _most_users_bound(inp: DeployInput, c: Candidate) -> int:
     return (inp.cards or c.cards) // c.cards * max(c.seqs, 1) * MOST_USERS_PER_SLOT
 
 
-def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) -> int:
-    """The most users `replicas` copies of candidate `c` serve within the targets (0: not one)."""
+def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets, floor: int = 0) -> int:
+    """The most users `replicas` copies of candidate `c` serve within the targets (0: not one).
+
+    `floor`: only an answer of at least `floor` is wanted (most_users: the most a set found already serves).
+    The answer is the doubling's last count that met, or a count bisection found to meet up to the top of
+    its bracket, so never above that top, nor at a count already found to miss: where the bracket's top
+    (less the doubling's miss at it) is below `floor`, the answer is, and that bound is returned in its
+    place (below `floor`) without the rest of the bisection (tests/test_deploy_search.py against the whole
+    search). The counts asked are the same up to there, so the answer at or above `floor` is the same."""
     def meets(n: int) -> bool:
         return evaluate(inp, c, replicas, t, float(n)).meets
 
@@ -1312,7 +1343,11 @@ def _most_users_on(inp: DeployInput, c: Candidate, replicas: int, t: Targets) ->
     while lo * 2 <= hi and meets(lo * 2):  # doubling, then bisection between the last that met and the next
         lo *= 2
         step = lo
-    return largest_true(meets, lo, min(hi, lo + step))
+    top = min(hi, lo + step)
+    missed = lo * 2 <= hi  # the doubling stopped at a count that misses: lo + step, the bracket's top
+    if top - missed < floor:
+        return top - missed
+    return largest_true(meets, lo, top, (lambda _, high: high < floor) if floor else None)
 
 
 def _rent_floors(inp: DeployInput, order: list[Candidate]) -> list[float]:
