@@ -286,3 +286,48 @@ def test_kept_speed_ranges_are_each_questions_own(value, figure, runtime):
         assert got == want and [type(x) for x in got or ()] == [type(x) for x in want or ()]
         if got is not None:
             got.append(0.0)  # a caller's list changes no other's
+
+
+@pytest.mark.parametrize("body", PLANS, ids=lambda b: b["model"])
+def test_each_cards_fit_is_the_check_computed_from_scratch(body):
+    """Each card's verdict (services/plan.py option_for: its set's part kept across plans, card_set) is
+    core/fit.py check() with the same arguments, to the field, asked after another context filled the memos:
+    the cards each planned alone (a card too small alone is planned as the smallest set that holds it,
+    core/fit.py smallest_set, which calls check itself), offloads among them."""
+    pl.clear_memos()
+    inp = parse(PlanInput, body)
+    pl.plan(replace(inp, context=(inp.context or 4096) + 1000))  # fills the memos at another context
+    p = pl.plan(inp)
+    ctx, verdicts = p.ctx, set()
+    for card in p.cards:
+        o = card.option
+        if o.count != pl.cards_per_set(ctx, o.gpu):
+            continue
+        s = pl.placed(ctx, o.count)
+        fresh = fitting.check(card.memory, o.gpu, o.count, ctx.engine, ctx.rules,
+                              requires=pl.requires(ctx.quant), utilization=ctx.utilization,
+                              margin_bytes=pl._set_margin(ctx, card.memory), model=ctx.model, tp=s.tp,
+                              pp=s.pp, cards=pl.split_cards(ctx, card.memory))
+        assert o == fresh, o.gpu.name
+        assert pl.option_for(ctx, card.memory, o.gpu, o.count) == fresh
+        verdicts.add(o.verdict)
+    assert len(verdicts) > 1
+
+
+def test_a_card_set_is_kept_per_question():
+    """The set's part kept by plan.card_set is each question's own: another --gpu-memory-utilization, --tp or
+    quantization (FP8 on a card without it) gets the part core/fit.py card_set computes afresh."""
+    pl.clear_memos()
+    base = {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "vllm", "context": 8192}
+    seen = set()
+    for extra in ({}, {"gpu_memory_utilization": 0.8}, {"tp": 2}, {"quant": "fp8"}):
+        ctx = pl.build_context(parse(PlanInput, {**base, **extra}))
+        for name in ("A100 80GB", "H100 SXM"):
+            gpu = ctx.gpus.get(name)
+            for count in (1, 2, 4):
+                s = pl.placed(ctx, count)
+                fresh = fitting.card_set(gpu, count, ctx.engine, ctx.rules, requires=pl.requires(ctx.quant),
+                                         utilization=ctx.utilization, model=ctx.model, tp=s.tp, pp=s.pp)
+                assert pl.card_set(ctx, gpu, count) == fresh
+                seen.add(fresh)
+    assert len(seen) > 12

@@ -197,8 +197,8 @@ def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: l
 
 
 def _runtime_for(ctx: Context, gpu: Gpu | None) -> RuntimeProfile:
-    if gpu is None or ctx.inp.overhead_gb is not None:
-        return ctx.runtime
+    if gpu is None or ctx.inp.overhead_gb is not None or not gpu.unified_memory:
+        return ctx.runtime  # (on_card returns the profile itself off unified memory)
     return _on_card(ctx.runtime, gpu.unified_memory)
 
 
@@ -295,10 +295,26 @@ def placed(ctx: Context, count: int) -> Shape:
 
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
-    s = placed(ctx, count)
-    return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
-                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_set_margin(ctx, mem),
-                         model=ctx.model, tp=s.tp, pp=s.pp, cards=split_cards(ctx, mem))
+    return fitting.check_set(mem, card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
+                             margin_bytes=_set_margin(ctx, mem), model=ctx.model, cards=split_cards(ctx, mem))
+
+
+def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
+    """The set's part of its fit check (core/fit.py card_set: budget, price, split, whether the card runs the
+    plan at all), kept like _machine: what it reads of the plan (its runtime, the quantization's required
+    feature, --gpu-memory-utilization, the model, --tp and the rental rules), the card and the count are the
+    key, so the page's every-card plans, asked again at another context, work out each card's once."""
+    need = requires(ctx.quant)
+    key = (ctx.runtime, need, gpu, count, ctx.utilization, ctx.model, ctx.inp.tp, ctx.rules)
+    hit = _CARD_SETS.get(key)
+    if hit is None:
+        s = placed(ctx, count)
+        hit = fitting.card_set(gpu, count, ctx.engine, ctx.rules, requires=need, utilization=ctx.utilization,
+                               model=ctx.model, tp=s.tp, pp=s.pp)
+        if len(_CARD_SETS) >= MACHINES_KEPT:
+            _CARD_SETS.clear()  # one atomic step, as _MACHINES
+        _CARD_SETS[key] = hit
+    return hit
 
 
 def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] | None:
@@ -489,6 +505,7 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
 MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
 _MACHINES: dict[tuple, speedmod.Machine] = {}
 _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
+_CARD_SETS: dict[tuple, fitting.CardSet] = {}
 
 
 def clear_memos() -> None:
@@ -498,6 +515,7 @@ def clear_memos() -> None:
 
     _MACHINES.clear()
     _DECODE_CARDS.clear()
+    _CARD_SETS.clear()
     _on_card.cache_clear()
     _rounded_range.cache_clear()
     placement.clear_memos()
