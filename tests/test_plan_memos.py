@@ -193,6 +193,25 @@ def test_step_memory_s_is_the_steps_own(body):
     assert len(seen) > len(p.cards)
 
 
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_step_seconds_is_the_steps_own(body):
+    """core/speed.py step_seconds (a step's time without its record, which the every-card plan's decode
+    figures read) is step(...).seconds to the bit, on every card's machine and its ideal, at one, a few and
+    many sequences, and for each machine also as a serial-GEMM engine and with expert parallelism."""
+    p = pl.plan(parse(PlanInput, body))
+    seen = set()
+    for card in p.cards:
+        if card.option.gpu.bandwidth_gbps is None:
+            continue
+        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        for mc in (dc.machine, dc.ideal, replace(dc.machine, serial_gemm=True),
+                   replace(dc.machine, tp=4, expert_parallel=4, attention_dp=2)):
+            for b in (1, 3, 64):
+                assert sp.step_seconds(load, mc, b) == sp.step(load, mc, b).seconds, card.option.gpu.name
+                seen.add(sp.step_seconds(load, mc, b))
+    assert len(seen) > len(p.cards)
+
+
 @pytest.mark.parametrize("change", [{"quant": "Q2_K"}, {"runtime": "vllm"}, {"prefill_chunk": 256}],
                          ids=lambda c: next(iter(c)))
 def test_the_served_load_kept_in_a_plan_is_each_questions_own(change):
