@@ -1214,8 +1214,9 @@ def plan_cost(p: Plan) -> CostView:
     # an API bills the prompt tokens sent with each output token too, as `cardfit breakeven` prices it
     prices = {a.id: cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m, ratio)
               for a in chosen}
-    cards = tuple(row for c in p.cards
-                  if (row := _card_cost(c, hours, duty, chosen, figure, rt, prices)) is not None)
+    # (_card_cost's own first test first: no call for each card that does not fit or has no price)
+    cards = tuple(row for c in p.cards if c.option.fits and c.option.monthly_usd is not None
+                  and (row := _card_cost(c, hours, duty, chosen, figure, rt, prices)) is not None)
     return CostView(rounded(o.monthly_usd), hours,
                     rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, duty,
                     tuple(ApiTier(a.id, a.name, rounded(prices[a.id], 4), a.date or None) for a in chosen),
