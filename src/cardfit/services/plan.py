@@ -535,14 +535,23 @@ def _decode_inputs(ctx: Context, mem: Memory,
     card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
     # the same on every card that holds this memory estimate (and whatever the load reads of the plan in the
     # key: a context copied with another runtime or quantization shares `kept`)
-    key = ("decode load", ctx.model, ctx.quant, rt, ctx.prefill_chunk, mem, offloaded)
+    model, quant, chunk = ctx.model, ctx.quant, ctx.prefill_chunk
+    last = ctx.kept.get(LAST_LOAD)  # the key asked last, by identity: the ranking asks one card after another
+    if last is not None and last[0] is mem and last[1] is model and last[2] is quant and last[3] is rt \
+            and last[4] == chunk and last[5] == offloaded:
+        return card, last[6]
+    key = ("decode load", model, quant, rt, chunk, mem, offloaded)
     load = ctx.kept.get(key)
     if load is None:
         load = ctx.kept[key] = speedmod.decode_load(
-            ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
+            model, mem, quant, mem.context // 2, offloaded, rt.window_cache,
             # the cache read `cardfit speed`, the served figure and validate time
-            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk), fitting.experts_first(rt, ctx.model))
+            ctx.engine.window_read_cells(model, chunk), fitting.experts_first(rt, model))
+    ctx.kept[LAST_LOAD] = (mem, model, quant, rt, chunk, offloaded, load)
     return card, load
+
+
+LAST_LOAD = "last decode load"  # Context.kept: the decode load asked last, with what its key held
 
 
 def _decode_rates(ctx: Context, card: speedmod.DecodeCard,
