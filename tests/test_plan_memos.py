@@ -193,6 +193,25 @@ def test_step_memory_s_is_the_steps_own(body):
     assert len(seen) > len(p.cards)
 
 
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_step_seconds_is_the_steps_own(body):
+    """core/speed.py step_seconds (a step's time without its record, which the every-card plan's decode
+    figures read) is step(...).seconds to the bit, on every card's machine and its ideal, at one, a few and
+    many sequences, and for each machine also as a serial-GEMM engine and with expert parallelism."""
+    p = pl.plan(parse(PlanInput, body))
+    seen = set()
+    for card in p.cards:
+        if card.option.gpu.bandwidth_gbps is None:
+            continue
+        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        for mc in (dc.machine, dc.ideal, replace(dc.machine, serial_gemm=True),
+                   replace(dc.machine, tp=4, expert_parallel=4, attention_dp=2)):
+            for b in (1, 3, 64):
+                assert sp.step_seconds(load, mc, b) == sp.step(load, mc, b).seconds, card.option.gpu.name
+                seen.add(sp.step_seconds(load, mc, b))
+    assert len(seen) > len(p.cards)
+
+
 @pytest.mark.parametrize("change", [{"quant": "Q2_K"}, {"runtime": "vllm"}, {"prefill_chunk": 256}],
                          ids=lambda c: next(iter(c)))
 def test_the_served_load_kept_in_a_plan_is_each_questions_own(change):
@@ -286,3 +305,48 @@ def test_kept_speed_ranges_are_each_questions_own(value, figure, runtime):
         assert got == want and [type(x) for x in got or ()] == [type(x) for x in want or ()]
         if got is not None:
             got.append(0.0)  # a caller's list changes no other's
+
+
+@pytest.mark.parametrize("body", PLANS, ids=lambda b: b["model"])
+def test_each_cards_fit_is_the_check_computed_from_scratch(body):
+    """Each card's verdict (services/plan.py option_for: its set's part kept across plans, card_set) is
+    core/fit.py check() with the same arguments, to the field, asked after another context filled the memos:
+    the cards each planned alone (a card too small alone is planned as the smallest set that holds it,
+    core/fit.py smallest_set, which calls check itself), offloads among them."""
+    pl.clear_memos()
+    inp = parse(PlanInput, body)
+    pl.plan(replace(inp, context=(inp.context or 4096) + 1000))  # fills the memos at another context
+    p = pl.plan(inp)
+    ctx, verdicts = p.ctx, set()
+    for card in p.cards:
+        o = card.option
+        if o.count != pl.cards_per_set(ctx, o.gpu):
+            continue
+        s = pl.placed(ctx, o.count)
+        fresh = fitting.check(card.memory, o.gpu, o.count, ctx.engine, ctx.rules,
+                              requires=pl.requires(ctx.quant), utilization=ctx.utilization,
+                              margin_bytes=pl._set_margin(ctx, card.memory), model=ctx.model, tp=s.tp,
+                              pp=s.pp, cards=pl.split_cards(ctx, card.memory))
+        assert o == fresh, o.gpu.name
+        assert pl.option_for(ctx, card.memory, o.gpu, o.count) == fresh
+        verdicts.add(o.verdict)
+    assert len(verdicts) > 1
+
+
+def test_a_card_set_is_kept_per_question():
+    """The set's part kept by plan.card_set is each question's own: another --gpu-memory-utilization, --tp or
+    quantization (FP8 on a card without it) gets the part core/fit.py card_set computes afresh."""
+    pl.clear_memos()
+    base = {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "vllm", "context": 8192}
+    seen = set()
+    for extra in ({}, {"gpu_memory_utilization": 0.8}, {"tp": 2}, {"quant": "fp8"}):
+        ctx = pl.build_context(parse(PlanInput, {**base, **extra}))
+        for name in ("A100 80GB", "H100 SXM"):
+            gpu = ctx.gpus.get(name)
+            for count in (1, 2, 4):
+                s = pl.placed(ctx, count)
+                fresh = fitting.card_set(gpu, count, ctx.engine, ctx.rules, requires=pl.requires(ctx.quant),
+                                         utilization=ctx.utilization, model=ctx.model, tp=s.tp, pp=s.pp)
+                assert pl.card_set(ctx, gpu, count) == fresh
+                seen.add(fresh)
+    assert len(seen) > 12

@@ -57,7 +57,7 @@ def fmt_tokens(n: int) -> str:
 
 def rounded(x: float | None, digits: int = 2) -> float | None:
     """A figure for JSON: rounded to `digits`, or None where there is none (None, NaN, infinite)."""
-    if x is None or math.isnan(x) or math.isinf(x):
+    if x is None or not math.isfinite(x):  # (NaN or infinite)
         return None
     return round(x, digits)
 

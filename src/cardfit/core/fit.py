@@ -176,33 +176,71 @@ def check(mem: Memory, gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRule
     pipeline stages each hold their own layers' cache, so only the tensor-parallel group copies it.
     cards: each card's need on a set of that many cards where the runtime places the model unevenly (a
     llama.cpp layer split: runtimes/llamacpp_like.py split_cards), None where it splits evenly; the fullest
-    card then decides the verdict."""
+    card then decides the verdict. The set's own part (card_set) and the memory's (check_set)."""
+    s = card_set(gpu, count, rt, rules, requires=requires, utilization=utilization, model=model, tp=tp, pp=pp)
+    return check_set(mem, s, rt, rules, ram_bytes=ram_bytes, margin_bytes=margin_bytes, model=model,
+                     cards=cards)
+
+
+@record(slots=True)
+class CardSet:
+    """What `check` reads of a card set, its split and the runtime, the same for every memory estimate: the
+    every-card plan keeps one per card (services/plan.py) and asks it again at each context."""
+
+    gpu: Gpu
+    count: int
+    usable_bytes: int  # all cards, as the driver reports them
+    budget_bytes: int  # all cards, what the runtime lets itself use
+    kv_copies: float  # copies of the cache the tensor-parallel group holds (core/kv.py kv_replication)
+    monthly_usd: float | None  # whole set, after volume discount
+    nodes: int
+    tp: int
+    pp: int
+    unsupported: str  # why the set cannot run the plan at all, whatever the memory ("": it can)
+
+
+def card_set(gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *, requires: Feature | None = None,
+             utilization: float | None = None, model: ModelSpec | None = None, tp: int | None = None,
+             pp: int | None = None) -> CardSet:
+    """The set's part of `check` (its arguments of the same names)."""
     tp = tp or count
     budget = count * rt.budget_per_card(gpu, utilization, tp, pp or 1)
-    copies = rt.kv_copies(model, tp)
+    return CardSet(gpu, count, count * gpu.usable_bytes, budget, rt.kv_copies(model, tp),
+                   set_price(gpu, count, rules), rules.nodes(count), tp, pp or max(count // tp, 1),
+                   unsupported(gpu, requires, rt.profile, count))
+
+
+def check_set(mem: Memory, s: CardSet, rt: RuntimeModel, rules: RentalRules, *, ram_bytes: int = 0,
+              margin_bytes: int | Callable[[int, float], int] = 0, model: ModelSpec | None = None,
+              cards: Callable[[int], list[int] | None] | None = None) -> Option:
+    """`check` of a memory estimate on a set's part (card_set)."""
+    count, budget, copies = s.count, s.budget_bytes, s.kv_copies
     need = need_on(mem, count, copies)
     per_card = tuple(cards(count) or ()) if cards is not None and count > 1 else ()
     if per_card:
         need = sum(per_card)
-    price = set_price(gpu, count, rules)
-    base = dict(gpu=gpu, count=count, usable_bytes=count * gpu.usable_bytes, budget_bytes=budget,
-                need_bytes=need, monthly_usd=price, nodes=rules.nodes(count), tp=tp,
-                pp=pp or max(count // tp, 1), card_need_bytes=per_card)
-    why = unsupported(gpu, requires, rt.profile, count)
-    if why:
-        return Option(**base, verdict=NO, reason=why, refusal=Refusal.UNSUPPORTED)
+    if s.unsupported:
+        return _option(s, need, per_card, NO, s.unsupported, Refusal.UNSUPPORTED)
     free = free_on(budget, need, count, per_card)  # the fullest card decides an uneven split
     if free >= 0:  # the margin tells fits from tight only: worked out for the sets that hold the plan
         if callable(margin_bytes):
             margin_bytes = margin_bytes(count, copies)
-        return Option(**base, verdict=classify(free, count, rules, margin_bytes))
+        return _option(s, need, per_card, classify(free, count, rules, margin_bytes))
     if rt.profile.offload and count == 1:
-        return _offload(mem, base, budget, ram_bytes, model is not None and experts_first(rt.profile, model))
+        return _offload(mem, s, need, ram_bytes, model is not None and experts_first(rt.profile, model))
     if per_card and need <= budget:
         over = max(per_card) - budget // count
         why = f"the fullest card of its layer split needs {fmt_bytes(over)} more"
-        return Option(**base, verdict=NO, reason=why, refusal=Refusal.MEMORY)
-    return Option(**base, verdict=NO, reason=f"needs {fmt_bytes(need - budget)} more", refusal=Refusal.MEMORY)
+        return _option(s, need, per_card, NO, why, Refusal.MEMORY)
+    return _option(s, need, per_card, NO, f"needs {fmt_bytes(need - budget)} more", Refusal.MEMORY)
+
+
+def _option(s: CardSet, need: int, per_card: tuple[int, ...], verdict: Verdict, reason: str = "",
+            refusal: Refusal | None = None, gpu_layer_fraction: float = 1.0) -> Option:
+    """The Option of a set (its part, `s`) needing `need` bytes (`per_card`: each card's, for an uneven
+    split)."""
+    return Option(s.gpu, s.count, s.usable_bytes, s.budget_bytes, need, verdict, reason, refusal,
+                  s.monthly_usd, gpu_layer_fraction, s.nodes, s.tp, s.pp, per_card)
 
 
 def experts_first(profile: RuntimeProfile, model: ModelSpec) -> bool:
@@ -226,19 +264,20 @@ def offload_ram_bytes(mem: Memory, budget: int) -> int:
     return max(layered - on_gpu, 0) + mem.host_weights_bytes
 
 
-def _offload(mem: Memory, base: dict, budget: int, ram_bytes: int, experts_first: bool = False) -> Option:
+def _offload(mem: Memory, s: CardSet, need: int, ram_bytes: int, experts_first: bool = False) -> Option:
     """llama.cpp / Ollama put whole layers in system RAM: what stays on the GPU is what fits beside the
     fixed workspace. experts_first: llama-server's --fit moves a MoE model's routed experts first (the same
     bytes; core/speed.py offload_split times them)."""
+    budget = s.budget_bytes
     on_gpu, layered = _on_gpu(mem, budget)
     fraction = min(on_gpu / layered, 1.0) if layered else 0.0
     needed = offload_ram_bytes(mem, budget)
     if ram_bytes and needed > ram_bytes:
-        return Option(**base, verdict=NO, reason=f"offload needs {fmt_bytes(needed)} of system RAM; "
-                      f"{fmt_bytes(ram_bytes)} given", refusal=Refusal.HOST_RAM)
+        return _option(s, need, (), NO, f"offload needs {fmt_bytes(needed)} of system RAM; "
+                       f"{fmt_bytes(ram_bytes)} given", Refusal.HOST_RAM)
     moved = (f"{1 - fraction:.0%} of the weights in system RAM, the routed experts first (llama-server --fit)"
              if experts_first else f"{1 - fraction:.0%} of the layers in system RAM")
-    return Option(**base, verdict=OFFLOAD, gpu_layer_fraction=fraction, reason=moved)
+    return _option(s, need, (), OFFLOAD, moved, gpu_layer_fraction=fraction)
 
 
 def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,

@@ -321,9 +321,7 @@ class Step:
         SM100 table, N = 8,192, K = 2,048): longer than their bytes and FLOPs together, so bytes + FLOPs is
         the nearer of the two bounds. The records of those engines bear it out (validation/serving.py
         tensorrt_engine_v0)."""
-        if self.serial:
-            return self.memory_s + max(self.compute_s, self.dequant_s)
-        return max(self.memory_s - self.kv_s, self.compute_s, self.dequant_s) + self.kv_s
+        return roofline_s(self.memory_s, self.compute_s, self.kv_s, self.dequant_s, self.serial)
 
     @property
     def seconds(self) -> float:
@@ -342,6 +340,13 @@ class Step:
         if self.cpu_bytes and self.memory_s >= self.compute_s:
             return "system RAM"
         return "compute" if max(self.compute_s, self.dequant_s) > self.memory_s else "memory"
+
+
+def roofline_s(memory_s: float, compute_s: float, kv_s: float, dequant_s: float, serial: bool) -> float:
+    """Step.roofline_s of those terms (step_seconds times a step without the record)."""
+    if serial:
+        return memory_s + max(compute_s, dequant_s)
+    return max(memory_s - kv_s, compute_s, dequant_s) + kv_s
 
 
 @record(slots=True)
@@ -426,6 +431,23 @@ def decode_flops_per_token(m: ModelSpec, context_filled: int) -> float:
 
 def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     b, cpu, gpu, kv_card, ep, dp, memory_s = _step_reads(load, mc, sequences)
+    flops, compute_s, kv_s, overhead_s = _step_times(load, mc, b, kv_card, ep, dp)
+    return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
+                overhead_s, link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
+
+
+def step_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:
+    """`step(load, mc, sequences).seconds` alone, by the same arithmetic, without the Step record (the
+    every-card plan times one decode step per card: decode_rates_on)."""
+    b, _, _, kv_card, ep, dp, memory_s = _step_reads(load, mc, sequences)
+    _, compute_s, kv_s, overhead_s = _step_times(load, mc, b, kv_card, ep, dp)
+    return (roofline_s(memory_s, compute_s, kv_s, dequant_seconds(load, mc, b), mc.serial_gemm) + overhead_s
+            + link_seconds(load, mc, b))
+
+
+def _step_times(load: Load, mc: Machine, b: int, kv_card: float, ep: int,
+                dp: int) -> tuple[float, float, float, float]:
+    """A step's (FLOPs, compute seconds, cache-read seconds, fixed seconds) from its reads (_step_reads)."""
     tp = max(mc.tp, 1)
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
@@ -436,10 +458,9 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side,
     # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
     scheduled = math.ceil(b / dp) if ep > 1 else b
-    return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
-                + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0),
-                link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
+    overhead_s = (load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
+                  + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0))
+    return flops, compute_s, kv_s, overhead_s
 
 
 def step_memory_s(load: Load, mc: Machine, sequences: int = 1) -> float:
@@ -867,7 +888,7 @@ def decode_rates_on(card: DecodeCard, load: Load) -> tuple[float | None, float |
     mc, ideal = card.machine, card.ideal
     if mc is None or ideal is None:
         return None, None
-    realistic = step(load, mc, 1).per_user_tokens_per_s if card.decode_efficiency else None
+    realistic = 1 / step_seconds(load, mc, 1) if card.decode_efficiency else None
     return 1 / step_memory_s(load, ideal, 1), realistic
 
 

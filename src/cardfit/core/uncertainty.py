@@ -92,7 +92,9 @@ def need_margin_bytes(parts: dict[str, int], runtime: str, count: int = 1, kv_co
     """How much more than predicted the plan may really need (upper bound of the total minus the total), for
     a set of `count` cards holding `kv_copies` copies of the cache: the weights once, the cache per copy, the
     overhead and workspace on every card (core/fit.py need_on counts the need the same way)."""
-    return _need_margin(tuple(parts.get(k, 0) for k in MEMORY_PARTS), runtime, count, kv_copies)
+    get = parts.get  # the parts in MEMORY_PARTS order, without a generator (every card of a plan asks)
+    return _need_margin((get("weights_bytes", 0), get("kv_cache_bytes", 0), get("overhead_bytes", 0),
+                         get("activation_bytes", 0)), runtime, count, kv_copies)
 
 
 @lru_cache(maxsize=4096, typed=True)  # pure in its arguments; deploy asks it for every card set it sizes

@@ -21,15 +21,21 @@ _FAMILY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 def adapter(profile: RuntimeProfile) -> Runtime:
     """The memory and speed model of the profile's family."""
+    global _LAST
+    last = _LAST  # the profile asked last and its adapter: one identity test (a plan asks a few per card)
+    if last[0] is profile:
+        return last[1]
     hit = _ADAPTERS.get(profile)
     if hit is None:
         hit = _ADAPTERS[profile] = _adapter(profile)
         if len(_ADAPTERS) > 512:  # validation builds a profile per record; keep the newest
             del _ADAPTERS[next(iter(_ADAPTERS))]
+    _LAST = (profile, hit)  # one atomic step: threads share it
     return hit
 
 
 _ADAPTERS: dict[RuntimeProfile, Runtime] = {}
+_LAST: tuple[RuntimeProfile | None, Runtime | None] = (None, None)
 
 
 def _adapter(profile: RuntimeProfile) -> Runtime:

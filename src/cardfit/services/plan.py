@@ -196,8 +196,8 @@ def _runtime_on_metal(rt: RuntimeProfile, asked: str | None, card: Gpu, notes: l
 
 
 def _runtime_for(ctx: Context, gpu: Gpu | None) -> RuntimeProfile:
-    if gpu is None or ctx.inp.overhead_gb is not None:
-        return ctx.runtime
+    if gpu is None or ctx.inp.overhead_gb is not None or not gpu.unified_memory:
+        return ctx.runtime  # (on_card returns the profile itself off unified memory)
     return _on_card(ctx.runtime, gpu.unified_memory)
 
 
@@ -294,10 +294,26 @@ def placed(ctx: Context, count: int) -> Shape:
 
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
-    s = placed(ctx, count)
-    return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
-                         utilization=ctx.utilization, ram_bytes=ram, margin_bytes=_set_margin(ctx, mem),
-                         model=ctx.model, tp=s.tp, pp=s.pp, cards=split_cards(ctx, mem))
+    return fitting.check_set(mem, card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
+                             margin_bytes=_set_margin(ctx, mem), model=ctx.model, cards=split_cards(ctx, mem))
+
+
+def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
+    """The set's part of its fit check (core/fit.py card_set: budget, price, split, whether the card runs the
+    plan at all), kept like _machine: what it reads of the plan (its runtime, the quantization's required
+    feature, --gpu-memory-utilization, the model, --tp and the rental rules), the card and the count are the
+    key, so the page's every-card plans, asked again at another context, work out each card's once."""
+    need = requires(ctx.quant)
+    key = (ctx.runtime, need, gpu, count, ctx.utilization, ctx.model, ctx.inp.tp, ctx.rules)
+    hit = _CARD_SETS.get(key)
+    if hit is None:
+        s = placed(ctx, count)
+        hit = fitting.card_set(gpu, count, ctx.engine, ctx.rules, requires=need, utilization=ctx.utilization,
+                               model=ctx.model, tp=s.tp, pp=s.pp)
+        if len(_CARD_SETS) >= MACHINES_KEPT:
+            _CARD_SETS.clear()  # one atomic step, as _MACHINES
+        _CARD_SETS[key] = hit
+    return hit
 
 
 def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] | None:
@@ -488,6 +504,7 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
 MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
 _MACHINES: dict[tuple, speedmod.Machine] = {}
 _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
+_CARD_SETS: dict[tuple, fitting.CardSet] = {}
 
 
 def clear_memos() -> None:
@@ -497,6 +514,7 @@ def clear_memos() -> None:
 
     _MACHINES.clear()
     _DECODE_CARDS.clear()
+    _CARD_SETS.clear()
     _on_card.cache_clear()
     _rounded_range.cache_clear()
     placement.clear_memos()
@@ -516,14 +534,23 @@ def _decode_inputs(ctx: Context, mem: Memory,
     card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
     # the same on every card that holds this memory estimate (and whatever the load reads of the plan in the
     # key: a context copied with another runtime or quantization shares `kept`)
-    key = ("decode load", ctx.model, ctx.quant, rt, ctx.prefill_chunk, mem, offloaded)
+    model, quant, chunk = ctx.model, ctx.quant, ctx.prefill_chunk
+    last = ctx.kept.get(LAST_LOAD)  # the key asked last, by identity: the ranking asks one card after another
+    if last is not None and last[0] is mem and last[1] is model and last[2] is quant and last[3] is rt \
+            and last[4] == chunk and last[5] == offloaded:
+        return card, last[6]
+    key = ("decode load", model, quant, rt, chunk, mem, offloaded)
     load = ctx.kept.get(key)
     if load is None:
         load = ctx.kept[key] = speedmod.decode_load(
-            ctx.model, mem, ctx.quant, mem.context // 2, offloaded, rt.window_cache,
+            model, mem, quant, mem.context // 2, offloaded, rt.window_cache,
             # the cache read `cardfit speed`, the served figure and validate time
-            ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk), fitting.experts_first(rt, ctx.model))
+            ctx.engine.window_read_cells(model, chunk), fitting.experts_first(rt, model))
+    ctx.kept[LAST_LOAD] = (mem, model, quant, rt, chunk, offloaded, load)
     return card, load
+
+
+LAST_LOAD = "last decode load"  # Context.kept: the decode load asked last, with what its key held
 
 
 def _decode_rates(ctx: Context, card: speedmod.DecodeCard,
@@ -1195,8 +1222,9 @@ def plan_cost(p: Plan) -> CostView:
     # an API bills the prompt tokens sent with each output token too, as `cardfit breakeven` prices it
     prices = {a.id: cost.api_price_per_output_million(a.output_usd_per_m, a.input_usd_per_m, ratio)
               for a in chosen}
-    cards = tuple(row for c in p.cards
-                  if (row := _card_cost(c, hours, duty, chosen, figure, rt, prices)) is not None)
+    # (_card_cost's own first test first: no call for each card that does not fit or has no price)
+    cards = tuple(row for c in p.cards if c.option.fits and c.option.monthly_usd is not None
+                  and (row := _card_cost(c, hours, duty, chosen, figure, rt, prices)) is not None)
     return CostView(rounded(o.monthly_usd), hours,
                     rounded(o.monthly_usd / hours, 4) if o.monthly_usd is not None else None, duty,
                     tuple(ApiTier(a.id, a.name, rounded(prices[a.id], 4), a.date or None) for a in chosen),

@@ -159,8 +159,8 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, Result):
         return value.to_json()
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+    if isinstance(value, tuple | list):  # (a scalar item as it is, without a call: _plain's first test)
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value

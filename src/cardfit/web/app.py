@@ -187,9 +187,10 @@ class Answers:
         return f"{type(inp).__name__}:{json.dumps(inp.to_json(), sort_keys=True, default=str)}"
 
     def cached(self, inp: Any) -> bytes | None:
-        return self._hit(self.key(inp))
+        return self.hit(self.key(inp))
 
-    def _hit(self, key: str) -> bytes | None:
+    def hit(self, key: str) -> bytes | None:
+        """The answer remembered under `key` (Answers.key of an input), else None."""
         with self._lock:
             if key in self._seen:
                 self._seen.move_to_end(key)
@@ -197,8 +198,12 @@ class Answers:
         return None
 
     def __call__(self, inp: Any) -> bytes:
-        key = self.key(inp)  # once: ~35 us for a plan's input (its JSON, keys sorted)
-        hit = self._hit(key)
+        return self.answer(inp, self.key(inp))
+
+    def answer(self, inp: Any, key: str) -> bytes:
+        """The answer for `inp`, whose key (Answers.key: ~35 us for a plan's input, its JSON with keys sorted)
+        the caller worked out once for the lookup before."""
+        hit = self.hit(key)
         if hit is not None:
             return hit
         body = json.dumps(self.fn(inp), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
@@ -228,9 +233,10 @@ def _typed(command: Command, budget: Any) -> Callable[..., Any]:
 
     async def endpoint(body: Any) -> Any:
         inp = web_input(parse(model, body.model_dump(exclude_unset=True)))
-        data = answer.cached(inp)
+        key = answer.key(inp)
+        data = answer.hit(key)
         if data is None:
-            data = await budget.run(answer, inp, heavy=heavy)
+            data = await budget.run(answer.answer, inp, key, heavy=heavy)
         return Response(data, media_type="application/json")
 
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
