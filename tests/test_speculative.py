@@ -327,3 +327,37 @@ def test_the_web_api_takes_it_as_the_cli_does(run_json) -> None:
     assert got.json()["gpus"][0]["speculative"] == cli["gpus"][0]["speculative"]
     bad = client.post("/api/plan", json={**body, "speculative": "medusa"})
     assert 400 <= bad.status_code < 500 and "unknown --speculative" in bad.json()["error"]
+
+
+def test_a_pinned_deploy_drafts_as_the_question_says(run_json) -> None:
+    """`deploy --tp 1 --speculative eagle3` pins one deployment that drafts (issue 26): before, the pinned
+    path timed the plain setting and printed speculative null. The deployment of GPUStack's qwen3-8b/
+    h100-latency.md line 785 (SGLang 0.5.3.post3, Qwen3-8B FP8, one H100, 4 users, EAGLE-3 with 4 draft
+    steps): its step verifies 5 tokens a sequence, so a token takes less than the plain step's time and more
+    than that time over the tokens a step yields; its command starts the drafter."""
+    args = ("deploy", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang@0.5.3.post3",
+            "--tp", "1", "--users", "4", "--input-tokens", "233", "--output-tokens", "221")
+    plain = run_json(*args)["best"]
+    on = run_json(*args, "--speculative", "eagle3", "--num-speculative-tokens", "4")["best"]
+    assert plain["speculative"] is None
+    sp = on["speculative"]
+    assert sp["method"] == "eagle3" and sp["tokens"] == 4
+    assert plain["tpot_ms"] / sp["tokens_per_step"] < on["tpot_ms"] < plain["tpot_ms"]
+    assert "--speculative-algorithm EAGLE3" in on["command"]
+
+
+def test_a_serving_record_asks_with_its_drafter() -> None:
+    """A serving record's `speculative`, `num_speculative_tokens` and `acceptance` are deploy's options of
+    the same names in the question validate scores (validation/serving.py record_input), and they keep the
+    record on the user path (validate.py USER_SETTINGS)."""
+    from cardfit.validation import validate as vd
+    from cardfit.validation.serving import record_input
+
+    r = {"id": "r", "kind": "serving", "model": "qwen3-8b", "quant": "fp8", "runtime": "sglang",
+         "gpu": "H100 SXM", "gpus": 1, "input_tokens": 233, "output_tokens": 221, "concurrency": 4,
+         "load": "closed", "requests": 100, "fixed_lengths": False, "metric": "tpot_ms", "statistic": "mean",
+         "settings": {"tp": 1, "version": "0.5.3.post3", "speculative": "eagle3",
+                      "num_speculative_tokens": 4, "acceptance": 0.6}}
+    inp, _, _ = record_input(r)
+    assert (inp.speculative, inp.num_speculative_tokens, inp.acceptance) == ("eagle3", 4, 0.6)
+    assert {"speculative", "num_speculative_tokens", "acceptance"} <= vd.USER_SETTINGS

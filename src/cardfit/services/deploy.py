@@ -2337,7 +2337,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     check(inp)
     rt = default_runtimes().get(inp.runtime or "")
     sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
-    s = sets[0]
+    s = pinned_setting(inp, sets)
     if chunk_tokens or engine_seqs or utilization:
         s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
                                                  max_num_seqs=engine_seqs or None,
@@ -2372,6 +2372,17 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
            f"{'stable' if res.served.stable else 'overloaded'}")
     return res, how
+
+
+def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:
+    """The setting a pinned deployment runs: the first the search built (its KV cache type), drafting where
+    the question names --speculative and the runtime drafts that way (_spec_options builds it beside the plain
+    one; the search weighs both, a pinned question has asked for it), plain otherwise."""
+    if inp.speculative:
+        drafting = [s for s in sets if getattr(s.ctx, "speculation", None) is not None]
+        if drafting:
+            return drafting[0]
+    return sets[0]
 
 
 def pinned_report(inp: DeployInput) -> DeployReport:

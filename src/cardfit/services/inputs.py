@@ -266,7 +266,8 @@ class SpeculativeInput(Input):
 
     speculative: str | None = opt(None, "speculative decoding: draft:MODEL (a smaller model of the same "
                                   "tokenizer), eagle3 (an EAGLE-3 head), mtp (the model's own multi-token "
-                                  "prediction layers) or ngram (prompt lookup); deploy tries it on and off",
+                                  "prediction layers) or ngram (prompt lookup); deploy tries it on and off, "
+                                  "a deployment pinned with --tp drafts",
                                   max_length=256)
     num_speculative_tokens: int | None = opt(None, "tokens drafted per step (K) with --speculative; default: "
                                              "the K its published acceptance was measured at", ge=1, le=32)

@@ -23,7 +23,8 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     NAME@RELEASE, quant, card set (--tp, --pp), load and, for a finite run, the benchmark (--requests,
     --random-lengths, --length-distribution, --max-output-tokens), with the engine settings the record
     states (--max-num-seqs, --max-num-batched-tokens, --gpu-memory-utilization, --max-prefill-tokens,
-    --attention-dp, --max-model-len, --scheduler-recv-interval, --cuda-graph-max-bs); (input, tp, pp)."""
+    --attention-dp, --max-model-len, --scheduler-recv-interval, --cuda-graph-max-bs) and the drafter it ran
+    (--speculative, --num-speculative-tokens, --acceptance); (input, tp, pp)."""
     st = r.get("settings") or {}
     cards = int(r.get("gpus") or 1)
     tp, pp = int(st.get("tp") or cards), int(st.get("pp") or 1)
@@ -55,7 +56,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
               max_prefill_tokens=int(st.get("max_prefill_tokens") or 0) or None,
               enable_mixed_chunk=bool(st.get("enable_mixed_chunk", False)),
               attention_dp=dp if dp > 1 else None, expert_parallel=ep if ep > 1 else None,
-              max_model_len=length or None, **reuse_options(st))
+              max_model_len=length or None, **reuse_options(st), **speculative_options(st))
     inp = DeployInput(model=r["model"], runtime=record_runtime_name(r), quant=r.get("quant"), gpu=(r["gpu"],),
                       input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]),
                       kv_dtype=st.get("kv_cache_dtype") or checkpoint_kv_dtype(r), tp=tp, pp=pp, **kw,
@@ -117,6 +118,19 @@ def reuse_options(settings: dict[str, Any]) -> dict[str, Any]:
         out["sessions"] = float(settings["sessions"])
     if settings.get("kv_offload_gb"):
         out["kv_offload_gb"] = float(settings["kv_offload_gb"])
+    return out
+
+
+def speculative_options(settings: dict[str, Any]) -> dict[str, Any]:
+    """The drafter a record's run states, as deploy's options: --speculative, --num-speculative-tokens and
+    --acceptance (services/speculative.py); none where the record states no speculation."""
+    if not settings.get("speculative"):
+        return {}
+    out: dict[str, Any] = {"speculative": str(settings["speculative"])}
+    if settings.get("num_speculative_tokens"):
+        out["num_speculative_tokens"] = int(settings["num_speculative_tokens"])
+    if settings.get("acceptance"):
+        out["acceptance"] = float(settings["acceptance"])
     return out
 
 
