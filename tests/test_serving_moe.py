@@ -175,6 +175,33 @@ def test_an_moe_layer_pays_its_fixed_time_every_step_a_dense_one_does_not():
             assert gap == pytest.approx(36 * extra if r is moe else 0.0, abs=1e-12)
 
 
+def test_the_moe_layers_fixed_time_skips_deepseeks_dense_layers():
+    """DeepSeek-V3/R1 run a dense MLP in their first three of 61 layers (config.json first_k_dense_replace 3):
+    those layers launch no router, top-k or grouped GEMM, so a step pays the MoE layer's fixed time 58 times,
+    on the served path (services/served.py) and on `cardfit speed`'s (decode_load) alike; a load that does
+    not say how many of its layers are MoE pays it on every layer."""
+    from cardfit.catalog.models import default_models
+    from cardfit.catalog.quants import default_quants
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.core.memory import MemorySettings, estimate
+    from cardfit.runtimes import adapter
+
+    m, q = default_models().find("deepseek-r1-671b"), default_quants().get("FP8")
+    assert (m.layers, m.dense_layers) == (61, 3)
+    mem = estimate(m, q, adapter(default_runtimes().get("sglang")), MemorySettings(context=4096, tp=8))
+    load = sp.decode_load(m, mem, q, 2048)
+    assert (load.moe_layers, load.moe_layer_count) == (58, 58)
+    extra = 82e-6
+    base = sp.Machine(4800.0, 989.0, 8, decode_efficiency=0.873, overhead_s_per_layer=40.9e-6)
+    more = sp.Machine(4800.0, 989.0, 8, decode_efficiency=0.873, overhead_s_per_layer=40.9e-6,
+                      overhead_s_per_moe_layer=extra)
+    for b in (1, 64):
+        gap = sp.step(load, more, b).seconds - sp.step(load, base, b).seconds
+        assert gap == pytest.approx(58 * extra, abs=1e-12)
+    unsaid = sp.Load(65_000_000_000, sp.Shares(0.05, 0.95, 0.0, 4 / 128, "file"), 0, 1e10, 36, 2880)
+    assert unsaid.moe_layer_count == 36
+
+
 def test_mla_v0_prefill_is_a_share_of_the_cards_measured_gemm_rate():
     """The MI300X's FP8 GEMMs reach 1,159.5 of its 2,614.9 datasheet TFLOPS (Azure AI-benchmarking-guide,
     hipBLASLt), the H200's 1,366.3 of 1,978.9 (cuBLASLt): the same kernels of that generation prefill

@@ -330,7 +330,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     kv_s = kv_card / rate
     scheduled = math.ceil(b / dp) if ep > 1 else b
     overhead = (whole.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
-                + (whole.layers * mc.overhead_s_per_moe_layer if experts else 0.0))
+                + (whole.moe_layer_count * mc.overhead_s_per_moe_layer if experts else 0.0))
     link = _all_reduces_s(whole, mc, b)
     if mc.serial_gemm and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         roofline = memory_s + max(compute_s, 0.0)

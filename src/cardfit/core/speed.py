@@ -372,6 +372,16 @@ class Load:
     # (core/serving.py _mixed), and the busiest expert-parallel rank's share is that of all of them (step)
     routed_per_sequence: float = 1.0
 
+    @property
+    def moe_layer_count(self) -> int:
+        """The layers that pay the MoE layer's fixed time (Machine.overhead_s_per_moe_layer): those with
+        routed experts; every layer where the load does not say (moe_layers 0 on a load with expert weights).
+        A DeepSeek-V3/R1 step has 58 of its 61 layers MoE: its first three run a dense MLP
+        (deepseek-ai/DeepSeek-V3 config.json "first_k_dense_replace": 3, "num_hidden_layers": 61;
+        modeling_deepseek.py DeepseekV3DecoderLayer: a layer takes DeepseekV3MoE only where layer_idx >=
+        first_k_dense_replace), and those layers have no router, top-k or grouped GEMM to launch."""
+        return self.moe_layers or self.layers
+
     def kv_per_card(self, tp: int) -> float:
         """The share of a sequence's cache read one of `tp` tensor-parallel ranks reads: 1 / tp split evenly,
         the whole latent on every rank for MLA (each rank attends with its tp-th of the heads over every
@@ -459,7 +469,7 @@ def _step_times(load: Load, mc: Machine, b: int, kv_card: float, ep: int,
     # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
     scheduled = math.ceil(b / dp) if ep > 1 else b
     overhead_s = (load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
-                  + (load.layers * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0))
+                  + (load.moe_layer_count * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0))
     return flops, compute_s, kv_s, overhead_s
 
 
@@ -836,7 +846,8 @@ def decode_load(m: ModelSpec, mem: Memory, quant: Quant | None, filled: int, cpu
     return Load(decoded_weight_bytes(m, mem, quant), shares,
                 kv_read_bytes(m, mem, filled, window_cache, window_cells),
                 decode_flops_per_token(m, filled), m.layers, m.hidden or m.heads * m.head_dim,
-                cpu_weight, cpu_expert, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m))
+                cpu_weight, cpu_expert, low_bit_params=low_bit_params(m, quant), kv_split=kv_split_ranks(m),
+                moe_layers=max(m.layers - m.dense_layers, 0) if m.is_moe else 0)
 
 
 def offload_split(layer_fraction: float, weights_bytes: int, kv_bytes: int,
