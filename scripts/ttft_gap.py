@@ -73,7 +73,8 @@ def split(rep: Report, records: list[dict[str, Any]], path: str = "user") -> lis
             continue
         g = rows[group(r, rep.publishers.get(rid, ""))]
         g["ttft"].append(loo[rid])
-        g["ttft_full"].append(full[rid] or 0.0)
+        if full.get(rid) is not None:  # a record with no in-sample figure is left out of that median
+            g["ttft_full"].append(full[rid])
         for other in runs[run_key(r)]:
             metric = by_id[other].get("metric")
             err = loo.get(other)

@@ -194,3 +194,17 @@ def test_deploy_on_a_pipe_does_not_load_rich(cli_home):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**env, "HOME": str(cli_home), "COLUMNS": "120", "FORCE_COLOR": "1"})
     assert "\x1b[1m  vllm serve " in proc.stdout and "'rich.console'" in proc.stderr, proc.stderr
+
+
+def test_a_chart_path_with_brackets_is_printed_as_written(run_cli, tmp_path):
+    """`--plot` takes any file name; the line that names it prints it as written, not as rich markup (a
+    '[bold]' in the name was swallowed; a folder 'd[' holding 'bold]' makes '[/bold]', a MarkupError)."""
+    folder = tmp_path / "d[" / "bold]"
+    folder.mkdir(parents=True)
+    svg = folder / "x[bold].svg"
+    code, out, err = run_cli("deploy", "meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--ttft-ms",
+                             "1500", "--tpot-ms", "50", "--runtime", "vllm", "--plot", str(svg),
+                             env={"COLUMNS": "400"})
+    assert code == 0, err
+    assert svg.exists()
+    assert f"Chart written to {svg}" in out

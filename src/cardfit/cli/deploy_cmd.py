@@ -79,7 +79,8 @@ def _shape(d: Deployment) -> str:
             return (f"{d.count}× {escape(d.gpu)} ({pre['replicas']} prefill workers{_worker(pre)} + "
                     f"{dec['replicas']} decode workers{_worker(dec)})")
         each = f", TP {d.tp} each" if d.tp > 1 else ""
-        return f"{d.count}× {d.gpu} ({pre['replicas']} prefill + {dec['replicas']} decode workers{each})"
+        return (f"{d.count}× {escape(d.gpu)} ({pre['replicas']} prefill + {dec['replicas']} decode "
+                f"workers{each})")
     group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks
     parts = [f"TP {group}"] if group > 1 else []
     if d.ep > 1:
@@ -184,7 +185,7 @@ def _print(r: DeployReport) -> None:
     for note in r.notes:
         c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:
-        c.print(f"Chart written to {r.plot}")
+        c.print(f"Chart written to {escape(r.plot)}")
     c.flush()
 
 
