@@ -477,3 +477,35 @@ def test_dominance_skips_change_no_answer_on_any_timings(seed, keep) -> None:
     size = keep or d.PARETO_SIZE
     assert (pruned[:1], d.pareto(pruned, size)) == (whole[:1], d.pareto(whole, size))
     assert len(pruned) < len(whole)  # the skip does skip (else the equality holds trivially)
+
+
+# The early price cut (search: a candidate whose rent at any count is already priced out is dropped before its
+# fewest replicas are bounded) is a speed setting: the answer is the one the search gives without it.
+EARLY_CUT_QUESTIONS = (
+    dict(model="meta-llama/Llama-3.1-8B-Instruct", requests_per_s=5.0, input_tokens=1000, output_tokens=300,
+         ttft_ms=2000.0, tpot_ms=50.0),
+    dict(model="meta-llama/Llama-3.1-8B-Instruct", users=32, ttft_ms=1500.0, tpot_ms=50.0, runtime="vllm"),
+    dict(model="meta-llama/Llama-3.3-70B-Instruct", requests_per_s=5.0, input_tokens=1000, output_tokens=300,
+         ttft_ms=2000.0, tpot_ms=50.0, runtime="vllm"),
+)
+
+
+@pytest.mark.parametrize("question", EARLY_CUT_QUESTIONS)
+def test_the_early_price_cut_changes_no_answer(question, monkeypatch):
+    d.clear_memos()
+    with_cut = d.deploy_report(d.DeployInput(**question)).to_json()
+    least, floors = d._least_price, []
+
+    def no_floor(gpu, cards, rules, fewest, most):  # the floor over every count, the early cut's only input
+        if most == d.EVERY_COUNT:
+            floors.append(gpu)
+            return 0.0
+        return least(gpu, cards, rules, fewest, most)
+
+    d.clear_memos()
+    monkeypatch.setattr(d, "_least_price", no_floor)
+    without = d.deploy_report(d.DeployInput(**question)).to_json()
+    monkeypatch.undo()
+    d.clear_memos()
+    assert floors, "the search never reached the early cut"
+    assert without == with_cut
