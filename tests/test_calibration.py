@@ -539,6 +539,8 @@ HELD_USER_PATH = {
     # What the bug hid moves to the unsafe side: B200 P/D prefill pools 2x fast (cfg457/459 TTFT -15 % /
     # -10 % -> -94 % / -92 %), aiconfigurator's DP/EP TensorRT-LLM 1,024-token TTFT shorter (median -35 % ->
     # -45 %) (docs/VALIDATION.md "The P/D records of DeepSeek-R1, taken apart")
+    # 25.8 % / 224 % (439) with the MoE layer's fixed time paid on MoE layers only (DeepSeek-V3/R1: 58 of
+    # 61; core/speed.py Load.moe_layer_count): its steps 0.25 ms shorter, TPOT median 21.7 % -> 20.4 %
     "serving": (0.265, 2.24),  # 439 records
 }
 
