@@ -10,6 +10,7 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -46,10 +47,11 @@ def plans() -> list:
     return [BY_NAME["plan"].call(q).view() for q in QUESTIONS]
 
 
-def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bool, through_rich: bool,
-            monkeypatch: pytest.MonkeyPatch) -> tuple[str, bool]:
-    """The text `cardfit plan` prints for `plan` (as cli/render.py's `plan_console` sets the width), and
-    whether rich printed it; `through_rich` sends it to rich whatever the plain writer could do."""
+def render_with(print_it: Callable[[], None], env: dict[str, str], terminal: bool, through_rich: bool,
+                monkeypatch: pytest.MonkeyPatch) -> tuple[str, bool]:
+    """What `print_it()` writes to stdout under `env` (to a terminal or a pipe), and whether rich printed it;
+    `through_rich` sends it to rich whatever the plain writer could do (what the command printed before it
+    had a plain path). tests/test_console_deploy.py renders deploy's answers with it."""
     used_rich = []
     original = light.Console._rich
 
@@ -67,8 +69,15 @@ def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bo
         m.setattr(light.Console, "_rich", rich)
         if through_rich:
             m.setattr(light, "plain_width", lambda asked: None)
-        _print_plan(plan, unit, top)
+        print_it()
     return out.getvalue(), bool(used_rich)
+
+
+def _render(plan: object, unit: str, top: int, env: dict[str, str], terminal: bool, through_rich: bool,
+            monkeypatch: pytest.MonkeyPatch) -> tuple[str, bool]:
+    """The text `cardfit plan` prints for `plan` (as cli/render.py's `plan_console` sets the width), and
+    whether rich printed it (render_with)."""
+    return render_with(lambda: _print_plan(plan, unit, top), env, terminal, through_rich, monkeypatch)
 
 
 PIPES = [{"COLUMNS": "100"}, {}, {"COLUMNS": "150"}, {"COLUMNS": "80"}, {"COLUMNS": "60"}, {"COLUMNS": "41"},

@@ -20,6 +20,8 @@ from cardfit.cli import console as light
 from cardfit.cli.deploy_cmd import _print
 from cardfit.services.table import BY_NAME
 
+from .test_console import ENV_KEYS, render_with
+
 QUESTIONS = [
     # the README's question: a Pareto front (the titled table) and a launch line wider than 120 columns
     {"model": "meta-llama/Llama-3.1-8B-Instruct", "users": 32, "ttft_ms": 1500, "tpot_ms": 50,
@@ -32,7 +34,6 @@ QUESTIONS = [
     # --cards 8 with no load: the most users the cards serve
     {"model": "Qwen/Qwen3-30B-A3B", "cards": 8},
 ]
-ENV_KEYS = ("COLUMNS", "LINES", "TERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLORTERM")
 
 
 @pytest.fixture(scope="module")
@@ -43,27 +44,8 @@ def reports() -> list:
 
 def _render(report: object, env: dict[str, str], through_rich: bool,
             monkeypatch: pytest.MonkeyPatch) -> tuple[str, bool]:
-    """The text `cardfit deploy` prints for `report` to a pipe, and whether rich printed it; `through_rich`
-    sends it to rich whatever the plain writer could do (what deploy printed before it had a plain path)."""
-    used_rich = []
-    original = light.Console._rich
-
-    def rich(self: light.Console, items: list) -> None:
-        used_rich.append(True)
-        original(self, items)
-
-    with monkeypatch.context() as m:
-        for key in ENV_KEYS:
-            m.delenv(key, raising=False)
-        for key, value in env.items():
-            m.setenv(key, value)
-        out = io.StringIO()
-        m.setattr(sys, "stdout", out)
-        m.setattr(light.Console, "_rich", rich)
-        if through_rich:
-            m.setattr(light, "plain_width", lambda asked: None)
-        _print(report)
-    return out.getvalue(), bool(used_rich)
+    """The text `cardfit deploy` prints for `report` to a pipe, and whether rich printed it (render_with)."""
+    return render_with(lambda: _print(report), env, False, through_rich, monkeypatch)
 
 
 @pytest.mark.parametrize("env", [{}, {"COLUMNS": "100"}, {"COLUMNS": "150"}, {"COLUMNS": "80"},

@@ -7,6 +7,7 @@ is measured by `make bench`, not here."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -175,22 +176,29 @@ def test_routed_shares_are_replace(data, route):
         [getattr(replace(shares, route=route), f.name) for f in dataclasses.fields(sp.Shares)]
 
 
+def _steps(body: dict, *more: Callable[[sp.Machine], sp.Machine]):
+    """(load, machine, sequences, card) for every card of the plan of `body` with a bandwidth: its machine,
+    its spec-bandwidth ideal and `more` of its machine, at one, a few and many sequences; and the count of
+    those cards."""
+    p = pl.plan(parse(PlanInput, body))
+    cards = [c for c in p.cards if c.option.gpu.bandwidth_gbps is not None]
+    out = []
+    for card in cards:
+        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        for mc in (dc.machine, dc.ideal, *(f(dc.machine) for f in more)):
+            out += [(load, mc, b, card.option.gpu.name) for b in (1, 3, 64)]
+    return out, len(cards)
+
+
 @pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
 def test_step_memory_s_is_the_steps_own(body):
     """core/speed.py step_memory_s (the ceiling's reads alone) is step(...).memory_s to the bit, on every
     card's machine and its spec-bandwidth ideal, at one, a few and many sequences (offload, tensor
     parallel and routed experts among the plans)."""
-    p = pl.plan(parse(PlanInput, body))
-    seen = set()
-    for card in p.cards:
-        if card.option.gpu.bandwidth_gbps is None:
-            continue
-        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
-        for mc in (dc.machine, dc.ideal):
-            for b in (1, 3, 64):
-                assert sp.step_memory_s(load, mc, b) == sp.step(load, mc, b).memory_s, card.option.gpu.name
-                seen.add(sp.step_memory_s(load, mc, b))
-    assert len(seen) > len(p.cards)
+    steps, cards = _steps(body)
+    for load, mc, b, name in steps:
+        assert sp.step_memory_s(load, mc, b) == sp.step(load, mc, b).memory_s, name
+    assert len({sp.step_memory_s(load, mc, b) for load, mc, b, _ in steps}) > cards
 
 
 @pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
@@ -198,18 +206,11 @@ def test_step_seconds_is_the_steps_own(body):
     """core/speed.py step_seconds (a step's time without its record, which the every-card plan's decode
     figures read) is step(...).seconds to the bit, on every card's machine and its ideal, at one, a few and
     many sequences, and for each machine also as a serial-GEMM engine and with expert parallelism."""
-    p = pl.plan(parse(PlanInput, body))
-    seen = set()
-    for card in p.cards:
-        if card.option.gpu.bandwidth_gbps is None:
-            continue
-        dc, load = pl._decode_inputs(p.ctx, card.memory, card.option)
-        for mc in (dc.machine, dc.ideal, replace(dc.machine, serial_gemm=True),
-                   replace(dc.machine, tp=4, expert_parallel=4, attention_dp=2)):
-            for b in (1, 3, 64):
-                assert sp.step_seconds(load, mc, b) == sp.step(load, mc, b).seconds, card.option.gpu.name
-                seen.add(sp.step_seconds(load, mc, b))
-    assert len(seen) > len(p.cards)
+    steps, cards = _steps(body, lambda mc: replace(mc, serial_gemm=True),
+                          lambda mc: replace(mc, tp=4, expert_parallel=4, attention_dp=2))
+    for load, mc, b, name in steps:
+        assert sp.step_seconds(load, mc, b) == sp.step(load, mc, b).seconds, name
+    assert len({sp.step_seconds(load, mc, b) for load, mc, b, _ in steps}) > cards
 
 
 @pytest.mark.parametrize("change", [{"quant": "Q2_K"}, {"runtime": "vllm"}, {"prefill_chunk": 256}],
