@@ -296,9 +296,9 @@ def test_clients_that_never_read_their_answers_are_dropped(server):
 def test_connections_stay_below_the_open_file_limit(tmp_path):
     """With 256 files allowed, 300 idle connections never make accept fail with EMFILE (which asyncio
     logs on every try): the oldest idle ones are closed, and a real request is answered at once."""
-    from cardfit.web.server import ACCEPT_BURST, FILE_MARGIN
+    from cardfit.web.server import ACCEPT_BURST, FILE_MARGIN, UNSEEN_BURSTS
 
-    cap = 256 - FILE_MARGIN - ACCEPT_BURST  # web.server.max_connections() under this limit
+    cap = 256 - FILE_MARGIN - UNSEEN_BURSTS * ACCEPT_BURST  # web.server.max_connections() under this limit
     proc, port = start_server("--request-timeout", "30", home=str(tmp_path), nofile=256)
     idle = []
     try:

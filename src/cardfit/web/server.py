@@ -45,8 +45,14 @@ QUEUE_WAIT_S = 10.0  # a request waits at most this long for a worker
 MAX_CONNECTIONS = 512
 FILE_MARGIN = 64  # files the process keeps open besides connections (its modules, logs, the listening socket)
 # connections asyncio accepts in one go, before any of them is seen (its accept loop takes up to the listen
-# backlog per wakeup: asyncio/selector_events.py _accept_connection); also the kernel's queue of them
-ACCEPT_BURST = 128
+# backlog per wakeup: asyncio/selector_events.py _accept_connection); also the kernel's queue of them. Two
+# such bursts can be open before the first is seen: a burst's connections reach connection_made two loop
+# iterations after their accept (the accept callback schedules a task; the task's first step builds the
+# transport, which schedules connection_made), and the next iteration's accept callback runs after that
+# task step and before connection_made, so a loop slow enough to find the queue full each time holds two
+# bursts unseen (max_connections leaves room for both)
+ACCEPT_BURST = 64
+UNSEEN_BURSTS = 2
 WORKERS = 2  # threads for request-sized work (plan, speed, catalogs' readers)
 HEAVY_WORKERS = 1  # and for the expensive commands (deploy, validate), so they cannot starve the rest
 
@@ -229,8 +235,8 @@ class OriginCheck:
 
 def max_connections() -> int:
     """Open connections the server keeps: MAX_CONNECTIONS, or fewer where the process may open fewer files
-    (RLIMIT_NOFILE, less FILE_MARGIN for its own files and ACCEPT_BURST for connections accepted before the
-    oldest idle ones are closed), so accepting never fails with EMFILE."""
+    (RLIMIT_NOFILE, less FILE_MARGIN for its own files and UNSEEN_BURSTS × ACCEPT_BURST for connections
+    accepted before the oldest idle ones are closed), so accepting never fails with EMFILE."""
     try:
         import resource
 
@@ -239,7 +245,7 @@ def max_connections() -> int:
         return MAX_CONNECTIONS
     if soft == getattr(resource, "RLIM_INFINITY", -1) or soft < 0:
         return MAX_CONNECTIONS
-    return max(8, min(MAX_CONNECTIONS, soft - FILE_MARGIN - ACCEPT_BURST))
+    return max(8, min(MAX_CONNECTIONS, soft - FILE_MARGIN - UNSEEN_BURSTS * ACCEPT_BURST))
 
 
 def protocol_class(request_timeout_s: float, limit: int | None = None) -> type:
