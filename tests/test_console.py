@@ -126,20 +126,26 @@ def markup_lines(draw: st.DrawFn) -> str:
     return "".join(w + sep for w, sep in parts)
 
 
+def rich_text(width: int, item: object, **print_args: object) -> str:
+    """What rich itself writes for `item` at `width` to a pipe (no colour, no highlighting): the bytes the
+    plain writer must equal wherever it prints."""
+    from rich.console import Console as Rich
+
+    out = io.StringIO()
+    Rich(file=out, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
+         color_system=None).print(item, **print_args)
+    return out.getvalue()
+
+
 @settings(max_examples=300, deadline=None)
 @given(markup_lines(), st.integers(1, 90))
 def test_plain_text_is_rich_text(text, width):
     """A markup line at any width: where the plain writer prints it, rich prints the same."""
-    from rich.console import Console as Rich
-
     try:
         ours = light.render_plain([text], width)
     except light.Unhandled:
         return
-    theirs = io.StringIO()
-    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
-         color_system=None).print(text)
-    assert ours == theirs.getvalue()
+    assert ours == rich_text(width, text)
 
 
 CELLS = ["", "7", "24.0", "fits", "[green]fits[/]", "[magenta]offload[/] 40% GPU", "RTX 4090", "1 (2 nodes)",
@@ -153,8 +159,6 @@ CELLS = ["", "7", "24.0", "fits", "[green]fits[/]", "[magenta]offload[/] 40% GPU
        st.lists(st.lists(st.sampled_from(CELLS), min_size=6, max_size=6), max_size=5), st.integers(1, 110))
 def test_plain_tables_are_rich_tables(columns, rows, width):
     """A borderless table at any width: where the plain writer prints it (it fits), rich prints the same."""
-    from rich.console import Console as Rich
-
     t = light.Table()
     for header, justify, style in columns:
         t.add_column(header, justify, style)
@@ -164,10 +168,7 @@ def test_plain_tables_are_rich_tables(columns, rows, width):
         ours = light.render_plain([t], width)
     except light.Unhandled:
         return
-    theirs = io.StringIO()
-    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
-         color_system=None).print(t.to_rich())
-    assert ours == theirs.getvalue()
+    assert ours == rich_text(width, t.to_rich())
 
 
 @pytest.mark.parametrize(("markup", "why"), [

@@ -7,7 +7,6 @@ rich."""
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from cardfit.cli import console as light
 from cardfit.cli.deploy_cmd import _print
 from cardfit.services.table import BY_NAME
 
-from .test_console import ENV_KEYS, render_with
+from .test_console import ENV_KEYS, render_with, rich_text
 
 QUESTIONS = [
     # the README's question: a Pareto front (the titled table) and a launch line wider than 120 columns
@@ -75,18 +74,13 @@ WORDS = ["vllm", "serve", "--tensor-parallel-size", "2", "meta-llama/Llama-3.1-8
        st.integers(1, 130), st.sampled_from(["", "bold"]))
 def test_a_verbatim_line_is_the_text_rich_writes(parts, width, style):
     """A line written as it is (a launch command): never wrapped nor read as markup, on both paths."""
-    from rich.console import Console as Rich
-
     text = "".join(w + sep for w, sep in parts)
     try:
         ours = light.render_plain([light.Verbatim(text, style)], width)
     except light.Unhandled:
         assert not text.isprintable() or any(ord(ch) > 0x2300 or ch == "\u0301" for ch in text)
         return
-    theirs = io.StringIO()
-    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
-         color_system=None).print(text, style=style or None, markup=False, soft_wrap=True)
-    assert ours == theirs.getvalue() == text + "\n"
+    assert ours == rich_text(width, text, style=style or None, markup=False, soft_wrap=True) == text + "\n"
 
 
 LINE_WORDS = ["TTFT", "p90", "146", "ms", "·", "1,212", "tok/s", "x" * 45, "(rent", "wins);", "–", "é",
@@ -100,17 +94,12 @@ LINE_WORDS = ["TTFT", "p90", "146", "ms", "·", "1,212", "tok/s", "x" * 45, "(re
 def test_an_indented_line_is_the_text_rich_writes(indent, parts, width):
     """A markup line that starts with spaces (deploy's figures under its answer) at any width: where the plain
     writer prints it, rich prints the same (the indent belongs to the first word, as rich's _wrap.words)."""
-    from rich.console import Console as Rich
-
     text = indent + "".join(w + sep for w, sep in parts)
     try:
         ours = light.render_plain([text], width)
     except light.Unhandled:
         return
-    theirs = io.StringIO()
-    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
-         color_system=None).print(text)
-    assert ours == theirs.getvalue()
+    assert ours == rich_text(width, text)
 
 
 @pytest.mark.parametrize(("line", "width", "expected"), [
@@ -134,8 +123,6 @@ CELLS = ["", "7", "24.0", "[green]fits[/]", "2× RTX A5000 (TP 2)", "—", "$1,6
 def test_titled_tables_are_rich_tables(title, justify, rows, width):
     """A borderless table with a title at any width: where the plain writer prints it (the title no wider
     than the table), rich prints the same, the title padded to the table's width."""
-    from rich.console import Console as Rich
-
     t = light.Table(title=title)
     for i, just in enumerate(justify):
         t.add_column(f"c{i}", just)
@@ -145,10 +132,7 @@ def test_titled_tables_are_rich_tables(title, justify, rows, width):
         ours = light.render_plain([t], width)
     except light.Unhandled:
         return
-    theirs = io.StringIO()
-    Rich(file=theirs, highlight=False, soft_wrap=False, width=width, emoji=False, force_terminal=False,
-         color_system=None).print(t.to_rich())
-    assert ours == theirs.getvalue()
+    assert ours == rich_text(width, t.to_rich())
 
 
 def test_a_titled_table_by_hand():

@@ -404,24 +404,33 @@ def test_search_keeping_a_front_on_any_timings(seed, keep, reread) -> None:
     import random
     from unittest import mock
 
-    from cardfit.core import serving as sv
-
     rnd = random.Random(seed)  # a timing for each of ~1,500 candidates: too many for hypothesis to draw
     inp = d.DeployInput(model=MODEL, gpu=tuple(CARDS), users=32.0)
     t = d.targets(inp)
     cands = _small_catalog_candidates(inp)
-    drawn: dict[int, tuple[int, int, d.Result]] = {}
-    for c in cands:
-        lo = rnd.randint(1, 4)
-        n = lo + rnd.randint(0, 3)
-        served = sv.Served(8.0, rnd.randint(1, 9) / 200, 0.1, rnd.randint(1, 9) / 20, 0.1, 0.0, 100.0, 0.5,
-                           True)
-        rent = d.fitting.set_price(c.gpu, c.cards * n, c.setting.ctx.rules)
-        drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, rnd.randint(1, 5) * 100.0, True, {}))
+    drawn = _drawn_results(rnd, cands, tied=False)
 
     with _drawn_timings(drawn), mock.patch.object(d, "FRONT_REREAD_GROWTH", reread):
         whole, kept = d.search(inp, cands, t), d.search(inp, cands, t, keep)
     assert (kept[:1], d.pareto(kept, keep)) == (whole[:1], d.pareto(whole, keep))
+
+
+def _drawn_results(rnd, cands: list[d.Candidate], tied: bool) -> dict[int, tuple[int, int, d.Result]]:
+    """A drawn timing per candidate (its fewest replicas that may meet, the count found, the Result: TPOT,
+    TTFT and, where `tied`, the served tokens/s of a closed loop of 32 users of 300 tokens at them, else
+    drawn apart; its rent that of its replicas), for _drawn_timings."""
+    from cardfit.core import serving as sv
+
+    drawn: dict[int, tuple[int, int, d.Result]] = {}
+    for c in cands:
+        lo = rnd.randint(1, 4)
+        n = lo + rnd.randint(0, 3)
+        tpot, ttft = rnd.randint(1, 9) / 200, rnd.randint(1, 9) / 20
+        served = sv.Served(8.0, tpot, 0.1, ttft, 0.1, 0.0, 100.0, 0.5, True)
+        rent = d.fitting.set_price(c.gpu, c.cards * n, c.setting.ctx.rules)
+        tokens = 32 * 300 / (ttft + 299 * tpot) if tied else rnd.randint(1, 5) * 100.0
+        drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, tokens, True, {}))
+    return drawn
 
 
 _CANDIDATES: dict[d.DeployInput, list[d.Candidate]] = {}
@@ -454,21 +463,11 @@ def test_dominance_skips_change_no_answer_on_any_timings(seed, keep) -> None:
     import random
     from unittest import mock
 
-    from cardfit.core import serving as sv
-
     rnd = random.Random(seed)
     inp = d.DeployInput(model=MODEL, gpu=tuple(CARDS), users=32.0)
     t = d.targets(inp)
     cands = _small_catalog_candidates(inp)
-    drawn: dict[int, tuple[int, int, d.Result]] = {}
-    for c in cands:
-        lo = rnd.randint(1, 4)
-        n = lo + rnd.randint(0, 3)
-        tpot, ttft = rnd.randint(1, 9) / 200, rnd.randint(1, 9) / 20
-        served = sv.Served(8.0, tpot, 0.1, ttft, 0.1, 0.0, 100.0, 0.5, True)
-        rent = d.fitting.set_price(c.gpu, c.cards * n, c.setting.ctx.rules)
-        tokens = 32 * 300 / (ttft + 299 * tpot)  # a closed loop's: 32 users, each 300 tokens a cycle
-        drawn[id(c)] = (lo, n, d.Result(c, n, served, rent, 1.0, tokens, True, {}))
+    drawn = _drawn_results(rnd, cands, tied=True)
 
     with _drawn_timings(drawn):
         pruned = d.search(inp, cands, t, keep)
