@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 
 from ..catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
 from ..catalog.records import record
@@ -14,8 +13,7 @@ from ..errors import InputError, UnknownNameError
 from .inputs import ModelInput
 
 # Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16 (text, compiled on first use
-# by re's own cache: a tag without a dash after its colon, 'llama3.1:8b', never needs it; `_TAG_QUANT`, the
-# compiled pattern, is still there for web/limits.py, through the module's __getattr__)
+# by re's own cache: a tag without a dash after its colon, 'llama3.1:8b', never needs it; tag_quant)
 _TAG_QUANT_TEXT = r"^(?P<base>[^:]+:[^-]+)(?:-instruct|-it|-chat)?-(?P<q>q\d[_a-z0-9]*|fp16|bf16|f16|mxfp4)$"
 
 
@@ -26,12 +24,6 @@ def tag_quant(name: str) -> re.Match[str] | None:
     if "-" not in name.partition(":")[2]:
         return None
     return re.match(_TAG_QUANT_TEXT, name, re.I)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "_TAG_QUANT":  # the compiled pattern (web/limits.py), compiled when asked for
-        return re.compile(_TAG_QUANT_TEXT, re.I)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @record(slots=True)

@@ -31,7 +31,7 @@ def catalog_model(name: str) -> str:
 
     Returns a name that `resolve` finds in the catalog and that is no path (an HF id's slash becomes a space,
     which catalog lookup ignores); raises UnknownNameError with suggestions for names no catalog knows."""
-    from ..services.resolve import _TAG_QUANT
+    from ..services.resolve import tag_quant
 
     n = name.strip()
     if n.lower().endswith(_FILE_SUFFIXES) or n.startswith(("/", "~", ".", "\\")):
@@ -41,7 +41,7 @@ def catalog_model(name: str) -> str:
     models = default_models()
     found = models.find(n)
     if found is None:
-        m = _TAG_QUANT.match(n)
+        m = tag_quant(n)
         if not (m and models.find(m["base"]) is not None):
             models.get(n)  # raises UnknownNameError with suggestions
     else:
