@@ -444,6 +444,64 @@ def test_prompt_chunk_allreduce_is_slower_than_the_link_and_monotone():
     assert sp.allreduce_seconds(chunk, 4, pcie) == pytest.approx(25e-6 + 1.5 * chunk / 32e9)
 
 
+def mi300_machine(tp: int, gpu: str = "MI300X", custom: bool = True) -> sp.Machine:
+    """`tp` cards of an MI300-series row under a runtime that runs (or not) its own all-reduce kernel."""
+    from cardfit.catalog.gpus import default_gpus
+
+    card = default_gpus().get(gpu)
+    return sp.Machine(card.bandwidth_gbps, 1307.4, tp, link_gbps=card.link_gbps,
+                      interconnect=card.interconnect, **sp.allreduce_fields(card, custom))
+
+
+@pytest.mark.parametrize(("message", "tp", "us", "why"), [
+    (16384, 2, 7.53, "one sequence of a 70B model at TP 2: ROCm/aiter PR #801's 16 KiB point"),
+    (16384, 4, 7.26, "the same at TP 4: vLLM PR #19744's 16 KiB point"),
+    (1 << 20, 4, 22.91, "64 sequences of a 70B model at TP 4: the 1 MiB point"),
+    (8192, 2, 7.58, "one sequence of an 8B model (4,096 wide) at TP 2"),
+])
+def test_mi300x_decode_allreduce_takes_vllms_own_kernel_time(message, tp, us, why):
+    """On the MI300 series vLLM all-reduces a decode step's message in its custom all-reduce kernel
+    (vllm/platforms/rocm.py use_custom_allreduce), about 7 us a call, not RCCL's small-message latency: the
+    catalog's rccl-tests curve of 8x MI300X (45 us at 8 ranks), which the old timing also slowed by 7 / (tp -
+    1) below 8 ranks (~200 us a call at TP 2, an 8B model decoding 3x slower at TP 2 than on one card)."""
+    mc = mi300_machine(tp)
+    assert sp.allreduce_seconds(message, tp, mc) == pytest.approx(us * 1e-6, rel=1e-9), why
+    rccl = sp.allreduce_seconds(message, tp, mi300_machine(tp, custom=False))
+    assert rccl > 5 * sp.allreduce_seconds(message, tp, mc), why
+
+
+def test_mi300_custom_kernel_reach_cards_and_tp8():
+    """Past 8 MiB the message goes to RCCL (its measured curve); TP 8 takes the MI355X measurement (vLLM PR
+    #39080), scaled to the MI300X's link rate above its floor; MI250 (CDNA2) and a runtime that does not run
+    the kernel keep RCCL's figures."""
+    mc = mi300_machine(8)
+    big = (8 << 20) + 1
+    assert sp.allreduce_seconds(big, 8, mc) == sp.allreduce_seconds(big, 8, mi300_machine(8, custom=False))
+    assert sp.allreduce_seconds(24576, 8, mc) == pytest.approx(6.3e-6)
+    assert sp.allreduce_seconds(786432, 8, mc) == pytest.approx((6.3 + (16.0 - 6.3) * 1075 / 896) * 1e-6)
+    assert sp.allreduce_seconds(786432, 8, mi300_machine(8, "MI355X")) == pytest.approx(16.0e-6)
+    assert mi300_machine(4, "MI325X").rocm_custom_allreduce
+    assert not mi300_machine(2, "MI250 (one GCD)").rocm_custom_allreduce
+    from cardfit.catalog.gpus import default_gpus
+
+    assert not sp.allreduce_fields(default_gpus().get("H100 SXM"), True)["rocm_custom_allreduce"]
+
+
+def test_vllm_dense_decode_at_tp2_on_mi300x_is_faster_than_on_one_card():
+    """`cardfit speed` of an 8B model at TP 2 on MI300X: half the weight bytes a card plus ~64 all-reduces of
+    ~7 us, so faster than one card (the RCCL timing made it 3x slower: 63.5 against 205.6 tok/s); at a vLLM
+    release before the kernel ran on ROCm (data/releases.toml rocm_custom_allreduce, 0.8.3) RCCL's figures
+    stand."""
+    def rate(tp: int, runtime: str = "vllm") -> float:
+        r = report("meta-llama/Llama-3.1-8B-Instruct", "MI300X", gpus=tp, tp=tp, context=2048,
+                   runtime=runtime)
+        return r["decode_tokens_per_s"]
+
+    one, two = rate(1), rate(2)
+    assert two > 1.2 * one
+    assert rate(2, "vllm@0.7.3") < 0.5 * one
+
+
 def test_the_measured_nvlink_curves_live_on_their_cards():
     """The NCCL curves are the catalog rows of the cards they were measured on (H100 SXM, GB200); an NVLink
     card without its own borrows the nearest generation's, a PCIe card none."""

@@ -158,6 +158,11 @@ class RuntimeProfile:
     # query head (core/speed.py Machine.kv_read_copies). 0 = no such fallback
     rocm_paged_attention_max_context: int = 0
     # (vLLM: V0 only, data/releases.toml v1_engine)
+    # A tensor-parallel all-reduce of up to 8 MiB on an MI300-series card (CDNA3/CDNA4, fully connected
+    # over Infinity Fabric) runs in the engine's own custom all-reduce kernel, not in RCCL (core/speed.py
+    # ROCM_CUSTOM_ALLREDUCE_US); false: RCCL at every size (the card's measured bus bandwidth, or a fixed
+    # latency per call). vLLM: from the release of data/releases.toml rocm_custom_allreduce
+    rocm_custom_allreduce: bool = False
     # V0 engines replay a decode graph only while the batch's longest sequence is at most this many tokens
     # (vLLM max_seq_len_to_capture); a longer one runs the decode step eagerly (0: no such limit); vLLM V0
     # only (data/releases.toml v1_engine)

@@ -70,6 +70,31 @@ CUSTOM_ALLREDUCE_US: dict[int, tuple[tuple[int, float], ...]] = {
     8: ((512, 5.9), (4096, 5.7), (32768, 7.8), (262144, 16.7), (524288, 22.1), (1048576, 33.8)),
 }
 CUSTOM_ALLREDUCE_LINK_GBPS = 900.0  # the H100 SXM's NVLink 4 (NVIDIA H100 datasheet), the curve's card
+# The engines' own all-reduce kernel on the MI300 series (runtimes.toml rocm_custom_allreduce: vLLM's
+# CustomAllreduce, which takes every message up to CUSTOM_ALLREDUCE_MAX_BYTES there too), per call by
+# message size, with the link rate (GB/s) of the card it was measured on: tensor parallel 2, fp16, the
+# "vllm cr" column of AMD's QuickReduce kernel tests (ROCm/aiter pull request #801,
+# https://github.com/ROCm/aiter/pull/801: 4 KiB 7.07 us ... 64 KiB 7.66, 256 KiB 11.45, 1 MiB 28.15,
+# 8 MiB 181.43); tensor parallel 4, the "baseline" (custom all-reduce) column of vLLM pull request #19744
+# (https://github.com/vllm-project/vllm/pull/19744, "only enabled on AMD, MI300": 2 KiB 7.18 us ... 8 MiB
+# 118.31); tensor parallel 8, no MI300X figure is published: vLLM's kernel on 8x MI355X, the "vllm/us"
+# column of vLLM pull request #39080 (bf16, hidden 3,072: 24 KiB 6.3 us ... 1.5 MiB 24.2;
+# https://github.com/vllm-project/vllm/pull/39080), scaled to another card's link rate as the NVLink curve
+# is (custom_allreduce_seconds; rule of thumb for the MI300X and MI325X). A decode step's message (a 70B
+# model's 16 KiB a sequence) costs about 7 us, where RCCL's small-message latency (rccl-tests, gpus
+# allreduce_busbw: 45 us at 8 ranks) is the wrong figure: decode never calls RCCL there.
+ROCM_CUSTOM_ALLREDUCE_US: dict[int, tuple[float, tuple[tuple[int, float], ...]]] = {
+    2: (896.0, ((4096, 7.07), (8192, 7.58), (16384, 7.53), (32768, 7.30), (65536, 7.66), (131072, 8.70),
+                (262144, 11.45), (524288, 17.13), (1048576, 28.15), (2097152, 49.67), (4194304, 93.79),
+                (8388608, 181.43))),
+    4: (896.0, ((2048, 7.18), (16384, 7.26), (32768, 7.58), (262144, 14.39), (524288, 14.65),
+                (1048576, 22.91), (2097152, 36.64), (4194304, 63.86), (8388608, 118.31))),
+    8: (1075.0, ((24576, 6.3), (49152, 6.7), (98304, 7.6), (196608, 10.0), (393216, 13.1), (786432, 16.0),
+                 (1572864, 24.2))),
+}
+# the cards vLLM runs it on: gfx94x (CDNA3: MI300X, MI325X) and gfx950 (CDNA4: MI355X), not MI250 (CDNA2)
+# nor RDNA (vllm/platforms/rocm.py use_custom_allreduce: gfx94, gfx95)
+ROCM_CUSTOM_ALLREDUCE_ARCHS = ("cdna3", "cdna4")
 # NCCL's all-reduce over NVLink was measured by message size on the cards of two link generations (catalog
 # gpus allreduce_busbw: H100 SXM, NVLink 4; GB200, NVLink 5); another NVLink card borrows the nearest one's
 # curve scaled by its link rate (nvlink_curve). A card whose NVLink rate is not in the catalog is taken at
@@ -254,6 +279,10 @@ class Machine:
     allreduce_busbw: tuple[tuple[int, float], ...] = ()
     allreduce_ranks: int = 0
     allreduce_link_gbps: float = 0.0
+    # the engine all-reduces a message of up to CUSTOM_ALLREDUCE_MAX_BYTES over Infinity Fabric in its own
+    # kernel (ROCM_CUSTOM_ALLREDUCE_US), not RCCL: an MI300-series card under a runtime that does
+    # (runtimes.toml rocm_custom_allreduce)
+    rocm_custom_allreduce: bool = False
     # the attention rate a FlashAttention kernel was measured to reach per card (gpus attention_tflops), or
     # the rate attention runs at where the GEMMs run in a format attention does not (FP4: machine_for);
     # 0 = the GEMM rate (tflops × compute_efficiency) holds for attention too
@@ -597,25 +626,32 @@ def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
             return ring / (nccl_busbw_gbps(message, mc) * 1e9)
         if message <= CUSTOM_ALLREDUCE_MAX_BYTES:
             return custom_allreduce_seconds(message, tp, mc.link_gbps or NVLINK_DEFAULT_GBPS)
+    elif mc.rocm_custom_allreduce and message <= CUSTOM_ALLREDUCE_MAX_BYTES:
+        link = mc.link_gbps or DEFAULT_LINK_GBPS
+        return custom_allreduce_seconds(message, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
     elif mc.allreduce_busbw:  # the card's own all-reduce measured by message size
         return measured_allreduce_seconds(mc, message, tp)
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
     return latency + ring / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
 
 
-def custom_allreduce_seconds(message: float, tp: int, link_gbps: float) -> float:
-    """One call of the engines' own NVLink all-reduce kernel on `tp` cards (CUSTOM_ALLREDUCE_US, measured on
-    H100): the curve of the nearest measured group size at or above `tp` (8 beyond), interpolated on the
+def custom_allreduce_seconds(message: float, tp: int, link_gbps: float,
+                             curves: dict[int, tuple[float, tuple[tuple[int, float], ...]]] | None = None
+                             ) -> float:
+    """One call of the engines' own all-reduce kernel on `tp` cards: over NVLink CUSTOM_ALLREDUCE_US (measured
+    on H100), or the `curves` given with the link rate each was measured at (ROCM_CUSTOM_ALLREDUCE_US). The
+    curve of the nearest measured group size at or above `tp` (the largest beyond), interpolated on the
     logarithm of the message size, flat below the smallest message; past the largest, its time plus the ring
-    transfer of the further bytes at the link rate; on another NVLink generation the part above the
+    transfer of the further bytes at the link rate; on a card of another link rate the part above the
     small-message time scales with the link rate (the fixed part is the kernel's launch and synchronisation,
     not the link's)."""
-    pts = CUSTOM_ALLREDUCE_US[min((n for n in CUSTOM_ALLREDUCE_US if n >= tp), default=8)]
+    table = curves or {n: (CUSTOM_ALLREDUCE_LINK_GBPS, pts) for n, pts in CUSTOM_ALLREDUCE_US.items()}
+    ref_gbps, pts = table[min((n for n in table if n >= tp), default=max(table))]
     largest = pts[-1][0]
     us = _interpolated(pts, min(message, largest))
     floor = min(t for _, t in pts)
     beyond = 2 * (tp - 1) / tp * max(message - largest, 0.0) / (link_gbps * 1e9)
-    return (floor + max(us - floor, 0.0) * CUSTOM_ALLREDUCE_LINK_GBPS / link_gbps) * 1e-6 + beyond
+    return (floor + max(us - floor, 0.0) * ref_gbps / link_gbps) * 1e-6 + beyond
 
 
 def nvlink_curve(gpu: Gpu) -> tuple[tuple[tuple[int, float], ...], int, float]:
@@ -813,8 +849,9 @@ def decode_card(gpu: Gpu, *, decode_efficiency: float = 0.0, prefill_efficiency:
                 ram_bandwidth_gbps: float = 0.0, ram_efficiency: float = 1.0,
                 bandwidth_gbps: float | None = None, fp16_accumulate: bool = False,
                 dequant_ops_per_weight: float = 0.0, expert_efficiency: float = 0.0,
-                overhead_s_per_moe_layer: float = 0.0) -> DecodeCard:
-    """The card's part of `estimate` (its arguments of the same names)."""
+                overhead_s_per_moe_layer: float = 0.0, rocm_custom_allreduce: bool = False) -> DecodeCard:
+    """The card's part of `estimate` (its arguments of the same names; `rocm_custom_allreduce`: the
+    runtime's, allreduce_fields)."""
     bw = bandwidth_gbps or gpu.bandwidth_gbps
     tflops = (prefill_peak_tflops(gpu, quant, fp16_accumulate) if quant is not None else None) \
         or gpu.tflops(precision) or gpu.tflops("bf16")
@@ -830,7 +867,7 @@ def decode_card(gpu: Gpu, *, decode_efficiency: float = 0.0, prefill_efficiency:
                  dequant_ops_per_weight=dequant_ops_per_weight, expert_efficiency=expert_efficiency,
                  overhead_s_per_moe_layer=overhead_s_per_moe_layer,
                  precision=precision_of(quant, gpu) if quant is not None else precision,
-                 **allreduce_fields(gpu))
+                 **allreduce_fields(gpu, rocm_custom_allreduce))
     return DecodeCard(tflops, attention, mc, _ideal(mc), decode_efficiency, prefill_efficiency, tp)
 
 
@@ -936,10 +973,15 @@ def precision_of(quant: Quant | None, gpu: Gpu) -> str:
     return "bf16"
 
 
-def allreduce_fields(gpu: Gpu) -> dict[str, Any]:
-    """The Machine fields of the card's all-reduce curve (nvlink_curve)."""
+def allreduce_fields(gpu: Gpu, rocm_custom_allreduce: bool = False) -> dict[str, Any]:
+    """The Machine fields of the card's all-reduce curve (nvlink_curve) and, under a runtime that runs its own
+    all-reduce kernel on the MI300 series (`rocm_custom_allreduce`: runtimes.toml), whether this card is one
+    (ROCM_CUSTOM_ALLREDUCE_ARCHS, over Infinity Fabric)."""
     busbw, ranks, link = nvlink_curve(gpu)
-    return {"allreduce_busbw": busbw, "allreduce_ranks": ranks, "allreduce_link_gbps": link}
+    custom = (rocm_custom_allreduce and gpu.stack == "rocm" and gpu.interconnect == "infinity-fabric"
+              and gpu.arch in ROCM_CUSTOM_ALLREDUCE_ARCHS)
+    return {"allreduce_busbw": busbw, "allreduce_ranks": ranks, "allreduce_link_gbps": link,
+            "rocm_custom_allreduce": custom}
 
 
 # The prefill of a DeepSeek-V3-architecture model (MLA + 256 fine-grained routed experts, FP8) reaches at
@@ -1022,7 +1064,7 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
                    dequant_ops_per_weight=k("dequant_ops_per_weight"),
                    expert_efficiency=k("expert_efficiency"),
                    overhead_s_per_moe_layer=k("moe_overhead_us_per_layer") * 1e-6,
-                   **allreduce_fields(gpu),
+                   **allreduce_fields(gpu, rt.rocm_custom_allreduce),
                    attention_tflops=attention, precision=precision,
                    kv_read_copies=k("kv_read_copies") or 1.0)
 

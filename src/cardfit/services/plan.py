@@ -588,7 +588,8 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
                                    ram_bandwidth_gbps=ram_bandwidth_gbps, ram_efficiency=k.ram_efficiency,
                                    dequant_ops_per_weight=rt.dequant_ops_per_weight,
                                    expert_efficiency=k.expert_efficiency,
-                                   overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
+                                   overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
+                                   rocm_custom_allreduce=rt.rocm_custom_allreduce)
         if len(_DECODE_CARDS) >= MACHINES_KEPT:
             _DECODE_CARDS.clear()  # one atomic step, as _MACHINES
         _DECODE_CARDS[key] = hit
