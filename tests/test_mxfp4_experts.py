@@ -84,11 +84,11 @@ def test_the_decode_tokens_experts_pay_the_same_kernel(gpu, unpacked):
         assert extra == 0.0
 
 
-# InferenceX PR #1061 (https://github.com/SemiAnalysisAI/InferenceX/pull/1061, 2026-04-17): gpt-oss-120b FP4 on
-# one MI300X, vLLM v0.17.0, ISL/OSL 1024 (range ratio 0.8): median TPOT 31.4 ms at 64 users, 41.3 at 128, 58.3 at
-# 256 (data/validation/serving_inferencex_gptoss_mi300x.toml). Before the ROCm stream share the served model
-# timed them 23.3 / 30.5 / 46.7 ms (-26 / -26 / -20 %, data/first_contact.toml), the experts read at the
-# Hopper-fitted expert_efficiency.
+# InferenceX PR #1061 (https://github.com/SemiAnalysisAI/InferenceX/pull/1061, 2026-04-17): gpt-oss-120b FP4
+# on one MI300X, vLLM v0.17.0, ISL/OSL 1024 (range ratio 0.8): median TPOT 31.4 ms at 64 users, 41.3 at 128,
+# 58.3 at 256 (data/validation/serving_inferencex_gptoss_mi300x.toml). Before the ROCm stream share the served
+# model timed them 23.3 / 30.5 / 46.7 ms (-26 / -26 / -20 %, data/first_contact.toml), the experts read at
+# the Hopper-fitted expert_efficiency.
 PR1061 = "ix-pr1061-gpt-oss-120b-mi300x-vllm-mxfp4-tp1-1024x1024-c{}-tpot"
 
 
@@ -134,8 +134,10 @@ def test_gpt_oss_on_one_mi300x_decodes_at_the_measured_pace(users, measured):
 
     from cardfit.validation.validate import predict
 
-    path = Path(served.__file__).parents[1] / "data" / "validation" / "serving_inferencex_gptoss_mi300x.toml"
-    rec = {r["id"]: r for r in tomllib.loads(path.read_text(encoding="utf-8"))["record"]}[PR1061.format(users)]
+    path = Path(served.__file__).parents[1] / "data" / "validation"
+    path = path / "serving_inferencex_gptoss_mi300x.toml"
+    records = tomllib.loads(path.read_text(encoding="utf-8"))["record"]
+    rec = {r["id"]: r for r in records}[PR1061.format(users)]
     assert rec["measured"] == measured
     # in sample (the share is fitted on these four TPOT records; out of sample they take the prior): within
     # 11 %, where the Hopper share was 20-26 % too fast

@@ -837,9 +837,9 @@ FITS: tuple[Fit, ...] = (
     Fit(Vllm, "mxfp4_expert_efficiency_rocm", _mxfp4_rocm_stream_step, _implied_mxfp4_rocm_efficiency, 3,
         None,
         "share of the bandwidth MXFP4 experts stream at in a decode step on a ROCm card without FP4 matrix "
-        "cores (CDNA3: triton_kernels unpacks every weight tile in the MoE kernel's vector loop), from vLLM's "
-        "served TPOT records of gpt-oss there whose step touches most of the routed experts, the rest of the "
-        "model in place",
+        "cores (CDNA3: triton_kernels unpacks every weight tile in the MoE kernel's vector loop), from "
+        "vLLM's served TPOT records of gpt-oss there whose step touches most of the routed experts, the rest "
+        "of the model in place",
         prior="expert_efficiency"),
     Fit(Vllm, "moe_overhead_us_per_layer", _moe_fixed_step, _implied_moe_overhead, 1, VllmLike,
         "fixed time per MoE layer per decode step beyond the dense per-layer time, from MoE decode and "
