@@ -356,15 +356,8 @@ def _moe_stream_step(r: Record) -> bool:
 
 def _mxfp4_on_rocm(r: Record) -> bool:
     """Records of an MoE model whose MXFP4 experts a ROCm card without FP4 matrix cores unpacks inside the
-    MoE kernel (services/served.py mxfp4_experts_unpacked on a card of the rocm stack)."""
-    from ..catalog.models import default_models
-    from ..catalog.quants import default_quants
-    from ..services.served import mxfp4_experts_unpacked
-    from .serving import record_gpu
-
-    g, m = record_gpu(r), default_models().find(str(r.get("model") or ""))
-    q = default_quants().find(str(r.get("quant") or ""))
-    return m is not None and g is not None and g.stack == "rocm" and mxfp4_experts_unpacked(q, m, g)
+    MoE kernel."""
+    return _mxfp4_unpacked(r, "rocm")
 
 
 def _mxfp4_rocm_stream_step(r: Record) -> bool:
@@ -498,6 +491,12 @@ def _mxfp4_unpacked_ttft(r: Record) -> bool:
     mxfp4_experts_unpacked)."""
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
         return False
+    return _mxfp4_unpacked(r)
+
+
+def _mxfp4_unpacked(r: Record, stack: str = "") -> bool:
+    """Records of an MoE model whose MXFP4 experts the card (of `stack`, where given) unpacks inside its MoE
+    kernel (services/served.py mxfp4_experts_unpacked)."""
     from ..catalog.models import default_models
     from ..catalog.quants import default_quants
     from ..services.served import mxfp4_experts_unpacked
@@ -505,7 +504,8 @@ def _mxfp4_unpacked_ttft(r: Record) -> bool:
 
     g, m = record_gpu(r), default_models().find(str(r.get("model") or ""))
     q = default_quants().find(str(r.get("quant") or ""))
-    return m is not None and g is not None and mxfp4_experts_unpacked(q, m, g)
+    return (m is not None and g is not None and (not stack or g.stack == stack)
+            and mxfp4_experts_unpacked(q, m, g))
 
 
 def _implied_mxfp4_expert_share(r: Record) -> float | None:
