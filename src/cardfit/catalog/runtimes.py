@@ -205,6 +205,10 @@ class RuntimeProfile:
     # without FP4 tensor cores (BF16 activations, the weights unpacked inside the MoE kernel:
     # services/served.py machine); 0 = the dense GEMMs' rate (fitted: runtimes.toml)
     mxfp4_expert_prefill_share: float = 0.0
+    # share of the bandwidth those MXFP4 experts stream at in a decode step on a ROCm card (CDNA3: no FP4
+    # matrix cores, the weights unpacked in the MoE kernel's vector loop: services/served.py machine); 0 =
+    # expert_efficiency (fitted: runtimes.toml)
+    mxfp4_expert_efficiency_rocm: float = 0.0
     # per-layer time of a decode step of an MLA + MoE model (DeepSeek-V2/V3) on the engines before mid-2025
     # (validation/single.py mla_v0); 0 = decode_overhead_us_per_layer (fitted: runtimes.toml)
     decode_overhead_us_per_layer_mla_v0: float = 0.0

@@ -99,6 +99,11 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
     if mxfp4_experts_unpacked(ctx.quant, ctx.model, gpu):
         mc = replace(mc, expert_prefill_share=value(rt.id, "mxfp4_expert_prefill_share",
                                                     rt.mxfp4_expert_prefill_share))
+        # on a ROCm card the decode step's expert weights stream at that kernel's own share of the bandwidth
+        # (runtimes.toml mxfp4_expert_efficiency_rocm; 0: the runtime's expert_efficiency)
+        stream = value(rt.id, "mxfp4_expert_efficiency_rocm", rt.mxfp4_expert_efficiency_rocm)
+        if gpu.stack == "rocm" and stream:
+            mc = replace(mc, expert_efficiency=stream)
     return mc
 
 

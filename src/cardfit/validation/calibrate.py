@@ -349,8 +349,26 @@ def _moe_fixed_step(r: Record) -> bool:
 
 
 def _moe_stream_step(r: Record) -> bool:
-    """MoE decode-step records whose step touches most of the experts (EXPERT_BOUND_TOUCHED)."""
-    return _moe_step(r) and experts_touched(r) > EXPERT_BOUND_TOUCHED
+    """MoE decode-step records whose step touches most of the experts (EXPERT_BOUND_TOUCHED), but those of
+    MXFP4 experts on a ROCm card, which stream in a kernel of their own (mxfp4_expert_efficiency_rocm)."""
+    return _moe_step(r) and experts_touched(r) > EXPERT_BOUND_TOUCHED and not _mxfp4_on_rocm(r)
+
+
+def _mxfp4_on_rocm(r: Record) -> bool:
+    """Records of an MoE model whose MXFP4 experts a ROCm card without FP4 matrix cores unpacks inside the
+    MoE kernel."""
+    return _mxfp4_unpacked(r, "rocm")
+
+
+def _mxfp4_rocm_stream_step(r: Record) -> bool:
+    """MoE decode-step records of MXFP4 experts on a ROCm card whose step touches most of the experts."""
+    return _moe_step(r) and experts_touched(r) > EXPERT_BOUND_TOUCHED and _mxfp4_on_rocm(r)
+
+
+def _implied_mxfp4_rocm_efficiency(r: Record) -> float | None:
+    """The share of the bandwidth MXFP4 experts stream at on a ROCm card that a record implies
+    (_implied_expert_efficiency of mxfp4_expert_efficiency_rocm)."""
+    return _implied_expert_efficiency(r, "mxfp4_expert_efficiency_rocm")
 
 
 def _implied_moe_overhead(r: Record) -> float | None:
@@ -396,15 +414,16 @@ def _measured_time(r: Record) -> float:
     return float(r["measured"]) if r["kind"] == "serving" else 1 / float(r["measured"])
 
 
-def _implied_expert_efficiency(r: Record) -> float | None:
+def _implied_expert_efficiency(r: Record, field: str = "expert_efficiency") -> float | None:
     """The expert streaming share a record implies, the rest of the model in place: the time per token is
-    linear in 1 / efficiency, so two predictions (at the dense share and at half of it) solve for it."""
+    linear in 1 / efficiency, so two predictions (at the dense share and at half of it) solve for it.
+    `field`: the constant that sets the share for this record's experts."""
     from ..catalog.runtimes import default_runtimes
     from ..core.constants import value
     from ..errors import CardfitError
 
     rt = default_runtimes().find(_rt(r))
-    seconds = _predicted_with(r, "expert_efficiency")
+    seconds = _predicted_with(r, field)
     if rt is None or seconds is None:
         return None
     dense = value(rt.id, "decode_efficiency", rt.decode_efficiency) or 1.0
@@ -472,6 +491,12 @@ def _mxfp4_unpacked_ttft(r: Record) -> bool:
     mxfp4_experts_unpacked)."""
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
         return False
+    return _mxfp4_unpacked(r)
+
+
+def _mxfp4_unpacked(r: Record, stack: str = "") -> bool:
+    """Records of an MoE model whose MXFP4 experts the card (of `stack`, where given) unpacks inside its MoE
+    kernel (services/served.py mxfp4_experts_unpacked)."""
     from ..catalog.models import default_models
     from ..catalog.quants import default_quants
     from ..services.served import mxfp4_experts_unpacked
@@ -479,7 +504,8 @@ def _mxfp4_unpacked_ttft(r: Record) -> bool:
 
     g, m = record_gpu(r), default_models().find(str(r.get("model") or ""))
     q = default_quants().find(str(r.get("quant") or ""))
-    return m is not None and g is not None and mxfp4_experts_unpacked(q, m, g)
+    return (m is not None and g is not None and (not stack or g.stack == stack)
+            and mxfp4_experts_unpacked(q, m, g))
 
 
 def _implied_mxfp4_expert_share(r: Record) -> float | None:
@@ -808,6 +834,13 @@ FITS: tuple[Fit, ...] = (
         "and median ITL records of engines from mid-2025 on whose step touches most of the routed experts, "
         "the dense share and the rest of the model in place",
         prior="decode_efficiency"),
+    Fit(Vllm, "mxfp4_expert_efficiency_rocm", _mxfp4_rocm_stream_step, _implied_mxfp4_rocm_efficiency, 3,
+        None,
+        "share of the bandwidth MXFP4 experts stream at in a decode step on a ROCm card without FP4 matrix "
+        "cores (CDNA3: triton_kernels unpacks every weight tile in the MoE kernel's vector loop), from "
+        "vLLM's served TPOT records of gpt-oss there whose step touches most of the routed experts, the rest "
+        "of the model in place",
+        prior="expert_efficiency"),
     Fit(Vllm, "moe_overhead_us_per_layer", _moe_fixed_step, _implied_moe_overhead, 1, VllmLike,
         "fixed time per MoE layer per decode step beyond the dense per-layer time, from MoE decode and "
         "served TPOT / median ITL records of engines from mid-2025 on whose step touches at most half the "
