@@ -19,6 +19,7 @@ from cardfit.core import fit as fitting
 from cardfit.core import speed as sp
 from cardfit.core.memory import Memory
 from cardfit.services import plan as pl
+from cardfit.services import served
 from cardfit.services.inputs import PlanInput, parse
 
 PLANS = [
@@ -52,9 +53,12 @@ def _fresh_decode(ctx: pl.Context, mem: Memory, opt: fitting.Option) -> sp.Speed
                     cpu_weight_fraction=offloaded, ram_bandwidth_gbps=sp.DEFAULT_RAM_GBPS,
                     ram_efficiency=k.ram_efficiency, window_cache=rt.window_cache,
                     sequences=max(ctx.sequences, 1), dequant_ops_per_weight=rt.dequant_ops_per_weight,
-                    prefill_ubatch=ctx.prefill_chunk or 512, expert_efficiency=k.expert_efficiency,
+                    prefill_ubatch=ctx.prefill_chunk or 512,
+                    expert_efficiency=served.expert_stream_share(rt, ctx.quant, ctx.model, opt.gpu,
+                                                                 k.expert_efficiency),
                     overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
-                    window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk))
+                    window_cells=ctx.engine.window_read_cells(ctx.model, ctx.prefill_chunk),
+                    rocm_custom_allreduce=rt.rocm_custom_allreduce)
     if not ctx.model.generates:
         return sp.Speed(None, None, s.prefill_tokens_per_s, 0)
     return s

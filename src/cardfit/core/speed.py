@@ -813,7 +813,7 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
              bandwidth_gbps: float | None = None, window_cache: bool = True, fp16_accumulate: bool = False,
              sequences: int = 1, dequant_ops_per_weight: float = 0.0, prefill_ubatch: int = 512,
              expert_efficiency: float = 0.0, overhead_s_per_moe_layer: float = 0.0,
-             window_cells: int = 0) -> Speed:
+             window_cells: int = 0, rocm_custom_allreduce: bool = False) -> Speed:
     """Single-stream decode (ceiling and realistic), prefill, and the aggregate decode of `sequences`
     concurrent sequences (the same step `cardfit speed` and `deploy` time) for one plan; `window_cells`: what
     a sliding-window layer reads once wrapped (the runtime adapter's window_read_cells, as services/served.py
@@ -823,7 +823,8 @@ def estimate(m: ModelSpec, mem: Memory, gpu: Gpu, count: int = 1, *, decode_effi
                        overhead_s_per_sequence=overhead_s_per_sequence, ram_bandwidth_gbps=ram_bandwidth_gbps,
                        ram_efficiency=ram_efficiency, bandwidth_gbps=bandwidth_gbps,
                        fp16_accumulate=fp16_accumulate, dequant_ops_per_weight=dequant_ops_per_weight,
-                       expert_efficiency=expert_efficiency, overhead_s_per_moe_layer=overhead_s_per_moe_layer)
+                       expert_efficiency=expert_efficiency, overhead_s_per_moe_layer=overhead_s_per_moe_layer,
+                       rocm_custom_allreduce=rocm_custom_allreduce)
     load = decode_load(m, mem, quant, mem.context if context_filled is None else context_filled,
                        cpu_weight_fraction, window_cache, window_cells)
     return estimate_on(card, m, load, sequences=sequences, prefill_ubatch=prefill_ubatch)

@@ -571,10 +571,15 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
     of the plan (its runtime and quantization), the card, the split and the constants in place are the key,
     so the page's every-card plans, asked again at another context or batch, build each card's once."""
     rt = ctx.runtime
-    key = (rt, ctx.quant, gpu, tp, ram_bandwidth_gbps, snapshot(rt.id))
+    # (whether the model routes experts: the one thing of it the card's part reads, through
+    # services/served.py expert_stream_share)
+    key = (rt, ctx.quant, gpu, tp, ram_bandwidth_gbps, bool(ctx.model.is_moe), snapshot(rt.id))
     hit = _DECODE_CARDS.get(key)
     if hit is None:
+        from .served import expert_stream_share
+
         k = ctx.engine.speed()
+        experts = expert_stream_share(rt, ctx.quant, ctx.model, gpu, k.expert_efficiency)
         peak = speedmod.prefill_peak_tflops(gpu, ctx.quant, rt.fp16_accumulate)
         precision = speedmod.precision_of(ctx.quant, gpu)
         share = speedmod.prefill_efficiency(k.prefill_efficiency, rt.prefill_efficiency_quantized, ctx.quant,
@@ -587,7 +592,7 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
                                    overhead_s_per_sequence=k.overhead_s_per_sequence,
                                    ram_bandwidth_gbps=ram_bandwidth_gbps, ram_efficiency=k.ram_efficiency,
                                    dequant_ops_per_weight=rt.dequant_ops_per_weight,
-                                   expert_efficiency=k.expert_efficiency,
+                                   expert_efficiency=experts,
                                    overhead_s_per_moe_layer=k.overhead_s_per_moe_layer,
                                    rocm_custom_allreduce=rt.rocm_custom_allreduce)
         if len(_DECODE_CARDS) >= MACHINES_KEPT:

@@ -99,12 +99,21 @@ def machine(ctx: Any, gpu: Gpu, tp: int, tflops: float | None = None, *, bandwid
     if mxfp4_experts_unpacked(ctx.quant, ctx.model, gpu):
         mc = replace(mc, expert_prefill_share=value(rt.id, "mxfp4_expert_prefill_share",
                                                     rt.mxfp4_expert_prefill_share))
-        # on a ROCm card the decode step's expert weights stream at that kernel's own share of the bandwidth
-        # (runtimes.toml mxfp4_expert_efficiency_rocm; 0: the runtime's expert_efficiency)
-        stream = value(rt.id, "mxfp4_expert_efficiency_rocm", rt.mxfp4_expert_efficiency_rocm)
-        if gpu.stack == "rocm" and stream:
-            mc = replace(mc, expert_efficiency=stream)
+        mc = replace(mc, expert_efficiency=expert_stream_share(rt, ctx.quant, ctx.model, gpu,
+                                                                mc.expert_efficiency))
     return mc
+
+
+def expert_stream_share(rt: Any, quant: Any, model: Any, gpu: Gpu, share: float) -> float:
+    """The share of the bandwidth a decode step's routed-expert weights stream at: on a ROCm card whose
+    MXFP4 experts are unpacked in the MoE kernel (mxfp4_experts_unpacked), that kernel's own share
+    (runtimes.toml mxfp4_expert_efficiency_rocm; 0: none), else `share` (the runtime's expert_efficiency).
+    The one owner for `speed`/`deploy` (machine) and the plan's every-card decode estimate."""
+    from ..core.constants import value
+
+    if gpu.stack != "rocm" or not mxfp4_experts_unpacked(quant, model, gpu):
+        return share
+    return value(rt.id, "mxfp4_expert_efficiency_rocm", rt.mxfp4_expert_efficiency_rocm) or share
 
 
 def mxfp4_experts_unpacked(quant: Any, model: Any, gpu: Gpu) -> bool:
