@@ -318,6 +318,11 @@ def _moe_step(r: Record) -> bool:
         return False
     if r.get("kind") == "aggregate_decode" and r.get("input_tokens"):
         return False  # an end-to-end throughput whose client-side gaps the source does not state (Millstone)
+    if r.get("kind") == "serving" and not r.get("concurrency"):
+        # a burst or an arrival rate: its steps' batch is the engine's, not a figure of the record, so
+        # experts_touched (which reads the concurrency) cannot place it (GPUStack's 500-1,000-request bursts
+        # counted as one sequence implied 0-3,900 us of fixed MoE time)
+        return False
     from ..catalog.models import default_models
 
     m = default_models().find(str(r.get("model", "")))
