@@ -451,7 +451,8 @@ def _spec_options(inp: DeployInput, rt: RuntimeProfile) -> list[dict[str, Any]]:
     if not inp.speculative or not supports(rt, method_of(inp.speculative)):
         return [off]
     return [off, {"speculative": inp.speculative, "num_speculative_tokens": inp.num_speculative_tokens,
-                  "acceptance": inp.acceptance}]
+                  "acceptance": inp.acceptance, "speculative_topk": inp.speculative_topk,
+                  "speculative_draft_tokens": inp.speculative_draft_tokens}]
 
 
 def _quality(q: Quant) -> str | None:
