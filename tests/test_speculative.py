@@ -475,3 +475,17 @@ def test_a_serving_record_states_its_tree() -> None:
     inp, _, _ = record_input(records["gpustack-qwen3-8b-h100-sglang-fp8-eagle3-sharegpt-L503-tpot"])
     assert (inp.num_speculative_tokens, inp.speculative_topk, inp.speculative_draft_tokens) == (2, 1, None)
     assert {"speculative_topk", "speculative_draft_tokens"} <= vd.USER_SETTINGS
+
+
+def test_a_runtime_without_trees_is_searched_plain_not_left_out(run_json) -> None:
+    """A tree asked of a deploy that also weighs vLLM: vLLM's plain deployments stay in the search (before,
+    its drafting setting's error left the whole runtime out), and one pinned on vLLM runs plain and says
+    why, as for a method the runtime lacks."""
+    args = ("deploy", "qwen3-8b", "--users", "4", "--gpu", "H100 SXM", "--speculative", "eagle3",
+            "--speculative-topk", "4", "--speculative-draft-tokens", "16")
+    searched = run_json(*args)
+    assert not any("left out" in n and "vLLM drafts a chain" in n for n in searched["notes"])
+    pinned = run_json(*args, "--runtime", "vllm", "--tp", "1")
+    d = pinned["best"] or pinned["closest"]
+    assert d["speculative"] is None
+    assert any("as a tree: vllm does not draft that way" in n for n in pinned["notes"])

@@ -87,11 +87,19 @@ class Choice:
         return out
 
 
-def supports(runtime: Any, method: str) -> bool:
-    """Whether the runtime's launch line drafts with `method` (its adapter's SPECULATIVE)."""
+def supports(runtime: Any, method: str, tree: bool = False) -> bool:
+    """Whether the runtime's launch line drafts with `method` (its adapter's SPECULATIVE), and, for `tree`,
+    grows a tree of drafts (its SPECULATIVE_TREE)."""
     from ..runtimes import adapter
 
-    return method in getattr(adapter(runtime), "SPECULATIVE", ())
+    a = adapter(runtime)
+    return method in getattr(a, "SPECULATIVE", ()) and (not tree or getattr(a, "SPECULATIVE_TREE", False))
+
+
+def asks_tree(inp: Any) -> bool:
+    """Whether the input names a tree's shape (--speculative-topk or --speculative-draft-tokens)."""
+    return getattr(inp, "speculative_topk", None) is not None or getattr(inp, "speculative_draft_tokens",
+                                                                          None) is not None
 
 
 def method_of(text: str | None) -> str:
