@@ -106,11 +106,13 @@ def _speed_question(inp: DeployInput, tp: int, pp: int) -> dict:
     """The same deployment asked of `cardfit speed`: its card set, runtime (at its release), quantization and
     cache, the request, the users as one concurrency level, and every engine setting it is launched with
     (the same options deploy takes) and the drafter it runs (--speculative, --num-speculative-tokens,
-    --acceptance: a pinned deploy drafts as asked)."""
+    --acceptance, a tree's --speculative-topk and --speculative-draft-tokens: a pinned deploy drafts as
+    asked)."""
     kw = dict(model=inp.model, gpu=inp.gpu[0], runtime=inp.runtime, quant=inp.quant, kv_dtype=inp.kv_dtype,
               gpus=tp * pp, tp=tp, input_tokens=inp.input_tokens, output_tokens=inp.output_tokens,
               concurrency=str(int(inp.users or 1)), speculative=inp.speculative,
-              num_speculative_tokens=inp.num_speculative_tokens, acceptance=inp.acceptance)
+              num_speculative_tokens=inp.num_speculative_tokens, acceptance=inp.acceptance,
+              speculative_topk=inp.speculative_topk, speculative_draft_tokens=inp.speculative_draft_tokens)
     kw.update({f: getattr(inp, f) for f in ENGINE_OPTIONS})
     return {k: v for k, v in kw.items() if v is not None}
 

@@ -241,6 +241,17 @@ ERRORS = [
     (["--acceptance", "0.5"], "go with --speculative"),
     (["--speculative", "eagle3", "--runtime", "llama.cpp", "--quant", "Q4_K_M"], "has no 'eagle3'"),
     (["--speculative", "eagle3", "--acceptance", "1.5"], "acceptance"),
+    (["--speculative-topk", "4"], "go with --speculative"),
+    (["--speculative", "eagle3", "--runtime", "vllm", "--speculative-topk", "4", "--speculative-draft-tokens",
+      "16"], "drafts a chain of K tokens, not a tree"),
+    (["--speculative", "ngram", "--runtime", "sglang", "--speculative-topk", "4",
+      "--speculative-draft-tokens", "8"], "drafts no tree"),
+    (["--speculative", "eagle3", "--runtime", "sglang", "--speculative-topk", "4"],
+     "needs --speculative-draft-tokens"),
+    (["--speculative", "eagle3", "--runtime", "sglang", "--num-speculative-tokens", "2", "--speculative-topk",
+      "1", "--speculative-draft-tokens", "4"], "verifies the chain's 3 tokens"),
+    (["--speculative", "eagle3", "--runtime", "sglang", "--num-speculative-tokens", "2", "--speculative-topk",
+      "2", "--speculative-draft-tokens", "9"], "has 7 nodes to verify"),
 ]
 
 
@@ -268,6 +279,9 @@ LAUNCHES = [
     ("sglang", "meta-llama/Llama-3.1-8B-Instruct", launch.SpecLaunch("eagle3", 5, launch.EAGLE3_HEAD),
      {"--speculative-algorithm": "EAGLE3", "--speculative-draft-model-path": "EAGLE3_HEAD",
       "--speculative-num-draft-tokens": "6"}),
+    ("sglang", "Qwen/Qwen3-8B-FP8", launch.SpecLaunch("eagle3", 4, launch.EAGLE3_HEAD, 4, 16),
+     {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": "4", "--speculative-eagle-topk": "4",
+      "--speculative-num-draft-tokens": "16"}),
     ("sglang", "meta-llama/Llama-3.1-8B-Instruct", launch.SpecLaunch("ngram", 4),
      {"--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": "5"}),
     ("llama.cpp", "models/Llama-3.1-8B-Instruct-Q4_K_M.gguf",
@@ -277,7 +291,7 @@ LAUNCHES = [
 
 
 @pytest.mark.parametrize("runtime,model,spec,expected", LAUNCHES,
-                         ids=[f"{c[0]}-{c[2].method}" for c in LAUNCHES])
+                         ids=[f"{c[0]}-{c[2].method}-{c[2].topk}" for c in LAUNCHES])
 def test_launch_flags_exist_and_say_what_the_plan_says(runtime: str, model: str, spec: launch.SpecLaunch,
                                                        expected: dict) -> None:
     known = options(runtime)
@@ -361,3 +375,117 @@ def test_a_serving_record_asks_with_its_drafter() -> None:
     inp, _, _ = record_input(r)
     assert (inp.speculative, inp.num_speculative_tokens, inp.acceptance) == ("eagle3", 4, 0.6)
     assert {"speculative", "num_speculative_tokens", "acceptance"} <= vd.USER_SETTINGS
+
+
+# GPUStack qwen3-8b/h100-latency.md (data/validation/serving_speculative_gpustack.toml): SGLang 0.5.3.post3,
+# Qwen3-8B FP8, one H100 SXM, EAGLE-3, 4 in flight: (line, --speculative-num-steps, --speculative-eagle-topk,
+# --speculative-num-draft-tokens, measured mean TPOT ms)
+TREES = [(477, 4, 4, 8, 3.71), (322, 4, 4, 16, 3.75), (450, 4, 4, 32, 3.54), (424, 4, 8, 16, 3.62)]
+PINNED = ("deploy", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang@0.5.3.post3",
+          "--tp", "1", "--input-tokens", "233", "--output-tokens", "221")
+
+
+def _tree(steps: int, topk: int, verified: int, users: int = 4) -> list[str]:
+    return [*PINNED, "--users", str(users), "--speculative", "eagle3", "--num-speculative-tokens", str(steps),
+            "--speculative-topk", str(topk), "--speculative-draft-tokens", str(verified)]
+
+
+def test_a_tree_is_a_pinned_deploys_setting_and_its_launch_line(run_json) -> None:
+    """`--speculative-topk 4 --speculative-draft-tokens 16` (GPUStack line 322's SGLang flags) reach the
+    pinned deployment: its JSON names the tree and its command starts SGLang with those flags."""
+    best = run_json(*_tree(4, 4, 16))["best"]
+    sp = best["speculative"]
+    assert (sp["method"], sp["tokens"], sp["topk"], sp["draft_tokens"]) == ("eagle3", 4, 4, 16)
+    for flag in ("--speculative-num-steps 4", "--speculative-eagle-topk 4",
+                 "--speculative-num-draft-tokens 16"):
+        assert flag in best["command"]
+
+
+def test_verified_tokens_cost_little_at_a_few_users_as_the_page_measured(run_json) -> None:
+    """GPUStack's sweep of the tree at 4 users: 8, 16 or 32 verified tokens a sequence and top-k 4 or 8 gave
+    mean TPOTs within 6 % of each other (3.54-3.75 ms): a verification of 4 x 32 tokens still reads the
+    weights once and is bound by those reads. The model times them so too (within 6 %), and every tree at
+    least as slow as the chain of the same depth (the chain's tokens a step, more work)."""
+    measured = [m for *_, m in TREES]
+    assert max(measured) / min(measured) < 1.06
+    got = [run_json(*_tree(k, t, n))["best"]["tpot_ms"] for _, k, t, n, _ in TREES]
+    assert max(got) / min(got) < 1.06
+    chain = run_json(*PINNED, "--users", "4", "--speculative", "eagle3", "--num-speculative-tokens", "4")
+    assert min(got) >= chain["best"]["tpot_ms"]
+
+
+def test_a_wide_tree_loses_its_gain_first_as_the_batch_grows() -> None:
+    """A verification of 32 tokens a sequence costs 32 tokens' FLOPs: at a batch where the step is bound by
+    its FLOPs the tree of 32 takes longer a token than the chain of K + 1 = 5 at the same acceptance and
+    depth, and at one sequence (bound by the weight reads) about the same."""
+    common = dict(gpu="H100 SXM", runtime="sglang", quant="fp8", input_tokens=233, output_tokens=221,
+                  concurrency=(1, 128), speculative="eagle3", num_speculative_tokens=4)
+    chain = cardfit.speed("qwen3-8b", **common)["rows"]
+    tree = cardfit.speed("qwen3-8b", speculative_topk=4, speculative_draft_tokens=32, **common)["rows"]
+    one, many = (t["per_user_tokens_per_s"] / c["per_user_tokens_per_s"] for t, c in zip(tree, chain,
+                                                                                          strict=True))
+    assert one == pytest.approx(1.0, abs=0.05)
+    assert many < 0.8
+
+
+def test_a_tree_yields_the_tokens_of_its_deepest_path() -> None:
+    """Acceptance over a tree is counted as a chain as deep as the tree can accept: K, or its verified
+    tokens less one where fewer (4 draft steps but 3 tokens verified: 2 drafts deep at most)."""
+    deep = spc.Speculation("eagle3", 4, 0.5, None, topk=4, verify_tokens=16)
+    shallow = spc.Speculation("eagle3", 4, 0.5, None, topk=4, verify_tokens=3)
+    assert (deep.verified, deep.depth) == (16, 4)
+    assert (shallow.verified, shallow.depth) == (3, 2)
+    assert deep.per_step == pytest.approx(spc.length_at(0.5, 4))
+    assert shallow.per_step == pytest.approx(spc.length_at(0.5, 2))
+    chain = spc.Speculation("eagle3", 4, 0.5, None)
+    assert (chain.verified, chain.depth, chain.per_step) == (5, 4, deep.per_step)
+
+
+def test_sglang_verifies_in_the_graph_of_its_sequences() -> None:
+    """SGLang captures its target-verify CUDA graphs per batch size, each sequence carrying the verified
+    tokens (cuda_graph_runner.py num_tokens_per_bs = speculative_num_draft_tokens; can_run: batch_size <=
+    max_bs): 32 sequences x 16 tokens = 512 tokens stays a graph replay under a 256-sequence capture, where a
+    runtime that counts tokens (llama.cpp, vLLM) launches past its limit eagerly."""
+    from cardfit.core.speed import Load, Machine, Shares
+
+    load = Load(8_000_000_000, Shares(1.0, 0.0, 0.0, 1.0, "params"), 1_000_000, 16e9, 36, 4096)
+    mc = Machine(3350, 989, graph_max_batch=256, overhead_s_per_layer=40.9e-6,
+                 overhead_s_per_layer_eager=800e-6)
+    assert spc.verify_overhead_s(load, mc, 32, 15, by_sequences=True) == 0.0
+    assert spc.verify_overhead_s(load, mc, 32, 15) == pytest.approx(36 * (800e-6 - 40.9e-6))
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.inputs import PlanInput
+    from cardfit.services.speculative import choose
+
+    inp = PlanInput(model="qwen3-8b", speculative="eagle3", speculative_topk=4, speculative_draft_tokens=16)
+    c = choose(inp, default_models().get("qwen3-8b"), default_runtimes().find("sglang"))
+    assert c.verify_graph_by_sequences and (c.topk, c.verified) == (4, 16)
+
+
+def test_a_serving_record_states_its_tree() -> None:
+    """GPUStack line 322's launch flags (--speculative-num-steps 4 --speculative-eagle-topk 4
+    --speculative-num-draft-tokens 16) are the record's settings and reach the question validate scores;
+    line 503's top-k 1 is SGLang's chain (it verifies num_steps + 1 = 3, not the stated 4)."""
+    from cardfit.validation import validate as vd
+    from cardfit.validation.serving import record_input
+
+    records = {r["id"]: r for r in vd.all_records()}
+    inp, _, _ = record_input(records["gpustack-qwen3-8b-h100-sglang-fp8-eagle3-sharegpt-L322-tpot"])
+    assert (inp.num_speculative_tokens, inp.speculative_topk, inp.speculative_draft_tokens) == (4, 4, 16)
+    inp, _, _ = record_input(records["gpustack-qwen3-8b-h100-sglang-fp8-eagle3-sharegpt-L503-tpot"])
+    assert (inp.num_speculative_tokens, inp.speculative_topk, inp.speculative_draft_tokens) == (2, 1, None)
+    assert {"speculative_topk", "speculative_draft_tokens"} <= vd.USER_SETTINGS
+
+
+def test_a_runtime_without_trees_is_searched_plain_not_left_out(run_json) -> None:
+    """A tree asked of a deploy that also weighs vLLM: vLLM's plain deployments stay in the search (before,
+    its drafting setting's error left the whole runtime out), and one pinned on vLLM runs plain and says
+    why, as for a method the runtime lacks."""
+    args = ("deploy", "qwen3-8b", "--users", "4", "--gpu", "H100 SXM", "--speculative", "eagle3",
+            "--speculative-topk", "4", "--speculative-draft-tokens", "16")
+    searched = run_json(*args)
+    assert not any("left out" in n and "vLLM drafts a chain" in n for n in searched["notes"])
+    pinned = run_json(*args, "--runtime", "vllm", "--tp", "1")
+    d = pinned["best"] or pinned["closest"]
+    assert d["speculative"] is None
+    assert any("as a tree: vllm does not draft that way" in n for n in pinned["notes"])

@@ -108,8 +108,9 @@ class Replica:
     # decode steps between the step that computes a token and its response leaving the engine (TensorRT-LLM's
     # overlap scheduler: runtimes.toml response_lag_steps): every token, the first included, arrives late
     response_lag: int = 0
-    # speculative decoding (core/speculative.py): each decode step verifies K + 1 tokens per sequence after
-    # K drafter steps and yields `per_step` tokens per sequence on average (None: one token a step)
+    # speculative decoding (core/speculative.py): each decode step verifies K + 1 tokens per sequence (a
+    # tree's verified tokens) after K drafter steps and yields `per_step` tokens per sequence on average
+    # (None: one token a step)
     spec: Speculation | None = None
     # decode steps between two reads of new requests while the engine decodes (SGLang
     # --scheduler-recv-interval N: recv_wait_steps); 1: every step
@@ -263,7 +264,8 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     micro-batches: read nothing here (nor in what this calls) that _stepping leaves out
     (tests/test_search_memos.py holds the two equal)."""
     micro_prompt = prompt_tokens / r.pp
-    k = r.spec.tokens if r.spec is not None and micro_decode else 0  # tokens verified beyond one a sequence
+    # tokens verified beyond one a sequence: a chain's K drafts, a tree's verified tokens less one
+    k = r.spec.verified - 1 if r.spec is not None and micro_decode else 0
     if not k and _fused(r):
         flops = prompt_flops(r, prompt_tokens) / r.pp
         t = _plain_step_s(r.load, r.machine, micro_decode, micro_prompt, flops)
@@ -276,7 +278,8 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     if k:  # the drafted tokens' all-reduces, the drafter's steps and any plain steps (core/speculative.py)
         from .speculative import draft_s, plain_s, verify_link_s, verify_overhead_s
 
-        t += (verify_link_s(load, mc, b, micro_decode * k) + verify_overhead_s(r.load, mc, micro_decode, k)
+        t += (verify_link_s(load, mc, b, micro_decode * k)
+              + verify_overhead_s(r.load, mc, micro_decode, k, r.spec.verify_graph_by_sequences)
               + draft_s(r.spec, mc, micro_decode) + plain_s(r.spec, r.load, mc, micro_decode))
     return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode * (k + 1) + micro_prompt)
 

@@ -32,7 +32,22 @@ The drafters:
   decoder layer of the model plus the projection eh_proj (2 x hidden -> hidden) and, as vLLM loads them, its
   own embedding and head (vllm model_executor/models/deepseek_mtp.py: DeepSeekMultiTokenPredictor
   embed_tokens, SharedHead.head);
-- `ngram`: prompt lookup on the CPU, no weights and no GPU step."""
+- `ngram`: prompt lookup on the CPU, no weights and no GPU step.
+
+A tree of drafts (SGLang's EAGLE worker, `--speculative-eagle-topk` > 1): each of the K - 1 draft forwards
+after the first expands the `topk` best branches so far, `topk` query tokens per sequence (python/sglang/srt/
+speculative/eagle_worker.py at sgl-project/sglang@00559eac, draft_forward: "for i in
+range(self.speculative_num_steps)", one forward of the draft model over batch x topk tokens per step but the
+last; the first token's top-k come from the draft forward over the accepted tokens,
+forward_draft_extend_after_decode); the tree's best
+`--speculative-num-draft-tokens` nodes (organize_draft_results) are then verified in one target forward of
+that many query tokens per sequence under a tree mask (verify, ForwardMode.TARGET_VERIFY). A chain is the
+tree of top-k 1 and K + 1 verified tokens (SGLang's server_args sets num_draft_tokens = num_steps + 1 where
+topk is 1). A path the target accepts is at most min(K, verified - 1) drafts deep; the extra branches raise
+the acceptance over the chain's by an amount no public figure gives for a head and a tree shape, so the
+tokens a step yields are counted as the chain's of that depth (the tree is grown from the likeliest branches,
+the chain's among them as a rule, so it accepts about that much or more: the safe side), while the
+verification and the draft forwards cost what the tree's tokens cost."""
 
 from __future__ import annotations
 
@@ -105,11 +120,32 @@ class Speculation:
     # token and its draft in a llama_decode of their own (examples/server/server.cpp update_slots, "do
     # speculative decoding"): two target steps a cycle. 0: the draft rides in the one step
     plain_steps: int = 0
+    # a tree of drafts (SGLang --speculative-eagle-topk, --speculative-num-draft-tokens): the branches each
+    # draft forward after the first expands per sequence, and the tokens a verification carries per sequence
+    # (0: the chain's K + 1)
+    topk: int = 1
+    verify_tokens: int = 0
+    # the runtime replays its verification as the CUDA graph of its sequences whatever the tokens each
+    # carries (SGLang: the target-verify graphs are captured per batch size, num_tokens_per_bs verified tokens
+    # each, CudaGraphRunner.can_run comparing the batch size with cuda_graph_max_bs); False: by its tokens
+    # (vLLM's capture sizes count tokens), or none past one token a sequence (llama.cpp)
+    verify_graph_by_sequences: bool = False
+
+    @property
+    def verified(self) -> int:
+        """Query tokens a verification step carries per sequence: the tree's, else the chain's K + 1."""
+        return self.verify_tokens or self.tokens + 1
+
+    @property
+    def depth(self) -> int:
+        """Drafts the longest path the target can accept holds: K, or fewer where the tree verifies fewer
+        than K + 1 tokens."""
+        return min(self.tokens, self.verified - 1)
 
     @property
     def per_step(self) -> float:
         """Mean tokens a cycle yields per sequence: the verification's and the plain steps' one each."""
-        return length_at(self.acceptance, self.tokens) + self.plain_steps
+        return length_at(self.acceptance, self.depth) + self.plain_steps
 
 
 def layer_params(m: ModelSpec) -> float:
@@ -156,19 +192,30 @@ def verify_link_s(load: Load, mc: Machine, sequences: int, extra_tokens: float) 
     return link_seconds(load, mc, sequences + round(extra_tokens)) - link_seconds(load, mc, sequences)
 
 
-def verify_overhead_s(load: Load, mc: Machine, sequences: int, tokens: int) -> float:
+def verify_overhead_s(load: Load, mc: Machine, sequences: int, tokens: int,
+                      by_sequences: bool = False) -> float:
     """What a verification step's fixed time per layer adds over a decode step's: a runtime that replays only
     single-token steps as a CUDA graph launches a step of K + 1 tokens per sequence eagerly (core/speed.py
-    per_layer_s: llama.cpp), where a step of `sequences` tokens alone would replay its graph."""
+    per_layer_s: llama.cpp), where a step of `sequences` tokens alone would replay its graph. Nothing where
+    the runtime's verification graphs are captured per sequence count (`by_sequences`: SGLang), which the
+    decode step's own graph limit already holds."""
+    if by_sequences:
+        return 0.0
     b = max(sequences, 1)
     return load.layers * (per_layer_s(mc, b * (tokens + 1)) - per_layer_s(mc, b))
 
 
 def draft_s(spec: Speculation, mc: Machine, sequences: int) -> float:
-    """The drafter's time in one speculative step: K of its decode steps for `sequences` sequences."""
+    """The drafter's time in one speculative step: K of its forwards for `sequences` sequences, the first
+    over the tokens the last verification accepted (timed as a decode step), each of the other K - 1 over
+    the `topk` branches of every sequence (a chain's: one token each)."""
     if spec.draft is None or spec.tokens <= 0:
         return 0.0
-    return spec.tokens * step(spec.draft, mc, max(sequences, 1)).seconds
+    b = max(sequences, 1)
+    first = step(spec.draft, mc, b).seconds
+    if spec.topk <= 1:
+        return spec.tokens * first
+    return first + (spec.tokens - 1) * step(verify_load(spec.draft, spec.topk), mc, b).seconds
 
 
 def plain_s(spec: Speculation, load: Load, mc: Machine, sequences: int) -> float:
@@ -180,13 +227,14 @@ def plain_s(spec: Speculation, load: Load, mc: Machine, sequences: int) -> float
 
 def per_token_s(load: Load, mc: Machine, sequences: int, spec: Speculation) -> float:
     """Decode alone (no prompt tokens riding along): the time per output token of each of `sequences`
-    sequences, a verification step of K + 1 tokens per sequence plus the drafting (and any plain steps),
-    over the tokens the cycle yields."""
+    sequences, a verification step of K + 1 tokens per sequence (a tree's: its verified tokens) plus the
+    drafting (and any plain steps), over the tokens the cycle yields."""
     b = max(sequences, 1)
-    k = spec.tokens
-    verify = verify_load(load, k + 1)
-    seconds = (step(verify, mc, b).seconds + verify_link_s(load, mc, b, b * k)
-               + verify_overhead_s(load, mc, b, k) + draft_s(spec, mc, b) + plain_s(spec, load, mc, b))
+    extra = spec.verified - 1  # query tokens a verification carries per sequence beyond the decode token
+    verify = verify_load(load, extra + 1)
+    seconds = (step(verify, mc, b).seconds + verify_link_s(load, mc, b, b * extra)
+               + verify_overhead_s(load, mc, b, extra, spec.verify_graph_by_sequences) + draft_s(spec, mc, b)
+               + plain_s(spec, load, mc, b))
     return seconds / spec.per_step
 
 

@@ -150,6 +150,10 @@ class SpecLaunch:
     method: str
     tokens: int
     draft: str | None = None
+    # a tree of drafts (SGLang --speculative-eagle-topk, --speculative-num-draft-tokens); 1 and 0: a chain
+    # of `tokens`, K + 1 verified
+    topk: int = 1
+    draft_tokens: int = 0
 
 
 def with_speculative(engine: object, launch: Launch, spec: SpecLaunch) -> Launch:

@@ -132,6 +132,16 @@ class SGLang(VllmLike):
     # --speculative-algorithm by cardfit's name (server_args.py choices; an MTP model drafts with its own
     # layers through EAGLE: docs advanced_features/speculative_decoding, "Multi Token Prediction")
     SPECULATIVE = {"draft": "STANDALONE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}
+    # EAGLE's worker (EAGLE3, EAGLE for MTP, STANDALONE) drafts a tree: --speculative-eagle-topk branches per
+    # draft step, --speculative-num-draft-tokens verified (python/sglang/srt/speculative/eagle_worker.py
+    # draft_forward, verify, sgl-project/sglang@00559eac; services/speculative.py _tree)
+    SPECULATIVE_TREE = True
+    # its target-verify CUDA graphs are captured per batch size, each sequence carrying num_draft_tokens
+    # (python/sglang/srt/model_executor/cuda_graph_runner.py @0021673c CudaGraphRunner.__init__:
+    # num_tokens_per_bs = speculative_num_draft_tokens for TARGET_VERIFY; can_run: batch_size <= max_bs): a
+    # verification replays a graph wherever the decode step of its sequences would
+    # (core/speculative.py verify_overhead_s)
+    VERIFY_GRAPH_BY_SEQUENCES = True
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
         """--mem-fraction-static x the card: the weights and the KV pool (model_runner.py
@@ -203,9 +213,9 @@ class SGLang(VllmLike):
         argv = ["--speculative-algorithm", self.SPECULATIVE[s.method]]
         if s.draft:
             argv += ["--speculative-draft-model-path", s.draft]
-        if s.method != "ngram":  # a chain of K drafts (top-k 1): K steps, K + 1 tokens verified
-            argv += ["--speculative-num-steps", str(s.tokens), "--speculative-eagle-topk", "1"]
-        return argv + ["--speculative-num-draft-tokens", str(s.tokens + 1)]
+        if s.method != "ngram":  # K draft steps, top-k branches each (1: a chain, K + 1 tokens verified)
+            argv += ["--speculative-num-steps", str(s.tokens), "--speculative-eagle-topk", str(s.topk)]
+        return argv + ["--speculative-num-draft-tokens", str(s.draft_tokens or s.tokens + 1)]
 
 
 ADAPTER = SGLang

@@ -443,15 +443,16 @@ def _kv_options(inp: DeployInput, rt: RuntimeProfile) -> list[str | None]:
 
 
 def _spec_options(inp: DeployInput, rt: RuntimeProfile) -> list[dict[str, Any]]:
-    """--speculative: searched off and on where the runtime drafts that way (services/speculative.py
-    supports), off alone elsewhere."""
-    from .speculative import method_of, supports
+    """--speculative: searched off and on where the runtime drafts that way, a tree too where one is asked
+    (services/speculative.py supports), off alone elsewhere."""
+    from .speculative import asks_tree, method_of, supports
 
     off: dict[str, Any] = {}
-    if not inp.speculative or not supports(rt, method_of(inp.speculative)):
+    if not inp.speculative or not supports(rt, method_of(inp.speculative), asks_tree(inp)):
         return [off]
     return [off, {"speculative": inp.speculative, "num_speculative_tokens": inp.num_speculative_tokens,
-                  "acceptance": inp.acceptance}]
+                  "acceptance": inp.acceptance, "speculative_topk": inp.speculative_topk,
+                  "speculative_draft_tokens": inp.speculative_draft_tokens}]
 
 
 def _quality(q: Quant) -> str | None:
@@ -2585,12 +2586,12 @@ def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
         return [f"speculative decoding ({sp['method']}, {sp['tokens']} tokens a step at acceptance "
                 f"{sp['acceptance']:g}: {sp['tokens_per_step']:g} tokens a step) is on: it met the targets "
                 "for less than every deployment without it (searched both)"]
-    from .speculative import method_of, supports
+    from .speculative import asks_tree, method_of, supports
 
     rt = default_runtimes().get(chosen.runtime)
-    if not supports(rt, method_of(inp.speculative)):
-        return [f"--speculative {inp.speculative}: {rt.id} does not draft that way, so it was searched "
-                "without it"]
+    if not supports(rt, method_of(inp.speculative), asks_tree(inp)):
+        return [f"--speculative {inp.speculative}{' as a tree' if asks_tree(inp) else ''}: {rt.id} does not "
+                "draft that way, so it was searched without it"]
     return [f"--speculative {inp.speculative} was searched and not chosen: at this load the verification of "
             "the drafted tokens costs more compute than the steps it saves, or the drafter's memory leaves "
             "fewer sequences (the deployment without it is as cheap and as fast or better)"]

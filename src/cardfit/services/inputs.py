@@ -275,6 +275,13 @@ class SpeculativeInput(Input):
                                    "vLLM, SGLang and llama.cpp log it (accepted / drafted; a step yields 1 + "
                                    "A x K tokens); default: the published figure for the method "
                                    "(data/speculative.toml)", gt=0, le=1)
+    speculative_topk: int | None = opt(None, "with --speculative: draft a tree, this many branches per draft "
+                                       "step (SGLang --speculative-eagle-topk); default 1, a chain", ge=1,
+                                       le=16)
+    speculative_draft_tokens: int | None = opt(None, "with --speculative-topk: the tree's tokens verified "
+                                               "per sequence each step (SGLang "
+                                               "--speculative-num-draft-tokens); a chain verifies K + 1",
+                                               ge=2, le=256)
 
 
 @record

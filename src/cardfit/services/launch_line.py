@@ -103,7 +103,7 @@ def _speculative(ctx: Any) -> Any:
         draft = ctx.engine.model_ref(asked=None, model_id=d.id, hf=d.hf, tag=None, quant=ctx.quant.name)
     elif c.method == "eagle3":
         draft = EAGLE3_HEAD
-    return SpecLaunch(c.method, c.tokens, draft)
+    return SpecLaunch(c.method, c.tokens, draft, c.topk, c.draft_tokens)
 
 
 def model_ref(ctx: Any, engine: Any = None) -> str:

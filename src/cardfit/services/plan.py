@@ -178,7 +178,8 @@ def _ollama_slots(rt: RuntimeProfile, model: Any, seqs: int, notes: list[str]) -
 def _speculation(inp: Any, model: Any, rt: RuntimeProfile) -> Any:
     """The input's --speculative (services/speculative.py choose), imported only where one of its flags is
     given: a plan without them starts without the drafter's modules."""
-    flags = ("speculative", "num_speculative_tokens", "acceptance")
+    flags = ("speculative", "num_speculative_tokens", "acceptance", "speculative_topk",
+             "speculative_draft_tokens")
     if all(getattr(inp, f, None) is None for f in flags):
         return None
     from .speculative import choose

@@ -22,7 +22,11 @@ VOCAB_MAX_DIFFERENCE = 128
 # EAGLE-3 heads are published in 16-bit (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B config.json "torch_dtype":
 # "float16"), whatever the target's quantization
 HEAD_BYTES_PER_PARAM = 2.0
-FLAGS = "--num-speculative-tokens and --acceptance"
+FLAGS = "--num-speculative-tokens, --acceptance, --speculative-topk and --speculative-draft-tokens"
+# the methods whose drafts SGLang's EAGLE worker can grow as a tree (--speculative-eagle-topk: EAGLE, EAGLE3,
+# and MTP and STANDALONE, which run that worker: python/sglang/srt/speculative/eagle_worker.py); n-gram
+# lookup takes no top-k
+TREE_METHODS = ("draft", "eagle3", "mtp")
 # llama-server's speculative cycle from ggml-org/llama.cpp PR #17808 on (data/releases.toml llama.cpp
 # server_draft_in_batch): one target step verifies the last sampled token and its draft. Before it, a
 # single-token step of that token came first (core/speculative.py Speculation.plain_steps)
@@ -42,11 +46,30 @@ class Choice:
     # single-token target steps the runtime's cycle runs beside its verification (plain_steps: 1 on a
     # llama-server release before PR #17808), as the timing counts them (core/speculative.py Speculation)
     plain_steps: int = 0
+    # a tree of drafts (--speculative-topk, --speculative-draft-tokens: SGLang's --speculative-eagle-topk and
+    # --speculative-num-draft-tokens): branches per draft forward and tokens verified per sequence; a chain
+    # (top-k 1, K + 1 verified) where not given
+    topk: int = 1
+    draft_tokens: int = 0
+    # the runtime replays its verification as the graph of its sequences (its adapter's
+    # VERIFY_GRAPH_BY_SEQUENCES: SGLang), not of its tokens (core/speculative.py verify_overhead_s)
+    verify_graph_by_sequences: bool = False
+
+    @property
+    def verified(self) -> int:
+        """Tokens a verification carries per sequence (core/speculative.py Speculation.verified)."""
+        return self.draft_tokens or self.tokens + 1
+
+    @property
+    def depth(self) -> int:
+        """Drafts the longest accepted path holds (core/speculative.py Speculation.depth)."""
+        return min(self.tokens, self.verified - 1)
 
     @property
     def tokens_per_cycle(self) -> float:
         """Mean tokens a cycle yields per sequence (core/speculative.py Speculation.per_step)."""
-        return spc.Speculation(self.method, self.tokens, self.acceptance, None, self.plain_steps).per_step
+        return spc.Speculation(self.method, self.tokens, self.acceptance, None, self.plain_steps, self.topk,
+                               self.draft_tokens).per_step
 
     @property
     def tokens_per_step(self) -> float:
@@ -58,15 +81,25 @@ class Choice:
                                "acceptance": round(self.acceptance, 4)}
         if self.draft_model is not None:
             out["draft_model"] = self.draft_model.id
+        if self.topk > 1 or self.verified != self.tokens + 1:  # a tree: its shape (a chain's JSON as before)
+            out["topk"], out["draft_tokens"] = self.topk, self.verified
         out["tokens_per_step"] = round(self.tokens_per_step, 3)
         return out
 
 
-def supports(runtime: Any, method: str) -> bool:
-    """Whether the runtime's launch line drafts with `method` (its adapter's SPECULATIVE)."""
+def supports(runtime: Any, method: str, tree: bool = False) -> bool:
+    """Whether the runtime's launch line drafts with `method` (its adapter's SPECULATIVE), and, for `tree`,
+    grows a tree of drafts (its SPECULATIVE_TREE)."""
     from ..runtimes import adapter
 
-    return method in getattr(adapter(runtime), "SPECULATIVE", ())
+    a = adapter(runtime)
+    return method in getattr(a, "SPECULATIVE", ()) and (not tree or getattr(a, "SPECULATIVE_TREE", False))
+
+
+def asks_tree(inp: Any) -> bool:
+    """Whether the input names a tree's shape (--speculative-topk or --speculative-draft-tokens)."""
+    return getattr(inp, "speculative_topk", None) is not None or getattr(inp, "speculative_draft_tokens",
+                                                                          None) is not None
 
 
 def method_of(text: str | None) -> str:
@@ -77,8 +110,9 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
     """The input's --speculative, checked against the model and the runtime (None: off)."""
     text = (getattr(inp, "speculative", None) or "").strip()
     tokens, alpha = getattr(inp, "num_speculative_tokens", None), getattr(inp, "acceptance", None)
+    topk, verified = getattr(inp, "speculative_topk", None), getattr(inp, "speculative_draft_tokens", None)
     if not text:
-        if tokens is not None or alpha is not None:
+        if any(v is not None for v in (tokens, alpha, topk, verified)):
             raise InputError(f"{FLAGS} go with --speculative", field="speculative",
                              hint="add --speculative draft:MODEL, eagle3, mtp or ngram")
         return None
@@ -100,13 +134,59 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
     layers = _mtp(model) if method == "mtp" else 0
     row = table.acceptance_for(method, model.id)
     k = tokens or row.tokens
-    if alpha is None:  # the published figure, carried to this K (core/speculative.py acceptance_at)
+    topk, verified = _tree(method, k, topk, verified, runtime)
+    depth = min(k, verified - 1) if verified else k
+    if alpha is None:  # the published figure, carried to this depth (core/speculative.py acceptance_at)
         length = row.acceptance_length or spc.length_at(row.acceptance, row.tokens)
-        alpha = spc.acceptance_at(length, row.tokens, k)
+        alpha = spc.acceptance_at(length, row.tokens, depth)
         source = row.source
     else:
         source = "given"
-    return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime))
+    by_sequences = runtime is not None and bool(getattr(_adapter(runtime), "VERIFY_GRAPH_BY_SEQUENCES",
+                                                        False))
+    return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime), topk, verified,
+                  by_sequences)
+
+
+def _tree(method: str, k: int, topk: int | None, verified: int | None, runtime: Any) -> tuple[int, int]:
+    """--speculative-topk and --speculative-draft-tokens checked: (top-k, verified tokens; 0 for the chain's
+    K + 1). SGLang grows a tree of `topk` branches per draft step and verifies its best `verified` nodes (the
+    root, the last accepted token, among them: at most 1 + topk + (K - 1) x topk^2 candidates,
+    eagle_worker.py organize_draft_results); with top-k 1 it verifies the chain's K + 1 (server_args.py sets
+    num_draft_tokens = num_steps + 1)."""
+    if topk is None and verified is None:
+        return 1, 0
+    if method not in TREE_METHODS:
+        raise InputError(f"--speculative {method} drafts no tree: --speculative-topk and "
+                         "--speculative-draft-tokens are for draft:MODEL, eagle3 and mtp",
+                         field="speculative")
+    if runtime is not None and not getattr(_adapter(runtime), "SPECULATIVE_TREE", False):
+        raise InputError(f"{runtime.name} drafts a chain of K tokens, not a tree: --speculative-topk and "
+                         "--speculative-draft-tokens are SGLang's", field="speculative_topk",
+                         hint="drop them, or --runtime sglang")
+    t = topk or 1
+    if t == 1:
+        if verified is not None and verified != k + 1:
+            raise InputError(f"with top-k 1 a step verifies the chain's {k + 1} tokens (K + 1), not "
+                             f"{verified}", field="speculative_draft_tokens",
+                             hint=f"--speculative-draft-tokens {k + 1}, or a --speculative-topk above 1")
+        return 1, 0
+    if verified is None:
+        raise InputError(f"--speculative-topk {t} needs --speculative-draft-tokens: the tree's nodes "
+                         "verified per sequence", field="speculative_draft_tokens",
+                         hint="SGLang's default tree is --num-speculative-tokens 5 --speculative-topk 4 "
+                              "--speculative-draft-tokens 8")
+    most = 1 + t + (k - 1) * t * t
+    if not 2 <= verified <= most:
+        raise InputError(f"a tree of {k} draft steps at top-k {t} has {most} nodes to verify (the last token "
+                         f"and its drafts), not {verified}", field="speculative_draft_tokens")
+    return t, verified
+
+
+def _adapter(runtime: Any) -> Any:
+    from ..runtimes import adapter
+
+    return adapter(runtime)
 
 
 def _draft(model: ModelSpec, name: str) -> ModelSpec:
@@ -174,22 +254,26 @@ def speculation(c: Choice | None, ctx: Any, target: sp.Load, filled: int,
     if c is None:
         return None
     plain = c.plain_steps  # the runtime's, as choose() read it: the JSON's tokens_per_step counts the same
+
+    def of(draft: sp.Load | None) -> spc.Speculation:
+        return spc.Speculation(c.method, c.tokens, c.acceptance, draft, plain, c.topk, c.draft_tokens,
+                               c.verify_graph_by_sequences)
+
     if c.method == "ngram":
-        return spc.Speculation(c.method, c.tokens, c.acceptance, None, plain)
+        return of(None)
     m = ctx.model
     if c.method == "draft" and c.draft_model is not None:
         d = c.draft_model
         load = sp.Load(weights(d, ctx.quant).total_bytes, sp.weight_shares(d, ctx.quant),
                        kv_cache_bytes(d, max(filled, 1), 1, kv_dtype), sp.decode_flops_per_token(d, filled),
                        d.layers, sp.hidden_size(d), kv_split=kv_split_ranks(d))
-        return spc.Speculation(c.method, c.tokens, c.acceptance, load, plain)
+        return of(load)
     params = head_params(c, m)
     layers = 1 if c.method == "eagle3" else c.mtp_layers
     attention = (target.flops_per_token - 2 * m.active) / max(m.layers, 1)  # per layer at this fill
     flops = 2 * params + attention * layers
     per = HEAD_BYTES_PER_PARAM if c.method == "eagle3" else _bytes_per_param(ctx)
-    return spc.Speculation(c.method, c.tokens, c.acceptance,
-                           spc.head_load(target, params, per, layers, flops, c.method == "mtp"), plain)
+    return of(spc.head_load(target, params, per, layers, flops, c.method == "mtp"))
 
 
 def plain_steps(runtime: Any) -> int:
@@ -213,6 +297,13 @@ def note(c: Choice | None, runtime: Any = None) -> list[str]:
             "eagle3": "an EAGLE-3 head", "mtp": f"the model's {c.mtp_layers} MTP layer(s)",
             "ngram": "n-gram prompt lookup"}[c.method]
     given = "as given" if c.source == "given" else "published: data/speculative.toml"
+    if c.topk > 1 or c.verified != c.tokens + 1:
+        return [f"speculative decoding with {what}: a tree of {c.tokens} draft steps of top-{c.topk} "
+                f"branches, {c.verified} tokens verified per sequence; at acceptance {c.acceptance:.2f} "
+                f"({given}) a step yields {spc.length_at(c.acceptance, c.depth):.2f} tokens, counted as a "
+                f"chain {c.depth} deep (no published figure gives what the other branches add); each draft "
+                f"step runs {c.topk} tokens per sequence, so the gain falls as the batch grows (the ceiling "
+                "is without it)"] + extra
     return [f"speculative decoding with {what}: {c.tokens} drafted tokens a step at acceptance "
             f"{c.acceptance:.2f} ({given}) yield {spc.length_at(c.acceptance, c.tokens):.2f} tokens a step; "
             "each step verifies "

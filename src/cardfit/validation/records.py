@@ -38,6 +38,9 @@ SETTINGS: dict[str, str] = {
     "speculative": "--speculative (draft:MODEL, eagle3, mtp, ngram)",
     "num_speculative_tokens": "--num-speculative-tokens (llama.cpp --draft-max, SGLang speculative steps)",
     "acceptance": "--acceptance: the draft-token acceptance rate the run reported",
+    "speculative_topk": "--speculative-topk (SGLang --speculative-eagle-topk: a tree's branches per step)",
+    "speculative_draft_tokens": "--speculative-draft-tokens (SGLang --speculative-num-draft-tokens: tokens "
+                                "verified per sequence)",
     "shared_prefix_tokens": "--shared-prefix-tokens: prompt tokens every request shares (vllm bench serve "
                             "--random-prefix-len, a common system prompt)",
     "turns": "--turns: requests per multi-turn session",

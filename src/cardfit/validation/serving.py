@@ -122,8 +122,9 @@ def reuse_options(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def speculative_options(settings: dict[str, Any]) -> dict[str, Any]:
-    """The drafter a record's run states, as deploy's options: --speculative, --num-speculative-tokens and
-    --acceptance (services/speculative.py); none where the record states no speculation."""
+    """The drafter a record's run states, as deploy's options: --speculative, --num-speculative-tokens,
+    --acceptance and a tree's --speculative-topk and --speculative-draft-tokens (services/speculative.py);
+    none where the record states no speculation."""
     if not settings.get("speculative"):
         return {}
     out: dict[str, Any] = {"speculative": str(settings["speculative"])}
@@ -131,6 +132,9 @@ def speculative_options(settings: dict[str, Any]) -> dict[str, Any]:
         out["num_speculative_tokens"] = int(settings["num_speculative_tokens"])
     if settings.get("acceptance"):
         out["acceptance"] = float(settings["acceptance"])
+    for key in ("speculative_topk", "speculative_draft_tokens"):  # a tree of drafts (SGLang)
+        if settings.get(key):
+            out[key] = int(settings[key])
     return out
 
 

@@ -80,7 +80,8 @@ def record_input(r: dict[str, Any]) -> SpeedInput:
         values.update(input_tokens=int(r["input_tokens"]), output_tokens=int(r["output_tokens"]), filled=None,
                       context=max(int(r["input_tokens"]) + int(r["output_tokens"]), 2048))
     values.update(_engine_batch_defaults(r, values["context"]))
-    for key in ("speculative", "num_speculative_tokens", "acceptance"):  # `speed --speculative` as stated
+    for key in ("speculative", "num_speculative_tokens", "acceptance", "speculative_topk",
+                "speculative_draft_tokens"):  # `speed --speculative` as stated
         if settings.get(key) is not None:
             values[key] = settings[key]
     return SpeedInput(**values)

@@ -782,13 +782,15 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
 # Settings a user of `deploy` or `speed` states: the card split, the engine release, the KV cache type, how
 # the checkpoint was quantized, the load; a pinned deploy also takes the engine limits, memory share and
 # DP/EP layout and P/D pools (validation/serving.py pinned_settings), a workload's reuse and the drafter
-# (--speculative, --num-speculative-tokens, --acceptance: serving.py speculative_options). A serving record
+# (--speculative, --num-speculative-tokens, --acceptance, --speculative-topk, --speculative-draft-tokens:
+# serving.py speculative_options). A serving record
 # with any other setting ran a knob deploy does not set (a switch cardfit ignores, such as TensorRT-LLM's
 # moe_tp or enable_chunked_prefill).
 USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtype", "num_prompts",
                            "gemm_quant", "moe_quant", "shared_prefix_tokens", "turns", "sessions",
                            "kv_offload_gb", "length_distribution", "max_output_tokens", "speculative",
-                           "num_speculative_tokens", "acceptance"})
+                           "num_speculative_tokens", "acceptance", "speculative_topk",
+                           "speculative_draft_tokens"})
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
