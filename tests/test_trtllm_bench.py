@@ -90,3 +90,35 @@ def test_pre_1_0_engines_pay_a_time_per_sequence():
     with constants({**dict(snapshot()), "trtllm.decode_overhead_us_per_sequence_v0": 0.0}):
         free = predict_serving(azure)[0]
     assert charged < 0.75 * free
+
+
+def _bench_record(rid: str, **settings) -> dict:
+    """A TensorRT-LLM 1.0 perf-overview record (PyTorch backend) as if it named trtllm-bench's dataset."""
+    r = _record(rid)
+    isl, osl = r["input_tokens"], r["output_tokens"]
+    return {**r, "settings": {**r["settings"], "trtllm_bench_dataset": f"{isl}x{osl}", **settings}}
+
+
+def test_nvfp4_weights_take_half_a_byte_in_the_bench_heuristic():
+    """tuning.py BYTES_PER_ELEM: NVFP4 0.5 bytes a weight (FP8 1, else 2). Llama 3.3 70B NVFP4 on one B200
+    at 128/2048 with an FP8 cache: the weights leave room for ~450 requests of 2,176 tokens -> 512; counted
+    at two bytes a weight (the old reading) only 128."""
+    from cardfit.validation.serving import trtllm_bench_limits
+
+    r = _bench_record("trtllm-perf-llama-3.3-70b-b200-nvfp4-tp1-128x2048-output", kv_cache_dtype="fp8")
+    assert trtllm_bench_limits(r, 1, 1) == (512, 2048)
+
+
+def test_pytorch_bench_without_chunking_holds_the_prompt_beside_the_batch():
+    """trtllm-bench throughput on the PyTorch backend leaves chunked prefill off (its default) and then
+    forces max_num_tokens to at least max ISL + max_batch_size (tensorrt_llm/bench/benchmark/utils/general.py
+    get_settings): 8B FP8 on one H100 at 5000/500 -> 224 sequences, 2,304 tokens by the heuristic, 5,224
+    after the floor. A TensorRT engine (the Azure 0.15 runs) keeps the heuristic's budget."""
+    from cardfit.validation.serving import trtllm_bench_limits
+
+    r = _bench_record("trtllm-perf-llama-3.1-8b-h100-fp8-tp1-5000x500-output", kv_cache_dtype="fp8")
+    assert trtllm_bench_limits(r, 1, 1) == (224, 5000 + 224)
+    chunked = {**r, "settings": {**r["settings"], "enable_chunked_prefill": True}}
+    assert trtllm_bench_limits(chunked, 1, 1) == (224, 2304)
+    azure = _record("azure-llama-3.1-8b-h100-trtllm-fp8-tp1-128x128-output")
+    assert trtllm_bench_limits(azure, 1, 1) == (384, 2048)

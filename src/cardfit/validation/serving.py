@@ -260,7 +260,13 @@ def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
     """(max_batch_size, max_num_tokens) a `trtllm-bench` run chose itself (runtimes/trtllm_bench.py
     bench_engine_settings) for the dataset the record's settings name (`trtllm_bench_dataset`, "ISLxOSL":
     the one `trtllm-bench build --dataset` was given, which a harness may share between runs of other
-    lengths), with FP8 weights and KV cache where the record states them."""
+    lengths), with the bytes a weight and a KV element take in tuning.py's BYTES_PER_ELEM (FP8 1, NVFP4 0.5,
+    else 2) for the record's quant and KV cache type. A PyTorch-backend run (`trtllm-bench throughput
+    --backend pytorch`, no engine) leaves chunked prefill off unless told (--enable_chunked_prefill, default
+    False) and then raises the token budget to hold the longest prompt beside a full batch: max(budget,
+    max ISL + max_batch_size) (NVIDIA/TensorRT-LLM tensorrt_llm/bench/benchmark/utils/general.py
+    get_settings @0171265e: 'Chunked prefill is disabled ... Forcing max_num_tokens to' max_isl +
+    max_batch_size). Only the Azure 0.15 engines state a dataset today; they keep the heuristic's budget."""
     from ..catalog.gpus import default_gpus
     from ..catalog.models import default_models
     from ..runtimes.trtllm_bench import bench_engine_settings
@@ -271,9 +277,14 @@ def trtllm_bench_limits(r: dict[str, Any], tp: int, pp: int) -> tuple[int, int]:
         raise InputError(f"no catalog model or card for '{r['model']}' on '{r['gpu']}'", field="settings")
     isl, osl = (float(x) for x in str(st["trtllm_bench_dataset"]).lower().split("x"))
     eight = {"fp8", "fp8_e4m3"}
-    return bench_engine_settings(m.params, m.layers, m.kv_heads, m.head_dim, gpu.usable_bytes, tp, pp, isl,
-                                 osl, weight_bytes=1.0 if str(r.get("quant")).lower() in eight else 2.0,
-                                 kv_bytes=1.0 if str(st.get("kv_cache_dtype")).lower() in eight else 2.0)
+    quant = str(r.get("quant")).lower()
+    weight = 1.0 if quant in eight else 0.5 if quant == "nvfp4" else 2.0
+    kv = 1.0 if str(st.get("kv_cache_dtype")).lower() in eight else 2.0
+    bs, tokens = bench_engine_settings(m.params, m.layers, m.kv_heads, m.head_dim, gpu.usable_bytes, tp, pp,
+                                       isl, osl, weight_bytes=weight, kv_bytes=kv)
+    if not tensorrt_engine(r) and not st.get("enable_chunked_prefill"):
+        tokens = max(tokens, int(r.get("input_tokens") or isl) + bs)
+    return bs, tokens
 
 
 def record_schedule(r: dict[str, Any], rt: RuntimeProfile) -> tuple[int, bool]:
