@@ -348,13 +348,13 @@ def test_a_pasted_link_is_a_new_question(server, browser, run_json):
     _ready_for(browser, "Llama 3.1 8B", "FP8", "4 sequences")
     _deploy(browser, {"d-users": "16", "d-tpot": "70", "d-input": "2000", "d-runtime": "vllm",
                       "d-release": "0.10.1", "d-turns": "3", "d-sessions": "40", "d-prefix": "100",
-                      "d-cards": "2"})
+                      "d-prefix-groups": "4", "d-cards": "2"})
     assert _by_id(browser, "deploy-section").is_displayed()
     browser.execute_script("location.hash = arguments[0]", "model=llama3.1:70b&context=8192")  # same page
     _ready_for(browser, "Llama 3.1 70B", "context 8,192", "1 sequence")
     for f in ("quant", "gpu", "gpus", "runtime", "batch", "kv_dtype", "kv_offload_gb", "speculative",
               "d-users", "d-rate", "d-input", "d-output", "d-ttft", "d-tpot", "d-runtime", "d-release",
-              "d-turns", "d-sessions", "d-prefix", "d-cards"):
+              "d-turns", "d-sessions", "d-prefix", "d-prefix-groups", "d-cards"):
         assert _by_id(browser, f).get_attribute("value") == "", f
     assert not _by_id(browser, "deploy-section").is_displayed()
     assert _by_id(browser, "deploy-command").text == "" and not browser.find_elements(

@@ -58,6 +58,8 @@ def _load(w: Workload) -> str:
     if w.cards:
         load += f" · exactly {w.cards} cards"
     reuse = f" ({w.shared_prefix_tokens:,} shared)" if w.shared_prefix_tokens else ""
+    if w.shared_prefix_tokens and w.prefix_groups > 1:
+        reuse = f" ({w.shared_prefix_tokens:,} shared by one of {w.prefix_groups:,} prefix groups)"
     if w.turns > 1:
         reuse += f" a turn, {w.turns} turns a session (mean prompt {w.prompt_tokens_mean:,} with the history)"
     return (f"{load} · {w.input_tokens:,} prompt{reuse} + {w.output_tokens:,} answer tokens · targets: "

@@ -20,6 +20,24 @@ equal reuse of every waiting history, an LRU cache of C tokens over W tokens of 
 Computer and System Sciences 14(2), 1977; with equal popularities every item is resident with probability
 C / W).
 
+Many prefix groups (`prefix_groups` G: SGLang bench_serving's `generated-shared-prefix` dataset,
+--gsp-num-groups × --gsp-prompts-per-group; vLLM bench's `prefix_repetition`,
+--prefix-repetition-num-prefixes): G prefixes of N tokens each, every request beginning with one of them, the
+groups equally popular. Each group's prefix is computed once and held once in the pool while it stays cached,
+G × N tokens in all. A prefix some running sequence reads is in the pool (it holds its blocks); the others
+compete for what the running sequences leave, reused equally, and an LRU cache keeps the share C / W of them
+(Fagin 1977). Both engines evict so: vLLM's automatic prefix caching frees only blocks no running request
+references, the least recently used first (vLLM RFC #2614, https://github.com/vllm-project/vllm/issues/2614:
+"Only evict the blocks with ref count == 0. Then check the last accessed time. Prefer to free older blocks
+following LRU"; docs.vllm.ai design/prefix_caching), and SGLang's radix cache evicts unreferenced leaves least
+recently used first (L. Zheng et al., "SGLang: Efficient Execution of Structured Language Model Programs",
+arXiv 2312.07104, §3, RadixAttention's LRU eviction with reference counts for running requests). With one
+group (G = 1) every request reads the prefix: it is never the least recently used and stays while the pool
+holds it.
+Not modelled: the first request of each group finds nothing to hit (a steady state of many requests a
+group; a benchmark of P prompts a group loses 1 in P of its prefix hits, more where the first requests of a
+group arrive together), and how an engine routes groups across data-parallel ranks.
+
 A host tier (vLLM's native CPU offload and LMCache, SGLang HiCache's L2, llama.cpp's host KV) keeps a copy
 of the blocks the GPU computed: it is inclusive, so the histories it can serve are those of the larger of
 the two tiers, and it adds hits only when it is larger than the GPU's room for them (LMCache docs, "CPU
@@ -45,6 +63,7 @@ PCIE_X16_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 class Reuse:
     shared_prefix_tokens: int = 0  # N: the first tokens of every session's first prompt, the same for all
     turns: int = 1  # T: requests per session; each sends the history before it again
+    prefix_groups: int = 1  # G: distinct shared prefixes of N tokens, requests spread equally over them
 
 
 def prompt_tokens(i: int, o: int, reuse: Reuse) -> float:
@@ -68,6 +87,28 @@ def held_tokens(i: int, o: int, reuse: Reuse, shared_once: bool) -> float:
     left out where the pool holds it once for every sequence (`shared_once`: prefix caching)."""
     held = prompt_tokens(i, o, reuse) + o // 2
     return held - min(reuse.shared_prefix_tokens, i) if shared_once else held
+
+
+def groups_in_use(reuse: Reuse, sequences: float) -> float:
+    """The expected number of the G prefix groups that `sequences` running sequences read, each group
+    equally likely: G (1 − (1 − 1/G)^n) (occupancy of G equally likely cells by n draws); 1 with one group
+    (the prefix every request reads)."""
+    g = reuse.prefix_groups
+    if g <= 1:
+        return 1.0
+    return g * (1 - (1 - 1 / g) ** max(sequences, 0.0))
+
+
+def prefix_layouts(reuse: Reuse) -> tuple[tuple[int, int], ...]:
+    """How the pool may hold the shared prefixes beside the running sequences, as (tokens held once for all
+    sequences, prefix tokens each sequence holds as its own): one group is held once; with G groups a
+    sequence shares its group's prefix with the others of its group, which uses at most what either bound
+    takes: every group held once (G × N), or every sequence holding its prefix alone. The sizing takes the
+    layout that admits the most sequences, a lower bound on what the engine holds."""
+    n = reuse.shared_prefix_tokens
+    if reuse.prefix_groups <= 1 or n == 0:
+        return ((n, 0),)
+    return ((reuse.prefix_groups * n, 0), (0, n))
 
 
 def lru_hit_share(capacity: float, working_set: float) -> float:
@@ -100,19 +141,42 @@ def hits(i: int, o: int, reuse: Reuse, *, pool_tokens: float, running: float, se
          host_tokens: float = 0.0) -> Hits:
     """The prefix-cache hits of a replica whose KV pool holds `pool_tokens` while `running` sequences decode
     and `sessions` sessions (running or waiting for their next turn) keep a history; `host_tokens`: the
-    host tier's size. The shared prefix hits while the pool holds it; the histories of the waiting sessions
-    share what the running sequences leave (lru_hit_share), or the host tier where larger (inclusive)."""
+    host tier's size. The shared prefix hits while the pool holds it: with several groups (prefix_groups),
+    where another running sequence reads the request's group, else as the LRU keeps the groups no sequence
+    reads in what the running sequences leave (module docstring); the histories of the waiting sessions
+    share what the running sequences and the cached prefixes leave (lru_hit_share), or the host tier where
+    larger (inclusive)."""
     shared = min(reuse.shared_prefix_tokens, i)
     whole = reusable_tokens(i, o, reuse)
     if whole <= 0:
         return Hits(0.0, 0.0, 0.0)
-    shared_hit = shared / reuse.turns if pool_tokens >= shared else 0.0
+    private = running * held_tokens(i, o, reuse, True)
+    prefix_share, prefix_held = _prefix_hits(reuse, shared, pool_tokens, running, private)
+    shared_hit = shared / reuse.turns * prefix_share if pool_tokens >= shared else 0.0
     history = whole - shared / reuse.turns  # per request: the hits turns 2 … T can take from their history
     waiting = max(sessions - running, 0.0) * history_tokens(i, o, reuse)
-    room = pool_tokens - shared - running * held_tokens(i, o, reuse, True)
+    room = pool_tokens - prefix_held - private
     gpu_share = lru_hit_share(room, waiting)
     host_share = max(lru_hit_share(host_tokens, waiting) - gpu_share, 0.0)
     return Hits(shared_hit + history * gpu_share, history * host_share, whole)
+
+
+def _prefix_hits(reuse: Reuse, shared: int, pool_tokens: float, running: float, private: float
+                 ) -> tuple[float, float]:
+    """The share of requests that find their group's prefix cached, and the prefix tokens the pool holds:
+    one group, always (the caller checks the pool holds it) and N; G groups, those `running` sequences read
+    (groups_in_use) held, a request's group among them with the probability that one of the other running
+    sequences reads it, else cached as the LRU keeps the unread groups in the room the running sequences'
+    own tokens (`private`) and the read prefixes leave."""
+    g = reuse.prefix_groups
+    if g <= 1:
+        return 1.0, float(shared)
+    used = groups_in_use(reuse, running)
+    others = 1 - (1 - 1 / g) ** max(running - 1, 0.0)  # another running sequence reads the request's group
+    spare = pool_tokens - used * shared - private
+    unread = (g - used) * shared
+    kept = lru_hit_share(spare, unread)
+    return others + (1 - others) * kept, used * shared + min(max(spare, 0.0), unread)
 
 
 def host_link_gbps(pcie_gen: int | None, interconnect: str, link_gbps: float | None) -> float | None:

@@ -83,6 +83,11 @@ class DeployInput(ModelInput, SpeculativeInput):
     shared_prefix_tokens: int = opt(0, "prompt tokens every session begins with, the same for all (a system "
                                     "prompt; part of --input-tokens): a runtime with prefix caching "
                                     "computes them once and holds their KV cache once", ge=0, le=MAX_CONTEXT)
+    prefix_groups: int = opt(1, "with --shared-prefix-tokens: how many different prefixes of that length "
+                             "the requests begin with, spread equally (SGLang bench_serving "
+                             "--gsp-num-groups, vLLM bench --prefix-repetition-num-prefixes); each is "
+                             "computed once while the KV pool keeps it (LRU), beside the running sequences",
+                             ge=1, le=1_000_000)
     turns: int = opt(1, "requests per session (multi-turn chat, agents): each turn's prompt is the history "
                      "so far (prompts and answers) plus --input-tokens new ones; with prefix caching only "
                      "the new tokens are prefilled while the history stays cached", ge=1, le=1000)
@@ -195,6 +200,9 @@ def check(inp: DeployInput) -> None:
     if inp.sessions is not None and inp.turns == 1:
         raise InputError("--sessions counts conversations of several turns: give --turns too",
                          field="sessions")
+    if inp.prefix_groups > 1 and not inp.shared_prefix_tokens:
+        raise InputError("--prefix-groups counts different shared prefixes: give --shared-prefix-tokens too",
+                         field="prefix_groups")
     if inp.shared_prefix_tokens > inp.input_tokens:
         raise InputError(f"--shared-prefix-tokens {inp.shared_prefix_tokens:,} is longer than the prompt "
                          f"(--input-tokens {inp.input_tokens:,}); the shared prefix is part of it",
@@ -484,7 +492,7 @@ def _plan_input(inp: DeployInput, **kw: Any) -> Any:
 
 
 def reuse_of(inp: DeployInput) -> ru.Reuse:
-    return ru.Reuse(inp.shared_prefix_tokens, inp.turns)
+    return ru.Reuse(inp.shared_prefix_tokens, inp.turns, inp.prefix_groups)
 
 
 def prompt_tokens(inp: DeployInput) -> int:
@@ -509,6 +517,14 @@ def shared_tokens(inp: DeployInput, rt: RuntimeProfile) -> int:
     """The prompt tokens the KV pool holds once for every sequence: the shared prefix, where the runtime
     caches prefixes (core/reuse.py)."""
     return inp.shared_prefix_tokens if rt.prefix_caching else 0
+
+
+def prefix_layouts(inp: DeployInput, rt: RuntimeProfile) -> tuple[tuple[int, int], ...]:
+    """How the pool may hold the shared prefixes (core/reuse.py prefix_layouts): (tokens held once for every
+    sequence, prefix tokens each sequence holds beyond kv_held); nothing held once without prefix caching."""
+    if not rt.prefix_caching:
+        return ((0, 0),)
+    return ru.prefix_layouts(reuse_of(inp))
 
 
 def _in_flight(inp: DeployInput) -> int:
@@ -626,11 +642,13 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     for each in sets:
         ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
-        per_seq = engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
-                                                    kv_dtype=each.mem.kv_dtype)) + _draft_kv(each, inp, rt)
-        shared = shared_tokens(inp, rt)  # held once in the pool
-        shared_bytes = engine.kv_bytes(m, MemorySettings(context=shared, sequences=1,
-                                                         kv_dtype=each.mem.kv_dtype)) if shared else 0
+        # per layout of the shared prefixes (prefix_layouts): a sequence's own bytes, the bytes held once
+        layouts = [(engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt) + own, sequences=1,
+                                                      kv_dtype=each.mem.kv_dtype)) + _draft_kv(each, inp, rt),
+                    engine.kv_bytes(m, MemorySettings(context=once, sequences=1,
+                                                      kv_dtype=each.mem.kv_dtype)) if once else 0)
+                   for once, own in prefix_layouts(inp, rt)]
+        per_seq = layouts[0][0]
         on_card: dict[tuple[int, int, bool], Setting] = {}
         split_of: dict[tuple[int, int, bool], Callable[[int], list[int] | None] | None] = {}
         if id(ctx.gpus) not in cards:
@@ -667,7 +685,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
-                    pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin, shared_bytes)
+                    pooled = _most_pooled([kv_pool(mem, opt, count, copies, rt, seq_bytes, margin, once_bytes)
+                                           for seq_bytes, once_bytes in layouts])
                     if pooled is None:  # one whole request must fit
                         continue
                     seqs, tokens = min(rt.max_num_seqs, pooled[0]), pooled[1]
@@ -753,6 +772,11 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         out.append(Candidate(grouped, gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
                              pooled[1], margin, inp, attention_dp=lay.dp, ep=lay.ep))
     return out
+
+
+def _most_pooled(pools: list[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """Of the pools one per prefix layout, the one that admits the most sequences (None: none fits)."""
+    return max((p for p in pools if p is not None), key=lambda p: p[0], default=None)
 
 
 def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile, per_seq: int,
@@ -1762,6 +1786,7 @@ class Workload(table.Result):
     kv_offload_gb: float | None = None  # --kv-offload-gb asked (each deployment says whether it uses it)
     cards: int | None = None  # --cards: exactly this many cards
     cards_found_users: bool = False  # --cards without a load: `users` is the most the cards serve
+    prefix_groups: int = 1  # --prefix-groups: different shared prefixes of --shared-prefix-tokens each
 
 
 @record
@@ -2139,7 +2164,7 @@ def _asked(inp: DeployInput, t: Targets, length: int, found: bool = False) -> Wo
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None),
                     inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb,
-                    inp.cards, found)
+                    inp.cards, found, inp.prefix_groups)
 
 
 # --- one deployment pinned (services/pinned.py: what an engine release schedules with) ---------------------
@@ -2361,6 +2386,13 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
                                                         kv_dtype=s.mem.kv_dtype))
         pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, per_seq)
+        if inp.prefix_groups > 1 and rt.prefix_caching:  # several prefixes: held once each, or per sequence
+            def kv(tokens: int) -> int:
+                return ctx.engine.kv_bytes(m, MemorySettings(context=tokens, sequences=1,
+                                                             kv_dtype=s.mem.kv_dtype)) if tokens else 0
+            pooled = _most_pooled([kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt,
+                                           kv(kv_held(inp, rt) + own), 0, kv(once))
+                                   for once, own in prefix_layouts(inp, rt)])
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,

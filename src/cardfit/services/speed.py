@@ -59,6 +59,10 @@ class SpeedInput(PlanInput):
     shared_prefix_tokens: int = opt(0, "with --input-tokens: prompt tokens every session begins with, the "
                                     "same for all (a system prompt, part of the prompt): a runtime with "
                                     "prefix caching computes them once", ge=0, le=MAX_CONTEXT)
+    prefix_groups: int = opt(1, "with --shared-prefix-tokens: how many different prefixes of that length "
+                             "the requests begin with, spread equally (SGLang --gsp-num-groups, vLLM "
+                             "--prefix-repetition-num-prefixes): each computed once while the KV pool keeps "
+                             "it", ge=1, le=1_000_000)
     turns: int = opt(1, "with --input-tokens: requests per session; each turn's prompt is the history so far "
                      "plus the new tokens, only those prefilled where the runtime caches prefixes", ge=1,
                      le=1000)
@@ -140,7 +144,10 @@ def calibrated(mc: sp.Machine, rt: Any, quantized: bool = False, gpu: Any = None
 
 
 def _reuse_checked(inp: SpeedInput) -> ru.Reuse:
-    reuse = ru.Reuse(inp.shared_prefix_tokens, inp.turns)
+    reuse = ru.Reuse(inp.shared_prefix_tokens, inp.turns, inp.prefix_groups)
+    if inp.prefix_groups > 1 and not inp.shared_prefix_tokens:
+        raise InputError("--prefix-groups counts different shared prefixes: give --shared-prefix-tokens too",
+                         field="prefix_groups")
     if inp.sessions is not None and inp.turns == 1:
         raise InputError("--sessions counts conversations of several turns: give --turns too",
                          field="sessions")

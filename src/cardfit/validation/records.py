@@ -43,6 +43,8 @@ SETTINGS: dict[str, str] = {
                                 "verified per sequence)",
     "shared_prefix_tokens": "--shared-prefix-tokens: prompt tokens every request shares (vllm bench serve "
                             "--random-prefix-len, a common system prompt)",
+    "prefix_groups": "--prefix-groups: different shared prefixes the requests begin with (SGLang "
+                     "bench_serving --gsp-num-groups, vllm bench serve --prefix-repetition-num-prefixes)",
     "turns": "--turns: requests per multi-turn session",
     "sessions": "--sessions: conversations open at once",
     "kv_offload_gb": "--kv-offload-gb: the host-RAM KV tier, GB (LMCache max_local_cpu_size, vLLM "

@@ -107,11 +107,13 @@ def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
 
 
 def reuse_options(settings: dict[str, Any]) -> dict[str, Any]:
-    """The reuse a record's workload states, as deploy's options: --shared-prefix-tokens, --turns,
-    --sessions and --kv-offload-gb (core/reuse.py); none where the record states none."""
+    """The reuse a record's workload states, as deploy's options: --shared-prefix-tokens, --prefix-groups,
+    --turns, --sessions and --kv-offload-gb (core/reuse.py); none where the record states none."""
     out: dict[str, Any] = {}
     if settings.get("shared_prefix_tokens"):
         out["shared_prefix_tokens"] = int(settings["shared_prefix_tokens"])
+    if settings.get("prefix_groups"):
+        out["prefix_groups"] = int(settings["prefix_groups"])
     if settings.get("turns"):
         out["turns"] = int(settings["turns"])
     if settings.get("sessions"):

@@ -787,9 +787,9 @@ def summarize(outcomes: Iterable[Outcome], loso: Iterable[Outcome] = (),
 # with any other setting ran a knob deploy does not set (a switch cardfit ignores, such as TensorRT-LLM's
 # moe_tp or enable_chunked_prefill).
 USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtype", "num_prompts",
-                           "gemm_quant", "moe_quant", "shared_prefix_tokens", "turns", "sessions",
-                           "kv_offload_gb", "length_distribution", "max_output_tokens", "speculative",
-                           "num_speculative_tokens", "acceptance", "speculative_topk",
+                           "gemm_quant", "moe_quant", "shared_prefix_tokens", "prefix_groups", "turns",
+                           "sessions", "kv_offload_gb", "length_distribution", "max_output_tokens",
+                           "speculative", "num_speculative_tokens", "acceptance", "speculative_topk",
                            "speculative_draft_tokens"})
 
 

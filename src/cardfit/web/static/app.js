@@ -11,7 +11,7 @@ const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_di
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
 const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
   "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime",
-  "d-prefix": "shared_prefix_tokens", "d-turns": "turns", "d-sessions": "sessions", "d-cards": "cards" };
+  "d-prefix": "shared_prefix_tokens", "d-prefix-groups": "prefix_groups", "d-turns": "turns", "d-sessions": "sessions", "d-cards": "cards" };
 const TARGET_WORDS = { ttft_ms: "TTFT p90", tpot_ms: "TPOT" };  // deploy's `failing.target`, as the CLI says it
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOP = 12;  // cards in the chart and, until "show more", in the table
@@ -429,7 +429,7 @@ function deployBody() {
   for (const f of ["quant", "context", "batch", "kv_dtype", "api", "runtime", "gpu", "gpus"]) delete body[f];
   const n = (id) => $(id).value.trim() === "" ? undefined : Number($(id).value);
   if (n("d-rate") > 0) body.requests_per_s = n("d-rate"); else if (n("d-users") !== undefined) body.users = n("d-users");
-  for (const id of ["d-input", "d-output", "d-prefix", "d-turns"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
+  for (const id of ["d-input", "d-output", "d-prefix", "d-prefix-groups", "d-turns"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = Math.round(n(id));
   for (const id of ["d-ttft", "d-tpot", "d-sessions"]) if (n(id) !== undefined) body[DEPLOY_FIELDS[id]] = n(id);
   if (n("d-cards") !== undefined) body.cards = Math.round(n("d-cards"));  // --cards N: exactly N cards
   const release = $("d-release").value.trim();
@@ -565,7 +565,8 @@ async function deploy() {
       ` · ${num(w.input_tokens)} + ${num(w.output_tokens)} tokens · TTFT ≤ ${num(w.ttft_ms)} ms · TPOT ≤ ${num(w.tpot_ms)} ms` +
       (w.turns > 1 ? ` · ${num(w.turns)} turns (mean prompt ${num(w.prompt_tokens_mean)})` : "") +
       (w.turns > 1 && w.sessions ? ` · ${num(w.sessions)} sessions open` : "") +
-      (w.shared_prefix_tokens ? ` · ${num(w.shared_prefix_tokens)} shared prefix tokens` : "");
+      (w.shared_prefix_tokens ? ` · ${num(w.shared_prefix_tokens)} shared prefix tokens` +
+        (w.prefix_groups > 1 ? ` in ${num(w.prefix_groups)} groups` : "") : "");
     const d = b || r.closest;
     if (b) {
       $("deploy-best").textContent = `Cheapest that meets every target: ${shape(b)} · ${b.runtime} · ${b.quant} · ` +
