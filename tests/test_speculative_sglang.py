@@ -15,9 +15,10 @@ from __future__ import annotations
 import pytest
 
 from cardfit.catalog.runtimes import default_runtimes
+from cardfit.core import serving as sv
 from cardfit.core.constants import fitted
 from cardfit.services.inputs import PlanInput
-from cardfit.services.plan import build_context, engine_defaults
+from cardfit.services.plan import build_context, engine_defaults, memory_for
 
 
 def _ctx(runtime: str, **kw: object):
@@ -73,18 +74,38 @@ def test_vllm_drafting_keeps_its_defaults() -> None:
                                                                              "decode_overhead_us_per_sequence")
 
 
-def test_the_drafting_step_is_slower_than_the_overlapped_one(run_json) -> None:
-    """GPUStack qwen3-8b/h100-latency.md line 322 (data/validation/serving_speculative_gpustack.toml:
-    SGLang 0.5.3.post3, EAGLE-3 tree 4/4/16, 4 in flight, mean TPOT 3.75 ms measured): the step without the
-    overlap scheduler is timed longer than cardfit's 2.0 ms with it, and not past the measurement; the
-    launch line says the 48 it assumes."""
-    got = run_json("deploy", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime",
-                   "sglang@0.5.3.post3", "--tp", "1", "--users", "4", "--input-tokens", "233",
-                   "--output-tokens", "221", "--speculative", "eagle3", "--num-speculative-tokens", "4",
-                   "--speculative-topk", "4", "--speculative-draft-tokens", "16")["best"]
-    assert got["speculative"] is not None
-    assert 2.2 < got["tpot_ms"] < 3.75
-    assert "--max-running-requests 48" in got["command"]
+def test_the_drafting_step_pays_the_serial_scheduler_per_sequence() -> None:
+    """The machine a drafting SGLang plan is timed on pays SGLang's serial scheduler time per sequence
+    (runtimes.toml decode_overhead_us_per_sequence_v0); the plain plan's overlapped scheduler pays none."""
+    from cardfit.services import served
+
+    rt = default_runtimes().get("sglang")
+    on, off = _ctx("sglang", speculative="eagle3"), _ctx("sglang")
+    assert served.machine(on, _h100(), 1).overhead_s_per_sequence == pytest.approx(
+        rt.decode_overhead_us_per_sequence_v0 * 1e-6)
+    assert served.machine(off, _h100(), 1).overhead_s_per_sequence == 0.0
+
+
+def test_the_scheduler_time_is_paid_once_a_cycle_where_the_drafter_runs_inside_the_step() -> None:
+    """SGLang's scheduler loop runs a cycle's draft forwards and its verification in one run_batch and
+    handles the result once (scheduler.py event_loop_normal, eagle_worker.py forward_batch_generation): its
+    per-sequence time is the cycle's once, not once per draft forward as well."""
+    from dataclasses import replace
+
+    from cardfit.core import speculative as spc
+    from cardfit.services import served
+
+    ctx = _ctx("sglang", speculative="eagle3", num_speculative_tokens=4)
+    gpu = _h100()
+    w = sv.Workload(233, 221)
+    whole = served.load(ctx, memory_for(ctx, 454, gpu), w)
+    mc = served.machine(ctx, gpu, 1)
+    spec = served.speculation_of(ctx, whole, w)
+    assert spec.draft_in_step and spec.draft is not None
+    b, per = 4, mc.overhead_s_per_sequence
+    inside = spc.draft_s(spec, mc, b)
+    each = spc.draft_s(replace(spec, draft_in_step=False), mc, b)
+    assert each - inside == pytest.approx(spec.tokens * (b - 1) * per)
 
 
 def test_deploy_says_the_cap_where_the_load_passes_it(run_json) -> None:
