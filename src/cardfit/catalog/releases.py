@@ -266,6 +266,33 @@ def profile_at(rt: RuntimeProfile, rel: Release) -> RuntimeProfile:
     return replace(rt, **fields, release=rel, reads=tuple(sorted(reads.items())), pinned=pinned)
 
 
+def drafting(rt: RuntimeProfile) -> RuntimeProfile:
+    """The profile of a runtime that drafts (--speculative): the sequences it schedules by default become its
+    `speculative_max_num_seqs` (a user's --max-num-seqs still wins: it is only the default), and the release
+    features of `speculative_lacks` are off whatever its release (SGLang: every release from 0.4 to 0.5.9
+    sets max_running_requests = 48 when not given and disable_overlap_schedule = True for EAGLE, EAGLE3,
+    NEXTN (MTP), STANDALONE and NGRAM: python/sglang/srt/server_args.py; data/runtimes.toml), so their
+    `without` fields and `reads` constants apply as for a release before them. The one owner: plan, speed,
+    deploy and validation build their context through services/plan.py build_context, which calls it."""
+    if not (rt.speculative_max_num_seqs or rt.speculative_lacks):
+        return rt
+    if rt.release is None:
+        rt = at_release(rt, "")
+    table = release_table().get(rt.id)
+    known = frozenset(f.id for f in table.features) if table is not None else frozenset()
+    off = frozenset(rt.speculative_lacks)
+    if not off <= known:
+        raise CatalogError(f"runtimes.toml: {rt.id} speculative_lacks names "
+                           f"{', '.join(sorted(off - known))}, not a feature of its releases",
+                           path=builtin_path("releases.toml"))
+    rel = rt.release
+    out = profile_at(rt, replace(rel, features=rel.features - off, lacks=rel.lacks | (off & known)))
+    if rt.speculative_max_num_seqs:
+        out = replace(out, max_num_seqs=rt.speculative_max_num_seqs, max_num_seqs_big_card=0,
+                      max_num_seqs_other=0)
+    return out
+
+
 def runtime_named(text: str, find: Any) -> RuntimeProfile | None:
     """The runtime a user names, at the release after '@' ("vllm@0.10.1"); `find` looks the name up (a
     Registry's find). None when the name is unknown; InputError for a release that cannot be read or a

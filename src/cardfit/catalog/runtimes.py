@@ -185,6 +185,12 @@ class RuntimeProfile:
     # of its prompt tokens, and the times each decoding sequence's cache is read (0: the card's own, once)
     prompt_attention_tflops: float = 0.0
     kv_read_copies: float = 0.0
+    # what the engine changes when it drafts (--speculative; services/plan.py build_context applies them, one
+    # place for plan, speed, deploy and validation: catalog/releases.py drafting): the sequences it schedules
+    # when --max-num-seqs is not given (0: its usual default) and the release features (data/releases.toml)
+    # it runs without (SGLang: 48 and the overlap scheduler, python/sglang/srt/server_args.py)
+    speculative_max_num_seqs: int = 0
+    speculative_lacks: tuple[str, ...] = ()
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0
@@ -314,7 +320,7 @@ KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
 _TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples",
            "compute_buffer_examples", "graph_stacks", "image_entrypoint", "image_listen", "flash_attn_models",
-           "single_slot_models")
+           "single_slot_models", "speculative_lacks")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:

@@ -130,6 +130,13 @@ class Speculation:
     # each, CudaGraphRunner.can_run comparing the batch size with cuda_graph_max_bs); False: by its tokens
     # (vLLM's capture sizes count tokens), or none past one token a sequence (llama.cpp)
     verify_graph_by_sequences: bool = False
+    # the drafter's forwards run inside the engine's step, between two passes of its scheduler (SGLang: the
+    # scheduler loop's run_batch runs draft(), verify() and the draft extend, then process_batch_result once,
+    # python/sglang/srt/managers/scheduler.py event_loop_normal, speculative/eagle_worker.py
+    # forward_batch_generation, sglang 0.5.3.post3 wheel): the scheduler's time per sequence
+    # (Machine.overhead_s_per_sequence) is paid once a cycle, by the verification, not by each draft forward.
+    # False: each draft forward pays it as a step would (llama.cpp, vLLM: not read)
+    draft_in_step: bool = False
 
     @property
     def verified(self) -> int:
@@ -212,6 +219,8 @@ def draft_s(spec: Speculation, mc: Machine, sequences: int) -> float:
     if spec.draft is None or spec.tokens <= 0:
         return 0.0
     b = max(sequences, 1)
+    if spec.draft_in_step and mc.overhead_s_per_sequence:
+        mc = replace(mc, overhead_s_per_sequence=0.0)
     first = step(spec.draft, mc, b).seconds
     if spec.topk <= 1:
         return spec.tokens * first

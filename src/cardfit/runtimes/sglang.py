@@ -142,6 +142,12 @@ class SGLang(VllmLike):
     # verification replays a graph wherever the decode step of its sequences would
     # (core/speculative.py verify_overhead_s)
     VERIFY_GRAPH_BY_SEQUENCES = True
+    # one pass of its scheduler a cycle: event_loop_normal (the loop a drafting run takes: runtimes.toml
+    # speculative_lacks) receives requests, schedules, runs the batch and handles its result once, and the
+    # batch's run is the whole cycle (speculative/eagle_worker.py forward_batch_generation: draft(), verify(),
+    # forward_draft_extend_after_decode; sglang 0.5.3.post3 wheel, https://pypi.org/project/sglang/0.5.3.post3/):
+    # the scheduler's per-sequence time is the cycle's once (core/speculative.py Speculation.draft_in_step)
+    DRAFT_IN_STEP = True
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
         """--mem-fraction-static x the card: the weights and the KV pool (model_runner.py

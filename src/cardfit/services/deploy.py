@@ -2613,20 +2613,36 @@ def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
     """--speculative: whether the answer drafts, and why (both were searched where the runtime drafts)."""
     if not inp.speculative or chosen is None:
         return []
+    rt = default_runtimes().get(chosen.runtime)
     if chosen.speculative is not None:
         sp = chosen.speculative
         return [f"speculative decoding ({sp['method']}, {sp['tokens']} tokens a step at acceptance "
                 f"{sp['acceptance']:g}: {sp['tokens_per_step']:g} tokens a step) is on: it met the targets "
-                "for less than every deployment without it (searched both)"]
+                "for less than every deployment without it (searched both)" + _spec_cap(inp, rt, True)]
     from .speculative import asks_tree, method_of, supports
 
-    rt = default_runtimes().get(chosen.runtime)
     if not supports(rt, method_of(inp.speculative), asks_tree(inp)):
         return [f"--speculative {inp.speculative}{' as a tree' if asks_tree(inp) else ''}: {rt.id} does not "
                 "draft that way, so it was searched without it"]
     return [f"--speculative {inp.speculative} was searched and not chosen: at this load the verification of "
             "the drafted tokens costs more compute than the steps it saves, or the drafter's memory leaves "
-            "fewer sequences (the deployment without it is as cheap and as fast or better)"]
+            "fewer sequences (the deployment without it is as cheap and as fast or better)"
+            + _spec_cap(inp, rt, False)]
+
+
+def _spec_cap(inp: DeployInput, rt: RuntimeProfile | None, chosen: bool) -> str:
+    """Where the load asks more sequences of a replica than the runtime schedules when it drafts
+    (runtimes.toml speculative_max_num_seqs: SGLang's 48 when --max-running-requests is not given,
+    server_args.py _handle_speculative_decoding), the clause that says the search kept that cap."""
+    cap = int(getattr(rt, "speculative_max_num_seqs", 0) or 0)
+    if not cap or float(inp.users or 0) <= cap:
+        return ""
+    return (f"; with a drafter {rt.name} runs at most {cap} requests at once a replica unless "
+            "--max-running-requests is given (server_args.py: \"Max running requests is reset to "
+            f"{cap} for speculative decoding\"), so " + ("the drafting replicas above serve at most "
+                                                         f"{cap} users each" if chosen else
+                                                         f"each drafting replica was searched with {cap} "
+                                                         f"of the {float(inp.users or 0):g} users at once"))
 
 
 def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = None) -> tuple[str, ...]:

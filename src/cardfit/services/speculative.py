@@ -54,6 +54,9 @@ class Choice:
     # the runtime replays its verification as the graph of its sequences (its adapter's
     # VERIFY_GRAPH_BY_SEQUENCES: SGLang), not of its tokens (core/speculative.py verify_overhead_s)
     verify_graph_by_sequences: bool = False
+    # its drafter's forwards run inside one engine step, the scheduler's per-sequence time paid once a cycle
+    # (its adapter's DRAFT_IN_STEP: SGLang; core/speculative.py Speculation.draft_in_step)
+    draft_in_step: bool = False
 
     @property
     def verified(self) -> int:
@@ -144,8 +147,9 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
         source = "given"
     by_sequences = runtime is not None and bool(getattr(_adapter(runtime), "VERIFY_GRAPH_BY_SEQUENCES",
                                                         False))
+    in_step = runtime is not None and bool(getattr(_adapter(runtime), "DRAFT_IN_STEP", False))
     return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime), topk, verified,
-                  by_sequences)
+                  by_sequences, in_step)
 
 
 def _tree(method: str, k: int, topk: int | None, verified: int | None, runtime: Any) -> tuple[int, int]:
@@ -257,7 +261,7 @@ def speculation(c: Choice | None, ctx: Any, target: sp.Load, filled: int,
 
     def of(draft: sp.Load | None) -> spc.Speculation:
         return spc.Speculation(c.method, c.tokens, c.acceptance, draft, plain, c.topk, c.draft_tokens,
-                               c.verify_graph_by_sequences)
+                               c.verify_graph_by_sequences, c.draft_in_step)
 
     if c.method == "ngram":
         return of(None)

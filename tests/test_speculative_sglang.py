@@ -1,0 +1,117 @@
+"""What SGLang changes when it drafts (issue 26): python/sglang/srt/server_args.py
+ServerArgs._handle_speculative_decoding, read in the PyPI wheels sglang 0.4.6.post5, 0.5.3.post3 and 0.5.9
+(https://pypi.org/project/sglang/0.5.9/), for EAGLE, EAGLE3, NEXTN (mapped to EAGLE), STANDALONE and NGRAM:
+
+    if self.max_running_requests is None:
+        self.max_running_requests = 48
+    ...
+        self.disable_overlap_schedule = True   (spec v2 opt-in: --enable-beta-spec, SGLANG_ENABLE_SPEC_V2)
+
+cardfit: data/runtimes.toml sglang speculative_max_num_seqs / speculative_lacks, applied by
+catalog/releases.py drafting in services/plan.py build_context (one place: plan, speed, deploy, validate)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cardfit.catalog.runtimes import default_runtimes
+from cardfit.core import serving as sv
+from cardfit.core.constants import fitted
+from cardfit.services.inputs import PlanInput
+from cardfit.services.plan import build_context, engine_defaults, memory_for
+
+
+def _ctx(runtime: str, **kw: object):
+    return build_context(PlanInput(model="qwen3-8b", quant="fp8", runtime=runtime, **kw))
+
+
+def _h100():
+    return _ctx("sglang").gpus.get("H100 SXM")
+
+
+@pytest.mark.parametrize("method", ["eagle3", "mtp", "ngram", "draft:qwen3-0.6b"])
+def test_sglang_drafting_schedules_48_requests_by_default(method: str) -> None:
+    """"Max running requests is reset to 48 for speculative decoding" (server_args.py): the default the
+    plan, speed and deploy time a drafting SGLang with; 256 (its plain default here) without a drafter."""
+    if method == "mtp":
+        ctx = build_context(PlanInput(model="deepseek-v3", runtime="sglang", speculative="mtp"))
+    else:
+        ctx = _ctx("sglang", speculative=method)
+    assert engine_defaults(ctx, _h100())[1] == 48
+    assert engine_defaults(_ctx("sglang"), _h100())[1] == 256
+
+
+def test_an_explicit_max_num_seqs_wins_over_the_48() -> None:
+    """"You can override this by explicitly setting --max-running-requests": only the default moves."""
+    assert engine_defaults(_ctx("sglang", speculative="eagle3", max_num_seqs=128), _h100())[1] == 128
+
+
+@pytest.mark.parametrize("release", ["", "@0.5.3.post3", "@0.4.6"])
+def test_sglang_drafting_runs_without_the_overlap_scheduler(release: str) -> None:
+    """disable_overlap_schedule = True: the step pays what SGLang before its overlap scheduler pays
+    (data/releases.toml overlap_scheduler: decode_overhead_us_per_sequence_v0, no step planned ahead)."""
+    rt = default_runtimes().get("sglang")
+    plain = _ctx(f"sglang{release}").runtime
+    on = _ctx(f"sglang{release}", speculative="eagle3").runtime
+    assert plain.has("overlap_scheduler") and not on.has("overlap_scheduler")
+    assert fitted(plain, "schedule_ahead_steps") == 1 and fitted(on, "schedule_ahead_steps") == 0
+    assert fitted(plain, "decode_overhead_us_per_sequence") == 0.0
+    assert fitted(on, "decode_overhead_us_per_sequence") == rt.decode_overhead_us_per_sequence_v0 > 0
+
+
+def test_sglang_before_its_overlap_scheduler_planned_no_step_ahead() -> None:
+    """SGLang 0.3 (before the zero-overhead scheduler of 0.4) received requests, ran a step and handled its
+    output in turn (scheduler.py event_loop_normal): no step planned ahead, as a drafting run now."""
+    old = _ctx("sglang@0.3.6").runtime
+    assert fitted(old, "schedule_ahead_steps") == 0
+
+
+def test_vllm_drafting_keeps_its_defaults() -> None:
+    """vLLM caps nothing when it drafts: the data is SGLang's row, not a rule for every engine."""
+    off, on = _ctx("vllm"), _ctx("vllm", speculative="eagle3")
+    assert engine_defaults(on, _h100()) == engine_defaults(off, _h100())
+    assert fitted(on.runtime, "decode_overhead_us_per_sequence") == fitted(off.runtime,
+                                                                             "decode_overhead_us_per_sequence")
+
+
+def test_the_drafting_step_pays_the_serial_scheduler_per_sequence() -> None:
+    """The machine a drafting SGLang plan is timed on pays SGLang's serial scheduler time per sequence
+    (runtimes.toml decode_overhead_us_per_sequence_v0); the plain plan's overlapped scheduler pays none."""
+    from cardfit.services import served
+
+    rt = default_runtimes().get("sglang")
+    on, off = _ctx("sglang", speculative="eagle3"), _ctx("sglang")
+    assert served.machine(on, _h100(), 1).overhead_s_per_sequence == pytest.approx(
+        rt.decode_overhead_us_per_sequence_v0 * 1e-6)
+    assert served.machine(off, _h100(), 1).overhead_s_per_sequence == 0.0
+
+
+def test_the_scheduler_time_is_paid_once_a_cycle_where_the_drafter_runs_inside_the_step() -> None:
+    """SGLang's scheduler loop runs a cycle's draft forwards and its verification in one run_batch and
+    handles the result once (scheduler.py event_loop_normal, eagle_worker.py forward_batch_generation): its
+    per-sequence time is the cycle's once, not once per draft forward as well."""
+    from dataclasses import replace
+
+    from cardfit.core import speculative as spc
+    from cardfit.services import served
+
+    ctx = _ctx("sglang", speculative="eagle3", num_speculative_tokens=4)
+    gpu = _h100()
+    w = sv.Workload(233, 221)
+    whole = served.load(ctx, memory_for(ctx, 454, gpu), w)
+    mc = served.machine(ctx, gpu, 1)
+    spec = served.speculation_of(ctx, whole, w)
+    assert spec.draft_in_step and spec.draft is not None
+    b, per = 4, mc.overhead_s_per_sequence
+    inside = spc.draft_s(spec, mc, b)
+    each = spc.draft_s(replace(spec, draft_in_step=False), mc, b)
+    assert each - inside == pytest.approx(spec.tokens * (b - 1) * per)
+
+
+def test_deploy_says_the_cap_where_the_load_passes_it(run_json) -> None:
+    """200 users: each drafting SGLang replica runs at most 48 of them; the reason text says so."""
+    got = run_json("deploy", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang",
+                   "--users", "200", "--speculative", "eagle3")
+    text = " ".join(got["notes"])
+    assert "at most 48 requests at once a replica" in text
+    assert "Max running requests is reset to 48" in text
