@@ -471,12 +471,14 @@ def test_mi300x_decode_allreduce_takes_vllms_own_kernel_time(message, tp, us, wh
 
 
 def test_mi300_custom_kernel_reach_cards_and_tp8():
-    """Past 8 MiB the message goes to RCCL (its measured curve); TP 8 takes the MI355X measurement (vLLM PR
-    #39080), scaled to the MI300X's link rate above its floor; MI250 (CDNA2) and a runtime that does not run
-    the kernel keep RCCL's figures."""
+    """Past 8 MiB the message goes to RCCL (its measured curve, not below the kernel at 8 MiB); TP 8 takes
+    the MI355X measurement (vLLM PR #39080), scaled to the MI300X's link rate above its floor; MI250 (CDNA2)
+    and a runtime that does not run the kernel keep RCCL's figures."""
     mc = mi300_machine(8)
     big = (8 << 20) + 1
-    assert sp.allreduce_seconds(big, 8, mc) == sp.allreduce_seconds(big, 8, mi300_machine(8, custom=False))
+    rccl = sp.allreduce_seconds(big, 8, mi300_machine(8, custom=False))
+    # (RCCL's measured time, or the kernel's at 8 MiB where that is longer: 113.0 against 111.6 us here)
+    assert rccl <= sp.allreduce_seconds(big, 8, mc) == pytest.approx(rccl, rel=0.02)
     assert sp.allreduce_seconds(24576, 8, mc) == pytest.approx(6.3e-6)
     assert sp.allreduce_seconds(786432, 8, mc) == pytest.approx((6.3 + (16.0 - 6.3) * 1075 / 896) * 1e-6)
     assert sp.allreduce_seconds(786432, 8, mi300_machine(8, "MI355X")) == pytest.approx(16.0e-6)
@@ -485,6 +487,23 @@ def test_mi300_custom_kernel_reach_cards_and_tp8():
     from cardfit.catalog.gpus import default_gpus
 
     assert not sp.allreduce_fields(default_gpus().get("H100 SXM"), True)["rocm_custom_allreduce"]
+
+
+@pytest.mark.parametrize("gpu", ["MI300X", "MI325X", "MI355X"])
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_mi300_allreduce_grows_with_the_message_past_the_curves(gpu, tp):
+    """The MI355X curve of TP 8 ends at 1.5 MiB: past it the time grows at its last segment's slope (8.2 us
+    per 768 KiB), not at the card's aggregate link rate (1.5 us), so 8 MiB at TP 8 is not faster than at
+    TP 4 (118 us measured); past 8 MiB (RCCL) a card without a measured RCCL curve is never faster than the
+    kernel at 8 MiB (the fallback's aggregate link rate made 8 MiB + 1 byte 3x faster than 8 MiB)."""
+    mc = mi300_machine(tp, gpu)
+    sizes = [1 << 16, 1 << 20, 3 << 19, 1 << 21, 4 << 20, 8 << 20, (8 << 20) + 1, 12 << 20, 1 << 24, 1 << 27]
+    times = [sp.allreduce_seconds(s, tp, mc) for s in sizes]
+    assert times == sorted(times)
+    if tp == 8 and gpu == "MI355X":
+        slope = (24.2 - 16.0) / (1572864 - 786432)
+        assert sp.allreduce_seconds(4 << 20, 8, mc) == pytest.approx((24.2 + slope * ((4 << 20) - 1572864))
+                                                                    * 1e-6)
 
 
 def test_vllm_dense_decode_at_tp2_on_mi300x_is_faster_than_on_one_card():

@@ -626,9 +626,18 @@ def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
             return ring / (nccl_busbw_gbps(message, mc) * 1e9)
         if message <= CUSTOM_ALLREDUCE_MAX_BYTES:
             return custom_allreduce_seconds(message, tp, mc.link_gbps or NVLINK_DEFAULT_GBPS)
-    elif mc.rocm_custom_allreduce and message <= CUSTOM_ALLREDUCE_MAX_BYTES:
+    elif mc.rocm_custom_allreduce:
         link = mc.link_gbps or DEFAULT_LINK_GBPS
-        return custom_allreduce_seconds(message, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
+        if message <= CUSTOM_ALLREDUCE_MAX_BYTES:
+            return custom_allreduce_seconds(message, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
+        # above the kernel's limit the engine hands the message to RCCL; a card without a measured RCCL curve
+        # takes the fixed latency plus the link rate below, never less than the kernel's time at its limit
+        # (a larger message is not faster: that fallback's aggregate link rate is not what a small ring gets)
+        floor = custom_allreduce_seconds(CUSTOM_ALLREDUCE_MAX_BYTES, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
+        if mc.allreduce_busbw:
+            return max(measured_allreduce_seconds(mc, message, tp), floor)
+        latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
+        return max(latency + ring / (link * 1e9), floor)
     elif mc.allreduce_busbw:  # the card's own all-reduce measured by message size
         return measured_allreduce_seconds(mc, message, tp)
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
@@ -642,15 +651,21 @@ def custom_allreduce_seconds(message: float, tp: int, link_gbps: float,
     on H100), or the `curves` given with the link rate each was measured at (ROCM_CUSTOM_ALLREDUCE_US). The
     curve of the nearest measured group size at or above `tp` (the largest beyond), interpolated on the
     logarithm of the message size, flat below the smallest message; past the largest, its time plus the ring
-    transfer of the further bytes at the link rate; on a card of another link rate the part above the
-    small-message time scales with the link rate (the fixed part is the kernel's launch and synchronisation,
-    not the link's)."""
+    transfer of the further bytes at the link rate (a `curves` table: at the slope of its last measured
+    segment where that is slower: the MI355X curve of tensor parallel 8 ends at 1.5 MiB, and its last segment
+    adds 8.2 us per 768 KiB where the link rate would add 1.5); on a card of another link rate the part above
+    the small-message time scales with the link rate (the fixed part is the kernel's launch and
+    synchronisation, not the link's)."""
     table = curves or {n: (CUSTOM_ALLREDUCE_LINK_GBPS, pts) for n, pts in CUSTOM_ALLREDUCE_US.items()}
     ref_gbps, pts = table[min((n for n in table if n >= tp), default=max(table))]
     largest = pts[-1][0]
     us = _interpolated(pts, min(message, largest))
     floor = min(t for _, t in pts)
-    beyond = 2 * (tp - 1) / tp * max(message - largest, 0.0) / (link_gbps * 1e9)
+    extra = max(message - largest, 0.0)
+    beyond = 2 * (tp - 1) / tp * extra / (link_gbps * 1e9)
+    if curves is not None and extra and len(pts) > 1:
+        (b0, t0), (b1, t1) = pts[-2], pts[-1]
+        beyond = max(beyond, (t1 - t0) / (b1 - b0) * extra * ref_gbps / link_gbps * 1e-6)
     return (floor + max(us - floor, 0.0) * ref_gbps / link_gbps) * 1e-6 + beyond
 
 
