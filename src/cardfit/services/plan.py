@@ -402,6 +402,10 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return plan_view(self).to_json()
 
+    def json_text(self) -> str:
+        """The web API's JSON text (services/table.py json_text) of `to_json`."""
+        return plan_view(self).json_text()
+
 
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
     return _served(ctx, mem, opt, _unserved_speed(ctx, mem, opt))
