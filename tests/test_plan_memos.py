@@ -111,6 +111,31 @@ def test_each_cards_listed_decode_is_its_full_estimates(body):
         assert rates == {(None, None)}
 
 
+@pytest.mark.parametrize("body", [*PLANS, SPECULATIVE, {"model": "llama3.1:8b", "runtime": "transformers"}],
+                         ids=lambda b: b["model"] + (" speculative" if "speculative" in b else "")
+                         + (" " + b["runtime"] if "runtime" in b else ""))
+def test_each_cards_priced_throughput_is_its_served_speeds(body):
+    """The throughput the cost section prices (CardPlan.tokens_per_s: without the prefill figure where the
+    full estimate was not worked out) is, to the bit, _tokens_per_s of the card's served speed computed from
+    scratch (its full estimate with the served throughput as the aggregate), asked before or after that
+    speed; a card without a calibrated decode (transformers) prices its bandwidth ceiling."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    for card in p.cards:
+        early = pl.CardPlan(card.option, card.memory, card.context_note, p.ctx)
+        first = early.tokens_per_s
+        fresh = _fresh_decode(p.ctx, card.memory, card.option)
+        if p.ctx.speculation is not None and fresh is not None and fresh.decode_tokens_per_s is not None:
+            fresh = replace(fresh, decode_tokens_per_s=pl.speculative_decode_tokens_per_s(p.ctx, card.memory,
+                                                                                        card.option))
+        if fresh is not None and fresh.aggregate_tokens_per_s is not None:
+            fresh = replace(fresh, aggregate_tokens_per_s=pl.served_tokens_per_s(p.ctx, card.memory,
+                                                                                 card.option))
+        want = pl._tokens_per_s(fresh)
+        assert first == want, card.option.gpu.name
+        assert card.tokens_per_s == want and pl._tokens_per_s(card.speed) == want  # after `speed` was read
+
+
 def test_a_context_copied_with_another_quantization_gets_its_own_load():
     """A context copied with replace() shares its `kept` dict: the decode load is keyed by what it reads of
     the plan (model, quantization, runtime), not by the memory estimate alone, so the copy asked about the

@@ -386,6 +386,21 @@ class CardPlan:
             self._kept["speed"] = _served(self.ctx, self.memory, self.option, self.decode)
         return self._kept["speed"]
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """What the set serves at the plan's concurrency, the figure the cost section prices: _tokens_per_s
+        of `speed`. Where `decode` was not worked out (every priced card but the first), by the same steps
+        without the prefill figure `decode` adds: its aggregate is there exactly where its realistic decode
+        is (a calibrated runtime on a card of known bandwidth: core/speed.py estimate_on), and `speed` puts
+        the served throughput in its place."""
+        if "speed" in self._kept or "decode" in self._kept or self.option.gpu.bandwidth_gbps is None \
+                or not self.ctx.model.generates or self.ctx.speculation is not None:
+            return _tokens_per_s(self.speed)
+        ceiling, realistic = self.decode_rates
+        if realistic is None:  # no aggregate: the ceiling (_tokens_per_s)
+            return ceiling
+        return served_tokens_per_s(self.ctx, self.memory, self.option) or realistic or ceiling
+
 
 @record
 class Plan:
@@ -1288,7 +1303,7 @@ def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice]
     o = card.option
     if not o.fits or o.monthly_usd is None:
         return None
-    tps = _tokens_per_s(card.speed)  # the served throughput: worked out for these cards only
+    tps = card.tokens_per_s  # the served throughput: worked out for these cards only
     if not tps:
         return None
     hourly = cost.hourly_from_monthly(o.monthly_usd, hours)
