@@ -98,6 +98,26 @@ def test_compiled_init_behaves_as_the_shared_one(slots):
     assert copy.deepcopy(a) == a == copy.copy(a)
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.n = 2
+    if not slots:  # one update of its __dict__: the fields in order, as the assignments left them
+        assert list(vars(a)) == [f.name for f in dataclasses.fields(Thing)]
+        assert "_cf_set" not in Thing.__init__.__code__.co_names
+
+
+def test_compiled_init_of_a_record_on_a_slotted_base_sets_its_slots():
+    """A record without slots of its own whose base keeps fields in slots: the compiled __init__ assigns
+    each field (an update of __dict__ would leave the base's slots empty)."""
+    @records.record(slots=True)
+    class Base:
+        a: int
+
+    @records.record
+    class Child(Base):
+        b: int = 2
+
+    for i in range(records.HOT + 1):
+        c = Child(i)
+    assert Child.__init__.__code__.co_filename.startswith("<record")
+    assert (c.a, c.b) == (records.HOT, 2) and "a" not in vars(c)
 
 
 def test_lazy_registries_index_as_the_eager_ones():
