@@ -307,3 +307,27 @@ def test_described_inputs_are_typing_s_hints():
         for f in describe(cls):
             assert f.annotation == hints[f.name], (cls.__name__, f.name)
             assert (f.kind, f.item, f.choices) == _kind(hints[f.name])
+
+
+def test_rounded_is_round_for_every_float():
+    """units.rounded finds a whole float without round() (its own rounding): the same value, type and sign
+    (-0.0) as round() for whole and fractional floats, ints and bools, at 0-4 digits."""
+    import math
+    import struct
+
+    from cardfit.units import rounded
+
+    rng = random.Random(7)
+    values = [0.0, -0.0, 1.0, -1.0, 190.0, 2.0**53, 2.0**53 + 2, 1e300, -1e300, 0.5, 2.5, -0.5, 3, -7, True,
+              0, 2**70, 1.005, 2.675]
+    values += [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(20000)]
+    values += [float(rng.randint(-10**9, 10**9)) for _ in range(2000)] + [rng.uniform(-1e6, 1e6)
+                                                                          for _ in range(2000)]
+    for v in values:
+        if isinstance(v, float) and not math.isfinite(v):
+            assert rounded(v) is None
+            continue
+        for d in range(5):
+            want = round(v, d)
+            got = rounded(v, d)
+            assert type(got) is type(want) and repr(got) == repr(want), (v, d)

@@ -376,3 +376,54 @@ def test_a_card_set_is_kept_per_question():
                 assert pl.card_set(ctx, gpu, count) == fresh
                 seen.add(fresh)
     assert len(seen) > 12
+
+
+def _reads_with_builtins(load: sp.Load, mc: sp.Machine, sequences: int) -> tuple:
+    """core/speed.py _step_reads as it was written with max() and min() (before their conditionals)."""
+    b = max(sequences, 1)
+    touched = 1 - (1 - load.shares.route) ** max(b, 1)
+    weights = load.weights_bytes * (load.shares.dense + load.shares.experts * touched)
+    expert_read = load.weights_bytes * load.shares.experts * (1 - (1 - load.shares.route) ** b)
+    cpu = weights * load.cpu_weight_fraction + expert_read * load.cpu_expert_fraction * (
+        1 - load.cpu_weight_fraction
+    )
+    gpu = weights - cpu + b * load.kv_bytes
+    tp = max(mc.tp, 1)
+    dp = max(min(mc.attention_dp, tp), 1)
+    group = max(tp // dp, 1)
+    per_card = 1 / min(group, load.kv_split) if load.kv_split else 1 / group
+    kv_card = b * load.kv_bytes * per_card / dp * max(mc.kv_read_copies, 1.0)
+    ep = max(mc.expert_parallel, 1)
+    attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
+    if ep > 1 and dp > 1:
+        attention = (weights - cpu) - expert_read * (1 - load.cpu_weight_fraction)
+    memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
+    if mc.expert_efficiency and expert_read:
+        on_gpu = expert_read * (1 - load.cpu_weight_fraction) * (1 - load.cpu_expert_fraction)
+        memory_s += on_gpu / tp / mc.read_bytes_per_s * (mc.decode_efficiency / mc.expert_efficiency - 1)
+    if cpu:
+        memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
+    return b, cpu, gpu, kv_card, ep, dp, memory_s
+
+
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_step_reads_are_the_builtins(body):
+    """A step's reads (core/speed.py _step_reads, its max() and min() of two written as conditionals) are,
+    to the bit and in type, what the builtins gave, on every card's machine and its ideal one, at several
+    batches, tensor-parallel degrees, attention-DP groups, expert-parallel ranks and KV read copies."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    seen = 0
+    for card in p.cards:
+        part, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        if part.machine is None:
+            continue
+        for mc in (part.machine, part.ideal):
+            for tp, dp, ep, copies in ((mc.tp, mc.attention_dp, mc.expert_parallel, mc.kv_read_copies),
+                                       (0, 1, 1, 0.5), (4, 2, 4, 2), (8, 16, 8, 1), (2, 0, 0, 4.0)):
+                m = replace(mc, tp=tp, attention_dp=dp, expert_parallel=ep, kv_read_copies=copies)
+                for b in (0, 1, 3, 64):
+                    got, want = sp._step_reads(load, m, b), _reads_with_builtins(load, m, b)
+                    assert got == want and [type(x) for x in got] == [type(x) for x in want]
+                    seen += 1
+    assert seen > 100

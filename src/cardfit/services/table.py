@@ -203,18 +203,24 @@ def _float(v: float) -> str:
 
 
 def _other(v: Any) -> str:
-    """A value _VALUE has no writer for by its exact type."""
+    """A value _VALUE has no writer for by its exact type; a subclass of str, int or float (an enum) is
+    written as the encoder writes its base type's value, and its writer is kept under its type."""
+    cls = type(v)
     if isinstance(v, str):
-        return _string(v)
-    if isinstance(v, int):  # (bool is exact: _VALUE)
-        return int.__repr__(v)
-    if isinstance(v, float):
-        return _float(v)
-    if isinstance(v, Result):
+        write = _VALUE[cls] = _string
+    elif isinstance(v, int):  # (bool is exact: _VALUE)
+        write = _VALUE[cls] = int.__repr__
+    elif isinstance(v, float):
+        write = _VALUE[cls] = _float
+    elif isinstance(v, Result):
         return v.json_text()
-    if isinstance(v, tuple | list):
-        return "[" + ",".join([_VALUE.get(type(x), _other)(x) for x in v]) + "]"
-    return _dumps(_plain(v))
+    else:
+        return _dumps(_plain(v))
+    return write(v)
+
+
+def _list(v: list[Any] | tuple[Any, ...]) -> str:
+    return "[" + ",".join([_VALUE.get(type(x), _other)(x) for x in v]) + "]"
 
 
 def _string(v: str) -> str:
@@ -230,7 +236,7 @@ _FLOAT_REPR = float.__repr__
 # a writer by exact type; a result class with a compiled writer is added when it is made
 _VALUE: dict[type, Callable[[Any], str]] = {
     str: _string, int: int.__repr__, float: _float, type(None): lambda v: "null",
-    bool: lambda v: "true" if v else "false"}
+    bool: lambda v: "true" if v else "false", list: _list, tuple: _list}
 _WRITERS: dict[type, Callable[[Any], str]] = {}
 _ITEMS: dict[type, Callable[[Any, list[str]], None]] = {}
 
@@ -246,7 +252,8 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
     if _VALUE[str] is _string:
         from json.encoder import encode_basestring
 
-        _string = _VALUE[str] = encode_basestring
+        _VALUE.update({k: encode_basestring for k, w in _VALUE.items() if w is _string})
+        _string = encode_basestring
     skip, inline = getattr(cls, "omit_none", ()), getattr(cls, "flatten", ())
     body = ["def items(self, out):", "    a = out.append"]
     run: list[str] = []
