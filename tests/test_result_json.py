@@ -183,3 +183,18 @@ def test_json_text_refuses_what_the_encoder_refuses(bad):
         json_text(_Values(bad, None, None, None, None, (), None))
     with pytest.raises(ValueError):
         json_text(_Values(None, None, None, None, None, (1, bad), None))
+
+
+def test_kept_float_texts_are_bounded_and_signed(monkeypatch):
+    """The writer keeps the texts of the floats it wrote (services/table.py _FLOATS), at most FLOATS_KEPT of
+    them; 0.0 and -0.0 (one key) are written each time, each with its sign."""
+    from cardfit.services.table import json_text
+
+    monkeypatch.setattr(table, "_FLOATS", {})
+    monkeypatch.setattr(table, "FLOATS_KEPT", 8)
+    table._ITEMS.pop(_Values, None), table._WRITERS.pop(_Values, None), table._VALUE.pop(_Values, None)
+    for i in range(50):
+        r = _Values(i / 7, None, None, None, None, (-0.0, 0.0, i / 3), None)
+        assert json_text(r) == _dumps(r.to_json())
+        assert len(table._FLOATS) <= 8 and 0.0 not in table._FLOATS
+    assert json_text(_Values(-0.0, None, None, None, None, (), None)).startswith('{"f":-0.0,')

@@ -37,7 +37,10 @@ class Refusal(StrEnum):
 FITS, TIGHT, NO, OFFLOAD = Verdict.FITS, Verdict.TIGHT, Verdict.NO, Verdict.OFFLOAD
 
 
-@record(slots=True)
+# without slots: built with one __dict__ update (catalog/records.py _compiled_init), where setting its 14
+# slots one call each cost ~20,000 instructions; the every-card plan builds one per card, deploy's search one
+# per set
+@record
 class Option:
     gpu: Gpu
     count: int  # cards in the set (all nodes together)

@@ -199,7 +199,22 @@ def _dumps(data: Any) -> str:
 
 
 def _float(v: float) -> str:
-    return _FLOAT_REPR(v) if isfinite(v) else _dumps(v)  # (the encoder's ValueError)
+    """A float as the encoder writes it (its repr; a non-finite one refused with the encoder's ValueError),
+    the text of a non-zero one kept by value (_FLOATS): a float's repr is a shortest round-trip decimal
+    conversion (~2,500 instructions on CPython 3.11), and the page's figures recur (each card's price, its
+    decode rounded to 0.1 tokens/s). Zeros are not kept (0.0 and -0.0 are one key)."""
+    if not isfinite(v):
+        return _dumps(v)
+    text = _FLOAT_REPR(v)
+    if v:
+        if len(_FLOATS) >= FLOATS_KEPT:
+            _FLOATS.clear()  # one atomic step (the app's worker threads share it and take no lock)
+        _FLOATS[v] = text
+    return text
+
+
+FLOATS_KEPT = 8192  # texts of floats kept (~100 bytes each)
+_FLOATS: dict[float, str] = {}
 
 
 def _other(v: Any) -> str:
@@ -220,7 +235,9 @@ def _other(v: Any) -> str:
 
 
 def _list(v: list[Any] | tuple[Any, ...]) -> str:
-    return "[" + ",".join([_VALUE.get(type(x), _other)(x) for x in v]) + "]"
+    get, kept = _VALUE.get, _FLOATS.get
+    return "[" + ",".join([(kept(x) or _float(x)) if type(x) is float else get(type(x), _other)(x)
+                           for x in v]) + "]"
 
 
 def _string(v: str) -> str:
@@ -260,7 +277,7 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
 
     def value(n: str) -> str:  # field names are identifiers (dataclasses.fields)
         return (f"('null' if (v := self.{n}) is None else _s(v) if (t := type(v)) is str"
-                " else _i(v) if t is int else _fr(v) if t is float and _fin(v) else _g(t, _o)(v))")
+                " else _i(v) if t is int else (_kf(v) or _f(v)) if t is float else _g(t, _o)(v))")
 
     def flush() -> None:
         if run:
@@ -279,7 +296,7 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
             run.append(n)
     flush()
     own = frozenset(n for n in _NAMES[cls] if n not in inline)
-    ns: dict[str, Any] = {"_s": _string, "_i": int.__repr__, "_fr": float.__repr__, "_fin": isfinite,
+    ns: dict[str, Any] = {"_s": _string, "_i": int.__repr__, "_kf": _FLOATS.get, "_f": _float,
                           "_g": _VALUE.get, "_o": _other, "_inline": _inline, "_K": own,
                           "_Fallback": _Fallback}
     exec(compile("\n".join(body) + "\n", f"<json_items {cls.__qualname__}>", "exec"), ns)  # field names only
