@@ -155,6 +155,38 @@ def test_a_context_copied_with_another_quantization_gets_its_own_load():
     assert got != first
 
 
+@pytest.mark.parametrize("change", [{"runtime": "vllm"}, {"flash_attn": False}, {"quant": "Q8_0"}],
+                         ids=lambda c: next(iter(c)))
+def test_a_copied_context_gets_its_own_margin_and_split(change):
+    """The margin and split a memory estimate's cards share (services/plan.py _fit_parts, found by identity)
+    are each context's own: a context copied with another runtime, flash attention or quantization shares
+    `kept` and asks about the same memory estimate, and its cards' fit is check() from scratch for it."""
+    pl.clear_memos()
+    ctx = pl.build_context(parse(PlanInput, {"model": "llama3.1:70b", "runtime": "llama.cpp",
+                                             "context": 8192}))
+    gpu = ctx.gpus.get("RTX 4090")
+    mem = pl.memory_for(ctx, 8192, gpu)
+    for c, count in ((ctx, 1), (ctx, 4)):
+        assert pl.option_for(c, mem, gpu, count) == _check_from_scratch(c, mem, gpu, count)
+    values = dict(change)
+    if "runtime" in values:
+        values["runtime"] = pl.default_runtimes().get(values["runtime"])
+    if "quant" in values:
+        values["quant"] = default_quants().get(values["quant"])
+    other = replace(ctx, **values)
+    assert other.kept is ctx.kept
+    for count in (1, 2, 4):
+        assert pl.option_for(other, mem, gpu, count) == _check_from_scratch(other, mem, gpu, count)
+
+
+def _check_from_scratch(ctx: pl.Context, mem: Memory, gpu, count: int) -> fitting.Option:
+    """A set's fit as core/fit.py check() gives it with the plan's own margin and split, nothing kept."""
+    s = pl.placed(ctx, count)
+    return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=pl.requires(ctx.quant),
+                         utilization=ctx.utilization, margin_bytes=lambda n, k: pl._margin(ctx, mem, n, k),
+                         model=ctx.model, tp=s.tp, pp=s.pp, cards=pl.split_cards(ctx, mem))
+
+
 @pytest.mark.parametrize("body", PLANS[:4], ids=lambda b: b["model"])
 def test_one_launch_line_per_split_is_each_cards_own(body):
     """The launch lines made once per (split, context, batch, KV type, slots) are those each card's own

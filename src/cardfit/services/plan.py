@@ -222,7 +222,7 @@ def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> 
 
 def cards_per_set(ctx: Context, gpu: Gpu) -> int:
     """--gpus, else the tensor-parallel degree, else the card's smallest rentable set (B200: a pair)."""
-    return ctx.inp.gpus or ctx.inp.tp or max(gpu.min_count, 1)
+    return ctx.inp.gpus or ctx.inp.tp or (1 if 1 > gpu.min_count else gpu.min_count)  # max(min_count, 1)
 
 
 def check_tp(inp: PlanInput, rt: RuntimeProfile, m: ModelSpec) -> None:
@@ -262,8 +262,8 @@ def engine_defaults(ctx: Context, gpu: Gpu | None) -> tuple[int, int]:
         chunk = engine.serve_batched_tokens(gpu, ctx.inp.context or ctx.model.max_context or 0)
     else:
         chunk = engine.serve_batched_tokens(gpu)
-    return (chunk,
-            max(asked or engine.serve_max_num_seqs(gpu), ctx.sequences))
+    seqs = asked or engine.serve_max_num_seqs(gpu)  # at least ctx.sequences (max() as a conditional)
+    return chunk, ctx.sequences if ctx.sequences > seqs else seqs
 
 
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
@@ -294,8 +294,38 @@ def placed(ctx: Context, count: int) -> Shape:
 
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
+    margin, split = _fit_parts(ctx, mem)
     return fitting.check_set(mem, card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
-                             margin_bytes=_set_margin(ctx, mem), model=ctx.model, cards=split_cards(ctx, mem))
+                             margin_bytes=margin, model=ctx.model, cards=split)
+
+
+LAST_FIT = "last fit parts"  # Context.kept: the memory estimate _fit_parts was asked last, and its parts
+
+
+def _fit_parts(ctx: Context, mem: Memory) -> tuple[Callable[[int, float], int],
+                                                    Callable[[int], list[int] | None] | None]:
+    """The margin of each set (_set_margin) and the split (split_cards) of a memory estimate, made once for
+    the cards that share it (the ranking asks one card after another: the estimate asked last is found by
+    identity, with what the two read of the plan, as a context copied with another runtime or quantization
+    shares `kept`), the margin kept for each (cards, KV copies) asked."""
+    rt, model, quant, flash, chunk = ctx.runtime, ctx.model, ctx.quant, ctx.flash_attn, ctx.inp.prefill_chunk
+    last = ctx.kept.get(LAST_FIT)
+    if last is not None and last[0] is mem and last[3] is rt and last[4] is model and last[5] is quant \
+            and last[6] == flash and last[7] == chunk:
+        return last[1], last[2]
+    own = _set_margin(ctx, mem)
+    margins: dict[tuple[int, float], int] = {}
+
+    def margin(count: int, copies: float) -> int:
+        key = (count, copies)
+        found = margins.get(key)
+        if found is None:
+            found = margins[key] = own(count, copies)
+        return found
+
+    split = split_cards(ctx, mem)
+    ctx.kept[LAST_FIT] = (mem, margin, split, rt, model, quant, flash, chunk)
+    return margin, split
 
 
 def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:

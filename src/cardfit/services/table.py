@@ -217,6 +217,21 @@ FLOATS_KEPT = 8192  # texts of floats kept (~100 bytes each)
 _FLOATS: dict[float, str] = {}
 
 
+def _str(v: str) -> str:
+    """A string as the encoder writes it, the text of a short one kept by value (_STRINGS): the every-card
+    plan writes each card's name and the few launch lines many times an answer."""
+    text = _string(v)
+    if len(v) <= STRING_KEPT_CHARS:
+        if len(_STRINGS) >= STRINGS_KEPT:
+            _STRINGS.clear()  # one atomic step, as _FLOATS
+        _STRINGS[v] = text
+    return text
+
+
+STRINGS_KEPT, STRING_KEPT_CHARS = 4096, 256  # at most ~4 MB
+_STRINGS: dict[str, str] = {}
+
+
 def _other(v: Any) -> str:
     """A value _VALUE has no writer for by its exact type; a subclass of str, int or float (an enum) is
     written as the encoder writes its base type's value, and its writer is kept under its type."""
@@ -276,7 +291,7 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
     run: list[str] = []
 
     def value(n: str) -> str:  # field names are identifiers (dataclasses.fields)
-        return (f"('null' if (v := self.{n}) is None else _s(v) if (t := type(v)) is str"
+        return (f"('null' if (v := self.{n}) is None else (_ks(v) or _str(v)) if (t := type(v)) is str"
                 " else _i(v) if t is int else (_kf(v) or _f(v)) if t is float else _g(t, _o)(v))")
 
     def flush() -> None:
@@ -296,8 +311,8 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
             run.append(n)
     flush()
     own = frozenset(n for n in _NAMES[cls] if n not in inline)
-    ns: dict[str, Any] = {"_s": _string, "_i": int.__repr__, "_kf": _FLOATS.get, "_f": _float,
-                          "_g": _VALUE.get, "_o": _other, "_inline": _inline, "_K": own,
+    ns: dict[str, Any] = {"_ks": _STRINGS.get, "_str": _str, "_i": int.__repr__, "_kf": _FLOATS.get,
+                          "_f": _float, "_g": _VALUE.get, "_o": _other, "_inline": _inline, "_K": own,
                           "_Fallback": _Fallback}
     exec(compile("\n".join(body) + "\n", f"<json_items {cls.__qualname__}>", "exec"), ns)  # field names only
     _ITEMS[cls] = ns["items"]
