@@ -490,10 +490,17 @@ def _served(ctx: Context, mem: Memory, opt: fitting.Option,
 
 
 def request(ctx: Context, context: int) -> Any:
-    """The request each of the plan's streams serves (services/served.py workload)."""
-    from .served import workload
+    """The request each of the plan's streams serves (services/served.py workload), made once per plan and
+    context (the priced cards ask it one after another; one object, so the loads kept by it are found by
+    identity)."""
+    inp = ctx.inp
+    key = ("request", inp.input_tokens, inp.output_tokens, context)
+    w = ctx.kept.get(key)
+    if w is None:
+        from .served import workload
 
-    return workload(ctx.inp.input_tokens, ctx.inp.output_tokens, context)
+        w = ctx.kept[key] = workload(inp.input_tokens, inp.output_tokens, context)
+    return w
 
 
 def scheduled(ctx: Context, gpu: Gpu, sequences: int) -> int:
@@ -553,6 +560,7 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
 MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
 _MACHINES: dict[tuple, speedmod.Machine] = {}
 _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
+_CARD_PARTS: dict[speedmod.DecodeCard, speedmod.DecodeCard] = {}  # each card part kept once (_decode_card)
 _CARD_SETS: dict[tuple, fitting.CardSet] = {}
 
 
@@ -563,6 +571,7 @@ def clear_memos() -> None:
 
     _MACHINES.clear()
     _DECODE_CARDS.clear()
+    _CARD_PARTS.clear()
     _CARD_SETS.clear()
     _on_card.cache_clear()
     _rounded_range.cache_clear()
@@ -640,7 +649,10 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
                                    overhead_s_per_moe_layer=k.overhead_s_per_moe_layer)
         if len(_DECODE_CARDS) >= MACHINES_KEPT:
             _DECODE_CARDS.clear()  # one atomic step, as _MACHINES
-        _DECODE_CARDS[key] = hit
+            _CARD_PARTS.clear()
+        # one object for equal card parts (cards of one chip in several memory sizes): the decode rates kept
+        # by card part and load (_decode_rates) then find theirs by identity, not by comparing two records
+        hit = _DECODE_CARDS[key] = _CARD_PARTS.setdefault(hit, hit)
     return hit
 
 
