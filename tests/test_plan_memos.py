@@ -332,15 +332,16 @@ def test_decode_rates_kept_by_card_part_and_load_are_each_questions_own(body):
 
 
 def test_cards_of_one_chip_in_two_memory_sizes_share_their_decode_rates():
-    """Apple's M-series sizes of one chip hold equal card parts: the second finds the first's figures (the
-    same objects), which are what decode_rates_on gives it."""
+    """Apple's M-series sizes of one chip hold equal card parts, kept as one object (services/plan.py
+    _decode_card interns them): the second finds the first's figures (the same objects) by identity, which
+    are what decode_rates_on gives it."""
     pl.clear_memos()
     p = pl.plan(parse(PlanInput, {"model": "llama3.1:8b", "context": 3001}))
     by_name = {c.option.gpu.name: c for c in p.cards}
     small, large = by_name["Apple M2 Max 32GB"], by_name["Apple M2 Max 64GB"]
     a = pl._decode_inputs(p.ctx, small.memory, small.option)
     b = pl._decode_inputs(p.ctx, large.memory, large.option)
-    assert a == b and a[0] is not b[0]
+    assert a == b and a[0] is b[0] and small.option.gpu is not large.option.gpu
     first = pl._decode_rates(p.ctx, *a)
     assert pl._decode_rates(p.ctx, *b) is first
     assert first == sp.decode_rates_on(*b)
