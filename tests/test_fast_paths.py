@@ -98,6 +98,26 @@ def test_compiled_init_behaves_as_the_shared_one(slots):
     assert copy.deepcopy(a) == a == copy.copy(a)
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.n = 2
+    if not slots:  # one update of its __dict__: the fields in order, as the assignments left them
+        assert list(vars(a)) == [f.name for f in dataclasses.fields(Thing)]
+        assert "_cf_set" not in Thing.__init__.__code__.co_names
+
+
+def test_compiled_init_of_a_record_on_a_slotted_base_sets_its_slots():
+    """A record without slots of its own whose base keeps fields in slots: the compiled __init__ assigns
+    each field (an update of __dict__ would leave the base's slots empty)."""
+    @records.record(slots=True)
+    class Base:
+        a: int
+
+    @records.record
+    class Child(Base):
+        b: int = 2
+
+    for i in range(records.HOT + 1):
+        c = Child(i)
+    assert Child.__init__.__code__.co_filename.startswith("<record")
+    assert (c.a, c.b) == (records.HOT, 2) and "a" not in vars(c)
 
 
 def test_lazy_registries_index_as_the_eager_ones():
@@ -287,3 +307,31 @@ def test_described_inputs_are_typing_s_hints():
         for f in describe(cls):
             assert f.annotation == hints[f.name], (cls.__name__, f.name)
             assert (f.kind, f.item, f.choices) == _kind(hints[f.name])
+
+
+def test_rounded_is_round_for_every_float():
+    """units.rounded finds a whole float without round() (its own rounding): the same value, type and sign
+    (-0.0) as round() for whole and fractional floats, ints and bools, at 0-4 digits."""
+    import math
+    import struct
+
+    from cardfit.units import rounded
+
+    rng = random.Random(7)
+    values = [0.0, -0.0, 1.0, -1.0, 190.0, 2.0**53, 2.0**53 + 2, 1e300, -1e300, 0.5, 2.5, -0.5, 3, -7, True,
+              0, 2**70, 1.005, 2.675]
+    values += [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(20000)]
+    values += [float(rng.randint(-10**9, 10**9)) for _ in range(2000)] + [rng.uniform(-1e6, 1e6)
+                                                                          for _ in range(2000)]
+    for v in values:
+        if isinstance(v, float) and not math.isfinite(v):
+            assert rounded(v) is None
+            continue
+        for d in range(5):
+            want = round(v, d)
+            for _ in range(2):  # worked out, then kept
+                got = rounded(v, d)
+                assert type(got) is type(want) and repr(got) == repr(want), (v, d)
+    from cardfit import units
+
+    assert len(units._ROUNDED) <= units.ROUNDED_KEPT and (0.0, 2) not in units._ROUNDED

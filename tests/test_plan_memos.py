@@ -115,6 +115,31 @@ def test_each_cards_listed_decode_is_its_full_estimates(body):
         assert rates == {(None, None)}
 
 
+@pytest.mark.parametrize("body", [*PLANS, SPECULATIVE, {"model": "llama3.1:8b", "runtime": "transformers"}],
+                         ids=lambda b: b["model"] + (" speculative" if "speculative" in b else "")
+                         + (" " + b["runtime"] if "runtime" in b else ""))
+def test_each_cards_priced_throughput_is_its_served_speeds(body):
+    """The throughput the cost section prices (CardPlan.tokens_per_s: without the prefill figure where the
+    full estimate was not worked out) is, to the bit, _tokens_per_s of the card's served speed computed from
+    scratch (its full estimate with the served throughput as the aggregate), asked before or after that
+    speed; a card without a calibrated decode (transformers) prices its bandwidth ceiling."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    for card in p.cards:
+        early = pl.CardPlan(card.option, card.memory, card.context_note, p.ctx)
+        first = early.tokens_per_s
+        fresh = _fresh_decode(p.ctx, card.memory, card.option)
+        if p.ctx.speculation is not None and fresh is not None and fresh.decode_tokens_per_s is not None:
+            fresh = replace(fresh, decode_tokens_per_s=pl.speculative_decode_tokens_per_s(p.ctx, card.memory,
+                                                                                        card.option))
+        if fresh is not None and fresh.aggregate_tokens_per_s is not None:
+            fresh = replace(fresh, aggregate_tokens_per_s=pl.served_tokens_per_s(p.ctx, card.memory,
+                                                                                 card.option))
+        want = pl._tokens_per_s(fresh)
+        assert first == want, card.option.gpu.name
+        assert card.tokens_per_s == want and pl._tokens_per_s(card.speed) == want  # after `speed` was read
+
+
 def test_a_context_copied_with_another_quantization_gets_its_own_load():
     """A context copied with replace() shares its `kept` dict: the decode load is keyed by what it reads of
     the plan (model, quantization, runtime), not by the memory estimate alone, so the copy asked about the
@@ -132,6 +157,38 @@ def test_a_context_copied_with_another_quantization_gets_its_own_load():
     got = pl._decode_speed(other, mem, opt)
     assert got == _fresh_decode(other, mem, opt)
     assert got != first
+
+
+@pytest.mark.parametrize("change", [{"runtime": "vllm"}, {"flash_attn": False}, {"quant": "Q8_0"}],
+                         ids=lambda c: next(iter(c)))
+def test_a_copied_context_gets_its_own_margin_and_split(change):
+    """The margin and split a memory estimate's cards share (services/plan.py _fit_parts, found by identity)
+    are each context's own: a context copied with another runtime, flash attention or quantization shares
+    `kept` and asks about the same memory estimate, and its cards' fit is check() from scratch for it."""
+    pl.clear_memos()
+    ctx = pl.build_context(parse(PlanInput, {"model": "llama3.1:70b", "runtime": "llama.cpp",
+                                             "context": 8192}))
+    gpu = ctx.gpus.get("RTX 4090")
+    mem = pl.memory_for(ctx, 8192, gpu)
+    for c, count in ((ctx, 1), (ctx, 4)):
+        assert pl.option_for(c, mem, gpu, count) == _check_from_scratch(c, mem, gpu, count)
+    values = dict(change)
+    if "runtime" in values:
+        values["runtime"] = pl.default_runtimes().get(values["runtime"])
+    if "quant" in values:
+        values["quant"] = default_quants().get(values["quant"])
+    other = replace(ctx, **values)
+    assert other.kept is ctx.kept
+    for count in (1, 2, 4):
+        assert pl.option_for(other, mem, gpu, count) == _check_from_scratch(other, mem, gpu, count)
+
+
+def _check_from_scratch(ctx: pl.Context, mem: Memory, gpu, count: int) -> fitting.Option:
+    """A set's fit as core/fit.py check() gives it with the plan's own margin and split, nothing kept."""
+    s = pl.placed(ctx, count)
+    return fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=pl.requires(ctx.quant),
+                         utilization=ctx.utilization, margin_bytes=lambda n, k: pl._margin(ctx, mem, n, k),
+                         model=ctx.model, tp=s.tp, pp=s.pp, cards=pl.split_cards(ctx, mem))
 
 
 @pytest.mark.parametrize("body", PLANS[:4], ids=lambda b: b["model"])
@@ -279,15 +336,16 @@ def test_decode_rates_kept_by_card_part_and_load_are_each_questions_own(body):
 
 
 def test_cards_of_one_chip_in_two_memory_sizes_share_their_decode_rates():
-    """Apple's M-series sizes of one chip hold equal card parts: the second finds the first's figures (the
-    same objects), which are what decode_rates_on gives it."""
+    """Apple's M-series sizes of one chip hold equal card parts, kept as one object (services/plan.py
+    _decode_card interns them): the second finds the first's figures (the same objects) by identity, which
+    are what decode_rates_on gives it."""
     pl.clear_memos()
     p = pl.plan(parse(PlanInput, {"model": "llama3.1:8b", "context": 3001}))
     by_name = {c.option.gpu.name: c for c in p.cards}
     small, large = by_name["Apple M2 Max 32GB"], by_name["Apple M2 Max 64GB"]
     a = pl._decode_inputs(p.ctx, small.memory, small.option)
     b = pl._decode_inputs(p.ctx, large.memory, large.option)
-    assert a == b and a[0] is not b[0]
+    assert a == b and a[0] is b[0] and small.option.gpu is not large.option.gpu
     first = pl._decode_rates(p.ctx, *a)
     assert pl._decode_rates(p.ctx, *b) is first
     assert first == sp.decode_rates_on(*b)
@@ -355,3 +413,54 @@ def test_a_card_set_is_kept_per_question():
                 assert pl.card_set(ctx, gpu, count) == fresh
                 seen.add(fresh)
     assert len(seen) > 12
+
+
+def _reads_with_builtins(load: sp.Load, mc: sp.Machine, sequences: int) -> tuple:
+    """core/speed.py _step_reads as it was written with max() and min() (before their conditionals)."""
+    b = max(sequences, 1)
+    touched = 1 - (1 - load.shares.route) ** max(b, 1)
+    weights = load.weights_bytes * (load.shares.dense + load.shares.experts * touched)
+    expert_read = load.weights_bytes * load.shares.experts * (1 - (1 - load.shares.route) ** b)
+    cpu = weights * load.cpu_weight_fraction + expert_read * load.cpu_expert_fraction * (
+        1 - load.cpu_weight_fraction
+    )
+    gpu = weights - cpu + b * load.kv_bytes
+    tp = max(mc.tp, 1)
+    dp = max(min(mc.attention_dp, tp), 1)
+    group = max(tp // dp, 1)
+    per_card = 1 / min(group, load.kv_split) if load.kv_split else 1 / group
+    kv_card = b * load.kv_bytes * per_card / dp * max(mc.kv_read_copies, 1.0)
+    ep = max(mc.expert_parallel, 1)
+    attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
+    if ep > 1 and dp > 1:
+        attention = (weights - cpu) - expert_read * (1 - load.cpu_weight_fraction)
+    memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
+    if mc.expert_efficiency and expert_read:
+        on_gpu = expert_read * (1 - load.cpu_weight_fraction) * (1 - load.cpu_expert_fraction)
+        memory_s += on_gpu / tp / mc.read_bytes_per_s * (mc.decode_efficiency / mc.expert_efficiency - 1)
+    if cpu:
+        memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
+    return b, cpu, gpu, kv_card, ep, dp, memory_s
+
+
+@pytest.mark.parametrize("body", PLANS[:6], ids=lambda b: b["model"])
+def test_step_reads_are_the_builtins(body):
+    """A step's reads (core/speed.py _step_reads, its max() and min() of two written as conditionals) are,
+    to the bit and in type, what the builtins gave, on every card's machine and its ideal one, at several
+    batches, tensor-parallel degrees, attention-DP groups, expert-parallel ranks and KV read copies."""
+    pl.clear_memos()
+    p = pl.plan(parse(PlanInput, body))
+    seen = 0
+    for card in p.cards:
+        part, load = pl._decode_inputs(p.ctx, card.memory, card.option)
+        if part.machine is None:
+            continue
+        for mc in (part.machine, part.ideal):
+            for tp, dp, ep, copies in ((mc.tp, mc.attention_dp, mc.expert_parallel, mc.kv_read_copies),
+                                       (0, 1, 1, 0.5), (4, 2, 4, 2), (8, 16, 8, 1), (2, 0, 0, 4.0)):
+                m = replace(mc, tp=tp, attention_dp=dp, expert_parallel=ep, kv_read_copies=copies)
+                for b in (0, 1, 3, 64):
+                    got, want = sp._step_reads(load, m, b), _reads_with_builtins(load, m, b)
+                    assert got == want and [type(x) for x in got] == [type(x) for x in want]
+                    seen += 1
+    assert seen > 100

@@ -103,6 +103,10 @@ NVLINK_DEFAULT_GBPS = 900.0
 # A card whose catalog row gives no link bandwidth talks over PCIe 4.0 x16: 16 GT/s × 16 lanes × 128/130
 # encoding ≈ 31.5 GB/s each way (PCI-SIG, PCI Express Base Specification 4.0), rounded to 32.
 DEFAULT_LINK_GBPS = 32.0
+# TWO: on the every-card plan's path (a decode step timed for each card), max() and min() of two values are
+# written as conditionals, `b if b > a else a` for max(a, b) and `b if b < a else a` for min(a, b): the same
+# value and type as the builtins (the first of equals), without their call (~1,200 instructions each on
+# CPython 3.11, against ~20)
 # A model whose width is unknown (only a shape given): 4,096, the hidden size of the Llama 2/3 7-8B models
 # (meta-llama/Llama-3.1-8B config.json "hidden_size": 4096); rule of thumb, it sizes the all-reduce message.
 HIDDEN_UNKNOWN = 4096
@@ -137,7 +141,7 @@ class Shares:
     def read_fraction(self, sequences: int = 1) -> float:
         """Share of the weight bytes one step reads for `sequences` tokens: with uniform routing a layer's
         expert is touched by at least one of b tokens with probability 1 − (1 − k/E)^b."""
-        touched = 1 - (1 - self.route) ** max(sequences, 1)
+        touched = 1 - (1 - self.route) ** (1 if 1 > sequences else sequences)  # max(sequences, 1): TWO
         return self.dense + self.experts * touched
 
     def routed(self, route: float) -> Shares:
@@ -415,8 +419,9 @@ class Load:
         """The share of a sequence's cache read one of `tp` tensor-parallel ranks reads: 1 / tp split evenly,
         the whole latent on every rank for MLA (each rank attends with its tp-th of the heads over every
         cached token's latent), one whole KV head per rank where there are fewer heads than ranks."""
-        tp = max(tp, 1)
-        return 1 / min(tp, self.kv_split) if self.kv_split else 1 / tp
+        tp = 1 if 1 > tp else tp  # max(tp, 1), then min(tp, kv_split): TWO
+        split = self.kv_split
+        return 1 / (split if split < tp else tp) if split else 1 / tp
 
 
 def prefill_flops(m: ModelSpec, context: int, mc: Machine) -> float:
@@ -487,7 +492,7 @@ def step_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:
 def _step_times(load: Load, mc: Machine, b: int, kv_card: float, ep: int,
                 dp: int) -> tuple[float, float, float, float]:
     """A step's (FLOPs, compute seconds, cache-read seconds, fixed seconds) from its reads (_step_reads)."""
-    tp = max(mc.tp, 1)
+    tp = 1 if 1 > mc.tp else mc.tp  # max(mc.tp, 1): TWO
     flops = b * load.flops_per_token
     compute_s = flops / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
     if ep > 1:  # the busiest rank's experts take more than the mean share of the step's routed tokens' FLOPs
@@ -512,20 +517,23 @@ def _step_reads(load: Load, mc: Machine,
                 sequences: int) -> tuple[int, float, float, float, int, int, float]:
     """A step's reads: (sequences, bytes from system RAM, bytes from VRAM, one rank's cache bytes, expert-
     parallel ranks, attention data-parallel groups, seconds to read them all)."""
-    b = max(sequences, 1)
+    # (max and min of two as conditionals: TWO)
+    b = 1 if 1 > sequences else sequences
     weights = load.weights_bytes * load.shares.read_fraction(b)
     expert_read = load.weights_bytes * load.shares.experts * (1 - (1 - load.shares.route) ** b)
     cpu = weights * load.cpu_weight_fraction + expert_read * load.cpu_expert_fraction * (
         1 - load.cpu_weight_fraction
     )
     gpu = weights - cpu + b * load.kv_bytes
-    tp = max(mc.tp, 1)
-    dp = max(min(mc.attention_dp, tp), 1)
+    tp = 1 if 1 > mc.tp else mc.tp
+    dp = tp if tp < mc.attention_dp else mc.attention_dp
+    dp = 1 if 1 > dp else dp
     # one rank's cache reads: its group's b / dp sequences, split (or not) over the group's tp / dp ranks
-    kv_card = b * load.kv_bytes * load.kv_per_card(tp // dp) / dp * max(mc.kv_read_copies, 1.0)
+    copies = mc.kv_read_copies
+    kv_card = b * load.kv_bytes * load.kv_per_card(tp // dp) / dp * (1.0 if 1.0 > copies else copies)
     # data-parallel attention: a rank reads its group's share of the attention projections, not 1 / tp;
     # with expert parallelism, of every weight but the routed experts (core/moe_parallel.py)
-    ep = max(mc.expert_parallel, 1)
+    ep = 1 if 1 > mc.expert_parallel else mc.expert_parallel
     attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
     if ep > 1 and dp > 1:
         attention = (weights - cpu) - expert_read * (1 - load.cpu_weight_fraction)
@@ -581,7 +589,7 @@ def link_seconds(load: Load, mc: Machine, sequences: int) -> float:
     """Tensor parallel pays two all-reduces of the hidden state per layer over the card-to-card link: each
     a fixed latency plus the ring transfer, or, on a card whose all-reduce was measured by message size, the
     measured time of that message (allreduce_seconds)."""
-    tp = max(mc.tp, 1)
+    tp = 1 if 1 > mc.tp else mc.tp  # max(mc.tp, 1): TWO
     if tp == 1:
         return 0.0
     if mc.expert_parallel > 1 and load.moe_layers:

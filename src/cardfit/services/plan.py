@@ -227,7 +227,7 @@ def default_context(ctx: Context, gpu: Gpu | None, count: int | None = None) -> 
 
 def cards_per_set(ctx: Context, gpu: Gpu) -> int:
     """--gpus, else the tensor-parallel degree, else the card's smallest rentable set (B200: a pair)."""
-    return ctx.inp.gpus or ctx.inp.tp or max(gpu.min_count, 1)
+    return ctx.inp.gpus or ctx.inp.tp or (1 if 1 > gpu.min_count else gpu.min_count)  # max(min_count, 1)
 
 
 def check_tp(inp: PlanInput, rt: RuntimeProfile, m: ModelSpec) -> None:
@@ -267,8 +267,8 @@ def engine_defaults(ctx: Context, gpu: Gpu | None) -> tuple[int, int]:
         chunk = engine.serve_batched_tokens(gpu, ctx.inp.context or ctx.model.max_context or 0)
     else:
         chunk = engine.serve_batched_tokens(gpu)
-    return (chunk,
-            max(asked or engine.serve_max_num_seqs(gpu), ctx.sequences))
+    seqs = asked or engine.serve_max_num_seqs(gpu)  # at least ctx.sequences (max() as a conditional)
+    return chunk, ctx.sequences if ctx.sequences > seqs else seqs
 
 
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
@@ -299,8 +299,38 @@ def placed(ctx: Context, count: int) -> Shape:
 
 def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
+    margin, split = _fit_parts(ctx, mem)
     return fitting.check_set(mem, card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
-                             margin_bytes=_set_margin(ctx, mem), model=ctx.model, cards=split_cards(ctx, mem))
+                             margin_bytes=margin, model=ctx.model, cards=split)
+
+
+LAST_FIT = "last fit parts"  # Context.kept: the memory estimate _fit_parts was asked last, and its parts
+
+
+def _fit_parts(ctx: Context, mem: Memory) -> tuple[Callable[[int, float], int],
+                                                    Callable[[int], list[int] | None] | None]:
+    """The margin of each set (_set_margin) and the split (split_cards) of a memory estimate, made once for
+    the cards that share it (the ranking asks one card after another: the estimate asked last is found by
+    identity, with what the two read of the plan, as a context copied with another runtime or quantization
+    shares `kept`), the margin kept for each (cards, KV copies) asked."""
+    rt, model, quant, flash, chunk = ctx.runtime, ctx.model, ctx.quant, ctx.flash_attn, ctx.inp.prefill_chunk
+    last = ctx.kept.get(LAST_FIT)
+    if last is not None and last[0] is mem and last[3] is rt and last[4] is model and last[5] is quant \
+            and last[6] == flash and last[7] == chunk:
+        return last[1], last[2]
+    own = _set_margin(ctx, mem)
+    margins: dict[tuple[int, float], int] = {}
+
+    def margin(count: int, copies: float) -> int:
+        key = (count, copies)
+        found = margins.get(key)
+        if found is None:
+            found = margins[key] = own(count, copies)
+        return found
+
+    split = split_cards(ctx, mem)
+    ctx.kept[LAST_FIT] = (mem, margin, split, rt, model, quant, flash, chunk)
+    return margin, split
 
 
 def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
@@ -391,6 +421,21 @@ class CardPlan:
             self._kept["speed"] = _served(self.ctx, self.memory, self.option, self.decode)
         return self._kept["speed"]
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """What the set serves at the plan's concurrency, the figure the cost section prices: _tokens_per_s
+        of `speed`. Where `decode` was not worked out (every priced card but the first), by the same steps
+        without the prefill figure `decode` adds: its aggregate is there exactly where its realistic decode
+        is (a calibrated runtime on a card of known bandwidth: core/speed.py estimate_on), and `speed` puts
+        the served throughput in its place."""
+        if "speed" in self._kept or "decode" in self._kept or self.option.gpu.bandwidth_gbps is None \
+                or not self.ctx.model.generates or self.ctx.speculation is not None:
+            return _tokens_per_s(self.speed)
+        ceiling, realistic = self.decode_rates
+        if realistic is None:  # no aggregate: the ceiling (_tokens_per_s)
+            return ceiling
+        return served_tokens_per_s(self.ctx, self.memory, self.option) or realistic or ceiling
+
 
 @record
 class Plan:
@@ -406,6 +451,10 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return plan_view(self).to_json()
+
+    def json_text(self) -> str:
+        """The web API's JSON text (services/table.py json_text) of `to_json`."""
+        return plan_view(self).json_text()
 
 
 def _speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Speed | None:
@@ -446,10 +495,17 @@ def _served(ctx: Context, mem: Memory, opt: fitting.Option,
 
 
 def request(ctx: Context, context: int) -> Any:
-    """The request each of the plan's streams serves (services/served.py workload)."""
-    from .served import workload
+    """The request each of the plan's streams serves (services/served.py workload), made once per plan and
+    context (the priced cards ask it one after another; one object, so the loads kept by it are found by
+    identity)."""
+    inp = ctx.inp
+    key = ("request", inp.input_tokens, inp.output_tokens, context)
+    w = ctx.kept.get(key)
+    if w is None:
+        from .served import workload
 
-    return workload(ctx.inp.input_tokens, ctx.inp.output_tokens, context)
+        w = ctx.kept[key] = workload(inp.input_tokens, inp.output_tokens, context)
+    return w
 
 
 def scheduled(ctx: Context, gpu: Gpu, sequences: int) -> int:
@@ -509,6 +565,7 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
 MACHINES_KEPT = 4096  # a few hundred bytes each: every catalog card on every runtime × quantization asked
 _MACHINES: dict[tuple, speedmod.Machine] = {}
 _DECODE_CARDS: dict[tuple, speedmod.DecodeCard] = {}
+_CARD_PARTS: dict[speedmod.DecodeCard, speedmod.DecodeCard] = {}  # each card part kept once (_decode_card)
 _CARD_SETS: dict[tuple, fitting.CardSet] = {}
 
 
@@ -519,6 +576,7 @@ def clear_memos() -> None:
 
     _MACHINES.clear()
     _DECODE_CARDS.clear()
+    _CARD_PARTS.clear()
     _CARD_SETS.clear()
     _on_card.cache_clear()
     _rounded_range.cache_clear()
@@ -602,7 +660,10 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
                                    rocm_custom_allreduce=rt.rocm_custom_allreduce)
         if len(_DECODE_CARDS) >= MACHINES_KEPT:
             _DECODE_CARDS.clear()  # one atomic step, as _MACHINES
-        _DECODE_CARDS[key] = hit
+            _CARD_PARTS.clear()
+        # one object for equal card parts (cards of one chip in several memory sizes): the decode rates kept
+        # by card part and load (_decode_rates) then find theirs by identity, not by comparing two records
+        hit = _DECODE_CARDS[key] = _CARD_PARTS.setdefault(hit, hit)
     return hit
 
 
@@ -1295,7 +1356,7 @@ def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice]
     o = card.option
     if not o.fits or o.monthly_usd is None:
         return None
-    tps = _tokens_per_s(card.speed)  # the served throughput: worked out for these cards only
+    tps = card.tokens_per_s  # the served throughput: worked out for these cards only
     if not tps:
         return None
     hourly = cost.hourly_from_monthly(o.monthly_usd, hours)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
+from math import isfinite
 from typing import Any
 
 from ..catalog.records import HOT, record
@@ -77,6 +78,18 @@ class Result:
                 return _fields_json(self, cls)
             convert = _converter(cls)
         return convert(self)
+
+    def json_text(self) -> str:
+        """`json.dumps(self.to_json(), ensure_ascii=False, allow_nan=False, separators=(",", ":"))` (what
+        the web API answers), written from the fields without the plain data in between (_writer: compiled
+        on first use, as only the web server asks it); a class with its own to_json goes through it."""
+        cls = type(self)
+        write = _WRITERS.get(cls)
+        if write is None:
+            if cls.to_json is not Result.to_json:
+                return _dumps(self.to_json())
+            write = _writer(cls)
+        return write(self)
 
 
 @record
@@ -169,6 +182,193 @@ def _plain(value: Any) -> Any:
 def to_json(result: Any) -> Any:
     """The plain-data view of a result: what `--json`, the web API and the Python API return."""
     return result.to_json() if hasattr(result, "to_json") else result
+
+
+# ---- the web API's JSON text ----------------------------------------------------------------------------
+# What json.dumps(to_json(result), ensure_ascii=False, allow_nan=False, separators=(",", ":")) writes, written
+# from a result's fields: the page's every-card plan is ~120 cards of ~30 fields, and building the plain data
+# only for the encoder to walk it again cost as much as writing the text. Each value is written as the
+# encoder writes it (CPython Modules/_json.c encoder_listencode_obj: None, True, False, then str (a subclass
+# too: an enum's value), int and float by their types' repr, a non-finite float refused, lists and tuples,
+# dicts); a value of any other kind is made plain (_plain) and written by the encoder itself.
+
+def _dumps(data: Any) -> str:
+    import json
+
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _float(v: float) -> str:
+    """A float as the encoder writes it (its repr; a non-finite one refused with the encoder's ValueError),
+    the text of a non-zero one kept by value (_FLOATS): a float's repr is a shortest round-trip decimal
+    conversion (~2,500 instructions on CPython 3.11), and the page's figures recur (each card's price, its
+    decode rounded to 0.1 tokens/s). Zeros are not kept (0.0 and -0.0 are one key)."""
+    if not isfinite(v):
+        return _dumps(v)
+    text = _FLOAT_REPR(v)
+    if v:
+        if len(_FLOATS) >= FLOATS_KEPT:
+            _FLOATS.clear()  # one atomic step (the app's worker threads share it and take no lock)
+        _FLOATS[v] = text
+    return text
+
+
+FLOATS_KEPT = 8192  # texts of floats kept (~100 bytes each)
+_FLOATS: dict[float, str] = {}
+
+
+def _str(v: str) -> str:
+    """A string as the encoder writes it, the text of a short one kept by value (_STRINGS): the every-card
+    plan writes each card's name and the few launch lines many times an answer."""
+    text = _string(v)
+    if len(v) <= STRING_KEPT_CHARS:
+        if len(_STRINGS) >= STRINGS_KEPT:
+            _STRINGS.clear()  # one atomic step, as _FLOATS
+        _STRINGS[v] = text
+    return text
+
+
+STRINGS_KEPT, STRING_KEPT_CHARS = 4096, 256  # at most ~4 MB
+_STRINGS: dict[str, str] = {}
+
+
+def _other(v: Any) -> str:
+    """A value _VALUE has no writer for by its exact type; a subclass of str, int or float (an enum) is
+    written as the encoder writes its base type's value, and its writer is kept under its type."""
+    cls = type(v)
+    if isinstance(v, str):
+        write = _VALUE[cls] = _string
+    elif isinstance(v, int):  # (bool is exact: _VALUE)
+        write = _VALUE[cls] = int.__repr__
+    elif isinstance(v, float):
+        write = _VALUE[cls] = _float
+    elif isinstance(v, Result):
+        return v.json_text()
+    else:
+        return _dumps(_plain(v))
+    return write(v)
+
+
+def _list(v: list[Any] | tuple[Any, ...]) -> str:
+    get, kept = _VALUE.get, _FLOATS.get
+    return "[" + ",".join([(kept(x) or _float(x)) if type(x) is float else get(type(x), _other)(x)
+                           for x in v]) + "]"
+
+
+def _string(v: str) -> str:
+    """The encoder's own string writer (json.encoder.encode_basestring, in C: ensure_ascii=False), which
+    replaces this function once a writer is made (_writer): the json module is imported then, not with
+    the command table."""
+    from json.encoder import encode_basestring
+
+    return encode_basestring(v)  # type: ignore[no-any-return]
+
+
+_FLOAT_REPR = float.__repr__
+# a writer by exact type; a result class with a compiled writer is added when it is made
+_VALUE: dict[type, Callable[[Any], str]] = {
+    str: _string, int: int.__repr__, float: _float, type(None): lambda v: "null",
+    bool: lambda v: "true" if v else "false", list: _list, tuple: _list}
+_WRITERS: dict[type, Callable[[Any], str]] = {}
+_ITEMS: dict[type, Callable[[Any, list[str]], None]] = {}
+
+
+def _items(cls: type) -> Callable[[Any, list[str]], None]:
+    """The compiled writer of a result class's `"key":value` items (_writer), in the order of to_json,
+    `omit_none` and `flatten` as there: each run of other fields one %-template of their keys, each value
+    written by its type (None, str, int, a finite float inline; any other through _VALUE)."""
+    global _string
+    found = _ITEMS.get(cls)
+    if found is not None:
+        return found
+    if _VALUE[str] is _string:
+        from json.encoder import encode_basestring
+
+        _VALUE.update({k: encode_basestring for k, w in _VALUE.items() if w is _string})
+        _string = encode_basestring
+    skip, inline = getattr(cls, "omit_none", ()), getattr(cls, "flatten", ())
+    body = ["def items(self, out):", "    a = out.append"]
+    run: list[str] = []
+
+    def value(n: str) -> str:  # field names are identifiers (dataclasses.fields)
+        return (f"('null' if (v := self.{n}) is None else (_ks(v) or _str(v)) if (t := type(v)) is str"
+                " else _i(v) if t is int else (_kf(v) or _f(v)) if t is float else _g(t, _o)(v))")
+
+    def flush() -> None:
+        if run:
+            template = ",".join(_string(n).replace("%", "%%") + ":%s" for n in run)
+            body.append(f"    a({template!r} % ({', '.join(value(n) for n in run)},))")
+            run.clear()
+
+    for n in _NAMES.get(cls) or _names(cls):
+        if n in inline:
+            flush()
+            body.append(f"    if (v := self.{n}) is not None and not _inline(v, out, _K): raise _Fallback")
+        elif n in skip:
+            flush()
+            body.append(f"    if self.{n} is not None: a({_string(n) + ':'!r} + {value(n)})")
+        else:
+            run.append(n)
+    flush()
+    own = frozenset(n for n in _NAMES[cls] if n not in inline)
+    ns: dict[str, Any] = {"_ks": _STRINGS.get, "_str": _str, "_i": int.__repr__, "_kf": _FLOATS.get,
+                          "_f": _float, "_g": _VALUE.get, "_o": _other, "_inline": _inline, "_K": own,
+                          "_Fallback": _Fallback}
+    exec(compile("\n".join(body) + "\n", f"<json_items {cls.__qualname__}>", "exec"), ns)  # field names only
+    _ITEMS[cls] = ns["items"]
+    return _ITEMS[cls]  # type: ignore[no-any-return]
+
+
+class _Fallback(Exception):  # noqa: N818  (not an error: a result the compiled writer does not write)
+    """A `flatten` field whose keys _inline cannot put in place as to_json does."""
+
+
+_FLAT: set[tuple[type, frozenset[str]]] = set()  # (a flattened class, its owner's keys): written in place
+
+
+def _inline(v: Any, out: list[str], keys: frozenset[str]) -> bool:
+    """A `flatten` field's keys in its owner's place, after the owner's own `keys`: True where written by
+    its class's items, which is where to_json's dict.update adds new keys at the end (a result class with
+    the fields' to_json, nothing flattened in it, no key of the owner's); False (nothing written) else."""
+    cls = type(v)
+    if (cls, keys) not in _FLAT:
+        if not (isinstance(v, Result) and cls.to_json is Result.to_json and not cls.flatten
+                and keys.isdisjoint(_NAMES.get(cls) or _names(cls))):
+            return False
+        _FLAT.add((cls, keys))
+    _items(cls)(v, out)
+    return True
+
+
+def _writer(cls: type) -> Callable[[Any], str]:
+    """Result.json_text for one class whose to_json is the fields' (_items), made once per class; a class
+    with more than one `flatten` field (their keys may meet) is written from its to_json."""
+    if len(getattr(cls, "flatten", ())) > 1:
+        def whole(self: Any) -> str:
+            return _dumps(self.to_json())
+
+        _WRITERS[cls] = _VALUE[cls] = whole
+        return whole
+    items = _items(cls)
+
+    def write(self: Any) -> str:
+        out: list[str] = []
+        try:
+            items(self, out)
+        except _Fallback:
+            return _dumps(self.to_json())
+        return "{" + ",".join(out) + "}"
+
+    _WRITERS[cls] = _VALUE[cls] = write
+    return write
+
+
+def json_text(value: Any) -> str:
+    """The web API's JSON text of a command's result: `json.dumps(to_json(value), ensure_ascii=False,
+    allow_nan=False, separators=(",", ":"))` (Result.json_text for a result, or the value's own
+    json_text)."""
+    own = getattr(value, "json_text", None)
+    return own() if own is not None else _dumps(to_json(value))
 
 
 COMMANDS = (

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import CardfitError, InputError, UnknownNameError
 from ..services.inputs import parse
-from ..services.table import COMMANDS, Command, to_json
+from ..services.table import COMMANDS, Command, json_text, to_json
 from . import catalogs, uploads
 from .limits import TooLargeError, body_limit, web_input
 from .schema import web_model
@@ -174,8 +174,9 @@ CACHE_ENTRIES = 512  # answers are pure functions of the validated input and the
 
 
 class Answers:
-    """`fn`'s answers as JSON bytes, the last CACHE_ENTRIES remembered per validated input: the page asks the
-    same plan again as the user types, shares a link or switches back. Errors are not remembered."""
+    """`fn`'s answers (a command's result, or plain data) as JSON bytes (services/table.py json_text), the
+    last CACHE_ENTRIES remembered per validated input: the page asks the same plan again as the user types,
+    shares a link or switches back. Errors are not remembered."""
 
     def __init__(self, fn: Callable[[Any], Any], size: int = CACHE_ENTRIES) -> None:
         self.fn, self.size = fn, size
@@ -206,7 +207,7 @@ class Answers:
         hit = self.hit(key)
         if hit is not None:
             return hit
-        body = json.dumps(self.fn(inp), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        body = json_text(self.fn(inp)).encode()
         with self._lock:
             self._seen[key] = body
             while len(self._seen) > self.size:
@@ -228,7 +229,7 @@ def _typed(command: Command, budget: Any) -> Callable[..., Any]:
     from fastapi.responses import Response
 
     model = command.input_type()
-    answer = Answers(lambda inp: to_json(command.execute(inp)))
+    answer = Answers(command.execute)
     heavy = command.name in HEAVY_COMMANDS
 
     async def endpoint(body: Any) -> Any:
