@@ -779,10 +779,14 @@ def _most_pooled(mem: Memory, opt: fitting.Option, count: int, copies: float, rt
                  ) -> tuple[int, int] | None:
     """The KV pool (kv_pool) under the prefix layout that admits the most sequences (None: none fits).
     `layouts`: per layout of the shared prefixes (prefix_layouts), a sequence's own KV bytes and the bytes
-    held once; `caches`: the prefix caches the set keeps, one per attention data-parallel group (each
-    group's engine is its own scheduler with its own cache: vLLM "each DP rank is deployed as a separate
-    'core engine' process", docs/serving/data_parallel_deployment.md), each holding its own copy of the
-    prefixes its requests read."""
+    held once; `caches`: the prefix caches the set keeps, one per attention data-parallel group, each
+    holding its own copy of the prefixes its requests read: each group's engine schedules its own requests
+    in its own KV cache (vLLM: "each DP rank is deployed as a separate 'core engine' process",
+    https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/; TensorRT-LLM: "multiple attention DP
+    ranks run within a single worker, each with its own KV cache", NVIDIA Dynamo, "DP Rank Routing",
+    https://docs.nvidia.com/dynamo/additional-resources/tensor-rt-llm-details/dp-rank-routing; SGLang's DP
+    attention, LMSYS "SGLang v0.4", https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Requests spread over
+    the groups without regard to their prefix (no prefix-aware routing is modelled: core/reuse.py)."""
     pools = (kv_pool(mem, opt, count, copies, rt, seq_bytes, margin, once_bytes * caches)
              for seq_bytes, once_bytes in layouts)
     return max((p for p in pools if p is not None), key=lambda p: p[0], default=None)
