@@ -124,3 +124,85 @@ def test_speed_takes_groups():
 def test_groups_need_a_shared_prefix(run_cli, cmd):
     code, out, err = run_cli(*cmd, "--prefix-groups", "4")
     assert code == 2 and "give --shared-prefix-tokens too" in err and "Traceback" not in err
+
+
+# --- attention data-parallel groups and the pinned path (review of the prefix-groups change) ------------
+# Each attention-DP group of an expert-parallel layout is an engine of its own with its own prefix cache
+# (vLLM: "each DP rank is deployed as a separate 'core engine' process",
+# https://docs.vllm.ai/en/latest/serving/data_parallel_deployment.html), so it holds its own copy of the
+# prefixes its requests read. The shape: SGLang PR 11214's long prefixes (above) at 64 groups of 30,000
+# tokens on Qwen3-30B-A3B (1.92M prefix tokens, beyond one attention group's share of four H100s' pool).
+
+def _moe(**kw):
+    from cardfit.services import deploy as dp
+
+    base = dict(model="qwen3-30b-a3b", runtime="vllm", gpu=("H100 SXM",), users=512, input_tokens=30128,
+                output_tokens=256, shared_prefix_tokens=30000, prefix_groups=64, quant="bf16")
+    inp = DeployInput(**{**base, **kw})
+    sets, _ = dp.settings(inp)
+    return inp, [c for c in dp.candidates(inp, sets) if c.nodes == 1 and c.cards <= 4]
+
+
+def test_expert_parallel_layouts_hold_the_prefixes():
+    """Two H100s: TP 2 holds 26 sequences beside the prefixes (each its own 30,000 tokens: 64 × 30,000 do not
+    fit); two attention groups hold less (the non-expert weights twice), not 512 as when the expert-parallel
+    layouts charged no prefix memory."""
+    _, cands = _moe()
+    tp = next(c for c in cands if c.cards == 2 and c.ep == 1)
+    ep = next(c for c in cands if c.cards == 2 and c.ep == 2)
+    assert tp.seqs < 64 and ep.seqs <= tp.seqs
+
+
+def test_each_attention_group_caches_its_own_prefixes():
+    """Four H100s, KV fp8: one group per card has ~1.08M tokens, less than the 1.92M of the 64 prefixes, so
+    not every request finds its prefix; two groups (2.2M each) and TP 4 (4.5M, one cache) hold them all."""
+    from cardfit.services import deploy as dp
+
+    inp, cands = _moe(kv_dtype="fp8")
+    w = dp._workload(inp, 1)
+    rate = {(c.attention_dp, c.ep): dp.hits(inp, c, w).hit_rate for c in cands if c.cards == 4}
+    assert rate[1, 1] == pytest.approx(1.0) and rate[2, 4] == pytest.approx(1.0)
+    assert rate[4, 4] < 0.9
+    c = next(c for c in cands if c.cards == 4 and c.attention_dp == 4)
+    running = min(w.users, c.seqs)
+    mine = ru.hits(inp.input_tokens, inp.output_tokens, dp.reuse_of(inp), pool_tokens=c.kv_tokens / 4,
+                   running=running / 4, sessions=w.users / 4)
+    assert dp.hits(inp, c, w).hit_rate == pytest.approx(mine.hit_rate)
+
+
+def test_one_prefix_is_held_once_per_attention_group():
+    """G = 1 on two H100s: 20,000 shared + 20,000 own prompt tokens (20,128 held by a decoding sequence);
+    two attention groups hold the prefix twice, so they admit at most (pool − 2 × 20,000) / 20,128."""
+    from cardfit.services import deploy as dp
+
+    inp, cands = _moe(input_tokens=40000, shared_prefix_tokens=20000, prefix_groups=1)
+    ep = next(c for c in cands if c.cards == 2 and c.ep == 2)
+    held = dp.kv_held(inp, ep.setting.ctx.runtime)
+    assert held == 20128
+    assert 0.95 * (ep.kv_tokens - 2 * 20000) / held <= ep.seqs <= (ep.kv_tokens - 2 * 20000) / held
+
+
+@pytest.mark.parametrize(("kw", "caches"), [
+    (dict(model="llama-3.1-8b", gpu=("L40S",), tp=1), 1),
+    (dict(model="qwen3-30b-a3b", gpu=("H100 SXM",), tp=2, quant="bf16"), 1),
+    (dict(model="qwen3-30b-a3b", gpu=("H100 SXM",), tp=2, attention_dp=2, expert_parallel=2, quant="bf16"),
+     2),
+])
+@pytest.mark.parametrize("groups", [1, 2, 8])
+def test_pinned_deployment_holds_the_prefixes_as_the_search_does(kw, caches, groups):
+    """A pinned deployment (timed) sizes its pool with the prefixes held as the search holds them, at every
+    G: one prefix once (it charged none at G = 1), G prefixes once each or a copy per sequence, once per
+    attention group of an expert-parallel layout. 30,000 shared + 1,000 own prompt tokens, 200 answer tokens
+    (1,100 held by a decoding sequence); the engine's 16-token blocks only take sequences away."""
+    from cardfit.services import deploy as dp
+
+    inp = DeployInput(**{**dict(runtime="vllm", users=1000, input_tokens=31000, output_tokens=200,
+                                shared_prefix_tokens=30000, prefix_groups=groups), **kw})
+    c = dp.pinned_answer(inp).result.cand
+    held, n, kv = dp.kv_held(inp, c.setting.ctx.runtime), 30000, c.kv_tokens
+    assert held == 1100
+    if groups == 1:
+        most = (kv - caches * n) / held
+    else:
+        most = max((kv - caches * groups * n) / held, kv / (held + n))
+    assert 0.97 * most - 1 <= c.seqs <= most

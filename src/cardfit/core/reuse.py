@@ -36,7 +36,9 @@ group (G = 1) every request reads the prefix: it is never the least recently use
 holds it.
 Not modelled: the first request of each group finds nothing to hit (a steady state of many requests a
 group; a benchmark of P prompts a group loses 1 in P of its prefix hits, more where the first requests of a
-group arrive together), and how an engine routes groups across data-parallel ranks.
+group arrive together), and routing by prefix across data-parallel ranks: an engine of several attention
+data-parallel groups (services/deploy.py _most_pooled) keeps one prefix cache per group, each sized and hit as
+here over its share of the pool and of the requests, every group holding its own copy of the prefixes.
 
 A host tier (vLLM's native CPU offload and LMCache, SGLang HiCache's L2, llama.cpp's host KV) keeps a copy
 of the blocks the GPU computed: it is inclusive, so the histories it can serve are those of the larger of

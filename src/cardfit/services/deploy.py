@@ -14,7 +14,7 @@ import bisect
 import heapq
 import math
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -648,7 +648,6 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     engine.kv_bytes(m, MemorySettings(context=once, sequences=1,
                                                       kv_dtype=each.mem.kv_dtype)) if once else 0)
                    for once, own in prefix_layouts(inp, rt)]
-        per_seq = layouts[0][0]
         on_card: dict[tuple[int, int, bool], Setting] = {}
         split_of: dict[tuple[int, int, bool], Callable[[int], list[int] | None] | None] = {}
         if id(ctx.gpus) not in cards:
@@ -685,8 +684,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
-                    pooled = _most_pooled([kv_pool(mem, opt, count, copies, rt, seq_bytes, margin, once_bytes)
-                                           for seq_bytes, once_bytes in layouts])
+                    pooled = _most_pooled(mem, opt, count, copies, rt, layouts, margin)
                     if pooled is None:  # one whole request must fit
                         continue
                     seqs, tokens = min(rt.max_num_seqs, pooled[0]), pooled[1]
@@ -697,7 +695,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs, opt.monthly_usd, tokens,
                                      margin, inp))  # the option's price: fitting.set_price of the set
                 if nodes == 1 and pp == 1 and tp == count > 1 and expert_parallel(ctx):
-                    out += _expert_parallel(inp, s, gpu, per_node, count, per_seq)
+                    out += _expert_parallel(inp, s, gpu, per_node, count, layouts)
                 one_node = one_node or nodes == 1
     return out
 
@@ -741,11 +739,13 @@ def expert_parallel_memory(s: Setting, dp: int) -> Memory:
 
 
 def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, count: int,
-                     per_seq: int) -> list[Candidate]:
+                     layouts: list[tuple[int, int]]) -> list[Candidate]:
     """The attention-DP + EP layouts of `count` cards of one node (core/moe_parallel.py layouts): the
     non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
     own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
-    runtime's sequence cap."""
+    runtime's sequence cap. `layouts`: a sequence's own KV bytes and the shared prefixes' bytes held once,
+    per prefix layout (candidates); each group's engine keeps its own prefix cache, so the bytes held once
+    are held once per group."""
     from .plan import requires
 
     ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
@@ -763,7 +763,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
             continue
-        pooled = kv_pool(mem, opt, count, copies, rt, per_seq, margin)
+        pooled = _most_pooled(mem, opt, count, copies, rt, layouts, margin, lay.dp)
         if pooled is None:
             continue
         seqs = min(rt.max_num_seqs * lay.dp, pooled[0])
@@ -774,8 +774,21 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     return out
 
 
-def _most_pooled(pools: list[tuple[int, int] | None]) -> tuple[int, int] | None:
-    """Of the pools one per prefix layout, the one that admits the most sequences (None: none fits)."""
+def _most_pooled(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: RuntimeProfile,
+                 layouts: Sequence[tuple[int, int]], margin: int = 0, caches: int = 1
+                 ) -> tuple[int, int] | None:
+    """The KV pool (kv_pool) under the prefix layout that admits the most sequences (None: none fits).
+    `layouts`: per layout of the shared prefixes (prefix_layouts), a sequence's own KV bytes and the bytes
+    held once; `caches`: the prefix caches the set keeps, one per attention data-parallel group, each
+    holding its own copy of the prefixes its requests read: each group's engine schedules its own requests
+    in its own KV cache (vLLM: "each DP rank is deployed as a separate 'core engine' process",
+    https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/; TensorRT-LLM: "multiple attention DP
+    ranks run within a single worker, each with its own KV cache", NVIDIA Dynamo, "DP Rank Routing",
+    https://docs.nvidia.com/dynamo/additional-resources/tensor-rt-llm-details/dp-rank-routing; SGLang's DP
+    attention, LMSYS "SGLang v0.4", https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Requests spread over
+    the groups without regard to their prefix (no prefix-aware routing is modelled: core/reuse.py)."""
+    pools = (kv_pool(mem, opt, count, copies, rt, seq_bytes, margin, once_bytes * caches)
+             for seq_bytes, once_bytes in layouts)
     return max((p for p in pools if p is not None), key=lambda p: p[0], default=None)
 
 
@@ -928,8 +941,19 @@ def _gpu_hits(inp: DeployInput, c: Candidate, w: sv.Workload, host_tokens: float
         return None
     running = min(w.users, c.seqs) if w.users is not None else float(c.seqs)
     sessions = max(_share(inp, w) * inp.sessions, running) if inp.sessions else (w.users or running)
-    return ru.hits(inp.input_tokens, inp.output_tokens, reuse_of(inp), pool_tokens=c.kv_tokens,
-                   running=min(running, sessions), sessions=sessions, host_tokens=host_tokens)
+    # one prefix cache per attention group where the groups are engines of their own (_most_pooled): each
+    # caches in its share of the pool (and of the replica's host tier) for its share of the sequences and
+    # sessions, the requests spread equally over the groups
+    caches = _prefix_caches(c)
+    return ru.hits(inp.input_tokens, inp.output_tokens, reuse_of(inp), pool_tokens=c.kv_tokens / caches,
+                   running=min(running, sessions) / caches, sessions=sessions / caches,
+                   host_tokens=host_tokens / caches)
+
+
+def _prefix_caches(c: Candidate) -> int:
+    """The prefix caches a replica of `c` keeps: one per attention data-parallel group where the groups are
+    engines of their own (expert parallel), else one."""
+    return c.attention_dp if c.ep > 1 else 1
 
 
 def _share(inp: DeployInput, w: sv.Workload) -> float:
@@ -2383,16 +2407,14 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         seqs = 1  # whatever OLLAMA_NUM_PARALLEL says
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
-        per_seq = ctx.engine.kv_bytes(m, MemorySettings(context=kv_held(inp, rt), sequences=1,
-                                                        kv_dtype=s.mem.kv_dtype))
-        pooled = kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, per_seq)
-        if inp.prefix_groups > 1 and rt.prefix_caching:  # several prefixes: held once each, or per sequence
-            def kv(tokens: int) -> int:
-                return ctx.engine.kv_bytes(m, MemorySettings(context=tokens, sequences=1,
-                                                             kv_dtype=s.mem.kv_dtype)) if tokens else 0
-            pooled = _most_pooled([kv_pool(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt,
-                                           kv(kv_held(inp, rt) + own), 0, kv(once))
-                                   for once, own in prefix_layouts(inp, rt)])
+        def kv(tokens: int) -> int:
+            return ctx.engine.kv_bytes(m, MemorySettings(context=tokens, sequences=1,
+                                                         kv_dtype=s.mem.kv_dtype)) if tokens else 0
+        # the shared prefixes as the search holds them (prefix_layouts: one prefix once, several once each or
+        # per sequence), once per attention group where the groups are engines of their own (ep > 1)
+        layouts = [(kv(kv_held(inp, rt) + own), kv(once)) for once, own in prefix_layouts(inp, rt)]
+        pooled = _most_pooled(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, layouts, 0,
+                              dp if ep > 1 else 1)
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
