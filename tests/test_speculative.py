@@ -248,8 +248,13 @@ ERRORS = [
       "--speculative-draft-tokens", "8"], "drafts no tree"),
     (["--speculative", "eagle3", "--runtime", "sglang", "--speculative-topk", "4"],
      "needs --speculative-draft-tokens"),
-    (["--speculative", "eagle3", "--runtime", "sglang", "--num-speculative-tokens", "2", "--speculative-topk",
-      "1", "--speculative-draft-tokens", "4"], "verifies the chain's 3 tokens"),
+    (["--speculative", "ngram", "--runtime", "sglang", "--num-speculative-tokens", "2",
+      "--speculative-draft-tokens", "5"], "verifies its K + 1 drafted tokens a step"),
+    # the tree's own rules before the runtime's: an impossible tree is refused as such on vLLM too
+    (["--speculative", "eagle3", "--runtime", "vllm", "--num-speculative-tokens", "1", "--speculative-topk",
+      "4", "--speculative-draft-tokens", "200"], "has 5 nodes to verify"),
+    (["--speculative", "ngram", "--runtime", "vllm", "--speculative-topk", "2", "--speculative-draft-tokens",
+      "3"], "drafts no tree"),
     (["--speculative", "eagle3", "--runtime", "sglang", "--num-speculative-tokens", "2", "--speculative-topk",
       "2", "--speculative-draft-tokens", "9"], "has 7 nodes to verify"),
 ]
@@ -488,4 +493,115 @@ def test_a_runtime_without_trees_is_searched_plain_not_left_out(run_json) -> Non
     pinned = run_json(*args, "--runtime", "vllm", "--tp", "1")
     d = pinned["best"] or pinned["closest"]
     assert d["speculative"] is None
-    assert any("as a tree: vllm does not draft that way" in n for n in pinned["notes"])
+    assert any("as a tree (top-4, 16 tokens verified a step): vllm does not draft that way" in n
+               for n in pinned["notes"])
+
+
+# Chain answers pinned (vLLM and SGLang; speed and a pinned deploy), as the code before SGLang's tree of
+# drafts (92bf484 and earlier) gave them: a change to the tree must not move them. Each is also asked with
+# --speculative-topk 1, and with --speculative-topk 1 --speculative-draft-tokens K + 1: the same chain.
+# (name, command, K, pinned: the speculative JSON, then speed's decode tok/s and per-user tok/s by
+# concurrency, or deploy's TPOT ms, TTFT p90 ms, aggregate and per-user tok/s)
+CHAINS = [
+    ("speed vllm", ("speed", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--speculative",
+                    "eagle3"), 7,
+     ({"method": "eagle3", "tokens": 7, "acceptance": 0.3614, "tokens_per_step": 3.53}, 286.1,
+      [286.06, 221.74, 181.03])),
+    ("speed sglang", ("speed", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang",
+                      "--speculative", "eagle3", "--num-speculative-tokens", "2"), 2,
+     ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 383.1,
+      [383.07, 317.51, 236.55, 156.66, 144.46])),
+    ("deploy vllm", ("deploy", "llama-3.1-8b", "--users", "16", "--gpu", "H100 SXM", "--runtime", "vllm",
+                     "--tp", "1", "--speculative", "eagle3"), 7,
+     ({"method": "eagle3", "tokens": 7, "acceptance": 0.3614, "tokens_per_step": 3.53}, 3.6, 62.2, 4201.1,
+      276.76)),
+    ("deploy sglang", ("deploy", "qwen3-8b", "--quant", "fp8", "--users", "4", "--gpu", "H100 SXM",
+                       "--runtime", "sglang", "--tp", "1", "--speculative", "eagle3",
+                       "--num-speculative-tokens", "2"), 2,
+     ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 2.5, 48.0, 1494.1,
+      395.96)),
+]
+
+
+def _chain_figures(out: dict) -> tuple:
+    if "rows" in out:
+        return (out["speculative"], out["decode_tokens_per_s"],
+                [r["per_user_tokens_per_s"] for r in out["rows"]])
+    b = out["best"] or out["closest"]
+    return (b["speculative"], b["tpot_ms"], b["ttft_ms"], b["aggregate_tokens_per_s"],
+            b["per_user_tokens_per_s"])
+
+
+@pytest.mark.parametrize("name,args,k,pinned", CHAINS, ids=[c[0] for c in CHAINS])
+def test_chain_answers_are_pinned_and_top_k_1_is_the_chain(run_json, name: str, args: tuple, k: int,
+                                                           pinned: tuple) -> None:
+    """Before, --speculative-topk 1 (the chain) counted as a tree: speed on vLLM refused it ("vLLM drafts a
+    chain of K tokens, not a tree") and a pinned vLLM deploy dropped the drafter; --speculative-draft-tokens
+    K + 1 alone did the same. Top-k 1 with K + 1 verified is settled as the chain first, on every runtime."""
+    plain = run_json(*args)
+    assert _chain_figures(plain) == pinned
+    for extra in (("--speculative-topk", "1"),
+                  ("--speculative-topk", "1", "--speculative-draft-tokens", str(k + 1)),
+                  ("--speculative-draft-tokens", str(k + 1))):
+        out = run_json(*args, *extra)
+        assert _chain_figures(out) == pinned, extra
+        if "best" in out:
+            shown, asked = out["best"] or out["closest"], plain["best"] or plain["closest"]
+            assert shown["command"] == asked["command"]
+
+
+# a tree no runtime can draft: refused before any runtime is weighed, by the search and by each pin
+BAD_TREES = [
+    (("--speculative", "ngram", "--speculative-topk", "2", "--speculative-draft-tokens", "3"),
+     "drafts no tree"),
+    (("--speculative", "eagle3", "--num-speculative-tokens", "1", "--speculative-topk", "4",
+      "--speculative-draft-tokens", "200"), "has 5 nodes to verify"),
+    (("--speculative", "eagle3", "--speculative-topk", "4"), "needs --speculative-draft-tokens"),
+    (("--speculative", "medusa"), "unknown --speculative 'medusa'"),
+    (("--speculative-topk", "2"), "go with --speculative"),
+]
+
+
+@pytest.mark.parametrize("pin", [(), ("--runtime", "vllm"), ("--runtime", "vllm", "--tp", "1"),
+                                 ("--runtime", "sglang", "--tp", "1")], ids=["search", "vllm", "vllm pinned",
+                                                                             "sglang pinned"])
+@pytest.mark.parametrize("flags,message", BAD_TREES, ids=[" ".join(b[0]) for b in BAD_TREES])
+def test_a_bad_tree_is_one_line_in_deploy(run_cli, flags: tuple, message: str, pin: tuple) -> None:
+    """Before, an unpinned deploy answered with vLLM without drafting and a note "left out: sglang bf16: ..."
+    (n-gram at top-k 2, or a tree of 200 verified tokens where 5 is the most), and --runtime vllm took the
+    impossible tree silently: the rules of a tree hold whatever the runtime (services/speculative.py
+    check)."""
+    code, out, err = run_cli("deploy", "llama-3.1-8b", "--users", "16", "--gpu", "H100 SXM", *pin, *flags)
+    assert code == 2 and not out
+    assert err.startswith("Error: ") and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_top_k_1_with_other_verified_tokens_is_the_chain_sglang_runs(run_cli, run_json) -> None:
+    """SGLang resets --speculative-num-draft-tokens to --speculative-num-steps + 1 where top-k is 1, with a
+    warning (server_args.py _handle_speculative_decoding, sglang 0.5.3.post3 line 1259): GPUStack's line 503
+    ran --speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4, a chain of 3
+    verified. cardfit answers that chain with a note, where it refused before."""
+    args = CHAINS[1][1]
+    got = run_json(*args, "--speculative-topk", "1", "--speculative-draft-tokens", "4")
+    assert _chain_figures(got) == CHAINS[1][3]
+    assert any("SGLang resets --speculative-num-draft-tokens" in n and "K + 1 = 3" in n for n in got["notes"])
+    deploy = run_json(*CHAINS[3][1], "--speculative-topk", "1", "--speculative-draft-tokens", "4")
+    assert _chain_figures(deploy) == CHAINS[3][3]
+    assert "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3" in deploy["best"]["command"]
+    assert any("SGLang resets" in n for n in deploy["notes"])
+    code, out, _ = run_cli("speed", *args[1:], "--speculative-topk", "1", "--speculative-draft-tokens", "4")
+    assert code == 0 and "SGLang resets" in " ".join(out.split())
+
+
+def test_the_tree_is_named_in_the_text(run_cli) -> None:
+    """The deploy summary line and its note named K alone, a tree's top-k and verified tokens left out: a
+    tree now reads as its shape (a chain as before, pinned above)."""
+    code, out, err = run_cli(*PINNED, "--users", "4", "--speculative", "eagle3", "--num-speculative-tokens",
+                             "4", "--speculative-topk", "4", "--speculative-draft-tokens", "16")
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "speculative decoding: eagle3, a tree of 4 draft steps at top-4, 16 tokens verified a step, at " \
+           "acceptance" in text
+    assert "speculative decoding (eagle3, a tree of 4 draft steps at top-4, 16 tokens verified a step, at " \
+           "acceptance" in " ".join(err.split()) + text

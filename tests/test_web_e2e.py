@@ -344,7 +344,8 @@ def test_a_pasted_link_is_a_new_question(server, browser, run_json):
     load, and the old deployment stayed on screen. Every field now comes from the link or goes back to its
     default, and no answer to the old question is left."""
     _load(browser, server + f"/#model={LLAMA_8B}&quant=fp8&gpu=L40S&gpus=1&runtime=vllm&batch=4"
-                            "&kv_offload_gb=64&speculative=ngram")
+                            "&kv_offload_gb=64&speculative=eagle3&speculative_topk=1"
+                            "&speculative_draft_tokens=8")
     _ready_for(browser, "Llama 3.1 8B", "FP8", "4 sequences")
     _deploy(browser, {"d-users": "16", "d-tpot": "70", "d-input": "2000", "d-runtime": "vllm",
                       "d-release": "0.10.1", "d-turns": "3", "d-sessions": "40", "d-prefix": "100",
@@ -353,7 +354,8 @@ def test_a_pasted_link_is_a_new_question(server, browser, run_json):
     browser.execute_script("location.hash = arguments[0]", "model=llama3.1:70b&context=8192")  # same page
     _ready_for(browser, "Llama 3.1 70B", "context 8,192", "1 sequence")
     for f in ("quant", "gpu", "gpus", "runtime", "batch", "kv_dtype", "kv_offload_gb", "speculative",
-              "d-users", "d-rate", "d-input", "d-output", "d-ttft", "d-tpot", "d-runtime", "d-release",
+              "speculative_topk", "speculative_draft_tokens", "d-users", "d-rate", "d-input", "d-output",
+              "d-ttft", "d-tpot", "d-runtime", "d-release",
               "d-turns", "d-sessions", "d-prefix", "d-prefix-groups", "d-cards"):
         assert _by_id(browser, f).get_attribute("value") == "", f
     assert not _by_id(browser, "deploy-section").is_displayed()
@@ -636,6 +638,25 @@ def test_speculative_decoding_of_the_deployment_is_shown(server, browser, run_js
         f"speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at acceptance "
         f"{sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
     assert _by_id(browser, "deploy-command").get_attribute("textContent") == cli["best"]["command"]
+
+
+def test_a_tree_of_drafts_is_asked_and_shown(server, browser, run_json):
+    """The page asks SGLang's tree (top-k and tokens verified beside the speculative field, sent to deploy as
+    --speculative-topk / --speculative-draft-tokens) and names its shape under the deployment as the CLI
+    does; before, it had no such fields and its line named K alone."""
+    cli = run_json("deploy", LLAMA_8B, "--users", "4", "--gpu", "L40S", "--runtime", "sglang",
+                   "--speculative", "eagle3", "--speculative-topk", "4", "--speculative-draft-tokens", "8")
+    sp = cli["best"]["speculative"]
+    assert sp is not None and (sp["topk"], sp["draft_tokens"]) == (4, 8)
+    _load(browser, server + f"/#model={LLAMA_8B}&gpu=L40S&runtime=sglang&speculative=eagle3"
+                            "&speculative_topk=4&speculative_draft_tokens=8")  # plan's runtime: a tree
+    _ready_for(browser, "Llama 3.1 8B")
+    _deploy(browser, {"d-users": "4", "d-runtime": "sglang"})
+    assert _details(browser)["speculative"] == (
+        f"speculative decoding: {sp['method']}, a tree of {sp['tokens']} draft steps at top-4, 8 tokens "
+        f"verified a step, at acceptance {sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
+    assert _by_id(browser, "deploy-command").get_attribute("textContent") == cli["best"]["command"]
+    assert "--speculative-eagle-topk 4 --speculative-num-draft-tokens 8" in cli["best"]["command"]
 
 
 def test_an_expert_parallel_deployment_shows_its_layout(server, browser, run_json):

@@ -122,8 +122,10 @@ def _print(r: DeployReport) -> None:
                     f"KV {b.kv_dtype} · [bold]${fmt_num(b.monthly_usd)}/month[/] ({r.hours_per_month:g} h), "
                     f"${fmt_num(b.cost_per_million_usd or 0, 3)} per M output tokens at this load")
         if b.speculative:
+            from ..services.speculative import drafted
+
             sp = b.speculative
-            c.print(f"  speculative decoding: {sp['method']}, {sp['tokens']} tokens drafted a step at "
+            c.print(f"  speculative decoding: {sp['method']}, {drafted(sp)} at "
                     f"acceptance {sp['acceptance']:g} ({sp['tokens_per_step']:g} tokens a step)")
         c.print(f"  TTFT p90 {b.ttft_ms or 0:,.0f} ms · TPOT {b.tpot_ms or 0:,.1f} ms "
                 f"({b.per_user_tokens_per_s:,.1f} tok/s per user) · {b.aggregate_tokens_per_s:,.0f} "

@@ -585,6 +585,9 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
 
     resolved = resolve(inp)
     needs_generator(resolved.model)
+    from .speculative import check as check_speculative
+
+    check_speculative(inp, resolved.model)  # its rules on every runtime: one line, not each runtime left out
     length = stated_len(inp)
     if resolved.model.max_context and length > resolved.model.max_context:
         what = "a session's last turn" if inp.turns > 1 else "a request"
@@ -2636,20 +2639,36 @@ def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
     if not inp.speculative or chosen is None:
         return []
     rt = default_runtimes().get(chosen.runtime)
+    from .speculative import asks_tree, drafted, method_of, supports
+
+    shape = _spec_shape_note(inp)
     if chosen.speculative is not None:
         sp = chosen.speculative
-        return [f"speculative decoding ({sp['method']}, {sp['tokens']} tokens a step at acceptance "
+        return [f"speculative decoding ({sp['method']}, {drafted(sp, 'tokens a step')} at acceptance "
                 f"{sp['acceptance']:g}: {sp['tokens_per_step']:g} tokens a step) is on: it met the targets "
-                "for less than every deployment without it (searched both)" + _spec_cap(inp, rt, True)]
-    from .speculative import asks_tree, method_of, supports
-
+                "for less than every deployment without it (searched both)"
+                + _spec_cap(inp, rt, True)] + shape
+    tree = (f" as a tree (top-{inp.speculative_topk}, {inp.speculative_draft_tokens} tokens verified a step)"
+            if asks_tree(inp) else "")
     if not supports(rt, method_of(inp.speculative), asks_tree(inp)):
-        return [f"--speculative {inp.speculative}{' as a tree' if asks_tree(inp) else ''}: {rt.id} does not "
-                "draft that way, so it was searched without it"]
-    return [f"--speculative {inp.speculative} was searched and not chosen: at this load the verification of "
-            "the drafted tokens costs more compute than the steps it saves, or the drafter's memory leaves "
-            "fewer sequences (the deployment without it is as cheap and as fast or better)"
-            + _spec_cap(inp, rt, False)]
+        return [f"--speculative {inp.speculative}{tree}: {rt.id} does not "
+                "draft that way, so it was searched without it"] + shape
+    return [f"--speculative {inp.speculative}{tree} was searched and not chosen: at this load the "
+            "verification of the drafted tokens costs more compute than the steps it saves, or the drafter's "
+            "memory leaves fewer sequences (the deployment without it is as cheap and as fast or better)"
+            + _spec_cap(inp, rt, False)] + shape
+
+
+def _spec_shape_note(inp: DeployInput) -> list[str]:
+    """Where the tree's flags were taken as another shape (top-k 1 with verified tokens other than K + 1:
+    the chain, services/speculative.py _tree), the note saying so."""
+    if (inp.speculative_topk or 1) > 1 or inp.speculative_draft_tokens is None:
+        return []
+    from .resolve import resolve
+    from .speculative import choose
+
+    c = choose(inp, resolve(inp).model)
+    return [c.shape_note] if c is not None and c.shape_note else []
 
 
 def _spec_cap(inp: DeployInput, rt: RuntimeProfile | None, chosen: bool) -> str:

@@ -275,13 +275,13 @@ class SpeculativeInput(Input):
                                    "vLLM, SGLang and llama.cpp log it (accepted / drafted; a step yields 1 + "
                                    "A x K tokens); default: the published figure for the method "
                                    "(data/speculative.toml)", gt=0, le=1)
-    speculative_topk: int | None = opt(None, "with --speculative: draft a tree, this many branches per draft "
-                                       "step (SGLang --speculative-eagle-topk); default 1, a chain", ge=1,
-                                       le=16)
+    speculative_topk: int | None = opt(None, "with --speculative draft:MODEL, eagle3 or mtp: draft a tree, "
+                                       "this many branches per draft step (SGLang --speculative-eagle-topk; "
+                                       "above 1 on SGLang only); default 1, a chain", ge=1, le=16)
     speculative_draft_tokens: int | None = opt(None, "with --speculative-topk: the tree's tokens verified "
-                                               "per sequence each step (SGLang "
-                                               "--speculative-num-draft-tokens); a chain verifies K + 1",
-                                               ge=2, le=256)
+                                               "per sequence each step, 2 to 1 + T + (K - 1) x T^2 (SGLang "
+                                               "--speculative-num-draft-tokens); a chain (top-k 1) verifies "
+                                               "K + 1, as SGLang resets it", ge=2, le=256)
 
 
 @record

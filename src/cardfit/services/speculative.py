@@ -24,9 +24,19 @@ VOCAB_MAX_DIFFERENCE = 128
 HEAD_BYTES_PER_PARAM = 2.0
 FLAGS = "--num-speculative-tokens, --acceptance, --speculative-topk and --speculative-draft-tokens"
 # the methods whose drafts SGLang's EAGLE worker can grow as a tree (--speculative-eagle-topk: EAGLE, EAGLE3,
-# and MTP and STANDALONE, which run that worker: python/sglang/srt/speculative/eagle_worker.py); n-gram
-# lookup takes no top-k
+# and MTP and STANDALONE, which run that worker: python/sglang/srt/speculative/eagle_worker.py). SGLang's
+# server_args.py _handle_speculative_decoding keeps the given top-k for "EAGLE", "EAGLE3", "STANDALONE"
+# (NEXTN, MTP, becomes EAGLE) and overwrites it for NGRAM with its own --speculative-ngram-max-bfs-breadth
+# (`self.speculative_eagle_topk = self.speculative_ngram_max_bfs_breadth`, sglang 0.5.3.post3 wheel line 1281,
+# 0.5.9 line 2475, https://pypi.org/project/sglang/0.5.9/): n-gram lookup's tree is shaped by other flags,
+# not by --speculative-topk, and its verified tokens are cardfit's K + 1 (runtimes/sglang.py)
 TREE_METHODS = ("draft", "eagle3", "mtp")
+# with top-k 1 SGLang verifies the chain's K + 1 tokens whatever --speculative-num-draft-tokens says: "if
+# self.speculative_eagle_topk == 1 and self.speculative_num_draft_tokens != self.speculative_num_steps + 1:
+# logger.warning(...); self.speculative_num_draft_tokens = self.speculative_num_steps + 1" (server_args.py,
+# sglang 0.4.6.post5 wheel line 425, 0.5.3.post3 line 1259, 0.5.9 line 2448)
+CHAIN_RESET = ("SGLang resets --speculative-num-draft-tokens to --speculative-num-steps + 1 where top-k is "
+               "1, with a warning (server_args.py)")
 # llama-server's speculative cycle from ggml-org/llama.cpp PR #17808 on (data/releases.toml llama.cpp
 # server_draft_in_batch): one target step verifies the last sampled token and its draft. Before it, a
 # single-token step of that token came first (core/speculative.py Speculation.plain_steps)
@@ -57,6 +67,9 @@ class Choice:
     # its drafter's forwards run inside one engine step, the scheduler's per-sequence time paid once a cycle
     # (its adapter's DRAFT_IN_STEP: SGLang; core/speculative.py Speculation.draft_in_step)
     draft_in_step: bool = False
+    # what the input's tree flags were taken as where that is not what they say (top-k 1 with verified tokens
+    # other than K + 1: the chain, as SGLang runs it); "" where as given
+    shape_note: str = ""
 
     @property
     def verified(self) -> int:
@@ -100,9 +113,27 @@ def supports(runtime: Any, method: str, tree: bool = False) -> bool:
 
 
 def asks_tree(inp: Any) -> bool:
-    """Whether the input names a tree's shape (--speculative-topk or --speculative-draft-tokens)."""
-    return getattr(inp, "speculative_topk", None) is not None or getattr(inp, "speculative_draft_tokens",
-                                                                          None) is not None
+    """Whether the input asks a tree of drafts: --speculative-topk above 1 (top-k 1, whatever
+    --speculative-draft-tokens says, is the chain: _tree)."""
+    return (getattr(inp, "speculative_topk", None) or 1) > 1
+
+
+def check(inp: Any, model: ModelSpec) -> None:
+    """The rules of --speculative and its flags that hold on every runtime (the method, its draft model or
+    MTP layers, the tree's shape), checked once before any runtime is weighed: a deploy search that would
+    leave each runtime out over them (or search it without drafting) answers one line instead."""
+    if any(getattr(inp, f, None) is not None for f in ("speculative", "num_speculative_tokens", "acceptance",
+                                                        "speculative_topk", "speculative_draft_tokens")):
+        choose(inp, model)
+
+
+def drafted(sp: dict[str, Any], chain: str = "tokens drafted a step") -> str:
+    """What a drafter drafts a step, from its JSON (Choice.to_json), as the text answers say it: "K `chain`"
+    for a chain, the tree's shape (draft steps, top-k, tokens verified) for a tree."""
+    if "topk" in sp:
+        return (f"a tree of {sp['tokens']} draft steps at top-{sp['topk']}, {sp['draft_tokens']} tokens "
+                "verified a step,")
+    return f"{sp['tokens']} {chain}"
 
 
 def method_of(text: str | None) -> str:
@@ -137,7 +168,7 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
     layers = _mtp(model) if method == "mtp" else 0
     row = table.acceptance_for(method, model.id)
     k = tokens or row.tokens
-    topk, verified = _tree(method, k, topk, verified, runtime)
+    topk, verified, shape_note = _tree(method, k, topk, verified, runtime)
     depth = min(k, verified - 1) if verified else k
     if alpha is None:  # the published figure, carried to this depth (core/speculative.py acceptance_at)
         length = row.acceptance_length or spc.length_at(row.acceptance, row.tokens)
@@ -149,32 +180,36 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
                                                         False))
     in_step = runtime is not None and bool(getattr(_adapter(runtime), "DRAFT_IN_STEP", False))
     return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime), topk, verified,
-                  by_sequences, in_step)
+                  by_sequences, in_step, shape_note)
 
 
-def _tree(method: str, k: int, topk: int | None, verified: int | None, runtime: Any) -> tuple[int, int]:
-    """--speculative-topk and --speculative-draft-tokens checked: (top-k, verified tokens; 0 for the chain's
-    K + 1). SGLang grows a tree of `topk` branches per draft step and verifies its best `verified` nodes (the
-    root, the last accepted token, among them: at most 1 + topk + (K - 1) x topk^2 candidates,
-    eagle_worker.py organize_draft_results); with top-k 1 it verifies the chain's K + 1 (server_args.py sets
-    num_draft_tokens = num_steps + 1)."""
-    if topk is None and verified is None:
-        return 1, 0
-    if method not in TREE_METHODS:
-        raise InputError(f"--speculative {method} drafts no tree: --speculative-topk and "
-                         "--speculative-draft-tokens are for draft:MODEL, eagle3 and mtp",
-                         field="speculative")
-    if runtime is not None and not getattr(_adapter(runtime), "SPECULATIVE_TREE", False):
-        raise InputError(f"{runtime.name} drafts a chain of K tokens, not a tree: --speculative-topk and "
-                         "--speculative-draft-tokens are SGLang's", field="speculative_topk",
-                         hint="drop them, or --runtime sglang")
+def _tree(method: str, k: int, topk: int | None, verified: int | None,
+          runtime: Any) -> tuple[int, int, str]:
+    """--speculative-topk and --speculative-draft-tokens checked: (top-k, verified tokens, 0 for the chain's
+    K + 1; a note where the input was taken as another shape). SGLang grows a tree of `topk` branches per
+    draft step and verifies its best `verified` nodes (the root, the last accepted token, among them: at most
+    1 + topk + (K - 1) x topk^2 candidates, eagle_worker.py organize_draft_results); with top-k 1 it verifies
+    the chain's K + 1 whatever the verified tokens given (CHAIN_RESET). The chain is settled first, so it
+    runs on every runtime that drafts; the rules of a tree hold whatever the runtime, and only then does the
+    runtime need to grow one."""
     t = topk or 1
     if t == 1:
-        if verified is not None and verified != k + 1:
-            raise InputError(f"with top-k 1 a step verifies the chain's {k + 1} tokens (K + 1), not "
-                             f"{verified}", field="speculative_draft_tokens",
-                             hint=f"--speculative-draft-tokens {k + 1}, or a --speculative-topk above 1")
-        return 1, 0
+        if verified is None or verified == k + 1:
+            return 1, 0, ""
+        if method not in TREE_METHODS:
+            raise InputError(f"--speculative {method} verifies its K + 1 drafted tokens a step, not "
+                             f"--speculative-draft-tokens {verified}: --speculative-topk and "
+                             "--speculative-draft-tokens shape the tree of draft:MODEL, eagle3 and mtp",
+                             field="speculative_draft_tokens",
+                             hint=f"--num-speculative-tokens {verified - 1} (K) instead")
+        return 1, 0, (f"with top-k 1 the drafts are a chain and a step verifies its K + 1 = {k + 1} tokens, "
+                      f"not --speculative-draft-tokens {verified}: {CHAIN_RESET}, so it is planned as "
+                      "that chain")
+    if method not in TREE_METHODS:
+        raise InputError(f"--speculative {method} drafts no tree: --speculative-topk and "
+                         "--speculative-draft-tokens are for draft:MODEL, eagle3 and mtp (SGLang shapes "
+                         "n-gram lookup's tree with its own --speculative-ngram-* flags)",
+                         field="speculative_topk")
     if verified is None:
         raise InputError(f"--speculative-topk {t} needs --speculative-draft-tokens: the tree's nodes "
                          "verified per sequence", field="speculative_draft_tokens",
@@ -184,7 +219,11 @@ def _tree(method: str, k: int, topk: int | None, verified: int | None, runtime: 
     if not 2 <= verified <= most:
         raise InputError(f"a tree of {k} draft steps at top-k {t} has {most} nodes to verify (the last token "
                          f"and its drafts), not {verified}", field="speculative_draft_tokens")
-    return t, verified
+    if runtime is not None and not getattr(_adapter(runtime), "SPECULATIVE_TREE", False):
+        raise InputError(f"{runtime.name} drafts a chain of K tokens, not a tree: --speculative-topk above 1 "
+                         "is SGLang's", field="speculative_topk",
+                         hint="drop --speculative-topk and --speculative-draft-tokens, or --runtime sglang")
+    return t, verified, ""
 
 
 def _adapter(runtime: Any) -> Any:
@@ -296,7 +335,7 @@ def note(c: Choice | None, runtime: Any = None) -> list[str]:
     extra = ([f"{name} before build b7370 (llama.cpp PR #17808) decodes each sampled token in a step of its "
               f"own before drafting from the next one: {1 + c.plain_steps} target steps a cycle yield "
               f"{c.tokens_per_cycle:.2f} tokens, {c.tokens_per_step:.2f} a target step"]
-             if c.plain_steps else [])
+             if c.plain_steps else []) + ([c.shape_note] if c.shape_note else [])
     what = {"draft": f"the draft model {c.draft_model.name if c.draft_model else ''}",
             "eagle3": "an EAGLE-3 head", "mtp": f"the model's {c.mtp_layers} MTP layer(s)",
             "ngram": "n-gram prompt lookup"}[c.method]

@@ -3,11 +3,14 @@
 
 const $ = (id) => document.getElementById(id);
 const FIELDS = ["model", "quant", "context", "batch", "runtime", "release", "kv_dtype", "gpu", "gpus", "api", "tokens_per_s",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative", "kv_offload_gb"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative", "speculative_topk",
+  "speculative_draft_tokens", "kv_offload_gb"];
 const PLAN_FIELDS = ["model", "quant", "context", "batch", "runtime", "kv_dtype", "gpu", "gpus", "api",
-  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative", "kv_offload_gb"];
+  "params", "layers", "kv_heads", "head_dim", "hidden", "vocab", "speculative", "speculative_topk",
+  "speculative_draft_tokens", "kv_offload_gb"];
 const FLOATS = new Set(["params", "tokens_per_s", "kv_offload_gb"]);
-const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab"]);
+const INTS = new Set(["context", "batch", "gpus", "layers", "kv_heads", "head_dim", "hidden", "vocab",
+  "speculative_topk", "speculative_draft_tokens"]);
 // the "Serve a load" inputs: page id -> `cardfit deploy` option (its defaults come from the API's schema)
 const DEPLOY_FIELDS = { "d-users": "users", "d-rate": "requests_per_s", "d-input": "input_tokens",
   "d-output": "output_tokens", "d-ttft": "ttft_ms", "d-tpot": "tpot_ms", "d-runtime": "runtime",
@@ -493,7 +496,10 @@ function deployDetails(r, d) {
   const lines = [];
   if (d && d.speculative) {
     const sp = d.speculative;
-    lines.push(["speculative", `speculative decoding: ${sp.method}, ${sp.tokens} tokens drafted a step at ` +
+    // a tree (topk and draft_tokens in its JSON) by its shape, as the CLI says it (services/speculative.py drafted)
+    const what = sp.topk !== undefined ? `a tree of ${sp.tokens} draft steps at top-${sp.topk}, ` +
+      `${sp.draft_tokens} tokens verified a step,` : `${sp.tokens} tokens drafted a step`;
+    lines.push(["speculative", `speculative decoding: ${sp.method}, ${what} at ` +
       `acceptance ${sp.acceptance} (${sp.tokens_per_step} tokens a step)`]);
   }
   if (d && d.ep > 1) {
