@@ -206,3 +206,20 @@ def test_pinned_deployment_holds_the_prefixes_as_the_search_does(kw, caches, gro
     else:
         most = max((kv - caches * groups * n) / held, kv / (held + n))
     assert 0.97 * most - 1 <= c.seqs <= most
+
+
+def test_pinned_deployment_holds_the_drafters_cache_as_the_search_does():
+    """A pinned deployment's pool holds each sequence's drafter cache beside its own (deploy.py _draft_kv), as
+    the search's layouts do: Llama-3.1-8B with a Llama-3.2-1B drafter on one L40S, 16,000-token prompts. The
+    1B's cache is a quarter of the 8B's a token (16 layers against 32, same 8 KV heads of 128), so the pool
+    admits a fifth fewer sequences; before, the pinned path admitted 10 where the search admits 8."""
+    from cardfit.services import deploy as dp
+
+    kw = dict(model="llama-3.1-8b", gpu=("L40S",), tp=1, runtime="vllm", users=64, input_tokens=16000,
+              output_tokens=300)
+    inp = DeployInput(**kw, speculative="draft:llama-3.2-1b")
+    c = dp.pinned_answer(inp).result.cand
+    held = dp.kv_held(inp, c.setting.ctx.runtime)
+    # the pool's tokens are the target's; a sequence takes its own held tokens and a quarter as many again
+    most = c.kv_tokens / (held * 1.25)
+    assert 0.95 * most - 1 <= c.seqs <= most

@@ -113,5 +113,28 @@ def test_deploy_says_the_cap_where_the_load_passes_it(run_json) -> None:
     got = run_json("deploy", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang",
                    "--users", "200", "--speculative", "eagle3")
     text = " ".join(got["notes"])
-    assert "at most 48 requests at once a replica" in text
+    assert "at most 48 requests at once an engine" in text
     assert "Max running requests is reset to 48" in text
+
+
+def test_deploy_says_the_cap_its_launch_line_gives(run_json) -> None:
+    """A pinned drafting SGLang deployment for 64 users starts with --max-running-requests 64: the note says
+    so, not that the replicas serve at most 48 users each (which it said while its line gave 64)."""
+    got = run_json("deploy", "llama-3.1-8b", "--users", "64", "--gpu", "H100", "--runtime", "sglang", "--tp",
+                   "1", "--speculative", "eagle3")
+    assert "--max-running-requests 64" in got["best"]["command"]
+    text = " ".join(got["notes"])
+    assert "the launch line above gives --max-running-requests 64" in text
+    assert "serve at most 48 users each" not in text
+
+
+@pytest.mark.parametrize("method", ["ngram", "draft:qwen3-0.6b"])
+def test_no_attention_dp_layout_for_a_method_sglang_refuses_beside_it(run_json, method) -> None:
+    """SGLang refuses n-gram and draft-model (STANDALONE) drafting with --enable-dp-attention (server_args.py
+    _handle_speculative_decoding): deploy offers no attention-DP layout for them (it printed launch lines
+    with --enable-dp-attention --speculative-algorithm NGRAM that SGLang will not start)."""
+    got = run_json("deploy", "qwen3-30b-a3b", "--runtime", "sglang", "--gpu", "H100 SXM", "--users", "512",
+                   "--quant", "bf16", "--speculative", method)
+    for d in [got["best"], *got["pareto"]]:
+        if d and d.get("speculative"):
+            assert "--enable-dp-attention" not in d["command"], d["command"]

@@ -659,3 +659,13 @@ def test_sglang_eager_step_counts_each_attention_group_batch():
     eager = m.layers * (rt.decode_overhead_us_per_layer_v0 * 1e-6 - mc.overhead_s_per_layer)
     per_sequence = (2400 - 300) * mc.overhead_s_per_sequence  # each group schedules its own 300
     assert tp.overhead_s - dp.overhead_s == pytest.approx(eager + per_sequence, rel=1e-6)
+
+
+def test_a_message_of_exactly_8_mib_goes_to_nccl():
+    """vLLM's should_custom_ar takes a message below max_size (8 MiB: "return inp_size < self.max_size"), so
+    a 1,024-token chunk of a 4,096-wide model (exactly 8 MiB) is NCCL's, as on MI300 it is RCCL's."""
+    mc = nvlink_machine(8, 900.0)
+    eight = 8 << 20
+    assert sp.allreduce_seconds(eight, 8, mc) == pytest.approx(1.75 * eight / (sp.nccl_busbw_gbps(eight, mc)
+                                                                               * 1e9))
+    assert sp.allreduce_seconds(eight - 16, 8, mc) == sp.custom_allreduce_seconds(eight - 16, 8, 900.0)

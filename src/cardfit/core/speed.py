@@ -49,10 +49,10 @@ DEFAULT_RAM_GBPS = 76.8
 ALLREDUCE_LATENCY_S = {"nvlink": 10e-6, "nvlink-bridge": 15e-6, "infinity-fabric": 48e-6, "pcie": 25e-6}
 ALLREDUCES_PER_LAYER = 2
 # Engines all-reduce a small message (a decode step's) with their own NVLink kernels (timed from their
-# measured curve: CUSTOM_ALLREDUCE_US below) and hand a message above 8 MiB to NCCL: vLLM's
-# CustomAllreduce(max_size=8192 * 1024) (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang
-# runs the same kernels). A prompt chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes =
-# 10 MiB).
+# measured curve: CUSTOM_ALLREDUCE_US below) and hand a message of 8 MiB or more to NCCL: vLLM's
+# CustomAllreduce(max_size=8192 * 1024), should_custom_ar "return inp_size < self.max_size"
+# (vllm/distributed/device_communicators/custom_all_reduce.py; SGLang runs the same kernels and test). A
+# prompt chunk's hidden states are that large (1,024 tokens × 5,120 × 2 bytes = 10 MiB).
 CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
 # That kernel's time by message size on H100 SXM (NVLink 4), per call at tensor parallel 2 / 4 / 8, reading
 # its input in place (sgl-project/sglang pull request #2904, "unit test performance in H100", the "custom
@@ -630,13 +630,13 @@ def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
     at every size."""
     ring = 2 * (tp - 1) / tp * message
     if mc.interconnect == "nvlink":
-        if message > CUSTOM_ALLREDUCE_MAX_BYTES and mc.allreduce_busbw:
+        if message >= CUSTOM_ALLREDUCE_MAX_BYTES and mc.allreduce_busbw:
             return ring / (nccl_busbw_gbps(message, mc) * 1e9)
-        if message <= CUSTOM_ALLREDUCE_MAX_BYTES:
+        if message < CUSTOM_ALLREDUCE_MAX_BYTES:
             return custom_allreduce_seconds(message, tp, mc.link_gbps or NVLINK_DEFAULT_GBPS)
     elif mc.rocm_custom_allreduce:
         link = mc.link_gbps or DEFAULT_LINK_GBPS
-        if message <= CUSTOM_ALLREDUCE_MAX_BYTES:
+        if message < CUSTOM_ALLREDUCE_MAX_BYTES:
             return custom_allreduce_seconds(message, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
         # above the kernel's limit the engine hands the message to RCCL; a card without a measured RCCL curve
         # takes the fixed latency plus the link rate below, never less than the kernel's time at its limit

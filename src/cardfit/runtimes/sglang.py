@@ -148,6 +148,11 @@ class SGLang(VllmLike):
     # forward_draft_extend_after_decode; sglang 0.5.3.post3 wheel, https://pypi.org/project/sglang/0.5.3.post3/):
     # the scheduler's per-sequence time is the cycle's once (core/speculative.py Speculation.draft_in_step)
     DRAFT_IN_STEP = True
+    # drafting methods SGLang refuses beside attention data parallelism (server_args.py
+    # _handle_speculative_decoding: "Currently standalone speculative decoding does not support dp
+    # attention.", "Currently ngram speculative decoding does not support dp attention."): deploy searches no
+    # attention-DP layout for them (services/deploy.py expert_parallel)
+    DRAFTS_WITHOUT_DP_ATTENTION = ("draft", "ngram")
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
         """--mem-fraction-static x the card: the weights and the KV pool (model_runner.py

@@ -730,8 +730,12 @@ def _draft_kv(s: Setting, inp: DeployInput, rt: RuntimeProfile) -> int:
 def expert_parallel(ctx: Any) -> bool:
     """Whether deploy searches attention-DP + expert-parallel layouts for this plan: a mixture-of-experts
     model on an engine whose launch line places them (its adapter's EXPERT_PARALLEL: vLLM, SGLang,
-    TensorRT-LLM, which runs attention DP over every rank: ATTENTION_DP_ALL_RANKS)."""
-    return bool(ctx.model.is_moe and getattr(ctx.engine, "EXPERT_PARALLEL", False))
+    TensorRT-LLM, which runs attention DP over every rank: ATTENTION_DP_ALL_RANKS), unless the plan drafts
+    with a method the engine refuses beside attention DP (its adapter's DRAFTS_WITHOUT_DP_ATTENTION)."""
+    if not (ctx.model.is_moe and getattr(ctx.engine, "EXPERT_PARALLEL", False)):
+        return False
+    spec = getattr(ctx, "speculation", None)
+    return spec is None or spec.method not in getattr(ctx.engine, "DRAFTS_WITHOUT_DP_ATTENTION", ())
 
 
 def expert_parallel_memory(s: Setting, dp: int) -> Memory:
@@ -2415,7 +2419,9 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
                                                          kv_dtype=s.mem.kv_dtype)) if tokens else 0
         # the shared prefixes as the search holds them (prefix_layouts: one prefix once, several once each or
         # per sequence), once per attention group where the groups are engines of their own (ep > 1)
-        layouts = [(kv(kv_held(inp, rt) + own), kv(once)) for once, own in prefix_layouts(inp, rt)]
+        # (and a sequence's drafter cache beside its own, _draft_kv, as the search's layouts hold it)
+        draft = _draft_kv(s, inp, rt)
+        layouts = [(kv(kv_held(inp, rt) + own) + draft, kv(once)) for once, own in prefix_layouts(inp, rt)]
         pooled = _most_pooled(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, layouts, 0,
                               dp if ep > 1 else 1)
         if pooled is not None:
@@ -2647,7 +2653,7 @@ def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
         return [f"speculative decoding ({sp['method']}, {drafted(sp, 'tokens a step')} at acceptance "
                 f"{sp['acceptance']:g}: {sp['tokens_per_step']:g} tokens a step) is on: it met the targets "
                 "for less than every deployment without it (searched both)"
-                + _spec_cap(inp, rt, True)] + shape
+                + _spec_cap(inp, rt, chosen)] + shape
     tree = (f" as a tree (top-{inp.speculative_topk}, {inp.speculative_draft_tokens} tokens verified a step)"
             if asks_tree(inp) else "")
     if not supports(rt, method_of(inp.speculative), asks_tree(inp)):
@@ -2656,7 +2662,7 @@ def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
     return [f"--speculative {inp.speculative}{tree} was searched and not chosen: at this load the "
             "verification of the drafted tokens costs more compute than the steps it saves, or the drafter's "
             "memory leaves fewer sequences (the deployment without it is as cheap and as fast or better)"
-            + _spec_cap(inp, rt, False)] + shape
+            + _spec_cap(inp, rt, None)] + shape
 
 
 def _spec_shape_note(inp: DeployInput) -> list[str]:
@@ -2671,19 +2677,23 @@ def _spec_shape_note(inp: DeployInput) -> list[str]:
     return [c.shape_note] if c is not None and c.shape_note else []
 
 
-def _spec_cap(inp: DeployInput, rt: RuntimeProfile | None, chosen: bool) -> str:
+def _spec_cap(inp: DeployInput, rt: RuntimeProfile | None, chosen: Deployment | None) -> str:
     """Where the load asks more sequences of a replica than the runtime schedules when it drafts
     (runtimes.toml speculative_max_num_seqs: SGLang's 48 when --max-running-requests is not given,
-    server_args.py _handle_speculative_decoding), the clause that says the search kept that cap."""
+    server_args.py _handle_speculative_decoding), the clause that says which cap the answer runs at: the
+    chosen drafting deployment's own (its launch line states it), or the default the search kept."""
     cap = int(getattr(rt, "speculative_max_num_seqs", 0) or 0)
     if not cap or float(inp.users or 0) <= cap:
         return ""
-    return (f"; with a drafter {rt.name} runs at most {cap} requests at once a replica unless "
-            "--max-running-requests is given (server_args.py: \"Max running requests is reset to "
-            f"{cap} for speculative decoding\"), so " + ("the drafting replicas above serve at most "
-                                                         f"{cap} users each" if chosen else
-                                                         f"each drafting replica was searched with {cap} "
-                                                         f"of the {float(inp.users or 0):g} users at once"))
+    why = (f"; with a drafter {rt.name} runs at most {cap} requests at once an engine unless "
+           "--max-running-requests is given (server_args.py: \"Max running requests is reset to "
+           f"{cap} for speculative decoding\"), so ")
+    if chosen is None:
+        return why + (f"each drafting replica was searched with {cap} of the {float(inp.users or 0):g} "
+                      "users at once")
+    if chosen.max_num_seqs != cap:
+        return why + f"the launch line above gives --max-running-requests {chosen.max_num_seqs}"
+    return why + f"the drafting replicas above serve at most {cap} users each"
 
 
 def _notes(inp: DeployInput, skipped: list[str], chosen: Deployment | None = None) -> tuple[str, ...]:

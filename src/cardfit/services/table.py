@@ -281,10 +281,11 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
     found = _ITEMS.get(cls)
     if found is not None:
         return found
+    # (a copy of the items: another worker thread may register a type in _VALUE meanwhile)
     if _VALUE[str] is _string:
         from json.encoder import encode_basestring
 
-        _VALUE.update({k: encode_basestring for k, w in _VALUE.items() if w is _string})
+        _VALUE.update({k: encode_basestring for k, w in list(_VALUE.items()) if w is _string})
         _string = encode_basestring
     skip, inline = getattr(cls, "omit_none", ()), getattr(cls, "flatten", ())
     body = ["def items(self, out):", "    a = out.append"]
