@@ -138,3 +138,14 @@ def test_no_attention_dp_layout_for_a_method_sglang_refuses_beside_it(run_json, 
     for d in [got["best"], *got["pareto"]]:
         if d and d.get("speculative"):
             assert "--enable-dp-attention" not in d["command"], d["command"]
+
+
+def test_a_pinned_sglang_deployment_cannot_draft_ngram_beside_attention_dp(run_cli) -> None:
+    """Pinned, the same refusal is a one-line error (SGLang would not start: server_args.py), where deploy
+    printed a launch line with --enable-dp-attention --speculative-algorithm NGRAM."""
+    code, out, err = run_cli("deploy", "qwen3-30b-a3b", "--runtime", "sglang", "--gpu", "H100 SXM", "--users",
+                             "64", "--quant", "bf16", "--tp", "2", "--attention-dp", "2", "--expert-parallel",
+                             "2", "--speculative", "ngram")
+    assert code == 2 and not out
+    assert err.startswith("Error: ") and "beside attention data parallelism" in err
+    assert len(err.strip().splitlines()) == 1

@@ -2237,6 +2237,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     check_mixed_chunk(inp, rt)
     check_adp_balance(inp, rt)
     check_graph_max_bs(inp, rt)
+    _check_drafting_beside_dp(inp, rt)
     gpu = default_gpus().get(inp.gpu[0])
     model = default_models().find(inp.model) if inp.model else None
     if model is None:
@@ -2248,6 +2249,20 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     if pd_pinned(inp):
         return _pools_answer(inp, rt, gpu, pp, budget, first, snapshot(rt.id))
     return _answer(inp, rt, gpu, tp, pp, budget, first, snapshot(rt.id), law)
+
+
+def _check_drafting_beside_dp(inp: DeployInput, rt: RuntimeProfile) -> None:
+    """A pinned deployment with attention groups that drafts with a method its engine refuses beside
+    attention DP (the adapter's DRAFTS_WITHOUT_DP_ATTENTION: SGLang's n-gram and draft model, server_args.py)
+    is an error, as the engine's own start is."""
+    from ..runtimes import adapter
+    from .speculative import method_of
+
+    method = method_of(inp.speculative)
+    if (inp.attention_dp or 1) > 1 and method in getattr(adapter(rt), "DRAFTS_WITHOUT_DP_ATTENTION", ()):
+        raise InputError(f"{rt.name} does not run --speculative {inp.speculative} beside attention data "
+                         f"parallelism (--attention-dp {inp.attention_dp}): drop one of the two",
+                         field="speculative")
 
 
 def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, budget: int, first: bool,
