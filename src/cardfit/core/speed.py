@@ -626,30 +626,31 @@ def allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
     """One ring all-reduce of `message` bytes over `tp` cards: 2 (tp − 1) / tp × message over the link, plus
     the per-call latency; over NVLink a message above the engines' own kernels' limit goes through NCCL at
     the bus bandwidth NCCL was measured to reach at that size (which includes its latency: nccl_busbw_gbps);
-    another card whose all-reduce was measured by message size (gpus allreduce_busbw) takes that measurement
-    at every size."""
-    ring = 2 * (tp - 1) / tp * message
+    on the MI300 series under an engine with its own kernel (rocm_custom_allreduce) a message below the limit
+    takes that kernel's measured time, a larger one RCCL's (_card_allreduce_seconds) but never less than the
+    kernel's at the limit; another card takes its own measurement by message size where there is one."""
     if mc.interconnect == "nvlink":
         if message >= CUSTOM_ALLREDUCE_MAX_BYTES and mc.allreduce_busbw:
-            return ring / (nccl_busbw_gbps(message, mc) * 1e9)
+            return 2 * (tp - 1) / tp * message / (nccl_busbw_gbps(message, mc) * 1e9)
         if message < CUSTOM_ALLREDUCE_MAX_BYTES:
             return custom_allreduce_seconds(message, tp, mc.link_gbps or NVLINK_DEFAULT_GBPS)
     elif mc.rocm_custom_allreduce:
         link = mc.link_gbps or DEFAULT_LINK_GBPS
         if message < CUSTOM_ALLREDUCE_MAX_BYTES:
             return custom_allreduce_seconds(message, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
-        # above the kernel's limit the engine hands the message to RCCL; a card without a measured RCCL curve
-        # takes the fixed latency plus the link rate below, never less than the kernel's time at its limit
-        # (a larger message is not faster: that fallback's aggregate link rate is not what a small ring gets)
-        floor = custom_allreduce_seconds(CUSTOM_ALLREDUCE_MAX_BYTES, tp, link, ROCM_CUSTOM_ALLREDUCE_US)
-        if mc.allreduce_busbw:
-            return max(measured_allreduce_seconds(mc, message, tp), floor)
-        latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
-        return max(latency + ring / (link * 1e9), floor)
-    elif mc.allreduce_busbw:  # the card's own all-reduce measured by message size
+        # (a larger message is not faster: the fallback's aggregate link rate is not what a small ring gets)
+        return max(_card_allreduce_seconds(message, tp, mc),
+                   custom_allreduce_seconds(CUSTOM_ALLREDUCE_MAX_BYTES, tp, link, ROCM_CUSTOM_ALLREDUCE_US))
+    return _card_allreduce_seconds(message, tp, mc)
+
+
+def _card_allreduce_seconds(message: float, tp: int, mc: Machine) -> float:
+    """The card's own all-reduce measured by message size (gpus allreduce_busbw), else the interconnect's
+    fixed latency per call plus the ring's bytes at the link rate."""
+    if mc.allreduce_busbw:
         return measured_allreduce_seconds(mc, message, tp)
     latency = ALLREDUCE_LATENCY_S.get(mc.interconnect, ALLREDUCE_LATENCY_S["pcie"])
-    return latency + ring / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
+    return latency + 2 * (tp - 1) / tp * message / ((mc.link_gbps or DEFAULT_LINK_GBPS) * 1e9)
 
 
 def custom_allreduce_seconds(message: float, tp: int, link_gbps: float,

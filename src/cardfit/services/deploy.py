@@ -735,7 +735,13 @@ def expert_parallel(ctx: Any) -> bool:
     if not (ctx.model.is_moe and getattr(ctx.engine, "EXPERT_PARALLEL", False)):
         return False
     spec = getattr(ctx, "speculation", None)
-    return spec is None or spec.method not in getattr(ctx.engine, "DRAFTS_WITHOUT_DP_ATTENTION", ())
+    return spec is None or not refuses_dp_attention(ctx.engine, spec.method)
+
+
+def refuses_dp_attention(engine: Any, method: str) -> bool:
+    """Whether the engine (a runtime adapter) refuses drafting `method` beside attention data parallelism
+    (its DRAFTS_WITHOUT_DP_ATTENTION: SGLang's n-gram and draft model, server_args.py)."""
+    return method in getattr(engine, "DRAFTS_WITHOUT_DP_ATTENTION", ())
 
 
 def expert_parallel_memory(s: Setting, dp: int) -> Memory:
@@ -2253,13 +2259,11 @@ def pinned_answer(inp: DeployInput) -> Pinned:
 
 def _check_drafting_beside_dp(inp: DeployInput, rt: RuntimeProfile) -> None:
     """A pinned deployment with attention groups that drafts with a method its engine refuses beside
-    attention DP (the adapter's DRAFTS_WITHOUT_DP_ATTENTION: SGLang's n-gram and draft model, server_args.py)
-    is an error, as the engine's own start is."""
+    attention DP (refuses_dp_attention) is an error, as the engine's own start is."""
     from ..runtimes import adapter
     from .speculative import method_of
 
-    method = method_of(inp.speculative)
-    if (inp.attention_dp or 1) > 1 and method in getattr(adapter(rt), "DRAFTS_WITHOUT_DP_ATTENTION", ()):
+    if (inp.attention_dp or 1) > 1 and refuses_dp_attention(adapter(rt), method_of(inp.speculative)):
         raise InputError(f"{rt.name} does not run --speculative {inp.speculative} beside attention data "
                          f"parallelism (--attention-dp {inp.attention_dp}): drop one of the two",
                          field="speculative")

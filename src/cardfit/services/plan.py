@@ -14,7 +14,6 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import GgufMix, Quant, QuantType, default_quants, gguf_holds
 from ..catalog.records import record
 from ..catalog.registry import Registry
-from ..catalog.releases import drafting
 from ..catalog.rental import RentalRules, default_rental
 from ..catalog.runtimes import RuntimeProfile, default_runtime, default_runtimes, on_card, runs_on
 from ..core import cost
@@ -147,6 +146,8 @@ def build_context(inp: PlanInput) -> Context:
         flash = True
     spec = _speculation(inp, r.model, rt)
     if spec is not None:  # what the engine changes when it drafts (SGLang: 48 sequences, no overlap)
+        from ..catalog.releases import drafting
+
         rt = drafting(rt)
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
                    inp.gpu_memory_utilization, gpus, default_rental(), notes, spec)
