@@ -1,0 +1,72 @@
+"""llama.cpp decode from the master column of ggml-org/llama.cpp pull-request tables
+(data/validation/speed_llamacpp_prs.toml, issue 24 item 6): every record was scored at first contact by the
+code before the source was added (data/first_contact.toml, never edited afterwards), and today's error of each
+is held so that a change of the llama.cpp decode model shows here, record by record."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cardfit.validation.validate import all_records, predict
+
+FILE = "speed_llamacpp_prs.toml"
+DATA = Path(__file__).resolve().parents[1] / "src" / "cardfit" / "data"
+RECORDS = [r for r in all_records() if r.get("file") == FILE]
+FIRST = {s["id"]: s for s in tomllib.loads((DATA / "first_contact.toml").read_text(encoding="utf-8"))
+         ["score"]}
+# the commit whose code scored the file at first contact (scripts/first_contact.py --new, 2026-12-07)
+CODE_AT = "3d870151ef4cc5b08ce4f0c4729cae1f99cdfdbe"
+
+# predicted / measured - 1 today, per record (first contact: the same, 3d87015). gpt-oss-20b's two RTX 4090
+# masters eleven days apart (PR #16649: 167 tok/s at tg128, #16834: 186) differ by 11 % on one card: build
+# churn, the band every llama.cpp figure carries. Qwen3-30B-A3B's 48 layers are charged the dense
+# per-layer time (111 us): too slow by 16-17 % (docs/VALIDATION.md "llama.cpp single-stream decode").
+HELD = {
+    "pr16649-4090-gptoss20b-mxfp4moe-tg32": 0.117,
+    "pr16649-4090-gptoss20b-mxfp4moe-tg64": 0.131,
+    "pr16649-4090-gptoss20b-mxfp4moe-tg128": 0.143,
+    "pr16834-4090-gptoss20b-mxfp4moe-tg128": 0.026,
+    "pr16834-4090-gptoss20b-mxfp4moe-tg256": 0.033,
+    "pr16834-4090-gptoss20b-mxfp4moe-tg512": 0.035,
+    "pr16834-4090-qwen3-30b-a3b-q4_0-tg128": -0.166,
+    "pr16834-4090-qwen3-30b-a3b-q4_0-tg256": -0.172,
+    "pr16834-4090-qwen3-30b-a3b-q4_0-tg512": -0.156,
+    "pr26284-7900xtx-llama3-8b-q4_k_m-tg64": 0.042,
+    "pr26284-7900xtx-llama3-8b-q4_k_m-tg64-d4096": 0.043,
+    "pr26284-7900xtx-llama3-8b-q5_k_m-tg64": -0.003,
+    "pr4719-3090-llama2-7b-q4_0-tg128": -0.099,
+    "pr5434-3090ti-llama2-7b-q4_0-tg1": -0.032,
+}
+
+
+def test_every_record_has_a_held_error():
+    assert sorted(HELD) == sorted(r["id"] for r in RECORDS)
+
+
+@pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
+def test_first_contact_row_is_the_code_before_the_source(r):
+    """The row scripts/first_contact.py wrote: the record's measured value, scored by 3d87015's code (the
+    commit before the file), not by a later tree."""
+    s = FIRST.get(r["id"])
+    assert s is not None, f"{r['id']}: no first-contact row (scripts/first_contact.py --new)"
+    assert s["file"] == FILE and s["kind"] == "decode" and s["code_at"] == CODE_AT
+    assert s["measured"] == pytest.approx(float(r["measured"]))
+    assert s["predicted"] / s["measured"] - 1 == pytest.approx(HELD[r["id"]], abs=0.0015)
+
+
+@pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
+def test_record_scores_within_its_held_error(r):
+    o = predict(r)
+    assert o.predicted is not None, o.skipped
+    assert o.predicted / float(r["measured"]) - 1 == pytest.approx(HELD[r["id"]], abs=0.0015)
+
+
+def test_master_column_is_a_decode_step_not_a_prompt_test():
+    """Only llama-bench tg rows: a pp row at microbatch 1 skips the output projection on all but its last
+    token (llama-bench's prompt batch asks the last token's logits only), a different question."""
+    for r in RECORDS:
+        assert r["kind"] == "decode" and str(r["settings"]["test"]).startswith("tg"), r["id"]
+        assert "master" in r["settings"]["build"] or "master" in r["excerpt"], r["id"]
