@@ -726,6 +726,25 @@ def test_vllm_gemms_on_rocm_reach_the_fitted_share_of_hipblaslt_best():
                                                     .compute_efficiency)
 
 
+def test_the_rocm_gemm_share_is_fitted_only_on_offline_loads_past_the_roofline_knee():
+    """AMD's 'Performance results' page (vLLM 0.10.1 / 0.10.2 snapshots, serving_amd_perf_results_010.toml)
+    times Llama 3.1 70B FP8 on 8x MI300X both in offline throughput (1,500-3,200 prompts queued at once) and
+    in vLLM's latency benchmark (one batch of 1, 2 or 4 prompts). Both are bursts of fixed lengths, but a
+    batch of 4 sits far below the knee of an MI300X's FP8 roofline at hipBLASLt's measured rate (1,160 TFLOPS
+    x 1 byte / (2 x 5.3 TB/s) = 109 tokens): its steps read weights, and taken as a GEMM share it implied
+    about 0.01-0.02, dragging the fitted share from 0.435 to 0.391. Only the loads past the knee fit it."""
+    from cardfit.validation.calibrate import _implied_rocm_gemm_share, _rocm_offline
+
+    recs = {r["id"]: r for r in all_records()}
+    latency = [recs[f"amdperf-{v}-llama-3.1-70b-mi300x-vllm-fp8-tp8-latency-b{b}-128x2048-output"]
+               for v in ("0101", "0102") for b in (1, 2, 4)]
+    assert not any(_rocm_offline(r) for r in latency)
+    assert all(_implied_rocm_gemm_share(r) < 0.05 for r in latency)  # what they would have implied
+    offline = recs["amdperf-0101-llama-3.1-70b-mi300x-vllm-fp8-tp8-128x2048-n3200-output"]
+    assert _rocm_offline(offline) and 0.2 < _implied_rocm_gemm_share(offline) < 0.7
+    assert sum(_rocm_offline(r) for r in recs.values()) == 30
+
+
 def test_tgi_decodes_past_its_graph_sizes_eagerly_on_rocm_too():
     """TGI replays decode steps as CUDA graphs (HIP graphs on ROCm) only for --cuda-graphs'
     default batch sizes, up to 32 (launcher/src/main.rs); a step of more sequences launches its kernels one

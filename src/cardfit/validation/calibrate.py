@@ -557,7 +557,32 @@ def _rocm_offline(r: Record) -> bool:
     from .serving import record_gpu
 
     g = record_gpu(r)
-    return g is not None and g.stack == "rocm"
+    return g is not None and g.stack == "rocm" and _gemm_bound(r, g)
+
+
+# bytes a weight streams per decode step at the precision its GEMMs run in (core/speed.py precision_of)
+_WEIGHT_BYTES = {"fp4": 0.5, "fp8": 1.0, "bf16": 2.0}
+
+
+def _gemm_bound(r: Record, g: Any) -> bool:
+    """Whether an offline record's steps are bound by their GEMMs, the premise of the GEMM share it is fitted
+    to: a step of n tokens does 2·n FLOPs per weight against one read of the weight's bytes, so the GEMMs take
+    longer than the reads once n reaches the roofline knee at the card's measured GEMM rate, rate × bytes per
+    weight ÷ (2 × bandwidth) (Williams, Waterman & Patterson, 'Roofline: an insightful visual performance
+    model for multicore architectures', CACM 52(4), 2009, https://doi.org/10.1145/1498765.1498785); on an
+    MI300X at FP8, 1,160 TFLOPS × 1 byte ÷ (2 × 5.3 TB/s) = 109 tokens. A burst queues every request at
+    once, so its steps hold them all: vLLM's offline latency benchmark (benchmark_latency.py, a batch of 1 to
+    4 prompts in AMD's 'Performance results' tables) stays far below the knee and measures the reads, not the
+    GEMMs."""
+    from ..catalog.quants import default_quants
+    from ..core import speed as sp
+
+    precision = sp.precision_of(default_quants().find(str(r.get("quant") or "")), g)
+    rate = (g.tflops(precision) or 0.0) * (sp.measured_gemm_share(g, precision) or 1.0) * 1e12
+    if not rate or not g.bandwidth_gbps:
+        return False
+    knee = rate * _WEIGHT_BYTES.get(precision, 2.0) / (2 * g.bandwidth_gbps * 1e9)
+    return int(r.get("requests") or 0) >= knee
 
 
 def _implied_rocm_gemm_share(r: Record) -> float | None:
