@@ -15,10 +15,15 @@ through a step and a transfer. Built on core/serving.py's replica, step and queu
 
 Not modelled, for want of a source that sizes it: aiconfigurator's SGLang 0.5.8 P/D runs
 (data/validation/serving_aic_pd.toml) take 100-300 ms more TTFT at 4 users than the prefill, the transfer
-and these steps explain (the router or frontend hop and the KV connector's per-request bootstrap are
-candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
-prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
-the runs whose prefill pool saturates miss by: their rate (users ÷ (TTFT + the answer's decode time))
+and these steps explain (no constant is fitted to those records). Every stage SGLang 0.5.8's two servers
+put a request through (docs/VALIDATION.md "The P/D TTFT at 4-8 users, stage by stage") is polled once a
+loop, a loop a decode step of 9-15 ms on these runs' decode workers and next to nothing on an idle prefill
+worker: all of them together are the handoff_s steps; the transfer's real rate is bounded from the runs
+themselves (at least 7 GB/s: 10 ms at 1,024 tokens); the rest is none of these stages, and part of it is
+not P/D's at all (aiconfigurator's aggregated SGLang runs of the same sample are 65 ms short at 4-8 users
+too). Not modelled either: a finite benchmark's first burst, all its users prefilled one after another (the
+pools are timed in their steady state). Nor is it a handoff cost that the runs whose prefill pool saturates
+miss by: their rate (users ÷ (TTFT + the answer's decode time))
 implies an attention-DP prefill worker 2x slower than this one (B200 FP8 DP 8 at 8,192-token prompts, B200
 FP4 DP 4 at 1,024) or 1.14x faster (GB200 FP8 DP 8 at 1,024, B200 FP4 DP 4 at 8,192), while the decode step
 at the batch those runs held is within 0 % to −28 % (docs/VALIDATION.md "The P/D records of DeepSeek-R1,
