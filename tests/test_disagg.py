@@ -109,6 +109,26 @@ def test_decode_handoff_steps(busy: float, closed: bool, recv: int, lag: int, st
     assert pd.handoff_s(r, 0.02, busy, closed) == pytest.approx(steps * 0.02)
 
 
+# (busy share, steps the decode worker plans ahead, decode steps of a closed loop's handoff, why)
+NEXT_PASS = [
+    (1.0, 1, 2.5, "SGLang's overlap decode loop: the first token leaves a step after the merging pass"),
+    (1.0, 0, 1.5, "no overlap scheduler (a drafting run, SGLang before 0.4): streamed in the merging pass"),
+    (0.5, 1, 1.25, "decoding other users' sequences half the time: half the waits"),
+    (0.0, 1, 0.0, "an idle decode worker runs no step to wait for"),
+]
+
+
+@pytest.mark.parametrize("busy,ahead,steps,why", NEXT_PASS)
+def test_first_token_a_pass_after_the_merge(busy: float, ahead: int, steps: float, why: str) -> None:
+    """SGLang's decode server (PyPI wheel 0.5.8, sglang/srt/disaggregation/decode.py
+    event_loop_overlap_disagg_decode): the pass that takes an arrived request runs its prebuilt batch, then
+    waits for the step launched the pass before; the prebuilt batch's output, the first token, is handled a
+    pass later (managers/scheduler_output_processor_mixin.py process_batch_result_prebuilt)."""
+    r = replace(REPLICA, schedule_ahead=ahead)
+    assert pd.handoff_s(r, 0.02, busy, True, next_pass=True) == pytest.approx(steps * 0.02)
+    assert pd.handoff_s(r, 0.02, busy, True) == pytest.approx((steps - busy * ahead) * 0.02)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.floats(1, 256))
 def test_ttft_holds_prefill_transfer_and_handoff(users: float) -> None:
@@ -299,6 +319,24 @@ def test_pinned_pools_hold_slots_as_their_engine_does(runtime: str, held: bool) 
                          prefill_batch_size=1)
     pools = dp.pinned_answer(inp).pools
     assert pools is not None and pools.pools.slots_held is held
+
+
+@pytest.mark.parametrize("runtime,next_pass", [("sglang@0.5.8", True), ("vllm", False)])
+def test_pinned_pools_first_token_as_their_engine_streams_it(runtime: str, next_pass: bool) -> None:
+    """SGLang's decode server streams a transferred request's first token a pass after merging it
+    (runtimes/sglang.py PD_FIRST_TOKEN_NEXT_PASS): at 8 users, each decode step running the others'
+    sequences, the mean TTFT is that much (busy x one decode step) longer than the same pools without it."""
+    inp = dp.DeployInput(model="llama-3.1-8b", users=8.0, input_tokens=2000, output_tokens=200,
+                         gpu=("H100 SXM",), runtime=runtime, tp=1, prefill_workers=1, decode_workers=1,
+                         prefill_batch_size=1)
+    pinned = dp.pinned_answer(inp).pools
+    assert pinned is not None and pinned.pools.first_token_next_pass is next_pass
+    if next_pass:  # SGLang's overlap scheduler plans one step ahead (runtimes.toml schedule_ahead_steps)
+        w = sv.Workload(2000, 200, users=8.0)
+        on = pd.serve(pinned.pools, w)
+        off = pd.serve(replace(pinned.pools, first_token_next_pass=False), w)
+        assert pinned.pools.decode.schedule_ahead == 1
+        assert 0.5 * on.tpot_s < on.ttft_mean_s - off.ttft_mean_s <= on.tpot_s * (1 + 1e-6)
 
 
 # --- deploy --------------------------------------------------------------------------------------------

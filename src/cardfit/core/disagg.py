@@ -15,10 +15,15 @@ through a step and a transfer. Built on core/serving.py's replica, step and queu
 
 Not modelled, for want of a source that sizes it: aiconfigurator's SGLang 0.5.8 P/D runs
 (data/validation/serving_aic_pd.toml) take 100-300 ms more TTFT at 4 users than the prefill, the transfer
-and these steps explain (the router or frontend hop and the KV connector's per-request bootstrap are
-candidates; no constant is fitted to those records); a finite benchmark's first burst, all its users
-prefilled one after another (the pools are timed in their steady state). Nor is it a handoff cost that
-the runs whose prefill pool saturates miss by: their rate (users ÷ (TTFT + the answer's decode time))
+and these steps explain (no constant is fitted to those records). Every stage SGLang 0.5.8's two servers
+put a request through (docs/VALIDATION.md "The P/D TTFT at 4-8 users, stage by stage") is polled once a
+loop, a loop a decode step of 9-15 ms on these runs' decode workers and next to nothing on an idle prefill
+worker: all of them together are the handoff_s steps; the transfer's real rate is bounded from the runs
+themselves (at least 7 GB/s: 10 ms at 1,024 tokens); the rest is none of these stages, and part of it is
+not P/D's at all (aiconfigurator's aggregated SGLang runs of the same sample are 65 ms short at 4-8 users
+too). Not modelled either: a finite benchmark's first burst, all its users prefilled one after another (the
+pools are timed in their steady state). Nor is it a handoff cost that the runs whose prefill pool saturates
+miss by: their rate (users ÷ (TTFT + the answer's decode time))
 implies an attention-DP prefill worker 2x slower than this one (B200 FP8 DP 8 at 8,192-token prompts, B200
 FP4 DP 4 at 1,024) or 1.14x faster (GB200 FP8 DP 8 at 1,024, B200 FP4 DP 4 at 8,192), while the decode step
 at the batch those runs held is within 0 % to −28 % (docs/VALIDATION.md "The P/D records of DeepSeek-R1,
@@ -68,6 +73,10 @@ class Pools:
     # a prefill worker's prompt keeps its request slot until its cache has crossed (held_slots; SGLang's
     # adapter PD_SLOT_HELD_THROUGH_TRANSFER), so a worker whose slots one step fills waits for the transfer
     slots_held: bool = False
+    # the decode worker streams an arrived request's first token from a batch without a forward whose output
+    # its overlap loop handles one pass later, after the step then running (handoff_s `next_pass`; SGLang's
+    # adapter PD_FIRST_TOKEN_NEXT_PASS)
+    first_token_next_pass: bool = False
 
 
 @record(slots=True)
@@ -197,7 +206,7 @@ def prompt_service_s(p: Pools, input_tokens: int, move: float) -> tuple[float, f
     return service, batch
 
 
-def handoff_s(r: sv.Replica, step: float, busy: float, closed: bool) -> float:
+def handoff_s(r: sv.Replica, step: float, busy: float, closed: bool, next_pass: bool = False) -> float:
     """The decode worker's share of one request's TTFT (`r`: a decode worker; `step`: its decode step at the
     load; `busy`: the share of the time it is decoding other users' sequences, 0 to 1; `closed`: a closed
     loop's request, sent as the same user's answer ended). SGLang's decode server
@@ -214,11 +223,20 @@ def handoff_s(r: sv.Replica, step: float, busy: float, closed: bool) -> float:
       before it ended at a step's end, as core/serving.py closed_loop counts) and half of it for open
       arrivals, and the steps until the engine reads new requests (recv_wait_steps);
     - to be merged: half a step on average (its cache lands at any point of a step), then the engine's
-      response lag (Replica.response_lag).
+      response lag (Replica.response_lag);
+    - `next_pass` (SGLang's decode server, PyPI wheel sglang 0.5.8, https://pypi.org/project/sglang/0.5.8/,
+      sglang/srt/): on its overlap loop (disaggregation/decode.py event_loop_overlap_disagg_decode, run
+      unless the overlap scheduler is off: managers/scheduler.py, as Replica.schedule_ahead counts) the pass
+      that takes the arrived request runs its prebuilt batch instead of a decode step, then handles the
+      output of the step launched the pass before, waiting for it on the GPU; the prebuilt batch's output,
+      the first token (scheduler_output_processor_mixin.py process_batch_result_prebuilt: stream_output),
+      is handled at the next pass. So the token leaves a step after the pass that merged it:
+      schedule_ahead steps more. Without the overlap scheduler (event_loop_normal_disagg_decode) the pass
+      runs the prebuilt batch and streams it at once.
     An idle decode worker (`busy` 0) reads and merges at once: only the response lag."""
     b = min(max(busy, 0.0), 1.0)
     read = b * ((1.0 if closed else 0.5) + sv.recv_wait_steps(r)) * step
-    merge = b * 0.5 * step
+    merge = b * (0.5 + (r.schedule_ahead if next_pass else 0)) * step
     return read + merge + r.response_lag * step
 
 
@@ -296,7 +314,7 @@ def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int
     stable = prefill_load < 1 and decode_load <= 1 and math.isfinite(p90_wait)
     # below one sequence in flight the decode worker is idle the rest of the time (as core/serving.py _finish)
     hand = handoff_s(p.decode, tpot, min(rate * w.output_tokens * tpot / p.decode_workers, 1.0) * others,
-                     w.requests_per_s is None)
+                     w.requests_per_s is None, p.first_token_next_pass)
     fixed = prefill + move + hand
     return Disaggregated(min(batch, p.decode.max_seqs), tpot, prefill, move,
                          p90_wait + fixed if stable else math.inf,

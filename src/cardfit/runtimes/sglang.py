@@ -118,6 +118,11 @@ class SGLang(VllmLike):
     # a prefill worker's prompt keeps its request slot until its KV transfer is polled done (core/disagg.py
     # held_slots: managers/scheduler.py get_new_batch_prefill, disaggregation/prefill.py at tag v0.5.8)
     PD_SLOT_HELD_THROUGH_TRANSFER = True
+    # a decode server's overlap loop streams an arrived request's first token (its prebuilt batch's output)
+    # one pass after the pass that merged it (core/disagg.py handoff_s next_pass: disaggregation/decode.py
+    # event_loop_overlap_disagg_decode, managers/scheduler_output_processor_mixin.py
+    # process_batch_result_prebuilt, PyPI wheel sglang 0.5.8)
+    PD_FIRST_TOKEN_NEXT_PASS = True
     # reads new requests every N decode steps (server_args.py --scheduler-recv-interval, default 1;
     # managers/scheduler_recv_skipper.py; core/serving.py recv_wait_steps)
     RECV_INTERVAL_FLAG = "--scheduler-recv-interval"

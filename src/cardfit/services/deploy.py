@@ -1921,8 +1921,9 @@ def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
         link = disagg.link_bytes_per_s(NODE_LINK_GBPS, False)
     kv = kv_cache_bytes(m, 1, 1, mem.kv_dtype)
     held = bool(getattr(pre.setting.ctx.engine, "PD_SLOT_HELD_THROUGH_TRANSFER", False))
+    next_pass = bool(getattr(dec.setting.ctx.engine, "PD_FIRST_TOKEN_NEXT_PASS", False))
     return disagg.Pools(pre.replica, prefill, dec.replica, decode, kv, link,
-                        0.0 if one_node else NODE_HOP_LATENCY_S, held)
+                        0.0 if one_node else NODE_HOP_LATENCY_S, held, next_pass)
 
 
 def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
