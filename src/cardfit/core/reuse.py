@@ -45,7 +45,20 @@ of the blocks the GPU computed: it is inclusive, so the histories it can serve a
 the two tiers, and it adds hits only when it is larger than the GPU's room for them (LMCache docs, "CPU
 offloading helps only if the CPU cache is larger than the GPU's prefix cache"; AWS Neuron vLLM guide, "A host
 tier that is not larger than HBM adds few hits"). A block found on the host is copied over the card's host
-link instead of being computed again."""
+link instead of being computed again. The same holds for the prefixes of many groups: those of the groups no
+running sequence reads, which the GPU pool keeps only as room is left, the host tier keeps in its own LRU
+beside the waiting histories (one working set, reused equally: Fagin 1977), and a request whose group's
+prefix the GPU pool lost finds it there with the share the host keeps beyond the GPU's. vLLM's offloading
+connector stores every block the GPU computes and looks a request's prefix up in it before computing
+(vLLM blog 2025-12-29, "Inside vLLM's New Offloading Connector": "The KV values calculated for one prompt
+can be reused for other prompts that share the same prefix"; vllm/v1/kv_offload/lru_manager.py @3a04cf8,
+LRUOffloadingManager: "evicts blocks by LRU", a lookup counting the request's leading blocks it holds); SGLang
+HiCache does the same with host memory as L2 (docs.sglang.ai, "HiCache System Design": "When multiple
+requests share the same prefix, the KV cache for that prefix is identical ... RadixAttention ... leverages
+idle GPU memory to cache and reuse prefix KV caches, and HiCache ... extends this idea to host memory and
+distributed storage"). llm-d's tiered prefix cache guide measures exactly that case: 250 groups of
+16,000-token prompts, a working set larger than the GPU pools and smaller than GPU + host ("HBM < KVCache <
+HBM + CPU RAM", data/validation/serving_llmd_tiered.toml)."""
 
 from __future__ import annotations
 
@@ -153,18 +166,35 @@ def hits(i: int, o: int, reuse: Reuse, *, pool_tokens: float, running: float, se
     if whole <= 0:
         return Hits(0.0, 0.0, 0.0)
     private = running * held_tokens(i, o, reuse, True)
-    prefix_share, prefix_held = _prefix_hits(reuse, shared, pool_tokens, running, private)
-    shared_hit = shared / reuse.turns * prefix_share if pool_tokens >= shared else 0.0
     history = whole - shared / reuse.turns  # per request: the hits turns 2 … T can take from their history
     waiting = max(sessions - running, 0.0) * history_tokens(i, o, reuse)
-    room = pool_tokens - prefix_held - private
+    p = _prefix_hits(reuse, shared, pool_tokens, running, private)
+    fits = pool_tokens >= shared
+    room = pool_tokens - p.held - private
     gpu_share = lru_hit_share(room, waiting)
-    host_share = max(lru_hit_share(host_tokens, waiting) - gpu_share, 0.0)
-    return Hits(shared_hit + history * gpu_share, history * host_share, whole)
+    # the host tier keeps, least recently used first, copies of both what the GPU pool evicts: the prefixes
+    # of the groups no running sequence reads and the histories of the waiting sessions (one LRU over both,
+    # reused equally); it adds what it keeps beyond what the GPU pool still holds of each
+    host = lru_hit_share(host_tokens, p.unread + waiting)
+    host_share = max(host - gpu_share, 0.0)
+    prefix_on_host = (1 - p.others) * max(host - p.kept, 0.0) if fits and p.unread > 0 else 0.0
+    shared_hit = shared / reuse.turns * p.share if fits else 0.0
+    return Hits(shared_hit + history * gpu_share,
+                shared / reuse.turns * prefix_on_host + history * host_share, whole)
 
 
-def _prefix_hits(reuse: Reuse, shared: int, pool_tokens: float, running: float, private: float
-                 ) -> tuple[float, float]:
+@record(slots=True)
+class _Prefixes:
+    """The shared prefixes in a replica's pool (_prefix_hits)."""
+
+    share: float  # the share of requests that find their group's prefix in the GPU pool
+    held: float  # prefix tokens the pool holds
+    others: float  # the chance another running sequence reads the request's group (its prefix held)
+    unread: float  # prefix tokens of the groups no running sequence reads (cached only while room is left)
+    kept: float  # the share of those the GPU pool keeps (LRU in the room left)
+
+
+def _prefix_hits(reuse: Reuse, shared: int, pool_tokens: float, running: float, private: float) -> _Prefixes:
     """The share of requests that find their group's prefix cached, and the prefix tokens the pool holds:
     one group, always (the caller checks the pool holds it) and N; G groups, those `running` sequences read
     (groups_in_use) held, a request's group among them with the probability that one of the other running
@@ -172,13 +202,14 @@ def _prefix_hits(reuse: Reuse, shared: int, pool_tokens: float, running: float, 
     own tokens (`private`) and the read prefixes leave."""
     g = reuse.prefix_groups
     if g <= 1:
-        return 1.0, float(shared)
+        return _Prefixes(1.0, float(shared), 1.0, 0.0, 1.0)
     used = groups_in_use(reuse, running)
     others = 1 - (1 - 1 / g) ** max(running - 1, 0.0)  # another running sequence reads the request's group
     spare = pool_tokens - used * shared - private
     unread = (g - used) * shared
     kept = lru_hit_share(spare, unread)
-    return others + (1 - others) * kept, used * shared + min(max(spare, 0.0), unread)
+    held = used * shared + min(max(spare, 0.0), unread)
+    return _Prefixes(others + (1 - others) * kept, held, others, unread, kept)
 
 
 def host_link_gbps(pcie_gen: int | None, interconnect: str, link_gbps: float | None) -> float | None:
@@ -221,8 +252,9 @@ def offload_reason(h: Hits, gpu_only: Hits, copy_s_per_token: float, recompute_s
 
 
 OFFLOAD_WHY = {
-    OffloadReason.HELPS: "it keeps session histories the GPU pool has no room for, and copying them back "
-                         "over the host link is faster than computing them again",
+    OffloadReason.HELPS: "it keeps reused prompt tokens (session histories, prefixes of groups) the GPU pool "
+                         "has no room for, and copying them back over the host link is faster than computing "
+                         "them again",
     OffloadReason.NO_REUSE: "the workload reuses no prompt tokens (give --shared-prefix-tokens or "
                             "--turns): there is nothing to keep",
     OffloadReason.GPU_HOLDS: "the GPU's KV pool already keeps every reused token",

@@ -493,8 +493,14 @@ def _secant(y: Callable[[float], float], target: float, a: float, b: float) -> f
 def _mxfp4_unpacked_ttft(r: Record) -> bool:
     """Served TTFT records of an MoE model with MXFP4 experts on a card without FP4 tensor cores, where the
     engine unpacks the expert weights inside its BF16 MoE GEMMs (services/served.py
-    mxfp4_experts_unpacked)."""
+    mxfp4_experts_unpacked). A record whose workload reuses its prompt (a shared prefix, prefix groups,
+    turns, a host KV tier: validation/serving.py reuse_options) is left out: most of its prompt is found in a
+    cache, so its first token times the cache and the host link, not the experts' GEMMs."""
+    from .serving import reuse_options
+
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
+        return False
+    if reuse_options(r.get("settings") or {}):
         return False
     return _mxfp4_unpacked(r)
 
