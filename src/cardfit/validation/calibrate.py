@@ -804,15 +804,23 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_layer"), 1, VllmLike,
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, dense "
         "models (an MoE layer's own fixed time is moe_overhead_us_per_layer)"),
-    Fit(Vllm, "decode_overhead_us_per_sequence_v0",
-        _both(_is("aggregate_decode"), _generation(False)),
-        _speed("implied_overhead_us_per_sequence"), 1, None,
-        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
-        "vLLM before 0.6"),
     Fit(Vllm, "decode_overhead_us_per_sequence_sync", _sync_loop, _implied_sync_per_sequence, 1, None,
         "time per sequence per step of vLLM V1's synchronous engine loop (releases 0.8 to 0.13, no "
         "--async-scheduling), from served TPOT and output-throughput records of those releases on NVIDIA "
         "cards with at least 32 sequences in flight, the rest of the model in place"),
+    # vLLM before 0.6 ran the same synchronous loop as V1 before 0.14 (schedule, prepare inputs, run, wait
+    # for the sampled ids, process outputs, all between two GPU steps: vLLM blog 2024-09-05 'vLLM v0.6.0: 2.7x
+    # Throughput Improvement', https://blog.vllm.ai/2024/09/05/perf-update.html, "many components (e.g.,
+    # scheduler and output processor) execute in a synchronous manner that blocks GPU execution"), so a fold
+    # that leaves out its one publisher (Lambda) takes V1's synchronous time per sequence, fitted on other
+    # publishers (fitted above it): a floor, as the older loop also detokenized in the step and shared the
+    # API server's process (the blog: "33%" of the time in the HTTP API server, "29%" scheduling)
+    Fit(Vllm, "decode_overhead_us_per_sequence_v0",
+        _both(_is("aggregate_decode"), _generation(False)),
+        _speed("implied_overhead_us_per_sequence"), 1, None,
+        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
+        "vLLM before 0.6",
+        prior="decode_overhead_us_per_sequence_sync"),
     Fit(SGLang, "decode_overhead_us_per_sequence_v0",
         _both(_is("aggregate_decode"), _generation(False)),
         _speed("implied_overhead_us_per_sequence"), 1, None,
