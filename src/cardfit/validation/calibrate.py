@@ -821,11 +821,20 @@ FITS: tuple[Fit, ...] = (
         "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
         "vLLM before 0.6",
         prior="decode_overhead_us_per_sequence_sync"),
+    # SGLang before 0.4 ran the loop vLLM V1 ran before 0.14: a scheduler process that forwards a batch, waits
+    # for the sampled ids (ModelTpServer.forward_decode_batch: "next_token_ids = next_token_ids.tolist()"),
+    # checks every request (req.check_finished) and sends the tokens to a separate detokenizer process
+    # (handle_finished_requests: "# Send to detokenizer", BatchTokenIDOut), behind a separate tokenizer/HTTP
+    # process (sgl-project/sglang python/sglang/srt/managers/controller/tp_worker.py @02eb87ea, 0.1-0.2);
+    # the overlap scheduler of 0.4 hides exactly that work (LMSYS blog 2024-12-04 'SGLang v0.4: Zero-Overhead
+    # Batch Scheduler', https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Its one record is one thread
+    # (sglang#938), so a fold without it takes vLLM V1's synchronous time per sequence (fitted on other
+    # publishers), not vLLM 0.5's, whose loop also detokenized and shared the HTTP server's process
     Fit(SGLang, "decode_overhead_us_per_sequence_v0",
         _both(_is("aggregate_decode"), _generation(False)),
         _speed("implied_overhead_us_per_sequence"), 1, None,
         "the same for SGLang before 0.4 (no overlap scheduler)",
-        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+        prior="decode_overhead_us_per_sequence_sync", prior_on=Vllm),
     Fit(LlamaCpp, "decode_overhead_us_per_sequence", _is("aggregate_decode"),
         _speed("implied_overhead_us_per_sequence"), 1, LlamaCppLike,
         "batched decode time left per sequence per step after the roofline and the per-layer time of a step "
