@@ -667,8 +667,23 @@ def _speed(r: dict[str, Any]) -> tuple[float, str]:
     except Exception as e:  # noqa: BLE001  (another module's bug must not hide every other record)
         raise Skip(f"speed model failed: {type(e).__name__}: {e}") from None
     if v is None:
-        raise Skip("speed model cannot predict this record")
+        raise Skip(_unpredicted_speed(r))
     return float(v), "services.speed.predict_speed"
+
+
+def _unpredicted_speed(r: dict[str, Any]) -> str:
+    """Why the speed model gives a record no figure (validation/single.py predict_speed returns None): its
+    card, model or quantization outside the catalogs (the catalog's own message, without its suggestions),
+    or a prompt on a card the GPU catalog gives no compute rate for."""
+    from .single import record_setup
+
+    try:
+        s = record_setup(dict(r))
+    except CardfitError as e:
+        return f"speed model: {str(e).split(';')[0]}"
+    if r.get("kind") == "prefill" and not s.tflops:
+        return f"speed model: no compute rate for {s.plan.first.option.gpu.name} in the GPU catalog (prefill)"
+    return "speed model cannot predict this record"
 
 
 def _serving(r: dict[str, Any]) -> tuple[float, str]:
