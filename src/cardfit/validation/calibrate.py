@@ -892,10 +892,17 @@ FITS: tuple[Fit, ...] = (
         "the steps of a served load on ROCm, from its offline-throughput records on MI300X (thousands of "
         "sequences a step: GEMM-bound), the rest of the model in place; TGI and SGLang on ROCm call the same "
         "PyTorch/hipBLASLt GEMMs and take it (TGI's own MI300X records, not fitted, test it)"),
+    # One publisher (dstack): a fold without it takes the CPU dispatch time per layer of a step whose kernels
+    # are launched one by one from Python, as vLLM's prompt steps past their graphs
+    # (prefill_overhead_us_per_layer, 0.8 ms: aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py
+    # _prefill_dispatch_overhead_ms, NVIDIA's: https://pypi.org/project/aiconfigurator-core/0.12.0/), the
+    # value SGLang's and TGI's eager decode steps take (runtimes.toml decode_overhead_us_per_layer_v0), not
+    # the graph step's per-layer time (NEUTRAL: no eager step)
     Fit(Vllm, "decode_overhead_us_per_layer_eager_v0", _v0_decode_past_graphs, _implied_eager_decode, 1, None,
         "per-layer time of a V0 decode step run eagerly because its context passes max_seq_len_to_capture, "
         "from vLLM V0's served TPOT records of one request past it, the rest of the model in place (today "
-        "dstack's two 405B-on-MI300X CSVs: one server, two runs)"),
+        "dstack's two 405B-on-MI300X CSVs: one server, two runs)",
+        prior="prefill_overhead_us_per_layer"),
     Fit(Vllm, "prefix_prefill_tflops_rocm_v0", _rocm_v0_chunked_prompt, _implied_prefix_prefill_rate, 2,
         VllmLike,
         "attention rate per card of vLLM V0's Triton prefix-prefill kernel on ROCm (chunked prefill on), "
