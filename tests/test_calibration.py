@@ -190,6 +190,19 @@ def test_the_lambda_fold_is_scored_within_a_sane_bound(report):
     assert all(o.error is not None and o.error < 2.6 for o in loso), [(o.id, o.error) for o in loso]
 
 
+def test_a_record_that_reads_a_constant_only_its_publisher_measures_counts_as_scored_with_the_prior(report):
+    """'n prior' counts every record whose out-of-sample figure reads a constant no other publisher measures,
+    not only those the constant is fitted on: dstack's 8-request 405B run past V0's graph context reads the
+    eager per-layer time its one-request runs fit, and InferenceX's gpt-oss-120b MI300X output throughput the
+    MXFP4-on-ROCm stream share its TPOT rows fit (serving 14 -> 40 records); a ggml-org single-stream decode
+    reads no per-sequence time and stays unflagged."""
+    loso = {o.id: o for o in report.loso}
+    for rid in ("dstack-405b-mi300x-vllm-10000in-n8-tpot",
+                "ix-pr1061-gpt-oss-120b-mi300x-vllm-mxfp4-tp1-1024x1024-c64-output"):
+        assert loso[rid].prior, rid
+    assert not loso["ggmlci-v100-openllama7b-f16-tg256"].prior
+
+
 @pytest.mark.parametrize("source, publisher", [
     ("https://github.com/dstackai/benchmarks/blob/abc/amd/tgi_vs_vllm/tgi/data/result_tgi_long.csv",
      "github:dstackai"),
