@@ -90,14 +90,17 @@ def test_old_builds_prefill_quantized_weights_as_an_fp16_copy():
 
 def test_a_constant_only_its_own_publisher_measures_is_scored_with_the_prior(report):
     """vLLM-before-0.6's per-sequence cost comes from one publisher (Lambda's v0 benchmark): leaving it out
-    leaves nothing to fit it on, so those records are scored with the prior (no per-sequence cost:
-    calibrate.NEUTRAL), not with the stored value that was fitted on them, and not dropped."""
-    from cardfit.validation.calibrate import NEUTRAL, Refit, only_measured_by, publisher_key
+    leaves nothing to fit it on, so those records are scored with the prior (the per-sequence time of V1's
+    synchronous loop, other publishers' fit: calibrate.Fit prior), not with the stored value that was fitted
+    on them, and not dropped."""
+    from cardfit.validation.calibrate import Refit, only_measured_by, publisher_key
 
     lambda_v0 = "github:lambdalabsml"
     assert [f.key for f in only_measured_by(all_records(), lambda_v0)] == [
         "vllm.decode_overhead_us_per_sequence_v0"]
-    assert Refit(all_records(), lambda_v0)["vllm.decode_overhead_us_per_sequence_v0"] == NEUTRAL
+    fold = Refit(all_records(), lambda_v0)
+    v0, sync = "vllm.decode_overhead_us_per_sequence_v0", "vllm.decode_overhead_us_per_sequence_sync"
+    assert fold[v0] == fold[sync]
     loso = {o.id: o for o in report.loso}
     recs = {r["id"]: r for r in all_records()}
     theirs = [o for o in report.outcomes if publisher_key(recs[o.id]) == lambda_v0]
@@ -105,6 +108,99 @@ def test_a_constant_only_its_own_publisher_measures_is_scored_with_the_prior(rep
     assert all(loso[o.id].predicted != o.predicted for o in theirs)
     k = report.kinds["aggregate_decode"]
     assert k.loo_n == k.n and k.scored_with_prior >= len(theirs)
+
+
+# The fallback of each constant only one publisher measures: the sourced prior a fold without that publisher
+# takes (calibrate.Fit prior, with its source in the comment above the row), or NEUTRAL where no other
+# publisher measures the mechanism. (fitted constant, its one publisher, the prior's key or None)
+ONE_PUBLISHER_PRIORS = (
+    # vLLM < 0.6: the synchronous engine loop (schedule, forward, wait for the sampled ids, process every
+    # request's output between two GPU steps), which vLLM V1 ran until 0.14 (vLLM blog 2024-09-05,
+    # https://blog.vllm.ai/2024/09/05/perf-update.html)
+    ("vllm.decode_overhead_us_per_sequence_v0", "github:lambdalabsml",
+     "vllm.decode_overhead_us_per_sequence_sync"),
+    # SGLang < 0.4 (its one record a thread): the same loop, its tokenizer and detokenizer in processes of
+    # their own as V1's (sgl-project/sglang python/sglang/srt/managers/controller/tp_worker.py ModelTpServer);
+    # was vLLM 0.5's Lambda fit, whose loop also detokenized and shared the HTTP server's process: its record
+    # -23.8 % -> +3.9 % out of sample
+    ("sglang.decode_overhead_us_per_sequence_v0", "github.com/sgl-project/sglang/issues/938",
+     "vllm.decode_overhead_us_per_sequence_sync"),
+    # llama-batched-bench has no engine loop (ggml-org/llama.cpp tools/batched-bench/batched-bench.cpp): no
+    # other publisher measures its mechanism, so NEUTRAL, where it took vLLM 0.5's Lambda fit (a CPU loop's)
+    ("llama.cpp.decode_overhead_us_per_sequence", "github:ggml-org", None),
+    # vLLM V0's eager decode step past its graph context (dstack's 405B on MI300X alone): the CPU dispatch
+    # time per layer of a step whose kernels are launched one by one, as vLLM's prompt steps past their
+    # graphs (aiconfigurator-core 0.12.0 _prefill_dispatch_overhead_ms, 0.8 ms, NVIDIA's) and SGLang's and
+    # TGI's eager decode steps: its five TPOT records -26..-44 % -> +71..+94 % out of sample (the slow side;
+    # 270.5 us in sample), where NEUTRAL timed the step as a graph replay
+    ("vllm.decode_overhead_us_per_layer_eager_v0", "github:dstackai", "vllm.prefill_overhead_us_per_layer"),
+    # the MXFP4 experts' stream share on ROCm (InferenceX PR 1061 alone): the routed experts' share without
+    # the in-kernel unpacking, fitted on other publishers (an upper bound)
+    ("vllm.mxfp4_expert_efficiency_rocm", "github.com/semianalysisai/inferencex/pull/1061",
+     "vllm.expert_efficiency"),
+    # V0's Triton prefix-prefill kernel on ROCm (dstack alone): no other publisher measures that kernel's
+    # rate, so NEUTRAL (the card's own attention rate: the fast side)
+    ("vllm.prefix_prefill_tflops_rocm_v0", "github:dstackai", None),
+)
+
+
+def test_every_one_publisher_constant_states_its_fallback():
+    """Every fitted constant whose records come from one publisher is in ONE_PUBLISHER_PRIORS, with the
+    fallback its fold takes stated and sourced there (issue 24: honest figures)."""
+    from cardfit.validation.calibrate import _chosen
+
+    recs = all_records()
+    one = {f.key for f in FITS if len({src for _, src in _chosen(recs, f)}) == 1}
+    assert one == {k for k, _, _ in ONE_PUBLISHER_PRIORS}
+
+
+@pytest.mark.parametrize("key, publisher, prior", ONE_PUBLISHER_PRIORS,
+                         ids=[k for k, _, _ in ONE_PUBLISHER_PRIORS])
+def test_a_one_publisher_constant_falls_back_to_its_sourced_prior(key, publisher, prior):
+    """Its fold takes the prior's value as data/runtimes.toml states it (fitted on other publishers), never
+    the stored value fitted on the records left out; before, Lambda's fold charged vLLM 0.5 nothing per
+    sequence (NEUTRAL: +253..+1,634 % out of sample) and SGLang's and llama.cpp's took vLLM 0.5's Lambda
+    fit."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.validation.calibrate import NEUTRAL, Refit, only_measured_by
+
+    assert key in {f.key for f in only_measured_by(all_records(), publisher)}
+    (row,) = [f for f in FITS if f.key == key]
+    assert row.prior_key == (prior or "")
+    fold = Refit(all_records(), publisher)
+    got = fold[key]
+    if prior is None:
+        assert got == NEUTRAL
+        return
+    rt, _, field = prior.rpartition(".")
+    # a fitted prior as the fold refits it (without the publisher), a typed one as runtimes.toml states it
+    want = fold[prior] if prior in stored() else getattr(default_runtimes().get(rt), field)
+    assert got == want and got != stored()[key]
+
+
+def test_the_lambda_fold_is_scored_within_a_sane_bound(report):
+    """Lambda's vLLM 0.5.4 aggregate records, scored without Lambda (the prior in place of their own fit): at
+    most 3.6x the measured throughput (+105 % .. +251 % with V1's synchronous time per sequence, a floor of
+    the older loop's), where the fold without a prior predicted up to 17x (+1,634 %)."""
+    from cardfit.validation.calibrate import publisher_key
+
+    recs = {r["id"]: r for r in all_records()}
+    loso = [o for o in report.loso if publisher_key(recs[o.id]) == "github:lambdalabsml"]
+    assert len(loso) == 8
+    assert all(o.error is not None and o.error < 2.6 for o in loso), [(o.id, o.error) for o in loso]
+
+
+def test_a_record_that_reads_a_constant_only_its_publisher_measures_counts_as_scored_with_the_prior(report):
+    """'n prior' counts every record whose out-of-sample figure reads a constant no other publisher measures,
+    not only those the constant is fitted on: dstack's 8-request 405B run past V0's graph context reads the
+    eager per-layer time its one-request runs fit, and InferenceX's gpt-oss-120b MI300X output throughput the
+    MXFP4-on-ROCm stream share its TPOT rows fit (serving 14 -> 40 records); a ggml-org single-stream decode
+    reads no per-sequence time and stays unflagged."""
+    loso = {o.id: o for o in report.loso}
+    for rid in ("dstack-405b-mi300x-vllm-10000in-n8-tpot",
+                "ix-pr1061-gpt-oss-120b-mi300x-vllm-mxfp4-tp1-1024x1024-c64-output"):
+        assert loso[rid].prior, rid
+    assert not loso["ggmlci-v100-openllama7b-f16-tg256"].prior
 
 
 @pytest.mark.parametrize("source, publisher", [
@@ -278,7 +374,15 @@ HELD_LOO = {
     # measures V0's per-sequence cost: NEUTRAL, none) where they were dropped: their older-release row errs
     # +812 % median; the all-records figure is held on the user path below (HELD_USER_PATH)
     # -> 13.3 % / 880 %: the publisher-median fits (Lambda's V0 records, scored with the prior, err more)
-    "aggregate_decode": (0.14, 9.9),
+    # -> 13.3 % / 173 % (p90 over tightened) once that prior is a sourced one, V1's synchronous time per
+    # sequence (calibrate.py Fit prior, other publishers' fit: 119.4 us where Lambda's own is 379.1 us):
+    # Lambda's records +105 .. +251 % out of sample, were +253 .. +1,634 % with no per-sequence time
+    # -> 22.5 % / 173 % (median loosened): the fold without ggml-org's DGX Spark llama-batched-bench records
+    # takes no per-sequence time (NEUTRAL) where it took vLLM 0.5's CPU time per sequence fitted on Lambda
+    # (379 us), another mechanism's value: batched-bench has no scheduler, detokenizer or sampling
+    # (calibrate.py). Its twelve records +1..+20 % -> +9..+70 % out of sample: what cardfit predicts for
+    # batched llama.cpp steps without that one publisher, in sample -12..+6 %
+    "aggregate_decode": (0.23, 1.8),
     "max_context": (0.052, 0.70),
     # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the
     # two RTX 3090 Ti loads (+0.9 % in the model buffer) being new evidence, not a change of the model
@@ -506,7 +610,9 @@ HELD_USER_PATH = {
     # aggregate 11.6 % / 14.9 % -> 10.4 % / 15.5 % with the measured all-reduce kernel time and the MoE
     # constants it refits (expert_efficiency 0.615 -> 0.663): Millstone's gpt-oss-120b peaks out of sample,
     # H100 -10.1 % -> -8.0 %, 2x RTX PRO 6000 -23.8 % -> -21.8 %, one H200 +11.0 % -> +14.5 %
-    "aggregate_decode": (0.105, 0.16),  # 18 records
+    # 8.0 % / 13.3 % -> 19.7 % / 54.5 % (loosened): the user path's aggregate records are the twelve DGX Spark
+    # llama-batched-bench ones, all scored with the prior, which is now none (NEUTRAL: see HELD_LOO above)
+    "aggregate_decode": (0.20, 0.55),  # 12 records
     # serving 16.4 % / 34.4 % -> 15.5 % / 36.5 % with the engines' measured all-reduce kernel time
     # (core/speed.py CUSTOM_ALLREDUCE_US): 405B FP8 on 8x H100 +19 % -> +7 % out of sample; the MoE constants
     # it refits (expert_efficiency 0.615 -> 0.663, on TP 2-4 records whose all-reduce was overcharged) move

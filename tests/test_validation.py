@@ -126,6 +126,20 @@ def test_every_record_is_predicted_or_skipped_with_a_reason(report):
     assert len(memory_skips) <= 10, [(o.id, o.skipped) for o in memory_skips]
 
 
+def test_a_speed_record_without_a_figure_says_why():
+    """A speed record the model gives no figure says what is missing (issue 24: no record dropped silently):
+    llmfit's RTX 2080 and GTX 1050 Ti runs name a card the GPU catalog lacks, a prompt on a Tesla P40 (no FP16
+    rate: 1/64 of FP32) or an M3 Max (Apple publishes no GPU clock) one without a compute rate in it; all
+    read 'speed model cannot predict this record' before."""
+    from cardfit.validation.validate import _unpredicted_speed
+
+    recs = {r["id"]: r for r in all_records()}
+    assert _unpredicted_speed(recs["llmfit773-2080-llama31-8b-q4km"]) == (
+        "speed model: unknown GPU 'RTX 2080 8GB'")
+    assert _unpredicted_speed(recs["pr4766-p40-llama7b-q4_0-pp512"]) == (
+        "speed model: no compute rate for Tesla P40 in the GPU catalog (prefill)")
+
+
 # Today's levels (validation of 2026-11-30) with a little room: a change that makes any of them worse fails.
 # (median, p90) of |predicted / measured − 1| per kind.
 HELD = {

@@ -835,25 +835,48 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_layer"), 1, VllmLike,
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, dense "
         "models (an MoE layer's own fixed time is moe_overhead_us_per_layer)"),
-    Fit(Vllm, "decode_overhead_us_per_sequence_v0",
-        _both(_is("aggregate_decode"), _generation(False)),
-        _speed("implied_overhead_us_per_sequence"), 1, None,
-        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
-        "vLLM before 0.6"),
     Fit(Vllm, "decode_overhead_us_per_sequence_sync", _sync_loop, _implied_sync_per_sequence, 1, None,
         "time per sequence per step of vLLM V1's synchronous engine loop (releases 0.8 to 0.13, no "
         "--async-scheduling), from served TPOT and output-throughput records of those releases on NVIDIA "
         "cards with at least 32 sequences in flight, the rest of the model in place"),
+    # vLLM before 0.6 ran the same synchronous loop as V1 before 0.14 (schedule, prepare inputs, run, wait
+    # for the sampled ids, process outputs, all between two GPU steps: vLLM blog 2024-09-05 'vLLM v0.6.0: 2.7x
+    # Throughput Improvement', https://blog.vllm.ai/2024/09/05/perf-update.html, "many components (e.g.,
+    # scheduler and output processor) execute in a synchronous manner that blocks GPU execution"), so a fold
+    # that leaves out its one publisher (Lambda) takes V1's synchronous time per sequence, fitted on other
+    # publishers (fitted above it): a floor, as the older loop also detokenized in the step and shared the
+    # API server's process (the blog: "33%" of the time in the HTTP API server, "29%" scheduling)
+    Fit(Vllm, "decode_overhead_us_per_sequence_v0",
+        _both(_is("aggregate_decode"), _generation(False)),
+        _speed("implied_overhead_us_per_sequence"), 1, None,
+        "aggregate decode time left per sequence per step after the roofline and the per-layer overhead, "
+        "vLLM before 0.6",
+        prior="decode_overhead_us_per_sequence_sync"),
+    # SGLang before 0.4 ran the loop vLLM V1 ran before 0.14: a scheduler process that forwards a batch, waits
+    # for the sampled ids (ModelTpServer.forward_decode_batch: "next_token_ids = next_token_ids.tolist()"),
+    # checks every request (req.check_finished) and sends the tokens to a separate detokenizer process
+    # (handle_finished_requests: "# Send to detokenizer", BatchTokenIDOut), behind a separate tokenizer/HTTP
+    # process (sgl-project/sglang python/sglang/srt/managers/controller/tp_worker.py @02eb87ea, 0.1-0.2);
+    # the overlap scheduler of 0.4 hides exactly that work (LMSYS blog 2024-12-04 'SGLang v0.4: Zero-Overhead
+    # Batch Scheduler', https://lmsys.org/blog/2024-12-04-sglang-v0-4/). Its one record is one thread
+    # (sglang#938), so a fold without it takes vLLM V1's synchronous time per sequence (fitted on other
+    # publishers), not vLLM 0.5's, whose loop also detokenized and shared the HTTP server's process
     Fit(SGLang, "decode_overhead_us_per_sequence_v0",
         _both(_is("aggregate_decode"), _generation(False)),
         _speed("implied_overhead_us_per_sequence"), 1, None,
         "the same for SGLang before 0.4 (no overlap scheduler)",
-        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+        prior="decode_overhead_us_per_sequence_sync", prior_on=Vllm),
+    # No prior: llama-batched-bench drives llama_decode directly, one token 0 per sequence a step, no
+    # scheduler, HTTP server, detokenizer or sampling (ggml-org/llama.cpp
+    # tools/batched-bench/batched-bench.cpp @0a1f0179: "common_batch_add(batch, 0, pp + i, { j }, true)",
+    # then llama_decode and llama_synchronize), so the time its steps leave per sequence is
+    # llama_decode's own (kernels, each sequence's logits), not an engine loop's on the CPU, and no other
+    # publisher measures it: a fold without ggml-org's records is the model without it (NEUTRAL), not vLLM's
+    # CPU time per sequence (its prior until 2026-12: a different mechanism)
     Fit(LlamaCpp, "decode_overhead_us_per_sequence", _is("aggregate_decode"),
         _speed("implied_overhead_us_per_sequence"), 1, LlamaCppLike,
         "batched decode time left per sequence per step after the roofline and the per-layer time of a step "
-        "without CUDA graphs (llama-batched-bench S_TG, B > 1)",
-        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+        "without CUDA graphs (llama-batched-bench S_TG, B > 1)"),
     Fit(TrtLlm, "decode_overhead_us_per_sequence_v0", _trt_engine_v0, _implied_trt_per_sequence, 1, None,
         "time per sequence per step of a TensorRT engine's C++ runtime (trtllm-bench 0.15 offline "
         "throughput: Azure's AI-benchmarking-guide, NVIDIA's own 0.15.0 table; NIM 1.8.0's engines at a "
@@ -900,10 +923,17 @@ FITS: tuple[Fit, ...] = (
         "the steps of a served load on ROCm, from its offline-throughput records on MI300X (thousands of "
         "sequences a step: GEMM-bound), the rest of the model in place; TGI and SGLang on ROCm call the same "
         "PyTorch/hipBLASLt GEMMs and take it (TGI's own MI300X records, not fitted, test it)"),
+    # One publisher (dstack): a fold without it takes the CPU dispatch time per layer of a step whose kernels
+    # are launched one by one from Python, as vLLM's prompt steps past their graphs
+    # (prefill_overhead_us_per_layer, 0.8 ms: aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py
+    # _prefill_dispatch_overhead_ms, NVIDIA's: https://pypi.org/project/aiconfigurator-core/0.12.0/), the
+    # value SGLang's and TGI's eager decode steps take (runtimes.toml decode_overhead_us_per_layer_v0), not
+    # the graph step's per-layer time (NEUTRAL: no eager step)
     Fit(Vllm, "decode_overhead_us_per_layer_eager_v0", _v0_decode_past_graphs, _implied_eager_decode, 1, None,
         "per-layer time of a V0 decode step run eagerly because its context passes max_seq_len_to_capture, "
         "from vLLM V0's served TPOT records of one request past it, the rest of the model in place (today "
-        "dstack's two 405B-on-MI300X CSVs: one server, two runs)"),
+        "dstack's two 405B-on-MI300X CSVs: one server, two runs)",
+        prior="prefill_overhead_us_per_layer"),
     Fit(Vllm, "prefix_prefill_tflops_rocm_v0", _rocm_v0_chunked_prompt, _implied_prefix_prefill_rate, 2,
         VllmLike,
         "attention rate per card of vLLM V0's Triton prefix-prefill kernel on ROCm (chunked prefill on), "

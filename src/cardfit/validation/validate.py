@@ -667,8 +667,23 @@ def _speed(r: dict[str, Any]) -> tuple[float, str]:
     except Exception as e:  # noqa: BLE001  (another module's bug must not hide every other record)
         raise Skip(f"speed model failed: {type(e).__name__}: {e}") from None
     if v is None:
-        raise Skip("speed model cannot predict this record")
+        raise Skip(_unpredicted_speed(r))
     return float(v), "services.speed.predict_speed"
+
+
+def _unpredicted_speed(r: dict[str, Any]) -> str:
+    """Why the speed model gives a record no figure (validation/single.py predict_speed returns None): its
+    card, model or quantization outside the catalogs (the catalog's own message, without its suggestions),
+    or a prompt on a card the GPU catalog gives no compute rate for."""
+    from .single import record_setup
+
+    try:
+        s = record_setup(dict(r))
+    except CardfitError as e:
+        return f"speed model: {str(e).split(';')[0]}"
+    if r.get("kind") == "prefill" and not s.tflops:
+        return f"speed model: no compute rate for {s.plan.first.option.gpu.name} in the GPU catalog (prefill)"
+    return "speed model cannot predict this record"
 
 
 def _serving(r: dict[str, Any]) -> tuple[float, str]:
@@ -1089,7 +1104,32 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
         for r in recs:  # a constant nothing else measures: scored with the prior
             if r["id"] in out and any(f.select(r) for f in prior):
                 out[r["id"]] = replace(out[r["id"]], prior=True)
+        _flag_readers(recs, out, prior, ChainMap(typed, refit) if typed else refit)
     return [out.get(o.id, by_id[o.id]) for o in outcomes]
+
+
+def _flag_readers(recs: list[dict[str, Any]], out: dict[str, Outcome], prior: tuple[Any, ...],
+                  values: Mapping[str, float]) -> None:
+    """Flag as scored with the prior the fold's other records whose figure reads a constant only this fold
+    measures (dstack's 8-request runs past V0's graph context read the eager per-layer time its one-request
+    runs fit): their figure moves when those constants take their in-sample values instead."""
+    from collections import ChainMap
+
+    from ..core.constants import constants
+    from .calibrate import stored
+
+    if not prior:
+        return
+    have = stored()
+    own = {k: have[k] for f in prior for rt in (f.runtime, *f.copies) if (k := f"{rt}.{f.field}") in have}
+    rest = [r for r in recs
+            if r["id"] in out and not out[r["id"]].prior and out[r["id"]].predicted is not None]
+    if not own or not rest:
+        return
+    with constants(ChainMap(own, values)):  # type: ignore[arg-type]
+        moved = [r["id"] for r in rest if predict(r).predicted != out[r["id"]].predicted]
+    for rid in moved:
+        out[rid] = replace(out[rid], prior=True)
 
 
 def _folds(publishers: set[str]) -> dict[str, tuple[Mapping[str, float], tuple[Any, ...]]]:
