@@ -298,10 +298,13 @@ def placed(ctx: Context, count: int) -> Shape:
     return shape_of(ctx.runtime, count, ctx.model, ctx.rules.node_size, ctx.inp.tp)
 
 
-def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
+def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int,
+               part: fitting.CardSet | None = None) -> fitting.Option:
+    """The fit check of `count` cards of `gpu`; `part`: their set's part (card_set) where the caller has it
+    (the every-card plan's rows, _card_rows)."""
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     margin, split = _fit_parts(ctx, mem)
-    return fitting.check_set(mem, card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
+    return fitting.check_set(mem, part or card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
                              margin_bytes=margin, model=ctx.model, cards=split)
 
 
@@ -352,6 +355,45 @@ def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
     return hit
 
 
+class CardRow:
+    """A card of the every-card plan with its parts that no context changes: the card, its cards per set
+    (cards_per_set), the set's part of the fit check (card_set; None where not kept) and its card part of
+    the decode estimate (_decode_card, found when first asked). _card_rows keeps them for each plan's
+    settings, so a plan asked again at another context finds each card's parts in its row, not by hashing
+    its keys again."""
+
+    __slots__ = ("gpu", "count", "part", "decode")
+
+    def __init__(self, gpu: Gpu, count: int, part: fitting.CardSet | None) -> None:
+        self.gpu, self.count, self.part = gpu, count, part
+        # (set once, to the same object by every thread that sets it: _decode_card's own memo)
+        self.decode: speedmod.DecodeCard | None = None
+
+
+def _card_rows(ctx: Context) -> tuple[CardRow, ...]:
+    """Every card the plan ranks (the catalog's, or its priced ones with --priced), each with its parts that
+    no context changes (CardRow), kept for what they read of the plan: the card catalog (the registry
+    itself), --priced, the runtime, quantization and model, --gpu-memory-utilization, --tp, --gpus, the
+    rental rules, the host RAM's bandwidth and the runtime's fitted constants in place (core/constants.py,
+    as _machine). At most ROWS_KEPT plans' rows."""
+    rt = ctx.runtime
+    ram = getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS)
+    key = (ctx.gpus, bool(ctx.inp.priced), rt, ctx.quant, ctx.model, ctx.utilization, ctx.inp.tp,
+           ctx.inp.gpus, ctx.rules, ram, snapshot(rt.id))
+    hit = _CARD_ROWS.get(key)
+    if hit is None:
+        gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
+        hit = tuple(CardRow(g, n, card_set(ctx, g, n)) for g in gpus for n in (cards_per_set(ctx, g),))
+        if len(_CARD_ROWS) >= ROWS_KEPT:
+            _CARD_ROWS.clear()  # one atomic step, as _MACHINES
+        _CARD_ROWS[key] = hit
+    return hit
+
+
+ROWS_KEPT = 64  # plans' rows kept (~120 cards each: ~20 KB a plan's settings)
+_CARD_ROWS: dict[tuple, tuple[CardRow, ...]] = {}
+
+
 def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] | None:
     """Each card's need when a llama.cpp-like runtime splits the model's layers over equal cards (its
     default split: equal free memory), from the split's one owner (runtimes/llamacpp_like.py split_cards,
@@ -393,7 +435,10 @@ class CardPlan:
     memory: Memory
     context_note: str
     ctx: Context = field(compare=False, repr=False)
-    _kept: dict[str, speedmod.Speed | None] = field(default_factory=dict, compare=False, repr=False)
+    _kept: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the card's row of the every-card plan (_card_rows: its parts that no context changes) where the option
+    # is that row's set; None else
+    row: CardRow | None = field(default=None, compare=False, repr=False)
 
     @property
     def decode(self) -> speedmod.Speed | None:
@@ -411,7 +456,12 @@ class CardPlan:
         s = self._kept.get("decode", False)
         if s is False and self.option.gpu.bandwidth_gbps is not None and self.ctx.model.generates \
                 and self.ctx.speculation is None:
-            return _decode_rates(self.ctx, *_decode_inputs(self.ctx, self.memory, self.option))
+            # kept: the ranking's row and the cost section both read them
+            rates = self._kept.get("rates")
+            if rates is None:
+                rates = self._kept["rates"] = _decode_rates(
+                    self.ctx, *_decode_inputs(self.ctx, self.memory, self.option, self.row))
+            return rates  # type: ignore[no-any-return]
         s = self.decode
         return (s.decode_ceiling_tokens_per_s, s.decode_tokens_per_s) if s else (None, None)
 
@@ -579,6 +629,7 @@ def clear_memos() -> None:
     _DECODE_CARDS.clear()
     _CARD_PARTS.clear()
     _CARD_SETS.clear()
+    _CARD_ROWS.clear()
     _on_card.cache_clear()
     _rounded_range.cache_clear()
     placement.clear_memos()
@@ -590,12 +641,18 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                                 prefill_ubatch=ctx.prefill_chunk or 512)
 
 
-def _decode_inputs(ctx: Context, mem: Memory,
-                   opt: fitting.Option) -> tuple[speedmod.DecodeCard, speedmod.Load]:
-    """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on)."""
+def _decode_inputs(ctx: Context, mem: Memory, opt: fitting.Option,
+                   row: CardRow | None = None) -> tuple[speedmod.DecodeCard, speedmod.Load]:
+    """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on); `row`:
+    the set's row of the every-card plan (_card_rows), which keeps its card part."""
     rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
-    card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    card = row.decode if row is not None else None
+    if card is None:
+        ram = getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS)
+        card = _decode_card(ctx, opt.gpu, opt.tp, ram)
+        if row is not None:
+            row.decode = card
     # the same on every card that holds this memory estimate (and whatever the load reads of the plan in the
     # key: a context copied with another runtime or quantization shares `kept`)
     model, quant, chunk = ctx.model, ctx.quant, ctx.prefill_chunk
@@ -692,20 +749,23 @@ def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
 
 def card_plans(ctx: Context) -> list[CardPlan]:
     if ctx.inp.gpu:
-        gpus = [ctx.gpus.get(ctx.inp.gpu)]
+        gpu = ctx.gpus.get(ctx.inp.gpu)
+        rows: tuple[CardRow, ...] = (CardRow(gpu, cards_per_set(ctx, gpu), None),)
     else:
-        gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
+        rows = _card_rows(ctx)
     mems: dict[tuple[int, bool, int, int], tuple[Memory, str]] = {}
     out = []
-    for gpu in gpus:
+    for row in rows:
+        gpu = row.gpu
         context, why = default_context(ctx, gpu)
         key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu))
         if key not in mems:
             check_context(ctx, context)
             mems[key] = (memory_for(ctx, context, gpu), why)
         mem = mems[key][0]
-        count = cards_per_set(ctx, gpu)
-        opt = option_for(ctx, mem, gpu, count)
+        count = row.count
+        opt = option_for(ctx, mem, gpu, count, row.part)
+        own: CardRow | None = row if row.part is not None else None
         # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM; a
         # card the user named is planned as the smallest set of it when one card is too small (a named card
         # that llama.cpp/Ollama can run with offload keeps that answer: it may be the only card there is)
@@ -717,7 +777,8 @@ def card_plans(ctx: Context) -> list[CardPlan]:
                     ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
                                      f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
                 opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
-        out.append(CardPlan(opt, mem, why, ctx))
+                own = None  # another set than the row's
+        out.append(CardPlan(opt, mem, why, ctx, row=own))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
     return [by_opt[id(o)] for o in ranked]
@@ -1072,36 +1133,54 @@ class GpuPlan(Result):
     flatten = ("launch",)
 
 
-def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | None = None) -> GpuPlan:
+def gpu_plan(ctx: Context, card: CardPlan, launches: dict[Any, Any] | None = None) -> GpuPlan:
     """A set runs the model tensor parallel inside a node, pipeline stages across nodes (or layers split over
     the cards for llama.cpp / Ollama), one replica; where it fits, the command that starts it (the same
     launch line `cardfit deploy` prints: services/launch_line.py). `launches`: the lines already made for
-    this plan, by what they are made of (the split and the context, not the card: most cards share one)."""
-    o, (ceiling, realistic), mem, rt = card.option, card.decode_rates, card.memory, ctx.runtime
+    this plan, by what they are made of (the split and the context, not the card: most cards share one), and
+    what every row reads of the plan's settings (_row_settings, made once)."""
+    o, (ceiling, realistic), mem = card.option, card.decode_rates, card.memory
+    shared = launches.get(ROW_SETTINGS) if launches is not None else None
+    if shared is None:
+        shared = _row_settings(ctx)
+        if launches is not None:
+            launches[ROW_SETTINGS] = shared
+    offload_gb, slots, seqs, rt_id = shared
     launch = None
     tier = 0.0
-    if getattr(ctx.inp, "kv_offload_gb", None):
+    if offload_gb:
         from ..core.reuse import OffloadReason
 
         if kv_offload_check(ctx, card)[0] is OffloadReason.HELPS:
-            tier = float(ctx.inp.kv_offload_gb)
+            tier = float(offload_gb)
     if o.fits:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
-        slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
-        seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
         launch = _launch_line(ctx, (o.tp, o.pp, mem.context, seqs, kv, slots), launches, tier)
     decode = rounded(realistic, 1)
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(ceiling, 1), o.tp, o.pp, 1, launch,
-                   _speed_range(decode, "decode_tokens_per_s", rt.id), tier,
+                   _speed_range(decode, "decode_tokens_per_s", rt_id), tier,
                    ctx.speculation.to_json() if ctx.speculation is not None else None,
                    card_need_bytes=list(o.card_need_bytes) or None)
 
 
+ROW_SETTINGS = "row settings"  # gpu_plan's `launches`: what every row of the plan reads of its settings
+
+
+def _row_settings(ctx: Context) -> tuple[Any, int, int, str]:
+    """What each card's row reads of the plan alike (gpu_plan): --kv-offload-gb, the launch line's slots
+    (llama.cpp / Ollama: -np; 0 for a paged or tensor-parallel engine) and sequences (at least the plan's, as
+    engine_defaults), and the runtime's id (its speed ranges)."""
+    rt = ctx.runtime
+    slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences
+    seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)
+    return getattr(ctx.inp, "kv_offload_gb", None), slots, seqs, rt.id
+
+
 def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],
-                 launches: dict[tuple, LaunchLine] | None, tier: float = 0.0) -> LaunchLine:
+                 launches: dict[Any, Any] | None, tier: float = 0.0) -> LaunchLine:
     """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command) and
     a host KV tier of `tier` GB, made once per plan for each such set of arguments."""
     key = (*args, tier)
@@ -1250,7 +1329,7 @@ class PlanView(Result):
 
 def plan_view(p: Plan) -> PlanView:
     first = p.first
-    launches: dict[tuple, LaunchLine] = {}
+    launches: dict[Any, Any] = {}
     return PlanView(model_view(p.ctx), inputs_view(p.ctx, first), memory_view(p.ctx, first.memory),
                     tuple(gpu_plan(p.ctx, c, launches) for c in p.cards), speed_view(p.ctx, first),
                     plan_cost(p),
@@ -1365,8 +1444,8 @@ def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice]
     rows = []
     for a in chosen:
         be = cost.breakeven_millions(o.monthly_usd, prices[a.id])
-        rows.append(CardBreakeven(a.id, rounded(be, 3), rounded(cost.required_duty(be, capacity), 4),
-                                  cost.required_duty(be, capacity) <= 1))
+        duty_needed = cost.required_duty(be, capacity)
+        rows.append(CardBreakeven(a.id, rounded(be, 3), rounded(duty_needed, 4), duty_needed <= 1))
     per_m = rounded(cost.cost_per_million(hourly, tps, duty), 4)
     full = rounded(cost.cost_per_million(hourly, tps, 1.0), 4)
     tokens = rounded(tps, 1)

@@ -250,9 +250,19 @@ def _other(v: Any) -> str:
 
 
 def _list(v: list[Any] | tuple[Any, ...]) -> str:
-    get, kept = _VALUE.get, _FLOATS.get
-    return "[" + ",".join([(kept(x) or _float(x)) if type(x) is float else get(type(x), _other)(x)
-                           for x in v]) + "]"
+    """A list or tuple as the encoder writes it: each item by its type, as _items writes a field. Most lists
+    of an answer are a figure's likely range, [low, high] floats (each card's decode, each priced card's
+    cost), written without a loop; the others by a loop, not a list comprehension (a function of its own,
+    made and called at each list on CPython 3.11)."""
+    kept = _FLOATS.get
+    if len(v) == 2 and type(x := v[0]) is float and type(y := v[1]) is float:
+        return "[" + (kept(x) or _float(x)) + "," + (kept(y) or _float(y)) + "]"
+    get = _VALUE.get
+    out: list[str] = []
+    add = out.append
+    for x in v:
+        add((kept(x) or _float(x)) if type(x) is float else get(type(x), _other)(x))
+    return "[" + ",".join(out) + "]"
 
 
 def _string(v: str) -> str:
