@@ -3,7 +3,7 @@ Everything here is wiring; the arithmetic lives in core/."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import field, replace
 from functools import lru_cache
 from typing import Any
@@ -357,17 +357,19 @@ def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
 
 class CardRow:
     """A card of the every-card plan with its parts that no context changes: the card, its cards per set
-    (cards_per_set), the set's part of the fit check (card_set; None where not kept) and its card part of
-    the decode estimate (_decode_card, found when first asked). _card_rows keeps them for each plan's
+    (cards_per_set), the set's part of the fit check (card_set; None where not kept), its card part of
+    the decode estimate (_decode_card, found when first asked) and the parts of the larger sets tried where
+    the card alone cannot hold the model (_row_sets). _card_rows keeps them for each plan's
     settings, so a plan asked again at another context finds each card's parts in its row, not by hashing
     its keys again."""
 
-    __slots__ = ("gpu", "count", "part", "decode")
+    __slots__ = ("gpu", "count", "part", "decode", "sets")
 
     def __init__(self, gpu: Gpu, count: int, part: fitting.CardSet | None) -> None:
         self.gpu, self.count, self.part = gpu, count, part
         # (set once, to the same object by every thread that sets it: _decode_card's own memo)
         self.decode: speedmod.DecodeCard | None = None
+        self.sets: tuple[fitting.CardSet, ...] = ()  # the larger sets' parts tried so far (_row_sets)
 
 
 def _card_rows(ctx: Context) -> tuple[CardRow, ...]:
@@ -390,7 +392,10 @@ def _card_rows(ctx: Context) -> tuple[CardRow, ...]:
     return hit
 
 
-ROWS_KEPT = 64  # plans' rows kept (~120 cards each: ~20 KB a plan's settings)
+# plans' rows kept: ~120 cards each, ~20 KB a plan's settings, and the larger sets a card tried where it
+# cannot hold the model alone (at most the shapes of up to 64 nodes: a model no set holds tries them all on
+# the ~20 multi-node cards, ~1,300 set parts of ~250 bytes)
+ROWS_KEPT = 32
 _CARD_ROWS: dict[tuple, tuple[CardRow, ...]] = {}
 
 
@@ -589,11 +594,11 @@ def _served_load(ctx: Context, mem: Memory, w: Any, offloaded: float) -> speedmo
     """services/served.py load(), kept in the plan like the decode load (_decode_inputs): the same on every
     card that holds this memory estimate, keyed by all it reads of the plan (a context copied with another
     runtime or quantization shares `kept`)."""
-    from . import served
-
     key = ("served load", ctx.model, ctx.quant, ctx.runtime, ctx.prefill_chunk, mem, w, offloaded)
     hit = ctx.kept.get(key)
     if hit is None:
+        from . import served  # (where it is made: an import statement costs ~1 us even when loaded)
+
         hit = ctx.kept[key] = served.load(ctx, mem, w, offloaded)
     return hit
 
@@ -602,11 +607,11 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
     """services/served.py machine(), kept: what it reads of the plan (its runtime, quantization and model),
     the card, the split and the runtime's constants in place (core/constants.py: validation's refits) are the
     key, so the page's every-card plans, asked again at another context, build each card's machine once."""
-    from . import served
-
     key = (ctx.runtime, ctx.quant, ctx.model, gpu, tp, ram_bandwidth_gbps, snapshot(ctx.runtime.id))
     hit = _MACHINES.get(key)
     if hit is None:
+        from . import served  # (where it is made, as _served_load)
+
         if len(_MACHINES) >= MACHINES_KEPT:
             _MACHINES.clear()  # one atomic step (the web app's workers share it and take no lock)
         hit = _MACHINES[key] = served.machine(ctx, gpu, tp, ram_bandwidth_gbps=ram_bandwidth_gbps)
@@ -725,14 +730,35 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
     return hit
 
 
-def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
-    return fitting.smallest_set(mem, gpu, ctx.engine, ctx.rules, requires=requires(ctx.quant),
-                                utilization=ctx.utilization, margin_bytes=_set_margin(ctx, mem),
-                                model=ctx.model)
+def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu, row: CardRow | None = None) -> fitting.Option | None:
+    """core/fit.py smallest_set of the card; `row`: its row of the every-card plan, which keeps the parts of
+    the sets it tries (_row_sets)."""
+    if row is None:
+        return fitting.smallest_set(mem, gpu, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+                                    utilization=ctx.utilization, margin_bytes=_set_margin(ctx, mem),
+                                    model=ctx.model)
+    return fitting.smallest_of(mem, _row_sets(ctx, row), ctx.engine, ctx.rules,
+                               margin_bytes=_set_margin(ctx, mem), model=ctx.model)
 
 
-def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
-                    why: str) -> tuple[fitting.Option, Memory, str]:
+def _row_sets(ctx: Context, row: CardRow) -> Iterator[fitting.CardSet]:
+    """The parts of the sets smallest_set tries for the row's card (core/fit.py set_shapes, set_part), each
+    made when first tried and kept in the row (what they read of the plan is the row's key): a plan asked
+    again at another context tries them again without making them. The row keeps the tried ones in order
+    (a tuple replaced whole: a thread that made one again writes an equal prefix)."""
+    kept = row.sets
+    for i, shape in enumerate(fitting.set_shapes(row.gpu, ctx.engine, ctx.rules, ctx.model)):
+        if i < len(kept):
+            yield kept[i]
+            continue
+        s = fitting.set_part(row.gpu, shape, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+                             utilization=ctx.utilization, model=ctx.model)
+        row.sets = kept = (*kept, s)  # (i == len(kept) here)
+        yield s
+
+
+def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory, why: str,
+                    row: CardRow | None = None) -> tuple[fitting.Option, Memory, str]:
     """Ollama picks its default context from the VRAM of all the cards: plan the set at that context (the
     smallest set that holds it there), or keep the smaller context and say what to set."""
     context, set_why = default_context(ctx, gpu, opt.count)
@@ -740,7 +766,7 @@ def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
         return opt, mem, set_why if ctx.runtime.context_tiers else why
     check_context(ctx, context)
     wide = memory_for(ctx, context, gpu)
-    again = _smallest_set(ctx, wide, gpu)
+    again = _smallest_set(ctx, wide, gpu, row)
     if again is not None:
         return again, wide, default_context(ctx, gpu, again.count)[1]
     return opt, mem, f"{why}; Ollama would pick {context:,} for {opt.count} cards, which needs more: " \
@@ -771,12 +797,13 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         # that llama.cpp/Ollama can run with offload keeps that answer: it may be the only card there is)
         named_too_small = ctx.inp.gpu and opt.refusal is fitting.Refusal.MEMORY
         if not opt.fits and not ctx.inp.gpus and not ctx.inp.tp and (not ctx.inp.gpu or named_too_small):
-            bigger = _smallest_set(ctx, mem, gpu)
+            bigger = _smallest_set(ctx, mem, gpu, row if row.part is not None else None)
             if bigger is not None:
                 if named_too_small:
                     ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
                                      f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
-                opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
+                opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why,
+                                                row if row.part is not None else None)
                 own = None  # another set than the row's
         out.append(CardPlan(opt, mem, why, ctx, row=own))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
