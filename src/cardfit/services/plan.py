@@ -32,6 +32,7 @@ from ..runtimes.llamacpp_like import LlamaCppLike
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
 from .inputs import PlanInput
+from .launch_line import launched_split
 from .resolve import Resolved, resolve
 from .table import ModelBasics, Result
 
@@ -1182,7 +1183,8 @@ def gpu_plan(ctx: Context, card: CardPlan, launches: dict[Any, Any] | None = Non
             tier = float(offload_gb)
     if o.fits:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
-        launch = _launch_line(ctx, (o.tp, o.pp, mem.context, seqs, kv, slots), launches, tier)
+        tp, pp = launched_split(ctx.runtime, o.tp, o.pp)  # what the line states of the split
+        launch = _launch_line(ctx, (tp, pp, mem.context, seqs, kv, slots), launches, tier)
     decode = rounded(realistic, 1)
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
