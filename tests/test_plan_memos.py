@@ -579,3 +579,20 @@ def test_the_closed_loop_request_is_replace(monkeypatch):
             assert got == replace(w, users=users, requests_per_s=None)
             assert len(served._CLOSED) <= 4
     assert served.closed(sv.Workload(5, 7, requests_per_s=3.0), 2.0).requests_per_s is None
+
+
+@pytest.mark.parametrize("change", [{"overhead_gb": 1.5}, {"gpu_memory_utilization": 0.8}, {"tp": 2},
+                                    {"quant": "fp8"}, {"priced": True}, {"batch": 8}, {"max_num_seqs": 64},
+                                    {"prefill_chunk": 1024}, {"runtime": "sglang"}],
+                         ids=lambda c: next(iter(c)))
+def test_a_plan_with_other_settings_gets_its_own_rows(change, monkeypatch):
+    """The rows kept for one plan's settings are never another's: a plan asked after its neighbour (the
+    same model, one setting changed: the overhead, the memory fraction, the split, the quantization, the
+    cards listed, the batch, the engine's caps, the runtime) answers as it does with no row kept."""
+    body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "runtime": "vllm", "context": 8192}
+    pl.clear_memos()
+    _page_json(body, 8192)
+    got = _page_json({**body, **change}, 8192)
+    monkeypatch.setattr(pl, "_CARD_ROWS", _NotKept())
+    pl.clear_memos()
+    assert _page_json({**body, **change}, 8192) == got

@@ -254,23 +254,38 @@ def check_context(ctx: Context, context: int) -> None:
                          "tokens", field="context", hint="pass --allow-long-context to plan it anyway")
 
 
-def engine_defaults(ctx: Context, gpu: Gpu | None) -> tuple[int, int]:
+def engine_defaults(ctx: Context, gpu: Gpu | None, row: CardRow | None = None) -> tuple[int, int]:
     """(batched tokens, max sequences) of the engine's profile run: --prefill-chunk when given, else the
     engine's own default on this card (vLLM V1: 8192 tokens and 1024 sequences on a >= 70 GiB card that
     is not an A100, 2048 and 256 on the others; runtimes/vllm_like.py), and never fewer sequences than
-    the plan runs at once (the launch line's --max-num-seqs). Without a card, the profile's defaults."""
+    the plan runs at once (the launch line's --max-num-seqs). Without a card, the profile's defaults.
+    `row`: the card's row of the every-card plan, which keeps the engine's own defaults on the card
+    (_engine_on)."""
     asked = getattr(ctx.inp, "max_num_seqs", None)
     if gpu is None:
         return ctx.prefill_chunk, max(asked or ctx.runtime.max_num_seqs, ctx.sequences)
-    engine = adapter(_runtime_for(ctx, gpu))
+    on = row.engine if row is not None else None
+    if on is None:
+        on = _engine_on(ctx, gpu)
+        if row is not None:
+            row.engine = on
+    engine, own_chunk, own_seqs = on
     if ctx.inp.prefill_chunk:
         chunk = ctx.inp.prefill_chunk
-    elif isinstance(engine, VllmLike):  # V0's budget is its max_model_len (the plan's context)
+    elif own_chunk is None:  # vLLM-like: V0's budget is its max_model_len (the plan's context)
         chunk = engine.serve_batched_tokens(gpu, ctx.inp.context or ctx.model.max_context or 0)
     else:
-        chunk = engine.serve_batched_tokens(gpu)
-    seqs = asked or engine.serve_max_num_seqs(gpu)  # at least ctx.sequences (max() as a conditional)
+        chunk = own_chunk
+    seqs = asked or own_seqs  # at least ctx.sequences (max() as a conditional)
     return chunk, ctx.sequences if ctx.sequences > seqs else seqs
+
+
+def _engine_on(ctx: Context, gpu: Gpu) -> tuple[Runtime, int | None, int]:
+    """The runtime's adapter on the card (Apple's unified memory changes it) and its own defaults there:
+    batched tokens (None for a vLLM-like engine, whose V0 budget reads the plan's context) and sequences."""
+    engine = adapter(_runtime_for(ctx, gpu))
+    chunk = None if isinstance(engine, VllmLike) else engine.serve_batched_tokens(gpu)
+    return engine, chunk, engine.serve_max_num_seqs(gpu)
 
 
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
@@ -359,30 +374,32 @@ def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
 class CardRow:
     """A card of the every-card plan with its parts that no context changes: the card, its cards per set
     (cards_per_set), the set's part of the fit check (card_set; None where not kept), its card part of
-    the decode estimate (_decode_card, found when first asked) and the parts of the larger sets tried where
-    the card alone cannot hold the model (_row_sets). _card_rows keeps them for each plan's
-    settings, so a plan asked again at another context finds each card's parts in its row, not by hashing
-    its keys again."""
+    the decode estimate (_decode_card), the parts of the larger sets tried where the card alone cannot hold
+    the model (_row_sets) and the engine's own defaults on it (_engine_on), each found when first asked.
+    _card_rows keeps them for each plan's settings, so a plan asked again at another context finds each
+    card's parts in its row, not by hashing its keys again."""
 
-    __slots__ = ("gpu", "count", "part", "decode", "sets")
+    __slots__ = ("gpu", "count", "part", "decode", "sets", "engine")
 
     def __init__(self, gpu: Gpu, count: int, part: fitting.CardSet | None) -> None:
         self.gpu, self.count, self.part = gpu, count, part
         # (set once, to the same object by every thread that sets it: _decode_card's own memo)
         self.decode: speedmod.DecodeCard | None = None
         self.sets: tuple[fitting.CardSet, ...] = ()  # the larger sets' parts tried so far (_row_sets)
+        self.engine: tuple[Runtime, int | None, int] | None = None  # _engine_on, found when first asked
 
 
 def _card_rows(ctx: Context) -> tuple[CardRow, ...]:
     """Every card the plan ranks (the catalog's, or its priced ones with --priced), each with its parts that
     no context changes (CardRow), kept for what they read of the plan: the card catalog (the registry
     itself), --priced, the runtime, quantization and model, --gpu-memory-utilization, --tp, --gpus, the
-    rental rules, the host RAM's bandwidth and the runtime's fitted constants in place (core/constants.py,
-    as _machine). At most ROWS_KEPT plans' rows."""
+    rental rules, the host RAM's bandwidth, the runtime's fitted constants in place (core/constants.py, as
+    _machine) and whether --overhead-gb replaced the runtime's overhead (_runtime_for). At most ROWS_KEPT
+    plans' rows."""
     rt = ctx.runtime
     ram = getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS)
     key = (ctx.gpus, bool(ctx.inp.priced), rt, ctx.quant, ctx.model, ctx.utilization, ctx.inp.tp,
-           ctx.inp.gpus, ctx.rules, ram, snapshot(rt.id))
+           ctx.inp.gpus, ctx.rules, ram, snapshot(rt.id), ctx.inp.overhead_gb is not None)
     hit = _CARD_ROWS.get(key)
     if hit is None:
         gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
@@ -785,7 +802,7 @@ def card_plans(ctx: Context) -> list[CardPlan]:
     for row in rows:
         gpu = row.gpu
         context, why = default_context(ctx, gpu)
-        key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu))
+        key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu, row))
         if key not in mems:
             check_context(ctx, context)
             mems[key] = (memory_for(ctx, context, gpu), why)
