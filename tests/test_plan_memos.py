@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cardfit.catalog.quants import default_quants
 from cardfit.core import fit as fitting
+from cardfit.core import placement
 from cardfit.core import speed as sp
 from cardfit.core.memory import Memory
 from cardfit.services import plan as pl
@@ -99,7 +100,7 @@ def test_each_cards_listed_decode_is_its_full_estimates(body):
     for card in p.cards:
         early = pl.CardPlan(card.option, card.memory, card.context_note, p.ctx)
         first = early.decode_rates
-        light = not early._kept
+        light = "decode" not in early._kept  # the full estimate not worked out (its rates kept alone)
         full = _fresh_decode(p.ctx, card.memory, card.option)
         if p.ctx.speculation is not None and full is not None and full.decode_tokens_per_s is not None:
             full = replace(full, decode_tokens_per_s=pl.speculative_decode_tokens_per_s(p.ctx, card.memory,
@@ -464,3 +465,134 @@ def test_step_reads_are_the_builtins(body):
                     assert got == want and [type(x) for x in got] == [type(x) for x in want]
                     seen += 1
     assert seen > 100
+
+
+# The every-card plan's rows (services/plan.py _card_rows): each card's context-free parts kept per plan
+# settings, filled at one context and read at the next (issue 25 item 19: the page's every-card plan).
+ROW_PLANS = [
+    {"model": "llama3.1:8b"},  # Ollama on every card, the page's question
+    {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "vllm"},  # most cards as a larger set
+    {"model": "Qwen/Qwen3-30B-A3B", "runtime": "sglang", "batch": 16},  # routed experts, sets
+    {"model": "llama3.1:70b", "runtime": "llama.cpp"},  # offloads, uneven layer splits
+    {"model": "llama3.1:8b", "runtime": "vllm", "quant": "fp8", "priced": True, "batch": 8},  # priced only
+]
+
+
+class _NotKept(dict):
+    """A memo that keeps nothing: every plan makes its rows afresh."""
+
+    def __setitem__(self, key, value) -> None:
+        pass
+
+
+def _page_json(body: dict, context: int) -> str:
+    from cardfit.services.table import json_text
+
+    return json_text(pl.plan(parse(PlanInput, {**body, "context": context})))
+
+
+@pytest.mark.parametrize("body", ROW_PLANS, ids=lambda b: b["model"] + " " + b.get("runtime", ""))
+def test_rows_kept_across_contexts_answer_as_rows_made_afresh(body, monkeypatch):
+    """A plan whose rows were made and filled at other contexts (card parts, decode parts, the larger sets
+    tried) answers, byte for byte in the page's JSON, as the same plan with every row made afresh and every
+    memo cold; and it read the kept rows (the same objects), not new ones."""
+    pl.clear_memos()
+    for context in (3000, 20000, 3001):
+        _page_json(body, context)
+    kept = _page_json(body, 6000)
+    p = pl.plan(parse(PlanInput, {**body, "context": 6000}))
+    rows = pl._card_rows(p.ctx)
+    assert rows is pl._card_rows(pl.build_context(parse(PlanInput, {**body, "context": 7000})))
+    assert {id(c.row) for c in p.cards if c.row is not None} <= {id(r) for r in rows}
+    assert any(c.row is not None for c in p.cards)
+    monkeypatch.setattr(pl, "_CARD_ROWS", _NotKept())
+    pl.clear_memos()
+    assert _page_json(body, 6000) == kept
+
+
+def test_rows_are_kept_for_at_most_rows_kept_settings(monkeypatch):
+    """The rows memo counts its keys: plans of more settings than ROWS_KEPT keep at most that many, and a
+    row keeps at most the larger sets its card has (core/fit.py set_shapes), each the set's part made
+    afresh."""
+    monkeypatch.setattr(pl, "ROWS_KEPT", 3)
+    pl.clear_memos()
+    for util in (0.5, 0.6, 0.7, 0.8, 0.9):
+        p = pl.plan(parse(PlanInput, {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "vllm",
+                                      "gpu_memory_utilization": util, "context": 8192}))
+        assert 1 <= len(pl._CARD_ROWS) <= 3
+    ctx, tried = p.ctx, 0
+    for row in pl._card_rows(ctx):
+        shapes = fitting.set_shapes(row.gpu, ctx.engine, ctx.rules, ctx.model)
+        assert len(row.sets) <= len(shapes)
+        for s, shape in zip(row.sets, shapes, strict=False):
+            assert s == fitting.card_set(row.gpu, shape.cards, ctx.engine, ctx.rules,
+                                         requires=pl.requires(ctx.quant), utilization=ctx.utilization,
+                                         model=ctx.model, tp=shape.tp, pp=shape.pp)
+            tried += 1
+    assert tried > 10
+
+
+@pytest.mark.parametrize("body", ROW_PLANS[1:4], ids=lambda b: b["model"])
+def test_a_larger_set_is_the_smallest_set_checked_from_scratch(body):
+    """A card planned as the smallest set that holds the model (its row's kept set parts, _row_sets) is the
+    first of its shapes that check() fits, as smallest_set tried them before its parts were kept: each shape
+    of two cards or more in order, stopping at one the card cannot run."""
+    pl.clear_memos()
+    pl.plan(parse(PlanInput, {**body, "context": 3000}))  # fills the rows' sets at another context
+    p = pl.plan(parse(PlanInput, {**body, "context": 9000}))
+    ctx, larger = p.ctx, 0
+    for card in p.cards:
+        o = card.option
+        if o.count == pl.cards_per_set(ctx, o.gpu) or card.memory.context != 9000:
+            continue
+        want = None
+        if o.gpu.max_count != 1:
+            for s in placement.shapes(ctx.runtime, o.gpu, ctx.model, ctx.rules.set_sizes, ctx.rules.node_size,
+                                      64):
+                if s.cards < 2:
+                    continue
+                opt = fitting.check(card.memory, o.gpu, s.cards, ctx.engine, ctx.rules,
+                                    requires=pl.requires(ctx.quant), utilization=ctx.utilization,
+                                    margin_bytes=pl._set_margin(ctx, card.memory), model=ctx.model, tp=s.tp,
+                                    pp=s.pp)
+                if opt.fits:
+                    want = opt
+                    break
+                if opt.refusal is fitting.Refusal.UNSUPPORTED:
+                    break
+        assert o == want, o.gpu.name
+        larger += 1
+    assert larger > 3
+
+
+def test_the_closed_loop_request_is_replace(monkeypatch):
+    """services/served.py closed: the request sent by N users (kept by value, at most CLOSED_KEPT) is
+    dataclasses.replace of it, each request and count of users its own."""
+    from cardfit.core import serving as sv
+
+    monkeypatch.setattr(served, "CLOSED_KEPT", 4)
+    served._CLOSED.clear()
+    for i, o in [(0, 2048), (0, 2050), (1000, 200), (0, 2048)]:
+        w = sv.Workload(i, o)
+        for users in (1.0, 4.0, 16.0):
+            got = served.closed(w, users)
+            assert got == replace(w, users=users, requests_per_s=None)
+            assert len(served._CLOSED) <= 4
+    assert served.closed(sv.Workload(5, 7, requests_per_s=3.0), 2.0).requests_per_s is None
+
+
+@pytest.mark.parametrize("change", [{"overhead_gb": 1.5}, {"gpu_memory_utilization": 0.8}, {"tp": 2},
+                                    {"quant": "fp8"}, {"priced": True}, {"batch": 8}, {"max_num_seqs": 64},
+                                    {"prefill_chunk": 1024}, {"runtime": "sglang"}],
+                         ids=lambda c: next(iter(c)))
+def test_a_plan_with_other_settings_gets_its_own_rows(change, monkeypatch):
+    """The rows kept for one plan's settings are never another's: a plan asked after its neighbour (the
+    same model, one setting changed: the overhead, the memory fraction, the split, the quantization, the
+    cards listed, the batch, the engine's caps, the runtime) answers as it does with no row kept."""
+    body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "runtime": "vllm", "context": 8192}
+    pl.clear_memos()
+    _page_json(body, 8192)
+    got = _page_json({**body, **change}, 8192)
+    monkeypatch.setattr(pl, "_CARD_ROWS", _NotKept())
+    pl.clear_memos()
+    assert _page_json({**body, **change}, 8192) == got

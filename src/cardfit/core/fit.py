@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 
 from ..catalog.gpus import Feature, Gpu
@@ -13,7 +13,7 @@ from ..catalog.rental import RentalRules
 from ..catalog.runtimes import RuntimeProfile, runs_on
 from ..units import fmt_bytes
 from .memory import Memory, RuntimeModel
-from .placement import shapes
+from .placement import Shape, shapes
 
 
 class Verdict(StrEnum):
@@ -289,13 +289,35 @@ def smallest_set(mem: Memory, gpu: Gpu, rt: RuntimeModel, rules: RentalRules, *,
                  model: ModelSpec | None = None) -> Option | None:
     """The fewest cards of this kind that hold the plan: 2/4/8 in one node, then whole nodes, each split as
     core/placement.py places it (the shapes `cardfit deploy` searches)."""
+    sets = (set_part(gpu, s, rt, rules, requires=requires, utilization=utilization, model=model)
+            for s in set_shapes(gpu, rt, rules, model, max_nodes))
+    return smallest_of(mem, sets, rt, rules, margin_bytes=margin_bytes, model=model)
+
+
+def set_shapes(gpu: Gpu, rt: RuntimeModel, rules: RentalRules, model: ModelSpec | None = None,
+               max_nodes: int = 64) -> list[Shape]:
+    """The sets smallest_set tries, smallest first: every shape of two cards or more (core/placement.py);
+    none for a card sold one per machine."""
     if gpu.max_count == 1:
-        return None
-    for s in shapes(rt.profile, gpu, model, rules.set_sizes, rules.node_size, max_nodes):
-        if s.cards < 2:
-            continue
-        opt = check(mem, gpu, s.cards, rt, rules, requires=requires, utilization=utilization,
-                    margin_bytes=margin_bytes, model=model, tp=s.tp, pp=s.pp)
+        return []
+    return [s for s in shapes(rt.profile, gpu, model, rules.set_sizes, rules.node_size, max_nodes)
+            if s.cards >= 2]
+
+
+def set_part(gpu: Gpu, shape: Shape, rt: RuntimeModel, rules: RentalRules, *, requires: Feature | None = None,
+             utilization: float | None = None, model: ModelSpec | None = None) -> CardSet:
+    """The part of a set of `shape` that smallest_set checks (card_set, split as the shape)."""
+    return card_set(gpu, shape.cards, rt, rules, requires=requires, utilization=utilization, model=model,
+                    tp=shape.tp, pp=shape.pp)
+
+
+def smallest_of(mem: Memory, sets: Iterable[CardSet], rt: RuntimeModel, rules: RentalRules, *,
+                margin_bytes: int | Callable[[int, float], int] = 0,
+                model: ModelSpec | None = None) -> Option | None:
+    """The first of `sets` (their parts, in smallest_set's order) that holds the plan; None where none does
+    or one cannot run it at all (Refusal.UNSUPPORTED: nor can a larger set of the card)."""
+    for s in sets:
+        opt = check_set(mem, s, rt, rules, margin_bytes=margin_bytes, model=model)
         if opt.fits:
             return opt
         if opt.refusal is Refusal.UNSUPPORTED:

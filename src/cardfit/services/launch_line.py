@@ -73,13 +73,19 @@ def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None,
     build)."""
     rt = ctx.runtime
     util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
-    return dict(quant=ctx.quant.name, tp=tp if rt.tensor_parallel else 1,
-                pp=pp if rt.pipeline_parallel else 1, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
+    tp, pp = launched_split(rt, tp, pp)
+    return dict(quant=ctx.quant.name, tp=tp, pp=pp, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
                 kv_dtype=kv, gpu_memory_utilization=util,
                 n_gpu_layers=None if rt.tensor_parallel or rt.fit_target_bytes else 999,
                 parallel=slots or None, flash_attn=True if kv else None, replicas=replicas,
                 one_node=one_node, engine=ctx.engine, speculative=_speculative(ctx), attention_dp=dp,
                 expert_parallel=ep, **_batched(ctx))
+
+
+def launched_split(rt: Any, tp: int, pp: int) -> tuple[int, int]:
+    """The (tensor-parallel, pipeline) split a launch line states: 1 for a runtime that does not split so
+    (llama.cpp and Ollama split layers by themselves), so a plan's sets of any size share their line."""
+    return (tp if rt.tensor_parallel else 1), (pp if rt.pipeline_parallel else 1)
 
 
 def _batched(ctx: Any) -> dict[str, int]:

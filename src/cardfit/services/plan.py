@@ -3,7 +3,7 @@ Everything here is wiring; the arithmetic lives in core/."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import field, replace
 from functools import lru_cache
 from typing import Any
@@ -32,6 +32,7 @@ from ..runtimes.llamacpp_like import LlamaCppLike
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
 from .inputs import PlanInput
+from .launch_line import launched_split
 from .resolve import Resolved, resolve
 from .table import ModelBasics, Result
 
@@ -253,23 +254,38 @@ def check_context(ctx: Context, context: int) -> None:
                          "tokens", field="context", hint="pass --allow-long-context to plan it anyway")
 
 
-def engine_defaults(ctx: Context, gpu: Gpu | None) -> tuple[int, int]:
+def engine_defaults(ctx: Context, gpu: Gpu | None, row: CardRow | None = None) -> tuple[int, int]:
     """(batched tokens, max sequences) of the engine's profile run: --prefill-chunk when given, else the
     engine's own default on this card (vLLM V1: 8192 tokens and 1024 sequences on a >= 70 GiB card that
     is not an A100, 2048 and 256 on the others; runtimes/vllm_like.py), and never fewer sequences than
-    the plan runs at once (the launch line's --max-num-seqs). Without a card, the profile's defaults."""
+    the plan runs at once (the launch line's --max-num-seqs). Without a card, the profile's defaults.
+    `row`: the card's row of the every-card plan, which keeps the engine's own defaults on the card
+    (_engine_on)."""
     asked = getattr(ctx.inp, "max_num_seqs", None)
     if gpu is None:
         return ctx.prefill_chunk, max(asked or ctx.runtime.max_num_seqs, ctx.sequences)
-    engine = adapter(_runtime_for(ctx, gpu))
+    on = row.engine if row is not None else None
+    if on is None:
+        on = _engine_on(ctx, gpu)
+        if row is not None:
+            row.engine = on
+    engine, own_chunk, own_seqs = on
     if ctx.inp.prefill_chunk:
         chunk = ctx.inp.prefill_chunk
-    elif isinstance(engine, VllmLike):  # V0's budget is its max_model_len (the plan's context)
+    elif own_chunk is None:  # vLLM-like: V0's budget is its max_model_len (the plan's context)
         chunk = engine.serve_batched_tokens(gpu, ctx.inp.context or ctx.model.max_context or 0)
     else:
-        chunk = engine.serve_batched_tokens(gpu)
-    seqs = asked or engine.serve_max_num_seqs(gpu)  # at least ctx.sequences (max() as a conditional)
+        chunk = own_chunk
+    seqs = asked or own_seqs  # at least ctx.sequences (max() as a conditional)
     return chunk, ctx.sequences if ctx.sequences > seqs else seqs
+
+
+def _engine_on(ctx: Context, gpu: Gpu) -> tuple[Runtime, int | None, int]:
+    """The runtime's adapter on the card (Apple's unified memory changes it) and its own defaults there:
+    batched tokens (None for a vLLM-like engine, whose V0 budget reads the plan's context) and sequences."""
+    engine = adapter(_runtime_for(ctx, gpu))
+    chunk = None if isinstance(engine, VllmLike) else engine.serve_batched_tokens(gpu)
+    return engine, chunk, engine.serve_max_num_seqs(gpu)
 
 
 def memory_for(ctx: Context, context: int, gpu: Gpu | None = None) -> Memory:
@@ -298,10 +314,13 @@ def placed(ctx: Context, count: int) -> Shape:
     return shape_of(ctx.runtime, count, ctx.model, ctx.rules.node_size, ctx.inp.tp)
 
 
-def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int) -> fitting.Option:
+def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int,
+               part: fitting.CardSet | None = None) -> fitting.Option:
+    """The fit check of `count` cards of `gpu`; `part`: their set's part (card_set) where the caller has it
+    (the every-card plan's rows, _card_rows)."""
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     margin, split = _fit_parts(ctx, mem)
-    return fitting.check_set(mem, card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
+    return fitting.check_set(mem, part or card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
                              margin_bytes=margin, model=ctx.model, cards=split)
 
 
@@ -352,6 +371,52 @@ def card_set(ctx: Context, gpu: Gpu, count: int) -> fitting.CardSet:
     return hit
 
 
+class CardRow:
+    """A card of the every-card plan with its parts that no context changes: the card, its cards per set
+    (cards_per_set), the set's part of the fit check (card_set; None where not kept), its card part of
+    the decode estimate (_decode_card), the parts of the larger sets tried where the card alone cannot hold
+    the model (_row_sets) and the engine's own defaults on it (_engine_on), each found when first asked.
+    _card_rows keeps them for each plan's settings, so a plan asked again at another context finds each
+    card's parts in its row, not by hashing its keys again."""
+
+    __slots__ = ("gpu", "count", "part", "decode", "sets", "engine")
+
+    def __init__(self, gpu: Gpu, count: int, part: fitting.CardSet | None) -> None:
+        self.gpu, self.count, self.part = gpu, count, part
+        # (set once, to the same object by every thread that sets it: _decode_card's own memo)
+        self.decode: speedmod.DecodeCard | None = None
+        self.sets: tuple[fitting.CardSet, ...] = ()  # the larger sets' parts tried so far (_row_sets)
+        self.engine: tuple[Runtime, int | None, int] | None = None  # _engine_on, found when first asked
+
+
+def _card_rows(ctx: Context) -> tuple[CardRow, ...]:
+    """Every card the plan ranks (the catalog's, or its priced ones with --priced), each with its parts that
+    no context changes (CardRow), kept for what they read of the plan: the card catalog (the registry
+    itself), --priced, the runtime, quantization and model, --gpu-memory-utilization, --tp, --gpus, the
+    rental rules, the host RAM's bandwidth, the runtime's fitted constants in place (core/constants.py, as
+    _machine) and whether --overhead-gb replaced the runtime's overhead (_runtime_for). At most ROWS_KEPT
+    plans' rows."""
+    rt = ctx.runtime
+    ram = getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS)
+    key = (ctx.gpus, bool(ctx.inp.priced), rt, ctx.quant, ctx.model, ctx.utilization, ctx.inp.tp,
+           ctx.inp.gpus, ctx.rules, ram, snapshot(rt.id), ctx.inp.overhead_gb is not None)
+    hit = _CARD_ROWS.get(key)
+    if hit is None:
+        gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
+        hit = tuple(CardRow(g, n, card_set(ctx, g, n)) for g in gpus for n in (cards_per_set(ctx, g),))
+        if len(_CARD_ROWS) >= ROWS_KEPT:
+            _CARD_ROWS.clear()  # one atomic step, as _MACHINES
+        _CARD_ROWS[key] = hit
+    return hit
+
+
+# plans' rows kept: ~120 cards each, ~20 KB a plan's settings, and the larger sets a card tried where it
+# cannot hold the model alone (at most the shapes of up to 64 nodes: a model no set holds tries them all on
+# the ~20 multi-node cards, ~1,300 set parts of ~250 bytes)
+ROWS_KEPT = 32
+_CARD_ROWS: dict[tuple, tuple[CardRow, ...]] = {}
+
+
 def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] | None:
     """Each card's need when a llama.cpp-like runtime splits the model's layers over equal cards (its
     default split: equal free memory), from the split's one owner (runtimes/llamacpp_like.py split_cards,
@@ -393,7 +458,10 @@ class CardPlan:
     memory: Memory
     context_note: str
     ctx: Context = field(compare=False, repr=False)
-    _kept: dict[str, speedmod.Speed | None] = field(default_factory=dict, compare=False, repr=False)
+    _kept: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the card's row of the every-card plan (_card_rows: its parts that no context changes) where the option
+    # is that row's set; None else
+    row: CardRow | None = field(default=None, compare=False, repr=False)
 
     @property
     def decode(self) -> speedmod.Speed | None:
@@ -411,7 +479,12 @@ class CardPlan:
         s = self._kept.get("decode", False)
         if s is False and self.option.gpu.bandwidth_gbps is not None and self.ctx.model.generates \
                 and self.ctx.speculation is None:
-            return _decode_rates(self.ctx, *_decode_inputs(self.ctx, self.memory, self.option))
+            # kept: the ranking's row and the cost section both read them
+            rates = self._kept.get("rates")
+            if rates is None:
+                rates = self._kept["rates"] = _decode_rates(
+                    self.ctx, *_decode_inputs(self.ctx, self.memory, self.option, self.row))
+            return rates  # type: ignore[no-any-return]
         s = self.decode
         return (s.decode_ceiling_tokens_per_s, s.decode_tokens_per_s) if s else (None, None)
 
@@ -539,11 +612,11 @@ def _served_load(ctx: Context, mem: Memory, w: Any, offloaded: float) -> speedmo
     """services/served.py load(), kept in the plan like the decode load (_decode_inputs): the same on every
     card that holds this memory estimate, keyed by all it reads of the plan (a context copied with another
     runtime or quantization shares `kept`)."""
-    from . import served
-
     key = ("served load", ctx.model, ctx.quant, ctx.runtime, ctx.prefill_chunk, mem, w, offloaded)
     hit = ctx.kept.get(key)
     if hit is None:
+        from . import served  # (where it is made: an import statement costs ~1 us even when loaded)
+
         hit = ctx.kept[key] = served.load(ctx, mem, w, offloaded)
     return hit
 
@@ -552,11 +625,11 @@ def _machine(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> spee
     """services/served.py machine(), kept: what it reads of the plan (its runtime, quantization and model),
     the card, the split and the runtime's constants in place (core/constants.py: validation's refits) are the
     key, so the page's every-card plans, asked again at another context, build each card's machine once."""
-    from . import served
-
     key = (ctx.runtime, ctx.quant, ctx.model, gpu, tp, ram_bandwidth_gbps, snapshot(ctx.runtime.id))
     hit = _MACHINES.get(key)
     if hit is None:
+        from . import served  # (where it is made, as _served_load)
+
         if len(_MACHINES) >= MACHINES_KEPT:
             _MACHINES.clear()  # one atomic step (the web app's workers share it and take no lock)
         hit = _MACHINES[key] = served.machine(ctx, gpu, tp, ram_bandwidth_gbps=ram_bandwidth_gbps)
@@ -579,6 +652,7 @@ def clear_memos() -> None:
     _DECODE_CARDS.clear()
     _CARD_PARTS.clear()
     _CARD_SETS.clear()
+    _CARD_ROWS.clear()
     _on_card.cache_clear()
     _rounded_range.cache_clear()
     placement.clear_memos()
@@ -590,12 +664,18 @@ def _decode_speed(ctx: Context, mem: Memory, opt: fitting.Option) -> speedmod.Sp
                                 prefill_ubatch=ctx.prefill_chunk or 512)
 
 
-def _decode_inputs(ctx: Context, mem: Memory,
-                   opt: fitting.Option) -> tuple[speedmod.DecodeCard, speedmod.Load]:
-    """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on)."""
+def _decode_inputs(ctx: Context, mem: Memory, opt: fitting.Option,
+                   row: CardRow | None = None) -> tuple[speedmod.DecodeCard, speedmod.Load]:
+    """The card's part and the model's part of a set's decode estimate (core/speed.py estimate_on); `row`:
+    the set's row of the every-card plan (_card_rows), which keeps its card part."""
     rt = ctx.runtime
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
-    card = _decode_card(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
+    card = row.decode if row is not None else None
+    if card is None:
+        ram = getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS)
+        card = _decode_card(ctx, opt.gpu, opt.tp, ram)
+        if row is not None:
+            row.decode = card
     # the same on every card that holds this memory estimate (and whatever the load reads of the plan in the
     # key: a context copied with another runtime or quantization shares `kept`)
     model, quant, chunk = ctx.model, ctx.quant, ctx.prefill_chunk
@@ -668,14 +748,35 @@ def _decode_card(ctx: Context, gpu: Gpu, tp: int, ram_bandwidth_gbps: float) -> 
     return hit
 
 
-def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu) -> fitting.Option | None:
-    return fitting.smallest_set(mem, gpu, ctx.engine, ctx.rules, requires=requires(ctx.quant),
-                                utilization=ctx.utilization, margin_bytes=_set_margin(ctx, mem),
-                                model=ctx.model)
+def _smallest_set(ctx: Context, mem: Memory, gpu: Gpu, row: CardRow | None = None) -> fitting.Option | None:
+    """core/fit.py smallest_set of the card; `row`: its row of the every-card plan, which keeps the parts of
+    the sets it tries (_row_sets)."""
+    if row is None:
+        return fitting.smallest_set(mem, gpu, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+                                    utilization=ctx.utilization, margin_bytes=_set_margin(ctx, mem),
+                                    model=ctx.model)
+    return fitting.smallest_of(mem, _row_sets(ctx, row), ctx.engine, ctx.rules,
+                               margin_bytes=_set_margin(ctx, mem), model=ctx.model)
 
 
-def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
-                    why: str) -> tuple[fitting.Option, Memory, str]:
+def _row_sets(ctx: Context, row: CardRow) -> Iterator[fitting.CardSet]:
+    """The parts of the sets smallest_set tries for the row's card (core/fit.py set_shapes, set_part), each
+    made when first tried and kept in the row (what they read of the plan is the row's key): a plan asked
+    again at another context tries them again without making them. The row keeps the tried ones in order
+    (a tuple replaced whole: a thread that made one again writes an equal prefix)."""
+    kept = row.sets
+    for i, shape in enumerate(fitting.set_shapes(row.gpu, ctx.engine, ctx.rules, ctx.model)):
+        if i < len(kept):
+            yield kept[i]
+            continue
+        s = fitting.set_part(row.gpu, shape, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+                             utilization=ctx.utilization, model=ctx.model)
+        row.sets = kept = (*kept, s)  # (i == len(kept) here)
+        yield s
+
+
+def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory, why: str,
+                    row: CardRow | None = None) -> tuple[fitting.Option, Memory, str]:
     """Ollama picks its default context from the VRAM of all the cards: plan the set at that context (the
     smallest set that holds it there), or keep the smaller context and say what to set."""
     context, set_why = default_context(ctx, gpu, opt.count)
@@ -683,7 +784,7 @@ def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
         return opt, mem, set_why if ctx.runtime.context_tiers else why
     check_context(ctx, context)
     wide = memory_for(ctx, context, gpu)
-    again = _smallest_set(ctx, wide, gpu)
+    again = _smallest_set(ctx, wide, gpu, row)
     if again is not None:
         return again, wide, default_context(ctx, gpu, again.count)[1]
     return opt, mem, f"{why}; Ollama would pick {context:,} for {opt.count} cards, which needs more: " \
@@ -692,32 +793,37 @@ def _at_set_context(ctx: Context, gpu: Gpu, opt: fitting.Option, mem: Memory,
 
 def card_plans(ctx: Context) -> list[CardPlan]:
     if ctx.inp.gpu:
-        gpus = [ctx.gpus.get(ctx.inp.gpu)]
+        gpu = ctx.gpus.get(ctx.inp.gpu)
+        rows: tuple[CardRow, ...] = (CardRow(gpu, cards_per_set(ctx, gpu), None),)
     else:
-        gpus = [g for g in ctx.gpus if not ctx.inp.priced or g.monthly_usd is not None]
+        rows = _card_rows(ctx)
     mems: dict[tuple[int, bool, int, int], tuple[Memory, str]] = {}
     out = []
-    for gpu in gpus:
+    for row in rows:
+        gpu = row.gpu
         context, why = default_context(ctx, gpu)
-        key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu))
+        key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu, row))
         if key not in mems:
             check_context(ctx, context)
             mems[key] = (memory_for(ctx, context, gpu), why)
         mem = mems[key][0]
-        count = cards_per_set(ctx, gpu)
-        opt = option_for(ctx, mem, gpu, count)
+        count = row.count
+        opt = option_for(ctx, mem, gpu, count, row.part)
+        own: CardRow | None = row if row.part is not None else None
         # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM; a
         # card the user named is planned as the smallest set of it when one card is too small (a named card
         # that llama.cpp/Ollama can run with offload keeps that answer: it may be the only card there is)
         named_too_small = ctx.inp.gpu and opt.refusal is fitting.Refusal.MEMORY
         if not opt.fits and not ctx.inp.gpus and not ctx.inp.tp and (not ctx.inp.gpu or named_too_small):
-            bigger = _smallest_set(ctx, mem, gpu)
+            bigger = _smallest_set(ctx, mem, gpu, row if row.part is not None else None)
             if bigger is not None:
                 if named_too_small:
                     ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
                                      f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
-                opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why)
-        out.append(CardPlan(opt, mem, why, ctx))
+                opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why,
+                                                row if row.part is not None else None)
+                own = None  # another set than the row's
+        out.append(CardPlan(opt, mem, why, ctx, row=own))
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
     return [by_opt[id(o)] for o in ranked]
@@ -1072,36 +1178,55 @@ class GpuPlan(Result):
     flatten = ("launch",)
 
 
-def gpu_plan(ctx: Context, card: CardPlan, launches: dict[tuple, LaunchLine] | None = None) -> GpuPlan:
+def gpu_plan(ctx: Context, card: CardPlan, launches: dict[Any, Any] | None = None) -> GpuPlan:
     """A set runs the model tensor parallel inside a node, pipeline stages across nodes (or layers split over
     the cards for llama.cpp / Ollama), one replica; where it fits, the command that starts it (the same
     launch line `cardfit deploy` prints: services/launch_line.py). `launches`: the lines already made for
-    this plan, by what they are made of (the split and the context, not the card: most cards share one)."""
-    o, (ceiling, realistic), mem, rt = card.option, card.decode_rates, card.memory, ctx.runtime
+    this plan, by what they are made of (the split and the context, not the card: most cards share one), and
+    what every row reads of the plan's settings (_row_settings, made once)."""
+    o, (ceiling, realistic), mem = card.option, card.decode_rates, card.memory
+    shared = launches.get(ROW_SETTINGS) if launches is not None else None
+    if shared is None:
+        shared = _row_settings(ctx)
+        if launches is not None:
+            launches[ROW_SETTINGS] = shared
+    offload_gb, slots, seqs, rt_id = shared
     launch = None
     tier = 0.0
-    if getattr(ctx.inp, "kv_offload_gb", None):
+    if offload_gb:
         from ..core.reuse import OffloadReason
 
         if kv_offload_check(ctx, card)[0] is OffloadReason.HELPS:
-            tier = float(ctx.inp.kv_offload_gb)
+            tier = float(offload_gb)
     if o.fits:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
-        slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences  # llama.cpp / Ollama: -np slots
-        seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)  # as engine_defaults
-        launch = _launch_line(ctx, (o.tp, o.pp, mem.context, seqs, kv, slots), launches, tier)
+        tp, pp = launched_split(ctx.runtime, o.tp, o.pp)  # what the line states of the split
+        launch = _launch_line(ctx, (tp, pp, mem.context, seqs, kv, slots), launches, tier)
     decode = rounded(realistic, 1)
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
                    rounded(o.gpu_layer_fraction, 4), decode,
                    rounded(ceiling, 1), o.tp, o.pp, 1, launch,
-                   _speed_range(decode, "decode_tokens_per_s", rt.id), tier,
+                   _speed_range(decode, "decode_tokens_per_s", rt_id), tier,
                    ctx.speculation.to_json() if ctx.speculation is not None else None,
                    card_need_bytes=list(o.card_need_bytes) or None)
 
 
+ROW_SETTINGS = "row settings"  # gpu_plan's `launches`: what every row of the plan reads of its settings
+
+
+def _row_settings(ctx: Context) -> tuple[Any, int, int, str]:
+    """What each card's row reads of the plan alike (gpu_plan): --kv-offload-gb, the launch line's slots
+    (llama.cpp / Ollama: -np; 0 for a paged or tensor-parallel engine) and sequences (at least the plan's, as
+    engine_defaults), and the runtime's id (its speed ranges)."""
+    rt = ctx.runtime
+    slots = 0 if rt.paged_kv or rt.tensor_parallel else ctx.sequences
+    seqs = max(getattr(ctx.inp, "max_num_seqs", None) or 0, ctx.sequences, 1)
+    return getattr(ctx.inp, "kv_offload_gb", None), slots, seqs, rt.id
+
+
 def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],
-                 launches: dict[tuple, LaunchLine] | None, tier: float = 0.0) -> LaunchLine:
+                 launches: dict[Any, Any] | None, tier: float = 0.0) -> LaunchLine:
     """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command) and
     a host KV tier of `tier` GB, made once per plan for each such set of arguments."""
     key = (*args, tier)
@@ -1250,7 +1375,7 @@ class PlanView(Result):
 
 def plan_view(p: Plan) -> PlanView:
     first = p.first
-    launches: dict[tuple, LaunchLine] = {}
+    launches: dict[Any, Any] = {}
     return PlanView(model_view(p.ctx), inputs_view(p.ctx, first), memory_view(p.ctx, first.memory),
                     tuple(gpu_plan(p.ctx, c, launches) for c in p.cards), speed_view(p.ctx, first),
                     plan_cost(p),
@@ -1365,8 +1490,8 @@ def _card_cost(card: CardPlan, hours: float, duty: float, chosen: list[ApiPrice]
     rows = []
     for a in chosen:
         be = cost.breakeven_millions(o.monthly_usd, prices[a.id])
-        rows.append(CardBreakeven(a.id, rounded(be, 3), rounded(cost.required_duty(be, capacity), 4),
-                                  cost.required_duty(be, capacity) <= 1))
+        duty_needed = cost.required_duty(be, capacity)
+        rows.append(CardBreakeven(a.id, rounded(be, 3), rounded(duty_needed, 4), duty_needed <= 1))
     per_m = rounded(cost.cost_per_million(hourly, tps, duty), 4)
     full = rounded(cost.cost_per_million(hourly, tps, 1.0), 4)
     tokens = rounded(tps, 1)

@@ -250,9 +250,19 @@ def _other(v: Any) -> str:
 
 
 def _list(v: list[Any] | tuple[Any, ...]) -> str:
-    get, kept = _VALUE.get, _FLOATS.get
-    return "[" + ",".join([(kept(x) or _float(x)) if type(x) is float else get(type(x), _other)(x)
-                           for x in v]) + "]"
+    """A list or tuple as the encoder writes it: each item by its type, as _items writes a field. Most lists
+    of an answer are a figure's likely range, [low, high] floats (each card's decode, each priced card's
+    cost), written without a loop; the others by a loop, not a list comprehension (a function of its own,
+    made and called at each list on CPython 3.11)."""
+    kept = _FLOATS.get
+    if len(v) == 2 and type(x := v[0]) is float and type(y := v[1]) is float:
+        return "[" + (kept(x) or _float(x)) + "," + (kept(y) or _float(y)) + "]"
+    get = _VALUE.get
+    out: list[str] = []
+    add = out.append
+    for x in v:
+        add((kept(x) or _float(x)) if type(x) is float else get(type(x), _other)(x))
+    return "[" + ",".join(out) + "]"
 
 
 def _string(v: str) -> str:
@@ -304,7 +314,10 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
     for n in _NAMES.get(cls) or _names(cls):
         if n in inline:
             flush()
-            body.append(f"    if (v := self.{n}) is not None and not _inline(v, out, _K): raise _Fallback")
+            # (a class already written in place here: its items by type, without _inline's checks)
+            body.append(f"    if (v := self.{n}) is not None:")
+            body.append("        if (w := _W(type(v))) is not None: w(v, out)")
+            body.append("        elif not _inline(v, out, _K, _WS): raise _Fallback")
         elif n in skip:
             flush()
             body.append(f"    if self.{n} is not None: a({_string(n) + ':'!r} + {value(n)})")
@@ -312,9 +325,10 @@ def _items(cls: type) -> Callable[[Any, list[str]], None]:
             run.append(n)
     flush()
     own = frozenset(n for n in _NAMES[cls] if n not in inline)
+    placed: dict[type, Callable[[Any, list[str]], None]] = {}  # the classes _inline wrote in place here
     ns: dict[str, Any] = {"_ks": _STRINGS.get, "_str": _str, "_i": int.__repr__, "_kf": _FLOATS.get,
                           "_f": _float, "_g": _VALUE.get, "_o": _other, "_inline": _inline, "_K": own,
-                          "_Fallback": _Fallback}
+                          "_Fallback": _Fallback, "_W": placed.get, "_WS": placed}
     exec(compile("\n".join(body) + "\n", f"<json_items {cls.__qualname__}>", "exec"), ns)  # field names only
     _ITEMS[cls] = ns["items"]
     return _ITEMS[cls]  # type: ignore[no-any-return]
@@ -327,17 +341,23 @@ class _Fallback(Exception):  # noqa: N818  (not an error: a result the compiled 
 _FLAT: set[tuple[type, frozenset[str]]] = set()  # (a flattened class, its owner's keys): written in place
 
 
-def _inline(v: Any, out: list[str], keys: frozenset[str]) -> bool:
+def _inline(v: Any, out: list[str], keys: frozenset[str],
+            placed: dict[type, Callable[[Any, list[str]], None]] | None = None) -> bool:
     """A `flatten` field's keys in its owner's place, after the owner's own `keys`: True where written by
     its class's items, which is where to_json's dict.update adds new keys at the end (a result class with
-    the fields' to_json, nothing flattened in it, no key of the owner's); False (nothing written) else."""
+    the fields' to_json, nothing flattened in it, no key of the owner's); False (nothing written) else.
+    `placed`: the owner's classes written in place, each with its items (the owner's writer finds them by
+    type the next time: the every-card plan writes a launch line in each card's row)."""
     cls = type(v)
     if (cls, keys) not in _FLAT:
         if not (isinstance(v, Result) and cls.to_json is Result.to_json and not cls.flatten
                 and keys.isdisjoint(_NAMES.get(cls) or _names(cls))):
             return False
         _FLAT.add((cls, keys))
-    _items(cls)(v, out)
+    items = _items(cls)
+    if placed is not None:
+        placed[cls] = items
+    items(v, out)
     return True
 
 
