@@ -131,6 +131,12 @@ class DeployInput(ModelInput, SpeculativeInput):
     requests: int | None = opt(None, "time a benchmark run of this many requests (`vllm bench serve "
                                "--num-prompts`): the --users' first round is sent at once; default: the "
                                "steady state", ge=1, le=1_000_000)
+    warm_requests: int | None = opt(None, "with --requests: prompts of the same sequence sent before the "
+                                    "run (an earlier stage of the same benchmark, e.g. inference-perf's), "
+                                    "whose prefix groups are computed already; default: the cache starts "
+                                    "cold (the first request of each --prefix-groups group computes its "
+                                    "prefix)",
+                                    ge=0, le=10_000_000)
     random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
                                "or random dataset), not all the same: each has its own prompt and answer "
                                "length (an exponential around the means, assumed, within the ShareGPT "
@@ -492,7 +498,11 @@ def _plan_input(inp: DeployInput, **kw: Any) -> Any:
 
 
 def reuse_of(inp: DeployInput) -> ru.Reuse:
-    return ru.Reuse(inp.shared_prefix_tokens, inp.turns, inp.prefix_groups)
+    """The reuse the question states (core/reuse.py): its shared prefix, sessions and prefix groups, and for a
+    benchmark run (--requests) its size and the prompts sent before it (--warm-requests), whose first
+    request of each group finds nothing cached."""
+    return ru.Reuse(inp.shared_prefix_tokens, inp.turns, inp.prefix_groups, int(inp.requests or 0),
+                    int(inp.warm_requests or 0) if inp.requests else 0)
 
 
 def prompt_tokens(inp: DeployInput) -> int:
@@ -2285,7 +2295,13 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
                           min(users, replica.max_seqs))
     bench = None
-    if inp.requests:
+    if inp.requests and inp.users is None:  # a stage of arrivals (--requests-per-s): finite where unstable
+        rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
+        bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
+        if bench is not None:
+            how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s, above the replica's "
+                   "capacity: its queue grows through the stage")
+    elif inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
         # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not. SGLang with
