@@ -30,7 +30,8 @@ def test_cold_share_hand_derived():
     assert ru.cold_share(first) == pytest.approx(31 * (1 - q ** 38) / 38)
     assert ru.cold_share(first) == pytest.approx(0.581, abs=1e-3)
     second = ru.Reuse(16000, 1, 31, requests=75, warm=38)
-    assert ru.cold_share(second) == pytest.approx(31 * (q ** 38 - q ** 75) / 75) == pytest.approx(0.0836, abs=1e-4)
+    assert ru.cold_share(second) == pytest.approx(31 * (q ** 38 - q ** 75) / 75)
+    assert ru.cold_share(second) == pytest.approx(0.0836, abs=1e-4)
     assert ru.cold_share(ru.Reuse(16000, 1, 31)) == 0.0
     # one group: one request in the run computes it
     assert ru.cold_share(ru.Reuse(1000, 1, 1, requests=10)) == pytest.approx(0.1)
@@ -80,8 +81,8 @@ def _record(rid: str) -> dict:
 
 def test_llmd_overloaded_stage_is_finite():
     """Qwen3-32B, HBM only, 20 requests/s for the fleet (2.5 a replica, 150 requests a stage): llm-d measured
-    43.67 s mean TTFT; the steady state (the old question) was unstable (inf); the finite stage answers seconds,
-    within a factor of two of the measurement."""
+    43.67 s mean TTFT; the steady state (the old question) was unstable (inf); the finite stage answers
+    seconds, within a factor of two of the measurement."""
     r = _record("llmd-tiered-qwen3-32b-h100-tp2-rate20-hbm-ttft")
     v, how = predict_serving(r)
     assert math.isfinite(v) and 0.5 < v / r["measured"] < 2, (v, how)
@@ -91,8 +92,8 @@ def test_llmd_overloaded_stage_is_finite():
 
 def test_llmd_first_stage_pays_its_cold_misses():
     """The first stage (5 requests/s for the fleet) starts cold: more than half its requests compute their
-    16,000-token prefix, so the host tier's mean TTFT is far above the warm steady state's (87 ms before; 1,170
-    ms measured)."""
+    16,000-token prefix, so the host tier's mean TTFT is far above the warm steady state's (87 ms before;
+    1,170 ms measured)."""
     r = _record("llmd-tiered-qwen3-32b-h100-tp2-rate5-cpu200gib-ttft")
     steady = {k: x for k, x in r.items() if k != "requests"}
     assert predict_serving(steady)[0] < 200
