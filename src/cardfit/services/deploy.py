@@ -129,8 +129,9 @@ class DeployInput(ModelInput, SpeculativeInput):
                          "--runtime (timed alone, no search)", ge=1, le=1024)
     pp: int | None = opt(None, "pin one deployment: pipeline stages of one replica (with --tp)", ge=1, le=256)
     requests: int | None = opt(None, "time a benchmark run of this many requests (`vllm bench serve "
-                               "--num-prompts`): the --users' first round is sent at once; default: the "
-                               "steady state", ge=1, le=1_000_000)
+                               "--num-prompts`): the --users' first round is sent at once; with "
+                               "--requests-per-s, a stage of that many arrivals (inference-perf); default: "
+                               "the steady state", ge=1, le=1_000_000)
     warm_requests: int | None = opt(None, "with --requests: prompts of the same sequence sent before the "
                                     "run (an earlier stage of the same benchmark, e.g. inference-perf's), "
                                     "whose prefix groups are computed already; default: the cache starts "
@@ -1583,7 +1584,9 @@ class DeploymentMemory(table.Result):
 @record
 class BenchmarkRun(table.Result):
     """What a benchmark harness reports for a pinned deployment (--requests N at --users C: `vllm bench serve
-    --num-prompts N --max-concurrency C`): means over every request, the first round's burst included."""
+    --num-prompts N --max-concurrency C`): means over every request, the first round's burst included; or
+    (--requests N at --requests-per-s R) a stage of N Poisson arrivals above the replica's capacity, its
+    queue growing through the stage (core/serving.py open_stage)."""
 
     requests: int
     ttft_mean_ms: float | None
