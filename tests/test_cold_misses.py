@@ -112,3 +112,6 @@ def test_endless_deploy_answer_unchanged_and_stage_options_checked():
     assert one is not None and one.benchmark is not None and one.benchmark.ttft_mean_ms is not None
     with pytest.raises(InputError):
         deploy_report(DeployInput(**base, warm_requests=10))
+    unpinned = {k: v for k, v in base.items() if k != "tp"}
+    with pytest.raises(InputError, match="pinned deployment"):
+        deploy_report(DeployInput(**unpinned, warm_requests=10))

@@ -229,12 +229,12 @@ def check(inp: DeployInput) -> None:
 
 
 # the options that describe one pinned deployment (services/pinned.py), not a search
-PINNED_ONLY = ("requests", "random_lengths", "length_distribution", "max_output_tokens", "max_num_seqs",
-               "max_num_batched_tokens", "gpu_memory_utilization", "max_prefill_tokens", "attention_dp",
-               "expert_parallel", "max_model_len", "prefill_workers", "decode_workers", "prefill_tp",
-               "decode_tp", "prefill_dp", "decode_dp", "prefill_batch_size", "decode_batch_size",
-               "scheduler_recv_interval", "cuda_graph_max_bs", "attention_dp_timeout_iters",
-               "enable_mixed_chunk")
+PINNED_ONLY = ("requests", "warm_requests", "random_lengths", "length_distribution", "max_output_tokens",
+               "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "max_prefill_tokens",
+               "attention_dp", "expert_parallel", "max_model_len", "prefill_workers", "decode_workers",
+               "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_batch_size",
+               "decode_batch_size", "scheduler_recv_interval", "cuda_graph_max_bs",
+               "attention_dp_timeout_iters", "enable_mixed_chunk")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
