@@ -30,6 +30,8 @@ def _printed(d: dict, metric: str, statistic: str) -> float | None:
     b = one.get("benchmark")
     if b is not None:
         median = statistic == "median"
+        if metric == "ttft_ms" and statistic == "p90" and b.get("ttft_p90_ms") is not None:
+            return b["ttft_p90_ms"]  # a stage of arrivals above capacity (core/serving.py open_stage)
         return {"ttft_ms": b["ttft_median_ms"] if median else b["ttft_mean_ms"],
                 "tpot_ms": b["tpot_mean_ms"], "itl_ms": b["itl_median_ms"] if median else b["tpot_mean_ms"],
                 "output_tokens_per_s": b["output_tokens_per_s"],
@@ -150,6 +152,7 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_serving_record():
             if (got is None) != (want is None) or (want is not None
                                                    and abs(got - want) > max(0.02 * abs(want), 0.1)):
                 off.append((r["id"], name, got, want))
-    assert (pools, rate) == (48, 52)  # open arrivals: 48 before, and vLLM PR 9668's 4
+    # open arrivals: 48 before, vLLM PR 9668's 4 and llm-d's tiered prefix-cache stages' 72
+    assert (pools, rate) == (48, 124)
     assert len(asked) > 500
     assert not off, off[:10]

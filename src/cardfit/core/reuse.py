@@ -34,11 +34,22 @@ recently used first (L. Zheng et al., "SGLang: Efficient Execution of Structured
 arXiv 2312.07104, §3, RadixAttention's LRU eviction with reference counts for running requests). With one
 group (G = 1) every request reads the prefix: it is never the least recently used and stays while the pool
 holds it.
-Not modelled: the first request of each group finds nothing to hit (a steady state of many requests a
-group; a benchmark of P prompts a group loses 1 in P of its prefix hits, more where the first requests of a
-group arrive together), and routing by prefix across data-parallel ranks: an engine of several attention
-data-parallel groups (services/deploy.py _most_pooled) keeps one prefix cache per group, each sized and hit as
-here over its share of the pool and of the requests, every group holding its own copy of the prefixes.
+A finite benchmark (`requests` prompts, deploy --requests) starts with no group's prefix computed: the
+first request of each group it reaches finds nothing to hit, a compulsory miss (M. D. Hill, "Aspects of
+Cache Memory and Instruction Buffer Performance", PhD thesis, UC Berkeley, 1987: compulsory, capacity and
+conflict misses; Hill & Smith, "Evaluating Associativity in CPU Caches", IEEE Trans. Computers 38(12),
+1989). With the requests spread equally over G groups, n requests reach G (1 − (1 − 1/G)^n) of them (the
+occupancy of groups_in_use), so that many of the run's requests compute their whole prefix (cold_share);
+prompts of the same sequence sent before the run (`warm`: an earlier stage of inference-perf, whose every
+stage draws its prompts from the start of the same shuffled list, kubernetes-sigs/inference-perf
+inference_perf/loadgen/load_generator.py run_stage @ad65fe0, `data_generator = self.datagen.get_data()`,
+and datagen/shared_prefix_datagen.py get_data / `rng.permutation`) already reached theirs: only the groups
+the run reaches beyond them are new. An endless load (no --requests) has no compulsory misses: its steady
+state is what the rest of this module gives. Not modelled: requests of a group that arrive while its first
+request is still prefilling (they miss too where the engine has not yet cached the blocks), and routing by
+prefix across data-parallel ranks: an engine of several attention data-parallel groups (services/deploy.py
+_most_pooled) keeps one prefix cache per group, each sized and hit as here over its share of the pool and of
+the requests, every group holding its own copy of the prefixes.
 
 A host tier (vLLM's native CPU offload and LMCache, SGLang HiCache's L2, llama.cpp's host KV) keeps a copy
 of the blocks the GPU computed: it is inclusive, so the histories it can serve are those of the larger of
@@ -79,6 +90,28 @@ class Reuse:
     shared_prefix_tokens: int = 0  # N: the first tokens of every session's first prompt, the same for all
     turns: int = 1  # T: requests per session; each sends the history before it again
     prefix_groups: int = 1  # G: distinct shared prefixes of N tokens, requests spread equally over them
+    requests: int = 0  # a finite benchmark of this many requests, the cache cold at its start; 0: endless
+    warm: int = 0  # prompts of the same sequence sent before the benchmark (their groups' prefixes computed)
+
+
+def groups_reached(groups: int, requests: float) -> float:
+    """The expected number of G equally likely groups that `requests` requests reach: G (1 − (1 − 1/G)^n)
+    (occupancy of G equally likely cells by n draws)."""
+    if groups <= 1:
+        return 1.0 if requests > 0 else 0.0
+    return groups * (1 - (1 - 1 / groups) ** max(requests, 0.0))
+
+
+def cold_share(reuse: Reuse) -> float:
+    """The share of a finite benchmark's requests whose group's prefix no earlier request computed (a
+    compulsory miss: module docstring): the groups its `requests` reach beyond those the `warm` prompts before
+    it reached, over its requests; 0 for an endless load (no --requests) or no shared prefix."""
+    n = reuse.requests
+    if n <= 0 or reuse.shared_prefix_tokens <= 0:
+        return 0.0
+    g = reuse.prefix_groups
+    reached = groups_reached(g, max(n, reuse.warm)) - groups_reached(g, reuse.warm)
+    return min(max(reached, 0.0) / n, 1.0)
 
 
 def prompt_tokens(i: int, o: int, reuse: Reuse) -> float:
@@ -108,10 +141,7 @@ def groups_in_use(reuse: Reuse, sequences: float) -> float:
     """The expected number of the G prefix groups that `sequences` running sequences read, each group
     equally likely: G (1 − (1 − 1/G)^n) (occupancy of G equally likely cells by n draws); 1 with one group
     (the prefix every request reads)."""
-    g = reuse.prefix_groups
-    if g <= 1:
-        return 1.0
-    return g * (1 - (1 - 1 / g) ** max(sequences, 0.0))
+    return groups_reached(reuse.prefix_groups, sequences) if reuse.prefix_groups > 1 else 1.0
 
 
 def prefix_layouts(reuse: Reuse) -> tuple[tuple[int, int], ...]:
@@ -160,7 +190,8 @@ def hits(i: int, o: int, reuse: Reuse, *, pool_tokens: float, running: float, se
     where another running sequence reads the request's group, else as the LRU keeps the groups no sequence
     reads in what the running sequences leave (module docstring); the histories of the waiting sessions
     share what the running sequences and the cached prefixes leave (lru_hit_share), or the host tier where
-    larger (inclusive)."""
+    larger (inclusive). A finite benchmark's requests that reach their group first (cold_share) find its
+    prefix in neither tier."""
     shared = min(reuse.shared_prefix_tokens, i)
     whole = reusable_tokens(i, o, reuse)
     if whole <= 0:
@@ -178,7 +209,10 @@ def hits(i: int, o: int, reuse: Reuse, *, pool_tokens: float, running: float, se
     host = lru_hit_share(host_tokens, p.unread + waiting)
     host_share = max(host - gpu_share, 0.0)
     prefix_on_host = (1 - p.others) * max(host - p.kept, 0.0) if fits and p.unread > 0 else 0.0
-    shared_hit = shared / reuse.turns * p.share if fits else 0.0
+    # a finite benchmark's first request of each group finds its prefix in neither tier (cold_share)
+    warm = 1 - cold_share(reuse)
+    prefix_on_host *= warm
+    shared_hit = shared / reuse.turns * p.share * warm if fits else 0.0
     return Hits(shared_hit + history * gpu_share,
                 shared / reuse.turns * prefix_on_host + history * host_share, whole)
 

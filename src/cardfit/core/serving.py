@@ -728,6 +728,30 @@ class Benchmark:
     seconds: float
     output_tokens_per_s: float
     requests_per_s: float
+    ttft_p90_s: float = 0.0  # where the run gives it (open_stage); 0: not timed
+
+
+def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: int) -> Benchmark | None:
+    """A finite stage of open-loop arrivals: `requests` requests arriving at `requests_per_s` (Poisson) for
+    D = requests / rate seconds, the stage over when the last answer ends (inference-perf's stages: `rate` x
+    `duration` requests on a Poisson timer, then every request waited for before the next stage,
+    kubernetes-sigs/inference-perf inference_perf/loadgen/load_generator.py run_stage @ad65fe0). None where
+    the replica keeps up (`s` stable): the stage settles to the steady state `s` answers. Above capacity
+    (`s.utilization` = rho > 1, the replica serving rate / rho requests/s) the queue grows through the stage
+    instead of without end: a fluid queue (arrivals at rate, departures at rate / rho; L. Kleinrock,
+    "Queueing Systems, Vol. 2", Wiley 1976, ch. 2, the fluid approximation of a saturated queue), where the
+    request arriving at t waits (rho − 1) t before its prefill (s.prefill_s at the full batch): mean and
+    median TTFT (rho − 1) D / 2 + prefill, p90 (rho − 1) 0.9 D + prefill; the stage lasts D rho plus one
+    request's service, at the replica's capacity."""
+    if s.stable or requests <= 0 or requests_per_s <= 0 or not math.isfinite(s.utilization):
+        return None
+    rho = max(s.utilization, 1.0)
+    d = requests / requests_per_s
+    o = max(output_tokens, 1)
+    mean = (rho - 1) * d / 2 + s.prefill_s
+    seconds = d * rho + s.prefill_s + (o - 1) * s.tpot_s
+    return Benchmark(mean, mean, s.tpot_s, seconds, requests * o / seconds, requests / seconds,
+                     (rho - 1) * 0.9 * d + s.prefill_s)
 
 
 def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,

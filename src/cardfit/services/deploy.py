@@ -129,8 +129,15 @@ class DeployInput(ModelInput, SpeculativeInput):
                          "--runtime (timed alone, no search)", ge=1, le=1024)
     pp: int | None = opt(None, "pin one deployment: pipeline stages of one replica (with --tp)", ge=1, le=256)
     requests: int | None = opt(None, "time a benchmark run of this many requests (`vllm bench serve "
-                               "--num-prompts`): the --users' first round is sent at once; default: the "
-                               "steady state", ge=1, le=1_000_000)
+                               "--num-prompts`): the --users' first round is sent at once; with "
+                               "--requests-per-s, a stage of that many arrivals (inference-perf); default: "
+                               "the steady state", ge=1, le=1_000_000)
+    warm_requests: int | None = opt(None, "with --requests: prompts of the same sequence sent before the "
+                                    "run (an earlier stage of the same benchmark, e.g. inference-perf's), "
+                                    "whose prefix groups are computed already; default: the cache starts "
+                                    "cold (the first request of each --prefix-groups group computes its "
+                                    "prefix)",
+                                    ge=0, le=10_000_000)
     random_lengths: bool = opt(False, "the benchmark's requests vary in length around the means (a ShareGPT "
                                "or random dataset), not all the same: each has its own prompt and answer "
                                "length (an exponential around the means, assumed, within the ShareGPT "
@@ -222,12 +229,12 @@ def check(inp: DeployInput) -> None:
 
 
 # the options that describe one pinned deployment (services/pinned.py), not a search
-PINNED_ONLY = ("requests", "random_lengths", "length_distribution", "max_output_tokens", "max_num_seqs",
-               "max_num_batched_tokens", "gpu_memory_utilization", "max_prefill_tokens", "attention_dp",
-               "expert_parallel", "max_model_len", "prefill_workers", "decode_workers", "prefill_tp",
-               "decode_tp", "prefill_dp", "decode_dp", "prefill_batch_size", "decode_batch_size",
-               "scheduler_recv_interval", "cuda_graph_max_bs", "attention_dp_timeout_iters",
-               "enable_mixed_chunk")
+PINNED_ONLY = ("requests", "warm_requests", "random_lengths", "length_distribution", "max_output_tokens",
+               "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "max_prefill_tokens",
+               "attention_dp", "expert_parallel", "max_model_len", "prefill_workers", "decode_workers",
+               "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_batch_size",
+               "decode_batch_size", "scheduler_recv_interval", "cuda_graph_max_bs",
+               "attention_dp_timeout_iters", "enable_mixed_chunk")
 # what shapes one pool of a pinned disaggregated deployment (pool_shape); given without the workers, refused
 POOL_OPTIONS = ("tp", "dp", "batch_size")
 
@@ -492,7 +499,11 @@ def _plan_input(inp: DeployInput, **kw: Any) -> Any:
 
 
 def reuse_of(inp: DeployInput) -> ru.Reuse:
-    return ru.Reuse(inp.shared_prefix_tokens, inp.turns, inp.prefix_groups)
+    """The reuse the question states (core/reuse.py): its shared prefix, sessions and prefix groups, and for a
+    benchmark run (--requests) its size and the prompts sent before it (--warm-requests), whose first
+    request of each group finds nothing cached."""
+    return ru.Reuse(inp.shared_prefix_tokens, inp.turns, inp.prefix_groups, int(inp.requests or 0),
+                    int(inp.warm_requests or 0) if inp.requests else 0)
 
 
 def prompt_tokens(inp: DeployInput) -> int:
@@ -1573,7 +1584,9 @@ class DeploymentMemory(table.Result):
 @record
 class BenchmarkRun(table.Result):
     """What a benchmark harness reports for a pinned deployment (--requests N at --users C: `vllm bench serve
-    --num-prompts N --max-concurrency C`): means over every request, the first round's burst included."""
+    --num-prompts N --max-concurrency C`): means over every request, the first round's burst included; or
+    (--requests N at --requests-per-s R) a stage of N Poisson arrivals above the replica's capacity, its
+    queue growing through the stage (core/serving.py open_stage)."""
 
     requests: int
     ttft_mean_ms: float | None
@@ -1584,6 +1597,9 @@ class BenchmarkRun(table.Result):
     requests_per_s: float
     seconds: float
     scheduler: str  # "prefill-first" or "decode-first"
+    ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s) above capacity; else left out
+
+    omit_none = ("ttft_p90_ms",)
 
 
 @record
@@ -2285,7 +2301,13 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
                           min(users, replica.max_seqs))
     bench = None
-    if inp.requests:
+    if inp.requests and inp.users is None:  # a stage of arrivals (--requests-per-s): finite where unstable
+        rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
+        bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
+        if bench is not None:
+            how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s, above the replica's "
+                   "capacity: its queue grows through the stage")
+    elif inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
         # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not. SGLang with
@@ -2485,7 +2507,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
         run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
                            _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
                            round(b.requests_per_s, 3), round(b.seconds, 2),
-                           "prefill-first" if p.prefill_first else "decode-first")
+                           "prefill-first" if p.prefill_first else "decode-first",
+                           _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
         one = replace(one, benchmark=run)
     report = DeployReport(model=r.cand.setting.ctx.model.name,
                           workload=_asked(inp, t, r.cand.setting.mem.context),

@@ -40,9 +40,12 @@ def check_pinned(inp: DeployInput) -> None:
     if len(inp.gpu) != 1 or not inp.runtime:
         raise InputError("--tp / --pp pin one deployment: give one --gpu and one --runtime with them",
                          field="tp", hint="e.g. --gpu 'H100 SXM' --runtime vllm --tp 2")
-    if inp.requests is not None and inp.users is None:
-        raise InputError("--requests times a benchmark run of closed-loop users: give --users with it",
-                         field="requests")
+    if inp.requests is not None and inp.users is None and inp.requests_per_s is None:
+        raise InputError("--requests times a benchmark run: give --users (closed loop) or --requests-per-s "
+                         "(a stage of Poisson arrivals) with it", field="requests")
+    if inp.warm_requests is not None and inp.requests is None:
+        raise InputError("--warm-requests counts the prompts sent before a benchmark run: give --requests N "
+                         "with it", field="warm_requests")
     tp = int(inp.tp or 1)
     if inp.attention_dp and tp % inp.attention_dp:
         raise InputError(f"--attention-dp {inp.attention_dp}: the attention groups split the {tp} "

@@ -46,6 +46,8 @@ SETTINGS: dict[str, str] = {
     "prefix_groups": "--prefix-groups: different shared prefixes the requests begin with (SGLang "
                      "bench_serving --gsp-num-groups, vllm bench serve --prefix-repetition-num-prefixes)",
     "turns": "--turns: requests per multi-turn session",
+    "warm_requests": "--warm-requests: prompts of the same sequence a benchmark sent before this run (an "
+                     "earlier stage of inference-perf, which starts every stage from the same prompts)",
     "sessions": "--sessions: conversations open at once",
     "kv_offload_gb": "--kv-offload-gb: the host-RAM KV tier, GB (LMCache max_local_cpu_size, vLLM "
                      "--kv-offloading-size, SGLang --hicache-size)",

@@ -39,6 +39,9 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
         kw.update(requests=requests, random_lengths=not bool(r.get("fixed_lengths", True)),
                   length_distribution=st.get("length_distribution"),
                   max_output_tokens=int(st.get("max_output_tokens") or 0) or None)
+    elif r.get("load") == "poisson" and requests and users is None and not pools:
+        # a finite stage of arrivals (inference-perf: rate x duration requests, the stage drained)
+        kw.update(requests=requests, warm_requests=int(st.get("warm_requests") or 0) or None)
     cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0)
     budget = int(st.get("max_num_batched_tokens") or st.get("max_num_tokens")
                  or st.get("chunked_prefill_size") or st.get("max_batch_prefill_tokens") or 0)
@@ -184,7 +187,9 @@ def figure(p: Pinned, inp: DeployInput, metric: str, statistic: str = "") -> tup
     b = p.bench
     if b is not None:
         median = statistic == "median"
-        value = {"ttft_ms": (b.ttft_median_s if median else b.ttft_mean_s) * 1e3,
+        ttft = b.ttft_p90_s if statistic == "p90" and b.ttft_p90_s else \
+            b.ttft_median_s if median else b.ttft_mean_s
+        value = {"ttft_ms": ttft * 1e3,
                  "tpot_ms": b.tpot_mean_s * 1e3,
                  "itl_ms": (p.itl_median_s if median else b.tpot_mean_s) * 1e3,
                  "output_tokens_per_s": b.output_tokens_per_s, "request_throughput": b.requests_per_s}[metric]

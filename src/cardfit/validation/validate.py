@@ -805,7 +805,7 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
                            "gemm_quant", "moe_quant", "shared_prefix_tokens", "prefix_groups", "turns",
                            "sessions", "kv_offload_gb", "length_distribution", "max_output_tokens",
                            "speculative", "num_speculative_tokens", "acceptance", "speculative_topk",
-                           "speculative_draft_tokens"})
+                           "speculative_draft_tokens", "warm_requests"})
 
 
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4

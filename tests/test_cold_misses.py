@@ -1,0 +1,117 @@
+"""Issue 26 (prefix reuse / KV offload at fleet scale): llm-d's tiered prefix-cache benchmarks
+(data/validation/serving_llmd_tiered.toml) are inference-perf stages, each a finite run of rate x 60 s Poisson
+arrivals drained before the next (llm-d-benchmark workload/profiles/inference-perf/
+guide_tiered-prefix-cache_1.yaml.in @f1d6a173; inference-perf inference_perf/loadgen/load_generator.py
+run_stage @ad65fe0). Two consequences: a stage above the replica's capacity has a queue that grows through the
+stage, not without end (core/serving.py open_stage), and a finite run starts with no prefix computed, so the
+first request of each group it reaches misses (a compulsory miss: core/reuse.py cold_share)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cardfit.core import reuse as ru
+from cardfit.core import serving as sv
+from cardfit.errors import InputError
+from cardfit.services.deploy import DeployInput, deploy_report
+from cardfit.validation.serving import predict_serving
+from cardfit.validation.validate import all_records
+
+
+def test_cold_share_hand_derived():
+    """31 groups, a stage of 38 requests from a cold cache: 31 (1 - (30/31)^38) = 22.08 groups reached, each
+    first reached by a request that computes its prefix: 22.08 / 38 = 58.1 % of the requests. The next stage,
+    75 requests after those 38 prompts of the same order: 31 ((30/31)^38 - (30/31)^75) = 6.27 new groups,
+    8.4 % of its requests. An endless load (requests 0) has none."""
+    q = 30 / 31
+    first = ru.Reuse(16000, 1, 31, requests=38)
+    assert ru.cold_share(first) == pytest.approx(31 * (1 - q ** 38) / 38)
+    assert ru.cold_share(first) == pytest.approx(0.581, abs=1e-3)
+    second = ru.Reuse(16000, 1, 31, requests=75, warm=38)
+    assert ru.cold_share(second) == pytest.approx(31 * (q ** 38 - q ** 75) / 75)
+    assert ru.cold_share(second) == pytest.approx(0.0836, abs=1e-4)
+    assert ru.cold_share(ru.Reuse(16000, 1, 31)) == 0.0
+    # one group: one request in the run computes it
+    assert ru.cold_share(ru.Reuse(1000, 1, 1, requests=10)) == pytest.approx(0.1)
+    # a run inside the prompts already sent reaches no new group
+    assert ru.cold_share(ru.Reuse(1000, 1, 8, requests=10, warm=50)) == 0.0
+
+
+def test_cold_requests_hit_neither_tier():
+    """A pool and a host tier that keep every prefix: a steady state hits the whole shared prefix; a cold run
+    of 10 requests over 4 groups loses the share 4 (1 - 0.75^10) / 10 of it, in both tiers."""
+    i, o = 1200, 100
+    steady = ru.Reuse(1000, 1, 4)
+    cold = ru.Reuse(1000, 1, 4, requests=10)
+    share = 4 * (1 - 0.75 ** 10) / 10
+    a = ru.hits(i, o, steady, pool_tokens=1e6, running=2, sessions=2)
+    b = ru.hits(i, o, cold, pool_tokens=1e6, running=2, sessions=2)
+    assert a.gpu_tokens == pytest.approx(1000)
+    assert b.gpu_tokens == pytest.approx(1000 * (1 - share))
+    small = 2 * 100 + 2 * 1000  # the running sequences and their prefixes: no room for the unread ones
+    a = ru.hits(i, o, steady, pool_tokens=small, running=2, sessions=2, host_tokens=1e6)
+    b = ru.hits(i, o, cold, pool_tokens=small, running=2, sessions=2, host_tokens=1e6)
+    assert a.host_tokens > 0
+    assert b.host_tokens == pytest.approx(a.host_tokens * (1 - share))
+
+
+def _served(stable: bool, rho: float) -> sv.Served:
+    return sv.Served(64.0, 0.05, 0.8, math.inf, math.inf, math.inf, 1280.0, rho, stable)
+
+
+def test_open_stage_hand_derived():
+    """A stage of 300 requests arriving at 5/s (D = 60 s) at twice the replica's capacity (rho 2): the request
+    arriving at t waits (rho - 1) t, so the mean TTFT is 60 / 2 + 0.8 s of prefill, the p90 0.9 x 60 + 0.8;
+    the stage lasts 60 x 2 s plus one request's service; a stable stage answers its steady state (None)."""
+    b = sv.open_stage(_served(False, 2.0), 300, 5.0, 256)
+    assert b is not None
+    assert b.ttft_mean_s == pytest.approx(30.8)
+    assert b.ttft_p90_s == pytest.approx(54.8)
+    seconds = 120 + 0.8 + 255 * 0.05
+    assert b.seconds == pytest.approx(seconds)
+    assert b.requests_per_s == pytest.approx(300 / seconds)
+    assert sv.open_stage(_served(True, 0.5), 300, 5.0, 256) is None
+
+
+def _record(rid: str) -> dict:
+    return next(r for r in all_records() if r["id"] == rid)
+
+
+def test_llmd_overloaded_stage_is_finite():
+    """Qwen3-32B, HBM only, 20 requests/s for the fleet (2.5 a replica, 150 requests a stage): llm-d measured
+    43.67 s mean TTFT; the steady state (the old question) was unstable (inf); the finite stage answers
+    seconds, within a factor of two of the measurement."""
+    r = _record("llmd-tiered-qwen3-32b-h100-tp2-rate20-hbm-ttft")
+    v, how = predict_serving(r)
+    assert math.isfinite(v) and 0.5 < v / r["measured"] < 2, (v, how)
+    steady = {k: x for k, x in r.items() if k != "requests"}
+    assert predict_serving(steady)[0] == math.inf
+
+
+def test_llmd_first_stage_pays_its_cold_misses():
+    """The first stage (5 requests/s for the fleet) starts cold: more than half its requests compute their
+    16,000-token prefix, so the host tier's mean TTFT is far above the warm steady state's (87 ms before;
+    1,170 ms measured)."""
+    r = _record("llmd-tiered-qwen3-32b-h100-tp2-rate5-cpu200gib-ttft")
+    steady = {k: x for k, x in r.items() if k != "requests"}
+    assert predict_serving(steady)[0] < 200
+    assert predict_serving(r)[0] > 400
+
+
+def test_endless_deploy_answer_unchanged_and_stage_options_checked():
+    """A user's endless load (no --requests) keeps its steady-state answer; --requests with --requests-per-s
+    asks a stage; --warm-requests without --requests is a one-line error."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests_per_s=2.5, shared_prefix_tokens=16000, prefix_groups=31)
+    steady = deploy_report(DeployInput(**base))
+    assert steady.best is None or steady.best.benchmark is None
+    stage = deploy_report(DeployInput(**base, requests=150, warm_requests=112))
+    one = stage.best or stage.closest
+    assert one is not None and one.benchmark is not None and one.benchmark.ttft_mean_ms is not None
+    with pytest.raises(InputError):
+        deploy_report(DeployInput(**base, warm_requests=10))
+    unpinned = {k: v for k, v in base.items() if k != "tp"}
+    with pytest.raises(InputError, match="pinned deployment"):
+        deploy_report(DeployInput(**unpinned, warm_requests=10))
