@@ -114,7 +114,9 @@ def _speed_question(inp: DeployInput, tp: int, pp: int) -> dict:
               gpus=tp * pp, tp=tp, input_tokens=inp.input_tokens, output_tokens=inp.output_tokens,
               concurrency=str(int(inp.users or 1)), speculative=inp.speculative,
               num_speculative_tokens=inp.num_speculative_tokens, acceptance=inp.acceptance,
-              speculative_topk=inp.speculative_topk, speculative_draft_tokens=inp.speculative_draft_tokens)
+              speculative_topk=inp.speculative_topk, speculative_draft_tokens=inp.speculative_draft_tokens,
+              shared_prefix_tokens=inp.shared_prefix_tokens, prefix_groups=inp.prefix_groups,
+              kv_offload_gb=inp.kv_offload_gb)
     kw.update({f: getattr(inp, f) for f in ENGINE_OPTIONS})
     return {k: v for k, v in kw.items() if v is not None}
 
