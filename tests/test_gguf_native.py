@@ -110,3 +110,15 @@ def test_the_cli_names_the_file_type():
         "gpt-oss 20B · MXFP4_MOE · llama.cpp ")
     assert out("speed", "gpt-oss-20b", "--runtime", "llama.cpp", "--gpu", "RTX 4090", "--quant",
                "mxfp4").startswith("gpt-oss 20B · MXFP4 · llama.cpp ")
+
+
+def test_a_checkpoint_on_disk_is_converted_by_its_owner(tmp_path):
+    """A config.json of gpt-oss on disk: its owner converts it (convert_hf_to_gguf.py keeps the non-expert
+    tensors 16-bit: the checkpoint's MXFP4, as validation's rx7900xt `gpt-oss-20b.auto.gguf` records), so
+    llama.cpp plans the checkpoint's format, not ggml-org's file."""
+    import json
+
+    from tests.test_readers import GPT_OSS_20B
+
+    (tmp_path / "config.json").write_text(json.dumps(GPT_OSS_20B), encoding="utf-8")
+    assert _quant(model=str(tmp_path), runtime="llama.cpp") == "MXFP4"

@@ -51,10 +51,13 @@ class Resolved:
         """The GGUF file type `rt`'s users download for the checkpoint this name is, when no --quant is
         given: the runtime's `native_gguf` entry for the model's own format (llama.cpp: gpt-oss's MXFP4
         checkpoint runs as ggml-org's MXFP4_MOE file, data/runtimes.toml). "" where the runtime has none
-        (Ollama pulls its own blobs) or the name is an Ollama tag or a GGUF file, which name their weights.
-        The one owner: plan (build_context) and deploy's search over runtimes x quants ask it."""
+        (Ollama pulls its own blobs), the name is an Ollama tag or a GGUF file, which name their weights, or
+        a checkpoint on disk: its owner converts it (convert_hf_to_gguf.py keeps gpt-oss's non-expert tensors
+        16-bit, the checkpoint's own MXFP4). The one owner: plan (build_context) and deploy's search over
+        runtimes x quants ask it."""
         native = self.model.native_quant.lower()
-        named = self.tag is not None or self.ollama or self.gguf  # the name says which weights
+        # the name says which weights, or they are the user's own files
+        named = self.tag is not None or self.ollama or self.gguf or self.origin not in ("catalog", "hub")
         if not native or named or self.quant_hint.lower() != native:
             return ""
         return dict(rt.native_gguf).get(native, "")
