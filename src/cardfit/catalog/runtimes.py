@@ -78,7 +78,7 @@ class RuntimeProfile:
     weights_format: str = "checkpoint"  # what it loads: "gguf" files, or a "checkpoint" (safetensors)
     # the GGUF file its users download for a checkpoint whose own format is one of these, as (the checkpoint's
     # native_quant, the llama.cpp file type): planned when no --quant is given (services/resolve.py
-    # native_file); empty: the checkpoint's own format (Ollama pulls its own blobs)
+    # Resolved.native_file); empty: the checkpoint's own format (Ollama pulls its own blobs)
     native_gguf: tuple[tuple[str, str], ...] = ()
     kv_cache_8bit: str = ""  # the 8-bit KV cache type deploy also tries ("": none)
     # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"
