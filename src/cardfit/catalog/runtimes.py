@@ -76,6 +76,10 @@ class RuntimeProfile:
     port: int = 0
     image_source: str = ""
     weights_format: str = "checkpoint"  # what it loads: "gguf" files, or a "checkpoint" (safetensors)
+    # the GGUF file its users download for a checkpoint whose own format is one of these, as (the checkpoint's
+    # native_quant, the llama.cpp file type): planned when no --quant is given (services/resolve.py
+    # Resolved.native_file); empty: the checkpoint's own format (Ollama pulls its own blobs)
+    native_gguf: tuple[tuple[str, str], ...] = ()
     kv_cache_8bit: str = ""  # the 8-bit KV cache type deploy also tries ("": none)
     # the models it is planned for when --runtime is not given: "ollama" (a tag or the Ollama store), "gguf"
     # (a GGUF file or type), "checkpoint" (any other model), "training" (fine-tuning)
@@ -305,6 +309,7 @@ class RuntimeProfile:
     kv_free_fraction_source: str = ""
     kv_reserve_source: str = ""
     memory_note: str = ""
+    native_gguf_source: str = ""
 
     @property
     def named(self) -> str:
@@ -328,6 +333,7 @@ def _from_row(row: dict[str, Any]) -> RuntimeProfile:
     check_keys(row, KEYS - {"override"}, table="runtime", path=path)
     known = {k: (tuple(v) if k in _TUPLES else v) for k, v in row.items()}
     known["context_tiers"] = tuple((float(a), int(b)) for a, b in row.get("context_tiers", ()))
+    known["native_gguf"] = tuple((str(a), str(b)) for a, b in row.get("native_gguf", ()))
     try:
         for t in row.get("tier", ()):
             check_keys(t, TIER_KEYS, table=f"runtime '{row.get('id', '?')}' tier", path=path)

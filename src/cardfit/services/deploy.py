@@ -412,6 +412,8 @@ def _runtimes(inp: DeployInput, resolved: Any, any_runtime: bool = False) -> lis
 def _quants(inp: DeployInput, rt: RuntimeProfile, resolved: Any) -> list[str]:
     if inp.quant:
         return [inp.quant]
+    if native := resolved.native_file(rt):
+        return [native]  # the GGUF file its users download for the checkpoint (llama.cpp: gpt-oss MXFP4_MOE)
     if resolved.checkpoint is not None and rt.weights_format != "gguf":
         resolved = resolved.checkpoint  # the checkpoint runtimes serve the checkpoint the name is the id of
     if resolved.gguf or resolved.tag is not None or resolved.quant_hint:

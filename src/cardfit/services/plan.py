@@ -123,6 +123,10 @@ def build_context(inp: PlanInput) -> Context:
     card = gpus.get(inp.gpu) if inp.gpu else None
     if card is not None and card.unified_memory:
         rt = _runtime_on_metal(rt, inp.runtime, card, notes)
+    if inp.quant is None and (native := r.native_file(rt)):
+        own, q = q, default_quants().get(native)
+        notes.append(f"{rt.name} loads a GGUF file: planned for the {q.name} file its users download for "
+                     f"this {own.name} checkpoint; --quant {own.id} plans the checkpoint's own tensors")
     if rt.weights_format == "gguf" and not gguf_holds(q):
         metal = card is not None and card.unified_memory
         raise InputError(f"{rt.name} loads GGUF files, which have no {q.name} weights"

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from ..catalog.models import ModelSpec, OllamaTag, default_models, find_tag, load_models
 from ..catalog.records import record
 from ..catalog.registry import Registry
 from ..errors import InputError, UnknownNameError
 from .inputs import ModelInput
+
+if TYPE_CHECKING:
+    from ..catalog.runtimes import RuntimeProfile
 
 # Ollama tag suffixes name the build: qwen3:8b-q8_0, llama3.1:8b-instruct-fp16 (text, compiled on first use
 # by re's own cache: a tag without a dash after its colon, 'llama3.1:8b', never needs it; tag_quant)
@@ -42,6 +46,21 @@ class Resolved:
         """Read from a GGUF file (its tensors carry llama.cpp names)."""
         t = self.model.tensors
         return bool(t) and any(x.name.startswith("blk.") or x.name == "token_embd.weight" for x in t[:8])
+
+    def native_file(self, rt: RuntimeProfile) -> str:
+        """The GGUF file type `rt`'s users download for the checkpoint this name is, when no --quant is
+        given: the runtime's `native_gguf` entry for the model's own format (llama.cpp: gpt-oss's MXFP4
+        checkpoint runs as ggml-org's MXFP4_MOE file, data/runtimes.toml). "" where the runtime has none
+        (Ollama pulls its own blobs), the name is an Ollama tag or a GGUF file, which name their weights, or
+        a checkpoint on disk: its owner converts it (convert_hf_to_gguf.py keeps gpt-oss's non-expert tensors
+        16-bit, the checkpoint's own MXFP4). The one owner: plan (build_context) and deploy's search over
+        runtimes x quants ask it."""
+        native = self.model.native_quant.lower()
+        # the name says which weights, or they are the user's own files
+        named = self.tag is not None or self.ollama or self.gguf or self.origin not in ("catalog", "hub")
+        if not native or named or self.quant_hint.lower() != native:
+            return ""
+        return dict(rt.native_gguf).get(native, "")
 
 
 def _shape(inp: ModelInput) -> ModelSpec:
