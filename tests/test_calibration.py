@@ -126,10 +126,11 @@ ONE_PUBLISHER_PRIORS = (
     ("sglang.decode_overhead_us_per_sequence_v0", "github.com/sgl-project/sglang/issues/938",
      "vllm.decode_overhead_us_per_sequence_sync"),
     # llama-batched-bench's per-sequence time (ggml-org's DGX Spark records alone): no other publisher
-    # measures it, and NEUTRAL (nothing per sequence) put its fold's 12 records +9..+70 % (the fast side, where
-    # they are -12..+6 % in sample), so it keeps the per-sequence time nearest in kind that another publisher
-    # measures, vLLM 0.5's (a sequence's own work between two batched steps): an assumption, written here
-    ("llama.cpp.decode_overhead_us_per_sequence", "github:ggml-org", "vllm.decode_overhead_us_per_sequence_v0"),
+    # measures it, and NEUTRAL (nothing per sequence) put its fold's 12 records +9..+70 % (the fast side,
+    # where they are -12..+6 % in sample), so it keeps the per-sequence time nearest in kind that another
+    # publisher measures, vLLM 0.5's (a sequence's own work between two batched steps): an assumption
+    ("llama.cpp.decode_overhead_us_per_sequence", "github:ggml-org",
+     "vllm.decode_overhead_us_per_sequence_v0"),
     # vLLM V0's eager decode step past its graph context (dstack's 405B on MI300X alone): the CPU dispatch
     # time per layer of a step whose kernels are launched one by one, as vLLM's prompt steps past their
     # graphs (aiconfigurator-core 0.12.0 _prefill_dispatch_overhead_ms, 0.8 ms, NVIDIA's) and SGLang's and

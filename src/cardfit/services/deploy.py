@@ -1662,7 +1662,7 @@ class Deployment(table.Result):
     omit_none = ("benchmark", "dynamo_command")
 
 
-def _hit_rate(inp: DeployInput, r: Result) -> float:
+def hit_rate(inp: DeployInput, r: Result) -> float:
     h = hits(inp, r.cand, _workload(inp, r.replicas))
     return round(h.cached_tokens / prompt_tokens(inp), 4) if h is not None else 0.0
 
@@ -1691,7 +1691,7 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
                                 c.margin_bytes, c.kv_tokens),
         command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
-        release=release_name(c.setting.ctx.runtime), prefix_hit_rate=_hit_rate(inp, r),
+        release=release_name(c.setting.ctx.runtime), prefix_hit_rate=hit_rate(inp, r),
         kv_offload_gb=_offload_gb(inp, r), speculative=_speculative_view(c.setting.ctx),
         dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep)
 

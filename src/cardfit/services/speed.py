@@ -303,15 +303,16 @@ def deployed(s: Setup, inp: SpeedInput) -> bool:
     """Whether the rows are the served load of one deployment `cardfit deploy --tp N` times: a request
     (--input-tokens / --output-tokens) on a paged engine (vLLM, SGLang, TensorRT-LLM, TGI) of the built-in
     catalog's card, in a format deploy serves on it (no GGUF build on a checkpoint engine), with nothing only
-    speed takes (--bandwidth, --tflops, --cpu-moe, CPU offload, prefix reuse, --speculative). Each row is
-    then that deploy's steady state for its users (_deployed_row): one timing path, with the users beyond
-    the engine's sequence cap or its KV pool queued and an older release (--runtime NAME@RELEASE) scheduled
-    and timed as deploy does (services/pinned.py)."""
+    speed takes (--bandwidth, --tflops, --cpu-moe, CPU offload, --speculative); the reuse it serves
+    (--shared-prefix-tokens, --prefix-groups, --turns, --sessions, a --kv-offload-gb tier) goes with it.
+    Each row is then that deploy's steady state for its users (_deployed_row): one timing path, with the
+    users beyond the engine's sequence cap or its KV pool queued and an older release (--runtime
+    NAME@RELEASE) scheduled and timed as deploy does (services/pinned.py)."""
     from ..catalog.gpus import default_gpus
 
     ctx, o = s.plan.ctx, s.card.option
     if not (s.request is not None and s.request.input_tokens > 0 and ctx.runtime.paged_kv
-            and o.verdict != OFFLOAD and s.reuse == ru.Reuse() and ctx.speculation is None
+            and o.verdict != OFFLOAD and ctx.speculation is None
             and not (inp.bandwidth or inp.tflops or inp.cpu_moe) and default_gpus().find(o.gpu.id) == o.gpu):
         return False
     from .deploy import is_gguf  # deploy's rule: GGUF builds run on llama.cpp / Ollama, the rest elsewhere
@@ -350,7 +351,10 @@ def _deploy_question(s: Setup, inp: SpeedInput, users: int) -> Any:
     model = {f.name: getattr(inp, f.name) for f in dataclasses.fields(ModelInput)}
     return DeployInput(**model, runtime=inp.runtime or ctx.runtime.named, quant=inp.quant or ctx.quant.name,
                        kv_dtype=inp.kv_dtype, gpu=(o.gpu.name,), tp=s.machine.tp, pp=o.pp, users=float(users),
-                       input_tokens=s.request.input_tokens, output_tokens=s.request.output_tokens,
+                       input_tokens=s.new_tokens or s.request.input_tokens,
+                       output_tokens=s.request.output_tokens,
+                       shared_prefix_tokens=inp.shared_prefix_tokens, prefix_groups=inp.prefix_groups,
+                       turns=inp.turns, sessions=inp.sessions, kv_offload_gb=inp.kv_offload_gb,
                        max_num_seqs=inp.max_num_seqs, max_num_batched_tokens=inp.prefill_chunk,
                        gpu_memory_utilization=inp.gpu_memory_utilization,
                        max_prefill_tokens=inp.max_prefill_tokens, attention_dp=inp.attention_dp,
@@ -369,13 +373,15 @@ def started(inp: SpeedInput) -> int | None:
 def _deployed_row(s: Setup, inp: SpeedInput, users: int, most: int) -> SpeedRow:
     """One row as the pinned deploy of its users prints its steady state (services/deploy.py
     pinned_answer)."""
-    from .deploy import pinned_answer
+    from .deploy import hit_rate, pinned_answer
 
-    res = pinned_answer(_deploy_question(s, inp, users)).result
+    question = _deploy_question(s, inp, users)
+    res = pinned_answer(question).result
     r = res.served
+    rate = hit_rate(question, res) if s.reuse != ru.Reuse() else 0.0
     return SpeedRow(users, round(res.served_tokens_per_s, 1), round(r.per_user_tokens_per_s, 2),
                     round(r.tpot_s * 1e3, 3), sp.step(s.load, s.machine, users).bound, users <= most,
-                    round(r.ttft_mean_s * 1e3, 1), round(r.ttft_s * 1e3, 1))
+                    round(r.ttft_mean_s * 1e3, 1), round(r.ttft_s * 1e3, 1), rate)
 
 
 def queued_note(s: Setup, inp: SpeedInput, table: tuple[SpeedRow, ...]) -> list[str]:
