@@ -125,12 +125,9 @@ ONE_PUBLISHER_PRIORS = (
     # -23.8 % -> +3.9 % out of sample
     ("sglang.decode_overhead_us_per_sequence_v0", "github.com/sgl-project/sglang/issues/938",
      "vllm.decode_overhead_us_per_sequence_sync"),
-    # llama-batched-bench's per-sequence time (ggml-org's DGX Spark records alone): no other publisher
-    # measures it, and NEUTRAL (nothing per sequence) put its fold's 12 records +9..+70 % (the fast side,
-    # where they are -12..+6 % in sample), so it keeps the per-sequence time nearest in kind that another
-    # publisher measures, vLLM 0.5's (a sequence's own work between two batched steps): an assumption
-    ("llama.cpp.decode_overhead_us_per_sequence", "github:ggml-org",
-     "vllm.decode_overhead_us_per_sequence_v0"),
+    # llama-batched-bench has no engine loop (ggml-org/llama.cpp tools/batched-bench/batched-bench.cpp): no
+    # other publisher measures its mechanism, so NEUTRAL, where it took vLLM 0.5's Lambda fit (a CPU loop's)
+    ("llama.cpp.decode_overhead_us_per_sequence", "github:ggml-org", None),
     # vLLM V0's eager decode step past its graph context (dstack's 405B on MI300X alone): the CPU dispatch
     # time per layer of a step whose kernels are launched one by one, as vLLM's prompt steps past their
     # graphs (aiconfigurator-core 0.12.0 _prefill_dispatch_overhead_ms, 0.8 ms, NVIDIA's) and SGLang's and
@@ -162,7 +159,8 @@ def test_every_one_publisher_constant_states_its_fallback():
 def test_a_one_publisher_constant_falls_back_to_its_sourced_prior(key, publisher, prior):
     """Its fold takes the prior's value as data/runtimes.toml states it (fitted on other publishers), never
     the stored value fitted on the records left out; before, Lambda's fold charged vLLM 0.5 nothing per
-    sequence (NEUTRAL: +253..+1,634 % out of sample) and SGLang's took vLLM 0.5's Lambda fit."""
+    sequence (NEUTRAL: +253..+1,634 % out of sample) and SGLang's and llama.cpp's took vLLM 0.5's Lambda
+    fit."""
     from cardfit.catalog.runtimes import default_runtimes
     from cardfit.validation.calibrate import NEUTRAL, Refit, only_measured_by
 
@@ -379,7 +377,12 @@ HELD_LOO = {
     # -> 13.3 % / 173 % (p90 over tightened) once that prior is a sourced one, V1's synchronous time per
     # sequence (calibrate.py Fit prior, other publishers' fit: 119.4 us where Lambda's own is 379.1 us):
     # Lambda's records +105 .. +251 % out of sample, were +253 .. +1,634 % with no per-sequence time
-    "aggregate_decode": (0.14, 1.8),
+    # -> 22.5 % / 173 % (median loosened): the fold without ggml-org's DGX Spark llama-batched-bench records
+    # takes no per-sequence time (NEUTRAL) where it took vLLM 0.5's CPU time per sequence fitted on Lambda
+    # (379 us), another mechanism's value: batched-bench has no scheduler, detokenizer or sampling
+    # (calibrate.py). Its twelve records +1..+20 % -> +9..+70 % out of sample: what cardfit predicts for
+    # batched llama.cpp steps without that one publisher, in sample -12..+6 %
+    "aggregate_decode": (0.23, 1.8),
     "max_context": (0.052, 0.70),
     # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the
     # two RTX 3090 Ti loads (+0.9 % in the model buffer) being new evidence, not a change of the model
@@ -607,7 +610,9 @@ HELD_USER_PATH = {
     # aggregate 11.6 % / 14.9 % -> 10.4 % / 15.5 % with the measured all-reduce kernel time and the MoE
     # constants it refits (expert_efficiency 0.615 -> 0.663): Millstone's gpt-oss-120b peaks out of sample,
     # H100 -10.1 % -> -8.0 %, 2x RTX PRO 6000 -23.8 % -> -21.8 %, one H200 +11.0 % -> +14.5 %
-    "aggregate_decode": (0.105, 0.16),  # 18 records
+    # 8.0 % / 13.3 % -> 19.7 % / 54.5 % (loosened): the user path's aggregate records are the twelve DGX Spark
+    # llama-batched-bench ones, all scored with the prior, which is now none (NEUTRAL: see HELD_LOO above)
+    "aggregate_decode": (0.20, 0.55),  # 12 records
     # serving 16.4 % / 34.4 % -> 15.5 % / 36.5 % with the engines' measured all-reduce kernel time
     # (core/speed.py CUSTOM_ALLREDUCE_US): 405B FP8 on 8x H100 +19 % -> +7 % out of sample; the MoE constants
     # it refits (expert_efficiency 0.615 -> 0.663, on TP 2-4 records whose all-reduce was overcharged) move

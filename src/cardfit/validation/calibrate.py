@@ -866,17 +866,17 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_sequence"), 1, None,
         "the same for SGLang before 0.4 (no overlap scheduler)",
         prior="decode_overhead_us_per_sequence_sync", prior_on=Vllm),
-    # Prior, an assumption: llama-batched-bench drives llama_decode directly (ggml-org/llama.cpp
-    # tools/batched-bench/batched-bench.cpp @0a1f0179), so no engine loop; but no other publisher measures
-    # llama.cpp's own time per sequence, and nothing per sequence (NEUTRAL) put its fold's 12 DGX Spark
-    # records +9..+70 % (the fast side; -12..+6 % in sample). The nearest per-sequence time another publisher
-    # measures, vLLM 0.5's, keeps that fold on the slow side (docs/VALIDATION.md "A constant one publisher
-    # measures").
+    # No prior: llama-batched-bench drives llama_decode directly, one token 0 per sequence a step, no
+    # scheduler, HTTP server, detokenizer or sampling (ggml-org/llama.cpp
+    # tools/batched-bench/batched-bench.cpp @0a1f0179: "common_batch_add(batch, 0, pp + i, { j }, true)",
+    # then llama_decode and llama_synchronize), so the time its steps leave per sequence is
+    # llama_decode's own (kernels, each sequence's logits), not an engine loop's on the CPU, and no other
+    # publisher measures it: a fold without ggml-org's records is the model without it (NEUTRAL), not vLLM's
+    # CPU time per sequence (its prior until 2026-12: a different mechanism)
     Fit(LlamaCpp, "decode_overhead_us_per_sequence", _is("aggregate_decode"),
         _speed("implied_overhead_us_per_sequence"), 1, LlamaCppLike,
         "batched decode time left per sequence per step after the roofline and the per-layer time of a step "
-        "without CUDA graphs (llama-batched-bench S_TG, B > 1)",
-        prior="decode_overhead_us_per_sequence_v0", prior_on=Vllm),
+        "without CUDA graphs (llama-batched-bench S_TG, B > 1)"),
     Fit(TrtLlm, "decode_overhead_us_per_sequence_v0", _trt_engine_v0, _implied_trt_per_sequence, 1, None,
         "time per sequence per step of a TensorRT engine's C++ runtime (trtllm-bench 0.15 offline "
         "throughput: Azure's AI-benchmarking-guide, NVIDIA's own 0.15.0 table; NIM 1.8.0's engines at a "
