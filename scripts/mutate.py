@@ -142,8 +142,7 @@ MUTANTS: tuple[Mutant, ...] = (
            "return min(reuse.shared_prefix_tokens, i) + ", "prefix reuse: the shared prefix hits every turn"),
     Mutant("serving", RU, "return min(max(capacity, 0.0) / working_set, 1.0)", "return 1.0",
            "prefix reuse: the cache never runs out of room"),
-    Mutant("serving", RU, "host_share = max(lru_hit_share(host_tokens, waiting) - gpu_share, 0.0)",
-           "host_share = lru_hit_share(host_tokens, waiting)",
+    Mutant("serving", RU, "host_share = max(host - gpu_share, 0.0)", "host_share = host",
            "KV offload: the host tier's copies counted beside the GPU's own hits"),
     # ---- the cost arithmetic -------------------------------------------------------------------------
     Mutant("cost", CO, "return hourly_usd * MILLION / (tokens_per_s * SECONDS_PER_HOUR * duty)",
