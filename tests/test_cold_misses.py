@@ -115,3 +115,15 @@ def test_endless_deploy_answer_unchanged_and_stage_options_checked():
     unpinned = {k: v for k, v in base.items() if k != "tp"}
     with pytest.raises(InputError, match="pinned deployment"):
         deploy_report(DeployInput(**unpinned, warm_requests=10))
+
+
+def test_cold_share_counts_sessions():
+    """--turns 4: only a session's first prompt can reach a new group (its later turns send their history
+    after the shared prefix), so 100 requests are 25 sessions drawing over 8 groups: 8 (1 - (7/8)^25) / 25 =
+    30.9 % of the sessions compute their prefix (the old count, 100 draws over 100 requests, gave 8.0 %); 40
+    warm prompts are 10 sessions before it."""
+    q = 7 / 8
+    assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100)) == pytest.approx(8 * (1 - q ** 25) / 25)
+    assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100)) == pytest.approx(0.309, abs=1e-3)
+    assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100, warm=40)) == \
+        pytest.approx(8 * (q ** 10 - q ** 25) / 25)
