@@ -64,7 +64,8 @@ def _served(stable: bool, rho: float) -> sv.Served:
 def test_open_stage_hand_derived():
     """A stage of 300 requests arriving at 5/s (D = 60 s) at twice the replica's capacity (rho 2): the request
     arriving at t waits (rho - 1) t, so the mean TTFT is 60 / 2 + 0.8 s of prefill, the p90 0.9 x 60 + 0.8;
-    the stage lasts 60 x 2 s plus one request's service; a stable stage answers its steady state (None)."""
+    the stage lasts 60 x 2 s plus one request's service (the diffusion bound, 0.4 sqrt(300) x 0.532 = 3.7 s,
+    is below the fluid queue here)."""
     b = sv.open_stage(_served(False, 2.0), 300, 5.0, 256)
     assert b is not None
     assert b.ttft_mean_s == pytest.approx(30.8)
@@ -72,7 +73,45 @@ def test_open_stage_hand_derived():
     seconds = 120 + 0.8 + 255 * 0.05
     assert b.seconds == pytest.approx(seconds)
     assert b.requests_per_s == pytest.approx(300 / seconds)
-    assert sv.open_stage(_served(True, 0.5), 300, 5.0, 256) is None
+
+
+def test_open_stage_below_capacity_bounded():
+    """The same stage at half the capacity (rho 0.5, s = 0.5 / 5 = 0.1 s of the replica a request): a
+    steady state that queues 5 s mean / 10 s p90 before the prefill, more than 300 requests from an empty
+    queue build: the diffusion bound s sqrt(300) x 0.532 (mean) and x 1.180 (p90); the stage lasts D plus one
+    request's service (max(rho, 1) = 1)."""
+    s = sv.Served(64.0, 0.05, 0.8, 10.8, 5.8, 10.0, 1280.0, 0.5, True)
+    b = sv.open_stage(s, 300, 5.0, 256)
+    assert b is not None
+    bound = 0.1 * math.sqrt(300)
+    assert b.ttft_mean_s == pytest.approx(0.8 + 2 / 3 * math.sqrt(2 / math.pi) * bound)
+    assert b.ttft_p90_s == pytest.approx(0.8 + 1.1803 * bound)
+    assert b.seconds == pytest.approx(60 + 0.8 + 255 * 0.05)
+    # a light steady state (its waits below the bound) keeps them
+    light = sv.Served(64.0, 0.05, 0.8, 0.9, 0.85, 0.1, 1280.0, 0.5, True)
+    b = sv.open_stage(light, 300, 5.0, 256)
+    assert b is not None and b.ttft_mean_s == pytest.approx(0.85) and b.ttft_p90_s == pytest.approx(0.9)
+
+
+def test_open_stage_monotone_across_capacity():
+    """Reviewer's repro (finding 3): Qwen3-32B TP 2 on H100 SXM, a stage of 38 requests of 16,256 tokens
+    (16,000 shared, 31 groups), 256 out, around the replica's capacity (~0.87 requests/s). The old stage
+    answered the steady state below capacity (TTFT p90 6,090 -> 16,451 ms as rho -> 1) and the empty fluid
+    queue just above it (1,911 ms at 0.90): the stage's TTFT now rises with the rate, and the stage lasts at
+    least its arrivals."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests=38, shared_prefix_tokens=16000, prefix_groups=31)
+    p90s, means = [], []
+    for rate in (0.80, 0.84, 0.86, 0.88, 0.90, 1.0, 1.2):
+        rep = deploy_report(DeployInput(**base, requests_per_s=rate))
+        one = rep.best or rep.closest
+        assert one is not None and one.benchmark is not None, rate
+        b = one.benchmark
+        assert b.ttft_p90_ms is not None and b.ttft_mean_ms is not None
+        assert b.seconds >= 38 / rate
+        p90s.append(b.ttft_p90_ms)
+        means.append(b.ttft_mean_ms)
+    assert p90s == sorted(p90s) and means == sorted(means), (p90s, means)
 
 
 def _record(rid: str) -> dict:

@@ -2300,15 +2300,17 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
                              ep, budget, consts)
     replica = res.cand.replica
     users = int(inp.users or 1)
+    stage = bool(inp.requests) and inp.users is None  # a stage of arrivals (--requests-per-s)
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
                           min(users, replica.max_seqs))
     bench = None
-    if inp.requests and inp.users is None:  # a stage of arrivals (--requests-per-s): finite where unstable
+    if stage:
         rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
         bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
         if bench is not None:
-            how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s, above the replica's "
-                   "capacity: its queue grows through the stage")
+            how = f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, " + (
+                "within the replica's capacity: its queue bounded by what the stage builds" if res.served.stable
+                else "above the replica's capacity: its queue grows through the stage")
     elif inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
