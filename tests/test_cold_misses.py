@@ -166,3 +166,21 @@ def test_cold_share_counts_sessions():
     assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100)) == pytest.approx(0.309, abs=1e-3)
     assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100, warm=40)) == \
         pytest.approx(8 * (q ** 10 - q ** 25) / 25)
+
+
+def test_stage_benchmark_block():
+    """Reviewer finding 5: a stage's benchmark block names no scheduler (a closed-loop round's, optional
+    key) and times its ITL median at the stage's decoding batch, not one user's: Qwen3-32B TP 2 above
+    capacity (1.2 requests/s, 18 sequences decoding) took 14.8 ms at one user; a batch of 18 steps slower.
+    A closed-loop benchmark (--users) keeps its scheduler."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests=38, shared_prefix_tokens=16000, prefix_groups=31)
+    rep = deploy_report(DeployInput(**base, requests_per_s=1.2))
+    one = rep.best or rep.closest
+    assert one is not None and one.benchmark is not None
+    assert one.benchmark.scheduler is None
+    assert one.benchmark.itl_median_ms is not None and one.benchmark.itl_median_ms > 20
+    closed = deploy_report(DeployInput(**base, users=4))
+    c = closed.best or closed.closest
+    assert c is not None and c.benchmark is not None and c.benchmark.scheduler in ("prefill-first",
+                                                                                    "decode-first")

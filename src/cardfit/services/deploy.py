@@ -1587,8 +1587,9 @@ class DeploymentMemory(table.Result):
 class BenchmarkRun(table.Result):
     """What a benchmark harness reports for a pinned deployment (--requests N at --users C: `vllm bench serve
     --num-prompts N --max-concurrency C`): means over every request, the first round's burst included; or
-    (--requests N at --requests-per-s R) a stage of N Poisson arrivals above the replica's capacity, its
-    queue growing through the stage (core/serving.py open_stage)."""
+    (--requests N at --requests-per-s R) a stage of N Poisson arrivals from an empty queue (core/serving.py
+    open_stage): its p90 TTFT given, no scheduler (a closed-loop round's), its ITL median at the stage's
+    decoding batch."""
 
     requests: int
     ttft_mean_ms: float | None
@@ -1598,10 +1599,10 @@ class BenchmarkRun(table.Result):
     output_tokens_per_s: float
     requests_per_s: float
     seconds: float
-    scheduler: str  # "prefill-first" or "decode-first"
-    ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s) above capacity; else left out
+    scheduler: str | None  # "prefill-first" or "decode-first"; a stage of arrivals: left out
+    ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s); else left out
 
-    omit_none = ("ttft_p90_ms",)
+    omit_none = ("ttft_p90_ms", "scheduler")
 
 
 @record
@@ -2301,8 +2302,9 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     replica = res.cand.replica
     users = int(inp.users or 1)
     stage = bool(inp.requests) and inp.users is None  # a stage of arrivals (--requests-per-s)
+    # the median token gap at the batch the run decodes: a closed loop's users, a stage's decoding sequences
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
-                          min(users, replica.max_seqs))
+                          min(res.served.batch if stage else users, replica.max_seqs))
     bench = None
     if stage:
         rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
@@ -2511,7 +2513,7 @@ def pinned_report(inp: DeployInput) -> DeployReport:
         run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
                            _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
                            round(b.requests_per_s, 3), round(b.seconds, 2),
-                           "prefill-first" if p.prefill_first else "decode-first",
+                           None if inp.users is None else "prefill-first" if p.prefill_first else "decode-first",
                            _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
         one = replace(one, benchmark=run)
     report = DeployReport(model=r.cand.setting.ctx.model.name,
