@@ -2311,8 +2311,8 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
         if bench is not None:
             how = f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, " + (
-                "within the replica's capacity: its queue bounded by what the stage builds" if res.served.stable
-                else "above the replica's capacity: its queue grows through the stage")
+                "within the replica's capacity: its queue bounded by what the stage builds"
+                if res.served.stable else "above the replica's capacity: its queue grows through the stage")
     elif inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
@@ -2513,7 +2513,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
         run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
                            _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
                            round(b.requests_per_s, 3), round(b.seconds, 2),
-                           None if inp.users is None else "prefill-first" if p.prefill_first else "decode-first",
+                           None if inp.users is None
+                           else "prefill-first" if p.prefill_first else "decode-first",
                            _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
         one = replace(one, benchmark=run)
     report = DeployReport(model=r.cand.setting.ctx.model.name,
