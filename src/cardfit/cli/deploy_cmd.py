@@ -171,8 +171,9 @@ def _print(r: DeployReport) -> None:
         if x.scheduler is None:  # a stage of arrivals (--requests-per-s), from an empty queue
             c.print(f"  Stage of {x.requests:,} requests arriving from an empty queue: TTFT mean "
                     f"{_num(x.ttft_mean_ms)} ms (p90 {_num(x.ttft_p90_ms)}) · TPOT mean "
-                    f"{_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · {x.output_tokens_per_s:,.0f} tok/s · "
-                    f"{x.requests_per_s:,.2f} req/s · {x.seconds:,.1f} s")
+                    f"{_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · "
+                    f"{x.output_tokens_per_s:,.0f} tok/s · {x.requests_per_s:,.2f} req/s · "
+                    f"{x.seconds:,.1f} s")
         else:
             c.print(f"  Benchmark of {x.requests:,} requests ({x.scheduler} scheduler, the first round sent "
                     f"at once): TTFT mean {_num(x.ttft_mean_ms)} ms (median {_num(x.ttft_median_ms)}) · "
