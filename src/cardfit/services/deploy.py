@@ -2311,8 +2311,10 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
         if bench is not None:
             queue = ("within the replica's capacity: its queue bounded by what the stage builds"
-                     if res.served.stable else "above the replica's capacity: its queue grows through the stage")
-            how = f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, {queue}"
+                     if res.served.stable else
+                     "above the replica's capacity: its queue grows through the stage")
+            how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, "
+                   f"{queue}")
     elif inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
