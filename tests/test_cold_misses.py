@@ -184,3 +184,24 @@ def test_stage_benchmark_block():
     c = closed.best or closed.closest
     assert c is not None and c.benchmark is not None and c.benchmark.scheduler in ("prefill-first",
                                                                                     "decode-first")
+
+
+def test_stage_says_why_its_hits_fall():
+    """Reviewer finding 4: --requests on a stable stage applies the run's cold misses (Qwen3-32B TP 2, 38
+    requests at 0.625/s over 31 groups: 58.1 % of them compute their prefix, the prefix hit rate 0.558 ->
+    0.234): a note says so, and the workload echoes requests and warm_requests (keys left out for an endless
+    load: its JSON unchanged)."""
+    from cardfit.services.table import to_json
+
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests_per_s=0.625, shared_prefix_tokens=16000, prefix_groups=31)
+    stage = deploy_report(DeployInput(**base, requests=38))
+    assert any("58.1% of its requests compute their group's shared prefix" in n for n in stage.notes)
+    assert stage.workload.requests == 38 and stage.workload.warm_requests is None
+    warm = deploy_report(DeployInput(**base, requests=75, warm_requests=38))
+    assert warm.workload.warm_requests == 38
+    assert any("after 38 prompts" in n for n in warm.notes)
+    steady = deploy_report(DeployInput(**base))
+    assert not any("cold cache" in n for n in steady.notes)
+    keys = to_json(steady)["workload"]
+    assert "requests" not in keys and "warm_requests" not in keys

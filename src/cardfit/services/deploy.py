@@ -1843,6 +1843,10 @@ class Workload(table.Result):
     cards: int | None = None  # --cards: exactly this many cards
     cards_found_users: bool = False  # --cards without a load: `users` is the most the cards serve
     prefix_groups: int = 1  # --prefix-groups: different shared prefixes of --shared-prefix-tokens each
+    requests: int | None = None  # --requests: a finite run of this many requests (left out: an endless load)
+    warm_requests: int | None = None  # --warm-requests: prompts of the same sequence sent before it
+
+    omit_none = ("requests", "warm_requests")
 
 
 @record
@@ -2221,7 +2225,8 @@ def _asked(inp: DeployInput, t: Targets, length: int, found: bool = False) -> Wo
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None),
                     inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb,
-                    inp.cards, found, inp.prefix_groups)
+                    inp.cards, found, inp.prefix_groups, int(inp.requests) if inp.requests else None,
+                    int(inp.warm_requests) if inp.requests and inp.warm_requests else None)
 
 
 # --- one deployment pinned (services/pinned.py: what an engine release schedules with) ---------------------
@@ -2527,7 +2532,22 @@ def pinned_report(inp: DeployInput) -> DeployReport:
                           headroom=round(headroom(inp, r, t), 2) if r.meets else None,
                           apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
                           hours_per_month=cost.HOURS_PER_MONTH, notes=())
-    return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+    notes = (*_notes(inp, [], one), *_cold_note(inp), f"pinned: {p.how}")
+    return replace(report, notes=notes)
+
+
+def _cold_note(inp: DeployInput) -> tuple[str, ...]:
+    """Why a finite run (--requests) finds fewer prefixes cached than the endless load: its compulsory misses
+    (core/reuse.py cold_share), said where there are any."""
+    share = ru.cold_share(reuse_of(inp))
+    if share <= 0:
+        return ()
+    who = "sessions" if inp.turns > 1 else "requests"
+    before = (f" after {int(inp.warm_requests):,} prompts of the same sequence (--warm-requests)"
+              if inp.warm_requests else "")
+    return (f"a run of {int(inp.requests or 0):,} requests from a cold cache{before}: {share:.1%} of its "
+            f"{who} compute their group's shared prefix (the first to reach it; core/reuse.py cold_share), "
+            "so its prefix hit rate is below the endless load's",)
 
 
 def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
