@@ -205,3 +205,16 @@ def test_stage_says_why_its_hits_fall():
     assert not any("cold cache" in n for n in steady.notes)
     keys = to_json(steady)["workload"]
     assert "requests" not in keys and "warm_requests" not in keys
+
+
+@pytest.mark.parametrize("opt,field", [(dict(random_lengths=True), "random_lengths"),
+                                       (dict(length_distribution="uniform:0.5"), "length_distribution"),
+                                       (dict(random_lengths=True, max_output_tokens=1024), "random_lengths")])
+def test_stage_refuses_length_laws(opt, field):
+    """Reviewer finding 7: a stage of arrivals (--requests with --requests-per-s) is timed at the mean lengths
+    (open_stage), so a length law given with it was silently ignored: now a one-line error naming it."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=1000, output_tokens=200,
+                tp=2, requests=60, requests_per_s=1.0)
+    with pytest.raises(InputError) as e:
+        deploy_report(DeployInput(**base, **opt))
+    assert e.value.field == field
