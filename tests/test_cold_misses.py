@@ -218,3 +218,13 @@ def test_stage_refuses_length_laws(opt, field):
     with pytest.raises(InputError) as e:
         deploy_report(DeployInput(**base, **opt))
     assert e.value.field == field
+
+
+def test_stable_open_load_serves_what_arrives():
+    """Reviewer finding 8: a stable open load's output is what arrives, rate x output tokens (flow
+    conservation); B / TPOT counted the requests still prefilling as decoding (Little's law's B holds each
+    request for its prefill too): Llama-3.1-8B at 5 requests/s x 300 tokens answered 1,521.5 tok/s."""
+    rep = deploy_report(DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", requests_per_s=5.0,
+                                    input_tokens=1000, output_tokens=300, ttft_ms=2000, tpot_ms=50))
+    assert rep.best is not None
+    assert rep.best.aggregate_tokens_per_s == pytest.approx(1500.0)

@@ -537,7 +537,9 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     ahead = (r.schedule_ahead + r.response_lag) * t + recv
     hold = adp_hold_steps(r, lam * t, batch) * t  # attention-DP balancing (open arrivals: Poisson)
     wait90 = slot_wait[1] + p_p90 + ahead + 1.8 * hold
-    out = batch / t if t else 0.0
+    # a stable open load serves what arrives, lambda O tokens a second (flow conservation); B / TPOT counted
+    # the sequences still prefilling (Little's law's B holds each request for its prefill too) as decoding
+    out = lam * max(w.output_tokens, 1) if stable else batch / t if t else 0.0
     return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
                   stable, ahead + hold, ahead + 1.8 * hold)
 
