@@ -64,7 +64,8 @@ def _served(stable: bool, rho: float) -> sv.Served:
 def test_open_stage_hand_derived():
     """A stage of 300 requests arriving at 5/s (D = 60 s) at twice the replica's capacity (rho 2): the request
     arriving at t waits (rho - 1) t, so the mean TTFT is 60 / 2 + 0.8 s of prefill, the p90 0.9 x 60 + 0.8;
-    the stage lasts 60 x 2 s plus one request's service; a stable stage answers its steady state (None)."""
+    the stage lasts 60 x 2 s plus one request's service (the diffusion bound, 0.4 sqrt(300) x 0.532 = 3.7 s,
+    is below the fluid queue here)."""
     b = sv.open_stage(_served(False, 2.0), 300, 5.0, 256)
     assert b is not None
     assert b.ttft_mean_s == pytest.approx(30.8)
@@ -72,7 +73,45 @@ def test_open_stage_hand_derived():
     seconds = 120 + 0.8 + 255 * 0.05
     assert b.seconds == pytest.approx(seconds)
     assert b.requests_per_s == pytest.approx(300 / seconds)
-    assert sv.open_stage(_served(True, 0.5), 300, 5.0, 256) is None
+
+
+def test_open_stage_below_capacity_bounded():
+    """The same stage at half the capacity (rho 0.5, s = 0.5 / 5 = 0.1 s of the replica a request): a
+    steady state that queues 5 s mean / 10 s p90 before the prefill, more than 300 requests from an empty
+    queue build: the diffusion bound s sqrt(300) x 0.532 (mean) and x 1.180 (p90); the stage lasts D plus one
+    request's service (max(rho, 1) = 1)."""
+    s = sv.Served(64.0, 0.05, 0.8, 10.8, 5.8, 10.0, 1280.0, 0.5, True)
+    b = sv.open_stage(s, 300, 5.0, 256)
+    assert b is not None
+    bound = 0.1 * math.sqrt(300)
+    assert b.ttft_mean_s == pytest.approx(0.8 + 2 / 3 * math.sqrt(2 / math.pi) * bound)
+    assert b.ttft_p90_s == pytest.approx(0.8 + 1.1803 * bound)
+    assert b.seconds == pytest.approx(60 + 0.8 + 255 * 0.05)
+    # a light steady state (its waits below the bound) keeps them
+    light = sv.Served(64.0, 0.05, 0.8, 0.9, 0.85, 0.1, 1280.0, 0.5, True)
+    b = sv.open_stage(light, 300, 5.0, 256)
+    assert b is not None and b.ttft_mean_s == pytest.approx(0.85) and b.ttft_p90_s == pytest.approx(0.9)
+
+
+def test_open_stage_monotone_across_capacity():
+    """Reviewer's repro (finding 3): Qwen3-32B TP 2 on H100 SXM, a stage of 38 requests of 16,256 tokens
+    (16,000 shared, 31 groups), 256 out, around the replica's capacity (~0.87 requests/s). The old stage
+    answered the steady state below capacity (TTFT p90 6,090 -> 16,451 ms as rho -> 1) and the empty fluid
+    queue just above it (1,911 ms at 0.90): the stage's TTFT now rises with the rate, and the stage lasts at
+    least its arrivals."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests=38, shared_prefix_tokens=16000, prefix_groups=31)
+    p90s, means = [], []
+    for rate in (0.80, 0.84, 0.86, 0.88, 0.90, 1.0, 1.2):
+        rep = deploy_report(DeployInput(**base, requests_per_s=rate))
+        one = rep.best or rep.closest
+        assert one is not None and one.benchmark is not None, rate
+        b = one.benchmark
+        assert b.ttft_p90_ms is not None and b.ttft_mean_ms is not None
+        assert b.seconds >= 38 / rate
+        p90s.append(b.ttft_p90_ms)
+        means.append(b.ttft_mean_ms)
+    assert p90s == sorted(p90s) and means == sorted(means), (p90s, means)
 
 
 def _record(rid: str) -> dict:
@@ -115,3 +154,77 @@ def test_endless_deploy_answer_unchanged_and_stage_options_checked():
     unpinned = {k: v for k, v in base.items() if k != "tp"}
     with pytest.raises(InputError, match="pinned deployment"):
         deploy_report(DeployInput(**unpinned, warm_requests=10))
+
+
+def test_cold_share_counts_sessions():
+    """--turns 4: only a session's first prompt can reach a new group (its later turns send their history
+    after the shared prefix), so 100 requests are 25 sessions drawing over 8 groups: 8 (1 - (7/8)^25) / 25 =
+    30.9 % of the sessions compute their prefix (the old count, 100 draws over 100 requests, gave 8.0 %); 40
+    warm prompts are 10 sessions before it."""
+    q = 7 / 8
+    assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100)) == pytest.approx(8 * (1 - q ** 25) / 25)
+    assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100)) == pytest.approx(0.309, abs=1e-3)
+    assert ru.cold_share(ru.Reuse(1000, 4, 8, requests=100, warm=40)) == \
+        pytest.approx(8 * (q ** 10 - q ** 25) / 25)
+
+
+def test_stage_benchmark_block():
+    """Reviewer finding 5: a stage's benchmark block names no scheduler (a closed-loop round's, optional
+    key) and times its ITL median at the stage's decoding batch, not one user's: Qwen3-32B TP 2 above
+    capacity (1.2 requests/s, 18 sequences decoding) took 14.8 ms at one user; a batch of 18 steps slower.
+    A closed-loop benchmark (--users) keeps its scheduler."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests=38, shared_prefix_tokens=16000, prefix_groups=31)
+    rep = deploy_report(DeployInput(**base, requests_per_s=1.2))
+    one = rep.best or rep.closest
+    assert one is not None and one.benchmark is not None
+    assert one.benchmark.scheduler is None
+    assert one.benchmark.itl_median_ms is not None and one.benchmark.itl_median_ms > 20
+    closed = deploy_report(DeployInput(**base, users=4))
+    c = closed.best or closed.closest
+    assert c is not None and c.benchmark is not None and c.benchmark.scheduler in ("prefill-first",
+                                                                                    "decode-first")
+
+
+def test_stage_says_why_its_hits_fall():
+    """Reviewer finding 4: --requests on a stable stage applies the run's cold misses (Qwen3-32B TP 2, 38
+    requests at 0.625/s over 31 groups: 58.1 % of them compute their prefix, the prefix hit rate 0.558 ->
+    0.234): a note says so, and the workload echoes requests and warm_requests (keys left out for an endless
+    load: its JSON unchanged)."""
+    from cardfit.services.table import to_json
+
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=16256, output_tokens=256,
+                tp=2, requests_per_s=0.625, shared_prefix_tokens=16000, prefix_groups=31)
+    stage = deploy_report(DeployInput(**base, requests=38))
+    assert any("58.1% of its requests compute their group's shared prefix" in n for n in stage.notes)
+    assert stage.workload.requests == 38 and stage.workload.warm_requests is None
+    warm = deploy_report(DeployInput(**base, requests=75, warm_requests=38))
+    assert warm.workload.warm_requests == 38
+    assert any("after 38 prompts" in n for n in warm.notes)
+    steady = deploy_report(DeployInput(**base))
+    assert not any("cold cache" in n for n in steady.notes)
+    keys = to_json(steady)["workload"]
+    assert "requests" not in keys and "warm_requests" not in keys
+
+
+@pytest.mark.parametrize("opt,field", [(dict(random_lengths=True), "random_lengths"),
+                                       (dict(length_distribution="uniform:0.5"), "length_distribution"),
+                                       (dict(random_lengths=True, max_output_tokens=1024), "random_lengths")])
+def test_stage_refuses_length_laws(opt, field):
+    """Reviewer finding 7: a stage of arrivals (--requests with --requests-per-s) is timed at the mean lengths
+    (open_stage), so a length law given with it was silently ignored: now a one-line error naming it."""
+    base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=1000, output_tokens=200,
+                tp=2, requests=60, requests_per_s=1.0)
+    with pytest.raises(InputError) as e:
+        deploy_report(DeployInput(**base, **opt))
+    assert e.value.field == field
+
+
+def test_stable_open_load_serves_what_arrives():
+    """Reviewer finding 8: a stable open load's output is what arrives, rate x output tokens (flow
+    conservation); B / TPOT counted the requests still prefilling as decoding (Little's law's B holds each
+    request for its prefill too): Llama-3.1-8B at 5 requests/s x 300 tokens answered 1,521.5 tok/s."""
+    rep = deploy_report(DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", requests_per_s=5.0,
+                                    input_tokens=1000, output_tokens=300, ttft_ms=2000, tpot_ms=50))
+    assert rep.best is not None
+    assert rep.best.aggregate_tokens_per_s == pytest.approx(1500.0)

@@ -103,14 +103,20 @@ def groups_reached(groups: int, requests: float) -> float:
 
 
 def cold_share(reuse: Reuse) -> float:
-    """The share of a finite benchmark's requests whose group's prefix no earlier request computed (a
-    compulsory miss: module docstring): the groups its `requests` reach beyond those the `warm` prompts before
-    it reached, over its requests; 0 for an endless load (no --requests) or no shared prefix."""
-    n = reuse.requests
+    """The share of a finite benchmark's sessions whose group's prefix no earlier request computed (a
+    compulsory miss: module docstring): the groups its sessions reach beyond those the sessions of the
+    `warm` prompts before it reached, over its sessions; 0 for an endless load (no --requests) or no shared
+    prefix. Only a session's first prompt starts with the shared prefix alone (its later turns send their
+    history after it, the group already reached), so the draws are sessions, requests / --turns (likewise
+    the warm prompts), and the share is per session, as the shared prefix's hits are (hits: shared / turns a
+    request)."""
+    t = max(reuse.turns, 1)
+    n = reuse.requests / t
     if n <= 0 or reuse.shared_prefix_tokens <= 0:
         return 0.0
     g = reuse.prefix_groups
-    reached = groups_reached(g, max(n, reuse.warm)) - groups_reached(g, reuse.warm)
+    warm = reuse.warm / t
+    reached = groups_reached(g, max(n, warm)) - groups_reached(g, warm)
     return min(max(reached, 0.0) / n, 1.0)
 
 

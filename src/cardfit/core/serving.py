@@ -189,6 +189,10 @@ class Served:
     output_tokens_per_s: float  # per replica, at this load
     utilization: float  # the busiest resource: slots or the prompt budget (≥ 1: unstable)
     stable: bool
+    # the part of the mean and p90 TTFT before the prefill that is no queue (the steps planned ahead, the
+    # response's lag, the attention-DP hold): what a finite stage's queue bound leaves as it is (open_stage)
+    fixed_mean_s: float = 0.0
+    fixed_p90_s: float = 0.0
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -533,9 +537,11 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     ahead = (r.schedule_ahead + r.response_lag) * t + recv
     hold = adp_hold_steps(r, lam * t, batch) * t  # attention-DP balancing (open arrivals: Poisson)
     wait90 = slot_wait[1] + p_p90 + ahead + 1.8 * hold
-    out = batch / t if t else 0.0
+    # a stable open load serves what arrives, lambda O tokens a second (flow conservation); B / TPOT counted
+    # the sequences still prefilling (Little's law's B holds each request for its prefill too) as decoding
+    out = lam * max(w.output_tokens, 1) if stable else batch / t if t else 0.0
     return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
-                  stable)
+                  stable, ahead + hold, ahead + 1.8 * hold)
 
 
 def serve(r: Replica, w: Workload) -> Served:
@@ -731,27 +737,52 @@ class Benchmark:
     ttft_p90_s: float = 0.0  # where the run gives it (open_stage); 0: not timed
 
 
+# A queue that starts empty, in the diffusion (heavy-traffic) approximation: its work is a reflected Brownian
+# motion of variance λ s² (Ca² + Cs²) a second, s = 1 / the replica's capacity in requests/s, which with no
+# drift (ρ = 1) and started at 0 has the law of |B(t)| (P. Lévy; J. M. Harrison, "Brownian Motion and
+# Stochastic Flow Systems", Wiley 1985, §1.9 and ch. 5): the request arriving k-th waits s √k |Z| (Poisson
+# arrivals Ca² = 1, equal lengths Cs² = 0). With a negative drift (ρ < 1) the reflected motion lies below the
+# driftless one, so over a stage of n arrivals (k uniform on [0, n]) the wait is at most s √n √U |Z|: mean
+# E[√U] E[|Z|] = (2/3) √(2/π) = 0.532 s √n, p90 1.180 s √n (P(√U |Z| > 1.180) = 0.1, U uniform, computed
+# numerically: ∫₀¹ erfc(c / √(2u)) du = 0.1)
+STAGE_WAIT_MEAN = 2 / 3 * math.sqrt(2 / math.pi)
+STAGE_WAIT_P90 = 1.1803
+
+
 def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: int) -> Benchmark | None:
     """A finite stage of open-loop arrivals: `requests` requests arriving at `requests_per_s` (Poisson) for
     D = requests / rate seconds, the stage over when the last answer ends (inference-perf's stages: `rate` x
     `duration` requests on a Poisson timer, then every request waited for before the next stage,
-    kubernetes-sigs/inference-perf inference_perf/loadgen/load_generator.py run_stage @ad65fe0). None where
-    the replica keeps up (`s` stable): the stage settles to the steady state `s` answers. Above capacity
-    (`s.utilization` = rho > 1, the replica serving rate / rho requests/s) the queue grows through the stage
-    instead of without end: a fluid queue (arrivals at rate, departures at rate / rho; L. Kleinrock,
-    "Queueing Systems, Vol. 2", Wiley 1976, ch. 2, the fluid approximation of a saturated queue), where the
-    request arriving at t waits (rho − 1) t before its prefill (s.prefill_s at the full batch): mean and
-    median TTFT (rho − 1) D / 2 + prefill, p90 (rho − 1) 0.9 D + prefill; the stage lasts D rho plus one
-    request's service, at the replica's capacity."""
-    if s.stable or requests <= 0 or requests_per_s <= 0 or not math.isfinite(s.utilization):
+    kubernetes-sigs/inference-perf inference_perf/loadgen/load_generator.py run_stage @ad65fe0), the queue
+    empty at its start. Its wait is continuous and monotone in rho = `s.utilization` (the replica serving
+    rate / rho requests/s, one request taking s = rho / rate of its capacity):
+    - the diffusion bound a stage of n requests can build (STAGE_WAIT_MEAN, STAGE_WAIT_P90: s √n times 0.532
+      mean, 1.180 p90), whatever rho;
+    - below capacity (`s` stable) the steady state's queue wait where smaller (it grows without bound as
+      rho -> 1; a short stage never builds it);
+    - above capacity the queue grows through the stage instead of without end: a fluid queue (arrivals at
+      rate, departures at rate / rho; L. Kleinrock, "Queueing Systems, Vol. 2", Wiley 1976, ch. 2, the fluid
+      approximation of a saturated queue), where the request arriving at t waits (rho − 1) t: mean
+      (rho − 1) D / 2, p90 (rho − 1) 0.9 D, or the diffusion bound where larger (near rho = 1, where the
+      fluid queue is empty).
+    TTFT is that wait plus the prefill (s.prefill_s) and the steps no queue makes (s.fixed_*); the stage
+    lasts D max(rho, 1) plus one request's service. None: no stage (no requests or rate, or a rho not
+    timed)."""
+    if requests <= 0 or requests_per_s <= 0 or not math.isfinite(s.utilization):
         return None
-    rho = max(s.utilization, 1.0)
+    rho = max(s.utilization, 0.0)
     d = requests / requests_per_s
     o = max(output_tokens, 1)
-    mean = (rho - 1) * d / 2 + s.prefill_s
-    seconds = d * rho + s.prefill_s + (o - 1) * s.tpot_s
-    return Benchmark(mean, mean, s.tpot_s, seconds, requests * o / seconds, requests / seconds,
-                     (rho - 1) * 0.9 * d + s.prefill_s)
+    bound = rho / requests_per_s * math.sqrt(requests)
+    if s.stable:
+        mean = s.fixed_mean_s + min(s.ttft_mean_s - s.prefill_s - s.fixed_mean_s, STAGE_WAIT_MEAN * bound)
+        p90 = s.fixed_p90_s + min(s.ttft_s - s.prefill_s - s.fixed_p90_s, STAGE_WAIT_P90 * bound)
+    else:
+        mean = max((rho - 1) * d / 2, STAGE_WAIT_MEAN * bound)
+        p90 = max((rho - 1) * 0.9 * d, STAGE_WAIT_P90 * bound)
+    mean, p90 = mean + s.prefill_s, p90 + s.prefill_s
+    seconds = d * max(rho, 1.0) + s.prefill_s + (o - 1) * s.tpot_s
+    return Benchmark(mean, mean, s.tpot_s, seconds, requests * o / seconds, requests / seconds, p90)
 
 
 def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,

@@ -1587,8 +1587,9 @@ class DeploymentMemory(table.Result):
 class BenchmarkRun(table.Result):
     """What a benchmark harness reports for a pinned deployment (--requests N at --users C: `vllm bench serve
     --num-prompts N --max-concurrency C`): means over every request, the first round's burst included; or
-    (--requests N at --requests-per-s R) a stage of N Poisson arrivals above the replica's capacity, its
-    queue growing through the stage (core/serving.py open_stage)."""
+    (--requests N at --requests-per-s R) a stage of N Poisson arrivals from an empty queue (core/serving.py
+    open_stage): its p90 TTFT given, no scheduler (a closed-loop round's), its ITL median at the stage's
+    decoding batch."""
 
     requests: int
     ttft_mean_ms: float | None
@@ -1598,10 +1599,10 @@ class BenchmarkRun(table.Result):
     output_tokens_per_s: float
     requests_per_s: float
     seconds: float
-    scheduler: str  # "prefill-first" or "decode-first"
-    ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s) above capacity; else left out
+    scheduler: str | None  # "prefill-first" or "decode-first"; a stage of arrivals: left out
+    ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s); else left out
 
-    omit_none = ("ttft_p90_ms",)
+    omit_none = ("ttft_p90_ms", "scheduler")
 
 
 @record
@@ -1842,6 +1843,10 @@ class Workload(table.Result):
     cards: int | None = None  # --cards: exactly this many cards
     cards_found_users: bool = False  # --cards without a load: `users` is the most the cards serve
     prefix_groups: int = 1  # --prefix-groups: different shared prefixes of --shared-prefix-tokens each
+    requests: int | None = None  # --requests: a finite run of this many requests (left out: an endless load)
+    warm_requests: int | None = None  # --warm-requests: prompts of the same sequence sent before it
+
+    omit_none = ("requests", "warm_requests")
 
 
 @record
@@ -2220,7 +2225,8 @@ def _asked(inp: DeployInput, t: Targets, length: int, found: bool = False) -> Wo
                     TargetsGiven(inp.ttft_ms is not None,
                                  inp.tpot_ms is not None or inp.tokens_per_s_per_user is not None),
                     inp.shared_prefix_tokens, inp.turns, prompt_tokens(inp), inp.sessions, inp.kv_offload_gb,
-                    inp.cards, found, inp.prefix_groups)
+                    inp.cards, found, inp.prefix_groups, int(inp.requests) if inp.requests else None,
+                    int(inp.warm_requests) if inp.requests and inp.warm_requests else None)
 
 
 # --- one deployment pinned (services/pinned.py: what an engine release schedules with) ---------------------
@@ -2300,15 +2306,20 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
                              ep, budget, consts)
     replica = res.cand.replica
     users = int(inp.users or 1)
+    stage = bool(inp.requests) and inp.users is None  # a stage of arrivals (--requests-per-s)
+    # the median token gap at the batch the run decodes: a closed loop's users, a stage's decoding sequences
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
-                          min(users, replica.max_seqs))
+                          min(res.served.batch if stage else users, replica.max_seqs))
     bench = None
-    if inp.requests and inp.users is None:  # a stage of arrivals (--requests-per-s): finite where unstable
+    if stage:
         rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
         bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
         if bench is not None:
-            how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s, above the replica's "
-                   "capacity: its queue grows through the stage")
+            queue = ("within the replica's capacity: its queue bounded by what the stage builds"
+                     if res.served.stable else
+                     "above the replica's capacity: its queue grows through the stage")
+            how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, "
+                   f"{queue}")
     elif inp.requests:
         paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
@@ -2509,7 +2520,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
         run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
                            _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
                            round(b.requests_per_s, 3), round(b.seconds, 2),
-                           "prefill-first" if p.prefill_first else "decode-first",
+                           None if inp.users is None
+                           else "prefill-first" if p.prefill_first else "decode-first",
                            _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
         one = replace(one, benchmark=run)
     report = DeployReport(model=r.cand.setting.ctx.model.name,
@@ -2520,7 +2532,22 @@ def pinned_report(inp: DeployInput) -> DeployReport:
                           headroom=round(headroom(inp, r, t), 2) if r.meets else None,
                           apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
                           hours_per_month=cost.HOURS_PER_MONTH, notes=())
-    return replace(report, notes=(*_notes(inp, [], one), f"pinned: {p.how}"))
+    notes = (*_notes(inp, [], one), *_cold_note(inp), f"pinned: {p.how}")
+    return replace(report, notes=notes)
+
+
+def _cold_note(inp: DeployInput) -> tuple[str, ...]:
+    """Why a finite run (--requests) finds fewer prefixes cached than the endless load: its compulsory misses
+    (core/reuse.py cold_share), said where there are any."""
+    share = ru.cold_share(reuse_of(inp))
+    if share <= 0:
+        return ()
+    who = "sessions" if inp.turns > 1 else "requests"
+    before = (f" after {int(inp.warm_requests):,} prompts of the same sequence (--warm-requests)"
+              if inp.warm_requests else "")
+    return (f"a run of {int(inp.requests or 0):,} requests from a cold cache{before}: {share:.1%} of its "
+            f"{who} compute their group's shared prefix (the first to reach it; core/reuse.py cold_share), "
+            "so its prefix hit rate is below the endless load's",)
 
 
 def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:

@@ -69,6 +69,14 @@ def length_law(inp: DeployInput, context: int) -> sv.Lengths | None:
         flag = "--length-distribution" if inp.length_distribution else "--max-output-tokens"
         raise InputError(f"{flag} describes a benchmark run: give --requests N (and --users) with it",
                          field="length_distribution" if inp.length_distribution else "max_output_tokens")
+    law_given = inp.random_lengths or inp.length_distribution or inp.max_output_tokens
+    if inp.requests and inp.users is None and law_given:
+        # a stage of arrivals (core/serving.py open_stage) is timed at the mean lengths: a law is not read
+        field = ("random_lengths" if inp.random_lengths else
+                 "length_distribution" if inp.length_distribution else "max_output_tokens")
+        raise InputError(f"--{field.replace('_', '-')} times a benchmark at --users C (a closed loop): a "
+                         "stage of arrivals (--requests-per-s) is timed at the mean lengths; drop it or give "
+                         "--users", field=field)
     if not (inp.random_lengths or inp.length_distribution):
         if inp.max_output_tokens:
             raise InputError("--max-output-tokens caps answers that vary in length: give --random-lengths or "
