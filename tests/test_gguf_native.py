@@ -61,9 +61,9 @@ PR_4090_TG128 = (167.01, 186.10)
 
 
 def test_plain_speed_is_the_file_the_pr_tables_measure():
-    """`cardfit speed gpt-oss-20b --runtime llama.cpp --gpu "RTX 4090"`: 185.3 tok/s at tg128 (+11 % / -0.4 %
-    of the two masters, with llama.cpp's per-layer time refitted on them among the rest); the checkpoint's MXFP4
-    (3.71 GB a token) was 145.4 before that refit, -13 % / -22 %."""
+    """`cardfit speed gpt-oss-20b --runtime llama.cpp --gpu "RTX 4090"`: 185.3 tok/s at tg128 (+11 % /
+    -0.4 % of the two masters, with llama.cpp's per-layer time refitted on them among the rest); the
+    checkpoint's MXFP4 (3.71 GB a token) was 145.4 before that refit, -13 % / -22 %."""
     def tps(quant: str | None) -> dict:
         return speed_report(SpeedInput(model="gpt-oss-20b", gpu="RTX 4090", runtime="llama.cpp", quant=quant,
                                        context=128, filled=64)).to_json()
