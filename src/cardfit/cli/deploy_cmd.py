@@ -168,18 +168,15 @@ def _print(r: DeployReport) -> None:
     one = b or r.closest
     if one is not None and one.benchmark is not None:
         x = one.benchmark
+        tail = (f"TPOT mean {_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · "
+                f"{x.output_tokens_per_s:,.0f} tok/s · {x.requests_per_s:,.2f} req/s · {x.seconds:,.1f} s")
         if x.scheduler is None:  # a stage of arrivals (--requests-per-s), from an empty queue
             c.print(f"  Stage of {x.requests:,} requests arriving from an empty queue: TTFT mean "
-                    f"{_num(x.ttft_mean_ms)} ms (p90 {_num(x.ttft_p90_ms)}) · TPOT mean "
-                    f"{_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · "
-                    f"{x.output_tokens_per_s:,.0f} tok/s · {x.requests_per_s:,.2f} req/s · "
-                    f"{x.seconds:,.1f} s")
+                    f"{_num(x.ttft_mean_ms)} ms (p90 {_num(x.ttft_p90_ms)}) · {tail}")
         else:
             c.print(f"  Benchmark of {x.requests:,} requests ({x.scheduler} scheduler, the first round sent "
                     f"at once): TTFT mean {_num(x.ttft_mean_ms)} ms (median {_num(x.ttft_median_ms)}) · "
-                    f"TPOT mean {_num(x.tpot_mean_ms)} ms (ITL median {_num(x.itl_median_ms)}) · "
-                    f"{x.output_tokens_per_s:,.0f} tok/s · {x.requests_per_s:,.2f} req/s · "
-                    f"{x.seconds:,.1f} s")
+                    f"{tail}")
     if r.pareto and b is not None:
         t = Table(header_style="bold", title="Pareto front: rent vs per-user speed vs TTFT")
         for col, just in (("deployment", "left"), ("runtime", "left"), ("quant", "left"), ("KV", "left"),

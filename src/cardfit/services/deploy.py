@@ -2298,7 +2298,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
             consts: tuple[tuple[str, float], ...], law: sv.Lengths | None = None) -> Pinned:
     """`law`: how the benchmark run (--requests) draws its lengths (services/pinned.py length_law); None:
     every request at the means."""
-    from .pinned import _paged, bench_run, law_text
+    from .pinned import _paged, bench_run, is_stage, law_text
 
     v0 = not rt.has("v1_engine")
     dp, ep = int(inp.attention_dp or 1), int(inp.expert_parallel or 1)
@@ -2306,7 +2306,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
                              ep, budget, consts)
     replica = res.cand.replica
     users = int(inp.users or 1)
-    stage = bool(inp.requests) and inp.users is None  # a stage of arrivals (--requests-per-s)
+    stage = is_stage(inp)  # a stage of arrivals (--requests-per-s)
     # the median token gap at the batch the run decodes: a closed loop's users, a stage's decoding sequences
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
                           min(res.served.batch if stage else users, replica.max_seqs))
@@ -2507,6 +2507,8 @@ def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:
 def pinned_report(inp: DeployInput) -> DeployReport:
     """`cardfit deploy --tp N …`: the one deployment the question pins, timed (services/pinned.py), as `best`
     when it meets the targets, else as `closest` with what fails."""
+    from .pinned import is_stage
+
     t = targets(inp)
     p = pinned_answer(inp)
     if p.pools is not None:
@@ -2520,8 +2522,7 @@ def pinned_report(inp: DeployInput) -> DeployReport:
         run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
                            _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
                            round(b.requests_per_s, 3), round(b.seconds, 2),
-                           None if inp.users is None
-                           else "prefill-first" if p.prefill_first else "decode-first",
+                           None if is_stage(inp) else "prefill-first" if p.prefill_first else "decode-first",
                            _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
         one = replace(one, benchmark=run)
     report = DeployReport(model=r.cand.setting.ctx.model.name,

@@ -35,6 +35,12 @@ def pins(inp: DeployInput) -> bool:
     return inp.tp is not None or inp.pp is not None
 
 
+def is_stage(inp: DeployInput) -> bool:
+    """Whether a benchmark run (--requests) is a stage of open arrivals (--requests-per-s, core/serving.py
+    open_stage) rather than a closed loop of --users."""
+    return bool(inp.requests) and inp.users is None
+
+
 def check_pinned(inp: DeployInput) -> None:
     """A pinned question names the one card, the one runtime and the load (deploy.check does the load)."""
     if len(inp.gpu) != 1 or not inp.runtime:
@@ -70,7 +76,7 @@ def length_law(inp: DeployInput, context: int) -> sv.Lengths | None:
         raise InputError(f"{flag} describes a benchmark run: give --requests N (and --users) with it",
                          field="length_distribution" if inp.length_distribution else "max_output_tokens")
     law_given = inp.random_lengths or inp.length_distribution or inp.max_output_tokens
-    if inp.requests and inp.users is None and law_given:
+    if is_stage(inp) and law_given:
         # a stage of arrivals (core/serving.py open_stage) is timed at the mean lengths: a law is not read
         field = ("random_lengths" if inp.random_lengths else
                  "length_distribution" if inp.length_distribution else "max_output_tokens")
