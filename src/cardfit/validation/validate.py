@@ -681,6 +681,8 @@ def _unpredicted_speed(r: dict[str, Any]) -> str:
         s = record_setup(dict(r))
     except CardfitError as e:
         return f"speed model: {str(e).split(';')[0]}"
+    except Exception as e:  # noqa: BLE001  (another module's bug must not hide every other record)
+        return f"speed model failed: {type(e).__name__}: {e}"
     if r.get("kind") == "prefill" and not s.tflops:
         return f"speed model: no compute rate for {s.plan.first.option.gpu.name} in the GPU catalog (prefill)"
     return "speed model cannot predict this record"
