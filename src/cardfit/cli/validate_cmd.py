@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 VALIDATE_EPILOG = """\b
 Examples:
-  cardfit validate                      # every record, table and error per kind
+  cardfit validate                      # every record, error per kind and per feature
   cardfit validate --kind kv_cache      # one kind of measurement
   cardfit validate --runtime vllm --json
   cardfit validate --plot accuracy.png  # predicted vs measured chart (needs matplotlib)
@@ -170,6 +170,8 @@ def _print_features(c: Any, report: Report) -> None:
     for), the records that use it: out of sample, on the user path and at first contact."""
     from rich.table import Table
 
+    from ..validation.features import FEATURE_MEANS
+
     if not report.features:
         return
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
@@ -182,6 +184,8 @@ def _print_features(c: Any, report: Report) -> None:
                   _cell(f.user_path), _cell(f.first_contact),
                   "—" if f.scored_with_prior is None else str(f.scored_with_prior))
     _wide(c, t).print(t)
+    c.print("A record counts for a feature where its question asks for it: "
+            + "; ".join(f"{name} {FEATURE_MEANS[name]}" for name in report.features) + ".")
 
 
 def _print_sample(report: Report, source: str, show_all: bool, plot: str | None) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CardfitError
+from ..services.deploy import DeployInput, pd_pinned, pool_shape
 
 # The features, in the order `validate` prints them, and what puts a question in each (the options a user
 # passes to deploy or speed):
 FEATURES = ("dp_ep", "disaggregated", "speculative", "kv_offload", "prefix_reuse")
 FEATURE_MEANS = {
-    "dp_ep": "--attention-dp > 1 and/or --expert-parallel > 1",
+    "dp_ep": "--attention-dp > 1 and/or --expert-parallel > 1 (a P/D pool's --prefill-dp / --decode-dp too)",
     "disaggregated": "--prefill-workers and --decode-workers (P/D pools)",
     "speculative": "--speculative (a draft model, EAGLE, MTP or n-gram)",
     "kv_offload": "--kv-offload-gb > 0 (a host KV tier)",
@@ -28,9 +29,14 @@ def question_features(q: Any) -> tuple[str, ...]:
     """The features a deploy or speed question (services/deploy.py DeployInput, services/speed.py SpeedInput)
     asks for, in FEATURES order; () for a question that asks for none."""
     tags = []
-    if int(getattr(q, "attention_dp", None) or 1) > 1 or int(getattr(q, "expert_parallel", None) or 1) > 1:
+    pools = isinstance(q, DeployInput) and pd_pinned(q)
+    # a pool's attention groups (--prefill-dp, --decode-dp, else --attention-dp), its experts then over all
+    # its ranks (services/deploy.py check_pools)
+    groups = [pool_shape(q, role)[2] for role in ("prefill", "decode")] if pools else []
+    if max([int(getattr(q, "attention_dp", None) or 1), int(getattr(q, "expert_parallel", None) or 1),
+            *groups]) > 1:
         tags.append("dp_ep")
-    if getattr(q, "prefill_workers", None) and getattr(q, "decode_workers", None):
+    if pools:
         tags.append("disaggregated")
     if getattr(q, "speculative", None):
         tags.append("speculative")
