@@ -1,5 +1,5 @@
-"""The README accuracy table from `cardfit validate` (out-of-sample columns first), and below it the scored
-records each source gives each kind.
+"""The README accuracy tables from `cardfit validate` (out-of-sample columns first: per kind by path, per
+production feature, every record), and below them the scored records each source gives each kind.
 
     python scripts/accuracy_table.py            # print them
     python scripts/accuracy_table.py --readme   # replace them in README.md (section Accuracy)"""
@@ -56,9 +56,26 @@ def by_path(rep: Report | None = None) -> list[str]:
     return lines
 
 
+def by_feature(rep: Report | None = None) -> list[str]:
+    """Per production feature (validation/features.py: what a record's deploy or speed question asks for),
+    the records that use it, the kinds they are of and their publishers: out of sample, on the user path and
+    at first contact, n · median · p90 over."""
+    rep = rep or validate()
+    lines = ["| feature | kinds | records | publishers | out of sample | user path | first contact | "
+             "scored with the prior |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name, f in rep.features.items():
+        prior = "—" if f.scored_with_prior is None else str(f.scored_with_prior)
+        lines.append(f"| {name} | {', '.join(f.kinds)} | {f.n} | {f.publishers} | {_cell(f.out_of_sample)} | "
+                     f"{_cell(f.user_path)} | {_cell(f.first_contact)} | {prior} |")
+    return lines
+
+
 def tables(rep: Report) -> list[str]:
-    return [TABLES, *by_path(rep), "", "Every record (older releases included), out of sample and in sample:",
-            "", *table(rep), TABLES_END]
+    return [TABLES, *by_path(rep), "",
+            "Per production feature (a record counts where its question asks for it; one record may count for"
+            " several):", "", *by_feature(rep), "",
+            "Every record (older releases included), out of sample and in sample:", "", *table(rep),
+            TABLES_END]
 
 
 def per_source(rep: Report | None = None) -> list[str]:

@@ -298,7 +298,9 @@ def test_readme_accuracy_table_and_records_per_source_are_current(validation_rep
     table = "\n".join(script.table(validation_report))
     block = "\n".join(script.per_source(validation_report))
     paths = "\n".join(script.by_path(validation_report))
+    features = "\n".join(script.by_feature(validation_report))  # issue 26: the error per production feature
     assert paths in readme and readme.index(paths) < readme.index(table), "the user path comes first"
+    assert features in readme and readme.index(paths) < readme.index(features) < readme.index(table)
     assert "user path" in paths and "first contact" in paths
     assert table in readme
     assert block in readme

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 VALIDATE_EPILOG = """\b
 Examples:
-  cardfit validate                      # every record, table and error per kind
+  cardfit validate                      # every record, error per kind and per feature
   cardfit validate --kind kv_cache      # one kind of measurement
   cardfit validate --runtime vllm --json
   cardfit validate --plot accuracy.png  # predicted vs measured chart (needs matplotlib)
@@ -105,6 +105,7 @@ def _print(report: Report, show_all: bool, plot: str | None) -> None:
         s.add_row(kind, n, sources, str(k.skipped), *pct[:3], "│", *pct[3:])
     c.print(s)
     _print_splits(c, report)
+    _print_features(c, report)
     skipped = sum(1 for o in report.outcomes if o.skipped)
     c.print(f"{len(report.outcomes)} records, {skipped} skipped (`--all` lists them with the reason). "
             "Error = predicted / measured − 1; 'p90 over': 90th percentile of the unsafe error (more speed, "
@@ -142,6 +143,10 @@ def _plain_records(rows: list[tuple[str, ...]]) -> int:
     return len(lines[0])
 
 
+def _cell(b: dict[str, Any] | None) -> str:
+    return "—" if not b else f"{b['n']} · {b['median_abs_error']:.1%} · {b['p90_over']:.1%}"
+
+
 def _print_splits(c: Any, report: Report) -> None:
     """Out of sample by where the records stand: the path users get first, then the older engine
     generations, the first-contact figures and the figures without assumed settings."""
@@ -154,13 +159,33 @@ def _print_splits(c: Any, report: Report) -> None:
     for col in ("kind", "user path", "older releases", "first contact", "without assumed", "n prior"):
         t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
 
-    def cell(b: dict[str, Any] | None) -> str:
-        return "—" if not b else f"{b['n']} · {b['median_abs_error']:.1%} · {b['p90_over']:.1%}"
-
     for kind, k in report.kinds.items():
-        t.add_row(kind, cell(k.user_path), cell(k.older_releases), cell(k.first_contact),
-                  cell(k.without_assumed), "—" if k.scored_with_prior is None else str(k.scored_with_prior))
+        t.add_row(kind, _cell(k.user_path), _cell(k.older_releases), _cell(k.first_contact),
+                  _cell(k.without_assumed), "—" if k.scored_with_prior is None else str(k.scored_with_prior))
     _wide(c, t).print(t)
+
+
+def _print_features(c: Any, report: Report) -> None:
+    """Per production feature (validation/features.py: what the record's deploy or speed question asks
+    for), the records that use it: out of sample, on the user path and at first contact."""
+    from rich.table import Table
+
+    from ..validation.features import FEATURE_MEANS
+
+    if not report.features:
+        return
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False,
+              title="per production feature the record's question asks for: n · median · p90 over")
+    for col in ("feature", "kinds", "n", "publishers", "out of sample", "user path", "first contact",
+                "n prior"):
+        t.add_column(col, justify="left" if col in ("feature", "kinds") else "right", no_wrap=True)
+    for name, f in report.features.items():
+        t.add_row(name, ", ".join(f.kinds), str(f.n), str(f.publishers), _cell(f.out_of_sample),
+                  _cell(f.user_path), _cell(f.first_contact),
+                  "—" if f.scored_with_prior is None else str(f.scored_with_prior))
+    _wide(c, t).print(t)
+    c.print("A record counts for a feature where its question asks for it: "
+            + "; ".join(f"{name} {FEATURE_MEANS[name]}" for name in report.features) + ".")
 
 
 def _print_sample(report: Report, source: str, show_all: bool, plot: str | None) -> None:
@@ -180,12 +205,9 @@ def _print_sample(report: Report, source: str, show_all: bool, plot: str | None)
     def pct(v: float | None, signed: bool = False) -> str:
         return "—" if v is None else (f"{v:+.1%}" if signed else f"{v:.1%}")
 
-    def cell(b: dict[str, Any] | None) -> str:
-        return "—" if not b else f"{b['n']} · {b['median_abs_error']:.1%} · {b['p90_over']:.1%}"
-
     for kind, k in report.kinds.items():
         t.add_row(kind, "all", str(k.n), str(k.skipped), pct(k.median_abs_error), pct(k.p90_over_error),
-                  pct(k.median_error, True), "│", cell(k.first_contact))
+                  pct(k.median_error, True), "│", _cell(k.first_contact))
     per = report.to_json()["by_runtime"]
     for kind in report.kinds:
         for rt, k in sorted(per.get(kind, {}).items()):

@@ -413,8 +413,8 @@ COMMANDS = (
             "Several models on one machine: placement per card, what to change, one launch bundle",
             argument="file"),
     Command("validate", "validation.validate", "ValidateInput", "validate_report", "validate_cmd",
-            "cardfit's predictions against real measurements, error per kind (cardfit validate)", web=False,
-            argument="kind"),
+            "cardfit's predictions against real measurements, error per kind and feature (cardfit validate)",
+            web=False, argument="kind"),
 )
 
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -135,6 +135,24 @@ class KindSummary(Result):
         return {k: v for k, v in out.items() if k not in drop}
 
 
+@record(slots=True)
+class FeatureSummary(Result):
+    """The errors of the records whose question uses one production feature (validation/features.py), each
+    block {n, median_abs_error, p90_over} as a kind's splits give them (_block): `out_of_sample` every such
+    record with the constants refitted without its publisher, `user_path` those of the current release with
+    only the settings deploy/speed take, `first_contact` the figures stored when each source was first scored
+    (data/first_contact.toml). n: records with a prediction; publishers: their publishers (the folds); kinds:
+    the record kinds the feature spans. None: nothing to take it from."""
+
+    n: int
+    publishers: int
+    kinds: tuple[str, ...]
+    out_of_sample: dict[str, Any] | None
+    user_path: dict[str, Any] | None
+    first_contact: dict[str, Any] | None
+    scored_with_prior: int | None  # None: not scored out of sample
+
+
 @record
 class Report(Result):
     outcomes: list[Outcome]
@@ -143,6 +161,9 @@ class Report(Result):
     sources: dict[str, str] = field(default_factory=dict)  # record id → source key
     publishers: dict[str, str] = field(default_factory=dict)  # record id → publisher (its fold)
     paths: dict[str, str] = field(default_factory=dict)  # record id → "user", "knobs" or "older"
+    # per production feature (validation/features.py FEATURES), its records' errors (feature_splits)
+    features: dict[str, FeatureSummary] = field(default_factory=dict)
+    tags: dict[str, tuple[str, ...]] = field(default_factory=dict)  # record id → its features
 
     def to_json(self) -> dict[str, Any]:
         by_runtime: dict[str, dict[str, Any]] = {}
@@ -159,6 +180,7 @@ class Report(Result):
             row["publisher"] = self.publishers.get(o.id)
             row["path"] = self.paths.get(o.id)
             row["scored_with_prior"] = bool(out is not None and out.prior)
+            row["features"] = list(self.tags.get(o.id, ()))
             records.append(row)
         return {
             "groups": "publisher",  # the out-of-sample folds: one publisher (organisation or harness) each
@@ -168,6 +190,7 @@ class Report(Result):
             "records": records,
             "skipped": sum(1 for o in self.outcomes if o.skipped),
             "total": len(self.outcomes),
+            "features": {f: v.to_json() for f, v in self.features.items()},
         }
 
 
@@ -907,6 +930,13 @@ def _block(outs: list[Outcome]) -> dict[str, Any] | None:
             "p90_over": rounded(percentile([optimism(o) for o in scored], 90), 5)}
 
 
+def _first_contact(outs: Iterable[Outcome]) -> dict[str, Any] | None:
+    """The first-contact block of these records: each with the prediction data/first_contact.toml stores
+    for it (a record scored before the file began has none and is left out)."""
+    fc = first_contact()
+    return _block([replace(o, predicted=fc[o.id].get("predicted")) for o in outs if o.id in fc])
+
+
 def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Outcome],
            kinds: dict[str, KindSummary], paths: dict[str, str]) -> dict[str, KindSummary]:
     """Each kind's summary with its out-of-sample figures split by where the records stand (`paths`:
@@ -914,18 +944,40 @@ def splits(records: list[dict[str, Any]], outcomes: list[Outcome], loso: list[Ou
     assumed setting."""
     by_id = {r["id"]: r for r in records}
     out_of = {o.id: o for o in (loso or outcomes)}
-    fc = first_contact()
     out: dict[str, KindSummary] = {}
     for kind, k in kinds.items():
         mine = [out_of[o.id] for o in outcomes if o.kind == kind and o.id in out_of]
-        first = [replace(o, predicted=fc[o.id].get("predicted")) for o in outcomes
-                 if o.kind == kind and o.id in fc]
         user = [o for o in mine if paths[o.id] == "user"]
         older = [o for o in mine if paths[o.id] == "older"]
         plain = [o for o in mine if not assumed(by_id[o.id])]
         out[kind] = replace(k, user_path=_block(user), older_releases=_block(older),
-                            first_contact=_block(first), without_assumed=_block(plain),
+                            first_contact=_first_contact(o for o in outcomes if o.kind == kind),
+                            without_assumed=_block(plain),
                             scored_with_prior=sum(1 for o in mine if o.prior) if loso else None)
+    return out
+
+
+def feature_splits(outcomes: list[Outcome], loso: list[Outcome], tags: dict[str, tuple[str, ...]],
+                   paths: dict[str, str], publishers: dict[str, str]) -> dict[str, FeatureSummary]:
+    """Per production feature (validation/features.py FEATURES, in that order; a feature no record's
+    question uses is left out), the errors of the records that use it (`tags`: record id -> its features),
+    out of sample, on the user path and at first contact, as splits() gives a kind's."""
+    from .features import FEATURES
+
+    out_of = {o.id: o for o in (loso or outcomes)}
+    out: dict[str, FeatureSummary] = {}
+    for feature in FEATURES:
+        mine = [o for o in outcomes if feature in tags.get(o.id, ())]
+        if not mine:
+            continue
+        scored = [o for o in mine if o.error is not None]
+        oos = [out_of[o.id] for o in mine if o.id in out_of]
+        kinds = [k for k in KINDS if any(o.kind == k for o in mine)]
+        out[feature] = FeatureSummary(
+            n=len(scored), publishers=len({publishers.get(o.id, "") for o in scored}), kinds=tuple(kinds),
+            out_of_sample=_block(oos), user_path=_block([o for o in oos if paths.get(o.id) == "user"]),
+            first_contact=_first_contact(mine),
+            scored_with_prior=sum(1 for o in oos if o.prior) if loso else None)
     return out
 
 
@@ -934,6 +986,7 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
     constant refitted without its publisher's records (validation/calibrate.py fold_key), the out-of-sample
     error."""
     from .calibrate import publisher_key, source_key
+    from .features import record_features
 
     records = load_records(kind, runtime)
     with _runs():
@@ -941,8 +994,11 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
         out_of = leave_one_source_out(records, outcomes) if loso else []
     sources = {r["id"]: source_key(r) for r in records}
     paths = {r["id"]: path_of(r) for r in records}
+    publishers = {r["id"]: publisher_key(r) for r in records}
     kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources), paths)
-    return Report(outcomes, kinds, out_of, sources, {r["id"]: publisher_key(r) for r in records}, paths)
+    tags = {r["id"]: t for r in records if (t := record_features(r))}  # once per record
+    return Report(outcomes, kinds, out_of, sources, publishers, paths,
+                  feature_splits(outcomes, out_of, tags, paths, publishers), tags)
 
 
 # The kinds of a sample's report (validate --source): one per metric, then all of them together
@@ -967,13 +1023,11 @@ def validate_sample(source: str, runtime: str | None = None) -> Report:
                          "trtllm", field="runtime")
     with _runs():
         outcomes = [replace(predict(r), kind=f"{source}_{r['metric']}") for r in records]
-    fc = first_contact()
     kinds: dict[str, KindSummary] = {}
     groups = [(f"{source}_{m}", [o for o in outcomes if o.kind == f"{source}_{m}"]) for m in SAMPLE_METRICS]
     for name, outs in groups + [(source, outcomes)]:
         k = summarize([replace(o, kind=name) for o in outs])[name]
-        first = [replace(o, predicted=fc[o.id].get("predicted")) for o in outs if o.id in fc]
-        kinds[name] = replace(k, first_contact=_block(first))
+        kinds[name] = replace(k, first_contact=_first_contact(outs))
     return Report(outcomes, kinds, [], {r["id"]: source_key(r) for r in records},
                   {r["id"]: publisher_key(r) for r in records}, {r["id"]: path_of(r) for r in records})
 

@@ -1,0 +1,63 @@
+"""The production features a validation record's question uses (issue 26: attention data parallel and expert
+parallel, disaggregated prefill/decode pools, speculative decoding, a host KV tier, prefix reuse), read off
+the question itself: the deploy question a serving record answers (validation/serving.py record_input) or the
+speed question of a decode, prefill or aggregate record (validation/single.py record_input), never the
+record's id. `cardfit validate` prints its errors per feature from these tags (validate.py feature_splits)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import CardfitError
+from ..services.deploy import DeployInput, pd_pinned, pool_shape
+
+# The features, in the order `validate` prints them, and what puts a question in each (the options a user
+# passes to deploy or speed):
+FEATURES = ("dp_ep", "disaggregated", "speculative", "kv_offload", "prefix_reuse")
+FEATURE_MEANS = {
+    "dp_ep": "--attention-dp > 1 and/or --expert-parallel > 1 (a P/D pool's --prefill-dp / --decode-dp too)",
+    "disaggregated": "--prefill-workers and --decode-workers (P/D pools)",
+    "speculative": "--speculative (a draft model, EAGLE, MTP or n-gram)",
+    "kv_offload": "--kv-offload-gb > 0 (a host KV tier)",
+    "prefix_reuse": "--shared-prefix-tokens > 0 or --turns > 1 (prefix groups, multi-turn sessions)",
+}
+# The record kinds whose question can ask for a feature: a served load (deploy) and a speed row (speed)
+QUESTION_KINDS = ("serving", "decode", "prefill", "aggregate_decode")
+
+
+def question_features(q: Any) -> tuple[str, ...]:
+    """The features a deploy or speed question (services/deploy.py DeployInput, services/speed.py SpeedInput)
+    asks for, in FEATURES order; () for a question that asks for none."""
+    tags = []
+    pools = isinstance(q, DeployInput) and pd_pinned(q)
+    # a pool's attention groups (--prefill-dp, --decode-dp, else --attention-dp), its experts then over all
+    # its ranks (services/deploy.py check_pools)
+    groups = [pool_shape(q, role)[2] for role in ("prefill", "decode")] if pools else []
+    if max([int(getattr(q, "attention_dp", None) or 1), int(getattr(q, "expert_parallel", None) or 1),
+            *groups]) > 1:
+        tags.append("dp_ep")
+    if pools:
+        tags.append("disaggregated")
+    if getattr(q, "speculative", None):
+        tags.append("speculative")
+    if float(getattr(q, "kv_offload_gb", None) or 0) > 0:
+        tags.append("kv_offload")
+    if int(getattr(q, "shared_prefix_tokens", None) or 0) > 0 or int(getattr(q, "turns", None) or 1) > 1:
+        tags.append("prefix_reuse")
+    return tuple(tags)
+
+
+def record_features(r: dict[str, Any]) -> tuple[str, ...]:
+    """The features of the question a validation record is scored as (question_features); () for a memory
+    record, and for a record whose question cannot be built (it is skipped when scored, with its reason)."""
+    from .serving import record_input as deploy_question
+    from .single import record_input as speed_question
+
+    kind = r.get("kind")
+    if kind not in QUESTION_KINDS:
+        return ()
+    try:
+        q = deploy_question(r)[0] if kind == "serving" else speed_question(r)
+    except (CardfitError, ValueError, TypeError, KeyError):
+        return ()
+    return question_features(q)
