@@ -682,10 +682,10 @@ def _trt_engine_v0(r: Record) -> bool:
     """Served output-throughput records of a TensorRT engine run by TensorRT-LLM's C++ executor (a stated
     release before 1.0, or NIM before 1.15: validation/serving.py tensorrt_engine_v0), of a closed loop or a
     burst. Not a stage of open arrivals (`load = "poisson"`: MLPerf's Server and Interactive runs): a queue
-    that keeps up serves what arrives, its throughput the arrival rate (flow conservation below capacity: L.
-    Kleinrock, "Queueing Systems, Vol. 1", Wiley 1975, §2.1), whatever the engine's time per sequence, so the
-    secant meets the measured figure only where the capacity falls to the offered load: a bound, not a
-    measurement (0.1-2 us from those runs, against 10-26 us from the same systems' Offline runs)."""
+    that keeps up serves what arrives, its throughput the arrival rate (flow conservation; core/serving.py
+    _finish: a stable open load's output is rate x O), whatever the engine's time per sequence, so the secant
+    meets the measured figure only where the capacity falls to the offered load: a bound, not a
+    measurement (0.1-2 us from those runs, against 10-26 us from five of the same systems' Offline runs)."""
     from .serving import tensorrt_engine_v0
 
     if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("load") == "poisson":
