@@ -429,10 +429,13 @@ def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] 
     engine = ctx.engine
     if not isinstance(engine, LlamaCppLike):
         return None
+    # what it reads of the plan, not the plan itself: the plan keeps this function (_fit_parts, in
+    # Context.kept), and one that held the plan would make a reference cycle, the plan's context then freed
+    # only by the garbage collector's next pass instead of when its answer is written (_set_margin)
+    model, quant, flash, chunk = ctx.model, ctx.quant, ctx.flash_attn, ctx.inp.prefill_chunk or 0
 
     def on(count: int) -> list[int]:
-        cards = engine.split_cards(ctx.model, ctx.quant, mem, [1.0] * count, flash_attn=ctx.flash_attn,
-                                   prefill_chunk=ctx.inp.prefill_chunk or 0)
+        cards = engine.split_cards(model, quant, mem, [1.0] * count, flash_attn=flash, prefill_chunk=chunk)
         draft = fitting.drafter_bytes(mem)
         return [b + draft // count + (draft % count if i == 0 else 0) for i, b in enumerate(cards)]
     return on
@@ -441,14 +444,21 @@ def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] 
 def _margin(ctx: Context, mem: Memory, count: int = 1, kv_copies: float = 1.0) -> int:
     """Error bar of the need (data/accuracy.toml) on a set of `count` cards: a fit with less free memory than
     this is "tight" (the likely range of the total crosses the budget)."""
+    return _runtime_margin(ctx.runtime.id, mem, count, kv_copies)
+
+
+def _runtime_margin(runtime: str, mem: Memory, count: int, kv_copies: float) -> int:
     return need_margin_bytes({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
                               "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
-                             ctx.runtime.id, count, kv_copies)
+                             runtime, count, kv_copies)
 
 
 def _set_margin(ctx: Context, mem: Memory) -> Callable[[int, float], int]:
-    """The margin of each set core/fit.py sizes (cards, KV copies)."""
-    return lambda count, copies: _margin(ctx, mem, count, copies)
+    """The margin of each set core/fit.py sizes (cards, KV copies). It holds the runtime's id, not the plan:
+    the plan keeps it (_fit_parts, in Context.kept), and holding the plan would make a reference cycle
+    (split_cards)."""
+    runtime = ctx.runtime.id
+    return lambda count, copies: _runtime_margin(runtime, mem, count, copies)
 
 
 @record
