@@ -1399,9 +1399,24 @@ def plan_view(p: Plan) -> PlanView:
 def answers(p: Plan) -> Answers:
     """The short answers: the cheapest card that fits, the smallest one, and the cheapest set when no
     single card holds the plan."""
-    singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
-    priced = [o for o in singles if o.monthly_usd is not None]
-    sets = [c.option for c in p.cards if c.option.fits and c.option.count > 1]
+    # one pass over the ranking (~120 cards): the first cheapest priced single card, the first smallest
+    # single card (min()'s choice on ties), and in rank order the first priced set (a set inside one node
+    # before whole nodes: GPU Rent Hub VRAM guide, 05)
+    cheapest: Option | None = None
+    smallest: Option | None = None
+    first_set: Option | None = None
+    for c in p.cards:
+        o = c.option
+        if not o.fits:
+            continue
+        if o.count == 1:
+            if o.monthly_usd is not None and (cheapest is None
+                                              or (o.monthly_usd or 0) < (cheapest.monthly_usd or 0)):
+                cheapest = o
+            if smallest is None or o.usable_bytes < smallest.usable_bytes:
+                smallest = o
+        elif o.count > 1 and first_set is None and o.monthly_usd is not None:
+            first_set = o
 
     def name(o: Option | None) -> str | None:
         return None if o is None else (o.gpu.name if o.count == 1 else f"{o.count}× {o.gpu.name}")
@@ -1413,10 +1428,7 @@ def answers(p: Plan) -> Answers:
         card = smallest_by_headroom(p.first.memory.weights.total_bytes, [c.option.gpu for c in p.cards],
                                     p.ctx.inp.headroom)
         by_rule = card.name if card else "more than one card"
-    return Answers(by_rule, name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
-                   name(min(singles, key=lambda o: o.usable_bytes, default=None)),
-                   # in rank order: a set inside one node before whole nodes (GPU Rent Hub VRAM guide, 05)
-                   None if singles else name(next((o for o in sets if o.monthly_usd is not None), None)))
+    return Answers(by_rule, name(cheapest), name(smallest), None if smallest is not None else name(first_set))
 
 
 def plan_cost(p: Plan) -> CostView:
