@@ -522,7 +522,7 @@ class CardPlan:
         ceiling, realistic = self.decode_rates
         if realistic is None:  # no aggregate: the ceiling (_tokens_per_s)
             return ceiling
-        return served_tokens_per_s(self.ctx, self.memory, self.option) or realistic or ceiling
+        return served_tokens_per_s(self.ctx, self.memory, self.option, self.row) or realistic or ceiling
 
 
 @record
@@ -596,29 +596,30 @@ def request(ctx: Context, context: int) -> Any:
     return w
 
 
-def scheduled(ctx: Context, gpu: Gpu, sequences: int) -> int:
+def scheduled(ctx: Context, gpu: Gpu, sequences: int, row: CardRow | None = None) -> int:
     """The sequences the engine may schedule at once while `sequences` streams run: a paged engine's own cap
     (--max-num-seqs, else its default on the card: engine_defaults), never fewer than the streams (they all
     decode); a slot runtime's slots. The engine captures its CUDA graphs for that cap (core/serving.py
     eager_s: vLLM min(2 x max_num_seqs, 512) tokens), not for the streams a question asks about, as deploy
-    times it."""
+    times it. `row`: the card's row of the every-card plan (engine_defaults)."""
     n = max(int(sequences), 1)
     if ctx.runtime.paged_kv:
-        return max(n, engine_defaults(ctx, gpu)[1])
+        return max(n, engine_defaults(ctx, gpu, row)[1])
     return 1 if ollama_one_slot(ctx.runtime, ctx.model) else n
 
 
-def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float:
+def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option, row: CardRow | None = None) -> float:
     """Output tokens/s of the set with the plan's --batch streams: the served throughput `cardfit speed`,
-    `breakeven --model` and `deploy` report for the same question (services/served.py)."""
+    `breakeven --model` and `deploy` report for the same question (services/served.py). `row`: the set's row
+    of the every-card plan, which keeps the engine's own defaults on its card (engine_defaults)."""
     from . import served
 
     w = request(ctx, mem.context)
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
     r = served.replica(ctx, _served_load(ctx, mem, w, offloaded), mc, w, opt.pp,
-                       scheduled(ctx, opt.gpu, ctx.sequences),
-                       engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
+                       scheduled(ctx, opt.gpu, ctx.sequences, row),
+                       engine_defaults(ctx, opt.gpu, row)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
 
 
