@@ -628,3 +628,29 @@ def test_a_plan_leaves_no_reference_cycle(question):
         gc.garbage.clear()
         gc.enable()
     assert found == 0, sorted(set(left))
+
+
+def _answers_by_comprehensions(p: pl.Plan) -> tuple[str | None, str | None, str | None]:
+    """The short answers as plan.answers worked them out before its one pass: three lists and min()."""
+    singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
+    priced = [o for o in singles if o.monthly_usd is not None]
+    sets = [c.option for c in p.cards if c.option.fits and c.option.count > 1]
+
+    def name(o: fitting.Option | None) -> str | None:
+        return None if o is None else (o.gpu.name if o.count == 1 else f"{o.count}× {o.gpu.name}")
+
+    return (name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
+            name(min(singles, key=lambda o: o.usable_bytes, default=None)),
+            None if singles else name(next((o for o in sets if o.monthly_usd is not None), None)))
+
+
+@pytest.mark.parametrize("body", [*PLANS, {"model": "deepseek-ai/DeepSeek-R1"},  # sets only
+                                  {"model": "llama3.1:8b", "priced": True},
+                                  {"model": "meta-llama/Llama-3.3-70B-Instruct", "context": 131072}],
+                         ids=lambda b: b["model"] + (" priced" if b.get("priced") else ""))
+def test_the_short_answers_are_the_ones_the_lists_gave(body):
+    """plan.answers' one pass over the ranking names the cards its three lists and min() named (the first of
+    equally cheap or equally small cards; the first priced set only where no single card fits)."""
+    p = pl.plan(parse(PlanInput, body))
+    a = pl.answers(p)
+    assert (a.cheapest_card, a.smallest_card, a.cheapest_set) == _answers_by_comprehensions(p)
