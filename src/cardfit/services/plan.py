@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
@@ -322,10 +322,17 @@ def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int,
                part: fitting.CardSet | None = None) -> fitting.Option:
     """The fit check of `count` cards of `gpu`; `part`: their set's part (card_set) where the caller has it
     (the every-card plan's rows, _card_rows)."""
+    return fit_check(ctx, mem)(part or card_set(ctx, gpu, count))
+
+
+def fit_check(ctx: Context, mem: Memory) -> Callable[[fitting.CardSet], fitting.Option]:
+    """option_for of a memory estimate as a function of the set's part, with what it reads of the plan (the
+    runtime's adapter, the rental rules, the model, --ram-gb, the margin and split of _fit_parts) read once:
+    the every-card plan checks ~120 sets against a few estimates."""
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     margin, split = _fit_parts(ctx, mem)
-    return fitting.check_set(mem, part or card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
-                             margin_bytes=margin, model=ctx.model, cards=split)
+    return partial(fitting.check_set, mem, rt=ctx.engine, rules=ctx.rules, ram_bytes=ram, margin_bytes=margin,
+                   model=ctx.model, cards=split)
 
 
 LAST_FIT = "last fit parts"  # Context.kept: the memory estimate _fit_parts was asked last, and its parts
@@ -812,18 +819,20 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         rows: tuple[CardRow, ...] = (CardRow(gpu, cards_per_set(ctx, gpu), None),)
     else:
         rows = _card_rows(ctx)
-    mems: dict[tuple[int, bool, int, int], tuple[Memory, str]] = {}
+    mems: dict[tuple[int, bool, int, int], tuple[Memory, str, Callable[..., fitting.Option]]] = {}
     out = []
     for row in rows:
         gpu = row.gpu
         context, why = default_context(ctx, gpu)
         key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu, row))
-        if key not in mems:
+        found = mems.get(key)
+        if found is None:
             check_context(ctx, context)
-            mems[key] = (memory_for(ctx, context, gpu), why)
-        mem = mems[key][0]
+            m = memory_for(ctx, context, gpu)
+            found = mems[key] = (m, why, fit_check(ctx, m))
+        mem, _, check = found
         count = row.count
-        opt = option_for(ctx, mem, gpu, count, row.part)
+        opt = check(row.part or card_set(ctx, gpu, count))
         own: CardRow | None = row if row.part is not None else None
         # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM; a
         # card the user named is planned as the smallest set of it when one card is too small (a named card
