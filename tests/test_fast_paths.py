@@ -334,4 +334,24 @@ def test_rounded_is_round_for_every_float():
                 assert type(got) is type(want) and repr(got) == repr(want), (v, d)
     from cardfit import units
 
-    assert len(units._ROUNDED) <= units.ROUNDED_KEPT and (0.0, 2) not in units._ROUNDED
+    assert all(len(kept) <= units.ROUNDED_KEPT and 0.0 not in kept for kept in units._ROUNDED)
+
+
+def test_kept_roundings_are_bounded_per_digits(monkeypatch):
+    """units.rounded keeps at most ROUNDED_KEPT roundings for each number of digits (one float-keyed table per
+    digits, cleared whole when full), never a zero (0.0 and -0.0 are one key), and answers as round() with
+    or without them; digits past the tables (or negative) are rounded each time."""
+    from cardfit import units
+
+    monkeypatch.setattr(units, "ROUNDED_KEPT", 4)
+    monkeypatch.setattr(units, "_ROUNDED", tuple({} for _ in range(units.ROUNDED_DIGITS)))
+    rng = random.Random(11)
+    values = [rng.uniform(-1e4, 1e4) for _ in range(50)] + [0.0, -0.0, 3.0, -2.0]
+    for _ in range(2):
+        for v in values:
+            for d in (0, 1, 2, 4, units.ROUNDED_DIGITS, -1):
+                want = round(v, d)
+                got = units.rounded(v, d)
+                assert type(got) is type(want) and repr(got) == repr(want), (v, d)
+    assert all(len(kept) <= 4 and 0.0 not in kept for kept in units._ROUNDED)
+    assert all(type(k) is float for kept in units._ROUNDED for k in kept)

@@ -596,3 +596,61 @@ def test_a_plan_with_other_settings_gets_its_own_rows(change, monkeypatch):
     monkeypatch.setattr(pl, "_CARD_ROWS", _NotKept())
     pl.clear_memos()
     assert _page_json({**body, **change}, 8192) == got
+
+
+@pytest.mark.parametrize("question", [{"model": "llama3.1:8b", "context": 3001},
+                                      {"model": "Qwen/Qwen3-30B-A3B", "context": 3001},
+                                      {"model": "meta-llama/Llama-3.3-70B-Instruct", "runtime": "llama.cpp"},
+                                      {"model": "llama3.1:8b", "gpu": "RTX 4090"}])
+def test_a_plan_leaves_no_reference_cycle(question):
+    """A plan and its answer are freed when dropped, not left for the garbage collector: what the plan keeps
+    in its context (the margin and split functions of _fit_parts) holds what they read of the plan, not the
+    plan (a cycle through Context.kept left ~200 objects a plan for the collector)."""
+    import gc
+
+    from cardfit.services.inputs import PlanInput, parse
+    from cardfit.services.plan import plan
+
+    def answer() -> str:
+        return plan(parse(PlanInput, question)).json_text()
+
+    for _ in range(6):  # the memos across plans filled, each record class's __init__ compiled (records.HOT)
+        answer()
+    gc.collect()
+    gc.disable()
+    try:
+        answer()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        found = gc.collect()
+        left = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert found == 0, sorted(set(left))
+
+
+def _answers_by_comprehensions(p: pl.Plan) -> tuple[str | None, str | None, str | None]:
+    """The short answers as plan.answers worked them out before its one pass: three lists and min()."""
+    singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
+    priced = [o for o in singles if o.monthly_usd is not None]
+    sets = [c.option for c in p.cards if c.option.fits and c.option.count > 1]
+
+    def name(o: fitting.Option | None) -> str | None:
+        return None if o is None else (o.gpu.name if o.count == 1 else f"{o.count}× {o.gpu.name}")
+
+    return (name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
+            name(min(singles, key=lambda o: o.usable_bytes, default=None)),
+            None if singles else name(next((o for o in sets if o.monthly_usd is not None), None)))
+
+
+@pytest.mark.parametrize("body", [*PLANS, {"model": "deepseek-ai/DeepSeek-R1"},  # sets only
+                                  {"model": "llama3.1:8b", "priced": True},
+                                  {"model": "meta-llama/Llama-3.3-70B-Instruct", "context": 131072}],
+                         ids=lambda b: b["model"] + (" priced" if b.get("priced") else ""))
+def test_the_short_answers_are_the_ones_the_lists_gave(body):
+    """plan.answers' one pass over the ranking names the cards its three lists and min() named (the first of
+    equally cheap or equally small cards; the first priced set only where no single card fits)."""
+    p = pl.plan(parse(PlanInput, body))
+    a = pl.answers(p)
+    assert (a.cheapest_card, a.smallest_card, a.cheapest_set) == _answers_by_comprehensions(p)

@@ -160,3 +160,34 @@ def test_preload_starts_no_thread_and_leaves_the_page_question_warm(tmp_path):
     out = json.loads(proc.stdout)
     assert out["threads"] == [1, 1]
     assert out["parsed"] >= 5 and out["parsed_later"] == 0, out
+
+
+ONE_WORKER = """\
+import gc, json
+from cardfit.catalog import loader
+import cardfit.web.server as server
+
+def run(app, sock, request_timeout_s=0.0):  # in place of serving: what the process holds as it would start
+    print(json.dumps({"frozen": gc.get_freeze_count(), "parsed": loader.builtin.cache_info().misses}))
+
+server.run = run
+from cardfit.cli import main
+main(["serve", "--port", "0"])
+"""
+
+
+def test_one_worker_starts_with_the_catalogs_loaded_and_its_heap_frozen(tmp_path):
+    """`cardfit serve` (one worker) loads what app.preload loads before it serves, as the workers of
+    --workers N do, then freezes what it holds (web/server.py settle_heap): no later collection walks the
+    modules, the app and the catalogs again."""
+    import json
+    import subprocess
+    import sys
+
+    from .conftest import cli_env
+
+    proc = subprocess.run([sys.executable, "-c", ONE_WORKER], capture_output=True, text=True, timeout=120,
+                          env=cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["parsed"] >= 5 and out["frozen"] > 10_000, out

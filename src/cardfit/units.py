@@ -60,26 +60,31 @@ def rounded(x: float | None, digits: int = 2) -> float | None:
     converts to decimal and back (~3,400 instructions a call on CPython 3.11), and the every-card plan rounds
     ~600 figures an answer, most of them the same from one answer to the next (a card's price, its hourly
     rent, a break-even volume): a whole float is its own rounding to any digits >= 0 (round() gives it back,
-    -0.0 and all), and another float's rounding is kept by value (_ROUNDED: exact, as round() is a function
-    of the value and the digits; zeros are whole, so 0.0 and -0.0 never share a key)."""
+    -0.0 and all), and a float's rounding is kept by value, one table per number of digits (_ROUNDED: exact,
+    as round() is a function of the value and the digits; a float key, so that a lookup makes no tuple and
+    a kept rounding no object the garbage collector tracks; zeros are never kept, as 0.0 and -0.0 are one
+    key)."""
+    if type(x) is float and 0 <= digits < ROUNDED_DIGITS:
+        kept = _ROUNDED[digits]
+        found = kept.get(x)
+        if found is not None:
+            return found
+        if not math.isfinite(x):  # (NaN or infinite)
+            return None
+        found = x if x == x // 1 else round(x, digits)
+        if x:
+            if len(kept) >= ROUNDED_KEPT:
+                kept.clear()  # one atomic step (the web app's worker threads share it and take no lock)
+            kept[x] = found
+        return found
     if x is None or not math.isfinite(x):  # (NaN or infinite)
         return None
-    if type(x) is not float or digits < 0:
-        return round(x, digits)
-    if x == x // 1:
-        return x
-    key = (x, digits)
-    found = _ROUNDED.get(key)
-    if found is None:
-        found = round(x, digits)
-        if len(_ROUNDED) >= ROUNDED_KEPT:
-            _ROUNDED.clear()  # one atomic step (the web app's worker threads share it and take no lock)
-        _ROUNDED[key] = found
-    return found
+    return round(x, digits)
 
 
-ROUNDED_KEPT = 8192  # roundings kept (~150 bytes each)
-_ROUNDED: dict[tuple[float, int], float] = {}
+ROUNDED_KEPT = 8192  # roundings kept for each number of digits (~100 bytes each)
+ROUNDED_DIGITS = 8  # digits 0-7 kept (the figures round to 0-4)
+_ROUNDED: tuple[dict[float, float], ...] = tuple({} for _ in range(ROUNDED_DIGITS))
 
 
 def fmt_millions(x: float) -> str:

@@ -48,7 +48,7 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
 
     need_extra("fastapi", "uvicorn", extra="web", what="cardfit serve")
     from ..web import create_app
-    from ..web.server import allowed_hosts, run, run_workers
+    from ..web.server import allowed_hosts, run, run_workers, settle_heap
 
     if not is_loopback(host):
         click.echo(f"Warning: listening on {host}, not loopback: anyone who can reach this machine can use "
@@ -59,10 +59,13 @@ def serve(host: str, port: int, open_browser: bool, allow_host: tuple[str, ...],
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown}:{port}/"
     hosts = allowed_hosts(host, allow_host)
     app = create_app(allowed_hosts=hosts)
-    if workers > 1:  # once here, shared by the workers (forked before any thread exists here)
-        from ..web.app import preload
+    from ..web.app import preload
 
-        preload()
+    # once here, before any request (and before the workers fork, with no thread started): the catalogs and
+    # the page's first question loaded, then what the process holds at start kept out of every later
+    # garbage collection (settle_heap)
+    preload()
+    settle_heap()
     more = f", {workers} workers" if workers > 1 else ""
     click.echo(f"cardfit: serving on {url}{more} (Ctrl+C to stop)", err=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from ..catalog.apis import ApiPrice, apis, breakeven_guide_tiers
@@ -322,10 +322,17 @@ def option_for(ctx: Context, mem: Memory, gpu: Gpu, count: int,
                part: fitting.CardSet | None = None) -> fitting.Option:
     """The fit check of `count` cards of `gpu`; `part`: their set's part (card_set) where the caller has it
     (the every-card plan's rows, _card_rows)."""
+    return fit_check(ctx, mem)(part or card_set(ctx, gpu, count))
+
+
+def fit_check(ctx: Context, mem: Memory) -> Callable[[fitting.CardSet], fitting.Option]:
+    """option_for of a memory estimate as a function of the set's part, with what it reads of the plan (the
+    runtime's adapter, the rental rules, the model, --ram-gb, the margin and split of _fit_parts) read once:
+    the every-card plan checks ~120 sets against a few estimates."""
     ram = int(ctx.inp.ram_gb * 1e9) if ctx.inp.ram_gb else 0
     margin, split = _fit_parts(ctx, mem)
-    return fitting.check_set(mem, part or card_set(ctx, gpu, count), ctx.engine, ctx.rules, ram_bytes=ram,
-                             margin_bytes=margin, model=ctx.model, cards=split)
+    return partial(fitting.check_set, mem, rt=ctx.engine, rules=ctx.rules, ram_bytes=ram, margin_bytes=margin,
+                   model=ctx.model, cards=split)
 
 
 LAST_FIT = "last fit parts"  # Context.kept: the memory estimate _fit_parts was asked last, and its parts
@@ -429,10 +436,13 @@ def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] 
     engine = ctx.engine
     if not isinstance(engine, LlamaCppLike):
         return None
+    # what it reads of the plan, not the plan itself: the plan keeps this function (_fit_parts, in
+    # Context.kept), and one that held the plan would make a reference cycle, the plan's context then freed
+    # only by the garbage collector's next pass instead of when its answer is written (_set_margin)
+    model, quant, flash, chunk = ctx.model, ctx.quant, ctx.flash_attn, ctx.inp.prefill_chunk or 0
 
     def on(count: int) -> list[int]:
-        cards = engine.split_cards(ctx.model, ctx.quant, mem, [1.0] * count, flash_attn=ctx.flash_attn,
-                                   prefill_chunk=ctx.inp.prefill_chunk or 0)
+        cards = engine.split_cards(model, quant, mem, [1.0] * count, flash_attn=flash, prefill_chunk=chunk)
         draft = fitting.drafter_bytes(mem)
         return [b + draft // count + (draft % count if i == 0 else 0) for i, b in enumerate(cards)]
     return on
@@ -441,14 +451,21 @@ def split_cards(ctx: Context, mem: Memory) -> Callable[[int], list[int] | None] 
 def _margin(ctx: Context, mem: Memory, count: int = 1, kv_copies: float = 1.0) -> int:
     """Error bar of the need (data/accuracy.toml) on a set of `count` cards: a fit with less free memory than
     this is "tight" (the likely range of the total crosses the budget)."""
+    return _runtime_margin(ctx.runtime.id, mem, count, kv_copies)
+
+
+def _runtime_margin(runtime: str, mem: Memory, count: int, kv_copies: float) -> int:
     return need_margin_bytes({"weights_bytes": mem.weights_bytes, "kv_cache_bytes": mem.kv_cache_bytes,
                               "overhead_bytes": mem.overhead_bytes, "activation_bytes": mem.activation_bytes},
-                             ctx.runtime.id, count, kv_copies)
+                             runtime, count, kv_copies)
 
 
 def _set_margin(ctx: Context, mem: Memory) -> Callable[[int, float], int]:
-    """The margin of each set core/fit.py sizes (cards, KV copies)."""
-    return lambda count, copies: _margin(ctx, mem, count, copies)
+    """The margin of each set core/fit.py sizes (cards, KV copies). It holds the runtime's id, not the plan:
+    the plan keeps it (_fit_parts, in Context.kept), and holding the plan would make a reference cycle
+    (split_cards)."""
+    runtime = ctx.runtime.id
+    return lambda count, copies: _runtime_margin(runtime, mem, count, copies)
 
 
 @record
@@ -512,7 +529,7 @@ class CardPlan:
         ceiling, realistic = self.decode_rates
         if realistic is None:  # no aggregate: the ceiling (_tokens_per_s)
             return ceiling
-        return served_tokens_per_s(self.ctx, self.memory, self.option) or realistic or ceiling
+        return served_tokens_per_s(self.ctx, self.memory, self.option, self.row) or realistic or ceiling
 
 
 @record
@@ -586,29 +603,30 @@ def request(ctx: Context, context: int) -> Any:
     return w
 
 
-def scheduled(ctx: Context, gpu: Gpu, sequences: int) -> int:
+def scheduled(ctx: Context, gpu: Gpu, sequences: int, row: CardRow | None = None) -> int:
     """The sequences the engine may schedule at once while `sequences` streams run: a paged engine's own cap
     (--max-num-seqs, else its default on the card: engine_defaults), never fewer than the streams (they all
     decode); a slot runtime's slots. The engine captures its CUDA graphs for that cap (core/serving.py
     eager_s: vLLM min(2 x max_num_seqs, 512) tokens), not for the streams a question asks about, as deploy
-    times it."""
+    times it. `row`: the card's row of the every-card plan (engine_defaults)."""
     n = max(int(sequences), 1)
     if ctx.runtime.paged_kv:
-        return max(n, engine_defaults(ctx, gpu)[1])
+        return max(n, engine_defaults(ctx, gpu, row)[1])
     return 1 if ollama_one_slot(ctx.runtime, ctx.model) else n
 
 
-def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option) -> float:
+def served_tokens_per_s(ctx: Context, mem: Memory, opt: fitting.Option, row: CardRow | None = None) -> float:
     """Output tokens/s of the set with the plan's --batch streams: the served throughput `cardfit speed`,
-    `breakeven --model` and `deploy` report for the same question (services/served.py)."""
+    `breakeven --model` and `deploy` report for the same question (services/served.py). `row`: the set's row
+    of the every-card plan, which keeps the engine's own defaults on its card (engine_defaults)."""
     from . import served
 
     w = request(ctx, mem.context)
     offloaded = 1 - opt.gpu_layer_fraction if opt.verdict == fitting.OFFLOAD else 0.0
     mc = _machine(ctx, opt.gpu, opt.tp, getattr(ctx.inp, "ram_bandwidth", speedmod.DEFAULT_RAM_GBPS))
     r = served.replica(ctx, _served_load(ctx, mem, w, offloaded), mc, w, opt.pp,
-                       scheduled(ctx, opt.gpu, ctx.sequences),
-                       engine_defaults(ctx, opt.gpu)[0])  # the step budget deploy times this card with
+                       scheduled(ctx, opt.gpu, ctx.sequences, row),
+                       engine_defaults(ctx, opt.gpu, row)[0])  # the step budget deploy times this card with
     return served.tokens_per_s(r, w, max(ctx.sequences, 1))
 
 
@@ -801,18 +819,20 @@ def card_plans(ctx: Context) -> list[CardPlan]:
         rows: tuple[CardRow, ...] = (CardRow(gpu, cards_per_set(ctx, gpu), None),)
     else:
         rows = _card_rows(ctx)
-    mems: dict[tuple[int, bool, int, int], tuple[Memory, str]] = {}
+    mems: dict[tuple[int, bool, int, int], tuple[Memory, str, Callable[..., fitting.Option]]] = {}
     out = []
     for row in rows:
         gpu = row.gpu
         context, why = default_context(ctx, gpu)
         key = (context, gpu.unified_memory, *engine_defaults(ctx, gpu, row))
-        if key not in mems:
+        found = mems.get(key)
+        if found is None:
             check_context(ctx, context)
-            mems[key] = (memory_for(ctx, context, gpu), why)
-        mem = mems[key][0]
+            m = memory_for(ctx, context, gpu)
+            found = mems[key] = (m, why, fit_check(ctx, m))
+        mem, _, check = found
         count = row.count
-        opt = option_for(ctx, mem, gpu, count, row.part)
+        opt = check(row.part or card_set(ctx, gpu, count))
         own: CardRow | None = row if row.part is not None else None
         # a card that cannot hold it alone: the smallest set that does beats offloading to system RAM; a
         # card the user named is planned as the smallest set of it when one card is too small (a named card
@@ -1389,9 +1409,24 @@ def plan_view(p: Plan) -> PlanView:
 def answers(p: Plan) -> Answers:
     """The short answers: the cheapest card that fits, the smallest one, and the cheapest set when no
     single card holds the plan."""
-    singles = [c.option for c in p.cards if c.option.fits and c.option.count == 1]
-    priced = [o for o in singles if o.monthly_usd is not None]
-    sets = [c.option for c in p.cards if c.option.fits and c.option.count > 1]
+    # one pass over the ranking (~120 cards): the first cheapest priced single card, the first smallest
+    # single card (min()'s choice on ties), and in rank order the first priced set (a set inside one node
+    # before whole nodes: GPU Rent Hub VRAM guide, 05)
+    cheapest: Option | None = None
+    smallest: Option | None = None
+    first_set: Option | None = None
+    for c in p.cards:
+        o = c.option
+        if not o.fits:
+            continue
+        if o.count == 1:
+            if o.monthly_usd is not None and (cheapest is None
+                                              or (o.monthly_usd or 0) < (cheapest.monthly_usd or 0)):
+                cheapest = o
+            if smallest is None or o.usable_bytes < smallest.usable_bytes:
+                smallest = o
+        elif o.count > 1 and first_set is None and o.monthly_usd is not None:
+            first_set = o
 
     def name(o: Option | None) -> str | None:
         return None if o is None else (o.gpu.name if o.count == 1 else f"{o.count}× {o.gpu.name}")
@@ -1403,10 +1438,7 @@ def answers(p: Plan) -> Answers:
         card = smallest_by_headroom(p.first.memory.weights.total_bytes, [c.option.gpu for c in p.cards],
                                     p.ctx.inp.headroom)
         by_rule = card.name if card else "more than one card"
-    return Answers(by_rule, name(min(priced, key=lambda o: o.monthly_usd or 0, default=None)),
-                   name(min(singles, key=lambda o: o.usable_bytes, default=None)),
-                   # in rank order: a set inside one node before whole nodes (GPU Rent Hub VRAM guide, 05)
-                   None if singles else name(next((o for o in sets if o.monthly_usd is not None), None)))
+    return Answers(by_rule, name(cheapest), name(smallest), None if smallest is not None else name(first_set))
 
 
 def plan_cost(p: Plan) -> CostView:

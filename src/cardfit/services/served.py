@@ -17,6 +17,7 @@ from typing import Any
 from ..catalog.gpus import Gpu
 from ..core import serving as sv
 from ..core import speed as sp
+from ..core.constants import fitted
 from ..core.fit import experts_first
 from ..core.kv import kv_split_ranks
 from ..core.memory import Memory
@@ -133,8 +134,6 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
     """One copy: `pp` pipeline stages (runtimes that pipeline; a layer split runs one card at a time and is
     timed as one stage) of `mc`, scheduling at most `seqs` sequences and `chunk_tokens` tokens a step
     (default: the plan's prefill chunk)."""
-    from ..core.constants import fitted
-
     stages = pp if ctx.runtime.pipeline_parallel else 1
     # the decode tokens' routed experts go through the same MoE kernel as the prompt's
     # (mxfp4_experts_unpacked): their GEMMs pay the same unpacking, charged as the FLOPs that kernel's rate

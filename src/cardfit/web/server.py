@@ -485,6 +485,24 @@ class WorkBudget:
 
 # ---- running ----------------------------------------------------------------------------------------
 
+def settle_heap() -> None:
+    """Collect what is garbage already, then move every object the server holds once started (its modules,
+    the app, the catalogs and what app.preload worked out, all living as long as the process) out of the
+    garbage collector's sight: gc.freeze, "move them to a permanent generation and ignore them in all the
+    future collections" (https://docs.python.org/3/library/gc.html#gc.freeze). Without it each full
+    collection walks them all again: ~87,000 objects once the app and the page's first plan are loaded,
+    ~0.3 ms of CPU per every-card plan on the project's 2-core machine (two full collections per ~300
+    plans, timed with gc.callbacks and time.thread_time), ~0.02 ms once frozen. Forked workers (--workers N)
+    gain as the same page says: their collections no longer write to the pages they share with the parent
+    ("ensuring that GC collections in child processes won't touch the gc_refs counter of long-lived objects
+    originating in the parent process")."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+
 def run(app: Any, sock: socket.socket, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
     """Serve `app` on `sock` until interrupted."""
     import uvicorn
