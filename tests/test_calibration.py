@@ -581,9 +581,9 @@ HELD_LOO = {
     # sliding-window pool and default memory share, TensorRT-LLM's attention-DP balancing; 20 InferenceX
     # median-TTFT records (first contact stored) join
     # 21.3 % / 146 % -> 21.4 % / 169 % (1,444), p90 over loosened: llm-d's gpt-oss-120b stages ask the
-    # guide's --gpu-memory-utilization 0.95 (HELD_USER_PATH below says what that shows); -> 21.3 % / 165 % with
-    # a prompt's service at the budget timed at its chunk steps (core/serving.py prompt_share_s): TTFT closer
-    # on 60 of 67 InferenceX user-path records, 19 of 21 llm-d, 10 of 10 mushfiqrahman.dev
+    # guide's --gpu-memory-utilization 0.95 (HELD_USER_PATH below says what that shows); -> 21.3 % / 165 %
+    # with a prompt's service at the budget timed at its chunk steps (core/serving.py prompt_share_s): TTFT
+    # closer on 60 of 67 InferenceX user-path records, 19 of 21 llm-d, 10 of 10 mushfiqrahman.dev
     "serving": (0.215, 1.66),
 }
 
