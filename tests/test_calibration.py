@@ -671,7 +671,7 @@ HELD_USER_PATH = {
     # 14 sequences, not 7, the host-tier stages' output -24..+4 % -> -5..+7 %, but the HBM-only stages
     # at 10-25 requests/s are now answered 0.12-0.2 s where the fleet measured 0.44-0.73 s (too fast): cardfit
     # hits 86 % of their prompt tokens (16 groups a replica, assumed) where the fleet's own vLLM counters
-    # give about 15 % (docs/VALIDATION.md "The capacity of the stages, taken apart"); then 25.6 % / 259 %
+    # give about 15 % (docs/VALIDATION.md "The capacity of the llm-d stages"); then 25.6 % / 259 %
     # with a prompt's service at the budget timed at its chunk steps (core/serving.py prompt_share_s)
     "serving": (0.26, 2.60),  # 511 records
 }

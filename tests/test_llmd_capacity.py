@@ -1,6 +1,6 @@
 """Issue 24/26, llm-d's tiered prefix-cache stages (data/validation/serving_llmd_tiered.toml): what set
-cardfit's capacity for them, by mechanism (docs/VALIDATION.md, "KV offload and prefix groups at fleet scale",
-*The capacity of the stages, taken apart*).
+cardfit's capacity for them, by mechanism (docs/VALIDATION.md, "The capacity of the llm-d stages, taken
+apart").
 
 1. The gpt-oss-120b stages ran the guide's model server, `--gpu-memory-utilization=0.95 --max-num-seqs=512`
    (llm-d guides/tiered-prefix-cache/modelserver/gpu/vllm/base/patch-vllm-gpt-oss-120b.yaml @a660ed2f), not
