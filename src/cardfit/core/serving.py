@@ -517,11 +517,20 @@ def wait_s(servers: int, arrival_per_s: float, service_s: float, cs2: float,
 
 def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
     """A prompt's service at the prompt budget, seen as one server: the share I / free of a step's budget it
-    takes, at the mean step time `step` (TPOT, its riding prompts included); a prompt longer than the budget
-    takes whole steps. A prompt waits only for the budget other prompts hold, not for a full-chunk step
-    that does not run (with 8,192 tokens a step, eight 1,000-token prompts share one). Closed loops and open
-    arrivals both queue on it."""
-    return prefilled(w) / free_tokens(r, batch) * step if w.input_tokens > 0 else 0.0
+    takes, for the time of the step that carries it: a step with a full budget of prompt tokens beside the
+    decodes (prompt_step_s), or the mean step `step` where that is longer; a prompt longer than the budget
+    takes whole steps. vLLM V1's scheduler fills one token budget a step, the running requests (decodes and
+    the chunks of prompts already started) first, then the waiting ones in order
+    (vllm/v1/core/sched/scheduler.py Scheduler.schedule, `token_budget = self.max_num_scheduled_tokens`):
+    a waiting prompt waits out the chunk steps of the prompts before it, each as long as a step carrying a
+    chunk, not as the mean step (TPOT), which the decode-only steps between chunks shorten (Qwen3-32B on 2
+    H100s, 16,256-token prompts at 0.625 a second: chunk steps of ~0.42 s, a mean step of ~0.05 s). A prompt
+    waits only for the budget other prompts hold, not for a full-chunk step that does not run (with 8,192
+    tokens a step, eight 1,000-token prompts share one). Closed loops and open arrivals both queue on it."""
+    if w.input_tokens <= 0:
+        return 0.0
+    free = free_tokens(r, batch)
+    return prefilled(w) / free * max(prompt_step_s(r, batch, free), step)
 
 
 def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float],

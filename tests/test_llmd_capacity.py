@@ -1,0 +1,109 @@
+"""Issue 24/26, llm-d's tiered prefix-cache stages (data/validation/serving_llmd_tiered.toml): what set
+cardfit's capacity for them, by mechanism (docs/VALIDATION.md, "The capacity of the llm-d stages, taken
+apart").
+
+1. The gpt-oss-120b stages ran the guide's model server, `--gpu-memory-utilization=0.95 --max-num-seqs=512`
+   (llm-d guides/tiered-prefix-cache/modelserver/gpu/vllm/base/patch-vllm-gpt-oss-120b.yaml @a660ed2f), not
+   vLLM's default 0.9 the records assumed: the KV pool beside the weights nearly doubles (130,747 -> 245,118
+   tokens), and so does the number of 17,137-token sequences it holds (7 -> 14).
+2. A prompt queues on the step's prompt budget (vLLM V1's scheduler fills one token budget a step, running
+   requests first: vllm/v1/core/sched/scheduler.py `token_budget`), and holds it for the steps that carry its
+   chunks: its service is the time of those steps, not of the mean step (TPOT), which the decode-only steps
+   between them shorten. A 16,256-token prompt of Qwen3-32B on 2 H100s takes two 8,192-token chunk steps of
+   ~0.42 s; the mean step at 0.625 requests/s is ~0.05 s."""
+
+from __future__ import annotations
+
+import pytest
+
+from cardfit.core import serving as sv
+from cardfit.core import speed as sp
+from cardfit.services.deploy import DeployInput, deploy_report
+from cardfit.validation.serving import predict_serving
+from cardfit.validation.validate import all_records
+
+
+def _record(rid: str) -> dict:
+    return {r["id"]: r for r in all_records()}[rid]
+
+
+def test_gptoss_stages_state_the_guides_model_server():
+    """Every gpt-oss-120b stage states the guide's --gpu-memory-utilization 0.95 and --max-num-seqs 512 (not
+    an assumption: the patch file names them)."""
+    recs = [r for r in all_records() if r["id"].startswith("llmd-tiered-gptoss120b")]
+    assert len(recs) == 48
+    for r in recs:
+        st = r["settings"]
+        assert st["gpu_memory_utilization"] == 0.95 and st["max_num_seqs"] == 512, r["id"]
+        assert "gpu_memory_utilization" not in r.get("assumed", []), r["id"]
+        assert "patch-vllm-gpt-oss-120b.yaml" in r["note"], r["id"]
+
+
+def _pool(**kw) -> tuple[int, int]:
+    base = dict(model="gpt-oss-120b", runtime="vllm@0.22.0", gpu=("H100 SXM",), tp=1, input_tokens=16755,
+                output_tokens=382, requests_per_s=1.25, requests=75, warm_requests=56,
+                shared_prefix_tokens=16000, prefix_groups=16)
+    rep = deploy_report(DeployInput(**base, **kw))
+    one = rep.best or rep.closest
+    assert one is not None
+    return one.memory.kv_pool_tokens, one.max_num_seqs
+
+
+def test_gptoss_pool_at_the_guides_utilization_holds_twice_the_sequences():
+    """At 0.9 the pool beside gpt-oss-120b's 65 GB of weights on one H100 holds 7 sequences of 16,755 + 382
+    tokens; at the guide's 0.95 (4.3 GB more of the card's 85.5 GB) 14."""
+    pool90, seqs90 = _pool()
+    pool95, seqs95 = _pool(gpu_memory_utilization=0.95, max_num_seqs=512)
+    assert seqs90 == 7 and seqs95 == 14
+    assert 1.8 < pool95 / pool90 < 2.0
+
+
+def test_rate20_host_tier_stage_is_within_its_capacity():
+    """gpt-oss-120b with the 100 GB host tier at 20 requests/s for the fleet (1.25 a replica): the fleet
+    measured 0.32 s mean TTFT and 435 output tokens/s a replica, well inside its capacity (it reached 734 at
+    40). At the default 0.9 cardfit called the stage nearly saturated (TTFT 352 ms, p90 1.1 s, the pool's 7
+    sequences); at the guide's settings the answer is the host hit's prefill, the output what arrives."""
+    r = _record("llmd-tiered-gptoss120b-h100-tp1-rate20-cpu100gb-output")
+    v, _ = predict_serving(r)
+    assert v == pytest.approx(r["measured"], rel=0.05)
+    t = _record("llmd-tiered-gptoss120b-h100-tp1-rate20-cpu100gb-ttft-p90")
+    assert predict_serving(t)[0] < 200
+
+
+def _replica() -> sv.Replica:
+    """An 8B dense model on one H100-like card (tests/test_serving_recv.py's shape), 8,192 tokens a step."""
+    shares = sp.Shares(1.0, 0.0, 0.0, 1.0, "params")
+    load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 32, 4096)
+    machine = sp.Machine(3350.0, 989.0, 1, decode_efficiency=0.873, overhead_s_per_layer=55.4e-6,
+                         overhead_s_per_sequence=456e-6, compute_efficiency=0.81)
+    return sv.Replica(load, machine, 1.7e10, 8192, 256, prompt_tokens=16000)
+
+
+def test_prompt_service_is_the_time_of_its_chunk_steps():
+    """The prompt budget's server is busy for the steps that carry a prompt's chunks: a 16,000-token prompt
+    beside 4 decodes holds it for 16,000 / 8,188 chunk steps of 8,188 tokens, whatever the mean step; a
+    1,000-token prompt for 1,000 / 8,188 of one (eight share a step)."""
+    r = _replica()
+    for prompt in (16000, 1000):
+        w = sv.Workload(prompt, 200)
+        free = sv.free_tokens(r, 4.0)
+        chunk_step = sv.prompt_step_s(r, 4.0, free)
+        t = sv.tpot_s(r, w, 4.0)
+        assert t < chunk_step  # the mean step: decode-only steps between the chunk steps
+        assert sv.prompt_share_s(r, w, 4.0, t) == pytest.approx(prompt / free * chunk_step)
+    # a step longer than a full chunk step (a mean step of a speculative or eager engine) still bounds it
+    w = sv.Workload(16000, 200)
+    long = 10 * sv.prompt_step_s(r, 4.0, sv.free_tokens(r, 4.0))
+    assert sv.prompt_share_s(r, w, 4.0, long) == pytest.approx(16000 / sv.free_tokens(r, 4.0) * long)
+
+
+def test_qwen_first_stage_ttft_pays_the_prompt_queue():
+    """Qwen3-32B on 2 H100s, the first stage (0.625 requests/s a replica, 38 requests, cold: most compute
+    their 16,256 tokens, ~0.85 s of two chunk steps): the prompt budget is busy about half the time, so a
+    prompt waits for the one before it (M/D/1 on the budget). llm-d measured 1.62 s mean, 2.65 s p90; the
+    mean step as the prompt's service (0.05 s a chunk) made the wait vanish (0.846 s, the prefill alone)."""
+    mean = _record("llmd-tiered-qwen3-32b-h100-tp2-rate5-hbm-ttft")
+    p90 = _record("llmd-tiered-qwen3-32b-h100-tp2-rate5-hbm-ttft-p90")
+    v_mean, v_p90 = predict_serving(mean)[0], predict_serving(p90)[0]
+    assert 1100 < v_mean < mean["measured"]
+    assert 1800 < v_p90 < p90["measured"]
