@@ -161,6 +161,27 @@ def test_few_expert_steps_fit_the_moe_layers_fixed_time():
     assert experts_touched(RECORDS["vllmblog-fp8kv-llama-3.1-8b-h100-bf16kv-c1-256in"]) == 1.0  # dense
 
 
+def test_the_moe_step_fits_take_no_served_burst():
+    """experts_touched reads a record's concurrency (1 where none is stated), so a served burst or arrival
+    rate, whose step batch the engine sets and the record does not state, cannot be placed between the MoE
+    layer's fixed time and the expert stream: neither fit takes one. GPUStack's DeepSeek-R1 on 8x H200,
+    1,000 ShareGPT prompts sent at once (no --max-concurrency): TPOT 227 ms, which read as one sequence
+    would charge the whole step to the MoE layer's fixed time; its 4-user run (--max-concurrency 4, TPOT
+    19.4 ms) is taken (docs/VALIDATION.md "The MoE fixed time by kernel path")."""
+    burst = RECORDS["gpustack-deepseek-r1-671b-h200-vllm-fp8-tp8-sharegpt-L90-tpot"]
+    capped = RECORDS["gpustack-deepseek-r1-671b-h200-vllm-fp8-tp8-sharegpt-batch-size-4-L404-tpot"]
+    assert not burst.get("concurrency") and capped["concurrency"] == 4
+    recs = tuple(RECORDS.values())
+    for field in ("moe_overhead_us_per_layer", "expert_efficiency"):
+        f = next(x for x in FITS if x.field == field)
+        chosen = [r for r, _ in _chosen(recs, f)]
+        assert burst not in chosen
+        assert all(r["kind"] != "serving" or (r.get("concurrency") and r.get("load") == "closed")
+                   for r in chosen)
+    assert capped in [r for r, _ in _chosen(recs, next(x for x in FITS
+                                                         if x.field == "moe_overhead_us_per_layer"))]
+
+
 def test_an_moe_layer_pays_its_fixed_time_every_step_a_dense_one_does_not():
     """Machine.overhead_s_per_moe_layer: once per layer per step of an MoE model, whatever the batch."""
     moe, dense = _replica(moe=True), _replica(moe=False)
