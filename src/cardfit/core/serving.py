@@ -800,14 +800,23 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
       a few ms of client and network jitter split what one step would batch), the requests that replace them
       arrive spread out, and each later request meets the steady state of `serve` with `concurrency` users
       (a prompt waits for the step running when it arrives, then prefills in the budget left beside the
-      decodes).
+      decodes);
+    - except with a paged pool that preempts (`r.kv_tokens`: vLLM, services/pinned.py `_paged`), stepped for
+      every request: the steady state gives a request a slot only where the pool holds it at the mean tokens
+      in flight (prompt and half the answer) and queues the rest for one, while vLLM V1 admits a waiting
+      prompt as soon as the blocks of its first chunk are free and preempts the newest running request when
+      a decode step finds none (`Pool`; vllm/v1/core/sched/scheduler.py Scheduler.schedule at v0.10.1.1,
+      https://github.com/vllm-project/vllm/blob/v0.10.1.1/vllm/v1/core/sched/scheduler.py): past the pool,
+      prompts start early and the answers they crowd out stall, which the steady state cannot express
+      (CloudRift's RTX 5090 sweep, data/validation/serving_cloudrift_rtx5090_sweep.toml: the median TTFT
+      stays 2.8-6.1 s at 24-32 users while the steady state queued most prompts for 18-54 s).
     The means are over all requests (the first round weighs 1 / rounds)."""
     import statistics  # only validation scores benchmarks: kept off the CLI's start-up
 
     c = max(1, min(int(concurrency), int(requests)))
     n = max(int(requests), c)
     o = max(w.output_tokens, 1)
-    if n <= c or ((prefill_first or lockstep) and drawn(fixed_lengths) is None):
+    if n <= c or r.kv_tokens or ((prefill_first or lockstep) and drawn(fixed_lengths) is None):
         ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first, fixed_lengths)
         return Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots), seconds,
                          n * o / seconds, n / seconds)

@@ -2334,9 +2334,10 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
         if law is not None:
-            # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users); a
-            # longer run is its first round and the steady state at the mean lengths
-            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users else \
+            # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users) or a
+            # paged pool's every request (stepped whole); a longer run is otherwise its first round and the
+            # steady state at the mean lengths
+            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or paged.kv_tokens else \
                 f"{how}, at the mean lengths (a length law times runs of one round: --requests <= --users)"
     return Pinned(res, bench, itl, first, how)
 
