@@ -180,9 +180,10 @@ def test_v1_admits_by_the_prompts_blocks_not_the_whole_request():
 
 
 def test_a_paged_pool_is_stepped_for_every_request():
-    """benchmark() steps the whole run where the pool preempts (r.kv_tokens): the same figures as rounds()
-    over all requests, not the first round and the steady state of a pool sized by the mean tokens in
-    flight. Without a pool a decode-first run is still its first round plus the steady state."""
+    """benchmark() steps the whole run where the pool preempts and binds (it cannot hold the users' requests
+    whole): the same figures as rounds() over all requests, not the first round and the steady state of a
+    pool sized by the mean tokens in flight. Otherwise a decode-first run is its first round plus the steady
+    state."""
     pooled = replace(_replica(), kv_tokens=93_872, kv_seqs=256, prefix_cache=True)
     b = sv.benchmark(pooled, W, 100, 300, False)
     ttft, tpot, seconds = sv.rounds(pooled, W, 100, 300, False)
@@ -190,9 +191,14 @@ def test_a_paged_pool_is_stepped_for_every_request():
     assert b.ttft_median_s == pytest.approx(statistics.median(ttft), rel=1e-12)
     assert b.tpot_mean_s == pytest.approx(statistics.fmean(tpot), rel=1e-12)
     assert b.output_tokens_per_s == pytest.approx(300 * W.output_tokens / seconds, rel=1e-12)
-    plain = _replica(seqs=45)
-    first, _, _ = sv.rounds(plain, W, 100, 100, False)
-    assert sv.benchmark(plain, W, 100, 300, False).ttft_median_s != statistics.median(first)
+    assert sv.binds(pooled, W, 100)  # 100 x 2,048 tokens > 93,872
+    # a pool that holds every request whole never preempts: the later rounds keep the steady state, as do
+    # runs whose prompts hit a prefix cache (rounds computes every prompt whole)
+    roomy = replace(pooled, kv_tokens=100 * 2048)
+    assert not sv.binds(roomy, W, 100)
+    assert not sv.binds(pooled, replace(W, cached_tokens=512.0), 100)
+    first, _, _ = sv.rounds(roomy, W, 100, 100, False)
+    assert sv.benchmark(roomy, W, 100, 300, False).ttft_median_s != statistics.median(first)
 
 
 def test_cloudrift_rtx5090_sweep_ttft_under_kv_pressure():

@@ -2328,16 +2328,21 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         # core/serving.py benchmark), its decodes now riding in the prompt steps
         lockstep = (bool(rt.lockstep_rounds) and rt.has("pytorch_backend")) or inp.enable_mixed_chunk
         w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
+        reused = _reused(inp, res.cand, w)
         bench = bench_run(paged, inp, users, int(inp.requests), first, True if law is None else law, lockstep,
-                          _reused(inp, res.cand, w))
+                          reused)
+        if reused is not None:
+            w = replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s)
         order = "prefill-first" if first else "decode-first"
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
+        if int(inp.requests) > users and sv.binds(paged, w, users):
+            how = f"{how}, every request stepped through the KV pool (it cannot hold {users} requests whole)"
         if law is not None:
             # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users) or a
-            # paged pool's every request (stepped whole); a longer run is otherwise its first round and the
+            # run whose paged pool binds (stepped whole); a longer run is otherwise its first round and the
             # steady state at the mean lengths
-            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or paged.kv_tokens else \
+            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or sv.binds(paged, w, users) else \
                 f"{how}, at the mean lengths (a length law times runs of one round: --requests <= --users)"
     return Pinned(res, bench, itl, first, how)
 
