@@ -2242,6 +2242,9 @@ class Pinned:
     prefill_first: bool
     how: str
     pools: PinnedPools | None = None  # a disaggregated deployment (--prefill-workers): its two pools timed
+    # the benchmark's KV pool binds (core/serving.py binds): every request stepped through it, its TPOT
+    # carrying the stalls of the requests it preempts and computes again
+    preempting: bool = False
 
 
 def pinned_answer(inp: DeployInput) -> Pinned:
@@ -2311,6 +2314,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
                           min(res.served.batch if stage else users, replica.max_seqs))
     bench = None
+    preempting = False
     if stage:
         rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
         bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
@@ -2336,7 +2340,8 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         order = "prefill-first" if first else "decode-first"
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
-        if int(inp.requests) > users and sv.binds(paged, w, users):
+        preempting = sv.binds(paged, w, users)
+        if int(inp.requests) > users and preempting:
             how = f"{how}, every request stepped through the KV pool (it cannot hold {users} requests whole)"
         if law is not None:
             # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users) or a
@@ -2344,7 +2349,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
             # steady state at the mean lengths
             how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or sv.binds(paged, w, users) else \
                 f"{how}, at the mean lengths (a length law times runs of one round: --requests <= --users)"
-    return Pinned(res, bench, itl, first, how)
+    return Pinned(res, bench, itl, first, how, preempting=preempting)
 
 
 def per_rank_cap(rt: RuntimeProfile, cap: int, dp: int, ep: int) -> int:
