@@ -226,8 +226,8 @@ def test_cloudrift_70b_at_400_users_is_not_predicted_faster():
     """Over-predicting capacity is the unsafe side: Llama-3.3-70B AWQ on 2x RTX 5090 at PP 2, vLLM, 1,200
     requests of 1,000 + 1,000 tokens at 400 users, measured 615.91 output tok/s (CloudRift server-benchmark,
     data/validation/serving_cloudrift_rtx.toml). The steady state of the later rounds said 812 (+32 %);
-    stepped
-    through the pool, whose answers stall while preempted prompts are computed again, it is within 15 %."""
+    stepped through the pool, whose answers stall while preempted prompts are computed again, it is within
+    15 %."""
     from cardfit.validation.serving import predict_serving
     from cardfit.validation.validate import load_records
 
