@@ -794,6 +794,18 @@ def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: i
     return Benchmark(mean, mean, s.tpot_s, seconds, requests * o / seconds, requests / seconds, p90)
 
 
+def binds(r: Replica, w: Workload, concurrency: int) -> bool:
+    """Whether a benchmark run's paged pool that preempts (`r.kv_tokens`: vLLM, services/pinned.py `_paged`)
+    decides which requests run: it cannot hold `concurrency` requests whole (prompt and answer), so vLLM V1
+    admits prompts by their first chunk's blocks and preempts the newest when the answers outgrow the pool
+    (`Pool`). A pool that holds them all never preempts, and every user has a slot in the steady state too.
+    Runs whose prompts hit a prefix cache or a host tier (`w.cached_tokens`, `w.load_s`: deploy's reuse)
+    keep the steady state, which counts those hits; `rounds` computes every prompt whole."""
+    if not r.kv_tokens or w.cached_tokens or w.load_s:
+        return False
+    return concurrency * (w.input_tokens + w.output_tokens) > r.kv_tokens
+
+
 def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_first: bool,
               fixed_lengths: bool | Lengths = True, lockstep: bool = False) -> Benchmark:
     """`requests` requests, at most `concurrency` in flight (a client sends the next one when one ends), all
@@ -809,14 +821,23 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
       a few ms of client and network jitter split what one step would batch), the requests that replace them
       arrive spread out, and each later request meets the steady state of `serve` with `concurrency` users
       (a prompt waits for the step running when it arrives, then prefills in the budget left beside the
-      decodes).
+      decodes);
+    - except where a paged pool that preempts binds (`binds`), stepped for every request: the steady state
+      gives a request a slot only where the pool holds it at the mean tokens in flight (prompt and half the
+      answer) and queues the rest for one, while vLLM V1 admits a waiting
+      prompt as soon as the blocks of its first chunk are free and preempts the newest running request when
+      a decode step finds none (`Pool`; vllm/v1/core/sched/scheduler.py Scheduler.schedule at v0.10.1.1,
+      https://github.com/vllm-project/vllm/blob/v0.10.1.1/vllm/v1/core/sched/scheduler.py): past the pool,
+      prompts start early and the answers they crowd out stall, which the steady state cannot express
+      (CloudRift's RTX 5090 sweep, data/validation/serving_cloudrift_rtx5090_sweep.toml: the median TTFT
+      stays 2.8-6.1 s at 24-32 users while the steady state queued most prompts for 18-54 s).
     The means are over all requests (the first round weighs 1 / rounds)."""
     import statistics  # only validation scores benchmarks: kept off the CLI's start-up
 
     c = max(1, min(int(concurrency), int(requests)))
     n = max(int(requests), c)
     o = max(w.output_tokens, 1)
-    if n <= c or ((prefill_first or lockstep) and drawn(fixed_lengths) is None):
+    if n <= c or binds(r, w, c) or ((prefill_first or lockstep) and drawn(fixed_lengths) is None):
         ttfts, tpots, seconds = rounds(r, w, c, n, prefill_first, fixed_lengths)
         return Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots), seconds,
                          n * o / seconds, n / seconds)

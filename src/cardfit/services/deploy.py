@@ -2242,6 +2242,9 @@ class Pinned:
     prefill_first: bool
     how: str
     pools: PinnedPools | None = None  # a disaggregated deployment (--prefill-workers): its two pools timed
+    # the benchmark's KV pool binds (core/serving.py binds): every request stepped through it, its TPOT
+    # carrying the stalls of the requests it preempts and computes again
+    preempting: bool = False
 
 
 def pinned_answer(inp: DeployInput) -> Pinned:
@@ -2311,6 +2314,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
     itl = sv.itl_median_s(replica, sv.Workload(inp.input_tokens, inp.output_tokens),
                           min(res.served.batch if stage else users, replica.max_seqs))
     bench = None
+    preempting = False
     if stage:
         rate = float(inp.requests_per_s or 0.0) / max(res.replicas, 1)
         bench = sv.open_stage(res.served, int(inp.requests), rate, inp.output_tokens)
@@ -2328,17 +2332,24 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         # core/serving.py benchmark), its decodes now riding in the prompt steps
         lockstep = (bool(rt.lockstep_rounds) and rt.has("pytorch_backend")) or inp.enable_mixed_chunk
         w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
+        reused = _reused(inp, res.cand, w)
         bench = bench_run(paged, inp, users, int(inp.requests), first, True if law is None else law, lockstep,
-                          _reused(inp, res.cand, w))
+                          reused)
+        if reused is not None:
+            w = replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s)
         order = "prefill-first" if first else "decode-first"
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")
+        preempting = sv.binds(paged, w, users)
+        if int(inp.requests) > users and preempting:
+            how = f"{how}, every request stepped through the KV pool (it cannot hold {users} requests whole)"
         if law is not None:
-            # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users); a
-            # longer run is its first round and the steady state at the mean lengths
-            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users else \
+            # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users) or a
+            # run whose paged pool binds (stepped whole); a longer run is otherwise its first round and the
+            # steady state at the mean lengths
+            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or sv.binds(paged, w, users) else \
                 f"{how}, at the mean lengths (a length law times runs of one round: --requests <= --users)"
-    return Pinned(res, bench, itl, first, how)
+    return Pinned(res, bench, itl, first, how, preempting=preempting)
 
 
 def per_rank_cap(rt: RuntimeProfile, cap: int, dp: int, ep: int) -> int:
