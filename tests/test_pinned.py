@@ -28,6 +28,9 @@ def _printed(d: dict, metric: str, statistic: str) -> float | None:
     one, the deployment's steady state otherwise."""
     one = d["best"] or d["closest"]
     b = one.get("benchmark")
+    if metric == "e2e_latency_ms":  # its first token, then the answer's other tokens a TPOT apart
+        ttft, tpot = (_printed(d, m, "mean") for m in ("ttft_ms", "tpot_ms"))
+        return ttft + max(d["workload"]["output_tokens"] - 1, 0) * tpot
     if b is not None:
         median = statistic == "median"
         if metric == "ttft_ms" and statistic == "p90" and b.get("ttft_p90_ms") is not None:
