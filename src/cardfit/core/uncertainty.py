@@ -90,6 +90,13 @@ def band(figure: str, runtime: str = "", features: tuple[str, ...] = ()) -> Band
                 max(b.median_abs_error for b in every), "+".join(b.feature for b in wider))
 
 
+@cache
+def banded(features: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `features` that have a band of their own (a `[[feature_range]]` row of some figure)."""
+    have = {b.feature for b in feature_bands()}
+    return tuple(f for f in features if f in have)
+
+
 def value_range(value: float | None, figure: str, runtime: str = "", integer: bool = False,
                 features: tuple[str, ...] = ()) -> list | None:
     """[low, high] for a printed figure, or None when cardfit has no validation data for it; `features`:
