@@ -2234,7 +2234,8 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
         memory=DeploymentMemory(dec.option.need_bytes, dec.option.budget_bytes, dec.option.free_bytes,
                                 dec.margin_bytes, dec.kv_tokens),
         command="\n".join(x for x in cmds if x),
-        likely=ranges(res.ttft_s, res.tpot_s, total, rt.id, feats), tight=tight, likely_features=list(banded(feats)) or None,
+        likely=ranges(res.ttft_s, res.tpot_s, total, rt.id, feats), tight=tight,
+        likely_features=list(banded(feats)) or None,
         release=release_name(rt), dp=dec.attention_dp if dec.ep > 1 else 1, ep=dec.ep,
         disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)},
         dynamo_command="\n".join((shlex.join(DYNAMO_FRONTEND), *(x for x in dynamo if x)))
