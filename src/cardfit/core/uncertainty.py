@@ -48,11 +48,16 @@ class Band:
     feature: str = ""  # "": every record of the figure; else only those whose question uses this feature
 
 
-def _rows(table: str, feature: bool) -> tuple[Band, ...]:
+def _accuracy() -> dict:
+    """data/accuracy.toml as parsed ({} where there is none)."""
     try:
-        rows = builtin("accuracy.toml").get(table, [])
+        return builtin("accuracy.toml")
     except FileNotFoundError:
-        return ()
+        return {}
+
+
+def _rows(table: str, feature: bool) -> tuple[Band, ...]:
+    rows = _accuracy().get(table, [])
     return tuple(Band(r["figure"], r.get("runtime", ""), int(r["n"]), float(r["low"]), float(r["high"]),
                       float(r.get("median_abs_error", 0.0)), str(r["feature"]) if feature else "")
                  for r in rows)
@@ -142,6 +147,13 @@ def _need_margin(parts: tuple[int, ...], runtime: str, count: int, kv_copies: fl
     scaled = {k: round(v * scale[k]) for k, v in zip(MEMORY_PARTS, parts, strict=True)}
     r = memory_ranges(scaled, runtime)["total_bytes"]
     return max(r[1] - sum(scaled.values()), 0) if r else 0
+
+
+def reload_bands() -> None:
+    """Read the bands again (a test that swaps _accuracy for a fixture file; the band memos of callers, as
+    services/deploy.py _pessimistic, are theirs to clear)."""
+    for memo in (bands, feature_bands, band, banded, _need_margin):
+        memo.cache_clear()
 
 
 def clear_memos() -> None:
