@@ -523,11 +523,14 @@ def features(dp: int = 1, ep: int = 1, disaggregated: bool = False, speculative:
 def _features(inp: DeployInput, c: Candidate, offload_gb: float = 0.0, pools: Candidate | None = None,
               ) -> tuple[str, ...]:
     """features() of candidate `c` serving `inp` with a host tier of `offload_gb` (the one it runs with:
-    _offload_gb); `pools`: the prefill worker of a disaggregated deployment whose decode worker is `c`."""
+    _offload_gb); `pools`: the prefill worker of a disaggregated deployment whose decode worker is `c`. The
+    workload's reuse counts where the runtime caches prefixes (elsewhere it is served as no reuse: its
+    prefix_hit_rate is 0, and the prediction does not model it)."""
     shapes_ = (c,) if pools is None else (pools, c)
+    reuses = c.setting.ctx.runtime.prefix_caching
     return features(max(x.attention_dp for x in shapes_), max(x.ep for x in shapes_), pools is not None,
                     getattr(c.setting.ctx, "speculation", None) is not None, offload_gb,
-                    inp.shared_prefix_tokens, inp.turns)
+                    inp.shared_prefix_tokens if reuses else 0, inp.turns if reuses else 1)
 
 
 def reuse_of(inp: DeployInput) -> ru.Reuse:
@@ -2001,10 +2004,13 @@ def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
                         0.0 if one_node else NODE_HOP_LATENCY_S, held, next_pass)
 
 
-def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
-    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), c.setting.ctx.runtime.id, t,
-                                feats=_features(inp, c, pools=c))
-    return res, meets
+def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int,
+              t: Targets) -> tuple[Any, bool, bool]:
+    """The pools of `prefill` + `decode` workers shaped like `c` under the load, whether they meet the
+    targets (_pools_meet), and whether their TTFT holds, both at the pessimistic end of their likely range."""
+    rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=c)
+    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), rt, t, feats=feats)
+    return res, meets, res.stable and _pools_ends(res, rt, feats)[0] <= t.ttft_s
 
 
 def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets, scale: float = 1.0,
@@ -2018,10 +2024,16 @@ def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets, scale: f
     res = disagg.serve(pools, w)
     if not res.stable or not _holds_users(res, w):
         return res, False, False
-    ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime, features=feats) or [res.ttft_s, res.ttft_s]
-    tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime, features=feats) or [res.tpot_s, res.tpot_s]
-    return (res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s,
-            res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
+    ttft, tpot = _pools_ends(res, runtime, feats)
+    return (res, ttft <= t.ttft_s and tpot <= t.tpot_s, res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
+
+
+def _pools_ends(res: Any, runtime: str, feats: tuple[str, ...]) -> tuple[float, float]:
+    """The pessimistic ends of the pools' TTFT p90 and TPOT (seconds): the runtime's serving error widened
+    by their features' (the prediction where no band)."""
+    ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime, features=feats)
+    tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime, features=feats)
+    return (ttft[1] if ttft else res.ttft_s), (tpot[1] if tpot else res.tpot_s)
 
 
 def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
@@ -2031,9 +2043,9 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
     left hold the TPOT (fewer decode workers only lengthen it). `below`: only an answer whose rent is below
     it is wanted; None as soon as no count left can cost less (_least_price over the counts left)."""
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
-    timed: dict[int, tuple[Any, bool]] = {}  # by prefill workers, at this count: the bisection's last probe
+    timed: dict[int, tuple[Any, bool, bool]] = {}  # by prefill workers, at this count: the bisection's probes
 
-    def meets(prefill: int, n: int) -> tuple[Any, bool]:
+    def meets(prefill: int, n: int) -> tuple[Any, bool, bool]:
         if prefill not in timed:
             timed[prefill] = _pd_meets(inp, c, prefill, n - prefill, t)
         return timed[prefill]
@@ -2043,14 +2055,16 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
             return None
         timed.clear()
         lo, hi = 1, n - 1
-        while lo < hi:  # the fewest prefill workers whose TTFT holds with the rest decoding
+        # the fewest prefill workers whose TTFT holds with the rest decoding, at the pessimistic end of its
+        # likely range as the pools are held to (_pools_meet): with the predicted TTFT the fewest could fall
+        # short of that end, and a count whose pools would meet it with one more prefill worker be passed by
+        while lo < hi:
             mid = (lo + hi) // 2
-            res, _ = meets(mid, n)
-            if res.stable and res.ttft_s <= t.ttft_s:
+            if meets(mid, n)[2]:
                 hi = mid
             else:
                 lo = mid + 1
-        res, ok = meets(lo, n)
+        res, ok, _ = meets(lo, n)
         if ok:
             return lo, n - lo, res
     return None
@@ -2075,7 +2089,7 @@ def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, 
     n = _pd_workers_on(inp, c)
     best: tuple[tuple[float, float, float], int, Any] | None = None
     for x in range(1, n):
-        res, ok = _pd_meets(inp, c, x, n - x, t)
+        res, ok, _ = _pd_meets(inp, c, x, n - x, t)
         if ok and (best is None or _pd_rank(inp, res) < best[0]):
             best = (_pd_rank(inp, res), x, res)
     return (best[1], n - best[1], best[2]) if best is not None else None
