@@ -176,3 +176,34 @@ def test_the_search_ranks_a_tight_feature_candidate_by_its_widened_end(bands_fil
         r.served, t, "sglang")["ttft_ms"]
     plain = dp.pinned_answer(replace(inp, attention_dp=None, expert_parallel=None)).result
     assert plain.features == ()
+
+
+@pytest.mark.parametrize("widened", [False, True], ids=["runtime band", "feature bands"])
+def test_pd_search_finds_the_fewest_workers_that_meet_at_the_pessimistic_end(bands_file, widened) -> None:
+    """The README's deploy question (Llama 3.1 8B, vLLM, 32 users, TTFT p90 1.5 s, TPOT 50 ms): on the 1- and
+    2-card splits of the aggregated answer's card, _pd_cheapest answers the fewest workers whose pools meet
+    the targets at the pessimistic end, and at that count the fewest prefill workers: it bisects on the
+    TTFT's pessimistic end as the pools are held (on the predicted TTFT it passed 2 + 2 one-card workers,
+    $699, for a split on 4-card workers at $1,368)."""
+    if not widened:
+        _use(_without_features(bands_file))
+    inp = dp.DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=32.0, ttft_ms=1500.0, tpot_ms=50.0,
+                         runtime="vllm")
+    t = dp.targets(inp)
+    cands = dp.candidates(inp, dp.settings(inp)[0])
+    agg = dp.search(inp, cands, t)[0]
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
+            and c.cards <= 2]  # (the splits of 4 and 8 cards the same way, at several times the time)
+    found = 0
+    for c in same:
+        got = dp._pd_cheapest(inp, c, t)
+        n = got[0] + got[1] if got is not None else dp.PD_MAX_WORKERS + 1
+        for m in range(2, min(n, dp.PD_MAX_WORKERS + 1)):  # no fewer workers meet them, however split
+            assert not any(dp._pd_meets(inp, c, x, m - x, t)[1] for x in range(1, m)), (c.cards, m)
+        if got is not None:
+            found += 1
+            assert dp._pd_meets(inp, c, got[0], got[1], t)[1]
+            assert got[0] == 1 or not dp._pd_meets(inp, c, got[0] - 1, got[1] + 1, t)[2]
+    # by the runtime's band 2 + 2 one-card workers meet them; by the P/D records' band none of these splits
+    # does within 16 workers (the cheapest P/D is then of 8-card workers)
+    assert found if not widened else not found
