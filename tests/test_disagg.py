@@ -343,8 +343,11 @@ def test_pinned_pools_first_token_as_their_engine_streams_it(runtime: str, next_
 
 @cache
 def _report(runtime: str, users: float, input_tokens: int) -> dict:
+    # a TTFT target P/D pools can meet at the pessimistic end of their likely range, which the disaggregated
+    # records' out-of-sample TTFT error widens (data/accuracy.toml [[feature_range]] disaggregated: 1 / 0.065,
+    # about 15x the prediction; services/deploy.py _pools_meet)
     inp = dp.DeployInput(model="deepseek-v3", users=users, input_tokens=input_tokens, output_tokens=300,
-                         ttft_ms=5000, tpot_ms=50, gpu=("H200",), runtime=runtime, quant="fp8")
+                         ttft_ms=20000, tpot_ms=50, gpu=("H200",), runtime=runtime, quant="fp8")
     return dp.deploy_report(inp).to_json()
 
 

@@ -135,8 +135,11 @@ def _print(r: DeployReport) -> None:
             c.print(f"  prefix cache: {b.prefix_hit_rate:.0%} of the prompt tokens found cached, not "
                     f"prefilled{tier}")
         if b.likely:
+            # a deployment using production features: the widest of its runtime's and those features' errors
+            feats = ", ".join(b.likely_features or ())
+            wider = f", widened to that of its {feats} records" if feats else ""
             c.print(f"  likely {_likely(b.likely)} (10th-90th percentile of cardfit's out-of-sample serving "
-                    "error; the targets hold at the pessimistic end)")
+                    f"error{escape(wider)}; the targets hold at the pessimistic end)")
         if b.command:
             _print_command(c, b.command)
         if b.dynamo_command:  # the two pools under NVIDIA Dynamo instead

@@ -32,7 +32,7 @@ from ..core import speed as sp
 from ..core.memory import Memory, MemorySettings
 from ..core.placement import shapes
 from ..core.search import largest_true, largest_true_ratio, smallest_true
-from ..core.uncertainty import value_range
+from ..core.uncertainty import banded, value_range
 from ..errors import CardfitError, InputError
 from . import served, table
 from .inputs import MAX_CONTEXT, MAX_USERS, ModelInput, SpeculativeInput, engine_opt, opt
@@ -373,6 +373,8 @@ class Result:
     meets: bool  # the targets hold at the pessimistic end of the likely range (likely_misses)
     misses: dict[str, float]  # target → achieved / target (> 1 misses)
     tight: bool = False  # the prediction meets the targets, its pessimistic end does not
+    # the production features it uses (_features), whose serving error bands widen its likely range
+    features: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
@@ -498,6 +500,37 @@ def _plan_input(inp: DeployInput, **kw: Any) -> Any:
 
     base = {f.name: getattr(inp, f.name) for f in dataclasses.fields(ModelInput)}
     return PlanInput(**base, allow_long_context=True, **kw)
+
+
+# The production features a deployment may use, in the order `cardfit validate` prints their errors
+# (validation/features.py tags each record's question with them) and data/accuracy.toml `[[feature_range]]`
+# names them: a served figure of a deployment using one takes the widest of its runtime's range and theirs.
+FEATURES = ("dp_ep", "disaggregated", "speculative", "kv_offload", "prefix_reuse")
+
+
+def features(dp: int = 1, ep: int = 1, disaggregated: bool = False, speculative: bool = False,
+             kv_offload_gb: float = 0.0, shared_prefix_tokens: int = 0, turns: int = 1) -> tuple[str, ...]:
+    """The production features (FEATURES order) of a deployment, from the fields its JSON carries: attention
+    data-parallel groups `dp` and expert-parallel ranks `ep` (any pool's), separate prefill/decode pools,
+    speculative decoding, a host KV tier (GB), and the workload's reuse (a shared prefix, turns). The one
+    rule: a validation record's question (validation/features.py) and a candidate of deploy's search
+    (_features) are both tagged by it."""
+    on = (max(int(dp or 1), int(ep or 1)) > 1, bool(disaggregated), bool(speculative),
+          float(kv_offload_gb or 0) > 0, int(shared_prefix_tokens or 0) > 0 or int(turns or 1) > 1)
+    return tuple(f for f, yes in zip(FEATURES, on, strict=True) if yes)
+
+
+def _features(inp: DeployInput, c: Candidate, offload_gb: float = 0.0, pools: Candidate | None = None,
+              ) -> tuple[str, ...]:
+    """features() of candidate `c` serving `inp` with a host tier of `offload_gb` (the one it runs with:
+    _offload_gb); `pools`: the prefill worker of a disaggregated deployment whose decode worker is `c`. The
+    workload's reuse counts where the runtime caches prefixes (elsewhere it is served as no reuse: its
+    prefix_hit_rate is 0, and the prediction does not model it)."""
+    shapes_ = (c,) if pools is None else (pools, c)
+    reuses = c.setting.ctx.runtime.prefix_caching
+    return features(max(x.attention_dp for x in shapes_), max(x.ep for x in shapes_), pools is not None,
+                    getattr(c.setting.ctx, "speculation", None) is not None, offload_gb,
+                    inp.shared_prefix_tokens if reuses else 0, inp.turns if reuses else 1)
 
 
 def reuse_of(inp: DeployInput) -> ru.Reuse:
@@ -928,33 +961,38 @@ def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
     return {"ttft_ms": served.ttft_s / t.ttft_s, "tpot_ms": served.tpot_s / t.tpot_s}
 
 
-def likely(served: sv.Served, runtime: str, replicas: int = 1) -> dict[str, list[float] | None]:
+def likely(served: sv.Served, runtime: str, replicas: int = 1,
+           feats: tuple[str, ...] = ()) -> dict[str, list[float] | None]:
     """The range each served figure may really take: the 10th-90th percentile of predicted / measured on
-    the serving records (out of sample, data/accuracy.toml serving_*), per runtime where it has enough."""
-    return ranges(served.ttft_s, served.tpot_s, served.output_tokens_per_s * replicas, runtime)
+    the serving records (out of sample, data/accuracy.toml serving_*), per runtime where it has enough;
+    for a deployment using production features `feats` (features()), the widest of that range and those
+    of the records using each feature (core/uncertainty.py band)."""
+    return ranges(served.ttft_s, served.tpot_s, served.output_tokens_per_s * replicas, runtime, feats)
 
 
-def ranges(ttft_s: float, tpot_s: float, tokens_per_s: float, runtime: str) -> dict[str, list[float] | None]:
+def ranges(ttft_s: float, tpot_s: float, tokens_per_s: float, runtime: str,
+           feats: tuple[str, ...] = ()) -> dict[str, list[float] | None]:
     """likely() of three figures (TTFT p90 and TPOT in seconds, output tokens/s of the whole deployment)."""
     def one(v: float | None, figure: str) -> list[float] | None:
-        r = value_range(v, figure, runtime) if v is not None else None
+        r = value_range(v, figure, runtime, features=feats) if v is not None else None
         return [round(r[0], 1), round(r[1], 1)] if r else None
 
     return {"ttft_ms": one(_ms(ttft_s), "serving_ttft_ms"), "tpot_ms": one(_ms(tpot_s), "serving_tpot_ms"),
             "aggregate_tokens_per_s": one(round(tokens_per_s, 1), "serving_tokens_per_s")}
 
 
-def likely_misses(served: sv.Served, t: Targets, runtime: str) -> dict[str, float]:
+def likely_misses(served: sv.Served, t: Targets, runtime: str,
+                  feats: tuple[str, ...] = ()) -> dict[str, float]:
     """achieved / target at the pessimistic end of the likely range (the prediction where no band)."""
-    return {"ttft_ms": _pessimistic(served.ttft_s, "serving_ttft_ms", runtime) / t.ttft_s,
-            "tpot_ms": _pessimistic(served.tpot_s, "serving_tpot_ms", runtime) / t.tpot_s}
+    return {"ttft_ms": _pessimistic(served.ttft_s, "serving_ttft_ms", runtime, feats) / t.ttft_s,
+            "tpot_ms": _pessimistic(served.tpot_s, "serving_tpot_ms", runtime, feats) / t.tpot_s}
 
 
 @lru_cache(maxsize=4096)  # pure: a search asks it again of each served load it finds again (_served)
-def _pessimistic(seconds: float, figure: str, runtime: str) -> float:
+def _pessimistic(seconds: float, figure: str, runtime: str, feats: tuple[str, ...] = ()) -> float:
     """The high end of `likely`'s range of a time (as it rounds it), seconds; the time where no band."""
     ms = _ms(seconds)
-    r = value_range(ms, figure, runtime) if ms is not None else None
+    r = value_range(ms, figure, runtime, features=feats) if ms is not None else None
     return round(r[1], 1) / 1e3 if r else seconds
 
 
@@ -1027,7 +1065,11 @@ def hits(inp: DeployInput, c: Candidate, w: sv.Workload) -> ru.Hits | None:
 
 
 def _reused(inp: DeployInput, c: Candidate, w: sv.Workload) -> sv.Workload:
-    h = hits(inp, c, w)
+    return _with_hits(c, w, hits(inp, c, w))
+
+
+def _with_hits(c: Candidate, w: sv.Workload, h: ru.Hits | None) -> sv.Workload:
+    """`w` with what the prefix cache serves of it on `c` (its hits `h`)."""
     if h is None or not h.cached_tokens:
         return w
     load = h.host_tokens * _copy_s_per_token(c) if h.host_tokens else 0.0
@@ -1043,17 +1085,20 @@ def _best_cached(inp: DeployInput, c: Candidate) -> float:
 
 
 def evaluate(inp: DeployInput, c: Candidate, replicas: int, t: Targets, scale: float = 1.0) -> Result:
-    served = _served(c.replica, _reused(inp, c, _workload(inp, replicas, scale)))
+    w = _workload(inp, replicas, scale)
+    h = hits(inp, c, w)
+    served = _served(c.replica, _with_hits(c, w, h))
     misses = _misses(served, t)
     predicted = served.stable and all(v <= 1 for v in misses.values())
     rt = c.setting.ctx.runtime.id
-    meets = predicted and all(v <= 1 for v in likely_misses(served, t, rt).values())
+    feats = _features(inp, c, _tier_gb(inp, h))
+    meets = predicted and all(v <= 1 for v in likely_misses(served, t, rt, feats).values())
     total = served.output_tokens_per_s * replicas
     price = fitting.set_price(c.gpu, c.cards * replicas, c.setting.ctx.rules)
     per_m = None
     if price is not None and total > 0:
         per_m = price / cost.capacity_millions(total, cost.HOURS_PER_MONTH)
-    return Result(c, replicas, served, price, per_m, total, meets, misses, predicted and not meets)
+    return Result(c, replicas, served, price, per_m, total, meets, misses, predicted and not meets, feats)
 
 
 # Memoized on the replica and the load on it (frozen, hashable): the candidates that share a replica (a layer
@@ -1522,7 +1567,8 @@ def _worst(r: Result) -> float:
     if not r.served.stable:
         return math.inf
     if r.tight:
-        return max(likely_misses(r.served, targets(r.cand.inp), r.cand.setting.ctx.runtime.id).values())
+        return max(likely_misses(r.served, targets(r.cand.inp), r.cand.setting.ctx.runtime.id,
+                                 r.features).values())
     return max(r.misses.values())
 
 
@@ -1659,8 +1705,12 @@ class Deployment(table.Result):
     # a disaggregated deployment under NVIDIA Dynamo: its frontend, then one worker line per role (the
     # engine's flags, `python3 -m dynamo.sglang|vllm`); absent from the JSON otherwise
     dynamo_command: str | None = None
+    # the production features it uses whose out-of-sample serving errors widen `likely` beyond the
+    # runtime's (FEATURES: dp_ep, disaggregated, speculative, kv_offload, prefix_reuse; those with a band in
+    # data/accuracy.toml); absent from the JSON for none
+    likely_features: list[str] | None = None
 
-    omit_none = ("benchmark", "dynamo_command")
+    omit_none = ("benchmark", "dynamo_command", "likely_features")
 
 
 def hit_rate(inp: DeployInput, r: Result) -> float:
@@ -1670,7 +1720,11 @@ def hit_rate(inp: DeployInput, r: Result) -> float:
 
 def _offload_gb(inp: DeployInput, r: Result) -> float:
     """The host tier the deployment runs with: --kv-offload-gb where it helps there, else 0."""
-    h = hits(inp, r.cand, _workload(inp, r.replicas))
+    return _tier_gb(inp, hits(inp, r.cand, _workload(inp, r.replicas)))
+
+
+def _tier_gb(inp: DeployInput, h: ru.Hits | None) -> float:
+    """The host tier a replica with hits `h` runs with: --kv-offload-gb where its hits reach it, else 0."""
     return float(inp.kv_offload_gb or 0.0) if h is not None and h.host_tokens > 0 else 0.0
 
 
@@ -1691,7 +1745,8 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         meets_targets=r.meets, quality=c.setting.quality,
         memory=DeploymentMemory(c.option.need_bytes, c.option.budget_bytes, c.option.free_bytes,
                                 c.margin_bytes, c.kv_tokens),
-        command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas), tight=r.tight,
+        command=command(inp, r), likely=likely(s, c.setting.ctx.runtime.id, r.replicas, r.features),
+        tight=r.tight, likely_features=list(banded(r.features)) or None,
         release=release_name(c.setting.ctx.runtime), prefix_hit_rate=hit_rate(inp, r),
         kv_offload_gb=_offload_gb(inp, r), speculative=_speculative_view(c.setting.ctx),
         dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep)
@@ -1765,7 +1820,7 @@ def _failing(r: Result, t: Targets, reach: dict[str, tuple[float, Candidate]]) -
         return Failing("load", None, None, None,
                        "the deployment cannot keep up with the arrivals (its queue grows without end)")
     if r.tight:  # met as predicted: what fails is the pessimistic end of the likely range
-        name, ratio = max(likely_misses(r.served, t, r.cand.setting.ctx.runtime.id).items(),
+        name, ratio = max(likely_misses(r.served, t, r.cand.setting.ctx.runtime.id, r.features).items(),
                           key=lambda kv: kv[1])
         return Failing(name, round(ratio * t.given[name], 1), t.given[name], round(ratio, 3),
                        "tight: the prediction meets the targets, the pessimistic end of its likely range "
@@ -1949,25 +2004,36 @@ def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
                         0.0 if one_node else NODE_HOP_LATENCY_S, held, next_pass)
 
 
-def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets) -> tuple[Any, bool]:
-    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), c.setting.ctx.runtime.id, t)
-    return res, meets
+def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int,
+              t: Targets) -> tuple[Any, bool, bool]:
+    """The pools of `prefill` + `decode` workers shaped like `c` under the load, whether they meet the
+    targets (_pools_meet), and whether their TTFT holds, both at the pessimistic end of their likely range."""
+    rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=c)
+    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), rt, t, feats=feats)
+    return res, meets, res.stable and _pools_ends(res, rt, feats)[0] <= t.ttft_s
 
 
-def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets,
-                scale: float = 1.0) -> tuple[Any, bool, bool]:
+def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets, scale: float = 1.0,
+                feats: tuple[str, ...] = ()) -> tuple[Any, bool, bool]:
     """The pools under the whole load (× `scale`; core/disagg.py serve), whether they meet the targets at
-    the pessimistic end of the runtime's serving error (as aggregated serving is held), and as predicted."""
+    the pessimistic end of the runtime's serving error widened by their features' (`feats`: _features, as
+    aggregated serving is held), and as predicted."""
     from ..core import disagg
 
     w = _workload(inp, 1, scale)
     res = disagg.serve(pools, w)
     if not res.stable or not _holds_users(res, w):
         return res, False, False
-    ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime) or [res.ttft_s, res.ttft_s]
-    tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime) or [res.tpot_s, res.tpot_s]
-    return (res, ttft[1] <= t.ttft_s and tpot[1] <= t.tpot_s,
-            res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
+    ttft, tpot = _pools_ends(res, runtime, feats)
+    return (res, ttft <= t.ttft_s and tpot <= t.tpot_s, res.ttft_s <= t.ttft_s and res.tpot_s <= t.tpot_s)
+
+
+def _pools_ends(res: Any, runtime: str, feats: tuple[str, ...]) -> tuple[float, float]:
+    """The pessimistic ends of the pools' TTFT p90 and TPOT (seconds): the runtime's serving error widened
+    by their features' (the prediction where no band)."""
+    ttft = value_range(res.ttft_s, "serving_ttft_ms", runtime, features=feats)
+    tpot = value_range(res.tpot_s, "serving_tpot_ms", runtime, features=feats)
+    return (ttft[1] if ttft else res.ttft_s), (tpot[1] if tpot else res.tpot_s)
 
 
 def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
@@ -1977,9 +2043,9 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
     left hold the TPOT (fewer decode workers only lengthen it). `below`: only an answer whose rent is below
     it is wanted; None as soon as no count left can cost less (_least_price over the counts left)."""
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
-    timed: dict[int, tuple[Any, bool]] = {}  # by prefill workers, at this count: the bisection's last probe
+    timed: dict[int, tuple[Any, bool, bool]] = {}  # by prefill workers, at this count: the bisection's probes
 
-    def meets(prefill: int, n: int) -> tuple[Any, bool]:
+    def meets(prefill: int, n: int) -> tuple[Any, bool, bool]:
         if prefill not in timed:
             timed[prefill] = _pd_meets(inp, c, prefill, n - prefill, t)
         return timed[prefill]
@@ -1989,14 +2055,16 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
             return None
         timed.clear()
         lo, hi = 1, n - 1
-        while lo < hi:  # the fewest prefill workers whose TTFT holds with the rest decoding
+        # the fewest prefill workers whose TTFT holds with the rest decoding, at the pessimistic end of its
+        # likely range as the pools are held to (_pools_meet): with the predicted TTFT the fewest could fall
+        # short of that end, and a count whose pools would meet it with one more prefill worker be passed by
+        while lo < hi:
             mid = (lo + hi) // 2
-            res, _ = meets(mid, n)
-            if res.stable and res.ttft_s <= t.ttft_s:
+            if meets(mid, n)[2]:
                 hi = mid
             else:
                 lo = mid + 1
-        res, ok = meets(lo, n)
+        res, ok, _ = meets(lo, n)
         if ok:
             return lo, n - lo, res
     return None
@@ -2021,7 +2089,7 @@ def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, 
     n = _pd_workers_on(inp, c)
     best: tuple[tuple[float, float, float], int, Any] | None = None
     for x in range(1, n):
-        res, ok = _pd_meets(inp, c, x, n - x, t)
+        res, ok, _ = _pd_meets(inp, c, x, n - x, t)
         if ok and (best is None or _pd_rank(inp, res) < best[0]):
             best = (_pd_rank(inp, res), x, res)
     return (best[1], n - best[1], best[2]) if best is not None else None
@@ -2040,8 +2108,9 @@ def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Can
         for x in range(1, n):
             pools = _pools(c, x, n - x)
 
-            def meets(users: int, pools: Any = pools, rt: str = rt) -> bool:
-                return _pools_meet(replace(inp, users=float(users)), pools, rt, t)[1]
+            def meets(users: int, pools: Any = pools, rt: str = rt, c: Candidate = c) -> bool:
+                return _pools_meet(replace(inp, users=float(users)), pools, rt, t,
+                                   feats=_features(inp, c, pools=c))[1]
 
             if not meets(max(most, 1)):  # serves no more users than a split already found
                 continue
@@ -2097,7 +2166,8 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
         return Disaggregation("aggregated", why, None)
     price, _, c, x, y, res = found
     d = _pd_deployment(inp, c, x, c, y, res, price)
-    room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t), 2)
+    room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t,
+                                 feats=_features(inp, c, pools=c)), 2)
     return replace(_pd_winner(inp, agg, d, x, y, res, price), headroom=room)
 
 
@@ -2163,6 +2233,7 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
     cmds = [_pd_command(c, role) for c, role in ((pre, "prefill"), (dec, "decode"))]
     dynamo = [_pd_command(c, role, dynamo=True) for c, role in ((pre, "prefill"), (dec, "decode"))]
     rt = dec.setting.ctx.runtime
+    feats = _features(inp, dec, pools=pre)  # disaggregated: never none
     return Deployment(
         gpu=dec.gpu.name, count=count, nodes=math.ceil(count / dec.setting.ctx.rules.node_size),
         cards_per_node=dec.per_node, tp=dec.tp, pp=dec.pp, replicas=x + y, runtime=rt.named,
@@ -2176,8 +2247,9 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
         utilization=round(res.utilization, 4), meets_targets=meets, quality=dec.setting.quality,
         memory=DeploymentMemory(dec.option.need_bytes, dec.option.budget_bytes, dec.option.free_bytes,
                                 dec.margin_bytes, dec.kv_tokens),
-        command="\n".join(x for x in cmds if x), likely=ranges(res.ttft_s, res.tpot_s, total, rt.id),
-        tight=tight,
+        command="\n".join(x for x in cmds if x),
+        likely=ranges(res.ttft_s, res.tpot_s, total, rt.id, feats), tight=tight,
+        likely_features=list(banded(feats)) or None,
         release=release_name(rt), dp=dec.attention_dp if dec.ep > 1 else 1, ep=dec.ep,
         disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)},
         dynamo_command="\n".join((shlex.join(DYNAMO_FRONTEND), *(x for x in dynamo if x)))
@@ -2415,7 +2487,8 @@ def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budge
         workers.append((res, n))
     (pre, x), (dec, y) = workers
     pools = pd_pools(pre.cand, x, dec.cand, y)
-    res, meets, predicted = _pools_meet(inp, pools, rt.id, targets(inp))
+    res, meets, predicted = _pools_meet(inp, pools, rt.id, targets(inp),
+                                        feats=_features(inp, dec.cand, pools=pre.cand))
     count = x * pre.cand.cards + y * dec.cand.cards
     price = fitting.set_price(dec.cand.gpu, count, dec.cand.setting.ctx.rules)
     how = (f"disaggregated timing: {x} prefill workers of {_split(pre.cand)} + {y} decode workers of "
@@ -2574,7 +2647,8 @@ def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
     report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
                           meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),
                           failing=failing, closest=None if pp.meets else one,
-                          headroom=round(_pools_headroom(inp, pp.pools, dec.setting.ctx.runtime.id, t), 2)
+                          headroom=round(_pools_headroom(inp, pp.pools, dec.setting.ctx.runtime.id, t,
+                                                         feats=_features(inp, dec, pools=pre)), 2)
                           if pp.meets else None,
                           apis=_apis_of(one.aggregate_tokens_per_s, one.monthly_usd, inp) if pp.meets else (),
                           searched=Searched(1, 2), hours_per_month=cost.HOURS_PER_MONTH, notes=())
@@ -2589,10 +2663,11 @@ def _holds_users(res: Any, w: sv.Workload) -> bool:
     return w.users is None or res.slot_wait_s <= 0
 
 
-def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0) -> float:
+def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0,
+                    feats: tuple[str, ...] = ()) -> float:
     """How much more traffic (×) a disaggregated deployment takes before a target breaks (as headroom())."""
     def meets(x: float) -> bool:
-        return _pools_meet(inp, pools, runtime, t, x)[1]
+        return _pools_meet(inp, pools, runtime, t, x, feats)[1]
 
     if not meets(1.0):
         return 0.0

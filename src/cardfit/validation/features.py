@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CardfitError
-from ..services.deploy import DeployInput, pd_pinned, pool_shape
+from ..services.deploy import FEATURES, DeployInput, features, pd_pinned, pool_shape
 
-# The features, in the order `validate` prints them, and what puts a question in each (the options a user
-# passes to deploy or speed):
-FEATURES = ("dp_ep", "disaggregated", "speculative", "kv_offload", "prefix_reuse")
+__all__ = ("FEATURES", "FEATURE_MEANS", "QUESTION_KINDS", "question_features", "record_features")
+
+# The features (services/deploy.py FEATURES, in the order `validate` prints them), and what puts a question
+# in each (the options a user passes to deploy or speed):
 FEATURE_MEANS = {
     "dp_ep": "--attention-dp > 1 and/or --expert-parallel > 1 (a P/D pool's --prefill-dp / --decode-dp too)",
     "disaggregated": "--prefill-workers and --decode-workers (P/D pools)",
@@ -27,24 +28,18 @@ QUESTION_KINDS = ("serving", "decode", "prefill", "aggregate_decode")
 
 def question_features(q: Any) -> tuple[str, ...]:
     """The features a deploy or speed question (services/deploy.py DeployInput, services/speed.py SpeedInput)
-    asks for, in FEATURES order; () for a question that asks for none."""
-    tags = []
+    asks for, in FEATURES order (services/deploy.py features, the rule deploy tags its candidates by); ()
+    for a question that asks for none."""
     pools = isinstance(q, DeployInput) and pd_pinned(q)
     # a pool's attention groups (--prefill-dp, --decode-dp, else --attention-dp), its experts then over all
     # its ranks (services/deploy.py check_pools)
     groups = [pool_shape(q, role)[2] for role in ("prefill", "decode")] if pools else []
-    if max([int(getattr(q, "attention_dp", None) or 1), int(getattr(q, "expert_parallel", None) or 1),
-            *groups]) > 1:
-        tags.append("dp_ep")
-    if pools:
-        tags.append("disaggregated")
-    if getattr(q, "speculative", None):
-        tags.append("speculative")
-    if float(getattr(q, "kv_offload_gb", None) or 0) > 0:
-        tags.append("kv_offload")
-    if int(getattr(q, "shared_prefix_tokens", None) or 0) > 0 or int(getattr(q, "turns", None) or 1) > 1:
-        tags.append("prefix_reuse")
-    return tuple(tags)
+    def given(name: str) -> Any:  # a speed question lacks the pools' options and reads none as unset
+        return getattr(q, name, None)
+
+    return features(max([int(given("attention_dp") or 1), *groups]), given("expert_parallel"), pools,
+                    bool(given("speculative")), given("kv_offload_gb"), given("shared_prefix_tokens"),
+                    given("turns"))
 
 
 def record_features(r: dict[str, Any]) -> tuple[str, ...]:

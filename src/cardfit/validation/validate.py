@@ -1277,6 +1277,7 @@ SERVING_FIGURES: dict[str, tuple[str, ...]] = {
 # are scored but give no band).
 RUNTIME_ONLY: frozenset[str] = frozenset()
 MIN_N = 5  # a runtime gets its own range from this many records; fewer fall back to all runtimes
+# (a production feature's served-figure range takes the same rule: from MIN_N records using it, else none)
 
 
 @record(slots=True)
@@ -1291,12 +1292,16 @@ class Band(Result):
     low: float
     high: float
     median_abs_error: float
+    # "": a `[[range]]` row; else a `[[feature_range]]` row, from the records whose question uses this
+    # production feature (validation/features.py), all runtimes together
+    feature: str = ""
 
 
-def _band(figure: str, runtime: str, kinds: tuple[str, ...], outcomes: list[Outcome]) -> Band:
+def _band(figure: str, runtime: str, kinds: tuple[str, ...], outcomes: list[Outcome],
+          feature: str = "") -> Band:
     errs = [o.error for o in outcomes if o.error is not None]
     return Band(figure, runtime, kinds, len(errs), round(1 + percentile(errs, 10), 5),
-                round(1 + percentile(errs, 90), 5), round(percentile([abs(e) for e in errs], 50), 5))
+                round(1 + percentile(errs, 90), 5), round(percentile([abs(e) for e in errs], 50), 5), feature)
 
 
 def _pooled(runtime: str) -> bool:
@@ -1306,7 +1311,12 @@ def _pooled(runtime: str) -> bool:
 
 def accuracy_bands(report: Report) -> list[Band]:
     """Per figure, and per runtime where MIN_N records allow: p10–p90 of predicted / measured, out of sample
-    (each record predicted with the constants fitted without its source) when the report has those."""
+    (each record predicted with the constants fitted without its source) when the report has those. Then per
+    served figure (SERVING_FIGURES) and production feature (validation/features.py FEATURES) where MIN_N of
+    those records use it (report.tags): the same range over them alone, all runtimes together (deploy widens
+    a deployment's range to the widest of its runtime's and its features': core/uncertainty.py band)."""
+    from .features import FEATURES
+
     out: list[Band] = []
     outcomes = report.loso or report.outcomes
     metric = {r["id"]: r.get("metric") for r in all_records() if r.get("kind") == "serving"}
@@ -1327,6 +1337,11 @@ def accuracy_bands(report: Report) -> list[Band]:
         for rt, outs in sorted(groups.items()):
             if rt and len(outs) >= MIN_N and (len(groups) > 1 or figure in RUNTIME_ONLY):
                 out.append(_band(figure, rt, kinds, outs))
+        if metrics:
+            for feature in FEATURES:
+                mine = [o for o in scored if feature in report.tags.get(o.id, ())]
+                if len(mine) >= MIN_N:
+                    out.append(_band(figure, "", kinds, mine, feature))
     return out
 
 
@@ -1339,10 +1354,17 @@ def accuracy_toml(report: Report, today: str) -> str:
              "the",
              "# constants fitted without its own source (out of sample); a figure F is shown with",
              "# the range [F / high, F / low] (always containing F). runtime = \"\": all runtimes together.",
+             "# [[feature_range]]: a served figure's range over the records whose question uses one",
+             "# production feature (validation/features.py); deploy takes the widest of a deployment's",
+             "# runtime's range and its features' ranges.",
              "schema = 1", f'generated = "{today}"', f"records = {len(report.outcomes)}",
              f"scored = {sum(1 for o in report.outcomes if o.error is not None)}", ""]
-    for b in accuracy_bands(report):
-        lines += ["[[range]]", f'figure = "{b.figure}"', f'runtime = "{b.runtime}"',
+    bands = accuracy_bands(report)
+    # the [[range]] rows first, as a reader of them alone (before the feature rows) finds them
+    for b in sorted(bands, key=lambda b: b.feature != ""):
+        head = ["[[feature_range]]", f'figure = "{b.figure}"', f'feature = "{b.feature}"'] if b.feature else \
+            ["[[range]]", f'figure = "{b.figure}"']
+        lines += [*head, f'runtime = "{b.runtime}"',
                   "kinds = [" + ", ".join(f'"{k}"' for k in b.kinds) + "]", f"n = {b.n}",
                   f"low = {b.low}", f"high = {b.high}", f"median_abs_error = {b.median_abs_error}", ""]
     return "\n".join(lines)
