@@ -28,14 +28,15 @@ def _record(rid: str) -> dict:
 
 
 def test_gptoss_stages_state_the_guides_model_server():
-    """Every gpt-oss-120b stage states the guide's --gpu-memory-utilization 0.95 and --max-num-seqs 512 (not
-    an assumption: the patch file names them)."""
+    """Every gpt-oss-120b stage states the guide's --gpu-memory-utilization 0.95 and --max-num-seqs 512, read
+    in the guide's current patch file (the copy at llm-d PR 1676's own commit is not retrievable), so both
+    are marked assumed."""
     recs = [r for r in all_records() if r["id"].startswith("llmd-tiered-gptoss120b")]
     assert len(recs) == 48
     for r in recs:
         st = r["settings"]
         assert st["gpu_memory_utilization"] == 0.95 and st["max_num_seqs"] == 512, r["id"]
-        assert "gpu_memory_utilization" not in r.get("assumed", []), r["id"]
+        assert {"gpu_memory_utilization", "max_num_seqs"} <= set(r.get("assumed", [])), r["id"]
         assert "patch-vllm-gpt-oss-120b.yaml" in r["note"], r["id"]
 
 
