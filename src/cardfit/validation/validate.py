@@ -198,8 +198,10 @@ class Report(Result):
 
 @cache
 def all_records() -> tuple[dict[str, Any], ...]:
-    """Every record of data/validation/, its `settings` keys checked (validation/records.py SETTINGS)."""
+    """Every record of data/validation/, its `settings` keys checked (validation/records.py SETTINGS) and
+    its statistic one cardfit reads for its metric (validation/serving.py check_statistic)."""
     from .records import check_settings
+    from .serving import check_statistic
 
     out: list[dict[str, Any]] = []
     for name in _files():
@@ -209,6 +211,7 @@ def all_records() -> tuple[dict[str, Any], ...]:
             continue
         for r in rows:
             check_settings(r, name)
+            check_statistic(r, name)
         out += [dict(r, file=name) for r in rows]
     return tuple(out)
 
