@@ -110,5 +110,6 @@ def test_mean_only_metric_rejects_other_statistics():
     check_statistic({"id": "r", "metric": "e2e_latency_ms"}, "x.toml")
     check_statistic({"id": "r", "metric": "ttft_ms", "statistic": "p90"}, "x.toml")
     for stat in ("median", "p90"):
-        with pytest.raises(CatalogError, match=f"record 'r': metric 'e2e_latency_ms' .* not statistic '{stat}'"):
+        match = f"record 'r': metric 'e2e_latency_ms' .* not statistic '{stat}'"
+        with pytest.raises(CatalogError, match=match):
             check_statistic({"id": "r", "metric": "e2e_latency_ms", "statistic": stat}, "x.toml")
