@@ -209,3 +209,25 @@ def test_report_counts_expert_parallel_asked_tp(validation_report):
     want = {o.id for o in rep.outcomes if o.id in ep and "dp_ep" not in rep.tags.get(o.id, ())}
     assert set(rep.ep_asked_tp) == want and want
     assert rep.to_json()["ep_asked_tensor_parallel"] == list(rep.ep_asked_tp)
+
+
+def test_footer_prints_the_expert_parallel_count():
+    """The per-feature footer says how many records ran expert parallelism but are asked with the experts
+    tensor-parallel (not dp_ep); no line where there is none."""
+    import io
+
+    from rich.console import Console
+
+    from cardfit.cli.validate_cmd import _print_features
+    from cardfit.validation.validate import FeatureSummary, Report
+
+    block = {"n": 3, "median_abs_error": 0.1, "p90_over": 0.2}
+    feats = {"dp_ep": FeatureSummary(3, 1, ("serving",), block, block, block, 0)}
+    for ids, want in ((("a", "b"), "2 records ran expert parallelism (moe_ep > 1"), ((), None)):
+        buf = io.StringIO()
+        _print_features(Console(file=buf, width=200), Report([], features=feats, ep_asked_tp=ids))
+        text = " ".join(buf.getvalue().split())
+        if want:
+            assert want in text and "not counted as dp_ep" in text
+        else:
+            assert "expert parallelism" not in text
