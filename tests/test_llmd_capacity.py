@@ -28,14 +28,15 @@ def _record(rid: str) -> dict:
 
 
 def test_gptoss_stages_state_the_guides_model_server():
-    """Every gpt-oss-120b stage states the guide's --gpu-memory-utilization 0.95 and --max-num-seqs 512 (not
-    an assumption: the patch file names them)."""
+    """Every gpt-oss-120b stage states the guide's --gpu-memory-utilization 0.95 and --max-num-seqs 512, read
+    in the guide's current patch file (the copy at llm-d PR 1676's own commit is not retrievable), so both
+    are marked assumed."""
     recs = [r for r in all_records() if r["id"].startswith("llmd-tiered-gptoss120b")]
     assert len(recs) == 48
     for r in recs:
         st = r["settings"]
         assert st["gpu_memory_utilization"] == 0.95 and st["max_num_seqs"] == 512, r["id"]
-        assert "gpu_memory_utilization" not in r.get("assumed", []), r["id"]
+        assert {"gpu_memory_utilization", "max_num_seqs"} <= set(r.get("assumed", [])), r["id"]
         assert "patch-vllm-gpt-oss-120b.yaml" in r["note"], r["id"]
 
 
@@ -107,3 +108,36 @@ def test_qwen_first_stage_ttft_pays_the_prompt_queue():
     v_mean, v_p90 = predict_serving(mean)[0], predict_serving(p90)[0]
     assert 1100 < v_mean < mean["measured"]
     assert 1800 < v_p90 < p90["measured"]
+
+
+def test_prefill_first_prompt_step_carries_no_decodes():
+    """A prefill-first engine (SGLang, TGI, vLLM V0 without chunked prefill) runs a waiting prompt in a step
+    of its own: the prompt's service is I / budget of a step with the whole budget and 0 decodes, not one
+    beside the batch's decodes (decode-first, vLLM V1). Hand case: 64 decoding, 4,000-token prompts."""
+    from dataclasses import replace
+
+    r = _replica()
+    first = replace(r, prefill_first=True)
+    w = sv.Workload(4000, 200)
+    t = sv.tpot_s(r, w, 64.0)
+    alone = sv.prompt_step_s(r, 0.0, 8192)
+    assert sv.prompt_share_s(first, w, 64.0, t) == pytest.approx(4000 / 8192 * max(alone, t))
+    beside = sv.prompt_step_s(r, 64.0, sv.free_tokens(r, 64.0))
+    assert sv.prompt_share_s(r, w, 64.0, t) == pytest.approx(4000 / sv.free_tokens(r, 64.0) * max(beside, t))
+    assert sv.prompt_share_s(first, w, 64.0, t) < sv.prompt_share_s(r, w, 64.0, t)
+
+
+def test_pinned_replica_carries_the_engines_prefill_first():
+    """The pinned deploy's replica knows its engine's scheduling (services/pinned.py schedule, one owner):
+    SGLang prefill-first, vLLM V1 decode-first, SGLang with --enable-mixed-chunk decode-first."""
+    from dataclasses import replace
+
+    from cardfit.services.deploy import pinned_answer
+
+    base = DeployInput(model="llama-3.1-8b", gpu=("H100 SXM",), tp=1, users=8.0, input_tokens=1000,
+                       output_tokens=200)
+    for runtime, mixed, want in (("sglang@0.5.0rc0", False, True), ("vllm@0.11.0", False, False),
+                                 ("sglang@0.5.0rc0", True, False)):
+        p = pinned_answer(replace(base, runtime=runtime, enable_mixed_chunk=mixed))
+        assert p.result.cand.replica.prefill_first is want, (runtime, mixed)
+        assert p.prefill_first is want

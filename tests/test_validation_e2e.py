@@ -63,3 +63,28 @@ def test_native_offload_tier_is_the_gpu_pool_size():
     r = RECORDS["natoscott-l40s-tp2-qwen3-8b-native-offload-c50-output"]
     assert r["settings"]["kv_offload_gb"] == pytest.approx(2 * 26.83 * 1.073741824, abs=1e-3)
     assert r["settings"]["prefix_groups"] == 100 and r["settings"]["shared_prefix_tokens"] == 10000
+
+
+def test_amd_mem_fraction_reaches_the_question():
+    """--mem-fraction-static 0.85 is stated as gpu_memory_utilization (InferenceX's and CloudRift's key for
+    it), the setting the pinned deploy question takes (--gpu-memory-utilization); `mem_fraction` is not
+    passed to the question (validation/serving.py record_input), so it must not be the key."""
+    from cardfit.validation.serving import record_input
+
+    recs = [r for i, r in RECORDS.items() if i.startswith("amd-mtp-dsv3-mi300x")]
+    assert len(recs) == 14
+    for r in recs:
+        assert "mem_fraction" not in r["settings"], r["id"]
+        assert record_input(r)[0].gpu_memory_utilization == 0.85, r["id"]
+        assert {"input_tokens", "output_tokens", "length_distribution"} <= set(r["assumed"]), r["id"]
+
+
+def test_natoscott_latency_tables_read_at_the_mean():
+    """The rate=50 TTFT/TPOT tables of REPORT-v0.4.0.md are what the pinned analysis script tabulates,
+    rate50_df.pivot(values='ttft_mean_ms' / 'tpot_mean_ms') (scripts/comprehensive-analysis.py @38330c1):
+    the mean, though the prose calls them median; still assumed."""
+    recs = [r for i, r in RECORDS.items()
+            if i.startswith("natoscott-l40s-tp2") and r["metric"] != "output_tokens_per_s"]
+    assert len(recs) == 24
+    for r in recs:
+        assert r["statistic"] == "mean" and "statistic" in r["assumed"], r["id"]

@@ -163,3 +163,71 @@ def test_accuracy_table_writes_the_feature_rows(validation_report):
     assert [r.split("|")[1].strip() for r in rows[2:]] == list(validation_report.features)
     block = script.tables(validation_report)
     assert block.index(rows[0]) < block.index(script.table(validation_report)[0])
+
+
+def test_a_bug_is_not_an_untagged_record(monkeypatch):
+    """A question cardfit cannot build (a CardfitError, a ValueError) leaves a record untagged (it is skipped
+    when scored, with its reason); a bug (TypeError, KeyError) is raised, not swallowed into no tag."""
+    import cardfit.validation.serving as serving
+    from cardfit.errors import InputError
+
+    r = _record("llmd-tiered-qwen3-32b-h100-tp2-rate5-cpu200gib-ttft")
+
+    def cannot(_r):
+        raise InputError("no such card", field="gpu")
+
+    monkeypatch.setattr(serving, "record_input", cannot)
+    assert record_features(r) == ()
+    for bug in (TypeError("bad"), KeyError("settings")):
+        def broken(_r, bug=bug):
+            raise bug
+
+        monkeypatch.setattr(serving, "record_input", broken)
+        with pytest.raises(type(bug)):
+            record_features(r)
+
+
+def test_expert_parallel_asked_tensor_parallel():
+    """InferenceX's moe_ep 8 run without data-parallel attention is asked with the experts tensor-parallel
+    (not dp_ep) and counted for the footer; aiconfigurator's DP/EP row is dp_ep and not counted; a plain TP
+    run is neither."""
+    from cardfit.validation.features import expert_parallel_asked_tp
+
+    ix = "ix-dsr1-b200-trtllm-fp8-tp8-ep8-1024x8192-c64-run20216754736-ttft"
+    aic = "aic-dpep-row-2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_8192x1024_c256_tp8_0_ep8_0_974-ttft"
+    plain = "gpustack-deepseek-r1-671b-h200-vllm-fp8-tp8-sharegpt-L90-ttft"
+    assert expert_parallel_asked_tp(_record(ix))
+    assert not expert_parallel_asked_tp(_record(aic))
+    assert not expert_parallel_asked_tp(_record(plain))
+
+
+def test_report_counts_expert_parallel_asked_tp(validation_report):
+    """The report (and `validate --json`) lists the records that ran expert parallelism but are not dp_ep,
+    the count the per-feature footer prints."""
+    rep = validation_report
+    ep = {r["id"] for r in all_records() if int((r.get("settings") or {}).get("moe_ep") or 1) > 1}
+    want = {o.id for o in rep.outcomes if o.id in ep and "dp_ep" not in rep.tags.get(o.id, ())}
+    assert set(rep.ep_asked_tp) == want and want
+    assert rep.to_json()["ep_asked_tensor_parallel"] == list(rep.ep_asked_tp)
+
+
+def test_footer_prints_the_expert_parallel_count():
+    """The per-feature footer says how many records ran expert parallelism but are asked with the experts
+    tensor-parallel (not dp_ep); no line where there is none."""
+    import io
+
+    from rich.console import Console
+
+    from cardfit.cli.validate_cmd import _print_features
+    from cardfit.validation.validate import FeatureSummary, Report
+
+    block = {"n": 3, "median_abs_error": 0.1, "p90_over": 0.2}
+    feats = {"dp_ep": FeatureSummary(3, 1, ("serving",), block, block, block, 0)}
+    for ids, want in ((("a", "b"), "2 records ran expert parallelism (moe_ep > 1"), ((), None)):
+        buf = io.StringIO()
+        _print_features(Console(file=buf, width=200), Report([], features=feats, ep_asked_tp=ids))
+        text = " ".join(buf.getvalue().split())
+        if want:
+            assert want in text and "not counted as dp_ep" in text
+        else:
+            assert "expert parallelism" not in text

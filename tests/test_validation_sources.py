@@ -96,3 +96,20 @@ def test_settings_keys_are_strict():
     with pytest.raises(CatalogError, match="assumed 'lenght'"):
         check_settings({"id": "r", "settings": {}, "assumed": ["lenght"]}, "x.toml")
     assert {"tp", "version", "max_num_seqs", "kv_cache_dtype"} <= set(SETTINGS)
+
+
+def test_mean_only_metric_rejects_other_statistics():
+    """The end-to-end latency is read at its mean only (validation/serving.py figure: TTFT plus the mean
+    answer's gaps); a record stating its median or p90 is rejected at load, one line naming the record."""
+    from cardfit.errors import CatalogError
+    from cardfit.validation.serving import check_statistic
+
+    for r in RECORDS:
+        check_statistic(r, "x.toml")
+    check_statistic({"id": "r", "metric": "e2e_latency_ms", "statistic": "mean"}, "x.toml")
+    check_statistic({"id": "r", "metric": "e2e_latency_ms"}, "x.toml")
+    check_statistic({"id": "r", "metric": "ttft_ms", "statistic": "p90"}, "x.toml")
+    for stat in ("median", "p90"):
+        match = f"record 'r': metric 'e2e_latency_ms' .* not statistic '{stat}'"
+        with pytest.raises(CatalogError, match=match):
+            check_statistic({"id": "r", "metric": "e2e_latency_ms", "statistic": stat}, "x.toml")

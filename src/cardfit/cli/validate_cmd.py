@@ -186,6 +186,10 @@ def _print_features(c: Any, report: Report) -> None:
     _wide(c, t).print(t)
     c.print("A record counts for a feature where its question asks for it: "
             + "; ".join(f"{name} {FEATURE_MEANS[name]}" for name in report.features) + ".")
+    if report.ep_asked_tp:
+        c.print(f"{len(report.ep_asked_tp)} records ran expert parallelism (moe_ep > 1 in their settings) "
+                "but are asked with the experts tensor-parallel (no attention data parallel beside it), so "
+                "not counted as dp_ep.")
 
 
 def _print_sample(report: Report, source: str, show_all: bool, plot: str | None) -> None:

@@ -119,6 +119,10 @@ class Replica:
     # prompt waits until every attention-DP rank has one or this many steps pass (timeout_iters:
     # adp_hold_steps); 0: off, TensorRT-LLM's default
     adp_timeout_iters: int = 0
+    # a prefill-first engine (SGLang, TGI, vLLM's V0 without chunked prefill: services/pinned.py schedule,
+    # from runtimes.toml prefill_first and releases.toml): a waiting prompt runs in a step of its own, no
+    # decodes beside it (prompt_share_s); False: decode-first, the running decodes ride in every prompt step
+    prefill_first: bool = False
 
     @property
     def per_step(self) -> float:
@@ -526,11 +530,20 @@ def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
     chunk, not as the mean step (TPOT), which the decode-only steps between chunks shorten (Qwen3-32B on 2
     H100s, 16,256-token prompts at 0.625 a second: chunk steps of ~0.42 s, a mean step of ~0.05 s). A prompt
     waits only for the budget other prompts hold, not for a full-chunk step that does not run (with 8,192
-    tokens a step, eight 1,000-token prompts share one). Closed loops and open arrivals both queue on it."""
+    tokens a step, eight 1,000-token prompts share one). Closed loops and open arrivals both queue on it.
+    A prefill-first engine (`r.prefill_first`) runs a waiting prompt in a step with no decodes, so its
+    prompt step carries the whole budget and 0 decodes: SGLang's scheduler builds a new prefill batch and
+    runs it, the running decode batch only when there is none ("Run prefill first if possible",
+    get_next_batch_to_run, https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/managers/
+    scheduler.py; without --enable-mixed-chunk), TGI's router prefills a new batch before it concatenates it
+    with the running one (data/runtimes.toml tgi prefill_first), and vLLM's V0 scheduler without chunked
+    prefill schedules the waiting prompts first ("Don't schedule decodes if prefills are scheduled",
+    Scheduler._schedule_default, https://github.com/vllm-project/vllm/blob/v0.7.3/vllm/core/scheduler.py)."""
     if w.input_tokens <= 0:
         return 0.0
-    free = free_tokens(r, batch)
-    return prefilled(w) / free * max(prompt_step_s(r, batch, free), step)
+    beside = 0.0 if r.prefill_first else batch
+    free = free_tokens(r, beside)
+    return prefilled(w) / free * max(prompt_step_s(r, beside, free), step)
 
 
 def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float],

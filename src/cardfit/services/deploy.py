@@ -887,11 +887,22 @@ def older_kernels(inp: DeployInput, s: Setting, gpu: Gpu, tp: int) -> dict[str, 
     from . import pinned
 
     rt, m = s.ctx.runtime, s.ctx.model
-    started = inp.max_model_len or (None if pinned.pins(inp) else s.mem.context)
-    _, first = pinned.schedule(rt, m, inp.max_num_batched_tokens, started, inp.enable_mixed_chunk)
+    first = prefill_first(inp, s)
     return pinned.older_kernels(rt, gpu, m, str(inp.quant or s.ctx.quant.id),
                                 inp.input_tokens + inp.output_tokens // 2, tp, not first,
                                 inp.max_model_len or 0)
+
+
+def prefill_first(inp: DeployInput, s: Setting) -> bool:
+    """Whether the setting's engine release schedules a waiting prompt before its running decodes, in a step
+    of its own (services/pinned.py schedule: runtimes.toml prefill_first, vLLM V0's chunking rule, SGLang's
+    --enable-mixed-chunk), started with the pinned deployment's --max-model-len, else V0's own default, or the
+    launch line's context in a search."""
+    from . import pinned
+
+    started = inp.max_model_len or (None if pinned.pins(inp) else s.mem.context)
+    return pinned.schedule(s.ctx.runtime, s.ctx.model, inp.max_num_batched_tokens, started,
+                           inp.enable_mixed_chunk)[1]
 
 
 def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
@@ -916,6 +927,8 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     budget = dp_total(s.ctx.runtime, "max_num_batched_tokens", chunk_tokens or engine_defaults(s.ctx, gpu)[0],
                       attention_dp if ep > 1 else 1)
     r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
+    if prefill_first(inp, s):  # its prompt steps carry no decodes (core/serving.py prompt_share_s)
+        r = replace(r, prefill_first=True)
     if inp.scheduler_recv_interval:  # a pinned SGLang deployment's --scheduler-recv-interval
         r = replace(r, recv_interval=int(inp.scheduler_recv_interval))
     if inp.attention_dp_timeout_iters and attention_dp > 1:  # TensorRT-LLM's attention-DP balancing

@@ -53,6 +53,16 @@ def record_features(r: dict[str, Any]) -> tuple[str, ...]:
         return ()
     try:
         q = deploy_question(r)[0] if kind == "serving" else speed_question(r)
-    except (CardfitError, ValueError, TypeError, KeyError):
+    except (CardfitError, ValueError):  # a bug (TypeError, KeyError, ...) must not silently untag a record
         return ()
     return question_features(q)
+
+
+def expert_parallel_asked_tp(r: dict[str, Any], tags: tuple[str, ...] | None = None) -> bool:
+    """Whether a record ran its experts expert-parallel (`moe_ep` > 1 in its settings) but its question asks
+    for them tensor-parallel (no dp_ep tag: deploy's --expert-parallel goes with --attention-dp,
+    validation/serving.py expert_parallel), so it is not counted as dp_ep. `tags`: its record_features where
+    already read."""
+    if int((r.get("settings") or {}).get("moe_ep") or 1) <= 1:
+        return False
+    return "dp_ep" not in (record_features(r) if tags is None else tags)

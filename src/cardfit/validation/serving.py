@@ -9,7 +9,7 @@ from typing import Any
 
 from ..catalog.gpus import Gpu
 from ..catalog.runtimes import RuntimeProfile
-from ..errors import InputError
+from ..errors import CatalogError, InputError
 from ..services import pinned
 from ..services.deploy import DeployInput, Pinned, timed
 from ..services.deploy import pinned_answer as answer
@@ -17,6 +17,22 @@ from .single import record_runtime, record_runtime_name  # one owner: the record
 
 SERVING_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s", "request_throughput",
                    "e2e_latency_ms")
+
+
+# the metrics whose figure is read at the mean only: `figure` has no median or p90 of a request's end-to-end
+# latency (e2e_s is TTFT plus the mean answer's gaps), so a record stating another statistic for one is
+# rejected at load (check_statistic), not scored against the mean
+MEAN_ONLY_METRICS = ("e2e_latency_ms",)
+
+
+def check_statistic(record: dict[str, Any], file: str) -> None:
+    """A serving record of a metric cardfit reads at its mean only (MEAN_ONLY_METRICS) states the mean (or
+    no statistic); CatalogError naming the file, the record and the statistic otherwise."""
+    metric, stat = record.get("metric"), str(record.get("statistic") or "mean")
+    if metric in MEAN_ONLY_METRICS and stat != "mean":
+        raise CatalogError(f"record '{record.get('id', '?')}': metric '{metric}' is predicted at its mean "
+                           f"only, not statistic '{stat}' (validation/serving.py MEAN_ONLY_METRICS)",
+                           path=f"cardfit/data/validation/{file}")
 
 
 def e2e_s(ttft_s: float, tpot_s: float, output_tokens: int) -> float:

@@ -164,6 +164,9 @@ class Report(Result):
     # per production feature (validation/features.py FEATURES), its records' errors (feature_splits)
     features: dict[str, FeatureSummary] = field(default_factory=dict)
     tags: dict[str, tuple[str, ...]] = field(default_factory=dict)  # record id → its features
+    # record ids that ran expert parallelism (settings moe_ep > 1) but are asked with the experts
+    # tensor-parallel, so not counted as dp_ep (validation/features.py expert_parallel_asked_tp)
+    ep_asked_tp: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         by_runtime: dict[str, dict[str, Any]] = {}
@@ -191,6 +194,7 @@ class Report(Result):
             "skipped": sum(1 for o in self.outcomes if o.skipped),
             "total": len(self.outcomes),
             "features": {f: v.to_json() for f, v in self.features.items()},
+            "ep_asked_tensor_parallel": list(self.ep_asked_tp),
         }
 
 
@@ -198,8 +202,10 @@ class Report(Result):
 
 @cache
 def all_records() -> tuple[dict[str, Any], ...]:
-    """Every record of data/validation/, its `settings` keys checked (validation/records.py SETTINGS)."""
+    """Every record of data/validation/, its `settings` keys checked (validation/records.py SETTINGS) and
+    its statistic one cardfit reads for its metric (validation/serving.py check_statistic)."""
     from .records import check_settings
+    from .serving import check_statistic
 
     out: list[dict[str, Any]] = []
     for name in _files():
@@ -209,6 +215,7 @@ def all_records() -> tuple[dict[str, Any], ...]:
             continue
         for r in rows:
             check_settings(r, name)
+            check_statistic(r, name)
         out += [dict(r, file=name) for r in rows]
     return tuple(out)
 
@@ -986,7 +993,7 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
     constant refitted without its publisher's records (validation/calibrate.py fold_key), the out-of-sample
     error."""
     from .calibrate import publisher_key, source_key
-    from .features import record_features
+    from .features import expert_parallel_asked_tp, record_features
 
     records = load_records(kind, runtime)
     with _runs():
@@ -997,8 +1004,9 @@ def validate(kind: str | None = None, runtime: str | None = None, loso: bool = T
     publishers = {r["id"]: publisher_key(r) for r in records}
     kinds = splits(records, outcomes, out_of, summarize(outcomes, out_of, sources), paths)
     tags = {r["id"]: t for r in records if (t := record_features(r))}  # once per record
+    ep_tp = tuple(r["id"] for r in records if expert_parallel_asked_tp(r, tags.get(r["id"], ())))
     return Report(outcomes, kinds, out_of, sources, publishers, paths,
-                  feature_splits(outcomes, out_of, tags, paths, publishers), tags)
+                  feature_splits(outcomes, out_of, tags, paths, publishers), tags, ep_tp)
 
 
 # The kinds of a sample's report (validate --source): one per metric, then all of them together
