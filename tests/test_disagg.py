@@ -384,7 +384,9 @@ def test_a_pinned_deployment_is_what_the_search_timed() -> None:
     pinned as options, are timed by the same code: the same TTFT, TPOT, throughput and rent (the sequence cap
     may differ: the search keeps the memory model's error bar free, a pinned deployment is the engine's own
     pool), and one command per role."""
-    kw = dict(users=256.0, input_tokens=8000, output_tokens=1000, ttft_ms=10000.0, tpot_ms=40.0,
+    # targets the pools meet at the pessimistic end of their likely range (since 2026-12-07 a P/D
+    # deployment's range is the disaggregated records' own, TTFT up to 1 / 0.064 of the prediction)
+    kw = dict(users=256.0, input_tokens=8000, output_tokens=1000, ttft_ms=30000.0, tpot_ms=60.0,
               gpu=("H200",), runtime="sglang")
     searched = dp.deploy_report(dp.DeployInput(model="deepseek-v3", **kw)).to_json()
     one = searched["disaggregation"]["deployment"]
@@ -705,8 +707,10 @@ def test_pd_records_are_timed_as_two_pools() -> None:
 
 def test_emit_refuses_a_disaggregated_best(run_cli) -> None:
     """--emit writes one pool; where prefill and decode workers apart are cheapest it says so in one line."""
+    # pinned to the pools (the search's cheapest at these targets ties with one pool, which wins the tie)
     code, out, err = run_cli("deploy", "deepseek-v3", "--users", "256", "--input-tokens", "8000",
-                             "--output-tokens", "1000", "--ttft-ms", "10000", "--tpot-ms", "40",
-                             "--gpu", "H200", "--runtime", "sglang", "--emit", "compose")
+                             "--output-tokens", "1000", "--ttft-ms", "30000", "--tpot-ms", "80",
+                             "--gpu", "H200", "--runtime", "sglang", "--tp", "8", "--prefill-workers", "3",
+                             "--decode-workers", "6", "--emit", "compose")
     assert code == 2 and out == ""
     assert err.startswith("Error: --emit writes one pool") and len(err.strip().splitlines()) == 1

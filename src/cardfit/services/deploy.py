@@ -2601,6 +2601,16 @@ def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:
     return sets[0]
 
 
+def _with_emit(inp: DeployInput, report: DeployReport, best: Result | None) -> DeployReport:
+    """--emit: the best deployment's manifests (a searched or a pinned one); prefill and decode workers apart
+    are refused in one line."""
+    if report.best is not None and report.best.disaggregated:
+        raise InputError("--emit writes one pool of replicas; the cheapest deployment here is prefill "
+                         "and decode workers apart, whose manifests it does not write", field="emit",
+                         hint="run without --emit for its two commands")
+    return replace(report, emit=_emitted(inp, best))
+
+
 def pinned_report(inp: DeployInput) -> DeployReport:
     """`cardfit deploy --tp N …`: the one deployment the question pins, timed (services/pinned.py), as `best`
     when it meets the targets, else as `closest` with what fails."""
@@ -2609,7 +2619,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
     t = targets(inp)
     p = pinned_answer(inp)
     if p.pools is not None:
-        return _pools_report(inp, t, p)
+        pools = _pools_report(inp, t, p)
+        return _with_emit(inp, pools, None) if inp.emit else pools
     r = p.result
     one = deployment(inp, r)
     if p.bench is not None:
@@ -2631,7 +2642,8 @@ def pinned_report(inp: DeployInput) -> DeployReport:
                           apis=_apis(r, inp) if r.meets else (), searched=Searched(1, 1),
                           hours_per_month=cost.HOURS_PER_MONTH, notes=())
     notes = (*_notes(inp, [], one), *_cold_note(inp), f"pinned: {p.how}")
-    return replace(report, notes=notes)
+    report = replace(report, notes=notes)
+    return _with_emit(inp, report, r if r.meets else None) if inp.emit else report
 
 
 def _cold_note(inp: DeployInput) -> tuple[str, ...]:
@@ -2770,11 +2782,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
                      + _offload_note(inp, found[0] if found else near))
     if inp.emit:
-        if report.best is not None and report.best.disaggregated:
-            raise InputError("--emit writes one pool of replicas; the cheapest deployment here is prefill "
-                             "and decode workers apart, whose manifests it does not write", field="emit",
-                             hint="run without --emit for its two commands")
-        report = replace(report, emit=_emitted(inp, found[0] if found else None))
+        report = _with_emit(inp, report, found[0] if found else None)
     if inp.plot:
         from ..charts.deploy import write_chart
 
