@@ -103,7 +103,9 @@ def _best(**kw):
 def test_deploy_uses_a_host_tier_where_it_keeps_the_histories():
     plain, _ = _best()
     tiered, notes = _best(kv_offload_gb=1000)
-    assert plain["kv_offload_gb"] == 0.0 and plain["prefix_hit_rate"] < 0.01
+    # without a host tier the cheapest set that meets the targets at the pessimistic end of the prefix-reuse
+    # records' band is 112 cards, whose pools hold the histories too; the tier serves them from 24
+    assert plain["kv_offload_gb"] == 0.0 and plain["count"] > 3 * tiered["count"]
     assert tiered["kv_offload_gb"] == 1000.0
     assert tiered["prefix_hit_rate"] > 0.5
     assert "--kv-offloading-backend native --kv-offloading-size 931.32" in tiered["command"]

@@ -219,7 +219,9 @@ def test_cloudrift_rtx5090_sweep_ttft_under_kv_pressure():
         got, _ = predict_serving(r)
         assert measured / 1.6 < got < measured * 1.6, metric
     out, _ = predict_serving(recs[key + "output"])
-    assert out == pytest.approx(840.2, rel=0.03)  # the steady state's figure (measured 1,147: too slow)
+    # the steady state's figure at the constants before the refit of 2026-12-07 was 840.2 (measured 1,147:
+    # too slow); stepped, at the refit's constants, 805.4
+    assert out == pytest.approx(805.4, rel=0.03)
 
 
 def test_cloudrift_70b_at_400_users_is_not_predicted_faster():

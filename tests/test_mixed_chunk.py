@@ -39,8 +39,11 @@ def test_pinned_benchmark_steps_the_decodes_with_the_prompts_and_launches_the_fl
     assert mixed["benchmark"]["ttft_mean_ms"] != base["benchmark"]["ttft_mean_ms"]
     assert mixed["command"].endswith("--enable-mixed-chunk")
     assert "--enable-mixed-chunk" not in base["command"]
-    # the steady state has no pause of the decodes to remove: the flag changes the benchmark's steps only
-    assert mixed["ttft_mean_ms"] == base["ttft_mean_ms"] and mixed["tpot_ms"] == base["tpot_ms"]
+    # the steady state has no pause of the decodes to remove: beyond the benchmark's steps the flag changes
+    # only whether a waiting prompt's own step carries the decodes (core/serving.py prompt_share_s: none on a
+    # prefill-first schedule), under 1 % here
+    assert mixed["ttft_mean_ms"] == pytest.approx(base["ttft_mean_ms"], rel=0.01)
+    assert mixed["tpot_ms"] == pytest.approx(base["tpot_ms"], rel=0.01)
 
 
 @pytest.mark.parametrize("args,message", [
