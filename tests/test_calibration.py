@@ -386,8 +386,8 @@ HELD_LOO = {
     # batched llama.cpp steps without that one publisher, in sample -12..+6 %
     # 22.2 % / 173 % -> 22.3 % / 219 % (p90 over loosened, a refit, not a change of the model): the refit of
     # 2026-12-07 stored vLLM's synchronous-loop time 85.7 us a sequence (five publishers' median, CloudRift's
-    # runs in), the prior Lambda's vLLM 0.5 fold takes, so Lambda's records +105..+251 % -> up to +328 % out of
-    # sample (test_the_lambda_fold_is_scored_within_a_sane_bound); in sample they do not move
+    # runs in), the prior Lambda's vLLM 0.5 fold takes, so Lambda's records +105..+251 % -> up to +328 % out
+    # of sample (test_the_lambda_fold_is_scored_within_a_sane_bound); in sample they do not move
     "aggregate_decode": (0.23, 2.25),
     "max_context": (0.052, 0.70),
     # 9 records from 8 sources (was 5 from 4): p90 over 0.0 % -> 1.1 %, the GLM-Z1-32B IQ4_XS weights of the

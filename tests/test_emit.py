@@ -241,10 +241,10 @@ def test_yaml_edge_cases(value, why):
 
 
 def test_a_pinned_deployment_is_emitted_too(run_cli):
-    """--emit with a pinned split (--tp N) writes that deployment's manifest: the pinned answer returned before
-    the emit step and printed its text instead (exit 0, no manifest)."""
-    code, out, err = run_cli("deploy", "llama-3.1-8b", "--users", "8", "--gpu", "H100 SXM", "--runtime", "vllm",
-                             "--tp", "1", "--emit", "compose")
+    """--emit with a pinned split (--tp N) writes that deployment's manifest: the pinned answer returned
+    before the emit step and printed its text instead (exit 0, no manifest)."""
+    code, out, err = run_cli("deploy", "llama-3.1-8b", "--users", "8", "--gpu", "H100 SXM", "--runtime",
+                             "vllm", "--tp", "1", "--emit", "compose")
     assert code == 0 and err == ""
     assert out.startswith("# cardfit deploy --emit compose: llama-3.1-8b on vllm")
     assert "services:" in out and "Cheapest" not in out
