@@ -2432,7 +2432,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
             # core/serving.py benchmark(): a drawn law times a run of one round (--requests <= --users) or a
             # run whose paged pool binds (stepped whole); a longer run is otherwise its first round and the
             # steady state at the mean lengths
-            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or sv.binds(paged, w, users) else \
+            how = f"{how}, {law_text(law)}" if int(inp.requests) <= users or preempting else \
                 f"{how}, at the mean lengths (a length law times runs of one round: --requests <= --users)"
     return Pinned(res, bench, itl, first, how, preempting=preempting)
 
