@@ -31,6 +31,8 @@ def _printed(d: dict, metric: str, statistic: str) -> float | None:
     if metric == "e2e_latency_ms":  # its first token, then the answer's other tokens a TPOT apart
         ttft, tpot = (_printed(d, m, "mean") for m in ("ttft_ms", "tpot_ms"))
         return ttft + max(d["workload"]["output_tokens"] - 1, 0) * tpot
+    if metric == "e2e_per_token_ms":  # GuideLLM's time per output token: the e2e over the answer's tokens
+        return _printed(d, "e2e_latency_ms", "mean") / max(d["workload"]["output_tokens"], 1)
     if b is not None:
         median = statistic == "median"
         if metric == "ttft_ms" and statistic == "p90" and b.get("ttft_p90_ms") is not None:

@@ -12,7 +12,7 @@ from cardfit.validation.validate import KINDS, all_records
 
 RECORDS = all_records()
 SERVING_METRICS = {"output_tokens_per_s", "ttft_ms", "tpot_ms", "itl_ms", "request_throughput",
-                   "e2e_latency_ms"}
+                   "e2e_latency_ms", "e2e_per_token_ms"}
 STATISTICS = {"mean", "median", "p90", "p99"}
 SERVING_KEYS = {"id", "kind", "model", "quant", "runtime", "gpu", "gpus", "input_tokens", "output_tokens",
                 "concurrency", "request_rate", "load", "requests", "fixed_lengths", "metric", "statistic",
@@ -60,7 +60,8 @@ def test_serving_record_states_its_load(r):
     assert r["metric"] in SERVING_METRICS and r["statistic"] in STATISTICS
     assert math.isfinite(float(r["measured"])) and float(r["measured"]) > 0
     unit = {"ttft_ms": "ms", "tpot_ms": "ms", "itl_ms": "ms", "output_tokens_per_s": "tokens_per_s",
-            "request_throughput": "requests_per_s", "e2e_latency_ms": "ms"}[r["metric"]]
+            "request_throughput": "requests_per_s", "e2e_latency_ms": "ms",
+            "e2e_per_token_ms": "ms"}[r["metric"]]
     assert r["unit"] == unit, r["id"]
     assert set(r) <= SERVING_KEYS, f"{r['id']}: unknown keys {sorted(set(r) - SERVING_KEYS)}"
     # the load the benchmark ran: a closed loop (at most `concurrency` in flight, the next request sent

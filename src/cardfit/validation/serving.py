@@ -16,13 +16,13 @@ from ..services.deploy import pinned_answer as answer
 from .single import record_runtime, record_runtime_name  # one owner: the record's --runtime NAME@RELEASE
 
 SERVING_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "output_tokens_per_s", "request_throughput",
-                   "e2e_latency_ms")
+                   "e2e_latency_ms", "e2e_per_token_ms")
 
 
 # the metrics whose figure is read at the mean only: `figure` has no median or p90 of a request's end-to-end
 # latency (e2e_s is TTFT plus the mean answer's gaps), so a record stating another statistic for one is
 # rejected at load (check_statistic), not scored against the mean
-MEAN_ONLY_METRICS = ("e2e_latency_ms",)
+MEAN_ONLY_METRICS = ("e2e_latency_ms", "e2e_per_token_ms")
 
 
 def check_statistic(record: dict[str, Any], file: str) -> None:
@@ -42,6 +42,17 @@ def e2e_s(ttft_s: float, tpot_s: float, output_tokens: int) -> float:
     TTFT plus the answer's inter-token gaps; at the mean answer length (a run of varied lengths is read at
     its means, as its TPOT is)."""
     return ttft_s + max(output_tokens - 1, 0) * tpot_s
+
+
+def e2e_per_token_s(ttft_s: float, tpot_s: float, output_tokens: int) -> float:
+    """A request's end-to-end latency over its answer's tokens (metric `e2e_per_token_ms`): what GuideLLM
+    calls a request's time per output token, counted from sending the request, its first token included:
+    vllm-project/guidellm src/guidellm/schemas/request_stats.py at v0.5.3 (f9f1e318)
+    `time_per_output_token_ms` "Average time per output token in milliseconds including first token.",
+    `1000 * (last_token - start) / output_tokens` (its inter-token latency is (last - first) / (O - 1)).
+    A benchmark's prompt-heavy requests put most of their time before the first token, which this figure
+    spreads over the answer; at the mean answer length (e2e_s)."""
+    return e2e_s(ttft_s, tpot_s, output_tokens) / max(output_tokens, 1)
 
 
 def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
@@ -209,7 +220,9 @@ def figure(p: Pinned, inp: DeployInput, metric: str, statistic: str = "") -> tup
                  "tpot_ms": d.tpot_s * 1e3, "itl_ms": d.tpot_s * 1e3,
                  "output_tokens_per_s": d.output_tokens_per_s,
                  "request_throughput": d.output_tokens_per_s / inp.output_tokens,
-                 "e2e_latency_ms": e2e_s(d.ttft_mean_s, d.tpot_s, inp.output_tokens) * 1e3}[metric]
+                 "e2e_latency_ms": e2e_s(d.ttft_mean_s, d.tpot_s, inp.output_tokens) * 1e3,
+                 "e2e_per_token_ms": e2e_per_token_s(d.ttft_mean_s, d.tpot_s, inp.output_tokens) * 1e3,
+                 }[metric]
         return value, p.how
     b = p.bench
     if b is not None:
@@ -220,14 +233,17 @@ def figure(p: Pinned, inp: DeployInput, metric: str, statistic: str = "") -> tup
                  "tpot_ms": b.tpot_mean_s * 1e3,
                  "itl_ms": (p.itl_median_s if median else b.tpot_mean_s) * 1e3,
                  "output_tokens_per_s": b.output_tokens_per_s, "request_throughput": b.requests_per_s,
-                 "e2e_latency_ms": e2e_s(b.ttft_mean_s, b.tpot_mean_s, inp.output_tokens) * 1e3}[metric]
+                 "e2e_latency_ms": e2e_s(b.ttft_mean_s, b.tpot_mean_s, inp.output_tokens) * 1e3,
+                 "e2e_per_token_ms": e2e_per_token_s(b.ttft_mean_s, b.tpot_mean_s, inp.output_tokens) * 1e3,
+                 }[metric]
         return value, p.how
     res = p.result
     s = res.served
     value = {"ttft_ms": s.ttft_mean_s * 1e3, "tpot_ms": s.tpot_s * 1e3, "itl_ms": s.tpot_s * 1e3,
              "output_tokens_per_s": res.served_tokens_per_s,
              "request_throughput": res.served_tokens_per_s / inp.output_tokens,
-             "e2e_latency_ms": e2e_s(s.ttft_mean_s, s.tpot_s, inp.output_tokens) * 1e3}[metric]
+             "e2e_latency_ms": e2e_s(s.ttft_mean_s, s.tpot_s, inp.output_tokens) * 1e3,
+             "e2e_per_token_ms": e2e_per_token_s(s.ttft_mean_s, s.tpot_s, inp.output_tokens) * 1e3}[metric]
     if statistic == "p90" and metric == "ttft_ms":
         value = s.ttft_s * 1e3
     return value, p.how
