@@ -298,9 +298,9 @@ def decode_batch(p: Pools, rate: float, output_tokens: int) -> tuple[float, floa
     by bisection on the whole batch (core/serving.py step_s times the next whole one) for where the step's
     demand falls to the batch, not by passes of the law from one sequence: near the pool's capacity each pass
     gains little (the step grows almost as fast as the batch it serves), and a few passes stop far below the
-    fixed point (GB200 DP 8 at 4,096 users: 3,026 of its 3,872 sequences after 8 passes), losing the users
-    the closed loop should hold waiting. Past the cap (the demand at the cap above it) the batch returned is
-    that demand, over the cap: the pool is overloaded."""
+    fixed point (GB200 DP 8 at 4,096 users, at its capacity: 3,007 of its 3,872 sequences after 8 passes),
+    losing the users the closed loop should hold waiting. Past the cap (the demand at the cap above it) the
+    batch returned is that demand, over the cap: the pool is overloaded."""
     cap = max(p.decode.max_seqs, 1)
 
     def demand(b: int) -> float:
