@@ -29,9 +29,12 @@ FP4 DP 4 at 1,024) or 1.14x faster (GB200 FP8 DP 8 at 1,024, B200 FP4 DP 4 at 8,
 at the batch those runs held is within 0 % to −28 % (docs/VALIDATION.md "The P/D records of DeepSeek-R1,
 taken apart"). Read at SGLang v0.5.8 and found not to explain them: the prefill server's admission
 (held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its bootstrap queue (polled at the
-top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation (every loop with
-disaggregation_decode_polling_interval 1, its token reserve far below these pools) and the KV sender's
-heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per request). SGLang divides
+top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation polling (every
+loop with disaggregation_decode_polling_interval 1) and the KV sender's heartbeat
+(SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per request). The pre-allocation's token reserve (512 a
+request held: admitted, modelled) binds only where a decode rank's pool is nearly full: GB200 FP8 DP 8 at
+4,096 users admits 3,872 (the run's own rate gives 3,876 decoding), the other 224 waiting before their
+prefill, its 3.5 s TTFT (docs/VALIDATION.md "The P/D TTFT at high load"). SGLang divides
 --chunked-prefill-size by the attention-DP ranks (server_args.py; modelled: services/deploy.py dp_total, so a
 DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192), which chunks an 8,192-token prompt
 into 1,024-token pieces on its rank while the other ranks take other prompts' pieces: a DP worker's step holds
