@@ -714,3 +714,90 @@ def test_emit_refuses_a_disaggregated_best(run_cli) -> None:
                              "--decode-workers", "6", "--emit", "compose")
     assert code == 2 and out == ""
     assert err.startswith("Error: --emit writes one pool") and len(err.strip().splitlines()) == 1
+
+
+# --- the decode server's admission and the decode pool's fixed point (issue 26, high-load P/D rows) --------
+
+def _aic_pd(row: str) -> dict:
+    import tomllib
+    from importlib import resources
+
+    text = resources.files("cardfit.data").joinpath("validation/serving_aic_pd.toml").read_text()
+    return {r["id"]: r for r in tomllib.loads(text)["record"]}[row]
+
+
+def _c4096_pools() -> dp.PinnedPools:
+    from cardfit.validation.serving import record_input
+
+    inp, _, _ = record_input(_aic_pd("aic-pd-row-dsr1_gb200_sglang_fp8_disagg_1024x1024_c4096_cfg508-ttft"))
+    pinned = dp.pinned_answer(inp).pools
+    assert pinned is not None
+    return pinned
+
+
+# (KV pool tokens of the worker, tokens a sequence holds, reserve, DP ranks, sequences admitted, why)
+ADMITTED = [
+    (7_943_406, 1536, 512, 8, 8 * 484, "GB200 DP 8, 1,024 / 1,024: 992,925 tokens a rank over 1,536 + 512"),
+    (1_000_000, 9216 - 512, 512, 1, 108, "one TP worker, 8,192 / 1,024: its one pool over 8,704 + 512"),
+    (1_000, 1536, 512, 4, 4, "a pool below one sequence a rank still admits one a rank"),
+]
+
+
+@pytest.mark.parametrize("pool,held,reserve,ranks,seqs,why", ADMITTED)
+def test_decode_admission_keeps_a_reserve_per_request(pool: int, held: int, reserve: int, ranks: int,
+                                                      seqs: int, why: str) -> None:
+    assert pd.admitted(pool, held, reserve, ranks) == seqs
+
+
+def test_sglang_decode_workers_admit_what_their_reserve_leaves() -> None:
+    """aiconfigurator's SGLang 0.5.8 run of DeepSeek-R1 FP8 on GB200 at 4,096 users, one decode worker of 8
+    attention-DP ranks at 512 a rank (decode_batch_size): SGLang's decode server keeps 512 tokens free for
+    every request it holds (runtimes/sglang.py PD_DECODE_RESERVED_TOKENS, disaggregation/decode.py
+    pop_preallocated), so each rank admits its pool ÷ (1,024 + 512 + 512) sequences: 3,872 of the 4,096 the
+    flag allows (the run's own rate gives 3,876 decoding: users ÷ (TTFT + O × TPOT) × O × TPOT); the rest
+    wait before their prefill. The old cap took the flag's 4,096, so no user waited."""
+    pinned = _c4096_pools()
+    dec = pinned.decode.cand
+    assert dec.seqs == 4096
+    assert pinned.pools.decode.max_seqs == pd.admitted(dec.kv_tokens, 1024 + 512, 512, 8) < 4096
+    assert 3800 <= pinned.pools.decode.max_seqs <= 3950
+
+
+def test_vllm_decode_workers_keep_no_reserve() -> None:
+    """vLLM's decode worker has no such admission (no PD_DECODE_RESERVED_TOKENS): its cap is its own."""
+    inp = dp.DeployInput(model="llama-3.1-8b", users=8.0, input_tokens=2000, output_tokens=200,
+                         gpu=("H100 SXM",), runtime="vllm", tp=1, prefill_workers=1, decode_workers=1,
+                         decode_batch_size=8)
+    pinned = dp.pinned_answer(inp).pools
+    assert pinned is not None and pinned.pools.decode.max_seqs == 8
+
+
+def test_the_decode_pool_at_its_capacity_holds_its_cap() -> None:
+    """At the decode pool's capacity (its cap over an answer's steps at the cap) Little's law holds the cap:
+    the step grows almost as fast as the batch it serves there, and the 8 passes of the law from one
+    sequence this replaced stopped at 3,007 of the GB200 DP 8 worker's 3,872, so a closed loop of 4,096
+    users lost some 950 of them instead of counting their wait for a slot."""
+    pools = _c4096_pools().pools
+    cap = pools.decode.max_seqs
+    full = sv.step_s(pools.decode, float(cap), 0.0)
+    rate = pools.decode_workers * cap / (1024 * full)
+    batch, tpot = pd.decode_batch(pools, rate, 1024)
+    assert batch == pytest.approx(cap, rel=1e-6) and tpot == full
+
+
+@settings(max_examples=25, deadline=None)
+@given(share=st.floats(0.01, 0.999))
+def test_the_decode_batch_is_littles_fixed_point(share: float) -> None:
+    """Below capacity the batch returned is the smallest whole batch whose step's demand it holds: demand at
+    it within the batch, demand at one fewer above one fewer (B = rate x O x step(B) / workers)."""
+    pools = _c4096_pools().pools
+    cap = pools.decode.max_seqs
+    rate = share * pools.decode_workers * cap / (1024 * sv.step_s(pools.decode, float(cap), 0.0))
+    batch, tpot = pd.decode_batch(pools, rate, 1024)
+
+    def demand(b: float) -> float:
+        return rate * 1024 * sv.step_s(pools.decode, b, 0.0) / pools.decode_workers
+
+    whole = math.ceil(batch - 1e-9)
+    assert batch <= whole and demand(whole) == pytest.approx(batch)
+    assert whole == 1 or demand(whole - 1) > whole - 1

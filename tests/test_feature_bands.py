@@ -138,7 +138,10 @@ def test_a_feature_deployment_reads_its_features_bands(bands_file) -> None:
         low = min(b.low, *(r["low"] for r in bands_file["feature_range"]
                            if r["figure"] == "serving_ttft_ms" and r["feature"] in feats))
         assert _ttft_factor(one) == pytest.approx(1 / low, rel=1e-3)
-        assert _ttft_factor(one) > _ttft_factor(plain) * 1.5
+        # 1.5 -> 1.2 (2026-12-07, issue 26): the GB200 c4096 P/D record (dp_ep and disaggregated) is now -1 %
+        # out of sample, not -94 % (SGLang's decode admission reserve, core/disagg.py admitted), so the dp_ep
+        # TTFT band's low end rose (factor 5.3 against the plain band's 4.2): still wider, by less
+        assert _ttft_factor(one) > _ttft_factor(plain) * 1.2
     assert _ttft_factor(pd) > _ttft_factor(dpep)
     # the one rule: the deploy question's features are the deployment's
     assert question_features(dp.DeployInput(**DP_EP)) == ("dp_ep",)

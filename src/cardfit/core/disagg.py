@@ -29,9 +29,12 @@ FP4 DP 4 at 1,024) or 1.14x faster (GB200 FP8 DP 8 at 1,024, B200 FP4 DP 4 at 8,
 at the batch those runs held is within 0 % to −28 % (docs/VALIDATION.md "The P/D records of DeepSeek-R1,
 taken apart"). Read at SGLang v0.5.8 and found not to explain them: the prefill server's admission
 (held_slots, modelled: a transfer of 1-12 ms against a 80-320 ms prefill), its bootstrap queue (polled at the
-top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation (every loop with
-disaggregation_decode_polling_interval 1, its token reserve far below these pools) and the KV sender's
-heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per request). SGLang divides
+top of each loop, not capped beyond the metadata buffers), the decode server's pre-allocation polling (every
+loop with disaggregation_decode_polling_interval 1) and the KV sender's heartbeat
+(SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL 5 s, not per request). The pre-allocation's token reserve (512 a
+request held: admitted, modelled) binds only where a decode rank's pool is nearly full: GB200 FP8 DP 8 at
+4,096 users admits 3,872 (the run's own rate gives 3,876 decoding), the other 224 waiting before their
+prefill, its 3.5 s TTFT (docs/VALIDATION.md "The P/D TTFT at high load"). SGLang divides
 --chunked-prefill-size by the attention-DP ranks (server_args.py; modelled: services/deploy.py dp_total, so a
 DP 8 B200 worker's steps carry the server's 8,192 tokens, not 8 x 8,192), which chunks an 8,192-token prompt
 into 1,024-token pieces on its rank while the other ranks take other prompts' pieces: a DP worker's step holds
@@ -292,6 +295,34 @@ def capacity_per_s(p: Pools, w: sv.Workload, service: float, servers: int) -> fl
     return min(prefill, decode)
 
 
+def decode_batch(p: Pools, rate: float, output_tokens: int) -> tuple[float, float]:
+    """(Sequences decoding on a decode worker, its step) at `rate` requests/s: Little's law on the decode
+    pool, B = rate × O × step(B) ÷ workers, its sequences setting its step and its step its sequences. Solved
+    by bisection on the whole batch (core/serving.py step_s times the next whole one) for where the step's
+    demand falls to the batch, not by passes of the law from one sequence: near the pool's capacity each pass
+    gains little (the step grows almost as fast as the batch it serves), and a few passes stop far below the
+    fixed point (GB200 DP 8 at 4,096 users, at its capacity: 3,007 of its 3,872 sequences after 8 passes),
+    losing the users the closed loop should hold waiting. Past the cap (the demand at the cap above it) the
+    batch returned is that demand, over the cap: the pool is overloaded."""
+    cap = max(p.decode.max_seqs, 1)
+
+    def demand(b: int) -> float:
+        return rate * max(output_tokens, 1) * sv.step_s(p.decode, float(b), 0.0) / p.decode_workers
+
+    if demand(cap) > cap:
+        return demand(cap), sv.step_s(p.decode, float(cap), 0.0)
+    lo, hi = 1, cap  # demand(hi) <= hi; the smallest whole batch that holds its own demand
+    if demand(1) <= 1:
+        hi = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if demand(mid) <= mid:
+            hi = mid
+        else:
+            lo = mid
+    return max(demand(hi), 1.0), sv.step_s(p.decode, float(hi), 0.0)
+
+
 def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int,
              move: float, alone: float, others: float, batch_s: float) -> Disaggregated:
     """Both pools at `rate` requests/s: the prefill pool a GI/G/c queue of `servers` prompt slots (fixed
@@ -303,13 +334,7 @@ def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int
     prefill_load = rate * service / max(servers, 1)
     # a prompt's own prefill: alone when the pool is idle, in a fuller batch as its load grows
     prefill = alone + max(batch_s - alone, 0.0) * min(prefill_load, 1.0)
-    tpot = sv.step_s(p.decode, 1.0, 0.0)
-    batch = 1.0
-    for _ in range(8):  # Little's law on the decode pool: its sequences set its step, its step its sequences
-        batch = max(rate * w.output_tokens * tpot / p.decode_workers, 1.0)
-        last, tpot = tpot, sv.step_s(p.decode, min(batch, p.decode.max_seqs), 0.0)
-        if tpot == last:  # a fixed point: every later pass would compute this batch and step again
-            break
+    batch, tpot = decode_batch(p, rate, w.output_tokens)
     decode_load = batch / max(p.decode.max_seqs, 1)
     stable = prefill_load < 1 and decode_load <= 1 and math.isfinite(p90_wait)
     # below one sequence in flight the decode worker is idle the rest of the time (as core/serving.py _finish)
@@ -321,6 +346,20 @@ def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int
                          mean_wait + fixed if stable else math.inf,
                          rate * w.output_tokens if stable else 0.0, max(prefill_load, decode_load), stable,
                          hand)
+
+
+def admitted(pool_tokens: int, held_tokens: int, reserve_tokens: int, ranks: int = 1) -> int:
+    """Sequences a decode worker's P/D admission lets into its KV pool (`pool_tokens`, all its attention-DP
+    `ranks` together, each rank its own share): each holds `held_tokens` on average (its prompt and half its
+    answer) and the engine keeps `reserve_tokens` free for each it holds. SGLang's decode server at v0.5.8
+    (PyPI wheel sglang 0.5.8, https://pypi.org/project/sglang/0.5.8/, sglang/srt/disaggregation/decode.py):
+    pop_preallocated pre-allocates a request (its prompt's KV slots, before the prefill server may start it)
+    only while `_allocatable_tokens` (the pool's free tokens less num_reserved_decode_tokens for every request
+    running, in the transfer queue or waiting) holds its prompt plus that reserve; the rest wait in the
+    pre-allocation queue, their prefill not started. So a rank holds at most pool ÷ (held + reserve)
+    sequences (at least one: the engine starts with room for one whole request)."""
+    per_rank = max(pool_tokens, 0) // max(ranks, 1)
+    return max(ranks, 1) * max(per_rank // max(held_tokens + reserve_tokens, 1), 1)
 
 
 def with_decode_cap(r: sv.Replica, seqs: int) -> sv.Replica:

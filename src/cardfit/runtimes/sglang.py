@@ -123,6 +123,12 @@ class SGLang(VllmLike):
     # event_loop_overlap_disagg_decode, managers/scheduler_output_processor_mixin.py
     # process_batch_result_prebuilt, PyPI wheel sglang 0.5.8)
     PD_FIRST_TOKEN_NEXT_PASS = True
+    # a decode server pre-allocates a request (before its prefill may start) only while its KV pool's free
+    # tokens, less this reserve for every request it holds (running, transferring or waiting), hold the
+    # prompt plus the reserve (core/disagg.py admitted: server_args.py num_reserved_decode_tokens = 512,
+    # "used for decode kv cache offload in PD"; disaggregation/decode.py DecodePreallocQueue
+    # _allocatable_tokens, pop_preallocated; PyPI wheel sglang 0.5.8)
+    PD_DECODE_RESERVED_TOKENS = 512
     # reads new requests every N decode steps (server_args.py --scheduler-recv-interval, default 1;
     # managers/scheduler_recv_skipper.py; core/serving.py recv_wait_steps)
     RECV_INTERVAL_FLAG = "--scheduler-recv-interval"

@@ -2013,8 +2013,24 @@ def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
     kv = kv_cache_bytes(m, 1, 1, mem.kv_dtype)
     held = bool(getattr(pre.setting.ctx.engine, "PD_SLOT_HELD_THROUGH_TRANSFER", False))
     next_pass = bool(getattr(dec.setting.ctx.engine, "PD_FIRST_TOKEN_NEXT_PASS", False))
-    return disagg.Pools(pre.replica, prefill, dec.replica, decode, kv, link,
+    return disagg.Pools(pre.replica, prefill, _admitted_decode(dec), decode, kv, link,
                         0.0 if one_node else NODE_HOP_LATENCY_S, held, next_pass)
+
+
+def _admitted_decode(dec: Candidate) -> Any:
+    """A decode worker's replica, its sequence cap the fewer of its own and those its engine's P/D admission
+    lets into its KV pool: where the engine reserves decode room for each request it holds
+    (PD_DECODE_RESERVED_TOKENS, SGLang's decode server), a sequence takes what it holds in flight (kv_held)
+    plus that reserve, each attention-DP rank from its own pool (core/disagg.py admitted)."""
+    from ..core import disagg
+
+    reserve = int(getattr(dec.setting.ctx.engine, "PD_DECODE_RESERVED_TOKENS", 0))
+    r = dec.replica
+    if not reserve or dec.kv_tokens <= 0:
+        return r
+    ranks = dec.attention_dp if dec.ep > 1 else 1
+    seqs = disagg.admitted(dec.kv_tokens, kv_held(dec.inp, dec.setting.ctx.runtime), reserve, ranks)
+    return disagg.with_decode_cap(r, min(r.max_seqs, seqs)) if seqs < r.max_seqs else r
 
 
 def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int,
