@@ -598,7 +598,14 @@ HELD_LOO = {
     # table on 8x MI300X (14 mean E2E latencies, 60.5 %, every one too short) and natoscott's vLLM 0.11.2
     # offload runs on 2x L40S (36 records, 60.9 %), both on older releases; vLLM V1's pool stepped through the
     # whole run where it binds (core/serving.py binds: CloudRift's TTFT under KV pressure 82.9 -> 26.0 %)
-    "serving": (0.23, 1.75),
+    # 22.5 % / 173 % (1,562) -> 22.9 % / 190 % (1,642), p90 over loosened: new evidence, not a model change
+    # (issue 26): 80 disaggregated records of two more publishers, the Mooncake team's vLLM xPyD runs on A10
+    # (serving_mooncake_pd_a10.toml, first contact 41.8 %) and dstack's SGLang 3P1D/2P2D/1P3D runs of
+    # gpt-oss-120b on 8x H200 (serving_dstack_pd_h200.toml, 29.1 %), all on older releases; their TPOTs
+    # within 6 % (dstack) but their TTFTs short: pools are timed in their steady state (a finite closed loop's
+    # first wave and the handoff's fixed costs are not modelled: core/disagg.py), and the A10 runs' eRDMA link
+    # is not one deploy can state (docs/VALIDATION.md "P/D from a second and third publisher")
+    "serving": (0.23, 1.90),
 }
 
 

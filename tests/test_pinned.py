@@ -159,7 +159,8 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_serving_record():
             if (got is None) != (want is None) or (want is not None
                                                    and abs(got - want) > max(0.02 * abs(want), 0.1)):
                 off.append((r["id"], name, got, want))
-    # open arrivals: 48 before, vLLM PR 9668's 4 and llm-d's tiered prefix-cache stages' 72
-    assert (pools, rate) == (48, 124)
+    # open arrivals: 48 before, vLLM PR 9668's 4 and llm-d's tiered prefix-cache stages' 72; pools:
+    # aiconfigurator's 48, the Mooncake team's 26 on A10 (open arrivals too, counted as pools) and dstack's 54
+    assert (pools, rate) == (128, 124)
     assert len(asked) > 500
     assert not off, off[:10]
