@@ -101,7 +101,7 @@ def test_one_slot_runs_each_request_alone() -> None:
 def test_lengths_that_cannot_vary_step_as_the_fixed_path() -> None:
     """Means at the sampler's shortest pair (4 and 4 tokens) leave every request at the means: the varied
     path then steps exactly as the fixed one, with a paged pool that preempts."""
-    r = replace(_replica(seqs=64), kv_tokens=600, kv_block=16, kv_seqs=64, prefix_cache=True)
+    r = replace(_replica(seqs=64), kv_tokens=600, kv_block=16, engine_seqs=64, prefix_cache=True)
     w = sv.Workload(4, 4)
     assert sv.varied(4, 4, 64) == ((4,) * 64, (4,) * 64)
     assert sv.rounds(r, w, 64, 64, False, fixed_lengths=False) == sv.rounds(r, w, 64, 64, False)

@@ -151,6 +151,11 @@ def test_a_prompt_step_past_the_graph_size_pays_the_eager_launch_per_layer():
     assert sv.eager_s(eager, 8, 1000) == pytest.approx(32 * 800e-6)  # 32 layers x 0.8 ms
     few = replace(eager, max_seqs=4)  # vLLM captures at most 2 x max_num_seqs tokens: 8
     assert sv.eager_s(few, 4, 100) == pytest.approx(32 * 800e-6)
+    # ... of the max_num_seqs it was started with: a KV pool holding 4 sequences of an engine started with
+    # 256 leaves its 512-token graphs as they were (issue 24)
+    pooled = replace(few, engine_seqs=256)
+    assert sv.eager_s(pooled, 4, 100) == 0.0
+    assert sv.eager_s(pooled, 4, 1000) == pytest.approx(32 * 800e-6)
     assert sv.prompt_step_s(eager, 8, 1000) == pytest.approx(sv.step_s(eager, 8, 1000) + 32 * 800e-6)
     w = sv.Workload(1000, 300)
     assert sv.prefill_s(eager, w, 8) - sv.prefill_s(base, w, 8) == pytest.approx(32 * 800e-6, rel=0.02)

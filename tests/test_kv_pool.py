@@ -38,7 +38,7 @@ def _run(r: sv.Replica, n: int) -> tuple[float, float, float]:
 
 def test_a_pool_that_holds_every_request_changes_nothing():
     base = _replica(seqs=64)
-    roomy = replace(base, kv_tokens=64 * 2048 + 16, kv_seqs=64, prefix_cache=True)
+    roomy = replace(base, kv_tokens=64 * 2048 + 16, engine_seqs=64, prefix_cache=True)
     assert sv.rounds(roomy, W, 64, 64, False) == sv.rounds(base, W, 64, 64, False)
 
 
@@ -48,7 +48,7 @@ def test_a_full_pool_preempts_the_newest_and_every_request_ends(cache):
     admitted than the pool holds at their full length, so the answers preempt; each request still gets all
     its tokens, and the mean TPOT (the preempted wait, their first token already out) rises above the
     same engine's with a pool that holds them all."""
-    pooled = replace(_replica(), kv_tokens=93_872, kv_seqs=256, prefix_cache=cache)
+    pooled = replace(_replica(), kv_tokens=93_872, engine_seqs=256, prefix_cache=cache)
     roomy = replace(pooled, kv_tokens=100 * 2048)
     evicted: list[int] = []
     evict = sv.Pool.evict
@@ -73,7 +73,7 @@ def test_a_full_pool_preempts_the_newest_and_every_request_ends(cache):
 def test_prefix_caching_spares_the_recompute():
     """vLLM V1 keeps a preempted request's blocks cached until they are handed out again, so admitted back it
     computes only what it lost; V0 (no prefix caching by default) computes every token again."""
-    r = replace(_replica(), kv_tokens=93_872, kv_seqs=256)
+    r = replace(_replica(), kv_tokens=93_872, engine_seqs=256)
     _, tpot_v0, out_v0 = _run(replace(r, prefix_cache=False), 300)
     _, tpot_v1, out_v1 = _run(replace(r, prefix_cache=True), 300)
     assert out_v1 >= out_v0
@@ -85,7 +85,7 @@ def test_the_pool_caps_the_running_set_below_the_slot_cap():
     output throughput at 1,000 prompts stays near that of 100 prompts (Dennis Lee's Test 4 measured 2,125
     tokens/s at 100 prompts and 2,184 at 894 that succeeded of 1,000), far below the 256-slot engine's with a
     pool that holds them all."""
-    pooled = replace(_replica(), kv_tokens=93_872, kv_seqs=256, prefix_cache=True)
+    pooled = replace(_replica(), kv_tokens=93_872, engine_seqs=256, prefix_cache=True)
     _, _, at100 = _run(pooled, 100)
     _, _, at500 = _run(pooled, 500)
     _, _, roomy = _run(replace(pooled, kv_tokens=500 * 2048), 500)
@@ -114,7 +114,7 @@ def test_a_prefill_first_pool_too_small_for_the_burst_ends(cache, output):
     flight and 100 requests. The pool fills with part-prefilled prompts while the answers wait for the prompt
     steps; the engine decodes until answers free blocks instead of repeating an empty prompt step. Every
     request ends, slower than with a pool that holds the burst."""
-    pooled = replace(_replica(), kv_tokens=30_000, kv_seqs=256, prefix_cache=cache)
+    pooled = replace(_replica(), kv_tokens=30_000, engine_seqs=256, prefix_cache=cache)
     w = sv.Workload(3000, output)
     with within(20):
         ttft, tpot, seconds = sv.rounds(pooled, w, 32, 100, True)
@@ -127,7 +127,7 @@ def test_a_prefill_first_pool_too_small_for_the_burst_ends(cache, output):
 def test_a_request_larger_than_the_pool_is_an_error(kv_tokens, prompt, answer):
     """A request whose prompt and answer cannot fit the pool on its own would be preempted and computed again
     for ever; vLLM refuses to start such a configuration, and so does rounds()."""
-    pooled = replace(_replica(), kv_tokens=kv_tokens, kv_seqs=8)
+    pooled = replace(_replica(), kv_tokens=kv_tokens, engine_seqs=8)
     with within(20), pytest.raises(InputError, match="does not fit a KV pool"):
         sv.rounds(pooled, sv.Workload(prompt, answer), 4, 4, True)
 
@@ -141,7 +141,7 @@ def test_rounds_always_ends(kv_tokens, block, chunk, seqs, prompt, answer, concu
                             prefill_first, cache, fixed, ahead):
     """Whatever the pool, budget and load: rounds() returns every request's timings, or says the request does
     not fit the pool; it never hangs."""
-    r = replace(_replica(seqs=seqs, chunk=chunk), kv_tokens=kv_tokens, kv_block=block, kv_seqs=seqs,
+    r = replace(_replica(seqs=seqs, chunk=chunk), kv_tokens=kv_tokens, kv_block=block, engine_seqs=seqs,
                 prefix_cache=cache, schedule_ahead=ahead)
     w = sv.Workload(prompt, answer)
     with within(20):
@@ -163,7 +163,8 @@ def test_v1_admits_by_the_prompts_blocks_not_the_whole_request():
     v0.10.1.1), so one step admits 100 // 10 = 10 prompts and all 10 get their first token at its end. A
     pool reserving each whole request (260 tokens: 17 blocks) would admit 5, and one sized by the mean
     tokens in flight (160 + 50 = 210: 14 blocks) 7."""
-    r = replace(_replica(seqs=64, chunk=2048), kv_tokens=100 * 16, kv_block=16, kv_seqs=64, prefix_cache=True)
+    r = replace(_replica(seqs=64, chunk=2048), kv_tokens=100 * 16, kv_block=16, engine_seqs=64,
+                prefix_cache=True)
     pool = sv.Pool(r, 20)
     admitted = 0
     for k in range(20):
@@ -184,7 +185,7 @@ def test_a_paged_pool_is_stepped_for_every_request():
     whole): the same figures as rounds() over all requests, not the first round and the steady state of a
     pool sized by the mean tokens in flight. Otherwise a decode-first run is its first round plus the steady
     state."""
-    pooled = replace(_replica(), kv_tokens=93_872, kv_seqs=256, prefix_cache=True)
+    pooled = replace(_replica(), kv_tokens=93_872, engine_seqs=256, prefix_cache=True)
     b = sv.benchmark(pooled, W, 100, 300, False)
     ttft, tpot, seconds = sv.rounds(pooled, W, 100, 300, False)
     assert b.ttft_mean_s == pytest.approx(statistics.fmean(ttft), rel=1e-12)

@@ -96,12 +96,16 @@ class Replica:
     prompt_tokens: int = 0  # one request's prompt: a step's prompt tokens come from that many requests
     prefill_attention_flops_per_token: float = 0.0  # the attention share of prefill_flops_per_token
     # a paged KV pool that admits prompts by their blocks and preempts when full (vLLM; rounds() steps it):
-    # its tokens (0: none, the sequences capped by max_seqs), tokens per block, the runtime's own sequence
-    # cap, and whether a preempted request finds its blocks still cached (prefix caching)
+    # its tokens (0: none, the sequences capped by max_seqs), tokens per block, and whether a preempted
+    # request finds its blocks still cached (prefix caching)
     kv_tokens: int = 0
     kv_block: int = 16
-    kv_seqs: int = 0
     prefix_cache: bool = False
+    # the engine's own sequence cap, as it was started (vLLM --max-num-seqs, else its default on the card),
+    # where it is more than `max_seqs` (what the KV pool holds at the mean tokens in flight): the engine sizes
+    # its CUDA-graph captures by it (eager_s), and a paged pool that preempts schedules up to it (rounds);
+    # 0: `max_seqs` itself (deploy's search launches the engine with --max-num-seqs max_seqs)
+    engine_seqs: int = 0
     # a burst's first request is prefilled alone: the router starts a prompt step as soon as one request is
     # queued, while the rest of the burst is still being validated (TGI: runtimes.toml burst_first_alone)
     burst_first_alone: bool = False
@@ -389,12 +393,13 @@ def eager_s(r: Replica, decode: float, prompt_tokens: float) -> float:
     kernels one by one from Python, a time per layer the GPU work does not hide (aiconfigurator-core
     0.12.0, sdk/backends/vllm_backend.py `_prefill_dispatch_overhead_ms`: "CPU-side dispatch overhead scales
     with layer count and is not captured in silicon benchmarks"). Every stage of a pipeline pays it for its
-    layers. The largest graph is the runtime's capture size, at most twice the sequences it schedules (vLLM:
-    min(2 x max_num_seqs, 512), vllm/config/vllm.py _set_cudagraph_sizes)."""
+    layers. The largest graph is the runtime's capture size, at most twice the engine's configured sequence
+    cap (vLLM: min(2 x max_num_seqs, 512), vllm/config/vllm.py _set_cudagraph_sizes): `engine_seqs`, not
+    the fewer sequences its KV pool holds (`max_seqs`), which the capture list never reads."""
     mc = r.machine
     if prompt_tokens <= 0 or not mc.overhead_s_per_layer_prefill:
         return 0.0
-    if decode + prompt_tokens <= min(mc.prefill_graph_tokens, 2 * r.max_seqs):
+    if decode + prompt_tokens <= min(mc.prefill_graph_tokens, 2 * (r.engine_seqs or r.max_seqs)):
         return 0.0
     return r.load.layers * r.pp * mc.overhead_s_per_layer_prefill
 
@@ -1001,7 +1006,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
 
     - at most `r.max_seqs` sequences hold a slot (the runtime's cap, or what its KV pool holds at the mean
       tokens in flight); a prompt waits until one frees. With a paged pool that preempts (`r.kv_tokens`,
-      vLLM), the slots are the runtime's own cap (`r.kv_seqs`) and the pool is stepped block by block
+      vLLM), the slots are the engine's own cap (`r.engine_seqs`) and the pool is stepped block by block
       (`Pool`);
     - decode-first engines (vLLM V1, TensorRT-LLM in-flight batching, vLLM V0 with chunked prefill) put every
       running sequence in the step and fill the rest of its token budget (`chunk_tokens`) with prompt chunks
@@ -1027,7 +1032,7 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
     pool = Pool(r, n) if r.kv_tokens else None
     if pool:
         _fits_alone(pool, ins, outs)
-    cap = max(r.kv_seqs or r.max_seqs, 1) if pool else max(r.max_seqs, 1)
+    cap = max(r.engine_seqs or r.max_seqs, 1) if pool else max(r.max_seqs, 1)
     timed: dict[tuple[int, float], float] = {}
 
     def dt(decodes: int, prompt: float) -> float:

@@ -341,6 +341,10 @@ class Candidate:
     chunk_tokens: int = 0  # token budget of a step; 0: the runtime's default (the plan's prefill chunk)
     attention_dp: int = 1  # data-parallel attention groups (core/speed.py Machine.attention_dp)
     ep: int = 1  # ranks the routed experts are sharded over (core/moe_parallel.py; 1: tensor parallel)
+    # the engine's own sequence cap where it schedules fewer (`seqs`, its KV pool's): a pinned deployment
+    # started with its --max-num-seqs or the engine's default (timed), which sizes its CUDA graphs
+    # (core/serving.py eager_s); 0: `seqs` (the search launches the engine with --max-num-seqs seqs)
+    engine_seqs: int = 0
 
     @property
     def cards(self) -> int:
@@ -354,11 +358,11 @@ class Candidate:
         stages = self.pp if self.setting.ctx.runtime.pipeline_parallel else 1
         key = ("replica", self.inp.input_tokens, self.inp.output_tokens, self.gpu, self.tp, stages,
                self.seqs, self.chunk_tokens, self.attention_dp, self.ep, self.inp.scheduler_recv_interval,
-               self.inp.cuda_graph_max_bs, self.inp.attention_dp_timeout_iters)
+               self.inp.cuda_graph_max_bs, self.inp.attention_dp_timeout_iters, self.engine_seqs)
         built = self.setting.built
         if key not in built:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
-                                  self.chunk_tokens, self.attention_dp, self.ep)
+                                  self.chunk_tokens, self.attention_dp, self.ep, self.engine_seqs)
         return built[key]  # type: ignore[no-any-return]
 
 
@@ -868,7 +872,7 @@ def kv_pool(mem: Memory, opt: fitting.Option, count: int, copies: float, rt: Run
 
 
 def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
-             chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1) -> sv.Replica:
+             chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1, engine_seqs: int = 0) -> sv.Replica:
     """One replica, built as plan, speed and breakeven build theirs (services/served.py), with the constants
     of the kernels its engine release ran where they differ from the current release's (older_kernels)."""
     older = older_kernels(inp, s, gpu, tp)
@@ -876,8 +880,8 @@ def _replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int
         from ..core.constants import beside, constants
 
         with constants(beside(older)):
-            return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp, ep)
-    return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp, ep)
+            return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp, ep, engine_seqs)
+    return _built_replica(inp, s, gpu, tp, pp, seqs, chunk_tokens, attention_dp, ep, engine_seqs)
 
 
 def older_kernels(inp: DeployInput, s: Setting, gpu: Gpu, tp: int) -> dict[str, float]:
@@ -906,7 +910,8 @@ def prefill_first(inp: DeployInput, s: Setting) -> bool:
 
 
 def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
-                   chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1) -> sv.Replica:
+                   chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1,
+                   engine_seqs: int = 0) -> sv.Replica:
     from .plan import _machine, engine_defaults
 
     w = request(inp)
@@ -926,7 +931,7 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     # engine takes its share of the server's (dp_total: vLLM and TensorRT-LLM the whole, SGLang a 1/dp)
     budget = dp_total(s.ctx.runtime, "max_num_batched_tokens", chunk_tokens or engine_defaults(s.ctx, gpu)[0],
                       attention_dp if ep > 1 else 1)
-    r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget)
+    r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget, engine_seqs)
     if prefill_first(inp, s):  # its prompt steps carry no decodes (core/serving.py prompt_share_s)
         r = replace(r, prefill_first=True)
     if inp.scheduler_recv_interval:  # a pinned SGLang deployment's --scheduler-recv-interval
@@ -2580,6 +2585,9 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):
         seqs = 1  # whatever OLLAMA_NUM_PARALLEL says
+    # the engine's own cap, as it is started (--max-num-seqs, else its default on the card: the cap
+    # services/pinned.py _paged steps a benchmark's pool with), which its KV pool may cut below (seqs)
+    own = (cap or engine_defaults(ctx, gpu)[1]) if rt.paged_kv else 0
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
         def kv(tokens: int) -> int:
@@ -2595,7 +2603,8 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
-                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp, ep)
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp, ep,
+                  own if own > seqs else 0)
     res = evaluate(inp, c, 1, targets(inp))
     held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
     how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''}"

@@ -373,14 +373,16 @@ def older_kernels(rt: RuntimeProfile, gpu: Gpu | None, model: Any, quant_name: s
 def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
     """The candidate's replica with its KV pool stepped block by block (core/serving.py Pool) where the
     runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, else
-    its default on the card), not what the pool holds at the mean tokens in flight."""
+    the one the replica was built with, deploy.py timed: its default on the card), not what the pool holds
+    at the mean tokens in flight."""
     r = c.replica
     if rt.kv_preemption != "recompute" or not c.kv_tokens:
         return r
     from .plan import engine_defaults
 
     return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
-                   kv_seqs=seqs or engine_defaults(c.setting.ctx, c.gpu)[1], prefix_cache=rt.prefix_caching)
+                   engine_seqs=seqs or r.engine_seqs or engine_defaults(c.setting.ctx, c.gpu)[1],
+                   prefix_cache=rt.prefix_caching)
 
 
 @lru_cache(maxsize=2048)

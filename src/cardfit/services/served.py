@@ -130,10 +130,11 @@ def mxfp4_experts_unpacked(quant: Any, model: Any, gpu: Gpu) -> bool:
 
 
 def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, seqs: int,
-            chunk_tokens: int = 0) -> sv.Replica:
+            chunk_tokens: int = 0, engine_seqs: int = 0) -> sv.Replica:
     """One copy: `pp` pipeline stages (runtimes that pipeline; a layer split runs one card at a time and is
     timed as one stage) of `mc`, scheduling at most `seqs` sequences and `chunk_tokens` tokens a step
-    (default: the plan's prefill chunk)."""
+    (default: the plan's prefill chunk). `engine_seqs`: the engine's own sequence cap where its KV pool
+    holds fewer (`seqs`) than it was started with (core/serving.py Replica.engine_seqs; 0: `seqs`)."""
     stages = pp if ctx.runtime.pipeline_parallel else 1
     # the decode tokens' routed experts go through the same MoE kernel as the prompt's
     # (mxfp4_experts_unpacked): their GEMMs pay the same unpacking, charged as the FLOPs that kernel's rate
@@ -148,7 +149,8 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
                       int(fitted(ctx.runtime, "schedule_ahead_steps")),
                       w.input_tokens, attention, burst_first_alone=ctx.runtime.burst_first_alone,
                       response_lag=int(fitted(ctx.runtime, "response_lag_steps")),
-                      spec=speculation_of(ctx, whole, w))
+                      spec=speculation_of(ctx, whole, w),
+                      engine_seqs=engine_seqs if engine_seqs > max(seqs, 1) else 0)
 
 
 def speculation_of(ctx: Any, whole: sp.Load, w: sv.Workload, kv_dtype: str | None = None) -> Any:

@@ -239,7 +239,13 @@ def _predict(record: dict[str, Any], realistic: bool) -> float | None:
     if kind == "aggregate_decode" and s.request is not None and s.request.input_tokens:
         # output tokens/s of a served load (an end-to-end throughput: each stream's next request prefills
         # its prompt in the decode steps), the figure `cardfit speed --input-tokens` and deploy report
-        r = served.replica(s.plan.ctx, s.load, s.machine, s.request, s.plan.first.option.pp, n, budget(s))
+        # (the engine sizes its CUDA graphs by its own sequence cap, not by the streams or the pool:
+        # services/plan.py scheduled, core/serving.py eager_s)
+        from ..services.plan import scheduled
+
+        ctx, opt = s.plan.ctx, s.plan.first.option
+        r = served.replica(ctx, s.load, s.machine, s.request, opt.pp, n, budget(s),
+                           scheduled(ctx, opt.gpu, n))
         return served.tokens_per_s(r, s.request, n)
     spec = served.speculation_of(s.plan.ctx, s.load, s.request) if s.request is not None else None
     if spec is not None:  # a verification step and the drafter's, over the tokens a step yields
