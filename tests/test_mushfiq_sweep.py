@@ -102,3 +102,17 @@ def test_the_graph_size_is_the_engines_cap_not_the_pools():
     assert sv.eager_s(rep, 16, 512) > 0.0  # past 512 tokens vLLM runs eagerly whatever its cap
     assert p.bench is not None and p.bench.ttft_median_s * 1e3 == pytest.approx(53.1, abs=1.0)
     assert rep.engine_seqs == 256  # the engine's own default on an RTX 4090
+
+
+def test_the_launch_line_starts_the_engine_the_timing_assumes():
+    """The same question: the printed line and the JSON's max_num_seqs give the engine the cap its graphs are
+    timed with (256, vLLM's default here), not the 84 the pool holds: started with --max-num-seqs 84, vLLM
+    would capture graphs only up to 168 tokens and run the 272-token steps eagerly."""
+    from cardfit.services.deploy import command, deployment, launched_seqs
+
+    inp, _, _ = record_input(OUTPUT[16])
+    inp = replace(inp, gpu_memory_utilization=0.75)
+    r = pinned_answer(inp).result
+    assert launched_seqs(r.cand.replica) == 256 > r.cand.replica.max_seqs
+    assert deployment(inp, r).max_num_seqs == 256
+    assert "--max-num-seqs 256" in command(inp, r)

@@ -1602,6 +1602,13 @@ def headroom(inp: DeployInput, r: Result, t: Targets, most: float = 64.0) -> flo
 
 # --- the answer ------------------------------------------------------------------------------------------
 
+def launched_seqs(r: sv.Replica) -> int:
+    """The sequence cap the engine is started with (its launch line's --max-num-seqs and the JSON's
+    max_num_seqs): the engine's own cap where a pinned deployment runs it above what its KV pool holds (the
+    CUDA graphs it captures are sized from it: core/serving.py eager_s), else the sequences it schedules."""
+    return r.engine_seqs or r.max_seqs
+
+
 def command(inp: DeployInput, r: Result) -> str:
     """The command line that starts the deployment (runtimes/launch.py): every replica in one server where
     one node holds them all and the engine has data parallelism, else one replica, with a note to start the
@@ -1609,7 +1616,7 @@ def command(inp: DeployInput, r: Result) -> str:
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     length = inp.max_model_len or c.setting.mem.context  # a pinned deployment's own --max-model-len
-    return launch_command(c.setting.ctx, c.tp, c.pp, length, c.replica.max_seqs,
+    return launch_command(c.setting.ctx, c.tp, c.pp, length, launched_seqs(c.replica),
                           c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
                           kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep,
                           recv_interval=int(inp.scheduler_recv_interval or 0),
@@ -1628,9 +1635,9 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
                          field="emit", hint="run without --emit to see the closest one and what it misses")
     c = r.cand
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
-    line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs, c.setting.kv_flag,
-                     c.setting.slots, c.nodes, r.replicas, one_node, kv_offload_gb=_offload_gb(inp, r),
-                     dp=c.attention_dp, ep=c.ep)
+    line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, launched_seqs(c.replica),
+                     c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
+                     kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep)
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -1751,7 +1758,7 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
     return Deployment(
         gpu=c.gpu.name, count=r.count, nodes=c.nodes * r.replicas, cards_per_node=c.per_node, tp=c.tp,
         pp=c.pp, replicas=r.replicas, runtime=c.setting.ctx.runtime.named, quant=c.setting.ctx.quant.name,
-        kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=c.replica.max_seqs,
+        kv_dtype=c.setting.mem.kv_dtype, max_num_seqs=launched_seqs(c.replica),
         monthly_usd=round(r.monthly_usd, 2) if r.monthly_usd is not None else None,
         cost_per_million_usd=(round(r.cost_per_million_usd, 4) if r.cost_per_million_usd is not None
                               else None),
@@ -2272,7 +2279,7 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
         gpu=dec.gpu.name, count=count, nodes=math.ceil(count / dec.setting.ctx.rules.node_size),
         cards_per_node=dec.per_node, tp=dec.tp, pp=dec.pp, replicas=x + y, runtime=rt.named,
         quant=dec.setting.ctx.quant.name, kv_dtype=dec.setting.mem.kv_dtype,
-        max_num_seqs=dec.replica.max_seqs,
+        max_num_seqs=launched_seqs(dec.replica),
         monthly_usd=round(price, 2) if math.isfinite(price) else None,
         cost_per_million_usd=round(per_m, 4) if per_m is not None else None,
         ttft_ms=_ms(res.ttft_s), tpot_ms=_ms(res.tpot_s), aggregate_tokens_per_s=round(total, 1),
@@ -2302,7 +2309,7 @@ def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
     where Dynamo has no worker of the engine)."""
     if dynamo and not hasattr(c.setting.ctx.engine, "dynamo_launch"):
         return None
-    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, c.replica.max_seqs,
+    return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, launched_seqs(c.replica),
                           c.setting.kv_flag, c.setting.slots, c.nodes, 1, False,
                           dp=c.attention_dp, ep=c.ep, disaggregation=role, dynamo=dynamo)
 
