@@ -2592,9 +2592,10 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):
         seqs = 1  # whatever OLLAMA_NUM_PARALLEL says
-    # the engine's own cap, as it is started (--max-num-seqs, else its default on the card: the cap
-    # services/pinned.py _paged steps a benchmark's pool with), which its KV pool may cut below (seqs)
-    own = (cap or engine_defaults(ctx, gpu)[1]) if rt.paged_kv else 0
+    # the engine's own cap, as it is started (--max-num-seqs, else its default on the card, for each
+    # attention group where they are engines of their own: the cap services/pinned.py _paged steps a
+    # benchmark's pool with), which its KV pool may cut below (seqs)
+    own = (cap or engine_defaults(ctx, gpu)[1] * (dp if ep > 1 else 1)) if rt.paged_kv else 0
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
         def kv(tokens: int) -> int:
@@ -2609,9 +2610,14 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
                               dp if ep > 1 else 1)
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
+    # the engine is started (and its CUDA graphs sized: core/serving.py eager_s) with its own cap where the
+    # pool holds every user asked for, so it never preempts; where it cannot, the launch line caps the
+    # engine at what its pool holds, as the steady state times it (a run stepped through a pool that
+    # preempts is the benchmark's: services/pinned.py _paged)
+    users = int(inp.users or 0)
+    engine_cap = own if own > seqs and ctx.runtime.prefill_graph_tokens and users and seqs >= users else 0
     c = Candidate(s, gpu, cards if pp == 1 else cards // pp, pp, tp, pp, opt, seqs, opt.monthly_usd,
-                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp, ep,
-                  own if own > seqs else 0)
+                  pooled[1] if pooled else 0, 0, inp, step_tokens or chunk_tokens, dp, ep, engine_cap)
     res = evaluate(inp, c, 1, targets(inp))
     held = f", KV pool {pooled[1]:,} tokens" if pooled else ("" if opt.fits else ", does not fit by cardfit")
     how = (f"deploy timing: {cards}x {gpu.name} TP {tp}{f' (attention DP {dp})' if dp > 1 else ''}"

@@ -378,11 +378,14 @@ def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
     r = c.replica
     if rt.kv_preemption != "recompute" or not c.kv_tokens:
         return r
+    from .deploy import dp_total
     from .plan import engine_defaults
 
+    groups = c.attention_dp if c.ep > 1 else 1  # attention groups that are engines of their own
+    own = dp_total(rt, "max_num_seqs", seqs, groups) if seqs else \
+        engine_defaults(c.setting.ctx, c.gpu)[1] * groups
     return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
-                   engine_seqs=seqs or r.engine_seqs or engine_defaults(c.setting.ctx, c.gpu)[1],
-                   prefix_cache=rt.prefix_caching)
+                   engine_seqs=r.engine_seqs or own, prefix_cache=rt.prefix_caching)
 
 
 @lru_cache(maxsize=2048)
