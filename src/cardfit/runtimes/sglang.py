@@ -86,13 +86,14 @@ def tier_of(tiers: tuple[MemoryTier, ...], mib: float) -> MemoryTier | None:
 
 
 # --chunked-prefill-size when not given, by release (server_args.py, the PyPI wheels of sglang,
-# https://pypi.org/project/sglang/#history). From 0.5.3 (data/releases.toml chunk_4k_below_60gib; wheels 0.5.3,
-# 0.5.3.post3, 0.5.6.post2, 0.5.8, 0.5.9 _handle_gpu_memory_settings) the runtimes.toml [[runtime.tier]] row of
-# the card. 0.4.8 to 0.5.3rc0 (chunk_by_card_tier; wheels 0.4.8, 0.4.9, 0.4.10, 0.5.1, 0.5.2, 0.5.3rc0): the
-# same rows without the 4096 one, "gpu_mem < 35 * 1024: 2048 (A10, L40, 4090); < 160 * 1024: 8192 (H100, H200,
-# A100, H20); else 16384 (B200, MI300)". Before 0.4.8 (wheels 0.4.6.post5, 0.4.7): "gpu_mem < 25_000: 2048",
-# else 8192, and from 0.4.7 (chunk_16k_above_180gb) "gpu_mem > 180_000: 16384". A card whose memory SGLang
-# cannot read takes 4096 (0.4.8 on; cardfit names a card or keeps the profile's prefill_chunk).
+# https://pypi.org/project/sglang/#history). From 0.5.3 (data/releases.toml chunk_4k_below_60gib; wheels
+# 0.5.3, 0.5.3.post3, 0.5.6.post2, 0.5.8, 0.5.9 _handle_gpu_memory_settings) the runtimes.toml
+# [[runtime.tier]] row of the card. 0.4.8 to 0.5.3rc0 (chunk_by_card_tier; wheels 0.4.8, 0.4.9, 0.4.10,
+# 0.5.1, 0.5.2, 0.5.3rc0): the same rows without the 4096 one, "gpu_mem < 35 * 1024: 2048 (A10, L40,
+# 4090); < 160 * 1024: 8192 (H100, H200, A100, H20); else 16384 (B200, MI300)". Before 0.4.8 (wheels
+# 0.4.6.post5, 0.4.7): "gpu_mem < 25_000: 2048", else 8192, and from 0.4.7 (chunk_16k_above_180gb)
+# "gpu_mem > 180_000: 16384". A card whose memory SGLang cannot read takes 4096 (0.4.8 on; cardfit names a
+# card or keeps the profile's prefill_chunk).
 CHUNK_UNKNOWN_CARD = 4096
 CHUNK_TIERS_BEFORE_053 = ((35 * 1024, 2048), (160 * 1024, 8192), (0, 16384))
 CHUNK_SMALL_BEFORE_048 = (25_000, 2048)  # (below MiB, tokens)
