@@ -98,3 +98,23 @@ def test_a_given_chunk_wins_and_attention_dp_splits_the_cards_default():
                         runtime="sglang", users=64, input_tokens=8000, output_tokens=1000,
                         max_num_batched_tokens=4096)
     assert pinned_answer(given).result.cand.replica.chunk_tokens == 4096
+
+
+def _record(rid: str) -> dict:
+    from cardfit.validation.validate import load_records
+
+    return next(r for r in load_records("serving") if r["id"] == rid)
+
+
+@pytest.mark.parametrize("rid,chunk,why", [
+    # InferenceX's 4x B200 launch script (benchmarks/single_node/dsr1_fp8_b200.sh @d4948f99) states
+    # --chunked-prefill-size 8192: the stated chunk, not the card's 16384
+    ("ix-dsr1-b200-sglang-fp8-tp4-8192x1024-c32-run26306422380-ttft", 8192, "stated"),
+    # CloudRift's deplodock RTX 5090 run states none: SGLang's own 2048 on a 32 GB card (was 8192)
+    ("cloudrift-deplodock-qwen3-coder-30b-a3b-rtx5090-sglang-awq-4000x4000-c4-vs-ttft", 2048, "the card's"),
+])
+def test_a_records_stated_chunk_wins_over_the_cards(rid, chunk, why):
+    from cardfit.validation.serving import record_input
+
+    inp = record_input(_record(rid))[0]
+    assert pinned_answer(inp).result.cand.replica.chunk_tokens == chunk, why
