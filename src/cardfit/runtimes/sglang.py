@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
-from ..catalog.runtimes import MemoryTier
+from ..catalog.runtimes import MemoryTier, RuntimeProfile
 from ..core.kv import kv_cache_bytes
 from ..core.memory import MemorySettings
 from .base import NotModelled
@@ -85,16 +85,47 @@ def tier_of(tiers: tuple[MemoryTier, ...], mib: float) -> MemoryTier | None:
     return next((t for t in tiers if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
 
 
-def reserved_mib(tiers: tuple[MemoryTier, ...], mib: float, tp: int, pp: int, by_chunk: bool) -> float:
+# --chunked-prefill-size when not given, by release (server_args.py, the PyPI wheels of sglang,
+# https://pypi.org/project/sglang/#history). From 0.5.3 (data/releases.toml chunk_4k_below_60gib; wheels
+# 0.5.3, 0.5.3.post3, 0.5.6.post2, 0.5.8, 0.5.9 _handle_gpu_memory_settings) the runtimes.toml
+# [[runtime.tier]] row of the card. 0.4.8 to 0.5.3rc0 (chunk_by_card_tier; wheels 0.4.8, 0.4.9, 0.4.10,
+# 0.5.1, 0.5.2, 0.5.3rc0): the same rows without the 4096 one, "gpu_mem < 35 * 1024: 2048 (A10, L40,
+# 4090); < 160 * 1024: 8192 (H100, H200, A100, H20); else 16384 (B200, MI300)". Before 0.4.8 (wheels
+# 0.4.6.post5, 0.4.7): "gpu_mem < 25_000: 2048", else 8192, and from 0.4.7 (chunk_16k_above_180gb)
+# "gpu_mem > 180_000: 16384". A card whose memory SGLang cannot read takes 4096 (0.4.8 on; cardfit names a
+# card or keeps the profile's prefill_chunk).
+CHUNK_UNKNOWN_CARD = 4096
+CHUNK_TIERS_BEFORE_053 = ((35 * 1024, 2048), (160 * 1024, 8192), (0, 16384))
+CHUNK_SMALL_BEFORE_048 = (25_000, 2048)  # (below MiB, tokens)
+CHUNK_BIG_047 = (180_000, 16384)  # (above MiB, tokens)
+CHUNK_BEFORE_048 = 8192
+
+
+def default_chunk(rt: RuntimeProfile, mib: float) -> int:
+    """SGLang's --chunked-prefill-size when not given, on a card of `mib` MiB as torch reports it, at the
+    profile's release (the table above; before any --dp-size division)."""
+    if rt.has("chunk_4k_below_60gib"):
+        tier = tier_of(rt.tier, mib)
+        return tier.chunked_prefill_size if tier else CHUNK_UNKNOWN_CARD
+    if rt.has("chunk_by_card_tier"):
+        return next(c for top, c in CHUNK_TIERS_BEFORE_053 if not top or mib < top)
+    if mib < CHUNK_SMALL_BEFORE_048[0]:
+        return CHUNK_SMALL_BEFORE_048[1]
+    if rt.has("chunk_16k_above_180gb") and mib > CHUNK_BIG_047[0]:
+        return CHUNK_BIG_047[1]
+    return CHUNK_BEFORE_048
+
+
+def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
-    graphs), with the card's default chunked-prefill size and graph batch (`tiers`); `by_chunk`: the rule
-    from 0.5.4, else 0.5.3rc0's table."""
+    graphs), with the card's default chunked-prefill size (default_chunk) and graph batch (the profile's
+    tiers): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table."""
     ranks = max(tp, 1) * max(pp, 1)
-    if not by_chunk:
+    if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
         return (row[1] + ranks * row[2]) * 1024
-    tier = tier_of(tiers, mib)
-    chunk = tier.chunked_prefill_size if tier else 4096  # 4096 / 160: the defaults for an unknown card
+    tier = tier_of(rt.tier, mib)
+    chunk = default_chunk(rt, mib)
     graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
     reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
                + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024)
@@ -173,8 +204,16 @@ class SGLang(VllmLike):
             return VllmLike.budget_per_card(self, gpu, utilization)
         total = self.cuda_total(gpu)
         mib = total / MIB
-        reserve = reserved_mib(self.profile.tier, mib, tp, pp, self.profile.has("reserve_by_chunk"))
+        reserve = reserved_mib(self.profile, mib, tp, pp)
         return int(total * round((mib - reserve) / mib, 3))
+
+    def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
+        """--chunked-prefill-size when not given: SGLang's default for the card's memory as torch reports it
+        (default_chunk, the release's rule; the whole server's, divided among attention-DP ranks by
+        per_dp_rank); without a card, the profile's prefill_chunk."""
+        if gpu is None:
+            return self.profile.prefill_chunk
+        return default_chunk(self.profile, self.cuda_total(gpu) / MIB)
 
     def activation_bytes(self, m: ModelSpec, s: MemorySettings) -> int:
         """0 inside the budget: SGLang profiles no prompt batch; its activations and CUDA graphs live in the
