@@ -29,8 +29,7 @@ def test_guidellm_tpot_counts_the_first_token():
     Qwen3-14B no offload at rate=50: TTFT 21,943 ms, 'TPOT' 490 ms, so the gaps after the first token are
     (490 x 128 - 21,943) / 127 = 321 ms, where the same publisher's v0.5.1 report (vLLM 0.15.1) measured an
     ITL of 325.7 ms at a TTFT of 22.6 s (REPORT-v0.5.1.md); read as the gaps themselves they would be 490."""
-    gaps = (490 * 128 - 21943) / 127
-    assert gaps == pytest.approx(321, abs=1)
+    gaps = (490 * 128 - 21943) / 127  # 321 ms
     assert e2e_per_token_s(21.943, gaps / 1e3, 128) * 1e3 == pytest.approx(490, rel=1e-9)
     assert e2e_per_token_s(0.5, 0.01, 1) == pytest.approx(0.5)  # a one-token answer: its first token
 
