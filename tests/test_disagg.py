@@ -864,6 +864,7 @@ def test_deploy_times_a_closed_loop_run_on_pools() -> None:
 
     one, two = both(2, 2, 1000)
     assert one.get("benchmark") is None and two["benchmark"]["requests"] == 500
+    assert two["benchmark"]["scheduler"] == dp.PD_SCHEDULER == "disaggregated"
     assert {k: v for k, v in two.items() if k != "benchmark"} == one
     assert two["benchmark"]["ttft_mean_ms"] > 2 * one["ttft_mean_ms"]
     assert two["benchmark"]["ttft_median_ms"] == one["ttft_mean_ms"]  # most requests meet the steady state

@@ -1661,10 +1661,17 @@ class BenchmarkRun(table.Result):
     output_tokens_per_s: float
     requests_per_s: float
     seconds: float
-    scheduler: str | None  # "prefill-first" or "decode-first"; a stage of arrivals: left out
+    # "prefill-first" or "decode-first" (one pool of replicas), "disaggregated" (prefill and decode pools:
+    # PD_SCHEDULER); a stage of arrivals: left out
+    scheduler: str | None
     ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s); else left out
 
     omit_none = ("ttft_p90_ms", "scheduler")
+
+
+# BenchmarkRun.scheduler of a run on prefill and decode pools (core/disagg.py benchmark): prompts and answers
+# on separate workers, neither order
+PD_SCHEDULER = "disaggregated"
 
 
 @record
@@ -2700,7 +2707,8 @@ def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
         one = replace(one, benchmark=BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s),
                                                   _ms(b.ttft_median_s), _ms(b.tpot_mean_s),
                                                   _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
-                                                  round(b.requests_per_s, 3), round(b.seconds, 2), None))
+                                                  round(b.requests_per_s, 3), round(b.seconds, 2),
+                                                  PD_SCHEDULER))
     failing = None if pp.meets else _pools_failing(res, t, one, _holds_users(res, _workload(inp, 1)))
     report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
                           meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),
