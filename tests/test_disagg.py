@@ -456,8 +456,8 @@ def test_pinned_prefill_workers_never_lengthen_the_ttft(x: int, y: int) -> None:
      "--prefill-workers applies to one pinned deployment"),
     (["--tp", "8", "--prefill-workers", "1"], "a disaggregated deployment has both pools"),
     (["--tp", "8", "--decode-tp", "4"], "--decode-tp shapes a pool of a disaggregated deployment"),
-    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--requests", "64"],
-     "--requests times a benchmark run of one pool"),
+    (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--requests", "64",
+      "--requests-per-s", "2"], "--requests with --requests-per-s times a stage of arrivals"),
     (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--decode-dp", "3"],
      "a decode worker's 3 attention groups do not divide its 8"),
     (["--tp", "8", "--prefill-workers", "1", "--decode-workers", "1", "--decode-dp", "8",
@@ -466,9 +466,11 @@ def test_pinned_prefill_workers_never_lengthen_the_ttft(x: int, y: int) -> None:
      "trtllm has no disaggregated prefill/decode that cardfit launches"),
 ])
 def test_pinned_pools_refusals(run_cli, args: list[str], error: str) -> None:
-    """Pools without a pin, half a pair of pools, a pool option without pools, a benchmark run, attention
-    groups that do not divide the ranks, a second EP, a runtime without P/D: one line, exit 2."""
-    base = ["deploy", "deepseek-v3", "--users", "64", "--gpu", "H200"]
+    """Pools without a pin, half a pair of pools, a pool option without pools, a benchmark run of open
+    arrivals (a closed loop's is timed: test_pools_benchmark_*), attention groups that do not divide the
+    ranks, a second EP, a runtime without P/D: one line, exit 2."""
+    load = [] if "--requests-per-s" in args else ["--users", "64"]
+    base = ["deploy", "deepseek-v3", *load, "--gpu", "H200"]
     if "--runtime" not in args:
         base += ["--runtime", "sglang"]
     code, out, err = run_cli(*base, *args)
@@ -801,3 +803,70 @@ def test_the_decode_batch_is_littles_fixed_point(share: float) -> None:
     whole = math.ceil(batch - 1e-9)
     assert batch <= whole and demand(whole) == pytest.approx(batch)
     assert whole == 1 or demand(whole - 1) > whole - 1
+
+
+# --- a finite closed-loop run on the pools: its first wave (core/disagg.py benchmark, first_wave) ----------
+
+def test_pools_benchmark_first_wave_grows_with_users() -> None:
+    """Every harness starts its users at once (vllm bench serve, SGLang's bench_serving; aiperf after its
+    warmup: ai-dynamo/aiperf docs/tutorials/warmup.md), so a run's first `users` prompts queue on the prefill
+    pool together: one prefill worker taking 8 prompts a step serves the 64 of 64 users in 8 steps, their mean
+    first token 4.5 steps in, where the steady state of 64 users waits a fraction of one. The wave's TTFT
+    grows with the users; a run of one round is the wave alone; a longer one weighs it 1 / rounds."""
+    p = _pools(1, 2)
+    w = sv.Workload(1000, 300)
+    batch = pd.prefill_batch_s(REPLICA, 1000)
+    move = pd.transfer_s(131_072, 1000, pd.link_bytes_per_s(900.0, True))
+    runs = {c: pd.benchmark(p, w, c, c) for c in (8, 16, 32, 64)}
+    means = [runs[c].ttft_mean_s for c in sorted(runs)]
+    assert means == sorted(means) and means[-1] > 3 * means[0]
+    steady = pd.serve(p, replace(w, users=64.0))
+    wave = pd.first_wave(p, w, 64, steady)[0]
+    # eight batches of eight, each prompt's first token after its batch's step, its transfer and the handoff
+    assert sorted(set(round(t, 9) for t in wave)) == pytest.approx(
+        [(b + 1) * batch + move + steady.handoff_s for b in range(8)])
+    assert runs[64].ttft_mean_s == pytest.approx(4.5 * batch + move + steady.handoff_s)
+    assert runs[64].ttft_mean_s > 2 * steady.ttft_mean_s
+    # ten rounds: the wave is a tenth of the mean, the other nine the steady state's
+    ten = pd.benchmark(p, w, 64, 640)
+    assert ten.ttft_mean_s == pytest.approx((runs[64].ttft_mean_s + 9 * steady.ttft_mean_s) / 10)
+    assert ten.ttft_median_s == pytest.approx(steady.ttft_mean_s)
+    assert steady.ttft_mean_s < ten.ttft_mean_s < runs[64].ttft_mean_s
+
+
+def test_pools_benchmark_wave_waits_for_decode_admission() -> None:
+    """Past the decode workers' caps a wave's prompt waits, before its prefill, for a first-wave answer to
+    end (SGLang pre-allocates the decode KV before the prefill starts: core/disagg.py admitted): one decode
+    worker of 16 sequences under 32 users puts the second 16 an answer later."""
+    p = replace(_pools(1, 1), decode=pd.with_decode_cap(REPLICA, 16))
+    w = sv.Workload(1000, 300)
+    steady = pd.serve(p, replace(w, users=32.0))
+    firsts, tpots, seconds = pd.first_wave(p, w, 32, steady)
+    assert max(firsts[:16]) + 299 * steady.tpot_s <= min(firsts[16:])
+    assert seconds >= max(firsts) + 299 * min(tpots) - 1e-9
+
+
+def test_deploy_times_a_closed_loop_run_on_pools() -> None:
+    """`deploy --prefill-workers X --decode-workers Y --requests 500 --users 128` (dstack's gpt-oss-120b on 8x
+    H200, TP 2 workers, https://dstack.ai/blog/benchmarking-pd-ratios/) answers the run beside the steady
+    state, which it leaves as it was; before this change it refused --requests with pools. 2P2D at
+    2,046 / 1,000 tokens: the steady state keeps up, the first wave of 128 prompts waits, so the run's mean
+    TTFT is above the steady state's. 1P3D at 2,046 / 62: the one prefill worker is the bottleneck, so in
+    the steady state every user waits for the others' prompts, in the wave for half of them on average: the
+    run's mean is below it."""
+    def both(x: int, y: int, output: int) -> tuple[dict, dict]:
+        inp = dp.DeployInput(model="gpt-oss-120b", users=128.0, input_tokens=2046, output_tokens=output,
+                             gpu=("H200 SXM",), runtime="sglang", quant="mxfp4", tp=2, prefill_workers=x,
+                             decode_workers=y)
+        steady = dp.deploy_report(inp).to_json()
+        run = dp.deploy_report(replace(inp, requests=500)).to_json()
+        return steady["best"] or steady["closest"], run["best"] or run["closest"]
+
+    one, two = both(2, 2, 1000)
+    assert one.get("benchmark") is None and two["benchmark"]["requests"] == 500
+    assert two["benchmark"]["scheduler"] == dp.PD_SCHEDULER == "disaggregated"
+    assert {k: v for k, v in two.items() if k != "benchmark"} == one
+    assert two["benchmark"]["ttft_mean_ms"] > 2 * one["ttft_mean_ms"]
+    assert two["benchmark"]["ttft_median_ms"] == one["ttft_mean_ms"]  # most requests meet the steady state
+    one, two = both(1, 3, 62)
+    assert one["ttft_mean_ms"] * 0.5 < two["benchmark"]["ttft_mean_ms"] < one["ttft_mean_ms"]

@@ -141,7 +141,11 @@ def test_a_feature_deployment_reads_its_features_bands(bands_file) -> None:
         # 1.5 -> 1.2 (2026-12-07, issue 26): the GB200 c4096 P/D record (dp_ep and disaggregated) is now -1 %
         # out of sample, not -94 % (SGLang's decode admission reserve, core/disagg.py admitted), so the dp_ep
         # TTFT band's low end rose (factor 5.3 against the plain band's 4.2): still wider, by less
-        assert _ttft_factor(one) > _ttft_factor(plain) * 1.2
+        # 1.2 -> 1.02 (2026-12-07, h-pdwave): the P/D records of a finite closed loop are timed with their
+        # first wave (core/disagg.py benchmark), so the attention-DP P/D rows' TTFT is less short (cfg538
+        # c1024 -84 % -> -57 %, cfg434 -74..-76 % -> -28..-34 %, cfg527/532 -98.7 % -> -93.5 %) and the dp_ep
+        # TTFT band's low end rose again (factor 4.13 against the plain band's 4.01): wider still, by little
+        assert _ttft_factor(one) > _ttft_factor(plain) * 1.02, (feats, _ttft_factor(one), _ttft_factor(plain))
     assert _ttft_factor(pd) > _ttft_factor(dpep)
     # the one rule: the deploy question's features are the deployment's
     assert question_features(dp.DeployInput(**DP_EP)) == ("dp_ep",)
@@ -156,7 +160,7 @@ def test_tight_where_only_the_feature_band_misses_the_ttft_target(bands_file, op
     one = _one(options)
     general = uncertainty.band("serving_ttft_ms", "sglang")
     alone, wide = one["ttft_ms"] / general.low, one["likely"]["ttft_ms"][1]
-    assert wide > alone * 1.2
+    assert wide > alone * 1.02, (wide, alone)  # 1.2 -> 1.02: the dp_ep band's low end rose (above)
     asked = dict(options, ttft_ms=round((alone + wide) / 2),
                  tpot_ms=round(one["likely"]["tpot_ms"][1] * 1.2, 1))
     wider = dp.deploy_report(dp.DeployInput(**asked)).to_json()

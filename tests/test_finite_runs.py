@@ -47,10 +47,10 @@ def test_mlperf_server_runs_ask_their_stated_query_count(rid: str, queries: int,
 
 def test_every_open_arrival_record_is_a_finite_stage() -> None:
     """No serving record of open arrivals is asked as an endless load, but for a disaggregated one: deploy
-    times two pools in their steady state only (services/deploy.py check_pools refuses --requests with
-    --prefill-workers; core/disagg.py), so the Mooncake team's A10 P/D runs at 2-6 requests/s are asked at
-    their rate, each a run whose request throughput kept up with it (the file's selection: a steady state
-    exists)."""
+    times open arrivals on two pools in their steady state only (services/deploy.py check_pools refuses
+    --requests with --requests-per-s and --prefill-workers; core/disagg.py), so the Mooncake team's A10 P/D
+    runs at 2-6 requests/s are asked at their rate, each a run whose request throughput kept up with it (the
+    file's selection: a steady state exists)."""
     poisson = [r for r in RECORDS.values() if r.get("kind") == "serving" and r.get("load") == "poisson"]
     pools = [r for r in poisson if disaggregated_pools(r.get("settings") or {})]
     assert len(poisson) - len(pools) >= 124  # llm-d 72, MLPerf 48, vLLM PR 9668 4
@@ -100,3 +100,20 @@ def test_open_arrival_throughput_fits_no_per_sequence_time() -> None:
     assert not sync.select(RECORDS["mlperf51-redhat-llama31-8b-h100-vllm-fp8-server-output"])
     for f in (trt, sync):
         assert not [r["id"] for r in RECORDS.values() if r.get("load") == "poisson" and f.select(r)]
+
+
+def test_closed_loop_pd_records_ask_their_run() -> None:
+    """A closed-loop run on P/D pools is asked as the finite run it was (--requests at --users: core/disagg.py
+    benchmark, its first wave then the steady state): dstack's 500 requests at 32-128 users, aiconfigurator's
+    10 x the concurrency (assumed, as validation/aic_sample.py counts them); before, every P/D record was a
+    steady state."""
+    pools = [r for r in RECORDS.values() if r.get("kind") == "serving" and r.get("load") == "closed"
+             and disaggregated_pools(r.get("settings") or {})]
+    assert len(pools) == 102
+    for r in pools:
+        inp, _, _ = record_input(r)
+        assert inp.requests == r["requests"] and inp.users == r["concurrency"], r["id"]
+        assert not is_stage(inp) and inp.prefill_workers and inp.decode_workers, r["id"]
+    r = RECORDS["dstack-pd-gptoss120b-h200-sglang-1p3d-tp2-2048x2048-c128-ttft"]
+    how = predict_serving(r)[1]
+    assert "a benchmark of 500 requests at 128 in flight: the first 128 prompts queued" in how

@@ -177,7 +177,9 @@ def _print(r: DeployReport) -> None:
             c.print(f"  Stage of {x.requests:,} requests arriving from an empty queue: TTFT mean "
                     f"{_num(x.ttft_mean_ms)} ms (p90 {_num(x.ttft_p90_ms)}) · {tail}")
         else:
-            c.print(f"  Benchmark of {x.requests:,} requests ({x.scheduler} scheduler, the first round sent "
+            # services/deploy.py PD_SCHEDULER: a run on prefill and decode pools
+            how = "prefill and decode pools" if x.scheduler == "disaggregated" else f"{x.scheduler} scheduler"
+            c.print(f"  Benchmark of {x.requests:,} requests ({how}, the first round sent "
                     f"at once): TTFT mean {_num(x.ttft_mean_ms)} ms (median {_num(x.ttft_median_ms)}) · "
                     f"{tail}")
     if r.pareto and b is not None:

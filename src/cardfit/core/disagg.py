@@ -21,9 +21,9 @@ loop, a loop a decode step of 9-15 ms on these runs' decode workers and next to 
 worker: all of them together are the handoff_s steps; the transfer's real rate is bounded from the runs
 themselves (at least 7 GB/s: 10 ms at 1,024 tokens); the rest is none of these stages, and part of it is
 not P/D's at all (aiconfigurator's aggregated SGLang runs of the same sample are 65 ms short at 4-8 users
-too). Not modelled either: a finite benchmark's first burst, all its users prefilled one after another (the
-pools are timed in their steady state). Nor is it a handoff cost that the runs whose prefill pool saturates
-miss by: their rate (users ÷ (TTFT + the answer's decode time))
+too). A finite closed-loop benchmark (benchmark) opens with its first wave, every user's prompt queued on
+the prefill pool at once (first_wave), then meets the steady state. Nor is it a handoff cost that the
+runs whose prefill pool saturates miss by: their rate (users ÷ (TTFT + the answer's decode time))
 implies an attention-DP prefill worker 2x slower than this one (B200 FP8 DP 8 at 8,192-token prompts, B200
 FP4 DP 4 at 1,024) or 1.14x faster (GB200 FP8 DP 8 at 1,024, B200 FP4 DP 4 at 8,192), while the decode step
 at the batch those runs held is within 0 % to −28 % (docs/VALIDATION.md "The P/D records of DeepSeek-R1,
@@ -143,7 +143,7 @@ def prefill_batch_s(r: sv.Replica, input_tokens: int) -> float:
     return sv.prompt_step_s(r, 0.0, k * input_tokens)
 
 
-def ranks_batch_s(r: sv.Replica, input_tokens: int) -> float:
+def ranks_batch_s(r: sv.Replica, input_tokens: int, prompts: int = 0) -> float:
     """An attention data-parallel prefill worker (`r`, Machine.attention_dp ranks) over one batch of prompts,
     every rank busy, SGLang's prefill server at v0.5.8 (PyPI wheel sglang 0.5.8, sglang/srt/): the DP
     controller sends each request to one rank (managers/data_parallel_controller.py
@@ -157,18 +157,26 @@ def ranks_batch_s(r: sv.Replica, input_tokens: int) -> float:
     gathered for the MoE). So a step carries each rank's piece (its prompts, or one chunk of rank_chunk_tokens
     of its prompt), timed by the step model at the step's tokens with each piece's attention in its own
     group (core/serving.py prompt_flops, its group count the pieces: Replica.prompt_tokens one piece), and a
-    prompt longer than a rank's chunk takes ceil(prompt ÷ chunk) such steps, the last of the pieces left."""
+    prompt longer than a rank's chunk takes ceil(prompt ÷ chunk) such steps, the last of the pieces left.
+    `prompts` (0: a full batch, prompts_per_step): fewer prompts than a full batch (a finite run's last
+    batch, first_wave), dealt over the ranks as the DP controller's round robin does, the busiest rank's piece
+    the step's group, the ranks without one idle."""
     dp = max(r.machine.attention_dp, 1)
     c = rank_chunk_tokens(r)
     tokens = max(input_tokens, 1)
+    full_batch = prompts_per_step(r, tokens)
+    m = full_batch if prompts <= 0 else min(prompts, full_batch)
     if tokens <= c:
-        piece = prompts_per_step(r, tokens) // dp * tokens
-        return sv.prompt_step_s(replace(r, prompt_tokens=piece), 0.0, dp * piece)
+        if m == full_batch:
+            piece = full_batch // dp * tokens
+            return sv.prompt_step_s(replace(r, prompt_tokens=piece), 0.0, dp * piece)
+        return sv.prompt_step_s(replace(r, prompt_tokens=math.ceil(m / dp) * tokens), 0.0, m * tokens)
+    busy = dp if m == full_batch else min(m, dp)  # one prompt a rank, chunked
     chunks = math.ceil(tokens / c)
     last = tokens - (chunks - 1) * c
     # one stage's time for the full chunks, as core/serving.py prefill_s pipelines a prompt's chunks
-    full = sv.prompt_step_s(replace(r, prompt_tokens=c), 0.0, dp * c) / r.pp
-    return (chunks - 1) * full + sv.prompt_step_s(replace(r, prompt_tokens=last), 0.0, dp * last)
+    full = sv.prompt_step_s(replace(r, prompt_tokens=c), 0.0, busy * c) / r.pp
+    return (chunks - 1) * full + sv.prompt_step_s(replace(r, prompt_tokens=last), 0.0, busy * last)
 
 
 def alone_s(r: sv.Replica, input_tokens: int) -> float:
@@ -365,3 +373,135 @@ def admitted(pool_tokens: int, held_tokens: int, reserve_tokens: int, ranks: int
 def with_decode_cap(r: sv.Replica, seqs: int) -> sv.Replica:
     """A decode worker holding `seqs` sequences (its KV pool over the request's whole context)."""
     return replace(r, max_seqs=max(seqs, 1))
+
+
+def wave_batch_s(r: sv.Replica, input_tokens: int, prompts: int) -> float:
+    """A prefill worker's step over `prompts` prompts of a finite run's wave (at most prompts_per_step): the
+    full batch's step (prefill_batch_s), or the fewer prompts' own, one prompt alone as on an idle worker."""
+    if prompts >= prompts_per_step(r, input_tokens):
+        return prefill_batch_s(r, input_tokens)
+    if max(r.machine.attention_dp, 1) > 1:
+        return ranks_batch_s(r, input_tokens, prompts)
+    if prompts <= 1:
+        return sv.prefill_s(r, sv.Workload(input_tokens, 1), 0.0)
+    return sv.prompt_step_s(r, 0.0, prompts * input_tokens)
+
+
+def first_wave(p: Pools, w: sv.Workload, users: int, steady: Disaggregated
+               ) -> tuple[list[float], list[float], float]:
+    """A finite closed-loop run's first `users` requests on the pools, all sent at once as every harness
+    starts its users (vllm bench serve and SGLang's bench_serving create every task at once under their
+    --max-concurrency semaphore; aiperf starts its users together after its warmup's responses have all
+    come back: ai-dynamo/aiperf docs/tutorials/warmup.md, "By default, AIPerf waits indefinitely for all
+    warmup responses before starting profiling"): (TTFT and TPOT per request, seconds until the last
+    answer ends), the requests that follow not sent (core/serving.py benchmark steps its burst the same way).
+
+    - The router deals the prompts over the prefill workers in turn (sglang_router --policy round_robin, as
+      dstack launched it; any balancing router deals equal prompts alike), and each worker takes its queue
+      in order, prompts_per_step at a time (wave_batch_s), its next batch once its slots allow
+      (prompt_service_s: a worker whose prompts keep their slots through the transfer takes the next batch
+      no sooner than its held_slots turn over);
+    - a prompt may start only once the decode pool has admitted it (SGLang's decode server pre-allocates
+      its KV before the prefill server starts it: admitted): past the decode workers' caps it waits for a
+      first-wave answer to end, each answer taken to end (O − 1) steady-state TPOTs after its first token;
+    - its first token comes after its batch's step, its cache's transfer and the decode worker's handoff
+      (the steady state's: handoff_s);
+    - the decode workers take the requests in turn, each request joining its worker's batch at its first
+      token and decoding O − 1 more steps, every step timed at the sequences its worker then holds
+      (core/serving.py step_s, as decode_batch times them), so its TPOT is its answer's time ÷ (O − 1).
+    At the mean lengths (a run of drawn lengths too, as core/serving.py benchmark times a run longer than
+    one round)."""
+    import heapq
+
+    c = max(int(users), 1)
+    i, o = max(w.input_tokens, 1), max(w.output_tokens, 1)
+    move = transfer_s(p.kv_bytes_per_token, w.input_tokens, p.link_bytes_per_s, p.link_latency_s)
+    k = prompts_per_step(p.prefill, i)
+    slots = held_slots(p.prefill)
+    x, y = max(p.prefill_workers, 1), max(p.decode_workers, 1)
+    admits = y * max(p.decode.max_seqs, 1)
+    after = move + steady.handoff_s
+    timed: dict[int, float] = {}
+
+    def batch_s(m: int) -> float:
+        if m not in timed:
+            timed[m] = wave_batch_s(p.prefill, i, m)
+        return timed[m]
+
+    # per prompt, the batch it runs in; per batch [start, prompts]; per prefill worker, its current batch
+    # and when it may start the next
+    of: list[int] = []
+    batches: list[list[float]] = []
+    current = [-1] * x
+    free = [0.0] * x
+
+    def first(j: int) -> float:
+        start, m = batches[of[j]]
+        return start + batch_s(int(m)) + after
+
+    for j in range(c):
+        wk = j % x
+        gate = 0.0 if j < admits else first(j - admits) + (o - 1) * steady.tpot_s
+        b = current[wk]
+        if b >= 0 and batches[b][1] < k and batches[b][0] >= gate:
+            batches[b][1] += 1
+        else:
+            b = len(batches)
+            batches.append([max(free[wk], gate), 1.0])
+            current[wk] = b
+        of.append(b)
+        start, m = batches[b]
+        step = batch_s(int(m))
+        free[wk] = start + (max(step, (step + move) * m / slots) if p.slots_held else step)
+    firsts = [first(j) for j in range(c)]
+    if o <= 1:
+        return firsts, [steady.tpot_s] * c, max(firsts)
+    steps: dict[int, float] = {}
+
+    def step_s(b: int) -> float:
+        if b not in steps:
+            steps[b] = sv.step_s(p.decode, float(b), 0.0)
+        return steps[b]
+
+    ends = [0.0] * c
+    for d in range(y):
+        mine = sorted((firsts[j], j) for j in range(d, c, y))
+        t, s, nxt = mine[0][0], 0, 0
+        running: list[tuple[int, int]] = []  # (the step count at which it ends, request)
+        while nxt < len(mine) or running:
+            while nxt < len(mine) and mine[nxt][0] <= t:
+                heapq.heappush(running, (s + o - 1, mine[nxt][1]))
+                nxt += 1
+            if not running:
+                t = mine[nxt][0]
+                continue
+            dt = step_s(len(running))
+            n = running[0][0] - s
+            if nxt < len(mine):
+                n = min(n, max(1, math.ceil((mine[nxt][0] - t) / dt)))
+            t += n * dt
+            s += n
+            while running and running[0][0] <= s:
+                ends[heapq.heappop(running)[1]] = t
+    tpots = [(ends[j] - firsts[j]) / (o - 1) for j in range(c)]
+    return firsts, tpots, max(ends)
+
+
+def benchmark(p: Pools, w: sv.Workload, concurrency: int, requests: int) -> sv.Benchmark:
+    """A finite closed-loop run on the pools: `requests` requests, at most `concurrency` in flight (the next
+    sent as an answer ends), the first `concurrency` sent at once (first_wave), each later one meeting the
+    pools' steady state at `concurrency` users (serve); weighed as core/serving.py benchmark weighs a run of
+    one pool (after_burst: the wave 1 / rounds of the means)."""
+    import statistics
+
+    c = max(1, min(int(concurrency), int(requests)))
+    n = max(int(requests), c)
+    o = max(w.output_tokens, 1)
+    steady = serve(p, replace(w, users=float(c), requests_per_s=None))
+    if not steady.stable:
+        return sv.Benchmark(math.inf, math.inf, math.inf, math.inf, 0.0, 0.0)
+    ttfts, tpots, seconds = first_wave(p, w, c, steady)
+    if n <= c:
+        return sv.Benchmark(statistics.fmean(ttfts), statistics.median(ttfts), statistics.fmean(tpots),
+                            seconds, n * o / seconds, n / seconds)
+    return sv.after_burst(c, n, o, (ttfts, tpots, seconds), steady.ttft_mean_s, steady.tpot_s)

@@ -861,12 +861,26 @@ def benchmark(r: Replica, w: Workload, concurrency: int, requests: int, prefill_
                          n * o / seconds, n / seconds)
     b_ttfts, b_tpots, b_seconds = rounds(r, w, c, c, prefill_first)
     s = serve(r, replace(w, users=float(c), requests_per_s=None))
-    ttft = s.ttft_mean_s  # closed_loop: the step running as the request arrives included
+    # closed_loop's TTFT: the step running as the request arrives included
+    return after_burst(c, n, o, (b_ttfts, b_tpots, b_seconds), s.ttft_mean_s, s.tpot_s)
+
+
+def after_burst(c: int, n: int, o: int, burst: tuple[list[float], list[float], float], ttft: float,
+                tpot: float) -> Benchmark:
+    """A finite closed-loop run of `n` requests at `c` in flight, answers of `o` tokens: its first `c`
+    requests stepped as the burst they are (`burst`: their TTFTs, TPOTs and the seconds until the last
+    answer ends), each later one at the steady state of `c` users (mean `ttft`, `tpot`), one user's cycle
+    ttft + (o - 1) × tpot. The means are over all requests (the burst weighs c / n); the median is the
+    steady state's where the later requests are at least half the run. One owner for benchmark (one pool of
+    replicas) and core/disagg.py benchmark (prefill and decode pools)."""
+    import statistics
+
+    b_ttfts, b_tpots, b_seconds = burst
     later = n - c
-    per_request = ttft + (o - 1) * s.tpot_s  # one user's cycle in the steady state
+    per_request = ttft + (o - 1) * tpot  # one user's cycle in the steady state
     seconds = b_seconds + later * per_request / c
     mean_ttft = (c * statistics.fmean(b_ttfts) + later * ttft) / n
-    mean_tpot = (c * statistics.fmean(b_tpots) + later * s.tpot_s) / n
+    mean_tpot = (c * statistics.fmean(b_tpots) + later * tpot) / n
     median = ttft if later >= n / 2 else statistics.median(b_ttfts)
     return Benchmark(mean_ttft, median, mean_tpot, seconds, n * o / seconds, n / seconds)
 

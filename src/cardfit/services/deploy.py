@@ -257,7 +257,8 @@ def pool_shape(inp: DeployInput, role: str) -> tuple[int, int, int, int]:
 
 def check_pools(inp: DeployInput) -> None:
     """The pools of a pinned disaggregated deployment: both given, each worker's attention groups a divisor
-    of its ranks, in its steady state (no benchmark run of two pools)."""
+    of its ranks; a benchmark run (--requests) a closed loop of --users (core/disagg.py benchmark), not a
+    stage of arrivals."""
     if not pd_pinned(inp):
         given = [f"{role}_{o}" for role in ("prefill", "decode") for o in POOL_OPTIONS
                  if getattr(inp, f"{role}_{o}") is not None]
@@ -270,9 +271,11 @@ def check_pools(inp: DeployInput) -> None:
         raise InputError("a disaggregated deployment has both pools: give --prefill-workers and "
                          "--decode-workers", field="prefill_workers" if inp.prefill_workers is None
                          else "decode_workers")
-    if inp.requests is not None:
-        raise InputError("--requests times a benchmark run of one pool of replicas; a disaggregated "
-                         "deployment is timed in its steady state: leave out --requests", field="requests")
+    if inp.requests is not None and inp.users is None:
+        raise InputError("--requests with --requests-per-s times a stage of arrivals on one pool of "
+                         "replicas; a disaggregated deployment times a closed-loop run (--requests at "
+                         "--users) or its steady state: give --users, or leave out --requests",
+                         field="requests")
     if inp.expert_parallel is not None:
         raise InputError("--expert-parallel: a disaggregated worker with attention groups (--prefill-dp, "
                          "--decode-dp) runs its experts over all its ranks; leave it out",
@@ -1670,10 +1673,17 @@ class BenchmarkRun(table.Result):
     output_tokens_per_s: float
     requests_per_s: float
     seconds: float
-    scheduler: str | None  # "prefill-first" or "decode-first"; a stage of arrivals: left out
+    # "prefill-first" or "decode-first" (one pool of replicas), "disaggregated" (prefill and decode pools:
+    # PD_SCHEDULER); a stage of arrivals: left out
+    scheduler: str | None
     ttft_p90_ms: float | None = None  # a stage of arrivals (--requests-per-s); else left out
 
     omit_none = ("ttft_p90_ms", "scheduler")
+
+
+# BenchmarkRun.scheduler of a run on prefill and decode pools (core/disagg.py benchmark): prompts and answers
+# on separate workers, neither order
+PD_SCHEDULER = "disaggregated"
 
 
 @record
@@ -2537,7 +2547,15 @@ def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budge
            f"{_load_of(inp)}: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} "
            f"ms, {res.batch:.1f} sequences decoding a worker, {'stable' if res.stable else 'overloaded'}")
     itl = res.tpot_s  # a decode worker's steps carry no prompt: every gap is a decode step
-    return Pinned(dec, None, itl, first, how,
+    bench = None
+    if inp.requests:  # a closed loop's finite run (check_pools): its first wave, then the steady state
+        from ..core import disagg
+
+        users = int(inp.users or 1)
+        bench = disagg.benchmark(pools, _workload(inp, 1), users, int(inp.requests))
+        how = (f"{how}; a benchmark of {int(inp.requests)} requests at {users} in flight: the first {users} "
+               "prompts queued on the prefill pool at once, then the steady state, at the mean lengths")
+    return Pinned(dec, bench, itl, first, how,
                   PinnedPools(pre, x, dec, y, pools, res, meets, predicted,
                               price if price is not None else math.inf))
 
@@ -2706,6 +2724,13 @@ def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
     pre, dec, res = pp.prefill.cand, pp.decode.cand, pp.served
     one = _pd_deployment(inp, pre, pp.prefill_workers, dec, pp.decode_workers, res, pp.price, pp.meets,
                          pp.predicted and not pp.meets)
+    if p.bench is not None:  # the run a harness reports beside the steady state (as pinned_report)
+        b = p.bench
+        one = replace(one, benchmark=BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s),
+                                                  _ms(b.ttft_median_s), _ms(b.tpot_mean_s),
+                                                  _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
+                                                  round(b.requests_per_s, 3), round(b.seconds, 2),
+                                                  PD_SCHEDULER))
     failing = None if pp.meets else _pools_failing(res, t, one, _holds_users(res, _workload(inp, 1)))
     report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
                           meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),

@@ -5,7 +5,8 @@ card set (one replica) with the engine settings a user launches it with (--max-n
 and, with --requests N, the finite benchmark run a user measures it with (`vllm bench serve --num-prompts N
 --max-concurrency C`, SGLang's bench_serving): its first round of C prompts sent at once. With
 --prefill-workers X --decode-workers Y it pins a disaggregated deployment instead: each pool's worker timed
-as such a replica of its own split, the two pools by core/disagg.py (services/deploy.py _pools_answer).
+as such a replica of its own split, the two pools by core/disagg.py (services/deploy.py _pools_answer), and
+with --requests at --users their finite run (core/disagg.py benchmark: its first wave, then the steady state).
 
 This module holds what an engine release schedules and runs a pinned deployment with (its step budget and
 scheduling order, its older kernels' constants) and the benchmark run; services/deploy.py pinned_answer

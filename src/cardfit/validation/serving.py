@@ -72,7 +72,7 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     kw: dict[str, Any] = {"users": float(users)} if users is not None else {"requests_per_s": float(rate)}
     requests = int(r.get("requests") or 0)
     pools = disaggregated_pools(st)
-    if r.get("load") in ("closed", "burst") and requests and users is not None and not pools:
+    if r.get("load") in ("closed", "burst") and requests and users is not None:
         kw.update(requests=requests, random_lengths=not bool(r.get("fixed_lengths", True)),
                   length_distribution=st.get("length_distribution"),
                   max_output_tokens=int(st.get("max_output_tokens") or 0) or None)
@@ -112,9 +112,9 @@ POOL_SETTINGS = ("prefill_workers", "decode_workers", "prefill_tp", "decode_tp",
 def disaggregated_pools(settings: dict[str, Any]) -> dict[str, int]:
     """The pinned disaggregated deployment a record ran (deploy --prefill-workers X --decode-workers Y and
     each pool's --prefill-tp / --decode-tp, --prefill-dp / --decode-dp, --prefill-batch-size /
-    --decode-batch-size, where it states them); {} for a run of one pool of replicas. A finite run of two
-    pools is timed in its steady state (deploy has no benchmark run of pools), as it was before the pools
-    could be pinned."""
+    --decode-batch-size, where it states them); {} for a run of one pool of replicas. A finite closed-loop
+    run of two pools asks its benchmark (--requests at --users: core/disagg.py benchmark); open arrivals on
+    two pools are timed in their steady state (deploy has no stage of arrivals on pools)."""
     if not (settings.get("prefill_workers") and settings.get("decode_workers")):
         return {}
     return {k: int(settings[k]) for k in POOL_SETTINGS if settings.get(k)}
@@ -214,7 +214,8 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
 def figure(p: Pinned, inp: DeployInput, metric: str, statistic: str = "") -> tuple[float, str]:
     """The figure a record reports (`metric`, its `statistic`: mean, median or p90) read off a pinned answer:
     the benchmark run's where the question asks for one, the steady state's otherwise."""
-    if p.pools is not None:  # two pools (deploy --prefill-workers X --decode-workers Y): their steady state
+    if p.pools is not None and p.bench is None:  # two pools (--prefill-workers X --decode-workers Y) in
+        # their steady state; their benchmark run (--requests at --users) is read below as one pool's
         d = p.pools.served
         value = {"ttft_ms": (d.ttft_s if statistic == "p90" else d.ttft_mean_s) * 1e3,
                  "tpot_ms": d.tpot_s * 1e3, "itl_ms": d.tpot_s * 1e3,
