@@ -2552,10 +2552,11 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     if chunk_tokens or engine_seqs or utilization or cap:
         # the engine's profile run, which sizes its KV pool, samples one row of logits for each of
         # min(max_num_seqs, batched tokens) sequences, max_num_seqs the server's --max-num-seqs where given
-        # (each attention group's engine its own: per_rank_cap), else its default (vllm/v1/worker/
-        # gpu_model_runner.py profile_run -> _dummy_run: num_reqs = min(num_tokens, max_num_reqs =
-        # scheduler_config.max_num_seqs) -> _dummy_sampler_run over their last hidden states, the same at
-        # v0.11.2 and v0.22.0): the plan's memory (plan.py engine_defaults) reads it from the input
+        # (each attention group's engine its own: per_rank_cap), else its default (vLLM's
+        # vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_run: num_reqs = min(num_tokens,
+        # max_num_reqs = scheduler_config.max_num_seqs) -> _dummy_sampler_run over their last hidden states,
+        # https://github.com/vllm-project/vllm/blob/v0.22.0/vllm/v1/worker/gpu_model_runner.py, the same at
+        # v0.11.2): the plan's memory (plan.py engine_defaults) reads it from the input
         s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
                                                  max_num_seqs=cap or engine_seqs or None,
                                                  gpu_memory_utilization=utilization or None)))
