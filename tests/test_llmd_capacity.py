@@ -54,9 +54,24 @@ def test_gptoss_pool_at_the_guides_utilization_holds_twice_the_sequences():
     """At 0.9 the pool beside gpt-oss-120b's 65 GB of weights on one H100 holds 7 sequences of 16,755 + 382
     tokens; at the guide's 0.95 (4.3 GB more of the card's 85.5 GB) 14."""
     pool90, seqs90 = _pool()
-    pool95, seqs95 = _pool(gpu_memory_utilization=0.95, max_num_seqs=512)
+    pool95, seqs95 = _pool(gpu_memory_utilization=0.95)
     assert seqs90 == 7 and seqs95 == 14
     assert 1.8 < pool95 / pool90 < 2.0
+
+
+def test_gptoss_pool_at_the_guides_sequence_cap():
+    """--max-num-seqs 512 halves the rows of vLLM's profile-run sampler (an H100's default is 1,024; vllm/v1/
+    worker/gpu_model_runner.py profile_run samples min(max_num_tokens, max_num_seqs) rows at v0.22.0):
+    512 x 201,088 vocabulary x 28 B a logit = 2.88 GB more pool, 245,118 -> 322,671 tokens. Past 16 groups x
+    16,000 = 256,000 tokens the pool holds every group's prefix once, so it admits 63 sequences, not 14
+    (docs/VALIDATION.md, "deploy's --max-num-seqs and the KV pool": the guide's own server metrics, a 1.1 %
+    GPU prefix-cache hit rate, say the real pool held far less)."""
+    pool95, seqs95 = _pool(gpu_memory_utilization=0.95)
+    pool, seqs = _pool(gpu_memory_utilization=0.95, max_num_seqs=512)
+    assert (pool95, seqs95) == (245_118, 14)
+    assert pool == 322_671 and seqs == 63
+    per_token = 512 * 201_088 * 28 / (pool - pool95)
+    assert 36_000 < per_token < 38_500  # the 18 full-attention layers' 36,864 B a token, and the window's
 
 
 def test_rate20_host_tier_stage_is_within_its_capacity():

@@ -2580,8 +2580,10 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
           step_tokens: int = 0, ep: int = 1) -> tuple[Result, str]:
     """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
-    step budget (`chunk_tokens`), sequence default (`engine_seqs`) and share of the card (`utilization`,
-    vLLM's gpu_memory_utilization) where they differ from the runtime's current defaults (0: those);
+    step budget (`chunk_tokens`), sequence cap (`cap`, the server's --max-num-seqs as one attention group's
+    engine takes it; else its default `engine_seqs`) and share of the card (`utilization`, vLLM's
+    gpu_memory_utilization) where they differ from the runtime's current defaults (0: those), as `cardfit
+    plan` sizes the same settings;
     `step_tokens`: the tokens a step carries where the engine caps its prompt batches below the chunk its
     memory was sized for (prefill_batch_tokens; 0: the chunk); `ep` > 1: the experts expert-parallel over
     the tp ranks beside `dp` attention groups, each group an engine of its own with the given per-rank
@@ -2593,9 +2595,16 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     rt = default_runtimes().get(inp.runtime or "")
     sets, _ = settings(inp, any_runtime=True)  # TGI is timed for its records, not offered by the search
     s = pinned_setting(inp, sets)
-    if chunk_tokens or engine_seqs or utilization:
+    if chunk_tokens or engine_seqs or utilization or cap:
+        # the engine's profile run, which sizes its KV pool, samples one row of logits for each of
+        # min(max_num_seqs, batched tokens) sequences, max_num_seqs the server's --max-num-seqs where given
+        # (each attention group's engine its own: per_rank_cap), else its default (vLLM's
+        # vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_run: num_reqs = min(num_tokens,
+        # max_num_reqs = scheduler_config.max_num_seqs) -> _dummy_sampler_run over their last hidden states,
+        # https://github.com/vllm-project/vllm/blob/v0.22.0/vllm/v1/worker/gpu_model_runner.py, the same at
+        # v0.11.2): the plan's memory (plan.py engine_defaults) reads it from the input
         s = replace(s, ctx=build_context(replace(s.ctx.inp, prefill_chunk=chunk_tokens or None,
-                                                 max_num_seqs=engine_seqs or None,
+                                                 max_num_seqs=cap or engine_seqs or None,
                                                  gpu_memory_utilization=utilization or None)))
     ctx, m = s.ctx, s.ctx.model
     gpu = ctx.gpus.get(gpu_name)
