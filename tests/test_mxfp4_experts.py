@@ -177,7 +177,7 @@ def test_the_plans_every_card_decode_streams_the_experts_as_speed_does(run_cli, 
 # into triton_kernels' HopperMXScaleLayout (rows padded to 256) as a new tensor beside the loaded ones, and
 # the expert biases cast to float32.
 def test_triton_hopper_scale_copy_per_expert():
-    from cardfit.runtimes.vllm_like import triton_hopper_scale_bytes
+    from cardfit.runtimes.vllm import triton_hopper_scale_bytes
 
     # gpt-oss (hidden 2,880, intermediate 2,880): gate_up scales 5,760 -> 5,888 rows x 90, down 2,880 -> 3,072
     # rows x 90; biases 5,760 + 2,880 elements at 2 bytes more each

@@ -34,38 +34,6 @@ MXFP4_PAD: dict[str, tuple[int, int]] = {
 }
 
 
-# On Hopper the triton_kernels backend also re-lays the expert scales out for its MMA (vLLM mxfp4_utils.py
-# _swizzle_mxfp4 -> triton_kernels make_default_matmul_mxfp4_w_scale_layout(mx_axis=1, num_warps=8):
-# HopperMXScaleLayout; below SM90 a StridedLayout view, no copy): HopperMXScaleLayout.swizzle_data pads each
-# matrix's rows (gate_up: 2 x intermediate, down: hidden) to a multiple of 2 x num_warps x 2 x 8 = 256 and its
-# scale columns to 2, into a new tensor. vLLM keeps that copy beside the loaded e8m0 scales (Mxfp4MoEMethod.
-# process_weights_after_loading deletes layer.w13_weight/w2_weight, never the *_weight_scale params), and
-# casts the expert biases to float32 (`layer.w13_bias.to(torch.float32)`). Read in the vLLM wheels 0.12.0 (the
-# first to vendor triton_kernels, vllm/third_party/triton_kernels), 0.14.1 and 0.22.0 (fused_moe/oracle/
-# mxfp4.py convert_gpt_oss_weight_to_mxfp4_moe_kernel_format, the same three steps),
-# https://pypi.org/project/vllm/0.14.1/; gpt-oss-120b on one H100: 3.54 GiB more than the file's experts.
-# vLLM 0.25.0 frees the loaded scales ("drop the now-dead weight/scale Parameters to free their memory",
-# same function, https://pypi.org/project/vllm/0.25.0/): newer than data/releases.toml's current vLLM
-# (0.24.0), so not modelled as a release feature yet (a feature from 0.25 would be on at the current release).
-HOPPER_SCALE_ROWS = 256  # 2 * num_warps(8) * 2 * 8 (HopperMXScaleLayout SWIZZLE_ALIGN_M)
-HOPPER_SCALE_COLS = 2  # SWIZZLE_ALIGN_K
-MXFP4_BLOCK = 32  # weights per e8m0 scale (OCP MX v1.0)
-
-
-def _round_up(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
-def triton_hopper_scale_bytes(inter: int, hidden: int) -> int:
-    """Bytes per expert that vLLM's triton_kernels MXFP4 layer holds on a Hopper card beyond the file's
-    (padded) expert weights and scales: the swizzled copy of the scales (HopperMXScaleLayout) and the biases
-    cast from bf16 to float32 (2 bytes more an element). `inter`: the intermediate size per rank after its
-    64-padding."""
-    swizzled = (_round_up(2 * inter, HOPPER_SCALE_ROWS) * _round_up(hidden // MXFP4_BLOCK, HOPPER_SCALE_COLS)
-                + _round_up(hidden, HOPPER_SCALE_ROWS) * _round_up(inter // MXFP4_BLOCK, HOPPER_SCALE_COLS))
-    return swizzled + 2 * (2 * inter + hidden)
-
-
 def mxfp4_backend(gpu: Gpu | None) -> str:
     """The MXFP4 MoE kernel current vLLM picks on this card (mxfp4.py get_mxfp4_backend at the commit above):
     FlashInfer on SM100 (B200/B300/GB200: the HBM Blackwell parts), OAI Triton kernels on Hopper (SM90; a
@@ -112,8 +80,7 @@ class VllmLike(Runtime):
 
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         """MXFP4 experts padded to the MoE kernel's tiles (MXFP4_PAD), on every rank of a tensor-parallel set
-        (each pads its own slice of the intermediate dimension); on Hopper's triton_kernels backend also the
-        swizzled copy of the scales and the float32 biases (triton_hopper_scale_bytes)."""
+        (each pads its own slice of the intermediate dimension)."""
         if q is None or getattr(q, "id", "") != "mxfp4" or not (m.is_moe and m.moe_intermediate and m.hidden):
             return 0
         backend = self.profile.mxfp4_backend or mxfp4_backend(gpu)
@@ -123,13 +90,8 @@ class VllmLike(Runtime):
         tp = max(s.tp, 1)
         inter = -(-m.moe_intermediate // tp)
         padded = -(-inter // inter_mult) * inter_mult * (-(-m.hidden // hidden_mult) * hidden_mult)
-        moe_layers = m.layers - m.dense_layers
-        extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * moe_layers
-        pad = round(extra_params * q.bits_per_weight / 8)
-        if backend == "triton" and gpu is not None and gpu.arch == "hopper":
-            per_expert = triton_hopper_scale_bytes(_round_up(inter, inter_mult), m.hidden)
-            pad += m.experts * per_expert * tp * moe_layers
-        return pad
+        extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * (m.layers - m.dense_layers)
+        return round(extra_params * q.bits_per_weight / 8)
 
     def overhead_bytes(self) -> int:
         """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context
