@@ -50,26 +50,28 @@ def _pool(**kw) -> tuple[int, int]:
     return one.memory.kv_pool_tokens, one.max_num_seqs
 
 
-def test_gptoss_pool_at_the_guides_utilization_holds_twice_the_sequences():
-    """At 0.9 the pool beside gpt-oss-120b's 65 GB of weights on one H100 holds 7 sequences of 16,755 + 382
-    tokens; at the guide's 0.95 (4.3 GB more of the card's 85.5 GB) 14."""
+def test_gptoss_pool_at_the_guides_utilization_holds_more_sequences():
+    """At 0.9 the pool beside gpt-oss-120b's 69 GB of weights on one H100 (vLLM 0.22's triton_kernels layout:
+    the file's 65 GB and the swizzled copy of the expert scales, runtimes/vllm.py triton_hopper_scale_bytes)
+    holds one sequence of 16,755 + 382 tokens; at the guide's 0.95 (4.3 GB more of the card's 85.5 GB) 8.
+    Before the scale copy was counted: 7 and 14 (130,747 and 245,118 tokens)."""
     pool90, seqs90 = _pool()
     pool95, seqs95 = _pool(gpu_memory_utilization=0.95)
-    assert seqs90 == 7 and seqs95 == 14
-    assert 1.8 < pool95 / pool90 < 2.0
+    assert seqs90 == 1 and seqs95 == 8
+    assert pool90 == 28_639 and pool95 == 143_010
 
 
 def test_gptoss_pool_at_the_guides_sequence_cap():
     """--max-num-seqs 512 halves the rows of vLLM's profile-run sampler (an H100's default is 1,024; vllm/v1/
     worker/gpu_model_runner.py profile_run samples min(max_num_tokens, max_num_seqs) rows at v0.22.0):
-    512 x 201,088 vocabulary x 28 B a logit = 2.88 GB more pool, 245,118 -> 322,671 tokens. Past 16 groups x
-    16,000 = 256,000 tokens the pool holds every group's prefix once, so it admits 63 sequences, not 14
+    512 x 201,088 vocabulary x 28 B a logit = 2.88 GB more pool, 143,010 -> 220,563 tokens, 13 sequences
     (docs/VALIDATION.md, "deploy's --max-num-seqs and the KV pool": the guide's own server metrics, a 1.1 %
-    GPU prefix-cache hit rate, say the real pool held far less)."""
+    GPU prefix-cache hit rate, say the real pool held far less than every group's 16,000-token prefix; before
+    the scale copy was counted the pool passed 16 groups x 16,000 = 256,000 tokens: 322,671, 63 sequences)."""
     pool95, seqs95 = _pool(gpu_memory_utilization=0.95)
     pool, seqs = _pool(gpu_memory_utilization=0.95, max_num_seqs=512)
-    assert (pool95, seqs95) == (245_118, 14)
-    assert pool == 322_671 and seqs == 63
+    assert (pool95, seqs95) == (143_010, 8)
+    assert pool == 220_563 and seqs == 13
     per_token = 512 * 201_088 * 28 / (pool - pool95)
     assert 36_000 < per_token < 38_500  # the 18 full-attention layers' 36,864 B a token, and the window's
 

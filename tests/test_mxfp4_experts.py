@@ -170,3 +170,39 @@ def test_the_plans_every_card_decode_streams_the_experts_as_speed_does(run_cli, 
     code, out, err = run_cli("speed", *args)
     assert code == 0, err
     assert planned == json.loads(out)["decode_tokens_per_s"]
+
+
+# vLLM's triton_kernels MXFP4 layer on Hopper (vLLM 0.12-0.24: mxfp4.py process_weights_after_loading, from
+# 0.22 fused_moe/oracle/mxfp4.py; read in the PyPI wheels 0.12.0, 0.14.1, 0.22.0): the scales are swizzled
+# into triton_kernels' HopperMXScaleLayout (rows padded to 256) as a new tensor beside the loaded ones, and
+# the expert biases cast to float32.
+def test_triton_hopper_scale_copy_per_expert():
+    from cardfit.runtimes.vllm import triton_hopper_scale_bytes
+
+    # gpt-oss (hidden 2,880, intermediate 2,880): gate_up scales 5,760 -> 5,888 rows x 90, down 2,880 -> 3,072
+    # rows x 90; biases 5,760 + 2,880 elements at 2 bytes more each
+    assert triton_hopper_scale_bytes(2880, 2880) == 5888 * 90 + 3072 * 90 + 2 * (5760 + 2880)
+
+
+def _weights_record(rid):
+    from cardfit.validation.validate import all_records, predict
+
+    rec = {r["id"]: r for r in all_records()}[rid]
+    return rec, predict(rec)
+
+
+def test_gpt_oss_120b_weights_on_one_h100_under_vllm_0_14():
+    """vllm-project/vllm#33155 (vLLM 0.14.1, one H100, triton_kernels): 'Model loading took 64.38 GiB';
+    the file's experts alone gave 60.71 GiB (-5.7 %) before the swizzled scale copy was counted."""
+    rec, p = _weights_record("vllm-33155-gptoss120b-h100-weights")
+    assert p.predicted == pytest.approx(rec["measured"], rel=0.01)
+
+
+@pytest.mark.parametrize("rid", [
+    "vllm-23278-gptoss120b-h100-weights",  # vLLM 0.10.1 on H100: Marlin (its warning in the log), no copy
+    "vllm-22331-gptoss20b-3090-weights",   # Ampere: triton_kernels' StridedLayout is a view, no copy
+    "myoceane-gptoss20b-a100-vllm-weights",  # Ampere, vLLM 0.19: Marlin
+])
+def test_other_mxfp4_layouts_keep_their_weights(rid):
+    rec, p = _weights_record(rid)
+    assert p.predicted == pytest.approx(rec["measured"], rel=0.01)

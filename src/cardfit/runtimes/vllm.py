@@ -7,12 +7,15 @@ import json
 import math
 from dataclasses import replace
 
+from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
+from ..catalog.quants import Quant
 from ..catalog.records import record
+from ..core.memory import MemorySettings
 from .base import NotModelled
 from .launch import DYNAMO_NOTE, Launch, LaunchArgs, ServeFlags, SpecLaunch, serve_line
 from .lora import LORA_BYTES, LoraPlan, LoraSet, lora_params
-from .vllm_like import VllmLike
+from .vllm_like import MXFP4_PAD, VllmLike, mxfp4_backend
 
 # vLLM allocates, in every LoRA-wrapped linear layer, `max_loras` slots of A (max_lora_rank × input) and B
 # (output × max_lora_rank) per packed slice in the LoRA dtype; under tensor parallelism a column-parallel
@@ -39,6 +42,40 @@ FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
                            "examples/online_serving/disaggregated_serving, or llm-d)")
 
 
+# vLLM's MXFP4 MoE layer (gpt-oss) on Hopper, under the triton_kernels backend (vllm_like.py mxfp4_backend),
+# re-lays the expert scales out for its MMA: vllm/model_executor/layers/quantization/utils/mxfp4_utils.py
+# _swizzle_mxfp4 -> triton_kernels make_default_matmul_mxfp4_w_scale_layout(mx_axis=1, num_warps=8):
+# HopperMXScaleLayout (below SM90 a StridedLayout view, no copy), whose swizzle_data pads each matrix's rows
+# (gate_up: 2 x intermediate, down: hidden) to a multiple of 2 x num_warps x 2 x 8 = 256 and its scale columns
+# to 2, into a new tensor. vLLM keeps that copy beside the loaded e8m0 scales (Mxfp4MoEMethod.
+# process_weights_after_loading deletes layer.w13_weight / w2_weight, never the *_weight_scale params) and
+# casts the expert biases to float32 (`layer.w13_bias.to(torch.float32)`). Read in the vLLM wheels 0.12.0
+# (the first to vendor triton_kernels: vllm/third_party/triton_kernels), 0.14.1 and 0.22.0 (there in
+# fused_moe/oracle/mxfp4.py convert_gpt_oss_weight_to_mxfp4_moe_kernel_format, the same three steps),
+# https://pypi.org/project/vllm/0.14.1/. gpt-oss-120b on one H100: 3.54 GiB more than the file's experts
+# (vllm-project/vllm#33155, v0.14.1: 'Model loading took 64.38 GiB'). vLLM 0.25.0 frees the loaded scales
+# ("drop the now-dead weight/scale Parameters to free their memory", same function,
+# https://pypi.org/project/vllm/0.25.0/): newer than data/releases.toml's current vLLM (0.24.0), so not a
+# release feature yet (a feature from 0.25 would be on at the current release).
+HOPPER_SCALE_ROWS = 256  # 2 * num_warps(8) * 2 * 8 (HopperMXScaleLayout SWIZZLE_ALIGN_M)
+HOPPER_SCALE_COLS = 2  # SWIZZLE_ALIGN_K
+MXFP4_BLOCK = 32  # weights per e8m0 scale (OCP MX v1.0)
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def triton_hopper_scale_bytes(inter: int, hidden: int) -> int:
+    """Bytes per expert that vLLM's triton_kernels MXFP4 layer holds on a Hopper card beyond the file's
+    (padded) expert weights and scales: the swizzled copy of the scales (HopperMXScaleLayout) and the biases
+    cast from bf16 to float32 (2 bytes more an element). `inter`: the intermediate size per rank after its
+    64-padding."""
+    swizzled = (_round_up(2 * inter, HOPPER_SCALE_ROWS) * _round_up(hidden // MXFP4_BLOCK, HOPPER_SCALE_COLS)
+                + _round_up(hidden, HOPPER_SCALE_ROWS) * _round_up(inter // MXFP4_BLOCK, HOPPER_SCALE_COLS))
+    return swizzled + 2 * (2 * inter + hidden)
+
+
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm --model M`, vLLM's engine arguments beside Dynamo's
 # own): --disaggregation-mode prefill|decode names its role and Dynamo sets up the NIXL connector itself
 # (ai-dynamo/dynamo components/src/dynamo/vllm/backend_args.py @d195d280 DynamoVllmArgGroup;
@@ -56,6 +93,19 @@ class Vllm(VllmLike):
     # --speculative-config's "method" (vllm/config/speculative.py SpeculativeConfig.method: "ngram",
     # "eagle3", "draft_model", "mtp"), by cardfit's name
     SPECULATIVE = {"draft": "draft_model", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram"}
+
+    def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
+        """The MXFP4 experts' tile padding (VllmLike), and on a Hopper card under the triton_kernels backend
+        the swizzled copy of their scales and their float32 biases (triton_hopper_scale_bytes), on every rank
+        of a tensor-parallel set."""
+        pad = VllmLike.weights_padding_bytes(self, m, q, s, gpu)  # (a slots record: no zero-argument super())
+        backend = self.profile.mxfp4_backend or mxfp4_backend(gpu)
+        if backend != "triton" or gpu is None or gpu.arch != "hopper" \
+                or getattr(q, "id", "") != "mxfp4" or not (m.is_moe and m.moe_intermediate and m.hidden):
+            return pad
+        tp = max(s.tp, 1)
+        inter = _round_up(-(-m.moe_intermediate // tp), MXFP4_PAD["triton"][0])
+        return pad + m.experts * triton_hopper_scale_bytes(inter, m.hidden) * tp * (m.layers - m.dense_layers)
 
     def stack_flags(self, port: int, role: str,
                     split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
