@@ -70,10 +70,12 @@ TODAY = {
     "cloudrift-deplodock-qwen3-coder-30b-a3b-rtx5090-vllm-awq-4000x4000-c4-vs-tpot": 0.477,
     # the same card and model at 400 users (every expert touched): too slow by the MoE step (safe side)
     "cloudrift-qwen3-coder-30b-a3b-rtx5090-vllm-awq-1000x1000-c400-tpot": 0.143,
-    "cloudrift-qwen3-coder-30b-a3b-rtx4090-vllm-awq-1000x1000-c400-tpot": 0.192,
+    # (0.192 -> 0.190 with the engine's memory sized at its started sequence cap: services/deploy.py timed)
+    "cloudrift-qwen3-coder-30b-a3b-rtx4090-vllm-awq-1000x1000-c400-tpot": 0.190,
     # SGLang's moe_wna16 AWQ MoE kernel on a GeForce Blackwell card: 2.7x slower than vLLM's on the same
-    # run, which cardfit does not know (the unsafe side)
-    "cloudrift-deplodock-qwen3-coder-30b-a3b-rtx5090-sglang-awq-4000x4000-c4-vs-output": 0.829,
+    # run, which cardfit does not know (the unsafe side); +82.9 % -> +81.8 % with SGLang's step budget by
+    # card (2,048 tokens on a 32 GB card: runtimes/sglang.py default_chunk)
+    "cloudrift-deplodock-qwen3-coder-30b-a3b-rtx5090-sglang-awq-4000x4000-c4-vs-output": 0.818,
     # a dense 70B W4A16 on one RTX PRO 6000 at 400 users: throughput over-predicted (the unsafe side)
     "cloudrift-llama-3.3-70b-rtxpro6000-vllm-awq-1000x1000-c400-output": 0.350,
 }

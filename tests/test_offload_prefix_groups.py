@@ -70,8 +70,10 @@ def test_deploy_uses_the_host_tier_for_prefix_groups_the_gpu_pool_cannot_keep():
               ttft_ms=5000, tpot_ms=200)
     plain = deploy_report(DeployInput(**kw))
     tiered = deploy_report(DeployInput(**kw, kv_offload_gb=214.748))
-    # without the tier its TTFT meets the target only as predicted (tight: the closest), with it safely
-    p, t = plain.to_json()["closest"], tiered.to_json()["best"]
+    # without the tier it hits little of its prefixes (its TTFT meets the target, safely or only as
+    # predicted, by the prefix-reuse band of the day), with it nearly all, safely
+    p = plain.to_json()["best"] or plain.to_json()["closest"]
+    t = tiered.to_json()["best"]
     assert t["kv_offload_gb"] == 214.748 and p["prefix_hit_rate"] < 0.7 < 0.95 < t["prefix_hit_rate"]
     assert "--kv-offloading-backend native" in t["command"]
     assert "prefixes of groups" in ru.OFFLOAD_WHY[ru.OffloadReason.HELPS]

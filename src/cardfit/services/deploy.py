@@ -2448,7 +2448,9 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
             how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, "
                    f"{queue}")
     elif inp.requests:
-        paged = _paged(res.cand, rt, int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0))
+        asked = int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0)  # one engine's (a group's) cap
+        groups = res.cand.attention_dp if res.cand.ep > 1 else 1
+        paged = _paged(res.cand, rt, dp_total(rt, "max_num_seqs", asked, groups) if asked else 0)
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
         # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not. SGLang with
         # --enable-mixed-chunk is stepped round by round as without it (a prefill-first engine's rounds:

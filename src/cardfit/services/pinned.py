@@ -373,18 +373,16 @@ def older_kernels(rt: RuntimeProfile, gpu: Gpu | None, model: Any, quant_name: s
 
 def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
     """The candidate's replica with its KV pool stepped block by block (core/serving.py Pool) where the
-    runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, else
-    the one the replica was built with, deploy.py timed: its default on the card), not what the pool holds
-    at the mean tokens in flight."""
+    runtime preempts when the pool is full (vLLM): the sequences it schedules are its own cap (`seqs`, the
+    server's over its attention groups: deploy.py dp_total; else the one the replica was built with,
+    deploy.py timed, or its default on the card), not what the pool holds at the mean tokens in flight."""
     r = c.replica
     if rt.kv_preemption != "recompute" or not c.kv_tokens:
         return r
-    from .deploy import dp_total
     from .plan import engine_defaults
 
     groups = c.attention_dp if c.ep > 1 else 1  # attention groups that are engines of their own
-    own = dp_total(rt, "max_num_seqs", seqs, groups) if seqs else \
-        engine_defaults(c.setting.ctx, c.gpu)[1] * groups
+    own = seqs or engine_defaults(c.setting.ctx, c.gpu)[1] * groups
     return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
                    engine_seqs=r.engine_seqs or own, prefix_cache=rt.prefix_caching)
 

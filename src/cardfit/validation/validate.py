@@ -1301,7 +1301,7 @@ class Band(Result):
     high: float
     median_abs_error: float
     # "": a `[[range]]` row; else a `[[feature_range]]` row, from the records whose question uses this
-    # production feature (validation/features.py), all runtimes together
+    # production feature (validation/features.py), all runtimes together, on the user path where MIN_N are
     feature: str = ""
 
 
@@ -1327,7 +1327,9 @@ def accuracy_bands(report: Report) -> list[Band]:
 
     out: list[Band] = []
     outcomes = report.loso or report.outcomes
-    metric = {r["id"]: r.get("metric") for r in all_records() if r.get("kind") == "serving"}
+    served = [r for r in all_records() if r.get("kind") == "serving"]
+    metric = {r["id"]: r.get("metric") for r in served}
+    paths = {r["id"]: path_of(r) for r in served}
     figures = {**{f: (k, ()) for f, k in FIGURE_KINDS.items()},
                **{f: (SERVING_KINDS, m) for f, m in SERVING_FIGURES.items()}}
     for figure, (kinds, metrics) in figures.items():
@@ -1348,6 +1350,12 @@ def accuracy_bands(report: Report) -> list[Band]:
         if metrics:
             for feature in FEATURES:
                 mine = [o for o in scored if feature in report.tags.get(o.id, ())]
+                # the records on the path users get (the current release's defaults: path_of) where MIN_N of
+                # them use the feature, as a deployment deploy prints is that path's (issue 24: a figure's
+                # range from the out-of-sample errors of its path and kind); else every release's
+                users = [o for o in mine if paths.get(o.id) == "user"]
+                if len(users) >= MIN_N:
+                    mine = users
                 if len(mine) >= MIN_N:
                     out.append(_band(figure, "", kinds, mine, feature))
     return out
