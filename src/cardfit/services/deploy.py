@@ -2678,6 +2678,15 @@ def _with_emit(inp: DeployInput, report: DeployReport, best: Result | None) -> D
     return replace(report, emit=_emitted(inp, best))
 
 
+def _benchmark_run(inp: DeployInput, p: Pinned, scheduler: str | None) -> BenchmarkRun:
+    """The benchmark run of a pinned answer (`p.bench`), as its JSON and table print it."""
+    b = p.bench
+    assert b is not None
+    return BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s), _ms(b.tpot_mean_s),
+                        _ms(p.itl_median_s), round(b.output_tokens_per_s, 1), round(b.requests_per_s, 3),
+                        round(b.seconds, 2), scheduler, _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
+
+
 def pinned_report(inp: DeployInput) -> DeployReport:
     """`cardfit deploy --tp N …`: the one deployment the question pins, timed (services/pinned.py), as `best`
     when it meets the targets, else as `closest` with what fails."""
@@ -2691,15 +2700,10 @@ def pinned_report(inp: DeployInput) -> DeployReport:
     r = p.result
     one = deployment(inp, r)
     if p.bench is not None:
-        b = p.bench
         # the steady state (what a server under this load settles to) stays the deployment's figures; the
         # run a benchmark harness reports, its first round's burst included, is beside them
-        run = BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s), _ms(b.ttft_median_s),
-                           _ms(b.tpot_mean_s), _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
-                           round(b.requests_per_s, 3), round(b.seconds, 2),
-                           None if is_stage(inp) else "prefill-first" if p.prefill_first else "decode-first",
-                           _ms(b.ttft_p90_s) if b.ttft_p90_s else None)
-        one = replace(one, benchmark=run)
+        order = None if is_stage(inp) else "prefill-first" if p.prefill_first else "decode-first"
+        one = replace(one, benchmark=_benchmark_run(inp, p, order))
     report = DeployReport(model=r.cand.setting.ctx.model.name,
                           workload=_asked(inp, t, r.cand.setting.mem.context),
                           meets_targets=r.meets, best=one if r.meets else None, pareto=(one,),
@@ -2736,12 +2740,7 @@ def _pools_report(inp: DeployInput, t: Targets, p: Pinned) -> DeployReport:
     one = _pd_deployment(inp, pre, pp.prefill_workers, dec, pp.decode_workers, res, pp.price, pp.meets,
                          pp.predicted and not pp.meets)
     if p.bench is not None:  # the run a harness reports beside the steady state (as pinned_report)
-        b = p.bench
-        one = replace(one, benchmark=BenchmarkRun(int(inp.requests or 0), _ms(b.ttft_mean_s),
-                                                  _ms(b.ttft_median_s), _ms(b.tpot_mean_s),
-                                                  _ms(p.itl_median_s), round(b.output_tokens_per_s, 1),
-                                                  round(b.requests_per_s, 3), round(b.seconds, 2),
-                                                  PD_SCHEDULER))
+        one = replace(one, benchmark=_benchmark_run(inp, p, PD_SCHEDULER))
     failing = None if pp.meets else _pools_failing(res, t, one, _holds_users(res, _workload(inp, 1)))
     report = DeployReport(model=dec.setting.ctx.model.name, workload=_asked(inp, t, dec.setting.mem.context),
                           meets_targets=pp.meets, best=one if pp.meets else None, pareto=(one,),
