@@ -8,7 +8,7 @@ import functools
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cardfit.services import deploy as d
@@ -352,7 +352,9 @@ def _three_cards() -> list:
                 max_size=14), st.integers(1, 5))
 def test_front_reads_results_until_it_holds_size(points, size) -> None:
     """_front (pareto's sweep, stopping at `size`) against the whole sweep cut to `size`, on results whose
-    rent, TPOT, TTFT and card tie often."""
+    rent, TPOT, TTFT and card tie often. One left off as shown already (the same card, count, runtime, quant
+    and KV type as one on the front) is still on offer: what it beats is not on the front either (search's
+    dominance skip reads it so; seed 2592 of the test below found the two apart)."""
     from cardfit.core import serving as sv
 
     cards = _three_cards()
@@ -360,10 +362,11 @@ def test_front_reads_results_until_it_holds_size(points, size) -> None:
                         float(rent), 1.0, 100.0, True, {}) for rent, tpot, ttft, g in points]
 
     def whole(rs):
-        k, front = d._key, []
+        k, offered, front = d._key, [], []
         for r in sorted(rs, key=d._rank):
-            if any(all(y <= x for x, y in zip(k(r), k(f), strict=True)) for f in front):
-                continue
+            if any(all(y <= x for x, y in zip(k(r), k(f), strict=True)) for f in offered):
+                continue  # one not beaten before it is as good on each figure, shown or not
+            offered.append(r)
             if any(d._shown(r) == d._shown(f) for f in front):
                 continue
             front.append(r)
@@ -455,6 +458,7 @@ def test_beaten_reads_the_front_up_to_the_rent(points, rent, tpot, ttft) -> None
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32), st.sampled_from([None, d.PARETO_SIZE]))
+@example(2592, None)  # a deployment left off the front as shown already beat the one that took its place
 def test_dominance_skips_change_no_answer_on_any_timings(seed, keep) -> None:
     """A candidate is left untimed where its floor rent is at least the best found and a deployment on the
     front found so far rents no more and beats its best case (one request alone) on TPOT and TTFT: the best

@@ -1515,7 +1515,7 @@ def _front(ranked: Iterable[Result], size: int) -> list[Result]:
     """The first `size` deployments of the Pareto front of results read in _rank order (pareto): a result
     read later changes none of those already on it, so the reading stops at `size`."""
     front: list[Result] = []
-    keys: list[tuple] = []  # _key of each one on the front
+    keys: list[tuple] = []  # _key of each one on the front, and of each left off it as shown already
     shown: list[tuple] = []  # _shown of each
     for r in ranked:
         if len(front) == size:
@@ -1524,10 +1524,10 @@ def _front(ranked: Iterable[Result], size: int) -> list[Result]:
         if any(a <= rent and b <= cards and c <= tpot and e <= ttft for a, b, c, e in keys):
             continue  # one on the front is as good on each of _key's four figures
         sr = _shown(r)
+        keys.append(kr)  # shown or not, it is on offer: what it beats is off the front (search's _beaten too)
         if sr in shown:
-            continue
+            continue  # told apart from one already on the front by nothing the answer shows
         front.append(r)
-        keys.append(kr)
         shown.append(sr)
     return front
 
