@@ -69,3 +69,18 @@ def test_no_reuse_and_whole_hits_keep_their_p90():
     inp, _, _ = record_input(_record("llmd-tiered-gptoss120b-h100-tp1-rate20-cpu100gb-ttft-p90"))
     s = pinned_answer(inp).result.served
     assert s.prefill_tail_s < 2 * s.prefill_s
+
+
+def test_speed_rows_take_the_same_slow_request():
+    """`cardfit speed` asks the same hits (services/speed.py reused): 16 users of 4,000-token prompts over 400
+    groups of a 3,000-token prefix on one H100 find about a third of the prefixes, so the p90 request misses
+    and computes its whole prompt; the mean is the mean hit's as before."""
+    from cardfit.services.speed import SpeedInput, reused, setup, speed_report
+
+    kw = dict(model="llama-3.1-8b", gpu="H100 SXM", runtime="vllm", input_tokens=4000, output_tokens=200,
+              concurrency=(16,), shared_prefix_tokens=3000, prefix_groups=400)
+    w, rate = reused(setup(SpeedInput(**kw)), 16)
+    assert 0.1 < rate < 0.9 * 3000 / 4000  # more than a tenth of the requests miss
+    assert w.slow_cached_tokens == 0.0 and w.cached_tokens > 0
+    row = speed_report(SpeedInput(**kw)).rows[0]
+    assert row.ttft_p90_ms > row.ttft_ms
