@@ -223,6 +223,31 @@ def hits(i: int, o: int, reuse: Reuse, *, pool_tokens: float, running: float, se
                 shared / reuse.turns * prefix_on_host + history * host_share, whole)
 
 
+def slow_request(h: Hits, tail: float) -> tuple[float, float]:
+    """The prompt tokens the request at the slow end of the prefill finds cached, and those of them it copies
+    from the host tier: the request at the `tail` quantile from the top (0.10: the p90) of the prefill times
+    the requests take. A request finds its reuse whole or not at all (its group's prefix, its session's
+    history: each cached or evicted as one, `hits`), so the requests split three ways: those that find it in
+    the GPU pool (share gpu_tokens / reusable_tokens, the fastest prefill: only the rest of the prompt), on
+    the host (host_tokens / reusable_tokens: the rest of the prompt after a copy over the host link) and
+    those that find nothing (the rest, the compulsory misses of a finite run among them: the whole prompt).
+    The quantile of such a mixture is the slowest class whose share, with the slower ones, exceeds the tail:
+    where more than a tenth of the requests miss, the p90 request computes its whole prompt, whatever the
+    mean hit. The means are unchanged (the shares weight the classes as `hits` counts the tokens). Over a
+    session's turns the reuse is taken at its mean (a later turn's history is longer: the p90 of a missed
+    late turn is longer still)."""
+    whole = h.reusable_tokens
+    if whole <= 0 or h.cached_tokens <= 0:
+        return 0.0, 0.0
+    host = h.host_tokens / whole
+    miss = max(1.0 - h.gpu_tokens / whole - host, 0.0)
+    if miss > tail:
+        return 0.0, 0.0
+    if miss + host > tail:
+        return whole, whole
+    return whole, 0.0
+
+
 @record(slots=True)
 class _Prefixes:
     """The shared prefixes in a replica's pool (_prefix_hits)."""

@@ -67,6 +67,26 @@ class Workload:
     # nor queued at the prompt budget; and the seconds per request copying the host tier's hits to the card
     cached_tokens: float = 0.0
     load_s: float = 0.0
+    # the request at the slow end of the prefill (the p90 of a mix of hits and misses, core/reuse.py
+    # slow_request): what it finds cached and the seconds it copies from the host tier; None: every request
+    # finds the mean (cached_tokens, load_s)
+    slow_cached_tokens: float | None = None
+    slow_load_s: float = 0.0
+
+
+def reused_as(w: Workload, reused: Workload) -> Workload:
+    """`w` finding what `reused` finds in the prefix cache and the host tier (its means and its slow end)."""
+    return replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s,
+                   slow_cached_tokens=reused.slow_cached_tokens, slow_load_s=reused.slow_load_s)
+
+
+def slow(w: Workload) -> Workload:
+    """The request at the slow end of the prefill: `w` with what its p90 request finds cached (its
+    slow_cached_tokens and slow_load_s), or `w` where every request finds the mean."""
+    if w.slow_cached_tokens is None:
+        return w
+    return replace(w, cached_tokens=w.slow_cached_tokens, load_s=w.slow_load_s, slow_cached_tokens=None,
+                   slow_load_s=0.0)
 
 
 def prefilled(w: Workload) -> float:
@@ -201,6 +221,13 @@ class Served:
     # response's lag, the attention-DP hold): what a finite stage's queue bound leaves as it is (open_stage)
     fixed_mean_s: float = 0.0
     fixed_p90_s: float = 0.0
+    # the prefill of the request at the slow end (Workload.slow_cached_tokens: a mix of prefix hits and
+    # misses), which the p90 TTFT carries; None: prefill_s
+    prefill_p90_s: float | None = None
+
+    @property
+    def prefill_tail_s(self) -> float:
+        return self.prefill_s if self.prefill_p90_s is None else self.prefill_p90_s
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -567,8 +594,15 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     # a stable open load serves what arrives, lambda O tokens a second (flow conservation); B / TPOT counted
     # the sequences still prefilling (Little's law's B holds each request for its prefill too) as decoding
     out = lam * max(w.output_tokens, 1) if stable else batch / t if t else 0.0
-    return Served(batch, t, pre, wait90 + pre, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
-                  stable, ahead + hold, ahead + 1.8 * hold)
+    pre90 = _slow_prefill_s(r, w, batch, pre)
+    return Served(batch, t, pre, wait90 + pre90, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
+                  stable, ahead + hold, ahead + 1.8 * hold, None if pre90 == pre else pre90)
+
+
+def _slow_prefill_s(r: Replica, w: Workload, batch: float, pre: float) -> float:
+    """The prefill of the request at the slow end (Workload.slow_cached_tokens), at least the mean's `pre`;
+    `pre` where every request finds the mean."""
+    return pre if w.slow_cached_tokens is None else max(prefill_s(r, slow(w), batch), pre)
 
 
 def serve(r: Replica, w: Workload) -> Served:
@@ -682,9 +716,11 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     ahead = ahead_steps * t + others * (1 + recv) * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
     # the attention-DP balancing's hold, uniform over its cycle: its p90 0.9 of the cycle, 1.8 × the mean
     ttft_mean = slot_wait + wait + ahead + pre + hold
-    ttft90 = slot_wait + wait90 + ahead + pre + 1.8 * hold
+    pre90 = _slow_prefill_s(r, w, beside, pre)
+    ttft90 = slot_wait + wait90 + ahead + pre90 + 1.8 * hold
     out = m * o / in_service if in_service else 0.0
-    return Served(b, t, pre, ttft90, ttft_mean, slot_wait + wait90 + ahead, out, max(u, m / cap), True)
+    return Served(b, t, pre, ttft90, ttft_mean, slot_wait + wait90 + ahead, out, max(u, m / cap), True,
+                  prefill_p90_s=None if pre90 == pre else pre90)
 
 
 def _prompt_residence(s_p: float, z: float, m: float, others: float, u: float) -> float:
@@ -708,7 +744,9 @@ def _prompt_residence(s_p: float, z: float, m: float, others: float, u: float) -
 def _unstable(r: Replica, w: Workload, cap: int, rho: float) -> Served:
     t = tpot_s(r, w, cap)
     pre = prefill_s(r, w, cap)
-    return Served(float(cap), t, pre, math.inf, math.inf, math.inf, cap / t, rho, False)
+    pre90 = _slow_prefill_s(r, w, cap, pre)
+    return Served(float(cap), t, pre, math.inf, math.inf, math.inf, cap / t, rho, False,
+                  prefill_p90_s=None if pre90 == pre else pre90)
 
 
 def lognormal_cv2(mean: float, p90: float) -> float:
@@ -792,7 +830,8 @@ def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: i
       approximation of a saturated queue), where the request arriving at t waits (rho − 1) t: mean
       (rho − 1) D / 2, p90 (rho − 1) 0.9 D, or the diffusion bound where larger (near rho = 1, where the
       fluid queue is empty).
-    TTFT is that wait plus the prefill (s.prefill_s) and the steps no queue makes (s.fixed_*); the stage
+    TTFT is that wait plus the prefill (s.prefill_s; the p90 the slow request's, s.prefill_tail_s) and the
+    steps no queue makes (s.fixed_*); the stage
     lasts D max(rho, 1) plus one request's service. None: no stage (no requests or rate, or a rho not
     timed)."""
     if requests <= 0 or requests_per_s <= 0 or not math.isfinite(s.utilization):
@@ -803,11 +842,12 @@ def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: i
     bound = rho / requests_per_s * math.sqrt(requests)
     if s.stable:
         mean = s.fixed_mean_s + min(s.ttft_mean_s - s.prefill_s - s.fixed_mean_s, STAGE_WAIT_MEAN * bound)
-        p90 = s.fixed_p90_s + min(s.ttft_s - s.prefill_s - s.fixed_p90_s, STAGE_WAIT_P90 * bound)
+        p90 = s.fixed_p90_s + min(s.ttft_s - s.prefill_tail_s - s.fixed_p90_s, STAGE_WAIT_P90 * bound)
     else:
         mean = max((rho - 1) * d / 2, STAGE_WAIT_MEAN * bound)
         p90 = max((rho - 1) * 0.9 * d, STAGE_WAIT_P90 * bound)
-    mean, p90 = mean + s.prefill_s, p90 + s.prefill_s
+    # the p90 carries the prefill of the request at the slow end (a prefix miss among hits)
+    mean, p90 = mean + s.prefill_s, p90 + s.prefill_tail_s
     seconds = d * max(rho, 1.0) + s.prefill_s + (o - 1) * s.tpot_s
     return Benchmark(mean, mean, s.tpot_s, seconds, requests * o / seconds, requests / seconds, p90)
 

@@ -1093,8 +1093,13 @@ def _with_hits(c: Candidate, w: sv.Workload, h: ru.Hits | None) -> sv.Workload:
     """`w` with what the prefix cache serves of it on `c` (its hits `h`)."""
     if h is None or not h.cached_tokens:
         return w
-    load = h.host_tokens * _copy_s_per_token(c) if h.host_tokens else 0.0
-    return replace(w, cached_tokens=h.cached_tokens, load_s=load)
+    copy = _copy_s_per_token(c)
+    load = h.host_tokens * copy if h.host_tokens else 0.0
+    # the request at the slow end of the prefill: a miss where more than a tenth of the requests miss
+    # (core/reuse.py slow_request), which the p90 TTFT carries
+    cached, host = ru.slow_request(h, sv.P90_TAIL)
+    return replace(w, cached_tokens=h.cached_tokens, load_s=load, slow_cached_tokens=cached,
+                   slow_load_s=host * copy if host else 0.0)
 
 
 def _best_cached(inp: DeployInput, c: Candidate) -> float:
@@ -2461,7 +2466,7 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
         bench = bench_run(paged, inp, users, int(inp.requests), first, True if law is None else law, lockstep,
                           reused)
         if reused is not None:
-            w = replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s)
+            w = sv.reused_as(w, reused)
         order = "prefill-first" if first else "decode-first"
         how = (f"{how}; a benchmark of {inp.requests} requests at {users} in flight, {order} scheduler, "
                f"{replica.chunk_tokens:,} tokens a step")

@@ -397,7 +397,7 @@ def bench_run(replica: sv.Replica, inp: DeployInput, users: int, requests: int, 
     default."""
     w = sv.Workload(inp.input_tokens, inp.output_tokens, users=float(users))
     if reused is not None:
-        w = replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s)
+        w = sv.reused_as(w, reused)
     runs = BENCH_RUNS.get()
     if runs is None:
         return sv.benchmark(replica, w, users, requests, first, fixed, lockstep)
