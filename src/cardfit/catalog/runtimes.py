@@ -195,6 +195,9 @@ class RuntimeProfile:
     # it runs without (SGLang: 48 and the overlap scheduler, python/sglang/srt/server_args.py)
     speculative_max_num_seqs: int = 0
     speculative_lacks: tuple[str, ...] = ()
+    # the host's time per speculative cycle that runs between the cycle's GPU phases, not overlapped with
+    # them (µs; SGLang's spec-v1 EAGLE worker: core/speculative.py Speculation.host_s); 0: none modelled
+    speculative_cycle_host_us: float = 0.0
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0

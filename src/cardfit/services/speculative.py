@@ -67,6 +67,9 @@ class Choice:
     # its drafter's forwards run inside one engine step, the scheduler's per-sequence time paid once a cycle
     # (its adapter's DRAFT_IN_STEP: SGLang; core/speculative.py Speculation.draft_in_step)
     draft_in_step: bool = False
+    # the host's time per cycle the runtime leaves exposed between its GPU phases (µs: runtimes.toml
+    # speculative_cycle_host_us; core/speculative.py Speculation.host_s)
+    host_us: float = 0.0
     # what the input's tree flags were taken as where that is not what they say (top-k 1 with verified tokens
     # other than K + 1: the chain, as SGLang runs it); "" where as given
     shape_note: str = ""
@@ -179,8 +182,9 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
     by_sequences = runtime is not None and bool(getattr(_adapter(runtime), "VERIFY_GRAPH_BY_SEQUENCES",
                                                         False))
     in_step = runtime is not None and bool(getattr(_adapter(runtime), "DRAFT_IN_STEP", False))
+    host = float(getattr(runtime, "speculative_cycle_host_us", 0.0) or 0.0) if runtime is not None else 0.0
     return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime), topk, verified,
-                  by_sequences, in_step, shape_note)
+                  by_sequences, in_step, host, shape_note)
 
 
 def _tree(method: str, k: int, topk: int | None, verified: int | None,
@@ -300,7 +304,7 @@ def speculation(c: Choice | None, ctx: Any, target: sp.Load, filled: int,
 
     def of(draft: sp.Load | None) -> spc.Speculation:
         return spc.Speculation(c.method, c.tokens, c.acceptance, draft, plain, c.topk, c.draft_tokens,
-                               c.verify_graph_by_sequences, c.draft_in_step)
+                               c.verify_graph_by_sequences, c.draft_in_step, c.host_us * 1e-6)
 
     if c.method == "ngram":
         return of(None)
