@@ -197,3 +197,41 @@ def test_vllm_and_llama_cpp_cycles_pay_no_sglang_host_time() -> None:
             assert spec.host_s == 0.0
         else:  # n-gram: no drafter, so draft_s returns before any host time
             assert spec.draft is None and spc.draft_s(spec, served.machine(ctx, gpu, 1), 4) == 0.0
+
+
+@pytest.mark.parametrize("release,kw,overlapped", [
+    ("", {}, False),  # the current release (0.5.9): SGLANG_ENABLE_SPEC_V2 = EnvBool(False), spec v1
+    ("@0.5.3.post3", {}, False),  # GPUStack's runs: --enable-beta-spec opt-in
+    ("@0.5.10.post1", {}, False),  # EnvBool(False)
+    ("@0.5.11", {}, True),  # "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding"
+    ("@0.5.11", {"speculative": "draft:qwen3-0.6b"}, True),  # STANDALONE
+    ("@0.5.11", {"speculative_topk": 4, "speculative_draft_tokens": 8}, False),  # "only supports topk = 1"
+    ("@0.5.11", {"speculative": "ngram"}, False),  # NGRAM: disable_overlap_schedule = True
+])
+def test_sglang_0_5_11_drafts_a_chain_on_its_overlap_scheduler(release: str, kw: dict,
+                                                                overlapped: bool) -> None:
+    """From 0.5.11 (data/releases.toml sglang spec_overlap: the PyPI wheels' environ.py
+    SGLANG_ENABLE_SPEC_V2 = EnvBool(True) there, EnvBool(False) in 0.5.10.post1) SGLang drafts EAGLE, EAGLE3
+    and STANDALONE chains on spec v2: the overlap scheduler stays on and no cycle host time is exposed; a
+    tree (top-k > 1) and n-gram lookup stay on spec v1. The old code turned the overlap scheduler off for
+    every drafting run at every release. The 48-request default holds either way."""
+    args = {"speculative": "eagle3", **kw}
+    ctx = _ctx(f"sglang{release}", **args)
+    rt = default_runtimes().get("sglang")
+    assert ctx.speculation.overlapped is overlapped
+    assert ctx.runtime.has("overlap_scheduler") is overlapped
+    assert fitted(ctx.runtime, "schedule_ahead_steps") == (1 if overlapped else 0)
+    want_host = 0.0 if overlapped else rt.speculative_cycle_host_us
+    assert ctx.speculation.host_us == want_host
+    assert engine_defaults(ctx, _h100())[1] == 48
+
+
+def test_the_current_release_lacks_a_feature_listed_ahead_of_it() -> None:
+    """A runtime named without a release is its `current` one (0.5.9 for SGLang), by number: spec_overlap
+    (from 0.5.11) is not on there, nor for a record dated before it; a record dated after it has it."""
+    from cardfit.catalog.releases import release
+
+    assert not release("sglang").has("spec_overlap")
+    assert not release("sglang", None, "2026-01").has("spec_overlap")
+    assert release("sglang", None, "2026-06").has("spec_overlap")
+    assert release("sglang").has("overlap_scheduler") and release("vllm").has("graphs_in_budget")
