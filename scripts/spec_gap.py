@@ -41,7 +41,8 @@ def drafted_runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def cardfit_cycle(r: dict[str, Any]) -> dict[str, float]:
     """cardfit's cycle (ms) at the record's concurrency, in parts, on its pinned replica: `verify` (the
     target's step of the verified tokens: `reads`, `flops` the roofline's two sides, `fixed` its time per
-    layer and per sequence), `draft` (the drafter's K forwards), `total` (core/serving.py _step_s, the sum of
+    layer and per sequence), `draft` (the drafter's K forwards and the host time the runtime leaves exposed a
+    cycle: core/speculative.py draft_s, Speculation.host_s), `total` (core/serving.py _step_s, the sum of
     them and any link time) and `tokens` (a cycle's yield per sequence)."""
     from cardfit.core import serving as sv
     from cardfit.core.speculative import draft_s
@@ -71,7 +72,8 @@ def main() -> int:
               f"{c['tokens']:5.2f} │ {itl - c['total']:7.2f}")
     print("ITL: measured mean ITL (ms, one chunk a cycle); tok/c: tokens a cycle (measured: ITL / TPOT); "
           "cycle: cardfit's at b users (ms) = verify (weight and cache reads or FLOPs, whichever longer, "
-          "plus fixed time) + draft (K forwards); missing: measured ITL - cardfit's cycle")
+          "plus fixed time) + draft (K forwards + the exposed host time a cycle); missing: measured ITL - "
+          "cardfit's cycle")
     return 0
 
 

@@ -60,10 +60,13 @@ def test_cardfits_cycle_is_its_verification_and_its_drafts(records):
 
 def test_the_gap_at_one_user_is_the_cycles_time_not_the_acceptance(records):
     """The finding the page's own ITL gives: the run yields at least the tokens a cycle cardfit credits its
-    drafter with (EAGLE-3 default, data/speculative.toml), and its cycle is longer than cardfit's."""
+    drafter with (EAGLE-3 default, data/speculative.toml), and its cycle is longer than cardfit's: 1.57x
+    before the spec-v1 host time (runtimes.toml speculative_cycle_host_us, sgl-project/sglang PR #11398) was
+    counted, still 1.31x (about 2 ms) with it: what the overlap does not hide stays unsized."""
     gap = _script()
     r = next(r for r in records if r["id"] == L733)
     itl, per_cycle = gap.measured_cycle(r)
     c = gap.cardfit_cycle(r)
     assert per_cycle >= c["tokens"]
-    assert itl > c["total"] * 1.4
+    assert itl > c["total"] * 1.25
+    assert itl - c["total"] > 1.5  # ms

@@ -503,7 +503,10 @@ def test_a_runtime_without_trees_is_searched_plain_not_left_out(run_json) -> Non
 # (name, command, K, pinned: the speculative JSON, then speed's decode tok/s and per-user tok/s by
 # concurrency, or deploy's TPOT ms, TTFT p90 ms, aggregate and per-user tok/s). The deploy figures moved once
 # since, with a prompt's queue at the step budget timed at its chunk steps (core/serving.py prompt_share_s):
-# vLLM TTFT p90 62.2 -> 83.0 ms, 4,201.1 -> 4,184.8 tok/s; SGLang 1,494.1 -> 1,493.2 tok/s
+# vLLM TTFT p90 62.2 -> 83.0 ms, 4,201.1 -> 4,184.8 tok/s; SGLang 1,494.1 -> 1,493.2 tok/s. The SGLang
+# figures moved again with the spec-v1 cycle's host time (runtimes.toml speculative_cycle_host_us, 1.107 ms
+# a cycle, sgl-project/sglang PR #11398): speed 383.1 -> 323.3 tok/s; deploy TPOT 2.5 -> 3.0 ms, TTFT p90
+# 48.0 -> 49.9 ms, 1,493.2 -> 1,263.3 tok/s
 CHAINS = [
     ("speed vllm", ("speed", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--speculative",
                     "eagle3"), 7,
@@ -511,8 +514,8 @@ CHAINS = [
       [286.06, 221.74, 181.03])),
     ("speed sglang", ("speed", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang",
                       "--speculative", "eagle3", "--num-speculative-tokens", "2"), 2,
-     ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 383.1,
-      [383.07, 317.51, 236.55, 156.66, 144.46])),
+     ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 323.3,
+      [323.33, 275.35, 212.32, 145.65, 135.05])),
     ("deploy vllm", ("deploy", "llama-3.1-8b", "--users", "16", "--gpu", "H100 SXM", "--runtime", "vllm",
                      "--tp", "1", "--speculative", "eagle3"), 7,
      ({"method": "eagle3", "tokens": 7, "acceptance": 0.3614, "tokens_per_step": 3.53}, 3.6, 83.0, 4184.8,
@@ -520,8 +523,8 @@ CHAINS = [
     ("deploy sglang", ("deploy", "qwen3-8b", "--quant", "fp8", "--users", "4", "--gpu", "H100 SXM",
                        "--runtime", "sglang", "--tp", "1", "--speculative", "eagle3",
                        "--num-speculative-tokens", "2"), 2,
-     ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 2.5, 48.0, 1493.2,
-      395.97)),
+     ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 3.0, 49.9, 1263.3,
+      332.39)),
 ]
 
 

@@ -149,3 +149,89 @@ def test_a_pinned_sglang_deployment_cannot_draft_ngram_beside_attention_dp(run_c
     assert code == 2 and not out
     assert err.startswith("Error: ") and "beside attention data parallelism" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_spec_v1_cycle_pays_the_host_time_spec_v2_hides() -> None:
+    """sgl-project/sglang PR #11398 ("Beta spec-overlap for EAGLE", 2025-10-09): Llama-3.1-8B-Instruct with
+    lmsys/sglang-EAGLE-LLaMA3-Instruct-8B, 5 steps at top-k 1, 6 draft tokens, one request: the default (spec
+    v1) path "acc_length=2.99 speed=246.80 token/s", the overlapped one "acc_length=3.01 speed=273.43
+    token/s". A cycle is accept length / speed: 12.115 against 11.008 ms, 1.107 ms of host time the v1 cycle
+    leaves exposed (runtimes.toml speculative_cycle_host_us). Every drafting SGLang cycle cardfit times pays
+    it once, whatever its sequences, inside the one timing path (core/speculative.py draft_s); the old code
+    charged nothing at one sequence."""
+    from dataclasses import replace
+
+    from cardfit.core import speculative as spc
+    from cardfit.services import served
+
+    rt = default_runtimes().get("sglang")
+    assert rt.speculative_cycle_host_us == pytest.approx(1e6 * (2.99 / 246.80 - 3.01 / 273.43), abs=1.0)
+    ctx = _ctx("sglang", speculative="eagle3", num_speculative_tokens=4)
+    gpu = _h100()
+    w = sv.Workload(233, 221)
+    whole = served.load(ctx, memory_for(ctx, 454, gpu), w)
+    mc = served.machine(ctx, gpu, 1)
+    spec = served.speculation_of(ctx, whole, w)
+    assert spec.host_s == pytest.approx(rt.speculative_cycle_host_us * 1e-6)
+    for b in (1, 4, 8):
+        assert spc.draft_s(spec, mc, b) - spc.draft_s(replace(spec, host_s=0.0), mc, b) == pytest.approx(
+            spec.host_s)
+    # the served per-token time and the serving step both read it (one owner: draft_s)
+    bare = replace(spec, host_s=0.0)
+    assert spc.per_token_s(whole, mc, 1, spec) - spc.per_token_s(whole, mc, 1, bare) == pytest.approx(
+        spec.host_s / spec.per_step)
+
+
+def test_vllm_and_llama_cpp_cycles_pay_no_sglang_host_time() -> None:
+    """The host time is SGLang's v1 EAGLE worker's (runtimes.toml sglang row): vLLM's drafting cycle gets
+    none of it, nor does n-gram lookup (no drafter on the GPU, core/speculative.py draft_s)."""
+    from cardfit.core import speculative as spc
+    from cardfit.services import served
+
+    gpu = _h100()
+    w = sv.Workload(233, 221)
+    for ctx in (_ctx("vllm", speculative="eagle3"), _ctx("sglang", speculative="ngram")):
+        whole = served.load(ctx, memory_for(ctx, 454, gpu), w)
+        spec = served.speculation_of(ctx, whole, w)
+        if ctx.runtime.id == "vllm":
+            assert spec.host_s == 0.0
+        else:  # n-gram: no drafter, so draft_s returns before any host time
+            assert spec.draft is None and spc.draft_s(spec, served.machine(ctx, gpu, 1), 4) == 0.0
+
+
+@pytest.mark.parametrize("release,kw,overlapped", [
+    ("", {}, False),  # the current release (0.5.9): SGLANG_ENABLE_SPEC_V2 = EnvBool(False), spec v1
+    ("@0.5.3.post3", {}, False),  # GPUStack's runs: --enable-beta-spec opt-in
+    ("@0.5.10.post1", {}, False),  # EnvBool(False)
+    ("@0.5.11", {}, True),  # "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding"
+    ("@0.5.11", {"speculative": "draft:qwen3-0.6b"}, True),  # STANDALONE
+    ("@0.5.11", {"speculative_topk": 4, "speculative_draft_tokens": 8}, False),  # "only supports topk = 1"
+    ("@0.5.11", {"speculative": "ngram"}, False),  # NGRAM: disable_overlap_schedule = True
+])
+def test_sglang_0_5_11_drafts_a_chain_on_its_overlap_scheduler(release: str, kw: dict,
+                                                                overlapped: bool) -> None:
+    """From 0.5.11 (data/releases.toml sglang spec_overlap: the PyPI wheels' environ.py
+    SGLANG_ENABLE_SPEC_V2 = EnvBool(True) there, EnvBool(False) in 0.5.10.post1) SGLang drafts EAGLE, EAGLE3
+    and STANDALONE chains on spec v2: the overlap scheduler stays on and no cycle host time is exposed; a
+    tree (top-k > 1) and n-gram lookup stay on spec v1. The old code turned the overlap scheduler off for
+    every drafting run at every release. The 48-request default holds either way."""
+    args = {"speculative": "eagle3", **kw}
+    ctx = _ctx(f"sglang{release}", **args)
+    rt = default_runtimes().get("sglang")
+    assert ctx.speculation.overlapped is overlapped
+    assert ctx.runtime.has("overlap_scheduler") is overlapped
+    assert fitted(ctx.runtime, "schedule_ahead_steps") == (1 if overlapped else 0)
+    want_host = 0.0 if overlapped else rt.speculative_cycle_host_us
+    assert ctx.speculation.host_us == want_host
+    assert engine_defaults(ctx, _h100())[1] == 48
+
+
+def test_the_current_release_lacks_a_feature_listed_ahead_of_it() -> None:
+    """A runtime named without a release is its `current` one (0.5.9 for SGLang), by number: spec_overlap
+    (from 0.5.11) is not on there, nor for a record dated before it; a record dated after it has it."""
+    from cardfit.catalog.releases import release
+
+    assert not release("sglang").has("spec_overlap")
+    assert not release("sglang", None, "2026-01").has("spec_overlap")
+    assert release("sglang", None, "2026-06").has("spec_overlap")
+    assert release("sglang").has("overlap_scheduler") and release("vllm").has("graphs_in_budget")

@@ -170,7 +170,13 @@ def release(runtime: str, stated: str | None = None, date: str | None = None) ->
     if table is None:
         return Release(runtime, stated, parsed[0] if parsed else (), stated=bool(stated))
     number, line = parsed if parsed else (None, "")
-    feats = frozenset(f.id for f in table.features if _has(f, number, line, str(date or ""), runtime))
+    probe = number
+    if probe is None and not date and table.current:
+        # neither stated nor dated: the current release, by its own number (a feature the table lists ahead
+        # of it, as SGLang's spec_overlap of 0.5.11 beside a current 0.5.9, is one it does not have yet)
+        current = parse_release(runtime, table.current)
+        probe, line = current if current is not None else (None, line)
+    feats = frozenset(f.id for f in table.features if _has(f, probe, line, str(date or ""), runtime))
     rel = Release(runtime, stated, number or (), line, feats, frozenset(f.id for f in table.features) - feats,
                   bool(stated))
     return _switched(rel, stated, table)
@@ -266,13 +272,15 @@ def profile_at(rt: RuntimeProfile, rel: Release) -> RuntimeProfile:
     return replace(rt, **fields, release=rel, reads=tuple(sorted(reads.items())), pinned=pinned)
 
 
-def drafting(rt: RuntimeProfile) -> RuntimeProfile:
+def drafting(rt: RuntimeProfile, overlapped: bool = False) -> RuntimeProfile:
     """The profile of a runtime that drafts (--speculative): the sequences it schedules by default become its
     `speculative_max_num_seqs` (a user's --max-num-seqs still wins: it is only the default), and the release
     features of `speculative_lacks` are off whatever its release (SGLang: every release from 0.4 to 0.5.9
     sets max_running_requests = 48 when not given and disable_overlap_schedule = True for EAGLE, EAGLE3,
     NEXTN (MTP), STANDALONE and NGRAM: python/sglang/srt/server_args.py; data/runtimes.toml), so their
-    `without` fields and `reads` constants apply as for a release before them. The one owner: plan, speed,
+    `without` fields and `reads` constants apply as for a release before them. `overlapped`: the drafter runs
+    on the release's overlapped speculative path (SGLang's spec v2 from 0.5.11: data/releases.toml
+    spec_overlap, services/speculative.py overlapped), which keeps those features. The one owner: plan, speed,
     deploy and validation build their context through services/plan.py build_context, which calls it."""
     if not (rt.speculative_max_num_seqs or rt.speculative_lacks):
         return rt
@@ -280,10 +288,11 @@ def drafting(rt: RuntimeProfile) -> RuntimeProfile:
         rt = at_release(rt, "")
     table = release_table().get(rt.id)
     known = frozenset(f.id for f in table.features) if table is not None else frozenset()
-    off = frozenset(rt.speculative_lacks)
-    if not off <= known:
+    off = frozenset(() if overlapped else rt.speculative_lacks)
+    if not frozenset(rt.speculative_lacks) <= known:
         raise CatalogError(f"runtimes.toml: {rt.id} speculative_lacks names "
-                           f"{', '.join(sorted(off - known))}, not a feature of its releases",
+                           f"{', '.join(sorted(set(rt.speculative_lacks) - known))}, not a feature of its "
+                           "releases",
                            path=builtin_path("releases.toml"))
     rel = rt.release
     out = profile_at(rt, replace(rel, features=rel.features - off, lacks=rel.lacks | (off & known)))

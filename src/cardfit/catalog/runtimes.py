@@ -195,6 +195,12 @@ class RuntimeProfile:
     # it runs without (SGLang: 48 and the overlap scheduler, python/sglang/srt/server_args.py)
     speculative_max_num_seqs: int = 0
     speculative_lacks: tuple[str, ...] = ()
+    # the host's time per speculative cycle that runs between the cycle's GPU phases, not overlapped with
+    # them (µs; SGLang's spec-v1 EAGLE worker: core/speculative.py Speculation.host_s); 0: none modelled
+    speculative_cycle_host_us: float = 0.0
+    # the --speculative methods whose cycle runs on the engine's overlapped path at top-k 1 (SGLang's spec v2:
+    # the overlap scheduler kept, no exposed host time; data/releases.toml spec_overlap empties it before)
+    speculative_overlap_methods: tuple[str, ...] = ()
     # steps the scheduler plans ahead of the GPU: a request that arrives while step n runs can join step
     # n + 1 + this at the earliest (an overlap scheduler launches step n + 1 before it looks for new requests)
     schedule_ahead_steps: int = 0
@@ -325,7 +331,7 @@ KEYS = keys_of(RuntimeProfile)
 TIER_KEYS = keys_of(MemoryTier) - {"override"}
 _TUPLES = ("aliases", "kv_dtype_options", "stacks", "default_for", "cuda_graph_examples",
            "compute_buffer_examples", "graph_stacks", "image_entrypoint", "image_listen", "flash_attn_models",
-           "single_slot_models", "speculative_lacks")
+           "single_slot_models", "speculative_lacks", "speculative_overlap_methods")
 
 
 def _from_row(row: dict[str, Any]) -> RuntimeProfile:

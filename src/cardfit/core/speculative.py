@@ -137,6 +137,11 @@ class Speculation:
     # (Machine.overhead_s_per_sequence) is paid once a cycle, by the verification, not by each draft forward.
     # False: each draft forward pays it as a step would (llama.cpp, vLLM: not read)
     draft_in_step: bool = False
+    # the host's time in each cycle between its GPU phases, which the runtime does not overlap with them
+    # (seconds; 0: none). SGLang's spec-v1 EAGLE worker syncs the host on the GPU inside the cycle
+    # (eagle_worker.py `.item()`, eagle_info.py `.tolist()` / `.cpu()`, per-request Python over the accepted
+    # tokens) and runs with the overlap scheduler off (runtimes.toml speculative_cycle_host_us, its source)
+    host_s: float = 0.0
 
     @property
     def verified(self) -> int:
@@ -215,7 +220,9 @@ def verify_overhead_s(load: Load, mc: Machine, sequences: int, tokens: int,
 def draft_s(spec: Speculation, mc: Machine, sequences: int) -> float:
     """The drafter's time in one speculative step: K of its forwards for `sequences` sequences, the first
     over the tokens the last verification accepted (timed as a decode step), each of the other K - 1 over
-    the `topk` branches of every sequence (a chain's: one token each)."""
+    the `topk` branches of every sequence (a chain's: one token each), plus the host's time between the
+    cycle's phases that the runtime leaves exposed (Speculation.host_s: the one place both timings, serving
+    and per-token, read it)."""
     if spec.draft is None or spec.tokens <= 0:
         return 0.0
     b = max(sequences, 1)
@@ -223,8 +230,8 @@ def draft_s(spec: Speculation, mc: Machine, sequences: int) -> float:
         mc = replace(mc, overhead_s_per_sequence=0.0)
     first = step(spec.draft, mc, b).seconds
     if spec.topk <= 1:
-        return spec.tokens * first
-    return first + (spec.tokens - 1) * step(verify_load(spec.draft, spec.topk), mc, b).seconds
+        return spec.tokens * first + spec.host_s
+    return first + (spec.tokens - 1) * step(verify_load(spec.draft, spec.topk), mc, b).seconds + spec.host_s
 
 
 def plain_s(spec: Speculation, load: Load, mc: Machine, sequences: int) -> float:

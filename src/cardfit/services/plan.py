@@ -150,10 +150,10 @@ def build_context(inp: PlanInput) -> Context:
     if kvd in ("q8_0", "q4_0"):
         flash = True
     spec = _speculation(inp, r.model, rt)
-    if spec is not None:  # what the engine changes when it drafts (SGLang: 48 sequences, no overlap)
+    if spec is not None:  # what the engine changes when it drafts (SGLang: 48 sequences; spec v1: no overlap)
         from ..catalog.releases import drafting
 
-        rt = drafting(rt)
+        rt = drafting(rt, spec.overlapped)
     return Context(inp, r, q, rt, seqs, kvd, inp.prefill_chunk or rt.prefill_chunk, flash,
                    inp.gpu_memory_utilization, gpus, default_rental(), notes, spec)
 

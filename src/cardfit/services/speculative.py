@@ -67,6 +67,12 @@ class Choice:
     # its drafter's forwards run inside one engine step, the scheduler's per-sequence time paid once a cycle
     # (its adapter's DRAFT_IN_STEP: SGLang; core/speculative.py Speculation.draft_in_step)
     draft_in_step: bool = False
+    # the host's time per cycle the runtime leaves exposed between its GPU phases (µs: runtimes.toml
+    # speculative_cycle_host_us; core/speculative.py Speculation.host_s)
+    host_us: float = 0.0
+    # the cycle runs on the runtime's overlapped speculative path (overlapped(): SGLang's spec v2), which
+    # keeps its overlap scheduler (catalog/releases.py drafting) and leaves no host time exposed
+    overlapped: bool = False
     # what the input's tree flags were taken as where that is not what they say (top-k 1 with verified tokens
     # other than K + 1: the chain, as SGLang runs it); "" where as given
     shape_note: str = ""
@@ -179,8 +185,25 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
     by_sequences = runtime is not None and bool(getattr(_adapter(runtime), "VERIFY_GRAPH_BY_SEQUENCES",
                                                         False))
     in_step = runtime is not None and bool(getattr(_adapter(runtime), "DRAFT_IN_STEP", False))
+    lap = overlapped(method, topk, runtime)
+    host = 0.0 if lap or runtime is None else float(getattr(runtime, "speculative_cycle_host_us", 0.0) or 0.0)
     return Choice(method, k, float(alpha), source, draft, layers, plain_steps(runtime), topk, verified,
-                  by_sequences, in_step, shape_note)
+                  by_sequences, in_step, host, lap, shape_note)
+
+
+def overlapped(method: str, topk: int, runtime: Any) -> bool:
+    """Whether the runtime's release runs this drafter on its overlapped speculative path: a method of its
+    `speculative_overlap_methods` (runtimes.toml; empty on a release without data/releases.toml
+    spec_overlap) drafting a chain. SGLang 0.5.11 keeps spec v1 where top-k > 1 ("spec v2 currently only
+    supports topk = 1", server_args.py _handle_speculative_decoding). The profile is read at its release (the
+    current one where none is named), as drafting() reads it."""
+    if runtime is None or topk > 1 or not getattr(runtime, "speculative_overlap_methods", ()):
+        return False
+    if runtime.release is None:
+        from ..catalog.releases import at_release
+
+        runtime = at_release(runtime, "")
+    return method in runtime.speculative_overlap_methods
 
 
 def _tree(method: str, k: int, topk: int | None, verified: int | None,
@@ -300,7 +323,7 @@ def speculation(c: Choice | None, ctx: Any, target: sp.Load, filled: int,
 
     def of(draft: sp.Load | None) -> spc.Speculation:
         return spc.Speculation(c.method, c.tokens, c.acceptance, draft, plain, c.topk, c.draft_tokens,
-                               c.verify_graph_by_sequences, c.draft_in_step)
+                               c.verify_graph_by_sequences, c.draft_in_step, c.host_us * 1e-6)
 
     if c.method == "ngram":
         return of(None)

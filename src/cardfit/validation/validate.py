@@ -866,7 +866,12 @@ def older_generation(r: dict[str, Any]) -> bool:
         return True
     if rt.release is None:
         return False
-    return bool(rt.release.lacks - _NARROW_FEATURES) or ("fit" in rt.release.lacks and _fit_applies(r))
+    from ..catalog.releases import release
+
+    # a feature the current release lacks too (listed ahead of it: SGLang's spec_overlap of 0.5.11 beside
+    # 0.5.9) is not a generation apart from what users get
+    lacks = rt.release.lacks - release(rt.id).lacks
+    return bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
