@@ -347,6 +347,24 @@ def _three_cards() -> list:
     return [replace(cand, gpu=replace(cand.gpu, id=f"g{g}")) for g in range(3)]
 
 
+def test_the_front_tells_launches_apart():
+    """Two launches of one card, count, runtime and quant that differ only in their step budget (or layout, or
+    sequence cap) are two offers: neither beaten, both on the front (review of 2026-12-07: a hidden variant
+    with a better TTFT had pushed a listed one off while the table showed neither)."""
+    cand = _three_cards()[0]
+    wide = replace(cand, chunk_tokens=2 * cand.replica.chunk_tokens)
+    assert d._shown(_result(cand, 0.010, 0.2)) != d._shown(_result(wide, 0.012, 0.1))
+    front = d.pareto([_result(cand, 0.010, 0.2), _result(wide, 0.012, 0.1)], d.PARETO_SIZE)
+    assert [r.served.ttft_s for r in front] == [0.2, 0.1]
+
+
+def _result(cand, tpot: float, ttft: float):
+    from cardfit.core import serving as sv
+
+    return d.Result(cand, 1, sv.Served(8.0, tpot, 0.1, ttft, ttft, 0.0, 100.0, 0.5, True), 100.0, 1.0, 100.0,
+                    True, {})
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4), st.integers(1, 4), st.integers(0, 2)),
                 max_size=14), st.integers(1, 5))

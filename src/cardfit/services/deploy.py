@@ -1538,11 +1538,14 @@ def _front(ranked: Iterable[Result], size: int) -> list[Result]:
 
 
 def _shown(r: Result) -> tuple:
-    """What tells two deployments of the front apart in the answer."""
-    s = r.cand.setting
+    """What tells two deployments of the front apart in the answer: the card, count, layout, runtime, quant,
+    KV type and draft its row names, and the sequence cap and step budget its launch line starts the engine
+    with (two launches that differ only there are two offers: the front lists the one not beaten)."""
+    c, s = r.cand, r.cand.setting
     spec = getattr(s.ctx, "speculation", None)  # (hand-built results in tests carry a bare context)
-    return (r.cand.gpu.id, r.count, s.ctx.runtime.id, s.ctx.quant.name, s.mem.kv_dtype,
-            spec.method if spec is not None else None)
+    return (c.gpu.id, r.count, c.tp, c.pp, c.attention_dp, c.ep, s.ctx.runtime.id, s.ctx.quant.name,
+            s.mem.kv_dtype, spec.method if spec is not None else None, launched_seqs(c.replica),
+            c.replica.chunk_tokens)
 
 
 def closest(inp: DeployInput, cands: list[Candidate], t: Targets) -> Result | None:
