@@ -1,9 +1,10 @@
-"""SGLang's admission reserve for the answers still to come (issue 24): its PrefillAdder admits a waiting request
-only while the pool holds, besides the tokens held, min(max_new_tokens - decoded, 4096) x new_token_ratio for
-each running request; the ratio decays from 0.7 to 0.7 x 0.14 = 0.098 (x 0.3 with --enable-dp-attention).
-cardfit's steady state counts that floor per sequence (services/deploy.py kv_held, answer_reserve;
-data/runtimes.toml kv_reserve_answer_source: python/sglang/srt/managers/schedule_policy.py, scheduler.py,
-environ.py / global_config.py, server_args.py, read in the sglang 0.4.6.post5 to 0.5.9 wheels)."""
+"""SGLang's admission reserve for the answers still to come (issue 24): its PrefillAdder admits a waiting
+request only while the pool holds, besides the tokens held, min(max_new_tokens - decoded, 4096) x
+new_token_ratio for each running request; the ratio decays from 0.7 to 0.7 x 0.14 = 0.098 (x 0.3 with
+--enable-dp-attention). cardfit's steady state counts that floor per sequence (services/deploy.py kv_held,
+answer_reserve; data/runtimes.toml kv_reserve_answer_source: python/sglang/srt/managers/schedule_policy.py,
+scheduler.py, environ.py / global_config.py, server_args.py, read in the sglang 0.4.6.post5 to 0.5.9
+wheels)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_the_sglang_row_carries_the_decayed_ratio_and_its_source():
                  "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600", "CLIP_MAX_NEW_TOKENS", "retract_decode",
                  "schedule_conservativeness * 0.3", "https://pypi.org/project/sglang/"):
         assert name in sgl.kv_reserve_answer_source, name
-    # vLLM admits by the blocks of a prompt's first chunk (no reserve); TensorRT-LLM reserves the whole request
+    # vLLM admits by the blocks of a prompt's first chunk (no reserve); TensorRT-LLM reserves whole requests
     assert vllm.kv_reserve_answer_share == 0 and trt.kv_reserve_answer_share == 0
 
 
@@ -55,7 +56,8 @@ def test_a_gpustack_sglang_run_whose_pool_binds_decodes_fewer_sequences():
     from cardfit.validation.serving import record_input
     from cardfit.validation.validate import all_records, predict
 
-    (r,) = [x for x in all_records() if x["id"] == "gpustack-qwen3-32b-h100-sglang-bf16-tp1-sharegpt-L122-output"]
+    rid = "gpustack-qwen3-32b-h100-sglang-bf16-tp1-sharegpt-L122-output"
+    (r,) = [x for x in all_records() if x["id"] == rid]
     inp, _, _ = record_input(r)
     sgl = default_runtimes().get("sglang")
     held = kv_held(inp, sgl)
