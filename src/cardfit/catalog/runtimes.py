@@ -89,6 +89,14 @@ class RuntimeProfile:
     # admission reserves the KV blocks of a whole request (prompt + its maximum answer) before it starts
     # (TensorRT-LLM's GUARANTEED_NO_EVICT capacity scheduler); False: the tokens it holds (vLLM, SGLang)
     kv_reserve_whole: bool = False
+    # admission keeps free, for each running request, this share of the answer tokens it has still to
+    # decode (each request's remainder clipped at `kv_reserve_answer_clip`; SGLang's PrefillAdder at the
+    # decayed new_token_ratio, data/runtimes.toml kv_reserve_answer_source), and this factor of the share
+    # where attention is data parallel (`kv_reserve_dp_attention_factor`); 0: none (vLLM admits by the blocks
+    # of a prompt's first chunk alone)
+    kv_reserve_answer_share: float = 0.0
+    kv_reserve_answer_clip: int = 0
+    kv_reserve_dp_attention_factor: float = 1.0
     # vLLM's MXFP4 MoE kernel, which pads the expert matrices (runtimes/vllm_like.py MXFP4_PAD): "" = the one
     # the current engine picks by card; validation sets an older engine's ("marlin" before triton_kernels)
     mxfp4_backend: str = ""
@@ -314,6 +322,7 @@ class RuntimeProfile:
     processor_rule: str = ""
     kv_free_fraction_source: str = ""
     kv_reserve_source: str = ""
+    kv_reserve_answer_source: str = ""
     memory_note: str = ""
     native_gguf_source: str = ""
 

@@ -585,15 +585,38 @@ def _in_flight(inp: DeployInput) -> int:
     return served.in_flight(request(inp))
 
 
-def kv_held(inp: DeployInput, rt: RuntimeProfile) -> int:
+def kv_held(inp: DeployInput, rt: RuntimeProfile, admission: bool = True) -> int:
     """The KV tokens one sequence takes from the pool, which sizes the sequences in flight: what it holds on
-    average (prompt and half the answer: vLLM and SGLang allocate blocks as tokens arrive and preempt when the
-    pool runs out), or the whole request (prompt and answer) for a runtime whose admission reserves it before
-    the request starts (TensorRT-LLM's GUARANTEED_NO_EVICT, `kv_reserve_whole`): a request beyond those waits
-    in the queue, however few tokens the running ones hold yet."""
+    average (prompt and half the answer: vLLM and SGLang allocate blocks as tokens arrive and preempt when
+    the pool runs out), plus what the engine's admission keeps free for its answer still to come
+    (`answer_reserve`: SGLang), or the whole request (prompt and answer) for a runtime whose admission
+    reserves it before the request starts (TensorRT-LLM's GUARANTEED_NO_EVICT, `kv_reserve_whole`): a
+    request beyond those waits in the queue, however few tokens the running ones hold yet.
+    `admission=False`: the tokens held alone, for a P/D decode worker, which admits by its own reserve
+    (core/disagg.py admitted)."""
     if rt.kv_reserve_whole:
         return prompt_tokens(inp) + inp.output_tokens - shared_tokens(inp, rt)
-    return _in_flight(inp) - shared_tokens(inp, rt)
+    return _in_flight(inp) - shared_tokens(inp, rt) + (answer_reserve(inp, rt) if admission else 0)
+
+
+def answer_reserve(inp: DeployInput, rt: RuntimeProfile) -> int:
+    """The tokens a running request's admission reserve keeps free on average in the steady state: the
+    runtime's share (`kv_reserve_answer_share`, times `kv_reserve_dp_attention_factor` where the question
+    asks for attention data parallel) of the answer tokens it has still to decode, each clipped at
+    `kv_reserve_answer_clip`, over a remainder spread evenly from the whole answer to none (SGLang's
+    PrefillAdder at its decayed new_token_ratio: data/runtimes.toml kv_reserve_answer_source). 0 where the
+    runtime keeps none. A searched layout whose attention-DP groups the question does not name takes the
+    share without the factor (the larger reserve)."""
+    share = rt.kv_reserve_answer_share
+    if not share:
+        return 0
+    if int(inp.attention_dp or 1) > 1:
+        share *= rt.kv_reserve_dp_attention_factor
+    o = max(int(inp.output_tokens), 0)
+    clip = rt.kv_reserve_answer_clip or o
+    # the mean of min(r, clip) over r uniform on [0, o]
+    mean = o / 2 if o <= clip else (clip * (o - clip) + clip * clip / 2) / o
+    return int(share * mean)
 
 
 # The standard normal's 0.99 quantile: with a spread given, the launch line admits the 99th percentile
@@ -2059,7 +2082,8 @@ def _admitted_decode(dec: Candidate) -> Any:
     if not reserve or dec.kv_tokens <= 0:
         return r
     ranks = dec.attention_dp if dec.ep > 1 else 1
-    seqs = disagg.admitted(dec.kv_tokens, kv_held(dec.inp, dec.setting.ctx.runtime), reserve, ranks)
+    seqs = disagg.admitted(dec.kv_tokens, kv_held(dec.inp, dec.setting.ctx.runtime, admission=False), reserve,
+                           ranks)
     return disagg.with_decode_cap(r, min(r.max_seqs, seqs)) if seqs < r.max_seqs else r
 
 
