@@ -42,8 +42,8 @@ FEATURES = [
     ("vllm", "0.6.3", None, {"overlap_scheduler"}, {"v1_engine", "async_scheduling"}),
     ("vllm", "0.10.1.1", None, {"v1_engine", "overlap_scheduler"}, {"async_scheduling", "graphs_in_budget"}),
     ("vllm", "0.14.1", None, {"async_scheduling"}, {"graphs_in_budget"}),
-    # the wheels: graph profiling and the 0.92 default from 0.20.0 (the log line says 0.21), the releases after
-    # 0.24.0 each change a default (data/releases.toml), none of them on at 0.24.0
+    # the wheels: graph profiling and the 0.92 default from 0.20.0 (the log line says 0.21), the releases
+    # after 0.24.0 each change a default (data/releases.toml), none of them on at 0.24.0
     ("vllm", "0.19.1", None, {"async_scheduling"}, {"graphs_in_budget", "utilization_092"}),
     ("vllm", "0.20.0", None, {"graphs_in_budget", "utilization_092"}, {"rocm_graphs_in_budget"}),
     ("vllm", "0.24.0", None, {"graphs_in_budget", "async_scheduling", "v1_engine", "utilization_092"},

@@ -92,7 +92,8 @@ class RuntimeProfile:
     # vLLM's MXFP4 MoE kernel, which pads the expert matrices (runtimes/vllm_like.py MXFP4_PAD): "" = the one
     # the current engine picks by card; validation sets an older engine's ("marlin" before triton_kernels)
     mxfp4_backend: str = ""
-    # the intermediate-dimension multiple of its SM100 MXFP4 kernels where it differs from MXFP4_PAD's (0: that)
+    # the intermediate-dimension multiple of its SM100 MXFP4 kernels where it differs from MXFP4_PAD's
+    # (0: MXFP4_PAD's)
     mxfp4_sm100_inter_pad: int = 0
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
