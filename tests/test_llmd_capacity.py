@@ -55,7 +55,7 @@ def test_gptoss_pool_at_the_guides_utilization_holds_more_sequences():
     the file's 65 GB and the swizzled copy of the expert scales, runtimes/vllm.py triton_hopper_scale_bytes)
     holds one sequence of 16,755 + 382 tokens; at the guide's 0.95 (4.3 GB more of the card's 85.5 GB) 8.
     Before the scale copy was counted: 7 and 14 (130,747 and 245,118 tokens)."""
-    pool90, seqs90 = _pool()
+    pool90, seqs90 = _pool(gpu_memory_utilization=0.9)  # (vLLM's default is 0.92 from 0.20.0)
     pool95, seqs95 = _pool(gpu_memory_utilization=0.95)
     assert seqs90 == 1 and seqs95 == 8
     assert pool90 == 28_639 and pool95 == 143_010

@@ -42,7 +42,16 @@ FEATURES = [
     ("vllm", "0.6.3", None, {"overlap_scheduler"}, {"v1_engine", "async_scheduling"}),
     ("vllm", "0.10.1.1", None, {"v1_engine", "overlap_scheduler"}, {"async_scheduling", "graphs_in_budget"}),
     ("vllm", "0.14.1", None, {"async_scheduling"}, {"graphs_in_budget"}),
-    ("vllm", "0.24.0", None, {"graphs_in_budget", "async_scheduling", "v1_engine"}, set()),
+    # the wheels: graph profiling and the 0.92 default from 0.20.0 (the log line says 0.21), the releases
+    # after 0.24.0 each change a default (data/releases.toml), none of them on at 0.24.0
+    ("vllm", "0.19.1", None, {"async_scheduling"}, {"graphs_in_budget", "utilization_092"}),
+    ("vllm", "0.20.0", None, {"graphs_in_budget", "utilization_092"}, {"rocm_graphs_in_budget"}),
+    ("vllm", "0.24.0", None, {"graphs_in_budget", "async_scheduling", "v1_engine", "utilization_092"},
+     {"mxfp4_scales_freed", "rocm_graphs_in_budget", "trtllm_mxfp4_pad_128", "batch_16k_above_160gib",
+      "graphs_1024_sm100"}),
+    ("vllm", "0.25.1", None, {"mxfp4_scales_freed"}, {"rocm_graphs_in_budget"}),
+    ("vllm", "0.27.1", None, {"rocm_graphs_in_budget", "trtllm_mxfp4_pad_128"}, {"batch_16k_above_160gib"}),
+    ("vllm", "0.33.0", None, {"batch_16k_above_160gib", "graphs_1024_sm100", "mxfp4_scales_freed"}, set()),
     ("vllm", "0.8.2 (V0 engine)", None, {"overlap_scheduler"}, {"v1_engine"}),
     ("vllm", "0.7.3 (V1)", None, {"v1_engine"}, set()),
     # not stated: the release current at the record's date; neither: the current release
@@ -128,7 +137,7 @@ def test_plan_names_the_release_it_planned(run_cli, run_json) -> None:
     code, old, _ = run_cli("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm@0.6.3")
     assert code == 0 and "runtime vllm 0.6.3 ·" in old
     code, now, _ = run_cli("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm")
-    assert code == 0 and "runtime vllm 0.24.0 ·" in now
+    assert code == 0 and "runtime vllm 0.33.0 ·" in now
     js = run_json("plan", "llama-3.1-8b", "--gpu", "H100", "--runtime", "vllm@0.6.3")
     assert js["inputs"]["release"] == "0.6.3"
 

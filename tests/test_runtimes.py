@@ -190,20 +190,23 @@ def test_transformers_chunked_prefill_holds_a_chunk_of_fp32_logits():
 # vLLM V1's batch defaults by card (vllm/engine/arg_utils.py get_batch_defaults, `vllm serve`, at commit
 # 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b of https://github.com/vllm-project/vllm):
 # a card with >= 70 GiB whose name has no 'a100' gets 8192 batched tokens and 1024 sequences, the
-# others 2048/256
+# others 2048/256; from 0.28.0 a card of >= 160 GiB 16384 and 1024 (the same function, lines 2582-2591 of the
+# PyPI wheel vllm 0.28.0: "if device_memory >= 160 * GiB_bytes: # for GPUs like B200/B300")
 VLLM_SERVE_DEFAULTS = [
-    ("H100 SXM", 8192, 1024), ("H200 SXM", 8192, 1024), ("MI300X", 8192, 1024),
-    ("A100 SXM 80GB", 2048, 256), ("L40S", 2048, 256), ("RTX 4090", 2048, 256),
+    ("vllm", "H100 SXM", 8192, 1024), ("vllm", "H200 SXM", 8192, 1024), ("vllm", "MI300X", 16384, 1024),
+    ("vllm", "B200", 16384, 1024), ("vllm@0.28.0", "MI300X", 16384, 1024),
+    ("vllm@0.27.1", "MI300X", 8192, 1024), ("vllm@0.24.0", "B200", 8192, 1024),
+    ("vllm", "A100 SXM 80GB", 2048, 256), ("vllm", "L40S", 2048, 256), ("vllm", "RTX 4090", 2048, 256),
 ]
 
 
-@pytest.mark.parametrize("gpu,tokens,seqs", VLLM_SERVE_DEFAULTS)
-def test_plan_sizes_vllm_profile_run_with_the_cards_serve_defaults(gpu, tokens, seqs):
+@pytest.mark.parametrize("runtime,gpu,tokens,seqs", VLLM_SERVE_DEFAULTS)
+def test_plan_sizes_vllm_profile_run_with_the_cards_serve_defaults(runtime, gpu, tokens, seqs):
     from cardfit.catalog.gpus import default_gpus
     from cardfit.services.inputs import PlanInput
     from cardfit.services.plan import build_context, engine_defaults
 
-    ctx = build_context(PlanInput(model="llama-3.1-8b", runtime="vllm", context=4096))
+    ctx = build_context(PlanInput(model="llama-3.1-8b", runtime=runtime, context=4096))
     card = default_gpus().get(gpu)
     assert engine_defaults(ctx, card) == (tokens, seqs)
     # given values win; never fewer sequences than the plan runs at once
@@ -224,22 +227,28 @@ def test_plan_and_launch_line_agree_on_max_num_seqs(run_json):
 GIB = 2**30
 
 
-@pytest.mark.parametrize(("gpu", "extra_gib", "why"), [
+@pytest.mark.parametrize(("runtime", "gpu", "extra_gib", "why"), [
     # Marlin pads gpt-oss's 2,880 x 2,880 experts to 2,944 x 3,072: the 65.97 GiB 'Model loading took' of
     # vllm-project/vllm#23278 (v0.10.1 on H100, Marlin's warning in the log) less the 60.71 GiB checkpoint
-    ("A100 SXM 80GB", 5.13, "Marlin on Ampere"),
-    ("RTX 5090", 5.13, "Marlin on the GDDR7 Blackwell cards (SM120: no Triton, no FlashInfer MXFP4)"),
-    ("B200", 7.82, "FlashInfer on SM100 pads both dimensions to 256"),
-    # current vLLM runs OAI's triton_kernels on Hopper: no tile padding, but a swizzled copy of the scales
+    ("vllm", "A100 SXM 80GB", 5.13, "Marlin on Ampere"),
+    ("vllm", "RTX 5090", 5.13, "Marlin on the GDDR7 Blackwell cards (SM120: Triton only after Marlin)"),
+    ("vllm@0.26.0", "B200", 7.82, "FlashInfer on SM100 pads both dimensions to 256 up to 0.26"),
+    # from 0.27.0 the TRT-LLM kernels pad the intermediate dimension to 128 only (mxfp4.py line 657 of the
+    # wheel 0.27.0): 2,944 x 3,072, Marlin's layout
+    ("vllm", "B200", 5.13, "FlashInfer on SM100 pads to 128 x 256 from 0.27"),
+    # vLLM runs OAI's triton_kernels on Hopper: no tile padding, but a swizzled copy of the scales
     # (rows to 256) beside the loaded ones and float32 biases (runtimes/vllm.py triton_hopper_scale_bytes):
     # the 64.38 GiB of vllm-project/vllm#33155 (v0.14.1, one H100) less the 60.71 GiB checkpoint
-    ("H100 SXM", 3.53, "triton_kernels on Hopper keeps the loaded scales beside its swizzled copy"),
+    ("vllm@0.24.0", "H100 SXM", 3.53, "triton_kernels on Hopper keeps the loaded scales beside its copy"),
+    # 0.25.0 frees the loaded scales once swizzled (mxfp4.py lines 1150-1156 of the wheel 0.25.0): the copy's
+    # padding (5,888 rows of gate_up scales for 5,760, 3,072 of down for 2,880) and the float32 biases remain
+    ("vllm", "H100 SXM", 0.20, "triton_kernels on Hopper frees the loaded scales from 0.25"),
 ])
-def test_vllm_pads_mxfp4_experts_to_the_moe_kernels_tiles(gpu, extra_gib, why):
+def test_vllm_pads_mxfp4_experts_to_the_moe_kernels_tiles(runtime, gpu, extra_gib, why):
     from cardfit.catalog.gpus import default_gpus
     from cardfit.core.weights import weights
 
-    ctx = build_context(PlanInput(model="gpt-oss-120b", runtime="vllm", context=8192))
+    ctx = build_context(PlanInput(model="gpt-oss-120b", runtime=runtime, context=8192))
     card = default_gpus().get(gpu)
     padded = memory_for(ctx, 8192, card).weights_bytes - weights(ctx.model, ctx.quant).total_bytes
     assert padded / GIB == pytest.approx(extra_gib, abs=0.01), why
@@ -270,7 +279,8 @@ def test_nccl_nvls_buffers_need_nvswitch_and_more_than_two_ranks(gpu, tp, gib):
 
 
 @pytest.mark.parametrize(("context", "hint"), [
-    (115000, "--gpu-memory-utilization 0.92"),
+    (115000, None),  # fits at vLLM's own default, 0.92 from 0.20.0 (vllm/config/cache.py)
+    (120000, "--gpu-memory-utilization 0.94"),
     # 0.96 would leave 3.2 GiB of each H100 outside vLLM's fraction: less than the CUDA context (0.62 GiB) and
     # NCCL's NVLink SHARP buffers of an 8-rank NVSwitch set (4.5 GiB), which V1 holds outside it
     (131072, None),

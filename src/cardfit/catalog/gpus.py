@@ -108,6 +108,12 @@ class Gpu:
         return None if self.monthly_usd is None else self.monthly_usd / hours_per_month
 
     @property
+    def sm100(self) -> bool:
+        """A datacenter Blackwell part (compute capability 10.x: B200, B300, GB200, GB300), told from the
+        GDDR7 / LPDDR Blackwell cards (SM120 / SM121: RTX 50, RTX PRO, DGX Spark) by its HBM."""
+        return self.arch == "blackwell" and self.memory_type.upper().startswith("HBM")
+
+    @property
     def gemm_share(self) -> float:
         """The share of the dense peak the vendor's GEMMs were measured to reach (gemm_bf16_tflops ÷ the BF16
         peak); 0 where not measured."""

@@ -100,6 +100,9 @@ class RuntimeProfile:
     # vLLM's MXFP4 MoE kernel, which pads the expert matrices (runtimes/vllm_like.py MXFP4_PAD): "" = the one
     # the current engine picks by card; validation sets an older engine's ("marlin" before triton_kernels)
     mxfp4_backend: str = ""
+    # the intermediate-dimension multiple of its SM100 MXFP4 kernels where it differs from MXFP4_PAD's
+    # (0: MXFP4_PAD's)
+    mxfp4_sm100_inter_pad: int = 0
     embeddings_on_host: bool = False  # llama.cpp keeps token_embd in system RAM (a row lookup)
     default_context: int = 0  # 0: the model's own maximum
     context_tiers: tuple[tuple[float, int], ...] = ()  # Ollama: (min total VRAM GiB, default context)
@@ -158,6 +161,9 @@ class RuntimeProfile:
     # batches. Such a step pays this CPU time per layer for launching its kernels one by one (core/serving.py
     # eager_s); 0 = none
     prefill_graph_tokens: int = 0
+    # the same on a datacenter Blackwell card (SM100 family: the HBM Blackwell parts), where vLLM's largest
+    # default capture size is larger (0.28+: data/releases.toml graphs_1024_sm100); 0 = prefill_graph_tokens
+    prefill_graph_tokens_sm100: int = 0
     prefill_overhead_us_per_layer: float = 0.0
     # (a release whose prompt steps replay no graph at all, vLLM V0, sets prefill_graph_tokens = 0:
     # data/releases.toml v1_engine)
@@ -283,6 +289,10 @@ class RuntimeProfile:
     prefill_chunk_other_llm_class: int = 0
     max_num_seqs_big_card: int = 0
     max_num_seqs_other: int = 0
+    # a card of at least huge_card_min_gib (no name excluded) takes prefill_chunk_huge_card_serve for
+    # `vllm serve` (vLLM 0.28+: data/releases.toml batch_16k_above_160gib); 0 = no such tier
+    huge_card_min_gib: float = 0.0
+    prefill_chunk_huge_card_serve: int = 0
     v0_chunked_prefill_above: int = 0  # vLLM V0 API server: chunked prefill above this max_model_len
     # NCCL NVLink SHARP (NVLS) buffers on NVSwitch Hopper/Blackwell sets of more than 2 ranks: bytes per rank
     # of the group, per communicator (runtimes/vllm_like.py nvls_bytes), and the NCCL communicators vLLM V0

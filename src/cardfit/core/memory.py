@@ -72,8 +72,9 @@ class RuntimeModel(Protocol):
         """Workspace per card for prefilling (compute buffer, profile-run peak, prompt activations)."""
         ...
 
-    def overhead_bytes(self) -> int:
-        """Per card: the process's own memory before any tensor (CUDA context, framework, graphs)."""
+    def overhead_bytes(self, gpu: Gpu | None = None) -> int:
+        """Per card: the process's own memory before any tensor (CUDA context, framework, graphs); `gpu`: the
+        card, where its stack changes what the runtime counts (None: as on a CUDA card)."""
         ...
 
     def host_weights_bytes(self, m: ModelSpec, q: Quant | None) -> int:
@@ -100,6 +101,6 @@ def estimate(m: ModelSpec, q: Quant | None, runtime: RuntimeModel, s: MemorySett
     w = weights(m, q)
     host = runtime.host_weights_bytes(m, q)
     pad = runtime.weights_padding_bytes(m, q, s, gpu)
-    return Memory(w.total_bytes - host + pad, runtime.kv_bytes(m, s), runtime.overhead_bytes(),
+    return Memory(w.total_bytes - host + pad, runtime.kv_bytes(m, s), runtime.overhead_bytes(gpu),
                   runtime.activation_bytes(m, s), w, s.context, s.sequences, s.kv_dtype, host,
                   runtime.profile.unified_memory)

@@ -78,7 +78,7 @@ class Runtime:
         cache has wrapped (0: the window itself)."""
         return 0
 
-    def overhead_bytes(self) -> int:
+    def overhead_bytes(self, gpu: Gpu | None = None) -> int:
         return self.profile.context_bytes + self.profile.cuda_graph_bytes
 
     def host_weights_bytes(self, m: ModelSpec, q: Quant | None) -> int:

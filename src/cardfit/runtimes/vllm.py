@@ -54,9 +54,11 @@ FLAGS = ServeFlags(tp="--tensor-parallel-size", pp="--pipeline-parallel-size",
 # fused_moe/oracle/mxfp4.py convert_gpt_oss_weight_to_mxfp4_moe_kernel_format, the same three steps),
 # https://pypi.org/project/vllm/0.14.1/. gpt-oss-120b on one H100: 3.54 GiB more than the file's experts
 # (vllm-project/vllm#33155, v0.14.1: 'Model loading took 64.38 GiB'). vLLM 0.25.0 frees the loaded scales
-# ("drop the now-dead weight/scale Parameters to free their memory", same function,
-# https://pypi.org/project/vllm/0.25.0/): newer than data/releases.toml's current vLLM (0.24.0), so not a
-# release feature yet (a feature from 0.25 would be on at the current release).
+# ("drop the now-dead weight/scale Parameters to free their memory": `del layer.w13_weight_scale`, `del
+# layer.w2_weight_scale` after _swizzle_mxfp4, vllm/model_executor/layers/fused_moe/oracle/mxfp4.py lines
+# 1150-1156 of the wheel 0.25.0, https://pypi.org/project/vllm/0.25.0/; absent in 0.24.0): from it only the
+# swizzled copy's padding beyond the loaded scales and the float32 biases remain (data/releases.toml
+# mxfp4_scales_freed).
 HOPPER_SCALE_ROWS = 256  # 2 * num_warps(8) * 2 * 8 (HopperMXScaleLayout SWIZZLE_ALIGN_M)
 HOPPER_SCALE_COLS = 2  # SWIZZLE_ALIGN_K
 MXFP4_BLOCK = 32  # weights per e8m0 scale (OCP MX v1.0)
@@ -66,14 +68,16 @@ def _round_up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
-def triton_hopper_scale_bytes(inter: int, hidden: int) -> int:
+def triton_hopper_scale_bytes(inter: int, hidden: int, scales_freed: bool = False) -> int:
     """Bytes per expert that vLLM's triton_kernels MXFP4 layer holds on a Hopper card beyond the file's
     (padded) expert weights and scales: the swizzled copy of the scales (HopperMXScaleLayout) and the biases
     cast from bf16 to float32 (2 bytes more an element). `inter`: the intermediate size per rank after its
-    64-padding."""
+    64-padding. `scales_freed` (vLLM 0.25+): the loaded e8m0 scales (one byte per 32 weights of the
+    gate_up and down matrices) are freed once swizzled, so only the copy's padding beyond them stays."""
     swizzled = (_round_up(2 * inter, HOPPER_SCALE_ROWS) * _round_up(hidden // MXFP4_BLOCK, HOPPER_SCALE_COLS)
                 + _round_up(hidden, HOPPER_SCALE_ROWS) * _round_up(inter // MXFP4_BLOCK, HOPPER_SCALE_COLS))
-    return swizzled + 2 * (2 * inter + hidden)
+    loaded = 2 * inter * (hidden // MXFP4_BLOCK) + hidden * (inter // MXFP4_BLOCK) if scales_freed else 0
+    return swizzled - loaded + 2 * (2 * inter + hidden)
 
 
 # NVIDIA Dynamo's vLLM worker (`python3 -m dynamo.vllm --model M`, vLLM's engine arguments beside Dynamo's
@@ -96,8 +100,8 @@ class Vllm(VllmLike):
 
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         """The MXFP4 experts' tile padding (VllmLike), and on a Hopper card under the triton_kernels backend
-        the swizzled copy of their scales and their float32 biases (triton_hopper_scale_bytes), on every rank
-        of a tensor-parallel set."""
+        the swizzled copy of their scales (from 0.25 less the loaded scales it frees) and their float32 biases
+        (triton_hopper_scale_bytes), on every rank of a tensor-parallel set."""
         pad = VllmLike.weights_padding_bytes(self, m, q, s, gpu)  # (a slots record: no zero-argument super())
         backend = self.profile.mxfp4_backend or mxfp4_backend(gpu)
         if backend != "triton" or gpu is None or gpu.arch != "hopper" \
@@ -105,7 +109,8 @@ class Vllm(VllmLike):
             return pad
         tp = max(s.tp, 1)
         inter = _round_up(-(-m.moe_intermediate // tp), MXFP4_PAD["triton"][0])
-        return pad + m.experts * triton_hopper_scale_bytes(inter, m.hidden) * tp * (m.layers - m.dense_layers)
+        per_expert = triton_hopper_scale_bytes(inter, m.hidden, self.profile.has("mxfp4_scales_freed"))
+        return pad + m.experts * per_expert * tp * (m.layers - m.dense_layers)
 
     def stack_flags(self, port: int, role: str,
                     split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:

@@ -32,6 +32,8 @@ MXFP4_PAD: dict[str, tuple[int, int]] = {
     "rocm-gfx950": (256, 256),
     "triton": (64, 1),  # OAI triton_kernels (Hopper): intermediate to 64 only
 }
+# (vLLM 0.27.0 pads the intermediate dimension of the SM100 kernels to 128 instead: data/runtimes.toml
+# mxfp4_sm100_inter_pad, data/releases.toml trtllm_mxfp4_pad_128)
 
 
 def mxfp4_backend(gpu: Gpu | None) -> str:
@@ -46,7 +48,7 @@ def mxfp4_backend(gpu: Gpu | None) -> str:
         return "rocm-gfx950" if gpu.arch == "cdna4" else "rocm"
     if gpu.arch == "hopper":
         return "triton"
-    if gpu.arch == "blackwell" and gpu.memory_type.upper().startswith("HBM"):
+    if gpu.sm100:
         return "flashinfer-sm100"
     return "marlin"
 
@@ -87,17 +89,22 @@ class VllmLike(Runtime):
         if backend not in MXFP4_PAD:
             return 0
         inter_mult, hidden_mult = MXFP4_PAD[backend]
+        if backend == "flashinfer-sm100" and self.profile.mxfp4_sm100_inter_pad:
+            inter_mult = self.profile.mxfp4_sm100_inter_pad
         tp = max(s.tp, 1)
         inter = -(-m.moe_intermediate // tp)
         padded = -(-inter // inter_mult) * inter_mult * (-(-m.hidden // hidden_mult) * hidden_mult)
         extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * (m.layers - m.dense_layers)
         return round(extra_params * q.bits_per_weight / 8)
 
-    def overhead_bytes(self) -> int:
+    def overhead_bytes(self, gpu: Gpu | None = None) -> int:
         """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context
-        itself sits outside it (vLLM measures memory after CUDA init)."""
+        itself sits outside it (vLLM measures memory after CUDA init). The CUDA-graph pool where it is
+        profiled inside the budget: on a ROCm card only from vLLM 0.26 (data/releases.toml
+        rocm_graphs_in_budget)."""
         rt = self.profile
-        return (rt.non_torch_bytes or rt.context_bytes) + rt.cuda_graph_bytes
+        rocm_outside = gpu is not None and gpu.stack == "rocm" and not rt.has("rocm_graphs_in_budget")
+        return (rt.non_torch_bytes or rt.context_bytes) + (0 if rocm_outside else rt.cuda_graph_bytes)
 
     # ---- the serve defaults that depend on the card (vllm/engine/arg_utils.py get_batch_defaults)
 
@@ -114,12 +121,16 @@ class VllmLike(Runtime):
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
         """max_num_batched_tokens of `vllm serve` on this card: the profile run's token count. V1: the card's
-        default; V0 (a release before data/releases.toml v1_engine): max(max_model_len, 2048), or its chunk
-        where it turns chunked prefill on (v0_batched_tokens)."""
+        default (from 0.28 a card of 160 GiB or more takes 16,384, any name: data/releases.toml
+        batch_16k_above_160gib); V0 (a release before data/releases.toml v1_engine): max(max_model_len,
+        2048), or its chunk where it turns chunked prefill on (v0_batched_tokens)."""
         rt = self.profile
         if not rt.has("v1_engine") and rt.v0_chunked_prefill_above:
             return v0_batched_tokens(rt.has("v0_chunks_2048"), max_model_len or UNKNOWN_MAX_MODEL_LEN,
                                      rt.v0_chunked_prefill_above)[0]
+        if rt.prefill_chunk_huge_card_serve and gpu is not None and rt.huge_card_min_gib \
+                and gpu.usable_bytes >= rt.huge_card_min_gib * GIB:
+            return rt.prefill_chunk_huge_card_serve
         return (rt.prefill_chunk_big_card_serve if self.big_card(gpu) else rt.prefill_chunk_other_serve) \
             or rt.prefill_chunk
 

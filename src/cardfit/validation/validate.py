@@ -398,16 +398,17 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     from ..services.plan import build_context, memory_for, option_for
 
     m, rt = _model(r), _runtime(r)
+    at = _release(r)  # the profile at the record's release: its defaults (data/releases.toml `without`)
     engine = _vllm_like(rt)
     gpu = gpu if gpu is not None or not pool else _gpu(r)
     s = _settings(r)
-    util = float(s.get("gpu_memory_utilization") or rt.gpu_memory_utilization)
+    util = float(s.get("gpu_memory_utilization") or at.gpu_memory_utilization or rt.gpu_memory_utilization)
     if "gpu_memory_utilization" not in s and "not shown" in r.get("note", ""):
         raise Skip("gpu_memory_utilization not stated")
     if s.get("kv_connector"):
         raise Skip(f"KV connector {s['kv_connector']} allocates its own GPU buffers (not modelled)")
     q, tp = _quant(r, m), _tp(r)
-    tokens = _vllm_batched_tokens(r, rt, gpu)
+    tokens = _vllm_batched_tokens(r, at, gpu)
     seqs = int(s.get("max_num_seqs") or (engine.serve_max_num_seqs(None if _vllm_v0(r) else gpu)))
     per_logit = (rt.sampler_bytes_per_logit_v0 or rt.sampler_bytes_per_logit) if _vllm_v0(r) \
         else rt.sampler_bytes_per_logit
@@ -419,7 +420,8 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
     profile = replace(rt, max_num_seqs=seqs, max_num_seqs_big_card=0, max_num_seqs_other=0,
                       cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
                       non_torch_bytes=_non_torch(rt) + _v0_nvls(r, rt, gpu, tp),
-                      mxfp4_backend=_mxfp4_backend(r, gpu))
+                      mxfp4_backend=_mxfp4_backend(r, gpu), release=at.release,
+                      mxfp4_sm100_inter_pad=at.mxfp4_sm100_inter_pad)
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or UNKNOWN_MAX_MODEL_LEN)
     try:
         split = tp if tp > 1 else None
@@ -562,7 +564,7 @@ def _activation(r: dict[str, Any]) -> tuple[float, str]:
         gpu = _gpu(r)
     except Skip:
         pass
-    tokens = _vllm_batched_tokens(r, rt, gpu)
+    tokens = _vllm_batched_tokens(r, _release(r), gpu)
     return _vllm_activation(r, gpu), f"profile run of {tokens:,} tokens"
 
 
