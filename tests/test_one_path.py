@@ -35,9 +35,14 @@ def _deployed(model, quant, kv, gpu, users, prompt, answer) -> dict:
 
 @pytest.mark.parametrize(("model", "quant", "kv", "gpu", "users", "prompt", "answer"), CASES)
 def test_speed_and_deploy_print_the_same_served_figures(model, quant, kv, gpu, users, prompt, answer):
+    """`speed` on the deployment `deploy` prints: its card, quant, KV type and the --max-num-seqs its launch
+    line starts the engine with (deploy's pool keeps the memory's error bar free, so where the pool binds
+    the line caps the engine below what the card's nominal pool would hold)."""
     best = _deployed(model, quant, kv, gpu, users, prompt, answer)
     row = cardfit.speed(model, gpu=gpu, runtime="vllm", quant=quant, kv_dtype=kv, input_tokens=prompt,
-                        output_tokens=answer, concurrency=str(users))["rows"][0]
+                        output_tokens=answer, concurrency=str(users),
+                        max_num_seqs=best["max_num_seqs"])["rows"][0]
+    assert f"--max-num-seqs {best['max_num_seqs']}" in best["command"]
     assert row["aggregate_tokens_per_s"] == pytest.approx(best["aggregate_tokens_per_s"], rel=0.02)
     assert row["step_ms"] == pytest.approx(best["tpot_ms"], rel=0.02)
     assert row["ttft_ms"] == pytest.approx(best["ttft_mean_ms"], rel=0.02)
