@@ -221,7 +221,7 @@ class Served:
     @property
     def prefill_p90_s(self) -> float | None:
         """The p90 of the prefill alone over the requests' classes; None: one class (prefill_s)."""
-        return ttft_p90_s(self.prefills, _no_wait) if self.prefills else None
+        return ttft_p90_s(self.prefills, _no_wait, 0.0) if self.prefills else None
 
     @property
     def per_user_tokens_per_s(self) -> float:
