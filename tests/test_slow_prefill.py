@@ -15,6 +15,8 @@ import copy
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cardfit.core import reuse as ru
 from cardfit.core import serving as sv
@@ -182,3 +184,20 @@ def test_speed_p90_is_continuous_through_a_tenth_of_misses(bandwidth):
     assert far.ttft_p90_ms >= b.ttft_p90_ms - 1e-6  # more misses: a later p90
     for row in rows:
         assert row.ttft_p90_ms > row.ttft_ms
+
+
+@settings(max_examples=200, deadline=None)
+@given(i=st.integers(1, 20_000), o=st.integers(1, 4_000), n=st.integers(0, 20_000), turns=st.integers(1, 8),
+       groups=st.integers(1, 300), pool=st.floats(0, 2e6), running=st.floats(0, 512),
+       waiting=st.floats(0, 512), host=st.floats(0, 2e6))
+def test_classes_always_give_the_token_means(i, o, n, turns, groups, pool, running, waiting, host):
+    """Whatever the workload, hits' request classes sum to every request and, weighted by requests, give
+    the mean prompt less the mean hit and the mean host copy (the means the mean TTFT reads)."""
+    reuse = ru.Reuse(n, turns, groups)
+    h = ru.hits(i, o, reuse, pool_tokens=pool, running=running, sessions=running + waiting, host_tokens=host)
+    if h.reusable_tokens <= 0:
+        return
+    assert sum(c[0] for c in h.classes) == pytest.approx(1.0)
+    computed = sum(share * tokens for share, tokens, _ in h.classes)
+    assert computed == pytest.approx(ru.prompt_tokens(i, o, reuse) - h.cached_tokens, rel=1e-9, abs=1e-6)
+    assert sum(share * c for share, _, c in h.classes) == pytest.approx(h.host_tokens, rel=1e-9, abs=1e-6)
