@@ -37,7 +37,10 @@ _WORKLOAD = dict(i=st.integers(1, 20_000), o=st.integers(1, 4_000), n=st.integer
 @given(**_WORKLOAD)
 def test_one_group_is_todays_answer_exactly(i, o, n, turns, pool, running, waiting, host):
     kw = dict(pool_tokens=pool, running=running, sessions=running + waiting, host_tokens=host)
-    assert ru.hits(i, o, ru.Reuse(n, turns, 1), **kw) == _hits_before(i, o, ru.Reuse(n, turns), **kw)
+    now, before = ru.hits(i, o, ru.Reuse(n, turns, 1), **kw), _hits_before(i, o, ru.Reuse(n, turns), **kw)
+    # the token figures (the request classes, Hits.classes, came later: tests/test_slow_prefill.py)
+    assert (now.gpu_tokens, now.host_tokens, now.reusable_tokens) == \
+        (before.gpu_tokens, before.host_tokens, before.reusable_tokens)
 
 
 @settings(max_examples=300, deadline=None)

@@ -73,9 +73,14 @@ HBM + CPU RAM", data/validation/serving_llmd_tiered.toml)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from ..catalog.records import record
+
+if TYPE_CHECKING:
+    from .serving import Workload
 
 # One direction of a ×16 PCIe link, GB/s (PCI-SIG base specifications: 8, 16, 32, 64 GT/s per lane, 128b/130b
 # encoding for Gen3-5 (×16: 15.75, 31.5, 63.0 GB/s); Gen6 64 GT/s PAM4 with FLIT encoding, 121 GB/s),
@@ -177,6 +182,10 @@ class Hits:
     gpu_tokens: float  # found in the GPU's KV pool: not computed
     host_tokens: float  # found only in the host tier: copied over the host link, not computed
     reusable_tokens: float  # what a cache that kept everything would have served
+    # the requests by what they find (a request finds its reuse whole or not at all: its group's prefix, its
+    # session's history), as (share of the requests, prompt tokens it computes, tokens it copies from the
+    # host tier); their means are the token figures above. Empty: every request the mean
+    classes: tuple[tuple[float, float, float], ...] = ()
 
     @property
     def cached_tokens(self) -> float:
@@ -219,33 +228,51 @@ def hits(i: int, o: int, reuse: Reuse, *, pool_tokens: float, running: float, se
     warm = 1 - cold_share(reuse)
     prefix_on_host *= warm
     shared_hit = shared / reuse.turns * p.share * warm if fits else 0.0
+    first_gpu = p.share * warm if fits else 0.0
+    classes = request_classes(i, o, reuse, (first_gpu, prefix_on_host), (gpu_share, host_share))
     return Hits(shared_hit + history * gpu_share,
-                shared / reuse.turns * prefix_on_host + history * host_share, whole)
+                shared / reuse.turns * prefix_on_host + history * host_share, whole, classes)
 
 
-def slow_request(h: Hits, tail: float) -> tuple[float, float]:
-    """The prompt tokens the request at the slow end of the prefill finds cached, and those of them it copies
-    from the host tier: the request at the `tail` quantile from the top (0.10: the p90) of the prefill times
-    the requests take. A request finds its reuse whole or not at all (its group's prefix, its session's
-    history: each cached or evicted as one, `hits`), so the requests split three ways: those that find it in
-    the GPU pool (share gpu_tokens / reusable_tokens, the fastest prefill: only the rest of the prompt), on
-    the host (host_tokens / reusable_tokens: the rest of the prompt after a copy over the host link) and
-    those that find nothing (the rest, the compulsory misses of a finite run among them: the whole prompt).
-    The quantile of such a mixture is the slowest class whose share, with the slower ones, exceeds the tail:
-    where more than a tenth of the requests miss, the p90 request computes its whole prompt, whatever the
-    mean hit. The means are unchanged (the shares weight the classes as `hits` counts the tokens). Over a
-    session's turns the reuse is taken at its mean (a later turn's history is longer: the p90 of a missed
-    late turn is longer still)."""
-    whole = h.reusable_tokens
-    if whole <= 0 or h.cached_tokens <= 0:
-        return 0.0, 0.0
-    host = h.host_tokens / whole
-    miss = max(1.0 - h.gpu_tokens / whole - host, 0.0)
-    if miss > tail:
-        return 0.0, 0.0
-    if miss + host > tail:
-        return whole, whole
-    return whole, 0.0
+def request_classes(i: int, o: int, reuse: Reuse, first: tuple[float, float], later: tuple[float, float]
+                    ) -> tuple[tuple[float, float, float], ...]:
+    """The requests of a session by what they find, as (share of the requests, prompt tokens computed,
+    tokens copied from the host tier) (Hits.classes). A request finds its reuse whole or not at all: its
+    group's prefix (turn 1, a 1 / T share of the requests: I tokens sent, the shared prefix N among them),
+    its session's history (turns 2 … T: (t − 1)(I + O) tokens before its I new ones, T (I + O) / 2 at the
+    mean over those turns, the prefix inside it). `first`: the chances a turn 1 finds its prefix in the GPU
+    pool and on the host; `later`: those of a later turn's history. A hit computes the rest of its prompt
+    (a host hit copies its reuse first), a miss its whole prompt. Weighted by the requests, their means are
+    `hits`' token figures (a share of the requests times the tokens each finds); a later turn's history is
+    taken at its mean over the turns (a missed last turn computes more, a missed second turn less)."""
+    shared = min(reuse.shared_prefix_tokens, i)
+    t = max(reuse.turns, 1)
+    out: list[tuple[float, float, float]] = []
+    g, h = first
+    h = min(h, max(1.0 - g, 0.0))
+    out += [(g / t, i - shared, 0.0), (h / t, i - shared, float(shared)), ((1.0 - g - h) / t, float(i), 0.0)]
+    if t > 1:
+        history = t * (i + o) / 2
+        g, h = later
+        h = min(h, max(1.0 - g, 0.0))
+        share = (t - 1) / t
+        out += [(g * share, float(i), 0.0), (h * share, float(i), history),
+                ((1.0 - g - h) * share, i + history, 0.0)]
+    return tuple(c for c in out if c[0] > 0)
+
+
+def with_hits(w: Workload, h: Hits | None, copy_s_per_token: float | None) -> Workload:
+    """`w` (its mean prompt) with what the prefix cache serves of it (its hits `h`): the mean tokens found
+    and seconds copying the host tier's hits (`copy_s_per_token`; None: no host tier), and the requests by
+    what they find (Hits.classes: the p90 TTFT is their mixture's, core/serving.py ttft_p90_s). `w` as it
+    is where nothing is found. The one conversion of hits to a workload (services/speed.py, deploy.py)."""
+    if h is None or h.cached_tokens <= 0:
+        return w
+    copy = copy_s_per_token or 0.0
+    classes = tuple((share, max(w.input_tokens - computed, 0.0), host * copy if host else 0.0)
+                    for share, computed, host in h.classes)
+    return replace(w, cached_tokens=h.cached_tokens, load_s=h.host_tokens * copy if h.host_tokens else 0.0,
+                   classes=classes)
 
 
 @record(slots=True)

@@ -67,26 +67,15 @@ class Workload:
     # nor queued at the prompt budget; and the seconds per request copying the host tier's hits to the card
     cached_tokens: float = 0.0
     load_s: float = 0.0
-    # the request at the slow end of the prefill (the p90 of a mix of hits and misses, core/reuse.py
-    # slow_request): what it finds cached and the seconds it copies from the host tier; None: every request
-    # finds the mean (cached_tokens, load_s)
-    slow_cached_tokens: float | None = None
-    slow_load_s: float = 0.0
+    # the requests by what they find in the prefix cache (core/reuse.py with_hits: a mix of hits and misses),
+    # as (share of the requests, prompt tokens found, seconds copying from the host tier), which the p90 TTFT
+    # takes as a mixture (ttft_p90_s); empty: every request finds the mean (cached_tokens, load_s)
+    classes: tuple[tuple[float, float, float], ...] = ()
 
 
 def reused_as(w: Workload, reused: Workload) -> Workload:
-    """`w` finding what `reused` finds in the prefix cache and the host tier (its means and its slow end)."""
-    return replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s,
-                   slow_cached_tokens=reused.slow_cached_tokens, slow_load_s=reused.slow_load_s)
-
-
-def slow(w: Workload) -> Workload:
-    """The request at the slow end of the prefill: `w` with what its p90 request finds cached (its
-    slow_cached_tokens and slow_load_s), or `w` where every request finds the mean."""
-    if w.slow_cached_tokens is None:
-        return w
-    return replace(w, cached_tokens=w.slow_cached_tokens, load_s=w.slow_load_s, slow_cached_tokens=None,
-                   slow_load_s=0.0)
+    """`w` finding what `reused` finds in the prefix cache and the host tier (its means and its classes)."""
+    return replace(w, cached_tokens=reused.cached_tokens, load_s=reused.load_s, classes=reused.classes)
 
 
 def prefilled(w: Workload) -> float:
@@ -221,13 +210,18 @@ class Served:
     # response's lag, the attention-DP hold): what a finite stage's queue bound leaves as it is (open_stage)
     fixed_mean_s: float = 0.0
     fixed_p90_s: float = 0.0
-    # the prefill of the request at the slow end (Workload.slow_cached_tokens: a mix of prefix hits and
-    # misses), which the p90 TTFT carries; None: prefill_s
-    prefill_p90_s: float | None = None
+    # the prefills of the requests by what they find in the prefix cache (Workload.classes), as (share of
+    # the requests, prefill seconds); empty: every request's is prefill_s
+    prefills: tuple[tuple[float, float], ...] = ()
+    # the queue wait before the prefill beyond fixed_p90_s, as (offset s, waiting probability c, scale s):
+    # P(W > y) = 1 below the offset, c e^(−(y − offset) / scale) above it (wait_tail), which the p90 TTFT
+    # takes jointly with the prefills (ttft_p90_s)
+    queue_tail: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
-    def prefill_tail_s(self) -> float:
-        return self.prefill_s if self.prefill_p90_s is None else self.prefill_p90_s
+    def prefill_p90_s(self) -> float | None:
+        """The p90 of the prefill alone over the requests' classes; None: one class (prefill_s)."""
+        return ttft_p90_s(self.prefills, _no_wait, 0.0) if self.prefills else None
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -543,12 +537,78 @@ def wait_s(servers: int, arrival_per_s: float, service_s: float, cs2: float,
         return math.inf, math.inf
     if offered <= 0:
         return 0.0, 0.0
+    c, cond = wait_shape(servers, arrival_per_s, service_s, cs2, ca2)
+    return c * cond, queue_p90_s((0.0, c, cond))
+
+
+def wait_shape(servers: int, arrival_per_s: float, service_s: float, cs2: float,
+               ca2: float = 1.0) -> tuple[float, float]:
+    """The probability an arrival waits (Erlang C) and the mean wait of those who wait (Allen–Cunneen's
+    scaled M/M/c figure) of wait_s's queue: its wait's tail c e^(−y / scale) (wait_tail). A stable queue."""
+    offered = arrival_per_s * service_s
+    if offered <= 0 or offered >= servers:
+        return 0.0, 0.0
     c = erlang_c(servers, offered)
-    scale = (ca2 + cs2) / 2
-    cond = service_s / (servers - offered) * scale  # mean wait of those who wait
-    mean = c * cond
-    p90 = cond * math.log(c / P90_TAIL) if c > P90_TAIL else 0.0
-    return mean, p90
+    return c, service_s / (servers - offered) * (ca2 + cs2) / 2
+
+
+def queue_p90_s(tail: tuple[float, float, float]) -> float:
+    """The p90 of a queue wait of this tail (Served.queue_tail: offset, waiting probability, scale): the
+    offset plus scale × ln(c / 0.1) where more than a tenth wait (wait_s)."""
+    offset, c, scale = tail
+    return offset + (scale * math.log(c / P90_TAIL) if c > P90_TAIL else 0.0)
+
+
+def wait_tail(tail: tuple[float, float, float]) -> Callable[[float], float]:
+    """P(W > y) of a queue wait of this tail (Served.queue_tail): 1 below the offset, c e^(−(y − offset) /
+    scale) above it: the M/M/c wait's tail (an arrival waits with probability c, those who wait
+    exponentially, Erlang C), which wait_s's p90 and closed_loop's take (Allen–Cunneen's scaled mean)."""
+    offset, c, scale = tail
+
+    def over(y: float) -> float:
+        if y < offset:
+            return 1.0
+        return c * math.exp(-(y - offset) / scale) if scale > 0 else 0.0
+
+    return over
+
+
+def _no_wait(y: float) -> float:
+    return 1.0 if y < 0 else 0.0
+
+
+def ttft_p90_s(prefills: tuple[tuple[float, float], ...], tail: Callable[[float], float],
+               wait_p90: float) -> float:
+    """The p90 of the wait and the prefill together over requests of several classes (Served.prefills: a
+    mix of prefix hits and misses, as (share of the requests, prefill seconds)): the x where
+    Σ_k share_k P(W > x − prefill_k) = 0.1, W the wait before the prefill (its tail P(W > y) `tail`, its own
+    p90 `wait_p90`), the same whatever the request's class (a request waits for the prompts before it, not
+    for its own). The quantile of the mixture of W + prefill_k, by bisection: continuous in the shares (no
+    jump where a tenth of the requests miss), a miss's prefill plus the whole p90 wait only where nearly all
+    miss; one class: its prefill plus the p90 wait. Every p90 TTFT of a stage with classes is formed here
+    (_finish, closed_loop, open_stage)."""
+    if not prefills:
+        return wait_p90
+    lo = min(pre for _, pre in prefills)
+    hi = max(pre for _, pre in prefills)
+    if hi - lo <= 0:
+        return hi + wait_p90
+    total = sum(share for share, _ in prefills)
+
+    def over(x: float) -> float:
+        return sum(share * tail(x - pre) for share, pre in prefills) / total
+
+    # at hi + wait_p90 every class's wait is past its p90 (the tail at most 0.1); below lo every request waits
+    hi += wait_p90
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if over(mid) > P90_TAIL:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return hi
 
 
 def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
@@ -583,6 +643,7 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     pre, t = timed or (prefill_s(r, w, batch), tpot_s(r, w, batch))
     prompt_service = prompt_share_s(r, w, batch, t)
     p_mean, p_p90 = wait_s(1, lam, prompt_service, 0.0)
+    queue = (slot_wait[1], *wait_shape(1, lam, prompt_service, 0.0))  # the slot wait taken at its p90
     rho = max(lam * prompt_service, batch / r.max_seqs if r.max_seqs else math.inf)
     stable = math.isfinite(p_mean) and math.isfinite(slot_wait[0]) and rho < 1 + 1e-9
     # steps planned ahead; the response's lag; the steps until a decoding engine reads new requests (an
@@ -594,15 +655,18 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     # a stable open load serves what arrives, lambda O tokens a second (flow conservation); B / TPOT counted
     # the sequences still prefilling (Little's law's B holds each request for its prefill too) as decoding
     out = lam * max(w.output_tokens, 1) if stable else batch / t if t else 0.0
-    pre90 = _slow_prefill_s(r, w, batch, pre)
-    return Served(batch, t, pre, wait90 + pre90, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
-                  stable, ahead + hold, ahead + 1.8 * hold, None if pre90 == pre else pre90)
+    prefills = class_prefills(r, w, batch)
+    ttft90 = (ahead + 1.8 * hold + ttft_p90_s(prefills, wait_tail(queue), slot_wait[1] + p_p90) if prefills
+              else wait90 + pre)
+    return Served(batch, t, pre, ttft90, slot_wait[0] + p_mean + ahead + hold + pre, wait90, out, rho,
+                  stable, ahead + hold, ahead + 1.8 * hold, prefills, queue)
 
 
-def _slow_prefill_s(r: Replica, w: Workload, batch: float, pre: float) -> float:
-    """The prefill of the request at the slow end (Workload.slow_cached_tokens), at least the mean's `pre`;
-    `pre` where every request finds the mean."""
-    return pre if w.slow_cached_tokens is None else max(prefill_s(r, slow(w), batch), pre)
+def class_prefills(r: Replica, w: Workload, batch: float) -> tuple[tuple[float, float], ...]:
+    """The prefill of each class of requests (Workload.classes), as (share of the requests, seconds);
+    empty where every request finds the mean."""
+    return tuple((share, prefill_s(r, replace(w, cached_tokens=cached, load_s=load, classes=()), batch))
+                 for share, cached, load in w.classes)
 
 
 def serve(r: Replica, w: Workload) -> Served:
@@ -716,11 +780,13 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     ahead = ahead_steps * t + others * (1 + recv) * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
     # the attention-DP balancing's hold, uniform over its cycle: its p90 0.9 of the cycle, 1.8 × the mean
     ttft_mean = slot_wait + wait + ahead + pre + hold
-    pre90 = _slow_prefill_s(r, w, beside, pre)
-    ttft90 = slot_wait + wait90 + ahead + pre90 + 1.8 * hold
+    queue = (slot_wait + ahead + 1.8 * hold, seen_u, wait / seen_u if seen_u > 0 else 0.0)
+    prefills = class_prefills(r, w, beside)
+    ttft90 = (ttft_p90_s(prefills, wait_tail(queue), slot_wait + wait90 + ahead + 1.8 * hold) if prefills
+              else slot_wait + wait90 + ahead + pre + 1.8 * hold)
     out = m * o / in_service if in_service else 0.0
     return Served(b, t, pre, ttft90, ttft_mean, slot_wait + wait90 + ahead, out, max(u, m / cap), True,
-                  prefill_p90_s=None if pre90 == pre else pre90)
+                  prefills=prefills, queue_tail=queue)
 
 
 def _prompt_residence(s_p: float, z: float, m: float, others: float, u: float) -> float:
@@ -744,9 +810,8 @@ def _prompt_residence(s_p: float, z: float, m: float, others: float, u: float) -
 def _unstable(r: Replica, w: Workload, cap: int, rho: float) -> Served:
     t = tpot_s(r, w, cap)
     pre = prefill_s(r, w, cap)
-    pre90 = _slow_prefill_s(r, w, cap, pre)
     return Served(float(cap), t, pre, math.inf, math.inf, math.inf, cap / t, rho, False,
-                  prefill_p90_s=None if pre90 == pre else pre90)
+                  prefills=class_prefills(r, w, cap))
 
 
 def lognormal_cv2(mean: float, p90: float) -> float:
@@ -830,8 +895,8 @@ def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: i
       approximation of a saturated queue), where the request arriving at t waits (rho − 1) t: mean
       (rho − 1) D / 2, p90 (rho − 1) 0.9 D, or the diffusion bound where larger (near rho = 1, where the
       fluid queue is empty).
-    TTFT is that wait plus the prefill (s.prefill_s; the p90 the slow request's, s.prefill_tail_s) and the
-    steps no queue makes (s.fixed_*); the stage
+    TTFT is that wait plus the prefill (s.prefill_s; the p90 of a mix of prefix hits and misses, s.prefills,
+    the wait and the prefill together: _stage_p90_s) and the steps no queue makes (s.fixed_*); the stage
     lasts D max(rho, 1) plus one request's service. None: no stage (no requests or rate, or a rho not
     timed)."""
     if requests <= 0 or requests_per_s <= 0 or not math.isfinite(s.utilization):
@@ -842,14 +907,58 @@ def open_stage(s: Served, requests: int, requests_per_s: float, output_tokens: i
     bound = rho / requests_per_s * math.sqrt(requests)
     if s.stable:
         mean = s.fixed_mean_s + min(s.ttft_mean_s - s.prefill_s - s.fixed_mean_s, STAGE_WAIT_MEAN * bound)
-        p90 = s.fixed_p90_s + min(s.ttft_s - s.prefill_tail_s - s.fixed_p90_s, STAGE_WAIT_P90 * bound)
+        p90 = s.fixed_p90_s + min(s.ttft_s - s.prefill_s - s.fixed_p90_s, STAGE_WAIT_P90 * bound)
     else:
         mean = max((rho - 1) * d / 2, STAGE_WAIT_MEAN * bound)
         p90 = max((rho - 1) * 0.9 * d, STAGE_WAIT_P90 * bound)
-    # the p90 carries the prefill of the request at the slow end (a prefix miss among hits)
-    mean, p90 = mean + s.prefill_s, p90 + s.prefill_tail_s
+    mean += s.prefill_s
+    if s.prefills:  # a mix of prefix hits and misses: the p90 of the wait and the prefill together
+        p90 = _stage_p90_s(s, rho, d, bound)
+    else:
+        p90 += s.prefill_s
     seconds = d * max(rho, 1.0) + s.prefill_s + (o - 1) * s.tpot_s
     return Benchmark(mean, mean, s.tpot_s, seconds, requests * o / seconds, requests / seconds, p90)
+
+
+def _stage_p90_s(s: Served, rho: float, d: float, bound: float) -> float:
+    """open_stage's p90 TTFT where its requests are of several classes (s.prefills): ttft_p90_s over the
+    stage's wait, whose tail is, below capacity, the smaller of the steady state's (s.queue_tail, wait_tail)
+    and the diffusion bound's (_diffusion_tail: the wait is at most either, so its tail is at most the
+    smaller), above it the larger of the fluid queue's (the request arriving at t, uniform over the stage,
+    waits (rho − 1) t: P(W > y) = 1 − y / ((rho − 1) D)) and the diffusion bound's. Each tail's p90 is
+    open_stage's figure for one class (the smaller or larger of the two p90s)."""
+    diffusion = _diffusion_tail(bound)
+    if s.stable:
+        steady = wait_tail(s.queue_tail)
+        wait_p90 = min(queue_p90_s(s.queue_tail), STAGE_WAIT_P90 * bound)
+
+        def tail(y: float) -> float:
+            return min(steady(y), diffusion(y))
+
+        return s.fixed_p90_s + ttft_p90_s(s.prefills, tail, wait_p90)
+    top = (rho - 1) * d
+
+    def tail_over(y: float) -> float:
+        fluid = 1.0 if y < 0 else max(1.0 - y / top, 0.0) if top > 0 else 0.0
+        return max(fluid, diffusion(y))
+
+    return ttft_p90_s(s.prefills, tail_over, max(0.9 * top, STAGE_WAIT_P90 * bound))
+
+
+def _diffusion_tail(bound: float) -> Callable[[float], float]:
+    """P(W > y) of the stage's diffusion bound W = bound √U |Z| (STAGE_WAIT_P90's law, U uniform, Z normal):
+    ∫₀¹ erfc(a / √u) du = (1 + 2a²) erfc(a) − 2a e^(−a²) / √π with a = y / (bound √2) (integrating by
+    parts; its p90 is STAGE_WAIT_P90 × bound, its mean STAGE_WAIT_MEAN × bound)."""
+
+    def over(y: float) -> float:
+        if y < 0:
+            return 1.0
+        if bound <= 0:
+            return 0.0
+        a = y / (bound * math.sqrt(2))
+        return max((1 + 2 * a * a) * math.erfc(a) - 2 * a * math.exp(-a * a) / math.sqrt(math.pi), 0.0)
+
+    return over
 
 
 def binds(r: Replica, w: Workload, concurrency: int) -> bool:

@@ -1114,15 +1114,7 @@ def _reused(inp: DeployInput, c: Candidate, w: sv.Workload) -> sv.Workload:
 
 def _with_hits(c: Candidate, w: sv.Workload, h: ru.Hits | None) -> sv.Workload:
     """`w` with what the prefix cache serves of it on `c` (its hits `h`)."""
-    if h is None or not h.cached_tokens:
-        return w
-    copy = _copy_s_per_token(c)
-    load = h.host_tokens * copy if h.host_tokens else 0.0
-    # the request at the slow end of the prefill: a miss where more than a tenth of the requests miss
-    # (core/reuse.py slow_request), which the p90 TTFT carries
-    cached, host = ru.slow_request(h, sv.P90_TAIL)
-    return replace(w, cached_tokens=h.cached_tokens, load_s=load, slow_cached_tokens=cached,
-                   slow_load_s=host * copy if host else 0.0)
+    return ru.with_hits(w, h, _copy_s_per_token(c) if h is not None and h.host_tokens else None)
 
 
 def _best_cached(inp: DeployInput, c: Candidate) -> float:

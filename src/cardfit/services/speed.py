@@ -9,7 +9,6 @@ from typing import Any
 from ..catalog.records import record
 from ..catalog.releases import release_name
 from ..core import reuse as ru
-from ..core import serving as sv
 from ..core import speed as sp
 from ..core.fit import NO, OFFLOAD, Verdict, kv_room
 from ..core.memory import MemorySettings
@@ -409,8 +408,6 @@ def pool_tokens(s: Setup) -> float:
 def reused(s: Setup, users: int) -> tuple[Any, float]:
     """The request of `users` closed-loop streams with what the prefix cache serves of it (core/reuse.py;
     nothing on a runtime without prefix caching), and that share of the prompt."""
-    from dataclasses import replace
-
     w = s.request
     if s.reuse == ru.Reuse() or not s.plan.ctx.runtime.prefix_caching or not w.input_tokens:
         return w, 0.0
@@ -419,12 +416,7 @@ def reused(s: Setup, users: int) -> tuple[Any, float]:
     sessions = max(s.plan.ctx.inp.sessions or 0, users)
     h = ru.hits(s.new_tokens, w.output_tokens, s.reuse, pool_tokens=pool_tokens(s), running=users,
                 sessions=sessions, host_tokens=host)
-    load = h.host_tokens * copy if copy is not None else 0.0
-    # the request at the slow end of the prefill (a miss where more than a tenth miss), for the p90 TTFT
-    cached, on_host = ru.slow_request(h, sv.P90_TAIL)
-    slow_load = on_host * copy if copy is not None and on_host else 0.0
-    return (replace(w, cached_tokens=h.cached_tokens, load_s=load, slow_cached_tokens=cached,
-                    slow_load_s=slow_load), round(h.cached_tokens / w.input_tokens, 4))
+    return ru.with_hits(w, h, copy), round(h.cached_tokens / w.input_tokens, 4)
 
 
 def _kv_per_token(s: Setup) -> float:
