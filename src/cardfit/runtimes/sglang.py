@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
-from ..catalog.runtimes import MemoryTier, RuntimeProfile
+from ..catalog.runtimes import RuntimeProfile, tier_of
 from ..core.kv import kv_cache_bytes
 from ..core.memory import MemorySettings
 from .base import NotModelled
@@ -80,9 +80,6 @@ RESERVE_FLOOR_ABOVE_MIB = (60 * 1024, 10 * 1024)
 RESERVE_BY_CARD_053 = ((35 * 1024, 2.8, 0.1), (90 * 1024, 9.5, 0.5), (160 * 1024, 12.0, 0.5), (0, 32.0, 0.0))
 
 
-def tier_of(tiers: tuple[MemoryTier, ...], mib: float) -> MemoryTier | None:
-    """The runtimes.toml [[runtime.tier]] row of a card of `mib` MiB (SGLang's defaults by card size)."""
-    return next((t for t in tiers if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
 
 
 # --chunked-prefill-size when not given, by release (server_args.py, the PyPI wheels of sglang,
@@ -105,7 +102,7 @@ def default_chunk(rt: RuntimeProfile, mib: float) -> int:
     """SGLang's --chunked-prefill-size when not given, on a card of `mib` MiB as torch reports it, at the
     profile's release (the table above; before any --dp-size division)."""
     if rt.has("chunk_4k_below_60gib"):
-        tier = tier_of(rt.tier, mib)
+        tier = tier_of(rt, mib)
         return tier.chunked_prefill_size if tier else CHUNK_UNKNOWN_CARD
     if rt.has("chunk_by_card_tier"):
         return next(c for top, c in CHUNK_TIERS_BEFORE_053 if not top or mib < top)
@@ -124,12 +121,20 @@ def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int) -> float:
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
         return (row[1] + ranks * row[2]) * 1024
-    tier = tier_of(rt.tier, mib)
+    tier = tier_of(rt, mib)
     chunk = default_chunk(rt, mib)
     graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
     reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
                + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024)
     return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
+
+
+# The decode graphs' cap on the command line: --cuda-graph-max-bs up to 0.5.13; from 0.5.14 (data/releases.toml
+# graph_flags_by_phase) --cuda-graph-max-bs-decode, the old name a deprecated alias of it to 0.5.19
+# (server_args.py 'DeprecatedAliasStoreAction, new_flag="--cuda-graph-max-bs-decode"', PyPI wheels 0.5.14 and
+# 0.5.19) and gone from 0.5.20 (arg_groups/fields/: cuda_graph_max_bs_decode only; wheels 0.5.20, 0.5.23)
+GRAPH_FLAG = "--cuda-graph-max-bs"
+GRAPH_FLAG_BY_PHASE = "--cuda-graph-max-bs-decode"
 
 
 @record(slots=True)
@@ -239,7 +244,9 @@ class SGLang(VllmLike):
         """The line with --cuda-graph-max-bs N: SGLang captures decode graphs for batch sizes up to N
         (server_args.py _generate_cuda_graph_batch_sizes, each batch padded to the next captured size), and a
         larger batch runs eagerly (model_executor/cuda_graph_runner.py CudaGraphRunner.can_run)."""
-        return replace(launch, argv=(*launch.argv, "--cuda-graph-max-bs", str(max_bs)))
+        rel = self.profile.release  # None: the current release (0.5.9), which names the one flag
+        flag = GRAPH_FLAG_BY_PHASE if rel is not None and rel.has("graph_flags_by_phase") else GRAPH_FLAG
+        return replace(launch, argv=(*launch.argv, flag, str(max_bs)))
 
     def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
         # LORA_SOURCE: the pool's slots (default: one per adapter a batch of `users` can mix, plus the base
