@@ -26,8 +26,9 @@ def _at(rel: str):
     ("", 2048, 24, 80, 3760, "the current release (0.5.9)"),
     ("0.5.9", 2048, 24, 80, 3760, "server_args.py 0.5.9"),
     ("0.5.19", 2048, 24, 80, 3760, "server_args.py 0.5.19"),
-    # arg_groups/memory_hook.py handle_gpu_memory_settings, PyPI wheels 0.5.20 and 0.5.23: "(chunked_prefill_size
-    # 4k, max_bs 48 if tp < 4 else 160)"; reserve 512 + 4096 * 1.5 + 48 * 2 + 128 = 6880 MiB
+    # arg_groups/memory_hook.py handle_gpu_memory_settings, PyPI wheels 0.5.20 and 0.5.23:
+    # "(chunked_prefill_size 4k, max_bs 48 if tp < 4 else 160)";
+    # reserve 512 + 4096 * 1.5 + 48 * 2 + 128 = 6880 MiB
     ("0.5.20", 4096, 48, 160, 6880, "memory_hook.py 0.5.20"),
     ("0.5.23", 4096, 48, 160, 6880, "memory_hook.py 0.5.23"),
 ])

@@ -357,7 +357,8 @@ def graph_max_batch(rt: RuntimeProfile, memory_gb: float, tp: int) -> int:
     profile's one cap (graph_max_batch: TGI's --cuda-graphs, llama.cpp's single-token graphs)."""
     if not rt.tier or memory_gb <= 0:
         return rt.graph_max_batch
-    t = tier_of(rt, memory_gb * 1024)  # the card's nominal size; SGLang reads the device's total memory in MiB
+    # the card's nominal size; SGLang reads the device's total memory in MiB
+    t = tier_of(rt, memory_gb * 1024)
     if t is None:
         return rt.graph_max_batch
     return t.cuda_graph_max_bs_tp_lt4 if tp < 4 else t.cuda_graph_max_bs_tp_ge4

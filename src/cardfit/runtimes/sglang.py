@@ -129,10 +129,11 @@ def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int) -> float:
     return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
 
 
-# The decode graphs' cap on the command line: --cuda-graph-max-bs up to 0.5.13; from 0.5.14 (data/releases.toml
-# graph_flags_by_phase) --cuda-graph-max-bs-decode, the old name a deprecated alias of it to 0.5.19
-# (server_args.py 'DeprecatedAliasStoreAction, new_flag="--cuda-graph-max-bs-decode"', PyPI wheels 0.5.14 and
-# 0.5.19) and gone from 0.5.20 (arg_groups/fields/: cuda_graph_max_bs_decode only; wheels 0.5.20, 0.5.23)
+# The decode graphs' cap on the command line: --cuda-graph-max-bs up to 0.5.13; from 0.5.14
+# (data/releases.toml graph_flags_by_phase) --cuda-graph-max-bs-decode, the old name a deprecated alias
+# of it to 0.5.19 (server_args.py 'DeprecatedAliasStoreAction, new_flag="--cuda-graph-max-bs-decode"',
+# PyPI wheels 0.5.14 and 0.5.19) and gone from 0.5.20 (arg_groups/fields/: cuda_graph_max_bs_decode
+# only; wheels 0.5.20, 0.5.23)
 GRAPH_FLAG = "--cuda-graph-max-bs"
 GRAPH_FLAG_BY_PHASE = "--cuda-graph-max-bs-decode"
 
