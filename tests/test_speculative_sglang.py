@@ -207,6 +207,14 @@ def test_vllm_and_llama_cpp_cycles_pay_no_sglang_host_time() -> None:
     ("@0.5.11", {"speculative": "draft:qwen3-0.6b"}, True),  # STANDALONE
     ("@0.5.11", {"speculative_topk": 4, "speculative_draft_tokens": 8}, False),  # "only supports topk = 1"
     ("@0.5.11", {"speculative": "ngram"}, False),  # NGRAM: disable_overlap_schedule = True
+    # 0.5.12.post1: still "spec v2 currently only supports topk = 1"; 0.5.13 (spec_overlap_tree):
+    # arg_groups/speculative_hook.py _handle_eagle_family without a top-k condition
+    ("@0.5.12.post1", {"speculative_topk": 4, "speculative_draft_tokens": 8}, False),
+    ("@0.5.13", {"speculative_topk": 4, "speculative_draft_tokens": 8}, True),
+    # 0.5.13 _handle_ngram: disable_overlap_schedule = True; 0.5.14 (spec_overlap_ngram): not set
+    ("@0.5.13", {"speculative": "ngram"}, False),
+    ("@0.5.14", {"speculative": "ngram"}, True),
+    ("@0.5.23", {"speculative": "ngram"}, True),
 ])
 def test_sglang_0_5_11_drafts_a_chain_on_its_overlap_scheduler(release: str, kw: dict,
                                                                 overlapped: bool) -> None:
