@@ -378,9 +378,11 @@ def tier_of(rt: RuntimeProfile, mib: float) -> MemoryTier | None:
     """The runtime's [[runtime.tier]] row of a card of `mib` MiB at the profile's release (SGLang's defaults
     by card size: the runtimes.toml rows, with the 20-35 GiB row of TIER_35GIB_FROM_0520 from the release
     that has TIER_35GIB_FEATURE and whose table names it)."""
+    from .releases import has_at_release  # (releases.py imports this module)
+
     t = next((t for t in rt.tier if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
     if (t is not None and t.max_gpu_mem_mib == TIER_35GIB_FROM_0520.max_gpu_mem_mib
-            and rt.release is not None and rt.release.has(TIER_35GIB_FEATURE)):
+            and has_at_release(rt, TIER_35GIB_FEATURE)):
         return TIER_35GIB_FROM_0520
     return t
 
