@@ -1,7 +1,7 @@
-"""SGLang's releases after cardfit's current one (data/releases.toml sglang `current`), read in their PyPI
-wheels: the decode-graph flag renamed in 0.5.14 (graph_flags_by_phase) and the 20-35 GiB card row of 0.5.20
-(tier_35gib_4k_48). `--runtime sglang` (the current release) and `sglang@0.5.9` answer as before; a release
-from the feature's on takes the newer default."""
+"""SGLang's releases after 0.5.9, read in their PyPI wheels up to 0.5.23 (data/releases.toml sglang
+`current`): prompt-step CUDA graphs' reserve from 0.5.10 (prefill_cuda_graph), the decode-graph flag renamed
+in 0.5.14 (graph_flags_by_phase) and the 20-35 GiB card row of 0.5.20 (tier_35gib_4k_48). `--runtime sglang`
+and `sglang@0.5.23` agree; `sglang@0.5.9` answers as main did with 0.5.9 current."""
 
 import pytest
 
@@ -23,7 +23,7 @@ def _at(rel: str):
     # python/sglang/srt/server_args.py _handle_gpu_memory_settings, PyPI wheels 0.5.9 and 0.5.19:
     # "elif gpu_mem < 35 * 1024: # A10, 4090, 5090 ... chunked_prefill_size = 2048 ... max_bs 24 / 80";
     # reserve 512 + 2048 * 1.5 + 24 * 2 + 1 / 8 * 1024 = 3760 MiB
-    ("", 2048, 24, 80, 3760, "the current release (0.5.9)"),
+    ("", 4096, 48, 160, 7280, "the current release (0.5.23)"),
     ("0.5.9", 2048, 24, 80, 3760, "server_args.py 0.5.9"),
     # + 42 prompt sizes up to 2048 x 8 MiB (prefill_cuda_graph, from 0.5.10) = 4096
     ("0.5.19", 2048, 24, 80, 4096, "server_args.py 0.5.19"),
@@ -43,7 +43,7 @@ def test_the_4090_row_follows_the_release(rel, chunk, graphs_tp1, graphs_tp4, re
 
 
 @pytest.mark.parametrize("rel, reserve",
-                         [("", 13440), ("0.5.9", 13440), ("0.5.20", 13904), ("0.5.23", 13904)])
+                         [("", 13904), ("0.5.9", 13440), ("0.5.20", 13904), ("0.5.23", 13904)])
 def test_the_other_rows_are_unchanged(rel, reserve):
     """memory_hook.py 0.5.23: 8192 and max_bs 256 / 512 on an 80 GB card, as server_args.py 0.5.9; the
     reserve 512 + 8192 * 1.5 + 256 * 2 + 128 = 13440 MiB, from 0.5.10 + 58 prompt sizes x 8 MiB."""
@@ -85,14 +85,16 @@ def test_the_budget_reads_the_models_attention():
 
 
 def test_a_plain_profile_is_the_current_release():
-    """A profile named without a release (release None) answers as the current one, 0.5.9."""
+    """A profile named without a release (release None) answers as the current one, 0.5.23."""
     plain = default_runtimes().get("sglang")
     assert plain.release is None
-    assert default_chunk(plain, RTX_4090_MIB) == 2048 and graph_max_batch(plain, 24, 1) == 24
+    assert default_chunk(plain, RTX_4090_MIB) == 4096 and graph_max_batch(plain, 24, 1) == 48
+    assert reserved_mib(plain, H100_MIB, 1, 1) == reserved_mib(_at("0.5.23"), H100_MIB, 1, 1)
 
 
 @pytest.mark.parametrize("rel, flag", [
-    ("", "--cuda-graph-max-bs"),  # current 0.5.9: server_args.py add_argument("--cuda-graph-max-bs")
+    ("", "--cuda-graph-max-bs-decode"),  # the current release, 0.5.23
+    ("0.5.9", "--cuda-graph-max-bs"),  # server_args.py add_argument("--cuda-graph-max-bs")
     ("0.5.13", "--cuda-graph-max-bs"),
     # 0.5.14 and 0.5.19: field cuda_graph_max_bs_decode, "--cuda-graph-max-bs" a DeprecatedAliasStoreAction
     ("0.5.14", "--cuda-graph-max-bs-decode"),

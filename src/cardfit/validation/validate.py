@@ -846,7 +846,13 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 # generation unless the change applies to it (single.py mla_v0, _fit_applies)
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
                               "v0_mla_unchunked", "server_draft_in_batch",
-                              "gpt_oss_hybrid_swa", "fit"})
+                              "gpt_oss_hybrid_swa", "fit", *(
+                                  # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
+                                  # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
+                                  "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
+                                  "graph_flags_by_phase", "tier_35gib_4k_48")})
+# SGLang's speculative path by release (data/releases.toml): a record that drafts ran the one of its release
+_SPEC_FEATURES = frozenset({"spec_overlap", "spec_overlap_tree", "spec_overlap_ngram"})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -871,7 +877,24 @@ def older_generation(r: dict[str, Any]) -> bool:
     # a feature the current release lacks too (listed ahead of it: SGLang's spec_overlap of 0.5.11 beside
     # 0.5.9) is not a generation apart from what users get
     lacks = rt.release.lacks - release(rt.id).lacks
-    return bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
+    return (bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
+            or _sglang_narrow_applies(r, lacks))
+
+
+def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
+    """Whether SGLang's narrow features a record's release lacks change its figures: the speculative path
+    for a record that drafts, the 20-35 GiB card row (chunk, decode graphs, reserve) for a record on such a
+    card (catalog/runtimes.py tier_of, by the card's nominal size); the launch flag never."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.runtimes import TIER_35GIB_BEFORE_0520
+
+    if lacks & _SPEC_FEATURES and (r.get("settings") or {}).get("speculative"):
+        return True
+    if "tier_35gib_4k_48" in lacks:
+        gpu = default_gpus().find(str(r.get("gpu") or ""))
+        mib = gpu.memory_gb * 1024 if gpu is not None else 0
+        return 20 * 1024 <= mib < TIER_35GIB_BEFORE_0520.max_gpu_mem_mib
+    return False
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
