@@ -28,6 +28,9 @@ from .vllm_like import VllmLike
 # others B's output. --max-loras-per-batch (default 8) counts the base model's slot ("include base-only
 # request", server_args.py). Each rank's LoRAManager keeps every loaded adapter in CPU memory
 # (lora/lora_manager.py load_lora_weights, lora/lora.py initialize_weights: `.cpu()`).
+# The same dense shapes and default in 0.5.23 (mem_pool.py get_lora_A_shape / get_lora_B_shape "Standard:
+# [num_loras, output_dim, rank]"; arg_groups/fields/ max_loras_per_batch = 8); 0.5.23 adds expert LoRA
+# buffers for MoE models ("MoE: [num_loras, num_experts, output_dim, rank]"), not modelled
 LORA_SOURCE = "https://pypi.org/project/sglang/0.5.9/ (sglang/srt/lora/mem_pool.py, srt/server_args.py)"
 STACK_OF = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
             "up_proj": "gate_up_proj"}
