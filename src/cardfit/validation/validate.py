@@ -874,8 +874,8 @@ def older_generation(r: dict[str, Any]) -> bool:
         return False
     from ..catalog.releases import release
 
-    # a feature the current release lacks too (listed ahead of it: SGLang's spec_overlap of 0.5.11 beside
-    # 0.5.9) is not a generation apart from what users get
+    # a feature the current release lacks too (listed ahead of it in data/releases.toml) is not a
+    # generation apart from what users get
     lacks = rt.release.lacks - release(rt.id).lacks
     return (bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
             or _sglang_narrow_applies(r, lacks))
