@@ -851,8 +851,6 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
                                   "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
                                   "graph_flags_by_phase", "tier_35gib_4k_48")})
-# SGLang's speculative path by release (data/releases.toml): a record that drafts ran the one of its release
-_SPEC_FEATURES = frozenset({"spec_overlap", "spec_overlap_tree", "spec_overlap_ngram"})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -883,12 +881,17 @@ def older_generation(r: dict[str, Any]) -> bool:
 
 def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
     """Whether SGLang's narrow features a record's release lacks change its figures: the speculative path
-    for a record that drafts, the 20-35 GiB card row (chunk, decode graphs, reserve) for a record on such a
+    for a record that drafts (spec v2 for a chain, a tree from spec_overlap_tree, n-gram lookup from
+    spec_overlap_ngram), the 20-35 GiB card row (chunk, decode graphs, reserve) for a record on such a
     card (catalog/runtimes.py tier_of, by the card's nominal size); the launch flag never."""
     from ..catalog.gpus import default_gpus
     from ..catalog.runtimes import TIER_35GIB_BEFORE_0520
 
-    if lacks & _SPEC_FEATURES and (r.get("settings") or {}).get("speculative"):
+    st = r.get("settings") or {}
+    drafts = str(st.get("speculative") or "")
+    if drafts and ("spec_overlap" in lacks
+                   or ("spec_overlap_tree" in lacks and int(st.get("speculative_topk") or 1) > 1)
+                   or ("spec_overlap_ngram" in lacks and drafts == "ngram")):
         return True
     if "tier_35gib_4k_48" in lacks:
         gpu = default_gpus().find(str(r.get("gpu") or ""))
