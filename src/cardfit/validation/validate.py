@@ -850,7 +850,7 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
                                   # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
                                   "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
-                                  "graph_flags_by_phase", "tier_35gib_4k_48")})
+                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph")})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -880,7 +880,8 @@ def older_generation(r: dict[str, Any]) -> bool:
 
 
 def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
-    """Whether SGLang's narrow features a record's release lacks change its figures: the speculative path
+    """Whether SGLang's narrow features a record's release lacks change its figures: the prompt graphs'
+    reserve where the default memory fraction is used (_prompt_graph_reserve_applies), the speculative path
     for a record that drafts (spec v2 for a chain, a tree from spec_overlap_tree, n-gram lookup from
     spec_overlap_ngram), the 20-35 GiB card row (chunk, decode graphs, reserve) for a record on such a
     card (catalog/runtimes.py tier_of, by the card's nominal size); the launch flag never."""
@@ -893,11 +894,26 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
                    or ("spec_overlap_tree" in lacks and int(st.get("speculative_topk") or 1) > 1)
                    or ("spec_overlap_ngram" in lacks and drafts == "ngram")):
         return True
+    if "prefill_cuda_graph" in lacks and _prompt_graph_reserve_applies(r, st):
+        return True
     if "tier_35gib_4k_48" in lacks:
         gpu = default_gpus().find(str(r.get("gpu") or ""))
         mib = gpu.memory_gb * 1024 if gpu is not None else 0
         return 20 * 1024 <= mib < TIER_35GIB_BEFORE_0520.max_gpu_mem_mib
     return False
+
+
+def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
+    """Whether SGLang's prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10) change what
+    cardfit predicts for a record: the code models them through the default --mem-fraction-static only
+    (runtimes/sglang.py prefill_graph_reserve_mib: a CUDA card, no pipeline), so a record that states its
+    memory fraction, runs on ROCm or across a pipeline is predicted alike at either release (the graphs'
+    saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang after 0.5.9")."""
+    from ..catalog.gpus import default_gpus
+
+    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    stack = gpu.stack if gpu is not None else "cuda"
+    return not st.get("gpu_memory_utilization") and stack == "cuda" and int(st.get("pp") or 1) == 1
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
