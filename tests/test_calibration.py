@@ -715,11 +715,11 @@ HELD_USER_PATH = {
     # path on Hopper keeps the loaded scales beside their swizzled copy and casts the expert biases to
     # float32 (runtimes/vllm.py; PyPI wheels 0.14.1 and 0.22.0), 3.5 GiB more for gpt-oss-120b: the
     # vllm-33155 weights record -5.7 % -> -0.2 %, and the llm-d stages' pool 102K tokens smaller
-    # 24.5 % / 191 % (515) -> 21.5 % / 183 % (354), no level moved, no prediction changed: SGLang's current
-    # release 0.5.9 -> 0.5.23 (data/releases.toml; docs/VALIDATION.md "SGLang after 0.5.9"): its 161 user-path
-    # records (and 10 "knobs" ones) ran a release before 0.5.10's prompt-step CUDA graphs and are now
-    # older_releases (1,020 -> 1,191 · 21.0 % -> 22.4 % · 138 % -> 154 %); the 76 SGLang 0.5.12 records stay
-    "serving": (0.25, 2.25),  # 354 records
+    # 24.5 % / 191 % (515) -> 23.6 % / 189 % (426), no level moved, no prediction changed: SGLang's current
+    # release 0.5.9 -> 0.5.23 (data/releases.toml; docs/VALIDATION.md "SGLang after 0.5.9"): 89 user-path
+    # SGLang records (and 6 "knobs" ones) ran a release before 0.5.10's prompt-step CUDA graphs with the
+    # default memory fraction, whose reserve now differs, and are older_releases (1,020 -> 1,115)
+    "serving": (0.25, 2.25),  # 426 records
 }
 
 
