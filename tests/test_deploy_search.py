@@ -155,7 +155,10 @@ PD_CASES = [
      "a disaggregated deployment meets the targets: the sets after the first are held to its rent"),
     ("meta-llama/Llama-3.3-70B-Instruct", {"requests_per_s": 5.0, "tpot_ms": 50.0, "runtime": "vllm",
                                             "gpu": ("H100 SXM", "A100 80GB")}, "open arrivals"),
-    ("meta-llama/Llama-3.3-70B-Instruct", {"users": 16.0, "runtime": "sglang", "gpu": ("RTX A5000",)},
+    # SGLang 0.5.9: from 0.5.20 a 24 GB card reserves 7.3 GB outside --mem-fraction-static (the 4096 chunk,
+    # 48 decode graphs and the prompt graphs: releases.toml tier_35gib_4k_48, prefill_cuda_graph), and no set
+    # of RTX A5000 holds the 70B model at all
+    ("meta-llama/Llama-3.3-70B-Instruct", {"users": 16.0, "runtime": "sglang@0.5.9", "gpu": ("RTX A5000",)},
      "none meets: every set timed to the end"),
 ]
 

@@ -67,7 +67,10 @@ def test_the_cap_moves_tpot_and_throughput_through_the_one_timing_path():
     graph = (d := cardfit.deploy(**kw, cuda_graph_max_bs=352))["best"] or d["closest"]
     assert graph["tpot_ms"] < eager["tpot_ms"]
     assert graph["aggregate_tokens_per_s"] > eager["aggregate_tokens_per_s"]
-    assert "--cuda-graph-max-bs 352" in graph["command"] and "--cuda-graph-max-bs" not in eager["command"]
+    # SGLang 0.5.23 (current) names the decode graphs' cap --cuda-graph-max-bs-decode (releases.toml
+    # graph_flags_by_phase)
+    assert "--cuda-graph-max-bs-decode 352" in graph["command"]
+    assert "--cuda-graph-max-bs" not in eager["command"]
     rows = cardfit.speed(model="llama-3.1-8b", gpu="H200 SXM", runtime="sglang", quant="fp8",
                          input_tokens=1000, output_tokens=1000, concurrency=(352,), cuda_graph_max_bs=352)
     row = rows["rows"][0]
@@ -75,12 +78,14 @@ def test_the_cap_moves_tpot_and_throughput_through_the_one_timing_path():
 
 
 def test_sglang_launch_flag_exists_in_the_release_cardfit_names():
+    """--cuda-graph-max-bs-decode at the current release (0.5.23: the old --cuda-graph-max-bs is gone from
+    0.5.20; tests/test_sglang_newer_releases.py has the older releases' flag)."""
     cmd = launch.build("sglang", "meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096, max_num_seqs=352,
                        cuda_graph_max_bs=352)
     args = list(cmd.argv)
-    assert args[args.index("--cuda-graph-max-bs") + 1] == "352"
+    assert args[args.index("--cuda-graph-max-bs-decode") + 1] == "352"
     flags = tomllib.loads((OPTIONS / "sglang.toml").read_text())["flags"]
-    assert "--cuda-graph-max-bs" in flags
+    assert "--cuda-graph-max-bs-decode" in flags and "--cuda-graph-max-bs" not in flags
 
 
 def test_trtllm_cap_goes_in_its_yaml_with_padding_beside_the_kv_dtype():

@@ -10,7 +10,7 @@ import pytest
 from cardfit.catalog.gpus import default_gpus
 from cardfit.catalog.runtimes import default_runtimes
 from cardfit.runtimes import adapter
-from cardfit.runtimes.sglang import default_chunk, reserved_mib
+from cardfit.runtimes.sglang import default_chunk, prefill_graph_sizes, reserved_mib
 from cardfit.services.deploy import DeployInput, deployment, pinned_answer
 from cardfit.services.inputs import PlanInput
 from cardfit.services.plan import build_context, engine_defaults
@@ -19,11 +19,16 @@ MIB = 2**20
 
 # (runtime@release, card, --chunked-prefill-size SGLang picks, source: server_args.py in the PyPI wheels)
 CHUNKS = [
-    # 0.5.9 _handle_gpu_memory_settings: < 20 GiB 2048, < 35 GiB 2048, < 60 GiB 4096, < 90 GiB 8192,
-    # < 160 GiB 8192, else 16384
-    ("sglang", "Tesla T4", 2048, "0.5.9: gpu_mem < 20 * 1024 (T4, 4080)"),
-    ("sglang", "RTX 4090", 2048, "0.5.9: gpu_mem < 35 * 1024 (A10, 4090, 5090)"),
-    ("sglang", "RTX 5090", 2048, "0.5.9: gpu_mem < 35 * 1024 (A10, 4090, 5090)"),
+    # the current release, 0.5.23 (arg_groups/memory_hook.py handle_gpu_memory_settings): < 20 GiB 2048,
+    # < 35 GiB 4096 (from 0.5.20: releases.toml tier_35gib_4k_48), < 60 GiB 4096, < 90 GiB 8192,
+    # < 160 GiB 8192, else 16384; 0.5.9 (server_args.py _handle_gpu_memory_settings) the same but 2048
+    # below 35 GiB
+    ("sglang", "Tesla T4", 2048, "0.5.23: gpu_mem < 20 * 1024 (T4, 4080)"),
+    ("sglang", "RTX 4090", 4096, "0.5.23: gpu_mem < 35 * 1024 (A10, 4090, 5090)"),
+    ("sglang", "RTX 5090", 4096, "0.5.23: gpu_mem < 35 * 1024 (A10, 4090, 5090)"),
+    ("sglang@0.5.9", "RTX 4090", 2048, "0.5.9: gpu_mem < 35 * 1024 (A10, 4090, 5090)"),
+    ("sglang@0.5.19", "RTX 5090", 2048, "0.5.19: gpu_mem < 35 * 1024 (A10, 4090, 5090)"),
+    ("sglang@0.5.20", "RTX 5090", 4096, "0.5.20: (chunked_prefill_size 4k, max_bs 48 if tp < 4 else 160)"),
     ("sglang", "L40S", 4096, "0.5.9: gpu_mem < 60 * 1024 (A100 (40GB), L40)"),
     ("sglang", "A100 SXM 40GB", 4096, "0.5.9: gpu_mem < 60 * 1024 (A100 (40GB), L40)"),
     ("sglang", "A100 SXM 80GB", 8192, "0.5.9: gpu_mem < 90 * 1024 (H100, A100)"),
@@ -64,16 +69,21 @@ def test_no_card_keeps_the_profiles_value():
     assert adapter(_rt("sglang")).serve_batched_tokens(None) == _rt("sglang").prefill_chunk
 
 
-def test_the_memory_reserve_reads_the_same_chunk():
-    # one owner: reserved_mib's chunk term is default_chunk's (512 + 1.5 x chunk + 2 x graphs + ranks / 8)
-    rt = _rt("sglang")
-    for card, graphs in (("RTX 4090", 24), ("L40S", 32), ("H100 SXM", 256), ("B200", 512)):
+@pytest.mark.parametrize("name,graphs_4090,prompt_graphs",
+                         [("sglang@0.5.9", 24, False), ("sglang", 48, True)])
+def test_the_memory_reserve_reads_the_same_chunk(name, graphs_4090, prompt_graphs):
+    # one owner: reserved_mib's chunk term is default_chunk's (512 + 1.5 x chunk + 2 x graphs + ranks / 8,
+    # from 0.5.10 + 8 MiB per captured prompt size up to the chunk: releases.toml prefill_cuda_graph)
+    rt = _rt(name)
+    for card, graphs in (("RTX 4090", graphs_4090), ("L40S", 32), ("H100 SXM", 256), ("B200", 512)):
         mib = adapter(rt).cuda_total(_gpu(card)) / MIB
-        want = 512 + max(default_chunk(rt, mib), 2048) * 1.5 + graphs * 2 + 1024 / 8
+        chunk = default_chunk(rt, mib)
+        want = (512 + max(chunk, 2048) * 1.5 + graphs * 2 + 1024 / 8
+                + (len(prefill_graph_sizes(chunk)) * 8 if prompt_graphs else 0))
         assert reserved_mib(rt, mib, 1, 1) == (max(want, 10 * 1024) if mib > 60 * 1024 else want), card
 
 
-@pytest.mark.parametrize("card,chunk", [("RTX 4090", 2048), ("L40S", 4096), ("H100 SXM", 8192)])
+@pytest.mark.parametrize("card,chunk", [("RTX 4090", 4096), ("L40S", 4096), ("H100 SXM", 8192)])
 def test_plan_deploy_and_launch_line_agree_on_the_cards_chunk(card, chunk):
     gpu = _gpu(card)
     ctx = build_context(PlanInput(model="qwen3-8b", runtime="sglang"))

@@ -512,7 +512,8 @@ CHAINS = [
                     "eagle3"), 7,
      ({"method": "eagle3", "tokens": 7, "acceptance": 0.3614, "tokens_per_step": 3.53}, 286.1,
       [286.06, 221.74, 181.03])),
-    ("speed sglang", ("speed", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang",
+    # SGLang 0.5.9 (spec v1; the current 0.5.23 drafts on spec v2: tests/test_speculative_sglang.py)
+    ("speed sglang", ("speed", "qwen3-8b", "--quant", "fp8", "--gpu", "H100 SXM", "--runtime", "sglang@0.5.9",
                       "--speculative", "eagle3", "--num-speculative-tokens", "2"), 2,
      ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 323.3,
       [323.33, 275.35, 212.32, 145.65, 135.05])),
@@ -521,7 +522,7 @@ CHAINS = [
      ({"method": "eagle3", "tokens": 7, "acceptance": 0.3614, "tokens_per_step": 3.53}, 3.6, 83.0, 4184.8,
       277.09)),
     ("deploy sglang", ("deploy", "qwen3-8b", "--quant", "fp8", "--users", "4", "--gpu", "H100 SXM",
-                       "--runtime", "sglang", "--tp", "1", "--speculative", "eagle3",
+                       "--runtime", "sglang@0.5.9", "--tp", "1", "--speculative", "eagle3",
                        "--num-speculative-tokens", "2"), 2,
      ({"method": "eagle3", "tokens": 2, "acceptance": 0.6476, "tokens_per_step": 2.295}, 3.0, 49.9, 1263.3,
       332.39)),

@@ -46,10 +46,11 @@ def test_an_explicit_max_num_seqs_wins_over_the_48() -> None:
     assert engine_defaults(_ctx("sglang", speculative="eagle3", max_num_seqs=128), _h100())[1] == 128
 
 
-@pytest.mark.parametrize("release", ["", "@0.5.3.post3", "@0.4.6"])
+@pytest.mark.parametrize("release", ["@0.5.9", "@0.5.3.post3", "@0.4.6"])
 def test_sglang_drafting_runs_without_the_overlap_scheduler(release: str) -> None:
-    """disable_overlap_schedule = True: the step pays what SGLang before its overlap scheduler pays
-    (data/releases.toml overlap_scheduler: decode_overhead_us_per_sequence_v0, no step planned ahead)."""
+    """disable_overlap_schedule = True (to 0.5.10.post1: spec v1): the step pays what SGLang before its
+    overlap scheduler pays (data/releases.toml overlap_scheduler: decode_overhead_us_per_sequence_v0, no
+    step planned ahead)."""
     rt = default_runtimes().get("sglang")
     plain = _ctx(f"sglang{release}").runtime
     on = _ctx(f"sglang{release}", speculative="eagle3").runtime
@@ -80,7 +81,7 @@ def test_the_drafting_step_pays_the_serial_scheduler_per_sequence() -> None:
     from cardfit.services import served
 
     rt = default_runtimes().get("sglang")
-    on, off = _ctx("sglang", speculative="eagle3"), _ctx("sglang")
+    on, off = _ctx("sglang@0.5.9", speculative="eagle3"), _ctx("sglang@0.5.9")  # spec v1
     assert served.machine(on, _h100(), 1).overhead_s_per_sequence == pytest.approx(
         rt.decode_overhead_us_per_sequence_v0 * 1e-6)
     assert served.machine(off, _h100(), 1).overhead_s_per_sequence == 0.0
@@ -166,7 +167,7 @@ def test_a_spec_v1_cycle_pays_the_host_time_spec_v2_hides() -> None:
 
     rt = default_runtimes().get("sglang")
     assert rt.speculative_cycle_host_us == pytest.approx(1e6 * (2.99 / 246.80 - 3.01 / 273.43), abs=1.0)
-    ctx = _ctx("sglang", speculative="eagle3", num_speculative_tokens=4)
+    ctx = _ctx("sglang@0.5.9", speculative="eagle3", num_speculative_tokens=4)  # spec v1
     gpu = _h100()
     w = sv.Workload(233, 221)
     whole = served.load(ctx, memory_for(ctx, 454, gpu), w)
@@ -200,13 +201,23 @@ def test_vllm_and_llama_cpp_cycles_pay_no_sglang_host_time() -> None:
 
 
 @pytest.mark.parametrize("release,kw,overlapped", [
-    ("", {}, False),  # the current release (0.5.9): SGLANG_ENABLE_SPEC_V2 = EnvBool(False), spec v1
+    ("", {}, True),  # the current release (0.5.23): arg_groups/speculative_hook.py _handle_eagle_family
+    ("@0.5.9", {}, False),  # SGLANG_ENABLE_SPEC_V2 = EnvBool(False), spec v1
+    ("", {"speculative_topk": 4, "speculative_draft_tokens": 8}, True),  # 0.5.23: no top-k condition
     ("@0.5.3.post3", {}, False),  # GPUStack's runs: --enable-beta-spec opt-in
     ("@0.5.10.post1", {}, False),  # EnvBool(False)
     ("@0.5.11", {}, True),  # "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding"
     ("@0.5.11", {"speculative": "draft:qwen3-0.6b"}, True),  # STANDALONE
     ("@0.5.11", {"speculative_topk": 4, "speculative_draft_tokens": 8}, False),  # "only supports topk = 1"
     ("@0.5.11", {"speculative": "ngram"}, False),  # NGRAM: disable_overlap_schedule = True
+    # 0.5.12.post1: still "spec v2 currently only supports topk = 1"; 0.5.13 (spec_overlap_tree):
+    # arg_groups/speculative_hook.py _handle_eagle_family without a top-k condition
+    ("@0.5.12.post1", {"speculative_topk": 4, "speculative_draft_tokens": 8}, False),
+    ("@0.5.13", {"speculative_topk": 4, "speculative_draft_tokens": 8}, True),
+    # 0.5.13 _handle_ngram: disable_overlap_schedule = True; 0.5.14 (spec_overlap_ngram): not set
+    ("@0.5.13", {"speculative": "ngram"}, False),
+    ("@0.5.14", {"speculative": "ngram"}, True),
+    ("@0.5.23", {"speculative": "ngram"}, True),
 ])
 def test_sglang_0_5_11_drafts_a_chain_on_its_overlap_scheduler(release: str, kw: dict,
                                                                 overlapped: bool) -> None:
@@ -226,12 +237,14 @@ def test_sglang_0_5_11_drafts_a_chain_on_its_overlap_scheduler(release: str, kw:
     assert engine_defaults(ctx, _h100())[1] == 48
 
 
-def test_the_current_release_lacks_a_feature_listed_ahead_of_it() -> None:
-    """A runtime named without a release is its `current` one (0.5.9 for SGLang), by number: spec_overlap
-    (from 0.5.11) is not on there, nor for a record dated before it; a record dated after it has it."""
+def test_a_release_has_the_features_up_to_its_number_or_date() -> None:
+    """A runtime named without a release is its `current` one, by number: SGLang 0.5.23 has spec_overlap
+    (from 0.5.11) and the 0.5.20 card row; 0.5.9 lacks them. A record dated before spec_overlap lacks it; a
+    record dated after it has it."""
     from cardfit.catalog.releases import release
 
-    assert not release("sglang").has("spec_overlap")
+    assert release("sglang").has("spec_overlap") and release("sglang").has("tier_35gib_4k_48")
+    assert not release("sglang", "0.5.9").has("spec_overlap")
     assert not release("sglang", None, "2026-01").has("spec_overlap")
     assert release("sglang", None, "2026-06").has("spec_overlap")
     assert release("sglang").has("overlap_scheduler") and release("vllm").has("graphs_in_budget")

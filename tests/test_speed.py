@@ -615,9 +615,10 @@ def test_nvfp4_weights_stream_four_and_a_half_bits_with_their_block_scales(run_j
     # SGLang's cuda_graph_max_bs by card size and TP (python/sglang/srt/server_args.py
     # _handle_gpu_memory_settings, sgl-project/sglang@469c63e5: "H100, A100 … cuda_graph_max_bs 256 if tp < 4
     # else 512"; "H20, H200 … 256 if tp < 4 else 512"; "A100 (40GB), L40 … 32 if tp < 4 else 160"; under
-    # 35 GB "24 … else 80"; under 20 GB 8; "B200, MI300 … 512")
+    # 35 GB "24 … else 80" (48 / 160 from 0.5.20, the current 0.5.23: arg_groups/memory_hook.py; releases.toml
+    # tier_35gib_4k_48); under 20 GB 8; "B200, MI300 … 512")
     ("H100 SXM", 1, 256), ("H100 SXM", 8, 512), ("A100 SXM 80GB", 1, 256), ("H200 SXM", 2, 256),
-    ("H200 SXM", 4, 512), ("A100 40GB", 1, 32), ("L40S", 4, 160), ("RTX 4090", 1, 24), ("RTX 4090", 4, 80),
+    ("H200 SXM", 4, 512), ("A100 40GB", 1, 32), ("L40S", 4, 160), ("RTX 4090", 1, 48), ("RTX 4090", 4, 160),
     ("T4", 1, 8), ("B200", 1, 512), ("MI300X", 8, 512),
 ])
 def test_sglang_replays_decode_graphs_up_to_its_card_sized_cap(card, tp, cap):

@@ -173,7 +173,7 @@ def release(runtime: str, stated: str | None = None, date: str | None = None) ->
     probe = number
     if probe is None and not date and table.current:
         # neither stated nor dated: the current release, by its own number (a feature the table lists ahead
-        # of it, as SGLang's spec_overlap of 0.5.11 beside a current 0.5.9, is one it does not have yet)
+        # of it, as a vLLM or SGLang feature of a release after `current`, is one it does not have yet)
         current = parse_release(runtime, table.current)
         probe, line = current if current is not None else (None, line)
     feats = frozenset(f.id for f in table.features if _has(f, probe, line, str(date or ""), runtime))
@@ -228,6 +228,14 @@ def current_release(runtime: str) -> str:
     return table.current if table is not None else ""
 
 
+def has_at_release(rt: RuntimeProfile, feature: str) -> bool:
+    """Whether the profile's release has a feature of the table: the release it is at, or the current one
+    (by its number, as `release` reads it) where it names none. RuntimeProfile.has answers True for every
+    feature of a profile that names no release; this one is for a feature the table may list ahead of the
+    current release (SGLang's of releases after `current`)."""
+    return (rt.release if rt.release is not None else release(rt.id)).has(feature)
+
+
 def release_name(rt: RuntimeProfile) -> str | None:
     """The release a profile is at, as output names it: the one asked for ("0.6.3", "2024-08"), else the
     current one of data/releases.toml; None for a runtime cardfit knows no releases of."""
@@ -275,7 +283,7 @@ def profile_at(rt: RuntimeProfile, rel: Release) -> RuntimeProfile:
 def drafting(rt: RuntimeProfile, overlapped: bool = False) -> RuntimeProfile:
     """The profile of a runtime that drafts (--speculative): the sequences it schedules by default become its
     `speculative_max_num_seqs` (a user's --max-num-seqs still wins: it is only the default), and the release
-    features of `speculative_lacks` are off whatever its release (SGLang: every release from 0.4 to 0.5.9
+    features of `speculative_lacks` are off whatever its release (SGLang: every release from 0.4 to 0.5.10
     sets max_running_requests = 48 when not given and disable_overlap_schedule = True for EAGLE, EAGLE3,
     NEXTN (MTP), STANDALONE and NGRAM: python/sglang/srt/server_args.py; data/runtimes.toml), so their
     `without` fields and `reads` constants apply as for a release before them. `overlapped`: the drafter runs

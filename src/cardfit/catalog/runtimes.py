@@ -376,11 +376,33 @@ def graph_max_batch(rt: RuntimeProfile, memory_gb: float, tp: int) -> int:
     profile's one cap (graph_max_batch: TGI's --cuda-graphs, llama.cpp's single-token graphs)."""
     if not rt.tier or memory_gb <= 0:
         return rt.graph_max_batch
-    mib = memory_gb * 1024  # the card's nominal size; SGLang reads the device's total memory in MiB
-    for t in rt.tier:
-        if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib:
-            return t.cuda_graph_max_bs_tp_lt4 if tp < 4 else t.cuda_graph_max_bs_tp_ge4
-    return rt.graph_max_batch
+    # the card's nominal size; SGLang reads the device's total memory in MiB
+    t = tier_of(rt, memory_gb * 1024)
+    if t is None:
+        return rt.graph_max_batch
+    return t.cuda_graph_max_bs_tp_lt4 if tp < 4 else t.cuda_graph_max_bs_tp_ge4
+
+
+# SGLang before 0.5.20 (data/releases.toml sglang tier_35gib_4k_48): the card row from 20 to 35 GiB (A10,
+# RTX 4090, RTX 5090) took chunked_prefill_size 2048 and decode graphs up to batch 24 below TP 4, 80 from it
+# (python/sglang/srt/server_args.py _handle_gpu_memory_settings of the PyPI wheels sglang 0.5.9 and 0.5.19:
+# "elif gpu_mem < 35 * 1024: # A10, 4090, 5090 ... chunked_prefill_size = 2048 ... cuda_graph_max_bs = 24 ...
+# 80"); from 0.5.20 the runtimes.toml row (4096, 48, 160: arg_groups/memory_hook.py, wheels 0.5.20-0.5.23)
+TIER_35GIB_BEFORE_0520 = MemoryTier(35 * 1024, 2048, 24, 80)
+TIER_35GIB_FEATURE = "tier_35gib_4k_48"
+
+
+def tier_of(rt: RuntimeProfile, mib: float) -> MemoryTier | None:
+    """The runtime's [[runtime.tier]] row of a card of `mib` MiB at the profile's release (SGLang's defaults
+    by card size: the runtimes.toml rows, the 20-35 GiB one TIER_35GIB_BEFORE_0520 at a release of the
+    table without TIER_35GIB_FEATURE)."""
+    from .releases import has_at_release  # (releases.py imports this module)
+
+    t = next((t for t in rt.tier if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
+    if (t is not None and t.max_gpu_mem_mib == TIER_35GIB_BEFORE_0520.max_gpu_mem_mib
+            and not has_at_release(rt, TIER_35GIB_FEATURE)):
+        return TIER_35GIB_BEFORE_0520
+    return t
 
 
 def runs_on(rt: RuntimeProfile, stack: str) -> bool:

@@ -207,7 +207,7 @@ def card_set(gpu: Gpu, count: int, rt: RuntimeModel, rules: RentalRules, *, requ
              pp: int | None = None) -> CardSet:
     """The set's part of `check` (its arguments of the same names)."""
     tp = tp or count
-    budget = count * rt.budget_per_card(gpu, utilization, tp, pp or 1)
+    budget = count * rt.budget_per_card(gpu, utilization, tp, pp or 1, model)
     return CardSet(gpu, count, count * gpu.usable_bytes, budget, rt.kv_copies(model, tp),
                    set_price(gpu, count, rules), rules.nodes(count), tp, pp or max(count // tp, 1),
                    unsupported(gpu, requires, rt.profile, count))

@@ -86,7 +86,8 @@ class RuntimeModel(Protocol):
         (vLLM's MXFP4 MoE kernels pad the expert matrices to their tiles)."""
         ...
 
-    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
+                        model: ModelSpec | None = None) -> int:
         """What the runtime lets itself use on one card of a set split `tp` x `pp`."""
         ...
 

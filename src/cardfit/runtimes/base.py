@@ -87,7 +87,8 @@ class Runtime:
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         return 0
 
-    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
+                        model: ModelSpec | None = None) -> int:
         """A fraction of the total CUDA reports (nvidia-smi's total less the driver's reserve, runtimes.toml
         cuda_total_shortfall_bytes) when the runtime reserves one (vLLM), else the whole card."""
         u = utilization if utilization is not None else self.profile.gpu_memory_utilization

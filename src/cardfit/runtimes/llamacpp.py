@@ -27,7 +27,8 @@ class LlamaCpp(LlamaCppLike):
 
     PIPELINE_COPIES = GGML_SCHED_MAX_COPIES  # llama_context: pipeline parallelism over a layer split
 
-    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
+                        model: ModelSpec | None = None) -> int:
         """The card less what --fit keeps free on it (--fit-target, from the release feature `fit`,
         data/releases.toml): llama-server places its layers, cache and workspace in the rest and puts the
         weights beyond it in system RAM (common/fit.cpp common_params_fit_impl)."""

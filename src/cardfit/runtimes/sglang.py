@@ -10,7 +10,8 @@ from dataclasses import replace
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
-from ..catalog.runtimes import MemoryTier, RuntimeProfile
+from ..catalog.releases import has_at_release
+from ..catalog.runtimes import RuntimeProfile, tier_of
 from ..core.kv import kv_cache_bytes
 from ..core.memory import MemorySettings
 from .base import NotModelled
@@ -27,6 +28,9 @@ from .vllm_like import VllmLike
 # others B's output. --max-loras-per-batch (default 8) counts the base model's slot ("include base-only
 # request", server_args.py). Each rank's LoRAManager keeps every loaded adapter in CPU memory
 # (lora/lora_manager.py load_lora_weights, lora/lora.py initialize_weights: `.cpu()`).
+# The same dense shapes and default in 0.5.23 (mem_pool.py get_lora_A_shape / get_lora_B_shape "Standard:
+# [num_loras, output_dim, rank]"; arg_groups/fields/ max_loras_per_batch = 8); 0.5.23 adds expert LoRA
+# buffers for MoE models ("MoE: [num_loras, num_experts, output_dim, rank]"), not modelled
 LORA_SOURCE = "https://pypi.org/project/sglang/0.5.9/ (sglang/srt/lora/mem_pool.py, srt/server_args.py)"
 STACK_OF = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
             "up_proj": "gate_up_proj"}
@@ -80,9 +84,6 @@ RESERVE_FLOOR_ABOVE_MIB = (60 * 1024, 10 * 1024)
 RESERVE_BY_CARD_053 = ((35 * 1024, 2.8, 0.1), (90 * 1024, 9.5, 0.5), (160 * 1024, 12.0, 0.5), (0, 32.0, 0.0))
 
 
-def tier_of(tiers: tuple[MemoryTier, ...], mib: float) -> MemoryTier | None:
-    """The runtimes.toml [[runtime.tier]] row of a card of `mib` MiB (SGLang's defaults by card size)."""
-    return next((t for t in tiers if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
 
 
 # --chunked-prefill-size when not given, by release (server_args.py, the PyPI wheels of sglang,
@@ -105,7 +106,7 @@ def default_chunk(rt: RuntimeProfile, mib: float) -> int:
     """SGLang's --chunked-prefill-size when not given, on a card of `mib` MiB as torch reports it, at the
     profile's release (the table above; before any --dp-size division)."""
     if rt.has("chunk_4k_below_60gib"):
-        tier = tier_of(rt.tier, mib)
+        tier = tier_of(rt, mib)
         return tier.chunked_prefill_size if tier else CHUNK_UNKNOWN_CARD
     if rt.has("chunk_by_card_tier"):
         return next(c for top, c in CHUNK_TIERS_BEFORE_053 if not top or mib < top)
@@ -116,20 +117,65 @@ def default_chunk(rt: RuntimeProfile, mib: float) -> int:
     return CHUNK_BEFORE_048
 
 
-def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int) -> float:
+# From 0.5.10 (data/releases.toml prefill_cuda_graph) prompt steps replay CUDA graphs by default (piecewise,
+# torch.compile, to 0.5.13; "breakable" from 0.5.14) and the reserve grows by 8 MiB per captured prompt size
+# ("Only calculate the memory overhead for Non-Torch Memory use since the Torch Memory can be reused with
+# Cuda Graph Capture"), or by 1.5 GiB for an MLA model ("For MLA backend the memory overhead is much higher
+# than expected with fa3"), before the 10 GiB floor: server_args.py _handle_gpu_memory_settings of the PyPI
+# wheel sglang 0.5.10 (https://pypi.org/project/sglang/0.5.10/), arg_groups/memory_hook.py
+# reserve_for_graph_mb of 0.5.23. The sizes: _generate_piecewise_cuda_graph_tokens (0.5.10),
+# cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes (0.5.23), up to the chunked-prefill size. Off
+# on ROCm and with pipeline parallelism (0.5.10 _handle_piecewise_cuda_graph "Non-CUDA hardware", "Pipeline
+# parallelism"; 0.5.23 default_cuda_graph_config 'Backend.BREAKABLE if is_cuda() else Backend.DISABLED',
+# apply_cuda_graph_compatibility pp_size > 1). Not read (so reserved, the smaller pool): the other cases
+# that turn it off (a multimodal model, and at 0.5.10-0.5.13 speculative decoding, attention DP, LoRA,
+# HiCache, a disaggregated worker; the disabled architectures of configs/model_config.py).
+PREFILL_GRAPH_MIB_PER_SIZE = 8
+PREFILL_GRAPH_MLA_MIB = 1.5 * 1024
+PREFILL_GRAPH_STEPS = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))
+PREFILL_GRAPH_STEP_ABOVE_4K = (4608, 512)
+
+
+def prefill_graph_sizes(max_tokens: int) -> list[int]:
+    """The prompt sizes SGLang captures up to `max_tokens` (the list above)."""
+    sizes = [s for a, b, step in PREFILL_GRAPH_STEPS for s in range(a, b, step)]
+    sizes += range(PREFILL_GRAPH_STEP_ABOVE_4K[0], max_tokens + 1, PREFILL_GRAPH_STEP_ABOVE_4K[1])
+    return [s for s in sizes if s <= max_tokens]
+
+
+def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool) -> float:
+    """What the prompt steps' CUDA graphs add to the reserve (0 before 0.5.10, on ROCm, across a pipeline)."""
+    if stack != "cuda" or pp > 1 or not has_at_release(rt, "prefill_cuda_graph"):
+        return 0.0
+    return PREFILL_GRAPH_MLA_MIB if mla else len(prefill_graph_sizes(chunk)) * PREFILL_GRAPH_MIB_PER_SIZE
+
+
+def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = "cuda",
+                 mla: bool = False) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
     graphs), with the card's default chunked-prefill size (default_chunk) and graph batch (the profile's
-    tiers): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table."""
+    tiers): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table; from 0.5.10 the
+    prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's attention is MLA)."""
     ranks = max(tp, 1) * max(pp, 1)
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
         return (row[1] + ranks * row[2]) * 1024
-    tier = tier_of(rt.tier, mib)
+    tier = tier_of(rt, mib)
     chunk = default_chunk(rt, mib)
     graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
     reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
-               + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024)
+               + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024
+               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla))
     return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
+
+
+# The decode graphs' cap on the command line: --cuda-graph-max-bs up to 0.5.13; from 0.5.14
+# (data/releases.toml graph_flags_by_phase) --cuda-graph-max-bs-decode, the old name a deprecated alias
+# of it to 0.5.19 (server_args.py 'DeprecatedAliasStoreAction, new_flag="--cuda-graph-max-bs-decode"',
+# PyPI wheels 0.5.14 and 0.5.19) and gone from 0.5.20 (arg_groups/fields/: cuda_graph_max_bs_decode
+# only; wheels 0.5.20, 0.5.23)
+GRAPH_FLAG = "--cuda-graph-max-bs"
+GRAPH_FLAG_BY_PHASE = "--cuda-graph-max-bs-decode"
 
 
 @record(slots=True)
@@ -196,15 +242,18 @@ class SGLang(VllmLike):
     # attention-DP layout for them (services/deploy.py expert_parallel)
     DRAFTS_WITHOUT_DP_ATTENTION = ("draft", "ngram")
 
-    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1) -> int:
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
+                        model: ModelSpec | None = None) -> int:
         """--mem-fraction-static x the card: the weights and the KV pool (model_runner.py
         profile_max_num_token: pool = free memory after loading - total x (1 - fraction)); given, the
-        user's fraction, else SGLang's own for the card, its split and the release (reserved_mib)."""
+        user's fraction, else SGLang's own for the card, its split, the model's attention and the release
+        (reserved_mib)."""
         if utilization is not None:
             return VllmLike.budget_per_card(self, gpu, utilization)
         total = self.cuda_total(gpu)
         mib = total / MIB
-        reserve = reserved_mib(self.profile, mib, tp, pp)
+        mla = model is not None and model.attention == "mla"
+        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla)
         return int(total * round((mib - reserve) / mib, 3))
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
@@ -239,7 +288,8 @@ class SGLang(VllmLike):
         """The line with --cuda-graph-max-bs N: SGLang captures decode graphs for batch sizes up to N
         (server_args.py _generate_cuda_graph_batch_sizes, each batch padded to the next captured size), and a
         larger batch runs eagerly (model_executor/cuda_graph_runner.py CudaGraphRunner.can_run)."""
-        return replace(launch, argv=(*launch.argv, "--cuda-graph-max-bs", str(max_bs)))
+        flag = GRAPH_FLAG_BY_PHASE if has_at_release(self.profile, "graph_flags_by_phase") else GRAPH_FLAG
+        return replace(launch, argv=(*launch.argv, flag, str(max_bs)))
 
     def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:
         # LORA_SOURCE: the pool's slots (default: one per adapter a batch of `users` can mix, plus the base

@@ -194,15 +194,19 @@ def choose(inp: Any, model: ModelSpec, runtime: Any = None) -> Choice | None:
 def overlapped(method: str, topk: int, runtime: Any) -> bool:
     """Whether the runtime's release runs this drafter on its overlapped speculative path: a method of its
     `speculative_overlap_methods` (runtimes.toml; empty on a release without data/releases.toml
-    spec_overlap) drafting a chain. SGLang 0.5.11 keeps spec v1 where top-k > 1 ("spec v2 currently only
-    supports topk = 1", server_args.py _handle_speculative_decoding). The profile is read at its release (the
-    current one where none is named), as drafting() reads it."""
-    if runtime is None or topk > 1 or not getattr(runtime, "speculative_overlap_methods", ()):
+    spec_overlap, without "ngram" before spec_overlap_ngram) drafting a chain, or a tree from the release of
+    spec_overlap_tree. SGLang 0.5.11 to 0.5.12 keep spec v1 where top-k > 1 ("spec v2 currently only supports
+    topk = 1", server_args.py _handle_speculative_decoding); 0.5.13 runs every EAGLE-family drafter on
+    spec v2.
+    The profile is read at its release (the current one where none is named), as drafting() reads it."""
+    if runtime is None or not getattr(runtime, "speculative_overlap_methods", ()):
         return False
     if runtime.release is None:
         from ..catalog.releases import at_release
 
         runtime = at_release(runtime, "")
+    if topk > 1 and not runtime.has("spec_overlap_tree"):
+        return False
     return method in runtime.speculative_overlap_methods
 
 

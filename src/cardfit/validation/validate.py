@@ -848,7 +848,11 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 # generation unless the change applies to it (single.py mla_v0, _fit_applies)
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
                               "v0_mla_unchunked", "server_draft_in_batch",
-                              "gpt_oss_hybrid_swa", "fit"})
+                              "gpt_oss_hybrid_swa", "fit", *(
+                                  # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
+                                  # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
+                                  "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
+                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph")})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -870,10 +874,48 @@ def older_generation(r: dict[str, Any]) -> bool:
         return False
     from ..catalog.releases import release
 
-    # a feature the current release lacks too (listed ahead of it: SGLang's spec_overlap of 0.5.11 beside
-    # 0.5.9) is not a generation apart from what users get
+    # a feature the current release lacks too (listed ahead of it in data/releases.toml) is not a
+    # generation apart from what users get
     lacks = rt.release.lacks - release(rt.id).lacks
-    return bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
+    return (bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
+            or _sglang_narrow_applies(r, lacks))
+
+
+def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
+    """Whether SGLang's narrow features a record's release lacks change its figures: the prompt graphs'
+    reserve where the default memory fraction is used (_prompt_graph_reserve_applies), the speculative path
+    for a record that drafts (spec v2 for a chain, a tree from spec_overlap_tree, n-gram lookup from
+    spec_overlap_ngram), the 20-35 GiB card row (chunk, decode graphs, reserve) for a record on such a
+    card (catalog/runtimes.py tier_of, by the card's nominal size); the launch flag never."""
+    from ..catalog.gpus import default_gpus
+    from ..catalog.runtimes import TIER_35GIB_BEFORE_0520
+
+    st = r.get("settings") or {}
+    drafts = str(st.get("speculative") or "")
+    if drafts and ("spec_overlap" in lacks
+                   or ("spec_overlap_tree" in lacks and int(st.get("speculative_topk") or 1) > 1)
+                   or ("spec_overlap_ngram" in lacks and drafts == "ngram")):
+        return True
+    if "prefill_cuda_graph" in lacks and _prompt_graph_reserve_applies(r, st):
+        return True
+    if "tier_35gib_4k_48" in lacks:
+        gpu = default_gpus().find(str(r.get("gpu") or ""))
+        mib = gpu.memory_gb * 1024 if gpu is not None else 0
+        return 20 * 1024 <= mib < TIER_35GIB_BEFORE_0520.max_gpu_mem_mib
+    return False
+
+
+def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
+    """Whether SGLang's prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10) change what
+    cardfit predicts for a record: the code models them through the default --mem-fraction-static only
+    (runtimes/sglang.py prefill_graph_reserve_mib: a CUDA card, no pipeline), so a record that states its
+    memory fraction, runs on ROCm or across a pipeline is predicted alike at either release (the graphs'
+    saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang after 0.5.9")."""
+    from ..catalog.gpus import default_gpus
+
+    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    stack = gpu.stack if gpu is not None else "cuda"
+    return not st.get("gpu_memory_utilization") and stack == "cuda" and int(st.get("pp") or 1) == 1
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:

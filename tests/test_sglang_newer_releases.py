@@ -1,0 +1,107 @@
+"""SGLang's releases after 0.5.9, read in their PyPI wheels up to 0.5.23 (data/releases.toml sglang
+`current`): prompt-step CUDA graphs' reserve from 0.5.10 (prefill_cuda_graph), the decode-graph flag renamed
+in 0.5.14 (graph_flags_by_phase) and the 20-35 GiB card row of 0.5.20 (tier_35gib_4k_48). `--runtime sglang`
+and `sglang@0.5.23` agree; `sglang@0.5.9` answers as main did with 0.5.9 current."""
+
+import pytest
+
+from cardfit.catalog.releases import at_release
+from cardfit.catalog.runtimes import default_runtimes, graph_max_batch
+from cardfit.runtimes import adapter
+from cardfit.runtimes.launch import Launch
+from cardfit.runtimes.sglang import default_chunk, reserved_mib
+
+RTX_4090_MIB = 24564  # torch's total memory of an RTX 4090 (runtimes.toml gpu_memory_utilization_note)
+H100_MIB = 81559
+
+
+def _at(rel: str):
+    return at_release(default_runtimes().get("sglang"), rel)
+
+
+@pytest.mark.parametrize("rel, chunk, graphs_tp1, graphs_tp4, reserve, source", [
+    # python/sglang/srt/server_args.py _handle_gpu_memory_settings, PyPI wheels 0.5.9 and 0.5.19:
+    # "elif gpu_mem < 35 * 1024: # A10, 4090, 5090 ... chunked_prefill_size = 2048 ... max_bs 24 / 80";
+    # reserve 512 + 2048 * 1.5 + 24 * 2 + 1 / 8 * 1024 = 3760 MiB
+    ("", 4096, 48, 160, 7280, "the current release (0.5.23)"),
+    ("0.5.9", 2048, 24, 80, 3760, "server_args.py 0.5.9"),
+    # + 42 prompt sizes up to 2048 x 8 MiB (prefill_cuda_graph, from 0.5.10) = 4096
+    ("0.5.19", 2048, 24, 80, 4096, "server_args.py 0.5.19"),
+    # arg_groups/memory_hook.py handle_gpu_memory_settings, PyPI wheels 0.5.20 and 0.5.23:
+    # "(chunked_prefill_size 4k, max_bs 48 if tp < 4 else 160)";
+    # reserve 512 + 4096 * 1.5 + 48 * 2 + 128 = 6880 MiB, + 8 MiB for each of the 50 prompt sizes up to
+    # 4096 of reserve_for_graph_mb (prefill_cuda_graph, from 0.5.10) = 7280
+    ("0.5.20", 4096, 48, 160, 7280, "memory_hook.py 0.5.20"),
+    ("0.5.23", 4096, 48, 160, 7280, "memory_hook.py 0.5.23"),
+])
+def test_the_4090_row_follows_the_release(rel, chunk, graphs_tp1, graphs_tp4, reserve, source):
+    rt = _at(rel)
+    assert default_chunk(rt, RTX_4090_MIB) == chunk, source
+    assert graph_max_batch(rt, 24, 1) == graphs_tp1, source
+    assert graph_max_batch(rt, 24, 4) == graphs_tp4, source
+    assert reserved_mib(rt, RTX_4090_MIB, 1, 1) == reserve, source
+
+
+@pytest.mark.parametrize("rel, reserve",
+                         [("", 13904), ("0.5.9", 13440), ("0.5.20", 13904), ("0.5.23", 13904)])
+def test_the_other_rows_are_unchanged(rel, reserve):
+    """memory_hook.py 0.5.23: 8192 and max_bs 256 / 512 on an 80 GB card, as server_args.py 0.5.9; the
+    reserve 512 + 8192 * 1.5 + 256 * 2 + 128 = 13440 MiB, from 0.5.10 + 58 prompt sizes x 8 MiB."""
+    rt = _at(rel)
+    assert default_chunk(rt, H100_MIB) == 8192
+    assert graph_max_batch(rt, 80, 1) == 256 and graph_max_batch(rt, 80, 4) == 512
+    assert reserved_mib(rt, H100_MIB, 1, 1) == reserve
+
+
+@pytest.mark.parametrize("rel, stack, pp, mla, extra, source", [
+    ("0.5.9", "cuda", 1, False, 0, "server_args.py 0.5.9: enable_piecewise_cuda_graph = False"),
+    ("0.5.9", "cuda", 1, True, 0, "0.5.9: opt-in"),
+    # server_args.py 0.5.10 _generate_piecewise_cuda_graph_tokens up to 8192: 8 + 14 + 8 + 8 + 12 + 8 sizes
+    ("0.5.10", "cuda", 1, False, 58 * 8, "0.5.10 len(self.piecewise_cuda_graph_tokens) * 8"),
+    ("0.5.10", "cuda", 1, True, 1536, "0.5.10 'For MLA backend ... reserved_mem += 1.5 * 1024'"),
+    ("0.5.10", "cuda", 2, False, 0, "0.5.10 _handle_piecewise_cuda_graph: pp_size > 1"),
+    ("0.5.10", "rocm", 1, False, 0, "0.5.10 _handle_piecewise_cuda_graph: is_hip()"),
+    ("0.5.23", "cuda", 1, False, 58 * 8, "0.5.23 reserve_for_graph_mb len(prefill_cuda_graph_config.bs) * 8"),
+    ("0.5.23", "cuda", 1, True, 1536, "0.5.23 reserve_for_graph_mb 'MLA backend' 1.5 * 1024"),
+    ("0.5.23", "rocm", 1, False, 0, "0.5.23 cuda_graph_config.py 'BREAKABLE if is_cuda() else DISABLED'"),
+])
+def test_the_prompt_graphs_reserve_follows_the_release(rel, stack, pp, mla, extra, source):
+    rt = _at(rel)
+    base = 512 + 8192 * 1.5 + 256 * 2 + pp / 8 * 1024  # the 80 GB row (a ROCm card of that size too)
+    assert reserved_mib(rt, H100_MIB, 1, pp, stack, mla) == base + extra, source
+
+
+def test_the_budget_reads_the_models_attention():
+    """An MLA model's budget on an 80 GB card at 0.5.23 is 1.5 GiB less the MiB a dense model's loses to 58
+    sizes: (1536 - 464) MiB, to the fraction's 3 places."""
+    from cardfit.catalog.gpus import default_gpus
+    from cardfit.catalog.models import default_models
+
+    gpu = default_gpus().get("H100")
+    engine = adapter(_at("0.5.23"))
+    dense = engine.budget_per_card(gpu, None, 1, 1, default_models().get("llama-3.1-8b"))
+    mla = engine.budget_per_card(gpu, None, 1, 1, default_models().get("deepseek-coder-v2-lite"))
+    assert abs((dense - mla) / 2**20 - (1536 - 464)) < 0.002 * gpu.usable_bytes / 2**20
+
+
+def test_a_plain_profile_is_the_current_release():
+    """A profile named without a release (release None) answers as the current one, 0.5.23."""
+    plain = default_runtimes().get("sglang")
+    assert plain.release is None
+    assert default_chunk(plain, RTX_4090_MIB) == 4096 and graph_max_batch(plain, 24, 1) == 48
+    assert reserved_mib(plain, H100_MIB, 1, 1) == reserved_mib(_at("0.5.23"), H100_MIB, 1, 1)
+
+
+@pytest.mark.parametrize("rel, flag", [
+    ("", "--cuda-graph-max-bs-decode"),  # the current release, 0.5.23
+    ("0.5.9", "--cuda-graph-max-bs"),  # server_args.py add_argument("--cuda-graph-max-bs")
+    ("0.5.13", "--cuda-graph-max-bs"),
+    # 0.5.14 and 0.5.19: field cuda_graph_max_bs_decode, "--cuda-graph-max-bs" a DeprecatedAliasStoreAction
+    ("0.5.14", "--cuda-graph-max-bs-decode"),
+    # 0.5.20, 0.5.23: arg_groups/fields/ cuda_graph_max_bs_decode, no "--cuda-graph-max-bs" at all
+    ("0.5.23", "--cuda-graph-max-bs-decode"),
+])
+def test_the_graph_cap_flag_follows_the_release(rel, flag):
+    engine = adapter(_at(rel))
+    line = engine.cuda_graph_cap(Launch(runtime="sglang", argv=("python", "-m", "sglang.launch_server")), 64)
+    assert line.argv[-2:] == (flag, "64")
