@@ -235,7 +235,10 @@ def test_zero_throughput_is_infinite_cost():
 
 # (card, model, quant, --gpus): the set the speed estimate times is the set the rent pays for
 @pytest.mark.parametrize("gpu, model, quant, gpus, cards", [
-    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", None, 2),  # 70 GB of FP8 weights: a pair
+    # 70 GB of FP8 weights: one card at vLLM 0.33's --gpu-memory-utilization 0.92 (0.20.0 on), its KV cache
+    # holding 2 typical requests (a pair at 0.9, before)
+    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", None, 1),
+    ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", 2, 2),
     ("H100 SXM", "meta-llama/Llama-3.3-70B-Instruct", "fp8", 4, 4),
     ("RTX 4090", "llama3.1:8b", None, None, 1),
     ("B200", "llama3.1:8b", None, None, 2),  # B200 rents in pairs
@@ -304,10 +307,10 @@ def test_api_price_grows_with_the_input_ratio(ratio, out, inp):
 
 def test_model_estimate_times_a_typical_request_not_the_whole_window():
     # Llama 3.3 70B's window is 128K tokens: one such sequence per card set, "card too slow"; a typical
-    # request (deploy's 1,000 + 300 tokens) leaves room for the 16 concurrent requests asked
+    # request (deploy's 1,000 + 300 tokens) leaves room on a pair for the 16 concurrent requests asked
     from cardfit.services.served import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 
-    llama = {"gpu": "H100 SXM", "model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8"}
+    llama = {"gpu": "H100 SXM", "model": "meta-llama/Llama-3.3-70B-Instruct", "quant": "fp8", "gpus": 2}
     r = breakeven_report(BreakevenInput(**llama))
     assert "at 16 concurrent sequences" in r["notes"][0]
     request = f"{DEFAULT_INPUT_TOKENS:,}-token prompts and {DEFAULT_OUTPUT_TOKENS:,}-token answers"

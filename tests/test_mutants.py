@@ -56,7 +56,8 @@ def result(monthly: float | None, count: int, tpot: float, ttft: float, gpu: str
     """A deployment as the ranking sees it: its rent, cards, TPOT, TTFT (and what pareto() shows of it)."""
     setting = NS(ctx=NS(runtime=NS(id="vllm"), quant=NS(name="bf16")), mem=NS(kv_dtype="f16"))
     return NS(monthly_usd=monthly, count=count, served=NS(tpot_s=tpot, ttft_s=ttft), served_tokens_per_s=1.0,
-              cand=NS(inp=NS(users=users), gpu=NS(id=gpu), setting=setting))
+              cand=NS(inp=NS(users=users), gpu=NS(id=gpu), setting=setting, tp=1, pp=1, attention_dp=1, ep=1,
+                      replica=NS(engine_seqs=0, max_seqs=8, chunk_tokens=2048)))
 
 
 class TestSearch:
