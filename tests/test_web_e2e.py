@@ -76,9 +76,13 @@ def browser():
 
 
 def _wait(driver, cond, timeout=20.0):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(cond)
+    # the page re-renders its tables while a condition reads them: an element found, then replaced before its
+    # text is read, is read again at the next poll (a CI run failed on it once)
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(cond)
 
 
 def _by_id(driver, id_):
