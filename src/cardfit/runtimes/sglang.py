@@ -143,9 +143,16 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
+def prompt_graphs_captured(stack: str, pp: int) -> bool:
+    """Whether SGLang (from 0.5.10) captures prompt-step CUDA graphs on this stack and pipeline: on a CUDA
+    card without pipeline parallelism (model_executor/cuda_graph_config.py 'Backend.BREAKABLE if is_cuda()
+    else Backend.DISABLED'; off across a pipeline)."""
+    return stack == "cuda" and pp <= 1
+
+
 def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool) -> float:
     """What the prompt steps' CUDA graphs add to the reserve (0 before 0.5.10, on ROCm, across a pipeline)."""
-    if stack != "cuda" or pp > 1 or not has_at_release(rt, "prefill_cuda_graph"):
+    if not prompt_graphs_captured(stack, pp) or not has_at_release(rt, "prefill_cuda_graph"):
         return 0.0
     return PREFILL_GRAPH_MLA_MIB if mla else len(prefill_graph_sizes(chunk)) * PREFILL_GRAPH_MIB_PER_SIZE
 

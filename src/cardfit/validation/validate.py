@@ -912,10 +912,11 @@ def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool
     memory fraction, runs on ROCm or across a pipeline is predicted alike at either release (the graphs'
     saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang after 0.5.9")."""
     from ..catalog.gpus import default_gpus
+    from ..runtimes.sglang import prompt_graphs_captured
 
     gpu = default_gpus().find(str(r.get("gpu") or ""))
     stack = gpu.stack if gpu is not None else "cuda"
-    return not st.get("gpu_memory_utilization") and stack == "cuda" and int(st.get("pp") or 1) == 1
+    return not st.get("gpu_memory_utilization") and prompt_graphs_captured(stack, int(st.get("pp") or 1))
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
