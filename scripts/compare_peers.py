@@ -368,6 +368,15 @@ print(json.dumps(best or {"tokens_per_s": None}))
 """
 
 
+def aic_users(res: dict) -> dict:
+    """aiconfigurator's result with the users it serves: its best_config_topn.csv `bs` is one attention-DP
+    rank's batch (aiconfigurator 0.12.0 `cli estimate` prints "Batch Size: 320 ... Attention DP: 2 ...
+    Concurrency: 640" for Qwen3-30B-A3B on 2x H100), so the users in flight are bs x dp."""
+    if res.get("batch") is None:
+        return res
+    return res | {"concurrency": int(res["batch"]) * int(res.get("dp") or 1)}
+
+
 def run_serving(python: str) -> list[dict]:
     out = []
     for (case, model, hf, quant, gpu, cards, isl, osl, ttft, tpot, aic_system, genz_system) in SERVING_CASES:
@@ -380,6 +389,8 @@ def run_serving(python: str) -> list[dict]:
                 res = subprocess.run([python, "-c", code, json.dumps(spec)], capture_output=True, text=True,
                                      timeout=600)
                 row[peer] = json.loads(res.stdout.strip().splitlines()[-1])
+                if peer == "aiconfigurator":
+                    row[peer] = aic_users(row[peer])
             except (subprocess.SubprocessError, ValueError, IndexError, OSError) as e:
                 row[peer] = {"tokens_per_s": None, "error": f"{type(e).__name__}: {e}"}
         out.append(row)
@@ -394,8 +405,9 @@ def print_serving(rows: list[dict]) -> None:
         cells = []
         for peer in ("cardfit", "aiconfigurator", "genz"):
             v = r[peer]
+            users = v.get("concurrency") or v.get("batch")  # aiconfigurator's batch is per attention-DP rank
             cells.append("—" if not v.get("tokens_per_s") else
-                         f"{v['tokens_per_s']:,.0f} tok/s at batch {v['batch']} (TPOT {v['tpot_ms']} ms)")
+                         f"{v['tokens_per_s']:,.0f} tok/s at {users} users (TPOT {v['tpot_ms']} ms)")
         a, c = r["aiconfigurator"].get("tokens_per_s"), r["cardfit"].get("tokens_per_s")
         cells.append(f"{c / a:.2f}x" if a and c else "—")
         print(f"| {r['case']} | " + " | ".join(cells) + " |")
