@@ -766,7 +766,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                     pooled = _most_pooled(mem, opt, count, copies, rt, layouts, margin)
                     if pooled is None:  # one whole request must fit
                         continue
-                    seqs, tokens = min(rt.max_num_seqs, pooled[0]), pooled[1]
+                    seqs, tokens = min(key[1], pooled[0]), pooled[1]  # the engine's cap on this card
                 else:
                     seqs, tokens = s.slots, mem.context * s.slots
                 if seqs < 1 or gpu.bandwidth_gbps is None:
@@ -832,10 +832,11 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
     """The attention-DP + EP layouts of `count` cards of one node (core/moe_parallel.py layouts): the
     non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
     own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
-    runtime's sequence cap. `layouts`: a sequence's own KV bytes and the shared prefixes' bytes held once,
+    engine's sequence cap on the card (plan.engine_defaults: vLLM V1's 1,024 on a big card). `layouts`: a
+    sequence's own KV bytes and the shared prefixes' bytes held once,
     per prefix layout (candidates); each group's engine keeps its own prefix cache, so the bytes held once
     are held once per group."""
-    from .plan import requires
+    from .plan import engine_defaults, requires
 
     ctx, rt, m = s.ctx, s.ctx.runtime, s.ctx.model
     out = []
@@ -855,7 +856,7 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         pooled = _most_pooled(mem, opt, count, copies, rt, layouts, margin, lay.dp)
         if pooled is None:
             continue
-        seqs = min(rt.max_num_seqs * lay.dp, pooled[0])
+        seqs = min(engine_defaults(ctx, gpu)[1] * lay.dp, pooled[0])  # each group's engine: its card's cap
         if seqs < lay.dp:
             continue
         out.append(Candidate(grouped, gpu, per_node, 1, count, 1, opt, seqs, opt.monthly_usd,
