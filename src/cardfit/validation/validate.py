@@ -423,7 +423,8 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
                       mxfp4_backend=_mxfp4_backend(r, gpu), release=at.release,
                       mxfp4_sm100_inter_pad=at.mxfp4_sm100_inter_pad,
                       # how the release sizes the pool (data/releases.toml extensible_kv_cache, kv_block_64)
-                      kv_margin_fraction=at.kv_margin_fraction, kv_margin_floor_bytes=at.kv_margin_floor_bytes,
+                      kv_margin_fraction=at.kv_margin_fraction,
+                      kv_margin_floor_bytes=at.kv_margin_floor_bytes,
                       kv_margin_floor_bytes_rocm=at.kv_margin_floor_bytes_rocm,
                       kv_block_tokens=at.kv_block_tokens, ctx_pad=at.ctx_pad)
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or UNKNOWN_MAX_MODEL_LEN)
