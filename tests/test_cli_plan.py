@@ -70,15 +70,19 @@ def test_parallel_multiplies_kv(run_json):
 
 
 def test_vllm_reserves_utilization(run_json):
-    r = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--context", "8192")
+    r = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm@0.33.0", "--context", "8192")
     g = r["gpus"][0]
     cuda_total = 81559 * 2**20 - 493_921_239  # nvidia-smi total less the driver's reserve (runtimes.toml)
     # vLLM's default, 0.92 from 0.20.0 (vllm/config/cache.py CacheConfig in the PyPI wheels 0.20.0-0.33.0)
     assert g["budget_bytes"] == int(cuda_total * 0.92)
     assert g["free_bytes"] == g["budget_bytes"] - g["need_bytes"]
-    r95 = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--context", "8192",
-                   "--gpu-memory-utilization", "0.95")
+    r95 = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm@0.33.0", "--context",
+                   "8192", "--gpu-memory-utilization", "0.95")
     assert r95["gpus"][0]["budget_bytes"] == int(cuda_total * 0.95)
+    # 0.34.0 sizes the KV cache from measured memory (utilization 1.0): the card less the CUDA context and
+    # the margin's 1 GiB floor (vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes)
+    now = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "vllm", "--context", "8192")
+    assert now["gpus"][0]["budget_bytes"] == cuda_total - 665_719_931 - 2**30
 
 
 def test_offload_verdict_on_small_card(run_json):

@@ -205,7 +205,7 @@ def test_every_serving_runtime_names_its_image(row):
 
 
 @pytest.mark.parametrize(("runtime", "image"), [
-    ("vllm", "vllm/vllm-openai:v0.33.0"),  # data/releases.toml current
+    ("vllm", "vllm/vllm-openai:v0.34.0"),  # data/releases.toml current
     ("vllm@0.10.1.1", "vllm/vllm-openai:v0.10.1.1"),  # a release asked for starts that release
     ("vllm@0.8.2 (V0 engine)", "vllm/vllm-openai:v0.8.2"),
     ("sglang@0.5.4.post2", "lmsysorg/sglang:v0.5.4.post2"),

@@ -130,11 +130,13 @@ def test_overhead_gb_is_the_fixed_overhead_per_card_on_every_runtime(rid):
 def test_tp_sizes_a_vllm_ranks_workspace():
     """--tp N: each rank of a vLLM-like set holds 1/N of the MLP and attention projections in its profile
     run (column/row parallel layers), so the plan's activation per card is the per-rank peak; without --tp
-    the workspace is sized for a whole layer (what one card of any set needs at most)."""
+    the workspace is sized for a whole layer (what one card of any set needs at most). The profile peak alone
+    is vLLM 0.33.0's activation line (from 0.34.0 it also holds the graph estimate and the margin a KV cache
+    sized from measured memory keeps free: data/releases.toml extensible_kv_cache)."""
     from cardfit.core.activations import vllm_profile_bytes
 
     def act(**kw):
-        ctx = build_context(PlanInput(model="qwen2.5-32b", quant="bf16", context=8192, runtime="vllm",
+        ctx = build_context(PlanInput(model="qwen2.5-32b", quant="bf16", context=8192, runtime="vllm@0.33.0",
                                       gpu="L40S", **kw))
         return memory_for(ctx, 8192).activation_bytes, ctx
 
@@ -279,14 +281,14 @@ def test_nccl_nvls_buffers_need_nvswitch_and_more_than_two_ranks(gpu, tp, gib):
 
 
 @pytest.mark.parametrize(("context", "hint"), [
-    (115000, None),  # fits at vLLM's own default, 0.92 from 0.20.0 (vllm/config/cache.py)
+    (115000, None),  # fits at vLLM 0.33.0's own default, 0.92 from 0.20.0 (vllm/config/cache.py)
     (120000, "--gpu-memory-utilization 0.94"),
     # 0.96 would leave 3.2 GiB of each H100 outside vLLM's fraction: less than the CUDA context (0.62 GiB) and
     # NCCL's NVLink SHARP buffers of an 8-rank NVSwitch set (4.5 GiB), which V1 holds outside it
     (131072, None),
 ])
 def test_vllm_utilization_hint_leaves_the_card_room_for_context_and_nccl(run_cli, context, hint):
-    code, out, err = run_cli("plan", "llama-3.1-405b", "--quant", "fp8", "--runtime", "vllm",
+    code, out, err = run_cli("plan", "llama-3.1-405b", "--quant", "fp8", "--runtime", "vllm@0.33.0",
                              "--gpu", "H100 SXM", "--gpus", "8", "--tp", "8", "--context", str(context),
                              "--batch", "3", env={"COLUMNS": "200"})
     assert code == 0, err
@@ -294,3 +296,9 @@ def test_vllm_utilization_hint_leaves_the_card_room_for_context_and_nccl(run_cli
         assert hint in out
     else:
         assert "--gpu-memory-utilization" not in out
+    # from 0.34.0 vLLM takes the whole card by default (utilization 1.0, the KV cache sized from measured
+    # memory: data/releases.toml extensible_kv_cache): no higher share to suggest
+    code, out, err = run_cli("plan", "llama-3.1-405b", "--quant", "fp8", "--runtime", "vllm",
+                             "--gpu", "H100 SXM", "--gpus", "8", "--tp", "8", "--context", str(context),
+                             "--batch", "3", env={"COLUMNS": "200"})
+    assert code == 0 and "--gpu-memory-utilization" not in out, err

@@ -48,11 +48,13 @@ def test_sglang_sizes_sliding_window_layers_by_the_context(runtime, release, mod
 
 def test_vllm_keeps_only_the_window_of_the_same_model():
     """The contrast: vLLM's hybrid KV cache manager (v0.10+) holds the 128-token window of gpt-oss's sliding
-    layers, so at 10,000 tokens its cache is about half (1 / 1.975) of SGLang 0.5.3's."""
+    layers, so at 10,000 tokens its cache is about half (1 / 1.975) of SGLang 0.5.3's. From 0.34.0 the
+    full layers hold whole 64-token blocks (data/releases.toml kv_block_64): 10,048 tokens; 16 before."""
     vllm = _kv("vllm", "", "gpt-oss-120b", 10_000)
-    assert vllm == 18 * 2048 * 10_000 + 18 * 2048 * 128
+    assert vllm == 18 * 2048 * 10_048 + 18 * 2048 * 128
+    assert _kv("vllm", "0.33.0", "gpt-oss-120b", 10_000) == 18 * 2048 * 10_000 + 18 * 2048 * 128
     sglang = _kv("sglang", "0.5.3rc0", "gpt-oss-120b", 10_000)
-    assert sglang / vllm == pytest.approx(36 * 10_000 / (18 * 10_128))
+    assert sglang / vllm == pytest.approx(36 * 10_000 / (18 * 10_176))
 
 
 def test_models_without_a_window_are_unchanged():

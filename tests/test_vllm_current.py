@@ -1,5 +1,5 @@
 """vLLM's current release (data/releases.toml) and the defaults that changed after 0.24.0, read in the PyPI
-wheels vllm 0.24.0 to 0.33.0 (https://pypi.org/project/vllm/#history): `vllm` answers as the newest audited
+wheels vllm 0.24.0 to 0.34.0 (https://pypi.org/project/vllm/#history): `vllm` answers as the newest audited
 release, and `vllm@0.24.0` as cardfit answered for 0.24.0 before the audit, but for two facts of that
 release itself the wheels correct (the 0.92 utilization default and the CUDA-graph profiling from 0.20.0;
 no graph pool in the budget on ROCm before 0.26.0)."""
@@ -27,17 +27,112 @@ def _memory(runtime: str, model: str, gpu: str) -> tuple[object, ...]:
 
 
 def test_the_current_vllm_is_the_newest_audited_release():
-    assert current_release("vllm") == "0.33.0"
+    assert current_release("vllm") == "0.34.0"
 
 
 @pytest.mark.parametrize(("model", "gpu"), CASES)
 def test_vllm_and_its_current_release_answer_alike(model, gpu):
-    assert _memory("vllm", model, gpu) == _memory("vllm@0.33.0", model, gpu)
+    assert _memory("vllm", model, gpu) == _memory("vllm@0.34.0", model, gpu)
 
 
 def test_vllm_and_its_current_release_plan_alike(run_json):
     args = ("plan", "gpt-oss-120b", "--gpu", "B200", "--context", "8192")
-    assert run_json(*args, "--runtime", "vllm") == run_json(*args, "--runtime", "vllm@0.33.0")
+    assert run_json(*args, "--runtime", "vllm") == run_json(*args, "--runtime", "vllm@0.34.0")
+
+
+# cardfit's answers for vllm (then 0.33.0) at commit 508cf17, before 0.34.0 was modelled: (batched tokens,
+# sequences), weights, overhead and activation bytes, utilization, the budget per card; vllm@0.33.0 answers so
+BEFORE_034 = {
+    ("gpt-oss-120b", "H100 SXM"): ((8192, 1024), 65403316709, 660351222, 5812781056, 0.92, 78224737645),
+    ("gpt-oss-120b", "B200"): ((16384, 1024), 70695807461, 660351222, 5859966976, 0.92, 176430171501),
+    ("gpt-oss-120b", "MI300X"): ((16384, 1024), 67928353253, 660351222, 5859966976, 0.92, 188902647477),
+    ("llama-3.1-8b", "B200"): ((16384, 1024), 16060522496, 660351222, 3811573760, 0.92, 176430171501),
+    ("llama-3.1-8b", "MI300X"): ((16384, 1024), 16060522496, 660351222, 3811573760, 0.92, 188902647477),
+    ("llama-3.1-8b", "RTX 4090"): ((2048, 256), 16060522496, 660351222, 936116224, 0.92, 23242235655),
+    ("llama-3.1-8b", "H100 SXM"): ((8192, 1024), 16060522496, 660351222, 3744464896, 0.92, 78224737645),
+}
+
+
+def _memory_budget(runtime: str, model: str, gpu: str) -> tuple[object, ...]:
+    ctx = build_context(PlanInput(model=model, runtime=runtime, context=8192))
+    return (*_memory(runtime, model, gpu), ctx.engine.budget_per_card(default_gpus().get(gpu)))
+
+
+@pytest.mark.parametrize(("model", "gpu"), sorted(BEFORE_034))
+def test_vllm_0_33_answers_as_before_0_34_was_modelled(model, gpu):
+    assert _memory_budget("vllm@0.33.0", model, gpu) == BEFORE_034[(model, gpu)]
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("model", "gpu"), sorted(BEFORE_034))
+def test_vllm_0_34_sizes_the_kv_cache_from_measured_memory(model, gpu):
+    """vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes (PyPI wheel vllm 0.34.0, lines 592-618):
+    KV = free at startup (the CUDA total less the CUDA context) - what the engine holds (weights, non-torch,
+    graphs) - the transient peak (the profiled activations + the CUDA-graph estimate: gpu_worker.py lines
+    771-773, 946) - max(1 GiB, 3 GiB on ROCm, 0.75 x that peak) (lines 64-65); utilization 1.0."""
+    defaults, weights, overhead, activation, util, budget = _memory_budget("vllm@0.34.0", model, gpu)
+    before = BEFORE_034[(model, gpu)]
+    rt = default_runtimes().get("vllm@0.34.0")
+    card = default_gpus().get(gpu)
+    total = card.usable_bytes - rt.cuda_total_shortfall_bytes
+    peak = before[3] + rt.cuda_graph_bytes  # the 0.33 profile peak, plus the graph estimate
+    floor = (3 if card.stack == "rocm" else 1) * GIB
+    assert (defaults, weights, overhead, util) == (before[0], before[1], before[2], 1.0)
+    exact = total - rt.context_bytes - peak - max(floor, int(0.75 * peak))  # room for weights, graphs, KV
+    if card.stack == "cuda":
+        assert budget - activation == exact
+    else:  # ROCm: the margin above the CUDA floor counted beside ROCm's floor, at most 2 GiB under
+        assert exact - 2 * GIB <= budget - activation <= exact
+
+
+def test_vllm_0_34_gives_an_h100_more_kv_than_0_33():
+    """Llama-3.1-8B at 8K on one H100 SXM: 0.92 x 79.2 GiB less the profile peak (0.33.0) against 79.2 GiB
+    less the context, the peak with the graph estimate and its 0.75 margin (0.34.0): about 2.5 GiB more."""
+    old = _memory_budget("vllm@0.33.0", "llama-3.1-8b", "H100 SXM")
+    new = _memory_budget("vllm@0.34.0", "llama-3.1-8b", "H100 SXM")
+    room_old = old[5] - old[1] - old[2] - old[3]
+    room_new = new[5] - new[1] - new[2] - new[3]
+    assert 2.0 * GIB < room_new - room_old < 3.0 * GIB
+
+
+def test_a_stated_utilization_caps_the_measured_budget(run_json):
+    """--gpu-memory-utilization 0.8 on 0.34.0: the cap binds (min(requested - non-KV, headroom - margin))."""
+    args = ("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--context", "8192", "--gpu-memory-utilization")
+    g = run_json(*args, "0.8", "--runtime", "vllm")["gpus"][0]
+    rt = default_runtimes().get("vllm@0.34.0")
+    total = default_gpus().get("H100 SXM").usable_bytes - rt.cuda_total_shortfall_bytes
+    assert g["budget_bytes"] == int(total * 0.8)
+    g = run_json(*args, "1.0", "--runtime", "vllm")["gpus"][0]
+    assert g["budget_bytes"] == total - rt.context_bytes - GIB
+
+
+def test_nvls_buffers_come_out_of_the_measured_budget():
+    """V1 starts NCCL before its memory snapshot: an 8-GPU NVSwitch set's NVLink SHARP buffers are not free
+    at startup, so the measured KV cache (0.34.0) never has them (data/runtimes.toml nvls_bytes_per_rank)."""
+    from cardfit.runtimes import adapter
+
+    card = default_gpus().get("H100 SXM")
+    engine = adapter(default_runtimes().get("vllm@0.34.0"))
+    rt = engine.profile
+    assert engine.budget_per_card(card, None, 8) == \
+        engine.budget_per_card(card, None, 1) - rt.nccl_communicators_v0 * 8 * rt.nvls_bytes_per_rank
+
+
+def test_vllm_0_34_blocks_are_64_tokens():
+    """vllm/config/cache.py DEFAULT_BLOCK_SIZE = 64 in the PyPI wheel vllm 0.34.0 (16 in 0.33.0)."""
+    now, before = default_runtimes().get("vllm"), default_runtimes().get("vllm@0.33.0")
+    assert (now.kv_block_tokens, now.ctx_pad) == (64, 64)
+    assert (before.kv_block_tokens, before.ctx_pad) == (16, 16)
+
+
+def test_the_launch_line_leaves_the_utilization_to_vllm_0_34(run_json):
+    """0.34.0's default utilization is None, resolved to 1.0 with the extensible KV cache: the launch line
+    states none (0.33.0's 0.92 it wrote out)."""
+    args = ("deploy", "llama-3.1-8b", "--gpu", "H100 SXM", "--users", "16", "--runtime")
+    assert "--gpu-memory-utilization" not in run_json(*args, "vllm")["best"]["command"]
+    assert "--gpu-memory-utilization 0.92" in run_json(*args, "vllm@0.33.0")["best"]["command"]
 
 
 # cardfit's answers for vllm (then 0.24.0) before the audit, at commit 10ac9b6: (batched tokens, sequences),
@@ -83,3 +178,27 @@ def test_prompt_steps_replay_graphs_up_to_1024_tokens_on_sm100_from_0_28(runtime
 def test_sm100_is_the_hbm_blackwell_parts():
     gpus = default_gpus()
     assert gpus.get("B200").sm100 and not gpus.get("RTX 5090").sm100 and not gpus.get("H100 SXM").sm100
+
+
+def _record(kind: str, version: str, **extra: object) -> dict:
+    base = {"id": f"t-{kind}-{version}", "kind": kind, "runtime": "vllm", "model": "llama-3.1-8b",
+            "quant": "bf16", "gpu": "H100 SXM", "gpus": 1, "measured": 1.0, "date": "2026-11-20",
+            "settings": {"tp": 1, "version": version}}
+    return {**base, **extra}
+
+
+@pytest.mark.parametrize(("record", "path"), [
+    # a single stream's decode speed does not read the KV pool: a 0.33.0 run is what users get
+    (_record("decode", "0.33.0", concurrency=1, context=0, unit="tokens_per_s"), "user"),
+    # the longest context a card holds is the pool itself: 0.33.0 sized it otherwise
+    (_record("max_context", "0.33.0", settings={"tp": 1, "gpu_memory_utilization": 0.9, "max_model_len": 8192,
+                                                "vllm_version": "0.33.0"}, unit="tokens"), "older"),
+    (_record("max_context", "0.34.0", settings={"tp": 1, "gpu_memory_utilization": 0.9, "max_model_len": 8192,
+                                                "vllm_version": "0.34.0"}, unit="tokens"), "user"),
+])
+def test_a_record_is_older_by_the_measured_kv_cache_only_where_its_figure_moves(record, path):
+    """validation/validate.py _measured_kv_applies: vLLM 0.34's memory features (data/releases.toml
+    extensible_kv_cache, kv_block_64) make a 0.33.0 record older only where its prediction differs."""
+    from cardfit.validation.validate import path_of
+
+    assert path_of(record) == path

@@ -43,6 +43,12 @@ class RuntimeProfile:
     # 0 for the releases before, which captured their graphs after sizing the KV cache, outside it)
     cuda_graph_bytes: int = 0
     non_torch_bytes: int = 0  # vLLM: non-PyTorch memory counted inside its budget (replaces context_bytes)
+    # vLLM from 0.34 (data/releases.toml extensible_kv_cache): the KV cache sized from measured memory keeps
+    # free its transient peak and a margin of max(floor, fraction x that peak); 0: sized by the utilization
+    # share alone (runtimes/vllm_like.py budget_per_card, activation_bytes)
+    kv_margin_fraction: float = 0.0
+    kv_margin_floor_bytes: int = 0
+    kv_margin_floor_bytes_rocm: int = 0
     # bytes live per (sequence x vocabulary entry) at the peak of the profile run's dummy sampler
     # (core/activations.py vllm_profile_bytes); 8 = fp32 logits + probabilities; _v0: vLLM's V0 engine
     sampler_bytes_per_logit: int = 8

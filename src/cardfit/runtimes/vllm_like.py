@@ -77,8 +77,19 @@ class VllmLike(Runtime):
         # the profile run's batch is max_num_batched_tokens whatever the context (V1: chunked prefill,
         # vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_run(self.max_num_tokens))
         tokens = s.prefill_chunk or self.padded_context(s.context) * s.sequences
-        return vllm_profile_bytes(m, tokens, s.max_num_seqs, s.tp,
+        peak = vllm_profile_bytes(m, tokens, s.max_num_seqs, s.tp,
                                   sampler_bytes_per_logit=self.profile.sampler_bytes_per_logit)
+        rt = self.profile
+        if not rt.kv_margin_fraction:
+            return peak
+        # a KV cache sized from measured memory (vLLM 0.34: data/releases.toml extensible_kv_cache) keeps free
+        # the transient peak it was handed, the profiled activations plus the CUDA-graph estimate
+        # (gpu_worker.py peak_activation_memory -> reserved_headroom_bytes), beside the graphs themselves
+        # (overhead_bytes), and a margin of max(floor, fraction x that peak): the floor is in budget_per_card,
+        # the part of the margin above the CUDA floor here (on ROCm, whose floor is larger, this counts up
+        # to 2 GiB more than vLLM keeps: the safe side)
+        peak += rt.cuda_graph_bytes
+        return peak + max(int(peak * rt.kv_margin_fraction) - rt.kv_margin_floor_bytes, 0)
 
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         """MXFP4 experts padded to the MoE kernel's tiles (MXFP4_PAD), on every rank of a tensor-parallel set
@@ -96,6 +107,24 @@ class VllmLike(Runtime):
         padded = -(-inter // inter_mult) * inter_mult * (-(-m.hidden // hidden_mult) * hidden_mult)
         extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * (m.layers - m.dense_layers)
         return round(extra_params * q.bits_per_weight / 8)
+
+    def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
+                        model: ModelSpec | None = None) -> int:
+        """The utilization share of the total CUDA reports; where the release sizes the KV cache from measured
+        memory (vLLM 0.34: data/releases.toml extensible_kv_cache, vllm/v1/worker/extensible_kv_cache.py
+        measure_kv_cache_bytes: min(requested - non-KV, free at startup - non-KV - margin) - transient peak),
+        at most the memory free at startup (the total less the CUDA context and, on an NVSwitch set of more
+        than 2 ranks, NCCL's NVLink SHARP buffers: V1 starts NCCL before its snapshot, nvls_bytes) less the
+        margin's floor (kv_margin_floor_bytes, ROCm's own); the margin's share of the peak above the floor is
+        in activation_bytes, so a --gpu-memory-utilization that binds counts it too (under, never over)."""
+        rt = self.profile
+        if not rt.kv_margin_fraction:
+            return Runtime.budget_per_card(self, gpu, utilization, tp, pp, model)
+        total = self.cuda_total(gpu)
+        u = utilization if utilization is not None else rt.gpu_memory_utilization
+        floor = rt.kv_margin_floor_bytes_rocm if gpu.stack == "rocm" else rt.kv_margin_floor_bytes
+        measured = total - rt.context_bytes - self.nvls_bytes(gpu, tp, rt.nccl_communicators_v0) - floor
+        return min(int(total * u), measured) if u else measured
 
     def overhead_bytes(self, gpu: Gpu | None = None) -> int:
         """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context

@@ -421,7 +421,12 @@ def _vllm_plan(r: dict[str, Any], gpu: Gpu | None = None, pool: bool = True) -> 
                       cuda_graph_bytes=graphs, sampler_bytes_per_logit=per_logit,
                       non_torch_bytes=_non_torch(rt) + _v0_nvls(r, rt, gpu, tp),
                       mxfp4_backend=_mxfp4_backend(r, gpu), release=at.release,
-                      mxfp4_sm100_inter_pad=at.mxfp4_sm100_inter_pad)
+                      mxfp4_sm100_inter_pad=at.mxfp4_sm100_inter_pad,
+                      # how the release sizes the pool (data/releases.toml extensible_kv_cache, kv_block_64)
+                      kv_margin_fraction=at.kv_margin_fraction,
+                      kv_margin_floor_bytes=at.kv_margin_floor_bytes,
+                      kv_margin_floor_bytes_rocm=at.kv_margin_floor_bytes_rocm,
+                      kv_block_tokens=at.kv_block_tokens, ctx_pad=at.ctx_pad)
     context = int(r.get("context") or s.get("max_model_len") or m.max_context or UNKNOWN_MAX_MODEL_LEN)
     try:
         split = tp if tp > 1 else None
@@ -540,8 +545,9 @@ def _max_context(r: dict[str, Any]) -> tuple[float, str]:
     pool, how = _vllm_pool(r, m, rt)
     tp = _tp(r)
     per_token = kv.kv_bytes_per_token(m, _kv_dtype(r, m)) * kv.kv_replication(m, tp) / tp  # per rank
-    blocks = max(int(pool // (per_token * rt.kv_block_tokens)), 0)
-    return blocks * rt.kv_block_tokens, f"{how}; ÷ {per_token:,.0f} B/token in 16-token blocks"
+    block = _release(r).kv_block_tokens  # the release's block (data/releases.toml kv_block_64)
+    blocks = max(int(pool // (per_token * block)), 0)
+    return blocks * block, f"{how}; ÷ {per_token:,.0f} B/token in {block}-token blocks"
 
 
 def _compute_buffer(r: dict[str, Any]) -> tuple[float, str]:
@@ -842,6 +848,10 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
                            "speculative_draft_tokens", "warm_requests"})
 
 
+# vLLM 0.34's memory features (data/releases.toml): they change the KV pool, the longest context and the
+# memory lines, not a step's time; a record is older by them only where its figure moves
+MEASURED_KV_FEATURES = frozenset({"extensible_kv_cache", "kv_block_64"})
+
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
 # experts on Hopper, V0's chunk sizes, llama-server's speculative cycle, SGLang's gpt-oss SWA pool,
 # llama.cpp's --fit on a card the model (nearly) fills): a record lacking only these is on the current
@@ -852,7 +862,10 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
                                   # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
                                   "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
-                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph")})
+                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph"),
+                              # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks
+                              # (_measured_kv_applies)
+                              *MEASURED_KV_FEATURES})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -878,7 +891,25 @@ def older_generation(r: dict[str, Any]) -> bool:
     # generation apart from what users get
     lacks = rt.release.lacks - release(rt.id).lacks
     return (bool(lacks - _NARROW_FEATURES) or ("fit" in lacks and _fit_applies(r))
-            or _sglang_narrow_applies(r, lacks))
+            or _sglang_narrow_applies(r, lacks) or _measured_kv_applies(r, lacks))
+
+
+def _measured_kv_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
+    """Whether vLLM's memory features a record's release lacks (MEASURED_KV_FEATURES: the KV cache sized
+    from measured memory, 64-token blocks) change what cardfit predicts for it: its figure at its release
+    against the same question at the current release, where it lacks nothing else (a record lacking other
+    features is classed by them). A single-stream speed record, or a serving run whose paged pool holds
+    every request whole, is predicted alike and stays on the path users get."""
+    from ..catalog.releases import current_release
+
+    if not lacks & MEASURED_KV_FEATURES or lacks - MEASURED_KV_FEATURES:
+        return False
+    st = {k: v for k, v in (r.get("settings") or {}).items() if k != "vllm_version"}
+    now = predict(dict(r, settings=dict(st, version=current_release(str(r.get("runtime") or "")))))
+    then = predict(r)
+    if now.predicted is None or then.predicted is None:
+        return now.predicted is not then.predicted
+    return not math.isclose(now.predicted, then.predicted, rel_tol=1e-9)
 
 
 def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
