@@ -209,7 +209,8 @@ def test_every_serving_runtime_names_its_image(row):
     ("vllm@0.10.1.1", "vllm/vllm-openai:v0.10.1.1"),  # a release asked for starts that release
     ("vllm@0.8.2 (V0 engine)", "vllm/vllm-openai:v0.8.2"),
     ("sglang@0.5.4.post2", "lmsysorg/sglang:v0.5.4.post2"),
-    ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"),
+    ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.2.1"),  # data/releases.toml current
+    ("trtllm@1.2.0", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"),
     ("ollama", "ollama/ollama:0.33.3"),  # no {release} in the row: the image as written
 ])
 def test_the_image_is_the_release_modelled(runtime, image):

@@ -189,7 +189,7 @@ def test_the_web_api_takes_a_release() -> None:
     ("vllm", "not stated", "2025-10-29", "vllm@2025-10-29"),  # not stated: the release of its date
     ("vllm", "", "", "vllm"),  # neither: the current release
     ("trtllm", "0.17.post1.dev (pytorch backend)", "2025-03-18", "trtllm@0.17.post1.dev (pytorch backend)"),
-    ("trtllm", "(tensorrt backend)", "", "trtllm@1.2.0 ((tensorrt backend))"),  # words on the current one
+    ("trtllm", "(tensorrt backend)", "", "trtllm@1.2.1 ((tensorrt backend))"),  # words on the current one
     ("tgi", "2.3.1", "2024-10-01", "tgi"),  # a runtime whose releases cardfit does not know
 ])
 def test_a_record_is_the_runtime_a_user_would_name(runtime, stated, date, want):
