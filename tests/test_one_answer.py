@@ -218,8 +218,8 @@ SERVED = [
     # (model, runtime, quant, KV type, card, streams, prompt, answer, why)
     ("meta-llama/Llama-3.1-8B-Instruct", "vllm", "bf16", "bf16", "L40S", 16, 1000, 300,
      "the issue's serving example shape on one card"),
-    ("meta-llama/Llama-3.1-70B-Instruct", "vllm", "fp8", "fp8", "H100 SXM", 32, 2000, 500,
-     "a tensor-parallel set (deploy picks how many cards)"),
+    ("meta-llama/Llama-3.1-70B-Instruct", "vllm", "fp8", "fp8", "L40S", 32, 2000, 500,
+     "a tensor-parallel set (deploy picks how many cards; on an H100 vLLM 0.34 holds it on one)"),
     ("qwen2.5:7b", "llama.cpp", "Q4_K_M", "f16", "RTX 4090", 4, 1000, 300,
      "llama.cpp slots (-np), whose per-slot step cost deploy and speed share"),
 ]

@@ -62,7 +62,7 @@ def test_rag_on_one_4090_is_three_vllm_shares_that_sum_under_one():
                                                       "bge-reranker-v2-m3"]
     utils = []
     for e, (model, quant, context, users) in zip(card["entries"], [
-            ("meta-llama/Llama-3.1-8B-Instruct", "fp8", 8192, 4), ("bge-m3", None, 8192, 4),
+            ("meta-llama/Llama-3.1-8B-Instruct", "fp8", 4096, 4), ("bge-m3", None, 8192, 4),
             ("bge-reranker-v2-m3", None, 2048, 4)], strict=True):
         p = _plan(model, "RTX 4090", runtime="vllm", quant=quant, context=context, batch=users)
         need = p["gpus"][0]["need_bytes"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from enum import StrEnum
 
 from ..catalog.gpus import Feature, Gpu
@@ -218,6 +219,9 @@ def check_set(mem: Memory, s: CardSet, rt: RuntimeModel, rules: RentalRules, *, 
               cards: Callable[[int], list[int] | None] | None = None) -> Option:
     """`check` of a memory estimate on a set's part (card_set)."""
     count, budget, copies = s.count, s.budget_bytes, s.kv_copies
+    held = count * rt.budget_for(mem, s.gpu, budget // count, s.tp)  # its own workspace's margin (vLLM 0.34)
+    if held != budget:
+        s, budget = replace(s, budget_bytes=held), held
     need = need_on(mem, count, copies)
     per_card = tuple(cards(count) or ()) if cards is not None and count > 1 else ()
     if per_card:

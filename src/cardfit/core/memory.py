@@ -86,6 +86,11 @@ class RuntimeModel(Protocol):
         (vLLM's MXFP4 MoE kernels pad the expert matrices to their tiles)."""
         ...
 
+    def budget_for(self, mem: Memory, gpu: Gpu, budget: int, tp: int = 1) -> int:
+        """Per card: the budget (`budget`, budget_per_card's) a memory estimate may fill, where the runtime's
+        headroom depends on the estimate's own workspace (vLLM 0.34's margin); else `budget`."""
+        ...
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
         """What the runtime lets itself use on one card of a set split `tp` x `pp`."""

@@ -14,7 +14,7 @@ from ..catalog.quants import Quant
 from ..catalog.records import record
 from ..catalog.runtimes import RuntimeProfile
 from ..core.kv import kv_cache_bytes, kv_replication
-from ..core.memory import MemorySettings, padded_context
+from ..core.memory import Memory, MemorySettings, padded_context
 from ..core.weights import embedding_bytes
 from .lora import LoraPlan, LoraSet
 
@@ -86,6 +86,10 @@ class Runtime:
 
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         return 0
+
+    def budget_for(self, mem: Memory, gpu: Gpu, budget: int, tp: int = 1) -> int:
+        """Per card: the budget a memory estimate may fill (budget_per_card's, whatever the estimate)."""
+        return budget
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:

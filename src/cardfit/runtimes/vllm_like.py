@@ -12,7 +12,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
 from ..catalog.records import record
 from ..core.activations import vllm_profile_bytes
-from ..core.memory import MemorySettings
+from ..core.memory import Memory, MemorySettings
 from .base import GIB, Runtime
 
 # The largest --gpu-memory-utilization cardfit suggests: rule of thumb, leaving a little of the card for
@@ -85,11 +85,9 @@ class VllmLike(Runtime):
         # a KV cache sized from measured memory (vLLM 0.34: data/releases.toml extensible_kv_cache) keeps free
         # the transient peak it was handed, the profiled activations plus the CUDA-graph estimate
         # (gpu_worker.py peak_activation_memory -> reserved_headroom_bytes), beside the graphs themselves
-        # (overhead_bytes), and a margin of max(floor, fraction x that peak): the floor is in budget_per_card,
-        # the part of the margin above the CUDA floor here (on ROCm, whose floor is larger, this counts up
-        # to 2 GiB more than vLLM keeps: the safe side)
-        peak += rt.cuda_graph_bytes
-        return peak + max(int(peak * rt.kv_margin_fraction) - rt.kv_margin_floor_bytes, 0)
+        # (overhead_bytes); its margin, max(floor, fraction x that peak), only where the memory free at
+        # startup binds (budget_for)
+        return peak + rt.cuda_graph_bytes
 
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         """MXFP4 experts padded to the MoE kernel's tiles (MXFP4_PAD), on every rank of a tensor-parallel set
@@ -108,23 +106,39 @@ class VllmLike(Runtime):
         extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * (m.layers - m.dense_layers)
         return round(extra_params * q.bits_per_weight / 8)
 
+    def budget_for(self, mem: Memory, gpu: Gpu, budget: int, tp: int = 1) -> int:
+        """Per card: vLLM 0.34's KV cache (vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes:
+        min(requested - non-KV, free at startup - non-KV - margin) - transient peak) as one budget: the
+        requested arm is budget_per_card's utilization share, the measured arm the memory free at startup
+        (_free_at_startup) less the margin, max(floor, fraction x the transient peak, which is this estimate's
+        activation line: activation_bytes). Before that release (kv_margin_fraction 0), `budget`."""
+        rt = self.profile
+        if not rt.kv_margin_fraction:
+            return budget
+        floor = rt.kv_margin_floor_bytes_rocm if gpu.stack == "rocm" else rt.kv_margin_floor_bytes
+        margin = max(floor, int(mem.activation_bytes * rt.kv_margin_fraction))
+        return min(budget, self._free_at_startup(gpu, tp) - margin)
+
+    def _free_at_startup(self, gpu: Gpu, tp: int) -> int:
+        """The memory a vLLM 0.34 worker measures free at startup: the total less the CUDA context and, on an
+        NVSwitch set of more than 2 ranks, NCCL's NVLink SHARP buffers (V1 starts NCCL before its
+        snapshot)."""
+        return self.cuda_total(gpu) - self.profile.context_bytes - self.nvls_bytes(
+            gpu, tp, self.profile.nccl_communicators_v0)
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
         """The utilization share of the total CUDA reports; where the release sizes the KV cache from measured
-        memory (vLLM 0.34: data/releases.toml extensible_kv_cache, vllm/v1/worker/extensible_kv_cache.py
-        measure_kv_cache_bytes: min(requested - non-KV, free at startup - non-KV - margin) - transient peak),
-        at most the memory free at startup (the total less the CUDA context and, on an NVSwitch set of more
-        than 2 ranks, NCCL's NVLink SHARP buffers: V1 starts NCCL before its snapshot, nvls_bytes) less the
-        margin's floor (kv_margin_floor_bytes, ROCm's own); the margin's share of the peak above the floor is
-        in activation_bytes, so a --gpu-memory-utilization that binds counts it too (under, never over)."""
+        memory (vLLM 0.34: data/releases.toml extensible_kv_cache), at most the memory free at startup less
+        the margin's floor: the bound before any estimate's workspace is known (budget_for narrows it by the
+        estimate's own margin where that arm binds)."""
         rt = self.profile
         if not rt.kv_margin_fraction:
             return Runtime.budget_per_card(self, gpu, utilization, tp, pp, model)
-        total = self.cuda_total(gpu)
         u = utilization if utilization is not None else rt.gpu_memory_utilization
         floor = rt.kv_margin_floor_bytes_rocm if gpu.stack == "rocm" else rt.kv_margin_floor_bytes
-        measured = total - rt.context_bytes - self.nvls_bytes(gpu, tp, rt.nccl_communicators_v0) - floor
-        return min(int(total * u), measured) if u else measured
+        measured = self._free_at_startup(gpu, tp) - floor
+        return min(int(self.cuda_total(gpu) * u), measured) if u else measured
 
     def overhead_bytes(self, gpu: Gpu | None = None) -> int:
         """Non-torch memory counted inside the budget (its profiler's 'non_torch_memory'); the CUDA context

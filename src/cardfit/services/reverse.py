@@ -103,7 +103,14 @@ def _set(ctx: Context) -> tuple[Any, int, int]:
 
 
 def _fits(ctx: Context, context: int, gpu: Any, count: int, budget: int) -> bool:
-    return _need(ctx, memory_for(ctx, context, gpu), count) <= budget
+    return _free(ctx, memory_for(ctx, context, gpu), gpu, count, budget) >= 0
+
+
+def _free(ctx: Context, mem: Any, gpu: Any, count: int, budget: int) -> int:
+    """The set's bytes left beside a memory estimate: the budget it may fill (the engine's budget_for: vLLM
+    0.34 keeps a margin by the estimate's own workspace) less what it needs."""
+    held = count * ctx.engine.budget_for(mem, gpu, budget // count, placed(ctx, count).tp)
+    return held - _need(ctx, mem, count)
 
 
 def _need(ctx: Context, mem: Any, count: int) -> int:
@@ -192,7 +199,7 @@ def max_sequences(inp: PlanInput) -> MaxSequences:
     check_context(ctx, context)
 
     def ok(n: int) -> bool:
-        return _need(ctx, memory_for(replace(ctx, sequences=n), context, gpu), count) <= budget
+        return _free(ctx, memory_for(replace(ctx, sequences=n), context, gpu), gpu, count, budget) >= 0
 
     n = _bisect(ok, 1 << 20)
     if n == 0:
@@ -225,13 +232,14 @@ def largest_model(inp: PlanInput) -> LargestModels:
             ctx = build_context(inp.replace(model=m.hf or m.id))
             gpu, count, budget = _set(ctx)
             context = min(inp.context or LARGEST_MODEL_CONTEXT, m.max_context or LARGEST_MODEL_CONTEXT)
-            need = _need(ctx, memory_for(ctx, context, gpu), count)
+            mem = memory_for(ctx, context, gpu)
+            need, free = _need(ctx, mem, count), _free(ctx, mem, gpu, count, budget)
         except CardfitError:  # e.g. a quantization this model cannot take
             continue
-        if need <= budget and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):
+        if free >= 0 and not (requires(ctx.quant) and not gpu.supports(requires(ctx.quant))):
             fits.append(ModelFit(model=m.name, id=m.id, params=m.params, quant=ctx.quant.name,
                                  runtime=ctx.runtime.named, context=context, need_bytes=need,
-                                 free_bytes=budget - need))
+                                 free_bytes=free))
     fits.sort(key=lambda f: -f.params)
     gpu = default_gpus().get(inp.gpu) if inp.gpu else None
     return LargestModels(gpu=gpu.name if gpu else inp.gpu, quant=inp.quant,
