@@ -852,7 +852,11 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
                                   # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
                                   "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
-                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph")})
+                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph",
+                                  # where SGLang captures prompt-step graphs (_prompt_graph_reserve_applies)
+                                  "prefill_graph_speculative", "prefill_graph_breakable",
+                                  "prefill_graph_pd_roles", "prefill_graph_dp_attention", "prefill_graph_mla",
+                                  "prefill_graph_pp_opt_in")})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -896,7 +900,8 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
                    or ("spec_overlap_tree" in lacks and int(st.get("speculative_topk") or 1) > 1)
                    or ("spec_overlap_ngram" in lacks and drafts == "ngram")):
         return True
-    if "prefill_cuda_graph" in lacks and _prompt_graph_reserve_applies(r, st):
+    if any(f == "prefill_cuda_graph" or f.startswith("prefill_graph_") for f in lacks) and \
+            _prompt_graph_reserve_applies(r, st):
         return True
     if "tier_35gib_4k_48" in lacks:
         gpu = default_gpus().find(str(r.get("gpu") or ""))
@@ -906,17 +911,36 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
 
 
 def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
-    """Whether SGLang's prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10) change what
-    cardfit predicts for a record: the code models them through the default --mem-fraction-static only
-    (runtimes/sglang.py prefill_graph_reserve_mib: a CUDA card, no pipeline), so a record that states its
-    memory fraction, runs on ROCm or across a pipeline is predicted alike at either release (the graphs'
-    saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang after 0.5.9")."""
-    from ..catalog.gpus import default_gpus
-    from ..runtimes.sglang import prompt_graphs_captured
+    """Whether where SGLang captures prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10, and
+    the prefill_graph_* rows after it) changes what cardfit predicts for a record: the code models them
+    through the default --mem-fraction-static only (runtimes/sglang.py prefill_graph_reserve_mib), so a record
+    that states its memory fraction is predicted alike at either release, and one whose workers' reserve is
+    the same at its release and the current one (runtimes/sglang.py prompt_graphs_captured, asked for each
+    of its workers: a disaggregated run's prefill and decode roles, its attention DP, its drafter, an MLA
+    model, its pipeline) too (the graphs' saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang
+    after 0.5.9")."""
+    from ..catalog.releases import release
+    from ..runtimes.sglang import prefill_graph_reserve_mib
+    from .serving import attention_dp, disaggregated_pools
+    from .single import record_runtime
 
+    if st.get("gpu_memory_utilization"):
+        return False
+    rt = record_runtime(r)
+    if rt is None:
+        return False
+    now = replace(rt, release=release(rt.id))
     gpu = default_gpus().find(str(r.get("gpu") or ""))
+    model = default_models().find(str(r.get("model") or ""))
     stack = gpu.stack if gpu is not None else "cuda"
-    return not st.get("gpu_memory_utilization") and prompt_graphs_captured(stack, int(st.get("pp") or 1))
+    mla = model is not None and model.attention == "mla"
+    pp = int(st.get("pp") or 1)
+    tp = int(st.get("tp") or 1)
+    roles = ("prefill", "decode") if disaggregated_pools(st) else ("",)
+    switches = {"dp_attention": attention_dp(st, tp) > 1, "speculative": bool(st.get("speculative"))}
+    chunk = 8192  # the count of captured sizes is the same at either release: only on or off is asked
+    return any((prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
+               != (prefill_graph_reserve_mib(now, chunk, stack, pp, mla, role, **switches) > 0) for role in roles)
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
