@@ -142,8 +142,8 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = "", dp_attention: bool = False,
-                           speculative: bool = False, mla: bool = False) -> bool:
+def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = "",
+                           dp_attention: bool = False, speculative: bool = False, mla: bool = False) -> bool:
     """Whether SGLang at the profile's release captures prompt-step CUDA graphs on a worker: on a CUDA card
     from 0.5.10 (model_executor/cuda_graph_config.py 'Backend.BREAKABLE if is_cuda() else Backend.DISABLED');
     `role` "prefill" | "decode" for a worker of a disaggregated deployment ("" for one of replicas),
@@ -169,11 +169,12 @@ def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = 
     return not (role == "decode" and has_at_release(rt, "prefill_graph_pd_roles"))
 
 
-def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool, role: str = "",
-                              dp_attention: bool = False, speculative: bool = False) -> float:
-    """What the prompt steps' CUDA graphs add to the reserve: where they are captured (prompt_graphs_captured),
-    never on a decode worker (0.5.15 server_args.py 'self.disaggregation_mode != "decode" and
-    prefill_cuda_graph_config.backend != Backend.DISABLED'; 0.5.23 memory_hook.py reserve_for_graph_mb)."""
+def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool,
+                              role: str = "", dp_attention: bool = False, speculative: bool = False) -> float:
+    """What the prompt steps' CUDA graphs add to the reserve: where they are captured
+    (prompt_graphs_captured), never on a decode worker (0.5.15 server_args.py 'self.disaggregation_mode !=
+    "decode" and prefill_cuda_graph_config.backend != Backend.DISABLED'; 0.5.23 memory_hook.py
+    reserve_for_graph_mb)."""
     if role == "decode" or not prompt_graphs_captured(rt, stack, pp, role, dp_attention, speculative, mla):
         return 0.0
     return PREFILL_GRAPH_MLA_MIB if mla else len(prefill_graph_sizes(chunk)) * PREFILL_GRAPH_MIB_PER_SIZE

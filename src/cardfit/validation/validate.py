@@ -900,8 +900,8 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
                    or ("spec_overlap_tree" in lacks and int(st.get("speculative_topk") or 1) > 1)
                    or ("spec_overlap_ngram" in lacks and drafts == "ngram")):
         return True
-    if any(f == "prefill_cuda_graph" or f.startswith("prefill_graph_") for f in lacks) and \
-            _prompt_graph_reserve_applies(r, st):
+    graphs = any(f == "prefill_cuda_graph" or f.startswith("prefill_graph_") for f in lacks)
+    if graphs and _prompt_graph_reserve_applies(r, st):
         return True
     if "tier_35gib_4k_48" in lacks:
         gpu = default_gpus().find(str(r.get("gpu") or ""))
@@ -911,8 +911,8 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
 
 
 def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
-    """Whether where SGLang captures prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10, and
-    the prefill_graph_* rows after it) changes what cardfit predicts for a record: the code models them
+    """Whether where SGLang captures prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10,
+    and the prefill_graph_* rows after it) changes what cardfit predicts for a record: the code models them
     through the default --mem-fraction-static only (runtimes/sglang.py prefill_graph_reserve_mib), so a record
     that states its memory fraction is predicted alike at either release, and one whose workers' reserve is
     the same at its release and the current one (runtimes/sglang.py prompt_graphs_captured, asked for each
@@ -940,7 +940,8 @@ def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool
     switches = {"dp_attention": attention_dp(st, tp) > 1, "speculative": bool(st.get("speculative"))}
     chunk = 8192  # the count of captured sizes is the same at either release: only on or off is asked
     return any((prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
-               != (prefill_graph_reserve_mib(now, chunk, stack, pp, mla, role, **switches) > 0) for role in roles)
+               != (prefill_graph_reserve_mib(now, chunk, stack, pp, mla, role, **switches) > 0)
+               for role in roles)
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
