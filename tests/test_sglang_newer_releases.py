@@ -167,3 +167,19 @@ def test_a_record_is_older_where_its_workers_reserve_changes():
     pd = {"prefill_workers": 1, "decode_workers": 1}
     assert applies("0.5.9", **pd)
     assert not applies("0.5.9", gpu_memory_utilization=0.8)
+
+
+def test_a_pinned_pd_decode_worker_keeps_the_prompt_graphs_reserve():
+    """deploy --prefill-workers/--decode-workers sizes each pool's memory for its role (Runtime.as_worker):
+    at 0.5.23 a decode worker reserves no prompt-step graphs (apply_cuda_graph_disaggregation_roles,
+    reserve_for_graph_mb), so its budget is 58 sizes x 8 MiB (to the fraction's 3 places) above a prefill
+    worker's, on one H100 of Llama 3.1 8B."""
+    from cardfit.services import deploy as dp
+
+    inp = dp.DeployInput(model="llama-3.1-8b", runtime="sglang", gpu=("H100 SXM",), input_tokens=4000,
+                         output_tokens=500, users=16.0, tp=1, prefill_workers=1, decode_workers=1)
+    pools = dp.pinned_answer(inp).pools
+    assert pools is not None
+    pre, dec = pools.prefill.cand.option.budget_bytes, pools.decode.cand.option.budget_bytes
+    gib = 2**30
+    assert abs((dec - pre) / 2**20 - 58 * 8) < 0.002 * 80 * gib / 2**20

@@ -181,12 +181,13 @@ def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: in
 
 
 def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = "cuda",
-                 mla: bool = False, role: str = "") -> float:
+                 mla: bool = False, role: str = "", dp_attention: bool = False,
+                 speculative: bool = False) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
     graphs), with the card's default chunked-prefill size (default_chunk) and graph batch (the profile's
     tiers): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table; from 0.5.10 the
     prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's attention is MLA;
-    `role`: a disaggregated worker's, "" for a replica)."""
+    `role`: a disaggregated worker's, "" for a replica; `dp_attention`, `speculative`: its switches)."""
     ranks = max(tp, 1) * max(pp, 1)
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
@@ -196,7 +197,7 @@ def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = 
     graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
     reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
                + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024
-               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role))
+               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, dp_attention, speculative))
     return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
 
 
@@ -211,6 +212,12 @@ GRAPH_FLAG_BY_PHASE = "--cuda-graph-max-bs-decode"
 
 @record(slots=True)
 class SGLang(VllmLike):
+    # the worker the engine sizes its memory for (as_worker): a disaggregated deployment's role ("prefill" |
+    # "decode", "" for a replica), --enable-dp-attention, a drafter; they move where the release captures
+    # prompt-step graphs and so its reserve (prompt_graphs_captured)
+    worker_role: str = ""
+    dp_attention: bool = False
+    speculative: bool = False
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
@@ -284,8 +291,13 @@ class SGLang(VllmLike):
         total = self.cuda_total(gpu)
         mib = total / MIB
         mla = model is not None and model.attention == "mla"
-        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla)
+        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla, self.worker_role, self.dp_attention,
+                               self.speculative)
         return int(total * round((mib - reserve) / mib, 3))
+
+    def as_worker(self, role: str = "", dp_attention: bool = False, speculative: bool = False) -> SGLang:
+        """The engine sizing its memory as one such worker (worker_role, dp_attention, speculative)."""
+        return replace(self, worker_role=role, dp_attention=dp_attention, speculative=speculative)
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
         """--chunked-prefill-size when not given: SGLang's default for the card's memory as torch reports it
