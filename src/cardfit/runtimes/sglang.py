@@ -118,7 +118,7 @@ def default_chunk(rt: RuntimeProfile, mib: float) -> int:
 
 
 # From 0.5.10 (data/releases.toml prefill_cuda_graph) prompt steps replay CUDA graphs by default (piecewise,
-# torch.compile, to 0.5.13; "breakable" from 0.5.14) and the reserve grows by 8 MiB per captured prompt size
+# torch.compile, to 0.5.14; "breakable" from 0.5.15) and the reserve grows by 8 MiB per captured prompt size
 # ("Only calculate the memory overhead for Non-Torch Memory use since the Torch Memory can be reused with
 # Cuda Graph Capture"), or by 1.5 GiB for an MLA model ("For MLA backend the memory overhead is much higher
 # than expected with fa3"), before the 10 GiB floor: server_args.py _handle_gpu_memory_settings of the PyPI
