@@ -164,9 +164,21 @@ def test_a_record_is_older_where_its_workers_reserve_changes():
     dp = {"enable_dp_attention": True, "dp_size": 8}
     assert not applies("0.5.17", **dp)
     assert applies("0.5.16", **dp)
-    pd = {"prefill_workers": 1, "decode_workers": 1}
-    assert applies("0.5.9", **pd)
     assert not applies("0.5.9", gpu_memory_utilization=0.8)
+
+
+def test_a_pd_record_whose_figures_the_prefill_reserve_does_not_move_is_on_the_user_path():
+    """aiconfigurator's DeepSeek P/D runs on B200 (data/validation/serving_aic_pd.toml, SGLang 0.5.8.post1):
+    at 0.5.23 the prefill worker reserves 1.5 GiB for prompt graphs its release did not capture, the decode
+    worker none (prompt_graphs_captured); with each pool's batch pinned that moves none of the record's
+    figures (predicted the same at 0.5.23), so it is on the path users get (it was "older" before)."""
+    from cardfit.validation.validate import _predicted_apart, all_records, path_of
+
+    pd = [r for r in all_records() if r["id"].startswith("aic-pd-row-")]
+    assert len(pd) == 48
+    for r in pd[::12]:
+        assert not _predicted_apart(r)
+        assert path_of(r) == "user", r["id"]
 
 
 def test_a_pinned_pd_decode_worker_keeps_the_prompt_graphs_reserve():

@@ -939,9 +939,27 @@ def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool
     roles = ("prefill", "decode") if disaggregated_pools(st) else ("",)
     switches = {"dp_attention": attention_dp(st, tp) > 1, "speculative": bool(st.get("speculative"))}
     chunk = 8192  # the count of captured sizes is the same at either release: only on or off is asked
-    return any((prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
-               != (prefill_graph_reserve_mib(now, chunk, stack, pp, mla, role, **switches) > 0)
-               for role in roles)
+    moved = [role for role in roles
+             if (prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
+             != (prefill_graph_reserve_mib(now, chunk, stack, pp, mla, role, **switches) > 0)]
+    # the prefill pool's reserve alone: it moves a disaggregated run's figures only where that pool's KV
+    # pool caps the prompts it holds (core/disagg.py held_slots), which the prediction itself answers
+    return _predicted_apart(r) if moved == ["prefill"] else bool(moved)
+
+
+def _predicted_apart(r: dict[str, Any]) -> bool:
+    """Whether a serving record is predicted otherwise at its runtime's current release than at its own (the
+    same question, its stated version replaced): a change of its release's that moves none of its figures
+    leaves it on the path users get. Unpredictable at either: apart."""
+    from ..catalog.releases import current_release
+    from .serving import predict_serving
+
+    st = dict(r.get("settings") or {})
+    now = {**r, "settings": {**st, "version": current_release(str(r.get("runtime") or ""))}}
+    try:
+        return predict_serving(r)[0] != predict_serving(now)[0]
+    except (CardfitError, NotModelled, ValueError):
+        return True
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
