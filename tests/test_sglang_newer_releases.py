@@ -105,3 +105,93 @@ def test_the_graph_cap_flag_follows_the_release(rel, flag):
     engine = adapter(_at(rel))
     line = engine.cuda_graph_cap(Launch(runtime="sglang", argv=("python", "-m", "sglang.launch_server")), 64)
     assert line.argv[-2:] == (flag, "64")
+
+
+@pytest.mark.parametrize("rel, role, dp, spec, mla, pp, captured, source", [
+    # server_args.py 0.5.10 _handle_piecewise_cuda_graph: '# 14. PD disaggregation', '# 3. DP attention',
+    # '# 2. Speculative decoding'
+    ("0.5.10", "prefill", False, False, False, 1, False, "0.5.10 disaggregation_mode != 'null'"),
+    ("0.5.10", "", True, False, False, 1, False, "0.5.10 enable_dp_attention"),
+    ("0.5.10", "", False, True, False, 1, False, "0.5.10 speculative_algorithm is not None"),
+    ("0.5.11", "", False, True, False, 1, True, "0.5.11: the speculative rule gone"),
+    ("0.5.14", "decode", False, False, False, 1, False, "0.5.14 tc_piecewise rule 'PD disaggregation'"),
+    # 0.5.15 breakable by default: no PD, pipeline rule; MLA and DP attention off
+    ("0.5.15", "prefill", False, False, False, 1, True, "0.5.15 breakable: no 'PD disaggregation' rule"),
+    ("0.5.15", "decode", False, False, False, 1, True, "0.5.15: both roles capture"),
+    ("0.5.15", "", False, False, True, 1, False, "0.5.15 breakable rule 'MLA attention'"),
+    ("0.5.15", "", False, False, False, 2, True, "0.5.15: no pipeline rule for breakable graphs"),
+    ("0.5.16", "decode", False, False, False, 1, False, "0.5.16 _apply_cuda_graph_disaggregation_roles"),
+    ("0.5.16", "", True, False, False, 1, False, "0.5.16 breakable rule 'DP attention'"),
+    ("0.5.17", "", True, False, False, 1, True, "0.5.17: the DP attention rule gone"),
+    ("0.5.17", "", False, False, True, 1, False, "0.5.17 'MLA attention (non-DSA)'"),
+    ("0.5.18", "", False, False, True, 1, True, "0.5.18: no MLA rule"),
+    ("0.5.19", "", False, False, False, 2, False, "0.5.19 apply_cuda_graph_compatibility pp_size > 1"),
+    ("0.5.23", "prefill", True, True, True, 1, True, "0.5.23: a prefill worker keeps them"),
+    ("0.5.23", "decode", False, False, False, 1, False, "0.5.23 apply_cuda_graph_disaggregation_roles"),
+])
+def test_where_prompt_graphs_are_captured(rel, role, dp, spec, mla, pp, captured, source):
+    """The PyPI wheels sglang 0.5.10 to 0.5.23 (data/releases.toml prefill_graph_*): where SGLang captures
+    prompt-step CUDA graphs by a worker's role and switches."""
+    from cardfit.runtimes.sglang import prompt_graphs_captured
+
+    assert prompt_graphs_captured(_at(rel), "cuda", pp, role, dp, spec, mla) is captured, source
+
+
+def test_a_decode_worker_reserves_no_prompt_graphs():
+    """0.5.15 server_args.py and 0.5.23 memory_hook.py reserve_for_graph_mb: 'disaggregation_mode != "decode"
+    and prefill backend != DISABLED' (at 0.5.15 a decode worker captured them and reserved none)."""
+    from cardfit.runtimes.sglang import prefill_graph_reserve_mib
+
+    for rel in ("0.5.15", "0.5.23"):
+        assert prefill_graph_reserve_mib(_at(rel), 8192, "cuda", 1, False, "decode") == 0.0
+        assert prefill_graph_reserve_mib(_at(rel), 8192, "cuda", 1, False, "prefill") == 58 * 8
+    assert reserved_mib(_at("0.5.23"), H100_MIB, 1, 1, role="decode") == 13440
+
+
+def test_a_record_is_older_where_its_workers_reserve_changes():
+    """validate asks prompt_graphs_captured per worker at the record's release and the current one: an
+    aggregated run at 0.5.17 with attention DP reserved none for prompt graphs (0.5.16 had the rule, 0.5.17
+    not: the same as 0.5.23), one at 0.5.16 with attention DP none where 0.5.23 reserves (older); a P/D run
+    at 0.5.9 none where 0.5.23's prefill worker reserves (older)."""
+    from cardfit.validation.validate import _prompt_graph_reserve_applies
+
+    def applies(version: str, **st) -> bool:
+        settings = {"tp": 8, "pp": 1, "version": version, **st}
+        r = {"kind": "serving", "runtime": "sglang", "gpu": "H100 SXM", "model": "llama-3.1-70b",
+             "settings": settings}
+        return _prompt_graph_reserve_applies(r, settings)
+
+    dp = {"enable_dp_attention": True, "dp_size": 8}
+    assert not applies("0.5.17", **dp)
+    assert applies("0.5.16", **dp)
+    assert not applies("0.5.9", gpu_memory_utilization=0.8)
+
+
+def test_a_pd_record_whose_figures_the_prefill_reserve_does_not_move_is_on_the_user_path():
+    """aiconfigurator's DeepSeek P/D runs on B200 (data/validation/serving_aic_pd.toml, SGLang 0.5.8.post1):
+    at 0.5.23 the prefill worker reserves 1.5 GiB for prompt graphs its release did not capture, the decode
+    worker none (prompt_graphs_captured); with each pool's batch pinned that moves none of the record's
+    figures (predicted the same at 0.5.23), so it is on the path users get (it was "older" before)."""
+    from cardfit.validation.validate import _predicted_apart, all_records, path_of
+
+    pd = [r for r in all_records() if r["id"].startswith("aic-pd-row-")]
+    assert len(pd) == 48
+    for r in pd[::12]:
+        assert not _predicted_apart(r)
+        assert path_of(r) == "user", r["id"]
+
+
+def test_a_pinned_pd_decode_worker_keeps_the_prompt_graphs_reserve():
+    """deploy --prefill-workers/--decode-workers sizes each pool's memory for its role (Runtime.as_worker):
+    at 0.5.23 a decode worker reserves no prompt-step graphs (apply_cuda_graph_disaggregation_roles,
+    reserve_for_graph_mb), so its budget is 58 sizes x 8 MiB (to the fraction's 3 places) above a prefill
+    worker's, on one H100 of Llama 3.1 8B."""
+    from cardfit.services import deploy as dp
+
+    inp = dp.DeployInput(model="llama-3.1-8b", runtime="sglang", gpu=("H100 SXM",), input_tokens=4000,
+                         output_tokens=500, users=16.0, tp=1, prefill_workers=1, decode_workers=1)
+    pools = dp.pinned_answer(inp).pools
+    assert pools is not None
+    pre, dec = pools.prefill.cand.option.budget_bytes, pools.decode.cand.option.budget_bytes
+    gib = 2**30
+    assert abs((dec - pre) / 2**20 - 58 * 8) < 0.002 * 80 * gib / 2**20

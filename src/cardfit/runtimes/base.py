@@ -44,6 +44,13 @@ class Runtime:
 
     # ---- memory accounting (core/memory.py RuntimeModel)
 
+    def as_worker(self, role: str = "", dp_attention: bool = False, speculative: bool = False) -> Runtime:
+        """The engine sizing its memory as one worker of a deployment: a disaggregated deployment's `role`
+        ("prefill" | "decode"; "" a replica), with attention DP, beside a drafter. The same engine where
+        none of these moves its memory (SGLang's does: runtimes/sglang.py prompt_graphs_captured)."""
+        return self
+
+
     def stack_flags(self, port: int, role: str,
                     split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
         """(flags, environment) a server sharing a machine adds to its launch line (services/stack.py): its

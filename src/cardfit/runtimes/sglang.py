@@ -118,18 +118,17 @@ def default_chunk(rt: RuntimeProfile, mib: float) -> int:
 
 
 # From 0.5.10 (data/releases.toml prefill_cuda_graph) prompt steps replay CUDA graphs by default (piecewise,
-# torch.compile, to 0.5.13; "breakable" from 0.5.14) and the reserve grows by 8 MiB per captured prompt size
+# torch.compile, to 0.5.14; "breakable" from 0.5.15) and the reserve grows by 8 MiB per captured prompt size
 # ("Only calculate the memory overhead for Non-Torch Memory use since the Torch Memory can be reused with
 # Cuda Graph Capture"), or by 1.5 GiB for an MLA model ("For MLA backend the memory overhead is much higher
 # than expected with fa3"), before the 10 GiB floor: server_args.py _handle_gpu_memory_settings of the PyPI
 # wheel sglang 0.5.10 (https://pypi.org/project/sglang/0.5.10/), arg_groups/memory_hook.py
 # reserve_for_graph_mb of 0.5.23. The sizes: _generate_piecewise_cuda_graph_tokens (0.5.10),
 # cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes (0.5.23), up to the chunked-prefill size. Off
-# on ROCm and with pipeline parallelism (0.5.10 _handle_piecewise_cuda_graph "Non-CUDA hardware", "Pipeline
-# parallelism"; 0.5.23 default_cuda_graph_config 'Backend.BREAKABLE if is_cuda() else Backend.DISABLED',
-# apply_cuda_graph_compatibility pp_size > 1). Not read (so reserved, the smaller pool): the other cases
-# that turn it off (a multimodal model, and at 0.5.10-0.5.13 speculative decoding, attention DP, LoRA,
-# HiCache, a disaggregated worker; the disabled architectures of configs/model_config.py).
+# on ROCm; where else, release by release: prompt_graphs_captured (a disaggregated worker's role, attention
+# DP, speculative decoding, an MLA model, a pipeline: data/releases.toml prefill_graph_*). Not read (so
+# reserved, the smaller pool): the other cases that turn it off (a multimodal model, LoRA and HiCache in the
+# releases that drop them, an MoE all-to-all backend, the disabled architectures of configs/model_config.py).
 PREFILL_GRAPH_MIB_PER_SIZE = 8
 PREFILL_GRAPH_MLA_MIB = 1.5 * 1024
 PREFILL_GRAPH_STEPS = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256))
@@ -143,26 +142,52 @@ def prefill_graph_sizes(max_tokens: int) -> list[int]:
     return [s for s in sizes if s <= max_tokens]
 
 
-def prompt_graphs_captured(stack: str, pp: int) -> bool:
-    """Whether SGLang (from 0.5.10) captures prompt-step CUDA graphs on this stack and pipeline: on a CUDA
-    card without pipeline parallelism (model_executor/cuda_graph_config.py 'Backend.BREAKABLE if is_cuda()
-    else Backend.DISABLED'; off across a pipeline)."""
-    return stack == "cuda" and pp <= 1
+def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = "",
+                           dp_attention: bool = False, speculative: bool = False, mla: bool = False) -> bool:
+    """Whether SGLang at the profile's release captures prompt-step CUDA graphs on a worker: on a CUDA card
+    from 0.5.10 (model_executor/cuda_graph_config.py 'Backend.BREAKABLE if is_cuda() else Backend.DISABLED');
+    `role` "prefill" | "decode" for a worker of a disaggregated deployment ("" for one of replicas),
+    `dp_attention` with --enable-dp-attention, `speculative` beside a drafter, `mla` for an MLA model. Each
+    switch is the release's (data/releases.toml): to 0.5.14 torch.compile piecewise graphs, off across a
+    pipeline, on any disaggregated worker, with attention DP, and at 0.5.10 with speculative decoding
+    (prefill_graph_speculative); from 0.5.15 breakable graphs (prefill_graph_breakable), which keep a
+    disaggregated worker and a pipeline, drop an MLA model to 0.5.17 (prefill_graph_mla) and attention DP to
+    0.5.16 (prefill_graph_dp_attention); from 0.5.16 never on a decode worker (prefill_graph_pd_roles); from
+    0.5.19 off across a pipeline again (prefill_graph_pp_opt_in)."""
+    if stack != "cuda" or not has_at_release(rt, "prefill_cuda_graph"):
+        return False
+    if speculative and not has_at_release(rt, "prefill_graph_speculative"):
+        return False
+    if dp_attention and not has_at_release(rt, "prefill_graph_dp_attention"):
+        return False
+    if not has_at_release(rt, "prefill_graph_breakable"):
+        return pp <= 1 and not role
+    if mla and not has_at_release(rt, "prefill_graph_mla"):
+        return False
+    if pp > 1 and has_at_release(rt, "prefill_graph_pp_opt_in"):
+        return False
+    return not (role == "decode" and has_at_release(rt, "prefill_graph_pd_roles"))
 
 
-def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool) -> float:
-    """What the prompt steps' CUDA graphs add to the reserve (0 before 0.5.10, on ROCm, across a pipeline)."""
-    if not prompt_graphs_captured(stack, pp) or not has_at_release(rt, "prefill_cuda_graph"):
+def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool,
+                              role: str = "", dp_attention: bool = False, speculative: bool = False) -> float:
+    """What the prompt steps' CUDA graphs add to the reserve: where they are captured
+    (prompt_graphs_captured), never on a decode worker (0.5.15 server_args.py 'self.disaggregation_mode !=
+    "decode" and prefill_cuda_graph_config.backend != Backend.DISABLED'; 0.5.23 memory_hook.py
+    reserve_for_graph_mb)."""
+    if role == "decode" or not prompt_graphs_captured(rt, stack, pp, role, dp_attention, speculative, mla):
         return 0.0
     return PREFILL_GRAPH_MLA_MIB if mla else len(prefill_graph_sizes(chunk)) * PREFILL_GRAPH_MIB_PER_SIZE
 
 
 def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = "cuda",
-                 mla: bool = False) -> float:
+                 mla: bool = False, role: str = "", dp_attention: bool = False,
+                 speculative: bool = False) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
     graphs), with the card's default chunked-prefill size (default_chunk) and graph batch (the profile's
     tiers): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table; from 0.5.10 the
-    prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's attention is MLA)."""
+    prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's attention is MLA;
+    `role`: a disaggregated worker's, "" for a replica; `dp_attention`, `speculative`: its switches)."""
     ranks = max(tp, 1) * max(pp, 1)
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
@@ -172,7 +197,7 @@ def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = 
     graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
     reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
                + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024
-               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla))
+               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, dp_attention, speculative))
     return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
 
 
@@ -187,6 +212,12 @@ GRAPH_FLAG_BY_PHASE = "--cuda-graph-max-bs-decode"
 
 @record(slots=True)
 class SGLang(VllmLike):
+    # the worker the engine sizes its memory for (as_worker): a disaggregated deployment's role ("prefill" |
+    # "decode", "" for a replica), --enable-dp-attention, a drafter; they move where the release captures
+    # prompt-step graphs and so its reserve (prompt_graphs_captured)
+    worker_role: str = ""
+    dp_attention: bool = False
+    speculative: bool = False
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
@@ -260,8 +291,13 @@ class SGLang(VllmLike):
         total = self.cuda_total(gpu)
         mib = total / MIB
         mla = model is not None and model.attention == "mla"
-        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla)
+        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla, self.worker_role, self.dp_attention,
+                               self.speculative)
         return int(total * round((mib - reserve) / mib, 3))
+
+    def as_worker(self, role: str = "", dp_attention: bool = False, speculative: bool = False) -> SGLang:
+        """The engine sizing its memory as one such worker (worker_role, dp_attention, speculative)."""
+        return replace(self, worker_role=role, dp_attention=dp_attention, speculative=speculative)
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
         """--chunked-prefill-size when not given: SGLang's default for the card's memory as torch reports it

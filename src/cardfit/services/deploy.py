@@ -2513,9 +2513,10 @@ def per_rank_cap(rt: RuntimeProfile, cap: int, dp: int, ep: int) -> int:
 
 
 def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, cap: int, dp: int,
-                  ep: int, budget: int, consts: tuple[tuple[str, float], ...]) -> tuple[Result, str]:
-    """One replica (or one worker of a disaggregated pool) of a pinned deployment timed with the engine
-    settings its release launches it with."""
+                  ep: int, budget: int, consts: tuple[tuple[str, float], ...],
+                  role: str = "") -> tuple[Result, str]:
+    """One replica (or one `role` worker of a disaggregated pool) of a pinned deployment timed with the
+    engine settings its release launches it with."""
     from .pinned import prefill_batch_tokens
 
     v0 = not rt.has("v1_engine")
@@ -2524,7 +2525,7 @@ def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: i
     # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
     # v0.6.3); V1's default on a big card is 1,024
     return timed(inp, gpu.name, tp, pp, cap, consts, budget, rt.max_num_seqs if v0 else 0,
-                 float(inp.gpu_memory_utilization or 0.0), dp, step, ep)
+                 float(inp.gpu_memory_utilization or 0.0), dp, step, ep, role)
 
 
 @record
@@ -2561,7 +2562,7 @@ def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budge
         # --{role}-batch-size is one group's batch; --max-num-seqs the server's flag
         if not getattr(inp, f"{role}_batch_size"):
             cap = per_rank_cap(rt, cap, dp, ep)
-        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, ep, budget, consts)
+        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, ep, budget, consts, role)
         workers.append((res, n))
     (pre, x), (dec, y) = workers
     pools = pd_pools(pre.cand, x, dec.cand, y)
@@ -2605,7 +2606,7 @@ def _split(c: Candidate) -> str:
 def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
           constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
-          step_tokens: int = 0, ep: int = 1) -> tuple[Result, str]:
+          step_tokens: int = 0, ep: int = 1, role: str = "") -> tuple[Result, str]:
     """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
     step budget (`chunk_tokens`), sequence cap (`cap`, the server's --max-num-seqs as one attention group's
     engine takes it; else its default `engine_seqs`) and share of the card (`utilization`, vLLM's
@@ -2615,7 +2616,10 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     memory was sized for (prefill_batch_tokens; 0: the chunk); `ep` > 1: the experts expert-parallel over
     the tp ranks beside `dp` attention groups, each group an engine of its own with the given per-rank
     sequence cap and step budget (expert_parallel_memory, _replica). `constants`: the runtime's constants in
-    place (core/constants.py snapshot), which key the memo."""
+    place (core/constants.py snapshot), which key the memo. `role`: "prefill" | "decode" for one worker of
+    a disaggregated deployment ("" a replica), whose engine sizes its memory for that role, its attention DP
+    and drafter (Runtime.as_worker: SGLang's prompt-step graphs, runtimes/sglang.py
+    prompt_graphs_captured)."""
     from .plan import build_context, engine_defaults, memory_for, ollama_one_slot, split_cards
 
     check(inp)
@@ -2641,7 +2645,8 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
-    opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
+    worker = ctx.engine.as_worker(role, dp > 1, bool(inp.speculative))
+    opt = fitting.check(s.mem, gpu, cards, worker, ctx.rules, utilization=ctx.utilization, model=m,
                         tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):

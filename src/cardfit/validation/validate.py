@@ -862,7 +862,11 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
                                   # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
                                   "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
-                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph"),
+                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph",
+                                  # where SGLang captures prompt-step graphs (_prompt_graph_reserve_applies)
+                                  "prefill_graph_speculative", "prefill_graph_breakable",
+                                  "prefill_graph_pd_roles", "prefill_graph_dp_attention", "prefill_graph_mla",
+                                  "prefill_graph_pp_opt_in"),
                               # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks
                               # (_measured_kv_applies)
                               *MEASURED_KV_FEATURES})
@@ -900,16 +904,9 @@ def _measured_kv_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
     against the same question at the current release, where it lacks nothing else (a record lacking other
     features is classed by them). A single-stream speed record, or a serving run whose paged pool holds
     every request whole, is predicted alike and stays on the path users get."""
-    from ..catalog.releases import current_release
-
     if not lacks & MEASURED_KV_FEATURES or lacks - MEASURED_KV_FEATURES:
         return False
-    st = {k: v for k, v in (r.get("settings") or {}).items() if k != "vllm_version"}
-    now = predict(dict(r, settings=dict(st, version=current_release(str(r.get("runtime") or "")))))
-    then = predict(r)
-    if now.predicted is None or then.predicted is None:
-        return now.predicted is not then.predicted
-    return not math.isclose(now.predicted, then.predicted, rel_tol=1e-9)
+    return _predicted_apart(r)
 
 
 def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
@@ -927,7 +924,8 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
                    or ("spec_overlap_tree" in lacks and int(st.get("speculative_topk") or 1) > 1)
                    or ("spec_overlap_ngram" in lacks and drafts == "ngram")):
         return True
-    if "prefill_cuda_graph" in lacks and _prompt_graph_reserve_applies(r, st):
+    graphs = any(f == "prefill_cuda_graph" or f.startswith("prefill_graph_") for f in lacks)
+    if graphs and _prompt_graph_reserve_applies(r, st):
         return True
     if "tier_35gib_4k_48" in lacks:
         gpu = default_gpus().find(str(r.get("gpu") or ""))
@@ -937,17 +935,57 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
 
 
 def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
-    """Whether SGLang's prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10) change what
-    cardfit predicts for a record: the code models them through the default --mem-fraction-static only
-    (runtimes/sglang.py prefill_graph_reserve_mib: a CUDA card, no pipeline), so a record that states its
-    memory fraction, runs on ROCm or across a pipeline is predicted alike at either release (the graphs'
-    saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang after 0.5.9")."""
-    from ..catalog.gpus import default_gpus
-    from ..runtimes.sglang import prompt_graphs_captured
+    """Whether where SGLang captures prompt-step CUDA graphs (data/releases.toml prefill_cuda_graph, 0.5.10,
+    and the prefill_graph_* rows after it) changes what cardfit predicts for a record: the code models them
+    through the default --mem-fraction-static only (runtimes/sglang.py prefill_graph_reserve_mib), so a record
+    that states its memory fraction is predicted alike at either release, and one whose workers' reserve is
+    the same at its release and the current one (runtimes/sglang.py prompt_graphs_captured, asked for each
+    of its workers: a disaggregated run's prefill and decode roles, its attention DP, its drafter, an MLA
+    model, its pipeline) too (the graphs' saving on a prompt step is not modelled: docs/VALIDATION.md "SGLang
+    after 0.5.9")."""
+    from ..catalog.releases import release
+    from ..runtimes.sglang import prefill_graph_reserve_mib
+    from .serving import attention_dp, disaggregated_pools
+    from .single import record_runtime
 
+    if st.get("gpu_memory_utilization"):
+        return False
+    rt = record_runtime(r)
+    if rt is None:
+        return False
+    now = replace(rt, release=release(rt.id))
     gpu = default_gpus().find(str(r.get("gpu") or ""))
+    model = default_models().find(str(r.get("model") or ""))
     stack = gpu.stack if gpu is not None else "cuda"
-    return not st.get("gpu_memory_utilization") and prompt_graphs_captured(stack, int(st.get("pp") or 1))
+    mla = model is not None and model.attention == "mla"
+    pp = int(st.get("pp") or 1)
+    tp = int(st.get("tp") or 1)
+    roles = ("prefill", "decode") if disaggregated_pools(st) else ("",)
+    switches = {"dp_attention": attention_dp(st, tp) > 1, "speculative": bool(st.get("speculative"))}
+    chunk = 8192  # the count of captured sizes is the same at either release: only on or off is asked
+    moved = [role for role in roles
+             if (prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
+             != (prefill_graph_reserve_mib(now, chunk, stack, pp, mla, role, **switches) > 0)]
+    # the prefill pool's reserve alone: it moves a disaggregated run's figures only where that pool's KV
+    # pool caps the prompts it holds (core/disagg.py held_slots), which the prediction itself answers
+    return _predicted_apart(r) if moved == ["prefill"] else bool(moved)
+
+
+def _predicted_apart(r: dict[str, Any]) -> bool:
+    """Whether a record is predicted otherwise at its runtime's current release than at its own (the same
+    question, its stated version replaced): a change of its release's that moves none of its figures leaves
+    it on the path users get. Unpredictable at one of the two only: apart."""
+    from ..catalog.releases import current_release
+
+    st = {k: v for k, v in (r.get("settings") or {}).items() if k != "vllm_version"}
+    now = dict(r, settings=dict(st, version=current_release(str(r.get("runtime") or ""))))
+    try:
+        then_, now_ = predict(r).predicted, predict(now).predicted
+    except (CardfitError, NotModelled, ValueError):
+        return True
+    if then_ is None or now_ is None:
+        return then_ is not now_
+    return not math.isclose(now_, then_, rel_tol=1e-9)
 
 
 def _fit_applies(r: dict[str, Any]) -> bool:
