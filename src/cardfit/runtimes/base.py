@@ -87,6 +87,13 @@ class Runtime:
     def weights_padding_bytes(self, m: ModelSpec, q: Quant | None, s: MemorySettings, gpu: Gpu | None) -> int:
         return 0
 
+    def serving(self, *, attention_dp: int = 1, speculative: str = "", max_running: int = 0) -> Runtime:
+        """The adapter of a server launched with these settings, where its own memory budget reads them
+        (SGLang's reserve: runtimes/sglang.py reserved_mib): `attention_dp` attention data-parallel ranks,
+        a --speculative method (cardfit's name, "": none), a given cap on running sequences (0: none).
+        This adapter itself where the budget reads none of them."""
+        return self
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
         """A fraction of the total CUDA reports (nvidia-smi's total less the driver's reserve, runtimes.toml

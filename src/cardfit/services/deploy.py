@@ -848,7 +848,8 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = grouped.margin(count, copies)  # every card kind of this layout's memory asks the same
-        opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+        # the layout's attention-DP ranks size the engine's reserve (SGLang: runtimes/sglang.py reserved_mib)
+        opt = fitting.check(mem, gpu, count, ctx.engine_at(lay.dp), ctx.rules, requires=requires(ctx.quant),
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
             continue
