@@ -233,11 +233,13 @@ def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = 
                  mla: bool = False, *, attention_dp: int = 1, speculative: str = "",
                  max_running: int = 0) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
-    graphs), with the card's default chunked-prefill size (default_chunk) and graph batch (decode_graph_max_bs):
-    the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table; from 0.5.10 the
-    prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's attention is MLA);
+    graphs), with the card's default chunked-prefill size (default_chunk) and graph batch
+    (decode_graph_max_bs): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table;
+    from 0.5.10 the prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's
+    attention is MLA);
     `attention_dp` ranks of --enable-dp-attention (attention_dp_reserve_mib), a `speculative` method
-    (speculative_reserve_mib) and a given --max-running-requests (`max_running`, capping the decode graphs)."""
+    (speculative_reserve_mib) and a given --max-running-requests (`max_running`, capping the decode
+    graphs)."""
     ranks = max(tp, 1) * max(pp, 1)
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
@@ -332,7 +334,8 @@ class SGLang(VllmLike):
     max_running: int = 0
 
     def serving(self, *, attention_dp: int = 1, speculative: str = "", max_running: int = 0) -> SGLang:
-        if (attention_dp, speculative, max_running) == (self.attention_dp, self.speculative, self.max_running):
+        now = (self.attention_dp, self.speculative, self.max_running)
+        if (attention_dp, speculative, max_running) == now:
             return self
         return replace(self, attention_dp=attention_dp, speculative=speculative, max_running=max_running)
 
