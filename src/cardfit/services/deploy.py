@@ -2641,7 +2641,8 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
-    opt = fitting.check(s.mem, gpu, cards, ctx.engine, ctx.rules, utilization=ctx.utilization, model=m,
+    # the pinned attention-DP ranks size the engine's reserve (SGLang: runtimes/sglang.py reserved_mib)
+    opt = fitting.check(s.mem, gpu, cards, ctx.engine_at(dp), ctx.rules, utilization=ctx.utilization, model=m,
                         tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):
