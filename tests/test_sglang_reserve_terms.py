@@ -101,3 +101,18 @@ def test_plan_budget_reads_the_speculative_method(run_json):
     drop = budget("0.5.10") - budget("0.5.10", "--speculative", "eagle3")
     assert abs(drop / 2**20 - 4096) < 0.001 * usable / 2**20
     assert budget("0.5.23") == budget("0.5.23", "--speculative", "eagle3")
+
+
+def test_a_dp_layout_budget_reads_its_ranks():
+    """services/plan.py Context.engine_at (deploy's attention-DP layouts and pinned replicas): DeepSeek-R1 on
+    an H200 at TP 8 with 8 attention-DP ranks loses 512 * 8 * 4.5 = 18432 MiB more to the reserve (34816
+    against 16384 MiB, test_attention_dp_pads_the_decode_graphs), to the fraction's 3 places; main gave both
+    the same budget."""
+    from cardfit.services.inputs import PlanInput
+    from cardfit.services.plan import build_context
+
+    ctx = build_context(PlanInput(model="deepseek-r1-671b", runtime="sglang", hub=False))
+    gpu = default_gpus().get("H200")
+    plain = ctx.engine.budget_per_card(gpu, None, 8, 1, ctx.model)
+    dp8 = ctx.engine_at(8).budget_per_card(gpu, None, 8, 1, ctx.model)
+    assert abs((plain - dp8) / 2**20 - 18432) < 0.001 * gpu.usable_bytes / 2**20
