@@ -116,3 +116,25 @@ def test_a_dp_layout_budget_reads_its_ranks():
     plain = ctx.engine.budget_per_card(gpu, None, 8, 1, ctx.model)
     dp8 = ctx.engine_at(8).budget_per_card(gpu, None, 8, 1, ctx.model)
     assert abs((plain - dp8) / 2**20 - 18432) < 0.001 * gpu.usable_bytes / 2**20
+
+
+@pytest.mark.parametrize("version, settings, older", [
+    # 0.5.13 reserved 4 GiB for EAGLE-3 (spec_reserve_dropped from 0.5.14): another generation for a drafting
+    # record on the default fraction, not for one that states its fraction or does not draft
+    ("0.5.13", {"speculative": "eagle3"}, True),
+    ("0.5.13", {"speculative": "eagle3", "gpu_memory_utilization": 0.85}, False),
+    ("0.5.13", {"speculative": "draft:llama-3.2-1b"}, True),
+    ("0.5.13", {}, False),
+    # before 0.5.22 a stated --max-running-requests below the card's decode graphs (256 on an H100 at TP 1)
+    # did not cap them (graph_cap_by_max_running)
+    ("0.5.21", {"max_num_seqs": 64}, True),
+    ("0.5.21", {"max_num_seqs": 512}, False),
+    ("0.5.21", {"max_num_seqs": 64, "attention_dp": 2, "tp": 2}, False),
+    ("0.5.23", {"max_num_seqs": 64}, False),
+])
+def test_a_record_of_a_release_with_other_reserve_terms_is_older(version, settings, older):
+    from cardfit.validation.validate import older_generation
+
+    r = {"kind": "serving", "runtime": "sglang", "gpu": "H100 SXM", "model": "llama-3.1-8b",
+         "settings": {"version": version, **settings}}
+    assert older_generation(r) is older
