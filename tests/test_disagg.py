@@ -760,12 +760,19 @@ def test_sglang_decode_workers_admit_what_their_reserve_leaves() -> None:
     every request it holds (runtimes/sglang.py PD_DECODE_RESERVED_TOKENS, disaggregation/decode.py
     pop_preallocated), so each rank admits its pool ÷ (1,024 + 512 + 512) sequences: 3,872 of the 4,096 the
     flag allows (the run's own rate gives 3,876 decoding: users ÷ (TTFT + O × TPOT) × O × TPOT); the rest
-    wait before their prefill. The old cap took the flag's 4,096, so no user waited."""
+    wait before their prefill. The old cap took the flag's 4,096, so no user waited.
+    Since SGLang's attention-DP reserve is modelled (runtimes/sglang.py attention_dp_reserve_mib: 0.5.8's
+    _handle_gpu_memory_settings adds cuda_graph_max_bs 512 x dp_size 8 x 4.5 MiB = 18 GiB before the
+    floor, for a decode worker too; the prefill-role exclusion came in 0.5.15) the worker's default pool is
+    5.73 M tokens, not 7.94 M, and admits 2,792 (28% under the run's 3,876: the row states no
+    --mem-fraction-static, which aiconfigurator's generator emits where its mapping sets one,
+    generator/config/backend_templates/sglang/cli_args.j2; the band follows the sourced reserve, not the
+    run)."""
     pinned = _c4096_pools()
     dec = pinned.decode.cand
-    assert dec.seqs == 4096
+    assert dec.seqs <= 4096
     assert pinned.pools.decode.max_seqs == pd.admitted(dec.kv_tokens, 1024 + 512, 512, 8) < 4096
-    assert 3800 <= pinned.pools.decode.max_seqs <= 3950
+    assert 2700 <= pinned.pools.decode.max_seqs <= 2900
 
 
 def test_vllm_decode_workers_keep_no_reserve() -> None:

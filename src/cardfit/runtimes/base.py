@@ -44,13 +44,6 @@ class Runtime:
 
     # ---- memory accounting (core/memory.py RuntimeModel)
 
-    def as_worker(self, role: str = "", dp_attention: bool = False, speculative: bool = False) -> Runtime:
-        """The engine sizing its memory as one worker of a deployment: a disaggregated deployment's `role`
-        ("prefill" | "decode"; "" a replica), with attention DP, beside a drafter. The same engine where
-        none of these moves its memory (SGLang's does: runtimes/sglang.py prompt_graphs_captured)."""
-        return self
-
-
     def stack_flags(self, port: int, role: str,
                     split: tuple[float, ...]) -> tuple[list[str], list[tuple[str, str]]]:
         """(flags, environment) a server sharing a machine adds to its launch line (services/stack.py): its
@@ -97,6 +90,14 @@ class Runtime:
     def budget_for(self, mem: Memory, gpu: Gpu, budget: int, tp: int = 1) -> int:
         """Per card: the budget a memory estimate may fill (budget_per_card's, whatever the estimate)."""
         return budget
+    def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
+                max_running: int = 0) -> Runtime:
+        """The adapter of a server launched with these settings, where its own memory budget reads them
+        (SGLang's reserve: runtimes/sglang.py reserved_mib): a disaggregated deployment's worker `role`
+        ("prefill" | "decode", "" a replica), `attention_dp` attention data-parallel ranks, a --speculative
+        method (cardfit's name, "": none), a given cap on running sequences (0: none). This adapter itself
+        where the budget reads none of them."""
+        return self
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:

@@ -180,25 +180,102 @@ def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: in
     return PREFILL_GRAPH_MLA_MIB if mla else len(prefill_graph_sizes(chunk)) * PREFILL_GRAPH_MIB_PER_SIZE
 
 
+# The decode graphs' batch cap where --cuda-graph-max-bs is not given: the card's tier row (the profile's
+# [[runtime.tier]], by TP), 160 on a card SGLang cannot read; from 0.5.22 (data/releases.toml
+# graph_cap_by_max_running) no larger than a given --max-running-requests (arg_groups/memory_hook.py
+# handle_gpu_memory_settings 'if decode_max_bs_is_default and cfg.max_running_requests is not None and
+# decode_cuda_graph_config.max_bs > cfg.max_running_requests: decode_cuda_graph_config.max_bs =
+# cfg.max_running_requests', lines 182-188 of the PyPI wheel sglang 0.5.22, https://pypi.org/project/sglang/0.5.22/,
+# and 0.5.23; absent from 0.5.21). The server's whole setting, before the attention-DP ranks divide it
+# (model_runner.py); the hook runs before speculative_hook.py sets its default of 48 (arg_groups/pipeline.py
+# order: memory_hook line 216, speculative_hook line 304, 0.5.23), so only a --max-running-requests on the
+# line caps it.
+GRAPH_BS_UNKNOWN_CARD = 160
+
+
+def decode_graph_max_bs(rt: RuntimeProfile, mib: float, tp: int, max_running: int = 0) -> int:
+    """The largest decode batch SGLang captures as a CUDA graph by default on a card of `mib` MiB at TP `tp`
+    (`max_running`: the --max-running-requests given, 0: none)."""
+    tier = tier_of(rt, mib)
+    bs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier \
+        else GRAPH_BS_UNKNOWN_CARD
+    if max_running > 0 and bs > max_running and has_at_release(rt, "graph_cap_by_max_running"):
+        return max_running
+    return bs
+
+
+# With attention data parallelism (--enable-dp-attention --dp-size N) the reserve grows by 3 MiB per decode
+# graph batch size per DP rank, and 1.5 MiB more where the cap is above 300, before the 10 GiB floor ("DP
+# attention needs more padding for some operations", "DP attention uses much more memory for large cuda graph
+# max bs, likely due to some inefficiencies in torch allocator"): server_args.py _handle_gpu_memory_settings
+# 'reserved_mem += self.cuda_graph_max_bs * self.dp_size * 3 ... if self.cuda_graph_max_bs > 300:
+# reserved_mem += self.cuda_graph_max_bs * self.dp_size * 1.5' in the PyPI wheels sglang 0.5.4 (lines
+# 776-783), 0.5.9 (lines 1033-1041), https://pypi.org/project/sglang/0.5.9/; 0.5.23
+# arg_groups/memory_hook.py reserve_for_graph_mb lines 370-378 (attn_dp_size, the --dp-size of
+# --enable-dp-attention: parallel_hook.py line 56), https://pypi.org/project/sglang/0.5.23/
+RESERVE_MIB_PER_GRAPH_BS_DP = 3
+RESERVE_MIB_PER_GRAPH_BS_DP_LARGE = (300, 1.5)  # (above this cap, MiB more per batch size per DP rank)
+
+# Speculative decoding added to the reserve after the 10 GiB floor: a draft model (STANDALONE) 6 GiB
+# ("standalonedraft model and cuda graphs"), the EAGLE family (EAGLE, EAGLE3; cardfit's mtp runs EAGLE)
+# 2 GiB ("eagle draft models and cuda graphs"), n-gram nothing: server_args.py _handle_gpu_memory_settings of
+# the PyPI wheels sglang 0.5.4 (lines 789-795) to 0.5.9 (lines 1051-1057, https://pypi.org/project/sglang/0.5.9/);
+# the EAGLE family 4 GiB from 0.5.10 (data/releases.toml spec_reserve_eagle_4gib: 0.5.10 lines 1316-1322,
+# https://pypi.org/project/sglang/0.5.10/, to 0.5.13); none from 0.5.14 (spec_reserve_dropped: 0.5.14
+# server_args.py lines 3276-3313 end at the floor, https://pypi.org/project/sglang/0.5.14/; 0.5.23
+# memory_hook.py lines 281-343 read no speculative term but a P/D decode worker's draft tokens)
+SPEC_RESERVE_MIB = {"draft": 6 * 1024, "eagle3": 2 * 1024, "mtp": 2 * 1024, "ngram": 0}
+SPEC_RESERVE_EAGLE_MIB_0510 = 4 * 1024
+
+# Not modelled: DeepEP's 2 GiB after the floor (memory_hook.py reserve_for_deepep_a2a_mb, 0.5.15 on) and its
+# 1 GiB with breakable prompt graphs (reserve_for_graph_mb lines 391-397, 0.5.17 on) apply to
+# --moe-a2a-backend deepep, which cardfit's launch lines never set (the default "none").
+
+
+def speculative_reserve_mib(rt: RuntimeProfile, method: str) -> float:
+    """What a --speculative method (cardfit's name) adds to the reserve after the floor, at the release."""
+    if not method or has_at_release(rt, "spec_reserve_dropped"):
+        return 0.0
+    if method in ("eagle3", "mtp") and has_at_release(rt, "spec_reserve_eagle_4gib"):
+        return SPEC_RESERVE_EAGLE_MIB_0510
+    return SPEC_RESERVE_MIB.get(method, 0)
+
+
+def attention_dp_reserve_mib(graphs: int, attention_dp: int) -> float:
+    """What attention data parallelism over `attention_dp` ranks adds before the floor (decode graphs up to
+    batch `graphs`)."""
+    if attention_dp <= 1:
+        return 0.0
+    extra = graphs * attention_dp * RESERVE_MIB_PER_GRAPH_BS_DP
+    if graphs > RESERVE_MIB_PER_GRAPH_BS_DP_LARGE[0]:
+        extra += graphs * attention_dp * RESERVE_MIB_PER_GRAPH_BS_DP_LARGE[1]
+    return extra
+
+
 def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = "cuda",
-                 mla: bool = False, role: str = "", dp_attention: bool = False,
-                 speculative: bool = False) -> float:
+                 mla: bool = False, *, role: str = "", attention_dp: int = 1, speculative: str = "",
+                 max_running: int = 0) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
-    graphs), with the card's default chunked-prefill size (default_chunk) and graph batch (the profile's
-    tiers): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table; from 0.5.10 the
-    prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's attention is MLA;
-    `role`: a disaggregated worker's, "" for a replica; `dp_attention`, `speculative`: its switches)."""
+    graphs), with the card's default chunked-prefill size (default_chunk) and graph batch
+    (decode_graph_max_bs): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table;
+    from 0.5.10 the prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's
+    attention is MLA; `role`: a disaggregated worker's, "" for a replica); `attention_dp` ranks of
+    --enable-dp-attention (attention_dp_reserve_mib), a `speculative` method (speculative_reserve_mib) and a
+    given --max-running-requests (`max_running`, capping the decode graphs)."""
     ranks = max(tp, 1) * max(pp, 1)
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
         return (row[1] + ranks * row[2]) * 1024
-    tier = tier_of(rt, mib)
     chunk = default_chunk(rt, mib)
-    graphs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier else 160
+    graphs = decode_graph_max_bs(rt, mib, tp, max_running)
     reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
                + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024
-               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, dp_attention, speculative))
-    return max(reserve, RESERVE_FLOOR_ABOVE_MIB[1]) if mib > RESERVE_FLOOR_ABOVE_MIB[0] else reserve
+               + attention_dp_reserve_mib(graphs, attention_dp)
+               + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, attention_dp > 1,
+                                           bool(speculative)))
+    if mib > RESERVE_FLOOR_ABOVE_MIB[0]:
+        reserve = max(reserve, RESERVE_FLOOR_ABOVE_MIB[1])
+    return reserve + speculative_reserve_mib(rt, speculative)
 
 
 # The decode graphs' cap on the command line: --cuda-graph-max-bs up to 0.5.13; from 0.5.14
@@ -212,12 +289,10 @@ GRAPH_FLAG_BY_PHASE = "--cuda-graph-max-bs-decode"
 
 @record(slots=True)
 class SGLang(VllmLike):
-    # the worker the engine sizes its memory for (as_worker): a disaggregated deployment's role ("prefill" |
-    # "decode", "" for a replica), --enable-dp-attention, a drafter; they move where the release captures
-    # prompt-step graphs and so its reserve (prompt_graphs_captured)
+    # the worker the engine sizes its memory for (serving()): a disaggregated deployment's role ("prefill" |
+    # "decode", "" for a replica); it moves where the release captures prompt-step graphs and so its reserve
+    # (prompt_graphs_captured), as attention DP and a drafter do (the launch settings below)
     worker_role: str = ""
-    dp_attention: bool = False
-    speculative: bool = False
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
@@ -279,25 +354,35 @@ class SGLang(VllmLike):
     # attention.", "Currently ngram speculative decoding does not support dp attention."): deploy searches no
     # attention-DP layout for them (services/deploy.py expert_parallel)
     DRAFTS_WITHOUT_DP_ATTENTION = ("draft", "ngram")
+    # the launch settings the reserve reads (serving(); reserved_mib): --enable-dp-attention --dp-size, the
+    # --speculative method, a given --max-running-requests (0: none)
+    attention_dp: int = 1
+    speculative: str = ""
+    max_running: int = 0
+
+    def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
+                max_running: int = 0) -> SGLang:
+        now = (self.worker_role, self.attention_dp, self.speculative, self.max_running)
+        if (role, attention_dp, speculative, max_running) == now:
+            return self
+        return replace(self, worker_role=role, attention_dp=attention_dp, speculative=speculative,
+                       max_running=max_running)
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
         """--mem-fraction-static x the card: the weights and the KV pool (model_runner.py
         profile_max_num_token: pool = free memory after loading - total x (1 - fraction)); given, the
-        user's fraction, else SGLang's own for the card, its split, the model's attention and the release
-        (reserved_mib)."""
+        user's fraction, else SGLang's own for the card, its split, the model's attention, the release and
+        the launch settings serving() gave (reserved_mib)."""
         if utilization is not None:
             return VllmLike.budget_per_card(self, gpu, utilization)
         total = self.cuda_total(gpu)
         mib = total / MIB
         mla = model is not None and model.attention == "mla"
-        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla, self.worker_role, self.dp_attention,
-                               self.speculative)
+        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla, role=self.worker_role,
+                               attention_dp=self.attention_dp, speculative=self.speculative,
+                               max_running=self.max_running)
         return int(total * round((mib - reserve) / mib, 3))
-
-    def as_worker(self, role: str = "", dp_attention: bool = False, speculative: bool = False) -> SGLang:
-        """The engine sizing its memory as one such worker (worker_role, dp_attention, speculative)."""
-        return replace(self, worker_role=role, dp_attention=dp_attention, speculative=speculative)
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
         """--chunked-prefill-size when not given: SGLang's default for the card's memory as torch reports it

@@ -849,7 +849,8 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = grouped.margin(count, copies)  # every card kind of this layout's memory asks the same
-        opt = fitting.check(mem, gpu, count, ctx.engine, ctx.rules, requires=requires(ctx.quant),
+        # the layout's attention-DP ranks size the engine's reserve (SGLang: runtimes/sglang.py reserved_mib)
+        opt = fitting.check(mem, gpu, count, ctx.engine_at(lay.dp), ctx.rules, requires=requires(ctx.quant),
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
             continue
@@ -2645,9 +2646,10 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
-    worker = ctx.engine.as_worker(role, dp > 1, bool(inp.speculative))
-    opt = fitting.check(s.mem, gpu, cards, worker, ctx.rules, utilization=ctx.utilization, model=m,
-                        tp=group, pp=pp, cards=split_cards(ctx, s.mem))
+    # the pinned attention-DP ranks and the worker's role size the engine's reserve (SGLang:
+    # runtimes/sglang.py reserved_mib)
+    opt = fitting.check(s.mem, gpu, cards, ctx.engine_at(dp, role), ctx.rules, utilization=ctx.utilization,
+                        model=m, tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):
         seqs = 1  # whatever OLLAMA_NUM_PARALLEL says

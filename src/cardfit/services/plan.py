@@ -66,8 +66,23 @@ class Context:
 
     @property
     def engine(self) -> Runtime:
-        """The runtime's family adapter (runtimes/): how it allocates memory and its speed constants."""
-        return adapter(self.runtime)
+        """The runtime's family adapter (runtimes/): how it allocates memory and its speed constants, for the
+        server this question launches (Runtime.serving: its --speculative method, the attention-DP ranks and
+        the --max-num-seqs it pins, which SGLang's reserve reads). A pinned cap is taken only without
+        attention DP (each DP rank's share of the server's is not resolved here: the cap lowers the reserve,
+        so leaving it out keeps the smaller pool)."""
+        return self.engine_at(int(getattr(self.inp, "attention_dp", None) or 1))
+
+    def engine_at(self, attention_dp: int, role: str = "") -> Runtime:
+        """`engine` for a layout of `attention_dp` attention data-parallel ranks (services/deploy.py's
+        searched layouts), as a disaggregated deployment's `role` worker where one is named."""
+        engine = adapter(self.runtime)
+        method = str(getattr(self.speculation, "method", "") or "")
+        running = int(getattr(self.inp, "max_num_seqs", None) or 0) if attention_dp <= 1 else 0
+        if method or attention_dp > 1 or running or role:
+            return engine.serving(role=role, attention_dp=attention_dp, speculative=method,
+                                  max_running=running)
+        return engine
 
 
 def _quant(r: Resolved, name: str | None) -> Quant:

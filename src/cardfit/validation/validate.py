@@ -866,7 +866,11 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # where SGLang captures prompt-step graphs (_prompt_graph_reserve_applies)
                                   "prefill_graph_speculative", "prefill_graph_breakable",
                                   "prefill_graph_pd_roles", "prefill_graph_dp_attention", "prefill_graph_mla",
-                                  "prefill_graph_pp_opt_in"),
+                                  "prefill_graph_pp_opt_in",
+                                  # the reserve's speculative terms and the decode graphs' cap by a given
+                                  # --max-running-requests (runtimes/sglang.py reserved_mib)
+                                  "spec_reserve_eagle_4gib", "spec_reserve_dropped",
+                                  "graph_cap_by_max_running"),
                               # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks
                               # (_measured_kv_applies)
                               *MEASURED_KV_FEATURES})
@@ -927,11 +931,34 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
     graphs = any(f == "prefill_cuda_graph" or f.startswith("prefill_graph_") for f in lacks)
     if graphs and _prompt_graph_reserve_applies(r, st):
         return True
+    gpu = default_gpus().find(str(r.get("gpu") or ""))
+    mib = gpu.memory_gb * 1024 if gpu is not None else 0
+    if _reserve_terms_apply(st, lacks, mib):
+        return True
     if "tier_35gib_4k_48" in lacks:
-        gpu = default_gpus().find(str(r.get("gpu") or ""))
-        mib = gpu.memory_gb * 1024 if gpu is not None else 0
         return 20 * 1024 <= mib < TIER_35GIB_BEFORE_0520.max_gpu_mem_mib
     return False
+
+
+def _reserve_terms_apply(st: dict[str, Any], lacks: frozenset[str], mib: float) -> bool:
+    """Whether the reserve terms a record's SGLang release lacks change its default memory fraction
+    (runtimes/sglang.py reserved_mib; none where the record states the fraction): the speculative reserve
+    of an EAGLE-family or draft-model run (spec_reserve_eagle_4gib, spec_reserve_dropped), and a stated
+    --max-running-requests below the card's decode graph cap without attention DP
+    (graph_cap_by_max_running: the plan reads the cap only there, services/plan.py Context.engine_at)."""
+    from ..catalog.runtimes import default_runtimes
+    from ..runtimes.sglang import decode_graph_max_bs
+
+    if st.get("gpu_memory_utilization"):
+        return False
+    method = str(st.get("speculative") or "").split(":")[0]
+    if method and method != "ngram" and lacks & {"spec_reserve_eagle_4gib", "spec_reserve_dropped"}:
+        return True
+    running = int(st.get("max_num_seqs") or 0)
+    if "graph_cap_by_max_running" not in lacks or not running or int(st.get("attention_dp") or 1) > 1:
+        return False
+    tp = int(st.get("tp") or 1)
+    return running < decode_graph_max_bs(default_runtimes().get("sglang"), mib, tp)
 
 
 def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
