@@ -206,3 +206,23 @@ def test_a_record_is_older_by_the_measured_kv_cache_only_where_its_figure_moves(
     from cardfit.validation.validate import path_of
 
     assert path_of(record) == path
+
+
+def test_a_disaggregated_worker_sizes_its_kv_cache_from_the_profile_run():
+    """vllm/config/vllm.py _resolve_extensible_kv_cache (PyPI wheel vllm 0.34.0, lines 3180-3265): a NIXL
+    connector exports the cache with FABRIC handles, which need an IMEX channel an HGX box has not, so a P/D
+    worker runs without the extensible KV cache: 0.92 of the CUDA total (0.33's rule), not the measured
+    budget; a replica keeps it; SGLang's adapter is not touched by it."""
+    from cardfit.runtimes import adapter
+
+    gpu = default_gpus().get("H100 SXM")
+    engine = adapter(default_runtimes().get("vllm"))
+    total = gpu.usable_bytes - engine.profile.cuda_total_shortfall_bytes
+    assert engine.serving() is engine and engine.budget_per_card(gpu) > int(total * 0.92)
+    for role in ("prefill", "decode"):
+        worker = engine.serving(role=role)
+        assert worker.profile.gpu_memory_utilization == 0.92 and not worker.profile.has("extensible_kv_cache")
+        assert worker.budget_per_card(gpu) == int(total * 0.92)
+        assert worker.profile.has("kv_block_64")  # the release's other features stay
+    ctx = build_context(PlanInput(model="llama-3.1-8b", runtime="vllm", context=8192))
+    assert ctx.engine_at(1, "decode").budget_per_card(gpu) == int(total * 0.92)

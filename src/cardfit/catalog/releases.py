@@ -292,22 +292,31 @@ def drafting(rt: RuntimeProfile, overlapped: bool = False) -> RuntimeProfile:
     deploy and validation build their context through services/plan.py build_context, which calls it."""
     if not (rt.speculative_max_num_seqs or rt.speculative_lacks):
         return rt
-    if rt.release is None:
-        rt = at_release(rt, "")
     table = release_table().get(rt.id)
     known = frozenset(f.id for f in table.features) if table is not None else frozenset()
-    off = frozenset(() if overlapped else rt.speculative_lacks)
     if not frozenset(rt.speculative_lacks) <= known:
         raise CatalogError(f"runtimes.toml: {rt.id} speculative_lacks names "
                            f"{', '.join(sorted(set(rt.speculative_lacks) - known))}, not a feature of its "
                            "releases",
                            path=builtin_path("releases.toml"))
-    rel = rt.release
-    out = profile_at(rt, replace(rel, features=rel.features - off, lacks=rel.lacks | (off & known)))
+    out = without_features(rt, frozenset(() if overlapped else rt.speculative_lacks))
     if rt.speculative_max_num_seqs:
         out = replace(out, max_num_seqs=rt.speculative_max_num_seqs, max_num_seqs_big_card=0,
                       max_num_seqs_other=0)
     return out
+
+
+def without_features(rt: RuntimeProfile, off: frozenset[str]) -> RuntimeProfile:
+    """The profile at its release (the current one where it names none) with the features `off` turned off
+    whatever the release: their `without` fields and `reads` constants apply as for a release before them
+    (a drafting SGLang's scheduler: drafting; a vLLM worker whose KV connector keeps the KV cache from being
+    sized from measured memory: runtimes/vllm_like.py serving)."""
+    if rt.release is None:
+        rt = at_release(rt, "")
+    table = release_table().get(rt.id)
+    known = frozenset(f.id for f in table.features) if table is not None else frozenset()
+    rel = rt.release
+    return profile_at(rt, replace(rel, features=rel.features - off, lacks=rel.lacks | (off & known)))
 
 
 def runtime_named(text: str, find: Any) -> RuntimeProfile | None:

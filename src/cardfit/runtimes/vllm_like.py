@@ -7,6 +7,8 @@ gpu_memory_utilization − weights − activation peak − non-torch memory (−
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.quants import Quant
@@ -105,6 +107,21 @@ class VllmLike(Runtime):
         padded = -(-inter // inter_mult) * inter_mult * (-(-m.hidden // hidden_mult) * hidden_mult)
         extra_params = 3 * m.experts * (padded - inter * m.hidden) * tp * (m.layers - m.dense_layers)
         return round(extra_params * q.bits_per_weight / 8)
+
+    def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
+                max_running: int = 0) -> Runtime:
+        """A disaggregated deployment's worker (`role`) sizes its KV cache from a profile run, not from
+        measured memory, where the release would (vLLM 0.34: data/releases.toml extensible_kv_cache): its
+        NIXL connector exports the cache with FABRIC handles, which need an IMEX channel that an HGX box has
+        not, and on ROCm NIXL and Mooncake cannot register driver-mapped memory (vllm/config/vllm.py
+        _resolve_extensible_kv_cache, PyPI wheel vllm 0.34.0 lines 3180-3265: 'Extensible KV cache off:
+        without an IMEX channel, KV transfers within a host (e.g. NIXL) would lose NVLink'). A GB200 NVL72's
+        IMEX channel would keep it on: not modelled, the smaller pool. Else this adapter."""
+        if not role or not self.profile.kv_margin_fraction:
+            return self
+        from ..catalog.releases import without_features
+
+        return replace(self, profile=without_features(self.profile, frozenset({"extensible_kv_cache"})))
 
     def budget_for(self, mem: Memory, gpu: Gpu, budget: int, tp: int = 1) -> int:
         """Per card: vLLM 0.34's KV cache (vllm/v1/worker/extensible_kv_cache.py measure_kv_cache_bytes:
