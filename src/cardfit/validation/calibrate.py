@@ -91,12 +91,11 @@ NEUTRAL = 0.0
 
 # Constants typed into data/runtimes.toml from a publisher whose measurements are also validation records:
 # a fold that leaves that publisher out scores its records without them (NEUTRAL), as if the number had
-# never been read. (runtime field, publisher, where it came from). None today: the one it held,
-# prefill_overhead_us_per_layer (aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py
-# _prefill_dispatch_overhead_ms, NVIDIA's), is fitted per fold (FITS), so NVIDIA's fold takes the value the
-# other publishers' records imply, not NEUTRAL (issue 24: "every constant that came from validation data refit
-# per fold or kept out of the records it came from").
-TYPED_FROM: tuple[tuple[str, str, str], ...] = ()
+# never been read. (runtime field, publisher, where it came from)
+TYPED_FROM = (
+    ("prefill_overhead_us_per_layer", "nvidia",
+     "aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms"),
+)
 
 
 def typed_from(publisher: str) -> dict[str, float]:
@@ -796,37 +795,6 @@ def _implied_sync_per_sequence(r: Record) -> float | None:
     return (target - y0) * SYNC_FIT_PROBE_US / (y1 - y0)
 
 
-def _eager_prompt_ttft(r: Record) -> bool:
-    """Served TTFT records whose prompt runs in steps past the engine's largest CUDA graph (core/serving.py
-    eager_s: a step carrying more prompt tokens than prefill_graph_tokens, every prompt step of a V0 engine),
-    the steps whose kernels the engine launches one by one from Python. Not a record another prompt constant
-    is fitted on (an MLA + MoE model before mid-2025: prefill_efficiency_mla_v0; MXFP4 experts unpacked:
-    mxfp4_expert_prefill_share; V0's Triton prefix-prefill on ROCm: prefix_prefill_tflops_rocm_v0), nor one
-    whose workload reuses its prompt (a cache hit times the cache, not the prompt's steps: _mxfp4_unpacked_ttft).
-    A record whose prompt fits one graph implies nothing (the prediction does not move with the constant)."""
-    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
-        return False
-    if (r.get("settings") or {}).get("speculative"):
-        return False
-    from .serving import reuse_options
-
-    if reuse_options(r.get("settings") or {}):
-        return False
-    return not (_mla_v0_ttft(r) or _mxfp4_unpacked_ttft(r) or _rocm_v0_chunked_prompt(r))
-
-
-def _implied_prefill_overhead(r: Record) -> float | None:
-    """The CPU dispatch time per layer of an eager prompt step a TTFT record implies, the rest of the model in
-    place: the first token waits for the prompt's steps, each paying layers x the value, so a secant on two
-    predictions, refined twice, solves for it (at least 0, as _implied_moe_overhead: a record the model
-    already predicts too slow without it implies none)."""
-    y = _predicted_with(r, "prefill_overhead_us_per_layer")
-    if y is None:
-        return None
-    b = _secant(y, _measured_time(r), 0.0, 800.0)
-    return max(b, 0.0) if b is not None else None
-
-
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -976,16 +944,6 @@ FITS: tuple[Fit, ...] = (
         "the steps of a served load on ROCm, from its offline-throughput records on MI300X (thousands of "
         "sequences a step: GEMM-bound), the rest of the model in place; TGI and SGLang on ROCm call the same "
         "PyTorch/hipBLASLt GEMMs and take it (TGI's own MI300X records, not fitted, test it)"),
-    # The CPU dispatch time per layer of a prompt step past the CUDA graphs. Its start and documented prior is
-    # aiconfigurator-core 0.12.0's 0.8 ms (sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms,
-    # NVIDIA's: https://pypi.org/project/aiconfigurator-core/0.12.0/, "Recalibrated at ~0.8ms/layer against
-    # the full silicon corpus"), which NVIDIA fitted on its own measurements: fitted here on vLLM's served TTFT
-    # records of every publisher, so a fold that leaves NVIDIA out takes the value the others imply (issue 24:
-    # "every constant that came from validation data refit per fold"). SGLang, TensorRT-LLM's PyTorch backend
-    # and TGI launch a prompt step's kernels from Python the same way and take vLLM's value (their rows).
-    Fit(Vllm, "prefill_overhead_us_per_layer", _eager_prompt_ttft, _implied_prefill_overhead, 1, VllmLike,
-        "CPU dispatch time per layer of a prompt step run without CUDA graphs (past the largest capture "
-        "size; every prompt step of V0), from vLLM's served TTFT records, the rest of the model in place"),
     # One publisher (dstack): a fold without it takes the CPU dispatch time per layer of a step whose kernels
     # are launched one by one from Python, as vLLM's prompt steps past their graphs
     # (prefill_overhead_us_per_layer, 0.8 ms: aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py
