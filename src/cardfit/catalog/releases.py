@@ -284,7 +284,7 @@ def drafting(rt: RuntimeProfile, overlapped: bool = False) -> RuntimeProfile:
     deploy and validation build their context through services/plan.py build_context, which calls it."""
     if not (rt.speculative_max_num_seqs or rt.speculative_lacks):
         return rt
-    if rt.release is None:  # the Release itself is needed (its features less the drafter's), not only .has
+    if rt.release is None:
         rt = at_release(rt, "")
     table = release_table().get(rt.id)
     known = frozenset(f.id for f in table.features) if table is not None else frozenset()
