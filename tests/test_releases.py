@@ -107,6 +107,63 @@ def test_profile_at_sets_the_older_engines_fields_and_reads_its_constants() -> N
         assert fitted(trt, "prefill_overhead_us_per_layer") == 0
 
 
+@pytest.fixture
+def sglang_current_0519(monkeypatch: pytest.MonkeyPatch):
+    """The table with SGLang's `current` set back to 0.5.19, so that its tier_35gib_4k_48 (from 0.5.20,
+    python/sglang/srt/arg_groups/memory_hook.py of the 0.5.20 wheel: data/releases.toml) is a feature listed
+    ahead of the current release, as a feature of a release cardfit has not moved `current` to yet is."""
+    from dataclasses import replace
+
+    from cardfit.catalog import releases, runtimes
+
+    table = dict(release_table())
+    table["sglang"] = replace(table["sglang"], current="0.5.19")
+    runtimes._current_release.cache_clear()
+    releases._at.cache_clear()
+    monkeypatch.setattr(releases, "release_table", lambda: table)
+    yield
+    runtimes._current_release.cache_clear()
+    releases._at.cache_clear()
+
+
+def test_a_profile_that_names_no_release_answers_as_the_current_release(sglang_current_0519) -> None:
+    """One way to ask a release for a feature (issue 24 item 2): a registry profile (`--runtime sglang`, no
+    '@') is the current release's, so a feature listed ahead of `current` is one it lacks, as the current
+    release and the profile at it answer (before: RuntimeProfile.has said True for every feature of a profile
+    that named no release)."""
+    from cardfit.catalog.releases import at_release
+    from cardfit.catalog.runtimes import TIER_35GIB_BEFORE_0520, tier_of
+
+    rt = default_runtimes().get("sglang")
+    assert rt.release is None
+    assert not release("sglang").has("tier_35gib_4k_48")
+    assert not rt.has("tier_35gib_4k_48")
+    assert not at_release(rt, "").has("tier_35gib_4k_48")
+    assert rt.has("graph_flags_by_phase")  # from 0.5.14: the current 0.5.19 has it
+    assert tier_of(rt, 24 * 1024) == TIER_35GIB_BEFORE_0520  # an RTX 4090 takes 0.5.19's row
+    # a profile at a stated release answers as that release, whatever `current` is
+    assert default_runtimes().get("sglang@0.5.20").has("tier_35gib_4k_48")
+
+
+def test_a_registry_profile_is_the_current_releases_profile() -> None:
+    """A profile that names no release answers every feature as the current release does, and holds the
+    fields the profile at the current release holds (runtimes.toml describes the current release: a feature
+    listed ahead of it must not leave its row in the state after it)."""
+    from dataclasses import fields
+
+    from cardfit.catalog.releases import at_release
+
+    skip = {"release", "reads", "pinned"}
+    for rid, table in release_table().items():
+        rt = default_runtimes().get(rid)
+        now, at = release(rid), at_release(rt, "")
+        for f in table.features:
+            assert rt.has(f.id) == now.has(f.id) == at.has(f.id), (rid, f.id)
+        differ = [f.name for f in fields(rt)
+                  if f.name not in skip and getattr(rt, f.name) != getattr(at, f.name)]
+        assert not differ, f"{rid}: runtimes.toml differs from its current release in {differ}"
+
+
 # Ollama's releases by number (data/releases.toml: its features name the release they came in; the tags'
 # envconfig/config.go and server/sched.go): (release, features it has, features it lacks)
 @pytest.mark.parametrize("name,has,lacks", [

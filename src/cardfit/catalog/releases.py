@@ -228,14 +228,6 @@ def current_release(runtime: str) -> str:
     return table.current if table is not None else ""
 
 
-def has_at_release(rt: RuntimeProfile, feature: str) -> bool:
-    """Whether the profile's release has a feature of the table: the release it is at, or the current one
-    (by its number, as `release` reads it) where it names none. RuntimeProfile.has answers True for every
-    feature of a profile that names no release; this one is for a feature the table may list ahead of the
-    current release (SGLang's of releases after `current`)."""
-    return (rt.release if rt.release is not None else release(rt.id)).has(feature)
-
-
 def release_name(rt: RuntimeProfile) -> str | None:
     """The release a profile is at, as output names it: the one asked for ("0.6.3", "2024-08"), else the
     current one of data/releases.toml; None for a runtime cardfit knows no releases of."""

@@ -279,8 +279,8 @@ class RuntimeProfile:
     kv_dtype_options: tuple[str, ...] = ()  # the cache types the runtime accepts (empty: any)
     unified_memory: bool = False  # set by on_card() for Apple silicon, never read from the data file
     aliases: tuple[str, ...] = ()
-    # the engine release the profile is at (catalog/releases.py profile_at; None: the current one, every
-    # feature of data/releases.toml on) and the fitted constants it reads in place of a field at that release
+    # the engine release the profile is at (catalog/releases.py profile_at; None: the current one, as `has`
+    # answers for it) and the fitted constants it reads in place of a field at that release
     # (field, ((stack or "*", constant), ...)): core/constants.py fitted
     release: Any = None
     reads: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
@@ -348,8 +348,21 @@ class RuntimeProfile:
         return f"{self.id}@{self.release.name}" if self.release is not None and self.release.name else self.id
 
     def has(self, feature: str) -> bool:
-        """Whether the profile's release has a feature of data/releases.toml (the current one has all)."""
-        return self.release is None or self.release.has(feature)
+        """Whether the profile's release has a feature of data/releases.toml. A profile that names no release
+        (a registry row, `--runtime vllm`) is the current release's: it answers as that release does, so a
+        feature the table lists ahead of `current` is one it lacks. The one way to ask."""
+        rel = self.release if self.release is not None else _current_release(self.id)
+        return rel.has(feature)
+
+
+@cache
+def _current_release(runtime_id: str) -> Any:
+    """The current release of a runtime (catalog/releases.py release: its features by `current`'s own
+    number), once per runtime: RuntimeProfile.has reads it for a profile that names no release, in hot
+    paths."""
+    from .releases import release  # (imported on first use: a plan that asks no feature reads no table)
+
+    return release(runtime_id)
 
 
 KEYS = keys_of(RuntimeProfile)
@@ -402,11 +415,9 @@ def tier_of(rt: RuntimeProfile, mib: float) -> MemoryTier | None:
     """The runtime's [[runtime.tier]] row of a card of `mib` MiB at the profile's release (SGLang's defaults
     by card size: the runtimes.toml rows, the 20-35 GiB one TIER_35GIB_BEFORE_0520 at a release of the
     table without TIER_35GIB_FEATURE)."""
-    from .releases import has_at_release  # (releases.py imports this module)
-
     t = next((t for t in rt.tier if not t.max_gpu_mem_mib or mib < t.max_gpu_mem_mib), None)
     if (t is not None and t.max_gpu_mem_mib == TIER_35GIB_BEFORE_0520.max_gpu_mem_mib
-            and not has_at_release(rt, TIER_35GIB_FEATURE)):
+            and not rt.has(TIER_35GIB_FEATURE)):
         return TIER_35GIB_BEFORE_0520
     return t
 

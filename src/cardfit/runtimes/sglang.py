@@ -10,7 +10,6 @@ from dataclasses import replace
 from ..catalog.gpus import Gpu
 from ..catalog.models import ModelSpec
 from ..catalog.records import record
-from ..catalog.releases import has_at_release
 from ..catalog.runtimes import RuntimeProfile, tier_of
 from ..core.kv import kv_cache_bytes
 from ..core.memory import MemorySettings
@@ -154,19 +153,19 @@ def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = 
     disaggregated worker and a pipeline, drop an MLA model to 0.5.17 (prefill_graph_mla) and attention DP to
     0.5.16 (prefill_graph_dp_attention); from 0.5.16 never on a decode worker (prefill_graph_pd_roles); from
     0.5.19 off across a pipeline again (prefill_graph_pp_opt_in)."""
-    if stack != "cuda" or not has_at_release(rt, "prefill_cuda_graph"):
+    if stack != "cuda" or not rt.has("prefill_cuda_graph"):
         return False
-    if speculative and not has_at_release(rt, "prefill_graph_speculative"):
+    if speculative and not rt.has("prefill_graph_speculative"):
         return False
-    if dp_attention and not has_at_release(rt, "prefill_graph_dp_attention"):
+    if dp_attention and not rt.has("prefill_graph_dp_attention"):
         return False
-    if not has_at_release(rt, "prefill_graph_breakable"):
+    if not rt.has("prefill_graph_breakable"):
         return pp <= 1 and not role
-    if mla and not has_at_release(rt, "prefill_graph_mla"):
+    if mla and not rt.has("prefill_graph_mla"):
         return False
-    if pp > 1 and has_at_release(rt, "prefill_graph_pp_opt_in"):
+    if pp > 1 and rt.has("prefill_graph_pp_opt_in"):
         return False
-    return not (role == "decode" and has_at_release(rt, "prefill_graph_pd_roles"))
+    return not (role == "decode" and rt.has("prefill_graph_pd_roles"))
 
 
 def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool,
@@ -199,7 +198,7 @@ def decode_graph_max_bs(rt: RuntimeProfile, mib: float, tp: int, max_running: in
     tier = tier_of(rt, mib)
     bs = (tier.cuda_graph_max_bs_tp_lt4 if tp < 4 else tier.cuda_graph_max_bs_tp_ge4) if tier \
         else GRAPH_BS_UNKNOWN_CARD
-    if max_running > 0 and bs > max_running and has_at_release(rt, "graph_cap_by_max_running"):
+    if max_running > 0 and bs > max_running and rt.has("graph_cap_by_max_running"):
         return max_running
     return bs
 
@@ -234,9 +233,9 @@ SPEC_RESERVE_EAGLE_MIB_0510 = 4 * 1024
 
 def speculative_reserve_mib(rt: RuntimeProfile, method: str) -> float:
     """What a --speculative method (cardfit's name) adds to the reserve after the floor, at the release."""
-    if not method or has_at_release(rt, "spec_reserve_dropped"):
+    if not method or rt.has("spec_reserve_dropped"):
         return 0.0
-    if method in ("eagle3", "mtp") and has_at_release(rt, "spec_reserve_eagle_4gib"):
+    if method in ("eagle3", "mtp") and rt.has("spec_reserve_eagle_4gib"):
         return SPEC_RESERVE_EAGLE_MIB_0510
     return SPEC_RESERVE_MIB.get(method, 0)
 
@@ -416,7 +415,7 @@ class SGLang(VllmLike):
         """The line with --cuda-graph-max-bs N: SGLang captures decode graphs for batch sizes up to N
         (server_args.py _generate_cuda_graph_batch_sizes, each batch padded to the next captured size), and a
         larger batch runs eagerly (model_executor/cuda_graph_runner.py CudaGraphRunner.can_run)."""
-        flag = GRAPH_FLAG_BY_PHASE if has_at_release(self.profile, "graph_flags_by_phase") else GRAPH_FLAG
+        flag = GRAPH_FLAG_BY_PHASE if self.profile.has("graph_flags_by_phase") else GRAPH_FLAG
         return replace(launch, argv=(*launch.argv, flag, str(max_bs)))
 
     def lora_plan(self, m: ModelSpec, lora: LoraSet, users: int, tp: int) -> LoraPlan:

@@ -198,7 +198,9 @@ def overlapped(method: str, topk: int, runtime: Any) -> bool:
     spec_overlap_tree. SGLang 0.5.11 to 0.5.12 keep spec v1 where top-k > 1 ("spec v2 currently only supports
     topk = 1", server_args.py _handle_speculative_decoding); 0.5.13 runs every EAGLE-family drafter on
     spec v2.
-    The profile is read at its release (the current one where none is named), as drafting() reads it."""
+    The profile is read at its release (the current one where none is named), as drafting() reads it: its
+    `speculative_overlap_methods` field as that release sets it (spec_overlap's `without`), which a
+    registry row holds as runtimes.toml writes it."""
     if runtime is None or not getattr(runtime, "speculative_overlap_methods", ()):
         return False
     if runtime.release is None:
