@@ -79,9 +79,11 @@ class Context:
         engine = adapter(self.runtime)
         method = str(getattr(self.speculation, "method", "") or "")
         running = int(getattr(self.inp, "max_num_seqs", None) or 0) if attention_dp <= 1 else 0
+        # the verified tokens the launch line gives (--speculative-num-draft-tokens: Choice.verified)
+        verified = int(getattr(self.speculation, "verified", 0) or 0) if method else 0
         if method or attention_dp > 1 or running or role:
             return engine.serving(role=role, attention_dp=attention_dp, speculative=method,
-                                  max_running=running)
+                                  max_running=running, draft_tokens=verified)
         return engine
 
 
