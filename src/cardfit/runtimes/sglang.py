@@ -391,14 +391,21 @@ class SGLang(VllmLike):
     speculative: str = ""
     max_running: int = 0
     draft_tokens: int = 0  # --speculative-num-draft-tokens on the line (0: none), a decode worker's reserve
+    # the server's --tp-size where it is more than the ranks budget_per_card is asked for (0: the same): an
+    # attention-DP + EP layout runs --tp-size over all its cards, while each attention group's tensor-parallel
+    # ranks (what copies a sequence's cache) are cards / dp; the reserve reads --tp-size (the tier's decode
+    # graph cap, 256 below TP 4 else 512, and tp x pp / 8 GiB: server_args.py _handle_gpu_memory_settings,
+    # 0.5.9; arg_groups/memory_hook.py 'cfg.tp_size', 0.5.23)
+    server_tp: int = 0
 
     def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
-                max_running: int = 0, draft_tokens: int = 0) -> SGLang:
-        now = (self.worker_role, self.attention_dp, self.speculative, self.max_running, self.draft_tokens)
-        if (role, attention_dp, speculative, max_running, draft_tokens) == now:
+                max_running: int = 0, draft_tokens: int = 0, server_tp: int = 0) -> SGLang:
+        now = (self.worker_role, self.attention_dp, self.speculative, self.max_running, self.draft_tokens,
+               self.server_tp)
+        if (role, attention_dp, speculative, max_running, draft_tokens, server_tp) == now:
             return self
         return replace(self, worker_role=role, attention_dp=attention_dp, speculative=speculative,
-                       max_running=max_running, draft_tokens=draft_tokens)
+                       max_running=max_running, draft_tokens=draft_tokens, server_tp=server_tp)
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
@@ -411,7 +418,8 @@ class SGLang(VllmLike):
         total = self.cuda_total(gpu)
         mib = total / MIB
         mla = model is not None and model.attention == "mla"
-        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla, role=self.worker_role,
+        reserve = reserved_mib(self.profile, mib, self.server_tp or tp, pp, gpu.stack, mla,
+                               role=self.worker_role,
                                attention_dp=self.attention_dp, speculative=self.speculative,
                                max_running=self.max_running, draft_tokens=self.draft_tokens)
         return int(total * round((mib - reserve) / mib, 3))

@@ -849,8 +849,10 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = grouped.margin(count, copies)  # every card kind of this layout's memory asks the same
-        # the layout's attention-DP ranks size the engine's reserve (SGLang: runtimes/sglang.py reserved_mib)
-        opt = fitting.check(mem, gpu, count, ctx.engine_at(lay.dp), ctx.rules, requires=requires(ctx.quant),
+        # the layout's attention-DP ranks size the engine's reserve, and its --tp-size all `count` cards
+        # (SGLang: runtimes/sglang.py reserved_mib), each group's cache copied over lay.tp
+        engine = ctx.engine_at(lay.dp, server_tp=count)
+        opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
             continue
@@ -2646,9 +2648,11 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
-    # the pinned attention-DP ranks and the worker's role size the engine's reserve (SGLang:
+    # the pinned attention-DP ranks, the worker's role and the server's --tp-size (all `tp` ranks, where
+    # each attention group copies its cache over `group`) size the engine's reserve (SGLang:
     # runtimes/sglang.py reserved_mib)
-    opt = fitting.check(s.mem, gpu, cards, ctx.engine_at(dp, role), ctx.rules, utilization=ctx.utilization,
+    engine = ctx.engine_at(dp, role, server_tp=tp if group != tp else 0)
+    opt = fitting.check(s.mem, gpu, cards, engine, ctx.rules, utilization=ctx.utilization,
                         model=m, tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):
