@@ -101,6 +101,13 @@ class Runtime:
         set; 0: the same). This adapter itself where the budget reads none of them."""
         return self
 
+    def launch_fraction(self, gpu: Gpu, tp: int = 1, pp: int = 1, model: ModelSpec | None = None
+                        ) -> float | None:
+        """The share of the card the launch line states where no --gpu-memory-utilization is given, when
+        budget_per_card works out the engine's own (SGLang's --mem-fraction-static from its reserve); None:
+        the profile's default, as budget_per_card takes it."""
+        return None
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
         """A fraction of the total CUDA reports (nvidia-smi's total less the driver's reserve, runtimes.toml

@@ -327,6 +327,10 @@ class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
+    # attention DP without expert parallelism: --enable-dp-attention --dp-size N runs attention in N groups
+    # of the --tp-size ranks whatever the MoE layers do (server_args.py; docs "DP attention"), so a pinned
+    # --attention-dp without --expert-parallel states it (runtimes/launch.py build)
+    ATTENTION_DP_ALONE = True
     PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
     # with --enable-dp-attention each DP rank's scheduler takes a share of the server's limits
     # (data/releases.toml dp_attention_chunk_split, dp_attention_request_split; PyPI wheels 0.4.10, 0.5.8,
@@ -415,14 +419,19 @@ class SGLang(VllmLike):
         the launch settings serving() gave (reserved_mib)."""
         if utilization is not None:
             return VllmLike.budget_per_card(self, gpu, utilization)
-        total = self.cuda_total(gpu)
-        mib = total / MIB
+        return int(self.cuda_total(gpu) * self.launch_fraction(gpu, tp, pp, model))
+
+    def launch_fraction(self, gpu: Gpu, tp: int = 1, pp: int = 1, model: ModelSpec | None = None) -> float:
+        """SGLang's own --mem-fraction-static for the server (budget_per_card's): (card - reserved) / card to
+        3 places (server_args.py 'round((gpu_mem - reserved_mem) / gpu_mem, 3)'), which the launch line
+        states so that the engine starts with the pool that was timed."""
+        mib = self.cuda_total(gpu) / MIB
         mla = model is not None and model.attention == "mla"
         reserve = reserved_mib(self.profile, mib, self.server_tp or tp, pp, gpu.stack, mla,
                                role=self.worker_role,
                                attention_dp=self.attention_dp, speculative=self.speculative,
                                max_running=self.max_running, draft_tokens=self.draft_tokens)
-        return int(total * round((mib - reserve) / mib, 3))
+        return round((mib - reserve) / mib, 3)
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
         """--chunked-prefill-size when not given: SGLang's default for the card's memory as torch reports it
