@@ -116,8 +116,11 @@ def test_the_graph_cap_flag_follows_the_release(rel, flag):
     ("0.5.11", "", False, True, False, 1, True, "0.5.11: the speculative rule gone"),
     ("0.5.14", "decode", False, False, False, 1, False, "0.5.14 tc_piecewise rule 'PD disaggregation'"),
     # 0.5.15 breakable by default: no PD, pipeline rule; MLA and DP attention off
-    ("0.5.15", "prefill", False, False, False, 1, True, "0.5.15 breakable: no 'PD disaggregation' rule"),
-    ("0.5.15", "decode", False, False, False, 1, True, "0.5.15: both roles capture"),
+    # (but the P/D hook turns all graphs off on a prefill worker: pd_disaggregation_hook.py line 77
+    # 'server_args.disable_cuda_graph = True', 0.5.14 and 0.5.15; gone from 0.5.16)
+    ("0.5.15", "prefill", False, False, False, 1, False, "0.5.15 pd hook disable_cuda_graph on prefill"),
+    ("0.5.16", "prefill", False, False, False, 1, True, "0.5.16 breakable: no 'PD disaggregation' rule"),
+    ("0.5.15", "decode", False, False, False, 1, True, "0.5.15: a decode worker captures them"),
     ("0.5.15", "", False, False, True, 1, False, "0.5.15 breakable rule 'MLA attention'"),
     ("0.5.15", "", False, False, False, 2, True, "0.5.15: no pipeline rule for breakable graphs"),
     ("0.5.16", "decode", False, False, False, 1, False, "0.5.16 _apply_cuda_graph_disaggregation_roles"),
@@ -144,8 +147,38 @@ def test_a_decode_worker_reserves_no_prompt_graphs():
 
     for rel in ("0.5.15", "0.5.23"):
         assert prefill_graph_reserve_mib(_at(rel), 8192, "cuda", 1, False, "decode") == 0.0
-        assert prefill_graph_reserve_mib(_at(rel), 8192, "cuda", 1, False, "prefill") == 58 * 8
-    assert reserved_mib(_at("0.5.23"), H100_MIB, 1, 1, role="decode") == 13440
+    assert prefill_graph_reserve_mib(_at("0.5.15"), 8192, "cuda", 1, False, "prefill") == 0.0
+    assert prefill_graph_reserve_mib(_at("0.5.23"), 8192, "cuda", 1, False, "prefill") == 58 * 8
+
+
+@pytest.mark.parametrize("rel, tp, role, dp, running, draft, reserve, worked", [
+    # 0.5.14 server_args.py lines 3276-3309: no role term, a worker reserves as a replica (no prompt graphs
+    # on a P/D worker: the tc_piecewise 'PD disaggregation' rule)
+    ("0.5.14", 1, "decode", 1, 0, 0, 13440, "512 + 8192 x 1.5 + 256 x 2 + 128"),
+    ("0.5.14", 1, "prefill", 1, 0, 0, 13440, "512 + 8192 x 1.5 + 256 x 2 + 128"),
+    # 0.5.15 lines 3623-3676: the decode worker sized by its batch, the prefill worker without decode graphs
+    # (and, at 0.5.15, no prompt graphs: the P/D hook's disable_cuda_graph)
+    ("0.5.15", 1, "decode", 1, 0, 0, 10240, "512 + max(256, 2048) x 1.5 + 256 x 2 + 128 = 4224 -> floor"),
+    ("0.5.15", 1, "prefill", 1, 0, 0, 12928, "512 + 8192 x 1.5 + 128"),
+    # 0.5.23 memory_hook.py lines 297-313, reserve_for_graph_mb 364-378
+    ("0.5.23", 1, "decode", 1, 0, 0, 10240, "512 + 3072 + 512 + 128 = 4224 -> the 10 GiB floor"),
+    ("0.5.23", 1, "prefill", 1, 0, 0, 13392, "512 + 12288 + 128 + 58 prompt sizes x 8"),
+    ("0.5.23", 1, "", 1, 0, 0, 13904, "a replica: 512 + 12288 + 512 + 128 + 464"),
+    # TP 8, attention DP 8: the decode worker keeps the DP padding (512 x 8 x (3 + 1.5) = 18432), the
+    # prefill worker none: 512 + 12288 + 1024 + 464 = 14288
+    ("0.5.23", 8, "decode", 8, 0, 0, 24064, "512 + max(512, 2048) x 1.5 + 1024 + 1024 + 18432"),
+    ("0.5.23", 8, "prefill", 8, 0, 0, 14288, "512 + 12288 + 1024 + 464"),
+    # a given --max-running-requests 1024 (above the 512 cap: the cap stays) x 4 verified draft tokens:
+    # 512 + 4096 x 1.5 + 512 x 2 + 1024 = 8704 -> floor; x 8 draft tokens: 512 + 12288 + 1024 + 1024 = 14848
+    ("0.5.23", 8, "decode", 1, 1024, 4, 10240, "512 + 6144 + 1024 + 1024 -> floor"),
+    ("0.5.23", 8, "decode", 1, 1024, 8, 14848, "512 + 8192 x 1.5 + 1024 + 1024"),
+])
+def test_a_workers_reserve_follows_its_role(rel, tp, role, dp, running, draft, reserve, worked):
+    """data/releases.toml reserve_by_role: from 0.5.15 a decode worker's activation term is max(running
+    requests x draft tokens, 2048) x 1.5 MiB and a prefill worker reserves no decode graphs or attention-DP
+    padding (H100 80GB, 81,559 MiB as torch reports it; hand-worked from the wheels' formula)."""
+    assert reserved_mib(_at(rel), H100_MIB, tp, 1, role=role, attention_dp=dp, max_running=running,
+                        draft_tokens=draft) == reserve, worked
 
 
 def test_a_record_is_older_where_its_workers_reserve_changes():
@@ -182,10 +215,11 @@ def test_a_pd_record_whose_figures_the_prefill_reserve_does_not_move_is_on_the_u
 
 
 def test_a_pinned_pd_decode_worker_keeps_the_prompt_graphs_reserve():
-    """deploy --prefill-workers/--decode-workers sizes each pool's memory for its role (Runtime.as_worker):
+    """deploy --prefill-workers/--decode-workers sizes each pool's memory for its role (Context.engine_at):
     at 0.5.23 a decode worker reserves no prompt-step graphs (apply_cuda_graph_disaggregation_roles,
-    reserve_for_graph_mb), so its budget is 58 sizes x 8 MiB (to the fraction's 3 places) above a prefill
-    worker's, on one H100 of Llama 3.1 8B."""
+    reserve_for_graph_mb) and its activations by its decode batch (reserve_by_role: 10,240 MiB, the floor),
+    a prefill worker no decode graphs (13,392 MiB), so the decode budget is 3,152 MiB (to the fraction's 3
+    places) above the prefill worker's, on one H100 of Llama 3.1 8B."""
     from cardfit.services import deploy as dp
 
     inp = dp.DeployInput(model="llama-3.1-8b", runtime="sglang", gpu=("H100 SXM",), input_tokens=4000,
@@ -194,4 +228,4 @@ def test_a_pinned_pd_decode_worker_keeps_the_prompt_graphs_reserve():
     assert pools is not None
     pre, dec = pools.prefill.cand.option.budget_bytes, pools.decode.cand.option.budget_bytes
     gib = 2**30
-    assert abs((dec - pre) / 2**20 - 58 * 8) < 0.002 * 80 * gib / 2**20
+    assert abs((dec - pre) / 2**20 - (13392 - 10240)) < 0.002 * 80 * gib / 2**20

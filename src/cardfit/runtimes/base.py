@@ -91,13 +91,22 @@ class Runtime:
         """Per card: the budget a memory estimate may fill (budget_per_card's, whatever the estimate)."""
         return budget
     def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
-                max_running: int = 0) -> Runtime:
+                max_running: int = 0, draft_tokens: int = 0, server_tp: int = 0) -> Runtime:
         """The adapter of a server launched with these settings, where its own memory budget reads them
         (SGLang's reserve: runtimes/sglang.py reserved_mib): a disaggregated deployment's worker `role`
         ("prefill" | "decode", "" a replica), `attention_dp` attention data-parallel ranks, a --speculative
-        method (cardfit's name, "": none), a given cap on running sequences (0: none). This adapter itself
-        where the budget reads none of them."""
+        method (cardfit's name, "": none), a given cap on running sequences (0: none), the tokens a
+        drafting step verifies per sequence as the line gives them (0: none), the server's tensor-parallel
+        size where it is more than the ranks its budget is asked for (an attention-DP + EP layout's whole
+        set; 0: the same). This adapter itself where the budget reads none of them."""
         return self
+
+    def launch_fraction(self, gpu: Gpu, tp: int = 1, pp: int = 1, model: ModelSpec | None = None
+                        ) -> float | None:
+        """The share of the card the launch line states where no --gpu-memory-utilization is given, when
+        budget_per_card works out the engine's own (SGLang's --mem-fraction-static from its reserve); None:
+        the profile's default, as budget_per_card takes it."""
+        return None
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:

@@ -213,7 +213,7 @@ class ServeFlags:
 def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: ServeFlags,
                online: Mapping[str, str]) -> Launch:
     """`program model --tp … [--pp …] --max-len … --max-seqs … [fraction] [kv] [batched] [quant] [nodes]`."""
-    dp = a.attention_dp if a.expert_parallel > 1 else 1
+    dp = a.attention_dp  # above 1 with EP 1 only for an engine of ATTENTION_DP_ALONE (build)
     ranks = dp if f.per_rank else 1
     argv = [*program, *model, f.tp, str(a.tp // ranks)]
     if a.pp > 1:
@@ -230,7 +230,7 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
         argv += [f.data_parallel, str(copies)]
     if dp > 1:  # the server's data-parallel ranks are one replica's attention groups
         argv += [f.data_parallel, str(dp), *f.ep_switches]
-        if f.ep_size:
+        if f.ep_size and a.expert_parallel > 1:
             argv += [f.ep_size, str(a.expert_parallel)]
     quant, notes = a.quant_flag(online)
     if a.disaggregation:
@@ -334,6 +334,13 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       data_parallel=replicas if one_node else 1, kv_offload_gb=kv_offload_gb)
     if expert_parallel > 1:
         args = replace(args, **_expert_parallel(engine, runtime, tp, attention_dp, expert_parallel))
+    elif attention_dp > 1 and getattr(engine, "ATTENTION_DP_ALONE", False):
+        # attention groups with the experts tensor-parallel (SGLang: --enable-dp-attention --dp-size N and
+        # no --ep-size), as deploy times a pinned --attention-dp without --expert-parallel
+        if tp % _whole("attention_dp", attention_dp):
+            raise InputError(f"{attention_dp} attention groups do not divide the {tp} ranks",
+                             field="attention_dp")
+        args = replace(args, attention_dp=attention_dp)
     if disaggregation is not None:
         if disaggregation not in ("prefill", "decode") or not getattr(engine, "PD_DISAGGREGATION", False):
             raise InputError(f"{runtime} has no '{disaggregation}' worker of a disaggregated deployment",

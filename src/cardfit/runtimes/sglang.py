@@ -151,8 +151,9 @@ def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = 
     pipeline, on any disaggregated worker, with attention DP, and at 0.5.10 with speculative decoding
     (prefill_graph_speculative); from 0.5.15 breakable graphs (prefill_graph_breakable), which keep a
     disaggregated worker and a pipeline, drop an MLA model to 0.5.17 (prefill_graph_mla) and attention DP to
-    0.5.16 (prefill_graph_dp_attention); from 0.5.16 never on a decode worker (prefill_graph_pd_roles); from
-    0.5.19 off across a pipeline again (prefill_graph_pp_opt_in)."""
+    0.5.16 (prefill_graph_dp_attention); from 0.5.16 never on a decode worker and on a prefill worker, which
+    captured no graphs to 0.5.15 (prefill_graph_pd_roles); from 0.5.19 off across a pipeline again
+    (prefill_graph_pp_opt_in)."""
     if stack != "cuda" or not rt.has("prefill_cuda_graph"):
         return False
     if speculative and not rt.has("prefill_graph_speculative"):
@@ -165,7 +166,9 @@ def prompt_graphs_captured(rt: RuntimeProfile, stack: str, pp: int, role: str = 
         return False
     if pp > 1 and rt.has("prefill_graph_pp_opt_in"):
         return False
-    return not (role == "decode" and rt.has("prefill_graph_pd_roles"))
+    # to 0.5.15 the P/D hook turned every CUDA graph off on a prefill worker (pd_disaggregation_hook.py
+    # 'server_args.disable_cuda_graph = True'); from 0.5.16 only the other phase's, by role
+    return not role or (role == "prefill") == rt.has("prefill_graph_pd_roles")
 
 
 def prefill_graph_reserve_mib(rt: RuntimeProfile, chunk: int, stack: str, pp: int, mla: bool,
@@ -251,25 +254,53 @@ def attention_dp_reserve_mib(graphs: int, attention_dp: int) -> float:
     return extra
 
 
+# From 0.5.15 (data/releases.toml reserve_by_role) a disaggregated worker's reserve follows its role: a
+# decode worker sizes its activation term by its decode batch, max(running requests x verified draft tokens,
+# 2048) x 1.5 MiB, the running requests a given --max-running-requests (the server's, before any attention-DP
+# division: _handle_data_parallelism runs after it) else the decode graphs' cap, the draft tokens a given
+# --speculative-num-draft-tokens else 1 (the speculative hook sets its default after the reserve); a prefill
+# worker reserves no decode graphs and no attention-DP padding ('self.disaggregation_mode != "prefill"').
+# server_args.py _handle_gpu_memory_settings lines 3623-3676 of the PyPI wheel sglang 0.5.15,
+# https://pypi.org/project/sglang/0.5.15/ (0.5.14 lines 3276-3309: no role); 0.5.23 arg_groups/memory_hook.py
+# lines 297-313 and reserve_for_graph_mb lines 364-378, https://pypi.org/project/sglang/0.5.23/
+RESERVE_MIN_ACTIVATION_TOKENS = 2048
+
+
+def activation_tokens(rt: RuntimeProfile, chunk: int, graphs: int, role: str = "", max_running: int = 0,
+                      draft_tokens: int = 0) -> int:
+    """The tokens the reserve's activation term (1.5 MiB each) is sized for: the chunk, at least 2,048; a
+    decode worker's decode batch from 0.5.15 (reserve_by_role)."""
+    if role == "decode" and rt.has("reserve_by_role"):
+        running = max_running or graphs or 1
+        return max(running * max(draft_tokens, 1), RESERVE_MIN_ACTIVATION_TOKENS)
+    return max(chunk, RESERVE_MIN_ACTIVATION_TOKENS)
+
+
 def reserved_mib(rt: RuntimeProfile, mib: float, tp: int, pp: int, stack: str = "cuda",
                  mla: bool = False, *, role: str = "", attention_dp: int = 1, speculative: str = "",
-                 max_running: int = 0) -> float:
+                 max_running: int = 0, draft_tokens: int = 0) -> float:
     """The memory SGLang leaves outside --mem-fraction-static on a card of `mib` MiB (activations, CUDA
     graphs), with the card's default chunked-prefill size (default_chunk) and graph batch
     (decode_graph_max_bs): the rule from 0.5.4 (releases.toml reserve_by_chunk), else 0.5.3rc0's table;
     from 0.5.10 the prompt steps' graphs on a CUDA card (prefill_graph_reserve_mib; `mla`: the model's
     attention is MLA; `role`: a disaggregated worker's, "" for a replica); `attention_dp` ranks of
     --enable-dp-attention (attention_dp_reserve_mib), a `speculative` method (speculative_reserve_mib) and a
-    given --max-running-requests (`max_running`, capping the decode graphs)."""
+    given --max-running-requests (`max_running`, capping the decode graphs); from 0.5.15 a worker's role sizes
+    its activation and graph terms (activation_tokens, reserve_by_role; `draft_tokens`: the verified tokens
+    of a drafting decode worker's --speculative-num-draft-tokens)."""
     ranks = max(tp, 1) * max(pp, 1)
     if not rt.has("reserve_by_chunk"):
         row = next(r for r in RESERVE_BY_CARD_053 if not r[0] or mib < r[0])
         return (row[1] + ranks * row[2]) * 1024
     chunk = default_chunk(rt, mib)
     graphs = decode_graph_max_bs(rt, mib, tp, max_running)
-    reserve = (RESERVE_BASE_MIB + max(chunk, 2048) * RESERVE_MIB_PER_CHUNK_TOKEN
-               + graphs * RESERVE_MIB_PER_GRAPH_BS + ranks / 8 * 1024
-               + attention_dp_reserve_mib(graphs, attention_dp)
+    # the decode graphs' and attention DP's terms: none on a prefill worker from 0.5.15
+    decode_terms = not (role == "prefill" and rt.has("reserve_by_role"))
+    tokens = activation_tokens(rt, chunk, graphs, role, max_running, draft_tokens)
+    reserve = (RESERVE_BASE_MIB + tokens * RESERVE_MIB_PER_CHUNK_TOKEN
+               + (graphs * RESERVE_MIB_PER_GRAPH_BS + attention_dp_reserve_mib(graphs, attention_dp)
+                  if decode_terms else 0.0)
+               + ranks / 8 * 1024
                + prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, attention_dp > 1,
                                            bool(speculative)))
     if mib > RESERVE_FLOOR_ABOVE_MIB[0]:
@@ -295,6 +326,10 @@ class SGLang(VllmLike):
     KV_NAMES = {"fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # --kv-cache-dtype choices
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QUANTIZATION_CHOICES)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
+    # attention DP without expert parallelism: --enable-dp-attention --dp-size N runs attention in N groups
+    # of the --tp-size ranks whatever the MoE layers do (server_args.py; docs "DP attention"), so a pinned
+    # --attention-dp without --expert-parallel states it (runtimes/launch.py build)
+    ATTENTION_DP_ALONE = True
     PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
     # with --enable-dp-attention each DP rank's scheduler takes a share of the server's limits
     # (data/releases.toml dp_attention_chunk_split, dp_attention_request_split; PyPI wheels 0.4.10, 0.5.8,
@@ -358,14 +393,22 @@ class SGLang(VllmLike):
     attention_dp: int = 1
     speculative: str = ""
     max_running: int = 0
+    draft_tokens: int = 0  # --speculative-num-draft-tokens on the line (0: none), a decode worker's reserve
+    # the server's --tp-size where it is more than the ranks budget_per_card is asked for (0: the same): an
+    # attention-DP + EP layout runs --tp-size over all its cards, while each attention group's tensor-parallel
+    # ranks (what copies a sequence's cache) are cards / dp; the reserve reads --tp-size (the tier's decode
+    # graph cap, 256 below TP 4 else 512, and tp x pp / 8 GiB: server_args.py _handle_gpu_memory_settings,
+    # 0.5.9; arg_groups/memory_hook.py 'cfg.tp_size', 0.5.23)
+    server_tp: int = 0
 
     def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
-                max_running: int = 0) -> SGLang:
-        now = (self.worker_role, self.attention_dp, self.speculative, self.max_running)
-        if (role, attention_dp, speculative, max_running) == now:
+                max_running: int = 0, draft_tokens: int = 0, server_tp: int = 0) -> SGLang:
+        now = (self.worker_role, self.attention_dp, self.speculative, self.max_running, self.draft_tokens,
+               self.server_tp)
+        if (role, attention_dp, speculative, max_running, draft_tokens, server_tp) == now:
             return self
         return replace(self, worker_role=role, attention_dp=attention_dp, speculative=speculative,
-                       max_running=max_running)
+                       max_running=max_running, draft_tokens=draft_tokens, server_tp=server_tp)
 
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
@@ -375,13 +418,19 @@ class SGLang(VllmLike):
         the launch settings serving() gave (reserved_mib)."""
         if utilization is not None:
             return VllmLike.budget_per_card(self, gpu, utilization)
-        total = self.cuda_total(gpu)
-        mib = total / MIB
+        return int(self.cuda_total(gpu) * self.launch_fraction(gpu, tp, pp, model))
+
+    def launch_fraction(self, gpu: Gpu, tp: int = 1, pp: int = 1, model: ModelSpec | None = None) -> float:
+        """SGLang's own --mem-fraction-static for the server (budget_per_card's): (card - reserved) / card to
+        3 places (server_args.py 'round((gpu_mem - reserved_mem) / gpu_mem, 3)'), which the launch line
+        states so that the engine starts with the pool that was timed."""
+        mib = self.cuda_total(gpu) / MIB
         mla = model is not None and model.attention == "mla"
-        reserve = reserved_mib(self.profile, mib, tp, pp, gpu.stack, mla, role=self.worker_role,
+        reserve = reserved_mib(self.profile, mib, self.server_tp or tp, pp, gpu.stack, mla,
+                               role=self.worker_role,
                                attention_dp=self.attention_dp, speculative=self.speculative,
-                               max_running=self.max_running)
-        return int(total * round((mib - reserve) / mib, 3))
+                               max_running=self.max_running, draft_tokens=self.draft_tokens)
+        return round((mib - reserve) / mib, 3)
 
     def serve_batched_tokens(self, gpu: Gpu | None, max_model_len: int = 0) -> int:
         """--chunked-prefill-size when not given: SGLang's default for the card's memory as torch reports it

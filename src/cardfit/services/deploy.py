@@ -849,8 +849,10 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         mem = grouped.mem
         copies = ctx.engine.kv_copies(m, lay.tp)
         margin = grouped.margin(count, copies)  # every card kind of this layout's memory asks the same
-        # the layout's attention-DP ranks size the engine's reserve (SGLang: runtimes/sglang.py reserved_mib)
-        opt = fitting.check(mem, gpu, count, ctx.engine_at(lay.dp), ctx.rules, requires=requires(ctx.quant),
+        # the layout's attention-DP ranks size the engine's reserve, and its --tp-size all `count` cards
+        # (SGLang: runtimes/sglang.py reserved_mib), each group's cache copied over lay.tp
+        engine = ctx.engine_at(lay.dp, server_tp=count)
+        opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
                             utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
         if not opt.fits or opt.free_bytes < margin:
             continue
@@ -1650,7 +1652,24 @@ def command(inp: DeployInput, r: Result) -> str:
                           recv_interval=int(inp.scheduler_recv_interval or 0),
                           graph_max_bs=int(inp.cuda_graph_max_bs or 0),
                           adp_timeout_iters=int(inp.attention_dp_timeout_iters or 0),
-                          mixed_chunk=inp.enable_mixed_chunk)
+                          mixed_chunk=inp.enable_mixed_chunk, fraction=stated_fraction(c))
+
+
+def sized_engine(c: Candidate, role: str = "") -> Any:
+    """The engine a candidate's memory was sized with (Context.engine_at: its attention-DP groups, a
+    disaggregated worker's `role`, and the server's --tp-size where each group copies its cache over fewer
+    ranks, an attention-DP + EP layout)."""
+    return c.setting.ctx.engine_at(c.attention_dp, role, server_tp=c.tp if c.option.tp != c.tp else 0)
+
+
+def stated_fraction(c: Candidate, role: str = "") -> float | None:
+    """The memory share the launch line states where the question gives none: the one the candidate's
+    budget was sized with where the engine works it out itself (Runtime.launch_fraction: SGLang's
+    --mem-fraction-static from its reserve), so the engine starts with the KV pool that was timed; None
+    elsewhere (the profile's default)."""
+    if c.setting.ctx.utilization is not None:
+        return None
+    return sized_engine(c, role).launch_fraction(c.gpu, c.option.tp, c.option.pp, c.setting.ctx.model)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1665,7 +1684,8 @@ def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
     one_node = c.nodes == 1 and c.cards * r.replicas <= c.setting.ctx.rules.node_size
     line = launch_of(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, launched_seqs(c.replica),
                      c.setting.kv_flag, c.setting.slots, c.nodes, r.replicas, one_node,
-                     kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep)
+                     kv_offload_gb=_offload_gb(inp, r), dp=c.attention_dp, ep=c.ep,
+                     fraction=stated_fraction(c))
     served_by = max(line.replicas, 1) if line is not None else 1  # copies one server runs (data parallel)
     return emit(inp.emit or "", Served(c.setting.ctx.model.id, line, c.setting.ctx.runtime, c.gpu,
                                        c.per_node * served_by, c.nodes, r.replicas // served_by))
@@ -2040,8 +2060,55 @@ def pd_engine(ctx: Any) -> bool:
 
 
 def _pools(c: Candidate, prefill: int, decode: int) -> Any:
-    """`prefill` + `decode` workers each shaped like candidate `c`."""
-    return pd_pools(c, prefill, c, decode)
+    """`prefill` + `decode` workers each shaped like candidate `c`, each sized for its role (_workers)."""
+    workers = _workers(c)
+    assert workers is not None  # the search keeps only the candidates whose two workers hold the model
+    return pd_pools(workers[0], prefill, workers[1], decode)
+
+
+def _workers(c: Candidate) -> tuple[Candidate, Candidate] | None:
+    """Candidate `c` (a replica the search shaped) as a prefill and a decode worker (as_worker); None where
+    one of them does not hold the model."""
+    pre, dec = as_worker(c, "prefill"), as_worker(c, "decode")
+    return (pre, dec) if pre is not None and dec is not None else None
+
+
+def as_worker(c: Candidate, role: str) -> Candidate | None:
+    """Candidate `c` as one `role` worker ("prefill" | "decode") of a disaggregated deployment: its memory
+    budget sized by the engine of that role (sized_engine: Context.engine_at, which the pinned path's
+    `timed` asks too; SGLang's reserve by role, runtimes/sglang.py reserved_mib), its KV pool and sequence
+    cap with it, as candidates() / _expert_parallel size a replica; `c` itself where the role moves no
+    budget, None where the worker does not hold the model with its margin."""
+    from .plan import engine_defaults, requires, split_cards
+
+    memo = c.setting.built
+    key = ("worker", role, c.gpu, c.cards, c.tp, c.pp, c.option.tp, c.option.pp, c.attention_dp, c.ep)
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    ctx, inp, mem, m, rt = c.setting.ctx, c.inp, c.setting.mem, c.setting.ctx.model, c.setting.ctx.runtime
+    engine = sized_engine(c, role)
+    opt = fitting.check(mem, c.gpu, c.cards, engine, ctx.rules, requires=requires(ctx.quant),
+                        utilization=ctx.utilization, margin_bytes=c.margin_bytes, model=m, tp=c.option.tp,
+                        pp=c.option.pp, cards=_per_count(split_cards(ctx, mem)))
+    out: Candidate | None = c
+    if opt.budget_bytes != c.option.budget_bytes:
+        out = None
+        if opt.fits and opt.free_bytes >= c.margin_bytes:
+            def kv(tokens: int) -> int:
+                return engine.kv_bytes(m, MemorySettings(context=tokens, sequences=1, kv_dtype=mem.kv_dtype))
+
+            draft = _draft_kv(c.setting, inp, rt)
+            layouts = [(kv(kv_held(inp, rt) + own) + draft, kv(once) if once else 0)
+                       for once, own in prefix_layouts(inp, rt)]
+            groups = c.attention_dp if c.ep > 1 else 1
+            pooled = _most_pooled(mem, opt, c.cards, engine.kv_copies(m, c.option.tp), rt, layouts,
+                                  c.margin_bytes, groups)
+            if pooled is not None:
+                seqs = min(engine_defaults(ctx, c.gpu)[1] * groups, pooled[0])
+                if seqs >= groups:
+                    out = replace(c, option=opt, seqs=seqs, kv_tokens=pooled[1])
+    memo[key] = out
+    return out
 
 
 def pd_pools(pre: Candidate, prefill: int, dec: Candidate, decode: int) -> Any:
@@ -2179,7 +2246,8 @@ def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Can
     if not pd_engine(ref.setting.ctx) or ref.cards < 2:
         return 0
     most = 0
-    for c in (c for c in cands if c.setting is ref.setting and c.gpu == ref.gpu and c.nodes == 1):
+    for c in (c for c in cands if c.setting is ref.setting and c.gpu == ref.gpu and c.nodes == 1
+              and _workers(c) is not None):
         n = _pd_workers_on(inp, c)
         rt = c.setting.ctx.runtime.id
         for x in range(1, n):
@@ -2222,7 +2290,7 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
         return None
     # an attention-DP + EP answer (its setting shared by that layout's every card and count) is its one set
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
-            and (agg.cand.attention_dp == 1 or c is agg.cand)]
+            and (agg.cand.attention_dp == 1 or c is agg.cand) and _workers(c) is not None]
     found: tuple[float, tuple[float, float, float], Candidate, int, int, Any] | None = None
     for c in same:
         # without --cards, a set that cannot come in at or below the cheapest found is not timed: only a lower
@@ -2242,7 +2310,9 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
                f"{agg.cand.gpu.name} meets the targets {within}")
         return Disaggregation("aggregated", why, None)
     price, _, c, x, y, res = found
-    d = _pd_deployment(inp, c, x, c, y, res, price)
+    workers = _workers(c)
+    assert workers is not None
+    d = _pd_deployment(inp, workers[0], x, workers[1], y, res, price)
     room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t,
                                  feats=_features(inp, c, pools=c)), 2)
     return replace(_pd_winner(inp, agg, d, x, y, res, price), headroom=room)
@@ -2347,7 +2417,8 @@ def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
         return None
     return launch_command(c.setting.ctx, c.tp, c.pp, c.setting.mem.context, launched_seqs(c.replica),
                           c.setting.kv_flag, c.setting.slots, c.nodes, 1, False,
-                          dp=c.attention_dp, ep=c.ep, disaggregation=role, dynamo=dynamo)
+                          dp=c.attention_dp, ep=c.ep, disaggregation=role, dynamo=dynamo,
+                          fraction=stated_fraction(c, role))
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
@@ -2646,9 +2717,11 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
-    # the pinned attention-DP ranks and the worker's role size the engine's reserve (SGLang:
+    # the pinned attention-DP ranks, the worker's role and the server's --tp-size (all `tp` ranks, where
+    # each attention group copies its cache over `group`) size the engine's reserve (SGLang:
     # runtimes/sglang.py reserved_mib)
-    opt = fitting.check(s.mem, gpu, cards, ctx.engine_at(dp, role), ctx.rules, utilization=ctx.utilization,
+    engine = ctx.engine_at(dp, role, server_tp=tp if group != tp else 0)
+    opt = fitting.check(s.mem, gpu, cards, engine, ctx.rules, utilization=ctx.utilization,
                         model=m, tp=group, pp=pp, cards=split_cards(ctx, s.mem))
     seqs = cap or max(int(inp.users or 0), engine_defaults(ctx, gpu)[1] if rt.paged_kv else 1)
     if ollama_one_slot(rt, m):

@@ -12,7 +12,7 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
                    kv_offload_gb: float = 0.0, dp: int = 1, ep: int = 1,
                    disaggregation: str | None = None, dynamo: bool = False,
                    recv_interval: int = 0, graph_max_bs: int = 0, adp_timeout_iters: int = 0,
-                   mixed_chunk: bool = False) -> str | None:
+                   mixed_chunk: bool = False, fraction: float | None = None) -> str | None:
     """The one place a plan (services/plan.py) or a deployment becomes a launch command line; None for a
     runtime without one (transformers, TGI, the rule of thumb). `nodes`: the nodes one copy spans (its
     pipeline stages across them); `replicas`: copies of the model the deployment runs (`one_node`: all of
@@ -24,12 +24,14 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
     --scheduler-recv-interval (0: the engine's default); `graph_max_bs`: its --cuda-graph-max-bs (SGLang's
     flag, TensorRT-LLM's cuda_graph_config; 0: the engine's default); `adp_timeout_iters`: its
     attention-DP balancing (TensorRT-LLM attention_dp_config; 0: off, the engine's default); `mixed_chunk`:
-    its --enable-mixed-chunk (SGLang; off, the engine's default)."""
+    its --enable-mixed-chunk (SGLang; off, the engine's default); `fraction`: the memory share the budget
+    was sized with where the engine works out its own (Runtime.launch_fraction: SGLang's
+    --mem-fraction-static; None: the question's, else the profile's default)."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
-    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep, fraction)
     if kv_offload_gb:
         options["kv_offload_gb"] = kv_offload_gb
     if disaggregation:
@@ -49,16 +51,16 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
 
 def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
               nodes: int = 1, replicas: int = 1, one_node: bool = False, kv_offload_gb: float = 0.0,
-              dp: int = 1, ep: int = 1, flash_attn: bool | None = None) -> Any:
+              dp: int = 1, ep: int = 1, flash_attn: bool | None = None, fraction: float | None = None) -> Any:
     """The `Launch` (argv, environment, files, notes) behind `launch_command`'s text, for what is written
     from the same line (services/emit.py); None for a runtime without one. flash_attn: an explicit
     flash-attention setting (a stack entry's), else the runtime's default (on where the KV cache is
-    quantized)."""
+    quantized); `fraction`: as launch_command's."""
     from ..runtimes import launch
 
     if not ctx.runtime.serves:
         return None
-    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep)
+    options = _options(ctx, tp, pp, length, seqs, kv, slots, nodes, replicas, one_node, dp, ep, fraction)
     if flash_attn is not None and not kv:
         options["flash_attn"] = flash_attn
     if kv_offload_gb:
@@ -68,11 +70,12 @@ def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None
 
 def _options(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int,
              nodes: int, replicas: int = 1, one_node: bool = False, dp: int = 1,
-             ep: int = 1) -> dict[str, Any]:
+             ep: int = 1, fraction: float | None = None) -> dict[str, Any]:
     """The runtime's launch options for a planned split, context, batch and KV cache (runtimes/launch.py
     build)."""
     rt = ctx.runtime
-    util = ctx.utilization or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1 else None)
+    util = ctx.utilization or fraction or (rt.gpu_memory_utilization if rt.gpu_memory_utilization < 1
+                                           else None)
     tp, pp = launched_split(rt, tp, pp)
     return dict(quant=ctx.quant.name, tp=tp, pp=pp, nodes=nodes, max_model_len=length, max_num_seqs=seqs,
                 kv_dtype=kv, gpu_memory_utilization=util,

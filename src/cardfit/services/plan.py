@@ -73,15 +73,19 @@ class Context:
         so leaving it out keeps the smaller pool)."""
         return self.engine_at(int(getattr(self.inp, "attention_dp", None) or 1))
 
-    def engine_at(self, attention_dp: int, role: str = "") -> Runtime:
+    def engine_at(self, attention_dp: int, role: str = "", server_tp: int = 0) -> Runtime:
         """`engine` for a layout of `attention_dp` attention data-parallel ranks (services/deploy.py's
-        searched layouts), as a disaggregated deployment's `role` worker where one is named."""
+        searched layouts), as a disaggregated deployment's `role` worker where one is named; `server_tp`:
+        the server's tensor-parallel size where its budget is asked for fewer ranks (an attention-DP + EP
+        layout: all its cards, each group's cache copied over cards / dp)."""
         engine = adapter(self.runtime)
         method = str(getattr(self.speculation, "method", "") or "")
         running = int(getattr(self.inp, "max_num_seqs", None) or 0) if attention_dp <= 1 else 0
-        if method or attention_dp > 1 or running or role:
+        # the verified tokens the launch line gives (--speculative-num-draft-tokens: Choice.verified)
+        verified = int(getattr(self.speculation, "verified", 0) or 0) if method else 0
+        if method or attention_dp > 1 or running or role or server_tp:
             return engine.serving(role=role, attention_dp=attention_dp, speculative=method,
-                                  max_running=running)
+                                  max_running=running, draft_tokens=verified, server_tp=server_tp)
         return engine
 
 

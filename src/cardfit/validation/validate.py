@@ -870,7 +870,9 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   # the reserve's speculative terms and the decode graphs' cap by a given
                                   # --max-running-requests (runtimes/sglang.py reserved_mib)
                                   "spec_reserve_eagle_4gib", "spec_reserve_dropped",
-                                  "graph_cap_by_max_running"),
+                                  "graph_cap_by_max_running",
+                                  # a disaggregated worker's reserve by its role (_role_reserve_applies)
+                                  "reserve_by_role"),
                               # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks
                               # (_measured_kv_applies)
                               *MEASURED_KV_FEATURES})
@@ -931,6 +933,8 @@ def _sglang_narrow_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
     graphs = any(f == "prefill_cuda_graph" or f.startswith("prefill_graph_") for f in lacks)
     if graphs and _prompt_graph_reserve_applies(r, st):
         return True
+    if "reserve_by_role" in lacks and _role_reserve_applies(r, st):
+        return True
     gpu = default_gpus().find(str(r.get("gpu") or ""))
     mib = gpu.memory_gb * 1024 if gpu is not None else 0
     if _reserve_terms_apply(st, lacks, mib):
@@ -959,6 +963,17 @@ def _reserve_terms_apply(st: dict[str, Any], lacks: frozenset[str], mib: float) 
         return False
     tp = int(st.get("tp") or 1)
     return running < decode_graph_max_bs(default_runtimes().get("sglang"), mib, tp)
+
+
+def _role_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
+    """Whether a disaggregated run's workers, sized by role from 0.5.15 (data/releases.toml reserve_by_role,
+    runtimes/sglang.py activation_tokens) and as replicas before it, are predicted apart: only through the
+    default --mem-fraction-static, and only where the pools' sizes move a figure (_predicted_apart)."""
+    from .serving import disaggregated_pools
+
+    if st.get("gpu_memory_utilization") or not disaggregated_pools(st):
+        return False
+    return _predicted_apart(r)
 
 
 def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool:
