@@ -109,7 +109,7 @@ class VllmLike(Runtime):
         return round(extra_params * q.bits_per_weight / 8)
 
     def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
-                max_running: int = 0) -> Runtime:
+                max_running: int = 0, draft_tokens: int = 0, server_tp: int = 0) -> Runtime:
         """A disaggregated deployment's worker (`role`) sizes its KV cache from a profile run, not from
         measured memory, where the release would (vLLM 0.34: data/releases.toml extensible_kv_cache): its
         NIXL connector exports the cache with FABRIC handles, which need an IMEX channel that an HGX box has

@@ -2186,6 +2186,8 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
     prefill workers whose TTFT holds (more prefill workers only shorten it), then whether the decode workers
     left hold the TPOT (fewer decode workers only lengthen it). `below`: only an answer whose rent is below
     it is wanted; None as soon as no count left can cost less (_least_price over the counts left)."""
+    if _workers(c) is None:  # a worker sized for its role does not hold the model (vLLM 0.34's P/D worker)
+        return None
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
     timed: dict[int, tuple[Any, bool, bool]] = {}  # by prefill workers, at this count: the bisection's probes
 
