@@ -133,11 +133,14 @@ def _entries(d: dict) -> list[dict]:
     return [e for e in [d.get("best"), d.get("closest"), *d.get("pareto", [])] if e]
 
 
-@pytest.mark.parametrize("runtime,flag", [("vllm", "--enable-expert-parallel"),
-                                          ("sglang", "--enable-dp-attention")])
-def test_deploy_offers_expert_parallel_for_a_moe_model(runtime: str, flag: str) -> None:
-    """Qwen3-30B-A3B on two H100s at 500 users: TP 2 holds 256 sequences (the engine's cap), two attention
-    groups twice that, so the expert-parallel layout is the one that serves them."""
+@pytest.mark.parametrize("runtime,flag,layout", [("vllm", "--enable-expert-parallel", (1, 1)),
+                                                 ("sglang", "--enable-dp-attention", (2, 2))])
+def test_deploy_offers_expert_parallel_for_a_moe_model(runtime: str, flag: str, layout: tuple) -> None:
+    """Qwen3-30B-A3B on two H100s at 500 users. SGLang: the expert-parallel layout (two attention groups)
+    serves them. vLLM: one TP 2 engine schedules up to its own cap on the card (1,024: its KV pool holds
+    ~770), so tensor parallelism serves them as well as two attention groups would (before the search read
+    the engine's cap, the profile's 256 sequences left EP the only layout that held them); pinned with
+    --attention-dp 2 --expert-parallel 2 it launches with the flag."""
     d = _report("qwen3-30b-a3b", "H100 SXM", 2, 500.0, runtime, "bf16")
     entries = _entries(d)
     assert entries
@@ -146,7 +149,14 @@ def test_deploy_offers_expert_parallel_for_a_moe_model(runtime: str, flag: str) 
         assert e["count"] == e["tp"] * e["pp"] * e["replicas"]
         assert e["disaggregated"] is None
     chosen = d["best"] or d["closest"]
-    assert (chosen["dp"], chosen["ep"]) == (2, 2)
+    assert (chosen["dp"], chosen["ep"]) == layout
+    if layout == (1, 1):
+        inp = dp.DeployInput(model="qwen3-30b-a3b", users=500.0, input_tokens=1000, output_tokens=300,
+                             gpu=("H100 SXM",), runtime=runtime, quant="bf16", kv_dtype="bf16", tp=2,
+                             attention_dp=2, expert_parallel=2)
+        chosen = dp.deploy_report(inp).to_json()
+        chosen = chosen["best"] or chosen["closest"]
+        assert (chosen["dp"], chosen["ep"]) == (2, 2)
     assert flag in chosen["command"]
 
 

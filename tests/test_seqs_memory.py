@@ -52,10 +52,15 @@ def test_pinned_deploy_memory_is_the_plans_with_the_same_cap():
 
 def test_pinned_deploy_pool_grows_with_a_smaller_cap():
     """The same bytes come back as KV pool tokens (131,072 B a token for Llama 3.1 8B in BF16), while the
-    sampler's rows are the profile run's peak (at 64 rows the 8,192-token forward pass is: no row counts)."""
+    sampler's rows are the profile run's peak (at 64 rows the 8,192-token forward pass is: no row counts);
+    from vLLM 0.34 the margin of 0.75 x that peak too, where the measured arm binds (extensible_kv_cache.py
+    lines 64-65, 592-618): about 1.75 x the rows' bytes (deploy's error bar on the workspace moves too)."""
+    full = pinned_answer(_deploy(runtime="vllm@0.33.0")).result.cand.kv_tokens
+    capped = pinned_answer(_deploy(max_num_seqs=512, runtime="vllm@0.33.0")).result.cand.kv_tokens
+    assert abs((capped - full) * 131_072 - (1024 - 512) * VOCAB * LOGIT) < 16 * 131_072  # a block of 16
     full = pinned_answer(_deploy()).result.cand.kv_tokens
     capped = pinned_answer(_deploy(max_num_seqs=512)).result.cand.kv_tokens
-    assert abs((capped - full) * 131_072 - (1024 - 512) * VOCAB * LOGIT) < 16 * 131_072  # a block of 16
+    assert 1.65 < (capped - full) * 131_072 / ((1024 - 512) * VOCAB * LOGIT) < 1.8
 
 
 def test_each_pool_of_a_pinned_disaggregated_deploy_sizes_its_own_cap():
