@@ -1,4 +1,5 @@
-"""Small shared helpers for tests: run a plan from keyword arguments; fail a block that would hang."""
+"""Small shared helpers for tests: run a plan from keyword arguments; fail a block that would hang; a
+record's stored first-contact row and today's error against the figures a test file holds."""
 
 from __future__ import annotations
 
@@ -40,3 +41,36 @@ def within(seconds: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert time.perf_counter() - start < seconds
+
+
+def first_contact_rows() -> dict:
+    """data/first_contact.toml's rows by record id (scripts/first_contact.py writes them, never edits)."""
+    import tomllib
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "src" / "cardfit" / "data" / "first_contact.toml"
+    return {s["id"]: s for s in tomllib.loads(path.read_text(encoding="utf-8"))["score"]}
+
+
+def check_first_contact(r: dict, first: dict, file: str, code_at: str, held: dict,
+                        kind: str = "decode") -> None:
+    """The row scripts/first_contact.py wrote for record `r`: its measured value, scored by `code_at`'s code
+    (the commit before `file` was added), at the error `held` keeps for it."""
+    import pytest
+
+    s = first.get(r["id"])
+    assert s is not None, f"{r['id']}: no first-contact row (scripts/first_contact.py --new)"
+    assert s["file"] == file and s["kind"] == kind and s["code_at"] == code_at
+    assert s["measured"] == pytest.approx(float(r["measured"]))
+    assert s["predicted"] / s["measured"] - 1 == pytest.approx(held[r["id"]], abs=0.0015)
+
+
+def check_today(r: dict, today: dict) -> None:
+    """Record `r` scores today at the error `today` holds for it (a change of its model shows here)."""
+    import pytest
+
+    from cardfit.validation.validate import predict
+
+    o = predict(r)
+    assert o.predicted is not None, o.skipped
+    assert o.predicted / float(r["measured"]) - 1 == pytest.approx(today[r["id"]], abs=0.0015)

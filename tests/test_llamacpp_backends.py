@@ -9,19 +9,17 @@ models no Vulkan backend); what they say about the per-layer time is pinned belo
 from __future__ import annotations
 
 import re
-import tomllib
-from pathlib import Path
 
 import pytest
 
 from cardfit.validation.single import implied_overhead_us_per_layer
-from cardfit.validation.validate import all_records, predict
+from cardfit.validation.validate import all_records
+
+from .helpers import check_first_contact, check_today, first_contact_rows
 
 FILE = "speed_llamacpp_backends.toml"
-DATA = Path(__file__).resolve().parents[1] / "src" / "cardfit" / "data"
 RECORDS = [r for r in all_records() if r.get("file") == FILE]
-FIRST = {s["id"]: s for s in tomllib.loads((DATA / "first_contact.toml").read_text(encoding="utf-8"))
-         ["score"]}
+FIRST = first_contact_rows()
 # the commit whose code scored the file at first contact (scripts/first_contact.py --new, 2026-12-07)
 CODE_AT = "5c3cdbde40ce494e38f0114396deb5321c33b35a"
 
@@ -48,18 +46,12 @@ def test_every_record_has_a_held_error():
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_first_contact_row_is_the_code_before_the_source(r):
-    s = FIRST.get(r["id"])
-    assert s is not None, f"{r['id']}: no first-contact row (scripts/first_contact.py --new)"
-    assert s["file"] == FILE and s["kind"] == "decode" and s["code_at"] == CODE_AT
-    assert s["measured"] == pytest.approx(float(r["measured"]))
-    assert s["predicted"] / s["measured"] - 1 == pytest.approx(HELD[r["id"]], abs=0.0015)
+    check_first_contact(r, FIRST, FILE, CODE_AT, HELD)
 
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_record_scores_within_its_held_error(r):
-    o = predict(r)
-    assert o.predicted is not None, o.skipped
-    assert o.predicted / float(r["measured"]) - 1 == pytest.approx(TODAY[r["id"]], abs=0.0015)
+    check_today(r, TODAY)
 
 
 def _tg128(excerpt: str, size: str, backend: str) -> float:

@@ -5,18 +5,15 @@ error of each is held (TODAY) so that a change of the llama.cpp decode model sho
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
-
 import pytest
 
-from cardfit.validation.validate import all_records, predict
+from cardfit.validation.validate import all_records
+
+from .helpers import check_first_contact, check_today, first_contact_rows
 
 FILE = "speed_llamacpp_prs.toml"
-DATA = Path(__file__).resolve().parents[1] / "src" / "cardfit" / "data"
 RECORDS = [r for r in all_records() if r.get("file") == FILE]
-FIRST = {s["id"]: s for s in tomllib.loads((DATA / "first_contact.toml").read_text(encoding="utf-8"))
-         ["score"]}
+FIRST = first_contact_rows()
 # the commit whose code scored the file at first contact (scripts/first_contact.py --new, 2026-12-07)
 CODE_AT = "3d870151ef4cc5b08ce4f0c4729cae1f99cdfdbe"
 
@@ -72,18 +69,12 @@ TODAY = {
 def test_first_contact_row_is_the_code_before_the_source(r):
     """The row scripts/first_contact.py wrote: the record's measured value, scored by 3d87015's code (the
     commit before the file), not by a later tree."""
-    s = FIRST.get(r["id"])
-    assert s is not None, f"{r['id']}: no first-contact row (scripts/first_contact.py --new)"
-    assert s["file"] == FILE and s["kind"] == "decode" and s["code_at"] == CODE_AT
-    assert s["measured"] == pytest.approx(float(r["measured"]))
-    assert s["predicted"] / s["measured"] - 1 == pytest.approx(HELD[r["id"]], abs=0.0015)
+    check_first_contact(r, FIRST, FILE, CODE_AT, HELD)
 
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_record_scores_within_its_held_error(r):
-    o = predict(r)
-    assert o.predicted is not None, o.skipped
-    assert o.predicted / float(r["measured"]) - 1 == pytest.approx(TODAY[r["id"]], abs=0.0015)
+    check_today(r, TODAY)
 
 
 def test_master_column_is_a_decode_step_not_a_prompt_test():
