@@ -2307,10 +2307,7 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
         if found is None or key < found[:2]:
             found = (*key, c, *got)
     if found is None:
-        within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
-        why = ("aggregated: no split of prefill and decode workers on "
-               f"{agg.cand.gpu.name} meets the targets {within}")
-        return Disaggregation("aggregated", why, None)
+        return Disaggregation("aggregated", _pd_none_why(inp, same, t, agg), None)
     price, _, c, x, y, res = found
     workers = _workers(c)
     assert workers is not None
@@ -2318,6 +2315,55 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t,
                                  feats=_features(inp, c, pools=c)), 2)
     return replace(_pd_winner(inp, agg, d, x, y, res, price), headroom=room)
+
+
+def _pd_predicted(inp: DeployInput, same: list[Candidate],
+                  t: Targets) -> tuple[float, Candidate, int, int, Any] | None:
+    """Where no split of prefill and decode workers meets the targets at the pessimistic end of its likely
+    range (_pools_meet), the cheapest that meets them as predicted (with --cards N: of the splits of the N
+    cards, the one that serves best, _pd_rank): (rent, worker shape, prefill, decode workers, the pools
+    served); None where none does even as predicted. Only read to say why P/D lost (_pd_none_why)."""
+    best: tuple[tuple[float, tuple[float, float, float]], Candidate, int, int, Any] | None = None
+    for c in same:
+        rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=c)
+        if inp.cards:
+            counts = [_pd_workers_on(inp, c)] if _pd_workers_on(inp, c) else []
+        else:
+            counts = list(range(2, min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
+                                + 1))
+        for n in counts:
+            rent = fitting.set_price(c.gpu, n * c.cards, c.setting.ctx.rules)
+            price = rent if rent is not None else math.inf
+            if best is not None and not inp.cards and price > best[0][0]:
+                break  # more workers of this shape only cost more
+            for x in range(1, n):
+                res, _, predicted = _pools_meet(inp, _pools(c, x, n - x), rt, t, feats=feats)
+                key = (price, _pd_rank(inp, res))
+                if predicted and (best is None or key < best[0]):
+                    best = (key, c, x, n - x, res)
+    return (best[0][0], *best[1:]) if best is not None else None
+
+
+def _pd_none_why(inp: DeployInput, same: list[Candidate], t: Targets, agg: Result) -> str:
+    """Why P/D lost where no split of prefill and decode workers meets the targets: the cheapest split that
+    meets them as predicted and its TTFT p90 / TPOT at the pessimistic end of its likely range (a P/D
+    deployment is held to the runtime's serving error widened by the disaggregated records' own,
+    data/accuracy.toml [[feature_range]]), or that none meets them even as predicted."""
+    within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
+    why = f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets {within}"
+    near = _pd_predicted(inp, same, t)
+    if near is None:
+        return why + ", even as predicted"
+    price, c, x, y, res = near
+    ttft, tpot = _pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=c))
+    misses = [f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s else "",
+              f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else ""]
+    rent = f" for ${price:,.0f}/month" if math.isfinite(price) else ""
+    return (why + f" at the pessimistic end of its likely range: the {'best' if inp.cards else 'cheapest'} "
+            f"that meets them as predicted, {x} prefill + {y} decode workers of {_split(c)}{rent} (TTFT p90 "
+            f"{res.ttft_s * 1e3:,.0f} ms, TPOT {res.tpot_s * 1e3:.1f} ms), reaches "
+            + " and ".join(m for m in misses if m)
+            + " there (cardfit's out-of-sample error on disaggregated serving records)")
 
 
 def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int, res: Any,
