@@ -194,8 +194,9 @@ def _print(r: DeployReport) -> None:
                       "—" if d.cost_per_million_usd is None else f"{d.cost_per_million_usd:,.3f}",
                       _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
-    if r.disaggregation is not None and r.disaggregation.winner == "disaggregated":
-        c.print(f"Prefill and decode apart: {escape(r.disaggregation.why)}")  # --json: either way
+    if r.disaggregation is not None:  # why P/D won or lost, as --json and the web page give it
+        apart = "apart" if r.disaggregation.winner == "disaggregated" else "together"
+        c.print(f"Prefill and decode {apart}: {escape(r.disaggregation.why)}")
     for note in r.notes:
         c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:

@@ -2350,7 +2350,8 @@ def _pd_none_why(inp: DeployInput, same: list[Candidate], t: Targets, agg: Resul
     deployment is held to the runtime's serving error widened by the disaggregated records' own,
     data/accuracy.toml [[feature_range]]), or that none meets them even as predicted."""
     within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
-    why = f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets {within}"
+    why = (f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets "
+           f"{within}")
     near = _pd_predicted(inp, same, t)
     if near is None:
         return why + ", even as predicted"
