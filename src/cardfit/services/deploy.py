@@ -2059,11 +2059,31 @@ def pd_engine(ctx: Any) -> bool:
     return bool(getattr(ctx.engine, "PD_DISAGGREGATION", False)) and ctx.runtime.paged_kv
 
 
-def _pools(c: Candidate, prefill: int, decode: int) -> Any:
-    """`prefill` + `decode` workers each shaped like candidate `c`, each sized for its role (_workers)."""
+def _pools(c: Candidate, prefill: int, decode: int, pre: Candidate | None = None) -> Any:
+    """`prefill` + `decode` workers each shaped like candidate `c` (the prefill workers like `pre` where
+    given: _prefill_shapes), each sized for its role (_workers, as_worker)."""
     workers = _workers(c)
     assert workers is not None  # the search keeps only the candidates whose two workers hold the model
-    return pd_pools(workers[0], prefill, workers[1], decode)
+    first = workers[0] if pre is None or pre is c else as_worker(pre, "prefill")
+    assert first is not None
+    return pd_pools(first, prefill, workers[1], decode)
+
+
+def _prefill_shapes(same: list[Candidate], c: Candidate) -> list[Candidate]:
+    """The shapes a prefill worker beside decode workers shaped like `c` takes: `c`'s own, and each tensor-
+    parallel split of the same setting and card on fewer cards whose prefill worker holds the model.
+    aiconfigurator searches the two pools' parallelism apart (its exp config's prefill_worker_config and
+    decode_worker_config tp_list) and its published picks for Qwen3-32B-FP8 on H200 run prefill workers on
+    fewer cards than decode workers: 4 x TP1 prefill + 1 x TP4 decode for 3,000 / 512 tokens at TTFT 1 s,
+    TPOT 10 ms (1.43x aggregated's tokens/s/gpu), 10 x TP1 + 3 x TP2 at 4,000 / 500 tokens
+    (ai-dynamo/aiconfigurator docs/cli_user_guide.md, https://github.com/ai-dynamo/aiconfigurator/blob/main/
+    docs/cli_user_guide.md). A prompt's prefill is compute-bound, so a worker of fewer cards prefills at about
+    the same tokens/s per card without the tensor-parallel all-reduce, while the decode worker's split sets
+    the TPOT. Tensor-parallel only: an attention-DP / EP worker keeps its one layout (disaggregation)."""
+    if c.ep > 1 or c.attention_dp > 1:
+        return [c]
+    return [c] + [p for p in same if p.cards < c.cards and p.ep == 1 and p.attention_dp == 1 and p.pp == 1
+                  and as_worker(p, "prefill") is not None]
 
 
 def _workers(c: Candidate) -> tuple[Candidate, Candidate] | None:
@@ -2149,11 +2169,12 @@ def _admitted_decode(dec: Candidate) -> Any:
 
 
 def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int,
-              t: Targets) -> tuple[Any, bool, bool]:
-    """The pools of `prefill` + `decode` workers shaped like `c` under the load, whether they meet the
-    targets (_pools_meet), and whether their TTFT holds, both at the pessimistic end of their likely range."""
-    rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=c)
-    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode), rt, t, feats=feats)
+              t: Targets, pre: Candidate | None = None) -> tuple[Any, bool, bool]:
+    """The pools of `prefill` + `decode` workers shaped like `c` (the prefill workers like `pre` where given)
+    under the load, whether they meet the targets (_pools_meet), and whether their TTFT holds, both at the
+    pessimistic end of their likely range."""
+    rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=pre or c)
+    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode, pre), rt, t, feats=feats)
     return res, meets, res.stable and _pools_ends(res, rt, feats)[0] <= t.ttft_s
 
 
@@ -2214,6 +2235,88 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
         if ok:
             return lo, n - lo, res
     return None
+
+
+def _pd_cheapest_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets,
+                       below: float = math.inf) -> tuple[int, int, Any] | None:
+    """_pd_cheapest where the prefill workers are shaped like `pre` (fewer cards than `c`'s decode workers:
+    _prefill_shapes): for each count of decode workers, the fewest prefill workers whose TTFT holds (more
+    only shorten it), then whether the pools meet the targets; the one of least rent (then _pd_rank) below
+    `below`. Each pool at most PD_MAX_WORKERS workers, the whole at most --max-cards."""
+    if _prefill_alone_misses(inp, pre, c, t):
+        return None
+    rules = c.setting.ctx.rules
+    most_cards = inp.max_cards or PD_MAX_WORKERS * c.cards
+    best: tuple[tuple[float, tuple[float, float, float]], int, int, Any] | None = None
+    for y in range(1, PD_MAX_WORKERS + 1):
+        fewest = y * c.cards + pre.cards
+        if fewest > most_cards:
+            break
+        bar = min(below, math.nextafter(best[0][0], math.inf)) if best is not None else below
+        if bar < math.inf and _least_price(c.gpu, 1, rules, fewest, most_cards) >= bar:
+            break
+        timed: dict[int, tuple[Any, bool, bool]] = {}
+
+        def meets(x: int, y: int = y, timed: dict = timed) -> tuple[Any, bool, bool]:
+            if x not in timed:
+                timed[x] = _pd_meets(inp, c, x, y, t, pre)
+            return timed[x]
+
+        lo, hi = 1, min(PD_MAX_WORKERS, (most_cards - y * c.cards) // pre.cards)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if meets(mid)[2]:
+                hi = mid
+            else:
+                lo = mid + 1
+        res, ok, _ = meets(lo)
+        if not ok:
+            continue
+        rent = fitting.set_price(c.gpu, lo * pre.cards + y * c.cards, rules)
+        key = (rent if rent is not None else math.inf, _pd_rank(inp, res))
+        if key[0] < below and (best is None or key < best[0]):
+            best = (key, lo, y, res)
+    return best[1:] if best is not None else None
+
+
+def _prefill_alone_misses(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets) -> bool:
+    """Whether one prompt prefilled alone on an idle prefill worker shaped like `pre` (core/disagg.py alone_s,
+    a floor under every TTFT the pools serve: serve adds the queue, the transfer and the handoff to it) is
+    already past the TTFT target at the pessimistic end of its likely range: then no count of either pool
+    meets the targets, and none is timed."""
+    from ..core import disagg
+
+    worker = as_worker(pre, "prefill")
+    if worker is None:
+        return True
+    floor = disagg.alone_s(worker.replica, _workload(inp, 1).input_tokens)
+    return _pools_ends_ttft(floor, c.setting.ctx.runtime.id, _features(inp, c, pools=pre)) > t.ttft_s
+
+
+def _pools_ends_ttft(seconds: float, runtime: str, feats: tuple[str, ...]) -> float:
+    """The pessimistic end of a P/D TTFT of `seconds` (_pools_ends)."""
+    ttft = value_range(seconds, "serving_ttft_ms", runtime, features=feats)
+    return ttft[1] if ttft else seconds
+
+
+def _pd_on_cards_apart(inp: DeployInput, pre: Candidate, c: Candidate,
+                       t: Targets) -> tuple[int, int, Any] | None:
+    """_pd_on_cards where the prefill workers are shaped like `pre` and the decode workers like `c`: of every
+    split of the --cards N into the two pools (each at most PD_MAX_WORKERS workers), the one that meets the
+    targets and serves best (_pd_rank); None where none does."""
+    n = inp.cards or 0
+    if _prefill_alone_misses(inp, pre, c, t):
+        return None
+    best: tuple[tuple[float, float, float], int, int, Any] | None = None
+    for x in range(1, min(PD_MAX_WORKERS, n // pre.cards) + 1):
+        rest = n - x * pre.cards
+        if rest < c.cards or rest % c.cards or rest // c.cards > PD_MAX_WORKERS:
+            continue
+        y = rest // c.cards
+        res, ok, _ = _pd_meets(inp, c, x, y, t, pre)
+        if ok and (best is None or _pd_rank(inp, res) < best[0]):
+            best = (_pd_rank(inp, res), x, y, res)
+    return best[1:] if best is not None else None
 
 
 def _pd_rank(inp: DeployInput, res: Any) -> tuple[float, float, float]:
@@ -2293,58 +2396,68 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     # an attention-DP + EP answer (its setting shared by that layout's every card and count) is its one set
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
             and (agg.cand.attention_dp == 1 or c is agg.cand) and _workers(c) is not None]
-    found: tuple[float, tuple[float, float, float], Candidate, int, int, Any] | None = None
-    for c in same:
+    found: tuple[float, tuple[float, float, float], Candidate, Candidate, int, int, Any] | None = None
+    pairs = [(pre, c) for c in same for pre in _prefill_shapes(same, c)]
+    for pre, c in pairs:
         # without --cards, a set that cannot come in at or below the cheapest found is not timed: only a lower
         # rent, or the same rent serving better (_pd_rank), replaces it
-        got = (_pd_on_cards(inp, c, t) if inp.cards else
-               _pd_cheapest(inp, c, t, math.nextafter(found[0], math.inf) if found is not None else math.inf))
+        below = math.nextafter(found[0], math.inf) if found is not None else math.inf
+        if pre is c:
+            got = _pd_on_cards(inp, c, t) if inp.cards else _pd_cheapest(inp, c, t, below)
+        else:
+            got = (_pd_on_cards_apart(inp, pre, c, t) if inp.cards
+                   else _pd_cheapest_apart(inp, pre, c, t, below))
         if got is None:
             continue
-        rent = fitting.set_price(c.gpu, (got[0] + got[1]) * c.cards, c.setting.ctx.rules)
+        rent = fitting.set_price(c.gpu, got[0] * pre.cards + got[1] * c.cards, c.setting.ctx.rules)
         price = rent if rent is not None else math.inf  # no price: never the cheapest; $0 (owned) is 0
         key = (price, _pd_rank(inp, got[2]))
         if found is None or key < found[:2]:
-            found = (*key, c, *got)
+            found = (*key, pre, c, *got)
     if found is None:
-        return Disaggregation("aggregated", _pd_none_why(inp, same, t, agg), None)
-    price, _, c, x, y, res = found
+        return Disaggregation("aggregated", _pd_none_why(inp, pairs, t, agg), None)
+    price, _, pre, c, x, y, res = found
     workers = _workers(c)
-    assert workers is not None
-    d = _pd_deployment(inp, workers[0], x, workers[1], y, res, price)
-    room = round(_pools_headroom(inp, _pools(c, x, y), c.setting.ctx.runtime.id, t,
-                                 feats=_features(inp, c, pools=c)), 2)
-    return replace(_pd_winner(inp, agg, d, x, y, res, price), headroom=room)
+    first = workers[0] if workers is not None and pre is c else as_worker(pre, "prefill")
+    assert workers is not None and first is not None
+    d = _pd_deployment(inp, first, x, workers[1], y, res, price)
+    room = round(_pools_headroom(inp, _pools(c, x, y, pre), c.setting.ctx.runtime.id, t,
+                                 feats=_features(inp, c, pools=pre)), 2)
+    return replace(_pd_winner(inp, agg, d, _pd_pools_named(pre, x, c, y), res, price), headroom=room)
 
 
-def _pd_predicted(inp: DeployInput, same: list[Candidate],
-                  t: Targets) -> tuple[float, Candidate, int, int, Any] | None:
+def _pd_predicted(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]],
+                  t: Targets) -> tuple[float, Candidate, Candidate, int, int, Any] | None:
     """Where no split of prefill and decode workers meets the targets at the pessimistic end of its likely
     range (_pools_meet), the cheapest that meets them as predicted (with --cards N: of the splits of the N
-    cards, the one that serves best, _pd_rank): (rent, worker shape, prefill, decode workers, the pools
-    served); None where none does even as predicted. Only read to say why P/D lost (_pd_none_why)."""
-    best: tuple[tuple[float, tuple[float, float, float]], Candidate, int, int, Any] | None = None
-    for c in same:
-        rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=c)
-        if inp.cards:
-            counts = [_pd_workers_on(inp, c)] if _pd_workers_on(inp, c) else []
-        else:
-            counts = list(range(2, min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
-                                + 1))
-        for n in counts:
-            rent = fitting.set_price(c.gpu, n * c.cards, c.setting.ctx.rules)
-            price = rent if rent is not None else math.inf
-            if best is not None and not inp.cards and price > best[0][0]:
-                break  # more workers of this shape only cost more
-            for x in range(1, n):
-                res, _, predicted = _pools_meet(inp, _pools(c, x, n - x), rt, t, feats=feats)
+    cards, the one that serves best, _pd_rank), of the (prefill shape, decode shape) `pairs`: (rent, the two
+    shapes, prefill, decode workers, the pools served); None where none does even as predicted. Only read to
+    say why P/D lost (_pd_none_why)."""
+    best: tuple[tuple[float, tuple[float, float, float]], Candidate, Candidate, int, int, Any] | None = None
+    for pre, c in pairs:
+        rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=pre)
+        most = inp.cards or inp.max_cards or PD_MAX_WORKERS * c.cards
+        for y in range(1, PD_MAX_WORKERS + 1):
+            for x in range(1, PD_MAX_WORKERS + 1):
+                if pre is c and x + y > PD_MAX_WORKERS:
+                    break
+                cards = x * pre.cards + y * c.cards
+                if cards > most:
+                    break
+                if inp.cards and cards != inp.cards:
+                    continue
+                rent = fitting.set_price(c.gpu, cards, c.setting.ctx.rules)
+                price = rent if rent is not None else math.inf
+                if best is not None and not inp.cards and price > best[0][0]:
+                    continue  # costs more than a split found
+                res, _, predicted = _pools_meet(inp, _pools(c, x, y, pre), rt, t, feats=feats)
                 key = (price, _pd_rank(inp, res))
                 if predicted and (best is None or key < best[0]):
-                    best = (key, c, x, n - x, res)
+                    best = (key, pre, c, x, y, res)
     return (best[0][0], *best[1:]) if best is not None else None
 
 
-def _pd_none_why(inp: DeployInput, same: list[Candidate], t: Targets, agg: Result) -> str:
+def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, agg: Result) -> str:
     """Why P/D lost where no split of prefill and decode workers meets the targets: the cheapest split that
     meets them as predicted and its TTFT p90 / TPOT at the pessimistic end of its likely range (a P/D
     deployment is held to the runtime's serving error widened by the disaggregated records' own,
@@ -2352,36 +2465,36 @@ def _pd_none_why(inp: DeployInput, same: list[Candidate], t: Targets, agg: Resul
     within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
     why = (f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets "
            f"{within}")
-    near = _pd_predicted(inp, same, t)
+    near = _pd_predicted(inp, pairs, t)
     if near is None:
         return why + ", even as predicted"
-    price, c, x, y, res = near
-    ttft, tpot = _pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=c))
+    price, pre, c, x, y, res = near
+    ttft, tpot = _pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=pre))
     misses = [f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s else "",
               f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else ""]
     rent = f" for ${price:,.0f}/month" if math.isfinite(price) else ""
     return (why + f" at the pessimistic end of its likely range: the {'best' if inp.cards else 'cheapest'} "
-            f"that meets them as predicted, {x} prefill + {y} decode workers of {_split(c)}{rent} (TTFT p90 "
+            f"that meets them as predicted, {_pd_pools_named(pre, x, c, y)}{rent} (TTFT p90 "
             f"{res.ttft_s * 1e3:,.0f} ms, TPOT {res.tpot_s * 1e3:.1f} ms), reaches "
             + " and ".join(m for m in misses if m)
             + " there (cardfit's out-of-sample error on disaggregated serving records)")
 
 
-def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int, res: Any,
+def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, named: str, res: Any,
                price: float) -> Disaggregation:
     """Which wins, the aggregated answer `agg` or the disaggregated deployment `d`, and why."""
     if inp.cards:
-        return _pd_on_cards_winner(inp, agg, d, x, y, res)
+        return _pd_on_cards_winner(inp, agg, d, named, res)
     agg_price = agg.monthly_usd if agg.meets and agg.monthly_usd is not None else math.inf
     if price < agg_price:
-        why = (f"disaggregated: {x} prefill + {y} decode workers meet the targets for ${price:,.0f}/month, "
+        why = (f"disaggregated: {named} meet the targets for ${price:,.0f}/month, "
                f"aggregated serving for ${agg.monthly_usd or 0:,.0f}"
                + ("" if agg.meets else " (and it misses them)")
                + ": prefilled apart, the prompts no longer ride in the decode steps, so fewer decode cards "
                f"hold the TPOT ({res.tpot_s * 1e3:.1f} ms; TTFT p90 {res.ttft_s * 1e3:,.0f} ms with each "
                f"prompt's KV cache crossing in {res.transfer_s * 1e3:.1f} ms)")
         return Disaggregation("disaggregated", why, d)
-    pools = f"the cheapest disaggregated deployment that meets the targets ({x} prefill + {y} decode workers)"
+    pools = f"the cheapest disaggregated deployment that meets the targets ({named})"
     if price == agg_price:
         why = (f"aggregated: ${price:,.0f}/month, the same as {pools}; one pool needs no KV transfer between "
                "workers nor a prefill/decode router")
@@ -2391,12 +2504,12 @@ def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int, res
     return Disaggregation("aggregated", why, d)
 
 
-def _pd_on_cards_winner(inp: DeployInput, agg: Result, d: Deployment, x: int, y: int,
+def _pd_on_cards_winner(inp: DeployInput, agg: Result, d: Deployment, named: str,
                         res: Any) -> Disaggregation:
     """--cards N: the same cards either way, so the pools win where they meet the targets and the aggregated
     replicas do not, or where they serve the load better (_pd_rank: more tokens/s to a closed loop, else a
     shorter TPOT, then TTFT)."""
-    pools = f"{x} prefill + {y} decode workers on the {inp.cards} cards"
+    pools = f"{named} on the {inp.cards} cards"
     agg_rank = (-agg.served_tokens_per_s if inp.users is not None else 0.0, agg.served.tpot_s,
                 agg.served.ttft_s)
     figures = (f"{res.output_tokens_per_s:,.0f} tok/s, TPOT {res.tpot_s * 1e3:.1f} ms, TTFT p90 "
@@ -2713,6 +2826,13 @@ def _load_of(inp: DeployInput) -> str:
     if inp.requests_per_s is not None:
         return f"{inp.requests_per_s:g} requests/s arriving"
     return f"closed loop of {inp.users or 1:g} users"
+
+
+def _pd_pools_named(pre: Candidate, x: int, c: Candidate, y: int) -> str:
+    """`x` prefill workers shaped like `pre` and `y` decode workers shaped like `c`, in words."""
+    if pre is c or (pre.cards, pre.tp, pre.attention_dp, pre.ep) == (c.cards, c.tp, c.attention_dp, c.ep):
+        return f"{x} prefill + {y} decode workers of {_split(c)}"
+    return f"{x} prefill workers of {_split(pre)} + {y} decode workers of {_split(c)}"
 
 
 def _split(c: Candidate) -> str:
