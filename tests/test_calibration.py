@@ -231,8 +231,17 @@ def test_a_constant_typed_in_from_a_publisher_is_taken_out_of_its_fold():
     from cardfit.validation.calibrate import NEUTRAL, typed_from
 
     nvidia = typed_from("nvidia")
-    assert nvidia and set(nvidia.values()) == {NEUTRAL}
-    assert "vllm.prefill_overhead_us_per_layer" in nvidia
+    assert nvidia["vllm.prefill_overhead_us_per_layer"] == NEUTRAL
+    assert {v for k, v in nvidia.items() if k.endswith(".prefill_overhead_us_per_layer")} == {NEUTRAL}
+    # the same 0.8 ms typed in as SGLang's, TensorRT-LLM's and TGI's eager decode step: their eager step is
+    # then timed as their graph step (the fold's decode_overhead_us_per_layer); llama.cpp's and Ollama's value
+    # of that field is fitted on their own records and stays
+    fold = {"sglang.decode_overhead_us_per_layer": 41.0, "trtllm.decode_overhead_us_per_layer": 42.0,
+            "tgi.decode_overhead_us_per_layer": 43.0}
+    eager = {k: v for k, v in typed_from("nvidia", fold).items() if k.endswith("_v0")}
+    assert eager == {"sglang.decode_overhead_us_per_layer_v0": 41.0,
+                     "trtllm.decode_overhead_us_per_layer_v0": 42.0,
+                     "tgi.decode_overhead_us_per_layer_v0": 43.0}
     assert typed_from("github:dstackai") == {}
 
 

@@ -1323,7 +1323,7 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
         if src not in folds:
             continue  # nothing was fitted on or typed in from this publisher: its records are out of sample
         refit, prior = folds[src]
-        typed = typed_from(src)
+        typed = typed_from(src, refit)
         with constants(ChainMap(typed, refit) if typed else refit):  # type: ignore[arg-type]
             out.update((r["id"], predict(r)) for r in recs)
         for r in recs:  # a constant nothing else measures: scored with the prior
