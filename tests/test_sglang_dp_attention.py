@@ -1,5 +1,5 @@
-"""SGLang's attention data parallelism as the engine runs it (issue 26, h-sglfix), read in the PyPI wheel sglang
-0.5.23 (https://pypi.org/project/sglang/0.5.23/):
+"""SGLang's attention data parallelism as the engine runs it (issue 26, h-sglfix), read in the PyPI wheel
+sglang 0.5.23 (https://pypi.org/project/sglang/0.5.23/):
 
 - the server's --max-running-requests caps the decode graphs whole, attention DP or not
   (arg_groups/memory_hook.py handle_gpu_memory_settings lines 181-188 'cfg.max_running_requests'); only
@@ -26,8 +26,8 @@ from cardfit.runtimes.sglang import reserved_mib
 H100_MIB = 81559  # torch's total memory of an H100 SXM (tests/test_sglang_reserve_terms.py)
 QWEN3_30B_TOKEN_BYTES = 48 * 4 * 128 * 2 * 2  # layers x KV heads x head dim x (K, V) x BF16 = 98,304
 
-PINNED = ("deploy", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--runtime", "sglang", "--tp", "8", "--attention-dp",
-          "8", "--users", "256", "--input-tokens", "1000", "--output-tokens", "1000")
+PINNED = ("deploy", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--runtime", "sglang", "--tp", "8",
+          "--attention-dp", "8", "--users", "256", "--input-tokens", "1000", "--output-tokens", "1000")
 
 
 def _fraction(command: str) -> float:
