@@ -948,8 +948,8 @@ def _reserve_terms_apply(st: dict[str, Any], lacks: frozenset[str], mib: float) 
     """Whether the reserve terms a record's SGLang release lacks change its default memory fraction
     (runtimes/sglang.py reserved_mib; none where the record states the fraction): the speculative reserve
     of an EAGLE-family or draft-model run (spec_reserve_eagle_4gib, spec_reserve_dropped), and a stated
-    --max-running-requests below the card's decode graph cap without attention DP
-    (graph_cap_by_max_running: the plan reads the cap only there, services/plan.py Context.engine_at)."""
+    --max-running-requests below the card's decode graph cap, the server's whole, with or without attention
+    DP (graph_cap_by_max_running: services/plan.py Context.engine_at)."""
     from ..catalog.runtimes import default_runtimes
     from ..runtimes.sglang import decode_graph_max_bs
 
@@ -959,7 +959,7 @@ def _reserve_terms_apply(st: dict[str, Any], lacks: frozenset[str], mib: float) 
     if method and method != "ngram" and lacks & {"spec_reserve_eagle_4gib", "spec_reserve_dropped"}:
         return True
     running = int(st.get("max_num_seqs") or 0)
-    if "graph_cap_by_max_running" not in lacks or not running or int(st.get("attention_dp") or 1) > 1:
+    if "graph_cap_by_max_running" not in lacks or not running:
         return False
     tp = int(st.get("tp") or 1)
     return running < decode_graph_max_bs(default_runtimes().get("sglang"), mib, tp)
