@@ -230,8 +230,8 @@ def test_a_disaggregated_worker_sizes_its_kv_cache_from_the_profile_run():
 
 def _serving(gpu: str, model: str, version: str, quant: str = "bf16", **extra: object) -> dict:
     base = {"id": f"t-serving-{gpu}-{version}", "kind": "serving", "runtime": "vllm", "model": model,
-            "quant": quant, "gpu": gpu, "gpus": 1, "input_tokens": 256, "output_tokens": 128, "concurrency": 8,
-            "load": "closed", "fixed_lengths": True, "metric": "output_tokens_per_s", "statistic": "mean",
+            "quant": quant, "gpu": gpu, "gpus": 1, "input_tokens": 256, "output_tokens": 128,
+            "concurrency": 8, "load": "closed", "fixed_lengths": True, "metric": "output_tokens_per_s", "statistic": "mean",
             "measured": 1.0, "unit": "tokens_per_s", "date": "2026-06-01",
             "settings": {"tp": 1, "pp": 1, "version": version}}
     return {**base, **extra}
@@ -246,7 +246,8 @@ def _serving(gpu: str, model: str, version: str, quant: str = "bf16", **extra: o
     # 160 GiB card (batch_16k_above_160gib, 0.28) move a B200's figures: older
     (_serving("B200", "llama-3.1-8b", "0.27.0"), "older"),
     # MXFP4 experts on Hopper before their scales were freed (mxfp4_scales_freed, 0.25): older
-    (_serving("H100 SXM", "gpt-oss-120b", "0.24.0", quant="mxfp4", concurrency=256, input_tokens=8000), "older"),
+    (_serving("H100 SXM", "gpt-oss-120b", "0.24.0", quant="mxfp4", concurrency=256, input_tokens=8000),
+     "older"),
     # before 0.20 the CUDA-graph pool sat outside the budget (graphs_in_budget, not scoped): older
     (_serving("L4", "qwen2.5-0.5b", "0.19.0"), "older"),
 ])
