@@ -231,8 +231,8 @@ def test_a_disaggregated_worker_sizes_its_kv_cache_from_the_profile_run():
 def _serving(gpu: str, model: str, version: str, quant: str = "bf16", **extra: object) -> dict:
     base = {"id": f"t-serving-{gpu}-{version}", "kind": "serving", "runtime": "vllm", "model": model,
             "quant": quant, "gpu": gpu, "gpus": 1, "input_tokens": 256, "output_tokens": 128,
-            "concurrency": 8, "load": "closed", "fixed_lengths": True, "metric": "output_tokens_per_s", "statistic": "mean",
-            "measured": 1.0, "unit": "tokens_per_s", "date": "2026-06-01",
+            "concurrency": 8, "load": "closed", "fixed_lengths": True, "metric": "output_tokens_per_s",
+            "statistic": "mean", "measured": 1.0, "unit": "tokens_per_s", "date": "2026-06-01",
             "settings": {"tp": 1, "pp": 1, "version": version}}
     return {**base, **extra}
 
