@@ -733,6 +733,11 @@ HELD_USER_PATH = {
     # release 0.5.9 -> 0.5.23 (data/releases.toml; docs/VALIDATION.md "SGLang after 0.5.9"): 89 user-path
     # SGLang records (and 6 "knobs" ones) ran a release before 0.5.10's prompt-step CUDA graphs with the
     # default memory fraction, whose reserve now differs, and are older_releases (1,020 -> 1,115)
+    # 23.6 % / 204 % (402) -> 23.7 % / 224 % (422), no level moved, nothing fitted: a vLLM release lacking
+    # only features scoped to other cards or models (validation/validate.py SCOPED_FEATURES) is older only
+    # where its prediction moves, so ai.wmx.dev's Qwen2.5-0.5B sweep on an L4 at vLLM 0.23.0 (18, new
+    # evidence, first contact 25.5 %: its 27-135 ms TTFT floor is the p90 over's move) and 2 llm-d
+    # gpt-oss-120b stages join (docs/VALIDATION.md "Two new publishers of current vLLM serving runs")
     "serving": (0.25, 2.25),
 }
 

@@ -852,6 +852,15 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 # memory lines, not a step's time; a record is older by them only where its figure moves
 MEASURED_KV_FEATURES = frozenset({"extensible_kv_cache", "kv_block_64"})
 
+# vLLM features of data/releases.toml that change only some cards or models (the header's "neither `without`
+# nor `reads`": the code that times it asks the release): MXFP4 experts on Hopper or SM100, ROCm's graph pool,
+# a card of 160 GiB or more, SM100's prompt graphs. A record of a release lacking them is older only where its
+# figure moves (an L4 running a BF16 model at 0.23.0 asks what 0.34.0 answers), as for MEASURED_KV_FEATURES
+SCOPED_FEATURES = frozenset({"mxfp4_scales_freed", "rocm_graphs_in_budget", "trtllm_mxfp4_pad_128",
+                             "batch_16k_above_160gib", "graphs_1024_sm100"})
+# the features a record is classed by through its prediction (_measured_kv_applies)
+PREDICTED_FEATURES = MEASURED_KV_FEATURES | SCOPED_FEATURES
+
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
 # experts on Hopper, V0's chunk sizes, llama-server's speculative cycle, SGLang's gpt-oss SWA pool,
 # llama.cpp's --fit on a card the model (nearly) fills): a record lacking only these is on the current
@@ -873,9 +882,9 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   "graph_cap_by_max_running",
                                   # a disaggregated worker's reserve by its role (_role_reserve_applies)
                                   "reserve_by_role"),
-                              # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks
-                              # (_measured_kv_applies)
-                              *MEASURED_KV_FEATURES})
+                              # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks, and
+                              # vLLM's card- or model-scoped features (_measured_kv_applies)
+                              *PREDICTED_FEATURES})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -905,12 +914,14 @@ def older_generation(r: dict[str, Any]) -> bool:
 
 
 def _measured_kv_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
-    """Whether vLLM's memory features a record's release lacks (MEASURED_KV_FEATURES: the KV cache sized
-    from measured memory, 64-token blocks) change what cardfit predicts for it: its figure at its release
-    against the same question at the current release, where it lacks nothing else (a record lacking other
-    features is classed by them). A single-stream speed record, or a serving run whose paged pool holds
-    every request whole, is predicted alike and stays on the path users get."""
-    if not lacks & MEASURED_KV_FEATURES or lacks - MEASURED_KV_FEATURES:
+    """Whether vLLM's features a record's release lacks that cardfit reads only through its prediction
+    (PREDICTED_FEATURES: the KV cache sized from measured memory, 64-token blocks, and the features scoped to
+    some cards or models) change what cardfit predicts for it: its figure at its release against the same
+    question at the current release, where it lacks nothing else (a record lacking other features is
+    classed by them). A single-stream speed record, a serving run whose paged pool holds every request
+    whole, or a card none of the scoped features touches is predicted alike and stays on the path users
+    get."""
+    if not lacks & PREDICTED_FEATURES or lacks - PREDICTED_FEATURES:
         return False
     return _predicted_apart(r)
 
