@@ -108,3 +108,37 @@ def test_plan_line_states_the_budgets_fraction(run_json):
     fraction = _fraction(row["command"])
     assert fraction != 0.88
     assert row["budget_bytes"] == int(H100_MIB * 2**20 * fraction)
+
+
+# --enable-dp-attention without --dp-size, release by release (PyPI wheels' python/sglang/srt/server_args.py:
+# 0.4.4 sets dp_size = tp_size; 0.4.4.post1-0.5.1.post3 refuse to start; from 0.5.2 'if self.dp_size == 1:
+# self.enable_dp_attention = False'): data/releases.toml dp_attention_needs_dp_size
+@pytest.mark.parametrize("release, groups", [("0.4.4", 8), ("0.5.2", 1), ("0.5.3", 1), ("", 1)])
+def test_dp_attention_without_dp_size_is_off_from_052(release, groups):
+    from cardfit.validation.serving import attention_dp
+
+    rt = default_runtimes().find(f"sglang@{release}" if release else "sglang")
+    assert attention_dp({"tp": 8, "enable_dp_attention": True}, 8, rt) == groups
+    assert attention_dp({"tp": 8, "enable_dp_attention": True, "dp_size": 4}, 8, rt) == 4  # stated: always
+
+
+def test_gpustack_053_runs_with_the_flag_and_no_dp_are_asked_as_plain_tensor_parallel():
+    """GPUStack's DeepSeek-R1 on 8x H200 at SGLang 0.5.3 launched `--tp 8 --enable-dp-attention` with no
+    --dp: the engine ran plain TP 8, so the pinned question has no --attention-dp, and the flag (no effect)
+    is no knob the user could not pass; dstack's 2025-03 `latest` image (0.4.4 and before) ran dp = tp."""
+    from cardfit.validation.serving import attention_dp, pinned_settings, record_input
+    from cardfit.validation.single import record_runtime
+    from cardfit.validation.validate import all_records
+
+    recs = [r for r in all_records() if r["kind"] == "serving" and r["runtime"] == "sglang"
+            and (r.get("settings") or {}).get("enable_dp_attention")
+            and not (r.get("settings") or {}).get("dp_size")]
+    gpustack = [r for r in recs if "gpustack" in r["source"]]
+    dstack = [r for r in recs if "2025-03" in str(r["settings"].get("version"))]
+    assert gpustack and dstack
+    for r in gpustack:
+        inp, tp, _ = record_input(r)
+        assert inp.attention_dp is None and tp == 8
+        assert "enable_dp_attention" in pinned_settings(r["settings"], tp, record_runtime(r))
+    for r in dstack:
+        assert attention_dp(r["settings"], 8, record_runtime(r)) == 8

@@ -1014,7 +1014,7 @@ def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool
     pp = int(st.get("pp") or 1)
     tp = int(st.get("tp") or 1)
     roles = ("prefill", "decode") if disaggregated_pools(st) else ("",)
-    switches = {"dp_attention": attention_dp(st, tp) > 1, "speculative": bool(st.get("speculative"))}
+    switches = {"dp_attention": attention_dp(st, tp, rt) > 1, "speculative": bool(st.get("speculative"))}
     chunk = 8192  # the count of captured sizes is the same at either release: only on or off is asked
     moved = [role for role in roles
              if (prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
@@ -1081,9 +1081,10 @@ def path_of(r: dict[str, Any]) -> str:
         st.pop("backend", None)
     if r.get("kind") == "serving":
         from .serving import pinned_settings
+        from .single import record_runtime
 
         tp = int(st.get("tp") or r.get("gpus") or 1)
-        if set(st) - USER_SETTINGS - pinned_settings(st, tp):
+        if set(st) - USER_SETTINGS - pinned_settings(st, tp, record_runtime(r)):
             return "knobs"
     return "user"
 
