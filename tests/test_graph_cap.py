@@ -148,3 +148,25 @@ def test_aiconfigurator_sglang_records_pass_their_batch_as_the_cap():
         assert path_of(r) == path_of(without), r["id"]
         seen += 1
     assert seen == 14
+
+
+def test_aiconfigurator_trtllm_records_pass_their_batch_as_the_cap():
+    """aiconfigurator 0.12.0 generator/rule_plugin/benchmark/trtllm.rule writes the same list as for SGLang
+    (cuda_graph_batch_sizes = range(1, max_batch_size + 1)) into TensorRT-LLM's cuda_graph_config batch_sizes
+    with enable_padding false (generator/config/backend_templates/trtllm/extra_engine_args.*.yaml.j2), not
+    the engine's default sizes (1-31, 32, 64, 128: tensorrt_llm/llmapi/llm_args.py CudaGraphConfig): each run,
+    the attention-DP ones per rank, captured every batch up to its own. Stated as an assumed setting; the
+    cap is the run's own batch, so no decode step of the record changes and the records stay on their
+    path."""
+    seen = 0
+    for r in all_records():
+        if not (r["id"].startswith("aic-") and r.get("runtime") == "trtllm"):
+            continue
+        st = r["settings"]
+        inp, tp, _ = record_input(r)
+        assert inp.cuda_graph_max_bs == st["max_batch_size"] == st["cuda_graph_max_bs"], r["id"]
+        assert "cuda_graph_max_bs" in r["assumed"] and "cuda_graph_max_bs" in pinned_settings(st, tp)
+        without = {**r, "settings": {k: v for k, v in st.items() if k != "cuda_graph_max_bs"}}
+        assert path_of(r) == path_of(without), r["id"]
+        seen += 1
+    assert seen == 80  # serving.toml 30, serving_aic_dp_ep.toml 50

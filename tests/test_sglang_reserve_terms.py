@@ -131,7 +131,9 @@ def test_a_dp_layout_budget_reads_its_ranks():
     # did not cap them (graph_cap_by_max_running)
     ("0.5.21", {"max_num_seqs": 64}, True),
     ("0.5.21", {"max_num_seqs": 512}, False),
-    ("0.5.21", {"max_num_seqs": 64, "attention_dp": 2, "tp": 2}, False),
+    # with attention DP too: the cap is the server's whole --max-running-requests, read before any division
+    # (memory_hook.py lines 181-188 of 0.5.23; tests/test_sglang_dp_attention.py)
+    ("0.5.21", {"max_num_seqs": 64, "attention_dp": 2, "tp": 2}, True),
     ("0.5.23", {"max_num_seqs": 64}, False),
 ])
 def test_a_record_of_a_release_with_other_reserve_terms_is_older(version, settings, older):

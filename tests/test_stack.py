@@ -879,3 +879,48 @@ def test_an_ollama_bundle_pulls_a_library_tag_not_a_catalog_id(model, quant, pul
     lines = cardfit.stack(text=text)["bundle"]["text"].splitlines()
     pulls = [shlex.split(ln)[-1] for ln in lines if "ollama pull" in ln]
     assert pulls == [pulled]
+
+
+# ------------------------------------------------------------------ vLLM 0.34's margin on a shared card
+
+_SHARED_H100 = '''[machine]
+gpu = ["H100 SXM"]
+[[model]]
+model = "qwen3-32b"
+runtime = "sglang"
+quant = "fp8"
+context = 8192
+users = 4
+[[model]]
+model = "llama-3.1-8b"
+runtime = "vllm"
+context = {context}
+users = 8
+'''
+
+
+def test_a_vllm_server_plan_refuses_on_one_card_the_stack_refuses_too():
+    """vLLM 0.34 sizes its KV cache as min(its share, the memory free at startup less max(1 GiB, 0.75 x its
+    transient peak)) (vllm/v1/worker/extensible_kv_cache.py 592-618): Llama 3.1 8B at 60,000 tokens x 8 on
+    one H100 needs 2.5 GB more than the card (`cardfit plan`); the stack placed it alone with 0.18 GB free."""
+    single = cardfit.plan("llama-3.1-8b", gpu="h100-sxm", runtime="vllm", context=60000, batch=8, gpus=1)
+    assert single["gpus"][0]["verdict"] == "no"
+    r = cardfit.stack(text=_SHARED_H100.format(context=60000))
+    assert "llama-3.1-8b" in [u["model"] for u in r["unplaced"]]
+
+
+@pytest.mark.parametrize("context", [8000, 16000, 24000, 30000])
+def test_every_vllm_server_finds_its_share_and_margin_free_when_it_starts(context):
+    """Whatever the placement, each vLLM 0.34 server on a card finds its share plus its margin free once the
+    servers the bundle starts before it are loaded (stack._start_order)."""
+    machine, _ = stk.solve(stk.read_spec(stk.StackInput(text=_SHARED_H100.format(context=context))), ())
+    for d, gpu in enumerate(machine.gpus):
+        taken = 0
+        for p in stk._start_order(machine):
+            if d not in p.devices:
+                continue
+            taken += sum(x.bytes for x in p.pieces[p.devices.index(d)])
+            if p.utilization is not None:
+                margin = p.sized.ctx.engine.startup_margin(p.sized.memory, gpu)
+                room = gpu.usable_bytes - machine.reserved[d]
+                assert taken + margin <= room, (p.server.entry.model, context)

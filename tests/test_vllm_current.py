@@ -226,3 +226,34 @@ def test_a_disaggregated_worker_sizes_its_kv_cache_from_the_profile_run():
         assert worker.profile.has("kv_block_64")  # the release's other features stay
     ctx = build_context(PlanInput(model="llama-3.1-8b", runtime="vllm", context=8192))
     assert ctx.engine_at(1, "decode").budget_per_card(gpu) == int(total * 0.92)
+
+
+def _serving(gpu: str, model: str, version: str, quant: str = "bf16", **extra: object) -> dict:
+    base = {"id": f"t-serving-{gpu}-{version}", "kind": "serving", "runtime": "vllm", "model": model,
+            "quant": quant, "gpu": gpu, "gpus": 1, "input_tokens": 256, "output_tokens": 128,
+            "concurrency": 8, "load": "closed", "fixed_lengths": True, "metric": "output_tokens_per_s",
+            "statistic": "mean", "measured": 1.0, "unit": "tokens_per_s", "date": "2026-06-01",
+            "settings": {"tp": 1, "pp": 1, "version": version}}
+    return {**base, **extra}
+
+
+@pytest.mark.parametrize(("record", "path"), [
+    # ai.wmx.dev's sweep (data/validation/serving_wmx_l4.toml): Qwen2.5-0.5B BF16 on an L4 at vLLM 0.23.0
+    # lacks only features scoped to other cards (SM100, 160 GiB, ROCm, MXFP4) and the 0.34 KV sizing, none
+    # of which moves its figure: what users get (old code: "older")
+    (_serving("L4", "qwen2.5-0.5b", "0.23.0"), "user"),
+    # on SM100 the prompt graphs up to 1,024 tokens (graphs_1024_sm100, 0.28) and the 16k step budget of a
+    # 160 GiB card (batch_16k_above_160gib, 0.28) move a B200's figures: older
+    (_serving("B200", "llama-3.1-8b", "0.27.0"), "older"),
+    # MXFP4 experts on Hopper before their scales were freed (mxfp4_scales_freed, 0.25): older
+    (_serving("H100 SXM", "gpt-oss-120b", "0.24.0", quant="mxfp4", concurrency=256, input_tokens=8000),
+     "older"),
+    # before 0.20 the CUDA-graph pool sat outside the budget (graphs_in_budget, not scoped): older
+    (_serving("L4", "qwen2.5-0.5b", "0.19.0"), "older"),
+])
+def test_a_record_is_older_by_a_scoped_vllm_feature_only_where_its_figure_moves(record, path):
+    """validation/validate.py SCOPED_FEATURES: a vLLM feature of data/releases.toml that changes only some
+    cards or models makes a record of an earlier release older only where its prediction differs."""
+    from cardfit.validation.validate import path_of
+
+    assert path_of(record) == path

@@ -91,6 +91,11 @@ class RuntimeModel(Protocol):
         headroom depends on the estimate's own workspace (vLLM 0.34's margin); else `budget`."""
         ...
 
+    def startup_margin(self, mem: Memory, gpu: Gpu) -> int:
+        """Bytes a server must find free at startup beyond its stated share of the card to get the KV cache
+        that share gives (vLLM 0.34's margin; else 0)."""
+        ...
+
     def budget_per_card(self, gpu: Gpu, utilization: float | None = None, tp: int = 1, pp: int = 1,
                         model: ModelSpec | None = None) -> int:
         """What the runtime lets itself use on one card of a set split `tp` x `pp`."""

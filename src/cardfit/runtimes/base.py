@@ -90,6 +90,12 @@ class Runtime:
     def budget_for(self, mem: Memory, gpu: Gpu, budget: int, tp: int = 1) -> int:
         """Per card: the budget a memory estimate may fill (budget_per_card's, whatever the estimate)."""
         return budget
+
+    def startup_margin(self, mem: Memory, gpu: Gpu) -> int:
+        """Bytes a server must find free at startup beyond its own share (the card's total times its stated
+        utilization) to get the KV cache that share gives: none, but where the runtime sizes the cache from
+        measured free memory too (vLLM 0.34)."""
+        return 0
     def serving(self, *, role: str = "", attention_dp: int = 1, speculative: str = "",
                 max_running: int = 0, draft_tokens: int = 0, server_tp: int = 0) -> Runtime:
         """The adapter of a server launched with these settings, where its own memory budget reads them

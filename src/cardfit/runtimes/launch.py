@@ -334,7 +334,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
                       data_parallel=replicas if one_node else 1, kv_offload_gb=kv_offload_gb)
     if expert_parallel > 1:
         args = replace(args, **_expert_parallel(engine, runtime, tp, attention_dp, expert_parallel))
-    elif attention_dp > 1 and getattr(engine, "ATTENTION_DP_ALONE", False):
+    elif attention_groups(engine, attention_dp, expert_parallel) > 1:
         # attention groups with the experts tensor-parallel (SGLang: --enable-dp-attention --dp-size N and
         # no --ep-size), as deploy times a pinned --attention-dp without --expert-parallel
         if tp % _whole("attention_dp", attention_dp):
@@ -400,6 +400,16 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
 DYNAMO_FRONTEND = ("python3", "-m", "dynamo.frontend")
 DYNAMO_NOTE = ("a {role} worker under NVIDIA Dynamo: start `python3 -m dynamo.frontend` once in front of "
                "both pools; workers sharing a host take their own CUDA_VISIBLE_DEVICES")
+
+
+def attention_groups(engine: object, dp: int, ep: int) -> int:
+    """The attention data-parallel groups a replica asked for `dp` groups and `ep` expert-parallel ranks
+    runs, as build() launches it: `dp` beside expert parallelism, or alone on an engine that runs attention
+    DP with its experts (or dense MLP) tensor-parallel (ATTENTION_DP_ALONE: SGLang's --enable-dp-attention
+    without --ep-size); else 1 (the line states no attention groups)."""
+    if dp <= 1:
+        return 1
+    return dp if ep > 1 or getattr(engine, "ATTENTION_DP_ALONE", False) else 1
 
 
 def _expert_parallel(engine: object, runtime: str, tp: int, dp: int, ep: int) -> dict[str, int]:

@@ -229,9 +229,14 @@ RESERVE_MIB_PER_GRAPH_BS_DP_LARGE = (300, 1.5)  # (above this cap, MiB more per 
 SPEC_RESERVE_MIB = {"draft": 6 * 1024, "eagle3": 2 * 1024, "mtp": 2 * 1024, "ngram": 0}
 SPEC_RESERVE_EAGLE_MIB_0510 = 4 * 1024
 
-# Not modelled: DeepEP's 2 GiB after the floor (memory_hook.py reserve_for_deepep_a2a_mb, 0.5.15 on) and its
+# Not modelled: DeepEP's 2 GiB after the floor (memory_hook.py reserve_for_deepep_a2a_mb, 0.5.15 on; 0.5.23
+# lines 316-317, 402-414: a non-prefill server with decode graphs and moe_a2a_backend == "deepep") and its
 # 1 GiB with breakable prompt graphs (reserve_for_graph_mb lines 391-397, 0.5.17 on) apply to
-# --moe-a2a-backend deepep, which cardfit's launch lines never set (the default "none").
+# --moe-a2a-backend deepep, which cardfit's launch lines never set: its default is "none"
+# (arg_groups/fields/exec_.py moe_a2a_backend), and 0.5.23 turns DeepEP on by itself only for
+# --enable-waterfill (arg_groups/overrides.py _a2a_backend_overrides lines 1599-1606) and DeepSeek's prompt
+# context parallelism, --enable-prefill-cp (model_overrides/deepseek_v2.py lines 117, 201), neither of which a
+# cardfit line sets either; --ep-size alone keeps "none" (PyPI wheel sglang 0.5.23).
 
 
 def speculative_reserve_mib(rt: RuntimeProfile, method: str) -> float:

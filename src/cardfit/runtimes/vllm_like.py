@@ -129,12 +129,18 @@ class VllmLike(Runtime):
         requested arm is budget_per_card's utilization share, the measured arm the memory free at startup
         (_free_at_startup) less the margin, max(floor, fraction x the transient peak, which is this estimate's
         activation line: activation_bytes). Before that release (kv_margin_fraction 0), `budget`."""
+        if not self.profile.kv_margin_fraction:
+            return budget
+        return min(budget, self._free_at_startup(gpu, tp) - self.startup_margin(mem, gpu))
+
+    def startup_margin(self, mem: Memory, gpu: Gpu) -> int:
+        """vLLM 0.34's margin on the memory it measures free at startup (extensible_kv_cache.py 592-618):
+        max(1 GiB, 3 GiB on ROCm; 0.75 x the transient peak, this estimate's activation line); 0 before."""
         rt = self.profile
         if not rt.kv_margin_fraction:
-            return budget
+            return 0
         floor = rt.kv_margin_floor_bytes_rocm if gpu.stack == "rocm" else rt.kv_margin_floor_bytes
-        margin = max(floor, int(mem.activation_bytes * rt.kv_margin_fraction))
-        return min(budget, self._free_at_startup(gpu, tp) - margin)
+        return max(floor, int(mem.activation_bytes * rt.kv_margin_fraction))
 
     def _free_at_startup(self, gpu: Gpu, tp: int) -> int:
         """The memory a vLLM 0.34 worker measures free at startup: the total less the CUDA context and, on an

@@ -36,7 +36,7 @@ from ..core.uncertainty import banded, value_range
 from ..errors import CardfitError, InputError
 from . import served, table
 from .inputs import MAX_CONTEXT, MAX_USERS, ModelInput, SpeculativeInput, engine_opt, opt
-from .launch_line import launch_command, launch_of
+from .launch_line import launch_command, launch_of, sized_fraction
 
 if TYPE_CHECKING:
     from .emit import Emitted
@@ -827,6 +827,21 @@ def expert_parallel_memory(s: Setting, dp: int) -> Memory:
     return replace(s.mem, weights_bytes=moe_parallel.weights_bytes_in_all(s.mem.weights_bytes, share, dp))
 
 
+def attention_dp_memory(s: Setting, dp: int) -> Memory:
+    """The setting's memory as `dp` attention groups hold it without expert parallelism (SGLang's
+    --enable-dp-attention alone, runtimes/launch.py attention_groups): the attention projections and the
+    input embedding once per group, split over its tp / dp ranks (models/qwen3_moe.py Qwen3MoeAttention
+    'attn_tp_size = get_parallel().attn_tp_size'; models/qwen2_moe.py Qwen2MoeModel embed_tokens
+    'use_attn_tp_group=is_dp_attention_enabled()'), every other weight (the MoE layers' experts, a dense
+    MLP, the output head without --enable-dp-lm-head) tensor-parallel over all the ranks once; PyPI wheel
+    sglang 0.5.23, https://pypi.org/project/sglang/0.5.23/. Where the model's attention share is not known,
+    every weight but the routed experts once per group (expert_parallel_memory's, the larger)."""
+    shares = sp.weight_shares(s.ctx.model, s.ctx.quant)
+    grouped = shares.attention + shares.embed if shares.attention > 0 else 1.0 - shares.experts
+    return replace(s.mem, weights_bytes=moe_parallel.weights_bytes_in_all(s.mem.weights_bytes, 1.0 - grouped,
+                                                                           dp))
+
+
 def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, count: int,
                      layouts: list[tuple[int, int]]) -> list[Candidate]:
     """The attention-DP + EP layouts of `count` cards of one node (core/moe_parallel.py layouts): the
@@ -1063,9 +1078,10 @@ def _gpu_hits(inp: DeployInput, c: Candidate, w: sv.Workload, host_tokens: float
 
 
 def _prefix_caches(c: Candidate) -> int:
-    """The prefix caches a replica of `c` keeps: one per attention data-parallel group where the groups are
-    engines of their own (expert parallel), else one."""
-    return c.attention_dp if c.ep > 1 else 1
+    """The prefix caches a replica of `c` keeps: one per attention data-parallel group its line runs (each
+    group's scheduler its own: launched_dp, with expert parallelism or SGLang's attention DP alone), else
+    one."""
+    return launched_dp(c)
 
 
 def _share(inp: DeployInput, w: sv.Workload) -> float:
@@ -1667,9 +1683,7 @@ def stated_fraction(c: Candidate, role: str = "") -> float | None:
     budget was sized with where the engine works it out itself (Runtime.launch_fraction: SGLang's
     --mem-fraction-static from its reserve), so the engine starts with the KV pool that was timed; None
     elsewhere (the profile's default)."""
-    if c.setting.ctx.utilization is not None:
-        return None
-    return sized_engine(c, role).launch_fraction(c.gpu, c.option.tp, c.option.pp, c.setting.ctx.model)
+    return sized_fraction(c.setting.ctx, sized_engine(c, role), c.gpu, c.option.tp, c.option.pp)
 
 
 def _emitted(inp: DeployInput, r: Result | None) -> Emitted:
@@ -1829,7 +1843,15 @@ def deployment(inp: DeployInput, r: Result) -> Deployment:
         tight=r.tight, likely_features=list(banded(r.features)) or None,
         release=release_name(c.setting.ctx.runtime), prefix_hit_rate=hit_rate(inp, r),
         kv_offload_gb=_offload_gb(inp, r), speculative=_speculative_view(c.setting.ctx),
-        dp=c.attention_dp if c.ep > 1 else 1, ep=c.ep)
+        dp=launched_dp(c), ep=c.ep)
+
+
+def launched_dp(c: Candidate) -> int:
+    """The attention data-parallel groups the candidate's launch line runs (runtimes/launch.py
+    attention_groups: with expert parallelism, or alone on SGLang), the JSON's `dp`."""
+    from ..runtimes.launch import attention_groups
+
+    return attention_groups(c.setting.ctx.engine, c.attention_dp, c.ep)
 
 
 def _speculative_view(ctx: Any) -> dict[str, Any] | None:
@@ -2559,7 +2581,7 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
         command="\n".join(x for x in cmds if x),
         likely=ranges(res.ttft_s, res.tpot_s, total, rt.id, feats), tight=tight,
         likely_features=list(banded(feats)) or None,
-        release=release_name(rt), dp=dec.attention_dp if dec.ep > 1 else 1, ep=dec.ep,
+        release=release_name(rt), dp=launched_dp(dec), ep=dec.ep,
         disaggregated={"prefill": _pool_view(pre, x), "decode": _pool_view(dec, y)},
         dynamo_command="\n".join((shlex.join(DYNAMO_FRONTEND), *(x for x in dynamo if x)))
         if all(dynamo) else None)
@@ -2861,6 +2883,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     a disaggregated deployment ("" a replica), whose engine sizes its memory for that role, its attention DP
     and drafter (Runtime.as_worker: SGLang's prompt-step graphs, runtimes/sglang.py
     prompt_graphs_captured)."""
+    from ..runtimes.launch import attention_groups
     from .plan import build_context, engine_defaults, memory_for, ollama_one_slot, split_cards
 
     check(inp)
@@ -2882,10 +2905,21 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     gpu = ctx.gpus.get(gpu_name)
     s = replace(s, mem=memory_for(ctx, s.mem.context, gpu))  # sized on the card, as the search does
     cards = tp * pp
-    group = tp // dp if ep > 1 else tp  # the ranks that copy a sequence's cache
+    # the ranks that copy a sequence's cache: one attention group's wherever the line runs attention DP,
+    # with or without expert parallelism (SGLang sizes each rank's KV heads by the attention-TP size tp / dp:
+    # model_executor/pool_configurator.py lines 356, 492 'tp_size = get_parallel().attn_tp_size',
+    # 'get_num_kv_heads(tp_size, dcp_size)'; runtime_context.py derive_attn_tp_size 'tp_size //
+    # attn_dp_size', PyPI wheel sglang 0.5.23)
+    groups = attention_groups(ctx.engine, dp, ep)
+    group = tp // groups
+    if groups > 1 and ep == 1:
+        s = replace(s, mem=attention_dp_memory(s, groups))
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
         cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
+        if cap:  # the server's --max-num-seqs, which SGLang's reserve reads whole (plan.py Context.engine_at)
+            ctx = replace(ctx, server_max_num_seqs=cap)
+            s = replace(s, ctx=ctx)
     # the pinned attention-DP ranks, the worker's role and the server's --tp-size (all `tp` ranks, where
     # each attention group copies its cache over `group`) size the engine's reserve (SGLang:
     # runtimes/sglang.py reserved_mib)
@@ -2905,12 +2939,11 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
             return ctx.engine.kv_bytes(m, MemorySettings(context=tokens, sequences=1,
                                                          kv_dtype=s.mem.kv_dtype)) if tokens else 0
         # the shared prefixes as the search holds them (prefix_layouts: one prefix once, several once each or
-        # per sequence), once per attention group where the groups are engines of their own (ep > 1)
+        # per sequence), once per attention group where the groups are schedulers of their own (`groups`)
         # (and a sequence's drafter cache beside its own, _draft_kv, as the search's layouts hold it)
         draft = _draft_kv(s, inp, rt)
         layouts = [(kv(kv_held(inp, rt) + own) + draft, kv(once)) for once, own in prefix_layouts(inp, rt)]
-        pooled = _most_pooled(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, layouts, 0,
-                              dp if ep > 1 else 1)
+        pooled = _most_pooled(s.mem, opt, cards, ctx.engine.kv_copies(m, group), rt, layouts, 0, groups)
         if pooled is not None:
             seqs = max(1, min(seqs, pooled[0]))
     # the engine is started (and its CUDA graphs sized: core/serving.py eager_s) with its own cap where the

@@ -49,6 +49,17 @@ def launch_command(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str |
     return launch.command(ctx.runtime.id, model_ref(ctx, ctx.engine), **options)
 
 
+def sized_fraction(ctx: Any, engine: Any, gpu: Any, tp: int, pp: int) -> float | None:
+    """The memory share a launch line states where the question gives none: the one `engine` sized the set's
+    budget with where it works it out itself (Runtime.launch_fraction: SGLang's --mem-fraction-static from
+    its reserve, for the card, the split and the launch settings), so the engine starts with the KV pool that
+    was planned; None elsewhere (the question's, else the profile's default, as _options takes it). Read by
+    plan's and deploy's lines alike."""
+    if ctx.utilization is not None:
+        return None
+    return engine.launch_fraction(gpu, tp, pp, ctx.model)
+
+
 def launch_of(ctx: Any, tp: int, pp: int, length: int, seqs: int, kv: str | None, slots: int = 0,
               nodes: int = 1, replicas: int = 1, one_node: bool = False, kv_offload_gb: float = 0.0,
               dp: int = 1, ep: int = 1, flash_attn: bool | None = None, fraction: float | None = None) -> Any:

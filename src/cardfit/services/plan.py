@@ -32,7 +32,7 @@ from ..runtimes.llamacpp_like import LlamaCppLike
 from ..runtimes.vllm_like import MAX_SUGGESTED_UTILIZATION, VllmLike
 from ..units import rounded
 from .inputs import PlanInput
-from .launch_line import launched_split
+from .launch_line import launched_split, sized_fraction
 from .resolve import Resolved, resolve
 from .table import ModelBasics, Result
 
@@ -59,6 +59,9 @@ class Context:
     speculation: Any = None
     # what the plan works out once for many cards (the decode load of each memory estimate)
     kept: dict[tuple, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the server's --max-num-seqs where `inp.max_num_seqs` holds one attention group's share of it (a pinned
+    # attention-DP + EP deployment: services/deploy.py timed); 0: `inp.max_num_seqs` is the server's
+    server_max_num_seqs: int = 0
 
     @property
     def model(self) -> ModelSpec:
@@ -68,9 +71,12 @@ class Context:
     def engine(self) -> Runtime:
         """The runtime's family adapter (runtimes/): how it allocates memory and its speed constants, for the
         server this question launches (Runtime.serving: its --speculative method, the attention-DP ranks and
-        the --max-num-seqs it pins, which SGLang's reserve reads). A pinned cap is taken only without
-        attention DP (each DP rank's share of the server's is not resolved here: the cap lowers the reserve,
-        so leaving it out keeps the smaller pool)."""
+        the --max-num-seqs it pins, which SGLang's reserve reads). The pinned cap is the server's whole
+        --max-running-requests, with or without attention DP: SGLang caps the decode graphs with it before
+        any division (arg_groups/memory_hook.py handle_gpu_memory_settings lines 181-188 of the PyPI wheel
+        sglang 0.5.23, 'cfg.max_running_requests'), and only each DP worker's scheduler takes its share
+        (mem_cache/kv_cache_configurator.py resolve_max_num_reqs lines 3126-3130, 'max_num_reqs //
+        self.attn_dp_size'; runtimes/sglang.py DP_DIVIDED), https://pypi.org/project/sglang/0.5.23/."""
         return self.engine_at(int(getattr(self.inp, "attention_dp", None) or 1))
 
     def engine_at(self, attention_dp: int, role: str = "", server_tp: int = 0) -> Runtime:
@@ -80,7 +86,7 @@ class Context:
         layout: all its cards, each group's cache copied over cards / dp)."""
         engine = adapter(self.runtime)
         method = str(getattr(self.speculation, "method", "") or "")
-        running = int(getattr(self.inp, "max_num_seqs", None) or 0) if attention_dp <= 1 else 0
+        running = self.server_max_num_seqs or int(getattr(self.inp, "max_num_seqs", None) or 0)
         # the verified tokens the launch line gives (--speculative-num-draft-tokens: Choice.verified)
         verified = int(getattr(self.speculation, "verified", 0) or 0) if method else 0
         if method or attention_dp > 1 or running or role or server_tp:
@@ -1244,7 +1250,10 @@ def gpu_plan(ctx: Context, card: CardPlan, launches: dict[Any, Any] | None = Non
     if o.fits:
         kv = None if mem.kv_dtype in ("f16", "bf16") else ctx.inp.kv_dtype
         tp, pp = launched_split(ctx.runtime, o.tp, o.pp)  # what the line states of the split
-        launch = _launch_line(ctx, (tp, pp, mem.context, seqs, kv, slots), launches, tier)
+        # the memory share the set's budget was sized with (SGLang's --mem-fraction-static for the card), as
+        # deploy's line states it (launch_line.sized_fraction)
+        fraction = sized_fraction(ctx, ctx.engine, o.gpu, o.tp, o.pp)
+        launch = _launch_line(ctx, (tp, pp, mem.context, seqs, kv, slots), launches, tier, fraction)
     decode = rounded(realistic, 1)
     return GpuPlan(o.gpu.name, o.gpu.id, o.count, o.nodes, mem.context, o.usable_bytes, o.budget_bytes,
                    o.need_bytes, o.free_bytes, o.verdict, o.reason or None, rounded(o.monthly_usd),
@@ -1269,15 +1278,17 @@ def _row_settings(ctx: Context) -> tuple[Any, int, int, str]:
 
 
 def _launch_line(ctx: Context, args: tuple[int, int, int, int, str | None, int],
-                 launches: dict[Any, Any] | None, tier: float = 0.0) -> LaunchLine:
-    """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command) and
-    a host KV tier of `tier` GB, made once per plan for each such set of arguments."""
-    key = (*args, tier)
+                 launches: dict[Any, Any] | None, tier: float = 0.0, fraction: float | None = None
+                 ) -> LaunchLine:
+    """The plan's launch line for a split, context, batch, KV type and slots (launch_line.launch_command), a
+    host KV tier of `tier` GB and the memory share `fraction` (launch_line.sized_fraction; None: the
+    question's or the profile's), made once per plan for each such set of arguments."""
+    key = (*args, tier, fraction)
     line = launches.get(key) if launches is not None else None
     if line is None:  # imported here, where a line is made: most cards find theirs made
         from .launch_line import launch_command
 
-        line = LaunchLine(launch_command(ctx, *args, kv_offload_gb=tier))
+        line = LaunchLine(launch_command(ctx, *args, kv_offload_gb=tier, fraction=fraction))
         if launches is not None:
             launches[key] = line
     return line

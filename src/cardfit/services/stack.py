@@ -1083,6 +1083,26 @@ class Machine:
                 need = max(need, self.swap[d])
             if need > room:
                 return False
+            if not self._margins_hold(p, d, need):
+                return False
+        return True
+
+    def _margins_hold(self, p: Placed, d: int, need: int) -> bool:
+        """Whether every server on card d that sizes its KV cache from the memory it finds free at startup
+        (vLLM 0.34: runtimes/vllm_like.py startup_margin) finds its share and its margin free there, with the
+        servers the bundle starts before it (_start_order) loaded: else its cache is smaller than its share
+        gives (extensible_kv_cache.py: min(requested, free - margin))."""
+        on = [(q, sum(x.bytes for x in q.pieces[q.devices.index(d)])) for q in self.placed
+              if d in q.devices and q.server.entry.resident] + [(p, need)]
+        on.sort(key=lambda qb: (qb[0].sized.ctx.runtime.shared_server, qb[0].server.entry.index))
+        shortfall = p.sized.ctx.runtime.cuda_total_shortfall_bytes
+        room = self.gpus[d].usable_bytes - max(self.reserved[d], shortfall)
+        taken = 0
+        for q, b in on:
+            taken += b
+            if q.utilization is not None and \
+                    taken + q.sized.ctx.engine.startup_margin(q.sized.memory, self.gpus[d]) > room:
+                return False
         return True
 
     def _put(self, p: Placed) -> None:

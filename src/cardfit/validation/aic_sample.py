@@ -172,10 +172,14 @@ def settings_of(row: Mapping[str, str], m: ModelSpec, quant: str) -> tuple[dict[
     key, tokens = _budget(runtime, batch, isl)
     s[key] = tokens
     assumed = ["requests", "statistic", key] + (["version"] if version == "not stated" else [])
-    if runtime == "sglang":
-        # graphs captured for every batch up to the run's own (generator/rule_plugin/benchmark/sglang.rule:
-        # 'agg_prefill_decode cuda_graph_batch_sizes = ((range(1, max_batch_size + 1) | list) ...)', passed
-        # as --cuda-graph-bs, whose largest SGLang takes as cuda_graph_max_bs: server_args.py)
+    if runtime in ("sglang", "trtllm"):
+        # graphs captured for every batch up to the run's own: the generator's rules write the same list for
+        # both engines (generator/rule_plugin/benchmark/sglang.rule and trtllm.rule: 'agg_prefill_decode
+        # cuda_graph_batch_sizes = ((range(1, max_batch_size + 1) | list) ...)'). SGLang takes it as
+        # --cuda-graph-bs, whose largest is its cuda_graph_max_bs (server_args.py); TensorRT-LLM as
+        # cuda_graph_config batch_sizes with enable_padding false (generator/config/backend_templates/trtllm/
+        # extra_engine_args.<release>.yaml.j2), not its default of 1-31, 32, 64, 128 (llm_args.py
+        # CudaGraphConfig), so no decode batch of the run falls outside a captured size
         s["cuda_graph_max_bs"] = batch
         assumed.append("cuda_graph_max_bs")
     return s, assumed

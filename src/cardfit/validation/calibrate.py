@@ -90,22 +90,36 @@ fold_key = publisher_key
 NEUTRAL = 0.0
 
 # Constants typed into data/runtimes.toml from a publisher whose measurements are also validation records:
-# a fold that leaves that publisher out scores its records without them (NEUTRAL), as if the number had
-# never been read. (runtime field, publisher, where it came from)
-TYPED_FROM = (
-    ("prefill_overhead_us_per_layer", "nvidia",
+# a fold that leaves that publisher out scores its records without them, as if the number had never been
+# read: NEUTRAL (no such effect), or where the model cannot run without the field (an eager decode step must
+# have a time), the field the effect adds to. (runtime field, publisher, the runtimes whose row typed it in
+# (empty: every row that sets the field), the field taken instead ("": NEUTRAL), where it came from)
+TYPED_FROM: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
+    ("prefill_overhead_us_per_layer", "nvidia", (), "",
+     "aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms"),
+    # the same 0.8 ms a layer, typed in as SGLang's, TensorRT-LLM's and TGI's eager decode step
+    # (runtimes.toml: "the same per-layer dispatch time as above"); without it their eager step is timed as
+    # their graph step (decode_overhead_us_per_layer). llama.cpp's and Ollama's values of the field are
+    # fitted on their own records (scripts/fit_constants.py) and stay in NVIDIA's fold.
+    ("decode_overhead_us_per_layer_v0", "nvidia", ("sglang", "trtllm", "tgi"), "decode_overhead_us_per_layer",
      "aiconfigurator-core 0.12.0 sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms"),
 )
 
 
-def typed_from(publisher: str) -> dict[str, float]:
-    """The typed-in constants (every runtime's row that sets them) to take out of `publisher`'s fold."""
+def typed_from(publisher: str, values: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The typed-in constants (the runtimes' rows that typed them in) to take out of `publisher`'s fold, with
+    the value each takes there: NEUTRAL, or the fold's `values` (default: the stored constants) of the field
+    taken instead."""
     from ..catalog.runtimes import default_runtimes
 
     out: dict[str, float] = {}
-    for field, who, _ in TYPED_FROM:
-        if who == publisher:
-            out.update({f"{rt.id}.{field}": NEUTRAL for rt in default_runtimes() if getattr(rt, field, 0.0)})
+    for field, who, runtimes, instead, _ in TYPED_FROM:
+        if who != publisher:
+            continue
+        have = stored() if values is None and instead else values or {}
+        for rt in default_runtimes():
+            if getattr(rt, field, 0.0) and (not runtimes or rt.id in runtimes):
+                out[f"{rt.id}.{field}"] = have.get(f"{rt.id}.{instead}", NEUTRAL) if instead else NEUTRAL
     return out
 
 
@@ -1250,7 +1264,7 @@ def build_folds(records: tuple[Record, ...]) -> dict[str, Any]:
     differ from the stored ones, then the digest of the modules that took and the data."""
     have = stored()
     folds = {}
-    for src in sorted(fitting_sources(records) | {who for _, who, _ in TYPED_FROM}):
+    for src in sorted(fitting_sources(records) | {who for _, who, _, _, _ in TYPED_FROM}):
         values = fit(records, leave_out=src)
         folds[src] = {"changed": {k: v for k, v in sorted(values.items()) if not _same(v, have[k])},
                       "prior": sorted(f.key for f in only_measured_by(records, src))}

@@ -85,8 +85,9 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
     # a TensorRT-LLM run through `trtllm-bench` took the limits that harness chose for its dataset
     if st.get("trtllm_bench_dataset") and not (cap and budget):
         cap, budget = trtllm_bench_limits(r, tp, pp)
-    dp = attention_dp(st, tp)
-    ep = expert_parallel(st, tp)
+    rt = record_runtime(r)
+    dp = attention_dp(st, tp, rt)
+    ep = expert_parallel(st, tp, rt)
     length = int(st.get("max_model_len") or st.get("max_total_tokens") or 0)
     kw.update(max_num_seqs=cap or None, max_num_batched_tokens=budget or None,
               gpu_memory_utilization=float(st.get("gpu_memory_utilization") or 0.0) or None,
@@ -131,18 +132,21 @@ _OPTION_SETTINGS = frozenset({"max_batch_size", "max_num_seqs", "max_num_batched
                               "attention_dp_timeout_iters", "enable_mixed_chunk"})
 
 
-def pinned_settings(settings: dict[str, Any], tp: int) -> frozenset[str]:
+def pinned_settings(settings: dict[str, Any], tp: int, rt: Any = None) -> frozenset[str]:
     """The keys of a record's settings that its pinned deploy question states as a user's option
     (record_input): the engine limits always; the attention-DP switches (`enable_dp_attention`,
     `enable_attention_dp`, `dp_size`) where they give more than one group (--attention-dp), and `moe_ep` where
     the experts run expert-parallel (--expert-parallel); a disaggregated run's pools (disaggregated_pools:
-    --prefill-workers, --decode-workers and each pool's shape). A key not here is not a question deploy
-    takes."""
+    --prefill-workers, --decode-workers and each pool's shape); SGLang's --enable-dp-attention where the
+    record's release `rt` turns it off without --dp-size (a flag with no effect: the user asks plain tensor
+    parallelism). A key not here is not a question deploy takes."""
     keys = set(_OPTION_SETTINGS) | (set(POOL_SETTINGS) if disaggregated_pools(settings) else set())
-    if attention_dp(settings, tp) > 1:
+    if attention_dp(settings, tp, rt) > 1:
         keys |= {"enable_dp_attention", "enable_attention_dp", "dp_size"}
-        if expert_parallel(settings, tp) > 1:
+        if expert_parallel(settings, tp, rt) > 1:
             keys.add("moe_ep")
+    elif settings.get("enable_dp_attention") and not settings.get("dp_size") and _needs_dp_size(rt):
+        keys.add("enable_dp_attention")
     return frozenset(keys & set(settings))
 
 
@@ -355,22 +359,28 @@ def prefill_batch_tokens(r: dict[str, Any], rt: RuntimeProfile, budget: int) -> 
     return pinned.prefill_batch_tokens(record_input(r)[0], rt, record_gpu(r), budget)
 
 
-def attention_dp(settings: dict[str, Any], tp: int) -> int:
+def attention_dp(settings: dict[str, Any], tp: int, rt: Any = None) -> int:
     """The data-parallel attention groups a record's engine ran (core/speed.py Machine.attention_dp): its
-    stated dp_size, else all tp ranks where it states SGLang's --enable-dp-attention (before SGLang PR #4390,
-    2025-03-13, that flag set dp_size = tp_size: https://github.com/sgl-project/sglang/pull/4390) or
-    TensorRT-LLM's enable_attention_dp; 1 otherwise."""
+    stated dp_size, else all tp ranks where it states SGLang's --enable-dp-attention (up to 0.4.4 that flag
+    set dp_size = tp_size; from 0.5.2 it is off without --dp-size: the record's release `rt`,
+    data/releases.toml dp_attention_needs_dp_size) or TensorRT-LLM's enable_attention_dp; 1 otherwise."""
     if not (settings.get("enable_dp_attention") or settings.get("enable_attention_dp")):
+        return 1
+    if not settings.get("dp_size") and not settings.get("enable_attention_dp") and _needs_dp_size(rt):
         return 1
     return max(1, min(int(settings.get("dp_size") or tp), tp))
 
 
-def expert_parallel(settings: dict[str, Any], tp: int) -> int:
+def _needs_dp_size(rt: Any) -> bool:
+    return rt is not None and rt.has("dp_attention_needs_dp_size")
+
+
+def expert_parallel(settings: dict[str, Any], tp: int, rt: Any = None) -> int:
     """The ranks a record's engine sharded the experts over where it ran them expert-parallel beside
     data-parallel attention (core/moe_parallel.py: moe_ep over all tp ranks, TensorRT-LLM's
     moe_expert_parallel_size with enable_attention_dp); 1 otherwise, the experts tensor-parallel as before."""
     ep = int(settings.get("moe_ep") or 1)
-    return ep if ep == tp > 1 and attention_dp(settings, tp) > 1 else 1
+    return ep if ep == tp > 1 and attention_dp(settings, tp, rt) > 1 else 1
 
 
 # the pinned deployment's timing, under the name the tests and scripts know

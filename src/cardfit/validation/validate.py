@@ -852,6 +852,15 @@ USER_SETTINGS = frozenset({"tp", "pp", "version", "vllm_version", "kv_cache_dtyp
 # memory lines, not a step's time; a record is older by them only where its figure moves
 MEASURED_KV_FEATURES = frozenset({"extensible_kv_cache", "kv_block_64"})
 
+# vLLM features of data/releases.toml that change only some cards or models (the header's "neither `without`
+# nor `reads`": the code that times it asks the release): MXFP4 experts on Hopper or SM100, ROCm's graph pool,
+# a card of 160 GiB or more, SM100's prompt graphs. A record of a release lacking them is older only where its
+# figure moves (an L4 running a BF16 model at 0.23.0 asks what 0.34.0 answers), as for MEASURED_KV_FEATURES
+SCOPED_FEATURES = frozenset({"mxfp4_scales_freed", "rocm_graphs_in_budget", "trtllm_mxfp4_pad_128",
+                             "batch_16k_above_160gib", "graphs_1024_sm100"})
+# the features a record is classed by through its prediction (_measured_kv_applies)
+PREDICTED_FEATURES = MEASURED_KV_FEATURES | SCOPED_FEATURES
+
 # Features of data/releases.toml whose absence changes only some models or cards (an MLA + MoE model, MXFP4
 # experts on Hopper, V0's chunk sizes, llama-server's speculative cycle, SGLang's gpt-oss SWA pool,
 # llama.cpp's --fit on a card the model (nearly) fills): a record lacking only these is on the current
@@ -873,9 +882,9 @@ _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chu
                                   "graph_cap_by_max_running",
                                   # a disaggregated worker's reserve by its role (_role_reserve_applies)
                                   "reserve_by_role"),
-                              # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks
-                              # (_measured_kv_applies)
-                              *MEASURED_KV_FEATURES})
+                              # vLLM 0.34: the KV cache sized from measured memory, 64-token blocks, and
+                              # vLLM's card- or model-scoped features (_measured_kv_applies)
+                              *PREDICTED_FEATURES})
 
 
 def older_generation(r: dict[str, Any]) -> bool:
@@ -905,12 +914,14 @@ def older_generation(r: dict[str, Any]) -> bool:
 
 
 def _measured_kv_applies(r: dict[str, Any], lacks: frozenset[str]) -> bool:
-    """Whether vLLM's memory features a record's release lacks (MEASURED_KV_FEATURES: the KV cache sized
-    from measured memory, 64-token blocks) change what cardfit predicts for it: its figure at its release
-    against the same question at the current release, where it lacks nothing else (a record lacking other
-    features is classed by them). A single-stream speed record, or a serving run whose paged pool holds
-    every request whole, is predicted alike and stays on the path users get."""
-    if not lacks & MEASURED_KV_FEATURES or lacks - MEASURED_KV_FEATURES:
+    """Whether vLLM's features a record's release lacks that cardfit reads only through its prediction
+    (PREDICTED_FEATURES: the KV cache sized from measured memory, 64-token blocks, and the features scoped to
+    some cards or models) change what cardfit predicts for it: its figure at its release against the same
+    question at the current release, where it lacks nothing else (a record lacking other features is
+    classed by them). A single-stream speed record, a serving run whose paged pool holds every request
+    whole, or a card none of the scoped features touches is predicted alike and stays on the path users
+    get."""
+    if not lacks & PREDICTED_FEATURES or lacks - PREDICTED_FEATURES:
         return False
     return _predicted_apart(r)
 
@@ -948,8 +959,8 @@ def _reserve_terms_apply(st: dict[str, Any], lacks: frozenset[str], mib: float) 
     """Whether the reserve terms a record's SGLang release lacks change its default memory fraction
     (runtimes/sglang.py reserved_mib; none where the record states the fraction): the speculative reserve
     of an EAGLE-family or draft-model run (spec_reserve_eagle_4gib, spec_reserve_dropped), and a stated
-    --max-running-requests below the card's decode graph cap without attention DP
-    (graph_cap_by_max_running: the plan reads the cap only there, services/plan.py Context.engine_at)."""
+    --max-running-requests below the card's decode graph cap, the server's whole, with or without attention
+    DP (graph_cap_by_max_running: services/plan.py Context.engine_at)."""
     from ..catalog.runtimes import default_runtimes
     from ..runtimes.sglang import decode_graph_max_bs
 
@@ -959,7 +970,7 @@ def _reserve_terms_apply(st: dict[str, Any], lacks: frozenset[str], mib: float) 
     if method and method != "ngram" and lacks & {"spec_reserve_eagle_4gib", "spec_reserve_dropped"}:
         return True
     running = int(st.get("max_num_seqs") or 0)
-    if "graph_cap_by_max_running" not in lacks or not running or int(st.get("attention_dp") or 1) > 1:
+    if "graph_cap_by_max_running" not in lacks or not running:
         return False
     tp = int(st.get("tp") or 1)
     return running < decode_graph_max_bs(default_runtimes().get("sglang"), mib, tp)
@@ -1003,7 +1014,7 @@ def _prompt_graph_reserve_applies(r: dict[str, Any], st: dict[str, Any]) -> bool
     pp = int(st.get("pp") or 1)
     tp = int(st.get("tp") or 1)
     roles = ("prefill", "decode") if disaggregated_pools(st) else ("",)
-    switches = {"dp_attention": attention_dp(st, tp) > 1, "speculative": bool(st.get("speculative"))}
+    switches = {"dp_attention": attention_dp(st, tp, rt) > 1, "speculative": bool(st.get("speculative"))}
     chunk = 8192  # the count of captured sizes is the same at either release: only on or off is asked
     moved = [role for role in roles
              if (prefill_graph_reserve_mib(rt, chunk, stack, pp, mla, role, **switches) > 0)
@@ -1070,9 +1081,10 @@ def path_of(r: dict[str, Any]) -> str:
         st.pop("backend", None)
     if r.get("kind") == "serving":
         from .serving import pinned_settings
+        from .single import record_runtime
 
         tp = int(st.get("tp") or r.get("gpus") or 1)
-        if set(st) - USER_SETTINGS - pinned_settings(st, tp):
+        if set(st) - USER_SETTINGS - pinned_settings(st, tp, record_runtime(r)):
             return "knobs"
     return "user"
 
@@ -1323,7 +1335,7 @@ def leave_one_source_out(records: list[dict[str, Any]], outcomes: list[Outcome])
         if src not in folds:
             continue  # nothing was fitted on or typed in from this publisher: its records are out of sample
         refit, prior = folds[src]
-        typed = typed_from(src)
+        typed = typed_from(src, refit)
         with constants(ChainMap(typed, refit) if typed else refit):  # type: ignore[arg-type]
             out.update((r["id"], predict(r)) for r in recs)
         for r in recs:  # a constant nothing else measures: scored with the prior

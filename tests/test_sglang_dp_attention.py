@@ -1,0 +1,144 @@
+"""SGLang's attention data parallelism as the engine runs it (issue 26, h-sglfix), read in the PyPI wheel
+sglang 0.5.23 (https://pypi.org/project/sglang/0.5.23/):
+
+- the server's --max-running-requests caps the decode graphs whole, attention DP or not
+  (arg_groups/memory_hook.py handle_gpu_memory_settings lines 181-188 'cfg.max_running_requests'); only
+  each DP worker's scheduler takes its share (mem_cache/kv_cache_configurator.py resolve_max_num_reqs lines
+  3126-3130 'max_num_reqs // self.attn_dp_size');
+- without expert parallelism each attention group still holds its own requests' cache, its KV heads split
+  over the attention-TP size tp / dp (model_executor/pool_configurator.py lines 356, 492 'tp_size =
+  get_parallel().attn_tp_size', 'get_num_kv_heads(tp_size, dcp_size)'; runtime_context.py
+  derive_attn_tp_size 'tp_size // attn_dp_size'), and its attention projections and input embedding whole
+  over those ranks (models/qwen3_moe.py Qwen3MoeAttention 'attn_tp_size'; models/qwen2_moe.py
+  Qwen2MoeModel embed_tokens 'use_attn_tp_group=is_dp_attention_enabled()');
+- deploy's JSON `dp` is the attention-DP size the line runs (--dp-size N --enable-dp-attention);
+- plan's launch line states the --mem-fraction-static its budget used, as deploy's does.
+"""
+
+import json
+import re
+
+import pytest
+
+from cardfit.catalog.runtimes import default_runtimes
+from cardfit.runtimes.sglang import reserved_mib
+
+H100_MIB = 81559  # torch's total memory of an H100 SXM (tests/test_sglang_reserve_terms.py)
+QWEN3_30B_TOKEN_BYTES = 48 * 4 * 128 * 2 * 2  # layers x KV heads x head dim x (K, V) x BF16 = 98,304
+
+PINNED = ("deploy", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--runtime", "sglang", "--tp", "8",
+          "--attention-dp", "8", "--users", "256", "--input-tokens", "1000", "--output-tokens", "1000")
+
+
+def _fraction(command: str) -> float:
+    return float(re.search(r"--mem-fraction-static (\S+)", command).group(1))
+
+
+def _deployment(r: dict) -> dict:
+    return r.get("best") or r["closest"]
+
+
+@pytest.fixture
+def pinned(run_cli):
+    """A pinned deployment's JSON, whether it meets deploy's default targets (exit 0) or not (exit 3)."""
+    def _run(*args: str) -> dict:
+        code, out, err = run_cli(*args, "--json")
+        assert code in (0, 3), err
+        return _deployment(json.JSONDecoder().raw_decode(out)[0])
+
+    return _run
+
+
+def test_the_reserve_at_dp_8_reads_the_servers_running_cap():
+    """H100 TP 8, DP 8, a dense-attention model at 0.5.23: chunk 8192, max_bs 512 (TP >= 4): 512 + 12288 +
+    512 * 2 + 8 / 8 * 1024 + 58 prompt graph sizes x 8 (464) + 512 * 8 * 3 + 512 * 8 * 1.5 = 33744 MiB;
+    --max-running-requests 64 caps max_bs at 64: 512 + 12288 + 128 + 1024 + 464 + 64 * 8 * 3 = 15952."""
+    rt = default_runtimes().get("sglang")
+    assert reserved_mib(rt, H100_MIB, 8, 1, "cuda", False, attention_dp=8) == 33744
+    assert reserved_mib(rt, H100_MIB, 8, 1, "cuda", False, attention_dp=8, max_running=64) == 15952
+
+
+def test_engine_at_keeps_the_cap_under_attention_dp():
+    """services/plan.py Context.engine_at: main dropped a stated cap wherever attention DP ran (0)."""
+    from cardfit.services.inputs import PlanInput
+    from cardfit.services.plan import build_context
+
+    ctx = build_context(PlanInput(model="qwen3-30b-a3b", runtime="sglang", max_num_seqs=64, hub=False))
+    assert ctx.engine_at(8).max_running == 64
+    assert ctx.engine_at(1).max_running == 64
+
+
+def test_pinned_dp_line_states_the_fraction_of_the_servers_cap(pinned):
+    """The pinned TP 8 / DP 8 server with --max-num-seqs 64 starts at (81559 - 15952) / 81559 = 0.804 (main:
+    (81559 - 33744) / 81559 = 0.586, the uncapped graphs' reserve), and states --max-running-requests 64."""
+    d = pinned(*PINNED, "--max-num-seqs", "64")
+    assert "--max-running-requests 64 " in d["command"]
+    assert _fraction(d["command"]) == round((H100_MIB - 15952) / H100_MIB, 3) == 0.804
+
+
+def test_pinned_dp_without_ep_copies_the_cache_over_one_group(pinned):
+    """Qwen3-30B-A3B (4 KV heads) at TP 8 / DP 8: each group is one card holding its requests' whole KV heads,
+    so the pool is the free room / 98,304 B a token, not / 2 x that (main copied the heads over all 8 ranks:
+    kv_replication 2); the free room is after the attention projections and embedding held once per group
+    (need > main's 66.78 GB); `dp` reports the 8 groups the line runs (main: 1)."""
+    d = pinned(*PINNED)
+    mem = d["memory"]
+    one_request = 2000 * QWEN3_30B_TOKEN_BYTES  # the need holds one whole request's cache
+    assert mem["kv_pool_tokens"] == (mem["free_bytes"] + one_request) // QWEN3_30B_TOKEN_BYTES
+    assert mem["need_bytes"] > 66_783_220_696 * 1.2
+    assert d["dp"] == 8 and d["ep"] == 1
+    assert "--dp-size 8 --enable-dp-attention" in d["command"]
+
+
+@pytest.mark.parametrize("extra, dp", [((), 1), (("--attention-dp", "2"), 2)])
+def test_vllm_reports_no_attention_groups_it_does_not_launch(pinned, extra, dp):
+    """runtimes/launch.py attention_groups: attention DP without EP is SGLang's alone (ATTENTION_DP_ALONE);
+    vLLM's line states no attention groups for it, so its `dp` stays 1."""
+    base = ("deploy", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--tp", "2", "--users", "16", "--input-tokens",
+            "1000", "--output-tokens", "200")
+    assert pinned(*base, "--runtime", "sglang", *extra)["dp"] == dp
+    assert pinned(*base, "--runtime", "vllm", *extra)["dp"] == 1
+
+
+def test_plan_line_states_the_budgets_fraction(run_json):
+    """`cardfit plan llama-3.1-8b --gpu 'H100 SXM' --runtime sglang`: the line states the fraction the budget
+    was sized with (budget = total x fraction), not the profile's 0.88 that main printed."""
+    r = run_json("plan", "llama-3.1-8b", "--gpu", "H100 SXM", "--runtime", "sglang")
+    row = r["gpus"][0]
+    fraction = _fraction(row["command"])
+    assert fraction != 0.88
+    assert row["budget_bytes"] == int(H100_MIB * 2**20 * fraction)
+
+
+# --enable-dp-attention without --dp-size, release by release (PyPI wheels' python/sglang/srt/server_args.py:
+# 0.4.4 sets dp_size = tp_size; 0.4.4.post1-0.5.1.post3 refuse to start; from 0.5.2 'if self.dp_size == 1:
+# self.enable_dp_attention = False'): data/releases.toml dp_attention_needs_dp_size
+@pytest.mark.parametrize("release, groups", [("0.4.4", 8), ("0.5.2", 1), ("0.5.3", 1), ("", 1)])
+def test_dp_attention_without_dp_size_is_off_from_052(release, groups):
+    from cardfit.validation.serving import attention_dp
+
+    rt = default_runtimes().find(f"sglang@{release}" if release else "sglang")
+    assert attention_dp({"tp": 8, "enable_dp_attention": True}, 8, rt) == groups
+    assert attention_dp({"tp": 8, "enable_dp_attention": True, "dp_size": 4}, 8, rt) == 4  # stated: always
+
+
+def test_gpustack_053_runs_with_the_flag_and_no_dp_are_asked_as_plain_tensor_parallel():
+    """GPUStack's DeepSeek-R1 on 8x H200 at SGLang 0.5.3 launched `--tp 8 --enable-dp-attention` with no
+    --dp: the engine ran plain TP 8, so the pinned question has no --attention-dp, and the flag (no effect)
+    is no knob the user could not pass; dstack's 2025-03 `latest` image (0.4.4 and before) ran dp = tp."""
+    from cardfit.validation.serving import attention_dp, pinned_settings, record_input
+    from cardfit.validation.single import record_runtime
+    from cardfit.validation.validate import all_records
+
+    recs = [r for r in all_records() if r["kind"] == "serving" and r["runtime"] == "sglang"
+            and (r.get("settings") or {}).get("enable_dp_attention")
+            and not (r.get("settings") or {}).get("dp_size")]
+    gpustack = [r for r in recs if "gpustack" in r["source"]]
+    dstack = [r for r in recs if "2025-03" in str(r["settings"].get("version"))]
+    assert gpustack and dstack
+    for r in gpustack:
+        inp, tp, _ = record_input(r)
+        assert inp.attention_dp is None and tp == 8
+        assert "enable_dp_attention" in pinned_settings(r["settings"], tp, record_runtime(r))
+    for r in dstack:
+        assert attention_dp(r["settings"], 8, record_runtime(r)) == 8
