@@ -165,7 +165,8 @@ PD_CASES = [
 
 @pytest.mark.parametrize(("model", "options", "why"), PD_CASES, ids=[c[2][:30] for c in PD_CASES])
 def test_disaggregation_answers_what_timing_every_set_answers(model, options, why) -> None:
-    """The P/D search with its rent bound (_pd_cheapest `below`) against timing every set to the end."""
+    """The P/D search with its rent bound (_pd_cheapest's and _pd_cheapest_apart's `below`, and the bar that
+    caps the prefill workers tried) against timing every set to the end."""
     from unittest import mock
 
     inp = d.DeployInput(model=model, **options)
@@ -175,12 +176,16 @@ def test_disaggregation_answers_what_timing_every_set_answers(model, options, wh
     agg = found[0] if found else d.closest(inp, cands, t)
     assert agg is not None and agg.cand.cards >= 2 and d.pd_engine(agg.cand.setting.ctx), why
     bounded = d.disaggregation(inp, cands, t, agg)
-    whole = d._pd_cheapest
+    whole, apart = d._pd_cheapest, d._pd_cheapest_apart
 
-    def unbounded(inp, c, t, below=float("inf")):
-        return whole(inp, c, t)
+    def unbounded(inp, c, t, below=float("inf"), memo=None, predicted=False):
+        return whole(inp, c, t, memo=memo, predicted=predicted)
 
-    with mock.patch.object(d, "_pd_cheapest", unbounded):
+    def unbounded_apart(inp, pre, c, t, below=float("inf"), memo=None, predicted=False):
+        return apart(inp, pre, c, t, memo=memo, predicted=predicted)
+
+    with mock.patch.object(d, "_pd_cheapest", unbounded), mock.patch.object(d, "_pd_cheapest_apart",
+                                                                            unbounded_apart):
         assert d.disaggregation(inp, cands, t, agg) == bounded
 
 

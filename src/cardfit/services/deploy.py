@@ -2190,14 +2190,54 @@ def _admitted_decode(dec: Candidate) -> Any:
     return disagg.with_decode_cap(r, min(r.max_seqs, seqs)) if seqs < r.max_seqs else r
 
 
-def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int,
-              t: Targets, pre: Candidate | None = None) -> tuple[Any, bool, bool]:
+# the disaggregated search's timings, one per split (core/disagg.py serve, each a few milliseconds): by
+# (id(prefill shape), id(decode shape), prefill workers, decode workers), _pools_meet's answer; kept for one
+# disaggregation() call (its candidates alive), shared by its search at the pessimistic end and the one as
+# predicted that words why P/D lost (_pd_none_why)
+PdTimed = dict[tuple[int, int, int, int], tuple[Any, bool, bool]]
+
+
+def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets,
+              pre: Candidate | None = None, memo: PdTimed | None = None,
+              predicted: bool = False) -> tuple[Any, bool, bool, bool]:
     """The pools of `prefill` + `decode` workers shaped like `c` (the prefill workers like `pre` where given)
-    under the load, whether they meet the targets (_pools_meet), and whether their TTFT holds, both at the
-    pessimistic end of their likely range."""
-    rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=pre or c)
-    res, meets, _ = _pools_meet(inp, _pools(c, prefill, decode, pre), rt, t, feats=feats)
-    return res, meets, res.stable and _pools_ends(res, rt, feats)[0] <= t.ttft_s
+    under the load, whether they meet the targets (_pools_meet), and whether they are stable with their TTFT
+    holding, and with their TPOT holding, each at the pessimistic end of its likely range (`predicted`: as
+    predicted). `memo`: timings already made (PdTimed)."""
+    pre = pre or c
+    rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=pre)
+    key = (id(pre), id(c), prefill, decode)
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        got = _pools_meet(inp, _pools(c, prefill, decode, pre), rt, t, feats=feats)
+        if memo is not None:
+            memo[key] = got
+    res, meets, as_predicted = got
+    if predicted:
+        return res, as_predicted, res.stable and res.ttft_s <= t.ttft_s, res.stable and res.tpot_s <= t.tpot_s
+    ttft, tpot = _pools_ends(res, rt, feats)
+    return res, meets, res.stable and ttft <= t.ttft_s, res.stable and tpot <= t.tpot_s
+
+
+def _fewest_prefill(meets: Callable[[int], tuple[Any, bool, bool, bool]], most: int) -> tuple[int, Any, bool]:
+    """Of 1 to `most` prefill workers beside a set of decode workers (`meets`: _pd_meets of a count), the
+    fewest whose TTFT holds (by bisection: more prefill workers only shorten it), the pools there and whether
+    they meet the targets; (0, None, False) as soon as a probe shows that none does: pools stable with
+    neither their TTFT nor their TPOT holding (the fewest whose TTFT holds are more, and more prefill workers
+    only lengthen the TPOT: in a closed loop they send the decode workers more requests a second, so more
+    sequences a step; at a rate of arrivals, as many)."""
+    lo, hi = 1, most
+    while lo < hi:
+        mid = (lo + hi) // 2
+        res, _, ttft, tpot = meets(mid)
+        if ttft:
+            hi = mid
+        elif res.stable and not tpot:
+            return 0, None, False
+        else:
+            lo = mid + 1
+    res, ok, _, _ = meets(lo)
+    return lo, res, ok
 
 
 def _pools_meet(inp: DeployInput, pools: Any, runtime: str, t: Targets, scale: float = 1.0,
@@ -2223,52 +2263,45 @@ def _pools_ends(res: Any, runtime: str, feats: tuple[str, ...]) -> tuple[float, 
     return (ttft[1] if ttft else res.ttft_s), (tpot[1] if tpot else res.tpot_s)
 
 
-def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets,
-                 below: float = math.inf) -> tuple[int, int, Any] | None:
+def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets, below: float = math.inf,
+                 memo: PdTimed | None = None, predicted: bool = False) -> tuple[int, int, Any] | None:
     """The fewest workers shaped like `c` that meet the targets disaggregated: for each count, the fewest
     prefill workers whose TTFT holds (more prefill workers only shorten it), then whether the decode workers
     left hold the TPOT (fewer decode workers only lengthen it). `below`: only an answer whose rent is below
-    it is wanted; None as soon as no count left can cost less (_least_price over the counts left)."""
+    it is wanted; None as soon as no count left can cost less (_least_price over the counts left).
+    `predicted`: the targets met as predicted, not at the pessimistic end (_pd_meets)."""
     if _workers(c) is None:  # a worker sized for its role does not hold the model (vLLM 0.34's P/D worker)
         return None
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
-    timed: dict[int, tuple[Any, bool, bool]] = {}  # by prefill workers, at this count: the bisection's probes
+    memo = {} if memo is None else memo
 
-    def meets(prefill: int, n: int) -> tuple[Any, bool, bool]:
-        if prefill not in timed:
-            timed[prefill] = _pd_meets(inp, c, prefill, n - prefill, t)
-        return timed[prefill]
+    def meets(prefill: int, n: int) -> tuple[Any, bool, bool, bool]:
+        return _pd_meets(inp, c, prefill, n - prefill, t, memo=memo, predicted=predicted)
 
     for n in range(2, most + 1):
         if below < math.inf and _least_price(c.gpu, c.cards, c.setting.ctx.rules, n, most) >= below:
             return None
-        timed.clear()
-        lo, hi = 1, n - 1
         # the fewest prefill workers whose TTFT holds with the rest decoding, at the pessimistic end of its
         # likely range as the pools are held to (_pools_meet): with the predicted TTFT the fewest could fall
         # short of that end, and a count whose pools would meet it with one more prefill worker be passed by
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if meets(mid, n)[2]:
-                hi = mid
-            else:
-                lo = mid + 1
-        res, ok, _ = meets(lo, n)
+        # (fewer decode workers, as more prefill ones, only lengthen the TPOT: _fewest_prefill)
+        lo, res, ok = _fewest_prefill(lambda x, n=n: meets(x, n), n - 1)
         if ok:
             return lo, n - lo, res
     return None
 
 
-def _pd_cheapest_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets,
-                       below: float = math.inf) -> tuple[int, int, Any] | None:
+def _pd_cheapest_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets, below: float = math.inf,
+                       memo: PdTimed | None = None, predicted: bool = False) -> tuple[int, int, Any] | None:
     """_pd_cheapest where the prefill workers are shaped like `pre` (fewer cards than `c`'s decode workers:
     _prefill_shapes): for each count of decode workers, the fewest prefill workers whose TTFT holds (more
     only shorten it), then whether the pools meet the targets; the one of least rent (then _pd_rank) below
     `below`. Each pool at most PD_MAX_WORKERS workers, the whole at most --max-cards."""
-    if _prefill_alone_misses(inp, pre, c, t):
+    if _prefill_alone_misses(inp, pre, c, t, predicted):
         return None
     rules = c.setting.ctx.rules
     most_cards = inp.max_cards or PD_MAX_WORKERS * c.cards
+    memo = {} if memo is None else memo
     best: tuple[tuple[float, tuple[float, float, float]], int, int, Any] | None = None
     for y in range(1, PD_MAX_WORKERS + 1):
         fewest = y * c.cards + pre.cards
@@ -2277,41 +2310,40 @@ def _pd_cheapest_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Target
         bar = min(below, math.nextafter(best[0][0], math.inf)) if best is not None else below
         if bar < math.inf and _least_price(c.gpu, 1, rules, fewest, most_cards) >= bar:
             break
-        timed: dict[int, tuple[Any, bool, bool]] = {}
 
-        def meets(x: int, y: int = y, timed: dict = timed) -> tuple[Any, bool, bool]:
-            if x not in timed:
-                timed[x] = _pd_meets(inp, c, x, y, t, pre)
-            return timed[x]
+        def meets(x: int, y: int = y) -> tuple[Any, bool, bool, bool]:
+            return _pd_meets(inp, c, x, y, t, pre, memo, predicted)
 
-        lo, hi = 1, min(PD_MAX_WORKERS, (most_cards - y * c.cards) // pre.cards)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if meets(mid)[2]:
-                hi = mid
-            else:
-                lo = mid + 1
-        res, ok, _ = meets(lo)
+        hi = min(PD_MAX_WORKERS, (most_cards - y * c.cards) // pre.cards)
+        if bar < math.inf:  # the most prefill workers whose rent is below the bar: a split of more is not
+            # wanted, so the fewest whose TTFT holds is searched below them (the same where it is one of them)
+            hi = max((x for x in range(1, hi + 1) if _rent(c.gpu, x * pre.cards + y * c.cards, rules) < bar),
+                     default=0)
+            if hi == 0:
+                continue
+        lo, res, ok = _fewest_prefill(meets, hi)
         if not ok:
             continue
-        rent = fitting.set_price(c.gpu, lo * pre.cards + y * c.cards, rules)
-        key = (rent if rent is not None else math.inf, _pd_rank(inp, res))
+        key = (_rent(c.gpu, lo * pre.cards + y * c.cards, rules), _pd_rank(inp, res))
         if key[0] < below and (best is None or key < best[0]):
             best = (key, lo, y, res)
     return best[1:] if best is not None else None
 
 
-def _prefill_alone_misses(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets) -> bool:
+def _prefill_alone_misses(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets,
+                          predicted: bool = False) -> bool:
     """Whether one prompt prefilled alone on an idle prefill worker shaped like `pre` (core/disagg.py alone_s,
     a floor under every TTFT the pools serve: serve adds the queue, the transfer and the handoff to it) is
-    already past the TTFT target at the pessimistic end of its likely range: then no count of either pool
-    meets the targets, and none is timed."""
+    already past the TTFT target at the pessimistic end of its likely range (`predicted`: as predicted):
+    then no count of either pool meets the targets, and none is timed."""
     from ..core import disagg
 
     worker = as_worker(pre, "prefill")
     if worker is None:
         return True
     floor = disagg.alone_s(worker.replica, _workload(inp, 1).input_tokens)
+    if predicted:
+        return floor > t.ttft_s
     return _pools_ends_ttft(floor, c.setting.ctx.runtime.id, _features(inp, c, pools=pre)) > t.ttft_s
 
 
@@ -2321,13 +2353,13 @@ def _pools_ends_ttft(seconds: float, runtime: str, feats: tuple[str, ...]) -> fl
     return ttft[1] if ttft else seconds
 
 
-def _pd_on_cards_apart(inp: DeployInput, pre: Candidate, c: Candidate,
-                       t: Targets) -> tuple[int, int, Any] | None:
+def _pd_on_cards_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets,
+                       memo: PdTimed | None = None, predicted: bool = False) -> tuple[int, int, Any] | None:
     """_pd_on_cards where the prefill workers are shaped like `pre` and the decode workers like `c`: of every
     split of the --cards N into the two pools (each at most PD_MAX_WORKERS workers), the one that meets the
     targets and serves best (_pd_rank); None where none does."""
     n = inp.cards or 0
-    if _prefill_alone_misses(inp, pre, c, t):
+    if _prefill_alone_misses(inp, pre, c, t, predicted):
         return None
     best: tuple[tuple[float, float, float], int, int, Any] | None = None
     for x in range(1, min(PD_MAX_WORKERS, n // pre.cards) + 1):
@@ -2335,7 +2367,7 @@ def _pd_on_cards_apart(inp: DeployInput, pre: Candidate, c: Candidate,
         if rest < c.cards or rest % c.cards or rest // c.cards > PD_MAX_WORKERS:
             continue
         y = rest // c.cards
-        res, ok, _ = _pd_meets(inp, c, x, y, t, pre)
+        res, ok, _, _ = _pd_meets(inp, c, x, y, t, pre, memo, predicted)
         if ok and (best is None or _pd_rank(inp, res) < best[0]):
             best = (_pd_rank(inp, res), x, y, res)
     return best[1:] if best is not None else None
@@ -2354,13 +2386,14 @@ def _pd_workers_on(inp: DeployInput, c: Candidate) -> int:
     return n if 2 <= n <= PD_MAX_WORKERS and n * c.cards == inp.cards else 0
 
 
-def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets) -> tuple[int, int, Any] | None:
+def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets, memo: PdTimed | None = None,
+                 predicted: bool = False) -> tuple[int, int, Any] | None:
     """--cards N: of every split of the N / c.cards workers shaped like `c` into prefill and decode pools,
     the one that meets the targets and serves best (_pd_rank); None where no split meets them."""
     n = _pd_workers_on(inp, c)
     best: tuple[tuple[float, float, float], int, Any] | None = None
     for x in range(1, n):
-        res, ok, _ = _pd_meets(inp, c, x, n - x, t)
+        res, ok, _, _ = _pd_meets(inp, c, x, n - x, t, memo=memo, predicted=predicted)
         if ok and (best is None or _pd_rank(inp, res) < best[0]):
             best = (_pd_rank(inp, res), x, res)
     return (best[1], n - best[1], best[2]) if best is not None else None
@@ -2394,6 +2427,12 @@ def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Can
     return most
 
 
+def _rent(gpu: Gpu, cards: int, rules: Any) -> float:
+    """fitting.set_price of `cards` cards, inf for a card without a price ($0, owned, is 0)."""
+    rent = fitting.set_price(gpu, cards, rules)
+    return rent if rent is not None else math.inf
+
+
 @lru_cache(maxsize=1024)
 def _least_price(gpu: Gpu, cards: int, rules: Any, fewest: int, most: int) -> float:
     """The least rent of n sets of `cards` cards for n from `fewest` to `most` (fitting.set_price of n ×
@@ -2418,27 +2457,12 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     # an attention-DP + EP answer (its setting shared by that layout's every card and count) is its one set
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
             and (agg.cand.attention_dp == 1 or c is agg.cand) and _workers(c) is not None]
-    found: tuple[float, tuple[float, float, float], Candidate, Candidate, int, int, Any] | None = None
     pairs = [(pre, c) for c in same for pre in _prefill_shapes(same, c)]
-    for pre, c in pairs:
-        # without --cards, a set that cannot come in at or below the cheapest found is not timed: only a lower
-        # rent, or the same rent serving better (_pd_rank), replaces it
-        below = math.nextafter(found[0], math.inf) if found is not None else math.inf
-        if pre is c:
-            got = _pd_on_cards(inp, c, t) if inp.cards else _pd_cheapest(inp, c, t, below)
-        else:
-            got = (_pd_on_cards_apart(inp, pre, c, t) if inp.cards
-                   else _pd_cheapest_apart(inp, pre, c, t, below))
-        if got is None:
-            continue
-        rent = fitting.set_price(c.gpu, got[0] * pre.cards + got[1] * c.cards, c.setting.ctx.rules)
-        price = rent if rent is not None else math.inf  # no price: never the cheapest; $0 (owned) is 0
-        key = (price, _pd_rank(inp, got[2]))
-        if found is None or key < found[:2]:
-            found = (*key, pre, c, *got)
+    memo: PdTimed = {}
+    found = _pd_search(inp, pairs, t, memo)
     if found is None:
-        return Disaggregation("aggregated", _pd_none_why(inp, pairs, t, agg), None)
-    price, _, pre, c, x, y, res = found
+        return Disaggregation("aggregated", _pd_none_why(inp, pairs, t, agg, memo), None)
+    price, pre, c, x, y, res = found
     workers = _workers(c)
     first = workers[0] if workers is not None and pre is c else as_worker(pre, "prefill")
     assert workers is not None and first is not None
@@ -2448,57 +2472,58 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     return replace(_pd_winner(inp, agg, d, _pd_pools_named(pre, x, c, y), res, price), headroom=room)
 
 
-def _pd_predicted(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]],
-                  t: Targets) -> tuple[float, Candidate, Candidate, int, int, Any] | None:
-    """Where no split of prefill and decode workers meets the targets at the pessimistic end of its likely
-    range (_pools_meet), the cheapest that meets them as predicted (with --cards N: of the splits of the N
-    cards, the one that serves best, _pd_rank), of the (prefill shape, decode shape) `pairs`: (rent, the two
-    shapes, prefill, decode workers, the pools served); None where none does even as predicted. Only read to
-    say why P/D lost (_pd_none_why)."""
-    best: tuple[tuple[float, tuple[float, float, float]], Candidate, Candidate, int, int, Any] | None = None
+def _pd_search(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, memo: PdTimed,
+               predicted: bool = False) -> tuple[float, Candidate, Candidate, int, int, Any] | None:
+    """Of the (prefill shape, decode shape) `pairs`, the cheapest split of prefill and decode workers that
+    meets the targets at the pessimistic end of its likely range (`predicted`: as predicted), then the one
+    that serves best (_pd_rank); with --cards N, of the splits of the N cards, the one that serves best:
+    (rent, the two shapes, prefill, decode workers, the pools served); None where none does."""
+    found: tuple[float, tuple[float, float, float], Candidate, Candidate, int, int, Any] | None = None
     for pre, c in pairs:
-        rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=pre)
-        most = inp.cards or inp.max_cards or PD_MAX_WORKERS * c.cards
-        for y in range(1, PD_MAX_WORKERS + 1):
-            for x in range(1, PD_MAX_WORKERS + 1):
-                if pre is c and x + y > PD_MAX_WORKERS:
-                    break
-                cards = x * pre.cards + y * c.cards
-                if cards > most:
-                    break
-                if inp.cards and cards != inp.cards:
-                    continue
-                rent = fitting.set_price(c.gpu, cards, c.setting.ctx.rules)
-                price = rent if rent is not None else math.inf
-                if best is not None and not inp.cards and price > best[0][0]:
-                    continue  # costs more than a split found
-                res, _, predicted = _pools_meet(inp, _pools(c, x, y, pre), rt, t, feats=feats)
-                key = (price, _pd_rank(inp, res))
-                if predicted and (best is None or key < best[0]):
-                    best = (key, pre, c, x, y, res)
-    return (best[0][0], *best[1:]) if best is not None else None
+        # without --cards, a set that cannot come in at or below the cheapest found is not timed: only a lower
+        # rent, or the same rent serving better (_pd_rank), replaces it
+        below = math.nextafter(found[0], math.inf) if found is not None else math.inf
+        if pre is c:
+            got = (_pd_on_cards(inp, c, t, memo, predicted) if inp.cards
+                   else _pd_cheapest(inp, c, t, below, memo, predicted))
+        else:
+            got = (_pd_on_cards_apart(inp, pre, c, t, memo, predicted) if inp.cards
+                   else _pd_cheapest_apart(inp, pre, c, t, below, memo, predicted))
+        if got is None:
+            continue
+        rent = fitting.set_price(c.gpu, got[0] * pre.cards + got[1] * c.cards, c.setting.ctx.rules)
+        price = rent if rent is not None else math.inf  # no price: never the cheapest; $0 (owned) is 0
+        key = (price, _pd_rank(inp, got[2]))
+        if found is None or key < found[:2]:
+            found = (*key, pre, c, *got)
+    return (found[0], *found[2:]) if found is not None else None
 
 
-def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, agg: Result) -> str:
-    """Why P/D lost where no split of prefill and decode workers meets the targets: the cheapest split that
-    meets them as predicted and its TTFT p90 / TPOT at the pessimistic end of its likely range (a P/D
-    deployment is held to the runtime's serving error widened by the disaggregated records' own,
-    data/accuracy.toml [[feature_range]]), or that none meets them even as predicted."""
+def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, agg: Result,
+                 memo: PdTimed | None = None) -> str:
+    """Why P/D lost where no split of prefill and decode workers meets the targets: the split the same search
+    finds meeting them as predicted (_pd_search, its timings shared through `memo`) and its TTFT p90 / TPOT
+    at the pessimistic end of its likely range (a P/D deployment is held to the runtime's serving error
+    widened by the disaggregated records' own, data/accuracy.toml [[feature_range]]), or that none meets
+    them even as predicted."""
     within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
     why = (f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets "
            f"{within}")
-    near = _pd_predicted(inp, pairs, t)
+    near = _pd_search(inp, pairs, t, {} if memo is None else memo, predicted=True)
     if near is None:
         return why + ", even as predicted"
     price, pre, c, x, y, res = near
     ttft, tpot = _pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=pre))
-    misses = [f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s else "",
-              f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else ""]
+    misses = [m for m in (f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s
+                          else "",
+                          f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else "")
+              if m]
+    if not misses:  # the split holds at that end too (its pools' TTFT not falling with more prefill workers
+        return why  # as the search's bisection takes it): nothing to name it by
     rent = f" for ${price:,.0f}/month" if math.isfinite(price) else ""
     return (why + f" at the pessimistic end of its likely range: the {'best' if inp.cards else 'cheapest'} "
             f"that meets them as predicted, {_pd_pools_named(pre, x, c, y)}{rent} (TTFT p90 "
-            f"{res.ttft_s * 1e3:,.0f} ms, TPOT {res.tpot_s * 1e3:.1f} ms), reaches "
-            + " and ".join(m for m in misses if m)
+            f"{res.ttft_s * 1e3:,.0f} ms, TPOT {res.tpot_s * 1e3:.1f} ms), reaches " + " and ".join(misses)
             + " there (cardfit's out-of-sample error on disaggregated serving records)")
 
 
