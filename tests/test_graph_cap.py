@@ -20,7 +20,7 @@ from cardfit.errors import InputError
 from cardfit.runtimes import launch
 from cardfit.services.deploy import DeployInput, pinned_answer
 from cardfit.validation.serving import pinned_settings, record_input
-from cardfit.validation.validate import all_records, path_of
+from cardfit.validation.validate import all_records, path_of, predict
 
 OPTIONS = Path(__file__).parent / "data" / "runtime_options"
 
@@ -168,5 +168,6 @@ def test_aiconfigurator_trtllm_records_pass_their_batch_as_the_cap():
         assert "cuda_graph_max_bs" in r["assumed"] and "cuda_graph_max_bs" in pinned_settings(st, tp)
         without = {**r, "settings": {k: v for k, v in st.items() if k != "cuda_graph_max_bs"}}
         assert path_of(r) == path_of(without), r["id"]
+        assert predict(r).predicted == predict(without).predicted, r["id"]  # no decode step leaves a graph
         seen += 1
     assert seen == 80  # serving.toml 30, serving_aic_dp_ep.toml 50
