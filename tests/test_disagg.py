@@ -4,6 +4,7 @@ search beside aggregated serving and the launch lines of the two roles."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -364,7 +365,11 @@ def test_deploy_says_which_wins_and_why() -> None:
     assert one is not None and one["disaggregated"] is not None
     pools = one["disaggregated"]
     assert one["replicas"] == pools["prefill"]["replicas"] + pools["decode"]["replicas"]
-    assert one["count"] == one["tp"] * one["pp"] * one["replicas"]
+    # SPEC §9's count = tp x pp x replicas holds per pool (a pool's worker may take fewer cards than the other
+    # pool's: README "disaggregated"); the top-level tp, pp are a decode worker's
+    assert one["count"] == sum(p["count"] * p["replicas"] for p in pools.values())
+    assert all(p["count"] == p["tp"] * one["pp"] for p in pools.values())
+    assert one["tp"] == pools["decode"]["tp"]
     lines = one["command"].splitlines()
     assert "--disaggregation-mode prefill" in lines[0] and "--disaggregation-mode decode" in lines[1]
     if got["winner"] == "aggregated":
@@ -704,7 +709,7 @@ def test_pd_records_are_timed_as_two_pools() -> None:
     rows = {r["id"]: r for r in tomllib.loads(text)["record"]}
     base = "aic-pd-row-dsr1_h200_sglang_fp8_disagg_8192x1024_c128_cfg434"
     tpot, ttft = predict(rows[f"{base}-tpot"]), predict(rows[f"{base}-ttft"])
-    assert "1 prefill workers of 8 cards (TP 8) + 1 decode workers of 8 cards (attention DP 8, EP 8)" \
+    assert "1 prefill worker of 8 cards (TP 8) + 1 decode worker of 8 cards (attention DP 8, EP 8)" \
         in tpot.how
     assert tpot.predicted == pytest.approx(40.6, rel=0.2)
     assert 0.7 * 3644.4 <= ttft.predicted <= 2 * 3644.4
@@ -893,6 +898,10 @@ _AIC_16 = dict(model="qwen3-32b", users=384.0, input_tokens=4000, output_tokens=
                tpot_ms=17.4, gpu=("H200",), runtime="sglang", quant="fp8")
 
 
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 @cache
 def _aic_16(cards: int | None = None) -> dict:
     return dp.deploy_report(dp.DeployInput(cards=cards, **_AIC_16)).to_json()  # type: ignore[arg-type]
@@ -915,7 +924,7 @@ def test_pd_prefill_workers_on_fewer_cards_than_decode_workers() -> None:
     assert f"--tp-size {pools['prefill']['tp']}" in lines[0] and "--disaggregation-mode prefill" in lines[0]
     assert f"--tp-size {pools['decode']['tp']}" in lines[1] and "--disaggregation-mode decode" in lines[1]
     pre = pools["prefill"]
-    assert f"{pre['replicas']} prefill workers of {pre['count']} cards" in pd_["why"]
+    assert f"{_n(pre['replicas'], 'prefill worker')} of {_n(pre['count'], 'card')}" in pd_["why"]
 
 
 def test_pd_on_aiconfigurators_16_cards_names_its_layout_and_why_it_lost() -> None:
@@ -926,7 +935,7 @@ def test_pd_on_aiconfigurators_16_cards_names_its_layout_and_why_it_lost() -> No
     pd_ = _aic_16(16)["disaggregation"]
     assert pd_["winner"] == "aggregated" and pd_["deployment"] is None
     why = pd_["why"]
-    assert "10 prefill workers of 1 cards (TP 1) + 3 decode workers of 2 cards (TP 2)" in why, why
+    assert "10 prefill workers of 1 card (TP 1) + 3 decode workers of 2 cards (TP 2)" in why, why
     assert "as predicted" in why and "pessimistic end of its likely range" in why and "against 4,000" in why
 
 
@@ -945,10 +954,12 @@ def test_pd_loses_with_short_prompts_and_a_loose_tpot() -> None:
     assert pd_["why"].startswith(f"aggregated: ${r['best']['monthly_usd']:,.0f}/month against")
 
 
-def test_why_pd_lost_is_printed(run_cli) -> None:
-    """The text output says why prefill and decode stay together, as --json's disaggregation.why does: at
+def test_why_pd_lost_is_printed(run_cli, run_json) -> None:
+    """The text output says why prefill and decode stay together where a split came within reach: at
     aiconfigurator's 3,000 / 512-token targets (TTFT 1 s, TPOT 10 ms) no split meets them at the pessimistic
-    end of its likely range, and the reason names the cheapest that meets them as predicted."""
+    end of its likely range, and the reason names the cheapest that meets them as predicted, for less than
+    the aggregated answer's rent (--json: disaggregation.predicted_monthly_usd); each count in words with its
+    own plural ("1 decode worker of 4 cards", not "1 decode workers")."""
     args = ["deploy", "qwen3-32b", "--users", "56", "--input-tokens", "3000", "--output-tokens", "512",
             "--ttft-ms", "1000", "--tpot-ms", "10", "--gpu", "H200", "--runtime", "sglang", "--quant", "fp8"]
     code, out, _ = run_cli(*args)
@@ -956,3 +967,44 @@ def test_why_pd_lost_is_printed(run_cli) -> None:
     out = " ".join(out.split())
     assert "Prefill and decode together: aggregated: no split of prefill and decode workers" in out
     assert "meets them as predicted" in out and "reaches TTFT p90" in out
+    assert not re.search(r"\b1 (cards|prefill workers|decode workers)\b", out), out
+    r = run_json(*args)
+    pd_ = r["disaggregation"]
+    assert pd_["deployment"] is None and pd_["predicted_monthly_usd"] < r["best"]["monthly_usd"]
+    assert f"for ${pd_['predicted_monthly_usd']:,.0f}/month" in pd_["why"]
+
+
+def test_why_pd_lost_is_left_to_json_on_a_plain_deploy(run_cli, run_json) -> None:
+    """The README's deploy question (Llama 3.1 8B, vLLM, 32 users): the cheapest P/D split costs several
+    times the aggregated answer, so the text prints no line about it (it was printed on every vLLM / SGLang
+    deploy); --json still gives the reason."""
+    args = ["meta-llama/Llama-3.1-8B-Instruct", "--users", "32", "--ttft-ms", "1500", "--tpot-ms", "50",
+            "--runtime", "vllm"]
+    r = run_json("deploy", *args)
+    pd_ = r["disaggregation"]
+    assert pd_["winner"] == "aggregated" and pd_["deployment"]["monthly_usd"] > r["best"]["monthly_usd"]
+    assert "predicted_monthly_usd" not in pd_
+    code, out, _ = run_cli("deploy", *args)
+    assert code == 0 and "Prefill and decode" not in out
+
+
+def test_why_pd_lost_names_no_empty_miss() -> None:
+    """Where the split the search finds as predicted also meets the targets at the pessimistic end of its
+    likely range (its TTFT not falling with more prefill workers as the bisection takes it), the reason
+    names no split rather than one that "reaches  there" (nothing missed), and gives no rent."""
+    from unittest import mock
+
+    inp = dp.DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=32.0, ttft_ms=1500.0, tpot_ms=50.0,
+                         runtime="vllm")
+    t = dp.targets(inp)
+    cands = dp.candidates(inp, dp.settings(inp)[0])
+    agg = dp.search(inp, cands, t)[0]
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
+            and dp._workers(c) is not None]
+    pairs = [(pre, c) for c in same for pre in dp._prefill_shapes(same, c)]
+    met = dp._pd_search(inp, pairs, t, {})  # a split meeting them at the pessimistic end (the $1,368 one)
+    assert met is not None
+    with mock.patch.object(dp, "_pd_search", lambda *a, **k: met):
+        why, rent = dp._pd_none_why(inp, pairs, t, agg)
+    assert why == "aggregated: no split of prefill and decode workers on " \
+        f"{agg.cand.gpu.name} meets the targets within {dp.PD_MAX_WORKERS} workers" and rent is None

@@ -583,6 +583,30 @@ def test_prefill_decode_pools_and_expert_parallel_rows_are_shown(server, browser
                    for r in rows)
 
 
+def test_pools_of_two_splits_show_each_pools_own(server, browser, run_cli, run_json):
+    """aiconfigurator's 16-card Qwen3-32B-FP8 question (tests/test_disagg.py _AIC_16): deploy's cheapest runs
+    its prefill workers on fewer cards than its decode workers, and the page names each pool's split as the
+    CLI's text does (it printed the decode worker's TP as both pools', "TP 2 each")."""
+    args = ["deploy", "qwen3-32b", "--users", "384", "--input-tokens", "4000", "--output-tokens", "500",
+            "--ttft-ms", "4000", "--tpot-ms", "17.4", "--gpu", "H200", "--runtime", "sglang",
+            "--quant", "fp8"]
+    b = run_json(*args)["best"]
+    pre, dec = b["disaggregated"]["prefill"], b["disaggregated"]["decode"]
+    assert pre["tp"] < dec["tp"]  # the case the test is for
+
+    def workers(p: dict, role: str) -> str:
+        n = p["replicas"]
+        return f"{n} {role} worker{'' if n == 1 else 's'}" + (f" of TP {p['tp']}" if p["tp"] > 1 else "")
+
+    shape = f"{b['count']}× {b['gpu']} ({workers(pre, 'prefill')} + {workers(dec, 'decode')})"
+    assert shape in " ".join(run_cli(*args)[1].split())
+    _load(browser, server + "/#model=qwen3-32b&gpu=H200&quant=fp8")
+    _ready_for(browser, "Qwen3 32B")
+    _deploy(browser, {"d-users": "384", "d-input": "4000", "d-output": "500", "d-ttft": "4000",
+                      "d-tpot": "17.4", "d-runtime": "sglang"})
+    assert shape in _by_id(browser, "deploy-best").text
+
+
 def test_an_aggregated_winner_says_why_and_shows_the_pools_it_beat(server, browser, run_json):
     """Where prefill and decode together are cheaper, the page says so with the reason, and names the pools
     of the cheapest deployment apart that it beat (the CLI's --json carries them either way)."""

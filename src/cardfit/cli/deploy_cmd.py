@@ -77,10 +77,11 @@ def _runtime(d: Any) -> str:
 def _shape(d: Deployment) -> str:
     if d.disaggregated:  # prefill and decode workers (core/disagg.py)
         pre, dec = d.disaggregated["prefill"], d.disaggregated["decode"]
-        if _worker(pre) != _worker(dec):  # a pinned deployment whose pools are split apart
-            return (f"{d.count}× {escape(d.gpu)} ({pre['replicas']} prefill workers{_worker(pre)} + "
-                    f"{dec['replicas']} decode workers{_worker(dec)})")
-        each = f", TP {d.tp} each" if d.tp > 1 else ""
+        if _worker(pre) != _worker(dec):  # each pool its own split (pinned, or the search's prefill workers
+            # on fewer cards): web/static/app.js shape() words it the same
+            return (f"{d.count}× {escape(d.gpu)} ({_workers(pre['replicas'], 'prefill')}{_worker(pre)} + "
+                    f"{_workers(dec['replicas'], 'decode')}{_worker(dec)})")
+        each = f", TP {dec['tp']} each" if dec["tp"] > 1 else ""
         return (f"{d.count}× {escape(d.gpu)} ({pre['replicas']} prefill + {dec['replicas']} decode "
                 f"workers{each})")
     group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks
@@ -92,6 +93,10 @@ def _shape(d: Deployment) -> str:
     if d.replicas > 1:
         parts.append(f"{d.replicas} replicas")
     return f"{d.count}× {escape(d.gpu)}" + (f" ({' × '.join(parts)})" if parts else "")
+
+
+def _workers(n: int, role: str) -> str:
+    return f"{n} {role} worker" + ("" if n == 1 else "s")
 
 
 def _worker(pool: dict[str, Any]) -> str:
@@ -194,14 +199,33 @@ def _print(r: DeployReport) -> None:
                       "—" if d.cost_per_million_usd is None else f"{d.cost_per_million_usd:,.3f}",
                       _num(d.ttft_ms), _num(d.tpot_ms), f"{d.per_user_tokens_per_s:,.1f}")
         c.print(t)
-    if r.disaggregation is not None:  # why P/D won or lost, as --json and the web page give it
-        apart = "apart" if r.disaggregation.winner == "disaggregated" else "together"
-        c.print(f"Prefill and decode {apart}: {escape(r.disaggregation.why)}")
+    pd = r.disaggregation
+    if pd is not None and _pd_said(r):  # why P/D won or lost (--json and the web page give it either way)
+        c.print(f"Prefill and decode {'apart' if pd.winner == 'disaggregated' else 'together'}: "
+                f"{escape(pd.why)}")
     for note in r.notes:
         c.print(f"[dim]note: {escape(note)}[/]")
     if r.plot:
         c.print(f"Chart written to {escape(r.plot)}")
     c.flush()
+
+
+def _pd_said(r: DeployReport) -> bool:
+    """Whether the text says why prefill and decode go apart or stay together: where they go apart, where no
+    deployment meets the targets, and where a split of prefill and decode workers came within reach: it
+    meets the targets for the aggregated answer's rent (a tie), or meets them only as predicted for no more
+    than it (disaggregation.predicted_monthly_usd). On a deploy whose disaggregated deployment costs more,
+    or none comes near, the line would be noise on every answer: --json and the web page still give it."""
+    pd = r.disaggregation
+    if pd is None:
+        return False
+    if pd.winner == "disaggregated" or r.best is None:
+        return True
+    rent = r.best.monthly_usd
+    if rent is None:
+        return False
+    apart = pd.deployment.monthly_usd if pd.deployment is not None else pd.predicted_monthly_usd
+    return apart is not None and apart <= rent
 
 
 def _likely(r: dict) -> str:

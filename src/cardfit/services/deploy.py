@@ -2072,8 +2072,11 @@ class Disaggregation(table.Result):
     # how much more traffic (×) that deployment takes before a target breaks (the report's `headroom` where
     # it wins); absent from the JSON where no deployment is given
     headroom: float | None = None
+    # where no split meets the targets at the pessimistic end of its likely range: the rent of the one `why`
+    # names, which meets them as predicted ($/month; absent from the JSON elsewhere, and where none does)
+    predicted_monthly_usd: float | None = None
 
-    omit_none = ("headroom",)
+    omit_none = ("headroom", "predicted_monthly_usd")
 
 
 def pd_engine(ctx: Any) -> bool:
@@ -2461,7 +2464,8 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     memo: PdTimed = {}
     found = _pd_search(inp, pairs, t, memo)
     if found is None:
-        return Disaggregation("aggregated", _pd_none_why(inp, pairs, t, agg, memo), None)
+        why, near = _pd_none_why(inp, pairs, t, agg, memo)
+        return Disaggregation("aggregated", why, None, predicted_monthly_usd=near)
     price, pre, c, x, y, res = found
     workers = _workers(c)
     first = workers[0] if workers is not None and pre is c else as_worker(pre, "prefill")
@@ -2500,18 +2504,18 @@ def _pd_search(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Ta
 
 
 def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, agg: Result,
-                 memo: PdTimed | None = None) -> str:
+                 memo: PdTimed | None = None) -> tuple[str, float | None]:
     """Why P/D lost where no split of prefill and decode workers meets the targets: the split the same search
     finds meeting them as predicted (_pd_search, its timings shared through `memo`) and its TTFT p90 / TPOT
     at the pessimistic end of its likely range (a P/D deployment is held to the runtime's serving error
     widened by the disaggregated records' own, data/accuracy.toml [[feature_range]]), or that none meets
-    them even as predicted."""
+    them even as predicted; with the rent of the split named (None where none is, or it has no price)."""
     within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
     why = (f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets "
            f"{within}")
     near = _pd_search(inp, pairs, t, {} if memo is None else memo, predicted=True)
     if near is None:
-        return why + ", even as predicted"
+        return why + ", even as predicted", None
     price, pre, c, x, y, res = near
     ttft, tpot = _pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=pre))
     misses = [m for m in (f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s
@@ -2519,12 +2523,13 @@ def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: 
                           f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else "")
               if m]
     if not misses:  # the split holds at that end too (its pools' TTFT not falling with more prefill workers
-        return why  # as the search's bisection takes it): nothing to name it by
+        return why, None  # as the search's bisection takes it): nothing to name it by
     rent = f" for ${price:,.0f}/month" if math.isfinite(price) else ""
     return (why + f" at the pessimistic end of its likely range: the {'best' if inp.cards else 'cheapest'} "
             f"that meets them as predicted, {_pd_pools_named(pre, x, c, y)}{rent} (TTFT p90 "
             f"{res.ttft_s * 1e3:,.0f} ms, TPOT {res.tpot_s * 1e3:.1f} ms), reaches " + " and ".join(misses)
-            + " there (cardfit's out-of-sample error on disaggregated serving records)")
+            + " there (cardfit's out-of-sample error on disaggregated serving records)",
+            round(price, 2) if math.isfinite(price) else None)
 
 
 def _pd_winner(inp: DeployInput, agg: Result, d: Deployment, named: str, res: Any,
@@ -2851,8 +2856,9 @@ def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budge
                                         feats=_features(inp, dec.cand, pools=pre.cand))
     count = x * pre.cand.cards + y * dec.cand.cards
     price = fitting.set_price(dec.cand.gpu, count, dec.cand.setting.ctx.rules)
-    how = (f"disaggregated timing: {x} prefill workers of {_split(pre.cand)} + {y} decode workers of "
-           f"{_split(dec.cand)}, {gpu.name}, {dec.cand.setting.ctx.quant.name}; "
+    how = (f"disaggregated timing: {_count(x, 'prefill worker')} of {_split(pre.cand)} + "
+           f"{_count(y, 'decode worker')} of {_split(dec.cand)}, {gpu.name}, "
+           f"{dec.cand.setting.ctx.quant.name}; "
            f"{_load_of(inp)}: prefill {res.prefill_s * 1e3:,.0f} ms, KV transfer {res.transfer_s * 1e3:.1f} "
            f"ms, {res.batch:.1f} sequences decoding a worker, {'stable' if res.stable else 'overloaded'}")
     itl = res.tpot_s  # a decode worker's steps carry no prompt: every gap is a decode step
@@ -2876,17 +2882,23 @@ def _load_of(inp: DeployInput) -> str:
 
 
 def _pd_pools_named(pre: Candidate, x: int, c: Candidate, y: int) -> str:
-    """`x` prefill workers shaped like `pre` and `y` decode workers shaped like `c`, in words."""
+    """`x` prefill workers shaped like `pre` and `y` decode workers shaped like `c`, in words (one owner with
+    the pinned pools' timing: _pools_answer)."""
     if pre is c or (pre.cards, pre.tp, pre.attention_dp, pre.ep) == (c.cards, c.tp, c.attention_dp, c.ep):
-        return f"{x} prefill + {y} decode workers of {_split(c)}"
-    return f"{x} prefill workers of {_split(pre)} + {y} decode workers of {_split(c)}"
+        return f"{x} prefill + {y} decode workers of {_split(c)}"  # two or more workers in all
+    return f"{_count(x, 'prefill worker')} of {_split(pre)} + {_count(y, 'decode worker')} of {_split(c)}"
+
+
+def _count(n: int, what: str) -> str:
+    """`n` of `what`, in words: "1 card", "3 cards"."""
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _split(c: Candidate) -> str:
     """One worker's cards and split, as a pinned disaggregated deployment's timing names it."""
     if c.ep > 1:
-        return f"{c.cards} cards (attention DP {c.attention_dp}, EP {c.ep})"
-    return f"{c.cards} cards (TP {c.tp})"
+        return f"{_count(c.cards, 'card')} (attention DP {c.attention_dp}, EP {c.ep})"
+    return f"{_count(c.cards, 'card')} (TP {c.tp})"
 
 
 

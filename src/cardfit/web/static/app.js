@@ -469,11 +469,21 @@ function resetDeployForm() {
   for (const id of [...Object.keys(DEPLOY_FIELDS), "d-release"]) $(id).value = "";
 }
 
+function poolWorker(p) {  // one worker of a disaggregated pool, as the CLI's deploy_cmd.py _worker
+  if ((p.ep || 1) > 1) return ` of attention DP ${p.dp} · EP ${p.ep}`;
+  return p.tp > 1 ? ` of TP ${p.tp}` : "";
+}
+
 function shape(d) {
-  if (d.disaggregated) {  // prefill and decode workers (core/disagg.py)
-    const each = d.tp > 1 ? `, TP ${d.tp} each` : "";
-    return `${d.count}× ${d.gpu} (${d.disaggregated.prefill.replicas} prefill + ` +
-      `${d.disaggregated.decode.replicas} decode workers${each})`;
+  if (d.disaggregated) {  // prefill and decode workers (core/disagg.py), each pool its own split
+    const pre = d.disaggregated.prefill, dec = d.disaggregated.decode;
+    const workers = (n, role) => `${n} ${role} worker${n === 1 ? "" : "s"}`;
+    if (poolWorker(pre) !== poolWorker(dec)) {
+      return `${d.count}× ${d.gpu} (${workers(pre.replicas, "prefill")}${poolWorker(pre)} + ` +
+        `${workers(dec.replicas, "decode")}${poolWorker(dec)})`;
+    }
+    const each = dec.tp > 1 ? `, TP ${dec.tp} each` : "";
+    return `${d.count}× ${d.gpu} (${pre.replicas} prefill + ${dec.replicas} decode workers${each})`;
   }
   const parts = [];
   const ep = d.ep || 1, group = ep > 1 ? d.tp / (d.dp || 1) : d.tp;  // one attention group's TP ranks
