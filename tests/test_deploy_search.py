@@ -189,6 +189,36 @@ def test_disaggregation_answers_what_timing_every_set_answers(model, options, wh
         assert d.disaggregation(inp, cands, t, agg) == bounded
 
 
+def test_pd_cheapest_apart_answers_what_timing_every_split_answers() -> None:
+    """_pd_cheapest_apart (for each count of decode workers, a bisection on the prefill workers for the fewest
+    whose TTFT holds, stopped at a probe whose TTFT and TPOT both miss, then capped by the rent found) against
+    timing every split: for each count of decode workers, the fewest prefill workers whose pools meet the
+    targets, and of those the one of least rent, then _pd_rank. aiconfigurator's 16-card question
+    (tests/test_disagg.py _AIC_16: Qwen3-32B FP8 on H200, 384 users), TP 2 prefill workers beside TP 4 decode
+    workers, as deploy's answer runs them."""
+    inp = d.DeployInput(model="qwen3-32b", users=384.0, input_tokens=4000, output_tokens=500, ttft_ms=4000.0,
+                        tpot_ms=17.4, gpu=("H200",), runtime="sglang", quant="fp8")
+    t = d.targets(inp)
+    cands = d.candidates(inp, d.settings(inp)[0])
+    agg = d.search(inp, cands, t)[0]
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
+            and d._workers(c) is not None]
+    pre, c = (next(x for x in same if x.tp == tp and x.pp == 1) for tp in (2, 4))
+    assert pre in d._prefill_shapes(same, c)
+    got = d._pd_cheapest_apart(inp, pre, c, t)
+    memo: d.PdTimed = {}
+    best = None
+    for y in range(1, d.PD_MAX_WORKERS + 1):
+        for x in range(1, min(d.PD_MAX_WORKERS, (d.PD_MAX_WORKERS * c.cards - y * c.cards) // pre.cards) + 1):
+            res, ok, _, _ = d._pd_meets(inp, c, x, y, t, pre, memo)
+            if ok:
+                key = (d._rent(c.gpu, x * pre.cards + y * c.cards, c.setting.ctx.rules), d._pd_rank(inp, res))
+                best = min(best, (key, x, y)) if best is not None else (key, x, y)
+                break
+    assert got is not None and best is not None
+    assert got[:2] == best[1:]
+
+
 @pytest.mark.parametrize(("model", "options", "why"), PD_CASES, ids=[c[2][:30] for c in PD_CASES])
 def test_pd_cheapest_below_a_rent_is_the_answer_when_it_costs_less(model, options, why) -> None:
     """_pd_cheapest(below=b) answers what it answers unbounded when that costs less than b, else None."""
