@@ -20,7 +20,7 @@ KEY = "vllm.request_overhead_ms"
 
 
 def at(r: dict, ms: float, **change) -> float:
-    with constants({**dict(snapshot()), KEY: ms}):
+    with constants({**snapshot(), KEY: ms}):
         return predict_serving({**r, **change})[0]
 
 
@@ -71,7 +71,7 @@ def test_the_records_it_is_fitted_on():
     assert "wmx-qwen2.5-0.5b-l4-vllm0230-256x128-c4-ttft-median" not in light  # four in flight: a queue
     assert "kvcached-qwen3-0.6b-h100-vllm0190-512x128-r16-ttft" not in light  # an open load
     # the 405B prompt step (~150 ms) is the prompt's compute, not the front end: it implies nothing
-    with constants({**dict(snapshot()), KEY: 0.0}):
+    with constants({**snapshot(), KEY: 0.0}):
         assert _implied_request_overhead(BY_ID["dstack-405b-mi300x-vllm-80in-n1-ttft"]) is None
         v = _implied_request_overhead(BY_ID["wmx-qwen2.5-0.5b-l4-vllm0230-256x128-c1-ttft-median"])
     assert v == pytest.approx(27.0 - 4.75, abs=1.0)  # 27 ms measured, a ~5 ms prompt step
