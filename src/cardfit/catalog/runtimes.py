@@ -228,9 +228,6 @@ class RuntimeProfile:
     # Replica.response_lag): the first token of a request, and so each later one, reaches the client that
     # many decode steps late, a lone request included
     response_lag_steps: int = 0
-    # the front end's fixed time per request before its first token reaches the client (ms; core/serving.py
-    # Replica.request_s): added to TTFT and to a closed loop's cycle, not to TPOT; 0 = none modelled
-    request_overhead_ms: float = 0.0
     # a burst's first request is prefilled alone (core/serving.py Replica.burst_first_alone)
     burst_first_alone: bool = False
     # ALU operations per weight the decode kernels spend unpacking low-bit types (core/speed.py low_bit)

@@ -136,12 +136,6 @@ class Replica:
     # from runtimes.toml prefill_first and releases.toml): a waiting prompt runs in a step of its own, no
     # decodes beside it (prompt_share_s); False: decode-first, the running decodes ride in every prompt step
     prefill_first: bool = False
-    # the front end's fixed time a request (s): what a served request spends outside the engine's steps before
-    # its first token reaches the client (the API server's HTTP parse, chat template and tokenization, the
-    # hop to the engine process, the first token's detokenization and stream), one pure delay per request at
-    # any load (runtimes.toml request_overhead_ms; 0: none); it adds to TTFT and to a closed loop's cycle, not
-    # to TPOT
-    request_s: float = 0.0
 
     @property
     def per_step(self) -> float:
@@ -655,7 +649,7 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
     # steps planned ahead; the response's lag; the steps until a decoding engine reads new requests (an
     # arrival finds it decoding min(B, 1) of the time: below one sequence in flight, it is idle the rest)
     recv = recv_wait_steps(r) * min(batch, 1.0) * step_s(r, max(batch, 1.0), 0.0)
-    ahead = (r.schedule_ahead + r.response_lag) * t + recv + r.request_s  # and the front end's fixed time
+    ahead = (r.schedule_ahead + r.response_lag) * t + recv
     hold = adp_hold_steps(r, lam * t, batch) * t  # attention-DP balancing (open arrivals: Poisson)
     wait90 = slot_wait[1] + p_p90 + ahead + 1.8 * hold
     # a stable open load serves what arrives, lambda O tokens a second (flow conservation); B / TPOT counted
@@ -762,7 +756,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         arrive = others * (1 + recv) * step_s(r, max(b, 1.0), 0.0)
         lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
         z = (o - 1) * t + max(pre - s_p, 0.0) + ahead_steps * t + arrive + lag  # the rest of its cycle
-        z += hold + r.request_s  # the front end's fixed time: a delay in the cycle, no queue
+        z += hold
         res = _prompt_residence(s_p, z, m, others, u)
         x = m / (res + z)
         u = min(x * s_p, 1.0)
@@ -783,8 +777,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
     # the other users' decode step running when a request arrives (its predecessor's answer ended in the
     # step before), and the steps until the engine reads it: the prompt joins the step after them; a lone
     # user finds the engine idle
-    ahead = (ahead_steps * t + others * (1 + recv) * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
-             + r.request_s)
+    ahead = ahead_steps * t + others * (1 + recv) * step_s(r, max(b, 1.0), 0.0) + r.response_lag * t
     # the attention-DP balancing's hold, uniform over its cycle: its p90 0.9 of the cycle, 1.8 × the mean
     ttft_mean = slot_wait + wait + ahead + pre + hold
     queue = (slot_wait + ahead + 1.8 * hold, seen_u, wait / seen_u if seen_u > 0 else 0.0)
@@ -1242,12 +1235,11 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
         admitted.discard(k)
         if pool:
             pool.release(k)
-        if sent < n:  # the client sends the next request as this answer ends; the engine has it after the
-            # front end's fixed time (Replica.request_s)
-            arrival.append(at + r.request_s)
+        if sent < n:  # the client sends the next request as this answer ends
+            arrival.append(at)
             queue.append([sent, float(ins[sent])])
             sent += 1
-            if len(queue) > 1 and arrival[queue[-2][0]] > arrival[-1]:  # a shorter lag: first (FCFS)
+            if len(queue) > 1 and arrival[queue[-2][0]] > at:  # a shorter lag: it arrives first (FCFS)
                 ordered = sorted(queue, key=lambda x: arrival[x[0]])
                 queue.clear()
                 queue.extend(ordered)
@@ -1390,12 +1382,10 @@ def rounds(r: Replica, w: Workload, concurrency: int, requests: int, prefill_fir
                     pool.start(k)
             else:
                 finish(k, t)
-    # `arrival` is when the engine has a request: the client sent it the front end's fixed time before (the
-    # first ones at -request_s), and its tokens reach the client as the engine emits them
-    ttft = [first[k] - arrival[k] + r.request_s for k in range(n)]
+    ttft = [first[k] - arrival[k] for k in range(n)]
     # TPOT over the answers longer than one token, as `vllm bench serve` averages it
     tpot = [(end[k] - first[k]) / (outs[k] - 1) for k in range(n) if outs[k] > 1] or [0.0] * n
-    return ttft, tpot, max(end) + r.request_s
+    return ttft, tpot, max(end)
 
 
 def _fits_alone(pool: Pool, ins: tuple[int, ...], outs: tuple[int, ...]) -> None:

@@ -149,7 +149,6 @@ def replica(ctx: Any, whole: sp.Load, mc: sp.Machine, w: sv.Workload, pp: int, s
                       int(fitted(ctx.runtime, "schedule_ahead_steps")),
                       w.input_tokens, attention, burst_first_alone=ctx.runtime.burst_first_alone,
                       response_lag=int(fitted(ctx.runtime, "response_lag_steps")),
-                      request_s=fitted(ctx.runtime, "request_overhead_ms") / 1e3,
                       spec=speculation_of(ctx, whole, w),
                       engine_seqs=engine_seqs if engine_seqs > max(seqs, 1) else 0)
 

@@ -809,63 +809,6 @@ def _implied_sync_per_sequence(r: Record) -> float | None:
     return (target - y0) * SYNC_FIT_PROBE_US / (y1 - y0)
 
 
-# Most requests in flight for a served TTFT record to measure the front end's fixed time a request
-# (request_overhead_ms): one user, or two, find no queue for the prompt budget worth a step (vLLM's V1
-# scheduler puts both prompts in one step where the budget holds them), so what the record measures beyond
-# cardfit's prompt step is the request's own time outside the engine's steps
-REQUEST_FIT_MAX_IN_FLIGHT = 2
-# Longest prompt step (cardfit's own TTFT for the record, the constant at 0) for a record to imply the fixed
-# time: the implied value is the measured TTFT less that figure, so an error e of cardfit's prompt timing
-# moves it by e x the figure. cardfit's TTFT error on the one-request rows that isolate a prompt step
-# (NVIDIA NIM 1.8, TensorRT engines, Llama 3.1 8B / 3.3 70B at 500-20,000 prompt tokens:
-# data/validation/serving_nim_h100.toml, within 20 % at 500-5,000 tokens) keeps that under 5 ms at 25 ms:
-# a prompt step shorter than the front end's time, not the prompt's compute (DeepSeek-V3 AWQ at 1,024
-# tokens, 217 ms; a 405B model on MI300X, 154 ms), which other constants time
-REQUEST_FIT_MAX_PROMPT_S = 0.025
-
-
-def _light_ttft(r: Record) -> bool:
-    """Served TTFT records of one or two requests in flight (a closed loop of at most
-    REQUEST_FIT_MAX_IN_FLIGHT users, or a burst of that many prompts): no queue, so the measured TTFT is
-    cardfit's prompt step plus what the request spends outside the engine's steps. Not a run whose prompt
-    hits a prefix cache or a host tier (validation/serving.py reuse_options), nor one that drafts
-    (speculative: its first token comes from a drafted step), nor two pools (their hand-off is
-    core/disagg.py's), nor an open load (a rate: its queue is the model's, not ~0)."""
-    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving" or r.get("metric") != "ttft_ms":
-        return False
-    from .serving import disaggregated_pools, reuse_options, speculative_options
-
-    st = r.get("settings") or {}
-    if reuse_options(st) or speculative_options(st) or disaggregated_pools(st):
-        return False
-    if r.get("load") == "closed":
-        in_flight = int(r.get("concurrency") or 0)
-    elif r.get("load") == "burst":
-        in_flight = int(r.get("requests") or st.get("num_prompts") or 0)
-    else:
-        return False
-    return 0 < in_flight <= REQUEST_FIT_MAX_IN_FLIGHT
-
-
-def _implied_request_overhead(r: Record) -> float | None:
-    """The front end's fixed time (ms) a light-load TTFT record implies: its measured TTFT less cardfit's own
-    for the record with the constant at 0 (the rest of the model in place); None where cardfit's own figure
-    is a prompt step longer than REQUEST_FIT_MAX_PROMPT_S (the prompt's compute, not the front end, sets the
-    record), or the record does not score."""
-    from ..errors import CardfitError
-
-    served = _predicted_with(r, "request_overhead_ms")
-    if served is None:
-        return None
-    try:
-        own = served(0.0)
-    except CardfitError:
-        return None
-    if not own > 0 or own > REQUEST_FIT_MAX_PROMPT_S * 1e3:
-        return None
-    return float(r["measured"]) - own
-
-
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -1031,13 +974,6 @@ FITS: tuple[Fit, ...] = (
         "attention rate per card of vLLM V0's Triton prefix-prefill kernel on ROCm (chunked prefill on), "
         "from its TTFT records of one prompt of several chunks on MI300X, the rest of the model in place "
         "(today dstack's two 405B-on-MI300X CSVs: one server, two runs)"),
-    # vLLM's own: SGLang's and TensorRT-LLM's one-user records time their prompt step without such a floor
-    # (GPUStack's SGLang Qwen3-8B on the same H100 as its vLLM runs, +0.4 / +1.6 ms; NVIDIA NIM's TensorRT
-    # engines, -8 to +3 ms: docs/VALIDATION.md, h-reqtime), so no other runtime takes the value
-    Fit(Vllm, "request_overhead_ms", _light_ttft, _implied_request_overhead, 1, None,
-        "the front end's fixed time a request (API server, tokenization, the engine hop, the first token's "
-        "stream), from vLLM's TTFT records of one or two requests in flight whose prompt step is short: "
-        "measured TTFT less cardfit's"),
 )
 
 
