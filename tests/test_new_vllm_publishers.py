@@ -47,8 +47,10 @@ HELD = {
     "kvcached-qwen3-0.6b-h100-vllm0190-512x128-r16-ttft": -0.370,
     "kvcached-qwen3-0.6b-h100-vllm0190-512x128-r16-tpot": -0.307,
 }
-# no model change since: today's error is the first-contact one
-TODAY = HELD
+# no model change since; the L4 sweep now asks the 1,000 prompts of vllm bench serve's default --num-prompts
+# (assumed; the page states none): a finite loop's ramp and drain, 1-2 points off the steady state at 16-32
+TODAY = {**HELD, "wmx-qwen2.5-0.5b-l4-vllm0230-256x128-c16-output": 0.393,
+         "wmx-qwen2.5-0.5b-l4-vllm0230-256x128-c32-output": 0.594}
 
 
 def test_every_record_has_a_held_error():
