@@ -65,8 +65,13 @@ def test_sglang_divides_and_the_others_multiply(value: int, dp: int) -> None:
 
 @pytest.mark.parametrize("runtime,dp,ep,cap,want", [
     ("sglang", 8, 8, 64, 8),  # --max-running-requests 64 over 8 groups
-    ("sglang", 8, 1, 64, 64),  # no expert parallel: one engine, the cap is the replica's
+    # no expert parallel: SGLang still runs 8 DP workers, each scheduling max(1, 64 // attn_dp_size)
+    # (mem_cache/kv_cache_configurator.py resolve_max_num_reqs lines 3126-3130, PyPI wheel sglang 0.5.23;
+    # main took the whole 64 as one engine's)
+    ("sglang", 8, 1, 64, 8),
+    ("sglang", 8, 1, 100, 12),  # floor division: 8 x 12 = 96 scheduled
     ("vllm", 8, 8, 64, 64),  # each engine core its own --max-num-seqs
+    ("vllm", 8, 1, 64, 64),  # vLLM's line runs no attention groups without EP (attention_groups 1)
 ])
 def test_the_pinned_sequence_cap_is_one_groups(runtime, dp, ep, cap, want):
     assert per_rank_cap(_rt(runtime), cap, dp, ep) == want

@@ -142,3 +142,91 @@ def test_gpustack_053_runs_with_the_flag_and_no_dp_are_asked_as_plain_tensor_par
         assert "enable_dp_attention" in pinned_settings(r["settings"], tp, record_runtime(r))
     for r in dstack:
         assert attention_dp(r["settings"], 8, record_runtime(r)) == 8
+
+
+# A pinned SGLang --attention-dp N without --expert-parallel runs N DP workers (--dp-size N
+# --enable-dp-attention: attn_dp_size N, arg_groups/parallel_hook.py _handle_deprecated_dp_attention lines
+# 40-61), each a scheduler of its own whether or not EP is on (PyPI wheel sglang 0.5.23): its chunk is
+# 'cfg.chunked_prefill_size // cfg.attn_dp_size' (parallel_hook.py lines 314-332, under 'if
+# attn_dp_enabled_of(...)' alone) and its running cap 'max(1, max_num_reqs // self.attn_dp_size)'
+# (mem_cache/kv_cache_configurator.py resolve_max_num_reqs lines 3126-3130), while the decode graphs are
+# capped by the server's whole --max-running-requests (arg_groups/memory_hook.py lines 182-188). Main timed
+# these replicas as one engine (`attention_dp if ep > 1 else 1`).
+DP_ALONE = [
+    # model, TP = DP, --max-num-seqs, --max-num-batched-tokens: (replica's budget, most sequences scheduled)
+    ("Qwen/Qwen3-30B-A3B", 4, 50, 3001, 4 * (3001 // 4), 4 * (50 // 4)),  # MoE: 3000, 48 (main 3001, 50)
+    ("llama-3.1-70b", 8, 100, 4100, 8 * (4100 // 8), 8 * (100 // 8)),  # dense: 4096, 96 (main 4100, 100)
+]
+
+
+@pytest.mark.parametrize("model, dp, cap, chunk, budget, most", DP_ALONE)
+def test_pinned_dp_alone_splits_the_servers_chunk_and_cap_over_groups(model, dp, cap, chunk, budget, most):
+    from cardfit.services.deploy import DeployInput, pinned_answer
+
+    p = pinned_answer(DeployInput(model=model, gpu=("H100",), runtime="sglang", tp=dp, attention_dp=dp,
+                                  max_num_seqs=cap, max_num_batched_tokens=chunk, users=64,
+                                  input_tokens=1000, output_tokens=500))
+    c = p.result.cand
+    assert (c.attention_dp, c.ep) == (dp, 1)
+    assert c.replica.chunk_tokens == budget
+    assert c.replica.max_seqs <= most
+    assert c.setting.ctx.engine.max_running == cap  # the reserve reads the server's flag whole
+
+
+def test_pinned_dp_alone_benchmark_steps_the_replica_as_timed():
+    """The benchmark's cap over the groups (deploy.py _answer: dp_total over launched_dp, 4 x 12 = 48) is
+    read only where the engine preempts by recompute (pinned.py _paged: runtimes.toml kv_preemption, vLLM's
+    alone); SGLang's run steps the replica as the steady state built it: its 48 sequences and 3,000-token
+    steps (4 x 750)."""
+    from cardfit.catalog.runtimes import default_runtimes
+    from cardfit.services.deploy import DeployInput, dp_total, launched_dp, pinned_answer
+    from cardfit.services.pinned import _paged
+
+    rt = default_runtimes().get("sglang")
+    p = pinned_answer(DeployInput(model="Qwen/Qwen3-30B-A3B", gpu=("H100",), runtime="sglang", tp=4,
+                                  attention_dp=4, max_num_seqs=50, max_num_batched_tokens=3001, users=64,
+                                  requests=200, input_tokens=1000, output_tokens=500))
+    c = p.result.cand
+    assert launched_dp(c) == 4 and dp_total(rt, "max_num_seqs", 50, launched_dp(c)) == 48
+    assert p.bench is not None and "3,000 tokens a step" in p.how
+    assert _paged(c, rt, 48) is c.replica and c.replica.max_seqs <= 48
+
+
+@pytest.mark.parametrize("runtime", ["sglang", "vllm"])
+def test_the_servers_stated_cap_reaches_the_engine_whole(runtime):
+    """--max-num-seqs 100 --attention-dp 8 --expert-parallel 8: the server's flag is 100 as stated. SGLang
+    schedules 8 x (100 // 8) = 96 but caps its decode graphs at 100 (memory_hook.py lines 182-188); main
+    rebuilt the server's cap as the per-group cap x 8 (96 for SGLang, 800 for vLLM, whose engine cores each
+    take the whole 100)."""
+    from cardfit.services.deploy import DeployInput, pinned_answer
+
+    p = pinned_answer(DeployInput(model="Qwen/Qwen3-30B-A3B", gpu=("H100",), runtime=runtime, tp=8,
+                                  attention_dp=8, expert_parallel=8, max_num_seqs=100, users=64,
+                                  input_tokens=1000, output_tokens=500))
+    c = p.result.cand
+    assert c.setting.ctx.server_max_num_seqs == 100
+    assert c.replica.max_seqs <= (96 if runtime == "sglang" else 800)
+    if runtime == "sglang":
+        assert c.setting.ctx.engine.max_running == 100
+
+
+def test_the_pinned_ep_line_states_the_fraction_of_the_servers_whole_cap(pinned):
+    """H100 TP 8, DP 8, EP 8 at --max-num-seqs 100: the reserve caps the graphs at 100: 512 + 12288 + 100 * 2
+    + 1024 + 464 + 100 * 8 * 3 = 16888 MiB, the line (81559 - 16888) / 81559 = 0.793 (main 0.794: 96 graphs,
+    16784 MiB); it states the 96 sequences the groups schedule, which SGLang splits as it does 100."""
+    rt = default_runtimes().get("sglang")
+    assert reserved_mib(rt, H100_MIB, 8, 1, "cuda", False, attention_dp=8, max_running=100) == 16888
+    d = pinned(*PINNED, "--expert-parallel", "8", "--max-num-seqs", "100")
+    assert _fraction(d["command"]) == round((H100_MIB - 16888) / H100_MIB, 3) == 0.793
+    assert "--max-running-requests 96 " in d["command"] and "--ep-size 8" in d["command"]
+
+
+def test_a_pools_batch_is_one_groups_and_its_server_flag_gives_each_group_it():
+    """--decode-batch-size B with --decode-dp 8: SGLang's server flag is 8 x B (each DP worker B = 8B // 8),
+    vLLM's B (each engine core its own): runtimes/base.py dp_server_value, per_dp_rank's inverse."""
+    from cardfit.runtimes import adapter
+
+    for runtime, want in (("sglang", 512), ("vllm", 64)):
+        engine = adapter(default_runtimes().get(runtime))
+        assert engine.dp_server_value("max_num_seqs", 64, 8) == want
+        assert engine.per_dp_rank("max_num_seqs", want, 8) == 64

@@ -132,10 +132,21 @@ class Runtime:
         setting (`max_num_seqs`, `max_num_batched_tokens`): the engine's own division among its `dp` ranks
         where its adapter names the setting in DP_DIVIDED and its release has the feature named there
         (data/releases.toml), else `value` (each rank's engine takes the whole setting as its own)."""
-        feature = self.DP_DIVIDED.get(setting)
-        if dp <= 1 or value <= 0 or feature is None or not self.profile.has(feature):
+        if dp <= 1 or value <= 0 or not self._dp_divides(setting):
             return value
         return max(value // dp, 1)
+
+    def dp_server_value(self, setting: str, per_rank: int, dp: int) -> int:
+        """The server's value of an engine setting that gives each of its `dp` attention data-parallel ranks
+        `per_rank` (per_dp_rank's inverse): `per_rank` x dp where the engine divides the setting, else
+        `per_rank` itself (each rank's engine takes the whole)."""
+        if dp <= 1 or per_rank <= 0 or not self._dp_divides(setting):
+            return per_rank
+        return per_rank * dp
+
+    def _dp_divides(self, setting: str) -> bool:
+        feature = self.DP_DIVIDED.get(setting)
+        return feature is not None and self.profile.has(feature)
 
     def kv_copies(self, m: ModelSpec | None, count: int) -> float:
         """Tensor parallel may replicate the cache (core/kv.py kv_replication); splitting by layers never."""

@@ -957,6 +957,7 @@ def prefill_first(inp: DeployInput, s: Setting) -> bool:
 def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seqs: int,
                    chunk_tokens: int = 0, attention_dp: int = 1, ep: int = 1,
                    engine_seqs: int = 0) -> sv.Replica:
+    from ..runtimes.launch import attention_groups
     from .plan import _machine, engine_defaults
 
     w = request(inp)
@@ -972,10 +973,15 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
         # graph_max_batch): a larger decode batch launches every kernel (core/speed.py per_layer_s)
         mc = replace(mc, graph_max_batch=int(inp.cuda_graph_max_bs))
     # the step budget the engine runs with on this card, the one its memory was sized for (vLLM V1: 2048
-    # tokens on an A100 or a card under 70 GiB, 8192 on the others); expert parallel: each attention group's
-    # engine takes its share of the server's (dp_total: vLLM and TensorRT-LLM the whole, SGLang a 1/dp)
+    # tokens on an A100 or a card under 70 GiB, 8192 on the others); where the line runs attention groups
+    # (runtimes/launch.py attention_groups: with expert parallelism, or SGLang's attention DP alone) each
+    # group's scheduler takes its share of the server's (dp_total: vLLM and TensorRT-LLM the whole, SGLang a
+    # 1/dp whether or not EP is on: arg_groups/parallel_hook.py lines 314-332 'if
+    # attn_dp_enabled_of(...)': 'chunked_prefill_size=cfg.chunked_prefill_size // cfg.attn_dp_size', PyPI
+    # wheel sglang 0.5.23, https://pypi.org/project/sglang/0.5.23/)
+    groups = attention_groups(s.ctx.engine, attention_dp, ep)
     budget = dp_total(s.ctx.runtime, "max_num_batched_tokens", chunk_tokens or engine_defaults(s.ctx, gpu)[0],
-                      attention_dp if ep > 1 else 1)
+                      groups)
     r = served.replica(s.ctx, whole, mc, w, pp, seqs, budget, engine_seqs)
     if prefill_first(inp, s):  # its prompt steps carry no decodes (core/serving.py prompt_share_s)
         r = replace(r, prefill_first=True)
@@ -2145,7 +2151,7 @@ def as_worker(c: Candidate, role: str) -> Candidate | None:
             draft = _draft_kv(c.setting, inp, rt)
             layouts = [(kv(kv_held(inp, rt) + own) + draft, kv(once) if once else 0)
                        for once, own in prefix_layouts(inp, rt)]
-            groups = c.attention_dp if c.ep > 1 else 1
+            groups = launched_dp(c)  # each attention group's scheduler its own prefix cache and cap
             pooled = _most_pooled(mem, opt, c.cards, engine.kv_copies(m, c.option.tp), rt, layouts,
                                   c.margin_bytes, groups)
             if pooled is not None:
@@ -2187,7 +2193,7 @@ def _admitted_decode(dec: Candidate) -> Any:
     r = dec.replica
     if not reserve or dec.kv_tokens <= 0:
         return r
-    ranks = dec.attention_dp if dec.ep > 1 else 1
+    ranks = launched_dp(dec)  # each attention group admits from its own pool
     seqs = disagg.admitted(dec.kv_tokens, kv_held(dec.inp, dec.setting.ctx.runtime, admission=False), reserve,
                            ranks)
     return disagg.with_decode_cap(r, min(r.max_seqs, seqs)) if seqs < r.max_seqs else r
@@ -2619,9 +2625,10 @@ def _pd_deployment(inp: DeployInput, pre: Candidate, x: int, dec: Candidate, y: 
 
 def _pool_view(c: Candidate, workers: int) -> dict[str, Any]:
     """One pool of a disaggregated deployment in its JSON: {gpu, count (cards a worker), tp, replicas
-    (workers)}, and its worker's attention-DP groups and expert-parallel ranks (1, 1: tensor parallel)."""
+    (workers)}, and its worker's attention-DP groups as its line runs them (launched_dp, as the deployment's
+    own `dp`) and expert-parallel ranks (1, 1: tensor parallel)."""
     return {"gpu": c.gpu.name, "count": c.cards, "tp": c.tp, "replicas": workers,
-            "dp": c.attention_dp if c.ep > 1 else 1, "ep": c.ep}
+            "dp": launched_dp(c), "ep": c.ep}
 
 
 def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
@@ -2739,8 +2746,9 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
 
     v0 = not rt.has("v1_engine")
     dp, ep = int(inp.attention_dp or 1), int(inp.expert_parallel or 1)
-    res, how = _timed_worker(inp, rt, gpu, tp, pp, per_rank_cap(rt, int(inp.max_num_seqs or 0), dp, ep), dp,
-                             ep, budget, consts)
+    server = int(inp.max_num_seqs or 0)  # the server's --max-num-seqs as the question states it
+    res, how = _timed_worker(inp, rt, gpu, tp, pp, per_rank_cap(rt, server, dp, ep), dp, ep, budget, consts,
+                             server_cap=server)
     replica = res.cand.replica
     users = int(inp.users or 1)
     stage = is_stage(inp)  # a stage of arrivals (--requests-per-s)
@@ -2759,8 +2767,10 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
             how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, "
                    f"{queue}")
     elif inp.requests:
-        asked = int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0)  # one engine's (a group's) cap
-        groups = res.cand.attention_dp if res.cand.ep > 1 else 1
+        asked = int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0)  # the server's (a group's) cap
+        # the replica's cap over the attention groups its line runs, each group's scheduler its share
+        # (launched_dp, dp_total)
+        groups = launched_dp(res.cand)
         paged = _paged(res.cand, rt, dp_total(rt, "max_num_seqs", asked, groups) if asked else 0)
         # TensorRT-LLM's PyTorch backend keeps a benchmark's rounds in lockstep (runtimes.toml
         # lockstep_rounds); a TensorRT engine (no PyTorch backend at its release) does not. SGLang with
@@ -2790,19 +2800,26 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
 
 def per_rank_cap(rt: RuntimeProfile, cap: int, dp: int, ep: int) -> int:
     """One attention group's sequence cap when the server is started with --max-num-seqs `cap` (0: the
-    engine's): the engine's share per group where `ep` > 1 makes the groups engines of their own (timed
-    multiplies it back by the groups; vLLM and TensorRT-LLM the whole, SGLang --max-running-requests // dp:
-    runtimes/base.py per_dp_rank), else the cap itself."""
+    engine's): the engine's share per group where the line runs attention groups, each a scheduler of its
+    own (runtimes/launch.py attention_groups: with `ep` > 1, or SGLang's attention DP alone; timed multiplies
+    it back by the groups; vLLM and TensorRT-LLM the whole, SGLang --max-running-requests // dp:
+    runtimes/base.py per_dp_rank, whether or not EP is on: each DP worker's scheduler takes 'max(1,
+    max_num_reqs // self.attn_dp_size)', mem_cache/kv_cache_configurator.py resolve_max_num_reqs lines
+    3126-3130 of the PyPI wheel sglang 0.5.23, https://pypi.org/project/sglang/0.5.23/), else the cap
+    itself."""
     from ..runtimes import adapter
+    from ..runtimes.launch import attention_groups
 
-    return adapter(rt).per_dp_rank("max_num_seqs", cap, dp) if ep > 1 else cap
+    engine = adapter(rt)
+    return engine.per_dp_rank("max_num_seqs", cap, attention_groups(engine, dp, ep))
 
 
 def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, cap: int, dp: int,
                   ep: int, budget: int, consts: tuple[tuple[str, float], ...],
-                  role: str = "") -> tuple[Result, str]:
+                  role: str = "", server_cap: int = 0) -> tuple[Result, str]:
     """One replica (or one `role` worker of a disaggregated pool) of a pinned deployment timed with the
-    engine settings its release launches it with."""
+    engine settings its release launches it with: `cap` one attention group's sequence cap (per_rank_cap),
+    `server_cap` the server's --max-num-seqs its line states (0: none)."""
     from .pinned import prefill_batch_tokens
 
     v0 = not rt.has("v1_engine")
@@ -2811,7 +2828,7 @@ def _timed_worker(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: i
     # 256-sequence default, chunked prefill on or off (vllm/engine/arg_utils.py EngineArgs.max_num_seqs = 256,
     # v0.6.3); V1's default on a big card is 1,024
     return timed(inp, gpu.name, tp, pp, cap, consts, budget, rt.max_num_seqs if v0 else 0,
-                 float(inp.gpu_memory_utilization or 0.0), dp, step, ep, role)
+                 float(inp.gpu_memory_utilization or 0.0), dp, step, ep, role, server_cap)
 
 
 @record
@@ -2841,14 +2858,19 @@ def _pools_answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, pp: int, budge
         able = ", ".join(r.id for r in servers() if getattr(adapter(r), "PD_DISAGGREGATION", False))
         raise InputError(f"{rt.id} has no disaggregated prefill/decode that cardfit launches ({able} have): "
                          "leave out --prefill-workers / --decode-workers", field="prefill_workers")
+    from ..runtimes.launch import attention_groups
+
     workers = []
     for role in ("prefill", "decode"):
         n, tp, dp, cap = pool_shape(inp, role)
         ep = tp if dp > 1 else 1
-        # --{role}-batch-size is one group's batch; --max-num-seqs the server's flag
-        if not getattr(inp, f"{role}_batch_size"):
-            cap = per_rank_cap(rt, cap, dp, ep)
-        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, ep, budget, consts, role)
+        # --{role}-batch-size is one group's batch, the server started with the flag that gives each group
+        # its batch (runtimes/base.py dp_server_value); --max-num-seqs the server's flag, each group its share
+        if getattr(inp, f"{role}_batch_size"):
+            server = adapter(rt).dp_server_value("max_num_seqs", cap, attention_groups(adapter(rt), dp, ep))
+        else:
+            server, cap = cap, per_rank_cap(rt, cap, dp, ep)
+        res, _ = _timed_worker(inp, rt, gpu, tp, pp, cap, dp, ep, budget, consts, role, server)
         workers.append((res, n))
     (pre, x), (dec, y) = workers
     pools = pd_pools(pre.cand, x, dec.cand, y)
@@ -2906,7 +2928,7 @@ def _split(c: Candidate) -> str:
 def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
           constants: tuple[tuple[str, float], ...] = (), chunk_tokens: int = 0,
           engine_seqs: int = 0, utilization: float = 0.0, dp: int = 1,
-          step_tokens: int = 0, ep: int = 1, role: str = "") -> tuple[Result, str]:
+          step_tokens: int = 0, ep: int = 1, role: str = "", server_cap: int = 0) -> tuple[Result, str]:
     """One replica of the deployment, timed by deploy's model: memory sized on the card with the engine's own
     step budget (`chunk_tokens`), sequence cap (`cap`, the server's --max-num-seqs as one attention group's
     engine takes it; else its default `engine_seqs`) and share of the card (`utilization`, vLLM's
@@ -2914,12 +2936,15 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     plan` sizes the same settings;
     `step_tokens`: the tokens a step carries where the engine caps its prompt batches below the chunk its
     memory was sized for (prefill_batch_tokens; 0: the chunk); `ep` > 1: the experts expert-parallel over
-    the tp ranks beside `dp` attention groups, each group an engine of its own with the given per-rank
-    sequence cap and step budget (expert_parallel_memory, _replica). `constants`: the runtime's constants in
-    place (core/constants.py snapshot), which key the memo. `role`: "prefill" | "decode" for one worker of
-    a disaggregated deployment ("" a replica), whose engine sizes its memory for that role, its attention DP
-    and drafter (Runtime.as_worker: SGLang's prompt-step graphs, runtimes/sglang.py
-    prompt_graphs_captured)."""
+    the tp ranks beside `dp` attention groups (expert_parallel_memory); with them or without (SGLang's
+    attention DP alone: attention_dp_memory), each attention group the line runs (runtimes/launch.py
+    attention_groups) a scheduler of its own with the given per-rank sequence cap and its share of the step
+    budget (_replica); `server_cap`: the server's --max-num-seqs as its line states it (0: none), which
+    SGLang's reserve reads whole where `cap` is one group's share of it (plan.py Context.engine_at).
+    `constants`: the runtime's constants in place (core/constants.py snapshot), which key the memo.
+    `role`: "prefill" | "decode" for one worker of a disaggregated deployment ("" a replica), whose engine
+    sizes its memory for that role, its attention DP and drafter (Runtime.as_worker: SGLang's prompt-step
+    graphs, runtimes/sglang.py prompt_graphs_captured)."""
     from ..runtimes.launch import attention_groups
     from .plan import build_context, engine_defaults, memory_for, ollama_one_slot, split_cards
 
@@ -2953,9 +2978,12 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
         s = replace(s, mem=attention_dp_memory(s, groups))
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
-        cap *= dp  # each attention group's engine schedules up to its own cap (per_rank_cap)
-        if cap:  # the server's --max-num-seqs, which SGLang's reserve reads whole (plan.py Context.engine_at)
-            ctx = replace(ctx, server_max_num_seqs=cap)
+    if groups > 1:
+        cap *= groups  # each attention group's scheduler takes up to its own cap (per_rank_cap)
+        if server_cap:  # the server's --max-num-seqs as stated, which SGLang's reserve reads whole (not the
+            # groups' shares added back: --max-running-requests 100 over 8 groups schedules 8 x 12 = 96 and
+            # caps the decode graphs at 100; plan.py Context.engine_at)
+            ctx = replace(ctx, server_max_num_seqs=server_cap)
             s = replace(s, ctx=ctx)
     # the pinned attention-DP ranks, the worker's role and the server's --tp-size (all `tp` ranks, where
     # each attention group copies its cache over `group`) size the engine's reserve (SGLang:
@@ -2969,7 +2997,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     # the engine's own cap, as it is started (--max-num-seqs, else its default on the card, for each
     # attention group where they are engines of their own: the cap services/pinned.py _paged steps a
     # benchmark's pool with), which its KV pool may cut below (seqs)
-    own = (cap or engine_defaults(ctx, gpu)[1] * (dp if ep > 1 else 1)) if rt.paged_kv else 0
+    own = (cap or engine_defaults(ctx, gpu)[1] * groups) if rt.paged_kv else 0
     pooled = None
     if rt.paged_kv and opt.fits:  # the engine's own pool (point estimate): it caps the sequences in flight
         def kv(tokens: int) -> int:

@@ -379,9 +379,12 @@ def _paged(c: Any, rt: RuntimeProfile, seqs: int) -> sv.Replica:
     r = c.replica
     if rt.kv_preemption != "recompute" or not c.kv_tokens:
         return r
+    from ..runtimes.launch import attention_groups
     from .plan import engine_defaults
 
-    groups = c.attention_dp if c.ep > 1 else 1  # attention groups that are engines of their own
+    # the attention groups the line runs, each a scheduler of its own (runtimes/launch.py attention_groups,
+    # as deploy.py launched_dp reads it)
+    groups = attention_groups(c.setting.ctx.engine, c.attention_dp, c.ep)
     own = seqs or engine_defaults(c.setting.ctx, c.gpu)[1] * groups
     return replace(r, kv_tokens=c.kv_tokens, kv_block=max(rt.kv_block_tokens, 1),
                    engine_seqs=r.engine_seqs or own, prefix_cache=rt.prefix_caching)
