@@ -74,3 +74,18 @@ def check_today(r: dict, today: dict) -> None:
     o = predict(r)
     assert o.predicted is not None, o.skipped
     assert o.predicted / float(r["measured"]) - 1 == pytest.approx(today[r["id"]], abs=0.0015)
+
+
+def readme_deploy_question() -> tuple:
+    """The README's deploy question (Llama 3.1 8B, vLLM, 32 users, TTFT p90 1.5 s, TPOT 50 ms) as deploy's
+    search sees it: (input, targets, candidates, the aggregated answer, the one-node candidates of its card
+    and setting), for the tests that take its P/D splits apart."""
+    from cardfit.services import deploy as dp
+
+    inp = dp.DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=32.0, ttft_ms=1500.0, tpot_ms=50.0,
+                         runtime="vllm")
+    t = dp.targets(inp)
+    cands = dp.candidates(inp, dp.settings(inp)[0])
+    agg = dp.search(inp, cands, t)[0]
+    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
+    return inp, t, cands, agg, same

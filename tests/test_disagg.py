@@ -20,6 +20,8 @@ from cardfit.errors import InputError
 from cardfit.runtimes import launch
 from cardfit.services import deploy as dp
 
+from .helpers import readme_deploy_question
+
 # (KV bytes a token, prompt tokens, link GB/s, both directions?, seconds, why)
 TRANSFERS = [
     (35_136, 8_000, 50.0, False, 35_136 * 8_000 / 50e9,
@@ -994,13 +996,8 @@ def test_why_pd_lost_names_no_empty_miss() -> None:
     names no split rather than one that "reaches  there" (nothing missed), and gives no rent."""
     from unittest import mock
 
-    inp = dp.DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=32.0, ttft_ms=1500.0, tpot_ms=50.0,
-                         runtime="vllm")
-    t = dp.targets(inp)
-    cands = dp.candidates(inp, dp.settings(inp)[0])
-    agg = dp.search(inp, cands, t)[0]
-    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
-            and dp._workers(c) is not None]
+    inp, t, _, agg, same = readme_deploy_question()
+    same = [c for c in same if dp._workers(c) is not None]
     pairs = [(pre, c) for c in same for pre in dp._prefill_shapes(same, c)]
     met = dp._pd_search(inp, pairs, t, {})  # a split meeting them at the pessimistic end (the $1,368 one)
     assert met is not None

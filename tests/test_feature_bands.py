@@ -28,6 +28,8 @@ from cardfit.validation.validate import (
     path_of,
 )
 
+from .helpers import readme_deploy_question
+
 # DeepSeek-V3 FP8 on one node of 8 H200 under SGLang, 64 users of 8,000-token prompts and 1,000-token answers
 # (the shape of SGLang's large-scale EP / P/D blog: https://lmsys.org/blog/2025-05-05-large-scale-ep/)
 BASE = dict(model="deepseek-v3", users=64.0, input_tokens=8000, output_tokens=1000, gpu=("H200",),
@@ -222,13 +224,9 @@ def test_pd_search_finds_the_fewest_workers_that_meet_at_the_pessimistic_end(ban
     $699, for a split on 4-card workers at $1,368)."""
     if not widened:
         _use(_without_features(bands_file))
-    inp = dp.DeployInput(model="meta-llama/Llama-3.1-8B-Instruct", users=32.0, ttft_ms=1500.0, tpot_ms=50.0,
-                         runtime="vllm")
-    t = dp.targets(inp)
-    cands = dp.candidates(inp, dp.settings(inp)[0])
-    agg = dp.search(inp, cands, t)[0]
-    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
-            and c.cards <= 2]  # (the splits of 4 and 8 cards the same way, at several times the time)
+    inp, t, _, agg, same = readme_deploy_question()
+    # (the splits of 4 and 8 cards the same way, at several times the time)
+    same = [c for c in same if c.cards <= 2]
     found = 0
     for c in same:
         got = dp._pd_cheapest(inp, c, t)

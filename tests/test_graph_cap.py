@@ -131,13 +131,22 @@ def test_the_option_is_refused_where_no_engine_takes_it(run_cli, command, args, 
     assert "Traceback" not in err and out == ""
 
 
-def test_aiconfigurator_sglang_records_pass_their_batch_as_the_cap():
-    """aiconfigurator 0.12.0 generator/rule_plugin/benchmark/sglang.rule: cuda_graph_batch_sizes = range(1,
-    max_batch_size + 1): each run captured every batch up to its own, stated as an assumed setting; the
-    records stay on their path (a setting deploy takes)."""
+# aiconfigurator 0.12.0's generator writes cuda_graph_batch_sizes = range(1, max_batch_size + 1) for both
+# engines (generator/rule_plugin/benchmark/sglang.rule and trtllm.rule): each run captured every batch up to
+# its own, stated as an assumed setting, so the records stay on their path (a setting deploy takes). SGLang
+# takes it as --cuda-graph-bs (its largest is cuda_graph_max_bs: server_args.py); TensorRT-LLM as
+# cuda_graph_config batch_sizes with enable_padding false (generator/config/backend_templates/trtllm/
+# extra_engine_args.*.yaml.j2), not its default sizes (1-31, 32, 64, 128: tensorrt_llm/llmapi/llm_args.py
+# CudaGraphConfig): the cap is the run's own batch, so no TensorRT-LLM decode step leaves a graph and no
+# prediction moves.
+@pytest.mark.parametrize("runtime, count, same_prediction", [
+    ("sglang", 14, False),
+    ("trtllm", 80, True),  # serving.toml 30, serving_aic_dp_ep.toml 50
+])
+def test_aiconfigurator_records_pass_their_batch_as_the_cap(runtime, count, same_prediction):
     seen = 0
     for r in all_records():
-        if not (r["id"].startswith("aic-") and r.get("runtime") == "sglang" and "max_batch_size" in
+        if not (r["id"].startswith("aic-") and r.get("runtime") == runtime and "max_batch_size" in
                 r.get("settings", {})):
             continue
         st = r["settings"]
@@ -146,28 +155,7 @@ def test_aiconfigurator_sglang_records_pass_their_batch_as_the_cap():
         assert "cuda_graph_max_bs" in r["assumed"] and "cuda_graph_max_bs" in pinned_settings(st, tp)
         without = {**r, "settings": {k: v for k, v in st.items() if k != "cuda_graph_max_bs"}}
         assert path_of(r) == path_of(without), r["id"]
+        if same_prediction:
+            assert predict(r).predicted == predict(without).predicted, r["id"]
         seen += 1
-    assert seen == 14
-
-
-def test_aiconfigurator_trtllm_records_pass_their_batch_as_the_cap():
-    """aiconfigurator 0.12.0 generator/rule_plugin/benchmark/trtllm.rule writes the same list as for SGLang
-    (cuda_graph_batch_sizes = range(1, max_batch_size + 1)) into TensorRT-LLM's cuda_graph_config batch_sizes
-    with enable_padding false (generator/config/backend_templates/trtllm/extra_engine_args.*.yaml.j2), not
-    the engine's default sizes (1-31, 32, 64, 128: tensorrt_llm/llmapi/llm_args.py CudaGraphConfig): each run,
-    the attention-DP ones per rank, captured every batch up to its own. Stated as an assumed setting; the
-    cap is the run's own batch, so no decode step of the record changes and the records stay on their
-    path."""
-    seen = 0
-    for r in all_records():
-        if not (r["id"].startswith("aic-") and r.get("runtime") == "trtllm"):
-            continue
-        st = r["settings"]
-        inp, tp, _ = record_input(r)
-        assert inp.cuda_graph_max_bs == st["max_batch_size"] == st["cuda_graph_max_bs"], r["id"]
-        assert "cuda_graph_max_bs" in r["assumed"] and "cuda_graph_max_bs" in pinned_settings(st, tp)
-        without = {**r, "settings": {k: v for k, v in st.items() if k != "cuda_graph_max_bs"}}
-        assert path_of(r) == path_of(without), r["id"]
-        assert predict(r).predicted == predict(without).predicted, r["id"]  # no decode step leaves a graph
-        seen += 1
-    assert seen == 80  # serving.toml 30, serving_aic_dp_ep.toml 50
+    assert seen == count

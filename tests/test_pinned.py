@@ -160,8 +160,8 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_serving_record():
                                                    and abs(got - want) > max(0.02 * abs(want), 0.1)):
                 off.append((r["id"], name, got, want))
     # open arrivals: 48 before, vLLM PR 9668's 4 and llm-d's tiered prefix-cache stages' 72; pools:
-    # aiconfigurator's 48, the Mooncake team's 26 on A10 (open arrivals too, counted as pools) and dstack's 54;
-    # kvcached's two plain-vLLM rows at 16 requests/s
+    # aiconfigurator's 48, the Mooncake team's 26 on A10 (open arrivals too, counted as pools) and
+    # dstack's 54; kvcached's two plain-vLLM rows at 16 requests/s
     assert (pools, rate) == (128, 126)
     assert len(asked) > 500
     assert not off, off[:10]
