@@ -89,3 +89,20 @@ def readme_deploy_question() -> tuple:
     agg = dp.search(inp, cands, t)[0]
     same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1]
     return inp, t, cands, agg, same
+
+
+def load_script(name: str, register: bool = False):
+    """scripts/NAME.py as a module (the scripts are not a package); `register` puts it in sys.modules first,
+    for a script whose dataclasses look their module up."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent.parent / "scripts"
+                                                  / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -3,12 +3,13 @@ measured TPOT implies and how its tokens arrived (docs/VALIDATION.md "Bursts of 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from cardfit.validation.validate import load_records
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,11 +18,7 @@ RUN = "gpustack-gpt-oss-20b-h100-trtllm-mxfp4-tp1-sharegpt-L154"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("burst_gap", ROOT / "scripts" / "burst_gap.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("burst_gap")
 
 
 @pytest.fixture(scope="module")

@@ -3,18 +3,15 @@ users it serves are batch x dp (docs/VALIDATION.md "Serving peers", the 2026-12-
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("compare_peers", ROOT / "scripts" / "compare_peers.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("compare_peers")
 
 
 # aiconfigurator 0.12.0's best agg row for Qwen3-30B-A3B bf16 on 2x H100 SXM (vLLM 0.24 tables), run

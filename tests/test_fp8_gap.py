@@ -3,12 +3,13 @@ decode step of block-scaled FP8 checkpoints")."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from cardfit.validation.validate import Outcome, Report, load_records
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,11 +25,7 @@ IDS = (BF16, QWEN_FP8, R1_FP8, R1_FP4, LLAMA_FP8)
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("fp8_gap", ROOT / "scripts" / "fp8_gap.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("fp8_gap")
 
 
 def _outcome(r: dict, error: float) -> Outcome:

@@ -20,6 +20,8 @@ from cardfit.core.weights import weights
 from cardfit.runtimes import adapter
 from cardfit.services import deploy
 
+from .helpers import load_script
+
 # Llama 3.1 8B (config.json of meta-llama/Llama-3.1-8B): hidden 4096, intermediate 14336, 32 layers, 32 query
 # heads and 8 KV heads of 128, vocabulary 128256, untied output.
 L8_LAYERS, L8_HIDDEN, L8_FFN, L8_KV_HEADS, L8_HEAD, L8_VOCAB = 32, 4096, 14336, 8, 128, 128256
@@ -327,16 +329,7 @@ class TestCost:
 
 
 def _mutate_script():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "scripts" / "mutate.py"
-    spec = importlib.util.spec_from_file_location("mutate_script", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("mutate", register=True)  # dataclasses look their module up
 
 
 def test_every_mutant_still_applies():

@@ -4,12 +4,13 @@ source")."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from cardfit.validation.validate import load_records
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 # GPUStack qwen3-8b/h100-latency.md line 733: SGLang 0.5.3.post3, Qwen3-8B FP8, one H100, EAGLE-3 (4 draft
@@ -18,11 +19,7 @@ L733 = "gpustack-qwen3-8b-h100-sglang-fp8-eagle3-bs-1-L733-tpot"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("spec_gap", ROOT / "scripts" / "spec_gap.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("spec_gap")
 
 
 @pytest.fixture(scope="module")

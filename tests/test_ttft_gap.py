@@ -3,12 +3,13 @@ beside the same runs' TPOT error (docs/VALIDATION.md "Where the user path's TTFT
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from cardfit.validation.validate import Outcome, Report, load_records
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,11 +22,7 @@ IDS = (f"{IX}-ttft", f"{IX}-tpot", f"{IX}-ttft-median", f"{DPEP}-ttft", f"{DPEP}
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("ttft_gap", ROOT / "scripts" / "ttft_gap.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("ttft_gap")
 
 
 def _outcome(r: dict, error: float) -> Outcome:

@@ -13,6 +13,8 @@ from cardfit.core.gguf_mix import MixModel, fallback_table, moe8_bumps, tensor_t
 from cardfit.core.weights import weights
 from cardfit.validation.validate import all_records, percentile
 
+from .helpers import load_script
+
 PUBLISHED = builtin("gguf_mixes.toml")["published"]
 
 
@@ -286,14 +288,10 @@ def test_readme_accuracy_table_and_records_per_source_are_current(validation_rep
     """Issue 12: the README shows both error columns and the records each source gives each kind, as
     `python scripts/accuracy_table.py --readme` writes them from `cardfit validate` (rerun it when this
     fails)."""
-    import importlib.util
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("accuracy_table", root / "scripts" / "accuracy_table.py")
-    assert spec and spec.loader
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("accuracy_table")
     readme = (root / "README.md").read_text(encoding="utf-8")
     table = "\n".join(script.table(validation_report))
     block = "\n".join(script.per_source(validation_report))

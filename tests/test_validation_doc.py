@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("validation_doc", ROOT / "scripts" / "validation_doc.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("validation_doc")
 
 
 def test_validation_doc_matches_the_data():

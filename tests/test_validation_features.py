@@ -13,6 +13,8 @@ import pytest
 from cardfit.validation.features import FEATURES, question_features, record_features
 from cardfit.validation.validate import all_records, first_contact
 
+from .helpers import load_script
+
 # One real record of each feature file, and what its question asks for (the file's own settings: the record's
 # source states them; see each file's excerpts)
 CASES = {
@@ -149,14 +151,7 @@ def test_cli_prints_the_feature_table(run_cli, run_json):
 def test_accuracy_table_writes_the_feature_rows(validation_report):
     """scripts/accuracy_table.py: the README block's per-feature table, one row per feature, placed before the
     every-record table (test_generated_artifacts reads that one to the block's end)."""
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("accuracy_table", root / "scripts" / "accuracy_table.py")
-    assert spec and spec.loader
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("accuracy_table")
     rows = script.by_feature(validation_report)
     assert rows[0].startswith("| feature | kinds | records | publishers | out of sample | user path | "
                               "first contact |")
