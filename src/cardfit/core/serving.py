@@ -44,7 +44,16 @@ from typing import TYPE_CHECKING, Any
 from ..catalog.records import record
 from ..errors import InputError
 from .moe_parallel import imbalance
-from .speed import ALLREDUCES_PER_LAYER, Load, Machine, allreduce_seconds, link_seconds, per_layer_s, step
+from .speed import (
+    ALLREDUCES_PER_LAYER,
+    Load,
+    Machine,
+    allreduce_seconds,
+    expert_parallel_link_seconds,
+    link_seconds,
+    per_layer_s,
+    step,
+)
 
 if TYPE_CHECKING:  # core/speculative.py is imported where a step drafts (_step_s): most questions never do
     from .speculative import Speculation
@@ -318,9 +327,9 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
 
 
 def _fused(r: Replica) -> bool:
-    """Whether _plain_step_s times this replica's plain steps: no expert parallelism (its all-to-all link and
-    expert imbalance) and no low-bit weights to unpack; those steps take the composed path (_mixed, step)."""
-    return r.machine.expert_parallel <= 1 and not r.load.low_bit_params
+    """Whether _plain_step_s times this replica's plain steps: no low-bit weights to unpack; those steps take
+    the composed path (_mixed, step)."""
+    return not r.load.low_bit_params
 
 
 def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_flops: float) -> float:
@@ -329,8 +338,9 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     mc' = mc run as a plain GEMM where prompt tokens ride along, worked out on the numbers alone, in the same
     order, without building the step's Shares, Load, Machine and Step records (a search times tens of
     thousands of steps; tests/test_search_memos.py holds the two equal to the bit). Only for replicas
-    _fused takes: no expert parallelism (the link is the tensor-parallel all-reduces, the imbalance 1) and
-    no low-bit weights (no unpacking time)."""
+    _fused takes: no low-bit weights (no unpacking time). With expert parallelism the busiest rank's share
+    of the step's routed tokens (core/speed.py _step_times) and the MoE layers' all-to-all (link_seconds)
+    are charged as step() charges them."""
     b = max(decode, 1)
     sh = whole.shares
     dense, experts, route = sh.dense, sh.experts, sh.route
@@ -359,15 +369,15 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
         memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
     # core/speed.py step and Step.seconds (dequant_seconds: 0 without low-bit parameters)
     compute_s = b * flops_per_token / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
-    if ep > 1:
+    if ep > 1:  # core/speed.py _step_times: _mixed's routed_per_sequence, _expert_flops_share
         routed = experts * route
         share = routed / (dense + routed) if dense + routed > 0 else 0.0
-        compute_s *= 1 + share * (imbalance(b, 0, ep) - 1)
+        compute_s *= 1 + share * (imbalance(b * (max(decode + prompt, 1) / b), whole.experts_active, ep) - 1)
     kv_s = kv_card / rate
     scheduled = math.ceil(b / dp) if ep > 1 else b
     overhead = (whole.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
                 + (whole.moe_layer_count * mc.overhead_s_per_moe_layer if experts else 0.0))
-    link = _all_reduces_s(whole, mc, b)
+    link = _link_s(whole, mc, b)
     if mc.serial_gemm and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         roofline = memory_s + max(compute_s, 0.0)
     else:
@@ -375,15 +385,18 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     t = roofline + overhead + link
     if tp <= 1 or prompt <= 0:  # _prompt_link_s
         return t + 0.0
-    return t + (_all_reduces_s(whole, mc, b + math.ceil(prompt)) - link)
+    return t + (_link_s(whole, mc, b + math.ceil(prompt)) - link)
 
 
-def _all_reduces_s(whole: Load, mc: Machine, sequences: int) -> float:
-    """core/speed.py link_seconds without expert parallelism (_fused): the tensor-parallel all-reduces of the
-    hidden state."""
+def _link_s(whole: Load, mc: Machine, sequences: int) -> float:
+    """core/speed.py link_seconds of a step's load (_mixed keeps the hidden size, layers, top-k and MoE
+    layers it reads): the MoE layers' all-to-all with expert parallelism, else the tensor-parallel
+    all-reduces of the hidden state."""
     tp = max(mc.tp, 1)
     if tp == 1:
         return 0.0
+    if mc.expert_parallel > 1 and whole.moe_layers:
+        return expert_parallel_link_seconds(whole, mc, sequences)
     return ALLREDUCES_PER_LAYER * whole.layers * allreduce_seconds(sequences * whole.hidden * 2, tp, mc)
 
 
