@@ -207,3 +207,23 @@ def test_a_served_step_keeps_expert_parallel_and_low_bit_costs(ep, low_bit):
     # all-to-all over NVLink, and no unpacking)
     plain = replace(load, experts_active=0, moe_layers=0, low_bit_params=0.0)
     assert sv.step_s(r, 64, 0.0) != sv.step_s(replace(r, load=plain), 64, 0.0)
+
+
+def test_a_replicas_kept_link_times_answer_every_step_and_stay_bounded():
+    """_step_s keeps what the fused step reads of a replica's load and machine, and its link times by the
+    sequences a step carries (serving._parts_of): an expert-parallel replica stepped at more batch and prompt
+    sizes than the memo keeps gets the composed step's seconds, to the bit, at each one (the memo forgotten
+    and refilled on the way), and the memo never holds more than LINKS_KEPT link times."""
+    shares = sp.Shares(0.1, 0.9, 0.0, 8 / 128, "params", attention=0.05)
+    load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 48, 5120, experts_active=8, moe_layers=48)
+    mc = sp.Machine(3350.0, 989.0, 8, link_gbps=450.0, interconnect="nvlink", decode_efficiency=0.873,
+                    overhead_s_per_layer=55.4e-6, overhead_s_per_sequence=456e-6, compute_efficiency=0.81,
+                    attention_dp=8, expert_parallel=8)
+    r = sv._stepping(sv.Replica(load, mc, 1.7e10, 8192, 1024, prompt_tokens=1000))
+    links = sv._parts_of(r)[-1]
+    for decode in range(0, 400, 3):
+        for prompt in (0.0, 1.0, 999.5, 4096.0):
+            got = sv._step_s.__wrapped__(r, decode, prompt)
+            assert got == _composed_step_s(load, mc, decode, prompt, sv.prompt_flops(r, prompt))
+            assert len(links) <= sv.LINKS_KEPT
+    assert links  # kept, not skipped

@@ -377,7 +377,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
                 + (scheduled - 1) * per_sequence + moe_overhead)
     link = links.get(b)
     if link is None:
-        link = links[b] = _link_s(whole, mc, b)
+        link = _kept_link(links, b, _link_s(whole, mc, b))
     if serial and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         roofline = memory_s + max(compute_s, 0.0)
     else:
@@ -388,7 +388,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     n = b + math.ceil(prompt)
     with_prompt = links.get(n)
     if with_prompt is None:
-        with_prompt = links[n] = _link_s(whole, mc, n)
+        with_prompt = _kept_link(links, n, _link_s(whole, mc, n))
     return t + (with_prompt - link)
 
 
@@ -413,7 +413,20 @@ def _plain_parts(whole: Load, mc: Machine) -> tuple:
             whole.moe_layer_count * mc.overhead_s_per_moe_layer if sh.experts else 0.0, mc.serial_gemm, {})
 
 
-@lru_cache(maxsize=4096)
+# link times _plain_parts keeps per replica, forgotten all at once past this many (a long-running server's
+# memory stays bounded: _parts_of keeps PARTS_KEPT replicas)
+LINKS_KEPT = 256
+PARTS_KEPT = 1024
+
+
+def _kept_link(links: dict[int, float], sequences: int, seconds: float) -> float:
+    if len(links) >= LINKS_KEPT:
+        links.clear()  # one atomic step
+    links[sequences] = seconds
+    return seconds
+
+
+@lru_cache(maxsize=PARTS_KEPT)
 def _parts_of(r: Replica) -> tuple:
     """_plain_parts of a replica as _stepping keeps it (one object per step's work and machine)."""
     return _plain_parts(r.load, r.machine)
