@@ -151,7 +151,8 @@ def _composed_step_s(load: sp.Load, mc: sp.Machine, decode: int, prompt: float, 
 
 
 @settings(max_examples=400, deadline=None)
-@given(tp=st.sampled_from([1, 2, 4, 8]), dp_attention=st.booleans(), ep=st.just(1),
+@given(tp=st.sampled_from([1, 2, 4, 8]), dp_attention=st.booleans(), ep=st.sampled_from([1, 2, 4, 8]),
+       moe_layers=st.sampled_from([48, 45, 0]),
        experts=st.sampled_from([0.0, 0.6, 0.95]), route=st.sampled_from([1.0, 8 / 128, 0.25]),
        cpu=st.sampled_from([(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.2, 0.7)]), serial=st.booleans(),
        expert_efficiency=st.sampled_from([0.0, 0.6]), low_bit=st.just(0.0),
@@ -159,17 +160,18 @@ def _composed_step_s(load: sp.Load, mc: sp.Machine, decode: int, prompt: float, 
        busbw=st.sampled_from([(), ((1 << 20, 40.0), (1 << 26, 300.0))]), nvlink=st.booleans(),
        decode=st.integers(0, 2048), prompt=st.just(0.0) | st.floats(0.5, 20_000.0),
        flops=st.floats(1e9, 1e12))
-def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, experts, route, cpu, serial,
-                                                         expert_efficiency, low_bit, kv_split, eager, busbw,
-                                                         nvlink, decode, prompt, flops):
+def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, moe_layers, experts, route, cpu,
+                                                         serial, expert_efficiency, low_bit, kv_split, eager,
+                                                         busbw, nvlink, decode, prompt, flops):
     """serving._plain_step_s works a step out on the numbers alone (no Shares, Load, Machine or Step built
     per step): the same seconds, to the bit, as _mixed + step(...).seconds + _prompt_link_s, over dense and
-    MoE loads, offload, tensor / attention-DP machines, serial GEMMs and eager batches (its domain, _fused:
-    no expert parallelism and no low-bit weights; those take the composed step, tested below)."""
+    MoE loads, offload, tensor / attention-DP / expert-parallel machines (the busiest rank's routed tokens,
+    the all-to-all of all or some MoE layers, or none known), serial GEMMs and eager batches (its domain,
+    _fused: no low-bit weights; those take the composed step, tested below)."""
     shares = sp.Shares(1.0 - experts, experts, 0.0, route if experts else 1.0, "params", attention=0.05)
     load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 48, 5120, cpu_weight_fraction=cpu[0],
                    cpu_expert_fraction=cpu[1], low_bit_params=low_bit, kv_split=kv_split,
-                   experts_active=8 if experts else 0, moe_layers=48 if experts else 0)
+                   experts_active=8 if experts else 0, moe_layers=moe_layers if experts else 0)
     machine = sp.Machine(3350.0, 989.0, tp, link_gbps=450.0, interconnect="nvlink" if nvlink else "pcie",
                          decode_efficiency=0.873, overhead_s_per_layer=55.4e-6,
                          overhead_s_per_sequence=456e-6, graph_max_batch=eager[0],
@@ -205,3 +207,23 @@ def test_a_served_step_keeps_expert_parallel_and_low_bit_costs(ep, low_bit):
     # all-to-all over NVLink, and no unpacking)
     plain = replace(load, experts_active=0, moe_layers=0, low_bit_params=0.0)
     assert sv.step_s(r, 64, 0.0) != sv.step_s(replace(r, load=plain), 64, 0.0)
+
+
+def test_a_replicas_kept_link_times_answer_every_step_and_stay_bounded():
+    """_step_s keeps what the fused step reads of a replica's load and machine, and its link times by the
+    sequences a step carries (serving._parts_of): an expert-parallel replica stepped at more batch and prompt
+    sizes than the memo keeps gets the composed step's seconds, to the bit, at each one (the memo forgotten
+    and refilled on the way), and the memo never holds more than LINKS_KEPT link times."""
+    shares = sp.Shares(0.1, 0.9, 0.0, 8 / 128, "params", attention=0.05)
+    load = sp.Load(16_000_000_000, shares, 131_072 * 1150, 1.6e10, 48, 5120, experts_active=8, moe_layers=48)
+    mc = sp.Machine(3350.0, 989.0, 8, link_gbps=450.0, interconnect="nvlink", decode_efficiency=0.873,
+                    overhead_s_per_layer=55.4e-6, overhead_s_per_sequence=456e-6, compute_efficiency=0.81,
+                    attention_dp=8, expert_parallel=8)
+    r = sv._stepping(sv.Replica(load, mc, 1.7e10, 8192, 1024, prompt_tokens=1000))
+    links = sv._parts_of(r)[-1]
+    for decode in range(0, 400, 3):
+        for prompt in (0.0, 1.0, 999.5, 4096.0):
+            got = sv._step_s.__wrapped__(r, decode, prompt)
+            assert got == _composed_step_s(load, mc, decode, prompt, sv.prompt_flops(r, prompt))
+            assert len(links) <= sv.LINKS_KEPT
+    assert links  # kept, not skipped

@@ -44,7 +44,15 @@ from typing import TYPE_CHECKING, Any
 from ..catalog.records import record
 from ..errors import InputError
 from .moe_parallel import imbalance
-from .speed import ALLREDUCES_PER_LAYER, Load, Machine, allreduce_seconds, link_seconds, per_layer_s, step
+from .speed import (
+    ALLREDUCES_PER_LAYER,
+    Load,
+    Machine,
+    allreduce_seconds,
+    expert_parallel_link_seconds,
+    link_seconds,
+    step,
+)
 
 if TYPE_CHECKING:  # core/speculative.py is imported where a step drafts (_step_s): most questions never do
     from .speculative import Speculation
@@ -287,7 +295,7 @@ def _one_stepping(r: Replica) -> Replica:
 
 def clear_memos() -> None:
     """Forget the step times memoized (benchmarks time each search as a new question)."""
-    for memo in (step_s, _step_s, _stepping, _one_stepping):
+    for memo in (step_s, _step_s, _stepping, _one_stepping, _parts_of):
         memo.cache_clear()
 
 
@@ -301,7 +309,7 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
     k = r.spec.verified - 1 if r.spec is not None and micro_decode else 0
     if not k and _fused(r):
         flops = prompt_flops(r, prompt_tokens) / r.pp
-        t = _plain_step_s(r.load, r.machine, micro_decode, micro_prompt, flops)
+        t = _plain_step_s(r.load, r.machine, micro_decode, micro_prompt, flops, _parts_of(r))
         return r.pp * t + (r.pp - 1) * _hop_s(r, micro_decode + micro_prompt)
     load, b = _mixed(r.load, micro_decode, micro_prompt, prompt_flops(r, prompt_tokens) / r.pp, k + 1)
     mc = r.machine
@@ -318,72 +326,121 @@ def _step_s(r: Replica, micro_decode: int, prompt_tokens: float) -> float:
 
 
 def _fused(r: Replica) -> bool:
-    """Whether _plain_step_s times this replica's plain steps: no expert parallelism (its all-to-all link and
-    expert imbalance) and no low-bit weights to unpack; those steps take the composed path (_mixed, step)."""
-    return r.machine.expert_parallel <= 1 and not r.load.low_bit_params
+    """Whether _plain_step_s times this replica's plain steps: no low-bit weights to unpack; those steps take
+    the composed path (_mixed, step)."""
+    return not r.load.low_bit_params
 
 
-def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_flops: float) -> float:
+def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_flops: float,
+                  parts: tuple | None = None) -> float:
     """One stage's step without speculation, as _step_s times it: `step(load, mc', b).seconds +
     _prompt_link_s(load, mc', b, prompt)` for `load, b = _mixed(whole, decode, prompt, prefill_flops)` and
     mc' = mc run as a plain GEMM where prompt tokens ride along, worked out on the numbers alone, in the same
     order, without building the step's Shares, Load, Machine and Step records (a search times tens of
     thousands of steps; tests/test_search_memos.py holds the two equal to the bit). Only for replicas
-    _fused takes: no expert parallelism (the link is the tensor-parallel all-reduces, the imbalance 1) and
-    no low-bit weights (no unpacking time)."""
+    _fused takes: no low-bit weights (no unpacking time). With expert parallelism the busiest rank's share
+    of the step's routed tokens (core/speed.py _step_times) and the MoE layers' all-to-all (link_seconds)
+    are charged as step() charges them. `parts`: what it reads of the load and machine alone (_plain_parts;
+    _step_s keeps them per replica), worked out here where not given."""
+    (dense, experts, route, wb, wb_experts, cpu_w, cpu_e, kept_w, kept_e, tp, dp, kv_share, copies, ep,
+     attention, rate, expert_slower, ram_rate, gemm_rate, layers, graph_max, eager_layer, graph_layer,
+     per_sequence, moe_overhead, serial, links) = parts or _plain_parts(whole, mc)
     b = max(decode, 1)
-    sh = whole.shares
-    dense, experts, route = sh.dense, sh.experts, sh.route
     if experts and route < 1:  # _mixed: the experts all the step's tokens touch, spread over b "sequences"
         route = 1 - (1 - route) ** ((decode + prompt) / b)
     flops_per_token = (decode * whole.flops_per_token + prompt * prefill_flops) / b
     kv_bytes = whole.kv_bytes * decode // b
     # core/speed.py _step_reads
-    weights = whole.weights_bytes * (dense + experts * (1 - (1 - route) ** b))
-    expert_read = whole.weights_bytes * experts * (1 - (1 - route) ** b)
-    cpu_w, cpu_e = whole.cpu_weight_fraction, whole.cpu_expert_fraction
-    cpu = weights * cpu_w + expert_read * cpu_e * (1 - cpu_w)
-    tp = max(mc.tp, 1)
-    dp = max(min(mc.attention_dp, tp), 1)
-    kv_card = b * kv_bytes * whole.kv_per_card(tp // dp) / dp * max(mc.kv_read_copies, 1.0)
-    ep = max(mc.expert_parallel, 1)
-    attention = whole.weights_bytes * sh.attention * (1 - cpu_w) if dp > 1 else 0
+    touched = 1 - (1 - route) ** b
+    weights = wb * (dense + experts * touched)
+    expert_read = wb_experts * touched
+    cpu = weights * cpu_w + expert_read * cpu_e * kept_w
+    kv_card = b * kv_bytes * kv_share / dp * copies
     if ep > 1 and dp > 1:
-        attention = (weights - cpu) - expert_read * (1 - cpu_w)
-    rate = mc.read_bytes_per_s
+        attention = (weights - cpu) - expert_read * kept_w
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / rate
-    if mc.expert_efficiency and expert_read:
-        on_gpu = expert_read * (1 - cpu_w) * (1 - cpu_e)
-        memory_s += on_gpu / tp / rate * (mc.decode_efficiency / mc.expert_efficiency - 1)
+    if expert_slower and expert_read:
+        on_gpu = expert_read * kept_w * kept_e
+        memory_s += on_gpu / tp / rate * expert_slower
     if cpu:
-        memory_s += cpu / (mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency)
+        memory_s += cpu / ram_rate
     # core/speed.py step and Step.seconds (dequant_seconds: 0 without low-bit parameters)
-    compute_s = b * flops_per_token / tp / (mc.tflops * 1e12 * mc.compute_efficiency) if mc.tflops else 0.0
-    if ep > 1:
+    compute_s = b * flops_per_token / tp / gemm_rate if gemm_rate is not None else 0.0
+    if ep > 1:  # core/speed.py _step_times: _mixed's routed_per_sequence, _expert_flops_share
         routed = experts * route
         share = routed / (dense + routed) if dense + routed > 0 else 0.0
-        compute_s *= 1 + share * (imbalance(b, 0, ep) - 1)
+        compute_s *= 1 + share * (imbalance(b * (max(decode + prompt, 1) / b), whole.experts_active, ep) - 1)
     kv_s = kv_card / rate
     scheduled = math.ceil(b / dp) if ep > 1 else b
-    overhead = (whole.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
-                + (whole.moe_layer_count * mc.overhead_s_per_moe_layer if experts else 0.0))
-    link = _all_reduces_s(whole, mc, b)
-    if mc.serial_gemm and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
+    # core/speed.py per_layer_s: the eager value past the graphs' largest batch
+    overhead = (layers * (eager_layer if graph_max and scheduled > graph_max else graph_layer)
+                + (scheduled - 1) * per_sequence + moe_overhead)
+    link = links.get(b)
+    if link is None:
+        link = _kept_link(links, b, _link_s(whole, mc, b))
+    if serial and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         roofline = memory_s + max(compute_s, 0.0)
     else:
         roofline = max(memory_s - kv_s, compute_s, 0.0) + kv_s
     t = roofline + overhead + link
     if tp <= 1 or prompt <= 0:  # _prompt_link_s
         return t + 0.0
-    return t + (_all_reduces_s(whole, mc, b + math.ceil(prompt)) - link)
+    n = b + math.ceil(prompt)
+    with_prompt = links.get(n)
+    if with_prompt is None:
+        with_prompt = _kept_link(links, n, _link_s(whole, mc, n))
+    return t + (with_prompt - link)
 
 
-def _all_reduces_s(whole: Load, mc: Machine, sequences: int) -> float:
-    """core/speed.py link_seconds without expert parallelism (_fused): the tensor-parallel all-reduces of the
-    hidden state."""
+def _plain_parts(whole: Load, mc: Machine) -> tuple:
+    """What _plain_step_s reads of a load and a machine alone, whatever the step (each figure as core/speed.py
+    _step_reads, _step_times and per_layer_s work it out), and a memo of the step's link time (_link_s) by
+    the sequences it carries."""
+    sh = whole.shares
+    cpu_w, cpu_e = whole.cpu_weight_fraction, whole.cpu_expert_fraction
+    tp = max(mc.tp, 1)
+    dp = max(min(mc.attention_dp, tp), 1)
+    eager = mc.overhead_s_per_layer_eager
+    return (sh.dense, sh.experts, sh.route, whole.weights_bytes, whole.weights_bytes * sh.experts, cpu_w,
+            cpu_e, 1 - cpu_w, 1 - cpu_e, tp, dp, whole.kv_per_card(tp // dp), max(mc.kv_read_copies, 1.0),
+            max(mc.expert_parallel, 1), whole.weights_bytes * sh.attention * (1 - cpu_w) if dp > 1 else 0,
+            mc.read_bytes_per_s,
+            mc.decode_efficiency / mc.expert_efficiency - 1 if mc.expert_efficiency else 0.0,
+            mc.ram_bandwidth_gbps * 1e9 * mc.ram_efficiency,
+            mc.tflops * 1e12 * mc.compute_efficiency if mc.tflops else None,
+            whole.layers, mc.graph_max_batch if eager else 0, max(eager, mc.overhead_s_per_layer),
+            mc.overhead_s_per_layer, mc.overhead_s_per_sequence,
+            whole.moe_layer_count * mc.overhead_s_per_moe_layer if sh.experts else 0.0, mc.serial_gemm, {})
+
+
+# link times _plain_parts keeps per replica, forgotten all at once past this many (a long-running server's
+# memory stays bounded: _parts_of keeps PARTS_KEPT replicas)
+LINKS_KEPT = 256
+PARTS_KEPT = 1024
+
+
+def _kept_link(links: dict[int, float], sequences: int, seconds: float) -> float:
+    if len(links) >= LINKS_KEPT:
+        links.clear()  # one atomic step
+    links[sequences] = seconds
+    return seconds
+
+
+@lru_cache(maxsize=PARTS_KEPT)
+def _parts_of(r: Replica) -> tuple:
+    """_plain_parts of a replica as _stepping keeps it (one object per step's work and machine)."""
+    return _plain_parts(r.load, r.machine)
+
+
+def _link_s(whole: Load, mc: Machine, sequences: int) -> float:
+    """core/speed.py link_seconds of a step's load (_mixed keeps the hidden size, layers, top-k and MoE
+    layers it reads): the MoE layers' all-to-all with expert parallelism, else the tensor-parallel
+    all-reduces of the hidden state."""
     tp = max(mc.tp, 1)
     if tp == 1:
         return 0.0
+    if mc.expert_parallel > 1 and whole.moe_layers:
+        return expert_parallel_link_seconds(whole, mc, sequences)
     return ALLREDUCES_PER_LAYER * whole.layers * allreduce_seconds(sequences * whole.hidden * 2, tp, mc)
 
 

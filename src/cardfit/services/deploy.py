@@ -718,6 +718,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
     # what the settings of one runtime share: the cards searched (one catalog), each card's shapes
     cards: dict[int, list[Gpu]] = {}
     shaped: dict[tuple[RuntimeProfile, Gpu], list] = {}
+    parts: dict[tuple, fitting.CardSet] = {}  # _checked's set parts, which the settings of a runtime share
     for each in sets:
         ctx, rt, m = each.ctx, each.ctx.runtime, each.ctx.model
         engine = ctx.engine
@@ -757,9 +758,8 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 # the set's error bar, as plan's: every card's overhead and workspace, each copy of the cache
                 # (the same for every card of this memory at this count and copies)
                 margin = s.margin(count, copies)
-                opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
-                                    utilization=ctx.utilization, margin_bytes=margin, model=m, tp=tp, pp=pp,
-                                    cards=split_of[key])
+                opt = _checked(parts, ctx, mem, gpu, count, engine, requires(ctx.quant), margin, tp, pp,
+                               split_of[key])
                 if not opt.fits or opt.free_bytes < margin:
                     continue
                 if rt.paged_kv:
@@ -774,7 +774,7 @@ def candidates(inp: DeployInput, sets: list[Setting]) -> list[Candidate]:
                 out.append(Candidate(s, gpu, per_node, nodes, tp, pp, opt, seqs, opt.monthly_usd, tokens,
                                      margin, inp))  # the option's price: fitting.set_price of the set
                 if nodes == 1 and pp == 1 and tp == count > 1 and expert_parallel(ctx):
-                    out += _expert_parallel(inp, s, gpu, per_node, count, layouts)
+                    out += _expert_parallel(inp, s, gpu, per_node, count, layouts, parts)
                 one_node = one_node or nodes == 1
     return out
 
@@ -842,8 +842,25 @@ def attention_dp_memory(s: Setting, dp: int) -> Memory:
                                                                            dp))
 
 
+def _checked(parts: dict[tuple, fitting.CardSet], ctx: Any, mem: Memory, gpu: Gpu, count: int, engine: Any,
+             need: Feature | None, margin: int, tp: int, pp: int,
+             cards: Callable[[int], list[int] | None] | None = None) -> fitting.Option:
+    """core/fit.py check of `mem` on `count` cards of `gpu` split tp × pp under `engine` (the plan's rules,
+    --gpu-memory-utilization and model; `need`: the feature its quantization requires), its set's part
+    (card_set: the budget, price and split, whatever the memory) kept in `parts` by everything card_set
+    reads: the settings of one runtime and quantization (each KV type, each slot count) ask it of the same
+    sets."""
+    key = (engine, gpu, count, tp, pp, need, ctx.utilization, ctx.rules, ctx.model)
+    part = parts.get(key)
+    if part is None:
+        part = parts[key] = fitting.card_set(gpu, count, engine, ctx.rules, requires=need,
+                                             utilization=ctx.utilization, model=ctx.model, tp=tp, pp=pp)
+    return fitting.check_set(mem, part, engine, ctx.rules, margin_bytes=margin, model=ctx.model, cards=cards)
+
+
 def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, count: int,
-                     layouts: list[tuple[int, int]]) -> list[Candidate]:
+                     layouts: list[tuple[int, int]],
+                     parts: dict[tuple, fitting.CardSet] | None = None) -> list[Candidate]:
     """The attention-DP + EP layouts of `count` cards of one node (core/moe_parallel.py layouts): the
     non-expert weights once per attention group, the experts once over all cards, each group's KV cache its
     own (copied only over the group's own tensor-parallel ranks), each group's engine scheduling up to the
@@ -867,8 +884,8 @@ def _expert_parallel(inp: DeployInput, s: Setting, gpu: Gpu, per_node: int, coun
         # the layout's attention-DP ranks size the engine's reserve, and its --tp-size all `count` cards
         # (SGLang: runtimes/sglang.py reserved_mib), each group's cache copied over lay.tp
         engine = ctx.engine_at(lay.dp, server_tp=count)
-        opt = fitting.check(mem, gpu, count, engine, ctx.rules, requires=requires(ctx.quant),
-                            utilization=ctx.utilization, margin_bytes=margin, model=m, tp=lay.tp, pp=1)
+        opt = _checked({} if parts is None else parts, ctx, mem, gpu, count, engine, requires(ctx.quant),
+                       margin, lay.tp, 1)
         if not opt.fits or opt.free_bytes < margin:
             continue
         pooled = _most_pooled(mem, opt, count, copies, rt, layouts, margin, lay.dp)
