@@ -45,11 +45,8 @@ from ..catalog.records import record
 from ..errors import InputError
 from .moe_parallel import imbalance
 from .speed import (
-    ALLREDUCES_PER_LAYER,
     Load,
     Machine,
-    allreduce_seconds,
-    expert_parallel_link_seconds,
     link_seconds,
     step,
 )
@@ -377,7 +374,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
                 + (scheduled - 1) * per_sequence + moe_overhead)
     link = links.get(b)
     if link is None:
-        link = _kept_link(links, b, _link_s(whole, mc, b))
+        link = _kept_link(links, b, link_seconds(whole, mc, b))
     if serial and not prompt:  # prompt tokens make the GEMMs tall: their bytes overlap the FLOPs
         roofline = memory_s + max(compute_s, 0.0)
     else:
@@ -388,13 +385,13 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     n = b + math.ceil(prompt)
     with_prompt = links.get(n)
     if with_prompt is None:
-        with_prompt = _kept_link(links, n, _link_s(whole, mc, n))
+        with_prompt = _kept_link(links, n, link_seconds(whole, mc, n))
     return t + (with_prompt - link)
 
 
 def _plain_parts(whole: Load, mc: Machine) -> tuple:
     """What _plain_step_s reads of a load and a machine alone, whatever the step (each figure as core/speed.py
-    _step_reads, _step_times and per_layer_s work it out), and a memo of the step's link time (_link_s) by
+    _step_reads, _step_times and per_layer_s work it out), and a memo of the step's link time (link_seconds) by
     the sequences it carries."""
     sh = whole.shares
     cpu_w, cpu_e = whole.cpu_weight_fraction, whole.cpu_expert_fraction
@@ -430,18 +427,6 @@ def _kept_link(links: dict[int, float], sequences: int, seconds: float) -> float
 def _parts_of(r: Replica) -> tuple:
     """_plain_parts of a replica as _stepping keeps it (one object per step's work and machine)."""
     return _plain_parts(r.load, r.machine)
-
-
-def _link_s(whole: Load, mc: Machine, sequences: int) -> float:
-    """core/speed.py link_seconds of a step's load (_mixed keeps the hidden size, layers, top-k and MoE
-    layers it reads): the MoE layers' all-to-all with expert parallelism, else the tensor-parallel
-    all-reduces of the hidden state."""
-    tp = max(mc.tp, 1)
-    if tp == 1:
-        return 0.0
-    if mc.expert_parallel > 1 and whole.moe_layers:
-        return expert_parallel_link_seconds(whole, mc, sequences)
-    return ALLREDUCES_PER_LAYER * whole.layers * allreduce_seconds(sequences * whole.hidden * 2, tp, mc)
 
 
 def prompt_flops(r: Replica, prompt_tokens: float) -> float:
