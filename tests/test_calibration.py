@@ -138,11 +138,6 @@ ONE_PUBLISHER_PRIORS = (
     # the in-kernel unpacking, fitted on other publishers (an upper bound)
     ("vllm.mxfp4_expert_efficiency_rocm", "github.com/semianalysisai/inferencex/pull/1061",
      "vllm.expert_efficiency"),
-    # SGLang's own dense per-layer decode time (issue 24, h-engstep): its one single-stream decode record of a
-    # dense model is the Llama 3.1 8B H100 baseline of SGLang's speculative-decoding docs; a fold without it
-    # takes vLLM's dense per-layer time (the engine's own kernels and loop are data: validation/calibrate.py
-    # _OWN_STEP)
-    ("sglang.decode_overhead_us_per_layer", "docs.sglang.io", "vllm.decode_overhead_us_per_layer"),
     # V0's Triton prefix-prefill kernel on ROCm (dstack alone): no other publisher measures that kernel's
     # rate, so NEUTRAL (the card's own attention rate: the fast side)
     ("vllm.prefix_prefill_tflops_rocm_v0", "github:dstackai", None),
@@ -319,80 +314,6 @@ def test_the_dense_layer_time_is_fitted_on_dense_models_only():
     assert "vllmblog-fp8kv-llama-3.1-8b-h100-bf16kv-c1-256in" in dense
     assert "vllmblog-fp8kv-gpt-oss-20b-h100-bf16kv-c1-256in" in moe
     assert not [i for i, m in dense.items() if default_models().get(m).is_moe]
-
-
-# The engines whose decode step is their own code (validation/calibrate.py _OWN_STEP) and a record each of its
-# fixed-time rows is fitted on: InferenceX's DeepSeek-R1 runs at 4 users (11.9 % of the routed experts
-# touched), run 25980019087 (SGLang 0.5.12, H200) and run 26016874169 (TensorRT-LLM, B200),
-# https://github.com/SemiAnalysisAI/InferenceX
-OWN_STEP_RECORDS = (
-    ("sglang", "ix-dsr1-h200-sglang-fp8-tp8-1024x1024-c4-run25980019087-tpot"),
-    ("trtllm", "ix-dsr1-b200-trtllm-fp8-tp8-1024x1024-c4-run26016874169-tpot"),
-)
-
-
-@pytest.mark.parametrize("engine, record", OWN_STEP_RECORDS, ids=[e for e, _ in OWN_STEP_RECORDS])
-def test_an_engine_with_its_own_decode_step_fits_its_own_fixed_times(engine, record):
-    """SGLang's and TensorRT-LLM's dense and MoE per-layer decode times are rows of FITS of their own, fitted
-    on their own records (never vLLM's, never the other's), listed by scripts/fit_constants.py with their
-    records and publishers, with vLLM's value as the prior; vLLM's rows are no longer copied to them (TGI,
-    with no row of its own, still takes vLLM's)."""
-    from cardfit.validation.calibrate import _chosen
-
-    recs = all_records()
-    for field in ("decode_overhead_us_per_layer", "moe_overhead_us_per_layer"):
-        (own,) = [f for f in FITS if f.key == f"{engine}.{field}"]
-        (vllm,) = [f for f in FITS if f.key == f"vllm.{field}"]
-        assert own.prior_key == f"vllm.{field}" and own.copies == ()
-        assert engine not in vllm.copies and "tgi" in vllm.copies
-        assert {str(r["runtime"]).lower() for r, _ in _chosen(recs, own)} <= {engine}
-    (moe,) = [f for f in FITS if f.key == f"{engine}.moe_overhead_us_per_layer"]
-    chosen = {r["id"]: src for r, src in _chosen(recs, moe)}
-    assert chosen[record] == "github:semianalysisai"
-    assert {"github:semianalysisai", "nvidia"} <= set(chosen.values())
-
-
-def test_a_fold_without_an_engines_records_takes_vllms_fixed_times():
-    """calibrate._fit_one: a fold that leaves no record of TensorRT-LLM's MoE fixed time (InferenceX's runs
-    taken out of the set, NVIDIA's aiconfigurator rows left out as the fold) takes vLLM's value as the rows
-    before it left it, not the stored TensorRT-LLM value (fitted on the records left out) and not NEUTRAL;
-    with its records in, its own fit differs from vLLM's. TensorRT-LLM has no single-stream dense decode
-    record: its dense per-layer time is vLLM's in every fold."""
-    from cardfit.validation.calibrate import NEUTRAL, _fit_one, publisher_key
-
-    recs = all_records()
-    (moe,) = [f for f in FITS if f.key == "trtllm.moe_overhead_us_per_layer"]
-    (dense,) = [f for f in FITS if f.key == "trtllm.decode_overhead_us_per_layer"]
-    without = tuple(r for r in recs if publisher_key(r) != "github:semianalysisai")
-    values = {**stored(), "vllm.moe_overhead_us_per_layer": 12.5}  # as an earlier row of the fold left it
-    _fit_one(moe, without, "nvidia", values)
-    assert values["trtllm.moe_overhead_us_per_layer"] == 12.5 != NEUTRAL
-    values = {**stored(), "vllm.decode_overhead_us_per_layer": 33.3}
-    _fit_one(dense, recs, None, values)
-    assert values["trtllm.decode_overhead_us_per_layer"] == 33.3
-    values = stored()
-    _fit_one(moe, recs, None, values)
-    assert values["trtllm.moe_overhead_us_per_layer"] == stored()["trtllm.moe_overhead_us_per_layer"]
-    assert values["trtllm.moe_overhead_us_per_layer"] != values["vllm.moe_overhead_us_per_layer"]
-
-
-def test_fit_constants_lists_the_engines_own_rows_with_their_records(fitted):
-    """The rows scripts/fit_constants.py prints (calibrate.report_rows) and the notes it writes into
-    data/runtimes.toml: an engine's own row with records counts them and their publishers; one with none
-    names vLLM's fit. (`fitted` first: report_rows refits, from the implied values it leaves cached.)"""
-    from cardfit.validation.calibrate import report_rows, rewrite_runtimes
-
-    recs = all_records()
-    rows = {row["constant"]: row for row in report_rows(recs)}
-    assert rows["sglang.moe_overhead_us_per_layer"]["publishers"] >= 3
-    assert rows["sglang.moe_overhead_us_per_layer"]["records"] >= 50
-    assert rows["trtllm.moe_overhead_us_per_layer"]["publishers"] == 2
-    assert rows["trtllm.decode_overhead_us_per_layer"]["records"] == 0
-    assert rows["sglang.moe_overhead_us_per_layer"]["fitted"] == fitted["sglang.moe_overhead_us_per_layer"]
-    text = 'id = "trtllm"\ndecode_overhead_us_per_layer = 1.0\nmoe_overhead_us_per_layer = 1.0\n'
-    out = rewrite_runtimes(text, stored(), recs)
-    assert "no records of its own yet: vllm.decode_overhead_us_per_layer's fit" in out
-    assert "2 publishers' medians" in out
 
 
 # Out-of-sample levels of today (leave-one-source-out, validation of 2026-12-01) with a little room:

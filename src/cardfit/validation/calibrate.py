@@ -126,12 +126,7 @@ def typed_from(publisher: str, values: Mapping[str, float] | None = None) -> dic
 # ---------------------------------------------------------------- what is fitted, from which records
 
 # Records whose own source calls the number anomalous: scored and printed, never used to fit.
-# CloudRift's SGLang run of Qwen3-Coder-30B-A3B AWQ on an RTX 5090 (TPOT 18.9 ms where vLLM on the same card
-# and load measured 7.1): its write-up names the cause, "SGLang is required --quantization moe_wna16 for AWQ
-# MoE models and currently underperforms on this architecture" (serving_cloudrift_rtx5090_sweep.toml), a
-# kernel's shortfall on one card, not SGLang's fixed time a layer (docs/VALIDATION.md, h-engstep)
-ANOMALOUS = frozenset({"vllm20710-2xb200-llama33-70b-fp8-c1", "ollama11688-4070-gptoss20b-offload",
-                       "cloudrift-deplodock-qwen3-coder-30b-a3b-rtx5090-sglang-awq-4000x4000-c4-vs-tpot"})
+ANOMALOUS = frozenset({"vllm20710-2xb200-llama33-70b-fp8-c1", "ollama11688-4070-gptoss20b-offload"})
 
 
 @dataclass(frozen=True)
@@ -161,12 +156,10 @@ class Fit:
 
     @property
     def copies(self) -> tuple[str, ...]:
-        """The other catalog runtimes that take the value: the family's, but those with a row of FITS of
-        their own for the field (SGLang's and TensorRT-LLM's fixed decode times, fitted on their records)."""
+        """The other catalog runtimes that take the value."""
         if self.share is None:
             return ()
-        own = {f.runtime for f in FITS if f.field == self.field and f is not self}
-        return tuple(sorted(set(_runtime_ids(self.share, exact=False)) - {self.runtime} - own))
+        return tuple(sorted(set(_runtime_ids(self.share, exact=False)) - {self.runtime}))
 
     @property
     def key(self) -> str:
@@ -820,18 +813,6 @@ def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
 
-# The engines whose decode step is their own code, not vLLM's (their fixed decode times are their own rows
-# of FITS), and where each is stated:
-# - SGLang: its own model code and kernels (python/sglang/srt/models/deepseek_v2.py: the shared expert fused
-#   into the routed MoE kernel, `moe_fused_gate`; FlashInfer/FA3 MLA backends; its own custom all-reduce,
-#   python/sglang/srt/distributed/device_communicators/custom_all_reduce.py) and its overlap scheduler
-#   (LMSYS blog 2024-12-04 'SGLang v0.4: Zero-Overhead Batch Scheduler',
-#   https://lmsys.org/blog/2024-12-04-sglang-v0-4/);
-# - TensorRT-LLM: its PyTorch-flow model and ops (tensorrt_llm/_torch/models/modeling_deepseekv3.py: its
-#   fused MoE and trtllm-gen kernels) and its own executor loop with the overlap scheduler (TensorRT-LLM docs
-#   'Overlap Scheduler', https://nvidia.github.io/TensorRT-LLM/torch/features/overlap_scheduler.html).
-_OWN_STEP: tuple[tuple[type, str], ...] = ((SGLang, "SGLang"), (TrtLlm, "TensorRT-LLM"))
-
 FITS: tuple[Fit, ...] = (
     Fit(LlamaCpp, "decode_overhead_us_per_layer",
         _both(_both(_is("decode"), _llamacpp_generation(True)), _low_bit(False)),
@@ -889,17 +870,6 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_layer"), 1, VllmLike,
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, dense "
         "models (an MoE layer's own fixed time is moe_overhead_us_per_layer)"),
-    # SGLang and TensorRT-LLM run their own decode step, not vLLM's: their own kernels (SGLang's fused
-    # DeepSeek path and its custom all-reduce, TensorRT-LLM's fused attention and MoE ops) and their own step
-    # loop (SGLang's overlap scheduler, TensorRT-LLM's PyTorch-flow executor); ENGINE_STEP_SOURCES names
-    # where each is stated. So the fixed time of their decode step is fitted on their own records of the same
-    # kind, and a fold with none of them (or a release with no record yet) takes vLLM's value (prior), fitted
-    # on other publishers
-    *(Fit(on, "decode_overhead_us_per_layer", _both(_is("decode"), _dense),
-          _speed("implied_overhead_us_per_layer"), 1, None,
-          f"the same on {name}'s own decode step, from its single-stream decode records of dense models "
-          "(none: vLLM's value)",
-          prior="decode_overhead_us_per_layer", prior_on=Vllm) for on, name in _OWN_STEP),
     Fit(Vllm, "decode_overhead_us_per_sequence_sync", _sync_loop, _implied_sync_per_sequence, 1, None,
         "time per sequence per step of vLLM V1's synchronous engine loop (releases 0.8 to 0.13, no "
         "--async-scheduling), from served TPOT and output-throughput records of those releases on NVIDIA "
@@ -969,11 +939,6 @@ FITS: tuple[Fit, ...] = (
         "fixed time per MoE layer per decode step beyond the dense per-layer time, from MoE decode and "
         "served TPOT / median ITL records of engines from mid-2025 on whose step touches at most half the "
         "routed experts, the rest of the model in place"),
-    *(Fit(on, "moe_overhead_us_per_layer", _moe_fixed_step, _implied_moe_overhead, 1, None,
-          f"the same on {name}'s own decode step (its MoE kernels and gate), from its MoE decode and served "
-          "TPOT / median ITL records whose step touches at most half the routed experts, its own per-layer "
-          "time in place (none: vLLM's value)",
-          prior="moe_overhead_us_per_layer", prior_on=Vllm) for on, name in _OWN_STEP),
     Fit(Vllm, "mxfp4_expert_prefill_share", _mxfp4_unpacked_ttft, _implied_mxfp4_expert_share, 3, None,
         "share of the prompt GEMM rate the routed experts' GEMMs reach with MXFP4 weights on a card without "
         "FP4 tensor cores (BF16 activations, FP4 weights unpacked inside the MoE kernel), from vLLM's served "
@@ -1380,9 +1345,7 @@ def rewrite_runtimes(text: str, values: Constants, recs: tuple[Record, ...]) -> 
             row = counts[f.key]
             n, k = row["records"], row["publishers"]
             note = (f"# fitted: scripts/fit_constants.py, median of {k} publishers' medians, {n} records"
-                    if f.runtime == rt and n
-                    else f"# no records of its own yet: {f.prior_key}'s fit (scripts/fit_constants.py)"
-                    if f.runtime == rt and f.prior
+                    if f.runtime == rt
                     else f"# {f.runtime}'s fit (scripts/fit_constants.py); own records scored only")
             val = _fmt(values[f"{rt}.{m.group(1)}"], digits[m.group(1)])
             line = f"{m.group(1)} = {val}".ljust(42) + " " * (len(f"{m.group(1)} = {val}") >= 42) + note
