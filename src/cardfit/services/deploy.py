@@ -2540,12 +2540,25 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
 
 def pd_pairs(cands: list[Candidate], ref: Candidate) -> list[tuple[Candidate, Candidate]]:
     """The (prefill shape, decode shape) pairs the P/D search tries beside candidate `ref` (the aggregated
-    answer): workers of `ref`'s setting and card inside one node whose two roles hold the model (_workers),
-    each decode shape with the prefill shapes _prefill_shapes gives it. An attention-DP + EP answer (its
-    setting shared by that layout's every card and count) is its one shape."""
-    same = [c for c in cands if c.setting is ref.setting and c.gpu == ref.gpu and c.nodes == 1
-            and (ref.attention_dp == 1 or _pd_shape(c) == _pd_shape(ref)) and _workers(c) is not None]
-    return [(pre, c) for c in same for pre in _prefill_shapes(same, c)]
+    answer), workers on `ref`'s card inside one node whose two roles hold the model (_workers): each
+    tensor-parallel split of `ref`'s setting with the prefill shapes _prefill_shapes gives it, then each
+    attention-DP + EP layout of that setting (candidates' _expert_parallel; the setting's attention_groups)
+    as both pools' workers, whichever of the two `ref` is. SGLang's and NVIDIA Dynamo's DeepSeek P/D
+    recipes run both pools with attention DP and expert parallelism (SGLang "PD Disaggregation", DeepSeek
+    Multi-Node: prefill and decode each `--tp-size 16 --dp-size 8 --enable-dp-attention --moe-a2a-backend
+    deepep`, https://github.com/sgl-project/sglang/blob/main/docs/advanced_features/pd_disaggregation.md),
+    so an aggregated answer in one layout no longer confines the pools to it (before, an attention-DP
+    answer was its one pair and a tensor-parallel one never had attention-DP workers)."""
+    base = ref.setting
+    if ref.attention_dp > 1 or ref.ep > 1:  # an attention-DP + EP answer: the setting its layouts come from
+        base = next((c.setting for c in cands if c.attention_dp == 1 and c.ep == 1
+                     and any(g is ref.setting for g in c.setting.attention_groups.values())), ref.setting)
+    grouped = list(base.attention_groups.values())
+    here = [c for c in cands if c.gpu == ref.gpu and c.nodes == 1 and _workers(c) is not None]
+    same = [c for c in here if c.setting is base and c.attention_dp == 1 and c.ep == 1]
+    layouts = [c for c in here if (c.attention_dp > 1 or c.ep > 1)
+               and (any(c.setting is g for g in grouped) or _pd_shape(c) == _pd_shape(ref))]
+    return [(pre, c) for c in same for pre in _prefill_shapes(same, c)] + [(c, c) for c in layouts]
 
 
 def _pd_shape(c: Candidate) -> tuple:
