@@ -1086,3 +1086,35 @@ def test_cards_no_load_pd_reason_text_and_json(run_cli, run_json, ttft: str, sai
     r = run_json(*args)
     assert r["disaggregation"]["users"] == _aic_16_no_load(float(ttft))["disaggregation"]["users"]
     assert r["disaggregation"]["why"] == _aic_16_no_load(float(ttft))["disaggregation"]["why"]
+
+
+def test_cards_no_load_pools_of_attention_dp_workers() -> None:
+    """Qwen3-30B-A3B FP8 (a MoE) on exactly 8 H200s, SGLang, 4,000 / 500 tokens at TTFT 4 s, TPOT 17.4 ms:
+    both pools' workers may take an attention-DP + EP layout of the setting, as SGLang's DeepSeek P/D recipe
+    runs them (`--dp-size --enable-dp-attention` on the prefill and the decode servers: SGLang "PD
+    Disaggregation", https://github.com/sgl-project/sglang/blob/main/docs/advanced_features/
+    pd_disaggregation.md). One prefill and one decode worker of 4 cards, attention DP 4 and EP 4, serve the
+    most users (before, only tensor-parallel pools: 4 x TP1 prefill + 1 x TP4 decode, 95 users); each
+    role's launch line runs its attention groups, and pinned at the users found the pools meet the targets
+    and one user more does not."""
+    kw = dict(model="qwen3-30b-a3b", input_tokens=4000, output_tokens=500, ttft_ms=4000.0, tpot_ms=17.4,
+              gpu=("H200",), runtime="sglang", quant="fp8")
+    r = dp.deploy_report(dp.DeployInput(cards=8, **kw)).to_json()  # type: ignore[arg-type]
+    pd_ = r["disaggregation"]
+    assert pd_["winner"] == "disaggregated" and r["best"] == pd_["deployment"], pd_["why"]
+    pools = r["best"]["disaggregated"]
+    for role in ("prefill", "decode"):
+        assert {k: pools[role][k] for k in ("count", "tp", "dp", "ep", "replicas")} == dict(
+            count=4, tp=4, dp=4, ep=4, replicas=1), pools
+    users = int(r["workload"]["users"])
+    agg, split = _users_each_way(pd_["why"])
+    assert split == users == pd_["users"] > 95 and users > agg
+    for line, role in zip(r["best"]["command"].splitlines(), ("prefill", "decode"), strict=True):
+        assert "--dp-size 4 --enable-dp-attention" in line and f"--disaggregation-mode {role}" in line
+
+    def pinned(n: int) -> bool:
+        return dp.deploy_report(dp.DeployInput(
+            users=float(n), kv_dtype="fp8", tp=4, prefill_dp=4, decode_dp=4, prefill_workers=1,
+            decode_workers=1, **kw)).to_json()["meets_targets"]  # type: ignore[arg-type]
+
+    assert pinned(users) and not pinned(users + 1)
