@@ -2284,6 +2284,8 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets, below: float = math
     `predicted`: the targets met as predicted, not at the pessimistic end (_pd_meets)."""
     if _workers(c) is None:  # a worker sized for its role does not hold the model (vLLM 0.34's P/D worker)
         return None
+    if _prefill_alone_misses(inp, c, c, t, predicted):  # no count meets the TTFT: none is timed
+        return None
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
     memo = {} if memo is None else memo
 
@@ -2397,6 +2399,8 @@ def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets, memo: PdTimed | Non
                  predicted: bool = False) -> tuple[int, int, Any] | None:
     """--cards N: of every split of the N / c.cards workers shaped like `c` into prefill and decode pools,
     the one that meets the targets and serves best (_pd_rank); None where no split meets them."""
+    if _prefill_alone_misses(inp, c, c, t, predicted):  # no split meets the TTFT: none is timed
+        return None
     best: tuple[tuple[float, float, float], int, int, Any] | None = None
     for x, y in splits_on_cards(inp, c, c):
         res, ok, _, _ = _pd_meets(inp, c, x, y, t, memo=memo, predicted=predicted)
@@ -2543,22 +2547,27 @@ def pd_pairs(cands: list[Candidate], ref: Candidate) -> list[tuple[Candidate, Ca
     answer), workers on `ref`'s card inside one node whose two roles hold the model (_workers): each
     tensor-parallel split of `ref`'s setting with the prefill shapes _prefill_shapes gives it, then each
     attention-DP + EP layout of that setting (candidates' _expert_parallel; the setting's attention_groups)
-    as both pools' workers, whichever of the two `ref` is. SGLang's and NVIDIA Dynamo's DeepSeek P/D
-    recipes run both pools with attention DP and expert parallelism (SGLang "PD Disaggregation", DeepSeek
-    Multi-Node: prefill and decode each `--tp-size 16 --dp-size 8 --enable-dp-attention --moe-a2a-backend
+    as both pools' workers, whichever of the two `ref` is. SGLang's DeepSeek P/D recipe runs both pools
+    with attention DP and expert parallelism (SGLang "PD Disaggregation", DeepSeek Multi-Node: prefill and
+    decode each `--tp-size 16 --dp-size 8 --enable-dp-attention --moe-a2a-backend
     deepep`, https://github.com/sgl-project/sglang/blob/main/docs/advanced_features/pd_disaggregation.md),
     so an aggregated answer in one layout no longer confines the pools to it (before, an attention-DP
     answer was its one pair and a tensor-parallel one never had attention-DP workers)."""
+    here = [c for c in pd_family(cands, ref) if _workers(c) is not None]
+    same = [c for c in here if c.attention_dp == 1 and c.ep == 1]
+    layouts = [c for c in here if c.attention_dp > 1 or c.ep > 1]
+    return [(pre, c) for c in same for pre in _prefill_shapes(same, c)] + [(c, c) for c in layouts]
+
+
+def pd_family(cands: list[Candidate], ref: Candidate) -> list[Candidate]:
+    """The candidates the P/D search shapes workers from beside `ref` (pd_pairs): on `ref`'s card inside one
+    node, of `ref`'s setting (or the one its attention-DP + EP layout comes from) or one of its layouts."""
     base = ref.setting
     if ref.attention_dp > 1 or ref.ep > 1:  # an attention-DP + EP answer: the setting its layouts come from
-        base = next((c.setting for c in cands if c.attention_dp == 1 and c.ep == 1
+        base = next((c.setting for c in cands if c.attention_dp == 1 and c.ep == 1 and c.gpu == ref.gpu
                      and any(g is ref.setting for g in c.setting.attention_groups.values())), ref.setting)
-    grouped = list(base.attention_groups.values())
-    here = [c for c in cands if c.gpu == ref.gpu and c.nodes == 1 and _workers(c) is not None]
-    same = [c for c in here if c.setting is base and c.attention_dp == 1 and c.ep == 1]
-    layouts = [c for c in here if (c.attention_dp > 1 or c.ep > 1)
-               and (any(c.setting is g for g in grouped) or _pd_shape(c) == _pd_shape(ref))]
-    return [(pre, c) for c in same for pre in _prefill_shapes(same, c)] + [(c, c) for c in layouts]
+    family = {id(base), id(ref.setting), *(id(g) for g in base.attention_groups.values())}
+    return [c for c in cands if id(c.setting) in family and c.gpu == ref.gpu and c.nodes == 1]
 
 
 def _pd_shape(c: Candidate) -> tuple:
@@ -3336,7 +3345,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                     cands, found = [replace(c, inp=inp) for c in every], None
                 # the P/D search at the users found tries every set's shape, as pd_most_users did (and as
                 # the same question with that load does), not only those of the sets that serve the most
-                pd_cands = cands if found is None else [replace(c, inp=inp) for c in every]
+                pd_cands = cands if found is None else [replace(c, inp=inp) for c in pd_family(every, ref)]
             report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
     if found is None:
         found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t, PARETO_SIZE)
