@@ -1005,3 +1005,116 @@ def test_why_pd_lost_names_no_empty_miss() -> None:
         why, rent = dp._pd_none_why(inp, pairs, t, agg)
     assert why == "aggregated: no split of prefill and decode workers on " \
         f"{agg.cand.gpu.name} meets the targets within {dp.PD_MAX_WORKERS} workers" and rent is None
+
+
+# --- --cards N with no load: the most users, aggregated or split into pools ------------------------------
+
+@cache
+def _aic_16_no_load(ttft_ms: float) -> dict:
+    """aiconfigurator's 16-card question (_AIC_16) with no load: the most users its 16 cards serve."""
+    kw = {**_AIC_16, "users": None, "ttft_ms": ttft_ms}
+    return dp.deploy_report(dp.DeployInput(cards=16, **kw)).to_json()  # type: ignore[arg-type]
+
+
+def _users_each_way(why: str) -> tuple[int, int]:
+    """The most users the aggregated replicas and the pools serve, as disaggregation.why gives them."""
+    m = re.search(r"([\d,]+) as aggregated replicas, ([\d,]+) split into pools", why)
+    assert m is not None, why
+    return int(m[1].replace(",", "")), int(m[2].replace(",", ""))
+
+
+def _pinned_meets(users: int, ttft_ms: float, prefill: tuple[int, int], decode: tuple[int, int]) -> bool:
+    """Whether `prefill` / `decode` (workers, TP) pinned at `users` meet _AIC_16's targets at `ttft_ms`."""
+    kw = {**_AIC_16, "users": float(users), "ttft_ms": ttft_ms}
+    return dp.deploy_report(dp.DeployInput(
+        kv_dtype="fp8", tp=decode[1], prefill_tp=prefill[1], decode_tp=decode[1], prefill_workers=prefill[0],
+        decode_workers=decode[0], **kw)).to_json()["meets_targets"]  # type: ignore[arg-type]
+
+
+def test_cards_no_load_pd_wins_at_aiconfigurators_layout() -> None:
+    """--cards 16 with no load at aiconfigurator's 16-card targets (4,000 / 500 tokens, TTFT 4 s, TPOT 17.4
+    ms): split into pools the cards serve more users than as aggregated replicas, at aiconfigurator's own
+    layout, 10 x TP1 prefill + 3 x TP2 decode. Before the no-load search tried prefill workers of their own
+    shape (pd_most_users split workers of one shape), it found 121 users on 5 + 3 TP2 workers; that layout is
+    searched, and serves fewer. The users found are the pools' (disaggregation.users): pinned there they meet
+    the targets at the pessimistic end of their likely range, one user more does not, and asked again with
+    that load the answer is the same."""
+    r = _aic_16_no_load(4000.0)
+    pd_ = r["disaggregation"]
+    assert pd_["winner"] == "disaggregated" and r["best"] == pd_["deployment"], pd_["why"]
+    pools = r["best"]["disaggregated"]
+    assert {k: (v["replicas"], v["tp"]) for k, v in pools.items()} == {"prefill": (10, 1), "decode": (3, 2)}
+    users = int(r["workload"]["users"])
+    assert r["workload"]["cards_found_users"] and pd_["users"] == users and users > 121
+    agg, split = _users_each_way(pd_["why"])
+    assert split == users > agg
+    assert "10 prefill workers of 1 card (TP 1) + 3 decode workers of 2 cards (TP 2)" in pd_["why"]
+    assert _pinned_meets(users, 4000.0, (10, 1), (3, 2))
+    assert not _pinned_meets(users + 1, 4000.0, (10, 1), (3, 2))
+    again = dp.deploy_report(dp.DeployInput(cards=16, **{**_AIC_16, "users": float(users)})).to_json()
+    assert again["best"] == r["best"] and "users" not in again["disaggregation"]
+
+
+def test_cards_no_load_aggregated_wins_and_says_what_breaks_the_pools() -> None:
+    """The same 16 cards at a 2 s TTFT: aggregated replicas serve the most users; the reason gives the most
+    the best split into pools serves (3 prefill + 1 decode TP 4 workers) and what breaks it at one user more
+    (its TPOT at the pessimistic end of its likely range), and pinned there the split meets the targets and
+    one user more does not."""
+    r = _aic_16_no_load(2000.0)
+    pd_ = r["disaggregation"]
+    assert pd_["winner"] == "aggregated" and r["best"]["disaggregated"] is None, pd_["why"]
+    agg, split = _users_each_way(pd_["why"])
+    assert agg == int(r["workload"]["users"]) > split == pd_["users"] > 0
+    assert "(3 prefill + 1 decode workers of 4 cards (TP 4); at " in pd_["why"]
+    assert re.search(rf"at {split + 1:,} users its TPOT [\d.]+ ms against 17.4 at the pessimistic end",
+                     pd_["why"]), pd_["why"]
+    assert _pinned_meets(split, 2000.0, (3, 4), (1, 4))
+    assert not _pinned_meets(split + 1, 2000.0, (3, 4), (1, 4))
+
+
+@pytest.mark.parametrize("ttft,said", [
+    ("4000", "Prefill and decode apart: disaggregated: the most users the 16 cards serve within the targets"),
+    ("2000", "Prefill and decode together: aggregated: the most users the 16 cards serve within the targets"),
+])
+def test_cards_no_load_pd_reason_text_and_json(run_cli, run_json, ttft: str, said: str) -> None:
+    """The text prints why P/D won or lost on --cards with no load either way (the two ways rent the same
+    cards), and --json gives the pools' most users beside it (disaggregation.users), not given with a load."""
+    args = ["deploy", "qwen3-32b", "--input-tokens", "4000", "--output-tokens", "500", "--ttft-ms", ttft,
+            "--tpot-ms", "17.4", "--gpu", "H200", "--runtime", "sglang", "--quant", "fp8", "--cards", "16"]
+    code, out, _ = run_cli(*args)
+    assert code == 0 and said in " ".join(out.split()), out
+    r = run_json(*args)
+    assert r["disaggregation"]["users"] == _aic_16_no_load(float(ttft))["disaggregation"]["users"]
+    assert r["disaggregation"]["why"] == _aic_16_no_load(float(ttft))["disaggregation"]["why"]
+
+
+def test_cards_no_load_pools_of_attention_dp_workers() -> None:
+    """Qwen3-30B-A3B FP8 (a MoE) on exactly 8 H200s, SGLang, 4,000 / 500 tokens at TTFT 4 s, TPOT 17.4 ms:
+    both pools' workers may take an attention-DP + EP layout of the setting, as SGLang's DeepSeek P/D recipe
+    runs them (`--dp-size --enable-dp-attention` on the prefill and the decode servers: SGLang "PD
+    Disaggregation", https://github.com/sgl-project/sglang/blob/main/docs/advanced_features/
+    pd_disaggregation.md). One prefill and one decode worker of 4 cards, attention DP 4 and EP 4, serve the
+    most users (before, only tensor-parallel pools: 4 x TP1 prefill + 1 x TP4 decode, 95 users); each
+    role's launch line runs its attention groups, and pinned at the users found the pools meet the targets
+    and one user more does not."""
+    kw = dict(model="qwen3-30b-a3b", input_tokens=4000, output_tokens=500, ttft_ms=4000.0, tpot_ms=17.4,
+              gpu=("H200",), runtime="sglang", quant="fp8")
+    r = dp.deploy_report(dp.DeployInput(cards=8, **kw)).to_json()  # type: ignore[arg-type]
+    pd_ = r["disaggregation"]
+    assert pd_["winner"] == "disaggregated" and r["best"] == pd_["deployment"], pd_["why"]
+    pools = r["best"]["disaggregated"]
+    for role in ("prefill", "decode"):
+        assert {k: pools[role][k] for k in ("count", "tp", "dp", "ep", "replicas")} == dict(
+            count=4, tp=4, dp=4, ep=4, replicas=1), pools
+    users = int(r["workload"]["users"])
+    agg, split = _users_each_way(pd_["why"])
+    assert split == users == pd_["users"] > 95 and users > agg
+    for line, role in zip(r["best"]["command"].splitlines(), ("prefill", "decode"), strict=True):
+        assert "--dp-size 4 --enable-dp-attention" in line and f"--disaggregation-mode {role}" in line
+
+    def pinned(n: int) -> bool:
+        return dp.deploy_report(dp.DeployInput(
+            users=float(n), kv_dtype="fp8", tp=4, prefill_dp=4, decode_dp=4, prefill_workers=1,
+            decode_workers=1, **kw)).to_json()["meets_targets"]  # type: ignore[arg-type]
+
+    assert pinned(users) and not pinned(users + 1)

@@ -215,11 +215,12 @@ def _pd_said(r: DeployReport) -> bool:
     deployment meets the targets, and where a split of prefill and decode workers came within reach: it
     meets the targets for the aggregated answer's rent (a tie), or meets them only as predicted for no more
     than it (disaggregation.predicted_monthly_usd). On a deploy whose disaggregated deployment costs more,
-    or none comes near, the line would be noise on every answer: --json and the web page still give it."""
+    or none comes near, the line would be noise on every answer: --json and the web page still give it.
+    With --cards N and no load it says either way how many users each serves (disaggregation.users)."""
     pd = r.disaggregation
     if pd is None:
         return False
-    if pd.winner == "disaggregated" or r.best is None:
+    if pd.winner == "disaggregated" or r.best is None or pd.users is not None:
         return True
     rent = r.best.monthly_usd
     if rent is None:

@@ -2098,8 +2098,11 @@ class Disaggregation(table.Result):
     # where no split meets the targets at the pessimistic end of its likely range: the rent of the one `why`
     # names, which meets them as predicted ($/month; absent from the JSON elsewhere, and where none does)
     predicted_monthly_usd: float | None = None
+    # --cards N with no load: the most users a split of the N cards into prefill and decode pools serves
+    # within the targets (pd_most_users; 0: none serves one); absent from the JSON elsewhere
+    users: int | None = None
 
-    omit_none = ("headroom", "predicted_monthly_usd")
+    omit_none = ("headroom", "predicted_monthly_usd", "users")
 
 
 def pd_engine(ctx: Any) -> bool:
@@ -2298,6 +2301,8 @@ def _pd_cheapest(inp: DeployInput, c: Candidate, t: Targets, below: float = math
     `predicted`: the targets met as predicted, not at the pessimistic end (_pd_meets)."""
     if _workers(c) is None:  # a worker sized for its role does not hold the model (vLLM 0.34's P/D worker)
         return None
+    if _prefill_alone_misses(inp, c, c, t, predicted):  # no count meets the TTFT: none is timed
+        return None
     most = min(PD_MAX_WORKERS, (inp.max_cards or PD_MAX_WORKERS * c.cards) // c.cards)
     memo = {} if memo is None else memo
 
@@ -2384,15 +2389,10 @@ def _pd_on_cards_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Target
     """_pd_on_cards where the prefill workers are shaped like `pre` and the decode workers like `c`: of every
     split of the --cards N into the two pools (each at most PD_MAX_WORKERS workers), the one that meets the
     targets and serves best (_pd_rank); None where none does."""
-    n = inp.cards or 0
     if _prefill_alone_misses(inp, pre, c, t, predicted):
         return None
     best: tuple[tuple[float, float, float], int, int, Any] | None = None
-    for x in range(1, min(PD_MAX_WORKERS, n // pre.cards) + 1):
-        rest = n - x * pre.cards
-        if rest < c.cards or rest % c.cards or rest // c.cards > PD_MAX_WORKERS:
-            continue
-        y = rest // c.cards
+    for x, y in splits_on_cards(inp, pre, c):
         res, ok, _, _ = _pd_meets(inp, c, x, y, t, pre, memo, predicted)
         if ok and (best is None or _pd_rank(inp, res) < best[0]):
             best = (_pd_rank(inp, res), x, y, res)
@@ -2416,41 +2416,104 @@ def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets, memo: PdTimed | Non
                  predicted: bool = False) -> tuple[int, int, Any] | None:
     """--cards N: of every split of the N / c.cards workers shaped like `c` into prefill and decode pools,
     the one that meets the targets and serves best (_pd_rank); None where no split meets them."""
-    n = _pd_workers_on(inp, c)
-    best: tuple[tuple[float, float, float], int, Any] | None = None
-    for x in range(1, n):
-        res, ok, _, _ = _pd_meets(inp, c, x, n - x, t, memo=memo, predicted=predicted)
+    if _prefill_alone_misses(inp, c, c, t, predicted):  # no split meets the TTFT: none is timed
+        return None
+    best: tuple[tuple[float, float, float], int, int, Any] | None = None
+    for x, y in splits_on_cards(inp, c, c):
+        res, ok, _, _ = _pd_meets(inp, c, x, y, t, memo=memo, predicted=predicted)
         if ok and (best is None or _pd_rank(inp, res) < best[0]):
-            best = (_pd_rank(inp, res), x, res)
-    return (best[1], n - best[1], best[2]) if best is not None else None
+            best = (_pd_rank(inp, res), x, y, res)
+    return best[1:] if best is not None else None
 
 
-def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Candidate) -> int:
-    """--cards N with no load: the most users (closed loop) any split of the N cards into prefill and decode
-    workers serves within the targets, the workers shaped like a split of `ref`'s setting and card inside
-    one node (as disaggregation() searches them); 0 where none does or P/D is not searched there."""
-    if not pd_engine(ref.setting.ctx) or ref.cards < 2:
-        return 0
-    most = 0
-    for c in (c for c in cands if c.setting is ref.setting and c.gpu == ref.gpu and c.nodes == 1
-              and _workers(c) is not None):
+def splits_on_cards(inp: DeployInput, pre: Candidate, c: Candidate) -> list[tuple[int, int]]:
+    """--cards N: every split of the N cards into prefill workers shaped like `pre` and decode workers shaped
+    like `c`, as (prefill, decode) workers: workers of one shape (`pre` is `c`) each count of the N / c.cards
+    that fill the cards (_pd_workers_on), else each pool at most PD_MAX_WORKERS workers. The loaded search
+    (_pd_on_cards, _pd_on_cards_apart) and the no-load one (pd_most_users) try the same splits."""
+    if pre is c:
         n = _pd_workers_on(inp, c)
-        rt = c.setting.ctx.runtime.id
-        for x in range(1, n):
-            pools = _pools(c, x, n - x)
+        return [(x, n - x) for x in range(1, n)]
+    n, out = inp.cards or 0, []
+    for x in range(1, min(PD_MAX_WORKERS, n // pre.cards) + 1):
+        rest = n - x * pre.cards
+        if rest >= c.cards and not rest % c.cards and rest // c.cards <= PD_MAX_WORKERS:
+            out.append((x, rest // c.cards))
+    return out
 
-            def meets(users: int, pools: Any = pools, rt: str = rt, c: Candidate = c) -> bool:
-                return _pools_meet(replace(inp, users=float(users)), pools, rt, t,
-                                   feats=_features(inp, c, pools=c))[1]
 
-            if not meets(max(most, 1)):  # serves no more users than a split already found
-                continue
-            hi = (n - x) * max(c.replica.max_seqs, 1) * MOST_USERS_PER_SLOT
-            lo = max(most, 1)
-            while lo * 2 <= hi and meets(lo * 2):
-                lo *= 2
-            most = largest_true(meets, lo, min(hi, lo * 2))
-    return most
+@record
+class PdReach:
+    """--cards N with no load: the most users a split of the N cards into prefill and decode pools serves
+    within the targets at the pessimistic end of its likely range (pd_most_users), and why no more."""
+
+    users: int  # 0: no split serves one user
+    named: str  # the split that serves them (_pd_pools_named; "" where none does)
+    # what breaks at one user more on that split: the pessimistic ends past the targets, or that the pools
+    # no longer keep up ("" where the search's bound, every decode slot MOST_USERS_PER_SLOT times, stops it)
+    broke: str
+
+
+def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Candidate) -> PdReach | None:
+    """--cards N with no load: the most users (closed loop) any split of the N cards into prefill and decode
+    workers serves within the targets at the pessimistic end of its likely range (_pools_meet), the splits
+    the loaded search tries (pd_pairs beside `ref`, the aggregated answer: each tensor-parallel decode shape
+    with prefill workers of its own or fewer cards; splits_on_cards), each split a doubling then bisection of
+    the users, asked only from one more than the most found so far. None where P/D is not searched there
+    (disaggregation's rule: an engine without P/D, or `ref` on one card)."""
+    if not pd_engine(ref.setting.ctx) or ref.cards < 2:
+        return None
+    rt = ref.setting.ctx.runtime.id
+    splits = []
+    for pre, c in pd_pairs(cands, ref):
+        if _prefill_alone_misses(inp, pre, c, t):  # one prompt alone is past the TTFT target
+            continue
+        for x, y in splits_on_cards(inp, pre, c):
+            pools = _pools(c, x, y, pre)
+            # users the split may be asked to serve at most: every decode slot MOST_USERS_PER_SLOT times
+            splits.append((y * max(pools.decode.max_seqs, 1) * MOST_USERS_PER_SLOT, pre, c, x, y, pools))
+    splits.sort(key=lambda s: -s[0])  # the most slots first, so a large reach skips the rest early
+    most, best = 0, None
+    for hi, pre, c, x, y, pools in splits:
+        if hi <= most:
+            break  # sorted by bound: no split left can serve more
+        feats = _features(inp, c, pools=pre)
+        timed: dict[int, tuple[Any, bool, bool]] = {}
+
+        def meets(users: int, pools: Any = pools, feats: tuple[str, ...] = feats,
+                  timed: dict[int, tuple[Any, bool, bool]] = timed) -> bool:
+            if users not in timed:
+                timed[users] = _pools_meet(replace(inp, users=float(users)), pools, rt, t, feats=feats)
+            return timed[users][1]
+
+        lo = most + 1
+        if not meets(lo):  # serves no more users than a split already found
+            continue
+        while lo * 2 <= hi and meets(lo * 2):
+            lo *= 2
+        most = largest_true(meets, lo, min(hi, lo * 2))
+        best = (pre, c, x, y, feats, meets, timed, hi)
+    if best is None:
+        return PdReach(0, "", "")
+    pre, c, x, y, feats, meets, timed, hi = best
+    broke = ""
+    if most < hi:
+        meets(most + 1)
+        broke = _pools_broke(timed[most + 1][0], rt, feats, t, replace(inp, users=float(most + 1)))
+    return PdReach(most, _pd_pools_named(pre, x, c, y), broke)
+
+
+def _pools_broke(res: Any, runtime: str, feats: tuple[str, ...], t: Targets, inp: DeployInput) -> str:
+    """What breaks on pools served `res` (_pools_meet's) that miss the targets: the pessimistic ends of their
+    TTFT p90 and TPOT past the targets, or that they do not keep up with the load."""
+    if not res.stable or not _holds_users(res, _workload(inp, 1)):
+        return "the pools no longer keep up" if not res.stable else "users wait for a decode slot"
+    ttft, tpot = _pools_ends(res, runtime, feats)
+    misses = [m for m in (f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s
+                          else "",
+                          f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else "")
+              if m]
+    return " and ".join(misses) + " at the pessimistic end of its likely range" if misses else ""
 
 
 def _rent(gpu: Gpu, cards: int, rules: Any) -> float:
@@ -2480,10 +2543,7 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling")."""
     if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
         return None
-    # an attention-DP + EP answer (its setting shared by that layout's every card and count) is its one set
-    same = [c for c in cands if c.setting is agg.cand.setting and c.gpu == agg.cand.gpu and c.nodes == 1
-            and (agg.cand.attention_dp == 1 or c is agg.cand) and _workers(c) is not None]
-    pairs = [(pre, c) for c in same for pre in _prefill_shapes(same, c)]
+    pairs = pd_pairs(cands, agg.cand)
     memo: PdTimed = {}
     found = _pd_search(inp, pairs, t, memo)
     if found is None:
@@ -2497,6 +2557,40 @@ def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
     room = round(_pools_headroom(inp, _pools(c, x, y, pre), c.setting.ctx.runtime.id, t,
                                  feats=_features(inp, c, pools=pre)), 2)
     return replace(_pd_winner(inp, agg, d, _pd_pools_named(pre, x, c, y), res, price), headroom=room)
+
+
+def pd_pairs(cands: list[Candidate], ref: Candidate) -> list[tuple[Candidate, Candidate]]:
+    """The (prefill shape, decode shape) pairs the P/D search tries beside candidate `ref` (the aggregated
+    answer), workers on `ref`'s card inside one node whose two roles hold the model (_workers): each
+    tensor-parallel split of `ref`'s setting with the prefill shapes _prefill_shapes gives it, then each
+    attention-DP + EP layout of that setting (candidates' _expert_parallel; the setting's attention_groups)
+    as both pools' workers, whichever of the two `ref` is. SGLang's DeepSeek P/D recipe runs both pools
+    with attention DP and expert parallelism (SGLang "PD Disaggregation", DeepSeek Multi-Node: prefill and
+    decode each `--tp-size 16 --dp-size 8 --enable-dp-attention --moe-a2a-backend
+    deepep`, https://github.com/sgl-project/sglang/blob/main/docs/advanced_features/pd_disaggregation.md),
+    so an aggregated answer in one layout no longer confines the pools to it (before, an attention-DP
+    answer was its one pair and a tensor-parallel one never had attention-DP workers)."""
+    here = [c for c in pd_family(cands, ref) if _workers(c) is not None]
+    same = [c for c in here if c.attention_dp == 1 and c.ep == 1]
+    layouts = [c for c in here if c.attention_dp > 1 or c.ep > 1]
+    return [(pre, c) for c in same for pre in _prefill_shapes(same, c)] + [(c, c) for c in layouts]
+
+
+def pd_family(cands: list[Candidate], ref: Candidate) -> list[Candidate]:
+    """The candidates the P/D search shapes workers from beside `ref` (pd_pairs): on `ref`'s card inside one
+    node, of `ref`'s setting (or the one its attention-DP + EP layout comes from) or one of its layouts."""
+    base = ref.setting
+    if ref.attention_dp > 1 or ref.ep > 1:  # an attention-DP + EP answer: the setting its layouts come from
+        base = next((c.setting for c in cands if c.attention_dp == 1 and c.ep == 1 and c.gpu == ref.gpu
+                     and any(g is ref.setting for g in c.setting.attention_groups.values())), ref.setting)
+    family = {id(base), id(ref.setting), *(id(g) for g in base.attention_groups.values())}
+    return [c for c in cands if id(c.setting) in family and c.gpu == ref.gpu and c.nodes == 1]
+
+
+def _pd_shape(c: Candidate) -> tuple:
+    """A candidate's shape on its setting and card: the same set whatever load its `inp` carries (the
+    no-load search hands on copies of the candidates with the users found: replace(c, inp=...))."""
+    return (id(c.setting), c.gpu.name, c.cards, c.nodes, c.tp, c.pp, c.attention_dp, c.ep)
 
 
 def _pd_search(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, memo: PdTimed,
@@ -2660,20 +2754,51 @@ def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
 
 
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
-                         best: Result | None, near: Result | None = None) -> DeployReport:
+                         best: Result | None, near: Result | None = None,
+                         no_load: tuple[PdReach, int, Candidate] | None = None,
+                         pd_cands: list[Candidate] | None = None) -> DeployReport:
     """The report with the disaggregated search beside it; its deployment is `best` where it wins (with
     --cards N, pools that fill exactly the N cards). `near`: closest()'s answer where there is no best
-    (deploy_report found it already)."""
+    (deploy_report found it already). `no_load`: --cards N with no load, the most users the pools serve
+    (pd_most_users), the most the aggregated replicas serve and the aggregated answer the pools were searched
+    beside; where the pools serve more, they are searched beside that answer at their users (its setting
+    and card, as pd_most_users searched them), and `why` weighs the two counts of users (_no_load_why).
+    `pd_cands`: the sets the pools are shaped from where not `cands` (deploy_report's no-load path: every set
+    that fills the cards, where `cands` are those that serve the most users)."""
     agg = best if best is not None else (near if near is not None else closest(inp, cands, t))
-    pd = disaggregation(inp, cands, t, agg)
+    shaped = cands if pd_cands is None else pd_cands
+    if no_load is not None and best is None and no_load[0].users > no_load[1]:
+        ref = no_load[2]
+        ref = next((c for c in shaped if _pd_shape(c) == _pd_shape(ref)), replace(ref, inp=inp))
+        agg = evaluate(inp, ref, (inp.cards or ref.cards) // ref.cards, t)
+    pd = disaggregation(inp, shaped, t, agg)
     if pd is None:
         return report
+    if no_load is not None:
+        pd = _no_load_why(inp, pd, no_load[0], no_load[1])
     if pd.winner == "disaggregated" and pd.deployment is not None:
         return replace(report, disaggregation=pd, best=pd.deployment, meets_targets=True, failing=None,
                        headroom=pd.headroom,
                        apis=_apis_of(pd.deployment.aggregate_tokens_per_s, pd.deployment.monthly_usd, inp),
                        closest=None if best is None else report.closest)
     return replace(report, disaggregation=pd)
+
+
+def _no_load_why(inp: DeployInput, pd: Disaggregation, reach: PdReach, agg_users: int) -> Disaggregation:
+    """--cards N with no load: why P/D won or lost, in users. The most users each way serves within the
+    targets, then the loaded search's reason at the users found (_pd_on_cards_winner, _pd_none_why); where
+    the pools serve fewer users than the replicas, what breaks them at one user more (PdReach.broke) in its
+    place. Where no split serves one user, the loaded search's reason alone."""
+    if reach.users == 0:
+        return replace(pd, users=0)
+    head = (f"the most users the {inp.cards} cards serve within the targets: {agg_users:,} as aggregated "
+            f"replicas, {reach.users:,} split into pools")
+    if pd.winner == "aggregated" and reach.users < agg_users:
+        broke = f"; at {reach.users + 1:,} users its {reach.broke}" if reach.broke else ""
+        return replace(pd, why=f"aggregated: {head} ({reach.named}{broke})", users=reach.users)
+    loaded = pd.why.removeprefix(pd.winner + ": ")
+    return replace(pd, why=f"{pd.winner}: {head}; at {int(inp.users or 0):,} users, {loaded}",
+                   users=reach.users)
 
 
 def _asked(inp: DeployInput, t: Targets, length: int, found: bool = False) -> Workload:
@@ -3205,6 +3330,9 @@ def deploy_report(inp: DeployInput) -> DeployReport:
             f"no set of {'the cards given' if inp.gpu else 'the cards with a rental price'} holds "
             f"{sets[0].ctx.model.name} with a whole request of {sets[0].mem.context:,} tokens, within "
             f"--max-nodes {inp.max_nodes} (nodes of {sets[0].ctx.rules.node_size})"))
+    found: list[Result] | None = None
+    no_load: tuple[PdReach, int, Candidate] | None = None
+    pd_cands: list[Candidate] | None = None  # the sets the P/D search is shaped from (None: `cands`)
     if inp.cards:
         fill = [c for c in cands if inp.cards % c.cards == 0]
         if not fill:
@@ -3219,14 +3347,25 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         if inp.users is None and inp.requests_per_s is None:
             every = cands
             inp, cands, served_any = most_users(inp, cands, t)
+            agg_users = int(inp.users or 0) if served_any else 0
+            found = on_cards(inp, cands, t) if served_any else None
+            # P/D is searched beside the aggregated answer at its most users (disaggregation's `agg`), else
+            # beside the cheapest set
+            ref = (found[0].cand if found else
+                   min(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.cards)))
             # prefill and decode pools on the same cards may serve more: the load is then theirs
-            ref = min(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.cards))
-            pd_users = pd_most_users(replace(inp, users=1.0), every, t, ref)
-            if pd_users > (inp.users if served_any else 0):
-                inp, served_any = replace(inp, users=float(pd_users)), True
-                cands = [replace(c, inp=inp) for c in every]
+            reach = pd_most_users(replace(inp, users=1.0), every, t, ref)
+            if reach is not None:
+                no_load = (reach, agg_users, ref)
+                if reach.users > agg_users:
+                    inp, served_any = replace(inp, users=float(reach.users)), True
+                    cands, found = [replace(c, inp=inp) for c in every], None
+                # the P/D search at the users found tries every set's shape, as pd_most_users did (and as
+                # the same question with that load does), not only those of the sets that serve the most
+                pd_cands = cands if found is None else [replace(c, inp=inp) for c in pd_family(every, ref)]
             report = replace(report, workload=_asked(inp, t, sets[0].mem.context, served_any))
-    found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t, PARETO_SIZE)
+    if found is None:
+        found = on_cards(inp, cands, t) if inp.cards else search(inp, cands, t, PARETO_SIZE)
     if found:
         best = found[0]
         report = replace(report, meets_targets=True, best=deployment(inp, best),
@@ -3240,7 +3379,8 @@ def deploy_report(inp: DeployInput) -> DeployReport:
                              pareto=(closest_one,))
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
-    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None, None if found else near)
+    report = _with_disaggregation(inp, cands, t, report, found[0] if found else None, None if found else near,
+                                  no_load, pd_cands)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
                      + _offload_note(inp, found[0] if found else near))
     if inp.emit:
