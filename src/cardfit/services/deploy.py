@@ -2508,12 +2508,16 @@ def _pools_broke(res: Any, runtime: str, feats: tuple[str, ...], t: Targets, inp
     TTFT p90 and TPOT past the targets, or that they do not keep up with the load."""
     if not res.stable or not _holds_users(res, _workload(inp, 1)):
         return "the pools no longer keep up" if not res.stable else "users wait for a decode slot"
-    ttft, tpot = _pools_ends(res, runtime, feats)
-    misses = [m for m in (f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s
-                          else "",
-                          f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else "")
-              if m]
+    misses = _ends_missed(*_pools_ends(res, runtime, feats), t)
     return " and ".join(misses) + " at the pessimistic end of its likely range" if misses else ""
+
+
+def _ends_missed(ttft: float, tpot: float, t: Targets) -> list[str]:
+    """The targets a TTFT p90 and a TPOT (seconds: the pools' pessimistic ends) miss, each with its target."""
+    return [m for m in (f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s
+                        else "",
+                        f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else "")
+            if m]
 
 
 def _rent(gpu: Gpu, cards: int, rules: Any) -> float:
@@ -2634,11 +2638,7 @@ def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: 
     if near is None:
         return why + ", even as predicted", None
     price, pre, c, x, y, res = near
-    ttft, tpot = _pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=pre))
-    misses = [m for m in (f"TTFT p90 {ttft * 1e3:,.0f} ms against {t.ttft_s * 1e3:,.0f}" if ttft > t.ttft_s
-                          else "",
-                          f"TPOT {tpot * 1e3:.1f} ms against {t.tpot_s * 1e3:.1f}" if tpot > t.tpot_s else "")
-              if m]
+    misses = _ends_missed(*_pools_ends(res, c.setting.ctx.runtime.id, _features(inp, c, pools=pre)), t)
     if not misses:  # the split holds at that end too (its pools' TTFT not falling with more prefill workers
         return why, None  # as the search's bisection takes it): nothing to name it by
     rent = f" for ${price:,.0f}/month" if math.isfinite(price) else ""
