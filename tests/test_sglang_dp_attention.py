@@ -87,7 +87,7 @@ def test_pinned_dp_without_ep_copies_the_cache_over_one_group(pinned):
     assert mem["kv_pool_tokens"] == (mem["free_bytes"] + one_request) // QWEN3_30B_TOKEN_BYTES
     assert mem["need_bytes"] > 66_783_220_696 * 1.2
     assert d["dp"] == 8 and d["ep"] == 1
-    assert "--dp-size 8 --enable-dp-attention" in d["command"]
+    assert "--attn-dp-size 8" in d["command"]  # 0.5.23's flag (data/releases.toml attn_dp_size_flag)
 
 
 @pytest.mark.parametrize("extra, dp", [((), 1), (("--attention-dp", "2"), 2)])
@@ -230,3 +230,21 @@ def test_a_pools_batch_is_one_groups_and_its_server_flag_gives_each_group_it():
         engine = adapter(default_runtimes().get(runtime))
         assert engine.dp_server_value("max_num_seqs", 64, 8) == want
         assert engine.per_dp_rank("max_num_seqs", want, 8) == 64
+
+
+# The attention groups' flag by release (data/releases.toml attn_dp_size_flag; PyPI wheels): 0.5.21 (built
+# 2026-10-01) has no attn_dp_size field, its groups are --dp-size N beside the --enable-dp-attention switch
+# (arg_groups/fields/parallel.py); 0.5.22 (built 2026-10-15, https://pypi.org/project/sglang/0.5.22/) names
+# them --attn-dp-size N (field attn_dp_size) and keeps --enable-dp-attention as a deprecated spelling
+# (server_args.py DeprecatedStoreTrueAction new_flag="--attn-dp-size <dp-size>"; arg_groups/parallel_hook.py
+# handle_deprecated_dp_attention 'attn_dp_size=cfg.dp_size, dp_size=1')
+@pytest.mark.parametrize("release, stated, absent", [
+    ("0.5.21", "--dp-size 8 --enable-dp-attention", "--attn-dp-size"),
+    ("0.5.22", "--attn-dp-size 8", "--enable-dp-attention"),
+])
+def test_the_line_spells_the_attention_groups_as_its_release_takes_them(pinned, release, stated, absent):
+    args = list(PINNED)
+    args[args.index("sglang")] = f"sglang@{release}"
+    d = pinned(*args)
+    assert d["dp"] == 8 and stated in d["command"] and absent not in d["command"]
+    assert "--dp-size" not in d["command"].replace(stated, "")  # the groups stated once, no replicas

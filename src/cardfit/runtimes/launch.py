@@ -197,9 +197,15 @@ class ServeFlags:
     nodes: tuple[str, str, str, str]  # node count, node rank, head address flag, head address
     data_parallel: str = ""  # copies of the model in one server, each on its own cards ("": none)
     # attention data parallel + expert parallel (LaunchArgs.attention_dp, expert_parallel): the switches that
-    # turn them on, the flag of the expert-parallel size ("": the engine takes it from the others), and
-    # whether the tensor-parallel and sequence-cap flags count one data-parallel rank's (vLLM: each rank is an
-    # engine of its own) or the whole server's (SGLang)
+    # make the server's data-parallel ranks one replica's attention groups (SGLang's --enable-dp-attention
+    # beside --dp-size N; none on vLLM, whose DP ranks of a MoE model are attention groups by themselves), or
+    # one flag that names the groups in their place (`attention_dp`: SGLang's --attn-dp-size N from 0.5.22,
+    # runtimes/sglang.py); the switches that turn expert parallelism on (vLLM's --enable-expert-parallel:
+    # without it the experts are tensor-parallel over all the DP x TP ranks) and the flag of its size ("": the
+    # engine takes it from the others); and whether the tensor-parallel and sequence-cap flags count one
+    # data-parallel rank's (vLLM: each rank is an engine of its own) or the whole server's (SGLang)
+    dp_switches: tuple[str, ...] = ()
+    attention_dp: str = ""
     ep_switches: tuple[str, ...] = ()
     ep_size: str = ""
     per_rank: bool = False
@@ -229,9 +235,9 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
     if copies > 1:
         argv += [f.data_parallel, str(copies)]
     if dp > 1:  # the server's data-parallel ranks are one replica's attention groups
-        argv += [f.data_parallel, str(dp), *f.ep_switches]
-        if f.ep_size and a.expert_parallel > 1:
-            argv += [f.ep_size, str(a.expert_parallel)]
+        argv += [f.attention_dp, str(dp)] if f.attention_dp else [f.data_parallel, str(dp), *f.dp_switches]
+        if a.expert_parallel > 1:
+            argv += [*f.ep_switches, *([f.ep_size, str(a.expert_parallel)] if f.ep_size else [])]
     quant, notes = a.quant_flag(online)
     if a.disaggregation:
         argv += [f.pd_flag, f.pd_value.replace("{role}", a.disaggregation), *f.pd_extra]
