@@ -90,14 +90,42 @@ def test_pinned_dp_without_ep_copies_the_cache_over_one_group(pinned):
     assert "--attn-dp-size 8" in d["command"]  # 0.5.23's flag (data/releases.toml attn_dp_size_flag)
 
 
-@pytest.mark.parametrize("extra, dp", [((), 1), (("--attention-dp", "2"), 2)])
-def test_vllm_reports_no_attention_groups_it_does_not_launch(pinned, extra, dp):
-    """runtimes/launch.py attention_groups: attention DP without EP is SGLang's alone (ATTENTION_DP_ALONE);
-    vLLM's line states no attention groups for it, so its `dp` stays 1."""
+# vLLM and TensorRT-LLM attention DP without expert parallelism (issue 26, h-attndp): the line launches the
+# attention groups that are timed. vLLM: a MoE model's `--data-parallel-size N` without
+# --enable-expert-parallel runs N engine cores whose expert layers "form a tensor parallel group of size DP x
+# TP" (docs "Data Parallel Deployment", https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/);
+# TensorRT-LLM: enable_attention_dp without --ep_size keeps the experts tensor-parallel over all tp_size ranks
+# (tensorrt_llm/mapping.py 'moe_tp_size = moe_world_size // moe_cluster_size; moe_ep_size = 1',
+# NVIDIA/TensorRT-LLM@b35ac1b6). Main printed plain TP 2 and `dp` 1 for both while timing two groups.
+DP_WITHOUT_EP = [
+    ("sglang", ("--tp-size 2 ", "--attn-dp-size 2"), ("--ep-size",)),
+    ("vllm", ("--tensor-parallel-size 1 ", "--data-parallel-size 2"), ("--enable-expert-parallel",)),
+    ("trtllm", ("--tp_size 2 ", "enable_attention_dp: true"), ("--ep_size",)),
+]
+
+
+@pytest.mark.parametrize("runtime, stated, absent", DP_WITHOUT_EP)
+def test_the_line_launches_the_attention_groups_it_times(pinned, runtime, stated, absent):
     base = ("deploy", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--tp", "2", "--users", "16", "--input-tokens",
-            "1000", "--output-tokens", "200")
-    assert pinned(*base, "--runtime", "sglang", *extra)["dp"] == dp
-    assert pinned(*base, "--runtime", "vllm", *extra)["dp"] == 1
+            "1000", "--output-tokens", "200", "--runtime", runtime)
+    assert pinned(*base)["dp"] == 1
+    d = pinned(*base, "--attention-dp", "2")
+    assert (d["dp"], d["ep"]) == (2, 1)
+    assert all(f in d["command"] for f in stated) and not any(f in d["command"] for f in absent)
+
+
+@pytest.mark.parametrize("runtime, model, tp, why", [
+    # a dense model's vLLM DP ranks are whole replicas (docs "Data Parallel Deployment": "model weights are
+    # replicated across separate instances/GPUs"), not attention groups
+    ("vllm", "llama-3.1-8b", "2", "whole replicas"),
+    # TensorRT-LLM's attention DP is one group per rank (Mapping.dp_size = tp_size if enable_attention_dp)
+    ("trtllm", "Qwen/Qwen3-30B-A3B", "4", "all 4 ranks or none"),
+])
+def test_attention_dp_the_engine_does_not_launch_is_an_error(run_cli, runtime, model, tp, why):
+    code, out, err = run_cli("deploy", model, "--gpu", "H100", "--runtime", runtime, "--tp", tp,
+                             "--attention-dp", "2", "--users", "16", "--input-tokens", "1000",
+                             "--output-tokens", "200")
+    assert code not in (0, 3) and why in err and "Traceback" not in err
 
 
 def test_plan_line_states_the_budgets_fraction(run_json):

@@ -302,6 +302,11 @@ class Machine:
     # moves its tokens by all-to-all instead of all-reducing them, and each group's engine schedules only its
     # own sequences. 1 = experts tensor-parallel
     expert_parallel: int = 1
+    # with attention_dp groups and the experts tensor-parallel over all tp ranks, every weight but the routed
+    # experts is each group's own (split over its tp / attention_dp ranks), as with expert parallelism: vLLM's
+    # DP engine cores of a MoE model, whose MoE layers alone span them (runtimes/vllm.py
+    # DP_GROUPS_ALL_BUT_EXPERTS). False: only the attention projections are (SGLang, TensorRT-LLM)
+    dp_holds_all_but_experts: bool = False
     # a decode step's weight GEMMs take their bytes' time plus their FLOPs' time (Step.roofline_s), not the
     # longer of the two: TensorRT engines on TensorRT-LLM's C++ executor (services/deploy.py
     # tensorrt_engine_v0), whose FP8 GEMMs at decode batch sizes run below both ceilings
@@ -535,7 +540,7 @@ def _step_reads(load: Load, mc: Machine,
     # with expert parallelism, of every weight but the routed experts (core/moe_parallel.py)
     ep = 1 if 1 > mc.expert_parallel else mc.expert_parallel
     attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
-    if ep > 1 and dp > 1:
+    if dp > 1 and (ep > 1 or mc.dp_holds_all_but_experts):
         attention = (weights - cpu) - expert_read * (1 - load.cpu_weight_fraction)
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
     if mc.expert_efficiency and expert_read:  # routed experts stream at their own kernels' share

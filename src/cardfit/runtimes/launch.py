@@ -346,6 +346,9 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         if tp % _whole("attention_dp", attention_dp):
             raise InputError(f"{attention_dp} attention groups do not divide the {tp} ranks",
                              field="attention_dp")
+        if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and attention_dp != tp:
+            raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got "
+                             f"{attention_dp} groups)", field="attention_dp")
         args = replace(args, attention_dp=attention_dp)
     if disaggregation is not None:
         if disaggregation not in ("prefill", "decode") or not getattr(engine, "PD_DISAGGREGATION", False):
@@ -411,8 +414,9 @@ DYNAMO_NOTE = ("a {role} worker under NVIDIA Dynamo: start `python3 -m dynamo.fr
 def attention_groups(engine: object, dp: int, ep: int) -> int:
     """The attention data-parallel groups a replica asked for `dp` groups and `ep` expert-parallel ranks
     runs, as build() launches it: `dp` beside expert parallelism, or alone on an engine that runs attention
-    DP with its experts (or dense MLP) tensor-parallel (ATTENTION_DP_ALONE: SGLang's --enable-dp-attention
-    without --ep-size); else 1 (the line states no attention groups)."""
+    DP with its experts (or dense MLP) tensor-parallel (ATTENTION_DP_ALONE: SGLang's --attn-dp-size without
+    --ep-size, vLLM's --data-parallel-size of a MoE model without --enable-expert-parallel, TensorRT-LLM's
+    enable_attention_dp without --ep_size); else 1 (the line states no attention groups)."""
     if dp <= 1:
         return 1
     return dp if ep > 1 or getattr(engine, "ATTENTION_DP_ALONE", False) else 1
