@@ -276,3 +276,56 @@ def test_the_line_spells_the_attention_groups_as_its_release_takes_them(pinned, 
     d = pinned(*args)
     assert d["dp"] == 8 and stated in d["command"] and absent not in d["command"]
     assert "--dp-size" not in d["command"].replace(stated, "")  # the groups stated once, no replicas
+
+
+def test_vllm_engine_cores_hold_every_weight_but_the_routed_experts():
+    """vLLM's DP engine cores of a MoE model share only the MoE layers (docs "Data Parallel Deployment":
+    "expert layers form a tensor parallel group of size DP x TP"; every other layer is each core's, TP over
+    its --tensor-parallel-size): Qwen3-30B-A3B at TP 2 / DP 2 holds the non-expert weights twice, and a
+    decode step reads them per core (core/speed.py Machine.dp_holds_all_but_experts). SGLang and
+    TensorRT-LLM hold only the attention projections and the embedding per group (deploy.py
+    attention_dp_memory)."""
+    from dataclasses import replace
+
+    from cardfit.core import moe_parallel
+    from cardfit.core import speed as sp
+    from cardfit.services.deploy import DeployInput, pinned_answer
+
+    def cand(runtime, dp=None):
+        return pinned_answer(DeployInput(model="Qwen/Qwen3-30B-A3B", gpu=("H100",), runtime=runtime, tp=2,
+                                         attention_dp=dp, users=256, input_tokens=1000,
+                                         output_tokens=200)).result.cand
+
+    for runtime, grouped in (("vllm", "all_but_experts"), ("sglang", "attention"), ("trtllm", "attention")):
+        one, two = cand(runtime), cand(runtime, 2)
+        shares = sp.weight_shares(one.setting.ctx.model, one.setting.ctx.quant)
+        held = 1 - shares.experts if grouped == "all_but_experts" else shares.attention + shares.embed
+        assert two.setting.mem.weights_bytes == moe_parallel.weights_bytes_in_all(
+            one.setting.mem.weights_bytes, 1 - held, 2)
+        assert two.replica.machine.dp_holds_all_but_experts == (grouped == "all_but_experts")
+    r = cand("vllm", 2).replica
+    shared = replace(r.machine, dp_holds_all_but_experts=False)
+    assert sp.step_seconds(r.load, r.machine, 64) > sp.step_seconds(r.load, shared, 64)
+
+
+def test_each_attention_group_replays_graphs_for_its_own_batch():
+    """SGLang under attention DP, with or without EP, replays a decode graph where the largest DP rank's
+    request count is within the cap each rank captures up to
+    (model_executor/runner/decode_cuda_graph_runner.py can_run_graph: 'cuda_graph_bs =
+    self._max_dp_batch_size(forward_batch)', 'max(request_counts)';
+    utils/common.py require_mlp_tp_gather; PyPI wheel sglang 0.5.23): Qwen3-30B-A3B on 8 H100 at TP 8 / DP 8
+    decoding 2,048 sequences runs 256 a group, under the card's cap of 512, so the step is the all-graphs
+    step; main timed the 2,048 against the cap and launched every kernel (TPOT 72.6 ms, now 36.2)."""
+    from dataclasses import replace
+
+    from cardfit.core import speed as sp
+    from cardfit.services.deploy import DeployInput, pinned_answer
+
+    r = pinned_answer(DeployInput(model="Qwen/Qwen3-30B-A3B", gpu=("H100",), runtime="sglang", tp=8,
+                                  attention_dp=8, users=2048, input_tokens=1000,
+                                  output_tokens=1000)).result.cand.replica
+    mc = r.machine
+    assert (mc.attention_dp, mc.expert_parallel, mc.graph_max_batch) == (8, 1, 512)
+    graphs = replace(mc, graph_max_batch=0)  # every batch a replay
+    assert sp.step_seconds(r.load, mc, 2048) == sp.step_seconds(r.load, graphs, 2048)
+    assert sp.step_seconds(r.load, mc, 8 * 513) > sp.step_seconds(r.load, graphs, 8 * 513)  # 513 a group

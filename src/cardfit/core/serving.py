@@ -348,7 +348,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     kv_card = b * kv_bytes * whole.kv_per_card(tp // dp) / dp * max(mc.kv_read_copies, 1.0)
     ep = max(mc.expert_parallel, 1)
     attention = whole.weights_bytes * sh.attention * (1 - cpu_w) if dp > 1 else 0
-    if ep > 1 and dp > 1:
+    if dp > 1 and (ep > 1 or mc.dp_holds_all_but_experts):
         attention = (weights - cpu) - expert_read * (1 - cpu_w)
     rate = mc.read_bytes_per_s
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / rate
@@ -364,7 +364,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
         share = routed / (dense + routed) if dense + routed > 0 else 0.0
         compute_s *= 1 + share * (imbalance(b, 0, ep) - 1)
     kv_s = kv_card / rate
-    scheduled = math.ceil(b / dp) if ep > 1 else b
+    scheduled = math.ceil(b / dp)  # each attention group's own batch (core/speed.py _step_times)
     overhead = (whole.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
                 + (whole.moe_layer_count * mc.overhead_s_per_moe_layer if experts else 0.0))
     link = _all_reduces_s(whole, mc, b)
