@@ -440,7 +440,7 @@ def test_pinned_pools_of_their_own_split(x: int, ptp: int, pdp: int, y: int, dtp
     assert (one["tp"], one["dp"], one["ep"]) == (dtp, dec["dp"], dec["ep"])
     prefill_line, decode_line = one["command"].splitlines()
     assert f"--tp-size {ptp} " in prefill_line and f"--tp-size {dtp} " in decode_line
-    assert ("--enable-dp-attention" in prefill_line) == (pdp > 1)
+    assert ("--attn-dp-size" in prefill_line) == (pdp > 1)  # 0.5.23 (data/releases.toml attn_dp_size_flag)
     assert one["ttft_mean_ms"] > one["prefill_ms"] > 0 and one["tpot_ms"] > 0
 
 

@@ -101,7 +101,7 @@ def test_the_sglang_launch_line_states_the_servers_flags():
     argv = deployment(inp, pinned_answer(inp).result).command.split()
     assert argv[argv.index("--chunked-prefill-size") + 1] == "16384"
     assert argv[argv.index("--max-running-requests") + 1] == "64"
-    assert argv[argv.index("--dp-size") + 1] == "8" and "--enable-dp-attention" in argv
+    assert argv[argv.index("--attn-dp-size") + 1] == "8"  # 0.5.23 (data/releases.toml attn_dp_size_flag)
 
 
 def test_a_benchmark_on_attention_groups_steps_the_servers_cap_not_one_groups():

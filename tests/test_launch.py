@@ -112,7 +112,13 @@ def test_expert_parallel_values() -> None:
     assert launch.build("vllm", "deepseek-ai/DeepSeek-V3", **kw).shell() == (
         "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 2 --max-model-len 4096 --max-num-seqs 256 "
         "--data-parallel-size 4 --enable-expert-parallel")
+    # the attention groups as each release spells them (data/releases.toml attn_dp_size_flag, PyPI wheels:
+    # 0.5.22 and 0.5.23 arg_groups/fields/parallel.py attn_dp_size, --enable-dp-attention deprecated;
+    # 0.5.21 arg_groups/fields/parallel.py enable_dp_attention and no attn_dp_size)
     assert launch.build("sglang", "deepseek-ai/DeepSeek-V3", **kw).shell() == (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
+        "--context-length 4096 --max-running-requests 1024 --attn-dp-size 4 --ep-size 8")
+    assert launch.build("sglang@0.5.21", "deepseek-ai/DeepSeek-V3", **kw).shell() == (
         "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
         "--context-length 4096 --max-running-requests 1024 --dp-size 4 --enable-dp-attention --ep-size 8")
 

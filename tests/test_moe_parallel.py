@@ -134,7 +134,7 @@ def _entries(d: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("runtime,flag,layout", [("vllm", "--enable-expert-parallel", (1, 1)),
-                                                 ("sglang", "--enable-dp-attention", (2, 2))])
+                                                 ("sglang", "--attn-dp-size", (2, 2))])
 def test_deploy_offers_expert_parallel_for_a_moe_model(runtime: str, flag: str, layout: tuple) -> None:
     """Qwen3-30B-A3B on two H100s at 500 users. SGLang: the expert-parallel layout (two attention groups)
     serves them. vLLM: one TP 2 engine schedules up to its own cap on the card (1,024: its KV pool holds

@@ -87,17 +87,45 @@ def test_pinned_dp_without_ep_copies_the_cache_over_one_group(pinned):
     assert mem["kv_pool_tokens"] == (mem["free_bytes"] + one_request) // QWEN3_30B_TOKEN_BYTES
     assert mem["need_bytes"] > 66_783_220_696 * 1.2
     assert d["dp"] == 8 and d["ep"] == 1
-    assert "--dp-size 8 --enable-dp-attention" in d["command"]
+    assert "--attn-dp-size 8" in d["command"]  # 0.5.23's flag (data/releases.toml attn_dp_size_flag)
 
 
-@pytest.mark.parametrize("extra, dp", [((), 1), (("--attention-dp", "2"), 2)])
-def test_vllm_reports_no_attention_groups_it_does_not_launch(pinned, extra, dp):
-    """runtimes/launch.py attention_groups: attention DP without EP is SGLang's alone (ATTENTION_DP_ALONE);
-    vLLM's line states no attention groups for it, so its `dp` stays 1."""
+# vLLM and TensorRT-LLM attention DP without expert parallelism (issue 26, h-attndp): the line launches the
+# attention groups that are timed. vLLM: a MoE model's `--data-parallel-size N` without
+# --enable-expert-parallel runs N engine cores whose expert layers "form a tensor parallel group of size DP x
+# TP" (docs "Data Parallel Deployment", https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/);
+# TensorRT-LLM: enable_attention_dp without --ep_size keeps the experts tensor-parallel over all tp_size ranks
+# (tensorrt_llm/mapping.py 'moe_tp_size = moe_world_size // moe_cluster_size; moe_ep_size = 1',
+# NVIDIA/TensorRT-LLM@b35ac1b6). Main printed plain TP 2 and `dp` 1 for both while timing two groups.
+DP_WITHOUT_EP = [
+    ("sglang", ("--tp-size 2 ", "--attn-dp-size 2"), ("--ep-size",)),
+    ("vllm", ("--tensor-parallel-size 1 ", "--data-parallel-size 2"), ("--enable-expert-parallel",)),
+    ("trtllm", ("--tp_size 2 ", "enable_attention_dp: true"), ("--ep_size",)),
+]
+
+
+@pytest.mark.parametrize("runtime, stated, absent", DP_WITHOUT_EP)
+def test_the_line_launches_the_attention_groups_it_times(pinned, runtime, stated, absent):
     base = ("deploy", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--tp", "2", "--users", "16", "--input-tokens",
-            "1000", "--output-tokens", "200")
-    assert pinned(*base, "--runtime", "sglang", *extra)["dp"] == dp
-    assert pinned(*base, "--runtime", "vllm", *extra)["dp"] == 1
+            "1000", "--output-tokens", "200", "--runtime", runtime)
+    assert pinned(*base)["dp"] == 1
+    d = pinned(*base, "--attention-dp", "2")
+    assert (d["dp"], d["ep"]) == (2, 1)
+    assert all(f in d["command"] for f in stated) and not any(f in d["command"] for f in absent)
+
+
+@pytest.mark.parametrize("runtime, model, tp, why", [
+    # a dense model's vLLM DP ranks are whole replicas (docs "Data Parallel Deployment": "model weights are
+    # replicated across separate instances/GPUs"), not attention groups
+    ("vllm", "llama-3.1-8b", "2", "whole replicas"),
+    # TensorRT-LLM's attention DP is one group per rank (Mapping.dp_size = tp_size if enable_attention_dp)
+    ("trtllm", "Qwen/Qwen3-30B-A3B", "4", "all 4 ranks or none"),
+])
+def test_attention_dp_the_engine_does_not_launch_is_an_error(run_cli, runtime, model, tp, why):
+    code, out, err = run_cli("deploy", model, "--gpu", "H100", "--runtime", runtime, "--tp", tp,
+                             "--attention-dp", "2", "--users", "16", "--input-tokens", "1000",
+                             "--output-tokens", "200")
+    assert code not in (0, 3) and why in err and "Traceback" not in err
 
 
 def test_plan_line_states_the_budgets_fraction(run_json):
@@ -230,3 +258,74 @@ def test_a_pools_batch_is_one_groups_and_its_server_flag_gives_each_group_it():
         engine = adapter(default_runtimes().get(runtime))
         assert engine.dp_server_value("max_num_seqs", 64, 8) == want
         assert engine.per_dp_rank("max_num_seqs", want, 8) == 64
+
+
+# The attention groups' flag by release (data/releases.toml attn_dp_size_flag; PyPI wheels): 0.5.21 (built
+# 2026-10-01) has no attn_dp_size field, its groups are --dp-size N beside the --enable-dp-attention switch
+# (arg_groups/fields/parallel.py); 0.5.22 (built 2026-10-15, https://pypi.org/project/sglang/0.5.22/) names
+# them --attn-dp-size N (field attn_dp_size) and keeps --enable-dp-attention as a deprecated spelling
+# (server_args.py DeprecatedStoreTrueAction new_flag="--attn-dp-size <dp-size>"; arg_groups/parallel_hook.py
+# handle_deprecated_dp_attention 'attn_dp_size=cfg.dp_size, dp_size=1')
+@pytest.mark.parametrize("release, stated, absent", [
+    ("0.5.21", "--dp-size 8 --enable-dp-attention", "--attn-dp-size"),
+    ("0.5.22", "--attn-dp-size 8", "--enable-dp-attention"),
+])
+def test_the_line_spells_the_attention_groups_as_its_release_takes_them(pinned, release, stated, absent):
+    args = list(PINNED)
+    args[args.index("sglang")] = f"sglang@{release}"
+    d = pinned(*args)
+    assert d["dp"] == 8 and stated in d["command"] and absent not in d["command"]
+    assert "--dp-size" not in d["command"].replace(stated, "")  # the groups stated once, no replicas
+
+
+def test_vllm_engine_cores_hold_every_weight_but_the_routed_experts():
+    """vLLM's DP engine cores of a MoE model share only the MoE layers (docs "Data Parallel Deployment":
+    "expert layers form a tensor parallel group of size DP x TP"; every other layer is each core's, TP over
+    its --tensor-parallel-size): Qwen3-30B-A3B at TP 2 / DP 2 holds the non-expert weights twice, and a
+    decode step reads them per core (core/speed.py Machine.dp_holds_all_but_experts). SGLang and
+    TensorRT-LLM hold only the attention projections and the embedding per group (deploy.py
+    attention_dp_memory)."""
+    from dataclasses import replace
+
+    from cardfit.core import moe_parallel
+    from cardfit.core import speed as sp
+    from cardfit.services.deploy import DeployInput, pinned_answer
+
+    def cand(runtime, dp=None):
+        return pinned_answer(DeployInput(model="Qwen/Qwen3-30B-A3B", gpu=("H100",), runtime=runtime, tp=2,
+                                         attention_dp=dp, users=256, input_tokens=1000,
+                                         output_tokens=200)).result.cand
+
+    for runtime, grouped in (("vllm", "all_but_experts"), ("sglang", "attention"), ("trtllm", "attention")):
+        one, two = cand(runtime), cand(runtime, 2)
+        shares = sp.weight_shares(one.setting.ctx.model, one.setting.ctx.quant)
+        held = 1 - shares.experts if grouped == "all_but_experts" else shares.attention + shares.embed
+        assert two.setting.mem.weights_bytes == moe_parallel.weights_bytes_in_all(
+            one.setting.mem.weights_bytes, 1 - held, 2)
+        assert two.replica.machine.dp_holds_all_but_experts == (grouped == "all_but_experts")
+    r = cand("vllm", 2).replica
+    shared = replace(r.machine, dp_holds_all_but_experts=False)
+    assert sp.step_seconds(r.load, r.machine, 64) > sp.step_seconds(r.load, shared, 64)
+
+
+def test_each_attention_group_replays_graphs_for_its_own_batch():
+    """SGLang under attention DP, with or without EP, replays a decode graph where the largest DP rank's
+    request count is within the cap each rank captures up to
+    (model_executor/runner/decode_cuda_graph_runner.py can_run_graph: 'cuda_graph_bs =
+    self._max_dp_batch_size(forward_batch)', 'max(request_counts)';
+    utils/common.py require_mlp_tp_gather; PyPI wheel sglang 0.5.23): Qwen3-30B-A3B on 8 H100 at TP 8 / DP 8
+    decoding 2,048 sequences runs 256 a group, under the card's cap of 512, so the step is the all-graphs
+    step; main timed the 2,048 against the cap and launched every kernel (TPOT 72.6 ms, now 36.2)."""
+    from dataclasses import replace
+
+    from cardfit.core import speed as sp
+    from cardfit.services.deploy import DeployInput, pinned_answer
+
+    r = pinned_answer(DeployInput(model="Qwen/Qwen3-30B-A3B", gpu=("H100",), runtime="sglang", tp=8,
+                                  attention_dp=8, users=2048, input_tokens=1000,
+                                  output_tokens=1000)).result.cand.replica
+    mc = r.machine
+    assert (mc.attention_dp, mc.expert_parallel, mc.graph_max_batch) == (8, 1, 512)
+    graphs = replace(mc, graph_max_batch=0)  # every batch a replay
+    assert sp.step_seconds(r.load, mc, 2048) == sp.step_seconds(r.load, graphs, 2048)
+    assert sp.step_seconds(r.load, mc, 8 * 513) > sp.step_seconds(r.load, graphs, 8 * 513)  # 513 a group

@@ -98,7 +98,7 @@ def test_the_launch_line_states_the_fraction_and_attention_dp_that_were_timed():
     frac = float(line.split("--mem-fraction-static ")[1].split()[0])
     assert frac == dp.stated_fraction(c) == 0.758
     assert abs(c.option.budget_bytes / 8 - c.gpu.usable_bytes * frac) < 0.01 * c.gpu.usable_bytes
-    assert "--dp-size 8 --enable-dp-attention" in line and "--ep-size" not in line
+    assert "--attn-dp-size 8" in line and "--ep-size" not in line  # 0.5.23 (releases.toml attn_dp_size_flag)
     # a given fraction is stated as given
     given = _r1(attention_dp=8, gpu_memory_utilization=0.8)
     assert "--mem-fraction-static 0.8 " in dp.command(given, dp.pinned_answer(given).result) + " "

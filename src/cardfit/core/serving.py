@@ -353,7 +353,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     expert_read = wb_experts * touched
     cpu = weights * cpu_w + expert_read * cpu_e * kept_w
     kv_card = b * kv_bytes * kv_share / dp * copies
-    if ep > 1 and dp > 1:
+    if dp > 1 and (ep > 1 or mc.dp_holds_all_but_experts):
         attention = (weights - cpu) - expert_read * kept_w
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / rate
     if expert_slower and expert_read:
@@ -368,7 +368,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
         share = routed / (dense + routed) if dense + routed > 0 else 0.0
         compute_s *= 1 + share * (imbalance(b * (max(decode + prompt, 1) / b), whole.experts_active, ep) - 1)
     kv_s = kv_card / rate
-    scheduled = math.ceil(b / dp) if ep > 1 else b
+    scheduled = math.ceil(b / dp)  # each attention group's own batch (core/speed.py _step_times)
     # core/speed.py per_layer_s: the eager value past the graphs' largest batch
     overhead = (layers * (eager_layer if graph_max and scheduled > graph_max else graph_layer)
                 + (scheduled - 1) * per_sequence + moe_overhead)

@@ -302,6 +302,11 @@ class Machine:
     # moves its tokens by all-to-all instead of all-reducing them, and each group's engine schedules only its
     # own sequences. 1 = experts tensor-parallel
     expert_parallel: int = 1
+    # with attention_dp groups and the experts tensor-parallel over all tp ranks, every weight but the routed
+    # experts is each group's own (split over its tp / attention_dp ranks), as with expert parallelism: vLLM's
+    # DP engine cores of a MoE model, whose MoE layers alone span them (runtimes/vllm.py
+    # DP_GROUPS_ALL_BUT_EXPERTS). False: only the attention projections are (SGLang, TensorRT-LLM)
+    dp_holds_all_but_experts: bool = False
     # a decode step's weight GEMMs take their bytes' time plus their FLOPs' time (Step.roofline_s), not the
     # longer of the two: TensorRT engines on TensorRT-LLM's C++ executor (services/deploy.py
     # tensorrt_engine_v0), whose FP8 GEMMs at decode batch sizes run below both ceilings
@@ -499,9 +504,15 @@ def _step_times(load: Load, mc: Machine, b: int, kv_card: float, ep: int,
         routed = b * load.routed_per_sequence
         compute_s *= 1 + _expert_flops_share(load) * (imbalance(routed, load.experts_active, ep) - 1)
     kv_s = kv_card / mc.read_bytes_per_s
-    # with expert parallelism each attention group's engine schedules its own b / dp sequences, side by side,
-    # and replays a graph for its own batch (SGLang can_run: the largest rank's batch, cuda_graph_runner.py)
-    scheduled = math.ceil(b / dp) if ep > 1 else b
+    # each attention group's engine schedules its own b / dp sequences, side by side, and replays a graph for
+    # its own batch, with expert parallelism or without: SGLang under attention DP replays where the largest
+    # DP rank's request count is within --cuda-graph-max-bs-decode, which each rank captures up to
+    # (model_executor/runner/decode_cuda_graph_runner.py can_run_graph 'if self.require_mlp_tp_gather:
+    # cuda_graph_bs = self._max_dp_batch_size(forward_batch)', _max_dp_batch_size 'max(request_counts)';
+    # utils/common.py require_mlp_tp_gather True under attn_dp_enabled without a dense-TP / DP-LM-head
+    # split or with moe_a2a_backend none; PyPI wheel sglang 0.5.23, https://pypi.org/project/sglang/0.5.23/);
+    # vLLM's DP engine cores and TensorRT-LLM's attention-DP ranks each run their own batch
+    scheduled = math.ceil(b / dp)
     overhead_s = (load.layers * per_layer_s(mc, scheduled) + (scheduled - 1) * mc.overhead_s_per_sequence
                   + (load.moe_layer_count * mc.overhead_s_per_moe_layer if load.shares.experts else 0.0))
     return flops, compute_s, kv_s, overhead_s
@@ -535,7 +546,7 @@ def _step_reads(load: Load, mc: Machine,
     # with expert parallelism, of every weight but the routed experts (core/moe_parallel.py)
     ep = 1 if 1 > mc.expert_parallel else mc.expert_parallel
     attention = load.weights_bytes * load.shares.attention * (1 - load.cpu_weight_fraction) if dp > 1 else 0
-    if ep > 1 and dp > 1:
+    if dp > 1 and (ep > 1 or mc.dp_holds_all_but_experts):
         attention = (weights - cpu) - expert_read * (1 - load.cpu_weight_fraction)
     memory_s = ((weights - cpu - attention) / tp + attention * dp / tp + kv_card) / mc.read_bytes_per_s
     if mc.expert_efficiency and expert_read:  # routed experts stream at their own kernels' share

@@ -197,9 +197,15 @@ class ServeFlags:
     nodes: tuple[str, str, str, str]  # node count, node rank, head address flag, head address
     data_parallel: str = ""  # copies of the model in one server, each on its own cards ("": none)
     # attention data parallel + expert parallel (LaunchArgs.attention_dp, expert_parallel): the switches that
-    # turn them on, the flag of the expert-parallel size ("": the engine takes it from the others), and
-    # whether the tensor-parallel and sequence-cap flags count one data-parallel rank's (vLLM: each rank is an
-    # engine of its own) or the whole server's (SGLang)
+    # make the server's data-parallel ranks one replica's attention groups (SGLang's --enable-dp-attention
+    # beside --dp-size N; none on vLLM, whose DP ranks of a MoE model are attention groups by themselves), or
+    # one flag that names the groups in their place (`attention_dp`: SGLang's --attn-dp-size N from 0.5.22,
+    # runtimes/sglang.py); the switches that turn expert parallelism on (vLLM's --enable-expert-parallel:
+    # without it the experts are tensor-parallel over all the DP x TP ranks) and the flag of its size ("": the
+    # engine takes it from the others); and whether the tensor-parallel and sequence-cap flags count one
+    # data-parallel rank's (vLLM: each rank is an engine of its own) or the whole server's (SGLang)
+    dp_switches: tuple[str, ...] = ()
+    attention_dp: str = ""
     ep_switches: tuple[str, ...] = ()
     ep_size: str = ""
     per_rank: bool = False
@@ -229,9 +235,9 @@ def serve_line(a: LaunchArgs, program: tuple[str, ...], model: list[str], f: Ser
     if copies > 1:
         argv += [f.data_parallel, str(copies)]
     if dp > 1:  # the server's data-parallel ranks are one replica's attention groups
-        argv += [f.data_parallel, str(dp), *f.ep_switches]
-        if f.ep_size and a.expert_parallel > 1:
-            argv += [f.ep_size, str(a.expert_parallel)]
+        argv += [f.attention_dp, str(dp)] if f.attention_dp else [f.data_parallel, str(dp), *f.dp_switches]
+        if a.expert_parallel > 1:
+            argv += [*f.ep_switches, *([f.ep_size, str(a.expert_parallel)] if f.ep_size else [])]
     quant, notes = a.quant_flag(online)
     if a.disaggregation:
         argv += [f.pd_flag, f.pd_value.replace("{role}", a.disaggregation), *f.pd_extra]
@@ -340,6 +346,9 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         if tp % _whole("attention_dp", attention_dp):
             raise InputError(f"{attention_dp} attention groups do not divide the {tp} ranks",
                              field="attention_dp")
+        if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and attention_dp != tp:
+            raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got "
+                             f"{attention_dp} groups)", field="attention_dp")
         args = replace(args, attention_dp=attention_dp)
     if disaggregation is not None:
         if disaggregation not in ("prefill", "decode") or not getattr(engine, "PD_DISAGGREGATION", False):
@@ -405,8 +414,9 @@ DYNAMO_NOTE = ("a {role} worker under NVIDIA Dynamo: start `python3 -m dynamo.fr
 def attention_groups(engine: object, dp: int, ep: int) -> int:
     """The attention data-parallel groups a replica asked for `dp` groups and `ep` expert-parallel ranks
     runs, as build() launches it: `dp` beside expert parallelism, or alone on an engine that runs attention
-    DP with its experts (or dense MLP) tensor-parallel (ATTENTION_DP_ALONE: SGLang's --enable-dp-attention
-    without --ep-size); else 1 (the line states no attention groups)."""
+    DP with its experts (or dense MLP) tensor-parallel (ATTENTION_DP_ALONE: SGLang's --attn-dp-size without
+    --ep-size, vLLM's --data-parallel-size of a MoE model without --enable-expert-parallel, TensorRT-LLM's
+    enable_attention_dp without --ep_size); else 1 (the line states no attention groups)."""
     if dp <= 1:
         return 1
     return dp if ep > 1 or getattr(engine, "ATTENTION_DP_ALONE", False) else 1

@@ -41,7 +41,7 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
                    data_parallel="--dp-size",
                    # server_args.py: --enable-dp-attention runs attention in --dp-size groups of the --tp-size
                    # ranks; --ep-size shards the experts (docs: DeepSeek usage, "DP attention")
-                   ep_switches=("--enable-dp-attention",), ep_size="--ep-size",
+                   dp_switches=("--enable-dp-attention",), ep_size="--ep-size",
                    # docs "PD Disaggregation": --disaggregation-mode prefill|decode, joined by the router
                    pd_flag="--disaggregation-mode",
                    pd_note="a {role} worker: start the router in front of both pools (python -m "
@@ -53,6 +53,21 @@ FLAGS = ServeFlags(tp="--tp-size", pp="--pp-size", max_model_len="--context-leng
 # examples/backends/sglang/launch/disagg.sh @8a150cc3: --disaggregation-mode prefill|decode
 # --disaggregation-transfer-backend nixl); the frontend routes between the pools (no sglang_router)
 DYNAMO_FLAGS = replace(FLAGS, pd_extra=("--disaggregation-transfer-backend", "nixl"), pd_note=DYNAMO_NOTE)
+
+# From 0.5.22 (data/releases.toml attn_dp_size_flag) a server names its attention groups with --attn-dp-size N
+# (field attn_dp_size, "the number of data-parallel attention groups inside the TP group, one scheduler each,
+# while the FFN stays tensor parallel"; --dp-size counts model replicas again), and --enable-dp-attention is
+# a deprecated switch that resolves --dp-size N beside it to attn_dp_size N, dp_size 1, with a warning
+# (server_args.py DeprecatedStoreTrueAction new_flag="--attn-dp-size <dp-size>"; arg_groups/parallel_hook.py
+# handle_deprecated_dp_attention; "TODO: remove the flag and the field after 2026-12-31"; PyPI wheels
+# sglang 0.5.22 and 0.5.23, https://pypi.org/project/sglang/0.5.22/). 0.5.21 and before have no
+# --attn-dp-size (argparse refuses it), so the line states the spelling its release takes
+ATTN_DP_FLAG = "--attn-dp-size"
+
+
+def flags_at(rt: RuntimeProfile, flags: ServeFlags) -> ServeFlags:
+    """The launch flags `flags` as the release `rt` spells attention data parallelism (ATTN_DP_FLAG)."""
+    return replace(flags, attention_dp=ATTN_DP_FLAG, dp_switches=()) if rt.has("attn_dp_size_flag") else flags
 
 
 # The models SGLang sizes a hybrid SWA pool for (the model_type, and the data/releases.toml feature from whose
@@ -462,8 +477,8 @@ class SGLang(VllmLike):
                               window_ratio=self.profile.swa_full_tokens_ratio if hybrid else 1.0)
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
-        return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model], FLAGS,
-                          self.ONLINE_QUANT)
+        return serve_line(a, ("python", "-m", "sglang.launch_server"), ["--model-path", model],
+                          flags_at(self.profile, FLAGS), self.ONLINE_QUANT)
 
     def cuda_graph_cap(self, launch: Launch, max_bs: int) -> Launch:
         """The line with --cuda-graph-max-bs N: SGLang captures decode graphs for batch sizes up to N
@@ -491,8 +506,8 @@ class SGLang(VllmLike):
                         f"host RAM{f' on each of its {tp} ranks' if tp > 1 else ''}")
 
     def dynamo_launch(self, model: str, a: LaunchArgs) -> Launch:
-        return serve_line(a, ("python3", "-m", "dynamo.sglang"), ["--model-path", model], DYNAMO_FLAGS,
-                          self.ONLINE_QUANT)
+        return serve_line(a, ("python3", "-m", "dynamo.sglang"), ["--model-path", model],
+                          flags_at(self.profile, DYNAMO_FLAGS), self.ONLINE_QUANT)
 
     def kv_offload_flags(self, a: LaunchArgs) -> list[str]:
         """HiCache's host tier (L2): --hicache-size GB for each rank's own host pool

@@ -37,13 +37,22 @@ class TrtLlm(VllmLike):
     # attention data-parallel over all tp_size ranks (one group per rank), --ep_size shards the experts
     EXPERT_PARALLEL = True
     ATTENTION_DP_ALL_RANKS = True
+    # enable_attention_dp without --ep_size: the experts tensor-parallel over all tp_size ranks (Mapping
+    # 'if moe_tp_size == -1 and moe_ep_size == -1: moe_tp_size = moe_world_size // moe_cluster_size;
+    # moe_ep_size = 1', moe_world_size = tp_size, tensorrt_llm/mapping.py,
+    # https://github.com/NVIDIA/TensorRT-LLM/blob/b35ac1b64368513d215c57d2ed01d62d910df8da/tensorrt_llm/mapping.py),
+    # the attention GEMM weights on every rank and a dense FFN sharded over all of them (docs "Parallelism in
+    # TensorRT LLM", https://nvidia.github.io/TensorRT-LLM/features/parallel-strategy.html: "Data Parallelism
+    # (DP)", "FFN Module Parallelism"): the layout a pinned --attention-dp without --expert-parallel is timed
+    # with, so the line states it (runtimes/launch.py attention_groups)
+    ATTENTION_DP_ALONE = True
 
     def launch(self, model: str, a: LaunchArgs) -> Launch:
         argv = ["trtllm-serve", model, "--backend", "pytorch", "--tp_size", str(a.tp)]
         if a.pp > 1:
             argv += ["--pp_size", str(a.pp)]
-        dp = a.attention_dp if a.expert_parallel > 1 else 1
-        if dp > 1:
+        dp = a.attention_dp  # above 1 with EP or alone (ATTENTION_DP_ALONE: build)
+        if a.expert_parallel > 1:
             argv += ["--ep_size", str(a.expert_parallel)]
         # with attention DP, max_batch_size is each rank's (its own requests)
         argv += ["--max_batch_size", str(max(a.max_num_seqs // dp, 1)), "--max_seq_len", str(a.max_model_len)]

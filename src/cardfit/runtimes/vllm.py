@@ -92,6 +92,17 @@ class Vllm(VllmLike):
     KV_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2"}  # vLLM CacheDType
     ONLINE_QUANT = {"fp8": "fp8"}  # quantized on load from a 16-bit checkpoint (QuantizationMethods)
     EXPERT_PARALLEL = True  # attention DP + EP layouts (services/deploy.py expert_parallel)
+    # attention DP without expert parallelism: for a MoE model `--data-parallel-size N` without
+    # --enable-expert-parallel runs N engine cores whose MoE layers "form a tensor parallel group of size DP x
+    # TP" (docs "Data Parallel Deployment", https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/),
+    # so a pinned --attention-dp without --expert-parallel launches it (runtimes/launch.py attention_groups).
+    # Only the MoE layers span the cores: every other weight (attention, embedding, output head, a dense or
+    # shared-expert MLP) is each core's own over its --tensor-parallel-size ranks (DP_GROUPS_ALL_BUT_EXPERTS:
+    # services/deploy.py attention_dp_memory, core/speed.py Machine.dp_holds_all_but_experts). A dense
+    # model's DP ranks are whole replicas, no attention groups (DP_GROUPS_MOE_ONLY: deploy refuses the pin)
+    ATTENTION_DP_ALONE = True
+    DP_GROUPS_ALL_BUT_EXPERTS = True
+    DP_GROUPS_MOE_ONLY = True
     PD_DISAGGREGATION = True  # prefill / decode workers (services/deploy.py disaggregation)
 
     # --speculative-config's "method" (vllm/config/speculative.py SpeculativeConfig.method: "ngram",

@@ -834,10 +834,15 @@ def attention_dp_memory(s: Setting, dp: int) -> Memory:
     'attn_tp_size = get_parallel().attn_tp_size'; models/qwen2_moe.py Qwen2MoeModel embed_tokens
     'use_attn_tp_group=is_dp_attention_enabled()'), every other weight (the MoE layers' experts, a dense
     MLP, the output head without --enable-dp-lm-head) tensor-parallel over all the ranks once; PyPI wheel
-    sglang 0.5.23, https://pypi.org/project/sglang/0.5.23/. Where the model's attention share is not known,
-    every weight but the routed experts once per group (expert_parallel_memory's, the larger)."""
+    sglang 0.5.23, https://pypi.org/project/sglang/0.5.23/; TensorRT-LLM's enable_attention_dp the same
+    (runtimes/trtllm.py ATTENTION_DP_ALONE). Where the model's attention share is not known, or on vLLM,
+    whose DP engine cores of a MoE model share only the MoE layers (runtimes/vllm.py
+    DP_GROUPS_ALL_BUT_EXPERTS), every weight but the routed experts once per group (expert_parallel_memory's,
+    the larger)."""
     shares = sp.weight_shares(s.ctx.model, s.ctx.quant)
     grouped = shares.attention + shares.embed if shares.attention > 0 else 1.0 - shares.experts
+    if getattr(s.ctx.engine, "DP_GROUPS_ALL_BUT_EXPERTS", False):
+        grouped = 1.0 - shares.experts
     return replace(s.mem, weights_bytes=moe_parallel.weights_bytes_in_all(s.mem.weights_bytes, 1.0 - grouped,
                                                                            dp))
 
@@ -984,7 +989,10 @@ def _built_replica(inp: DeployInput, s: Setting, gpu: Gpu, tp: int, pp: int, seq
     # the card × tp machine, which every setting of this runtime and quantization shares (plan's memo)
     whole, mc = built[w, "load"], _machine(s.ctx, gpu, tp, 0.0)
     if attention_dp > 1:
-        mc = replace(mc, attention_dp=attention_dp, expert_parallel=ep)
+        # vLLM's DP engine cores without EP hold every weight but the routed experts as their own
+        # (runtimes/vllm.py DP_GROUPS_ALL_BUT_EXPERTS)
+        mc = replace(mc, attention_dp=attention_dp, expert_parallel=ep,
+                     dp_holds_all_but_experts=getattr(s.ctx.engine, "DP_GROUPS_ALL_BUT_EXPERTS", False))
     if inp.cuda_graph_max_bs and gpu.stack in s.ctx.runtime.graph_stacks:
         # a pinned deployment's --cuda-graph-max-bs in place of the engine's own cap (catalog/runtimes.py
         # graph_max_batch): a larger decode batch launches every kernel (core/speed.py per_layer_s)
@@ -3117,6 +3125,7 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
     groups = attention_groups(ctx.engine, dp, ep)
     group = tp // groups
     if groups > 1 and ep == 1:
+        _check_attention_dp_alone(ctx, groups, tp)
         s = replace(s, mem=attention_dp_memory(s, groups))
     if ep > 1:
         s = replace(s, mem=expert_parallel_memory(s, dp))
@@ -3169,6 +3178,20 @@ def timed(inp: DeployInput, gpu_name: str, tp: int, pp: int, cap: int,
            f"{res.served.batch:.1f} sequences decoding (at most {seqs}{held}), "
            f"{'stable' if res.served.stable else 'overloaded'}")
     return res, how
+
+
+def _check_attention_dp_alone(ctx: Any, groups: int, tp: int) -> None:
+    """A pinned --attention-dp without --expert-parallel the engine does not launch as attention groups is
+    an error: vLLM's DP ranks of a dense model are whole replicas (runtimes/vllm.py DP_GROUPS_MOE_ONLY),
+    TensorRT-LLM's enable_attention_dp spans every rank (ATTENTION_DP_ALL_RANKS)."""
+    name = ctx.runtime.name
+    if getattr(ctx.engine, "DP_GROUPS_MOE_ONLY", False) and not ctx.model.is_moe:
+        raise InputError(f"{name}'s data-parallel ranks of a dense model are whole replicas, not attention "
+                         f"groups: leave out --attention-dp {groups} (deploy's search counts replicas)",
+                         field="attention_dp")
+    if getattr(ctx.engine, "ATTENTION_DP_ALL_RANKS", False) and groups != tp:
+        raise InputError(f"{name} runs attention data-parallel over all {tp} ranks or none (got {groups} "
+                         "groups)", field="attention_dp")
 
 
 def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:

@@ -168,8 +168,9 @@ ENGINE_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
                                "--mem-fraction-static)", {"gt": 0, "le": 1}),
     "max_prefill_tokens": ("engine: prompt tokens a prefill batch may carry (SGLang --max-prefill-tokens)",
                            {"ge": 1, "le": MAX_CONTEXT}),
-    "attention_dp": ("engine: data-parallel attention groups of a pinned replica (SGLang "
-                     "--enable-dp-attention --dp-size, TensorRT-LLM enable_attention_dp)",
+    "attention_dp": ("engine: data-parallel attention groups of a pinned replica (SGLang --attn-dp-size, "
+                     "before 0.5.22 --dp-size with --enable-dp-attention; vLLM --data-parallel-size of a MoE "
+                     "model; TensorRT-LLM enable_attention_dp)",
                      {"ge": 1, "le": 1024}),
     "expert_parallel": ("engine: the ranks a pinned MoE replica shards its experts over, beside "
                         "--attention-dp groups (vLLM --enable-expert-parallel, SGLang --ep-size, "

@@ -868,10 +868,12 @@ PREDICTED_FEATURES = MEASURED_KV_FEATURES | SCOPED_FEATURES
 _NARROW_FEATURES = frozenset({"mla_moe_kernels", "triton_kernels_mxfp4", "v0_chunks_2048",
                               "v0_mla_unchunked", "server_draft_in_batch",
                               "gpt_oss_hybrid_swa", "fit", *(
-                                  # SGLang: a drafting run's scheduler (spec v2), the launch flag of the
-                                  # decode graphs' cap, a 20-35 GiB card's defaults (_sglang_narrow_applies)
+                                  # SGLang: a drafting run's scheduler (spec v2), the launch flags of the
+                                  # decode graphs' cap and of the attention groups, a 20-35 GiB card's
+                                  # defaults (_sglang_narrow_applies)
                                   "spec_overlap", "spec_overlap_tree", "spec_overlap_ngram",
-                                  "graph_flags_by_phase", "tier_35gib_4k_48", "prefill_cuda_graph",
+                                  "graph_flags_by_phase", "attn_dp_size_flag", "tier_35gib_4k_48",
+                                  "prefill_cuda_graph",
                                   # where SGLang captures prompt-step graphs (_prompt_graph_reserve_applies)
                                   "prefill_graph_speculative", "prefill_graph_breakable",
                                   "prefill_graph_pd_roles", "prefill_graph_dp_attention", "prefill_graph_mla",
