@@ -1110,7 +1110,7 @@ def test_cards_no_load_pools_of_attention_dp_workers() -> None:
     agg, split = _users_each_way(pd_["why"])
     assert split == users == pd_["users"] > 95 and users > agg
     for line, role in zip(r["best"]["command"].splitlines(), ("prefill", "decode"), strict=True):
-        assert "--dp-size 4 --enable-dp-attention" in line and f"--disaggregation-mode {role}" in line
+        assert "--attn-dp-size 4" in line and f"--disaggregation-mode {role}" in line
 
     def pinned(n: int) -> bool:
         return dp.deploy_report(dp.DeployInput(

@@ -391,8 +391,8 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
 
 def _plain_parts(whole: Load, mc: Machine) -> tuple:
     """What _plain_step_s reads of a load and a machine alone, whatever the step (each figure as core/speed.py
-    _step_reads, _step_times and per_layer_s work it out), and a memo of the step's link time (link_seconds) by
-    the sequences it carries."""
+    _step_reads, _step_times and per_layer_s work it out), and a memo of the step's link time (link_seconds)
+    by the sequences it carries."""
     sh = whole.shares
     cpu_w, cpu_e = whole.cpu_weight_fraction, whole.cpu_expert_fraction
     tp = max(mc.tp, 1)
