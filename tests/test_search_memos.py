@@ -152,7 +152,7 @@ def _composed_step_s(load: sp.Load, mc: sp.Machine, decode: int, prompt: float, 
 
 @settings(max_examples=400, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8]), dp_attention=st.booleans(), ep=st.sampled_from([1, 2, 4, 8]),
-       moe_layers=st.sampled_from([48, 45, 0]),
+       dp_holds=st.booleans(), moe_layers=st.sampled_from([48, 45, 0]),
        experts=st.sampled_from([0.0, 0.6, 0.95]), route=st.sampled_from([1.0, 8 / 128, 0.25]),
        cpu=st.sampled_from([(0.0, 0.0), (0.3, 0.0), (0.0, 0.5), (0.2, 0.7)]), serial=st.booleans(),
        expert_efficiency=st.sampled_from([0.0, 0.6]), low_bit=st.just(0.0),
@@ -160,12 +160,13 @@ def _composed_step_s(load: sp.Load, mc: sp.Machine, decode: int, prompt: float, 
        busbw=st.sampled_from([(), ((1 << 20, 40.0), (1 << 26, 300.0))]), nvlink=st.booleans(),
        decode=st.integers(0, 2048), prompt=st.just(0.0) | st.floats(0.5, 20_000.0),
        flops=st.floats(1e9, 1e12))
-def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, moe_layers, experts, route, cpu,
-                                                         serial, expert_efficiency, low_bit, kv_split, eager,
-                                                         busbw, nvlink, decode, prompt, flops):
+def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, dp_holds, moe_layers, experts,
+                                                         route, cpu, serial, expert_efficiency, low_bit,
+                                                         kv_split, eager, busbw, nvlink, decode, prompt, flops):
     """serving._plain_step_s works a step out on the numbers alone (no Shares, Load, Machine or Step built
     per step): the same seconds, to the bit, as _mixed + step(...).seconds + _prompt_link_s, over dense and
-    MoE loads, offload, tensor / attention-DP / expert-parallel machines (the busiest rank's routed tokens,
+    MoE loads, offload, tensor / attention-DP (vLLM's DP engines holding all but the experts, or not) /
+    expert-parallel machines (the busiest rank's routed tokens,
     the all-to-all of all or some MoE layers, or none known), serial GEMMs and eager batches (its domain,
     _fused: no low-bit weights; those take the composed step, tested below)."""
     shares = sp.Shares(1.0 - experts, experts, 0.0, route if experts else 1.0, "params", attention=0.05)
@@ -182,7 +183,7 @@ def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, mo
                          allreduce_busbw=busbw, allreduce_ranks=8 if busbw else 0,
                          allreduce_link_gbps=450.0 if busbw else 0.0,
                          attention_dp=tp if dp_attention else 1, expert_parallel=min(ep, tp),
-                         serial_gemm=serial)
+                         dp_holds_all_but_experts=dp_holds, serial_gemm=serial)
     assert sv._plain_step_s(load, machine, decode, prompt, flops) == _composed_step_s(load, machine, decode,
                                                                                       prompt, flops)
 
