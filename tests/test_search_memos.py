@@ -162,7 +162,8 @@ def _composed_step_s(load: sp.Load, mc: sp.Machine, decode: int, prompt: float, 
        flops=st.floats(1e9, 1e12))
 def test_the_fused_step_is_the_composed_step_to_the_bit(tp, dp_attention, ep, dp_holds, moe_layers, experts,
                                                          route, cpu, serial, expert_efficiency, low_bit,
-                                                         kv_split, eager, busbw, nvlink, decode, prompt, flops):
+                                                         kv_split, eager, busbw, nvlink, decode, prompt,
+                                                         flops):
     """serving._plain_step_s works a step out on the numbers alone (no Shares, Load, Machine or Step built
     per step): the same seconds, to the bit, as _mixed + step(...).seconds + _prompt_link_s, over dense and
     MoE loads, offload, tensor / attention-DP (vLLM's DP engines holding all but the experts, or not) /
