@@ -28,9 +28,12 @@ def _row(r: dict) -> dict:
     return json.loads(r["excerpt"])
 
 
-def test_twenty_twins_of_two_runs():
-    assert len(MEDIANS) == 20
-    assert {_row(r)["run_url"].split("/")[-3] for r in MEDIANS.values()} == {"22469096331", "23552373331"}
+def test_twins_of_four_runs():
+    # 20 quoted from the fixture @3a600f1d; from @a369c398 the two B200 NVFP4 rows of 23552373331 and two
+    # TensorRT-LLM rows (21640806486, 20216754736)
+    assert len(MEDIANS) == 24
+    assert {_row(r)["run_url"].split("/")[-3] for r in MEDIANS.values()} == {
+        "22469096331", "23552373331", "21640806486", "20216754736"}
 
 
 @pytest.mark.parametrize("rid", sorted(MEDIANS))
@@ -62,10 +65,18 @@ def test_hand_checked_rows(rid, median_ms, mean_ms):
 def test_the_tail_is_the_first_wave(rid):
     """docs/VALIDATION.md ("InferenceX's mean TTFT carries a slow first wave"): each run sends 10 x CONC
     requests, the first CONC together, and its mean TTFT is that one tenth at about the p99 and the rest at
-    about the median: 0.9 x median + 0.1 x p99 is 0.81-1.05 of the published mean on every row."""
+    about the median: 0.9 x median + 0.1 x p99 is 0.81-1.05 of the published mean on every row whose first
+    wave is prefilled in one or two steps. Where it takes more (B200 NVFP4 at 128 users: 128 x 922 tokens in
+    16,384-token chunks, 8 steps) the wave is staggered, its mean below its slowest, and the estimate
+    overstates the mean (1.17: "InferenceX's mean TTFT: the first wave, taken apart")."""
     r = MEDIANS[rid]
     row = _row(r)
     assert r["requests"] == 10 * r["concurrency"] == 10 * row["conc"]
     first_wave_share = r["concurrency"] / r["requests"]
     estimate = (1 - first_wave_share) * row["median_ttft"] + first_wave_share * row["p99_ttft"]
-    assert 0.80 <= estimate / row["mean_ttft"] <= 1.06
+    budget = r["settings"].get("chunked_prefill_size")  # unstated (the TensorRT-LLM rows): one step
+    steps = -(-r["concurrency"] * r["input_tokens"] // budget) if budget else 1
+    if steps <= 2:
+        assert 0.80 <= estimate / row["mean_ttft"] <= 1.06
+    else:
+        assert 1.0 < estimate / row["mean_ttft"] <= 1.25
