@@ -48,10 +48,11 @@ def test_every_median_record_with_a_p99_has_its_wave_near_the_p99(rows):
     assert ratios[MI300X_C4] == pytest.approx(4.4727 / 4.0384, abs=0.01)
 
 
-def test_cardfit_times_a_first_wave_far_shorter_than_the_mi300x_runs(rows):
-    """cardfit's own burst round (core/serving.py benchmark) gives the MI300X 4-user run a first wave of
-    tenths of a second where the measured figures imply 4.5 s: the one-off cost it does not model."""
+def test_the_mi300x_runs_first_wave_waits_seconds_where_its_median_waits_tenths(rows):
+    """The measured side of the finding (docs/VALIDATION.md "InferenceX's mean TTFT: the first wave"): the
+    MI300X 4-user run's first wave waits about 4.5 s where its median request waits 0.16 s, a one-off cost
+    of the run's start. cardfit's own first wave for it (scripts/first_wave.py prints it) is in the doc, not
+    pinned here: a sourced model of that cost would move it, rightly."""
     x = next(x for x in rows if x["record"]["id"] == MI300X_C4)
-    assert x["pred"] is not None
-    assert x["pred_wave"] < 1.0 < 4.0 < x["wave"]
-    assert x["pred"]["median"] == pytest.approx(x["median_ttft"], rel=0.35)
+    assert x["pred"] is not None  # cardfit answers the run's question
+    assert x["wave"] > 4.0 > 1.0 > 0.2 > x["median_ttft"]
