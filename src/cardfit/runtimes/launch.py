@@ -346,9 +346,7 @@ def build(runtime: str, model: str, *, quant: str | None = None, tp: int = 1, pp
         if tp % _whole("attention_dp", attention_dp):
             raise InputError(f"{attention_dp} attention groups do not divide the {tp} ranks",
                              field="attention_dp")
-        if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and attention_dp != tp:
-            raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got "
-                             f"{attention_dp} groups)", field="attention_dp")
+        check_all_ranks(engine, runtime, tp, attention_dp, "attention_dp")
         args = replace(args, attention_dp=attention_dp)
     if disaggregation is not None:
         if disaggregation not in ("prefill", "decode") or not getattr(engine, "PD_DISAGGREGATION", False):
@@ -431,10 +429,16 @@ def _expert_parallel(engine: object, runtime: str, tp: int, dp: int, ep: int) ->
         raise InputError(f"an expert-parallel layout of {tp} ranks takes attention groups that divide them "
                          f"and experts over all of them (got {dp} groups, {ep} expert ranks)",
                          field="expert_parallel")
-    if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and dp != tp:
-        raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got {dp} "
-                         "groups)", field="expert_parallel")
+    check_all_ranks(engine, runtime, tp, dp, "expert_parallel")
     return {"attention_dp": dp, "expert_parallel": ep}
+
+
+def check_all_ranks(engine: object, runtime: str, tp: int, groups: int, field: str) -> None:
+    """An engine whose attention DP spans every rank or none (TensorRT-LLM's enable_attention_dp:
+    ATTENTION_DP_ALL_RANKS) refuses another count of attention groups, one message wherever it is asked."""
+    if getattr(engine, "ATTENTION_DP_ALL_RANKS", False) and groups != tp:
+        raise InputError(f"{runtime} runs attention data-parallel over all {tp} ranks or none (got {groups} "
+                         "groups)", field=field)
 
 
 def replicas_note(replicas: int, cards: int) -> str:

@@ -3189,9 +3189,9 @@ def _check_attention_dp_alone(ctx: Any, groups: int, tp: int) -> None:
         raise InputError(f"{name}'s data-parallel ranks of a dense model are whole replicas, not attention "
                          f"groups: leave out --attention-dp {groups} (deploy's search counts replicas)",
                          field="attention_dp")
-    if getattr(ctx.engine, "ATTENTION_DP_ALL_RANKS", False) and groups != tp:
-        raise InputError(f"{name} runs attention data-parallel over all {tp} ranks or none (got {groups} "
-                         "groups)", field="attention_dp")
+    from ..runtimes.launch import check_all_ranks
+
+    check_all_ranks(ctx.engine, name, tp, groups, "attention_dp")
 
 
 def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:
