@@ -147,10 +147,6 @@ class RuntimeProfile:
     # 0.14, data/releases.toml async_scheduling): the engine loop's scheduling, input preparation and output
     # handling between two GPU steps (fitted)
     decode_overhead_us_per_sequence_sync: float = 0.0
-    # the engine's host time a step (scheduling, input preparation, output handling) where it overlaps the
-    # GPU's step (vLLM's async scheduling, data/releases.toml async_scheduling): a step takes at least this
-    # long (core/speed.py Machine.host_floor_s); 0: none
-    step_host_floor_us: float = 0.0
     # the per-layer time of engine builds before CUDA graphs and the mid-2024 kernel work (llama.cpp < b3000)
     decode_overhead_us_per_layer_v0: float = 0.0
     # bytes per SM per clock cycle the weight kernels of those builds stream on an HBM card: their bytes in

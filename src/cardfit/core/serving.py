@@ -341,7 +341,7 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     _step_s keeps them per replica), worked out here where not given."""
     (dense, experts, route, wb, wb_experts, cpu_w, cpu_e, kept_w, kept_e, tp, dp, kv_share, copies, ep,
      attention, rate, expert_slower, ram_rate, gemm_rate, layers, graph_max, eager_layer, graph_layer,
-     per_sequence, moe_overhead, serial, links, host_floor) = parts or _plain_parts(whole, mc)
+     per_sequence, moe_overhead, serial, links) = parts or _plain_parts(whole, mc)
     b = max(decode, 1)
     if experts and route < 1:  # _mixed: the experts all the step's tokens touch, spread over b "sequences"
         route = 1 - (1 - route) ** ((decode + prompt) / b)
@@ -380,8 +380,6 @@ def _plain_step_s(whole: Load, mc: Machine, decode: int, prompt: float, prefill_
     else:
         roofline = max(memory_s - kv_s, compute_s, 0.0) + kv_s
     t = roofline + overhead + link
-    if t < host_floor:  # core/speed.py Step.seconds: the host's time a step, overlapped
-        t = host_floor
     if tp <= 1 or prompt <= 0:  # _prompt_link_s
         return t + 0.0
     n = b + math.ceil(prompt)
@@ -409,8 +407,7 @@ def _plain_parts(whole: Load, mc: Machine) -> tuple:
             mc.tflops * 1e12 * mc.compute_efficiency if mc.tflops else None,
             whole.layers, mc.graph_max_batch if eager else 0, max(eager, mc.overhead_s_per_layer),
             mc.overhead_s_per_layer, mc.overhead_s_per_sequence,
-            whole.moe_layer_count * mc.overhead_s_per_moe_layer if sh.experts else 0.0, mc.serial_gemm, {},
-            mc.host_floor_s)
+            whole.moe_layer_count * mc.overhead_s_per_moe_layer if sh.experts else 0.0, mc.serial_gemm, {})
 
 
 # link times _plain_parts keeps per replica, forgotten all at once past this many (a long-running server's

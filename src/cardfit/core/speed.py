@@ -256,9 +256,6 @@ class Machine:
     decode_efficiency: float = 1.0
     overhead_s_per_layer: float = 0.0
     overhead_s_per_sequence: float = 0.0  # scheduler, sampler and interleaved prefill, per sequence per step
-    # the engine's host time a step where it overlaps the GPU's step (runtimes.toml step_host_floor_us): a
-    # step is the longer of the two (Step.seconds); 0: none
-    host_floor_s: float = 0.0
     graph_max_batch: int = 0  # steps of more sequences run without CUDA graphs (0: all steps are graphs)
     overhead_s_per_layer_eager: float = 0.0  # the per-layer time of those steps (kernels launched one by one)
     # a step carrying prompt tokens: CPU time per layer of its eager forward pass past the graph size
@@ -341,7 +338,6 @@ class Step:
     kv_s: float = 0.0  # the KV-cache share of memory_s: attention kernels, run after the weight GEMMs
     dequant_s: float = 0.0  # unpacking low-bit weights on the CUDA cores, inside the same weight kernels
     serial: bool = False  # the weight GEMMs' bytes and FLOPs do not overlap (Machine.serial_gemm)
-    host_floor_s: float = 0.0  # Machine.host_floor_s
 
     @property
     def roofline_s(self) -> float:
@@ -362,8 +358,7 @@ class Step:
 
     @property
     def seconds(self) -> float:
-        t = self.roofline_s + self.overhead_s + self.link_s
-        return t if t >= self.host_floor_s else self.host_floor_s
+        return self.roofline_s + self.overhead_s + self.link_s
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -482,8 +477,7 @@ def step(load: Load, mc: Machine, sequences: int = 1) -> Step:
     b, cpu, gpu, kv_card, ep, dp, memory_s = _step_reads(load, mc, sequences)
     flops, compute_s, kv_s, overhead_s = _step_times(load, mc, b, kv_card, ep, dp)
     return Step(b, round(gpu - b * load.kv_bytes), b * load.kv_bytes, round(cpu), flops, memory_s, compute_s,
-                overhead_s, link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm,
-                mc.host_floor_s)
+                overhead_s, link_seconds(load, mc, b), kv_s, dequant_seconds(load, mc, b), mc.serial_gemm)
 
 
 def step_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:
@@ -491,9 +485,8 @@ def step_seconds(load: Load, mc: Machine, sequences: int = 1) -> float:
     every-card plan times one decode step per card: decode_rates_on)."""
     b, _, _, kv_card, ep, dp, memory_s = _step_reads(load, mc, sequences)
     _, compute_s, kv_s, overhead_s = _step_times(load, mc, b, kv_card, ep, dp)
-    t = (roofline_s(memory_s, compute_s, kv_s, dequant_seconds(load, mc, b), mc.serial_gemm) + overhead_s
-         + link_seconds(load, mc, b))
-    return t if t >= mc.host_floor_s else mc.host_floor_s
+    return (roofline_s(memory_s, compute_s, kv_s, dequant_seconds(load, mc, b), mc.serial_gemm) + overhead_s
+            + link_seconds(load, mc, b))
 
 
 def _step_times(load: Load, mc: Machine, b: int, kv_card: float, ep: int,
@@ -1085,7 +1078,6 @@ def machine_for(rt: RuntimeProfile, gpu: Gpu, tp: int, tflops: float | None, *, 
                    interconnect=gpu.interconnect, decode_efficiency=k("decode_efficiency") or 1.0,
                    overhead_s_per_layer=k("decode_overhead_us_per_layer") * 1e-6,
                    overhead_s_per_sequence=k("decode_overhead_us_per_sequence") * 1e-6,
-                   host_floor_s=k("step_host_floor_us") * 1e-6,
                    graph_max_batch=(graph_max_batch(rt, gpu.memory_gb, tp) if gpu.stack in rt.graph_stacks
                                     else 0),
                    overhead_s_per_layer_eager=k("decode_overhead_us_per_layer_v0") * 1e-6,

@@ -809,50 +809,6 @@ def _implied_sync_per_sequence(r: Record) -> float | None:
     return (target - y0) * SYNC_FIT_PROBE_US / (y1 - y0)
 
 
-# TRIAL (h-floor): the records a host floor under the step is fitted on: vLLM's served TPOT / ITL records of a
-# release with async scheduling whose step cardfit times, without the floor, at most this long and shorter
-# than measured (a step of that size is where the engine's host time per step can exceed the GPU's)
-HOST_FLOOR_FIT_MAX_STEP_MS = 5.0
-
-
-def _host_floor_without(r: Record) -> float | None:
-    from ..catalog.runtimes import default_runtimes
-    from ..core.constants import snapshot
-    from ..errors import CardfitError
-    from .serving import predict_serving
-
-    rt = default_runtimes().find(_rt(r))
-    if rt is None:
-        return None
-    try:
-        with constants({**dict(snapshot()), f"{rt.id}.step_host_floor_us": 0.0}):
-            return float(predict_serving(dict(r))[0])
-    except CardfitError:
-        return None
-
-
-def _host_bound(r: Record) -> bool:
-    if r["id"] in ANOMALOUS or r.get("skip") or r.get("kind") != "serving":
-        return False
-    if r.get("metric") not in ("tpot_ms", "itl_ms"):
-        return False
-    from .serving import reuse_options
-    from .single import record_runtime
-
-    if reuse_options(r.get("settings") or {}) or (r.get("settings") or {}).get("speculative"):
-        return False
-    rt = record_runtime(r)
-    if rt is None or not rt.has("async_scheduling"):
-        return False
-    p = _host_floor_without(r)
-    return p is not None and p <= HOST_FLOOR_FIT_MAX_STEP_MS and p < float(r["measured"])
-
-
-def _implied_host_floor(r: Record) -> float | None:
-    """The measured step (TPOT, ITL) in microseconds: the floor that times it (the GPU step is shorter)."""
-    return float(r["measured"]) * 1e3
-
-
 def _overhead(r: Record) -> bool:
     return r.get("kind") == "overhead" and not r.get("skip")
 
@@ -914,9 +870,6 @@ FITS: tuple[Fit, ...] = (
         _speed("implied_overhead_us_per_layer"), 1, VllmLike,
         "single-stream decode time left per layer after the bytes are streamed at decode_efficiency, dense "
         "models (an MoE layer's own fixed time is moe_overhead_us_per_layer)"),
-    Fit(Vllm, "step_host_floor_us", _host_bound, _implied_host_floor, 1, None,
-        "TRIAL h-floor: the engine's host time a step under async scheduling, from served TPOT / ITL records "
-        "whose GPU step cardfit times at most 5 ms and shorter than measured"),
     Fit(Vllm, "decode_overhead_us_per_sequence_sync", _sync_loop, _implied_sync_per_sequence, 1, None,
         "time per sequence per step of vLLM V1's synchronous engine loop (releases 0.8 to 0.13, no "
         "--async-scheduling), from served TPOT and output-throughput records of those releases on NVIDIA "
