@@ -1,10 +1,10 @@
-"""AccelMark's committed vLLM runs at current releases (issue 24 item 4;
-data/validation/serving_accelmark.toml): Meta-Llama-3-8B-Instruct (suite A) and Qwen2.5-0.5B-Instruct
-(suite F) on one A100 SXM4 80GB at vLLM 0.20.1 and on one RTX 5090 at vLLM 0.19.1rc1.dev339, the model run
-in process through vLLM's AsyncLLMEngine. Every record was scored at first contact by the code before the
-source was added (data/first_contact.toml, never edited: HELD), and today's error of each is held so that a
-change of the model shows here, record by record (docs/VALIDATION.md "AccelMark: a new publisher of current
-vLLM runs")."""
+"""AccelMark's committed vLLM runs at current releases (issue 24 item 4; data/validation/
+serving_accelmark.toml and serving_accelmark_longctx.toml): Meta-Llama-3-8B-Instruct (suite A),
+Qwen2.5-0.5B-Instruct (suite F) and Llama-3.1-8B-Instruct at ~28.6K-token prompts (suite D) on one A100
+SXM4 80GB at vLLM 0.20.1 and on one RTX 5090 at vLLM 0.19.1rc1.dev339, the model run in process through
+vLLM's AsyncLLMEngine. Every record was scored at first contact by the code before the source was added
+(data/first_contact.toml, never edited: HELD), and today's error of each is held so that a change of the
+model shows here, record by record (docs/VALIDATION.md "AccelMark: a new publisher of current vLLM runs")."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from cardfit.validation.validate import all_records, path_of
 
 from .helpers import check_first_contact, check_today, first_contact_rows
 
-FILE = "serving_accelmark.toml"
-RECORDS = [r for r in all_records() if r.get("file") == FILE]
+FILES = ("serving_accelmark.toml", "serving_accelmark_longctx.toml")
+RECORDS = [r for r in all_records() if r.get("file") in FILES]
 FIRST = first_contact_rows()
-# the commit whose code scored the file at first contact (scripts/first_contact.py --new, 2026-12-07)
-CODE_AT = "dcdee205f5400c3bad5ea52cf6d99e27138a5108"
+# the commits whose code scored each file at first contact (scripts/first_contact.py --new, 2026-12-07; the
+# second adds only records and tests to the first: the same model)
+CODE_AT = {"serving_accelmark.toml": "dcdee205f5400c3bad5ea52cf6d99e27138a5108",
+           "serving_accelmark_longctx.toml": "62f8cba61f2239850589319901c88851993ef301"}
 
 # predicted / measured - 1 at first contact, per record (dcdee20), the engine limits asked as `vllm serve`'s
 # (256 sequences on the A100, 222 on the RTX 5090): the tiny model's TTFT -85..-96 % (a 10-48 ms floor of the
@@ -57,6 +59,28 @@ HELD = {
     "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r40-tpot-median": -0.846,
     "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-sustained-c32-output": 3.775,
 }
+# suite D, long context (~28.6K-token prompts), scored with the async engine's limits from the start
+LONGCTX = {
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-interactive-c1-ttft-median": -0.044,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-interactive-c1-tpot-median": -0.095,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-online-r0.5-ttft-median": 0.185,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-online-r0.5-tpot-median": -0.174,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-online-r1-ttft-median": 0.545,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-online-r1-tpot-median": -0.175,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-online-r2-ttft-median": 0.534,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-online-r2-tpot-median": -0.174,
+    "accelmark-longctx-llama-3.1-8b-a100-80gb-vllm0201-suiteD-sustained-c8-output": 0.304,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-interactive-c1-ttft-median": 0.246,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-interactive-c1-tpot-median": 0.080,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-online-r0.5-ttft-median": 1.834,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-online-r0.5-tpot-median": 0.439,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-online-r1-ttft-median": 2.099,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-online-r1-tpot-median": 0.437,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-online-r2-ttft-median": 1.876,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-online-r2-tpot-median": 0.439,
+    "accelmark-longctx-llama-3.1-8b-rtx5090-vllm0191-suiteD-sustained-c8-output": -0.030,
+}
+HELD.update(LONGCTX)
 # the records now state the engine's limits for AsyncLLMEngine's usage context (128 sequences, 2048 tokens a
 # step: vLLM's SchedulerConfig defaults, `assumed`), which moves the Llama-3-8B stages (TPOT above capacity
 # +70 % -> -11 % on the A100); no model change
@@ -93,6 +117,7 @@ TODAY = {
     "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r40-ttft-median": -0.963,
     "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r40-tpot-median": -0.846,
     "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-sustained-c32-output": 3.775,
+    **LONGCTX,
 }
 
 
@@ -102,7 +127,7 @@ def test_every_record_has_a_held_error():
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_first_contact_row_is_the_code_before_the_source(r):
-    check_first_contact(r, FIRST, FILE, CODE_AT, HELD, kind="serving")
+    check_first_contact(r, FIRST, r["file"], CODE_AT[r["file"]], HELD, kind="serving")
 
 
 @pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
@@ -116,7 +141,7 @@ def test_the_a100_runs_are_on_the_path_users_get_and_the_rtx5090_runs_are_older(
     paths = {r["id"]: path_of(r) for r in RECORDS}
     assert all(p == "user" for i, p in paths.items() if "-a100-80gb-vllm0201-" in i)
     assert all(p == "older" for i, p in paths.items() if "-rtx5090-vllm0191-" in i)
-    assert len(paths) == 32
+    assert len(paths) == 50
 
 
 def test_the_engine_limits_are_the_async_engines_defaults():
