@@ -742,9 +742,9 @@ HELD_USER_PATH = {
     # is loosened
     # 23.7 % / 224 % (422) -> 23.7 % / 224.4 % (448), no level moved, nothing fitted: AccelMark's 25 vLLM
     # 0.20.1 records on an A100 (new evidence, first contact; in-process AsyncLLMEngine) join, and 1
-    # InferenceX median; its Qwen2.5-0.5B suite (TTFT -85 %, a host floor cardfit has no term for: docs/VALIDATION.md
-    # "The engine's host time a step as a floor ... tried, not adopted") took the p90 over to 2.255 before its
-    # long-context suite D (same runs, same source) was added; 0.006 is left
+    # InferenceX median; its Qwen2.5-0.5B suite (TTFT -85 %, a host floor cardfit has no term for:
+    # docs/VALIDATION.md "The engine's host time a step as a floor ... tried, not adopted") took the p90 over
+    # to 2.255 before its long-context suite D (same runs, same source) was added; 0.006 is left
     "serving": (0.25, 2.25),
 }
 
