@@ -1035,17 +1035,18 @@ def test_cards_no_load_pd_wins_at_aiconfigurators_layout() -> None:
     """--cards 16 with no load at aiconfigurator's 16-card targets (4,000 / 500 tokens, TTFT 4 s, TPOT 17.4
     ms): split into pools the cards serve more users than as aggregated replicas, at aiconfigurator's own
     layout, 10 x TP1 prefill + 3 x TP2 decode. Before the no-load search tried prefill workers of their own
-    shape (pd_most_users split workers of one shape), it found 121 users on 5 + 3 TP2 workers; that layout is
-    searched, and serves fewer. The users found are the pools' (disaggregation.users): pinned there they meet
-    the targets at the pessimistic end of their likely range, one user more does not, and asked again with
-    that load the answer is the same."""
+    shape (pd_most_users split workers of one shape), it found 5 + 3 TP2 workers; that layout is searched,
+    and pinned at the users found it misses the targets (it serves fewer). The users found are the pools'
+    (disaggregation.users): pinned there they meet the targets at the pessimistic end of their likely range,
+    one user more does not, and asked again with that load the answer is the same."""
     r = _aic_16_no_load(4000.0)
     pd_ = r["disaggregation"]
     assert pd_["winner"] == "disaggregated" and r["best"] == pd_["deployment"], pd_["why"]
     pools = r["best"]["disaggregated"]
     assert {k: (v["replicas"], v["tp"]) for k, v in pools.items()} == {"prefill": (10, 1), "decode": (3, 2)}
     users = int(r["workload"]["users"])
-    assert r["workload"]["cards_found_users"] and pd_["users"] == users and users > 121
+    assert r["workload"]["cards_found_users"] and pd_["users"] == users
+    assert not _pinned_meets(users, 4000.0, (5, 2), (3, 2))  # the one-shape split serves fewer
     agg, split = _users_each_way(pd_["why"])
     assert split == users > agg
     assert "10 prefill workers of 1 card (TP 1) + 3 decode workers of 2 cards (TP 2)" in pd_["why"]
