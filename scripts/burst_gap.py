@@ -60,15 +60,10 @@ def runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def timed(r: dict[str, Any]) -> dict[str, float] | None:
     """cardfit's pinned answer at the full fit: the mean sequences decoding and the benchmark's mean TPOT
     (ms); None for two pools or a record cardfit cannot set up."""
-    from cardfit.errors import CardfitError
-    from cardfit.validation.serving import answer, record_input
+    from cardfit.validation.serving import benchmarked
 
-    try:
-        inp, _, _ = record_input(r)
-        p = answer(inp)
-    except CardfitError:
-        return None
-    if p.pools is not None or p.bench is None:
+    p = benchmarked(r)
+    if p is None:
         return None
     return {"streams": p.result.served.batch, "tpot_ms": p.bench.tpot_mean_s * 1e3}
 

@@ -45,15 +45,10 @@ def excerpt_figures(excerpt: str) -> dict[str, float] | None:
 def timed(r: dict[str, Any]) -> dict[str, float] | None:
     """cardfit's benchmark answer at the full fit: mean and median TTFT (seconds); None where it cannot set
     the record up or times no finite benchmark."""
-    from cardfit.errors import CardfitError
-    from cardfit.validation.serving import answer, record_input
+    from cardfit.validation.serving import benchmarked
 
-    try:
-        inp, _, _ = record_input(r)
-        p = answer(inp)
-    except CardfitError:
-        return None
-    if p.pools is not None or p.bench is None:
+    p = benchmarked(r)
+    if p is None:
         return None
     return {"mean": p.bench.ttft_mean_s, "median": p.bench.ttft_median_s}
 

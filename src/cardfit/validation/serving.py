@@ -9,7 +9,7 @@ from typing import Any
 
 from ..catalog.gpus import Gpu
 from ..catalog.runtimes import RuntimeProfile
-from ..errors import CatalogError, InputError
+from ..errors import CardfitError, CatalogError, InputError
 from ..services import pinned
 from ..services.deploy import DeployInput, Pinned, timed
 from ..services.deploy import pinned_answer as answer
@@ -213,6 +213,18 @@ def predict_serving(r: dict[str, Any]) -> tuple[float, str]:
         raise InputError(f"no serving prediction for metric '{metric}'", field="metric")
     inp, _, _ = record_input(r)
     return figure(answer(inp), inp, metric, str(r.get("statistic") or ""))
+
+
+def benchmarked(r: dict[str, Any]) -> Pinned | None:
+    """The pinned answer to a record's question where it is one replica's benchmark run (the scripts that take
+    a run apart read its `bench` and `result`); None for two pools, a steady state, or a question cardfit
+    cannot set up."""
+    try:
+        inp, _, _ = record_input(r)
+        p = answer(inp)
+    except CardfitError:
+        return None
+    return None if p.pools is not None or p.bench is None else p
 
 
 def figure(p: Pinned, inp: DeployInput, metric: str, statistic: str = "") -> tuple[float, str]:
