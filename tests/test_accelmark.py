@@ -107,42 +107,23 @@ P90 = {
 HELD.update(P90)
 # the records now state the engine's limits for AsyncLLMEngine's usage context (128 sequences, 2048 tokens a
 # step: vLLM's SchedulerConfig defaults, `assumed`), which moves the Llama-3-8B stages (TPOT above capacity
-# +70 % -> -11 % on the A100); no model change
+# +70 % -> -11 % on the A100: the rows below; every other record as at first contact); no model change
 TODAY = {
-    "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-interactive-c1-ttft-median": -0.367,
-    "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-interactive-c1-tpot-median": -0.093,
+    **HELD,
     "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-online-r5-ttft-median": 0.147,
-    "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-online-r5-tpot-median": -0.180,
     "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-online-r25-ttft-median": 26.564,
     "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-online-r25-tpot-median": -0.114,
     "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-online-r100-ttft-median": 2.844,
     "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-online-r100-tpot-median": -0.110,
     "accelmark-llama-3-8b-a100-80gb-vllm0201-suiteA-sustained-c8-output": 0.092,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-interactive-c1-ttft-median": 0.697,
-    "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-interactive-c1-tpot-median": 0.071,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-online-r5-ttft-median": -0.209,
-    "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-online-r5-tpot-median": -0.177,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-online-r25-ttft-median": 4.341,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-online-r25-tpot-median": -0.054,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-online-r100-ttft-median": 1.651,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-online-r100-tpot-median": -0.044,
     "accelmark-llama-3-8b-rtx5090-vllm0191-suiteA-sustained-c8-output": -0.031,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-interactive-c1-ttft-median": -0.863,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-interactive-c1-tpot-median": -0.160,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-online-r10-ttft-median": -0.845,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-online-r10-tpot-median": -0.276,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-online-r40-ttft-median": -0.866,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-online-r40-tpot-median": -0.377,
-    "accelmark-qwen2.5-0.5b-a100-80gb-vllm0201-suiteF-sustained-c32-output": 0.738,
-    "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-interactive-c1-ttft-median": -0.928,
-    "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-interactive-c1-tpot-median": -0.684,
-    "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r10-ttft-median": -0.949,
-    "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r10-tpot-median": -0.752,
-    "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r40-ttft-median": -0.963,
-    "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-online-r40-tpot-median": -0.846,
     "accelmark-qwen2.5-0.5b-rtx5090-vllm0191-suiteF-sustained-c32-output": 3.774,
-    **LONGCTX,
-    **P90,
 }
 # the sustained records ask the run they were (`requests`: the requests its post-warm-up samples completed)
 # rather than the steady state first contact asked: a finite loop's ramp and drain, at 28.6K-token prompts
