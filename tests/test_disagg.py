@@ -1002,7 +1002,7 @@ def test_why_pd_lost_names_no_empty_miss() -> None:
     met = dp._pd_search(inp, pairs, t, {})  # a split meeting them at the pessimistic end (the $1,368 one)
     assert met is not None
     with mock.patch.object(dp, "_pd_search", lambda *a, **k: met):
-        why, rent = dp._pd_none_why(inp, pairs, t, agg)
+        why, rent = dp._pd_none_why(inp, pairs, t, agg.cand.gpu.name)
     assert why == "aggregated: no split of prefill and decode workers on " \
         f"{agg.cand.gpu.name} meets the targets within {dp.PD_MAX_WORKERS} workers" and rent is None
 
