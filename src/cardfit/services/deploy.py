@@ -2827,7 +2827,10 @@ def _no_load_why(inp: DeployInput, pd: Disaggregation, reach: PdReach, agg_users
             f"replicas, {reach.users:,} split into pools")
     if pd.winner == "aggregated" and reach.users < agg_users:
         broke = f"; at {reach.users + 1:,} users its {reach.broke}" if reach.broke else ""
-        return replace(pd, why=f"aggregated: {head} ({reach.named}{broke})", users=reach.users)
+        # the loaded reason is not given, so neither is the rent of the split it names (the JSON's
+        # predicted_monthly_usd: the rent of the split `why` names)
+        return replace(pd, why=f"aggregated: {head} ({reach.named}{broke})", users=reach.users,
+                       predicted_monthly_usd=None)
     loaded = pd.why.removeprefix(pd.winner + ": ")
     return replace(pd, why=f"{pd.winner}: {head}; at {int(inp.users or 0):,} users, {loaded}",
                    users=reach.users)
