@@ -2259,8 +2259,9 @@ def _admitted_decode(dec: Candidate) -> Any:
 # milliseconds): by (prefill shape, decode shape, prefill workers, decode workers, the load as served), each
 # shape Candidate.shape (values: a key outlives no object whose id a later one could take), _pools_meet's
 # answer. Kept for one deploy call, whose targets it holds to: shared by the no-load search of --cards N
-# (pd_most_users), the search at the load (disaggregation: at the pessimistic end, then as predicted to word
-# why P/D lost, _pd_none_why) and the winner's headroom at that load, so no split is timed twice at one load
+# (pd_most_users) and the search at the load (disaggregation: at the pessimistic end, then as predicted to
+# word why P/D lost, _pd_none_why), and the winner's headroom does not time that load again
+# (_pools_headroom), so no split is timed twice at one load
 PdTimed = dict[tuple[tuple[Any, ...], tuple[Any, ...], int, int, sv.Workload], tuple[Any, bool, bool]]
 
 
