@@ -13,6 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from cardfit.cli.deploy_cmd import _shape
 from cardfit.core import disagg as pd
 from cardfit.core import serving as sv
 from cardfit.core import speed as sp
@@ -1002,7 +1003,7 @@ def test_why_pd_lost_names_no_empty_miss() -> None:
     met = dp._pd_search(inp, pairs, t, {})  # a split meeting them at the pessimistic end (the $1,368 one)
     assert met is not None
     with mock.patch.object(dp, "_pd_search", lambda *a, **k: met):
-        why, rent = dp._pd_none_why(inp, pairs, t, agg)
+        why, rent = dp._pd_none_why(inp, pairs, t, agg.cand.gpu.name)
     assert why == "aggregated: no split of prefill and decode workers on " \
         f"{agg.cand.gpu.name} meets the targets within {dp.PD_MAX_WORKERS} workers" and rent is None
 
@@ -1056,14 +1057,90 @@ def test_cards_no_load_pd_wins_at_aiconfigurators_layout() -> None:
     assert again["best"] == r["best"] and "users" not in again["disaggregation"]
 
 
+def test_cards_no_load_pd_why_weighs_the_aggregated_deployment_shown() -> None:
+    """Where the pools serve more users, the reason's aggregated figures are those of the aggregated
+    deployment the answer shows (its Pareto row: closest() at the users found, 8 x TP 2 here) and the same
+    question asked with that load gives the same reason after its head. Before (h-pdcards), they were the
+    replicas of the set that serves the most users aggregated (4 x TP 4: 9,889 tok/s, TPOT 11.9 ms, TTFT p90
+    312 ms), shown nowhere else in the answer, while --users 121 compared the same pools with 8 x TP 2's
+    9,928 tok/s, TPOT 11.7 ms, TTFT p90 344 ms."""
+    r = _aic_16_no_load(4000.0)
+    why, users = r["disaggregation"]["why"], int(r["workload"]["users"])
+    (row,) = r["pareto"]
+    assert (row["tp"], row["replicas"]) == (2, 8)
+    assert (f"against {row['aggregate_tokens_per_s']:,.0f} tok/s, TPOT {row['tpot_ms']:.1f} ms, TTFT p90 "
+            f"{row['ttft_ms']:,.0f} ms aggregated)") in why, why
+    again = dp.deploy_report(dp.DeployInput(cards=16, **{**_AIC_16, "users": float(users)})).to_json()
+    loaded = again["disaggregation"]["why"]
+    assert why.endswith(f"; at {users:,} users, " + loaded.removeprefix("disaggregated: ")), (why, loaded)
+
+
+def _serves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, sv.Workload]]:
+    """Every pools' timing (core/disagg.py serve) from here on, as (the pools' every field, the load)."""
+    from dataclasses import asdict
+
+    seen: list[tuple[str, sv.Workload]] = []
+    real = pd.serve
+
+    def serve(p: pd.Pools, w: sv.Workload) -> pd.Disaggregated:
+        seen.append((repr(asdict(p)), w))
+        return real(p, w)
+
+    monkeypatch.setattr(pd, "serve", serve)
+    return seen
+
+
+@pytest.mark.parametrize("kw", [
+    {**_AIC_16, "users": None},  # the pools serve the most users: searched again at them
+    {**_AIC_16, "users": None, "ttft_ms": 2000.0},  # the aggregated replicas do
+    dict(model="qwen3-30b-a3b", input_tokens=4000, output_tokens=500, ttft_ms=4000.0, tpot_ms=17.4,
+         gpu=("H200",), runtime="sglang", quant="fp8"),  # attention-DP pools
+], ids=["pools-win", "aggregated-wins", "attention-dp"])
+def test_cards_no_load_times_no_split_twice(monkeypatch: pytest.MonkeyPatch, kw: dict) -> None:
+    """--cards N with no load: one deploy call times each split of prefill and decode workers once at each
+    load (PdTimed, shared by pd_most_users, the search at the users found and the winner's headroom). Before
+    (h-pdcards), the no-load search's timings at the users found were timed again by the search there, and
+    the winner's by its headroom at 1x: 4 of 169 timings in the first case, 2 of 79 in the third."""
+    cards = 8 if kw["model"] == "qwen3-30b-a3b" else 16
+    dp.clear_memos()
+    seen = _serves(monkeypatch)
+    r = dp.deploy_report(dp.DeployInput(cards=cards, **kw)).to_json()  # type: ignore[arg-type]
+    assert r["disaggregation"]["users"] > 0 and len(seen) > 50
+    assert len(set(seen)) == len(seen)
+
+
+def test_pd_timings_are_keyed_on_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PdTimed keys hold values (Candidate.shape: the setting's Setting.key and every field but the load;
+    the load as served), not id()s, which a later object takes once the first is collected: a copy of a
+    candidate with another load object but the same users finds the timing (no second serve), another
+    sequence cap or another load does not, and the settings of one question have keys of their own."""
+    inp, t, _, agg, same = readme_deploy_question()
+    c = next(x for x in same if dp._workers(x) is not None and x.cards >= 2)
+    memo: dp.PdTimed = {}
+    seen = _serves(monkeypatch)
+    first = dp._pd_meets(inp, c, 1, 1, t, memo=memo)
+    twin = replace(c, inp=replace(inp))  # another object, the same values
+    assert twin is not c and twin.shape == c.shape
+    assert dp._pd_meets(replace(inp), twin, 1, 1, t, memo=memo) == first and len(seen) == 1
+    assert replace(c, seqs=c.seqs - 1).shape != c.shape
+    dp._pd_meets(replace(inp, users=(inp.users or 1) + 1), twin, 1, 1, t, memo=memo)
+    assert len(seen) == 2 and len(memo) == 2
+    sets = dp.settings(inp)[0]
+    assert len({s.key for s in sets}) == len(sets) > 1
+
+
 def test_cards_no_load_aggregated_wins_and_says_what_breaks_the_pools() -> None:
     """The same 16 cards at a 2 s TTFT: aggregated replicas serve the most users; the reason gives the most
     the best split into pools serves (3 prefill + 1 decode TP 4 workers) and what breaks it at one user more
     (its TPOT at the pessimistic end of its likely range), and pinned there the split meets the targets and
-    one user more does not."""
+    one user more does not. predicted_monthly_usd, the rent of the split the reason names as meeting the
+    targets only as predicted, is not given: this reason names none."""
     r = _aic_16_no_load(2000.0)
     pd_ = r["disaggregation"]
     assert pd_["winner"] == "aggregated" and r["best"]["disaggregated"] is None, pd_["why"]
+    # the reason names the split of the most users, not the one that meets the targets only as predicted at
+    # the replicas' users, so the JSON gives no rent of that one (before: predicted_monthly_usd 32,976)
+    assert "predicted_monthly_usd" not in pd_
     agg, split = _users_each_way(pd_["why"])
     assert agg == int(r["workload"]["users"]) > split == pd_["users"] > 0
     assert "(3 prefill + 1 decode workers of 4 cards (TP 4); at " in pd_["why"]
@@ -1100,9 +1177,12 @@ def test_cards_no_load_pools_of_attention_dp_workers() -> None:
     and one user more does not."""
     kw = dict(model="qwen3-30b-a3b", input_tokens=4000, output_tokens=500, ttft_ms=4000.0, tpot_ms=17.4,
               gpu=("H200",), runtime="sglang", quant="fp8")
-    r = dp.deploy_report(dp.DeployInput(cards=8, **kw)).to_json()  # type: ignore[arg-type]
+    report = dp.deploy_report(dp.DeployInput(cards=8, **kw))  # type: ignore[arg-type]
+    r = report.to_json()
     pd_ = r["disaggregation"]
     assert pd_["winner"] == "disaggregated" and r["best"] == pd_["deployment"], pd_["why"]
+    # the text names the pools' one layout, not "TP 4 each" (web/static/app.js shape() words it the same)
+    assert _shape(report.best) == "8× H200 SXM (1 prefill + 1 decode workers, attention DP 4 · EP 4 each)"
     pools = r["best"]["disaggregated"]
     for role in ("prefill", "decode"):
         assert {k: pools[role][k] for k in ("count", "tp", "dp", "ep", "replicas")} == dict(

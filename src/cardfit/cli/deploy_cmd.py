@@ -81,7 +81,8 @@ def _shape(d: Deployment) -> str:
             # on fewer cards): web/static/app.js shape() words it the same
             return (f"{d.count}× {escape(d.gpu)} ({_workers(pre['replicas'], 'prefill')}{_worker(pre)} + "
                     f"{_workers(dec['replicas'], 'decode')}{_worker(dec)})")
-        each = f", TP {dec['tp']} each" if dec["tp"] > 1 else ""
+        # one split both pools: its name once, "TP 4" or "attention DP 4 · EP 4" (not "TP 4" for the latter)
+        each = f", {_worker(dec).removeprefix(' of ')} each" if _worker(dec) else ""
         return (f"{d.count}× {escape(d.gpu)} ({pre['replicas']} prefill + {dec['replicas']} decode "
                 f"workers{each})")
     group = d.tp // d.dp if d.ep > 1 else d.tp  # one attention group's tensor-parallel ranks

@@ -15,7 +15,7 @@ import heapq
 import math
 import shlex
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -326,6 +326,16 @@ class Setting:
         every card and count of that layout, so that their replicas share what `built` keeps."""
         return {}
 
+    @cached_property
+    def key(self) -> tuple[Any, ...]:
+        """What makes this setting, as a key that holds values, not an object's id() (a setting garbage-
+        collected after a search frees its id for a later one, which would hit the stale entry): the plan
+        input its context was resolved from (runtime, quantization, KV type, context, slots, --speculative),
+        the server cap a pinned one pins, its memory estimate (an attention-DP layout's own:
+        attention_groups), its slots and KV flag. Its context, quality and memos follow from them.
+        (A Setting itself hashes by value, but its context carries a list, so it is no key.)"""
+        return (self.ctx.inp, self.ctx.server_max_num_seqs, self.mem, self.slots, self.kv_flag)
+
 
 @record
 class Candidate:
@@ -367,6 +377,17 @@ class Candidate:
             built[key] = _replica(self.inp, self.setting, self.gpu, self.tp, stages, self.seqs,
                                   self.chunk_tokens, self.attention_dp, self.ep, self.engine_seqs)
         return built[key]  # type: ignore[no-any-return]
+
+    @cached_property
+    def shape(self) -> tuple[Any, ...]:
+        """This candidate as a key whatever load its `inp` carries (the --cards search with no load hands on
+        copies of the candidates at the users found: replace(c, inp=...)): its setting's key and every other
+        field, values, not id()s (Setting.key). The P/D timings (PdTimed) are keyed by it."""
+        return (self.setting.key, *(getattr(self, name) for name in _SHAPE_FIELDS))
+
+
+# every field of a Candidate but its setting (Setting.key in its place) and its load (Candidate.shape)
+_SHAPE_FIELDS = tuple(f.name for f in fields(Candidate) if f.name not in ("setting", "inp"))
 
 
 @record
@@ -2120,12 +2141,19 @@ def pd_engine(ctx: Any) -> bool:
 
 def _pools(c: Candidate, prefill: int, decode: int, pre: Candidate | None = None) -> Any:
     """`prefill` + `decode` workers each shaped like candidate `c` (the prefill workers like `pre` where
-    given: _prefill_shapes), each sized for its role (_workers, as_worker)."""
+    given: _prefill_shapes), each sized for its role (_pd_workers)."""
+    first, dec = _pd_workers(pre or c, c)
+    return pd_pools(first, prefill, dec, decode)
+
+
+def _pd_workers(pre: Candidate, c: Candidate) -> tuple[Candidate, Candidate]:
+    """A prefill worker shaped like `pre` and a decode worker shaped like `c`, each sized for its role
+    (_workers, as_worker): the pools' workers (_pools) and the answer's (disaggregation)."""
     workers = _workers(c)
     assert workers is not None  # the search keeps only the candidates whose two workers hold the model
-    first = workers[0] if pre is None or pre is c else as_worker(pre, "prefill")
+    first = workers[0] if pre is c else as_worker(pre, "prefill")
     assert first is not None
-    return pd_pools(first, prefill, workers[1], decode)
+    return first, workers[1]
 
 
 def _prefill_shapes(same: list[Candidate], c: Candidate) -> list[Candidate]:
@@ -2227,11 +2255,31 @@ def _admitted_decode(dec: Candidate) -> Any:
     return disagg.with_decode_cap(r, min(r.max_seqs, seqs)) if seqs < r.max_seqs else r
 
 
-# the disaggregated search's timings, one per split (core/disagg.py serve, each a few milliseconds): by
-# (id(prefill shape), id(decode shape), prefill workers, decode workers), _pools_meet's answer; kept for one
-# disaggregation() call (its candidates alive), shared by its search at the pessimistic end and the one as
-# predicted that words why P/D lost (_pd_none_why)
-PdTimed = dict[tuple[int, int, int, int], tuple[Any, bool, bool]]
+# the disaggregated searches' timings, one per split and load (core/disagg.py serve, each a few
+# milliseconds): by (prefill shape, decode shape, prefill workers, decode workers, the load as served), each
+# shape Candidate.shape (values: a key outlives no object whose id a later one could take), _pools_meet's
+# answer. Kept for one deploy call, whose targets it holds to: shared by the no-load search of --cards N
+# (pd_most_users) and the search at the load (disaggregation: at the pessimistic end, then as predicted to
+# word why P/D lost, _pd_none_why), and the winner's headroom does not time that load again
+# (_pools_headroom), so no split is timed twice at one load
+PdTimed = dict[tuple[tuple[Any, ...], tuple[Any, ...], int, int, sv.Workload], tuple[Any, bool, bool]]
+
+
+def _pd_timed(inp: DeployInput, pre: Candidate, c: Candidate, prefill: int, decode: int, t: Targets,
+              memo: PdTimed | None = None, pools: Any = None,
+              feats: tuple[str, ...] | None = None) -> tuple[Any, bool, bool]:
+    """_pools_meet of `prefill` workers shaped like `pre` and `decode` workers shaped like `c` under the load
+    of `inp`, from `memo` where timed already (and kept there). `pools` / `feats`: those pools and their
+    features where the caller built them (_pools, _features)."""
+    key = (pre.shape, c.shape, prefill, decode, _workload(inp, 1))
+    got = memo.get(key) if memo is not None else None
+    if got is None:
+        got = _pools_meet(inp, _pools(c, prefill, decode, pre) if pools is None else pools,
+                          c.setting.ctx.runtime.id, t,
+                          feats=_features(inp, c, pools=pre) if feats is None else feats)
+        if memo is not None:
+            memo[key] = got
+    return got
 
 
 def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targets,
@@ -2243,13 +2291,7 @@ def _pd_meets(inp: DeployInput, c: Candidate, prefill: int, decode: int, t: Targ
     predicted). `memo`: timings already made (PdTimed)."""
     pre = pre or c
     rt, feats = c.setting.ctx.runtime.id, _features(inp, c, pools=pre)
-    key = (id(pre), id(c), prefill, decode)
-    got = memo.get(key) if memo is not None else None
-    if got is None:
-        got = _pools_meet(inp, _pools(c, prefill, decode, pre), rt, t, feats=feats)
-        if memo is not None:
-            memo[key] = got
-    res, meets, as_predicted = got
+    res, meets, as_predicted = _pd_timed(inp, pre, c, prefill, decode, t, memo, feats=feats)
     if predicted:
         return res, as_predicted, res.stable and res.ttft_s <= t.ttft_s, res.stable and res.tpot_s <= t.tpot_s
     ttft, tpot = _pools_ends(res, rt, feats)
@@ -2392,12 +2434,12 @@ def _pools_ends_ttft(seconds: float, runtime: str, feats: tuple[str, ...]) -> fl
     return ttft[1] if ttft else seconds
 
 
-def _pd_on_cards_apart(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets,
-                       memo: PdTimed | None = None, predicted: bool = False) -> tuple[int, int, Any] | None:
-    """_pd_on_cards where the prefill workers are shaped like `pre` and the decode workers like `c`: of every
-    split of the --cards N into the two pools (each at most PD_MAX_WORKERS workers), the one that meets the
-    targets and serves best (_pd_rank); None where none does."""
-    if _prefill_alone_misses(inp, pre, c, t, predicted):
+def _pd_on_cards(inp: DeployInput, pre: Candidate, c: Candidate, t: Targets, memo: PdTimed | None = None,
+                 predicted: bool = False) -> tuple[int, int, Any] | None:
+    """--cards N: of every split of the N cards into prefill workers shaped like `pre` and decode workers
+    shaped like `c` (splits_on_cards: where `pre` is `c`, each split of the N / c.cards workers), the one
+    that meets the targets and serves best (_pd_rank); None where none does."""
+    if _prefill_alone_misses(inp, pre, c, t, predicted):  # no split meets the TTFT: none is timed
         return None
     best: tuple[tuple[float, float, float], int, int, Any] | None = None
     for x, y in splits_on_cards(inp, pre, c):
@@ -2420,25 +2462,11 @@ def _pd_workers_on(inp: DeployInput, c: Candidate) -> int:
     return n if 2 <= n <= PD_MAX_WORKERS and n * c.cards == inp.cards else 0
 
 
-def _pd_on_cards(inp: DeployInput, c: Candidate, t: Targets, memo: PdTimed | None = None,
-                 predicted: bool = False) -> tuple[int, int, Any] | None:
-    """--cards N: of every split of the N / c.cards workers shaped like `c` into prefill and decode pools,
-    the one that meets the targets and serves best (_pd_rank); None where no split meets them."""
-    if _prefill_alone_misses(inp, c, c, t, predicted):  # no split meets the TTFT: none is timed
-        return None
-    best: tuple[tuple[float, float, float], int, int, Any] | None = None
-    for x, y in splits_on_cards(inp, c, c):
-        res, ok, _, _ = _pd_meets(inp, c, x, y, t, memo=memo, predicted=predicted)
-        if ok and (best is None or _pd_rank(inp, res) < best[0]):
-            best = (_pd_rank(inp, res), x, y, res)
-    return best[1:] if best is not None else None
-
-
 def splits_on_cards(inp: DeployInput, pre: Candidate, c: Candidate) -> list[tuple[int, int]]:
     """--cards N: every split of the N cards into prefill workers shaped like `pre` and decode workers shaped
     like `c`, as (prefill, decode) workers: workers of one shape (`pre` is `c`) each count of the N / c.cards
     that fill the cards (_pd_workers_on), else each pool at most PD_MAX_WORKERS workers. The loaded search
-    (_pd_on_cards, _pd_on_cards_apart) and the no-load one (pd_most_users) try the same splits."""
+    (_pd_on_cards) and the no-load one (pd_most_users) try the same splits."""
     if pre is c:
         n = _pd_workers_on(inp, c)
         return [(x, n - x) for x in range(1, n)]
@@ -2462,13 +2490,15 @@ class PdReach:
     broke: str
 
 
-def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Candidate) -> PdReach | None:
+def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Candidate,
+                  memo: PdTimed | None = None) -> PdReach | None:
     """--cards N with no load: the most users (closed loop) any split of the N cards into prefill and decode
     workers serves within the targets at the pessimistic end of its likely range (_pools_meet), the splits
     the loaded search tries (pd_pairs beside `ref`, the aggregated answer: each tensor-parallel decode shape
     with prefill workers of its own or fewer cards; splits_on_cards), each split a doubling then bisection of
     the users, asked only from one more than the most found so far. None where P/D is not searched there
-    (disaggregation's rule: an engine without P/D, or `ref` on one card)."""
+    (disaggregation's rule: an engine without P/D, or `ref` on one card). `memo`: the deploy call's P/D
+    timings (PdTimed), which the search at the users found then reads (disaggregation)."""
     if not pd_engine(ref.setting.ctx) or ref.cards < 2:
         return None
     rt = ref.setting.ctx.runtime.id
@@ -2481,18 +2511,19 @@ def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Can
             # users the split may be asked to serve at most: every decode slot MOST_USERS_PER_SLOT times
             splits.append((y * max(pools.decode.max_seqs, 1) * MOST_USERS_PER_SLOT, pre, c, x, y, pools))
     splits.sort(key=lambda s: -s[0])  # the most slots first, so a large reach skips the rest early
+    memo = {} if memo is None else memo
     most, best = 0, None
     for hi, pre, c, x, y, pools in splits:
         if hi <= most:
             break  # sorted by bound: no split left can serve more
         feats = _features(inp, c, pools=pre)
-        timed: dict[int, tuple[Any, bool, bool]] = {}
 
-        def meets(users: int, pools: Any = pools, feats: tuple[str, ...] = feats,
-                  timed: dict[int, tuple[Any, bool, bool]] = timed) -> bool:
-            if users not in timed:
-                timed[users] = _pools_meet(replace(inp, users=float(users)), pools, rt, t, feats=feats)
-            return timed[users][1]
+        def timed(users: int, pre: Candidate = pre, c: Candidate = c, x: int = x, y: int = y,
+                  pools: Any = pools, feats: tuple[str, ...] = feats) -> tuple[Any, bool, bool]:
+            return _pd_timed(replace(inp, users=float(users)), pre, c, x, y, t, memo, pools, feats)
+
+        def meets(users: int, timed: Callable[[int], tuple[Any, bool, bool]] = timed) -> bool:
+            return timed(users)[1]
 
         lo = most + 1
         if not meets(lo):  # serves no more users than a split already found
@@ -2500,14 +2531,13 @@ def pd_most_users(inp: DeployInput, cands: list[Candidate], t: Targets, ref: Can
         while lo * 2 <= hi and meets(lo * 2):
             lo *= 2
         most = largest_true(meets, lo, min(hi, lo * 2))
-        best = (pre, c, x, y, feats, meets, timed, hi)
+        best = (pre, c, x, y, feats, timed, hi)
     if best is None:
         return PdReach(0, "", "")
-    pre, c, x, y, feats, meets, timed, hi = best
+    pre, c, x, y, feats, timed, hi = best
     broke = ""
     if most < hi:
-        meets(most + 1)
-        broke = _pools_broke(timed[most + 1][0], rt, feats, t, replace(inp, users=float(most + 1)))
+        broke = _pools_broke(timed(most + 1)[0], rt, feats, t, replace(inp, users=float(most + 1)))
     return PdReach(most, _pd_pools_named(pre, x, c, y), broke)
 
 
@@ -2546,27 +2576,28 @@ def _least_price(gpu: Gpu, cards: int, rules: Any, fewest: int, most: int) -> fl
     return min(p if p is not None else math.inf for p in prices)
 
 
-def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets,
-                   agg: Result | None) -> Disaggregation | None:
+def disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, agg: Result | None,
+                   memo: PdTimed | None = None, ref: Candidate | None = None) -> Disaggregation | None:
     """Prefill/decode pools beside aggregated serving, on the setting and card of the aggregated answer
     (its every split inside a node): the cheapest that meets the targets, against the aggregated one. None
     where it is not searched: an engine without P/D, or a model whose aggregated replica is one card (a
     prompt's prefill there is short beside the decode steps it rides in, and the engines' own guides point
-    P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling")."""
-    if agg is None or not pd_engine(agg.cand.setting.ctx) or agg.cand.cards < 2:
+    P/D at large models and long prompts: SGLang "PD Disaggregation", vLLM "Disaggregated Prefilling").
+    `memo`: the deploy call's P/D timings (PdTimed). `ref`: the candidate the pools are shaped beside where
+    not `agg`'s (--cards N with no load: the one pd_most_users searched beside, pd_pairs)."""
+    ref = agg.cand if ref is None and agg is not None else ref
+    if agg is None or ref is None or not pd_engine(ref.setting.ctx) or ref.cards < 2:
         return None
-    pairs = pd_pairs(cands, agg.cand)
-    memo: PdTimed = {}
+    pairs = pd_pairs(cands, ref)
+    memo = {} if memo is None else memo
     found = _pd_search(inp, pairs, t, memo)
     if found is None:
-        why, near = _pd_none_why(inp, pairs, t, agg, memo)
+        why, near = _pd_none_why(inp, pairs, t, ref.gpu.name, memo)
         return Disaggregation("aggregated", why, None, predicted_monthly_usd=near)
     price, pre, c, x, y, res = found
-    workers = _workers(c)
-    first = workers[0] if workers is not None and pre is c else as_worker(pre, "prefill")
-    assert workers is not None and first is not None
-    d = _pd_deployment(inp, first, x, workers[1], y, res, price)
-    room = round(_pools_headroom(inp, _pools(c, x, y, pre), c.setting.ctx.runtime.id, t,
+    first, dec = _pd_workers(pre, c)
+    d = _pd_deployment(inp, first, x, dec, y, res, price)
+    room = round(_pools_headroom(inp, pd_pools(first, x, dec, y), c.setting.ctx.runtime.id, t,
                                  feats=_features(inp, c, pools=pre)), 2)
     return replace(_pd_winner(inp, agg, d, _pd_pools_named(pre, x, c, y), res, price), headroom=room)
 
@@ -2595,14 +2626,8 @@ def pd_family(cands: list[Candidate], ref: Candidate) -> list[Candidate]:
     if ref.attention_dp > 1 or ref.ep > 1:  # an attention-DP + EP answer: the setting its layouts come from
         base = next((c.setting for c in cands if c.attention_dp == 1 and c.ep == 1 and c.gpu == ref.gpu
                      and any(g is ref.setting for g in c.setting.attention_groups.values())), ref.setting)
-    family = {id(base), id(ref.setting), *(id(g) for g in base.attention_groups.values())}
-    return [c for c in cands if id(c.setting) in family and c.gpu == ref.gpu and c.nodes == 1]
-
-
-def _pd_shape(c: Candidate) -> tuple:
-    """A candidate's shape on its setting and card: the same set whatever load its `inp` carries (the
-    no-load search hands on copies of the candidates with the users found: replace(c, inp=...))."""
-    return (id(c.setting), c.gpu.name, c.cards, c.nodes, c.tp, c.pp, c.attention_dp, c.ep)
+    family = (base, ref.setting, *base.attention_groups.values())
+    return [c for c in cands if any(c.setting is s for s in family) and c.gpu == ref.gpu and c.nodes == 1]
 
 
 def _pd_search(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, memo: PdTimed,
@@ -2616,12 +2641,12 @@ def _pd_search(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Ta
         # without --cards, a set that cannot come in at or below the cheapest found is not timed: only a lower
         # rent, or the same rent serving better (_pd_rank), replaces it
         below = math.nextafter(found[0], math.inf) if found is not None else math.inf
-        if pre is c:
-            got = (_pd_on_cards(inp, c, t, memo, predicted) if inp.cards
-                   else _pd_cheapest(inp, c, t, below, memo, predicted))
+        if inp.cards:
+            got = _pd_on_cards(inp, pre, c, t, memo, predicted)
+        elif pre is c:
+            got = _pd_cheapest(inp, c, t, below, memo, predicted)
         else:
-            got = (_pd_on_cards_apart(inp, pre, c, t, memo, predicted) if inp.cards
-                   else _pd_cheapest_apart(inp, pre, c, t, below, memo, predicted))
+            got = _pd_cheapest_apart(inp, pre, c, t, below, memo, predicted)
         if got is None:
             continue
         rent = fitting.set_price(c.gpu, got[0] * pre.cards + got[1] * c.cards, c.setting.ctx.rules)
@@ -2632,16 +2657,16 @@ def _pd_search(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Ta
     return (found[0], *found[2:]) if found is not None else None
 
 
-def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, agg: Result,
+def _pd_none_why(inp: DeployInput, pairs: list[tuple[Candidate, Candidate]], t: Targets, gpu: str,
                  memo: PdTimed | None = None) -> tuple[str, float | None]:
     """Why P/D lost where no split of prefill and decode workers meets the targets: the split the same search
     finds meeting them as predicted (_pd_search, its timings shared through `memo`) and its TTFT p90 / TPOT
     at the pessimistic end of its likely range (a P/D deployment is held to the runtime's serving error
     widened by the disaggregated records' own, data/accuracy.toml [[feature_range]]), or that none meets
-    them even as predicted; with the rent of the split named (None where none is, or it has no price)."""
+    them even as predicted; with the rent of the split named (None where none is, or it has no price).
+    `gpu`: the card the pairs are on."""
     within = f"on exactly {inp.cards} cards" if inp.cards else f"within {PD_MAX_WORKERS} workers"
-    why = (f"aggregated: no split of prefill and decode workers on {agg.cand.gpu.name} meets the targets "
-           f"{within}")
+    why = f"aggregated: no split of prefill and decode workers on {gpu} meets the targets {within}"
     near = _pd_search(inp, pairs, t, {} if memo is None else memo, predicted=True)
     if near is None:
         return why + ", even as predicted", None
@@ -2764,22 +2789,22 @@ def _pd_command(c: Candidate, role: str, dynamo: bool = False) -> str | None:
 def _with_disaggregation(inp: DeployInput, cands: list[Candidate], t: Targets, report: DeployReport,
                          best: Result | None, near: Result | None = None,
                          no_load: tuple[PdReach, int, Candidate] | None = None,
-                         pd_cands: list[Candidate] | None = None) -> DeployReport:
+                         pd_cands: list[Candidate] | None = None,
+                         memo: PdTimed | None = None) -> DeployReport:
     """The report with the disaggregated search beside it; its deployment is `best` where it wins (with
-    --cards N, pools that fill exactly the N cards). `near`: closest()'s answer where there is no best
-    (deploy_report found it already). `no_load`: --cards N with no load, the most users the pools serve
+    --cards N, pools that fill exactly the N cards), against `best`, else `near` (closest()'s answer, which
+    the report shows: deploy_report found it already; None only where closest() is, and then there is
+    nothing to weigh the pools against). `no_load`: --cards N with no load, the most users the pools serve
     (pd_most_users), the most the aggregated replicas serve and the aggregated answer the pools were searched
     beside; where the pools serve more, they are searched beside that answer at their users (its setting
-    and card, as pd_most_users searched them), and `why` weighs the two counts of users (_no_load_why).
-    `pd_cands`: the sets the pools are shaped from where not `cands` (deploy_report's no-load path: every set
-    that fills the cards, where `cands` are those that serve the most users)."""
-    agg = best if best is not None else (near if near is not None else closest(inp, cands, t))
+    and card, as pd_most_users searched them: disaggregation's `ref`), and `why` weighs the two counts of
+    users (_no_load_why). `pd_cands`: the sets the pools are shaped from where not `cands` (deploy_report's
+    no-load path: every set that fills the cards, where `cands` are those that serve the most users).
+    `memo`: the deploy call's P/D timings (PdTimed), pd_most_users' among them."""
+    agg = best if best is not None else near
     shaped = cands if pd_cands is None else pd_cands
-    if no_load is not None and best is None and no_load[0].users > no_load[1]:
-        ref = no_load[2]
-        ref = next((c for c in shaped if _pd_shape(c) == _pd_shape(ref)), replace(ref, inp=inp))
-        agg = evaluate(inp, ref, (inp.cards or ref.cards) // ref.cards, t)
-    pd = disaggregation(inp, shaped, t, agg)
+    ref = no_load[2] if no_load is not None and best is None and no_load[0].users > no_load[1] else None
+    pd = disaggregation(inp, shaped, t, agg, memo, ref)
     if pd is None:
         return report
     if no_load is not None:
@@ -2803,7 +2828,10 @@ def _no_load_why(inp: DeployInput, pd: Disaggregation, reach: PdReach, agg_users
             f"replicas, {reach.users:,} split into pools")
     if pd.winner == "aggregated" and reach.users < agg_users:
         broke = f"; at {reach.users + 1:,} users its {reach.broke}" if reach.broke else ""
-        return replace(pd, why=f"aggregated: {head} ({reach.named}{broke})", users=reach.users)
+        # the loaded reason is not given, so neither is the rent of the split it names (the JSON's
+        # predicted_monthly_usd: the rent of the split `why` names)
+        return replace(pd, why=f"aggregated: {head} ({reach.named}{broke})", users=reach.users,
+                       predicted_monthly_usd=None)
     loaded = pd.why.removeprefix(pd.winner + ": ")
     return replace(pd, why=f"{pd.winner}: {head}; at {int(inp.users or 0):,} users, {loaded}",
                    users=reach.users)
@@ -3300,12 +3328,13 @@ def _holds_users(res: Any, w: sv.Workload) -> bool:
 
 def _pools_headroom(inp: DeployInput, pools: Any, runtime: str, t: Targets, most: float = 64.0,
                     feats: tuple[str, ...] = ()) -> float:
-    """How much more traffic (×) a disaggregated deployment takes before a target breaks (as headroom())."""
+    """How much more traffic (×) a disaggregated deployment takes before a target breaks (as headroom()), of
+    pools that meet the targets at the load: both callers time that first and ask only then (the search's
+    answer, disaggregation: _pd_search returns only pools that meet them; a pinned one, _pools_report: where
+    its pp.meets, the same _pools_meet of the same pools at the same load), so it is not timed again."""
     def meets(x: float) -> bool:
         return _pools_meet(inp, pools, runtime, t, x, feats)[1]
 
-    if not meets(1.0):
-        return 0.0
     return most if meets(most) else largest_true_ratio(meets, 1.0, most, 14)
 
 
@@ -3356,6 +3385,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
     found: list[Result] | None = None
     no_load: tuple[PdReach, int, Candidate] | None = None
     pd_cands: list[Candidate] | None = None  # the sets the P/D search is shaped from (None: `cands`)
+    memo: PdTimed = {}  # every P/D timing of this call, at whatever load (pd_most_users, disaggregation)
     if inp.cards:
         fill = [c for c in cands if inp.cards % c.cards == 0]
         if not fill:
@@ -3377,7 +3407,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
             ref = (found[0].cand if found else
                    min(cands, key=lambda c: (c.price if c.price is not None else math.inf, c.cards)))
             # prefill and decode pools on the same cards may serve more: the load is then theirs
-            reach = pd_most_users(replace(inp, users=1.0), every, t, ref)
+            reach = pd_most_users(replace(inp, users=1.0), every, t, ref, memo)
             if reach is not None:
                 no_load = (reach, agg_users, ref)
                 if reach.users > agg_users:
@@ -3403,7 +3433,7 @@ def deploy_report(inp: DeployInput) -> DeployReport:
         else:
             report = replace(report, failing=_limits_failing(inp, cands))
     report = _with_disaggregation(inp, cands, t, report, found[0] if found else None, None if found else near,
-                                  no_load, pd_cands)
+                                  no_load, pd_cands, memo)
     report = replace(report, notes=_notes(inp, skipped, report.best or report.closest)
                      + _offload_note(inp, found[0] if found else near))
     if inp.emit:

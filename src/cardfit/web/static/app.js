@@ -482,7 +482,8 @@ function shape(d) {
       return `${d.count}× ${d.gpu} (${workers(pre.replicas, "prefill")}${poolWorker(pre)} + ` +
         `${workers(dec.replicas, "decode")}${poolWorker(dec)})`;
     }
-    const each = dec.tp > 1 ? `, TP ${dec.tp} each` : "";
+    // one split both pools: its name once, "TP 4" or "attention DP 4 · EP 4" (not "TP 4" for the latter)
+    const each = poolWorker(dec) ? `, ${poolWorker(dec).replace(/^ of /, "")} each` : "";
     return `${d.count}× ${d.gpu} (${pre.replicas} prefill + ${dec.replicas} decode workers${each})`;
   }
   const parts = [];
@@ -494,10 +495,12 @@ function shape(d) {
   return `${d.count}× ${d.gpu}` + (parts.length ? ` (${parts.join(" × ")})` : "");
 }
 
-// prefill and decode pools (core/disagg.py): "4 prefill workers of 8× H200 SXM (TP 8)"
+// prefill and decode pools (core/disagg.py): "4 prefill workers of 8× H200 SXM (TP 8)", "1 prefill worker of
+// 4× H200 SXM (attention DP 4 · EP 4)"
 function pool(name, p) {
+  const split = poolWorker(p).replace(/^ of /, "");
   return `${num(p.replicas)} ${name} worker${p.replicas === 1 ? "" : "s"} of ${p.count}× ${p.gpu}` +
-    (p.tp > 1 ? ` (TP ${p.tp})` : "");
+    (split ? ` (${split})` : "");
 }
 
 // The lines under the deployment: what the CLI prints beside it (speculative decoding, its pools, attention
