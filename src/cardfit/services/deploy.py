@@ -675,9 +675,11 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     out: list[Setting] = []
     rts = _runtimes(inp, resolved, any_runtime)
     skipped: list[str] = _unservable(inp, resolved, rts)
+    mismatched: list[tuple[RuntimeProfile, str]] = []  # a GGUF build asked of a checkpoint runtime, or back
     for rt in rts:
         for qname in _quants(inp, rt, resolved):
             if rt.weights_format == "gguf" and not gguf_holds(default_quants().get(qname)):
+                mismatched.append((rt, default_quants().get(qname).name))
                 continue  # FP8, AWQ/GPTQ, NF4: checkpoint formats a GGUF runtime does not load
             for kvd, spec in ((k, v) for k in _kv_options(inp, rt) for v in _spec_options(inp, rt)):
                 slots = (0,) if rt.paged_kv else SLOTS  # llama-server -np / OLLAMA_NUM_PARALLEL
@@ -694,14 +696,32 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                         skipped.append(f"{rt.id} {qname}: {e}")
                         break
                     if is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
+                        mismatched.append((rt, ctx.quant.name))
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
                     if ctx.sequences < n:
                         break  # Ollama runs this model with one slot (plan.py _ollama_slots): 1 was sized
                     out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant), kvd))
+    if not out and mismatched and not skipped:
+        raise _format_mismatch(resolved, *mismatched[0])
     if not out:
         raise InputError("no runtime serves this model with these options"
                          + (f" ({skipped[0]})" if skipped else ""), field="runtime")
     return out, skipped
+
+
+def _format_mismatch(resolved: Any, rt: RuntimeProfile, quant: str) -> InputError:
+    """Why no setting is left when every one asked is a GGUF build on a checkpoint runtime (an Ollama tag or
+    --quant Q4_K_M with --runtime vllm) or a checkpoint format on llama.cpp / Ollama, and what to pass."""
+    if rt.weights_format == "gguf":
+        return InputError(f"{rt.name} serves GGUF builds, not {quant}", field="quant",
+                          hint="pass a GGUF --quant (Q4_K_M, Q8_0, ...), or another --runtime (vllm, sglang)")
+    name = resolved.model.name
+    hf = getattr(resolved.model, "hf", "") or ""
+    what = f"an Ollama tag ({quant}, a GGUF build)" if resolved.tag is not None else f"{quant} (a GGUF build)"
+    fix = (f"name the checkpoint ({hf}) to serve {name} on {rt.id}" if hf and resolved.tag is not None
+           else f"pass a checkpoint --quant (bf16, fp8, awq) for {rt.id}")
+    return InputError(f"{rt.name} does not serve {what}: deploy runs GGUF builds on llama.cpp and Ollama",
+                      field="runtime", hint=f"{fix}, or --runtime llama.cpp / ollama")
 
 
 def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
