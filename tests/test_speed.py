@@ -677,8 +677,8 @@ def test_a_message_of_exactly_8_mib_goes_to_nccl():
 def test_a_named_card_too_small_says_the_set_speed_timed():
     """`speed --gpu "RTX 4090" --batch 32 --context 8192` on vLLM times 4 of them (the smallest set that holds
     32 × 8,192 tokens of BF16 Llama 3.1 8B beside its weights), as plan plans it: the answer says so, as
-    plan's does, instead of a header that names 4 cards with no word why; with --gpus 1 it says what one card lacks,
-    in MB where it is under 0.05 GB (not "needs 0.0 GB more")."""
+    plan's does, instead of a header that names 4 cards with no word why; with --gpus 1 it says what one card
+    lacks, in MB where it is under 0.05 GB (not "needs 0.0 GB more")."""
     out = report("meta-llama/Llama-3.1-8B-Instruct", "RTX 4090", runtime="vllm", batch=32, context=8192)
     assert out["count"] == 4
     assert out["notes"][0] == ("one RTX 4090 cannot hold it (needs 28.9 GB more); planned on the smallest "
