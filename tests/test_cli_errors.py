@@ -89,6 +89,9 @@ CASES = [
     (["speed", "llama-3.1-8b", "--gpu", "H100", "--max-num-batched-tokens", "4096",
       "--prefill-chunk", "2048"],
      "--max-num-batched-tokens and --prefill-chunk are one setting"),
+    # a repeatable option given a blank value: the line a blank single one gets
+    (["deploy", "llama-3.1-8b", "--users", "8", "--gpu", ""], "--gpu is empty; give a value or leave it out"),
+    (["deploy", "llama-3.1-8b", "--users", "8", "--gpu", "H100 SXM", "--gpu", " "], "--gpu is empty"),
     # a GGUF build asked of a checkpoint runtime (and the reverse): why, and the name to pass, not "no runtime
     # serves this model" (services/deploy.py _format_mismatch)
     (["deploy", "llama3.1:8b", "--users", "10", "--runtime", "vllm"],

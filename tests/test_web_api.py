@@ -174,6 +174,21 @@ def test_openapi_gives_the_defaults_deploy_applies(client):
     assert given["workload"]["tpot_ms"] == 60 and given["workload"]["targets_given"]["tpot_ms"] is True
 
 
+def test_a_repeatable_field_given_once_as_a_string(client):
+    """deploy's `gpu` is a list (the CLI's repeatable --gpu), plan's a string: `"gpu": "RTX 4090"` on deploy
+    is the one card, as `cardfit.deploy(gpu="RTX 4090")` and the CLI take it (it was a 400 "--gpu Input
+    should be a valid tuple"), and a blank one is the CLI's "is empty" line, not "unknown GPU ''"."""
+    body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "users": 32, "runtime": "vllm@0.10.1", "tp": 1}
+    one = client.post("/api/deploy", json={**body, "gpu": "RTX 4090"})
+    assert one.status_code == 200, one.text
+    assert one.json() == client.post("/api/deploy", json={**body, "gpu": ["RTX 4090"]}).json()
+    for blank in ("", " ", ["H100 SXM", ""]):
+        r = client.post("/api/deploy", json={**body, "gpu": blank})
+        assert (r.status_code, r.json()) == (400, {"error": "--gpu is empty; give a value or leave it out"})
+    r = client.post("/api/deploy", json={**body, "gpu": 5})
+    assert (r.status_code, r.json()) == (400, {"error": "--gpu must be a valid tuple (got 5)"})
+
+
 def test_page_and_static(client):
     r = client.get("/")
     assert r.status_code == 200 and "<title>cardfit" in r.text

@@ -446,7 +446,11 @@ def shown_name(model: type, key: str) -> str:
 def parse(model: type, values: dict[str, Any]) -> Any:
     """Validate raw values; the first problem becomes one InputError line naming the field."""
     for key, value in values.items():
-        if isinstance(value, str) and not value.strip():
+        blank = isinstance(value, str) and not value.strip()
+        # a repeatable option given a blank value (`--gpu ""`): the same line, not "unknown GPU ''"
+        blank = blank or (isinstance(value, (list, tuple)) and any(isinstance(v, str) and not v.strip()
+                                                                   for v in value))
+        if blank:
             raise InputError(f"{shown_name(model, key)} is empty", field=key,
                              hint="give a value or leave it out")
     given = {k: v for k, v in values.items() if v is not None and v != ()}
