@@ -3217,12 +3217,24 @@ def _check_attention_dp_alone(ctx: Any, groups: int, tp: int) -> None:
 def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:
     """The setting a pinned deployment runs: the first the search built (its KV cache type), drafting where
     the question names --speculative and the runtime drafts that way (_spec_options builds it beside the plain
-    one; the search weighs both, a pinned question has asked for it), plain otherwise."""
+    one; the search weighs both, a pinned question has asked for it), plain otherwise; on llama.cpp and
+    Ollama with a slot for each of --users."""
     if inp.speculative:
         drafting = [s for s in sets if getattr(s.ctx, "speculation", None) is not None]
         if drafting:
-            return drafting[0]
-    return sets[0]
+            sets = drafting
+    # llama-server / Ollama hold a slot's KV cache for each sequence they run at once (-np,
+    # OLLAMA_NUM_PARALLEL): a slot for every user timed, as the launch line then starts it (not the one slot
+    # of the search's first setting, timed with every user decoding)
+    first, users = sets[0], int(inp.users or 0)
+    if not first.slots or users <= first.slots:
+        return first
+    from .plan import build_context, memory_for
+
+    ctx = build_context(replace(first.ctx.inp, batch=users))
+    if ctx.sequences < users:
+        return first  # Ollama runs this model with one slot (plan.py _ollama_slots)
+    return replace(first, ctx=ctx, mem=memory_for(ctx, first.mem.context), slots=users)
 
 
 def _with_emit(inp: DeployInput, report: DeployReport, best: Result | None) -> DeployReport:
