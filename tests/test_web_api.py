@@ -84,7 +84,12 @@ def test_errors_are_the_cli_line(client, run_cli, body, args, status):
 def test_unknown_field_rejected(client):
     r = client.post("/api/plan", json={"model": "llama3.1:8b", "temperature": 1})
     assert r.status_code == 400
-    assert r.json()["error"].startswith("--temperature Extra inputs are not permitted")
+    # what it is and what to do, not pydantic's "Extra inputs are not permitted"
+    assert r.json()["error"] == ("--temperature is not an option of this command (got 1); its --help lists "
+                                 "the options")
+    r = client.post("/api/plan", json={"model": "llama3.1:8b", "contxt": 8192})  # a typo: the nearest option
+    assert r.json()["error"] == ("--contxt is not an option of this command (got 8192); did you mean "
+                                 "--context?; its --help lists the options")
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b"{not json", b"\"llama3.1:8b\""])
