@@ -89,6 +89,23 @@ CASES = [
     (["speed", "llama-3.1-8b", "--gpu", "H100", "--max-num-batched-tokens", "4096",
       "--prefill-chunk", "2048"],
      "--max-num-batched-tokens and --prefill-chunk are one setting"),
+    # the --batch asked for, not the weights, leaves no room: the line says so and what to lower
+    (["max-context", "llama-3.1-8b", "--gpu", "RTX 4090", "--batch", "1000", "--runtime", "vllm"],
+     "Llama 3.1 8B at BF16 leaves no room for even one token of context for each of 1,000 sequences on 1x "
+     "RTX 4090: at one token each they need 29.1 GB of a 23.5 GB budget (vllm; weights and workspace 18.0 "
+     "GB); give fewer sequences (--batch)"),
+    # a repeatable option given a blank value: the line a blank single one gets
+    (["deploy", "llama-3.1-8b", "--users", "8", "--gpu", ""], "--gpu is empty; give a value or leave it out"),
+    (["deploy", "llama-3.1-8b", "--users", "8", "--gpu", "H100 SXM", "--gpu", " "], "--gpu is empty"),
+    # a GGUF build asked of a checkpoint runtime (and the reverse): why, and the name to pass, not "no runtime
+    # serves this model" (services/deploy.py _format_mismatch)
+    (["deploy", "llama3.1:8b", "--users", "10", "--runtime", "vllm"],
+     "vLLM does not serve an Ollama tag (Q4_K_M, a GGUF build): deploy runs GGUF builds on llama.cpp and "
+     "Ollama; name the checkpoint (meta-llama/Llama-3.1-8B-Instruct) to serve Llama 3.1 8B on vllm"),
+    (["deploy", "llama-3.1-8b", "--users", "10", "--runtime", "sglang", "--quant", "Q4_K_M"],
+     "does not serve Q4_K_M (a GGUF build)"),
+    (["deploy", "llama-3.1-8b", "--users", "10", "--runtime", "ollama", "--quant", "fp8"],
+     "Ollama serves GGUF builds, not FP8 (E4M3); pass a GGUF --quant"),
 ]
 
 

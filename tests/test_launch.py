@@ -121,6 +121,16 @@ def test_expert_parallel_values() -> None:
     assert launch.build("sglang@0.5.21", "deepseek-ai/DeepSeek-V3", **kw).shell() == (
         "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
         "--context-length 4096 --max-running-requests 1024 --dp-size 4 --enable-dp-attention --ep-size 8")
+    # before 0.5.0rc0 --ep-size alone left the MoE layers tensor parallel: 0.4.0.post2 to 0.4.10 ran the
+    # experts expert parallel only with --enable-ep-moe (data/releases.toml ep_size_alone; PyPI wheels 0.4.9
+    # layers/moe/ep_moe/layer.py get_moe_impl_class, 0.5.0rc0 server_args.py "--enable-ep-moe is deprecated")
+    for old in ("sglang@0.4.6", "sglang@0.4.10", "sglang@2025-06"):
+        assert launch.build(old, "deepseek-ai/DeepSeek-V3", **kw).shell() == (
+            "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
+            "--context-length 4096 --max-running-requests 1024 --dp-size 4 --enable-dp-attention "
+            "--enable-ep-moe --ep-size 8"), old
+    for new in ("sglang@0.5.0rc0", "sglang@0.5.1"):
+        assert "--enable-ep-moe" not in launch.build(new, "deepseek-ai/DeepSeek-V3", **kw).shell(), new
 
 
 def test_trtllm_expert_parallel_yaml() -> None:

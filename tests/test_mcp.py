@@ -28,13 +28,14 @@ BAD_CALLS = [
     ("plan", {"model": "llama3.1:8b", "context": "long"},  # a string where a number goes
      "Error: --context must be a valid integer, unable to parse string as an integer (got 'long')"),
     ("deploy", {"model": "llama3.1:8b", "users": 8, "gpus": 2},  # plan's option given to deploy
-     "Error: --gpus Extra inputs are not permitted (got 2)"),
+     "Error: --gpus is not an option of this command (got 2); did you mean --gpu?; its --help lists the "
+     "options"),
     ("deploy", {"model": "llama3.1:8b"},  # no load: the service's own check
      "Error: give the load: --users N (concurrent) or --requests-per-s R, one of the two"),
     ("fit", {"model": "llama3.1:8b"},  # no such tool
      "Error: unknown tool 'fit'; the tools are plan, max-context"),
     ("quants", {"catalog": ["mine.toml"]},  # the quantization catalog takes no extra files
-     "Error: --catalog Extra inputs are not permitted (got ['mine.toml'])"),
+     "Error: --catalog is not an option of this command (got ['mine.toml']); its --help lists the options"),
     ("gpus", {"catalog": ["/no/such/cards.toml"]},  # a file that is not there: the loader's line
      "Error: /no/such/cards.toml: cannot read catalog file"),
 ]

@@ -167,3 +167,22 @@ def test_speed_prints_the_steady_state_deploy_prints_for_every_serving_record():
     assert (pools, rate) == (128, 174)
     assert len(asked) > 500
     assert not off, off[:10]
+
+
+@pytest.mark.parametrize(("runtime", "users", "line"), [
+    # llama-server's -c is every slot's context together (-np slots of 1,300 tokens)
+    ("llama.cpp", 8, "llama-server -m llama-3.1-8b-Q4_K_M.gguf -c 10400 -np 8"),
+    ("llama.cpp", 5, "llama-server -m llama-3.1-8b-Q4_K_M.gguf -c 6500 -np 5"),
+    ("llama.cpp", 1, "llama-server -m llama-3.1-8b-Q4_K_M.gguf -c 1300 -np 1"),
+    ("ollama", 5, "OLLAMA_CONTEXT_LENGTH=1300 OLLAMA_NUM_PARALLEL=5 ollama serve"),
+])
+def test_a_pinned_slot_runtime_is_started_with_a_slot_per_user(runtime, users, line):
+    """A pinned llama.cpp / Ollama deployment is timed with every user decoding at once; its launch line
+    starts the server with that many slots (it said `-np 1` beside "7.8 sequences decoding (at most 8)", a
+    server that would have run the 8 users one at a time), and its memory holds each slot's KV cache."""
+    d = cardfit.deploy("meta-llama/Llama-3.1-8B-Instruct", users=users, gpu=["RTX 4090"], runtime=runtime,
+                       tp=1, quant="Q4_K_M")
+    one = d["best"] or d["closest"]
+    assert one["command"].startswith(line)
+    assert one["max_num_seqs"] == users
+    assert f"(at most {users})" in d["notes"][-1]

@@ -672,3 +672,19 @@ def test_a_message_of_exactly_8_mib_goes_to_nccl():
     assert sp.allreduce_seconds(eight, 8, mc) == pytest.approx(1.75 * eight / (sp.nccl_busbw_gbps(eight, mc)
                                                                                * 1e9))
     assert sp.allreduce_seconds(eight - 16, 8, mc) == sp.custom_allreduce_seconds(eight - 16, 8, 900.0)
+
+
+def test_a_named_card_too_small_says_the_set_speed_timed():
+    """`speed --gpu "RTX 4090" --batch 32 --context 8192` on vLLM times 4 of them (the smallest set that holds
+    32 × 8,192 tokens of BF16 Llama 3.1 8B beside its weights), as plan plans it: the answer says so, as
+    plan's does, instead of a header that names 4 cards with no word why; with --gpus 1 it says what one card
+    lacks, in MB where it is under 0.05 GB (not "needs 0.0 GB more")."""
+    out = report("meta-llama/Llama-3.1-8B-Instruct", "RTX 4090", runtime="vllm", batch=32, context=8192)
+    assert out["count"] == 4
+    assert out["notes"][0] == ("one RTX 4090 cannot hold it (needs 28.9 GB more); planned on the smallest "
+                               "set that does, 4× RTX 4090 (--gpus 1 shows one card)")
+    one = report("meta-llama/Llama-3.1-8B-Instruct", "RTX 4090", runtime="vllm@0.10.1", batch=32, gpus=1,
+                 input_tokens=1000, output_tokens=300)
+    assert one["count"] == 1
+    assert "does not fit on 1× RTX 4090: needs 36 MB more; the figures assume it did" in one["notes"]
+    assert not any(n.startswith("one RTX 4090 cannot hold it") for n in one["notes"])

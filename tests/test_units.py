@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cardfit.units import fmt_num, fmt_usd
+from cardfit.units import fmt_num, fmt_shortfall, fmt_usd
 
 
 def by_decimal(x: float, digits: int) -> str:
@@ -71,3 +71,15 @@ def test_fmt_usd():
     assert fmt_usd(None) == "—"
     assert fmt_usd(1899.5) == "$1,900"
     assert fmt_usd(0.125, 2) == "$0.13"
+
+
+# a shortfall printed in a fit's reason ("needs X more"): never "0.0 GB" for a card a few MB short
+@pytest.mark.parametrize(("n", "printed"), [
+    (36_000_000, "36 MB"),  # Llama 3.1 8B BF16, 32 × 1,300 tokens on one RTX 4090 under vLLM 0.10.1
+    (400_000, "1 MB"),  # under half a MB: still a shortfall
+    (49_999_999, "50 MB"),
+    (50_000_000, "0.1 GB"),  # from 0.05 GB the GB figure reads
+    (28_900_000_000, "28.9 GB"),
+])
+def test_fmt_shortfall(n, printed):
+    assert fmt_shortfall(n) == printed

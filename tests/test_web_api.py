@@ -84,7 +84,12 @@ def test_errors_are_the_cli_line(client, run_cli, body, args, status):
 def test_unknown_field_rejected(client):
     r = client.post("/api/plan", json={"model": "llama3.1:8b", "temperature": 1})
     assert r.status_code == 400
-    assert r.json()["error"].startswith("--temperature Extra inputs are not permitted")
+    # what it is and what to do, not pydantic's "Extra inputs are not permitted"
+    assert r.json()["error"] == ("--temperature is not an option of this command (got 1); its --help lists "
+                                 "the options")
+    r = client.post("/api/plan", json={"model": "llama3.1:8b", "contxt": 8192})  # a typo: the nearest option
+    assert r.json()["error"] == ("--contxt is not an option of this command (got 8192); did you mean "
+                                 "--context?; its --help lists the options")
 
 
 @pytest.mark.parametrize("body", [b"[1, 2]", b"{not json", b"\"llama3.1:8b\""])
@@ -172,6 +177,21 @@ def test_openapi_gives_the_defaults_deploy_applies(client):
     assert (props["ttft_ms"]["default"], props["tpot_ms"]["default"]) == (2000, 100)  # deploy --help's words
     given = client.post("/api/deploy", json={**body, "tpot_ms": 60}).json()
     assert given["workload"]["tpot_ms"] == 60 and given["workload"]["targets_given"]["tpot_ms"] is True
+
+
+def test_a_repeatable_field_given_once_as_a_string(client):
+    """deploy's `gpu` is a list (the CLI's repeatable --gpu), plan's a string: `"gpu": "RTX 4090"` on deploy
+    is the one card, as `cardfit.deploy(gpu="RTX 4090")` and the CLI take it (it was a 400 "--gpu Input
+    should be a valid tuple"), and a blank one is the CLI's "is empty" line, not "unknown GPU ''"."""
+    body = {"model": "meta-llama/Llama-3.1-8B-Instruct", "users": 32, "runtime": "vllm@0.10.1", "tp": 1}
+    one = client.post("/api/deploy", json={**body, "gpu": "RTX 4090"})
+    assert one.status_code == 200, one.text
+    assert one.json() == client.post("/api/deploy", json={**body, "gpu": ["RTX 4090"]}).json()
+    for blank in ("", " ", ["H100 SXM", ""]):
+        r = client.post("/api/deploy", json={**body, "gpu": blank})
+        assert (r.status_code, r.json()) == (400, {"error": "--gpu is empty; give a value or leave it out"})
+    r = client.post("/api/deploy", json={**body, "gpu": 5})
+    assert (r.status_code, r.json()) == (400, {"error": "--gpu must be a valid tuple (got 5)"})
 
 
 def test_page_and_static(client):

@@ -19,6 +19,14 @@ def fmt_bytes(n: int | float, unit: str = "GB", digits: int = 1) -> str:
     return f"{text} {unit}"
 
 
+def fmt_shortfall(n: int | float) -> str:
+    """A positive shortfall: `fmt_bytes` in GB, or in MB under 0.05 GB (so never "needs 0.0 GB more").
+    `fmt_shortfall(31_000_000)` → '31 MB'."""
+    if 0 < n < 0.05 * GB:
+        return f"{max(1, round(n / 10**6)):,} MB"
+    return fmt_bytes(n)
+
+
 def fmt_rate(tokens_per_s: float | None) -> str:
     if tokens_per_s is None:
         return "—"

@@ -15,9 +15,9 @@ import os
 from typing import Any
 
 from .. import __version__
-from ..errors import CardfitError, InputError
+from ..errors import CardfitError
 from ..services.catalogs import LISTINGS, listing
-from ..services.inputs import FieldInfo, ModelInput, describe, parse
+from ..services.inputs import FieldInfo, ModelInput, describe, parse, unknown_option
 from ..services.table import BY_NAME, COMMANDS, to_json
 
 INSTRUCTIONS = ("cardfit plans whether an LLM fits on a GPU, how fast it runs and what it costs. Each tool "
@@ -89,8 +89,7 @@ def _listing(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     extra = [k for k in arguments if k not in listing_schema(name)["properties"]]
     if extra:
         # the line `parse` gives for an input a command does not take
-        raise InputError(f"--{extra[0].replace('_', '-')} Extra inputs are not permitted "
-                         f"(got {arguments[extra[0]]!r})", field=extra[0])
+        raise unknown_option(extra[0], arguments[extra[0]], listing_schema(name)["properties"])
     files = parse(ModelInput, {"catalog": arguments["catalog"]}).catalog if "catalog" in arguments else ()
     return listing(name, files)
 

@@ -12,7 +12,7 @@ from ..catalog.models import ModelSpec
 from ..catalog.records import record
 from ..catalog.rental import RentalRules
 from ..catalog.runtimes import RuntimeProfile, runs_on
-from ..units import fmt_bytes
+from ..units import fmt_bytes, fmt_shortfall
 from .memory import Memory, RuntimeModel
 from .placement import Shape, shapes
 
@@ -237,9 +237,9 @@ def check_set(mem: Memory, s: CardSet, rt: RuntimeModel, rules: RentalRules, *, 
         return _offload(mem, s, need, ram_bytes, model is not None and experts_first(rt.profile, model))
     if per_card and need <= budget:
         over = max(per_card) - budget // count
-        why = f"the fullest card of its layer split needs {fmt_bytes(over)} more"
+        why = f"the fullest card of its layer split needs {fmt_shortfall(over)} more"
         return _option(s, need, per_card, NO, why, Refusal.MEMORY)
-    return _option(s, need, per_card, NO, f"needs {fmt_bytes(need - budget)} more", Refusal.MEMORY)
+    return _option(s, need, per_card, NO, f"needs {fmt_shortfall(need - budget)} more", Refusal.MEMORY)
 
 
 def _option(s: CardSet, need: int, per_card: tuple[int, ...], verdict: Verdict, reason: str = "",

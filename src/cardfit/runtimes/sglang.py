@@ -65,8 +65,18 @@ DYNAMO_FLAGS = replace(FLAGS, pd_extra=("--disaggregation-transfer-backend", "ni
 ATTN_DP_FLAG = "--attn-dp-size"
 
 
+# Before 0.5.0rc0 (data/releases.toml ep_size_alone) --ep-size alone left the MoE layers tensor parallel: from
+# 0.4.0.post2 to 0.4.10 the experts ran expert parallel only with --enable-ep-moe, which sets ep_size to
+# tp_size (server_args.py; layers/moe/ep_moe/layer.py get_moe_impl_class), as every cardfit EP layout has it
+# (runtimes/launch.py _expert_parallel: ep = tp); from 0.5.0rc0 that switch is deprecated
+EP_SWITCH_BEFORE_050 = "--enable-ep-moe"
+
+
 def flags_at(rt: RuntimeProfile, flags: ServeFlags) -> ServeFlags:
-    """The launch flags `flags` as the release `rt` spells attention data parallelism (ATTN_DP_FLAG)."""
+    """The launch flags `flags` as the release `rt` spells attention data parallelism (ATTN_DP_FLAG) and
+    expert parallelism (EP_SWITCH_BEFORE_050)."""
+    if not rt.has("ep_size_alone"):
+        flags = replace(flags, ep_switches=(*flags.ep_switches, EP_SWITCH_BEFORE_050))
     return replace(flags, attention_dp=ATTN_DP_FLAG, dp_switches=()) if rt.has("attn_dp_size_flag") else flags
 
 

@@ -696,9 +696,11 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
     out: list[Setting] = []
     rts = _runtimes(inp, resolved, any_runtime)
     skipped: list[str] = _unservable(inp, resolved, rts)
+    mismatched: list[tuple[RuntimeProfile, str]] = []  # a GGUF build asked of a checkpoint runtime, or back
     for rt in rts:
         for qname in _quants(inp, rt, resolved):
             if rt.weights_format == "gguf" and not gguf_holds(default_quants().get(qname)):
+                mismatched.append((rt, default_quants().get(qname).name))
                 continue  # FP8, AWQ/GPTQ, NF4: checkpoint formats a GGUF runtime does not load
             for kvd, spec in ((k, v) for k in _kv_options(inp, rt) for v in _spec_options(inp, rt)):
                 slots = (0,) if rt.paged_kv else SLOTS  # llama-server -np / OLLAMA_NUM_PARALLEL
@@ -715,14 +717,32 @@ def settings(inp: DeployInput, any_runtime: bool = False) -> tuple[list[Setting]
                         skipped.append(f"{rt.id} {qname}: {e}")
                         break
                     if is_gguf(ctx.quant) != (rt.weights_format == "gguf"):
+                        mismatched.append((rt, ctx.quant.name))
                         break  # GGUF builds run on llama.cpp / Ollama, the rest on the others
                     if ctx.sequences < n:
                         break  # Ollama runs this model with one slot (plan.py _ollama_slots): 1 was sized
                     out.append(Setting(ctx, memory_for(ctx, length), n, _quality(ctx.quant), kvd))
+    if not out and mismatched and not skipped:
+        raise _format_mismatch(resolved, *mismatched[0])
     if not out:
         raise InputError("no runtime serves this model with these options"
                          + (f" ({skipped[0]})" if skipped else ""), field="runtime")
     return out, skipped
+
+
+def _format_mismatch(resolved: Any, rt: RuntimeProfile, quant: str) -> InputError:
+    """Why no setting is left when every one asked is a GGUF build on a checkpoint runtime (an Ollama tag or
+    --quant Q4_K_M with --runtime vllm) or a checkpoint format on llama.cpp / Ollama, and what to pass."""
+    if rt.weights_format == "gguf":
+        return InputError(f"{rt.name} serves GGUF builds, not {quant}", field="quant",
+                          hint="pass a GGUF --quant (Q4_K_M, Q8_0, ...), or another --runtime (vllm, sglang)")
+    name = resolved.model.name
+    hf = getattr(resolved.model, "hf", "") or ""
+    what = f"an Ollama tag ({quant}, a GGUF build)" if resolved.tag is not None else f"{quant} (a GGUF build)"
+    fix = (f"name the checkpoint ({hf}) to serve {name} on {rt.id}" if hf and resolved.tag is not None
+           else f"pass a checkpoint --quant (bf16, fp8, awq) for {rt.id}")
+    return InputError(f"{rt.name} does not serve {what}: deploy runs GGUF builds on llama.cpp and Ollama",
+                      field="runtime", hint=f"{fix}, or --runtime llama.cpp / ollama")
 
 
 def _gpus(inp: DeployInput, ctx: Any) -> list[Gpu]:
@@ -3225,12 +3245,24 @@ def _check_attention_dp_alone(ctx: Any, groups: int, tp: int) -> None:
 def pinned_setting(inp: DeployInput, sets: list[Setting]) -> Setting:
     """The setting a pinned deployment runs: the first the search built (its KV cache type), drafting where
     the question names --speculative and the runtime drafts that way (_spec_options builds it beside the plain
-    one; the search weighs both, a pinned question has asked for it), plain otherwise."""
+    one; the search weighs both, a pinned question has asked for it), plain otherwise; on llama.cpp and
+    Ollama with a slot for each of --users."""
     if inp.speculative:
         drafting = [s for s in sets if getattr(s.ctx, "speculation", None) is not None]
         if drafting:
-            return drafting[0]
-    return sets[0]
+            sets = drafting
+    # llama-server / Ollama hold a slot's KV cache for each sequence they run at once (-np,
+    # OLLAMA_NUM_PARALLEL): a slot for every user timed, as the launch line then starts it (not the one slot
+    # of the search's first setting, timed with every user decoding)
+    first, users = sets[0], int(inp.users or 0)
+    if not first.slots or users <= first.slots:
+        return first
+    from .plan import build_context, memory_for
+
+    ctx = build_context(replace(first.ctx.inp, batch=users))
+    if ctx.sequences < users:
+        return first  # Ollama runs this model with one slot (plan.py _ollama_slots)
+    return replace(first, ctx=ctx, mem=memory_for(ctx, first.mem.context), slots=users)
 
 
 def _with_emit(inp: DeployInput, report: DeployReport, best: Result | None) -> DeployReport:

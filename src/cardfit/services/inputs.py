@@ -436,6 +436,19 @@ def _value(f: FieldInfo, v: Any) -> Any:
     return v
 
 
+def unknown_option(key: str, value: Any, names: Any) -> InputError:
+    """An input the command does not take (a JSON body's or a tool call's key, a Python keyword): what it
+    is and the nearest option it has, not pydantic's "Extra inputs are not permitted"."""
+    import difflib
+
+    flag = f"--{str(key).replace('_', '-')}"
+    shown = repr(value)
+    shown = f" (got {shown[:60]}…)" if len(shown) > 60 else f" (got {shown})"
+    near = difflib.get_close_matches(str(key), sorted(names), n=1)
+    hint = (f"did you mean --{near[0].replace('_', '-')}?; " if near else "") + "its --help lists the options"
+    return InputError(f"{flag} is not an option of this command{shown}", field=str(key), hint=hint)
+
+
 def shown_name(model: type, key: str) -> str:
     """How the user gave a field: the positional argument in capitals (MODEL), any other as its --flag."""
     if key == getattr(model, "POSITIONAL", None):
@@ -446,7 +459,11 @@ def shown_name(model: type, key: str) -> str:
 def parse(model: type, values: dict[str, Any]) -> Any:
     """Validate raw values; the first problem becomes one InputError line naming the field."""
     for key, value in values.items():
-        if isinstance(value, str) and not value.strip():
+        blank = isinstance(value, str) and not value.strip()
+        # a repeatable option given a blank value (`--gpu ""`): the same line, not "unknown GPU ''"
+        blank = blank or (isinstance(value, (list, tuple)) and any(isinstance(v, str) and not v.strip()
+                                                                   for v in value))
+        if blank:
             raise InputError(f"{shown_name(model, key)} is empty", field=key,
                              hint="give a value or leave it out")
     given = {k: v for k, v in values.items() if v is not None and v != ()}
@@ -466,7 +483,7 @@ def parse(model: type, values: dict[str, Any]) -> Any:
         names = {f.name for f in known}
         for key, v in given.items():
             if key not in names:
-                raise _Bad("Extra inputs are not permitted", v, key)
+                raise unknown_option(key, v, names)
     except _Bad as e:
         shown = f" (got {e.value!r})" if not isinstance(e.value, dict) else ""
         if len(shown) > 90:  # a pasted file or a runaway value: the start of it and its length

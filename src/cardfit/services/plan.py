@@ -867,7 +867,7 @@ def card_plans(ctx: Context) -> list[CardPlan]:
             bigger = _smallest_set(ctx, mem, gpu, row if row.part is not None else None)
             if bigger is not None:
                 if named_too_small:
-                    ctx.notes.append(f"one {gpu.name} cannot hold it ({opt.reason}); planned on the smallest "
+                    ctx.notes.append(f"{_TOO_SMALL.format(gpu.name)} ({opt.reason}); planned on the smallest "
                                      f"set that does, {bigger.count}× {gpu.name} (--gpus 1 shows one card)")
                 opt, mem, why = _at_set_context(ctx, gpu, bigger, mem, why,
                                                 row if row.part is not None else None)
@@ -876,6 +876,15 @@ def card_plans(ctx: Context) -> list[CardPlan]:
     ranked = fitting.rank([c.option for c in out], ctx.rules.node_size)
     by_opt = {id(c.option): c for c in out}
     return [by_opt[id(o)] for o in ranked]
+
+
+_TOO_SMALL = "one {} cannot hold it"
+
+
+def set_notes(ctx: Any, gpu: Any) -> list[str]:
+    """The note card_plans leaves where the named card alone cannot hold the plan and the smallest set of it
+    that does was planned instead: `speed` (which times that set) prints it too."""
+    return [n for n in ctx.notes if n.startswith(_TOO_SMALL.format(gpu.name) + " (")]
 
 
 def plan(inp: PlanInput) -> Plan:

@@ -161,6 +161,16 @@ def _no_room(ctx: Context, gpu: Any, count: int, budget: int, what: str) -> None
 
     mem = memory_for(replace(ctx, sequences=1), 1, gpu)
     fixed = need_on(mem, count) - mem.kv_cache_bytes  # the cache itself aside
+    n = ctx.sequences
+    if n > 1 and fixed <= budget:
+        # one sequence would fit: the --batch asked for is what leaves no room, so say so (not only the
+        # weights and workspace, which are within the budget)
+        many = need_on(memory_for(ctx, 1, gpu), count)
+        raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} for each of "
+                         f"{n:,} sequences on {count}x {gpu.name}: at one token each they need "
+                         f"{fmt_bytes(many)} of a {fmt_bytes(budget)} budget ({ctx.runtime.id}; weights and "
+                         f"workspace {fmt_bytes(fixed)})", field="batch",
+                         hint="give fewer sequences (--batch), more cards (--gpus) or a smaller --quant")
     offload = _offload_line(ctx)
     raise InputError(f"{ctx.model.name} at {ctx.quant.name} leaves no room for {what} on {count}x "
                      f"{gpu.name}: weights and workspace need {fmt_bytes(fixed)} of a {fmt_bytes(budget)} "

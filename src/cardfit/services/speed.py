@@ -24,6 +24,7 @@ from .plan import (
     ollama_one_slot,
     one_slot_note,
     scheduled,
+    set_notes,
 )
 from .plan import plan as make_plan
 from .table import Result
@@ -518,7 +519,7 @@ def _report(inp: SpeedInput, s: Setup) -> SpeedReport:
         calibration=Calibration(rt.decode_efficiency, rt.decode_overhead_us_per_layer, prefill_eff,
                                 rt.ram_efficiency, inp.ram_bandwidth, inp.disk_gbps),
         rows=(table := rows(s, inp)),
-        notes=tuple(_notes(s, opt.gpu) + (no_fit if opt.verdict == NO else [])
+        notes=tuple(set_notes(ctx, opt.gpu) + _notes(s, opt.gpu) + (no_fit if opt.verdict == NO else [])
                     + spec_note(ctx.speculation, ctx.runtime) + queued_note(s, inp, table)),
         speculative=ctx.speculation.to_json() if ctx.speculation is not None else None,
     )

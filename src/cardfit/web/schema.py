@@ -10,6 +10,12 @@ from typing import Annotated, Any
 from ..services.inputs import describe, split_values
 
 
+def one_value(v: Any) -> Any:
+    """A repeatable option given once, as a string ("gpu": "RTX 4090"): a tuple of it, as inputs.parse (the
+    CLI and the Python API) takes it, rather than pydantic's "Input should be a valid tuple"."""
+    return (v,) if isinstance(v, str) and v.strip() else v  # a blank one: inputs.parse's "is empty" line
+
+
 @cache
 def web_model(cls: type) -> Any:
     """The pydantic model for the input class `cls`: same names, types, defaults, limits and help."""
@@ -21,7 +27,8 @@ def web_model(cls: type) -> Any:
         limits = {
             k: getattr(lim, k) for k in ("gt", "ge", "lt", "le", "max_length") if getattr(lim, k) is not None
         }
-        annotation = Annotated[f.annotation, BeforeValidator(split_values)] if lim.split else f.annotation
+        annotation = Annotated[f.annotation, BeforeValidator(split_values)] if lim.split else \
+            Annotated[f.annotation, BeforeValidator(one_value)] if f.kind == "tuple" else f.annotation
         # a default the command applies itself (None in the input only marks "not given") is the schema's
         extra = {"default": lim.applied} if lim.applied is not None else None
         fields[f.name] = (annotation, Field(f.default, description=f.help or None, json_schema_extra=extra,
