@@ -100,10 +100,10 @@ CASES = [
     # a GGUF build asked of a checkpoint runtime (and the reverse): why, and the name to pass, not "no runtime
     # serves this model" (services/deploy.py _format_mismatch)
     (["deploy", "llama3.1:8b", "--users", "10", "--runtime", "vllm"],
-     "vLLM does not serve an Ollama tag (Q4_K_M, a GGUF build): deploy runs GGUF builds on llama.cpp and "
-     "Ollama; name the checkpoint (meta-llama/Llama-3.1-8B-Instruct) to serve Llama 3.1 8B on vllm"),
+     "cardfit plans vLLM on checkpoints, not an Ollama tag (Q4_K_M, a GGUF build): deploy runs GGUF builds "
+     "on llama.cpp and Ollama; name the checkpoint (meta-llama/Llama-3.1-8B-Instruct) to serve Llama 3.1 8B on vllm"),
     (["deploy", "llama-3.1-8b", "--users", "10", "--runtime", "sglang", "--quant", "Q4_K_M"],
-     "does not serve Q4_K_M (a GGUF build)"),
+     "on checkpoints, not Q4_K_M (a GGUF build)"),
     (["deploy", "llama-3.1-8b", "--users", "10", "--runtime", "ollama", "--quant", "fp8"],
      "Ollama serves GGUF builds, not FP8 (E4M3); pass a GGUF --quant"),
 ]

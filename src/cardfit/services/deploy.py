@@ -741,7 +741,10 @@ def _format_mismatch(resolved: Any, rt: RuntimeProfile, quant: str) -> InputErro
     what = f"an Ollama tag ({quant}, a GGUF build)" if resolved.tag is not None else f"{quant} (a GGUF build)"
     fix = (f"name the checkpoint ({hf}) to serve {name} on {rt.id}" if hf and resolved.tag is not None
            else f"pass a checkpoint --quant (bf16, fp8, awq) for {rt.id}")
-    return InputError(f"{rt.name} does not serve {what}: deploy runs GGUF builds on llama.cpp and Ollama",
+    # vLLM's GGUF loader is experimental (https://docs.vllm.ai/en/latest/features/quantization/gguf/), so the
+    # line says what cardfit plans, not what the engine can load
+    return InputError(f"cardfit plans {rt.name} on checkpoints, not {what}: deploy runs GGUF builds on "
+                      "llama.cpp and Ollama",
                       field="runtime", hint=f"{fix}, or --runtime llama.cpp / ollama")
 
 
