@@ -101,7 +101,8 @@ CASES = [
     # serves this model" (services/deploy.py _format_mismatch)
     (["deploy", "llama3.1:8b", "--users", "10", "--runtime", "vllm"],
      "cardfit plans vLLM on checkpoints, not an Ollama tag (Q4_K_M, a GGUF build): deploy runs GGUF builds "
-     "on llama.cpp and Ollama; name the checkpoint (meta-llama/Llama-3.1-8B-Instruct) to serve Llama 3.1 8B on vllm"),
+     "on llama.cpp and Ollama; name the checkpoint (meta-llama/Llama-3.1-8B-Instruct) to serve Llama 3.1 8B "
+     "on vllm"),
     (["deploy", "llama-3.1-8b", "--users", "10", "--runtime", "sglang", "--quant", "Q4_K_M"],
      "on checkpoints, not Q4_K_M (a GGUF build)"),
     (["deploy", "llama-3.1-8b", "--users", "10", "--runtime", "ollama", "--quant", "fp8"],
