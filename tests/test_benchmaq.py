@@ -26,10 +26,10 @@ SOURCE = re.compile(r"https://github\.com/Scicom-AI-Enterprise-Organization/llm-
                     r"(\w+)_TP8_DP1_in(\d+)_out128_p(\d+)_c(\d+)_[0-9a-f]{6}\.txt")
 
 # predicted / measured - 1 at first contact, per record (c11c418). Output throughput -23..+61 %, except
-# 128-token prompts at 200 in flight: +38..+170 % (the unsafe side). Median TTFT: -7..+3 % at 4096-token
+# 128-token prompts at 200 in flight: +38..+170 % (the unsafe side). Median TTFT: -19..+3 % at 4096-token
 # prompts and 50 in flight; +1,075..+1,146 % at 4096-token prompts and 200 in flight (a queue cardfit predicts
 # that the run's median request did not meet: its mean is 3x its median); -52..-99 % at every other stage
-# (at 10 in flight a floor of 25-55 ms a request the engine's steps do not explain). Mean TPOT -53..+42 %,
+# (at 10 in flight a floor of 27-55 ms a request the engine's steps do not explain). Mean TPOT -53..+42 %,
 # every 200-in-flight stage slower than predicted (-2..-53 %).
 HELD = {
     "benchmaq-qwen3-8b-h100-sxm-vllm0150-tp8-in128-out128-c10-output": 0.244,
