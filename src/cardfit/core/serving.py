@@ -653,7 +653,7 @@ def ttft_p90_s(prefills: tuple[tuple[float, float], ...], tail: Callable[[float]
     return hi
 
 
-def prompt_share_s(r: Replica, w: Workload, batch: float, step: float, eager: bool = True) -> float:
+def prompt_share_s(r: Replica, w: Workload, batch: float, step: float) -> float:
     """A prompt's service at the prompt budget, seen as one server: the share I / free of a step's budget it
     takes, for the time of the step that carries it: a step with a full budget of prompt tokens beside the
     decodes (prompt_step_s), or the mean step `step` where that is longer; a prompt longer than the budget
@@ -677,8 +677,7 @@ def prompt_share_s(r: Replica, w: Workload, batch: float, step: float, eager: bo
         return 0.0
     beside = 0.0 if r.prefill_first else batch
     free = free_tokens(r, beside)
-    full = prompt_step_s(r, beside, free) if eager else step_s(r, beside, free)
-    return prefilled(w) / free * max(full, step)
+    return prefilled(w) / free * max(prompt_step_s(r, beside, free), step)
 
 
 def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[float, float],
@@ -794,7 +793,7 @@ def closed_loop(r: Replica, w: Workload, users: float) -> Served:
         hold = adp_hold_steps(r, per_step, m) * t
         beside = b * others  # the other users' decodes a prompt's steps carry
         pre = prefill_s(r, w, beside)
-        s_p = prompt_share_s(r, w, beside, t, r.prefill_first)
+        s_p = prompt_share_s(r, w, beside, t)
         # the step running when the request arrives, and the steps until the engine reads it (recv_wait_steps)
         arrive = others * (1 + recv) * step_s(r, max(b, 1.0), 0.0)
         lag = r.response_lag * t  # its tokens reach the client late: so does the end of its answer
