@@ -49,7 +49,8 @@ def test_throughput_is_the_users_over_one_users_cycle(prefill_first, users):
 def test_more_users_never_shorten_the_wait_or_the_step(users, more, prefill_first):
     """A user more can only add to the work the others share: neither the mean TTFT nor the mean TPOT falls,
     and the throughput does not fall by more than Schweitzer's approximation errs near saturation (a closed
-    loop saturates, it does not collapse): 294 -> 299 users here, u = 0.99, dip 0.1 % (832.4 -> 831.6 tok/s)."""
+    loop saturates, it does not collapse): 294 -> 299 users here, u = 0.99, a dip of 0.1 % (832.4 -> 831.6
+    tok/s)."""
     r = _replica(prefill_first)
     a = sv.serve(r, replace(W, users=float(users)))
     b = sv.serve(r, replace(W, users=float(users + more)))
