@@ -1048,7 +1048,40 @@ def _workload(inp: DeployInput, replicas: int, scale: float = 1.0) -> sv.Workloa
     cv2 = sv.lognormal_cv2(inp.output_tokens, inp.output_tokens_p90) if inp.output_tokens_p90 else 0.0
     users = inp.users * scale / replicas if inp.users is not None else None
     rate = inp.requests_per_s * scale / replicas if inp.requests_per_s is not None else None
-    return sv.Workload(prompt_tokens(inp), inp.output_tokens, users, rate, cv2)
+    return sv.Workload(prompt_tokens(inp), inp.output_tokens, users, rate, cv2, prompts=prompt_spread(inp))
+
+
+def prompt_spread(inp: DeployInput) -> tuple[tuple[float, float], ...]:
+    """The requests by prompt length the question states (core/serving.py prompt_classes, Workload.prompts),
+    which its p90 TTFT takes: a pinned stage of arrivals (--requests with --requests-per-s) that states how
+    its benchmark draws the lengths (--random-lengths, --length-distribution: services/pinned.py
+    length_law) the prompts it draws (core/serving.py varied, as a closed-loop run of the same law sends
+    them; at most PROMPT_DRAWS of them), else the log-normal through --input-tokens and --input-tokens-p90 (the law `longest` sizes the
+    context with); none (every prompt the mean) where neither is given. The spread is of the request's own
+    prompt: over --turns its history is the mean's."""
+    from .pinned import is_stage, pins
+
+    if pins(inp) and is_stage(inp) and (inp.random_lengths or inp.length_distribution):
+        from .pinned import length_law
+
+        law = length_law(inp, law_context(inp))
+        if law is not None:
+            n = min(int(inp.requests or 1), sv.PROMPT_DRAWS)
+            drawn = sv.varied(inp.input_tokens, inp.output_tokens, n, law)[0]
+            return sv.prompt_classes(inp.input_tokens, drawn=drawn)
+    return sv.prompt_classes(inp.input_tokens, inp.input_tokens_p90)
+
+
+def law_context(inp: DeployInput) -> int:
+    """The context a pinned benchmark's lengths are drawn within (services/pinned.py length_law):
+    --max-model-len, else the model's trained context (vLLM's default max_model_len); 0 unknown."""
+    from ..catalog.models import default_models
+    from .resolve import resolve
+
+    model = default_models().find(inp.model) if inp.model else None
+    if model is None:
+        model = resolve(inp).model
+    return int(inp.max_model_len or getattr(model, "max_context", 0) or 0)
 
 
 def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
@@ -2868,7 +2901,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     if model is None:
         model = resolve(inp).model
     check_pinned_model(inp, model)
-    law = length_law(inp, int(inp.max_model_len or getattr(model, "max_context", 0) or 0))
+    law = length_law(inp, law_context(inp))
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
     budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len, inp.enable_mixed_chunk)
     if pd_pinned(inp):
