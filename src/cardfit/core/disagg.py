@@ -281,10 +281,11 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
 def prompt_classes(p: Pools, w: sv.Workload) -> tuple[tuple[float, float, float], ...]:
     """The requests by prompt length (Workload.prompts, core/serving.py prompt_classes), as (share, the
     class's prompt alone on an idle prefill worker, its cache's transfer), which the p90 TTFT takes as a
-    mixture (_at_rate); empty where every prompt is the mean."""
+    mixture (_at_rate), a class shorter than the mean timed as the mean (core/serving.py class_prefills);
+    empty where every prompt is the mean."""
     out = []
     for share, extra in w.prompts:
-        tokens = max(round(w.input_tokens + extra), 1)
+        tokens = round(w.input_tokens + max(extra, 0.0))  # a shorter class as the mean (class_prefills)
         out.append((share, alone_s(p.prefill, tokens),
                     transfer_s(p.kv_bytes_per_token, tokens, p.link_bytes_per_s, p.link_latency_s)))
     return tuple(out)

@@ -29,6 +29,9 @@ One replica is `pp` pipeline stages of `tp` tensor-parallel cards. Per replica, 
 - Prefix reuse (core/reuse.py): I is the prompt a request sends; the tokens a prefix cache already holds
   (Workload.cached_tokens) are not prefilled, so the prefill, its chunks and the prompt budget count only
   I − cached (`prefilled`), and a host tier's hits add their copy time to the prefill (Workload.load_s).
+- The p90 TTFT of requests that differ (by what they find cached: Workload.classes; by prompt length:
+  Workload.prompts, prompt_classes) is the quantile of the wait and each class's own prefill together
+  (class_prefills, ttft_p90_s); the queues, the steps and the means are the mean request's.
 
 Everything is per replica; replicas split the traffic evenly (a load balancer in front)."""
 
@@ -714,14 +717,21 @@ def class_prefills(r: Replica, w: Workload, batch: float) -> tuple[tuple[float, 
     prefix cache (Workload.classes) and, where the prompts vary in length (Workload.prompts), by their
     length too, every prompt class with every cache class (shares multiplied: a request's length taken as
     independent of what it finds), each class's prompt its own length, the tokens it finds the cache
-    class's (a longer prompt computes its extra tokens; at least its last token, `prefilled`). Empty where
-    every request is the mean one. The one place a request's class becomes a prefill: every p90 TTFT with
-    classes (ttft_p90_s) reads it (_finish, closed_loop, open_stage's Served.prefills)."""
+    class's (a longer prompt computes its extra tokens). A class shorter than the mean prompt is timed as
+    the mean one: prefill_s times a prompt alone beside the decodes, which a short prompt is only on an idle
+    engine, where the p90 is a long class's anyway (the top two fifteenths hold more than a tenth); where
+    prompts queue, and only there do the short classes reach the p90 through the wait, the step that
+    carries a short prompt carries the waiting prompts behind it too (vLLM V1 fills each step's token
+    budget from its waiting queue: prompt_share_s), not a lone short prompt's cheaper step (under a CUDA
+    graph's size: eager_s). So no class is timed faster than the mean request, and a spread never gives a
+    p90 below the mean prompt's. Empty where every request is the mean one. The one place a request's class
+    becomes a prefill: every p90 TTFT with classes (ttft_p90_s) reads it (_finish, closed_loop, open_stage's
+    Served.prefills)."""
     if not w.prompts:
         return tuple((share, prefill_s(r, replace(w, cached_tokens=cached, load_s=load, classes=()), batch))
                      for share, cached, load in w.classes)
     hits = w.classes or ((1.0, w.cached_tokens, w.load_s),)
-    return tuple((part * share, prefill_s(r, replace(w, input_tokens=max(round(w.input_tokens + extra), 1),
+    return tuple((part * share, prefill_s(r, replace(w, input_tokens=round(w.input_tokens + max(extra, 0.0)),
                                                      cached_tokens=cached, load_s=load, classes=(),
                                                      prompts=()), batch))
                  for part, extra in w.prompts for share, cached, load in hits)

@@ -75,7 +75,8 @@ class DeployInput(ModelInput, SpeculativeInput):
                             le=MAX_CONTEXT)
     output_tokens: int = opt(served.DEFAULT_OUTPUT_TOKENS, "answer tokens per request (mean)", ge=1,
                              le=MAX_CONTEXT)
-    input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context)",
+    input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context, and the "
+                                       "TTFT p90 takes each prompt's own prefill over the spread)",
                                        ge=1, le=MAX_CONTEXT)
     output_tokens_p90: int | None = opt(None,
                                         "90th percentile answer length (sizes the context and the spread "
@@ -1056,9 +1057,9 @@ def prompt_spread(inp: DeployInput) -> tuple[tuple[float, float], ...]:
     which its p90 TTFT takes: a pinned stage of arrivals (--requests with --requests-per-s) that states how
     its benchmark draws the lengths (--random-lengths, --length-distribution: services/pinned.py
     length_law) the prompts it draws (core/serving.py varied, as a closed-loop run of the same law sends
-    them; at most PROMPT_DRAWS of them), else the log-normal through --input-tokens and --input-tokens-p90 (the law `longest` sizes the
-    context with); none (every prompt the mean) where neither is given. The spread is of the request's own
-    prompt: over --turns its history is the mean's."""
+    them; at most PROMPT_DRAWS of them), else the log-normal through --input-tokens and --input-tokens-p90
+    (the law `longest` sizes the context with); none (every prompt the mean) where neither is given. The
+    spread is of the request's own prompt: over --turns its history is the mean's."""
     from .pinned import is_stage, pins
 
     if pins(inp) and is_stage(inp) and (inp.random_lengths or inp.length_distribution):
@@ -2949,6 +2950,8 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
                      "above the replica's capacity: its queue grows through the stage")
             how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, "
                    f"{queue}")
+            if law is not None:
+                how = f"{how}; its p90 TTFT over the prompts drawn ({law_text(law)}), the rest at the means"
     elif inp.requests:
         asked = int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0)  # the server's (a group's) cap
         # the replica's cap over the attention groups its line runs, each group's scheduler its share
@@ -3474,8 +3477,13 @@ def _length_note(inp: DeployInput) -> str:
         return (f"each request is taken at the {inp.input_tokens:,} + {inp.output_tokens:,} tokens stated, "
                 "and the server is started for no request longer than that; give --input-tokens-p90 / "
                 "--output-tokens-p90 for a spread (the context then holds their 99th percentile)")
-    return ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
+    note = ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
             "stated mean and p90 (fewer than 1 request in 100 is longer; the engine refuses those)")
+    if sv.prompt_classes(inp.input_tokens, inp.input_tokens_p90):
+        note += (f"; the TTFT p90 takes each prompt's own prefill over {sv.PROMPT_CLASSES} classes of that "
+                 "log-normal (the p90 request's prompt is longer than the mean), the queue and the means the "
+                 "mean prompt's")
+    return note
 
 
 def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:
