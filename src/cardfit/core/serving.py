@@ -922,7 +922,9 @@ def prompt_classes(mean: int, p90: int | None = None, drawn: tuple[int, ...] = (
     - else the log-normal through the mean and its 90th percentile `p90` (σ from lognormal_cv2, the law
       services/deploy.py `longest` sizes the context with), each class its conditional mean over its share
       (a, b) of the requests, mean × (Φ(z_b − σ) − Φ(z_a − σ)) / (b − a) (the log-normal's partial
-      expectation: E[L; L ≤ e^(μ + σ z)] = mean × Φ(z − σ)), so the classes keep the mean. A log-normal of
+      expectation E[L; L ≤ e^(μ + σ z)] = mean × Φ(z − σ): "Log-normal distribution", Partial expectation,
+      https://en.wikipedia.org/wiki/Log-normal_distribution#Partial_expectation), so the classes keep the
+      mean. A log-normal of
       this mean has a 90th percentile of at most e^(z²/2) = 2.27 × the mean (at σ = z, where lognormal_cv2
       stops); for a p90 beyond it the classes that hold the top tenth (from 13/15 up) are stretched by p90 /
       that law's p90, so the 14th class keeps the stated p90.
