@@ -269,7 +269,8 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     lo, hi = 0.0, top
     for _ in range(CLOSED_LOOP_STEPS):
         mid = (lo + hi) / 2
-        res = _at_rate(p, w, mid, service, servers, move, alone, others, batch, classes)
+        # the root reads the stability and the mean only: the p90 over the classes at the answer alone
+        res = _at_rate(p, w, mid, service, servers, move, alone, others, batch)
         if res.stable and mid * (res.ttft_mean_s + w.output_tokens * res.tpot_s) < users:
             lo = mid
         else:
@@ -283,12 +284,13 @@ def prompt_classes(p: Pools, w: sv.Workload) -> tuple[tuple[float, float, float]
     class's prompt alone on an idle prefill worker, its cache's transfer), which the p90 TTFT takes as a
     mixture (_at_rate), a class shorter than the mean timed as the mean (core/serving.py class_prefills);
     empty where every prompt is the mean."""
-    out = []
+    merged: dict[int, float] = {}  # a shorter class as the mean (core/serving.py class_prefills): one class
     for share, extra in w.prompts:
-        tokens = round(w.input_tokens + max(extra, 0.0))  # a shorter class as the mean (class_prefills)
-        out.append((share, alone_s(p.prefill, tokens),
-                    transfer_s(p.kv_bytes_per_token, tokens, p.link_bytes_per_s, p.link_latency_s)))
-    return tuple(out)
+        tokens = round(w.input_tokens + max(extra, 0.0))
+        merged[tokens] = merged.get(tokens, 0.0) + share
+    return tuple((share, alone_s(p.prefill, tokens),
+                  transfer_s(p.kv_bytes_per_token, tokens, p.link_bytes_per_s, p.link_latency_s))
+                 for tokens, share in merged.items())
 
 
 def _beyond_slots(res: Disaggregated, w: sv.Workload, users: float, cap: int) -> Disaggregated:

@@ -645,14 +645,22 @@ def ttft_p90_s(prefills: tuple[tuple[float, float], ...], tail: Callable[[float]
         return hi + wait_p90
     total = sum(share for share, _ in prefills)
 
-    def over(x: float) -> float:
-        return sum(share * tail(x - pre) for share, pre in prefills) / total
+    def over(x: float) -> bool:
+        """Whether more than a tenth of the requests are past x. The sum is added in the classes' order and
+        its terms are ≥ 0, so a partial sum past the tenth decides as the whole would (the longest prompt
+        classes first: class_prefills)."""
+        acc = 0.0
+        for share, pre in prefills:
+            acc += share * tail(x - pre)
+            if acc / total > P90_TAIL:
+                return True
+        return False
 
     # at hi + wait_p90 every class's wait is past its p90 (the tail at most 0.1); below lo every request waits
     hi += wait_p90
     for _ in range(200):
         mid = (lo + hi) / 2
-        if over(mid) > P90_TAIL:
+        if over(mid):
             lo = mid
         else:
             hi = mid
@@ -731,10 +739,14 @@ def class_prefills(r: Replica, w: Workload, batch: float) -> tuple[tuple[float, 
         return tuple((share, prefill_s(r, replace(w, cached_tokens=cached, load_s=load, classes=()), batch))
                      for share, cached, load in w.classes)
     hits = w.classes or ((1.0, w.cached_tokens, w.load_s),)
-    return tuple((part * share, prefill_s(r, replace(w, input_tokens=round(w.input_tokens + max(extra, 0.0)),
-                                                     cached_tokens=cached, load_s=load, classes=(),
-                                                     prompts=()), batch))
-                 for part, extra in w.prompts for share, cached, load in hits)
+    merged: dict[tuple[int, float, float], float] = {}  # classes alike (the short ones, at the mean) are one
+    for part, extra in w.prompts:
+        tokens = round(w.input_tokens + max(extra, 0.0))
+        for share, cached, load in hits:
+            merged[tokens, cached, load] = merged.get((tokens, cached, load), 0.0) + part * share
+    return tuple((share, prefill_s(r, replace(w, input_tokens=tokens, cached_tokens=cached, load_s=load,
+                                              classes=(), prompts=()), batch))
+                 for (tokens, cached, load), share in sorted(merged.items(), reverse=True))
 
 
 def serve(r: Replica, w: Workload) -> Served:
