@@ -150,7 +150,8 @@ class DeployInput(ModelInput, SpeculativeInput):
         "exponential (no such limits), uniform:RATIO (`vllm bench serve --random-range-ratio RATIO`: each "
         "length within ± RATIO × its mean) or sonnet (every prompt at the mean, the answers vary); each "
         "prompt + answer within --max-model-len (default: the model's context). It times runs of one round "
-        "(--requests <= --users); a longer run is timed at the mean lengths", max_length=32)
+        "(--requests <= --users); a longer run is timed at the mean lengths, and a stage of arrivals "
+        "(--requests-per-s) at the mean lengths but its TTFT p90 over the prompts drawn", max_length=32)
     max_output_tokens: int | None = opt(None, "the benchmark's max_tokens: every answer at most this many "
                                         "tokens, the answers varying below it around --output-tokens "
                                         "(MLPerf's 128 for CNN-DailyMail, --sonnet-output-len); with "
