@@ -207,17 +207,21 @@ def test_stage_says_why_its_hits_fall():
     assert "requests" not in keys and "warm_requests" not in keys
 
 
-@pytest.mark.parametrize("opt,field", [(dict(random_lengths=True), "random_lengths"),
-                                       (dict(length_distribution="uniform:0.5"), "length_distribution"),
-                                       (dict(random_lengths=True, max_output_tokens=1024), "random_lengths")])
-def test_stage_refuses_length_laws(opt, field):
-    """Reviewer finding 7: a stage of arrivals (--requests with --requests-per-s) is timed at the mean lengths
-    (open_stage), so a length law given with it was silently ignored: now a one-line error naming it."""
+def test_stage_reads_its_length_law():
+    """Reviewer finding 7: a length law given with a stage of arrivals (--requests with --requests-per-s) was
+    silently ignored, then refused; the stage now takes the prompts it draws for its p90 TTFT (its means at
+    the mean lengths: tests/test_prompt_spread.py), and a cap on answers given without a law is still
+    refused."""
     base = dict(model="qwen3-32b", runtime="vllm", gpu=("H100 SXM",), input_tokens=1000, output_tokens=200,
                 tp=2, requests=60, requests_per_s=1.0)
+    plain = deploy_report(DeployInput(**base)).best
+    law = deploy_report(DeployInput(**base, length_distribution="uniform:0.5")).best
+    assert plain is not None and law is not None and plain.benchmark and law.benchmark
+    assert law.benchmark.ttft_mean_ms == plain.benchmark.ttft_mean_ms
+    assert law.benchmark.ttft_p90_ms > plain.benchmark.ttft_p90_ms
     with pytest.raises(InputError) as e:
-        deploy_report(DeployInput(**base, **opt))
-    assert e.value.field == field
+        deploy_report(DeployInput(**base, max_output_tokens=1024))
+    assert e.value.field == "max_output_tokens"
 
 
 def test_stable_open_load_serves_what_arrives():

@@ -258,8 +258,9 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     service, batch = prompt_service_s(p, w.input_tokens, move)
     servers = p.prefill_workers
     alone = alone_s(p.prefill, w.input_tokens)  # the same at every rate
+    classes = prompt_classes(p, w)
     if w.requests_per_s is not None:
-        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone, 1.0, batch)
+        return _at_rate(p, w, w.requests_per_s, service, servers, move, alone, 1.0, batch, classes)
     users = max(w.users or 1.0, 1.0)
     others = (users - 1) / users  # a user's own sequence is not decoding while it waits for its first token
     # a closed loop: each user cycles through a wait, a prefill, a transfer and its answer's steps, so the
@@ -268,13 +269,28 @@ def serve(p: Pools, w: sv.Workload) -> Disaggregated:
     lo, hi = 0.0, top
     for _ in range(CLOSED_LOOP_STEPS):
         mid = (lo + hi) / 2
+        # the root reads the stability and the mean only: the p90 over the classes at the answer alone
         res = _at_rate(p, w, mid, service, servers, move, alone, others, batch)
         if res.stable and mid * (res.ttft_mean_s + w.output_tokens * res.tpot_s) < users:
             lo = mid
         else:
             hi = mid
-    res = _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone, others, batch)
+    res = _at_rate(p, w, lo if lo > 0 else top, service, servers, move, alone, others, batch, classes)
     return _beyond_slots(res, w, users, p.decode.max_seqs)
+
+
+def prompt_classes(p: Pools, w: sv.Workload) -> tuple[tuple[float, float, float], ...]:
+    """The requests by prompt length (Workload.prompts, core/serving.py prompt_classes), as (share, the
+    class's prompt alone on an idle prefill worker, its cache's transfer), which the p90 TTFT takes as a
+    mixture (_at_rate), a class shorter than the mean timed as the mean (core/serving.py class_prefills);
+    empty where every prompt is the mean."""
+    merged: dict[int, float] = {}  # a shorter class as the mean (core/serving.py class_prefills): one class
+    for share, extra in w.prompts:
+        tokens = round(w.input_tokens + max(extra, 0.0))
+        merged[tokens] = merged.get(tokens, 0.0) + share
+    return tuple((share, alone_s(p.prefill, tokens),
+                  transfer_s(p.kv_bytes_per_token, tokens, p.link_bytes_per_s, p.link_latency_s))
+                 for tokens, share in merged.items())
 
 
 def _beyond_slots(res: Disaggregated, w: sv.Workload, users: float, cap: int) -> Disaggregated:
@@ -332,16 +348,22 @@ def decode_batch(p: Pools, rate: float, output_tokens: int) -> tuple[float, floa
 
 
 def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int,
-             move: float, alone: float, others: float, batch_s: float) -> Disaggregated:
+             move: float, alone: float, others: float, batch_s: float,
+             classes: tuple[tuple[float, float, float], ...] = ()) -> Disaggregated:
     """Both pools at `rate` requests/s: the prefill pool a GI/G/c queue of `servers` prompt slots (fixed
     lengths: deterministic service), the decode pool `rate × O × TPOT` sequences over its workers. `alone`:
     one prompt's prefill on an idle prefill worker; `batch_s`: a prefill worker's step over a full batch;
     `others`: the share of a decode worker's sequences that are other users' (a closed loop's
-    (users − 1) ÷ users; open arrivals: 1)."""
+    (users − 1) ÷ users; open arrivals: 1). `classes` (prompt_classes): where the prompts vary in length,
+    the p90 TTFT is the quantile of the prefill pool's wait and each class's own prefill and transfer
+    together (core/serving.py ttft_p90_s over the wait's M/M/c tail, as the aggregated replica's), the
+    batch's share of the step the mean prompt's (the other prompts in it); the queue and the means stay the
+    mean prompt's."""
     mean_wait, p90_wait = sv.wait_s(servers, rate, service, 0.0)
     prefill_load = rate * service / max(servers, 1)
     # a prompt's own prefill: alone when the pool is idle, in a fuller batch as its load grows
-    prefill = alone + max(batch_s - alone, 0.0) * min(prefill_load, 1.0)
+    fuller = max(batch_s - alone, 0.0) * min(prefill_load, 1.0)
+    prefill = alone + fuller
     batch, tpot = decode_batch(p, rate, w.output_tokens)
     decode_load = batch / max(p.decode.max_seqs, 1)
     stable = prefill_load < 1 and decode_load <= 1 and math.isfinite(p90_wait)
@@ -349,8 +371,13 @@ def _at_rate(p: Pools, w: sv.Workload, rate: float, service: float, servers: int
     hand = handoff_s(p.decode, tpot, min(rate * w.output_tokens * tpot / p.decode_workers, 1.0) * others,
                      w.requests_per_s is None, p.first_token_next_pass)
     fixed = prefill + move + hand
+    ttft90 = p90_wait + fixed
+    if classes and stable:
+        tail = sv.wait_tail((0.0, *sv.wait_shape(servers, rate, service, 0.0)))
+        own = tuple((share, alone_k + fuller + sent) for share, alone_k, sent in classes)
+        ttft90 = hand + sv.ttft_p90_s(own, tail, p90_wait)
     return Disaggregated(min(batch, p.decode.max_seqs), tpot, prefill, move,
-                         p90_wait + fixed if stable else math.inf,
+                         ttft90 if stable else math.inf,
                          mean_wait + fixed if stable else math.inf,
                          rate * w.output_tokens if stable else 0.0, max(prefill_load, decode_load), stable,
                          hand)

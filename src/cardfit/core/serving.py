@@ -29,6 +29,9 @@ One replica is `pp` pipeline stages of `tp` tensor-parallel cards. Per replica, 
 - Prefix reuse (core/reuse.py): I is the prompt a request sends; the tokens a prefix cache already holds
   (Workload.cached_tokens) are not prefilled, so the prefill, its chunks and the prompt budget count only
   I − cached (`prefilled`), and a host tier's hits add their copy time to the prefill (Workload.load_s).
+- The p90 TTFT of requests that differ (by what they find cached: Workload.classes; by prompt length:
+  Workload.prompts, prompt_classes) is the quantile of the wait and each class's own prefill together
+  (class_prefills, ttft_p90_s); the queues, the steps and the means are the mean request's.
 
 Everything is per replica; replicas split the traffic evenly (a load balancer in front)."""
 
@@ -76,6 +79,11 @@ class Workload:
     # as (share of the requests, prompt tokens found, seconds copying from the host tier), which the p90 TTFT
     # takes as a mixture (ttft_p90_s); empty: every request finds the mean (cached_tokens, load_s)
     classes: tuple[tuple[float, float, float], ...] = ()
+    # the requests by prompt length (prompt_classes), as (share of the requests, prompt tokens more than the
+    # mean prompt `input_tokens`; fewer: negative), which the p90 TTFT takes as a mixture with `classes`
+    # (class_prefills); empty: every prompt the mean. Only the p90 reads them: the queue, the steps and the
+    # means are the mean prompt's
+    prompts: tuple[tuple[float, float], ...] = ()
 
 
 def reused_as(w: Workload, reused: Workload) -> Workload:
@@ -637,14 +645,22 @@ def ttft_p90_s(prefills: tuple[tuple[float, float], ...], tail: Callable[[float]
         return hi + wait_p90
     total = sum(share for share, _ in prefills)
 
-    def over(x: float) -> float:
-        return sum(share * tail(x - pre) for share, pre in prefills) / total
+    def over(x: float) -> bool:
+        """Whether more than a tenth of the requests are past x. The sum is added in the classes' order and
+        its terms are ≥ 0, so a partial sum past the tenth decides as the whole would (the longest prompt
+        classes first: class_prefills)."""
+        acc = 0.0
+        for share, pre in prefills:
+            acc += share * tail(x - pre)
+            if acc / total > P90_TAIL:
+                return True
+        return False
 
     # at hi + wait_p90 every class's wait is past its p90 (the tail at most 0.1); below lo every request waits
     hi += wait_p90
     for _ in range(200):
         mid = (lo + hi) / 2
-        if over(mid) > P90_TAIL:
+        if over(mid):
             lo = mid
         else:
             hi = mid
@@ -705,10 +721,32 @@ def _finish(r: Replica, w: Workload, batch: float, lam: float, slot_wait: tuple[
 
 
 def class_prefills(r: Replica, w: Workload, batch: float) -> tuple[tuple[float, float], ...]:
-    """The prefill of each class of requests (Workload.classes), as (share of the requests, seconds);
-    empty where every request finds the mean."""
-    return tuple((share, prefill_s(r, replace(w, cached_tokens=cached, load_s=load, classes=()), batch))
-                 for share, cached, load in w.classes)
+    """The prefill of each class of requests, as (share of the requests, seconds): by what they find in the
+    prefix cache (Workload.classes) and, where the prompts vary in length (Workload.prompts), by their
+    length too, every prompt class with every cache class (shares multiplied: a request's length taken as
+    independent of what it finds), each class's prompt its own length, the tokens it finds the cache
+    class's (a longer prompt computes its extra tokens). A class shorter than the mean prompt is timed as
+    the mean one: prefill_s times a prompt alone beside the decodes, which a short prompt is only on an idle
+    engine, where the p90 is a long class's anyway (the top two fifteenths hold more than a tenth); where
+    prompts queue, and only there do the short classes reach the p90 through the wait, the step that
+    carries a short prompt carries the waiting prompts behind it too (vLLM V1 fills each step's token
+    budget from its waiting queue: prompt_share_s), not a lone short prompt's cheaper step (under a CUDA
+    graph's size: eager_s). So no class is timed faster than the mean request, and a spread never gives a
+    p90 below the mean prompt's. Empty where every request is the mean one. The one place a request's class
+    becomes a prefill: every p90 TTFT with classes (ttft_p90_s) reads it (_finish, closed_loop, open_stage's
+    Served.prefills)."""
+    if not w.prompts:
+        return tuple((share, prefill_s(r, replace(w, cached_tokens=cached, load_s=load, classes=()), batch))
+                     for share, cached, load in w.classes)
+    hits = w.classes or ((1.0, w.cached_tokens, w.load_s),)
+    merged: dict[tuple[int, float, float], float] = {}  # classes alike (the short ones, at the mean) are one
+    for part, extra in w.prompts:
+        tokens = round(w.input_tokens + max(extra, 0.0))
+        for share, cached, load in hits:
+            merged[tokens, cached, load] = merged.get((tokens, cached, load), 0.0) + part * share
+    return tuple((share, prefill_s(r, replace(w, input_tokens=tokens, cached_tokens=cached, load_s=load,
+                                              classes=(), prompts=()), batch))
+                 for (tokens, cached, load), share in sorted(merged.items(), reverse=True))
 
 
 def serve(r: Replica, w: Workload) -> Served:
@@ -866,6 +904,74 @@ def lognormal_cv2(mean: float, p90: float) -> float:
     disc = z * z - 2 * x
     sigma = z - math.sqrt(disc) if disc >= 0 else z
     return math.exp(sigma * sigma) - 1
+
+
+# The classes a spread of prompt lengths is cut into for the p90 TTFT (prompt_classes), of equal shares: a
+# share of 1/15 puts the 90th percentile in the middle of the 14th class (13/15 to 14/15 of the requests),
+# so that with no queue the p90 TTFT is that class's prefill (its prompt the mean length of its share, at
+# the p90 length or just above it) and moves continuously as a queue's wait grows. With shares of a tenth
+# the 90th percentile sits on a class edge: the top class holds exactly the tail's tenth, and the least
+# wait moves the p90 from the ninth class's prefill to the tenth's (a jump of the whole top tenth's spread);
+# 5 classes centre it too, but in one class for the top fifth, whose mean is 18 % above the p90 at a p90
+# twice the mean. A numerical setting of the mixture, not a figure fitted to a record (docs/VALIDATION.md
+# "The p90 TTFT over the prompt lengths").
+PROMPT_CLASSES = 15
+# A benchmark run's prompts are read for its classes from at most this many of its draws (varied at this n,
+# its law's quantiles on a grid of this size): a speed setting, not a figure from a source. A run of 75,195
+# requests takes 0.4 s to draw whole, and its classes from 3,000 draws are the same to 1 token in the 14th
+# class and 0.1 % in the top one (ShareGPT and exponential laws of 870-4,000-token prompts).
+PROMPT_DRAWS = 3000
+Z90 = 1.2815515655446004  # the standard normal's 0.9 quantile
+
+
+@lru_cache(maxsize=256)
+def prompt_classes(mean: int, p90: int | None = None, drawn: tuple[int, ...] = ()
+                   ) -> tuple[tuple[float, float], ...]:
+    """The requests by prompt length (Workload.prompts): PROMPT_CLASSES classes of equal share, as (share,
+    the class's mean prompt less `mean`), the one owner of a workload's prompt classes.
+    - `drawn`: the prompts a benchmark run sends (varied: its law's quantiles, scaled to the mean and
+      clipped to its caps), sorted, each class the mean of its share of them;
+    - else the log-normal through the mean and its 90th percentile `p90` (σ from lognormal_cv2, the law
+      services/deploy.py `longest` sizes the context with), each class its conditional mean over its share
+      (a, b) of the requests, mean × (Φ(z_b − σ) − Φ(z_a − σ)) / (b − a) (the log-normal's partial
+      expectation E[L; L ≤ e^(μ + σ z)] = mean × Φ(z − σ): "Log-normal distribution", Partial expectation,
+      https://en.wikipedia.org/wiki/Log-normal_distribution#Partial_expectation), so the classes keep the
+      mean. A log-normal of
+      this mean has a 90th percentile of at most e^(z²/2) = 2.27 × the mean (at σ = z, where lognormal_cv2
+      stops); for a p90 beyond it the classes that hold the top tenth (from 13/15 up) are stretched by p90 /
+      that law's p90, so the 14th class keeps the stated p90.
+    Empty: no spread (no p90 above the mean, or every drawn prompt alike)."""
+    if drawn:
+        n = len(drawn)
+        ordered = sorted(drawn)
+        if ordered[0] == ordered[-1]:
+            return ()
+        out = []
+        for k in range(PROMPT_CLASSES):
+            lo, hi = round(k * n / PROMPT_CLASSES), round((k + 1) * n / PROMPT_CLASSES)
+            if hi > lo:
+                out.append(((hi - lo) / n, sum(ordered[lo:hi]) / (hi - lo) - mean))
+        return tuple(out)
+    if p90 is None or p90 <= mean or mean <= 0:
+        return ()
+    from statistics import NormalDist  # only where a spread is given: kept off the CLI's start-up
+
+    sigma = math.sqrt(math.log1p(lognormal_cv2(mean, p90)))
+    law_p90 = mean * math.exp(-sigma * sigma / 2 + Z90 * sigma)
+    stretch = max(p90 / law_p90, 1.0)
+    unit = NormalDist()
+
+    def below(u: float) -> float:  # Φ(z_u − σ): the share of the mean held by the prompts below quantile u
+        return 0.0 if u <= 0 else 1.0 if u >= 1 else unit.cdf(unit.inv_cdf(u) - sigma)
+
+    out = []
+    for k in range(PROMPT_CLASSES):
+        a, b = k / PROMPT_CLASSES, (k + 1) / PROMPT_CLASSES
+        tokens = mean * (below(b) - below(a)) / (b - a)
+        if b > 0.9:
+            tokens *= stretch
+        out.append((1 / PROMPT_CLASSES, tokens - mean))
+    return tuple(out)
 
 
 def _root(f: Callable[[float], float], hi: float, tol: float = 0.01) -> float:

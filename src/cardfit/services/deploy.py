@@ -75,7 +75,8 @@ class DeployInput(ModelInput, SpeculativeInput):
                             le=MAX_CONTEXT)
     output_tokens: int = opt(served.DEFAULT_OUTPUT_TOKENS, "answer tokens per request (mean)", ge=1,
                              le=MAX_CONTEXT)
-    input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context)",
+    input_tokens_p90: int | None = opt(None, "90th percentile prompt length (sizes the context, and the "
+                                       "TTFT p90 takes each prompt's own prefill over the spread)",
                                        ge=1, le=MAX_CONTEXT)
     output_tokens_p90: int | None = opt(None,
                                         "90th percentile answer length (sizes the context and the spread "
@@ -149,7 +150,8 @@ class DeployInput(ModelInput, SpeculativeInput):
         "exponential (no such limits), uniform:RATIO (`vllm bench serve --random-range-ratio RATIO`: each "
         "length within ± RATIO × its mean) or sonnet (every prompt at the mean, the answers vary); each "
         "prompt + answer within --max-model-len (default: the model's context). It times runs of one round "
-        "(--requests <= --users); a longer run is timed at the mean lengths", max_length=32)
+        "(--requests <= --users); a longer run is timed at the mean lengths, and a stage of arrivals "
+        "(--requests-per-s) at the mean lengths but its TTFT p90 over the prompts drawn", max_length=32)
     max_output_tokens: int | None = opt(None, "the benchmark's max_tokens: every answer at most this many "
                                         "tokens, the answers varying below it around --output-tokens "
                                         "(MLPerf's 128 for CNN-DailyMail, --sonnet-output-len); with "
@@ -1092,7 +1094,40 @@ def _workload(inp: DeployInput, replicas: int, scale: float = 1.0) -> sv.Workloa
     cv2 = sv.lognormal_cv2(inp.output_tokens, inp.output_tokens_p90) if inp.output_tokens_p90 else 0.0
     users = inp.users * scale / replicas if inp.users is not None else None
     rate = inp.requests_per_s * scale / replicas if inp.requests_per_s is not None else None
-    return sv.Workload(prompt_tokens(inp), inp.output_tokens, users, rate, cv2)
+    return sv.Workload(prompt_tokens(inp), inp.output_tokens, users, rate, cv2, prompts=prompt_spread(inp))
+
+
+def prompt_spread(inp: DeployInput) -> tuple[tuple[float, float], ...]:
+    """The requests by prompt length the question states (core/serving.py prompt_classes, Workload.prompts),
+    which its p90 TTFT takes: a pinned stage of arrivals (--requests with --requests-per-s) that states how
+    its benchmark draws the lengths (--random-lengths, --length-distribution: services/pinned.py
+    length_law) the prompts it draws (core/serving.py varied, as a closed-loop run of the same law sends
+    them; at most PROMPT_DRAWS of them), else the log-normal through --input-tokens and --input-tokens-p90
+    (the law `longest` sizes the context with); none (every prompt the mean) where neither is given. The
+    spread is of the request's own prompt: over --turns its history is the mean's."""
+    from .pinned import is_stage, pins
+
+    if pins(inp) and is_stage(inp) and (inp.random_lengths or inp.length_distribution):
+        from .pinned import length_law
+
+        law = length_law(inp, law_context(inp))
+        if law is not None:
+            n = min(int(inp.requests or 1), sv.PROMPT_DRAWS)
+            drawn = sv.varied(inp.input_tokens, inp.output_tokens, n, law)[0]
+            return sv.prompt_classes(inp.input_tokens, drawn=drawn)
+    return sv.prompt_classes(inp.input_tokens, inp.input_tokens_p90)
+
+
+def law_context(inp: DeployInput) -> int:
+    """The context a pinned benchmark's lengths are drawn within (services/pinned.py length_law):
+    --max-model-len, else the model's trained context (vLLM's default max_model_len); 0 unknown."""
+    from ..catalog.models import default_models
+    from .resolve import resolve
+
+    model = default_models().find(inp.model) if inp.model else None
+    if model is None:
+        model = resolve(inp).model
+    return int(inp.max_model_len or getattr(model, "max_context", 0) or 0)
 
 
 def _misses(served: sv.Served, t: Targets) -> dict[str, float]:
@@ -2919,7 +2954,7 @@ def pinned_answer(inp: DeployInput) -> Pinned:
     if model is None:
         model = resolve(inp).model
     check_pinned_model(inp, model)
-    law = length_law(inp, int(inp.max_model_len or getattr(model, "max_context", 0) or 0))
+    law = length_law(inp, law_context(inp))
     tp, pp = int(inp.tp or 1), int(inp.pp or 1)
     budget, first = schedule(rt, model, inp.max_num_batched_tokens, inp.max_model_len, inp.enable_mixed_chunk)
     if pd_pinned(inp):
@@ -2967,6 +3002,8 @@ def _answer(inp: DeployInput, rt: RuntimeProfile, gpu: Gpu, tp: int, pp: int, bu
                      "above the replica's capacity: its queue grows through the stage")
             how = (f"{how}; a stage of {inp.requests} requests arriving at {rate:g}/s from an empty queue, "
                    f"{queue}")
+            if law is not None:
+                how = f"{how}; its p90 TTFT over the prompts drawn ({law_text(law)}), the rest at the means"
     elif inp.requests:
         asked = int(inp.max_num_seqs or 0) or (rt.max_num_seqs if v0 else 0)  # the server's (a group's) cap
         # the replica's cap over the attention groups its line runs, each group's scheduler its share
@@ -3506,8 +3543,13 @@ def _length_note(inp: DeployInput) -> str:
         return (f"each request is taken at the {inp.input_tokens:,} + {inp.output_tokens:,} tokens stated, "
                 "and the server is started for no request longer than that; give --input-tokens-p90 / "
                 "--output-tokens-p90 for a spread (the context then holds their 99th percentile)")
-    return ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
+    note = ("the server's context holds the 99th percentile prompt and answer of a log-normal through the "
             "stated mean and p90 (fewer than 1 request in 100 is longer; the engine refuses those)")
+    if sv.prompt_classes(inp.input_tokens, inp.input_tokens_p90):
+        note += (f"; the TTFT p90 takes each prompt's own prefill over {sv.PROMPT_CLASSES} classes of that "
+                 "log-normal (the p90 request's prompt is longer than the mean), the queue and the means the "
+                 "mean prompt's")
+    return note
 
 
 def _spec_notes(inp: DeployInput, chosen: Deployment | None) -> list[str]:

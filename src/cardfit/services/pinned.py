@@ -69,21 +69,17 @@ def check_pinned(inp: DeployInput) -> None:
 
 def length_law(inp: DeployInput, context: int) -> sv.Lengths | None:
     """How a pinned benchmark run draws its requests' lengths (core/serving.py Lengths): None where every
-    request has the means (no --random-lengths, --length-distribution); `context`: the engine's
+    request has the means (no --random-lengths, --length-distribution); a closed loop's run is stepped
+    with them (core/serving.py benchmark), a stage of arrivals takes its prompts' classes for its p90 TTFT
+    (services/deploy.py prompt_spread) and its means at the mean lengths; `context`: the engine's
     max_model_len (--max-model-len, else the model's context: vLLM's default; 0 unknown), which no prompt +
     answer exceeds. InputError for a law it cannot read or means it cannot draw within the caps."""
     if (inp.length_distribution or inp.max_output_tokens) and not inp.requests:
         flag = "--length-distribution" if inp.length_distribution else "--max-output-tokens"
         raise InputError(f"{flag} describes a benchmark run: give --requests N (and --users) with it",
                          field="length_distribution" if inp.length_distribution else "max_output_tokens")
-    law_given = inp.random_lengths or inp.length_distribution or inp.max_output_tokens
-    if is_stage(inp) and law_given:
-        # a stage of arrivals (core/serving.py open_stage) is timed at the mean lengths: a law is not read
-        field = ("random_lengths" if inp.random_lengths else
-                 "length_distribution" if inp.length_distribution else "max_output_tokens")
-        raise InputError(f"--{field.replace('_', '-')} times a benchmark at --users C (a closed loop): a "
-                         "stage of arrivals (--requests-per-s) is timed at the mean lengths; drop it or give "
-                         "--users", field=field)
+    # a stage of arrivals (core/serving.py open_stage) is timed at the mean lengths, its p90 TTFT over the
+    # prompts the law draws (services/deploy.py prompt_spread)
     if not (inp.random_lengths or inp.length_distribution):
         if inp.max_output_tokens:
             raise InputError("--max-output-tokens caps answers that vary in length: give --random-lengths or "

@@ -77,8 +77,12 @@ def record_input(r: dict[str, Any]) -> tuple[DeployInput, int, int]:
                   length_distribution=st.get("length_distribution"),
                   max_output_tokens=int(st.get("max_output_tokens") or 0) or None)
     elif r.get("load") == "poisson" and requests and users is None and not pools:
-        # a finite stage of arrivals (inference-perf: rate x duration requests, the stage drained)
-        kw.update(requests=requests, warm_requests=int(st.get("warm_requests") or 0) or None)
+        # a finite stage of arrivals (inference-perf: rate x duration requests, the stage drained), and how
+        # its benchmark drew the lengths, which its p90 TTFT takes (services/deploy.py prompt_spread)
+        kw.update(requests=requests, warm_requests=int(st.get("warm_requests") or 0) or None,
+                  random_lengths=not bool(r.get("fixed_lengths", True)),
+                  length_distribution=st.get("length_distribution"),
+                  max_output_tokens=int(st.get("max_output_tokens") or 0) or None)
     cap = int(st.get("max_batch_size") or st.get("max_num_seqs") or 0)
     budget = int(st.get("max_num_batched_tokens") or st.get("max_num_tokens")
                  or st.get("chunked_prefill_size") or st.get("max_batch_prefill_tokens") or 0)
