@@ -1,10 +1,10 @@
 """Scicom AI Enterprise's llm-benchmaq runs (issue 24 item 4 / issue 26;
-data/validation/serving_benchmaq_h100.toml): `vllm serve` at vLLM 0.15.0 (the harness's pinned release,
-`assumed`) on an 8x H100 SXM pod at TP 8, driven by `vllm bench serve` in a closed loop of 1000 (or 500)
-requests of fixed lengths, Qwen3-8B/14B/32B, Llama-3.1-70B and gpt-oss-120b. Every record was scored at
-first contact by the code before the source was added (data/first_contact.toml, never edited: HELD), and
-today's error of each is held so that a change of the model shows here, record by record (docs/VALIDATION.md
-"Scicom AI llm-benchmaq: a new publisher of vLLM 0.15 runs on 8x H100")."""
+data/validation/serving_benchmaq_h100.toml): `vllm serve` at vLLM 0.15.0 (the release the harness's example
+RunPod configs install, `assumed`) on an 8x H100 SXM pod at TP 8, driven by `vllm bench serve` in a closed
+loop of 1000 (or 500) requests of fixed lengths, Qwen3-8B/14B/32B, Llama-3.1-70B and gpt-oss-120b. Every
+record was scored at first contact by the code before the source was added (data/first_contact.toml, never
+edited: HELD), and today's error of each is held so that a change of the model shows here, record by record
+(docs/VALIDATION.md "Scicom AI llm-benchmaq: a new publisher of vLLM 0.15 runs on 8x H100")."""
 
 from __future__ import annotations
 
@@ -214,3 +214,16 @@ def test_the_runs_are_on_the_older_release_path():
     """vLLM 0.15.0 lacks the CUDA graph pool inside the memory budget (0.20, data/releases.toml
     `graphs_in_budget`) and the later features: every record is on the older-release path."""
     assert {path_of(r) for r in RECORDS} == {"older"}
+
+
+@pytest.mark.parametrize("r", RECORDS, ids=[r["id"] for r in RECORDS])
+def test_note_states_the_release_evidence_and_the_printed_backend(r):
+    """The pod's vLLM is the run config's `dependencies` (benchmaq/runner.py at fb2d755), not the harness's
+    requirements.txt (the client's); every run of the selection prints backend='openai' in its Namespace."""
+    n = r["note"]
+    assert "requirements.txt" not in n
+    assert "benchmaq/runner.py lines 202 and 280 at fb2d755" in n
+    assert "examples/3_config_standardized_runpod.yaml line 49" in n
+    assert "examples/6_example_runpod_config.yaml line 30" in n
+    assert "vllm bench serve --backend openai --endpoint /v1/completions" in n
+    assert "backend='openai'" in n and "backend='vllm'" not in n
