@@ -126,9 +126,9 @@ def test_llmd_gptoss_hbm_stage_p90_carries_a_miss():
     p90, _ = predict_serving(r)
     assert p90 >= miss * 1e3
     assert p90 > 500  # measured 560 ms; the old code 211 ms
-    # the mean is what it was: the mixture's mean is the mean hit's
+    # the mean is what it was: the mixture's mean is the mean hit's (208.2 ms before the MoE refit of 12-08)
     mean, _ = predict_serving(_record("llmd-tiered-gptoss120b-h100-tp1-rate10-hbm-ttft"))
-    assert mean == pytest.approx(208.2, abs=1.0)
+    assert mean == pytest.approx(214.1, abs=1.0)
 
 
 def test_no_reuse_and_few_misses():

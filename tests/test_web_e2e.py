@@ -538,9 +538,14 @@ def _details(driver) -> dict[str, str]:
 
 
 def _pools(pd: dict) -> str:
+    """The page's pools line (app.js pool()), each worker's split named as the CLI names it (cli/deploy_cmd.py
+    _worker: "TP 4", or "attention DP 8 · EP 8" for a pool of attention groups and experts)."""
+    from cardfit.cli.deploy_cmd import _worker
+
     def one(name: str, p: dict) -> str:
         workers = f"{p['replicas']:,} {name} worker{'' if p['replicas'] == 1 else 's'}"
-        return f"{workers} of {p['count']}× {p['gpu']}" + (f" (TP {p['tp']})" if p["tp"] > 1 else "")
+        split = _worker(p).removeprefix(" of ")
+        return f"{workers} of {p['count']}× {p['gpu']}" + (f" ({split})" if split else "")
 
     return f"{one('prefill', pd['prefill'])} + {one('decode', pd['decode'])}"
 
