@@ -47,12 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ..catalog.records import record
 from ..errors import InputError
 from .moe_parallel import imbalance
-from .speed import (
-    Load,
-    Machine,
-    link_seconds,
-    step,
-)
+from .speed import Load, Machine, link_seconds, step
 
 if TYPE_CHECKING:  # core/speculative.py is imported where a step drafts (_step_s): most questions never do
     from .speculative import Speculation
@@ -936,10 +931,11 @@ def prompt_classes(mean: int, p90: int | None = None, drawn: tuple[int, ...] = (
       (a, b) of the requests, mean × (Φ(z_b − σ) − Φ(z_a − σ)) / (b − a) (the log-normal's partial
       expectation E[L; L ≤ e^(μ + σ z)] = mean × Φ(z − σ): "Log-normal distribution", Partial expectation,
       https://en.wikipedia.org/wiki/Log-normal_distribution#Partial_expectation), so the classes keep the
-      mean. A log-normal of
-      this mean has a 90th percentile of at most e^(z²/2) = 2.27 × the mean (at σ = z, where lognormal_cv2
-      stops); for a p90 beyond it the classes that hold the top tenth (from 13/15 up) are stretched by p90 /
-      that law's p90, so the 14th class keeps the stated p90.
+      mean up to a p90 of 2.27 × the mean: a log-normal of this mean has a 90th percentile of at most
+      e^(z²/2) = 2.27 × the mean (at σ = z, where lognormal_cv2 stops); for a p90 beyond it the classes that
+      hold the top tenth (from 13/15 up) are stretched by p90 / that law's p90, so the 14th class keeps the
+      stated p90 and the classes' mean rises above `mean` (the queue and the means still read `mean`:
+      Workload.prompts).
     Empty: no spread (no p90 above the mean, or every drawn prompt alike)."""
     if drawn:
         n = len(drawn)
